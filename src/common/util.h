@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util.h: allocation helpers for the programs (acceld, accelctl). They log
+ * and abort on exhaustion (STYLE 9); the shim never uses them.
+ */
+#ifndef ACCEL_COMMON_UTIL_H
+#define ACCEL_COMMON_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* printf into a new string; the caller frees it. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xvasprintf(const char *fmt, va_list ap);
+/* Monotonic clock in nanoseconds. */
+uint64_t util_now_ns(void);
+/* Wall clock in milliseconds since the epoch. */
+int64_t util_wall_ms(void);
+/* Copy at most len-1 bytes of src into dst and terminate it. */
+void util_strlcpy(char *dst, const char *src, size_t len);
+
+#endif /* ACCEL_COMMON_UTIL_H */
