@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h: the durable state of acceld (SPEC 9). The daemon keeps its state
+ * in memory and writes every change through to the store inside the same
+ * critical section, before it answers: store_begin, the puts/deletes of one
+ * operation, store_commit (or store_rollback on any failure). One SQLite
+ * file (<data-dir>/accel.db), WAL, synchronous=FULL, schema version in
+ * PRAGMA user_version, ordered migrations. A newer or corrupt database is
+ * refused with a clear message and never overwritten.
+ *
+ * The interface speaks in rows, not SQL, so that a cluster store (etcd,
+ * SPEC 10) can implement it too. Not thread-safe: the daemon's lock
+ * serializes all calls. Strings passed in are copied; strings passed to
+ * loader callbacks are valid only during the call.
+ */
+#ifndef ACCEL_DAEMON_STORE_H
+#define ACCEL_DAEMON_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "accel/accel.h"
+
+struct store;
+
+/* An installed app. */
+struct store_app {
+    const char *name;          /* app name, primary key */
+    const char *owner;         /* user name or "shared" */
+    const char *state;         /* "installed", "running", ... */
+    const char *reason;        /* why it is in that state, or NULL */
+    const char *manifest;      /* the manifest as compact JSON */
+    const char *selected_type; /* chosen accelerator type, or NULL */
+    int64_t created_ms;        /* wall clock at install */
+    int64_t updated_ms;        /* wall clock at the last change */
+    int64_t pid;               /* leader pid of its process group, 0 if none */
+    uint64_t pid_start;        /* that process's start time (clock ticks) */
+    int64_t exit_status;       /* last exit status, -1 if none */
+};
+
+/* One allocation row (binding). */
+struct store_alloc {
+    const char *app;    /* app name */
+    const char *owner;  /* app owner */
+    const char *type;   /* accelerator type name */
+    const char *node;   /* node name */
+    const char *device; /* device id */
+    uint64_t memory;    /* quota bytes (MemorySlice), 0 = whole card */
+};
+
+/* A device's persisted settings (the mode a user chose wins over inventory). */
+struct store_device {
+    const char *node;       /* node name */
+    const char *id;         /* device id */
+    const char *support;    /* "Exclusive" | "MemorySlice" | "TimeSlice" */
+    const char *settings;   /* JSON object of per-device settings, or NULL */
+};
+
+struct store_node {
+    const char *name; /* node name */
+    bool enabled;     /* accelerators take new placements */
+};
+
+struct store_user {
+    const char *name;       /* user name */
+    const char *role;       /* "admin" | "member" */
+    const char *token_hash; /* hex SHA-256 of the token */
+    int64_t created_ms;
+};
+
+struct store_event {
+    int64_t id;          /* assigned by the store, increasing */
+    int64_t ts_ms;       /* wall clock */
+    const char *kind;    /* "app.state", "binding.add", "refusal", ... */
+    const char *app;     /* or NULL */
+    const char *node;    /* or NULL */
+    const char *device;  /* or NULL */
+    const char *message; /* one sentence */
+    const char *data;    /* JSON object with details, or NULL */
+};
+
+/* Callbacks for store_load; any may be NULL. A non-OK return stops the load
+ * and is returned by store_load. */
+struct store_loader {
+    void *ctx;
+    enum accel_err (*app)(void *ctx, const struct store_app *a);
+    enum accel_err (*alloc)(void *ctx, const struct store_alloc *a);
+    enum accel_err (*device)(void *ctx, const struct store_device *d);
+    enum accel_err (*node)(void *ctx, const struct store_node *n);
+    enum accel_err (*user)(void *ctx, const struct store_user *u);
+};
+
+/*
+ * Open (creating if needed) the database at path and migrate it to the
+ * current schema. *out is set only on success. On failure *cause gets an
+ * allocated sentence (caller frees), e.g. "accel.db was written by a newer
+ * accel (schema 7, this build knows 2); refusing to open it", and the code
+ * is ACCEL_ESTORE_NEWER, ACCEL_ESTORE_CORRUPT or ACCEL_ESTORE.
+ */
+enum accel_err store_open(const char *path, struct store **out, char **cause);
+void store_close(struct store *s); /* accepts NULL */
+
+/* Read every row into the loader (apps before allocs). */
+enum accel_err store_load(struct store *s, const struct store_loader *l);
+
+/* Transactions: begin → puts → commit (durable when it returns OK). */
+enum accel_err store_begin(struct store *s);
+enum accel_err store_commit(struct store *s);
+void store_rollback(struct store *s);
+
+/* Row writes; call between begin and commit. Put = insert or replace. */
+enum accel_err store_app_put(struct store *s, const struct store_app *a);
+enum accel_err store_app_delete(struct store *s, const char *name);
+enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a);
+/* Delete every allocation row of an app. */
+enum accel_err store_alloc_delete_app(struct store *s, const char *app);
+/* Delete one row (app, device). */
+enum accel_err store_alloc_delete(struct store *s, const char *app,
+                                  const char *device);
+enum accel_err store_device_put(struct store *s, const struct store_device *d);
+enum accel_err store_node_put(struct store *s, const struct store_node *n);
+enum accel_err store_user_put(struct store *s, const struct store_user *u);
+enum accel_err store_user_delete(struct store *s, const char *name);
+
+/* Append an event; *out_id (may be NULL) gets its id. Usable inside or
+ * outside a transaction (outside: its own commit). Keeps at most
+ * keep_max events (older ones pruned). */
+enum accel_err store_event_append(struct store *s, const struct store_event *e,
+                                  int64_t keep_max, int64_t *out_id);
+
+/* Events with id > since_id, oldest first, at most limit, optionally
+ * filtered (NULL = any) by app, device and kind, and by ts >= since_ms.
+ * Stops early if cb returns non-OK. */
+struct store_event_filter {
+    int64_t since_id;
+    int64_t since_ms;
+    const char *app;
+    const char *device;
+    const char *kind;
+    int64_t limit;
+};
+enum accel_err store_events_query(struct store *s,
+                                  const struct store_event_filter *f,
+                                  enum accel_err (*cb)(void *ctx,
+                                                       const struct store_event *e),
+                                  void *ctx);
+
+#endif /* ACCEL_DAEMON_STORE_H */
