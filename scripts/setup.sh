@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
- libmicrohttpd-dev libjansson-dev libsqlite3-dev libyaml-dev libcurl4-openssl-dev \
+ libmicrohttpd-dev libjansson-dev nettle-dev libsqlite3-dev libyaml-dev libcurl4-openssl-dev \
  sqlite3 curl python3 procps"
 missing=""
 for p in $PKGS; do
