@@ -100,10 +100,31 @@ struct store_loader {
 enum accel_err store_open(const char *path, struct store **out, char **cause);
 void store_close(struct store *s); /* accepts NULL */
 
+/* The last SQLite message (with its rc) behind a failure, for logs; "" if
+ * none. Valid until the next store call. Accepts NULL. */
+const char *store_errmsg(const struct store *s);
+
+/* How long a write waits for another connection's lock before failing with
+ * ACCEL_EBUSY (default 5000 ms). Tests shorten it. */
+void store_set_busy_timeout(struct store *s, int ms);
+
+/* The schema version this build creates and migrates to. */
+int store_schema_version(void);
+
 /* Read every row into the loader (apps before allocs). */
 enum accel_err store_load(struct store *s, const struct store_loader *l);
 
-/* Transactions: begin → puts → commit (durable when it returns OK). */
+/*
+ * Transactions: begin → puts → commit (durable when it returns OK). Begin
+ * takes the write lock at once (BEGIN IMMEDIATE); another writer makes it
+ * wait up to the busy timeout, then ACCEL_EBUSY. Any failure of a call
+ * between begin and commit, commit included, has already rolled the whole
+ * transaction back when it returns (store_rollback is then a no-op) and
+ * later puts answer ACCEL_EINVAL until the next begin, so nothing of a
+ * failed transaction can be committed. Errors: ACCEL_EBUSY, ACCEL_ENOMEM,
+ * ACCEL_EIO (I/O error, disk full, read-only file), ACCEL_ESTORE_CORRUPT,
+ * ACCEL_EINVAL (no transaction, NULL required field), ACCEL_ESTORE.
+ */
 enum accel_err store_begin(struct store *s);
 enum accel_err store_commit(struct store *s);
 void store_rollback(struct store *s);
@@ -123,14 +144,17 @@ enum accel_err store_user_put(struct store *s, const struct store_user *u);
 enum accel_err store_user_delete(struct store *s, const char *name);
 
 /* Append an event; *out_id (may be NULL) gets its id. Usable inside or
- * outside a transaction (outside: its own commit). Keeps at most
- * keep_max events (older ones pruned). */
+ * outside a transaction (outside: its own commit). Keeps the newest
+ * keep_max events: older ones are pruned in batches, every 64 appends, so
+ * the table holds at most keep_max + 63 rows. keep_max <= 0: keep all.
+ * kind and message are required (ACCEL_EINVAL). */
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id);
 
-/* Events with id > since_id, oldest first, at most limit, optionally
- * filtered (NULL = any) by app, device and kind, and by ts >= since_ms.
- * Stops early if cb returns non-OK. */
+/* Events with id > since_id, oldest first, at most limit (<= 0: no
+ * limit), optionally filtered (NULL = any) by app, device and kind, and by
+ * ts >= since_ms (0 = any). Stops early if cb returns non-OK and returns
+ * that code. Strings in *e are valid only during the callback. */
 struct store_event_filter {
     int64_t since_id;
     int64_t since_ms;
