@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proc.h: starting, identifying, watching and stopping an app's processes
+ * (SPEC 8.2). An app runs in its own session and process group, its output is
+ * appended to a log file, and it is known by (pid, start time), an identity
+ * that survives an acceld restart and cannot be fooled by pid reuse.
+ *
+ * This module knows nothing about apps, bindings or the store: the daemon
+ * builds the argv and environment, keeps the handles, and runs one supervisor
+ * thread that every ~200 ms calls proc_reap() for its own children and
+ * proc_alive() for processes it adopted after a restart (not its children),
+ * plus proc_rotate_log() now and then.
+ *
+ * Thread-safety: every function is safe to call from any thread; none keeps
+ * state. proc_start() forks a multithreaded process, so the child does only
+ * async-signal-safe work between fork and exec (everything is prepared
+ * before the fork). The daemon must not set SIGCHLD to SIG_IGN (children
+ * would be reaped by the kernel and their exit status lost). proc_stop()
+ * blocks for up to its timeouts; call it from a worker, not the supervisor.
+ */
+#ifndef ACCEL_DAEMON_PROC_H
+#define ACCEL_DAEMON_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "accel/accel.h"
+
+#define PROC_LOG_MAX_DEFAULT (10ULL << 20) /* rotate logs over 10 MiB */
+#define PROC_STATUS_LEN 64                 /* proc_exit_status buffer */
+
+/* What to run. Nothing is kept after proc_start returns. */
+struct proc_spec {
+    const char *name;        /* app name, used in messages only */
+    char *const *argv;       /* NULL-terminated; argv[0] searched in PATH */
+    char *const *env;        /* NULL-terminated KEY=VALUE added to / replacing
+                                the daemon's environment; may be NULL */
+    const char *workdir;     /* chdir here first; NULL = the daemon's cwd */
+    const char *log_path;    /* stdout+stderr appended here; NULL = /dev/null */
+    uint64_t log_max_bytes;  /* rotate when larger; 0 = PROC_LOG_MAX_DEFAULT */
+};
+
+/* A started (or adopted) app: persist both fields to find it again. */
+struct proc_handle {
+    pid_t pid;               /* the leader; also its pgid and session id */
+    uint64_t start_time;     /* /proc/<pid>/stat field 22 (ticks since boot) */
+};
+
+/*
+ * Start spec->argv in a new session (pid = pgid = sid), stdin from /dev/null,
+ * stdout and stderr appended to spec->log_path (rotated first when over the
+ * cap), every other descriptor closed, signals reset to default.
+ *   out    set only on success.
+ *   cause  on failure, an allocated sentence the caller frees (may be NULL):
+ *          "cannot run 'foo': No such file or directory",
+ *          "cannot use workdir '/x' for 'app': No such file or directory",
+ *          "cannot open log file '/l/app.log': Permission denied".
+ * Failures are reported here, synchronously (the child reports a failed
+ * chdir or exec through a close-on-exec pipe and is reaped): ACCEL_EINVAL
+ * (empty argv), ACCEL_ENOTFOUND (binary or workdir missing), ACCEL_EFORBIDDEN
+ * (permission), ACCEL_EIO (log file), ACCEL_ESYS (fork, pipe, exec other).
+ */
+enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
+                          char **cause);
+
+/*
+ * 1 if a live (not zombie) process has this pid and start time, else 0: the
+ * process exited or the pid was reused. Works for any process, own child or
+ * adopted.
+ */
+int proc_alive(pid_t pid, uint64_t start_time);
+
+/* 1 if any live (not zombie) process has process group pgid, else 0. */
+int proc_group_alive(pid_t pgid);
+
+/*
+ * Start time of pid (field 22 of /proc/<pid>/stat) into *out_start, set only
+ * on success. ACCEL_ENOTFOUND when there is no such process.
+ */
+enum accel_err proc_start_time(pid_t pid, uint64_t *out_start);
+
+/*
+ * Non-blocking waitpid() of one child of this process.
+ *   status  set to the wait status when reaped.
+ * Returns ACCEL_OK (reaped), ACCEL_EBUSY (still running) or ACCEL_ENOTFOUND
+ * (not our child: adopted after a restart, or already reaped).
+ */
+enum accel_err proc_reap(pid_t pid, int *status);
+
+/*
+ * The processes whose environment holds exactly KEY=VALUE (read from
+ * /proc/<pid>/environ; processes we may not read are skipped; this process
+ * is never listed). Finds what an app started and then moved to another
+ * session, e.g. ACCEL_APP=comfyui.
+ *   out  new array (caller frees), NULL when none; always set on ACCEL_OK.
+ * Returns ACCEL_OK or ACCEL_ESYS (/proc unreadable).
+ */
+enum accel_err proc_find_by_env(const char *key, const char *value,
+                                pid_t **out, size_t *n);
+
+/*
+ * Stop an app: SIGTERM to its process group (and to the processes carrying
+ * env_key=env_value when env_key is non-NULL), wait up to term_ms for all of
+ * them to exit, then SIGKILL the survivors, and wait up to kill_ms more
+ * until none is left. The leader is reaped if it is our child.
+ *   out_status  leader's wait status if we reaped it, else -1 (may be NULL).
+ *   cause       on ACCEL_EBUSY, an allocated sentence naming the survivors.
+ * Returns ACCEL_OK when every process is gone (also when none was left),
+ * ACCEL_EBUSY when some survived SIGKILL (e.g. stuck in the kernel).
+ */
+enum accel_err proc_stop(const struct proc_handle *h, const char *env_key,
+                         const char *env_value, unsigned term_ms,
+                         unsigned kill_ms, int *out_status, char **cause);
+
+/*
+ * Rotate a log a process is writing to: when it is over max_bytes (0 =
+ * PROC_LOG_MAX_DEFAULT), copy it to "<path>.1" (replacing the previous) and
+ * truncate it; writers opened it with O_APPEND and carry on at the new end.
+ * Returns ACCEL_OK (rotated or small enough or absent) or ACCEL_EIO.
+ */
+enum accel_err proc_rotate_log(const char *path, uint64_t max_bytes);
+
+/*
+ * A wait status as a sentence into buf: "exited with status 3",
+ * "killed by signal 9 (Killed)", "exited with status 0".
+ */
+void proc_exit_status(int status, char *buf, size_t len);
+
+/*
+ * This boot's id (/proc/sys/kernel/random/boot_id) into buf (>= 37 bytes):
+ * store it with the handles, since start times restart at each boot.
+ * ACCEL_EIO when unreadable.
+ */
+enum accel_err proc_boot_id(char *buf, size_t len);
+
+#endif /* ACCEL_DAEMON_PROC_H */

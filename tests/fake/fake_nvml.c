@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake_nvml.c: a fake libnvidia-ml.so.1 for tests. It exports the NVML entry
+ * points acceld uses and answers from a text file named by $ACCEL_FAKE_NVML,
+ * re-read on every call, so a test can make a GPU appear, vanish, fill up or
+ * turn unhealthy while acceld runs. It is not a model of a GPU: it says what
+ * the file says. Built with -DFAKE_NVML_OLD it lacks the _v2/_v3 process
+ * queries and the CUDA version (an old driver); with -DFAKE_NVML_BROKEN it
+ * also lacks nvmlDeviceGetUUID (a library acceld must refuse).
+ *
+ * The file, one directive per line, '#' starts a comment:
+ *   driver 550.54.14              nvmlSystemGetDriverVersion
+ *   cuda 12040                    nvmlSystemGetCudaDriverVersion(_v2)
+ *   init_err 9                    nvmlInit_v2 returns this code
+ *   count_err 999                 nvmlDeviceGetCount_v2 returns this code
+ *   gpu uuid=GPU-a total=N used=N util=N ecc=N err=N uuid_err=N name=REST
+ *       one device, in index order; err = code every query of it returns
+ *       (except the UUID, which has uuid_err); ecc = uncorrected volatile
+ *       ECC count; name= must be last and takes the rest of the line
+ *   proc GPU-a PID USED compute|graphics
+ *   proc_err GPU-a N              the process queries of that device return N
+ * A missing or empty file means a driver with no devices.
+ */
+#include "common/accel_setup.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
+#define FAKE_MAX_GPUS 16
+#define FAKE_MAX_PROCS 256
+
+typedef int nvmlReturn_t;
+typedef void *nvmlDevice_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_GPU_IS_LOST 15
+
+struct fake_gpu {
+    char uuid[96];            /* "GPU-..." */
+    char name[96];            /* model */
+    unsigned long long total; /* bytes */
+    unsigned long long used;  /* bytes */
+    unsigned util;            /* percent */
+    unsigned long long ecc;   /* uncorrected volatile ECC errors */
+    int err;                  /* every query returns this when non-zero */
+    int uuid_err;             /* nvmlDeviceGetUUID returns this */
+    int proc_err;             /* process queries return this */
+};
+
+struct fake_proc {
+    char uuid[96];            /* device */
+    unsigned pid;             /* process id */
+    unsigned long long used;  /* bytes */
+    int graphics;             /* 1 graphics list, 0 compute list */
+};
+
+struct fake_state {
+    char driver[80];          /* driver version string */
+    int cuda;                 /* 12040 */
+    int init_err;             /* nvmlInit_v2 result */
+    int count_err;            /* nvmlDeviceGetCount_v2 result */
+    int inited;               /* nvmlInit_v2 called and not shut down */
+    struct fake_gpu gpus[FAKE_MAX_GPUS];
+    unsigned ngpus;
+    struct fake_proc procs[FAKE_MAX_PROCS];
+    unsigned nprocs;
+};
+
+/* The fake is a library mimicking a process-global driver: one state. */
+static struct fake_state st;
+static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void parse_gpu_field(struct fake_gpu *g, const char *key,
+                            const char *val)
+{
+    if (strcmp(key, "uuid") == 0)
+        snprintf(g->uuid, sizeof(g->uuid), "%s", val);
+    else if (strcmp(key, "total") == 0)
+        g->total = strtoull(val, NULL, 10);
+    else if (strcmp(key, "used") == 0)
+        g->used = strtoull(val, NULL, 10);
+    else if (strcmp(key, "util") == 0)
+        g->util = (unsigned)strtoul(val, NULL, 10);
+    else if (strcmp(key, "ecc") == 0)
+        g->ecc = strtoull(val, NULL, 10);
+    else if (strcmp(key, "err") == 0)
+        g->err = (int)strtol(val, NULL, 10);
+    else if (strcmp(key, "uuid_err") == 0)
+        g->uuid_err = (int)strtol(val, NULL, 10);
+}
+
+/* "gpu k=v k=v ... name=Rest Of Line" */
+static void parse_gpu(char *p)
+{
+    struct fake_gpu *g;
+
+    if (st.ngpus >= FAKE_MAX_GPUS)
+        return;
+    g = &st.gpus[st.ngpus++];
+    memset(g, 0, sizeof(*g));
+    while (*p != '\0') {
+        char *eq, *end;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        eq = strchr(p, '=');
+        if (eq == NULL)
+            break;
+        *eq = '\0';
+        if (strcmp(p, "name") == 0) {
+            snprintf(g->name, sizeof(g->name), "%s", eq + 1);
+            break;
+        }
+        end = eq + 1 + strcspn(eq + 1, " \t");
+        if (*end != '\0')
+            *end++ = '\0';
+        parse_gpu_field(g, p, eq + 1);
+        p = end;
+    }
+}
+
+static struct fake_gpu *gpu_by_uuid(const char *uuid)
+{
+    for (unsigned i = 0; i < st.ngpus; i++)
+        if (strcmp(st.gpus[i].uuid, uuid) == 0)
+            return &st.gpus[i];
+    return NULL;
+}
+
+static void parse_proc(const char *p)
+{
+    struct fake_proc *q;
+    char kind[16] = "";
+
+    if (st.nprocs >= FAKE_MAX_PROCS)
+        return;
+    q = &st.procs[st.nprocs];
+    memset(q, 0, sizeof(*q));
+    if (sscanf(p, "%95s %u %llu %15s", q->uuid, &q->pid, &q->used, kind) < 3)
+        return;
+    q->graphics = strcmp(kind, "graphics") == 0;
+    st.nprocs++;
+}
+
+static void parse_line(char *line)
+{
+    char uuid[96];
+    int code;
+
+    line[strcspn(line, "#\r\n")] = '\0';
+    if (strncmp(line, "driver ", 7) == 0)
+        snprintf(st.driver, sizeof(st.driver), "%s", line + 7);
+    else if (strncmp(line, "cuda ", 5) == 0)
+        st.cuda = (int)strtol(line + 5, NULL, 10);
+    else if (strncmp(line, "init_err ", 9) == 0)
+        st.init_err = (int)strtol(line + 9, NULL, 10);
+    else if (strncmp(line, "count_err ", 10) == 0)
+        st.count_err = (int)strtol(line + 10, NULL, 10);
+    else if (strncmp(line, "gpu ", 4) == 0)
+        parse_gpu(line + 4);
+    else if (strncmp(line, "proc ", 5) == 0)
+        parse_proc(line + 5);
+    else if (sscanf(line, "proc_err %95s %d", uuid, &code) == 2 &&
+             gpu_by_uuid(uuid) != NULL)
+        gpu_by_uuid(uuid)->proc_err = code;
+}
+
+/* Re-read the file (called with st_lock held). */
+static void load(void)
+{
+    const char *path = getenv("ACCEL_FAKE_NVML");
+    char line[512];
+    FILE *f;
+    int inited = st.inited;
+
+    memset(&st, 0, sizeof(st));
+    st.inited = inited;
+    snprintf(st.driver, sizeof(st.driver), "%s", "550.54.14");
+    st.cuda = 12040;
+    if (path == NULL)
+        return;
+    f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL)
+        parse_line(line);
+    fclose(f);
+}
+
+/* Lock, reload, check init. Every entry point but init starts with this. */
+static nvmlReturn_t enter(void)
+{
+    pthread_mutex_lock(&st_lock);
+    load();
+    if (!st.inited) {
+        pthread_mutex_unlock(&st_lock);
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t leave(nvmlReturn_t rc)
+{
+    pthread_mutex_unlock(&st_lock);
+    return rc;
+}
+
+/* A handle is index + 1; it goes stale (GPU lost) when the device vanishes. */
+static struct fake_gpu *gpu_of(nvmlDevice_t d)
+{
+    uintptr_t i = (uintptr_t)d;
+    if (i == 0 || i > st.ngpus)
+        return NULL;
+    return &st.gpus[i - 1];
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    nvmlReturn_t rc;
+    pthread_mutex_lock(&st_lock);
+    load();
+    rc = st.init_err;
+    if (rc == NVML_SUCCESS)
+        st.inited = 1;
+    return leave(rc);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&st_lock);
+    st.inited = 0;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
+{
+    switch (rc) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case 6: return "Not Found";
+    case 7: return "Insufficient Size";
+    case 9: return "Driver Not Loaded";
+    case 12: return "NVML Shared Library Not Found";
+    case 15: return "GPU is lost";
+    default: return "Unknown Error";
+    }
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *buf, unsigned len)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (buf == NULL || len <= strlen(st.driver))
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    snprintf(buf, len, "%s", st.driver);
+    return leave(NVML_SUCCESS);
+}
+
+#ifndef FAKE_NVML_OLD
+static nvmlReturn_t cuda_version(int *v)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *v = st.cuda;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
+{
+    return cuda_version(v);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v)
+{
+    return cuda_version(v);
+}
+#endif
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (st.count_err != 0)
+        return leave(st.count_err);
+    *count = st.ngpus;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i,
+                                                       nvmlDevice_t *d)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (i >= st.ngpus)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *d = (nvmlDevice_t)(uintptr_t)(i + 1);
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid,
+                                                   nvmlDevice_t *d)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    for (unsigned i = 0; i < st.ngpus; i++) {
+        if (strcmp(st.gpus[i].uuid, uuid) == 0) {
+            *d = (nvmlDevice_t)(uintptr_t)(i + 1);
+            return leave(NVML_SUCCESS);
+        }
+    }
+    return leave(NVML_ERROR_NOT_FOUND);
+}
+
+/* Lock, reload, resolve the handle and apply the device's error code. */
+static nvmlReturn_t enter_dev(nvmlDevice_t d, struct fake_gpu **g)
+{
+    nvmlReturn_t rc = enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *g = gpu_of(d);
+    if (*g == NULL)
+        return leave(NVML_ERROR_GPU_IS_LOST);
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_BROKEN
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *buf,
+                                           unsigned len)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->uuid_err != 0)
+        return leave(g->uuid_err);
+    if (len <= strlen(g->uuid))
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    snprintf(buf, len, "%s", g->uuid);
+    return leave(NVML_SUCCESS);
+}
+#endif
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *buf,
+                                           unsigned len)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    if (len <= strlen(g->name))
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    snprintf(buf, len, "%s", g->name);
+    return leave(NVML_SUCCESS);
+}
+
+struct fake_memory {
+    unsigned long long total, free, used;
+};
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d,
+                                                 struct fake_memory *m)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    m->total = g->total;
+    m->used = g->used;
+    m->free = g->total > g->used ? g->total - g->used : 0;
+    return leave(NVML_SUCCESS);
+}
+
+struct fake_util {
+    unsigned gpu, memory;
+};
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
+                                                       struct fake_util *u)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    u->gpu = g->util;
+    u->memory = 0;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type,
+                                                     int counter,
+                                                     unsigned long long *n)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    *n = (type == 1 && counter == 0) ? g->ecc : 0;
+    return leave(NVML_SUCCESS);
+}
+
+struct fake_proc_v1 {
+    unsigned pid;
+    unsigned long long used;
+};
+
+struct fake_proc_v2 {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gi, ci;
+};
+
+static void put_proc(void *infos, int v2, unsigned k, const struct fake_proc *p)
+{
+    if (v2) {
+        struct fake_proc_v2 *o = infos;
+        o[k].pid = p->pid;
+        o[k].used = p->used;
+        o[k].gi = o[k].ci = 0xFFFFFFFFu;
+    } else {
+        struct fake_proc_v1 *o = infos;
+        o[k].pid = p->pid;
+        o[k].used = p->used;
+    }
+}
+
+/* NVML's contract: *count in = capacity, out = entries (or needed). */
+static nvmlReturn_t procs(nvmlDevice_t d, unsigned *count, void *infos,
+                          int graphics, int v2)
+{
+    struct fake_gpu *g;
+    unsigned n = 0, k = 0;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0 || g->proc_err != 0)
+        return leave(g->err != 0 ? g->err : g->proc_err);
+    for (unsigned i = 0; i < st.nprocs; i++)
+        if (st.procs[i].graphics == graphics &&
+            strcmp(st.procs[i].uuid, g->uuid) == 0)
+            n++;
+    if (n > *count || (n > 0 && infos == NULL)) {
+        *count = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned i = 0; i < st.nprocs; i++)
+        if (st.procs[i].graphics == graphics &&
+            strcmp(st.procs[i].uuid, g->uuid) == 0)
+            put_proc(infos, v2, k++, &st.procs[i]);
+    *count = n;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 0, 0);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 1, 0);
+}
+
+#ifndef FAKE_NVML_OLD
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 0, 1);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 0, 1);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 1, 1);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(
+    nvmlDevice_t d, unsigned *count, void *infos)
+{
+    return procs(d, count, infos, 1, 1);
+}
+#endif
