@@ -93,6 +93,7 @@ struct adm_sel {
 #define ADM_CODE_MAP(XX)                                                       \
     XX(VALID, "valid")                                                         \
     XX(EMPTY_SELECTION, "empty-selection")                                     \
+    XX(TOO_MANY_SELECTIONS, "too-many-selections")                             \
     XX(NODE_NOT_FOUND, "node-not-found")                                       \
     XX(DEVICE_NOT_FOUND, "device-not-found")                                   \
     XX(DUPLICATE_SELECTION, "duplicate-selection")                             \
@@ -172,8 +173,11 @@ bool adm_node_pressure(const struct adm_snapshot *s, uint32_t node,
 
 /*
  * Validate a selection (2.6). Always fills *verdict. When valid, writes one
- * row per item (sorted by node, then device) into rows[nsel] and returns
- * true; otherwise rows is untouched and returns false.
+ * row per item (sorted by snapshot order: node index, then device index)
+ * into rows[nsel] and returns true; otherwise rows is untouched and returns
+ * false. More than ADM_MAX_SELECTION items give "too-many-selections" (not a
+ * SPEC code: the HTTP layer should refuse such a body before). The exact
+ * conditions and their order are in docs/internals/admission.md.
  */
 bool adm_validate(const struct adm_snapshot *s, const struct adm_req *r,
                   const struct adm_sel *sel, size_t nsel,
