@@ -1,0 +1,80 @@
+// The HTTP API of acceld (docs/api.md). Every call returns the envelope's
+// data or throws an ApiError carrying the status, the machine code and, for
+// 422 checks, the check's data ({type, ...}).
+const TOKEN_KEY = 'accel.token';
+
+export function getToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+export function setToken(t) {
+  try {
+    if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY);
+  } catch { /* private mode: the session still works until reload */ }
+}
+
+// "#token=abc" (optionally followed by "&..." or a route) → store it and drop
+// it from the address bar so it is not bookmarked or shared by accident.
+export function takeTokenFromHash() {
+  const h = location.hash || '';
+  const m = h.match(/^#(?:\/?[^?]*\?)?token=([^&]+)(?:&(.*))?$/) || h.match(/[#&]token=([^&]+)/);
+  if (!m) return false;
+  setToken(decodeURIComponent(m[1]));
+  history.replaceState(null, '', location.pathname + location.search + '#/accelerator');
+  return true;
+}
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const msg = (body && (body.message || body.error)) || `HTTP ${status}`;
+    super(msg);
+    this.status = status;
+    this.code = body && body.error;
+    this.data = body && body.data;
+    this.check = status === 422 && body && body.data && body.data.type ? body.data : null;
+  }
+}
+
+let onUnauthorized = () => {};
+export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
+
+export async function api(method, path, body, token) {
+  const headers = { Accept: 'application/json' };
+  const tok = token ?? getToken();
+  if (tok) headers.Authorization = `Bearer ${tok}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError(0, { message: 'The accel daemon cannot be reached.' });
+  }
+  let json = null;
+  const text = await res.text();
+  if (text) {
+    try { json = JSON.parse(text); } catch { json = { message: text.slice(0, 200) }; }
+  }
+  if (!res.ok) {
+    if (res.status === 401 && token === undefined) onUnauthorized();
+    throw new ApiError(res.status, json);
+  }
+  if (json && typeof json === 'object' && 'data' in json && 'code' in json) return json.data;
+  return json;
+}
+
+const enc = encodeURIComponent;
+export const API = {
+  resources: () => api('GET', '/api/compute-resources'),
+  apps: () => api('GET', '/api/apps'),
+  setSupportType: (node, dev, supportType) =>
+    api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/support-type`, { supportType }),
+  install: (body) => api('POST', '/api/apps', body),
+  resume: (name, computeBinding) =>
+    api('POST', `/api/apps/${enc(name)}/resume`, computeBinding ? { computeBinding } : {}),
+  suspend: (name) => api('POST', `/api/apps/${enc(name)}/suspend`, {}),
+  uninstall: (name) => api('DELETE', `/api/apps/${enc(name)}`),
+  availability: (name) => api('GET', `/api/apps/${enc(name)}/compute-resources/availability`),
+  validate: (name, computeBinding) =>
+    api('POST', `/api/apps/${enc(name)}/compute-resources/validate`, { computeBinding }),
+  unbind: (name) => api('DELETE', `/api/apps/${enc(name)}/compute-resources/bindings`),
+  users: (token) => api('GET', '/api/users', undefined, token),
+};

@@ -1,0 +1,68 @@
+// Labels and number formats shared by every page.
+const GI = 1024 ** 3;
+
+export const SUPPORT_LABEL = {
+  Exclusive: 'App exclusive',
+  MemorySlice: 'Memory slicing',
+  TimeSlice: 'Time slicing',
+};
+export const SUPPORT_DESC = {
+  Exclusive: 'One app at a time gets the whole GPU.',
+  MemorySlice: 'Each app gets a fixed VRAM quota on this GPU.',
+  TimeSlice: 'Apps take turns on the whole GPU; each sees all of its VRAM.',
+};
+export const supportLabel = (s) => SUPPORT_LABEL[s] || s || '—';
+
+export const TYPE_TITLE = {
+  nvidia: 'NVIDIA GPU', 'nvidia-gb10': 'NVIDIA GB10', 'apple-m': 'Apple Silicon-M', amd: 'AMD',
+  intel: 'Intel', 'intel-gpu': 'Intel GPU', 'amd-gpu': 'AMD GPU', 'moore-soc': 'Moore Threads', cpu: 'CPU',
+};
+export const typeTitle = (t) => TYPE_TITLE[t] || t || '—';
+export const VRAM_TYPES = new Set(['nvidia', 'intel-gpu', 'amd-gpu']);
+export const hasVram = (t) => VRAM_TYPES.has(t);
+
+function trim(n) {
+  return n.toFixed(2).replace(/\.?0+$/, '');
+}
+// Bytes → "23.99 Gi", floored to two decimals (what a card really offers).
+export function gi(bytes) {
+  if (bytes == null || !isFinite(bytes)) return '—';
+  return `${trim(Math.floor(bytes / GI * 100 + 1e-6) / 100)} Gi`;
+}
+// Bytes → "8 Gi", rounded up to two decimals (what an app needs).
+export function giCeil(bytes) {
+  if (bytes == null || !isFinite(bytes)) return '—';
+  return `${trim(Math.ceil(bytes / GI * 100 - 1e-6) / 100)} Gi`;
+}
+export const toGi = (bytes) => bytes / GI;
+export const fromGi = (g) => Math.round(g * GI);
+export const cores = (milli) => `${trim((milli || 0) / 1000)} Core`;
+
+export function pct(part, whole) {
+  if (!whole) return 0;
+  return Math.max(0, Math.min(100, (part / whole) * 100));
+}
+
+// The requirement summary of the Resume dialog: type, card scope, need.
+export function requirementSummary(req, scope) {
+  if (!req) return '';
+  const cards = scope === 'cross-node-cards' || req.supportMultiNodes ? 'multi-node'
+    : scope === 'single-node-cards' || req.supportMultiCards ? 'multi-card' : 'single card';
+  const need = hasVram(req.mode) ? req.requiredGpu : req.requiredMemory;
+  return `${typeTitle(req.mode)}, ${cards}${need ? `, requires ${giCeil(need)}` : ''}`;
+}
+
+export const STATE_LABEL = {
+  installed: 'Installed', resuming: 'Starting', running: 'Running', stopping: 'Stopping',
+  stopped: 'Stopped', failed: 'Failed', uninstalling: 'Uninstalling', releasing: 'Releasing',
+};
+export const stateLabel = (s) => STATE_LABEL[s] || s || '—';
+
+export function timeAgo(ms) {
+  if (!ms) return '';
+  const s = Math.max(0, (Date.now() - ms) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(ms).toLocaleDateString();
+}
