@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c: HTTP to acceld through libcurl. One easy handle per request
+ * (accelctl makes a handful), a write callback that refuses to grow the
+ * answer past CLIENT_MAX_RESPONSE, and the only place where an HTTP status
+ * or a curl error becomes an accelctl exit status.
+ */
+#include "common/accel_setup.h"
+#include "cli/client.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* The answer being received: grows up to CLIENT_MAX_RESPONSE. */
+struct recvbuf {
+    char *buf;   /* bytes so far, NUL-terminated when len > 0 */
+    size_t len;  /* bytes used */
+    size_t cap;  /* bytes allocated */
+    bool toobig; /* the cap was hit: the transfer was aborted */
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct recvbuf *rb = userdata;
+    size_t n = size * nmemb;
+    if (n > CLIENT_MAX_RESPONSE - rb->len) {
+        rb->toobig = true;
+        return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+    }
+    if (rb->len + n + 1 > rb->cap) {
+        size_t cap = rb->cap ? rb->cap : 4096;
+        while (cap < rb->len + n + 1)
+            cap *= 2;
+        rb->buf = xrealloc(rb->buf, cap);
+        rb->cap = cap;
+    }
+    memcpy(rb->buf + rb->len, ptr, n);
+    rb->len += n;
+    rb->buf[rb->len] = '\0';
+    return n;
+}
+
+static struct curl_slist *make_headers(const struct cli_ctx *ctx)
+{
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, "Accept: application/json");
+    if (ctx->token != NULL && ctx->token[0] != '\0') {
+        char *auth = xasprintf("Authorization: Bearer %s", ctx->token);
+        h = curl_slist_append(h, auth);
+        free(auth);
+    }
+    return h;
+}
+
+static CURLcode perform(CURL *curl, const char *method, const char *url,
+                        struct curl_slist *headers, const char *payload,
+                        struct recvbuf *rb)
+{
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, rb);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, CLIENT_CONNECT_TIMEOUT);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, CLIENT_TIMEOUT);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (payload != NULL) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+    }
+    return curl_easy_perform(curl);
+}
+
+/* Turn a finished transfer into *out and an exit status. */
+static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
+                  struct recvbuf *rb, struct client_resp *out)
+{
+    if (rb->toobig) {
+        fprintf(stderr, "accelctl: the answer of acceld is larger than %u "
+                "MiB; refusing it\n", CLIENT_MAX_RESPONSE >> 20);
+        return CLI_EXIT_REFUSED;
+    }
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "cannot reach acceld at %s: %s\n", ctx->server,
+                curl_easy_strerror(rc));
+        return CLI_EXIT_CONNECT;
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
+    if (rb->len > 0) {
+        out->body = json_loadb(rb->buf, rb->len, 0, NULL);
+        if (json_is_object(out->body))
+            out->data = json_object_get(out->body, "data");
+    }
+    if (out->status >= 200 && out->status < 300)
+        return CLI_EXIT_OK;
+    return CLI_EXIT_REFUSED;
+}
+
+int client_call(const struct cli_ctx *ctx, const char *method,
+                const char *path, json_t *body, struct client_resp *out)
+{
+    struct recvbuf rb = { 0 };
+    char *payload = NULL;
+    char *url = xasprintf("%s%s", ctx->server, path);
+    struct curl_slist *headers = make_headers(ctx);
+    CURL *curl = curl_easy_init();
+    int result = CLI_EXIT_CONNECT;
+
+    memset(out, 0, sizeof(*out));
+    if (curl == NULL) {
+        fprintf(stderr, "accelctl: cannot initialize libcurl\n");
+        goto out;
+    }
+    if (body != NULL)
+        payload = json_dumps(body, JSON_COMPACT);
+    CURLcode rc = perform(curl, method, url, headers, payload, &rb);
+    result = finish(ctx, curl, rc, &rb, out);
+out:
+    if (curl != NULL)
+        curl_easy_cleanup(curl);
+    curl_slist_free_all(headers);
+    free(payload);
+    free(url);
+    free(rb.buf);
+    return result;
+}
+
+void client_resp_release(struct client_resp *resp)
+{
+    if (resp == NULL)
+        return;
+    json_decref(resp->body);
+    resp->body = NULL;
+    resp->data = NULL;
+    resp->status = 0;
+}
+
+char *client_escape(const char *segment)
+{
+    char *e = curl_easy_escape(NULL, segment, 0);
+    char *copy = xstrdup(e != NULL ? e : "");
+    curl_free(e);
+    return copy;
+}
+
+const char *client_check_type(const struct client_resp *resp)
+{
+    if (resp->status != 422 || !json_is_object(resp->data))
+        return NULL;
+    return json_string_value(json_object_get(resp->data, "type"));
+}

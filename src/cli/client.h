@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h: accelctl's one door to acceld. It sends a JSON request over HTTP
+ * (libcurl, bounded time, bounded answer size), parses the JSON answer and
+ * translates the outcome into an exit status, in this module only (STYLE 6):
+ * 2xx → CLI_EXIT_OK, an answer with any other status → CLI_EXIT_REFUSED,
+ * no answer → CLI_EXIT_CONNECT. It does not print refusals; callers do that
+ * with sentence.h, since some refusals (422 checks) are questions to ask.
+ */
+#ifndef ACCEL_CLI_CLIENT_H
+#define ACCEL_CLI_CLIENT_H
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+
+/* Hard cap on an answer's size: above it the request fails (STYLE 12). */
+#define CLIENT_MAX_RESPONSE (64u * 1024 * 1024)
+/* Seconds to connect, and for a whole request. */
+#define CLIENT_CONNECT_TIMEOUT 5L
+#define CLIENT_TIMEOUT 60L
+
+/* The answer to one request. */
+struct client_resp {
+    long status;  /* HTTP status; 0 when acceld did not answer */
+    json_t *body; /* the parsed answer (owned), or NULL if not JSON */
+    json_t *data; /* body's "data" member (borrowed from body) or NULL */
+};
+
+/*
+ * Send method path (path begins with "/api/...", already escaped) with an
+ * optional JSON body (borrowed; NULL sends none) and fill *out, which the
+ * caller releases with client_resp_release whatever the result. Prints
+ * "cannot reach acceld at URL: ..." itself when there is no answer.
+ * Returns an enum cli_exit value as described above.
+ */
+int client_call(const struct cli_ctx *ctx, const char *method,
+                const char *path, json_t *body, struct client_resp *out);
+
+/* Free what *resp holds; the struct can be reused. NULL-safe. */
+void client_resp_release(struct client_resp *resp);
+
+/*
+ * Escape one path segment (a node, device or app name) for a URL. The caller
+ * frees the result.
+ */
+char *client_escape(const char *segment);
+
+/* The 422 check type of an answer ("computeModeSelect"...), or NULL. */
+const char *client_check_type(const struct client_resp *resp);
+
+#endif /* ACCEL_CLI_CLIENT_H */

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_app.c: the app commands of accelctl: install, list, show, resume,
+ * stop, uninstall. Each is: build the request, send it (compute.c walks the
+ * 422 questions of install and resume), print the App or a refusal.
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/compute.h"
+#include "cli/sentence.h"
+#include "cli/table.h"
+#include "common/util.h"
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* "node/device" or "node/device (8 Gi)" per allocation, comma separated. */
+static char *devices_of(const json_t *app)
+{
+    char *out = xstrdup("");
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(app, "allocations"), i, a) {
+        json_int_t mem = json_integer_value(json_object_get(a, "memory"));
+        char q[40] = "";
+        if (mem > 0) {
+            char g[32];
+            table_fmt_gib(mem, g, sizeof(g));
+            snprintf(q, sizeof(q), " (%s)", g);
+        }
+        char *next = xasprintf("%s%s%s/%s%s", out, i ? ", " : "",
+                               jstr(a, "nodeName"), jstr(a, "deviceId"), q);
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+/* One line about an app after a change: "App x is running on n/d". */
+static void print_app_line(const json_t *app)
+{
+    char *devs = devices_of(app);
+    const char *reason = jstr(app, "reason");
+    printf("App %s is %s", jstr(app, "name"), jstr(app, "state"));
+    if (devs[0] != '\0')
+        printf(" on %s", devs);
+    if (reason[0] != '\0')
+        printf(" (%s)", reason);
+    printf(".\n");
+    free(devs);
+}
+
+/* Print data per -o and return CLI_EXIT_OK. */
+static int print_app(const struct cli_ctx *ctx, const json_t *app)
+{
+    if (ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(app);
+    else
+        print_app_line(app);
+    return CLI_EXIT_OK;
+}
+
+static char *app_path(const char *name, const char *suffix)
+{
+    char *e = client_escape(name);
+    char *p = xasprintf("/api/apps/%s%s", e, suffix);
+    free(e);
+    return p;
+}
+
+int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    json_t *manifest = NULL, *binding = NULL;
+    int rc = compute_read_manifest(args->pos[0], &manifest);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = compute_bindings_from_args(args, &binding);
+    if (rc != CLI_EXIT_OK) {
+        json_decref(manifest);
+        return rc;
+    }
+    const char *name = compute_manifest_name(manifest, args->pos[0]);
+    char *label = xstrdup(name);
+    json_t *body = json_object();
+    json_object_set_new(body, "manifest", manifest);
+    if (args->compute_mode != NULL)
+        json_object_set_new(body, "selectedGpuType",
+                            json_string(args->compute_mode));
+    if (binding != NULL)
+        json_object_set_new(body, "computeBinding", binding);
+    if (args->owner != NULL)
+        json_object_set_new(body, "owner", json_string(args->owner));
+    struct client_resp r;
+    rc = compute_send(ctx, "/api/apps", body, label, &r);
+    if (rc == CLI_EXIT_OK)
+        rc = print_app(ctx, r.data);
+    client_resp_release(&r);
+    json_decref(body);
+    free(label);
+    return rc;
+}
+
+static void add_app_row(struct table *t, const json_t *app)
+{
+    char *devs = devices_of(app);
+    const char *type = jstr(app, "selectedType");
+    if (type[0] == '\0')
+        type = jstr(json_object_get(app, "requirement"), "mode");
+    const char *row[] = { jstr(app, "name"), jstr(app, "owner"),
+                          jstr(app, "state"), type, devs,
+                          jstr(app, "reason") };
+    table_add(t, row);
+    free(devs);
+}
+
+int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    static const char *const head[] = { "NAME", "OWNER",   "STATE",
+                                        "TYPE", "DEVICES", "REASON" };
+    (void)args;
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", "/api/apps", NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK) {
+        struct table t;
+        size_t i;
+        json_t *app;
+        table_init(&t, 6, head);
+        json_array_foreach(r.data, i, app)
+            add_app_row(&t, app);
+        table_print(&t, stdout);
+        table_release(&t);
+    }
+    client_resp_release(&r);
+    return rc;
+}
+
+static void print_requirement(const char *label, const json_t *req)
+{
+    char rg[32], lg[32], rm[32], lm[32];
+    table_fmt_gib(json_integer_value(json_object_get(req, "requiredGpu")), rg,
+                  sizeof(rg));
+    table_fmt_gib(json_integer_value(json_object_get(req, "limitedGpu")), lg,
+                  sizeof(lg));
+    table_fmt_gib(json_integer_value(json_object_get(req, "requiredMemory")),
+                  rm, sizeof(rm));
+    table_fmt_gib(json_integer_value(json_object_get(req, "limitedMemory")),
+                  lm, sizeof(lm));
+    double cpu =
+        (double)json_integer_value(json_object_get(req, "requiredCpu")) /
+        1000.0;
+    printf("%-13s%s: GPU memory %s (limit %s), memory %s (limit %s), "
+           "CPU %.2f Core%s%s\n", label, jstr(req, "mode"), rg, lg, rm, lm,
+           cpu,
+           json_is_true(json_object_get(req, "supportMultiCards"))
+               ? ", multi-card" : "",
+           json_is_true(json_object_get(req, "supportMultiNodes"))
+               ? ", multi-node" : "");
+}
+
+static void print_allocations(const json_t *app)
+{
+    static const char *const head[] = { "NODE", "DEVICE", "MODE", "QUOTA" };
+    struct table t;
+    size_t i;
+    json_t *a;
+    if (json_array_size(json_object_get(app, "allocations")) == 0) {
+        printf("Allocations: none\n");
+        return;
+    }
+    printf("Allocations:\n");
+    table_init(&t, 4, head);
+    json_array_foreach(json_object_get(app, "allocations"), i, a) {
+        char q[32] = "whole card";
+        json_int_t mem = json_integer_value(json_object_get(a, "memory"));
+        if (mem > 0)
+            table_fmt_gib(mem, q, sizeof(q));
+        const char *row[] = { jstr(a, "nodeName"), jstr(a, "deviceId"),
+                              jstr(a, "mode"), q };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+static void print_app_details(const json_t *app)
+{
+    printf("Name:        %s\n", jstr(app, "name"));
+    if (jstr(app, "title")[0] != '\0')
+        printf("Title:       %s\n", jstr(app, "title"));
+    printf("Owner:       %s\n", jstr(app, "owner"));
+    printf("State:       %s\n", jstr(app, "state"));
+    if (jstr(app, "reason")[0] != '\0')
+        printf("Reason:      %s\n", jstr(app, "reason"));
+    printf("External:    %s\n",
+           json_is_true(json_object_get(app, "external")) ? "yes" : "no");
+    if (jstr(app, "selectedType")[0] != '\0')
+        printf("Type:        %s\n", jstr(app, "selectedType"));
+    size_t i;
+    json_t *req;
+    json_array_foreach(json_object_get(app, "requirements"), i, req)
+        print_requirement(i == 0 ? "Requirements:" : "", req);
+    const json_t *usage = json_object_get(app, "usage");
+    if (json_is_object(usage)) {
+        char u[32];
+        table_fmt_gib(json_integer_value(json_object_get(usage, "memory")), u,
+                      sizeof(u));
+        printf("GPU memory in use: %s\n", u);
+    }
+    print_allocations(app);
+}
+
+int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct client_resp r;
+    char *path = app_path(args->pos[0], "");
+    int rc = client_call(ctx, "GET", path, NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_app_details(r.data);
+    client_resp_release(&r);
+    free(path);
+    return rc;
+}
+
+int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    json_t *binding = NULL;
+    int rc = compute_bindings_from_args(args, &binding);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    json_t *body = json_object();
+    if (binding != NULL)
+        json_object_set_new(body, "computeBinding", binding);
+    char *path = app_path(args->pos[0], "/resume");
+    struct client_resp r;
+    rc = compute_send(ctx, path, body, args->pos[0], &r);
+    if (rc == CLI_EXIT_OK)
+        rc = print_app(ctx, r.data);
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    return rc;
+}
+
+/* Send method to /api/apps/NAME<suffix>; print "before NAME after". */
+static int simple_app_call(struct cli_ctx *ctx, const char *method,
+                           const char *name, const char *suffix,
+                           const char *before, const char *after)
+{
+    struct client_resp r;
+    char *path = app_path(name, suffix);
+    json_t *body = strcmp(method, "POST") == 0 ? json_object() : NULL;
+    int rc = client_call(ctx, method, path, body, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        printf("%s %s%s\n", before, name, after);
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    return rc;
+}
+
+int cmd_app_stop(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    return simple_app_call(ctx, "POST", args->pos[0], "/suspend",
+                           "Stopped app", "; its GPU resources were released.");
+}
+
+int cmd_app_uninstall(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    return simple_app_call(ctx, "DELETE", args->pos[0], "",
+                           "Uninstalled app", ".");
+}

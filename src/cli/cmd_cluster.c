@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_cluster.c: the cluster commands of accelctl: list (nodes and devices),
+ * set-type (switch a device's sharing mode, naming the apps it stops),
+ * unbind (remove an app from its GPUs) and gpu enable/disable (take a
+ * node's accelerators in or out of scheduling). The commands that stop apps
+ * ask first on a terminal, and refuse without --yes elsewhere.
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "accel/accel.h"
+#include "cli/client.h"
+#include "cli/prompt.h"
+#include "cli/sentence.h"
+#include "cli/table.h"
+#include "common/util.h"
+
+#define SWITCH_WARNING                                                         \
+    "Switching modes stops all apps currently using this GPU and removes "    \
+    "their assigned GPU resources."
+#define UNBIND_WARNING                                                         \
+    "Removing an app from a GPU stops the app and releases all its GPU "      \
+    "resources."
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* "app (8 Gi), other" from a device's bindings; the caller frees it. */
+static char *apps_of(const json_t *dev)
+{
+    char *out = xstrdup("");
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(dev, "bindings"), i, b) {
+        json_int_t mem = json_integer_value(json_object_get(b, "memory"));
+        char q[40] = "";
+        if (mem > 0) {
+            char g[32];
+            table_fmt_gib(mem, g, sizeof(g));
+            snprintf(q, sizeof(q), " (%s)", g);
+        }
+        char *next = xasprintf("%s%s%s%s", out, i ? ", " : "",
+                               jstr(b, "appName"), q);
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+static void add_device_row(struct table *t, const json_t *node,
+                           const json_t *dev)
+{
+    char vram[32], alloc[32], free_[32];
+    table_fmt_gib(json_integer_value(json_object_get(dev, "memory")), vram,
+                  sizeof(vram));
+    table_fmt_gib(json_integer_value(json_object_get(dev, "allocated")),
+                  alloc, sizeof(alloc));
+    table_fmt_gib(json_integer_value(json_object_get(dev, "free")), free_,
+                  sizeof(free_));
+    char *apps = apps_of(dev);
+    bool off = json_is_false(json_object_get(node, "enabled"));
+    bool sick = strcmp(jstr(dev, "health"), "no") == 0;
+    char *nodename = xasprintf("%s%s", jstr(node, "nodeName"),
+                               off ? " (disabled)" : "");
+    char *mode = xasprintf("%s%s", jstr(dev, "supportType"),
+                           sick ? " (unhealthy)" : "");
+    const char *row[] = { nodename,          jstr(dev, "id"),
+                          jstr(dev, "cardModel"), vram, mode, alloc, free_,
+                          apps };
+    table_add(t, row);
+    free(apps);
+    free(nodename);
+    free(mode);
+}
+
+static void print_nodes(const json_t *nodes)
+{
+    static const char *const head[] = { "NODE", "DEVICE",    "MODEL",
+                                        "VRAM", "MODE",      "ALLOCATED",
+                                        "FREE", "APPS" };
+    struct table t;
+    size_t i, j;
+    json_t *node, *dev;
+    table_init(&t, 8, head);
+    json_array_foreach(nodes, i, node) {
+        json_array_foreach(json_object_get(node, "devices"), j, dev)
+            add_device_row(&t, node, dev);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+int cmd_cluster_list(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    (void)args;
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", "/api/compute-resources", NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_nodes(r.data);
+    client_resp_release(&r);
+    return rc;
+}
+
+/* ---- set-type ---- */
+
+/* --type: the API name, or a label ("Memory slicing"); NULL if unknown. */
+static const char *support_type_arg(const char *s)
+{
+    enum accel_support m;
+    if (accel_support_parse(s, &m))
+        return accel_support_name(m);
+    for (int i = 0; i < ACCEL_SUPPORT_COUNT; i++) {
+        enum accel_support c = (enum accel_support)i;
+        if (strcasecmp(s, accel_support_label(c)) == 0 ||
+            strcasecmp(s, accel_support_name(c)) == 0)
+            return accel_support_name(c);
+    }
+    return NULL;
+}
+
+/* The device node/id in a compute-resources answer, or NULL (printed). */
+static const json_t *find_device(const json_t *nodes, const char *node,
+                                 const char *id)
+{
+    char buf[256];
+    size_t i, j;
+    json_t *n, *d;
+    json_array_foreach(nodes, i, n) {
+        if (strcmp(jstr(n, "nodeName"), node) != 0)
+            continue;
+        json_array_foreach(json_object_get(n, "devices"), j, d) {
+            if (strcmp(jstr(d, "id"), id) == 0)
+                return d;
+        }
+        char *code = xasprintf("device-not-found:%s", id);
+        fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+        free(code);
+        return NULL;
+    }
+    char *code = xasprintf("node-not-found:%s", node);
+    fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+    free(code);
+    return NULL;
+}
+
+static bool type_allowed(const json_t *dev, const char *type)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(dev, "availableSupportTypes"), i, t) {
+        if (json_is_string(t) && strcmp(json_string_value(t), type) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Confirm a step that stops apps: prints warning and what, asks on a
+ * terminal; without one (and without --yes) refuses. True = go ahead.
+ */
+static bool confirm_stop(const struct cli_ctx *ctx, const char *warning,
+                         const char *what, const char *question)
+{
+    fprintf(stderr, "%s\n%s\n", warning, what);
+    if (!ctx->interactive) {
+        fprintf(stderr, "accelctl: not a terminal, so not asking; re-run "
+                "with --yes to confirm.\n");
+        return false;
+    }
+    if (!prompt_confirm(question)) {
+        fprintf(stderr, "Cancelled; nothing changed.\n");
+        return false;
+    }
+    return true;
+}
+
+static bool confirm_switch(const struct cli_ctx *ctx, const json_t *dev,
+                           const char *type)
+{
+    char *apps = apps_of(dev);
+    char *what = xasprintf("Apps that will be stopped: %s", apps);
+    char *q = xasprintf("Switch device %s to %s?", jstr(dev, "id"), type);
+    bool ok = confirm_stop(ctx, SWITCH_WARNING, what, q);
+    free(q);
+    free(what);
+    free(apps);
+    return ok;
+}
+
+static void print_switched(const json_t *data, const char *node,
+                           const char *dev, const char *type)
+{
+    if (strcmp(jstr(data, "status"), "unchanged") == 0) {
+        printf("Device %s on node %s already uses %s; nothing changed.\n",
+               dev, node, type);
+        return;
+    }
+    printf("Switched device %s on node %s to %s", dev, node, type);
+    size_t i;
+    json_t *a;
+    const json_t *stopped = json_object_get(data, "stoppedApps");
+    json_array_foreach(stopped, i, a)
+        printf("%s%s", i ? ", " : " (stopped apps: ", jstr(a, "appName"));
+    printf("%s.\n", json_array_size(stopped) ? ")" : "");
+}
+
+static int put_support_type(struct cli_ctx *ctx, const char *node,
+                            const char *dev, const char *type)
+{
+    char *en = client_escape(node), *ed = client_escape(dev);
+    char *path = xasprintf("/api/compute-resources/nodes/%s/devices/%s/"
+                           "support-type", en, ed);
+    json_t *body = json_pack("{s:s}", "supportType", type);
+    struct client_resp r;
+    int rc = client_call(ctx, "PUT", path, body, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_switched(r.data, node, dev, type);
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    free(en);
+    free(ed);
+    return rc;
+}
+
+/* Check the device and the mode, and confirm; CLI_EXIT_OK = go ahead. */
+static int check_switch(struct cli_ctx *ctx, const struct cli_args *args,
+                        const char *type)
+{
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", "/api/compute-resources", NULL, &r);
+    if (rc != CLI_EXIT_OK) {
+        if (rc == CLI_EXIT_REFUSED)
+            rc = sentence_report(&r);
+        client_resp_release(&r);
+        return rc;
+    }
+    const json_t *dev = find_device(r.data, args->pos[0], args->pos[1]);
+    if (dev == NULL) {
+        rc = CLI_EXIT_REFUSED;
+    } else if (!type_allowed(dev, type)) {
+        fprintf(stderr, "Device %s does not offer %s. Its modes: ",
+                args->pos[1], type);
+        json_dumpf(json_object_get(dev, "availableSupportTypes"), stderr,
+                   JSON_COMPACT);
+        fputc('\n', stderr);
+        rc = CLI_EXIT_REFUSED;
+    } else if (json_array_size(json_object_get(dev, "bindings")) > 0 &&
+               strcmp(jstr(dev, "supportType"), type) != 0 && !args->yes &&
+               !confirm_switch(ctx, dev, type)) {
+        rc = CLI_EXIT_REFUSED;
+    }
+    client_resp_release(&r);
+    return rc;
+}
+
+int cmd_cluster_set_type(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    if (args->type == NULL) {
+        fprintf(stderr, "accelctl: set-type needs --type "
+                "Exclusive|MemorySlice|TimeSlice\n");
+        return CLI_EXIT_USAGE;
+    }
+    const char *type = support_type_arg(args->type);
+    if (type == NULL) {
+        fprintf(stderr, "accelctl: --type %s: expected Exclusive, "
+                "MemorySlice or TimeSlice\n", args->type);
+        return CLI_EXIT_USAGE;
+    }
+    int rc = check_switch(ctx, args, type);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    return put_support_type(ctx, args->pos[0], args->pos[1], type);
+}
+
+/* ---- unbind ---- */
+
+static char *cards_of(const json_t *allocs)
+{
+    char *out = xstrdup("");
+    size_t i;
+    json_t *a;
+    json_array_foreach(allocs, i, a) {
+        char *next = xasprintf("%s%s%s/%s", out, i ? ", " : "",
+                               jstr(a, "nodeName"), jstr(a, "deviceId"));
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+/* GET the app's bindings into *out; prints refusals. */
+static int get_bindings(struct cli_ctx *ctx, const char *path,
+                        struct client_resp *out)
+{
+    int rc = client_call(ctx, "GET", path, NULL, out);
+    if (rc == CLI_EXIT_REFUSED)
+        return sentence_report(out);
+    return rc;
+}
+
+static bool confirm_unbind(struct cli_ctx *ctx, const char *app,
+                           const json_t *allocs)
+{
+    char *cards = cards_of(allocs);
+    char *what = xasprintf("App %s holds %zu card(s): %s", app,
+                           json_array_size(allocs), cards);
+    char *q = xasprintf("Remove app %s from its GPU(s)?", app);
+    bool ok = confirm_stop(ctx, UNBIND_WARNING, what, q);
+    free(q);
+    free(what);
+    free(cards);
+    return ok;
+}
+
+int cmd_cluster_unbind(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    const char *app = args->pos[0];
+    char *e = client_escape(app);
+    char *path = xasprintf("/api/apps/%s/compute-resources/bindings", e);
+    free(e);
+    struct client_resp r;
+    int rc = get_bindings(ctx, path, &r);
+    size_t n = json_array_size(r.data);
+    if (rc == CLI_EXIT_OK && n == 0) {
+        fprintf(stderr, "App %s has no GPU bindings to remove.\n", app);
+        rc = CLI_EXIT_REFUSED;
+    } else if (rc == CLI_EXIT_OK && !args->yes &&
+               !confirm_unbind(ctx, app, r.data)) {
+        rc = CLI_EXIT_REFUSED;
+    }
+    client_resp_release(&r);
+    if (rc == CLI_EXIT_OK)
+        rc = client_call(ctx, "DELETE", path, NULL, &r);
+    if (rc == CLI_EXIT_REFUSED && r.status != 0)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        printf("Removed app %s from the GPU (%zu card(s) released; the app "
+               "was stopped).\n", app, n);
+    client_resp_release(&r);
+    free(path);
+    return rc;
+}
+
+/* ---- gpu enable / disable ---- */
+
+static int set_node_enabled(struct cli_ctx *ctx, const struct cli_args *args,
+                            bool enabled)
+{
+    char host[256] = "";
+    const char *node = args->npos > 0 ? args->pos[0] : NULL;
+    if (node == NULL) {
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+            fprintf(stderr, "accelctl: give the NODE (no host name)\n");
+            return CLI_EXIT_USAGE;
+        }
+        node = host;
+    }
+    char *e = client_escape(node);
+    char *path = xasprintf("/api/nodes/%s", e);
+    json_t *body = json_pack("{s:b}", "enabled", enabled);
+    struct client_resp r;
+    int rc = client_call(ctx, "PUT", path, body, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        printf("Accelerators of node %s are %s scheduling.\n", node,
+               enabled ? "back in" : "out of");
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    free(e);
+    return rc;
+}
+
+int cmd_cluster_gpu_enable(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    return set_node_enabled(ctx, args, true);
+}
+
+int cmd_cluster_gpu_disable(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    return set_node_enabled(ctx, args, false);
+}

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_misc.c: the remaining commands of accelctl: preflight (would these
+ * manifests install, in order?), users (add with a one-time token, list,
+ * remove) and events (the state changes and refusals acceld recorded).
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/client.h"
+#include "cli/compute.h"
+#include "cli/sentence.h"
+#include "cli/table.h"
+#include "common/quantity.h"
+#include "common/util.h"
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* ---- preflight ---- */
+
+/* A manifest quantity (string or number) as bytes or millicores; 0 if none. */
+static json_int_t qty(const json_t *entry, const char *key, bool cpu)
+{
+    const json_t *v = json_object_get(entry, key);
+    uint64_t out = 0;
+    if (json_is_integer(v))
+        return cpu ? json_integer_value(v) * 1000 : json_integer_value(v);
+    if (json_is_real(v))
+        return (json_int_t)(json_real_value(v) * (cpu ? 1000.0 : 1.0));
+    if (!json_is_string(v))
+        return 0;
+    enum accel_err err = cpu ? quantity_parse_millicores(json_string_value(v),
+                                                         &out)
+                             : quantity_parse_bytes(json_string_value(v), &out);
+    return err == ACCEL_OK ? (json_int_t)out : 0;
+}
+
+/* The first accelerator entry of the manifest (of type mode, if given). */
+static const json_t *pick_entry(const json_t *manifest, const char *mode)
+{
+    const json_t *list =
+        json_object_get(json_object_get(manifest, "spec"), "accelerator");
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        if (mode == NULL || strcmp(jstr(e, "mode"), mode) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+/* One preflight demand from a manifest (SPEC 2.8, docs/api.md). */
+static json_t *demand_of(json_t *manifest, const char *id, const char *owner,
+                         const char *mode)
+{
+    json_t *d = json_object();
+    json_object_set_new(d, "id", json_string(id));
+    if (owner != NULL)
+        json_object_set_new(d, "owner", json_string(owner));
+    const json_t *e = pick_entry(manifest, mode);
+    if (e != NULL) {
+        json_int_t rg = qty(e, "requiredGPUMemory", false);
+        json_int_t lg = qty(e, "limitedGPUMemory", false);
+        json_int_t rm = qty(e, "requiredMemory", false);
+        json_int_t lm = qty(e, "limitedMemory", false);
+        json_object_set_new(d, "mode", json_string(jstr(e, "mode")));
+        json_object_set_new(d, "requiredCpu",
+                            json_integer(qty(e, "requiredCpu", true)));
+        json_object_set_new(d, "requiredGpu", json_integer(rg));
+        json_object_set_new(d, "limitedGpu", json_integer(lg ? lg : rg));
+        json_object_set_new(d, "requiredMemory", json_integer(rm));
+        json_object_set_new(d, "limitedMemory", json_integer(lm ? lm : rm));
+        json_object_set_new(d, "requiredDisk",
+                            json_integer(qty(e, "requiredDisk", false)));
+        json_object_set_new(
+            d, "supportMultiCards",
+            json_boolean(json_is_true(json_object_get(e, "supportMultiCards"))));
+        json_object_set_new(
+            d, "supportMultiNodes",
+            json_boolean(json_is_true(json_object_get(e, "supportMultiNodes"))));
+    }
+    json_object_set_new(d, "manifest", manifest);
+    return d;
+}
+
+/* Read every file into a demands array; CLI_EXIT_USAGE on a bad file. */
+static int read_demands(const struct cli_args *args, json_t *demands)
+{
+    for (int i = 0; i < args->npos; i++) {
+        json_t *m = NULL;
+        int rc = compute_read_manifest(args->pos[i], &m);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        const char *name = compute_manifest_name(m, args->pos[i]);
+        char *id = xstrdup(name);
+        json_array_append_new(demands, demand_of(m, id, args->owner,
+                                                 args->compute_mode));
+        free(id);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int print_preflight(const json_t *data, int n)
+{
+    if (json_is_true(json_object_get(data, "installable"))) {
+        printf("Installable: all %d app(s) fit, in this order.\n", n);
+        return CLI_EXIT_OK;
+    }
+    const char *id = jstr(data, "failedDemandId");
+    printf("Not installable: %s does not fit.\n", id[0] ? id : "a demand");
+    json_t *v = json_object();
+    json_object_set_new(v, "code", json_string(jstr(data, "reason")));
+    const json_t *p = json_object_get(data, "pressure");
+    if (json_is_string(p))
+        json_object_set(v, "detail", (json_t *)p);
+    else if (json_is_object(p))
+        json_object_set(v, "nodePressure", (json_t *)p);
+    sentence_print_validation(v);
+    json_decref(v);
+    return CLI_EXIT_REFUSED;
+}
+
+int cmd_misc_preflight(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    json_t *demands = json_array();
+    int rc = read_demands(args, demands);
+    if (rc != CLI_EXIT_OK) {
+        json_decref(demands);
+        return rc;
+    }
+    json_t *body = json_pack("{s:o}", "demands", demands);
+    struct client_resp r;
+    rc = client_call(ctx, "POST", "/api/compute-resources/preflight", body,
+                     &r);
+    if (rc == CLI_EXIT_REFUSED) {
+        rc = sentence_report_ctx(ctx, &r);
+    } else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON) {
+        table_print_json(r.data);
+        rc = json_is_true(json_object_get(r.data, "installable"))
+                 ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+    } else if (rc == CLI_EXIT_OK) {
+        rc = print_preflight(r.data, args->npos);
+    }
+    client_resp_release(&r);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- users ---- */
+
+int cmd_misc_user_add(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    const char *role = args->admin ? "admin" : "member";
+    json_t *body =
+        json_pack("{s:s, s:s}", "name", args->pos[0], "role", role);
+    struct client_resp r;
+    int rc = client_call(ctx, "POST", "/api/users", body, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        printf("Created user %s (%s).\nToken (shown only once; keep it): "
+               "%s\n", jstr(r.data, "name"),
+               jstr(r.data, "role")[0] ? jstr(r.data, "role") : role,
+               jstr(r.data, "token"));
+    client_resp_release(&r);
+    json_decref(body);
+    return rc;
+}
+
+/* "2024-05-01 12:00:00" (local time) from milliseconds since the epoch. */
+static void fmt_ms(json_int_t ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms <= 0 || localtime_r(&t, &tm) == NULL) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static void print_users(const json_t *users)
+{
+    static const char *const head[] = { "NAME", "ROLE", "CREATED" };
+    struct table t;
+    size_t i;
+    json_t *u;
+    table_init(&t, 3, head);
+    json_array_foreach(users, i, u) {
+        char when[32];
+        fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
+               sizeof(when));
+        const char *row[] = { jstr(u, "name"), jstr(u, "role"), when };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    (void)args;
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", "/api/users", NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_users(r.data);
+    client_resp_release(&r);
+    return rc;
+}
+
+int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    char *e = client_escape(args->pos[0]);
+    char *path = xasprintf("/api/users/%s", e);
+    struct client_resp r;
+    int rc = client_call(ctx, "DELETE", path, NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        printf("Removed user %s; their token no longer works.\n",
+               args->pos[0]);
+    client_resp_release(&r);
+    free(path);
+    free(e);
+    return rc;
+}
+
+/* ---- events ---- */
+
+/* "/api/events?since=..&app=..&limit=.." from the options. */
+static char *events_path(const struct cli_args *args)
+{
+    char *p = xstrdup("/api/events");
+    const char *keys[] = { "since", "app", "limit" };
+    const char *vals[] = { args->since, args->app, args->limit };
+    char sep = '?';
+    for (int i = 0; i < 3; i++) {
+        if (vals[i] == NULL)
+            continue;
+        char *e = client_escape(vals[i]);
+        char *next = xasprintf("%s%c%s=%s", p, sep, keys[i], e);
+        free(e);
+        free(p);
+        p = next;
+        sep = '&';
+    }
+    return p;
+}
+
+static void print_events(const json_t *events)
+{
+    static const char *const head[] = { "ID",  "TIME",   "KIND",   "APP",
+                                        "NODE", "DEVICE", "MESSAGE" };
+    struct table t;
+    size_t i;
+    json_t *ev;
+    table_init(&t, 7, head);
+    json_array_foreach(events, i, ev) {
+        char id[32], when[32];
+        snprintf(id, sizeof(id), "%lld",
+                 (long long)json_integer_value(json_object_get(ev, "id")));
+        fmt_ms(json_integer_value(json_object_get(ev, "ts")), when,
+               sizeof(when));
+        const char *row[] = { id,
+                              when,
+                              jstr(ev, "kind"),
+                              jstr(ev, "app"),
+                              jstr(ev, "node"),
+                              jstr(ev, "device"),
+                              jstr(ev, "message") };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    char *path = events_path(args);
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", path, NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_events(r.data);
+    client_resp_release(&r);
+    free(path);
+    return rc;
+}

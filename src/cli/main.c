@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c: accelctl's entry point. It parses the options (global ones and
+ * those of the command, anywhere on the line), finds the command in the
+ * table, checks its arity and options once (STYLE 14), works out where
+ * acceld is and which token to send, and runs the handler. Handlers live in
+ * cmd_*.c; the HTTP details in client.c.
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define DEFAULT_SERVER "http://127.0.0.1:7390"
+#define DEFAULT_DATA_DIR "./accel-data"
+#define TOKEN_FILE_MAX 4096 /* bytes read from admin.token */
+
+static const struct accel_cli_cmd commands[] = {
+    { .name = "list", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "nodes and devices: model, VRAM, mode, allocated, free, apps",
+      .handler = cmd_cluster_list },
+    { .name = "set-type", .usage = "NODE DEVICE --type "
+      "Exclusive|MemorySlice|TimeSlice [--yes]", .min_args = 2,
+      .max_args = 2, .flags = ACCEL_CLI_OPT_TYPE | ACCEL_CLI_OPT_YES,
+      .summary = "switch a device's sharing mode (stops the apps on it)",
+      .handler = cmd_cluster_set_type },
+    { .name = "app install", .usage = "FILE [--compute-mode TYPE] "
+      "[--compute-binding NODE:DEVICE[:MEM]]... [--owner NAME]",
+      .min_args = 1, .max_args = 1,
+      .flags = ACCEL_CLI_OPT_MODE | ACCEL_CLI_OPT_BINDING | ACCEL_CLI_OPT_OWNER,
+      .summary = "install an app from a JSON or YAML manifest ('-' = stdin)",
+      .handler = cmd_app_install },
+    { .name = "app list", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "apps with state, owner, type and devices",
+      .handler = cmd_app_list },
+    { .name = "app show", .usage = "NAME", .min_args = 1, .max_args = 1,
+      .summary = "one app: requirements, allocations, usage",
+      .handler = cmd_app_show },
+    { .name = "app resume", .usage = "NAME "
+      "[--compute-binding NODE:DEVICE[:MEM]]...", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_BINDING,
+      .summary = "start an app again (MEM: 8 = 8 Gi, or 8Gi / 512Mi)",
+      .handler = cmd_app_resume },
+    { .name = "app stop", .usage = "NAME", .min_args = 1, .max_args = 1,
+      .summary = "stop an app and release its GPUs",
+      .handler = cmd_app_stop },
+    { .name = "app uninstall", .usage = "NAME", .min_args = 1, .max_args = 1,
+      .summary = "stop, release and delete an app",
+      .handler = cmd_app_uninstall },
+    { .name = "unbind", .usage = "NAME [--yes]", .min_args = 1, .max_args = 1,
+      .flags = ACCEL_CLI_OPT_YES,
+      .summary = "remove an app from all its GPUs (stops it)",
+      .handler = cmd_cluster_unbind },
+    { .name = "preflight", .usage = "FILE... [--compute-mode TYPE] "
+      "[--owner NAME]", .min_args = 1, .max_args = CLI_MAX_POS,
+      .flags = ACCEL_CLI_OPT_MODE | ACCEL_CLI_OPT_OWNER,
+      .summary = "would these manifests install, in this order?",
+      .handler = cmd_misc_preflight },
+    { .name = "gpu enable", .usage = "[NODE]", .min_args = 0, .max_args = 1,
+      .summary = "put a node's accelerators back into scheduling",
+      .handler = cmd_cluster_gpu_enable },
+    { .name = "gpu disable", .usage = "[NODE]", .min_args = 0, .max_args = 1,
+      .summary = "take a node's accelerators out of scheduling",
+      .handler = cmd_cluster_gpu_disable },
+    { .name = "user add", .usage = "NAME [--admin]", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_ADMIN,
+      .summary = "create a user; prints the token once",
+      .handler = cmd_misc_user_add },
+    { .name = "user list", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "users and roles", .handler = cmd_misc_user_list },
+    { .name = "user remove", .usage = "NAME", .min_args = 1, .max_args = 1,
+      .summary = "delete a user and their token",
+      .handler = cmd_misc_user_remove },
+    { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N]",
+      .min_args = 0, .max_args = 0, .flags = ACCEL_CLI_OPT_SINCE,
+      .summary = "state changes and refusals recorded by acceld",
+      .handler = cmd_misc_events },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* Option ids (what apply_option does). */
+enum opt_id {
+    OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
+    OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
+    OPT_APP, OPT_OWNER,
+};
+
+/* One option of the command line. */
+struct opt {
+    const char *name; /* "--server" */
+    char shortname;   /* 'o', or 0 */
+    bool value;       /* takes a value */
+    unsigned flag;    /* ACCEL_CLI_OPT_* it needs; 0 = global */
+    enum opt_id id;   /* what it sets */
+};
+
+static const struct opt options[] = {
+    { "--server", 0, true, 0, OPT_SERVER },
+    { "--token", 0, true, 0, OPT_TOKEN },
+    { "--data-dir", 0, true, 0, OPT_DATA_DIR },
+    { "--output", 'o', true, 0, OPT_OUTPUT },
+    { "--help", 'h', false, 0, OPT_HELP },
+    { "--yes", 'y', false, ACCEL_CLI_OPT_YES, OPT_YES },
+    { "--type", 0, true, ACCEL_CLI_OPT_TYPE, OPT_TYPE },
+    { "--compute-mode", 0, true, ACCEL_CLI_OPT_MODE, OPT_MODE },
+    { "--compute-binding", 0, true, ACCEL_CLI_OPT_BINDING, OPT_BINDING },
+    { "--admin", 0, false, ACCEL_CLI_OPT_ADMIN, OPT_ADMIN },
+    { "--since", 0, true, ACCEL_CLI_OPT_SINCE, OPT_SINCE },
+    { "--limit", 0, true, ACCEL_CLI_OPT_SINCE, OPT_LIMIT },
+    { "--app", 0, true, ACCEL_CLI_OPT_SINCE, OPT_APP },
+    { "--owner", 0, true, ACCEL_CLI_OPT_OWNER, OPT_OWNER },
+};
+
+/* Everything on the command line. */
+struct cmdline {
+    const char *words[CLI_MAX_POS + 2]; /* command words and positionals */
+    int nwords;                         /* how many */
+    const char *server;                 /* --server */
+    const char *token;                  /* --token */
+    const char *data_dir;               /* --data-dir */
+    const char *output;                 /* -o */
+    bool help;                          /* -h */
+    struct cli_args args;               /* command options */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: accelctl [--server URL] [--token T] [--data-dir DIR] "
+            "[-o table|json] COMMAND\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %s%s%s\n      %s\n", commands[i].name,
+                commands[i].usage[0] ? " " : "", commands[i].usage,
+                commands[i].summary);
+    fprintf(f, "\nserver: --server, $ACCEL_SERVER, else %s\n"
+            "token: --token, $ACCEL_TOKEN, else DATA-DIR/admin.token "
+            "(DATA-DIR: --data-dir, $ACCEL_DATA_DIR, else %s)\n"
+            "exit: 0 done, 1 refused, 2 usage, 3 acceld unreachable\n",
+            DEFAULT_SERVER, DEFAULT_DATA_DIR);
+}
+
+static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
+{
+    struct cli_args *a = &cl->args;
+    switch (id) {
+    case OPT_SERVER: cl->server = v; break;
+    case OPT_TOKEN: cl->token = v; break;
+    case OPT_DATA_DIR: cl->data_dir = v; break;
+    case OPT_OUTPUT: cl->output = v; break;
+    case OPT_HELP: cl->help = true; break;
+    case OPT_YES: a->yes = true; break;
+    case OPT_TYPE: a->type = v; break;
+    case OPT_MODE: a->compute_mode = v; break;
+    case OPT_ADMIN: a->admin = true; break;
+    case OPT_SINCE: a->since = v; break;
+    case OPT_LIMIT: a->limit = v; break;
+    case OPT_APP: a->app = v; break;
+    case OPT_OWNER: a->owner = v; break;
+    case OPT_BINDING:
+        if (a->nbindings >= CLI_MAX_BINDINGS) {
+            fprintf(stderr, "accelctl: at most %d --compute-binding\n",
+                    CLI_MAX_BINDINGS);
+            return CLI_EXIT_USAGE;
+        }
+        a->bindings[a->nbindings++] = v;
+        break;
+    }
+    return CLI_EXIT_OK;
+}
+
+static const struct opt *find_option(const char *arg, size_t len)
+{
+    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        const struct opt *o = &options[i];
+        if (len == 2 && arg[0] == '-' && arg[1] == o->shortname &&
+            o->shortname != 0)
+            return o;
+        if (strlen(o->name) == len && strncmp(o->name, arg, len) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+/* Parse argv[*i] (an option) and maybe its value; advances *i. */
+static int parse_option(struct cmdline *cl, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+    const struct opt *o = find_option(arg, len);
+    if (o == NULL) {
+        fprintf(stderr, "accelctl: unknown option %s\n", arg);
+        return CLI_EXIT_USAGE;
+    }
+    const char *v = NULL;
+    if (o->value && eq != NULL) {
+        v = eq + 1;
+    } else if (o->value) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "accelctl: %s needs a value\n", o->name);
+            return CLI_EXIT_USAGE;
+        }
+        v = argv[++*i];
+    } else if (eq != NULL) {
+        fprintf(stderr, "accelctl: %s takes no value\n", o->name);
+        return CLI_EXIT_USAGE;
+    }
+    cl->args.seen |= o->flag;
+    return apply_option(cl, o->id, v);
+}
+
+static int parse_cmdline(struct cmdline *cl, int argc, char **argv)
+{
+    bool opts = true;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (opts && strcmp(arg, "--") == 0) {
+            opts = false;
+        } else if (opts && arg[0] == '-' && arg[1] != '\0') {
+            int rc = parse_option(cl, argc, argv, &i);
+            if (rc != CLI_EXIT_OK)
+                return rc;
+        } else if (cl->nwords < CLI_MAX_POS + 2) {
+            cl->words[cl->nwords++] = arg;
+        } else {
+            fprintf(stderr, "accelctl: too many arguments\n");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* How many of words the command's name takes, or 0 if it does not match. */
+static int match_command(const struct accel_cli_cmd *c,
+                         const char *const *words, int n)
+{
+    const char *sp = strchr(c->name, ' ');
+    if (sp == NULL)
+        return n >= 1 && strcmp(c->name, words[0]) == 0 ? 1 : 0;
+    size_t l = (size_t)(sp - c->name);
+    if (n >= 2 && strlen(words[0]) == l && strncmp(c->name, words[0], l) == 0
+        && strcmp(sp + 1, words[1]) == 0)
+        return 2;
+    return 0;
+}
+
+static const struct accel_cli_cmd *find_command(const struct cmdline *cl,
+                                                int *used)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        *used = match_command(&commands[i], cl->words, cl->nwords);
+        if (*used > 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+/* Arity and options of the command, checked once for every handler. */
+static int check_command(const struct accel_cli_cmd *c, struct cmdline *cl,
+                         int used)
+{
+    int n = cl->nwords - used;
+    if (n < c->min_args || n > c->max_args) {
+        fprintf(stderr, "usage: accelctl %s %s\n", c->name, c->usage);
+        return CLI_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        unsigned f = options[i].flag;
+        if (f != 0 && (cl->args.seen & f) && !(c->flags & f)) {
+            fprintf(stderr, "accelctl %s: %s is not an option of this "
+                    "command\nusage: accelctl %s %s\n", c->name,
+                    options[i].name, c->name, c->usage);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        cl->args.pos[i] = cl->words[used + i];
+    cl->args.npos = n;
+    return CLI_EXIT_OK;
+}
+
+/* Read the first line of path (at most TOKEN_FILE_MAX bytes), trimmed. */
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    char buf[TOKEN_FILE_MAX];
+    char *line = fgets(buf, sizeof(buf), f);
+    fclose(f);
+    if (line == NULL)
+        return NULL;
+    buf[strcspn(buf, "\r\n \t")] = '\0';
+    return buf[0] != '\0' ? xstrdup(buf) : NULL;
+}
+
+static char *find_token(const struct cmdline *cl)
+{
+    if (cl->token != NULL)
+        return xstrdup(cl->token);
+    const char *env = getenv("ACCEL_TOKEN");
+    if (env != NULL && env[0] != '\0')
+        return xstrdup(env);
+    const char *dir = cl->data_dir;
+    if (dir == NULL)
+        dir = getenv("ACCEL_DATA_DIR");
+    if (dir == NULL || dir[0] == '\0')
+        dir = DEFAULT_DATA_DIR;
+    char *path = xasprintf("%s/admin.token", dir);
+    char *tok = read_token_file(path);
+    free(path);
+    return tok;
+}
+
+/* The base URL: "http://" added when no scheme is given, no trailing /. */
+static char *find_server(const struct cmdline *cl)
+{
+    const char *s = cl->server;
+    if (s == NULL)
+        s = getenv("ACCEL_SERVER");
+    if (s == NULL || s[0] == '\0')
+        s = DEFAULT_SERVER;
+    char *url = strstr(s, "://") != NULL ? xstrdup(s)
+                                         : xasprintf("http://%s", s);
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    return url;
+}
+
+static int setup_ctx(const struct cmdline *cl, struct cli_ctx *ctx)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    if (cl->output == NULL || strcmp(cl->output, "table") == 0) {
+        ctx->output = CLI_OUTPUT_TABLE;
+    } else if (strcmp(cl->output, "json") == 0) {
+        ctx->output = CLI_OUTPUT_JSON;
+    } else {
+        fprintf(stderr, "accelctl: -o %s: expected table or json\n",
+                cl->output);
+        return CLI_EXIT_USAGE;
+    }
+    ctx->interactive = isatty(0) && isatty(1);
+    ctx->token = find_token(cl);
+    return CLI_EXIT_OK;
+}
+
+static int run(struct cmdline *cl)
+{
+    int used = 0;
+    if (cl->nwords == 0 || strcmp(cl->words[0], "help") == 0 || cl->help) {
+        usage(cl->nwords == 0 && !cl->help ? stderr : stdout);
+        return cl->nwords == 0 && !cl->help ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    const struct accel_cli_cmd *c = find_command(cl, &used);
+    if (c == NULL) {
+        fprintf(stderr, "accelctl: unknown command \"%s%s%s\" (accelctl "
+                "help lists them)\n", cl->words[0], cl->nwords > 1 ? " " : "",
+                cl->nwords > 1 ? cl->words[1] : "");
+        return CLI_EXIT_USAGE;
+    }
+    int rc = check_command(c, cl, used);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    struct cli_ctx ctx;
+    rc = setup_ctx(cl, &ctx);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    char *server = find_server(cl);
+    ctx.server = server;
+    rc = c->handler(&ctx, &cl->args);
+    free(server);
+    free(ctx.token);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct cmdline cl;
+    memset(&cl, 0, sizeof(cl));
+    int rc = parse_cmdline(&cl, argc, argv);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "accelctl: cannot initialize libcurl\n");
+        return CLI_EXIT_CONNECT;
+    }
+    rc = run(&cl);
+    fflush(stdout);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table.c: aligned text tables and the small formatters of accelctl's
+ * output. Widths are counted in bytes; ids and names are ASCII.
+ */
+#include "common/accel_setup.h"
+#include "cli/table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/quantity.h"
+#include "common/util.h"
+
+void table_init(struct table *t, size_t ncols, const char *const *head)
+{
+    memset(t, 0, sizeof(*t));
+    t->ncols = ncols < TABLE_MAX_COLS ? ncols : TABLE_MAX_COLS;
+    for (size_t i = 0; i < t->ncols; i++)
+        t->head[i] = head[i];
+}
+
+void table_add(struct table *t, const char *const *cells)
+{
+    if (t->nrows >= TABLE_MAX_ROWS)
+        return;
+    if (t->nrows == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(char *));
+    }
+    for (size_t i = 0; i < t->ncols; i++) {
+        const char *c = cells[i] != NULL && cells[i][0] != '\0' ? cells[i]
+                                                                : "-";
+        t->cells[t->nrows * t->ncols + i] = xstrdup(c);
+    }
+    t->nrows++;
+}
+
+static void print_row(const struct table *t, const size_t *w,
+                      const char *const *row, FILE *f)
+{
+    for (size_t i = 0; i < t->ncols; i++) {
+        if (i + 1 == t->ncols)
+            fprintf(f, "%s\n", row[i]);
+        else
+            fprintf(f, "%-*s  ", (int)w[i], row[i]);
+    }
+}
+
+void table_print(const struct table *t, FILE *f)
+{
+    size_t w[TABLE_MAX_COLS];
+    for (size_t i = 0; i < t->ncols; i++) {
+        w[i] = strlen(t->head[i]);
+        for (size_t r = 0; r < t->nrows; r++) {
+            size_t l = strlen(t->cells[r * t->ncols + i]);
+            if (l > w[i])
+                w[i] = l;
+        }
+    }
+    print_row(t, w, t->head, f);
+    for (size_t r = 0; r < t->nrows; r++)
+        print_row(t, w, (const char *const *)&t->cells[r * t->ncols], f);
+    if (t->nrows >= TABLE_MAX_ROWS)
+        fprintf(f, "(output cut at %d rows)\n", TABLE_MAX_ROWS);
+}
+
+void table_release(struct table *t)
+{
+    for (size_t i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i]);
+    free(t->cells);
+    t->cells = NULL;
+    t->nrows = t->cap = 0;
+}
+
+void table_fmt_gib(int64_t bytes, char *buf, size_t len)
+{
+    char num[32];
+    quantity_format_gib(bytes > 0 ? (uint64_t)bytes : 0, num, sizeof(num));
+    snprintf(buf, len, "%s Gi", num);
+}
+
+void table_print_json(const json_t *v)
+{
+    if (v == NULL) {
+        fputs("null\n", stdout);
+        return;
+    }
+    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    fputc('\n', stdout);
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table.h: accelctl's output: aligned text tables (columns as wide as their
+ * widest cell, two spaces apart), memory in Gi as the page shows it, and the
+ * -o json printer. A table holds at most TABLE_MAX_ROWS rows (STYLE 12).
+ */
+#ifndef ACCEL_CLI_TABLE_H
+#define ACCEL_CLI_TABLE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TABLE_MAX_COLS 12
+#define TABLE_MAX_ROWS 1000000
+
+/* A table being filled; table_init it, table_release it. */
+struct table {
+    size_t ncols;                       /* columns */
+    const char *head[TABLE_MAX_COLS];   /* headings (borrowed literals) */
+    char **cells;                       /* nrows * ncols owned strings */
+    size_t nrows;                       /* rows so far */
+    size_t cap;                         /* rows allocated */
+};
+
+/* Start a table with ncols (<= TABLE_MAX_COLS) headings; cannot fail. */
+void table_init(struct table *t, size_t ncols, const char *const *head);
+
+/*
+ * Append a row of ncols cells (copied; NULL prints as "-"). Rows past
+ * TABLE_MAX_ROWS are dropped and a note is printed once by table_print.
+ */
+void table_add(struct table *t, const char *const *cells);
+
+/* Print the headings and rows to f. */
+void table_print(const struct table *t, FILE *f);
+
+/* Free the cells; t can be table_init'ed again. */
+void table_release(struct table *t);
+
+/* bytes as "24 Gi" / "7.41 Gi" (two decimals, as SPEC 7), into buf. */
+void table_fmt_gib(int64_t bytes, char *buf, size_t len);
+
+/* Print v as indented JSON and a newline to stdout (-o json). */
+void table_print_json(const json_t *v);
+
+#endif /* ACCEL_CLI_TABLE_H */
