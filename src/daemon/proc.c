@@ -644,8 +644,10 @@ static int wait_gone(const struct proc_handle *h, const char *key,
         reap_leader(h, status);
         survivors(h, key, value, &l);
         free(l.v);
-        if (l.n == 0)
+        if (l.n == 0) {
+            reap_leader(h, status); /* it may have died since the first */
             return 1;
+        }
         if (util_now_ns() >= deadline)
             return 0;
         sleep_ms(PROC_POLL_MS);

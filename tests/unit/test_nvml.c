@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_nvml.c: nvml.c against the fake libnvidia-ml.so.1 that tests/fake
+ * builds (ACCEL_FAKE_NVML_DIR comes from tests/fake/CMakeLists.txt). Each test
+ * writes the fake's state file, points ACCEL_NVML_LIB at a fake and checks
+ * what nvml_scan / nvml_processes report.
+ */
+#include "common/accel_setup.h"
+#include "daemon/nvml.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#ifndef ACCEL_FAKE_NVML_DIR
+#error "ACCEL_FAKE_NVML_DIR must name the fake NVML build directory"
+#endif
+
+#define GIB (1ULL << 30)
+
+static char state_path[256];
+
+/* Write the fake's state file (a fresh one per test) and select a fake. */
+static void fake_state(const char *variant, const char *text)
+{
+    char lib[512];
+    FILE *f;
+
+    if (state_path[0] == '\0') {
+        snprintf(state_path, sizeof(state_path), "/tmp/accel-fake-nvml-%d",
+                 (int)getpid());
+        setenv("ACCEL_FAKE_NVML", state_path, 1);
+    }
+    f = fopen(state_path, "w");
+    ASSERT(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    snprintf(lib, sizeof(lib), "%s%s/libnvidia-ml.so.1", ACCEL_FAKE_NVML_DIR,
+             variant);
+    setenv("ACCEL_NVML_LIB", lib, 1);
+}
+
+static const char two_gpus[] =
+    "driver 550.54.14\n"
+    "cuda 12040\n"
+    "gpu uuid=GPU-aaaa total=25769803776 used=1073741824 util=37 "
+    "name=NVIDIA GeForce RTX 4090\n"
+    "gpu uuid=GPU-bbbb total=17179869184 used=0 util=0 "
+    "name=NVIDIA GeForce RTX 4060 Ti\n"
+    "proc GPU-aaaa 4242 536870912 compute\n"
+    "proc GPU-aaaa 4343 1048576 graphics\n"
+    "proc GPU-aaaa 4242 536870912 graphics\n";
+
+static struct nvml *open_ok(void)
+{
+    struct nvml *n = NULL;
+    char *cause = NULL;
+    enum accel_err err = nvml_open(&n, &cause);
+    if (err != ACCEL_OK)
+        FAIL_AT_("nvml_open: %s", cause ? cause : "?");
+    ASSERT(n != NULL);
+    return n;
+}
+
+TEST(nvml_scan_two_gpus)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    ASSERT_STR_EQ(g[0].uuid, "GPU-aaaa");
+    ASSERT_EQ(g[0].index, 0);
+    ASSERT_STR_EQ(g[0].name, "NVIDIA GeForce RTX 4090");
+    ASSERT_U64_EQ(g[0].memory_total, 24 * GIB);
+    ASSERT_U64_EQ(g[0].memory_used, GIB);
+    ASSERT_EQ(g[0].utilization, 37);
+    ASSERT_EQ(g[0].healthy, 1);
+    ASSERT_STR_EQ(g[0].health_cause, "");
+    ASSERT_STR_EQ(g[1].uuid, "GPU-bbbb");
+    ASSERT_EQ(g[1].index, 1);
+    ASSERT_U64_EQ(g[1].memory_total, 16 * GIB);
+    free(g);
+    nvml_close(n);
+}
+
+TEST(nvml_versions)
+{
+    char buf[32];
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_driver_version(n, buf, sizeof(buf), NULL), ACCEL_OK);
+    ASSERT_STR_EQ(buf, "550.54.14");
+    ASSERT_EQ(nvml_cuda_version(n, buf, sizeof(buf), NULL), ACCEL_OK);
+    ASSERT_STR_EQ(buf, "12.4");
+    nvml_close(n);
+}
+
+TEST(nvml_processes_compute_and_graphics)
+{
+    struct nvml_proc *p = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_processes(n, "GPU-aaaa", &p, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2); /* 4242 is in both lists: reported once */
+    ASSERT_EQ(p[0].pid, 4242);
+    ASSERT_U64_EQ(p[0].used_memory, 512ULL << 20);
+    ASSERT_EQ(p[0].graphics, 0);
+    ASSERT_EQ(p[1].pid, 4343);
+    ASSERT_EQ(p[1].graphics, 1);
+    free(p);
+    ASSERT_EQ(nvml_processes(n, "GPU-bbbb", &p, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 0);
+    ASSERT(p == NULL);
+    nvml_close(n);
+}
+
+TEST(nvml_processes_many_grow_buffer)
+{
+    char text[8192];
+    size_t used;
+    struct nvml_proc *p = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    used = (size_t)snprintf(text, sizeof(text),
+                            "gpu uuid=GPU-aaaa total=100 used=0 name=X\n");
+    for (int i = 0; i < 40; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used,
+                                 "proc GPU-aaaa %d %d compute\n", 1000 + i, i);
+    fake_state("", text);
+    n = open_ok();
+    ASSERT_EQ(nvml_processes(n, "GPU-aaaa", &p, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 40);
+    ASSERT_EQ(p[39].pid, 1039);
+    ASSERT_U64_EQ(p[39].used_memory, 39);
+    free(p);
+    nvml_close(n);
+}
+
+TEST(nvml_processes_unknown_uuid)
+{
+    struct nvml_proc *p = NULL;
+    size_t count = 0;
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_processes(n, "GPU-zzzz", &p, &count, &cause),
+              ACCEL_ENOTFOUND);
+    ASSERT_STR_EQ(cause, "no NVIDIA device GPU-zzzz");
+    free(cause);
+    nvml_close(n);
+}
+
+TEST(nvml_processes_error)
+{
+    struct nvml_proc *p = NULL;
+    size_t count = 0;
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("", "gpu uuid=GPU-aaaa total=1 name=X\nproc_err GPU-aaaa 999\n");
+    n = open_ok();
+    ASSERT_EQ(nvml_processes(n, "GPU-aaaa", &p, &count, &cause), ACCEL_EIO);
+    ASSERT_STR_EQ(cause,
+                  "nvmlDeviceGetComputeRunningProcesses failed: Unknown Error");
+    free(cause);
+    nvml_close(n);
+}
+
+/* The state file changes while the handle stays open: a GPU vanishes. */
+TEST(nvml_device_vanishes)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml_proc *p = NULL;
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    free(g);
+    fake_state("", "gpu uuid=GPU-bbbb total=17179869184 name=RTX 4060 Ti\n");
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 1);
+    ASSERT_STR_EQ(g[0].uuid, "GPU-bbbb");
+    ASSERT_EQ(g[0].index, 0);
+    free(g);
+    ASSERT_EQ(nvml_processes(n, "GPU-aaaa", &p, &count, &cause),
+              ACCEL_ENOTFOUND);
+    free(cause);
+    nvml_close(n);
+}
+
+TEST(nvml_device_unhealthy)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    fake_state("", "gpu uuid=GPU-aaaa total=100 used=5 err=15 name=A\n"
+                   "gpu uuid=GPU-bbbb total=100 ecc=3 name=B\n"
+                   "gpu uuid=GPU-cccc total=100 uuid_err=15 name=C\n"
+                   "gpu uuid=GPU-dddd total=100 name=D\n");
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 4);
+    ASSERT_STR_EQ(g[0].uuid, "GPU-aaaa");
+    ASSERT_EQ(g[0].healthy, 0);
+    ASSERT_STR_EQ(g[0].health_cause, "nvmlDeviceGetName failed: GPU is lost");
+    ASSERT_U64_EQ(g[0].memory_total, 0);
+    ASSERT_EQ(g[1].healthy, 0);
+    ASSERT_STR_EQ(g[1].health_cause, "3 uncorrected ECC errors");
+    ASSERT_STR_EQ(g[2].uuid, "");
+    ASSERT_EQ(g[2].healthy, 0);
+    ASSERT_STR_EQ(g[2].health_cause, "nvmlDeviceGetUUID failed: GPU is lost");
+    ASSERT_STR_EQ(g[2].name, "C");
+    ASSERT_EQ(g[3].healthy, 1);
+    free(g);
+    nvml_close(n);
+}
+
+TEST(nvml_count_error)
+{
+    struct nvml_gpu *g = (struct nvml_gpu *)1;
+    size_t count = 77;
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("", two_gpus);
+    n = open_ok();
+    fake_state("", "count_err 999\n");
+    ASSERT_EQ(nvml_scan(n, &g, &count, &cause), ACCEL_EIO);
+    ASSERT_STR_EQ(cause, "nvmlDeviceGetCount_v2 failed: Unknown Error");
+    ASSERT_EQ(count, 77); /* untouched on failure */
+    ASSERT(g == (struct nvml_gpu *)1);
+    free(cause);
+    nvml_close(n);
+}
+
+TEST(nvml_init_error)
+{
+    struct nvml *n = NULL;
+    char *cause = NULL;
+
+    fake_state("", "init_err 9\n");
+    ASSERT_EQ(nvml_open(&n, &cause), ACCEL_EIO);
+    ASSERT(n == NULL);
+    ASSERT_STR_EQ(cause, "nvmlInit_v2 failed: Driver Not Loaded");
+    free(cause);
+}
+
+TEST(nvml_missing_library)
+{
+    struct nvml *n = NULL;
+    char *cause = NULL;
+
+    setenv("ACCEL_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+    ASSERT_EQ(nvml_open(&n, &cause), ACCEL_ENOTFOUND);
+    ASSERT(n == NULL);
+    ASSERT(cause != NULL);
+    ASSERT(strstr(cause, "/nonexistent/libnvidia-ml.so.1 not found (no NVIDIA "
+                         "driver on this machine)") == cause);
+    free(cause);
+}
+
+TEST(nvml_missing_required_symbol)
+{
+    struct nvml *n = NULL;
+    char *cause = NULL;
+
+    fake_state("/broken", two_gpus);
+    ASSERT_EQ(nvml_open(&n, &cause), ACCEL_ENOTSUP);
+    ASSERT(n == NULL);
+    ASSERT(cause != NULL);
+    ASSERT(strstr(cause, "lacks nvmlDeviceGetUUID") != NULL);
+    free(cause);
+}
+
+/* An old driver: v1 process structs, no CUDA version call. */
+TEST(nvml_old_driver_fallbacks)
+{
+    struct nvml_proc *p = NULL;
+    size_t count = 0;
+    char buf[32];
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("/old", two_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_processes(n, "GPU-aaaa", &p, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    ASSERT_EQ(p[0].pid, 4242);
+    ASSERT_U64_EQ(p[0].used_memory, 512ULL << 20);
+    ASSERT_EQ(p[1].pid, 4343);
+    ASSERT_U64_EQ(p[1].used_memory, 1ULL << 20);
+    free(p);
+    ASSERT_EQ(nvml_cuda_version(n, buf, sizeof(buf), &cause), ACCEL_ENOTSUP);
+    ASSERT_STR_EQ(buf, "");
+    ASSERT(cause != NULL);
+    free(cause);
+    nvml_close(n);
+}
+
+TEST(nvml_no_state_file_no_devices)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 9;
+    struct nvml *n;
+
+    fake_state("", "");
+    setenv("ACCEL_FAKE_NVML", "/nonexistent/state", 1);
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 0);
+    ASSERT(g == NULL);
+    nvml_close(n);
+}
+
+#define TESTS(XX)                                                              \
+    XX(nvml_scan_two_gpus)                                                     \
+    XX(nvml_versions)                                                          \
+    XX(nvml_processes_compute_and_graphics)                                    \
+    XX(nvml_processes_many_grow_buffer)                                        \
+    XX(nvml_processes_unknown_uuid)                                            \
+    XX(nvml_processes_error)                                                   \
+    XX(nvml_device_vanishes)                                                   \
+    XX(nvml_device_unhealthy)                                                  \
+    XX(nvml_count_error)                                                       \
+    XX(nvml_init_error)                                                        \
+    XX(nvml_missing_library)                                                   \
+    XX(nvml_missing_required_symbol)                                           \
+    XX(nvml_old_driver_fallbacks)                                              \
+    XX(nvml_no_state_file_no_devices)
+
+TEST_MAIN(TESTS)
