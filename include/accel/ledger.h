@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger.h: the shared-memory ledger between libaccelshim.so and acceld.
+ *
+ * One ledger is one small file, mmap'd MAP_SHARED by every process of one app
+ * on one device (and by acceld, which creates it). It holds the app's limit on
+ * that device, the running total charged against it, and one slot per live
+ * process so that the charge of a process that died can be given back.
+ *
+ * Protocol (docs/internals/shim.md has the long form):
+ *   - `used` is the reservation counter: a process adds a request with one
+ *     atomic fetch-add; if the new value passes the limit it subtracts it again
+ *     and refuses. Nothing ever checks first and records later.
+ *   - each process also adds its charges to its own slot (only the owner
+ *     writes a slot), after `used` on the way up and before it on the way down,
+ *     so a process killed between the two steps can only leave `used` too high
+ *     (conservative), never too low.
+ *   - a slot is owned by a key packing (pid, start time); a slot whose key no
+ *     longer matches a live process is reclaimed by whoever notices first (a
+ *     process attaching, or acceld): CAS the key to ACCEL_LEDGER_RECLAIMING,
+ *     subtract the slot's charge from `used`, zero it, free the slot.
+ *   - slots never move, so an index a process caches stays valid.
+ *
+ * This header is the ABI: magic + major/minor + sizes, _Atomic counters,
+ * reserved space. A reader refuses a different major; a newer minor may only
+ * use reserved space. It is not a general API: the shim has its own attach
+ * code (src/shim/quota.c), acceld uses src/daemon/ledger.c; both use the
+ * static inline protocol helpers below so the two cannot drift.
+ */
+#ifndef ACCEL_ACCEL_LEDGER_H
+#define ACCEL_ACCEL_LEDGER_H
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
+#define ACCEL_LEDGER_MAJOR 1
+#define ACCEL_LEDGER_MINOR 0
+#define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
+#define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
+#define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
+
+/* One process's share of the charge. 64 bytes, one cache line. */
+struct accel_ledger_slot {
+    _Atomic uint64_t key;    /* 0 free; (start<<22)|pid owner; RECLAIMING */
+    _Atomic int64_t used;    /* bytes this process has charged (owner writes) */
+    _Atomic uint64_t allocs; /* live allocations, for display */
+    uint64_t unused[5];      /* reserved, zero */
+};
+
+/* The whole file. 64 bytes of header fields + reserved, then the slots. */
+struct accel_ledger {
+    uint64_t magic;          /* ACCEL_LEDGER_MAGIC */
+    uint16_t major;          /* ACCEL_LEDGER_MAJOR; a reader refuses others */
+    uint16_t minor;          /* ACCEL_LEDGER_MINOR */
+    uint32_t header_size;    /* offsetof(struct accel_ledger, slots) */
+    uint32_t slot_count;     /* ACCEL_LEDGER_SLOTS */
+    int32_t device;          /* CUDA ordinal inside the app, for display */
+    _Atomic uint64_t limit;  /* bytes; 0 = no limit (acceld may lower live) */
+    _Atomic int64_t used;    /* bytes reserved by all processes (see above) */
+    _Atomic uint64_t peak;   /* highest `used` seen, for display and tests */
+    _Atomic uint64_t epoch;  /* bumped by acceld when it rewrites the limit */
+    char uuid[64];           /* device UUID, NUL-terminated, may be empty */
+    char app[64];            /* app name, NUL-terminated, may be empty */
+    uint64_t unused[40];     /* reserved, zero */
+    struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
+};
+
+#define ACCEL_LEDGER_SIZE sizeof(struct accel_ledger)
+
+/*
+ * Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
+ * or 0 if the process does not exist. Async-signal-safe (open/read/close).
+ */
+static inline uint64_t accel_ledger_proc_start(pid_t pid)
+{
+    char path[48], buf[1024];
+    const char *p;
+    uint64_t v = 0;
+    ssize_t n;
+    int fd, field;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+    if (p == NULL)
+        return 0;
+    for (field = 2; *p != '\0' && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    while (*p >= '0' && *p <= '9')
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    return v;
+}
+
+/* The slot key of a process: (start time << 22) | pid, never 0. */
+static inline uint64_t accel_ledger_key(pid_t pid, uint64_t start)
+{
+    return (start << ACCEL_LEDGER_PID_BITS) | ((uint64_t)pid & 0x3fffff) |
+           (start == 0 ? (1ULL << 63) : 0);
+}
+
+/* Whether the owner of `key` is still alive (same pid, same start time). */
+static inline int accel_ledger_key_alive(uint64_t key)
+{
+    pid_t pid = (pid_t)(key & 0x3fffff);
+    uint64_t start = accel_ledger_proc_start(pid);
+    return start != 0 && accel_ledger_key(pid, start) == key;
+}
+
+/*
+ * Give back slot `i`'s charge if its owner is dead. Safe against any number of
+ * concurrent reclaimers and against the (dead) owner: the CAS makes one winner.
+ * Returns the bytes given back (0 if the slot was free, live or taken).
+ */
+static inline int64_t accel_ledger_reclaim_slot(struct accel_ledger *l,
+                                                unsigned i)
+{
+    struct accel_ledger_slot *s = &l->slots[i];
+    uint64_t key = atomic_load(&s->key);
+    int64_t used;
+
+    if (key == 0 || key == ACCEL_LEDGER_RECLAIMING ||
+        accel_ledger_key_alive(key))
+        return 0;
+    if (!atomic_compare_exchange_strong(&s->key, &key,
+                                        ACCEL_LEDGER_RECLAIMING))
+        return 0;
+    used = atomic_exchange(&s->used, 0);
+    atomic_store(&s->allocs, 0);
+    if (used != 0)
+        atomic_fetch_sub(&l->used, used);
+    atomic_store(&s->key, 0);
+    return used;
+}
+
+/*
+ * Reclaim every dead slot; then, if no slot is owned at all, reset a `used`
+ * left behind by a process killed between its two counter updates (a CAS, so
+ * a process that attaches meanwhile is never undercounted). Returns the
+ * number of live slots seen.
+ */
+static inline unsigned accel_ledger_reclaim_all(struct accel_ledger *l)
+{
+    unsigned live = 0;
+    int64_t before = atomic_load(&l->used);
+
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        accel_ledger_reclaim_slot(l, i);
+        if (atomic_load(&l->slots[i].key) != 0)
+            live++;
+    }
+    /* `before` was read before the scan: a process that claimed a slot
+     * after the scan passed it has changed `used` since, so the CAS fails. */
+    if (live == 0 && before != 0)
+        atomic_compare_exchange_strong(&l->used, &before, 0);
+    return live;
+}
+
+/* Whether a mapped ledger has a layout this code understands. */
+static inline int accel_ledger_valid(const struct accel_ledger *l)
+{
+    return l->magic == ACCEL_LEDGER_MAGIC && l->major == ACCEL_LEDGER_MAJOR &&
+           l->header_size == offsetof(struct accel_ledger, slots) &&
+           l->slot_count == ACCEL_LEDGER_SLOTS;
+}
+
+#endif /* ACCEL_ACCEL_LEDGER_H */

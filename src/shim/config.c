@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c: where the shim's limits come from.
+ *
+ * 1. ACCEL_CONFIG (set by acceld): a file, or a directory holding
+ *    `shim.conf`, written by acceld and read-only to the app. Text, one
+ *    directive per line, '#' comments, unknown directives ignored:
+ *        accel-shim 1
+ *        app <name>
+ *        device <ordinal> <limit-bytes> <ledger-path> [<uuid>]
+ *    <ordinal> is the CUDA ordinal as the app sees it (after
+ *    CUDA_VISIBLE_DEVICES); <uuid> lets NVML queries find the same device.
+ * 2. Standalone, without acceld: ACCEL_MEMORY_LIMIT=4Gi (every device), or
+ *    HAMi's CUDA_DEVICE_MEMORY_LIMIT (every device) and
+ *    CUDA_DEVICE_MEMORY_LIMIT_<i> (device i, wins over the others). The
+ *    ledger is a per-user file, $XDG_RUNTIME_DIR/accel (or /tmp/accel-<uid>)
+ *    /shim-<key>-dev<i>.ledger, where <key> is ACCEL_APP if set, else the
+ *    session id: the processes of one app (one session) share one quota.
+ *
+ * Quantities: a number with an optional unit; k, m, g, t (any case, with or
+ * without a trailing "i" and/or "b") are powers of 1024, as HAMi reads them.
+ */
+#include "shim/shim.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONFIG_MAX 16384 /* bytes of ACCEL_CONFIG read */
+
+static int unit_shift(const char *u, unsigned *out_shift)
+{
+    static const char units[] = "kmgtp";
+    const char *p;
+
+    if (*u == '\0' || ((*u == 'b' || *u == 'B') && u[1] == '\0')) {
+        *out_shift = 0;
+        return 0;
+    }
+    p = strchr(units, *u | 0x20);
+    if (p == NULL || *u == '\0')
+        return -1;
+    u++;
+    if (*u == 'i')
+        u++;
+    if (*u == 'b' || *u == 'B')
+        u++;
+    if (*u != '\0')
+        return -1;
+    *out_shift = 10u * (unsigned)(p - units + 1);
+    return 0;
+}
+
+int config_parse_bytes(const char *s, uint64_t *out_bytes)
+{
+    uint64_t whole = 0, frac = 0, scale = 1;
+    unsigned shift;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return -1;
+        whole = whole * 10 + (uint64_t)(*s - '0');
+    }
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            if (scale < 1000000000ULL) {
+                frac = frac * 10 + (uint64_t)(*s - '0');
+                scale *= 10;
+            }
+    if (unit_shift(s, &shift) != 0 || (shift && whole >> (64 - shift)))
+        return -1;
+    if (shift >= 30) /* frac < 2^30: keep (frac << k) inside 64 bits */
+        frac = ((frac << 30) / scale) << (shift - 30);
+    else
+        frac = (frac << shift) / scale;
+    *out_bytes = (whole << shift) + frac;
+    return 0;
+}
+
+static void set_dev(int i, uint64_t limit, const char *path, const char *uuid)
+{
+    struct shim_dev *d = &shim_state.dev[i];
+
+    d->limit = limit;
+    snprintf(d->path, sizeof(d->path), "%s", path ? path : "");
+    snprintf(d->uuid, sizeof(d->uuid), "%s", uuid ? uuid : "");
+    if (limit != 0)
+        shim_state.any_limit = 1;
+}
+
+/* Read up to CONFIG_MAX-1 bytes of `path` into buf; -1 on error. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+    struct stat st;
+    char full[512];
+    ssize_t n, got = 0;
+    int fd;
+
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(full, sizeof(full), "%s/shim.conf", path);
+        path = full;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    while ((size_t)got < cap - 1) {
+        n = read(fd, buf + got, cap - 1 - (size_t)got);
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return got;
+}
+
+static void config_line(char *line)
+{
+    char kw[16], path[256], uuid[64], lim[32];
+    int ord, n;
+    uint64_t bytes;
+
+    uuid[0] = '\0';
+    n = sscanf(line, "%15s %d %31s %255s %63s", kw, &ord, lim, path, uuid);
+    if (n < 4 || strcmp(kw, "device") != 0)
+        return; /* "accel-shim", "app", comments, future directives */
+    if (ord < 0 || ord >= SHIM_MAX_DEV || config_parse_bytes(lim, &bytes)) {
+        shim_log("ACCEL_CONFIG: bad device line ignored: %s", line);
+        return;
+    }
+    set_dev(ord, bytes, path, n >= 5 ? uuid : "");
+}
+
+static int config_from_file(const char *path)
+{
+    static char buf[CONFIG_MAX]; /* init runs once: no stack bulk */
+    char *line, *next;
+
+    if (read_small(path, buf, sizeof(buf)) < 0) {
+        shim_log("ACCEL_CONFIG %s unreadable: quota not enforced", path);
+        return -1;
+    }
+    for (line = buf; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        config_line(line);
+    }
+    return 0;
+}
+
+/* The directory for standalone ledgers, created 0700 if missing. */
+static void standalone_dir(char *out, size_t cap)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+
+    if (x != NULL && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(out, cap, "%s/accel", x);
+    else
+        snprintf(out, cap, "/tmp/accel-%u", (unsigned)getuid());
+    if (mkdir(out, 0700) != 0 && stat(out, &st) != 0)
+        out[0] = '\0'; /* process-local ledgers then */
+}
+
+/* The key that groups processes into one standalone quota. */
+static void standalone_key(char *out, size_t cap)
+{
+    const char *app = getenv("ACCEL_APP");
+    size_t i;
+
+    if (app == NULL || app[0] == '\0') {
+        snprintf(out, cap, "sid%d", (int)getsid(0));
+        return;
+    }
+    for (i = 0; app[i] != '\0' && i + 1 < cap; i++) {
+        char c = app[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+        out[i] = ok ? c : '_';
+    }
+    out[i] = '\0';
+}
+
+static uint64_t env_bytes(const char *name)
+{
+    const char *v = getenv(name);
+    uint64_t b = 0;
+
+    if (v != NULL && v[0] != '\0' && config_parse_bytes(v, &b) != 0) {
+        shim_log("%s=%s not understood: ignored", name, v);
+        b = 0;
+    }
+    return b;
+}
+
+static void config_from_env(void)
+{
+    char dir[200], key[64], path[256], name[48];
+    uint64_t all = env_bytes("ACCEL_MEMORY_LIMIT"), lim;
+
+    if (all == 0)
+        all = env_bytes("CUDA_DEVICE_MEMORY_LIMIT");
+    standalone_dir(dir, sizeof(dir));
+    standalone_key(key, sizeof(key));
+    for (int i = 0; i < SHIM_MAX_DEV; i++) {
+        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
+        lim = env_bytes(name);
+        if (lim == 0)
+            lim = all;
+        if (lim == 0)
+            continue;
+        path[0] = '\0';
+        if (dir[0] != '\0')
+            snprintf(path, sizeof(path), "%s/shim-%s-dev%d.ledger", dir, key,
+                     i);
+        set_dev(i, lim, path, NULL);
+    }
+}
+
+void config_load(void)
+{
+    const char *cfg = getenv("ACCEL_CONFIG");
+
+    if (cfg != NULL && cfg[0] != '\0')
+        config_from_file(cfg);
+    else {
+        shim_state.standalone = 1;
+        config_from_env();
+    }
+    for (int i = 0; i < SHIM_MAX_DEV; i++)
+        if (shim_state.dev[i].limit == 0)
+            atomic_store(&shim_state.dev[i].state, SHIM_DEV_NOLIMIT);
+    shim_log("limits loaded (%s)", cfg ? "ACCEL_CONFIG" : "environment");
+}

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hooks.c: the interposed driver and NVML functions.
+ *
+ * Every allocation path of SPEC 4.2 follows one pattern: reserve on the
+ * ledger (quota_begin; refusal = CUDA_ERROR_OUT_OF_MEMORY, the driver is not
+ * called), call the driver, then settle (quota_end: give the reservation back
+ * if the driver failed, else record the pointer/handle). Every release takes
+ * the record out first, calls the driver, and gives the charge back only if
+ * the driver succeeded (a failed free puts the record back). A free of an
+ * unknown pointer goes to the driver untouched.
+ *
+ * A real symbol the driver does not have gives CUDA_ERROR_NOT_FOUND (NVML:
+ * NVML_ERROR_FUNCTION_NOT_FOUND); nothing calls through NULL.
+ */
+#include "shim/shim.h"
+
+#include <string.h>
+
+#define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
+#define HOOK_PROTO_0(ret, name, params)
+#define HOOK_PROTO(lib, hooked, ret, name, params)                             \
+    HOOK_PROTO_##hooked(ret, name, params)
+ACCEL_SHIM_SYMBOLS(HOOK_PROTO)
+
+/* The CUDA ordinal of the calling thread's context (0 if it has none). */
+static int current_ordinal(void)
+{
+    CUresult (*fn)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
+    CUdevice d = 0;
+
+    if (fn == NULL || fn(&d) != CUDA_SUCCESS)
+        return 0;
+    return d;
+}
+
+static int quota_on(void)
+{
+    shim_core_init();
+    return shim_state.any_limit;
+}
+
+/* Reserve for an allocation on the current device. */
+static int begin_current(struct shim_charge *c, uint64_t bytes)
+{
+    return quota_begin(c, quota_on() ? current_ordinal() : 0, bytes);
+}
+
+/* Settle a release: give the charge back, or restore the record. */
+static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
+                            uint64_t key, int ordinal, uint64_t bytes)
+{
+    if (!had)
+        return rc;
+    if (rc == CUDA_SUCCESS)
+        quota_release(ordinal, bytes);
+    else
+        track_put(kind, key, ordinal, bytes);
+    return rc;
+}
+
+#define OOM_IF_REFUSED(c, bytes)                                               \
+    do {                                                                       \
+        if (begin_current(&(c), (bytes)) != 0)                                 \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+    } while (0)
+
+#define REAL_OR_NOT_FOUND(var, name)                                           \
+    __typeof__(shim_state.real.name) var = SHIM_CUDA_REAL(name);              \
+    if (var == NULL)                                                           \
+    return CUDA_ERROR_NOT_FOUND
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
+    OOM_IF_REFUSED(c, bytesize);
+    CUresult rc = fn(dptr, bytesize);
+    return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                           unsigned int flags)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuMemAllocManaged);
+    OOM_IF_REFUSED(c, bytesize);
+    CUresult rc = fn(dptr, bytesize, flags);
+    return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
+}
+
+/* Pitch: reserve a 512-byte-aligned estimate, then settle on the pitch the
+ * driver really chose (more may be refused: the allocation is undone). */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
+                            size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuMemAllocPitch_v2);
+    OOM_IF_REFUSED(c, ((WidthInBytes + 511) & ~(size_t)511) * Height);
+    CUresult rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (rc == CUDA_SUCCESS && pPitch != NULL &&
+        quota_adjust(&c, (uint64_t)*pPitch * Height) != 0) {
+        CUresult (*fr)(CUdeviceptr) = SHIM_CUDA_REAL(cuMemFree_v2);
+        if (fr != NULL)
+            fr(*dptr);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
+}
+
+/* Stream-ordered allocations are charged by size when requested and given
+ * back when the free is enqueued (stricter than charging pool growth). */
+#define ASYNC_ALLOC(name, params, call)                                        \
+    CUresult name params                                                       \
+    {                                                                          \
+        struct shim_charge c;                                                  \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        OOM_IF_REFUSED(c, bytesize);                                           \
+        CUresult rc = fn call;                                                 \
+        return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);             \
+    }
+ASYNC_ALLOC(cuMemAllocAsync,
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+            (dptr, bytesize, hStream))
+ASYNC_ALLOC(cuMemAllocAsync_ptsz,
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+            (dptr, bytesize, hStream))
+ASYNC_ALLOC(cuMemAllocFromPoolAsync,
+            (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
+             CUstream hStream),
+            (dptr, bytesize, pool, hStream))
+ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz,
+            (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
+             CUstream hStream),
+            (dptr, bytesize, pool, hStream))
+
+/* Release of a tracked key of `kind` through the real `fn` call. */
+#define RELEASE(kind, key, call)                                               \
+    do {                                                                       \
+        int ord_ = 0, had_;                                                    \
+        uint64_t bytes_ = 0;                                                   \
+        shim_core_init();                                                      \
+        had_ = track_take(kind, (uint64_t)(key), &ord_, &bytes_);              \
+        return end_release(call, had_, kind, (uint64_t)(key), ord_, bytes_);   \
+    } while (0)
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemFree_v2);
+    RELEASE(SHIM_KIND_PTR, dptr, fn(dptr));
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemFreeAsync);
+    RELEASE(SHIM_KIND_PTR, dptr, fn(dptr, hStream));
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemFreeAsync_ptsz);
+    RELEASE(SHIM_KIND_PTR, dptr, fn(dptr, hStream));
+}
+
+/* Physical allocations count when they live on a device; host-located ones
+ * (NCCL uses them) do not take VRAM. */
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    struct shim_charge c;
+    int on_dev = prop != NULL &&
+                 prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    REAL_OR_NOT_FOUND(fn, cuMemCreate);
+    if (quota_begin(&c, quota_on() && on_dev ? prop->location.id : -1,
+                    size) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = fn(handle, size, prop, flags);
+    return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemRelease);
+    RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+}
+
+/* Bytes per element of a CUarray_format (unknown formats: 4). */
+static uint64_t format_bytes(int format)
+{
+    switch (format) {
+    case 0x01: case 0x08: case 0xc0: case 0xc6: return 1;
+    case 0x02: case 0x09: case 0x10: case 0xc1: case 0xc3: case 0xc7:
+    case 0xc9: return 2;
+    case 0xc5: case 0xcb: return 8;
+    default: return 4;
+    }
+}
+
+static uint64_t dim(size_t v)
+{
+    return v == 0 ? 1 : (uint64_t)v;
+}
+
+/* Estimated VRAM of an array: elements x channels x element size, rounded
+ * up to the 2 MiB granularity tiled arrays are placed at. */
+static uint64_t array_bytes(size_t w, size_t h, size_t d, int format,
+                            unsigned channels)
+{
+    uint64_t b = dim(w) * dim(h) * dim(d) * format_bytes(format) *
+                 (channels ? channels : 1);
+    return (b + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuArrayCreate_v2);
+    if (desc == NULL)
+        return fn(pHandle, desc);
+    OOM_IF_REFUSED(c, array_bytes(desc->Width, desc->Height, 0, desc->Format,
+                                  desc->NumChannels));
+    CUresult rc = fn(pHandle, desc);
+    return quota_end(&c, rc, SHIM_KIND_ARRAY,
+                     pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle,
+                            const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuArray3DCreate_v2);
+    if (desc == NULL)
+        return fn(pHandle, desc);
+    OOM_IF_REFUSED(c, array_bytes(desc->Width, desc->Height, desc->Depth,
+                                  desc->Format, desc->NumChannels));
+    CUresult rc = fn(pHandle, desc);
+    return quota_end(&c, rc, SHIM_KIND_ARRAY,
+                     pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    REAL_OR_NOT_FOUND(fn, cuArrayDestroy);
+    RELEASE(SHIM_KIND_ARRAY, (uintptr_t)hArray, fn(hArray));
+}
+
+/* A mipmap chain: each level halves every dimension, down to 1. */
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned n)
+{
+    size_t w = d->Width, h = d->Height, z = d->Depth;
+    uint64_t total = 0;
+    int layered = (d->Flags & 0x01) != 0; /* CUDA_ARRAY3D_LAYERED */
+
+    for (unsigned i = 0; i < (n ? n : 1) && i < 32; i++) {
+        total += array_bytes(w, h, z, d->Format, d->NumChannels);
+        w = w > 1 ? w / 2 : w;
+        h = h > 1 ? h / 2 : h;
+        z = layered || z <= 1 ? z : z / 2;
+    }
+    return total;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int numLevels)
+{
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuMipmappedArrayCreate);
+    if (desc == NULL)
+        return fn(pHandle, desc, numLevels);
+    OOM_IF_REFUSED(c, mipmap_bytes(desc, numLevels));
+    CUresult rc = fn(pHandle, desc, numLevels);
+    return quota_end(&c, rc, SHIM_KIND_MIPMAP,
+                     pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+    REAL_OR_NOT_FOUND(fn, cuMipmappedArrayDestroy);
+    RELEASE(SHIM_KIND_MIPMAP, (uintptr_t)h, fn(h));
+}
+
+/* Contexts: a fixed SHIM_CTX_OVERHEAD each, on the device they are made on. */
+#define CTX_CREATE(name, params, call)                                         \
+    CUresult name params                                                       \
+    {                                                                          \
+        struct shim_charge c;                                                  \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        if (quota_begin(&c, quota_on() ? dev : -1, SHIM_CTX_OVERHEAD) != 0)    \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+        CUresult rc = fn call;                                                 \
+        return quota_end(&c, rc, SHIM_KIND_CTX,                                \
+                         pctx ? (uint64_t)(uintptr_t)*pctx : 0);               \
+    }
+CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
+           (pctx, flags, dev))
+CTX_CREATE(cuCtxCreate_v3,
+           (CUcontext * pctx, CUexecAffinityParam *params, int numParams,
+            unsigned int flags, CUdevice dev),
+           (pctx, params, numParams, flags, dev))
+CTX_CREATE(cuCtxCreate_v4,
+           (CUcontext * pctx, CUctxCreateParams *params, unsigned int flags,
+            CUdevice dev),
+           (pctx, params, flags, dev))
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    REAL_OR_NOT_FOUND(fn, cuCtxDestroy_v2);
+    RELEASE(SHIM_KIND_CTX, (uintptr_t)ctx, fn(ctx));
+}
+
+CUresult cuMemGetInfo_v2(size_t *pfree, size_t *ptotal)
+{
+    size_t f = 0, t = 0;
+    uint64_t vt, vf, vu;
+    REAL_OR_NOT_FOUND(fn, cuMemGetInfo_v2);
+    CUresult rc = fn(&f, &t);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!quota_on()) {
+        vf = f;
+        vt = t;
+    } else {
+        quota_view(current_ordinal(), t, f, &vt, &vf, &vu);
+    }
+    if (pfree != NULL)
+        *pfree = (size_t)vf;
+    if (ptotal != NULL)
+        *ptotal = (size_t)vt;
+    return rc;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    uint64_t vt, vf, vu;
+    REAL_OR_NOT_FOUND(fn, cuDeviceTotalMem_v2);
+    CUresult rc = fn(bytes, dev);
+    if (rc != CUDA_SUCCESS || bytes == NULL || !quota_on())
+        return rc;
+    quota_view(dev, *bytes, *bytes, &vt, &vf, &vu);
+    *bytes = (size_t)vt;
+    return rc;
+}
+
+/* Launches: nothing but the forward (time slicing will hook in here). */
+#define LAUNCH(name)                                                           \
+    CUresult name(CUfunction f, unsigned int gx, unsigned int gy,              \
+                  unsigned int gz, unsigned int bx, unsigned int by,           \
+                  unsigned int bz, unsigned int shmem, CUstream hStream,       \
+                  void **kernelParams, void **extra)                           \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        return fn(f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams,     \
+                  extra);                                                      \
+    }
+LAUNCH(cuLaunchKernel)
+LAUNCH(cuLaunchKernel_ptsz)
+
+/* NVML: the same view; the device is found by UUID when ACCEL_CONFIG gave
+ * one, else by NVML index (standalone use). */
+static int nvml_ordinal(nvmlDevice_t device)
+{
+    nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned) =
+        SHIM_NVML_REAL(nvmlDeviceGetUUID);
+    nvmlReturn_t (*idx_fn)(nvmlDevice_t, unsigned *) =
+        SHIM_NVML_REAL(nvmlDeviceGetIndex);
+    char uuid[96];
+    unsigned idx;
+
+    if (uuid_fn != NULL && uuid_fn(device, uuid, sizeof(uuid)) == NVML_SUCCESS)
+        for (int i = 0; i < SHIM_MAX_DEV; i++)
+            if (shim_state.dev[i].uuid[0] != '\0' &&
+                strcmp(shim_state.dev[i].uuid, uuid) == 0)
+                return i;
+    if (idx_fn != NULL && idx_fn(device, &idx) == NVML_SUCCESS)
+        return (int)idx;
+    return -1;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    uint64_t t, f, u;
+    nvmlReturn_t (*fn)(nvmlDevice_t, nvmlMemory_t *) =
+        SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
+    if (fn == NULL)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = fn(device, memory);
+    if (rc != NVML_SUCCESS || memory == NULL || !quota_on())
+        return rc;
+    quota_view(nvml_ordinal(device), memory->total, memory->free, &t, &f, &u);
+    memory->total = t;
+    memory->free = f;
+    memory->used = u;
+    return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                        nvmlMemory_v2_t *memory)
+{
+    uint64_t t, f, u;
+    nvmlReturn_t (*fn)(nvmlDevice_t, nvmlMemory_v2_t *) =
+        SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo_v2);
+    if (fn == NULL)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = fn(device, memory);
+    if (rc != NVML_SUCCESS || memory == NULL || !quota_on())
+        return rc;
+    quota_view(nvml_ordinal(device), memory->total, memory->free, &t, &f, &u);
+    if (t != memory->total) { /* limited: the driver's reserve is ours */
+        memory->reserved = 0;
+    }
+    memory->total = t;
+    memory->free = f;
+    memory->used = u;
+    return rc;
+}

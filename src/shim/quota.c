@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * quota.c: the shim's side of the ledger protocol (include/accel/ledger.h):
+ * attaching to a device's ledger, reserving before the driver allocates,
+ * settling or giving back after, and the one virtual memory view.
+ *
+ * Hot path cost: one atomic load of the device state, one CAS loop on the
+ * shared `used` counter, two relaxed adds on our own slot. No system call,
+ * no lock (the allocation table in track.c has its own striped locks).
+ * Attaching (first charge on a device) maps the ledger, reclaims dead
+ * processes' slots and claims one slot; it runs once per device.
+ */
+#include "shim/shim.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Write a fresh header into a zero-filled ledger. */
+static void ledger_format(struct accel_ledger *l, int ordinal, uint64_t limit)
+{
+    l->major = ACCEL_LEDGER_MAJOR;
+    l->minor = ACCEL_LEDGER_MINOR;
+    l->header_size = (uint32_t)offsetof(struct accel_ledger, slots);
+    l->slot_count = ACCEL_LEDGER_SLOTS;
+    l->device = ordinal;
+    atomic_store(&l->limit, limit);
+    atomic_store_explicit((_Atomic uint64_t *)&l->magic, ACCEL_LEDGER_MAGIC,
+                          memory_order_release);
+}
+
+/* Map `path`; create and format it when `create` (standalone use). The
+ * flock only serialises formatting and dies with its holder. */
+static struct accel_ledger *ledger_map(const char *path, int create,
+                                       int ordinal, uint64_t limit)
+{
+    struct accel_ledger *l;
+    struct stat st;
+    void *m;
+    int fd = open(path, (create ? O_CREAT : 0) | O_RDWR | O_CLOEXEC, 0600);
+
+    if (fd < 0)
+        return NULL;
+    if (create && flock(fd, LOCK_EX) == 0) {
+        if (fstat(fd, &st) == 0 && st.st_size < (off_t)ACCEL_LEDGER_SIZE)
+            if (ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0)
+                shim_log("ledger %s: cannot size it", path);
+    }
+    m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
+    if (m != MAP_FAILED && create && ((struct accel_ledger *)m)->magic == 0)
+        ledger_format(m, ordinal, limit);
+    close(fd); /* also drops the flock */
+    if (m == MAP_FAILED)
+        return NULL;
+    l = m;
+    if (!accel_ledger_valid(l)) {
+        munmap(m, ACCEL_LEDGER_SIZE);
+        return NULL;
+    }
+    return l;
+}
+
+/* A ledger only this process sees: the quota still holds per process. */
+static struct accel_ledger *ledger_local(int ordinal, uint64_t limit)
+{
+    void *m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (m == MAP_FAILED)
+        return NULL;
+    ledger_format(m, ordinal, limit);
+    return m;
+}
+
+/* Claim a free slot for this process; NULL if all are taken. */
+static struct accel_ledger_slot *slot_claim(struct accel_ledger *l)
+{
+    uint64_t key = accel_ledger_key(shim_state.pid,
+                                    accel_ledger_proc_start(shim_state.pid));
+
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        uint64_t expect = 0;
+        if (atomic_compare_exchange_strong(&l->slots[i].key, &expect, key))
+            return &l->slots[i];
+    }
+    return NULL;
+}
+
+static void dev_attach(struct shim_dev *d, int ordinal)
+{
+    int standalone = shim_state.standalone;
+
+    if (d->ledger != NULL) /* re-attach after fork: mapping inherited */
+        goto claim;
+    if (d->path[0] != '\0')
+        d->ledger = ledger_map(d->path, standalone, ordinal, d->limit);
+    if (d->ledger == NULL) {
+        shim_log("dev %d: ledger %s unusable: process-local quota", ordinal,
+                 d->path[0] ? d->path : "(none)");
+        d->ledger = ledger_local(ordinal, d->limit);
+    }
+    if (d->ledger == NULL) {
+        atomic_store(&d->state, SHIM_DEV_NOLIMIT);
+        return;
+    }
+    accel_ledger_reclaim_all(d->ledger);
+claim:
+    d->slot = slot_claim(d->ledger);
+    if (d->slot == NULL)
+        shim_log("dev %d: ledger full; charges of this process are not "
+                 "reclaimable if it is killed", ordinal);
+    atomic_store_explicit(&d->state, SHIM_DEV_READY, memory_order_release);
+}
+
+struct shim_dev *quota_dev(int ordinal)
+{
+    struct shim_dev *d;
+    int st;
+
+    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV)
+        return NULL;
+    d = &shim_state.dev[ordinal];
+    st = atomic_load_explicit(&d->state, memory_order_acquire);
+    if (st == SHIM_DEV_READY)
+        return d;
+    if (st == SHIM_DEV_NOLIMIT)
+        return NULL;
+    if (st == SHIM_DEV_UNSET &&
+        atomic_compare_exchange_strong(&d->state, &st, SHIM_DEV_BUSY)) {
+        dev_attach(d, ordinal);
+        return quota_dev(ordinal);
+    }
+    while (atomic_load_explicit(&d->state, memory_order_acquire) ==
+           SHIM_DEV_BUSY)
+        sched_yield(); /* another thread of ours is attaching: microseconds */
+    return quota_dev(ordinal);
+}
+
+static uint64_t dev_limit(const struct shim_dev *d)
+{
+    uint64_t shared = atomic_load_explicit(&d->ledger->limit,
+                                           memory_order_relaxed);
+
+    /* acceld may lower the limit live; the app cannot raise it past its
+     * read-only ACCEL_CONFIG value. */
+    return shared != 0 && shared < d->limit ? shared : d->limit;
+}
+
+static void peak_note(struct accel_ledger *l, uint64_t now)
+{
+    uint64_t p = atomic_load_explicit(&l->peak, memory_order_relaxed);
+
+    while (now > p && !atomic_compare_exchange_weak(&l->peak, &p, now))
+        ;
+}
+
+/* Reserve `bytes` on `d`: one CAS on the shared counter, never above limit. */
+static int reserve(struct shim_dev *d, uint64_t bytes)
+{
+    struct accel_ledger *l = d->ledger;
+    uint64_t lim = dev_limit(d);
+    int64_t cur = atomic_load_explicit(&l->used, memory_order_relaxed);
+
+    do {
+        if (bytes > lim || (cur > 0 && (uint64_t)cur > lim - bytes))
+            return -1;
+    } while (!atomic_compare_exchange_weak(&l->used, &cur,
+                                           cur + (int64_t)bytes));
+    if (d->slot != NULL)
+        atomic_fetch_add_explicit(&d->slot->used, (int64_t)bytes,
+                                  memory_order_relaxed);
+    peak_note(l, (uint64_t)(cur + (int64_t)bytes));
+    return 0;
+}
+
+static void unreserve(struct shim_dev *d, uint64_t bytes)
+{
+    if (d->slot != NULL) /* slot first: a kill in between overcounts only */
+        atomic_fetch_sub_explicit(&d->slot->used, (int64_t)bytes,
+                                  memory_order_relaxed);
+    atomic_fetch_sub_explicit(&d->ledger->used, (int64_t)bytes,
+                              memory_order_release);
+}
+
+int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
+{
+    c->dev = NULL;
+    c->ordinal = ordinal;
+    c->bytes = bytes;
+    if (!shim_state.any_limit)
+        return 0;
+    c->dev = quota_dev(ordinal);
+    if (c->dev == NULL)
+        return 0;
+    if (reserve(c->dev, bytes) != 0) {
+        c->dev = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int quota_adjust(struct shim_charge *c, uint64_t bytes)
+{
+    if (c->dev == NULL || bytes == c->bytes)
+        return 0;
+    if (bytes < c->bytes) {
+        unreserve(c->dev, c->bytes - bytes);
+    } else if (reserve(c->dev, bytes - c->bytes) != 0) {
+        return -1;
+    }
+    c->bytes = bytes;
+    return 0;
+}
+
+CUresult quota_end(struct shim_charge *c, CUresult rc, enum shim_kind kind,
+                   uint64_t key)
+{
+    if (c->dev == NULL)
+        return rc;
+    if (rc != CUDA_SUCCESS) {
+        unreserve(c->dev, c->bytes);
+        return rc;
+    }
+    if (c->dev->slot != NULL)
+        atomic_fetch_add_explicit(&c->dev->slot->allocs, 1,
+                                  memory_order_relaxed);
+    if (track_put(kind, key, c->ordinal, c->bytes) != 0)
+        shim_log("allocation table full: %llu bytes stay charged",
+                 (unsigned long long)c->bytes);
+    return rc;
+}
+
+void quota_release(int ordinal, uint64_t bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (d == NULL)
+        return;
+    if (d->slot != NULL)
+        atomic_fetch_sub_explicit(&d->slot->allocs, 1, memory_order_relaxed);
+    unreserve(d, bytes);
+}
+
+void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
+                uint64_t *out_total, uint64_t *out_free, uint64_t *out_used)
+{
+    struct shim_dev *d = shim_state.any_limit ? quota_dev(ordinal) : NULL;
+    uint64_t total, used;
+    int64_t u;
+
+    if (d == NULL) {
+        *out_total = phys_total;
+        *out_free = phys_free < phys_total ? phys_free : phys_total;
+        *out_used = phys_total - *out_free;
+        return;
+    }
+    total = dev_limit(d) < phys_total ? dev_limit(d) : phys_total;
+    u = atomic_load_explicit(&d->ledger->used, memory_order_acquire);
+    used = u < 0 ? 0 : ((uint64_t)u > total ? total : (uint64_t)u);
+    *out_total = total;
+    *out_free = total - used;
+    *out_used = used;
+}
+
+/* Give our slot back: its charge leaves the ledger with us. */
+static void slot_release(struct shim_dev *d)
+{
+    int64_t used;
+
+    if (d->slot == NULL)
+        return;
+    used = atomic_exchange(&d->slot->used, 0);
+    atomic_store(&d->slot->allocs, 0);
+    if (used != 0)
+        atomic_fetch_sub(&d->ledger->used, used);
+    atomic_store(&d->slot->key, 0);
+    d->slot = NULL;
+}
+
+void quota_fork_child(void)
+{
+    for (int i = 0; i < SHIM_MAX_DEV; i++) {
+        struct shim_dev *d = &shim_state.dev[i];
+        if (atomic_load(&d->state) != SHIM_DEV_READY)
+            continue;
+        /* The parent's slot stays the parent's; the child claims its own on
+         * its first charge (a child that only execs never takes one). */
+        d->slot = NULL;
+        atomic_store(&d->state, SHIM_DEV_UNSET);
+    }
+}
+
+void quota_detach_all(void)
+{
+    for (int i = 0; i < SHIM_MAX_DEV; i++) {
+        struct shim_dev *d = &shim_state.dev[i];
+        if (atomic_load(&d->state) == SHIM_DEV_READY)
+            slot_release(d);
+    }
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.c: the state of libaccelshim.so, its staged initialisation and the
+ * resolution of the real driver and NVML symbols.
+ *
+ * Nothing runs at load time: a process that never touches CUDA (a shell, a
+ * compiler) pays only for mapping this small library. The first hook called
+ * runs core init (config and limits, fork handler), the first CUDA hook loads
+ * libcuda.so.1 and resolves every CUDA symbol of symbols.h once, the first
+ * NVML hook does the same for libnvidia-ml.so.1. A symbol the driver lacks
+ * stays NULL and its hook returns an error code; nothing calls through NULL.
+ *
+ * Logging goes to ACCEL_LOG ("stderr", "1" or a file path) and nowhere when
+ * it is unset. The shim never aborts, exits or installs a signal handler.
+ */
+#include "shim/shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+SHIM_HIDDEN struct accel_shim_state shim_state = {
+    .dl_once = PTHREAD_ONCE_INIT,
+    .core_once = PTHREAD_ONCE_INIT,
+    .cuda_once = PTHREAD_ONCE_INIT,
+    .nvml_once = PTHREAD_ONCE_INIT,
+    .log_fd = -1,
+};
+SHIM_HIDDEN _Thread_local int shim_in_init;
+
+/* Open the ACCEL_LOG target once; -1 means logging is off. */
+static int log_open(void)
+{
+    const char *v = getenv("ACCEL_LOG");
+
+    if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0)
+        return -1;
+    if (strcmp(v, "1") == 0 || strcmp(v, "stderr") == 0)
+        return STDERR_FILENO;
+    return open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+}
+
+void shim_log(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int n, h;
+
+    if (shim_state.log_fd < 0)
+        return;
+    h = snprintf(buf, sizeof(buf), "accelshim[%d]: ", (int)shim_state.pid);
+    if (h < 0 || (size_t)h >= sizeof(buf))
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + h, sizeof(buf) - (size_t)h - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    n += h;
+    if ((size_t)n > sizeof(buf) - 2)
+        n = (int)sizeof(buf) - 2;
+    buf[n++] = '\n';
+    while (write(shim_state.log_fd, buf, (size_t)n) < 0 && errno == EINTR)
+        ;
+}
+
+static void fork_prepare(void)
+{
+    track_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+    track_fork_parent();
+}
+
+/* In the child: new pid, own ledger slots, an empty allocation table (the
+ * parent's allocations are not the child's to free). */
+static void fork_child(void)
+{
+    shim_state.pid = getpid();
+    track_fork_child();
+    quota_fork_child();
+}
+
+static void core_init_once(void)
+{
+    shim_in_init = 1;
+    shim_state.pid = getpid();
+    shim_state.log_fd = log_open();
+    track_init();
+    config_load();
+    atomic_store_explicit(&shim_state.core_ready, 1, memory_order_release);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    shim_in_init = 0;
+}
+
+void shim_core_init(void)
+{
+    if (atomic_load_explicit(&shim_state.core_ready, memory_order_acquire))
+        return;
+    if (shim_in_init)
+        return; /* re-entered from our own init: leave it to the outer call */
+    pthread_once(&shim_state.core_once, core_init_once);
+}
+
+/* Resolve every symbol of library `lib` from `handle` into shim_state.real. */
+#define SHIM_RESOLVE(lib_, hooked, ret, name, params)                          \
+    if (lib_ == lib && handle != NULL)                                         \
+        shim_state.real.name =                                                 \
+            (ret(*) params)(uintptr_t)shim_state.real_dlsym(handle, #name);
+enum { CUDA = 1, NVML = 2 };
+
+static void resolve_lib(int lib, void *handle)
+{
+    ACCEL_SHIM_SYMBOLS(SHIM_RESOLVE)
+}
+
+static void cuda_init_once(void)
+{
+    shim_core_init();
+    procaddr_dl_init();
+    shim_in_init = 1;
+    shim_state.libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (shim_state.libcuda == NULL)
+        shim_log("libcuda.so.1 not loaded: %s", dlerror());
+    if (shim_state.real_dlsym != NULL)
+        resolve_lib(CUDA, shim_state.libcuda);
+    atomic_store_explicit(&shim_state.cuda_ready, 1, memory_order_release);
+    shim_in_init = 0;
+}
+
+void shim_cuda_init(void)
+{
+    if (shim_in_init)
+        return;
+    pthread_once(&shim_state.cuda_once, cuda_init_once);
+}
+
+static void nvml_init_once(void)
+{
+    shim_core_init();
+    procaddr_dl_init();
+    shim_in_init = 1;
+    shim_state.libnvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (shim_state.libnvml == NULL)
+        shim_log("libnvidia-ml.so.1 not loaded: %s", dlerror());
+    if (shim_state.real_dlsym != NULL)
+        resolve_lib(NVML, shim_state.libnvml);
+    atomic_store_explicit(&shim_state.nvml_ready, 1, memory_order_release);
+    shim_in_init = 0;
+}
+
+void shim_nvml_init(void)
+{
+    if (shim_in_init)
+        return;
+    pthread_once(&shim_state.nvml_once, nvml_init_once);
+}
+
+/* Give this process's slots back at a clean exit (the driver frees its
+ * memory when the process ends; a killed process is reclaimed by others). */
+__attribute__((destructor)) static void shim_fini(void)
+{
+    if (atomic_load_explicit(&shim_state.core_ready, memory_order_acquire))
+        quota_detach_all();
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.h: internals shared by the files of libaccelshim.so (and nobody else).
+ *
+ * All process-global state lives in ONE struct, `shim_state`, initialised in
+ * stages through pthread_once: core (config, limits, fork handler), then the
+ * CUDA symbols and the NVML symbols, each on first use. It is a hidden global
+ * rather than a file-static because the hooks, the quota code and the dlsym
+ * trampoline (assembly, which needs a symbol name) live in separate files; it
+ * is never visible outside the library.
+ *
+ * Files: shim.c (state, init, resolution, logging), config.c (ACCEL_CONFIG and
+ * the environment), quota.c (ledger attach, reserve/release, virtual view),
+ * track.c (pointer/handle table), hooks.c (the interposed functions),
+ * procaddr.c (dlsym and cuGetProcAddress).
+ */
+#ifndef ACCEL_SHIM_SHIM_H
+#define ACCEL_SHIM_SHIM_H
+
+#include "common/accel_setup.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "accel/ledger.h"
+#include "shim/cuda_types.h"
+#include "shim/symbols.h"
+
+#define ACCEL_EXPORT __attribute__((visibility("default")))
+#define SHIM_HIDDEN __attribute__((visibility("hidden")))
+
+#define SHIM_MAX_DEV 16         /* CUDA ordinals the quota knows about */
+#define SHIM_TRACK_STRIPES 64   /* locks of the allocation table */
+/* Charged for every cuCtxCreate* context: a fixed estimate of what a context
+ * costs on current GPUs (module images, local memory, printf buffer). */
+#define SHIM_CTX_OVERHEAD (256ULL << 20)
+
+enum shim_kind {                /* what a tracked key is (3 bits) */
+    SHIM_KIND_PTR = 1,          /* CUdeviceptr from cuMemAlloc* */
+    SHIM_KIND_HANDLE = 2,       /* CUmemGenericAllocationHandle */
+    SHIM_KIND_ARRAY = 3,        /* CUarray */
+    SHIM_KIND_MIPMAP = 4,       /* CUmipmappedArray */
+    SHIM_KIND_CTX = 5,          /* CUcontext from cuCtxCreate* */
+};
+
+enum shim_dev_state {           /* shim_dev.state */
+    SHIM_DEV_UNSET = 0,         /* not attached yet */
+    SHIM_DEV_BUSY = 1,          /* one thread is attaching */
+    SHIM_DEV_READY = 2,         /* ledger mapped, quota enforced */
+    SHIM_DEV_NOLIMIT = 3,       /* no limit for this device: pass through */
+};
+
+struct shim_dev {
+    _Atomic int state;              /* enum shim_dev_state */
+    uint64_t limit;                 /* bytes this process enforces, 0 none */
+    char path[256];                 /* ledger file, "" = process-local */
+    char uuid[64];                  /* device UUID from ACCEL_CONFIG or "" */
+    struct accel_ledger *ledger;    /* mapped ledger (READY) */
+    struct accel_ledger_slot *slot; /* our slot, NULL if the ledger is full */
+};
+
+struct shim_track_entry {
+    uint64_t key;                   /* pointer or handle value */
+    uint64_t meta;                  /* bytes << 8 | dev << 3 | kind; 0 empty */
+};
+
+struct shim_track_stripe {
+    pthread_mutex_t mu;             /* guards the fields below */
+    uint32_t cap;                   /* power of two, 0 before first insert */
+    uint32_t count;                 /* live entries */
+    struct shim_track_entry *e;     /* open addressing, linear probing */
+};
+
+/* An allocation in flight: reserved by quota_begin, settled by quota_end. */
+struct shim_charge {
+    struct shim_dev *dev;           /* NULL when the device has no limit */
+    int ordinal;                    /* CUDA ordinal charged */
+    uint64_t bytes;                 /* reserved */
+};
+
+struct shim_real {
+#define SHIM_REAL_FIELD(lib, hooked, ret, name, params) ret(*name) params;
+    ACCEL_SHIM_SYMBOLS(SHIM_REAL_FIELD)
+#undef SHIM_REAL_FIELD
+};
+
+struct accel_shim_state {
+    /* First member: the dlsym trampoline (procaddr.c) jumps through it. */
+    void *(*real_dlsym)(void *, const char *);
+    pthread_once_t dl_once;         /* real_dlsym resolution */
+    pthread_once_t core_once;       /* config, limits, fork handler */
+    pthread_once_t cuda_once;       /* libcuda.so.1 symbols */
+    pthread_once_t nvml_once;       /* libnvidia-ml.so.1 symbols */
+    _Atomic int core_ready;         /* 1 after core_once ran */
+    _Atomic int cuda_ready;         /* 1 after cuda_once ran */
+    _Atomic int nvml_ready;         /* 1 after nvml_once ran */
+    int any_limit;                  /* some device has a limit */
+    int standalone;                 /* limits from env: shim creates ledgers */
+    int log_fd;                     /* ACCEL_LOG target, -1 off */
+    pid_t pid;                      /* cached; refreshed in the fork child */
+    void *libcuda;                  /* dlopen handle or NULL */
+    void *libnvml;                  /* dlopen handle or NULL */
+    struct shim_real real;          /* typed real entry points, NULL missing */
+    struct shim_dev dev[SHIM_MAX_DEV];
+    struct shim_track_stripe track[SHIM_TRACK_STRIPES];
+};
+
+extern SHIM_HIDDEN struct accel_shim_state shim_state;
+extern SHIM_HIDDEN _Thread_local int shim_in_init; /* re-entry guard */
+
+/* shim.c */
+SHIM_HIDDEN void shim_core_init(void);
+SHIM_HIDDEN void shim_cuda_init(void);
+SHIM_HIDDEN void shim_nvml_init(void);
+SHIM_HIDDEN void shim_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* The typed real pointer of a CUDA symbol, resolving once; NULL if missing. */
+#define SHIM_CUDA_REAL(fn)                                                     \
+    (atomic_load_explicit(&shim_state.cuda_ready, memory_order_acquire)        \
+         ? shim_state.real.fn                                                  \
+         : (shim_cuda_init(), shim_state.real.fn))
+#define SHIM_NVML_REAL(fn)                                                     \
+    (atomic_load_explicit(&shim_state.nvml_ready, memory_order_acquire)        \
+         ? shim_state.real.fn                                                  \
+         : (shim_nvml_init(), shim_state.real.fn))
+
+/* config.c: fill shim_state.dev[] from ACCEL_CONFIG or the environment. */
+SHIM_HIDDEN void config_load(void);
+SHIM_HIDDEN int config_parse_bytes(const char *s, uint64_t *out_bytes);
+
+/* quota.c */
+SHIM_HIDDEN struct shim_dev *quota_dev(int ordinal);
+SHIM_HIDDEN int quota_begin(struct shim_charge *c, int ordinal,
+                            uint64_t bytes);
+SHIM_HIDDEN int quota_adjust(struct shim_charge *c, uint64_t bytes);
+SHIM_HIDDEN CUresult quota_end(struct shim_charge *c, CUresult rc,
+                               enum shim_kind kind, uint64_t key);
+SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
+SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
+                            uint64_t phys_free, uint64_t *out_total,
+                            uint64_t *out_free, uint64_t *out_used);
+SHIM_HIDDEN void quota_fork_child(void);
+SHIM_HIDDEN void quota_detach_all(void);
+
+/* track.c */
+SHIM_HIDDEN void track_init(void);
+SHIM_HIDDEN int track_put(enum shim_kind kind, uint64_t key, int ordinal,
+                          uint64_t bytes);
+SHIM_HIDDEN int track_take(enum shim_kind kind, uint64_t key,
+                           int *out_ordinal, uint64_t *out_bytes);
+SHIM_HIDDEN void track_fork_prepare(void);
+SHIM_HIDDEN void track_fork_parent(void);
+SHIM_HIDDEN void track_fork_child(void);
+
+/* procaddr.c */
+SHIM_HIDDEN void *procaddr_hook_for(void *real);
+SHIM_HIDDEN void procaddr_dl_init(void);
+
+#endif /* ACCEL_SHIM_SHIM_H */

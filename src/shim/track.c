@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * track.c: the table of live allocations, pointer or handle -> (bytes,
+ * device), so a free gives back exactly what was charged and a free of an
+ * unknown pointer is simply passed to the driver.
+ *
+ * O(1): the key's hash picks one of SHIM_TRACK_STRIPES stripes, each an
+ * open-addressing table with linear probing and backward-shift deletion (no
+ * tombstones, so churn never degrades it), grown at half load. A stripe has
+ * its own mutex, held for a few dozen instructions; allocation and free paths
+ * only (kernel launches never come here). Fork: all stripes are locked
+ * around fork() so the child never inherits a held lock, and the child
+ * starts empty (the parent's allocations are not its own).
+ */
+#include "shim/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define META(bytes, dev, kind)                                                 \
+    (((uint64_t)(bytes) << 8) | ((uint64_t)(dev) << 3) | (uint64_t)(kind))
+#define META_KIND(m) ((int)((m)&7))
+#define META_DEV(m) ((int)(((m) >> 3) & 31))
+#define META_BYTES(m) ((m) >> 8)
+
+static uint64_t mix(uint64_t key, enum shim_kind kind)
+{
+    uint64_t h = key ^ ((uint64_t)kind * 0x9e3779b97f4a7c15ULL);
+
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+void track_init(void)
+{
+    for (int i = 0; i < SHIM_TRACK_STRIPES; i++)
+        pthread_mutex_init(&shim_state.track[i].mu, NULL);
+}
+
+static struct shim_track_stripe *stripe_of(uint64_t h)
+{
+    return &shim_state.track[h % SHIM_TRACK_STRIPES];
+}
+
+static uint32_t home_of(const struct shim_track_stripe *s, uint64_t key,
+                        int kind)
+{
+    return (uint32_t)(mix(key, (enum shim_kind)kind) / SHIM_TRACK_STRIPES) &
+           (s->cap - 1);
+}
+
+static void place(struct shim_track_stripe *s, uint64_t key, uint64_t meta)
+{
+    uint32_t i = home_of(s, key, META_KIND(meta));
+
+    while (s->e[i].meta != 0)
+        i = (i + 1) & (s->cap - 1);
+    s->e[i].key = key;
+    s->e[i].meta = meta;
+    s->count++;
+}
+
+static int grow(struct shim_track_stripe *s)
+{
+    uint32_t old_cap = s->cap, cap = old_cap ? old_cap * 2 : 64;
+    struct shim_track_entry *old = s->e, *e = calloc(cap, sizeof(*e));
+
+    if (e == NULL)
+        return -1;
+    s->e = e;
+    s->cap = cap;
+    s->count = 0;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].meta != 0)
+            place(s, old[i].key, old[i].meta);
+    free(old);
+    return 0;
+}
+
+int track_put(enum shim_kind kind, uint64_t key, int ordinal, uint64_t bytes)
+{
+    struct shim_track_stripe *s = stripe_of(mix(key, kind));
+    int rc = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if ((s->count + 1) * 2 > s->cap)
+        rc = grow(s);
+    if (rc == 0)
+        place(s, key, META(bytes, ordinal, kind));
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Remove slot `i`, shifting later members of its cluster back. */
+static void remove_at(struct shim_track_stripe *s, uint32_t i)
+{
+    uint32_t mask = s->cap - 1, j = i;
+
+    for (;;) {
+        j = (j + 1) & mask;
+        if (s->e[j].meta == 0)
+            break;
+        uint32_t k = home_of(s, s->e[j].key, META_KIND(s->e[j].meta));
+        /* move e[j] into the hole unless its home lies in (i, j] */
+        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+            s->e[i] = s->e[j];
+            i = j;
+        }
+    }
+    s->e[i].meta = 0;
+    s->e[i].key = 0;
+    s->count--;
+}
+
+int track_take(enum shim_kind kind, uint64_t key, int *out_ordinal,
+               uint64_t *out_bytes)
+{
+    struct shim_track_stripe *s = stripe_of(mix(key, kind));
+    int found = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->cap != 0) {
+        uint32_t i = home_of(s, key, kind);
+        for (; s->e[i].meta != 0; i = (i + 1) & (s->cap - 1)) {
+            if (s->e[i].key != key || META_KIND(s->e[i].meta) != (int)kind)
+                continue;
+            *out_ordinal = META_DEV(s->e[i].meta);
+            *out_bytes = META_BYTES(s->e[i].meta);
+            remove_at(s, i);
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+void track_fork_prepare(void)
+{
+    if (!atomic_load(&shim_state.core_ready))
+        return;
+    for (int i = 0; i < SHIM_TRACK_STRIPES; i++)
+        pthread_mutex_lock(&shim_state.track[i].mu);
+}
+
+void track_fork_parent(void)
+{
+    if (!atomic_load(&shim_state.core_ready))
+        return;
+    for (int i = 0; i < SHIM_TRACK_STRIPES; i++)
+        pthread_mutex_unlock(&shim_state.track[i].mu);
+}
+
+void track_fork_child(void)
+{
+    if (!atomic_load(&shim_state.core_ready))
+        return;
+    for (int i = 0; i < SHIM_TRACK_STRIPES; i++) {
+        struct shim_track_stripe *s = &shim_state.track[i];
+        if (s->cap != 0)
+            memset(s->e, 0, (size_t)s->cap * sizeof(*s->e));
+        s->count = 0;
+        pthread_mutex_unlock(&s->mu);
+    }
+}
