@@ -593,7 +593,17 @@ out:
 
 /* ---- Stop ---- */
 
-/* Signal the group and the processes tagged key=value. */
+/* The leader is alive but left its group (setpgid): signal it by pid. */
+static int leader_outside_group(const struct proc_handle *h)
+{
+    struct stat_info si;
+
+    return h->pid > 1 && h->start_time != 0 &&
+           proc_alive(h->pid, h->start_time) && read_stat(h->pid, &si) == 0 &&
+           si.pgrp != h->pid;
+}
+
+/* Signal the group, the leader, and the processes tagged key=value. */
 static void signal_all(const struct proc_handle *h, const char *key,
                        const char *value, int sig)
 {
@@ -602,6 +612,8 @@ static void signal_all(const struct proc_handle *h, const char *key,
 
     if (h->pid > 1)
         kill(-h->pid, sig);
+    if (leader_outside_group(h))
+        kill(h->pid, sig);
     if (key == NULL || proc_find_by_env(key, value, &v, &n) != ACCEL_OK)
         return;
     for (size_t i = 0; i < n; i++)
@@ -617,6 +629,8 @@ static void survivors(const struct proc_handle *h, const char *key,
     size_t n = 0;
 
     group_members(h->pid, 0, l);
+    if (leader_outside_group(h))
+        list_add(l, h->pid);
     if (key == NULL || proc_find_by_env(key, value, &v, &n) != ACCEL_OK)
         return;
     for (size_t i = 0; i < n; i++)
