@@ -1,0 +1,201 @@
+# SPDX-License-Identifier: MIT
+"""Shared helper of the integration tests: run the real acceld in a temporary
+data directory on a free port, talk to its HTTP API, and run accelctl against
+it. Python 3 standard library only.
+
+    with Acceld(inventory=TEXT_OR_PATH) as d:
+        status, body = d.http("GET", "/api/compute-resources")
+        r = d.ctl("list")            # subprocess.CompletedProcess (text)
+
+ACCEL_BUILD_DIR (default <source>/build) locates acceld and accelctl;
+ACCEL_SOURCE_DIR (default: two levels above this file) locates examples/.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+SOURCE_DIR = os.environ.get(
+    "ACCEL_SOURCE_DIR",
+    os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD_DIR = os.environ.get("ACCEL_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
+ACCELD = os.path.join(BUILD_DIR, "acceld")
+ACCELCTL = os.path.join(BUILD_DIR, "accelctl")
+HOMELAB = os.path.join(SOURCE_DIR, "examples", "homelab.yaml")
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def require_binaries(*paths):
+    """Skip the calling test class when a binary has not been built."""
+    for p in paths:
+        if not os.access(p, os.X_OK):
+            raise unittest.SkipTest("%s is not built" % p)
+
+
+class Acceld:
+    """One acceld process with its own data directory and port.
+
+    inventory: a path, or YAML/JSON text (written to the data dir's parent),
+    or None for examples/homelab.yaml. extra_args go to acceld as they are.
+    """
+
+    def __init__(self, inventory=None, extra_args=(), start_timeout=20.0):
+        self.tmp = tempfile.mkdtemp(prefix="accel-it-")
+        self.data_dir = os.path.join(self.tmp, "data")
+        self.port = None
+        self.proc = None
+        self.log_path = os.path.join(self.tmp, "acceld.log")
+        self.extra_args = list(extra_args)
+        self.start_timeout = start_timeout
+        if inventory is None:
+            self.inventory = HOMELAB
+        elif "\n" in inventory:
+            self.inventory = os.path.join(self.tmp, "inventory.yaml")
+            with open(self.inventory, "w") as f:
+                f.write(inventory)
+        else:
+            self.inventory = inventory
+        self.token = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self):
+        """Start acceld and wait until /healthz answers and admin.token exists."""
+        require_binaries(ACCELD)
+        os.makedirs(self.data_dir, exist_ok=True)
+        last = None
+        for _ in range(3):  # a port taken between free_port() and bind
+            self.port = free_port()
+            args = [ACCELD, "--data-dir", self.data_dir, "--listen",
+                    "127.0.0.1:%d" % self.port]
+            if self.inventory:
+                args += ["--inventory", self.inventory]
+            args += self.extra_args
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log,
+                                         stdin=subprocess.DEVNULL)
+            log.close()
+            last = self._wait_ready()
+            if last is None:
+                return self
+            self.stop()
+        raise RuntimeError("acceld did not start: %s\n--- log ---\n%s" %
+                           (last, self.log()))
+
+    def _wait_ready(self):
+        deadline = time.time() + self.start_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                return "exited with %s" % self.proc.returncode
+            try:
+                status, _ = self.http("GET", "/healthz", token="")
+                tok = os.path.join(self.data_dir, "admin.token")
+                if status == 200 and os.path.exists(tok):
+                    with open(tok) as f:
+                        self.token = f.read().strip()
+                    if self.token:
+                        return None
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return "no answer on /healthz within %.0f s" % self.start_timeout
+
+    def stop(self):
+        """Stop acceld (SIGTERM, then SIGKILL after 5 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def http(self, method, path, body=None, token=None, timeout=30):
+        """One request; returns (status, parsed JSON or None).
+
+        token None = the admin token; "" = no Authorization header.
+        body: a dict/list (sent as JSON), str or bytes (sent as is).
+        """
+        if token is None:
+            token = self.token
+        data = None
+        headers = {}
+        if body is not None:
+            if isinstance(body, (dict, list)):
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+            elif isinstance(body, str):
+                data = body.encode()
+            else:
+                data = body
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        req = urllib.request.Request(self.url + path, data=data,
+                                     headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                raw = r.read()
+                status = r.status
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            status = e.code
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, None
+
+    def ctl_args(self, *args, token=None):
+        """accelctl's command line with --server and --token for this daemon."""
+        if token is None:
+            token = self.token
+        base = [ACCELCTL, "--server", self.url]
+        if token:
+            base += ["--token", token]
+        return base + [str(a) for a in args]
+
+    def ctl(self, *args, token=None, input=None, env=None, timeout=60):
+        """Run accelctl against this daemon (not on a terminal)."""
+        require_binaries(ACCELCTL)
+        e = dict(os.environ)
+        for k in ("ACCEL_SERVER", "ACCEL_TOKEN", "ACCEL_DATA_DIR"):
+            e.pop(k, None)
+        if env:
+            e.update(env)
+        return subprocess.run(self.ctl_args(*args, token=token), input=input,
+                              capture_output=True, text=True, env=e,
+                              timeout=timeout)
