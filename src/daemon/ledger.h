@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger.h: acceld's side of the memory-slicing ledgers (the layout and
+ * protocol are in include/accel/ledger.h; the shim's side in src/shim/).
+ *
+ * For each Memory-slicing binding (app, device) acceld creates one ledger
+ * file under its runtime directory holding the limit, writes the app's
+ * read-only shim config (ACCEL_CONFIG) naming the ledgers, reads the app's
+ * live usage from the ledgers (reclaiming dead processes on the way) and
+ * removes the files when the binding goes. No state is kept between calls:
+ * every function works on paths, so acceld can restart and find the files
+ * again. Not thread-safe per path unless stated; the ledger contents
+ * themselves are safe against any number of shim processes.
+ */
+#ifndef ACCEL_DAEMON_LEDGER_H
+#define ACCEL_DAEMON_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "accel/accel.h"
+
+/* What ledger_read reports. */
+struct ledger_usage {
+    uint64_t limit;     /* bytes, 0 = none */
+    uint64_t used;      /* bytes charged by live processes (clamped >= 0) */
+    uint64_t peak;      /* highest charge ever seen */
+    unsigned processes; /* live processes attached */
+};
+
+/* One device line of the shim config. */
+struct ledger_device {
+    int ordinal;        /* CUDA ordinal inside the app (after CUDA_VISIBLE_DEVICES) */
+    uint64_t limit;     /* bytes */
+    const char *path;   /* ledger file (from ledger_create) */
+    const char *uuid;   /* device UUID, may be NULL */
+};
+
+/*
+ * Build the ledger path "<rundir>/ledgers/<app>-dev<ordinal>.ledger" into
+ * out (cap bytes). Returns ACCEL_OK, ACCEL_EINVAL for an app name with '/'
+ * or "..", ACCEL_ETOOBIG if it does not fit.
+ */
+enum accel_err ledger_path(char *out, size_t cap, const char *rundir,
+                           const char *app, int ordinal);
+
+/*
+ * Create (or re-format, when the existing one is invalid) the ledger at
+ * `path` (directories included, 0755) with `limit` bytes, the app name and
+ * device UUID for display. An existing valid ledger keeps its slots and
+ * usage and only gets the new limit (so a restart of acceld loses nothing).
+ * The file is mode 0660, owned by `uid`:`gid` when they are not -1 (the
+ * app's processes must write their slots; the limit they must obey is in the
+ * read-only config, see ledger_write_config). Returns ACCEL_OK, ACCEL_ESYS.
+ */
+enum accel_err ledger_create(const char *path, const char *app, int ordinal,
+                             const char *uuid, uint64_t limit, uid_t uid,
+                             gid_t gid);
+
+/* Change the limit of an existing ledger live (shim processes cap at the
+ * lower of this and their config value). ACCEL_OK, ACCEL_ENOTFOUND,
+ * ACCEL_EPARSE (not a ledger), ACCEL_ESYS. */
+enum accel_err ledger_set_limit(const char *path, uint64_t limit);
+
+/*
+ * Read the usage of the ledger at `path` into *out (set only on success),
+ * reclaiming the slots of processes that died first. Returns ACCEL_OK,
+ * ACCEL_ENOTFOUND, ACCEL_EPARSE (not a ledger of this major version),
+ * ACCEL_ESYS.
+ */
+enum accel_err ledger_read(const char *path, struct ledger_usage *out);
+
+/* Remove the ledger file. ACCEL_OK (also when it did not exist), ACCEL_ESYS. */
+enum accel_err ledger_remove(const char *path);
+
+/*
+ * Write the shim config file `path` (the value of ACCEL_CONFIG) for `app`
+ * with n devices, atomically (temporary file + rename), mode 0444: the app
+ * can read but not change it. Returns ACCEL_OK, ACCEL_EINVAL, ACCEL_ESYS.
+ */
+enum accel_err ledger_write_config(const char *path, const char *app,
+                                   const struct ledger_device *devs, size_t n);
+
+#endif /* ACCEL_DAEMON_LEDGER_H */
