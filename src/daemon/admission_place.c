@@ -209,8 +209,11 @@ static void gather_card(const struct pctx *c, struct gather *g, uint32_t i,
     const struct adm_device *d = &c->s->devs[i];
     uint64_t give = d->memory, quota = 0, f;
 
-    if (g->left == 0 || g->n >= g->max || !card_contributes(c, d, rm, *extra))
-        return;
+    if ((g->left == 0 && g->n > 0) || g->n >= g->max ||
+        !card_contributes(c, d, rm, *extra))
+        return; /* a zero target still takes one card */
+    if (d->st == ACCEL_SUPPORT_MEMSLICE && g->left == 0)
+        return; /* a zero quota would be memory-required */
     f = adm_device_free(d);
     if (d->st == ACCEL_SUPPORT_MEMSLICE) {
         give = f < g->left ? f : g->left;
@@ -309,7 +312,7 @@ static bool place_multi(const struct pctx *c, struct adm_sel *out, size_t max,
 {
     for (int lvl = 0; lvl < 2; lvl++) {
         struct gather g;
-        uint32_t n;
+        uint32_t n = 0;
         gather_init(&g, out, max, c->t[lvl]);
         if (c->r->multi_nodes) {
             gather_all(c, &g);
@@ -421,6 +424,26 @@ static bool node_big_enough(const struct pctx *c, uint32_t n)
     return k > 0 && (is_multi(c->r) ? sum : max) >= c->need;
 }
 
+/*
+ * Would place_multi succeed on node n (n < 0: across all nodes)? Tries both
+ * levels like it does: a zero requiredGpu can still take a MemorySlice
+ * quota at the limit level.
+ */
+static bool gather_covers(const struct pctx *c, int64_t n)
+{
+    for (int lvl = 0; lvl < 2; lvl++) {
+        struct gather g;
+        gather_init(&g, NULL, ADM_MAX_SELECTION, c->t[lvl]);
+        if (n < 0)
+            gather_all(c, &g);
+        else
+            gather_node(c, &g, (uint32_t)n);
+        if (g.n > 0 && g.left == 0)
+            return true;
+    }
+    return false;
+}
+
 static enum adm_node_status node_status(const struct pctx *c, uint32_t n)
 {
     const struct adm_node *nd = &c->s->nodes[n];
@@ -428,13 +451,9 @@ static enum adm_node_status node_status(const struct pctx *c, uint32_t n)
 
     if (!node_big_enough(c, n))
         return ADM_NODE_NOT_ENOUGH;
-    if (is_multi(c->r)) {
-        struct gather g;
-        gather_init(&g, NULL, ADM_MAX_SELECTION, c->need);
-        gather_node(c, &g, n);
-        return g.n > 0 && g.left == 0 ? ADM_NODE_AVAILABLE
-                                       : ADM_NODE_NOT_AVAILABLE;
-    }
+    if (is_multi(c->r))
+        return gather_covers(c, (int64_t)n) ? ADM_NODE_AVAILABLE
+                                            : ADM_NODE_NOT_AVAILABLE;
     rm = node_room(c, n);
     if (!nd->enabled || !rm.ok)
         return ADM_NODE_NOT_AVAILABLE;
@@ -490,10 +509,7 @@ static void decide(const struct pctx *c, struct adm_availability *a)
         return;
     }
     if (a->scope == ADM_SCOPE_CROSS_NODE) {
-        struct gather g;
-        gather_init(&g, NULL, ADM_MAX_SELECTION, c->need);
-        gather_all(c, &g);
-        a->schedulable = g.n > 0 && g.left == 0;
+        a->schedulable = gather_covers(c, -1);
         a->reason = a->schedulable ? NULL : "insufficient-cluster-vram";
         return;
     }

@@ -1,0 +1,1350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_admission.c: the rules of SPEC 2 (src/daemon/admission*.c): every
+ * validation code of 2.6 and their order, free memory per mode, the 90 %
+ * pressure arithmetic and the worked example to the hundredth of a GiB,
+ * placement (binpack, spread, multi-card, multi-node), availability, the
+ * install plan, preflight, overflow, and the property "an automatic pick
+ * always passes manual validation" over randomized snapshots.
+ */
+#include "daemon/admission.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/quantity.h"
+#include "common/strmap.h"
+#include "harness.h"
+
+#define GiB (UINT64_C(1) << 30)
+#define MAXN 16
+#define MAXD 128
+
+/* A small cluster built by hand. */
+struct cluster {
+    struct adm_node nodes[MAXN];
+    struct adm_device devs[MAXD];
+    char nname[MAXN][16];
+    char dname[MAXD][16];
+    struct adm_snapshot s;
+};
+
+static void cl_init(struct cluster *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->s.nodes = c->nodes;
+    c->s.devs = c->devs;
+}
+
+/* A node with 64 cores and 1 TiB disk, idle; memory as given. */
+static uint32_t cl_node(struct cluster *c, uint64_t mem_total, uint64_t used)
+{
+    uint32_t i = (uint32_t)c->s.nnodes++;
+    struct adm_node *n = &c->nodes[i];
+
+    snprintf(c->nname[i], sizeof(c->nname[i]), "n%u", i);
+    n->name = c->nname[i];
+    n->mem.total = mem_total;
+    n->mem.used = used;
+    n->cpu.total = 64000;
+    n->disk.total = 1024 * GiB;
+    n->enabled = true;
+    n->first_dev = (uint32_t)c->s.ndevs;
+    return i;
+}
+
+/* A healthy present device on the last node. */
+static uint32_t cl_dev(struct cluster *c, enum accel_type t,
+                       enum accel_support st, uint64_t mem)
+{
+    uint32_t i = (uint32_t)c->s.ndevs++;
+    struct adm_device *d = &c->devs[i];
+
+    snprintf(c->dname[i], sizeof(c->dname[i]), "g%u", i);
+    d->id = c->dname[i];
+    d->node = (uint32_t)c->s.nnodes - 1;
+    d->type = t;
+    d->st = st;
+    d->healthy = true;
+    d->present = true;
+    d->memory = mem;
+    c->nodes[d->node].ndev++;
+    return i;
+}
+
+static struct adm_req nv(uint64_t req_gpu, uint64_t lim_gpu)
+{
+    struct adm_req r;
+    memset(&r, 0, sizeof(r));
+    r.type = ACCEL_TYPE_NVIDIA;
+    r.req_gpu = req_gpu;
+    r.lim_gpu = lim_gpu;
+    r.req_mem = r.lim_mem = 1 * GiB;
+    r.req_cpu = r.lim_cpu = 1000;
+    r.req_disk = r.lim_disk = GiB;
+    return r;
+}
+
+static struct adm_sel sel_of(const struct cluster *c, uint32_t dev,
+                             uint64_t mem)
+{
+    struct adm_sel s = {c->nodes[c->devs[dev].node].name, c->devs[dev].id,
+                        mem};
+    return s;
+}
+
+/* Validate and return the formatted verdict in a static buffer. */
+static const char *check(const struct cluster *c, const struct adm_req *r,
+                         const struct adm_sel *sel, size_t n)
+{
+    static char buf[300];
+    struct adm_verdict v;
+    struct adm_row rows[ADM_MAX_SELECTION + 8];
+    bool ok = adm_validate(&c->s, r, sel, n, &v, rows);
+
+    if (ok != (v.code == ADM_VALID))
+        FAIL_AT_("return value disagrees with the code");
+    adm_verdict_format(&v, buf, sizeof(buf));
+    return buf;
+}
+
+static const char *check1(const struct cluster *c, const struct adm_req *r,
+                          uint32_t dev, uint64_t mem)
+{
+    struct adm_sel s = sel_of(c, dev, mem);
+    return check(c, r, &s, 1);
+}
+
+/* ---- basics ---- */
+
+TEST(admission_code_names)
+{
+    ASSERT_STR_EQ(adm_code_name(ADM_VALID), "valid");
+    ASSERT_STR_EQ(adm_code_name(ADM_TOTAL_VRAM_BELOW),
+                  "total-vram-below-requirement");
+    ASSERT_STR_EQ(adm_code_name(ADM_NON_NVIDIA_SINGLE),
+                  "non-nvidia-must-single-selection");
+    ASSERT_STR_EQ(adm_code_name(ADM_NODE_PRESSURE), "node-pressure");
+    ASSERT_STR_EQ(adm_code_name(ADM_CODE_COUNT), "unknown");
+    ASSERT_STR_EQ(adm_node_status_name(ADM_NODE_NOT_AVAILABLE),
+                  "not_available");
+    ASSERT_STR_EQ(adm_node_status_name(ADM_NODE_NOT_ENOUGH), "not_enough");
+    ASSERT_STR_EQ(adm_node_status_name((enum adm_node_status)9), "unknown");
+    ASSERT_STR_EQ(adm_scope_name(ADM_SCOPE_SINGLE_NODE), "single-node-cards");
+    ASSERT_STR_EQ(adm_scope_name(ADM_SCOPE_CROSS_NODE), "cross-node-cards");
+    ASSERT_STR_EQ(adm_scope_name((enum adm_scope)9), "unknown");
+    ASSERT_STR_EQ(adm_plan_status_name(ADM_PLAN_NO_MATCHING_NODE),
+                  "no-matching-node");
+    ASSERT_STR_EQ(adm_plan_status_name((enum adm_plan_status)9), "unknown");
+}
+
+TEST(admission_targets)
+{
+    struct adm_req r = nv(8 * GiB, 12 * GiB);
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_LIMIT), 12 * GiB);
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_REQUIRED), 8 * GiB);
+    r.lim_gpu = 0; /* a missing limit equals the request */
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_LIMIT), 8 * GiB);
+    r.type = ACCEL_TYPE_APPLE_M; /* no VRAM: the RAM figures */
+    r.req_mem = 4 * GiB;
+    r.lim_mem = 6 * GiB;
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_LIMIT), 6 * GiB);
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_REQUIRED), 4 * GiB);
+    r.lim_mem = 0;
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_LIMIT), 4 * GiB);
+    r.type = ACCEL_TYPE_AMD_GPU; /* VRAM type */
+    ASSERT_U64_EQ(adm_target(&r, ADM_LEVEL_REQUIRED), 8 * GiB);
+}
+
+TEST(admission_free_per_mode)
+{
+    struct adm_device d;
+    memset(&d, 0, sizeof(d));
+    d.memory = 24 * GiB;
+    d.st = ACCEL_SUPPORT_EXCLUSIVE;
+    ASSERT_U64_EQ(adm_device_free(&d), 24 * GiB);
+    d.nbound = 1; /* whole-card row: allocated stays 0 */
+    ASSERT_U64_EQ(adm_device_free(&d), 0);
+    d.st = ACCEL_SUPPORT_MEMSLICE;
+    d.allocated = 10 * GiB;
+    ASSERT_U64_EQ(adm_device_free(&d), 14 * GiB);
+    d.allocated = 30 * GiB; /* over-allocated: never wraps */
+    ASSERT_U64_EQ(adm_device_free(&d), 0);
+    d.st = ACCEL_SUPPORT_TIMESLICE;
+    d.nbound = 5;
+    ASSERT_U64_EQ(adm_device_free(&d), 24 * GiB);
+}
+
+/* ---- pressure ---- */
+
+static void worked_cluster(struct cluster *c, enum accel_support st)
+{
+    uint64_t total = 0, used = 0;
+    ASSERT_EQ(quantity_parse_bytes("46.89Gi", &total), ACCEL_OK);
+    ASSERT_EQ(quantity_parse_bytes("7.41Gi", &used), ACCEL_OK);
+    cl_init(c);
+    cl_node(c, total, used);
+    c->nname[0][0] = '\0';
+    snprintf(c->nname[0], sizeof(c->nname[0]), "olares");
+    cl_dev(c, ACCEL_TYPE_NVIDIA, st, 16 * GiB);
+}
+
+TEST(admission_worked_example)
+{
+    struct cluster c;
+    struct adm_req r = nv(8 * GiB, 8 * GiB);
+    struct adm_pressure p;
+    struct adm_verdict v;
+    struct adm_row rows[1];
+    struct adm_sel s;
+    char b[160], avail[32], shortfall[32];
+    const struct adm_dim *m;
+
+    worked_cluster(&c, ACCEL_SUPPORT_TIMESLICE);
+    r.req_mem = r.lim_mem = 20 * GiB;
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 16 * GiB, &p));
+    m = &p.dims[ADM_DIM_MEMORY];
+    ASSERT(m->pressured);
+    ASSERT(!p.dims[ADM_DIM_CPU].pressured && !p.dims[ADM_DIM_DISK].pressured);
+    ASSERT_U64_EQ(m->required, 36 * GiB);
+    quantity_format_gib(m->available, avail, sizeof(avail));
+    ASSERT_STR_EQ(avail, "34.79");
+    quantity_format_gib(m->required - m->available, shortfall,
+                        sizeof(shortfall));
+    ASSERT_STR_EQ(shortfall, "1.21");
+    s = sel_of(&c, 0, 0);
+    ASSERT(!adm_validate(&c.s, &r, &s, 1, &v, rows));
+    adm_verdict_format(&v, b, sizeof(b));
+    ASSERT_STR_EQ(b, "node-pressure:olares");
+    ASSERT_EQ(v.pressure.node, 0);
+    adm_pressure_format(&v.pressure, b, sizeof(b));
+    ASSERT_STR_EQ(b, "Memory: Total 46.89 Gi, Used 7.41 Gi, Needed 36 Gi");
+    /* without the TimeSlice term 20 GiB fit in 34.79 */
+    ASSERT(!adm_node_pressure(&c.s, 0, &r, 0, &p));
+}
+
+TEST(admission_worked_example_other_modes)
+{
+    struct cluster c;
+    struct adm_req r = nv(8 * GiB, 8 * GiB);
+    size_t n = 0;
+    struct adm_sel out[4];
+
+    r.req_mem = 20 * GiB;
+    worked_cluster(&c, ACCEL_SUPPORT_EXCLUSIVE); /* no VRAM term */
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "valid");
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    worked_cluster(&c, ACCEL_SUPPORT_TIMESLICE);
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    r.req_mem = 18 * GiB; /* 34 GiB needed, 34.79 available */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "valid");
+}
+
+TEST(admission_pressure_boundary)
+{
+    struct cluster c;
+    struct adm_req r = nv(GiB, GiB);
+    struct adm_pressure p;
+
+    cl_init(&c);
+    cl_node(&c, 1000, 100);
+    r.req_mem = 800; /* 900 = exactly 90 %: not pressured */
+    ASSERT(!adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT_U64_EQ(p.dims[ADM_DIM_MEMORY].available, 800);
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 1, &p));
+    c.nodes[0].mem.total = 10; /* 9 */
+    c.nodes[0].mem.used = 20;  /* used above the threshold: available 0 */
+    r.req_mem = 0;
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT_U64_EQ(p.dims[ADM_DIM_MEMORY].available, 0);
+    c.nodes[0].mem.total = 1001; /* 900.9: 900 fits, 901 does not */
+    c.nodes[0].mem.used = 0;
+    r.req_mem = 900;
+    ASSERT(!adm_node_pressure(&c.s, 0, &r, 0, &p));
+    r.req_mem = 901;
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 0, &p));
+    /* zero capacity: nothing required is fine, anything is pressured */
+    c.nodes[0].mem.total = 0;
+    r.req_mem = 0;
+    ASSERT(!adm_node_pressure(&c.s, 0, &r, 0, &p));
+    r.req_cpu = 1;
+    c.nodes[0].cpu.total = 0;
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT(p.dims[ADM_DIM_CPU].pressured);
+}
+
+TEST(admission_pressure_overflow)
+{
+    struct cluster c;
+    struct adm_req r = nv(GiB, GiB);
+    struct adm_pressure p;
+
+    cl_init(&c);
+    cl_node(&c, UINT64_MAX, UINT64_MAX - 5);
+    r.req_mem = 10; /* used + required wraps: pressured */
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT(p.dims[ADM_DIM_MEMORY].pressured);
+    ASSERT_U64_EQ(p.dims[ADM_DIM_MEMORY].available, 0);
+    c.nodes[0].mem.used = 0;
+    ASSERT(!adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT_U64_EQ(p.dims[ADM_DIM_MEMORY].available,
+                  (uint64_t)(((unsigned __int128)UINT64_MAX * 9) / 10));
+    r.req_mem = UINT64_MAX; /* required + TimeSlice VRAM wraps */
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 16 * GiB, &p));
+    ASSERT_U64_EQ(p.dims[ADM_DIM_MEMORY].required, UINT64_MAX);
+    r.req_mem = 0;
+    r.req_disk = UINT64_MAX;
+    ASSERT(adm_node_pressure(&c.s, 0, &r, 0, &p));
+    ASSERT(p.dims[ADM_DIM_DISK].pressured);
+}
+
+TEST(admission_pressure_format)
+{
+    struct adm_pressure p;
+    char b[256];
+
+    memset(&p, 0, sizeof(p));
+    adm_pressure_format(&p, b, sizeof(b));
+    ASSERT_STR_EQ(b, "");
+    p.dims[ADM_DIM_CPU] = (struct adm_dim){8000, 7500, 1250, 0, true};
+    p.dims[ADM_DIM_MEMORY] = (struct adm_dim){16 * GiB, 15 * GiB, GiB / 2, 0,
+                                              true};
+    p.dims[ADM_DIM_DISK] = (struct adm_dim){100 * GiB, 95 * GiB, 2 * GiB, 0,
+                                            true};
+    adm_pressure_format(&p, b, sizeof(b));
+    ASSERT_STR_EQ(b, "Memory: Total 16 Gi, Used 15 Gi, Needed 0.50 Gi; "
+                     "CPU: Total 8 cores, Used 7.5 cores, Needed 1.25 cores; "
+                     "Disk: Total 100 Gi, Used 95 Gi, Needed 2 Gi");
+    p.dims[ADM_DIM_MEMORY].pressured = false;
+    p.dims[ADM_DIM_DISK].pressured = false;
+    p.dims[ADM_DIM_CPU].required = 1;
+    adm_pressure_format(&p, b, sizeof(b));
+    ASSERT_STR_EQ(b, "CPU: Total 8 cores, Used 7.5 cores, Needed 0.001 cores");
+    p.dims[ADM_DIM_MEMORY].pressured = true;
+    adm_pressure_format(&p, b, 20); /* truncated, still terminated */
+    ASSERT_EQ(strlen(b), 19);
+    adm_pressure_format(&p, b, 0); /* no write */
+}
+
+/* ---- validation: each code ---- */
+
+/* n0: nvidia Exclusive 24 + MemorySlice 16 (6 used) + TimeSlice 12;
+ * n1: nvidia Exclusive 8, apple-m Exclusive 12 */
+static void base(struct cluster *c)
+{
+    cl_init(c);
+    cl_node(c, 256 * GiB, 0);
+    cl_dev(c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    cl_dev(c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 16 * GiB);
+    c->devs[1].allocated = 6 * GiB;
+    c->devs[1].nbound = 2;
+    cl_dev(c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 12 * GiB);
+    cl_node(c, 256 * GiB, 0);
+    cl_dev(c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 8 * GiB);
+    cl_dev(c, ACCEL_TYPE_APPLE_M, ACCEL_SUPPORT_EXCLUSIVE, 12 * GiB);
+}
+
+TEST(admission_code_empty_and_too_many)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s[ADM_MAX_SELECTION + 1];
+
+    base(&c);
+    ASSERT_STR_EQ(check(&c, &r, NULL, 0), "empty-selection");
+    for (size_t i = 0; i <= ADM_MAX_SELECTION; i++)
+        s[i] = sel_of(&c, 0, 0);
+    r.multi_cards = r.multi_nodes = true;
+    ASSERT_STR_EQ(check(&c, &r, s, ADM_MAX_SELECTION + 1),
+                  "too-many-selections");
+    /* 64 is accepted as far as the count goes: duplicates then */
+    ASSERT_STR_EQ(check(&c, &r, s, ADM_MAX_SELECTION),
+                  "duplicate-selection:n0/g0");
+}
+
+TEST(admission_code_not_found)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s = {"nx", "g0", 0};
+
+    base(&c);
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "node-not-found:nx");
+    s.node = NULL;
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "node-not-found");
+    s.node = "n0";
+    s.device = "gx";
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found:gx");
+    s.device = NULL;
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found");
+    s.device = "g3"; /* exists, but on n1 */
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found:g3");
+    s.device = "g0";
+    c.devs[0].present = false; /* gone: not found */
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found:g0");
+}
+
+TEST(admission_code_duplicate)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s[3];
+
+    base(&c);
+    s[0] = sel_of(&c, 0, 0);
+    s[1] = sel_of(&c, 2, 0);
+    s[2] = sel_of(&c, 0, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "duplicate-selection:n0/g0");
+}
+
+TEST(admission_code_cardinality)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s[2];
+
+    base(&c);
+    s[0] = sel_of(&c, 0, 0);
+    s[1] = sel_of(&c, 2, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "multi-card-not-supported");
+    r.multi_cards = true;
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "valid");
+    s[1] = sel_of(&c, 3, 0); /* other node */
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "multi-node-not-supported");
+    r.multi_cards = false;
+    r.multi_nodes = true; /* implies multi-card */
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "valid");
+    r.type = ACCEL_TYPE_APPLE_M; /* multi flags are nvidia only */
+    r.multi_cards = true;
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "non-nvidia-must-single-selection");
+}
+
+TEST(admission_code_unhealthy)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+
+    base(&c);
+    c.devs[0].healthy = false;
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "device-unhealthy:g0");
+    c.devs[0].healthy = true;
+    c.nodes[0].enabled = false; /* disabled node: device-unhealthy */
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "device-unhealthy:g0");
+}
+
+TEST(admission_code_type_mismatch)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+
+    base(&c);
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "gpu-type-mismatch");
+    r.type = ACCEL_TYPE_APPLE_M;
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "gpu-type-mismatch");
+}
+
+TEST(admission_code_exclusive_bound)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+
+    base(&c);
+    c.devs[0].nbound = 1;
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "exclusive-already-bound:g0");
+    r.type = ACCEL_TYPE_APPLE_M; /* any type */
+    r.req_mem = GiB;
+    c.devs[4].nbound = 1;
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "exclusive-already-bound:g4");
+}
+
+TEST(admission_code_memory_quota)
+{
+    struct cluster c;
+    struct adm_req r = nv(0, 0);
+
+    base(&c);
+    /* no quota given and a zero requiredGpu */
+    ASSERT_STR_EQ(check1(&c, &r, 1, 0), "memory-required:g1");
+    ASSERT_STR_EQ(check1(&c, &r, 1, GiB), "valid");
+    r = nv(4 * GiB, 4 * GiB);
+    ASSERT_STR_EQ(check1(&c, &r, 1, 0), "valid"); /* default = required */
+    ASSERT_STR_EQ(check1(&c, &r, 1, 3 * GiB), "memory-below-required:g1");
+    ASSERT_STR_EQ(check1(&c, &r, 1, 10 * GiB), "valid"); /* 10 free */
+}
+
+TEST(admission_code_total_vs_device_vram)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+
+    base(&c);
+    /* MemorySlice 16 GiB, 6 assigned, 10 free */
+    ASSERT_STR_EQ(check1(&c, &r, 1, 17 * GiB),
+                  "total-vram-below-requirement:g1");
+    ASSERT_STR_EQ(check1(&c, &r, 1, 11 * GiB), "device-vram-insufficient:g1");
+    r = nv(12 * GiB, 12 * GiB); /* default quota 12 > 10 free */
+    ASSERT_STR_EQ(check1(&c, &r, 1, 0), "device-vram-insufficient:g1");
+    r = nv(20 * GiB, 20 * GiB); /* card of 16 GiB */
+    ASSERT_STR_EQ(check1(&c, &r, 1, 0), "total-vram-below-requirement:g1");
+    /* whole cards: Exclusive and TimeSlice */
+    ASSERT_STR_EQ(check1(&c, &r, 2, 0), "total-vram-below-requirement:g2");
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "valid");
+    r = nv(25 * GiB, 25 * GiB);
+    ASSERT_STR_EQ(check1(&c, &r, 0, 0), "total-vram-below-requirement:g0");
+    /* an explicit quota on a whole card is ignored */
+    r = nv(4 * GiB, 4 * GiB);
+    ASSERT_STR_EQ(check1(&c, &r, 2, 99 * GiB), "valid");
+}
+
+TEST(admission_code_aggregate)
+{
+    struct cluster c;
+    struct adm_req r = nv(40 * GiB, 40 * GiB);
+    struct adm_sel s[3];
+
+    base(&c);
+    r.multi_cards = true;
+    s[0] = sel_of(&c, 0, 0);     /* 24 */
+    s[1] = sel_of(&c, 2, 0);     /* 12 */
+    s[2] = sel_of(&c, 1, 3 * GiB); /* 3 */
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "aggregate-vram-insufficient");
+    s[2].memory = 4 * GiB; /* 40 */
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "valid");
+    /* a one-item selection of a multi-card app follows single rules */
+    ASSERT_STR_EQ(check(&c, &r, s, 1), "total-vram-below-requirement:g0");
+    /* in a multi-card selection a small quota is not memory-below */
+    s[2].memory = 11 * GiB; /* > 10 free */
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "device-vram-insufficient:g1");
+}
+
+TEST(admission_code_device_memory)
+{
+    struct cluster c;
+    struct adm_req r;
+
+    base(&c);
+    memset(&r, 0, sizeof(r));
+    r.type = ACCEL_TYPE_APPLE_M;
+    r.req_mem = 13 * GiB;
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "device-memory-insufficient:g4");
+    r.req_mem = 12 * GiB;
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "valid");
+    /* unified memory in MemorySlice: quota against free */
+    c.devs[4].st = ACCEL_SUPPORT_MEMSLICE;
+    c.devs[4].allocated = 8 * GiB;
+    r.req_mem = 2 * GiB;
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "valid");
+    ASSERT_STR_EQ(check1(&c, &r, 4, 5 * GiB), "device-memory-insufficient:g4");
+    ASSERT_STR_EQ(check1(&c, &r, 4, GiB), "memory-below-required:g4");
+    r.req_mem = 0;
+    ASSERT_STR_EQ(check1(&c, &r, 4, 0), "memory-required:g4");
+}
+
+TEST(admission_code_node_pressure_dims)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_verdict v;
+    struct adm_row rows[2];
+    struct adm_sel s[2];
+    char b[200];
+
+    base(&c);
+    c.nodes[1].cpu.used = 57000; /* 57.6 cores is 90 % of 64 */
+    ASSERT_STR_EQ(check1(&c, &r, 3, 0), "node-pressure:n1");
+    s[0] = sel_of(&c, 3, 0);
+    ASSERT(!adm_validate(&c.s, &r, s, 1, &v, rows));
+    adm_pressure_format(&v.pressure, b, sizeof(b));
+    ASSERT_STR_EQ(b, "CPU: Total 64 cores, Used 57 cores, Needed 1 cores");
+    c.nodes[1].cpu.used = 0;
+    c.nodes[1].disk.used = 1000 * GiB;
+    ASSERT_STR_EQ(check1(&c, &r, 3, 0), "node-pressure:n1");
+    c.nodes[1].disk.used = 0;
+    /* memory: the TimeSlice VRAM of every selected card on a node adds up */
+    r.multi_cards = true;
+    c.nodes[0].mem.total = 40 * GiB; /* 36 GiB below 90 % */
+    r.req_mem = 24 * GiB;
+    s[0] = sel_of(&c, 2, 0); /* TimeSlice 12: 36 needed, fits */
+    ASSERT_STR_EQ(check(&c, &r, s, 1), "valid");
+    r.req_mem = 24 * GiB + 1;
+    ASSERT_STR_EQ(check(&c, &r, s, 1), "node-pressure:n0");
+    r.req_mem = 24 * GiB;
+    s[1] = sel_of(&c, 0, 0); /* Exclusive: adds nothing */
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "valid");
+    /* the first pressured node, in selection order */
+    r.multi_nodes = true;
+    c.nodes[1].mem.used = 256 * GiB;
+    s[0] = sel_of(&c, 3, 0);
+    s[1] = sel_of(&c, 0, 0);
+    c.nodes[0].mem.used = 40 * GiB;
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "node-pressure:n1");
+}
+
+TEST(admission_rows_sorted)
+{
+    struct cluster c;
+    struct adm_req r = nv(30 * GiB, 30 * GiB);
+    struct adm_sel s[3];
+    struct adm_row rows[3];
+    struct adm_verdict v;
+
+    base(&c);
+    r.multi_nodes = true;
+    s[0] = sel_of(&c, 3, 0);
+    s[1] = sel_of(&c, 1, 2 * GiB);
+    s[2] = sel_of(&c, 0, 0);
+    ASSERT(adm_validate(&c.s, &r, s, 3, &v, rows));
+    ASSERT_EQ(v.code, ADM_VALID);
+    ASSERT_STR_EQ(v.subject, "");
+    ASSERT_EQ(rows[0].dev, 0);
+    ASSERT_U64_EQ(rows[0].memory, 0);
+    ASSERT_EQ(rows[1].dev, 1);
+    ASSERT_U64_EQ(rows[1].memory, 2 * GiB);
+    ASSERT_EQ(rows[2].dev, 3);
+    /* rows untouched on failure */
+    rows[0].dev = 77;
+    r.req_gpu = 99 * GiB;
+    ASSERT(!adm_validate(&c.s, &r, s, 3, &v, rows));
+    ASSERT_EQ(rows[0].dev, 77);
+}
+
+/* ---- validation: order ---- */
+
+TEST(admission_order_precedence)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s[3];
+
+    base(&c);
+    r.multi_cards = true;
+    /* a later item's unknown node beats an earlier item's unknown device */
+    s[0] = (struct adm_sel){"n0", "gx", 0};
+    s[1] = (struct adm_sel){"nx", "g0", 0};
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "node-not-found:nx");
+    /* unknown device beats a duplicate */
+    s[0] = sel_of(&c, 0, 0);
+    s[1] = sel_of(&c, 0, 0);
+    s[2] = (struct adm_sel){"n0", "gx", 0};
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "device-not-found:gx");
+    /* a duplicate beats multi-card-not-supported */
+    r.multi_cards = false;
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "duplicate-selection:n0/g0");
+    /* multi-card beats unhealthy */
+    c.devs[2].healthy = false;
+    s[1] = sel_of(&c, 2, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "multi-card-not-supported");
+    /* a later unhealthy card beats an earlier type mismatch */
+    r.multi_cards = r.multi_nodes = true;
+    s[0] = sel_of(&c, 4, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "device-unhealthy:g2");
+    c.devs[2].healthy = true;
+    /* type mismatch beats exclusive-already-bound */
+    c.devs[0].nbound = 1;
+    s[1] = sel_of(&c, 0, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "gpu-type-mismatch");
+    /* exclusive-bound beats memory-required */
+    r.req_gpu = 0;
+    s[0] = sel_of(&c, 1, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "exclusive-already-bound:g0");
+    c.devs[0].nbound = 0;
+}
+
+TEST(admission_order_memory_codes)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel s[3];
+
+    base(&c);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 8 * GiB); /* g5 n1 */
+    r.multi_cards = r.multi_nodes = true;
+    /* device-vram (g1, earlier) loses to total-vram (g5, later) */
+    s[0] = sel_of(&c, 1, 11 * GiB);
+    s[1] = sel_of(&c, 5, 9 * GiB);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "total-vram-below-requirement:g5");
+    /* memory-required beats total-vram */
+    r.req_gpu = 0;
+    s[2] = sel_of(&c, 1, 0);
+    s[0] = sel_of(&c, 5, 9 * GiB);
+    s[1] = sel_of(&c, 3, 0);
+    ASSERT_STR_EQ(check(&c, &r, s, 3), "memory-required:g1");
+    /* memory-below beats total-vram (single) */
+    r = nv(12 * GiB, 12 * GiB);
+    ASSERT_STR_EQ(check1(&c, &r, 5, 11 * GiB), "memory-below-required:g5");
+    /* device-vram beats aggregate */
+    r = nv(60 * GiB, 60 * GiB);
+    r.multi_cards = true;
+    s[0] = sel_of(&c, 0, 0);
+    s[1] = sel_of(&c, 1, 11 * GiB);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "device-vram-insufficient:g1");
+    /* aggregate beats node pressure */
+    c.nodes[0].mem.used = 256 * GiB;
+    s[1] = sel_of(&c, 1, 1 * GiB);
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "aggregate-vram-insufficient");
+    r.req_gpu = 25 * GiB;
+    ASSERT_STR_EQ(check(&c, &r, s, 2), "node-pressure:n0");
+}
+
+TEST(admission_index_lookup)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct strmap *nm = strmap_new(), *dm = strmap_new();
+    struct adm_sel s = {"n1", "g3", 0};
+
+    base(&c);
+    for (uint32_t i = 0; i < c.s.nnodes; i++)
+        strmap_put(nm, c.nodes[i].name, i);
+    for (uint32_t i = 0; i < c.s.ndevs; i++)
+        strmap_put(dm, c.devs[i].id, i);
+    c.s.node_index = nm;
+    c.s.dev_index = dm;
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "valid");
+    s.node = "nx";
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "node-not-found:nx");
+    s.node = "n1";
+    s.device = "gx";
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found:gx");
+    strmap_put(dm, "stale", 999); /* an index past the end is not found */
+    s.device = "stale";
+    ASSERT_STR_EQ(check(&c, &r, &s, 1), "device-not-found:stale");
+    strmap_free(nm);
+    strmap_free(dm);
+}
+
+TEST(admission_apply_release)
+{
+    struct cluster c, before;
+    struct adm_req r = nv(30 * GiB, 30 * GiB);
+    struct adm_sel s[3];
+    struct adm_row rows[3];
+    struct adm_verdict v;
+
+    base(&c);
+    r.multi_cards = true;
+    s[0] = sel_of(&c, 0, 0);
+    s[1] = sel_of(&c, 1, 4 * GiB);
+    s[2] = sel_of(&c, 2, 0);
+    ASSERT(adm_validate(&c.s, &r, s, 3, &v, rows));
+    before = c;
+    adm_snapshot_apply(&c.s, &r, rows, 3);
+    ASSERT_EQ(c.devs[0].nbound, 1);
+    ASSERT_U64_EQ(c.devs[1].allocated, 10 * GiB);
+    ASSERT_EQ(c.devs[1].nbound, 3);
+    ASSERT_U64_EQ(c.nodes[0].mem.used, GiB); /* once per node */
+    ASSERT_U64_EQ(c.nodes[0].cpu.used, 1000);
+    ASSERT_U64_EQ(c.nodes[0].disk.used, GiB);
+    ASSERT_U64_EQ(adm_device_free(&c.devs[0]), 0);
+    adm_snapshot_release(&c.s, &r, rows, 3);
+    ASSERT(memcmp(c.devs, before.devs, sizeof(c.devs)) == 0);
+    ASSERT(memcmp(c.nodes, before.nodes, sizeof(c.nodes)) == 0);
+    /* release never wraps */
+    adm_snapshot_release(&c.s, &r, rows, 3);
+    ASSERT_U64_EQ(c.nodes[0].mem.used, 0);
+    ASSERT_U64_EQ(c.devs[1].allocated, 2 * GiB);
+    ASSERT_EQ(c.devs[0].nbound, 0);
+    adm_snapshot_release(&c.s, &r, rows, 3);
+    ASSERT_EQ(c.devs[0].nbound, 0);
+    /* apply saturates */
+    c.nodes[0].mem.used = UINT64_MAX - 1;
+    c.devs[1].allocated = UINT64_MAX;
+    adm_snapshot_apply(&c.s, &r, rows, 3);
+    ASSERT_U64_EQ(c.nodes[0].mem.used, UINT64_MAX);
+    ASSERT_U64_EQ(c.devs[1].allocated, UINT64_MAX);
+}
+
+/* ---- placement ---- */
+
+static uint32_t placed_dev(const struct cluster *c, const struct adm_sel *s)
+{
+    for (uint32_t i = 0; i < c->s.ndevs; i++)
+        if (strcmp(c->devs[i].id, s->device) == 0)
+            return i;
+    FAIL_AT_("placed device %s not in the snapshot", s->device);
+}
+
+TEST(admission_place_binpack_spread)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel out[4];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB); /* 14 */
+    c.devs[0].allocated = 10 * GiB;
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 16 * GiB); /* 6 */
+    c.devs[1].allocated = 10 * GiB;
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 16 * GiB); /* 16 */
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 16 * GiB); /* 16 */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(out[0].device, "g1");
+    ASSERT_STR_EQ(out[0].node, "n0");
+    ASSERT_U64_EQ(out[0].memory, 4 * GiB); /* quota = requiredGpu */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_SPREAD, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g2"); /* most free, lowest index on ties */
+    r = nv(8 * GiB, 8 * GiB); /* g1 (6 free) no longer fits */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    c.devs[0].allocated = 0; /* ties: lowest index */
+    c.devs[0].memory = 16 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 0, &n));
+}
+
+TEST(admission_place_mode_and_level_order)
+{
+    struct cluster c;
+    struct adm_req r = nv(8 * GiB, 16 * GiB);
+    struct adm_sel out[4];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    /* all fit at limit: Exclusive first */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g2");
+    ASSERT_U64_EQ(out[0].memory, 0);
+    c.devs[2].nbound = 1; /* then MemorySlice */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g1");
+    ASSERT_U64_EQ(out[0].memory, 8 * GiB);
+    /* MemorySlice fits only at required: TimeSlice at limit wins */
+    c.devs[1].allocated = 12 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT_U64_EQ(out[0].memory, 0);
+    /* TimeSlice too small for the limit: MemorySlice at required */
+    c.devs[0].memory = 12 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g1");
+    /* a limit below the request counts as the request */
+    r = nv(8 * GiB, 4 * GiB);
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+}
+
+TEST(admission_place_skips)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_sel out[4];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 8 * GiB);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 16 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 12 * GiB);
+    cl_dev(&c, ACCEL_TYPE_AMD_GPU, ACCEL_SUPPORT_EXCLUSIVE, 4 * GiB);
+    c.devs[0].healthy = false;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g2");
+    c.devs[2].present = false;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g1");
+    c.devs[0].healthy = true;
+    c.nodes[1].enabled = false;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    c.nodes[0].cpu.used = 64000; /* pressured */
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    r.type = ACCEL_TYPE_AMD_GPU;
+    c.nodes[1].enabled = true;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g3");
+    /* a zero target never lands on MemorySlice (quota would be 0) */
+    r = nv(0, 0);
+    c.nodes[0].cpu.used = 0;
+    c.devs[2].present = true;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    c.devs[1].st = ACCEL_SUPPORT_TIMESLICE;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].device, "g1");
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    /* an unknown mode value is never picked */
+    c.devs[1].st = (enum accel_support)7;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+}
+
+TEST(admission_place_timeslice_pressure)
+{
+    struct cluster c;
+    struct adm_req r = nv(8 * GiB, 8 * GiB);
+    struct adm_sel out[4];
+    size_t n = 0;
+
+    worked_cluster(&c, ACCEL_SUPPORT_TIMESLICE);
+    r.req_mem = 20 * GiB;
+    cl_node(&c, 46 * GiB, 0); /* 41.4 below 90 %: 36 fits */
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 16 * GiB);
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
+    ASSERT_STR_EQ(out[0].node, "n1");
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+}
+
+TEST(admission_place_multi_card)
+{
+    struct cluster c;
+    struct adm_req r = nv(40 * GiB, 40 * GiB);
+    struct adm_sel out[8];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    c.devs[2].allocated = 20 * GiB;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    r.multi_cards = true;
+    /* binpack: node with the least free among the gathered cards (n0: 48) */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_STR_EQ(out[0].node, "n0");
+    ASSERT_STR_EQ(out[1].node, "n0");
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    /* spread: n1 gathers Exclusive g4 (24), MemorySlice g2 (4), TimeSlice
+     * g3 (24): free sum 52 > 48 */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_SPREAD, out, 8, &n));
+    ASSERT_EQ(n, 3);
+    ASSERT_STR_EQ(out[0].device, "g4");
+    ASSERT_STR_EQ(out[1].device, "g2");
+    ASSERT_U64_EQ(out[1].memory, 4 * GiB);
+    ASSERT_STR_EQ(out[2].device, "g3");
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    /* max too small to cover */
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_SPREAD, out, 1, &n));
+    /* 72 GiB: no single node has it */
+    r.req_gpu = r.lim_gpu = 72 * GiB;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+}
+
+TEST(admission_place_multi_node)
+{
+    struct cluster c;
+    struct adm_req r = nv(60 * GiB, 60 * GiB);
+    struct adm_sel out[8];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 24 * GiB);
+    r.multi_nodes = true;
+    /* modes first, then nodes: g0, g2 (Exclusive), g1 (12 of MemorySlice) */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT_EQ(n, 3);
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT_STR_EQ(out[1].device, "g2");
+    ASSERT_STR_EQ(out[2].device, "g1");
+    ASSERT_U64_EQ(out[2].memory, 12 * GiB);
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    r.req_gpu = r.lim_gpu = 96 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT_EQ(n, 4);
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    r.req_gpu = r.lim_gpu = 97 * GiB;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    /* a TimeSlice card that would pressure its node is left out */
+    r.req_gpu = r.lim_gpu = 96 * GiB;
+    c.nodes[1].mem.total = 24 * GiB;
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    r.req_gpu = r.lim_gpu = 72 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    for (size_t i = 0; i < n; i++)
+        ASSERT(placed_dev(&c, &out[i]) != 3);
+}
+
+/* ---- availability ---- */
+
+static void avail(const struct cluster *c, const struct adm_req *r,
+                  struct adm_availability *a)
+{
+    ASSERT_EQ(adm_availability(&c->s, r, a), ACCEL_OK);
+}
+
+TEST(admission_availability_card)
+{
+    struct cluster c;
+    struct adm_req r = nv(10 * GiB, 20 * GiB);
+    struct adm_availability a;
+
+    base(&c);
+    avail(&c, &r, &a);
+    ASSERT(a.schedulable);
+    ASSERT(a.reason == NULL);
+    ASSERT_EQ(a.scope, ADM_SCOPE_CARD);
+    ASSERT_EQ(a.nnodes, 2);
+    ASSERT_EQ(a.ndevs, 4); /* nvidia devices only */
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_AVAILABLE);
+    ASSERT_EQ(a.nodes[1].status, ADM_NODE_NOT_ENOUGH); /* 8 GiB card */
+    ASSERT_EQ(a.nodes[0].nopt, 3);
+    ASSERT_EQ(a.devs[0].fit_level, ADM_LEVEL_LIMIT);
+    ASSERT(a.devs[0].operable);
+    ASSERT_U64_EQ(a.devs[1].available, 10 * GiB);
+    ASSERT_EQ(a.devs[1].fit_level, ADM_LEVEL_REQUIRED);
+    ASSERT(a.devs[1].operable);
+    ASSERT_EQ(a.devs[2].fit_level, ADM_LEVEL_REQUIRED); /* 12 < 20 */
+    ASSERT_EQ(a.devs[3].fit_level, ADM_LEVEL_NONE);
+    ASSERT(!a.devs[3].operable);
+    adm_availability_release(&a);
+    ASSERT(a.nodes == NULL && a.devs == NULL);
+    /* everything taken or busy: not_available, no-card-with-enough-vram */
+    c.devs[0].nbound = 1;
+    c.devs[1].allocated = 16 * GiB;
+    c.nodes[0].mem.used = 256 * GiB;
+    avail(&c, &r, &a);
+    ASSERT(!a.schedulable);
+    ASSERT_STR_EQ(a.reason, "no-card-with-enough-vram");
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_NOT_AVAILABLE);
+    ASSERT(!a.devs[2].operable);
+    adm_availability_release(&a);
+    /* disabled node: not_available */
+    c.nodes[0].mem.used = 0;
+    c.nodes[0].enabled = false;
+    avail(&c, &r, &a);
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_NOT_AVAILABLE);
+    adm_availability_release(&a);
+    /* all unhealthy: not_enough */
+    c.nodes[0].enabled = true;
+    for (int i = 0; i < 3; i++)
+        c.devs[i].healthy = false;
+    avail(&c, &r, &a);
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_NOT_ENOUGH);
+    ASSERT_EQ(a.devs[0].fit_level, ADM_LEVEL_NONE);
+    adm_availability_release(&a);
+}
+
+TEST(admission_availability_reasons)
+{
+    struct cluster c;
+    struct adm_req r = nv(30 * GiB, 30 * GiB);
+    struct adm_availability a;
+
+    base(&c);
+    r.type = ACCEL_TYPE_INTEL_GPU;
+    avail(&c, &r, &a);
+    ASSERT(!a.schedulable);
+    ASSERT_STR_EQ(a.reason, "no-matching-node");
+    ASSERT_EQ(a.nnodes, 0);
+    adm_availability_release(&a);
+    r.type = ACCEL_TYPE_NVIDIA;
+    r.multi_cards = true; /* n0: 24 + 10 + 12 = 46 */
+    avail(&c, &r, &a);
+    ASSERT_EQ(a.scope, ADM_SCOPE_SINGLE_NODE);
+    ASSERT(a.schedulable);
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_AVAILABLE);
+    ASSERT_EQ(a.nodes[1].status, ADM_NODE_NOT_ENOUGH);
+    ASSERT(a.devs[2].operable);  /* TimeSlice 12 contributes */
+    ASSERT(!a.devs[3].operable); /* node not available */
+    adm_availability_release(&a);
+    c.devs[0].nbound = 1; /* 10 + 12 left */
+    avail(&c, &r, &a);
+    ASSERT(!a.schedulable);
+    ASSERT_STR_EQ(a.reason, "no-node-with-enough-cards");
+    ASSERT_EQ(a.nodes[0].status, ADM_NODE_NOT_AVAILABLE);
+    adm_availability_release(&a);
+    r.multi_nodes = true; /* 10 + 12 + 8 = 30 */
+    avail(&c, &r, &a);
+    ASSERT_EQ(a.scope, ADM_SCOPE_CROSS_NODE);
+    ASSERT(a.schedulable);
+    ASSERT(a.devs[3].operable); /* cross-node: every node's cards */
+    adm_availability_release(&a);
+    r.req_gpu = r.lim_gpu = 31 * GiB;
+    avail(&c, &r, &a);
+    ASSERT(!a.schedulable);
+    ASSERT_STR_EQ(a.reason, "insufficient-cluster-vram");
+    adm_availability_release(&a);
+}
+
+/* ---- plan ---- */
+
+TEST(admission_plan_statuses)
+{
+    struct cluster c;
+    struct adm_req r = nv(24 * GiB, 24 * GiB);
+
+    base(&c);
+    c.devs[0].nbound = 1; /* capacity, not free, decides */
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSTALLABLE);
+    r.req_gpu = 25 * GiB;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSUFFICIENT);
+    r.multi_cards = true; /* n0 sum 52 */
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSTALLABLE);
+    r.req_gpu = 53 * GiB;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSUFFICIENT);
+    r.multi_nodes = true; /* cluster sum 60 */
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSTALLABLE);
+    r.req_gpu = 61 * GiB;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSUFFICIENT);
+    r.type = ACCEL_TYPE_AMD_GPU;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_NO_MATCHING_NODE);
+    r.type = ACCEL_TYPE_APPLE_M;
+    r.req_mem = 12 * GiB;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_INSTALLABLE);
+    c.devs[4].present = false;
+    ASSERT_EQ(adm_plan(&c.s, &r), ADM_PLAN_NO_MATCHING_NODE);
+}
+
+/* ---- preflight ---- */
+
+TEST(admission_preflight)
+{
+    struct cluster c, before;
+    struct adm_req d[4];
+    struct adm_preflight p;
+    char b[160];
+
+    worked_cluster(&c, ACCEL_SUPPORT_MEMSLICE);
+    c.nodes[0].mem.used = 0; /* 42.2 GiB below 90 % */
+    before = c;
+    d[0] = nv(8 * GiB, 8 * GiB);
+    d[0].req_mem = 20 * GiB;
+    d[1] = d[0];
+    d[2] = d[0];
+    ASSERT_EQ(adm_preflight(&c.s, d, 2, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT(p.installable);
+    ASSERT(p.reason == NULL);
+    /* 20 + 23 GiB of memory on a node with 42.2 below 90 % */
+    d[1].req_mem = 23 * GiB;
+    ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT(!p.installable);
+    ASSERT_EQ(p.failed, 1);
+    ASSERT_STR_EQ(p.reason, "node-pressure");
+    ASSERT(p.has_pressure);
+    adm_pressure_format(&p.pressure, b, sizeof(b));
+    ASSERT_STR_EQ(b, "Memory: Total 46.89 Gi, Used 20 Gi, Needed 23 Gi");
+    /* the third 8 GiB slice no longer fits the 16 GiB card */
+    d[1].req_mem = GiB;
+    d[2].req_mem = GiB;
+    ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_EQ(p.failed, 2);
+    ASSERT_STR_EQ(p.reason, "unschedulable");
+    ASSERT(!p.has_pressure);
+    d[1].type = ACCEL_TYPE_AMD_GPU;
+    ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_EQ(p.failed, 1);
+    ASSERT_STR_EQ(p.reason, "no-matching-node");
+    d[0].req_gpu = 17 * GiB;
+    ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_SPREAD, &p), ACCEL_OK);
+    ASSERT_EQ(p.failed, 0);
+    ASSERT_STR_EQ(p.reason, "insufficient-resources");
+    ASSERT_EQ(adm_preflight(&c.s, d, 0, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT(p.installable);
+    /* the snapshot is never changed */
+    ASSERT(memcmp(&c, &before, sizeof(c)) == 0);
+}
+
+TEST(admission_preflight_empty_cluster)
+{
+    struct cluster c;
+    struct adm_req d = nv(GiB, GiB);
+    struct adm_preflight p;
+
+    cl_init(&c);
+    ASSERT_EQ(adm_preflight(&c.s, &d, 1, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT(!p.installable);
+    ASSERT_STR_EQ(p.reason, "no-matching-node");
+}
+
+/* ---- property: automatic picks pass validation ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return n ? rng_next(s) % n : 0;
+}
+
+static const enum accel_type rand_types[] = {ACCEL_TYPE_NVIDIA,
+                                             ACCEL_TYPE_NVIDIA,
+                                             ACCEL_TYPE_AMD_GPU,
+                                             ACCEL_TYPE_APPLE_M};
+
+static void rand_device(struct cluster *c, uint64_t *s)
+{
+    enum accel_type t = rand_types[rng_below(s, 4)];
+    enum accel_support st = (enum accel_support)rng_below(s, 3);
+    uint32_t i = cl_dev(c, t, st, (1 + rng_below(s, 32)) * GiB);
+    struct adm_device *d = &c->devs[i];
+
+    d->healthy = rng_below(s, 10) != 0;
+    d->present = rng_below(s, 20) != 0;
+    d->nbound = (uint32_t)rng_below(s, 3);
+    if (st == ACCEL_SUPPORT_EXCLUSIVE && rng_below(s, 2))
+        d->nbound = 0;
+    if (st == ACCEL_SUPPORT_MEMSLICE && d->nbound)
+        d->allocated = rng_below(s, d->memory + GiB);
+}
+
+static void rand_cluster(struct cluster *c, uint64_t *s)
+{
+    size_t nn = 1 + rng_below(s, 6);
+
+    cl_init(c);
+    for (size_t n = 0; n < nn; n++) {
+        size_t nd = rng_below(s, 7);
+        uint32_t k = cl_node(c, (16 + rng_below(s, 112)) * GiB, 0);
+        c->nodes[k].mem.used = rng_below(s, c->nodes[k].mem.total);
+        c->nodes[k].cpu.used = rng_below(s, 64000);
+        c->nodes[k].enabled = rng_below(s, 8) != 0;
+        for (size_t i = 0; i < nd; i++)
+            rand_device(c, s);
+    }
+}
+
+static struct adm_req rand_req(uint64_t *s)
+{
+    struct adm_req r;
+
+    memset(&r, 0, sizeof(r));
+    r.type = rand_types[rng_below(s, 4)];
+    r.req_gpu = rng_below(s, 40) * GiB / 2;
+    r.lim_gpu = rng_below(s, 3) ? r.req_gpu + rng_below(s, 8) * GiB : 0;
+    r.req_mem = rng_below(s, 24) * GiB;
+    r.lim_mem = r.req_mem;
+    r.req_cpu = rng_below(s, 8000);
+    r.req_disk = rng_below(s, 8) * GiB;
+    r.multi_cards = rng_below(s, 3) == 0;
+    r.multi_nodes = rng_below(s, 4) == 0;
+    return r;
+}
+
+/* Print a failing random case so it can be turned into a fixed test. */
+static void dump_case(const struct cluster *c, const struct adm_req *r)
+{
+    fprintf(stderr, "req type %d gpu %" PRIu64 "/%" PRIu64 " mem %" PRIu64
+            " cpu %" PRIu64 " disk %" PRIu64 " multi %d/%d\n", r->type,
+            r->req_gpu, r->lim_gpu, r->req_mem, r->req_cpu, r->req_disk,
+            r->multi_cards, r->multi_nodes);
+    for (size_t n = 0; n < c->s.nnodes; n++) {
+        const struct adm_node *nd = &c->nodes[n];
+        fprintf(stderr, "node %zu en %d mem %" PRIu64 "/%" PRIu64
+                " cpu %" PRIu64 "/%" PRIu64 "\n", n, nd->enabled,
+                nd->mem.used, nd->mem.total, nd->cpu.used, nd->cpu.total);
+        for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
+            const struct adm_device *d = &c->devs[i];
+            fprintf(stderr, "  dev %u type %d st %d h %d p %d mem %" PRIu64
+                    " alloc %" PRIu64 " nb %u\n", i, d->type, d->st,
+                    d->healthy, d->present, d->memory, d->allocated,
+                    d->nbound);
+        }
+    }
+}
+
+/* One random case; returns whether a placement was found. */
+static bool property_case(uint64_t seed, size_t *nmulti)
+{
+    uint64_t s = seed;
+    struct cluster c;
+    struct adm_req r;
+    struct adm_sel out[ADM_MAX_SELECTION];
+    struct adm_row rows[ADM_MAX_SELECTION];
+    struct adm_verdict v;
+    struct adm_availability a;
+    size_t n = 0;
+    bool placed;
+    char b[300];
+
+    rand_cluster(&c, &s);
+    r = rand_req(&s);
+    placed = adm_place(&c.s, &r, (enum adm_policy)rng_below(&s, 2), out,
+                       ADM_MAX_SELECTION, &n);
+    if (placed && !adm_validate(&c.s, &r, out, n, &v, rows)) {
+        dump_case(&c, &r);
+        adm_verdict_format(&v, b, sizeof(b));
+        FAIL_AT_("seed %" PRIu64 ": placement fails validation: %s", seed, b);
+    }
+    if (adm_availability(&c.s, &r, &a) != ACCEL_OK)
+        FAIL_AT_("seed %" PRIu64 ": availability ENOMEM", seed);
+    if (a.schedulable != placed)
+        dump_case(&c, &r);
+    if (a.schedulable != placed)
+        FAIL_AT_("seed %" PRIu64 ": schedulable %d but placed %d", seed,
+                 a.schedulable, placed);
+    adm_availability_release(&a);
+    if (placed && adm_plan(&c.s, &r) != ADM_PLAN_INSTALLABLE)
+        FAIL_AT_("seed %" PRIu64 ": placed but plan says no", seed);
+    *nmulti += placed && n > 1;
+    return placed;
+}
+
+TEST(admission_property_pick_validates)
+{
+    uint64_t base_seed = 20240611;
+    size_t placed = 0, multi = 0, cases = 20000;
+
+    for (size_t i = 0; i < cases; i++)
+        placed += property_case(base_seed + i, &multi);
+    printf("property: %zu of %zu cases placed, %zu multi-card\n", placed,
+           cases, multi);
+    /* the generator must exercise both outcomes */
+    ASSERT_GT(placed, cases / 10);
+    ASSERT_LT(placed, cases - cases / 10);
+    ASSERT_GT(multi, 50);
+}
+
+#define TESTS(XX)                                                              \
+    XX(admission_code_names)                                                   \
+    XX(admission_targets)                                                      \
+    XX(admission_free_per_mode)                                                \
+    XX(admission_worked_example)                                               \
+    XX(admission_worked_example_other_modes)                                   \
+    XX(admission_pressure_boundary)                                            \
+    XX(admission_pressure_overflow)                                            \
+    XX(admission_pressure_format)                                              \
+    XX(admission_code_empty_and_too_many)                                      \
+    XX(admission_code_not_found)                                               \
+    XX(admission_code_duplicate)                                               \
+    XX(admission_code_cardinality)                                             \
+    XX(admission_code_unhealthy)                                               \
+    XX(admission_code_type_mismatch)                                           \
+    XX(admission_code_exclusive_bound)                                         \
+    XX(admission_code_memory_quota)                                            \
+    XX(admission_code_total_vs_device_vram)                                    \
+    XX(admission_code_aggregate)                                               \
+    XX(admission_code_device_memory)                                           \
+    XX(admission_code_node_pressure_dims)                                      \
+    XX(admission_rows_sorted)                                                  \
+    XX(admission_order_precedence)                                             \
+    XX(admission_order_memory_codes)                                           \
+    XX(admission_index_lookup)                                                 \
+    XX(admission_apply_release)                                                \
+    XX(admission_place_binpack_spread)                                         \
+    XX(admission_place_mode_and_level_order)                                   \
+    XX(admission_place_skips)                                                  \
+    XX(admission_place_timeslice_pressure)                                     \
+    XX(admission_place_multi_card)                                             \
+    XX(admission_place_multi_node)                                             \
+    XX(admission_availability_card)                                            \
+    XX(admission_availability_reasons)                                         \
+    XX(admission_plan_statuses)                                                \
+    XX(admission_preflight)                                                    \
+    XX(admission_preflight_empty_cluster)                                      \
+    XX(admission_property_pick_validates)
+
+TEST_MAIN(TESTS)
