@@ -11,6 +11,7 @@ export const ADVICE = {
   'empty-selection': 'Select at least one GPU to launch the app on.',
   'node-not-found': 'This node no longer exists. Close the dialog and try again.',
   'device-not-found': 'This GPU no longer exists. Close the dialog and try again.',
+  'too-many-selections': 'Too many GPUs are selected.',
   'duplicate-selection': 'The same GPU is selected twice.',
   'multi-card-not-supported': 'This app runs on a single card. Select only one GPU.',
   'multi-node-not-supported': 'This app cannot span nodes. Select GPUs of one node only.',

@@ -85,7 +85,8 @@ export function ResumeDialog({ appName, onClose, refresh }) {
   const defaultQuota = (d) => {
     const free = floor2(toGi(d.available || 0));
     const min = Math.ceil(toGi(need) * 100 - 1e-6) / 100;
-    return String(need ? min : free);
+    if (!need) return String(free);
+    return String(multi ? Math.min(min, free) : min);
   };
   const toggle = (d) => {
     const k = key(d.nodeName, d.deviceId);

@@ -8,7 +8,11 @@ export function Modal({ title, onClose, children, footer, wide, label }) {
     const el = ref.current;
     const first = el && el.querySelector('[autofocus], select, input, button:not(.modal-x)');
     (first || el)?.focus();
-    const onKey = (e) => { if (e.key === 'Escape') onClose && onClose(); };
+    const onKey = (e) => {
+      if (e.key !== 'Escape' || !el) return;
+      const all = document.querySelectorAll('.modal');
+      if (all[all.length - 1] === el) onClose && onClose();
+    };
     document.addEventListener('keydown', onKey);
     return () => { document.removeEventListener('keydown', onKey); prev && prev.focus && prev.focus(); };
   }, []);
