@@ -161,7 +161,7 @@ static void print_requirement(const char *label, const json_t *req)
     double cpu =
         (double)json_integer_value(json_object_get(req, "requiredCpu")) /
         1000.0;
-    printf("%-13s%s: GPU memory %s (limit %s), memory %s (limit %s), "
+    printf("%-12s %s: GPU memory %s (limit %s), memory %s (limit %s), "
            "CPU %.2f Core%s%s\n", label, jstr(req, "mode"), rg, lg, rm, lm,
            cpu,
            json_is_true(json_object_get(req, "supportMultiCards"))
