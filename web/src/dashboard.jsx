@@ -102,17 +102,22 @@ export function DashboardPage({ nodes, apps }) {
   const inNode = (d) => !node || d.node === node;
   const devs = [...store.dev.entries()].filter(([, s]) => inNode(s));
   const appSeries = [...store.app.entries()].filter(([, s]) => !node || (s.nodes || []).includes(node));
-  const anyUsed = devs.some(([, s]) => s.v.some((x) => x && x.used != null));
-  const memSeries = devs.map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x ? toGi(anyUsed ? (x.used ?? 0) : x.alloc) : null)) }));
-  if (!node && devs.length > 1) {
-    memSeries.unshift({ label: 'Whole cluster', data: store.t.map((_, i) => devs.reduce((sum, [, s]) => {
-      const x = s.v[i]; return x ? sum + toGi(anyUsed ? (x.used ?? 0) : x.alloc) : sum; }, 0)) });
-  }
+  const perDevice = (pick) => {
+    const list = devs.map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x ? pick(x) : null)) }));
+    if (!node && devs.length > 1) {
+      list.unshift({ label: 'Whole cluster', data: store.t.map((_, i) => devs.reduce((sum, [, s]) => {
+        const x = s.v[i]; return x ? sum + (pick(x) || 0) : sum; }, 0)) });
+    }
+    return list;
+  };
+  const memSeries = perDevice((x) => toGi(x.used ?? 0));
+  const allocSeries = perDevice((x) => toGi(x.alloc || 0));
   const utilDevs = devs.filter(([, s]) => s.v.some((x) => x && x.util != null));
   const utilSeries = utilDevs.map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x && x.util != null ? x.util : null)) }));
-  const anyAppUsed = appSeries.some(([, s]) => s.v.some((x) => x && x.used != null));
-  const appMem = appSeries.filter(([, s]) => s.v.some((x) => x && (anyAppUsed ? x.used != null : x.alloc > 0)))
-    .map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x ? toGi(anyAppUsed ? (x.used ?? 0) : x.alloc) : null)) }));
+  const appMem = appSeries.filter(([, s]) => s.v.some((x) => x && x.used != null))
+    .map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x && x.used != null ? toGi(x.used) : null)) }));
+  const appAlloc = appSeries.filter(([, s]) => s.v.some((x) => x && x.alloc > 0))
+    .map(([, s]) => ({ label: s.label, data: s.v.map((x) => (x ? toGi(x.alloc) : null)) }));
 
   const shown = nodes.filter((n) => !node || n.nodeName === node);
   const all = shown.flatMap((n) => n.devices);
@@ -140,10 +145,12 @@ export function DashboardPage({ nodes, apps }) {
         <div class="tile"><div class="tile-label">Running apps</div><div class="tile-value">{running}</div></div>
       </div>
       <div class="grid charts">
-        <Chart id="device-vram" title={anyUsed ? 'VRAM in use per device' : 'VRAM assigned per device'} unit=" Gi" series={memSeries} empty="No data yet." />
+        <Chart id="device-vram" title="VRAM in use per device" unit=" Gi" series={memSeries} empty="No data yet." />
         <Chart id="device-util" title="GPU utilization per device" unit="%" yMax={100} series={utilSeries}
-          empty="No device reports its utilization yet (it appears once a node's GPU is read through NVML)." />
-        <Chart id="app-vram" title={anyAppUsed ? 'VRAM in use per app' : 'VRAM assigned per app'} unit=" Gi" series={appMem} empty="No app holds GPU memory yet." />
+          empty="No device reports its utilization yet." />
+        <Chart id="device-alloc" title="VRAM assigned per device" unit=" Gi" series={allocSeries} empty="No data yet." />
+        <Chart id="app-vram" title="VRAM in use per app" unit=" Gi" series={appMem} empty="No app reports GPU memory use yet." />
+        <Chart id="app-alloc" title="VRAM quota per app (Memory slicing)" unit=" Gi" series={appAlloc} empty="No app holds a VRAM quota now." />
       </div>
       <section class="card flush">
         <table class="table">
