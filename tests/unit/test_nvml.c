@@ -29,8 +29,9 @@ static void fake_state(const char *variant, const char *text)
     FILE *f;
 
     if (state_path[0] == '\0') {
+        /* one file per run: the tests run one after another */
         snprintf(state_path, sizeof(state_path), "/tmp/accel-fake-nvml-%d",
-                 (int)getpid());
+                 (int)getppid());
         setenv("ACCEL_FAKE_NVML", state_path, 1);
     }
     f = fopen(state_path, "w");
