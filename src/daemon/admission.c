@@ -52,7 +52,10 @@ uint64_t adm_device_free(const struct adm_device *d)
 /* floor(cap * 0.9), exact: the largest integer use that is not pressured. */
 static uint64_t threshold(uint64_t cap)
 {
-    return (uint64_t)(((unsigned __int128)cap * ADM_PRESSURE_PERMILLE) / 1000);
+    /* cap = 1000q + r: floor(cap * P / 1000) = qP + floor(rP / 1000), exact
+     * and without a 128-bit division (a libcall: this runs per node). */
+    return cap / 1000 * ADM_PRESSURE_PERMILLE +
+           cap % 1000 * ADM_PRESSURE_PERMILLE / 1000;
 }
 
 /* Fill one dimension; req_over: the required figure itself overflowed. */

@@ -45,16 +45,24 @@ struct gather {
     uint64_t free_sum;   /* Σ free memory of the gathered cards */
 };
 
-/* The best single card of one (level, mode). */
-struct pick {
-    bool found;    /* a candidate was offered */
-    uint32_t dev;  /* its index */
-    uint64_t free; /* its free memory */
+/*
+ * The best single card per bucket (level * 3 + mode). key = free memory
+ * (binpack) or its complement (spread): the smallest key wins, and a tie
+ * keeps the lowest index because devices are scanned in index order.
+ */
+struct picks {
+    uint64_t key[6]; /* key of the best card so far */
+    uint32_t dev[6]; /* its index, NO_DEV when none */
 };
+
+#define NO_DEV UINT32_MAX
 
 static uint64_t threshold(uint64_t cap)
 {
-    return (uint64_t)(((unsigned __int128)cap * ADM_PRESSURE_PERMILLE) / 1000);
+    /* cap = 1000q + r: floor(cap * P / 1000) = qP + floor(rP / 1000), exact
+     * and without a 128-bit division (a libcall: this runs per node). */
+    return cap / 1000 * ADM_PRESSURE_PERMILLE +
+           cap % 1000 * ADM_PRESSURE_PERMILLE / 1000;
 }
 
 /* Does used + req stay within 90 %? *left gets what remains below it. */
@@ -98,25 +106,53 @@ static void pctx_init(struct pctx *c, const struct adm_snapshot *s,
     c->t[ADM_LEVEL_REQUIRED] = c->need;
 }
 
+/* adm_device_free, inlined into the scans. */
+static inline uint64_t dev_free(const struct adm_device *d)
+{
+    if (d->st == ACCEL_SUPPORT_MEMSLICE)
+        return d->memory > d->allocated ? d->memory - d->allocated : 0;
+    if (d->st == ACCEL_SUPPORT_EXCLUSIVE && d->nbound > 0)
+        return 0;
+    return d->memory;
+}
+
 static bool usable(const struct pctx *c, const struct adm_device *d)
 {
     return d->type == c->r->type && d->healthy && d->present &&
            (unsigned)d->st < ACCEL_SUPPORT_COUNT;
 }
 
+/*
+ * The mode rules for d taking r alone, without health or type: *f gets its
+ * free memory; false when its mode refuses (Exclusive taken, MemorySlice
+ * with a zero quota, TimeSlice VRAM that would pressure the node).
+ */
+static inline bool single_free(const struct adm_device *d, uint64_t need,
+                               uint64_t mem_extra, uint64_t *f)
+{
+    switch (d->st) {
+    case ACCEL_SUPPORT_EXCLUSIVE:
+        *f = d->memory;
+        return d->nbound == 0;
+    case ACCEL_SUPPORT_MEMSLICE:
+        *f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+        return need != 0; /* a zero quota would be memory-required */
+    case ACCEL_SUPPORT_TIMESLICE:
+        *f = d->memory;
+        return d->memory <= mem_extra;
+    default:
+        return false;
+    }
+}
+
 /* Can d take r alone (at the required level), on a node with room rm? */
 static bool card_fits(const struct pctx *c, const struct adm_device *d,
                       const struct room *rm)
 {
-    if (!usable(c, d))
-        return false;
-    if (d->st == ACCEL_SUPPORT_EXCLUSIVE && d->nbound > 0)
-        return false;
-    if (d->st == ACCEL_SUPPORT_MEMSLICE && c->need == 0)
-        return false; /* a zero quota would be memory-required */
-    if (d->st == ACCEL_SUPPORT_TIMESLICE && d->memory > rm->mem_extra)
-        return false;
-    return adm_device_free(d) >= c->need;
+    uint64_t f;
+
+    return usable(c, d) && single_free(d, c->need, rm->mem_extra, &f) &&
+           f >= c->need;
 }
 
 /* Can d add something to a multi-card gathering? */
@@ -128,7 +164,7 @@ static bool card_contributes(const struct pctx *c, const struct adm_device *d,
     if (d->st == ACCEL_SUPPORT_EXCLUSIVE)
         return d->nbound == 0 && d->memory > 0;
     if (d->st == ACCEL_SUPPORT_MEMSLICE)
-        return adm_device_free(d) > 0;
+        return dev_free(d) > 0;
     return d->memory > 0 && d->memory <= rm->mem_extra - extra;
 }
 
@@ -140,62 +176,61 @@ static enum adm_level fit_level(const struct pctx *c,
 
     if (!card_fits(c, d, rm))
         return ADM_LEVEL_NONE;
-    f = adm_device_free(d);
+    f = dev_free(d);
     return f >= c->t[ADM_LEVEL_LIMIT] ? ADM_LEVEL_LIMIT : ADM_LEVEL_REQUIRED;
 }
 
 /* ---- single card ---- */
 
-static void pick_offer(struct pick *p, uint32_t i, uint64_t f,
-                       enum adm_policy policy)
-{
-    if (p->found && (policy == ADM_POLICY_SPREAD ? f <= p->free
-                                                 : f >= p->free))
-        return; /* ties keep the lowest index */
-    p->found = true;
-    p->dev = i;
-    p->free = f;
-}
-
-static void scan_node(const struct pctx *c, uint32_t n, struct pick best[2][3])
+/* The hot loop of adm_place: one pass over a node's devices. */
+static void scan_node(const struct pctx *c, uint32_t n, struct picks *p)
 {
     const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint64_t need = c->need, lim = c->t[ADM_LEVEL_LIMIT];
+    const uint64_t flip = c->policy == ADM_POLICY_SPREAD ? UINT64_MAX : 0;
+    const uint32_t end = nd->first_dev + nd->ndev;
     struct room rm = node_room(c, n);
 
     if (!rm.ok)
         return;
-    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
-        const struct adm_device *d = &c->s->devs[i];
-        uint64_t f;
-        if (d->type != c->r->type || !card_fits(c, d, &rm))
+    for (uint32_t i = nd->first_dev; i < end; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f, key;
+        unsigned b;
+        if (d->type != type || !d->healthy || !d->present ||
+            !single_free(d, need, rm.mem_extra, &f) || f < need)
             continue;
-        f = adm_device_free(d);
-        if (f >= c->t[ADM_LEVEL_LIMIT])
-            pick_offer(&best[ADM_LEVEL_LIMIT][d->st], i, f, c->policy);
-        pick_offer(&best[ADM_LEVEL_REQUIRED][d->st], i, f, c->policy);
+        b = (f >= lim ? 0u : 3u) + (unsigned)d->st;
+        key = f ^ flip;
+        if (p->dev[b] == NO_DEV || key < p->key[b]) {
+            p->key[b] = key;
+            p->dev[b] = i;
+        }
     }
 }
 
 static bool place_single(const struct pctx *c, struct adm_sel *out)
 {
-    struct pick best[2][3];
+    struct picks p;
 
-    memset(best, 0, sizeof(best));
+    for (int b = 0; b < 6; b++)
+        p.dev[b] = NO_DEV;
     for (uint32_t n = 0; n < c->s->nnodes; n++)
         if (c->s->nodes[n].enabled && c->s->nodes[n].ndev > 0)
-            scan_node(c, n, best);
-    for (int lvl = 0; lvl < 2; lvl++) {
-        for (int m = 0; m < 3; m++) {
-            const struct pick *p = &best[lvl][mode_order[m]];
-            const struct adm_device *d;
-            if (!p->found)
-                continue;
-            d = &c->s->devs[p->dev];
-            out->node = c->s->nodes[d->node].name;
-            out->device = d->id;
-            out->memory = d->st == ACCEL_SUPPORT_MEMSLICE ? c->need : 0;
-            return true;
-        }
+            scan_node(c, n, &p);
+    /* a card in the limit buckets beats every card in the required ones */
+    for (int b = 0; b < 6; b++) {
+        uint32_t i = p.dev[(b / 3) * 3 + (int)mode_order[b % 3]];
+        const struct adm_device *d;
+        if (i == NO_DEV)
+            continue;
+        d = &c->s->devs[i];
+        out->node = c->s->nodes[d->node].name;
+        out->device = d->id;
+        out->memory = d->st == ACCEL_SUPPORT_MEMSLICE ? c->need : 0;
+        return true;
     }
     return false;
 }
@@ -214,7 +249,7 @@ static void gather_card(const struct pctx *c, struct gather *g, uint32_t i,
         return; /* a zero target still takes one card */
     if (d->st == ACCEL_SUPPORT_MEMSLICE && g->left == 0)
         return; /* a zero quota would be memory-required */
-    f = adm_device_free(d);
+    f = dev_free(d);
     if (d->st == ACCEL_SUPPORT_MEMSLICE) {
         give = f < g->left ? f : g->left;
         quota = give;
@@ -472,7 +507,7 @@ static void fill_dev(const struct pctx *c, enum adm_scope scope,
     bool on = c->s->nodes[no->node].enabled && rm.ok;
 
     o->dev = i;
-    o->available = adm_device_free(d);
+    o->available = dev_free(d);
     o->fit_level = on ? fit_level(c, d, &rm) : ADM_LEVEL_NONE;
     if (scope == ADM_SCOPE_CARD)
         o->operable = no->status == ADM_NODE_AVAILABLE &&
