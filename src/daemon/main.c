@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* main.c: acceld's entry point (placeholder until the daemon lands). */
-#include <stdio.h>
+/* main.c: acceld's entry point; everything happens in daemon_main. */
+#include "daemon/daemon.h"
 
-int main(void)
+int main(int argc, char **argv)
 {
-    fputs("acceld: not yet\n", stderr);
-    return 1;
+    return daemon_main(argc, argv);
 }

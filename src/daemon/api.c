@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c: the route table and its thin handlers: parse the request, call
+ * one ops_* function or view, serialize the op_result.
+ */
+#include "common/accel_setup.h"
+#include "daemon/http.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "common/yamljson.h"
+#include "daemon/auth.h"
+#include "daemon/metrics.h"
+#include "daemon/ops.h"
+#include "daemon/state.h"
+#include "daemon/store.h"
+#include "daemon/view.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+static void send_result(struct http_req *r, struct op_result *res)
+{
+    if (res->check_type) {
+        http_reply_check(r, res->check_type, res->data);
+        res->data = NULL;
+    } else if (res->code) {
+        http_reply_error_code(r, res->status, res->code,
+                              res->message ? res->message : "failed");
+    } else if (res->raw) {
+        http_reply_raw(r, res->status, res->data);
+        res->data = NULL;
+    } else {
+        http_reply_data(r, res->status, res->data);
+        res->data = NULL;
+    }
+    op_result_release(res);
+}
+
+static void h_healthz(struct http_req *r)
+{
+    http_reply_data(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void h_resources(struct http_req *r)
+{
+    json_t *v;
+    pthread_mutex_lock(&r->d->lock);
+    v = view_nodes(r->d);
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_data(r, 200, v);
+}
+
+static void h_switch(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    ops_switch(r->d, r->params[0], r->params[1],
+               json_string_value(json_object_get(b, "supportType")), &res);
+    json_decref(b);
+    send_result(r, &res);
+}
+
+static void h_preflight(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    ops_preflight(r->d, &r->user, json_object_get(b, "demands"), &res);
+    json_decref(b);
+    send_result(r, &res);
+}
+
+static void h_nodes(struct http_req *r)
+{
+    h_resources(r);
+}
+
+static void h_node_put(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    const json_t *en;
+    if (b == NULL)
+        return;
+    en = json_object_get(b, "enabled");
+    if (!json_is_boolean(en)) {
+        json_decref(b);
+        http_reply_error(r, ACCEL_EINVAL, "enabled must be true or false");
+        return;
+    }
+    ops_node_enable(r->d, r->params[0], json_is_true(en), &res);
+    json_decref(b);
+    send_result(r, &res);
+}
+
+static bool visible(const struct http_req *r, const struct app *a)
+{
+    return r->user.admin || strcmp(a->owner, r->user.name) == 0 ||
+           strcmp(a->owner, ACCEL_SHARED_OWNER) == 0;
+}
+
+static void h_apps(struct http_req *r)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&r->d->lock);
+    for (size_t i = 0; i < r->d->napps; i++)
+        if (visible(r, r->d->apps[i]))
+            json_array_append_new(arr, view_app(r->d, r->d->apps[i]));
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_data(r, 200, arr);
+}
+
+static void h_app(struct http_req *r)
+{
+    struct app *a;
+    json_t *v = NULL;
+    pthread_mutex_lock(&r->d->lock);
+    a = state_app_find(r->d, r->params[0]);
+    if (a && visible(r, a))
+        v = view_app(r->d, a);
+    pthread_mutex_unlock(&r->d->lock);
+    if (v == NULL)
+        http_reply_error(r, ACCEL_ENOTFOUND, "app \"%s\" is not installed",
+                         r->params[0]);
+    else
+        http_reply_data(r, 200, v);
+}
+
+/* A manifest given as an object, or as JSON/YAML text. New reference. */
+static json_t *manifest_from(struct http_req *r, const json_t *m)
+{
+    json_t *out = NULL;
+    char *cause = NULL;
+    if (json_is_object(m))
+        return json_incref((json_t *)m);
+    if (!json_is_string(m)) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "manifest is required: an object, or JSON/YAML text");
+        return NULL;
+    }
+    if (yamljson_parse_any(json_string_value(m), json_string_length(m), &out,
+                           &cause) != ACCEL_OK) {
+        http_reply_error(r, ACCEL_EPARSE, "manifest: %s", cause);
+        free(cause);
+        return NULL;
+    }
+    return out;
+}
+
+static bool is_yaml_body(struct http_req *r)
+{
+    const char *ct = http_header(r, "Content-Type");
+    return ct && (strstr(ct, "yaml") != NULL);
+}
+
+static bool optional_string(struct http_req *r, const json_t *b,
+                            const char *key, const char **out)
+{
+    const json_t *v = json_object_get(b, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return true;
+    if (!json_is_string(v)) {
+        http_reply_error(r, ACCEL_EINVAL, "%s must be a string", key);
+        return false;
+    }
+    *out = json_string_value(v);
+    return true;
+}
+
+static void h_install(struct http_req *r)
+{
+    struct op_result res = {0};
+    struct op_binding bind;
+    const json_t *cb;
+    json_t *b = NULL, *man = NULL;
+    const char *owner, *type;
+    char *cause = NULL;
+
+    if (is_yaml_body(r)) {
+        if (yamljson_parse(r->body ? r->body : "", r->body_len, &man,
+                           &cause) != ACCEL_OK) {
+            http_reply_error(r, ACCEL_EPARSE, "manifest: %s", cause);
+            free(cause);
+            return;
+        }
+        b = json_object();
+        if (http_query(r, "owner"))
+            json_object_set_new(b, "owner", json_string(http_query(r, "owner")));
+        if (http_query(r, "selectedGpuType"))
+            json_object_set_new(b, "selectedGpuType",
+                                json_string(http_query(r, "selectedGpuType")));
+    } else {
+        b = http_body_json(r);
+        if (b == NULL)
+            return;
+        man = manifest_from(r, json_object_get(b, "manifest"));
+        if (man == NULL)
+            goto out;
+    }
+    if (!optional_string(r, b, "owner", &owner) ||
+        !optional_string(r, b, "selectedGpuType", &type))
+        goto out;
+    cb = json_object_get(b, "computeBinding");
+    if (cb && !json_is_null(cb)) {
+        if (!ops_parse_binding(cb, "computeBinding", &bind, &res)) {
+            send_result(r, &res);
+            goto out;
+        }
+        ops_install(r->d, &r->user, man, owner, type, &bind, &res);
+        ops_binding_release(&bind);
+    } else {
+        ops_install(r->d, &r->user, man, owner, type, NULL, &res);
+    }
+    send_result(r, &res);
+out:
+    json_decref(man);
+    json_decref(b);
+}
+
+/* Parse the optional computeBinding of a body; false = replied already. */
+static bool body_binding(struct http_req *r, json_t *b, struct op_binding *bind,
+                         bool *has)
+{
+    struct op_result res = {0};
+    const json_t *cb = json_object_get(b, "computeBinding");
+    *has = cb && !json_is_null(cb);
+    if (!*has)
+        return true;
+    if (ops_parse_binding(cb, "computeBinding", bind, &res))
+        return true;
+    send_result(r, &res);
+    return false;
+}
+
+static void h_resume(struct http_req *r)
+{
+    struct op_result res = {0};
+    struct op_binding bind;
+    bool has;
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    if (body_binding(r, b, &bind, &has)) {
+        ops_resume(r->d, &r->user, r->params[0], has ? &bind : NULL, &res);
+        if (has)
+            ops_binding_release(&bind);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+static void h_suspend(struct http_req *r)
+{
+    struct op_result res = {0};
+    ops_suspend(r->d, &r->user, r->params[0], &res);
+    send_result(r, &res);
+}
+
+static void h_uninstall(struct http_req *r)
+{
+    struct op_result res = {0};
+    ops_uninstall(r->d, &r->user, r->params[0], &res);
+    send_result(r, &res);
+}
+
+static void h_availability(struct http_req *r)
+{
+    struct op_result res = {0};
+    ops_availability(r->d, &r->user, r->params[0], &res);
+    send_result(r, &res);
+}
+
+static void h_validate(struct http_req *r)
+{
+    struct op_result res = {0};
+    struct op_binding bind = {0};
+    bool has;
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    if (body_binding(r, b, &bind, &has)) {
+        ops_validate(r->d, &r->user, r->params[0], &bind, &res);
+        ops_binding_release(&bind);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+static void h_bindings(struct http_req *r)
+{
+    struct app *a;
+    json_t *arr = NULL;
+    pthread_mutex_lock(&r->d->lock);
+    a = state_app_find(r->d, r->params[0]);
+    if (a && visible(r, a)) {
+        arr = json_array();
+        for (size_t i = 0; i < a->nrows; i++)
+            json_array_append_new(arr,
+                                  view_allocation(r->d, a, &a->rows[i], true));
+    }
+    pthread_mutex_unlock(&r->d->lock);
+    if (arr == NULL)
+        http_reply_error(r, ACCEL_ENOTFOUND, "app \"%s\" is not installed",
+                         r->params[0]);
+    else
+        http_reply_data(r, 200, arr);
+}
+
+static void h_unbind(struct http_req *r)
+{
+    struct op_result res = {0};
+    ops_unbind(r->d, &r->user, r->params[0], &res);
+    send_result(r, &res);
+}
+
+static enum accel_err event_cb(void *ctx, const struct store_event *e)
+{
+    json_t *o = json_pack("{s:I, s:I, s:s, s:s}", "id", (json_int_t)e->id,
+                          "ts", (json_int_t)e->ts_ms, "kind", e->kind,
+                          "message", e->message);
+    if (e->app)
+        json_object_set_new(o, "app", json_string(e->app));
+    if (e->node)
+        json_object_set_new(o, "node", json_string(e->node));
+    if (e->device)
+        json_object_set_new(o, "device", json_string(e->device));
+    if (e->data)
+        json_object_set_new(o, "data", json_loads(e->data, 0, NULL));
+    json_array_append_new(ctx, o);
+    return ACCEL_OK;
+}
+
+static bool query_int(struct http_req *r, const char *key, int64_t *out)
+{
+    const char *v = http_query(r, key);
+    char *end;
+    long long x;
+    if (v == NULL)
+        return true;
+    x = strtoll(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < 0) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "%s must be a non-negative integer (got \"%s\")", key,
+                         v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static void h_events(struct http_req *r)
+{
+    struct store_event_filter f = {.limit = 1000};
+    json_t *arr;
+    enum accel_err rc;
+    if (!query_int(r, "since", &f.since_id) ||
+        !query_int(r, "sinceMs", &f.since_ms) ||
+        !query_int(r, "limit", &f.limit))
+        return;
+    if (f.limit == 0 || f.limit > 10000)
+        f.limit = 10000;
+    f.app = http_query(r, "app");
+    f.device = http_query(r, "device");
+    f.kind = http_query(r, "kind");
+    arr = json_array();
+    pthread_mutex_lock(&r->d->lock);
+    rc = store_events_query(r->d->store, &f, event_cb, arr);
+    pthread_mutex_unlock(&r->d->lock);
+    if (rc != ACCEL_OK) {
+        json_decref(arr);
+        http_reply_error(r, rc, "events could not be read");
+        return;
+    }
+    if (!r->user.admin) {
+        /* members see events of their own apps only */
+        size_t i = 0;
+        pthread_mutex_lock(&r->d->lock);
+        while (i < json_array_size(arr)) {
+            const char *app = json_string_value(
+                json_object_get(json_array_get(arr, i), "app"));
+            struct app *a = app ? state_app_find(r->d, app) : NULL;
+            if (a == NULL || !visible(r, a))
+                json_array_remove(arr, i);
+            else
+                i++;
+        }
+        pthread_mutex_unlock(&r->d->lock);
+    }
+    http_reply_data(r, 200, arr);
+}
+
+static void h_users(struct http_req *r)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&r->d->lock);
+    for (size_t i = 0; i < r->d->nusers; i++)
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:I}", "name", r->d->users[i].name,
+                           "role", r->d->users[i].admin ? "admin" : "member",
+                           "createdAt", (json_int_t)r->d->users[i].created_ms));
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_data(r, 200, arr);
+}
+
+static void h_user_add(struct http_req *r)
+{
+    json_t *b = http_body_json(r);
+    const char *name, *role;
+    char token[65];
+    bool admin;
+    enum accel_err rc;
+
+    if (b == NULL)
+        return;
+    name = json_string_value(json_object_get(b, "name"));
+    role = json_string_value(json_object_get(b, "role"));
+    admin = role && strcmp(role, "admin") == 0;
+    if (!accel_name_valid(name) || strcmp(name, ACCEL_SHARED_OWNER) == 0) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "name must be 1-63 characters of a-z, 0-9 and '-' "
+                         "(not \"shared\")");
+        goto out;
+    }
+    if (role && !admin && strcmp(role, "member") != 0) {
+        http_reply_error(r, ACCEL_EINVAL, "role must be admin or member");
+        goto out;
+    }
+    if (auth_token_new(token) != ACCEL_OK) {
+        http_reply_error(r, ACCEL_ESYS, "no randomness for a token");
+        goto out;
+    }
+    rc = daemon_user_add(r->d, name, admin, token);
+    if (rc == ACCEL_EEXIST)
+        http_reply_error(r, rc, "user \"%s\" already exists", name);
+    else if (rc != ACCEL_OK)
+        http_reply_error(r, rc, "the user could not be saved");
+    else
+        http_reply_data(r, 201, json_pack("{s:s, s:s, s:s}", "name", name,
+                                          "role", admin ? "admin" : "member",
+                                          "token", token));
+out:
+    json_decref(b);
+}
+
+static void h_user_del(struct http_req *r)
+{
+    enum accel_err rc = daemon_user_remove(r->d, r->params[0]);
+    if (rc == ACCEL_ENOTFOUND)
+        http_reply_error(r, rc, "user \"%s\" not found", r->params[0]);
+    else if (rc == ACCEL_EFORBIDDEN)
+        http_reply_error(r, rc, "the admin user cannot be removed");
+    else if (rc != ACCEL_OK)
+        http_reply_error(r, rc, "the user could not be removed");
+    else
+        http_reply_data(r, 200, json_pack("{s:s}", "name", r->params[0]));
+}
+
+static void h_metrics(struct http_req *r)
+{
+    free(r->reply);
+    r->reply = metrics_render(r->d);
+    r->status = 200;
+    r->reply_type = "text/plain; version=0.0.4";
+}
+
+/* ---- legacy /api/gpu routes (bare JSON, MiB) ---- */
+
+static void h_gpu_list(struct http_req *r)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&r->d->lock);
+    for (size_t i = 0; i < r->d->snap.ndevs; i++)
+        if (accel_type_has_vram(r->d->snap.devs[i].type) ||
+            r->d->snap.devs[i].type == ACCEL_TYPE_NVIDIA_GB10)
+            json_array_append_new(arr, view_legacy_gpu(r->d, (int)i));
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_raw(r, 200, arr);
+}
+
+static bool legacy_fields(struct http_req *r, json_t *b, const char **id,
+                          const char **app)
+{
+    *id = json_string_value(json_object_get(b, "id"));
+    *app = json_string_value(json_object_get(b, "appName"));
+    if (*id == NULL || (app != NULL && *app == NULL)) {
+        http_reply_error(r, ACCEL_EINVAL, "id and appName are required");
+        return false;
+    }
+    return true;
+}
+
+static void h_gpu_mode(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    const char *id = b ? json_string_value(json_object_get(b, "id")) : NULL;
+    const char *mode = b ? json_string_value(json_object_get(b, "mode")) : NULL;
+    if (b == NULL)
+        return;
+    if (id == NULL || mode == NULL) {
+        http_reply_error(r, ACCEL_EINVAL, "id and mode are required");
+    } else {
+        ops_switch(r->d, NULL, id, mode, &res);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+static bool mib_field(struct http_req *r, const json_t *v, uint64_t *out)
+{
+    *out = 0;
+    if (v == NULL || json_is_null(v))
+        return true;
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        (uint64_t)json_integer_value(v) < (1ULL << 40)) {
+        *out = (uint64_t)json_integer_value(v);
+        return true;
+    }
+    if (json_is_string(v)) {
+        char *end;
+        unsigned long long x = strtoull(json_string_value(v), &end, 10);
+        if (*json_string_value(v) && *end == '\0' &&
+            json_string_value(v)[0] != '-' && x < (1ULL << 40)) {
+            *out = x;
+            return true;
+        }
+    }
+    http_reply_error(r, ACCEL_EINVAL,
+                     "memory must be a non-negative number of MiB");
+    return false;
+}
+
+static void h_gpu_update(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    const char *id, *app;
+    uint64_t mib;
+    if (b == NULL)
+        return;
+    if (legacy_fields(r, b, &id, &app) &&
+        mib_field(r, json_object_get(b, "memory"), &mib)) {
+        ops_legacy_bind(r->d, &r->user, id, app, mib,
+                        json_is_true(json_object_get(b, "force")), &res);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+static void h_gpu_unassign(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    const char *id, *app;
+    if (b == NULL)
+        return;
+    if (legacy_fields(r, b, &id, &app)) {
+        ops_legacy_unassign(r->d, &r->user, id, app, &res);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+static void h_gpu_bulk(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    const char *app;
+    if (b == NULL)
+        return;
+    app = json_string_value(json_object_get(b, "appName"));
+    if (app == NULL) {
+        http_reply_error(r, ACCEL_EINVAL, "appName is required");
+    } else {
+        ops_bulk(r->d, &r->user, app, json_object_get(b, "unassign"),
+                 json_object_get(b, "assign"), &res);
+        send_result(r, &res);
+    }
+    json_decref(b);
+}
+
+/* ---- the web page ---- */
+
+static const char *mime_of(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    static const char *const map[][2] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript"},
+        {".mjs", "text/javascript"},
+        {".css", "text/css"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".json", "application/json"},
+        {".ico", "image/x-icon"},
+        {".woff2", "font/woff2"},
+    };
+    for (size_t i = 0; dot && i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(dot, map[i][0]) == 0)
+            return map[i][1];
+    return "application/octet-stream";
+}
+
+static void h_static(struct http_req *r)
+{
+    char path[PATH_MAX];
+    const char *rel = strcmp(r->path, "/") == 0 ? "/index.html" : r->path;
+    struct stat st;
+
+    if (strncmp(r->path, "/api/", 5) == 0 || strncmp(r->path, "/hami/", 6) == 0) {
+        http_reply_error(r, ACCEL_ENOTFOUND, "no route for %s %s", r->method,
+                         r->path);
+        return;
+    }
+    if (strstr(rel, "..") != NULL || r->d->cfg.web_dir == NULL) {
+        http_reply_error(r, ACCEL_ENOTFOUND, "no such page");
+        return;
+    }
+    snprintf(path, sizeof path, "%s%s", r->d->cfg.web_dir, rel);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        /* single-page app: unknown pages get index.html */
+        snprintf(path, sizeof path, "%s/index.html", r->d->cfg.web_dir);
+        if (stat(path, &st) != 0) {
+            http_reply_error(r, ACCEL_ENOTFOUND,
+                             "the web page is not built (run "
+                             "scripts/setup-web.sh)");
+            return;
+        }
+        rel = "/index.html";
+    }
+    free(r->reply);
+    r->reply = NULL;
+    r->reply_file = xstrdup(path);
+    r->reply_type = mime_of(rel);
+    r->status = 200;
+}
+
+#define A "/api"
+const struct http_route api_routes[] = {
+    {"GET", "/healthz", h_healthz, ROUTE_PUBLIC},
+    {"GET", "/metrics", h_metrics, 0},
+    {"GET", A "/compute-resources", h_resources, 0},
+    {"PUT", A "/compute-resources/nodes/{}/devices/{}/support-type", h_switch,
+     ROUTE_ADMIN | ROUTE_BODY},
+    {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
+    {"GET", A "/nodes", h_nodes, 0},
+    {"PUT", A "/nodes/{}", h_node_put, ROUTE_ADMIN | ROUTE_BODY},
+    {"GET", A "/apps", h_apps, 0},
+    {"POST", A "/apps", h_install, ROUTE_BODY},
+    {"GET", A "/apps/{}", h_app, 0},
+    {"DELETE", A "/apps/{}", h_uninstall, 0},
+    {"POST", A "/apps/{}/resume", h_resume, ROUTE_BODY},
+    {"POST", A "/apps/{}/suspend", h_suspend, 0},
+    {"GET", A "/apps/{}/compute-resources/availability", h_availability, 0},
+    {"POST", A "/apps/{}/compute-resources/validate", h_validate, ROUTE_BODY},
+    {"GET", A "/apps/{}/compute-resources/bindings", h_bindings, 0},
+    {"DELETE", A "/apps/{}/compute-resources/bindings", h_unbind, 0},
+    {"GET", A "/events", h_events, 0},
+    {"GET", A "/users", h_users, ROUTE_ADMIN},
+    {"POST", A "/users", h_user_add, ROUTE_ADMIN | ROUTE_BODY},
+    {"DELETE", A "/users/{}", h_user_del, ROUTE_ADMIN},
+    {"GET", A "/gpu/list", h_gpu_list, 0},
+    {"POST", A "/gpu/mode", h_gpu_mode, ROUTE_ADMIN | ROUTE_BODY},
+    {"POST", A "/gpu/update/app", h_gpu_update, ROUTE_BODY},
+    {"POST", A "/gpu/unassign/app", h_gpu_unassign, ROUTE_BODY},
+    {"PUT", A "/gpu/assignments/bulk", h_gpu_bulk, ROUTE_BODY},
+    {"GET", "/", h_static, ROUTE_PUBLIC | ROUTE_PREFIX},
+};
+const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -1,0 +1,611 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon.c: acceld's start-up and shutdown: options, data directory, admin
+ * token, store, the node/device model (inventory + local discovery), the
+ * stored modes and apps, the HTTP server and the supervisor.
+ */
+#include "common/accel_setup.h"
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/strmap.h"
+#include "common/util.h"
+#include "daemon/auth.h"
+#include "daemon/http.h"
+#include "daemon/inventory.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/nvml.h"
+#include "daemon/runtime.h"
+#include "daemon/state.h"
+#include "daemon/store.h"
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+/* ---- nodes and devices ---- */
+
+struct pending_dev {
+    struct adm_device dev;
+    struct dev_info info;
+};
+
+static void add_node(struct accel_daemon *d, const char *name, bool local,
+                     bool declared, uint64_t mem_total, uint64_t mem_used,
+                     uint64_t cpu_total, uint64_t cpu_used, uint64_t disk_total,
+                     uint64_t disk_used)
+{
+    size_t i = d->snap.nnodes++;
+    d->snap.nodes = xrealloc(d->snap.nodes, d->snap.nnodes * sizeof(struct adm_node));
+    d->ninfo = xrealloc(d->ninfo, d->snap.nnodes * sizeof(struct node_info));
+    d->snap.nodes[i] = (struct adm_node){.mem = {mem_total, mem_used},
+                                         .cpu = {cpu_total, cpu_used},
+                                         .disk = {disk_total, disk_used},
+                                         .enabled = true};
+    d->ninfo[i] = (struct node_info){.name = xstrdup(name),
+                                     .local = local,
+                                     .declared = declared,
+                                     .base_mem_used = mem_used,
+                                     .base_cpu_used = cpu_used,
+                                     .base_disk_used = disk_used};
+    d->snap.nodes[i].name = d->ninfo[i].name;
+    d->snap.nodes[i].first_dev = (uint32_t)d->snap.ndevs;
+    strmap_put(d->node_index, name, (uint32_t)i);
+}
+
+static void add_device(struct accel_daemon *d, const char *id,
+                       enum accel_type type, const char *model, uint64_t memory,
+                       enum accel_support st, bool healthy, int index,
+                       bool synthetic)
+{
+    size_t i = d->snap.ndevs++;
+    uint32_t node = (uint32_t)(d->snap.nnodes - 1);
+    d->snap.devs = xrealloc(d->snap.devs, d->snap.ndevs * sizeof(struct adm_device));
+    d->dinfo = xrealloc(d->dinfo, d->snap.ndevs * sizeof(struct dev_info));
+    d->dinfo[i] = (struct dev_info){.id = xstrdup(id),
+                                    .model = model ? xstrdup(model) : NULL,
+                                    .index = index,
+                                    .synthetic = synthetic};
+    d->snap.devs[i] = (struct adm_device){.id = d->dinfo[i].id,
+                                          .node = node,
+                                          .type = type,
+                                          .st = st,
+                                          .healthy = healthy,
+                                          .present = true,
+                                          .memory = memory};
+    d->snap.nodes[node].ndev++;
+    strmap_put(d->dev_index, id, (uint32_t)i);
+}
+
+static enum accel_support default_mode(enum accel_type t)
+{
+    enum accel_support m[3];
+    accel_type_modes(t, m);
+    return m[0];
+}
+
+static void add_cpu_fallback(struct accel_daemon *d, const char *node,
+                             uint64_t ram)
+{
+    char *id = xasprintf("%s-cpu-0", node);
+    add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
+               true, -1, true);
+    free(id);
+}
+
+static void add_inventory(struct accel_daemon *d, const struct inventory *inv)
+{
+    for (size_t i = 0; i < inv->nnodes; i++) {
+        const struct inv_node *n = &inv->nodes[i];
+        bool local = strcmp(n->name, d->cfg.node_name) == 0;
+        add_node(d, n->name, local, true, n->mem_total, n->mem_used,
+                 n->cpu_total, n->cpu_used, n->disk_total, n->disk_used);
+        for (size_t k = 0; k < n->ndevs; k++) {
+            const struct inv_device *x = &n->devs[k];
+            uint64_t mem = x->memory ? x->memory : n->mem_total / 4 * 3;
+            add_device(d, x->id, x->type, x->model, mem,
+                       x->has_support ? x->st : default_mode(x->type),
+                       x->healthy, x->index, !accel_type_has_vram(x->type));
+        }
+        if (n->ndevs == 0)
+            add_cpu_fallback(d, n->name, n->mem_total);
+    }
+}
+
+static void read_meminfo(uint64_t *total, uint64_t *used)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long t = 0, avail = 0, v;
+    *total = *used = 0;
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
+            t = v * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+            avail = v * 1024;
+    }
+    fclose(f);
+    *total = t;
+    *used = t > avail ? t - avail : 0;
+}
+
+static void read_load(uint64_t *total, uint64_t *used)
+{
+    double l = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    *total = (uint64_t)(n > 0 ? n : 1) * 1000;
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = 0;
+        fclose(f);
+    }
+    *used = (uint64_t)(l * 1000);
+    if (*used > *total)
+        *used = *total;
+}
+
+static void add_local(struct accel_daemon *d)
+{
+    uint64_t mt, mu, ct, cu, dt = 0, du = 0;
+    struct statvfs vfs;
+    struct nvml *nv = NULL;
+    char *cause = NULL;
+
+    read_meminfo(&mt, &mu);
+    read_load(&ct, &cu);
+    if (statvfs(d->cfg.data_dir, &vfs) == 0) {
+        dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+        du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    }
+    add_node(d, d->cfg.node_name, true, false, mt, mu, ct, cu, dt, du);
+    if (nvml_open(&nv, &cause) == ACCEL_OK) {
+        struct nvml_gpu *g = NULL;
+        size_t n = 0;
+        char drv[64] = "", cuda[32] = "";
+        nvml_driver_version(nv, drv, sizeof drv, NULL);
+        nvml_cuda_version(nv, cuda, sizeof cuda, NULL);
+        if (nvml_scan(nv, &g, &n, NULL) == ACCEL_OK) {
+            for (size_t i = 0; i < n; i++)
+                if (g[i].uuid[0])
+                    add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                               g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
+                               g[i].healthy == 1, (int)g[i].index, false);
+        }
+        free(d->nvml_status);
+        d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
+                                   drv, cuda, n);
+        free(g);
+        nvml_close(nv);
+    } else {
+        free(d->nvml_status);
+        d->nvml_status = cause ? cause : xstrdup("NVML is not available");
+        cause = NULL;
+    }
+    if (d->snap.nodes[d->snap.nnodes - 1].ndev == 0)
+        add_cpu_fallback(d, d->cfg.node_name, mt);
+    free(cause);
+}
+
+/* ---- loading the store ---- */
+
+static enum accel_err load_device(void *ctx, const struct store_device *row)
+{
+    struct accel_daemon *d = ctx;
+    int dev = state_dev_find(d, row->id);
+    enum accel_support st;
+    if (dev < 0 || !accel_support_parse(row->support, &st) ||
+        !accel_type_allows(d->snap.devs[dev].type, st))
+        return ACCEL_OK;
+    d->snap.devs[dev].st = st;
+    if (row->settings)
+        d->dinfo[dev].settings = json_loads(row->settings, 0, NULL);
+    return ACCEL_OK;
+}
+
+static enum accel_err load_node(void *ctx, const struct store_node *row)
+{
+    struct accel_daemon *d = ctx;
+    int n = state_node_find(d, row->name);
+    if (n >= 0)
+        d->snap.nodes[n].enabled = row->enabled;
+    return ACCEL_OK;
+}
+
+static enum accel_err load_user(void *ctx, const struct store_user *row)
+{
+    struct accel_daemon *d = ctx;
+    struct user_rec *u;
+    d->users = xrealloc(d->users, (d->nusers + 1) * sizeof(*d->users));
+    u = &d->users[d->nusers++];
+    u->name = xstrdup(row->name);
+    u->admin = strcmp(row->role, "admin") == 0;
+    util_strlcpy(u->hash, row->token_hash, sizeof u->hash);
+    u->created_ms = row->created_ms;
+    return ACCEL_OK;
+}
+
+static enum accel_err load_app(void *ctx, const struct store_app *row)
+{
+    struct accel_daemon *d = ctx;
+    json_t *man = json_loads(row->manifest, 0, NULL);
+    char *cause = NULL;
+    struct app *a = xcalloc(1, sizeof(*a));
+    enum accel_type t;
+
+    if (man == NULL || manifest_parse(man, &a->m, &cause) != ACCEL_OK) {
+        log_error("app %s: stored manifest unreadable (%s); skipped",
+                  row->name, cause ? cause : "bad JSON");
+        free(cause);
+        json_decref(man);
+        free(a);
+        return ACCEL_OK;
+    }
+    a->name = xstrdup(row->name);
+    a->owner = xstrdup(row->owner);
+    if (!app_state_parse(row->state, &a->state))
+        a->state = APP_STOPPED;
+    a->reason = row->reason ? xstrdup(row->reason) : NULL;
+    a->manifest_json = man;
+    a->sel = -1;
+    if (row->selected_type && accel_type_parse(row->selected_type, &t) &&
+        manifest_req(&a->m, t))
+        a->sel = (int)(manifest_req(&a->m, t) - a->m.req);
+    a->created_ms = row->created_ms;
+    a->updated_ms = row->updated_ms;
+    a->pid = row->pid;
+    a->pid_start = row->pid_start;
+    a->exit_status = row->exit_status;
+    state_app_add(d, a);
+    return ACCEL_OK;
+}
+
+static enum accel_err load_alloc(void *ctx, const struct store_alloc *row)
+{
+    struct accel_daemon *d = ctx;
+    struct app *a = state_app_find(d, row->app);
+    int dev = state_dev_find(d, row->device);
+    struct adm_row r;
+
+    if (a == NULL)
+        return ACCEL_OK;
+    if (dev < 0) {
+        log_warn("app %s is bound to device %s on %s, which no longer "
+                 "exists: the binding is reported, not kept in placement",
+                 row->app, row->device, row->node);
+        state_event(d, "reconciler.missing-device", row->app, row->node,
+                    row->device, NULL,
+                    "app %s is bound to device %s, which no longer exists",
+                    row->app, row->device);
+        return ACCEL_OK;
+    }
+    a->rows = xrealloc(a->rows, (a->nrows + 1) * sizeof(*a->rows));
+    r = (struct adm_row){.dev = (uint32_t)dev, .memory = row->memory};
+    a->rows[a->nrows++] = r;
+    {
+        static const struct adm_req none;
+        const struct adm_req *req = state_app_req(a);
+        adm_snapshot_apply(&d->snap, req ? req : &none, &r, 1);
+    }
+    return ACCEL_OK;
+}
+
+/* ---- users ---- */
+
+enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
+                               bool admin, const char *token)
+{
+    struct store_user row;
+    struct user_rec *u;
+    char hash[65];
+    enum accel_err rc;
+
+    auth_hash(token, hash);
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->nusers; i++) {
+        if (strcmp(d->users[i].name, name) == 0) {
+            pthread_mutex_unlock(&d->lock);
+            return ACCEL_EEXIST;
+        }
+    }
+    row = (struct store_user){name, admin ? "admin" : "member", hash,
+                              util_wall_ms()};
+    rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = store_user_put(d->store, &row);
+    if (rc == ACCEL_OK) {
+        state_event(d, "user.add", NULL, NULL, NULL, NULL, "user %s added (%s)",
+                    name, row.role);
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc == ACCEL_OK) {
+        d->users = xrealloc(d->users, (d->nusers + 1) * sizeof(*d->users));
+        u = &d->users[d->nusers++];
+        u->name = xstrdup(name);
+        u->admin = admin;
+        util_strlcpy(u->hash, hash, sizeof u->hash);
+        u->created_ms = row.created_ms;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+enum accel_err daemon_user_remove(struct accel_daemon *d, const char *name)
+{
+    enum accel_err rc = ACCEL_ENOTFOUND;
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->nusers; i++) {
+        if (strcmp(d->users[i].name, name) != 0)
+            continue;
+        if (strcmp(name, "admin") == 0) {
+            rc = ACCEL_EFORBIDDEN;
+            break;
+        }
+        rc = state_tx_begin(d);
+        if (rc == ACCEL_OK)
+            rc = store_user_delete(d->store, name);
+        if (rc == ACCEL_OK) {
+            state_event(d, "user.remove", NULL, NULL, NULL, NULL,
+                        "user %s removed", name);
+            rc = state_tx_commit(d);
+        } else {
+            state_tx_rollback(d);
+        }
+        if (rc == ACCEL_OK) {
+            free(d->users[i].name);
+            d->users[i] = d->users[--d->nusers];
+        }
+        break;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+/* First start: create the admin user and write its token 0600. */
+static int ensure_admin(struct accel_daemon *d)
+{
+    char token[65];
+    char *path;
+    int fd;
+    enum accel_err rc;
+
+    if (d->nusers > 0)
+        return 0;
+    if (auth_token_new(token) != ACCEL_OK)
+        return 1;
+    path = xasprintf("%s/admin.token", d->cfg.data_dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, token, 64) != 64 || write(fd, "\n", 1) != 1 ||
+        fsync(fd) != 0) {
+        fprintf(stderr, "acceld: cannot write %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        free(path);
+        return 1;
+    }
+    close(fd);
+    rc = daemon_user_add(d, "admin", true, token);
+    if (rc != ACCEL_OK)
+        fprintf(stderr, "acceld: cannot create the admin user: %s\n",
+                accel_strerror(rc));
+    else
+        log_info("admin token written to %s", path);
+    free(path);
+    return rc == ACCEL_OK ? 0 : 1;
+}
+
+/* ---- options ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: acceld [--data-dir DIR] [--listen HOST:PORT] "
+            "[--inventory FILE]\n"
+            "              [--node-name NAME] [--web-dir DIR] "
+            "[--placement binpack|spread]\n"
+            "              [--log-level debug|info|warn|error]\n"
+            "defaults: --data-dir ./accel-data --listen %s\n",
+            ACCEL_DEFAULT_LISTEN);
+}
+
+static int parse_options(struct accel_daemon *d, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"data-dir", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'},
+        {"inventory", required_argument, NULL, 'i'},
+        {"node-name", required_argument, NULL, 'n'},
+        {"web-dir", required_argument, NULL, 'w'},
+        {"log-level", required_argument, NULL, 'L'},
+        {"placement", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char host[256];
+    int c;
+
+    d->cfg.data_dir = xstrdup("./accel-data");
+    d->cfg.listen = xstrdup(ACCEL_DEFAULT_LISTEN);
+    d->cfg.web_dir = xstrdup(ACCEL_WEB_DIR);
+    d->cfg.log_level = LOG_INFO;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
+        case 'l': free(d->cfg.listen); d->cfg.listen = xstrdup(optarg); break;
+        case 'i': d->cfg.inventory = xstrdup(optarg); break;
+        case 'n': d->cfg.node_name = xstrdup(optarg); break;
+        case 'w': free(d->cfg.web_dir); d->cfg.web_dir = xstrdup(optarg); break;
+        case 'L':
+            d->cfg.log_level = log_level_parse(optarg);
+            if (d->cfg.log_level < 0) {
+                fprintf(stderr, "acceld: --log-level must be debug, info, "
+                                "warn or error\n");
+                return 2;
+            }
+            break;
+        case 'p':
+            if (strcmp(optarg, "binpack") == 0)
+                d->cfg.policy = ADM_POLICY_BINPACK;
+            else if (strcmp(optarg, "spread") == 0)
+                d->cfg.policy = ADM_POLICY_SPREAD;
+            else {
+                fprintf(stderr, "acceld: --placement must be binpack or "
+                                "spread\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (d->cfg.node_name == NULL) {
+        if (gethostname(host, sizeof host) != 0)
+            util_strlcpy(host, "localhost", sizeof host);
+        host[sizeof host - 1] = '\0';
+        for (char *p = host; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p - 'A' + 'a');
+            else if (*p == '.')
+                *p = '\0';
+        d->cfg.node_name = xstrdup(accel_name_valid(host) ? host : "local");
+    }
+    if (!accel_name_valid(d->cfg.node_name)) {
+        fprintf(stderr, "acceld: --node-name must be 1-63 characters of a-z, "
+                        "0-9 and '-'\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int open_state(struct accel_daemon *d)
+{
+    char *path, *cause = NULL;
+    enum accel_err rc;
+    struct inventory inv = {0};
+    struct store_loader l = {.ctx = d,
+                             .app = load_app,
+                             .alloc = load_alloc,
+                             .device = load_device,
+                             .node = load_node,
+                             .user = load_user};
+
+    if (mkdir(d->cfg.data_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "acceld: cannot create %s: %s\n", d->cfg.data_dir,
+                strerror(errno));
+        return 1;
+    }
+    if (d->cfg.inventory &&
+        inventory_load(d->cfg.inventory, &inv, &cause) != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
+        return 1;
+    }
+    path = xasprintf("%s/accel.db", d->cfg.data_dir);
+    rc = store_open(path, &d->store, &cause);
+    free(path);
+    if (rc != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause ? cause : accel_strerror(rc));
+        free(cause);
+        inventory_release(&inv);
+        return 1;
+    }
+    add_inventory(d, &inv);
+    if (state_node_find(d, d->cfg.node_name) < 0)
+        add_local(d);
+    else if (d->nvml_status == NULL)
+        d->nvml_status = xstrdup("the local node is declared by the inventory");
+    inventory_release(&inv);
+    rc = store_load(d->store, &l);
+    if (rc != ACCEL_OK) {
+        fprintf(stderr, "acceld: cannot load the state: %s\n",
+                accel_strerror(rc));
+        return 1;
+    }
+    return ensure_admin(d);
+}
+
+static void find_shim(struct accel_daemon *d)
+{
+    char *p = getenv("ACCEL_SHIM") ? xstrdup(getenv("ACCEL_SHIM"))
+                                   : xstrdup(ACCEL_SHIM_PATH);
+    if (access(p, R_OK) == 0)
+        d->shim_path = p;
+    else
+        free(p);
+}
+
+int daemon_main(int argc, char **argv)
+{
+    static struct accel_daemon daemon; /* the one context */
+    struct accel_daemon *d = &daemon;
+    char *cause = NULL;
+    int port, rc;
+    struct sigaction sa;
+
+    pthread_mutex_init(&d->lock, NULL);
+    d->node_index = strmap_new();
+    d->dev_index = strmap_new();
+    d->app_index = strmap_new();
+    d->snap.node_index = d->node_index;
+    d->snap.dev_index = d->dev_index;
+    d->metrics = metrics_new();
+    rc = parse_options(d, argc, argv);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    log_set_level((enum log_level)d->cfg.log_level);
+    find_shim(d);
+    if (open_state(d) != 0)
+        return 1;
+    if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
+        return 1;
+    }
+    runtime_supervisor_start(d);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    log_info("acceld listening on http://127.0.0.1:%d (node %s, %zu nodes, "
+             "%zu devices, %zu apps; %s)", port, d->cfg.node_name,
+             d->snap.nnodes, d->snap.ndevs, d->napps, d->nvml_status);
+    {
+        char *addr = xasprintf("%s/acceld.port", d->cfg.data_dir);
+        FILE *f = fopen(addr, "w");
+        if (f) {
+            fprintf(f, "%d\n", port);
+            fclose(f);
+        }
+        free(addr);
+    }
+    while (!got_signal)
+        pause();
+    log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
+    runtime_supervisor_stop(d);
+    http_stop(d);
+    store_close(d->store);
+    return 0;
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon.h: the one owned context of acceld (STYLE 13) and its in-memory
+ * state: nodes and devices (kept as the admission snapshot plus parallel
+ * descriptive arrays), apps with their allocations, users. Everything is
+ * guarded by d->lock; every change is written through to the store inside
+ * the same critical section before the answer is sent (SPEC 9).
+ */
+#ifndef ACCEL_DAEMON_DAEMON_H
+#define ACCEL_DAEMON_DAEMON_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "accel/accel.h"
+#include "daemon/admission.h"
+#include "daemon/manifest.h"
+
+struct store;
+struct strmap;
+struct http_server;
+struct metrics;
+
+/* App states of SPEC 1 (+ releasing of SPEC 8.3). */
+#define APP_STATE_MAP(XX)                                                      \
+    XX(INSTALLED, "installed")                                                 \
+    XX(RESUMING, "resuming")                                                   \
+    XX(RUNNING, "running")                                                     \
+    XX(STOPPING, "stopping")                                                   \
+    XX(STOPPED, "stopped")                                                     \
+    XX(FAILED, "failed")                                                       \
+    XX(UNINSTALLING, "uninstalling")                                           \
+    XX(RELEASING, "releasing")
+
+enum app_state {
+#define APP_STATE_ENUM_(n, s) APP_##n,
+    APP_STATE_MAP(APP_STATE_ENUM_)
+#undef APP_STATE_ENUM_
+    APP_STATE_COUNT
+};
+const char *app_state_name(enum app_state s);
+bool app_state_parse(const char *s, enum app_state *out);
+
+struct node_info {
+    char *name;          /* node name */
+    bool local;          /* this machine: runs apps for real */
+    bool declared;       /* from the inventory file */
+    uint64_t base_mem_used, base_cpu_used, base_disk_used; /* without apps */
+};
+
+struct dev_info {
+    char *id;            /* device id */
+    char *model;         /* card model */
+    int index;           /* NVML index, -1 if none */
+    bool synthetic;      /* cpu fallback / unified-memory device */
+    uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
+    uint32_t util;       /* utilization %, NVML */
+    json_t *settings;    /* per-device settings object (time slice, ...) */
+};
+
+struct app {
+    char *name;                  /* app name */
+    char *owner;                 /* owner user or "shared" */
+    enum app_state state;        /* lifecycle state */
+    char *reason;                /* why (failed, insufficient-resources) */
+    json_t *manifest_json;       /* the manifest as installed */
+    struct manifest m;           /* parsed */
+    int sel;                     /* index into m.req of the selected type, -1 */
+    struct adm_row *rows;        /* allocations (device index + memory) */
+    size_t nrows;
+    int64_t created_ms, updated_ms;
+    int64_t pid;                 /* process group leader, 0 if none */
+    uint64_t pid_start;          /* its start time (identity) */
+    int64_t exit_status;         /* last exit status, -1 if none */
+    uint64_t usage;              /* live memory use from ledgers, bytes */
+};
+
+struct accel_config {
+    char *data_dir;      /* --data-dir */
+    char *listen;        /* --listen HOST:PORT */
+    char *inventory;     /* --inventory FILE or NULL */
+    char *node_name;     /* --node-name or host name */
+    char *web_dir;       /* --web-dir */
+    int log_level;       /* --log-level */
+    enum adm_policy policy; /* --placement binpack|spread */
+};
+
+struct user_rec {
+    char *name;          /* user name */
+    bool admin;          /* role admin */
+    char hash[65];       /* hex SHA-256 of the token */
+    int64_t created_ms;
+};
+
+struct accel_daemon {
+    struct accel_config cfg;
+    pthread_mutex_t lock;        /* guards everything below */
+    struct store *store;
+    /* nodes and devices: the admission snapshot + parallel info arrays */
+    struct adm_snapshot snap;
+    struct node_info *ninfo;     /* [snap.nnodes] */
+    struct dev_info *dinfo;      /* [snap.ndevs] */
+    struct strmap *node_index;   /* name → node index */
+    struct strmap *dev_index;    /* id → device index */
+    /* apps */
+    struct app **apps;
+    size_t napps, capps;
+    struct strmap *app_index;    /* name → index in apps */
+    struct user_rec *users;      /* all users, admin first */
+    size_t nusers;
+    struct http_server *http;
+    struct metrics *metrics;     /* counters (own lock) */
+    char *nvml_status;           /* why there is or is no NVML */
+    char *shim_path;             /* libaccelshim.so to preload, or NULL */
+    uint64_t state_version;      /* bumped on every change */
+    pthread_t supervisor;        /* runtime supervisor thread */
+    bool supervisor_running;
+    volatile int stopping;       /* set at shutdown */
+};
+
+/* Users (SPEC 3) are stored, not cached: looked up by token hash. */
+struct auth_user {
+    char name[ACCEL_NAME_MAX + 1];
+    bool admin;
+};
+
+/*
+ * Add a user with this token (only its hash is kept). ACCEL_EEXIST when the
+ * name is taken. Takes d->lock.
+ */
+enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
+                               bool admin, const char *token);
+/* ACCEL_ENOTFOUND, ACCEL_EFORBIDDEN for the built-in admin. Takes d->lock. */
+enum accel_err daemon_user_remove(struct accel_daemon *d, const char *name);
+
+/* Parse options, open the store, build the state, listen. Returns 0 or an
+ * exit code, with the reason printed. */
+int daemon_main(int argc, char **argv);
+
+#endif /* ACCEL_DAEMON_DAEMON_H */

@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.c: libmicrohttpd glue. One request context per connection collects
+ * the body (capped), then dispatch() runs the generic checks of the route
+ * table and the handler, and the reply is queued.
+ */
+#include "common/accel_setup.h"
+#include "daemon/http.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/auth.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+struct http_server {
+    struct MHD_Daemon *mhd;
+};
+
+static int split_segments(char *p, char **seg, int max)
+{
+    int n = 0;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (*p == '\0')
+            break;
+        if (n == max)
+            return -1;
+        seg[n++] = p;
+        while (*p && *p != '/')
+            p++;
+        if (*p)
+            *p++ = '\0';
+    }
+    return n;
+}
+
+static bool match_pattern(const char *pattern, const char *path,
+                          const char **params, bool prefix)
+{
+    char pat[256], buf[1024];
+    char *ps[32], *xs[32];
+    int np, nx, k = 0;
+
+    if (strlen(pattern) >= sizeof pat || strlen(path) >= sizeof buf)
+        return false;
+    memcpy(pat, pattern, strlen(pattern) + 1);
+    memcpy(buf, path, strlen(path) + 1);
+    np = split_segments(pat, ps, 32);
+    nx = split_segments(buf, xs, 32);
+    if (np < 0 || nx < 0 || (prefix ? nx < np : nx != np))
+        return false;
+    for (int i = 0; i < np; i++) {
+        if (strcmp(ps[i], "{}") == 0) {
+            if (k < HTTP_MAX_PARAMS && params)
+                params[k] = (const char *)(uintptr_t)(xs[i] - buf);
+            k++;
+            continue;
+        }
+        if (strcmp(ps[i], xs[i]) != 0)
+            return false;
+    }
+    return true;
+}
+
+int http_route_match(const struct http_route *routes, size_t n,
+                     const char *method, const char *path,
+                     const char **params, bool *method_mismatch)
+{
+    *method_mismatch = false;
+    for (size_t i = 0; i < n; i++) {
+        bool prefix = (routes[i].flags & ROUTE_PREFIX) != 0;
+        if (!match_pattern(routes[i].pattern, path, params, prefix))
+            continue;
+        if (strcmp(routes[i].method, method) == 0)
+            return (int)i;
+        *method_mismatch = true;
+    }
+    return -1;
+}
+
+static void set_reply(struct http_req *r, int status, json_t *body)
+{
+    free(r->reply);
+    r->status = status;
+    r->reply = json_dumps(body, JSON_COMPACT);
+    r->reply_type = "application/json";
+    json_decref(body);
+}
+
+void http_reply_data(struct http_req *r, int status, json_t *data)
+{
+    set_reply(r, status,
+              json_pack("{s:i, s:o}", "code", status, "data",
+                        data ? data : json_null()));
+}
+
+void http_reply_raw(struct http_req *r, int status, json_t *body)
+{
+    set_reply(r, status, body);
+}
+
+void http_reply_error_code(struct http_req *r, int status, const char *code,
+                           const char *msg)
+{
+    set_reply(r, status,
+              json_pack("{s:i, s:s, s:s}", "code", status, "error", code,
+                        "message", msg));
+}
+
+void http_reply_error(struct http_req *r, enum accel_err err, const char *fmt,
+                      ...)
+{
+    va_list ap;
+    char *msg;
+    va_start(ap, fmt);
+    msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    http_reply_error_code(r, accel_err_http_status(err), accel_err_name(err),
+                          msg);
+    free(msg);
+}
+
+void http_reply_check(struct http_req *r, const char *type, json_t *data)
+{
+    json_object_set_new(data, "type", json_string(type));
+    set_reply(r, 422, json_pack("{s:i, s:o}", "code", 422, "data", data));
+}
+
+json_t *http_body_json(struct http_req *r)
+{
+    json_error_t e;
+    json_t *v;
+
+    if (r->body == NULL || r->body_len == 0)
+        return json_object();
+    v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &e);
+    if (v == NULL) {
+        http_reply_error(r, ACCEL_EPARSE,
+                         "request body is not valid JSON: line %d column %d: "
+                         "%s",
+                         e.line, e.column, e.text);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        http_reply_error(r, ACCEL_EINVAL, "request body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+const char *http_query(struct http_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *http_header(struct http_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+static bool content_type_ok(struct http_req *r)
+{
+    const char *ct = http_header(r, "Content-Type");
+    if (r->body_len == 0 || ct == NULL)
+        return true;
+    return strncmp(ct, "application/json", 16) == 0 ||
+           strncmp(ct, "application/yaml", 16) == 0 ||
+           strncmp(ct, "text/yaml", 9) == 0 ||
+           strncmp(ct, "application/x-yaml", 18) == 0;
+}
+
+static void dispatch(struct http_req *r)
+{
+    bool mismatch;
+    const char *offs[HTTP_MAX_PARAMS] = {0};
+    int i = http_route_match(api_routes, api_nroutes, r->method, r->path, offs,
+                             &mismatch);
+    const struct http_route *rt;
+
+    if (i < 0) {
+        if (mismatch)
+            http_reply_error(r, ACCEL_EMETHOD, "%s is not allowed on %s",
+                             r->method, r->path);
+        else
+            http_reply_error(r, ACCEL_ENOTFOUND, "no route for %s %s",
+                             r->method, r->path);
+        return;
+    }
+    rt = &api_routes[i];
+    r->route = rt->pattern;
+    /* params point into a private copy of the path, split the same way
+     * match_pattern split its buffer, so the offsets line up */
+    r->pathbuf = xstrdup(r->path);
+    {
+        char *seg[32];
+        split_segments(r->pathbuf, seg, 32);
+        for (int k = 0; k < HTTP_MAX_PARAMS; k++)
+            if (offs[k] != NULL)
+                r->params[k] = r->pathbuf + (uintptr_t)offs[k];
+    }
+    if (r->too_big) {
+        http_reply_error(r, ACCEL_ETOOBIG,
+                         "request body exceeds %d bytes", ACCEL_MAX_BODY);
+        return;
+    }
+    if (!(rt->flags & ROUTE_PUBLIC)) {
+        if (!auth_check(r))
+            return;
+        if ((rt->flags & ROUTE_ADMIN) && !r->user.admin) {
+            http_reply_error(r, ACCEL_EFORBIDDEN,
+                             "only an admin may %s %s", r->method, r->path);
+            return;
+        }
+    }
+    if (!content_type_ok(r)) {
+        http_reply_error(r, ACCEL_EMEDIA,
+                         "Content-Type must be application/json or "
+                         "application/yaml");
+        return;
+    }
+    rt->handler(r);
+}
+
+static void req_free(struct http_req *r)
+{
+    if (r == NULL)
+        return;
+    free(r->body);
+    free(r->reply);
+    free(r->pathbuf);
+    free(r->reply_file);
+    free((char *)r->path);
+    free(r);
+}
+
+static enum MHD_Result queue_file(struct MHD_Connection *c, struct http_req *r)
+{
+    struct MHD_Response *resp;
+    struct stat st;
+    enum MHD_Result ret;
+    int fd = open(r->reply_file, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        http_reply_error(r, ACCEL_ENOTFOUND, "no such file");
+        free(r->reply_file);
+        r->reply_file = NULL;
+        return MHD_NO;
+    }
+    resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    MHD_add_response_header(resp, "Content-Type", r->reply_type);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    const char *body;
+
+    if (r->reply_file && queue_file(c, r) == MHD_YES)
+        return MHD_YES;
+    if (r->reply == NULL)
+        http_reply_error(r, ACCEL_ESYS, "handler gave no answer");
+    body = r->reply;
+    resp = MHD_create_response_from_buffer(strlen(body), (void *)body,
+                                           MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(resp, "Content-Type", r->reply_type);
+    ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct http_req *r = *con_cls;
+    uint64_t t0;
+    enum MHD_Result ret;
+    (void)version;
+
+    if (r == NULL) {
+        r = xcalloc(1, sizeof(*r));
+        r->d = cls;
+        r->conn = c;
+        r->method = method;
+        r->path = xstrdup(url);
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (!r->too_big && r->body_len + *upload_size <= ACCEL_MAX_BODY) {
+            r->body = xrealloc(r->body, r->body_len + *upload_size + 1);
+            memcpy(r->body + r->body_len, upload, *upload_size);
+            r->body_len += *upload_size;
+            r->body[r->body_len] = '\0';
+        } else {
+            r->too_big = true;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    t0 = util_now_ns();
+    dispatch(r);
+    ret = queue_reply(c, r);
+    metrics_http_observe(r->d, r->method, r->route ? r->route : "other", r->status,
+                         util_now_ns() - t0);
+    return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    req_free(*con_cls);
+    *con_cls = NULL;
+}
+
+static enum accel_err parse_listen(const char *listen, struct sockaddr_in *sa,
+                                   char **cause)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    char *end;
+    long port;
+
+    if (colon == NULL || (size_t)(colon - listen) >= sizeof host) {
+        *cause = xasprintf("--listen must be HOST:PORT (got \"%s\")", listen);
+        return ACCEL_EINVAL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || colon[1] == '\0') {
+        *cause = xasprintf("--listen port must be 0-65535 (got \"%s\")",
+                           colon + 1);
+        return ACCEL_EINVAL;
+    }
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    if (strcmp(host, "localhost") == 0)
+        util_strlcpy(host, "127.0.0.1", sizeof host);
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        *cause = xasprintf("--listen host must be an IPv4 address (got "
+                           "\"%s\")",
+                           host);
+        return ACCEL_EINVAL;
+    }
+    return ACCEL_OK;
+}
+
+enum accel_err http_start(struct accel_daemon *d, const char *listen,
+                          int *out_port, char **cause)
+{
+    struct sockaddr_in sa;
+    const union MHD_DaemonInfo *info;
+    struct http_server *s;
+
+    if (parse_listen(listen, &sa, cause) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    s = xcalloc(1, sizeof(*s));
+    s->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, d, MHD_OPTION_SOCK_ADDR, &sa,
+        MHD_OPTION_THREAD_POOL_SIZE, 4u, MHD_OPTION_NOTIFY_COMPLETED, on_done,
+        d, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
+        512u, MHD_OPTION_END);
+    if (s->mhd == NULL) {
+        free(s);
+        *cause = xasprintf("cannot listen on %s (address in use or not "
+                           "available)",
+                           listen);
+        return ACCEL_ESYS;
+    }
+    info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    *out_port = info ? info->port : ntohs(sa.sin_port);
+    d->http = s;
+    return ACCEL_OK;
+}
+
+void http_stop(struct accel_daemon *d)
+{
+    if (d->http == NULL)
+        return;
+    MHD_stop_daemon(d->http->mhd);
+    free(d->http);
+    d->http = NULL;
+}

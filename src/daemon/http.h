@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.h: acceld's HTTP server on libmicrohttpd: bodies capped at 1 MiB
+ * (413 above), the route table with its generic checks (method, auth,
+ * admin, content type), and the reply helpers handlers use. Handlers are
+ * thin: parse, call one domain function, serialize (STYLE 15).
+ */
+#ifndef ACCEL_DAEMON_HTTP_H
+#define ACCEL_DAEMON_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "accel/accel.h"
+#include "daemon/daemon.h"
+
+#define HTTP_MAX_PARAMS 4
+
+struct http_req {
+    struct accel_daemon *d;
+    void *conn;                       /* struct MHD_Connection */
+    const char *method;
+    const char *path;
+    const char *route;                /* matched pattern, for metrics */
+    const char *params[HTTP_MAX_PARAMS]; /* {} segments of the route */
+    char *pathbuf;                    /* backing store of params */
+    char *body;                       /* NUL-terminated, may be NULL */
+    size_t body_len;
+    bool too_big;                     /* body went over the cap */
+    struct auth_user user;            /* set when authenticated */
+    bool authed;
+    /* the reply */
+    int status;
+    char *reply;                      /* allocated body */
+    const char *reply_type;           /* content type */
+    char *reply_file;                 /* or a static file to send (owned) */
+};
+
+#define ROUTE_PUBLIC (1u << 0) /* no token needed */
+#define ROUTE_ADMIN (1u << 1)  /* admins only */
+#define ROUTE_BODY (1u << 2)   /* expects a JSON body */
+#define ROUTE_PREFIX (1u << 3) /* pattern matches a path prefix */
+
+struct http_route {
+    const char *method;   /* "GET", "POST", ... */
+    const char *pattern;  /* "/api/apps/{}/resume" */
+    void (*handler)(struct http_req *r);
+    unsigned flags;       /* ROUTE_* */
+};
+
+/* The table lives in api.c. */
+extern const struct http_route api_routes[];
+extern const size_t api_nroutes;
+
+/*
+ * Start listening on "HOST:PORT" (PORT 0 = any free port). *out_port gets
+ * the bound port. Returns ACCEL_OK or ACCEL_ESYS with *cause.
+ */
+enum accel_err http_start(struct accel_daemon *d, const char *listen,
+                          int *out_port, char **cause);
+void http_stop(struct accel_daemon *d);
+
+/* Replies. Each takes ownership of the json it is given. */
+void http_reply_data(struct http_req *r, int status, json_t *data);
+void http_reply_raw(struct http_req *r, int status, json_t *body);
+void http_reply_error(struct http_req *r, enum accel_err err,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same with an explicit status and machine code. */
+void http_reply_error_code(struct http_req *r, int status, const char *code,
+                           const char *msg);
+/* 422 {"code":422,"data":{"type":type, ...data}}. */
+void http_reply_check(struct http_req *r, const char *type, json_t *data);
+
+/* Parse the body as a JSON object (empty body → empty object). On failure
+ * replies 400 and returns NULL. */
+json_t *http_body_json(struct http_req *r);
+/* A query argument, or NULL. */
+const char *http_query(struct http_req *r, const char *key);
+/* A request header, or NULL. */
+const char *http_header(struct http_req *r, const char *key);
+
+/* Route matching (exposed for tests): returns the index or -1; sets
+ * *method_mismatch when the path matched with another method. */
+int http_route_match(const struct http_route *routes, size_t n,
+                     const char *method, const char *path,
+                     const char **params, bool *method_mismatch);
+
+#endif /* ACCEL_DAEMON_HTTP_H */

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manifest.h: the app manifest of SPEC 1.1 (JSON, or YAML with the same
+ * fields) turned into requirements and a run spec, with messages that name
+ * the field and the rule. Pure: no I/O.
+ */
+#ifndef ACCEL_DAEMON_MANIFEST_H
+#define ACCEL_DAEMON_MANIFEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "accel/accel.h"
+#include "daemon/admission.h"
+
+#define MANIFEST_MAX_ENTRIES ACCEL_TYPE_COUNT
+
+struct manifest_run {
+    char **argv;          /* NULL-terminated command, NULL when external */
+    char **env;           /* NULL-terminated "KEY=VALUE" list */
+    char *workdir;        /* or NULL */
+    int stop_timeout_s;   /* stopTimeoutSeconds, default 10 */
+};
+
+struct manifest {
+    char *name;                   /* metadata.name */
+    char *title;                  /* metadata.title or the name */
+    bool shared;                  /* v3 + options.shared: owner "shared" */
+    size_t nreq;                  /* entries of spec.accelerator */
+    struct adm_req req[MANIFEST_MAX_ENTRIES];
+    struct manifest_run run;      /* argv NULL = external app */
+};
+
+/*
+ * Parse and validate a manifest object. On success fills *m (release with
+ * manifest_release) and returns ACCEL_OK; otherwise returns ACCEL_EINVAL and
+ * *cause gets an allocated sentence such as
+ * "spec.accelerator[0].limitedGPUMemory (4Gi) must be >= requiredGPUMemory (8Gi)".
+ */
+enum accel_err manifest_parse(const json_t *root, struct manifest *m,
+                              char **cause);
+void manifest_release(struct manifest *m);
+
+/* The requirement for a type, or NULL when the manifest has none. */
+const struct adm_req *manifest_req(const struct manifest *m,
+                                   enum accel_type t);
+
+/* A requirement as the API shows it (SPEC 5, Requirement). New reference. */
+json_t *manifest_req_json(const struct adm_req *r);
+
+#endif /* ACCEL_DAEMON_MANIFEST_H */

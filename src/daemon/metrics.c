@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.c: request counters and latency histograms per route, refusals
+ * by code, store commit latency, and the Prometheus exposition of them plus
+ * the per-device and per-app gauges read from the state.
+ */
+#include "common/accel_setup.h"
+#include "daemon/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "daemon/daemon.h"
+#include "daemon/state.h"
+
+#define MAX_SERIES 128
+#define NBUCKETS 10
+
+static const double bucket_s[NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                          0.025,  0.05,  0.1,    0.5,   1.0};
+
+struct hist {
+    uint64_t buckets[NBUCKETS]; /* cumulative at render time */
+    uint64_t count;             /* observations */
+    double sum;                 /* seconds */
+};
+
+struct http_series {
+    char method[8];      /* GET ... */
+    const char *route;   /* static pattern */
+    int status;          /* HTTP status */
+    uint64_t count;      /* requests */
+};
+
+struct route_hist {
+    const char *route;   /* static pattern */
+    struct hist h;       /* latency */
+};
+
+struct metrics {
+    pthread_mutex_t lock;                 /* guards all below */
+    struct http_series http[MAX_SERIES];  /* requests by route and status */
+    size_t nhttp;
+    struct route_hist lat[MAX_SERIES];    /* latency by route */
+    size_t nlat;
+    char *refusal_code[MAX_SERIES];       /* admission refusals by code */
+    uint64_t refusal_count[MAX_SERIES];
+    size_t nrefusal;
+    struct hist commit;                   /* store commit latency */
+};
+
+struct metrics *metrics_new(void)
+{
+    struct metrics *m = xcalloc(1, sizeof(*m));
+    pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void metrics_free(struct metrics *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->nrefusal; i++)
+        free(m->refusal_code[i]);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+static void hist_observe(struct hist *h, double s)
+{
+    for (int i = 0; i < NBUCKETS; i++)
+        if (s <= bucket_s[i]) {
+            h->buckets[i]++;
+            break;
+        }
+    h->count++;
+    h->sum += s;
+}
+
+void metrics_http_observe(struct accel_daemon *d, const char *method,
+                          const char *route, int status, uint64_t ns)
+{
+    struct metrics *m = d->metrics;
+    size_t i;
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->nhttp; i++)
+        if (m->http[i].route == route && m->http[i].status == status &&
+            strcmp(m->http[i].method, method) == 0)
+            break;
+    if (i == m->nhttp && m->nhttp < MAX_SERIES) {
+        util_strlcpy(m->http[i].method, method, sizeof m->http[i].method);
+        m->http[i].route = route;
+        m->http[i].status = status;
+        m->nhttp++;
+    }
+    if (i < m->nhttp)
+        m->http[i].count++;
+    for (i = 0; i < m->nlat; i++)
+        if (m->lat[i].route == route)
+            break;
+    if (i == m->nlat && m->nlat < MAX_SERIES)
+        m->lat[m->nlat++].route = route;
+    if (i < m->nlat)
+        hist_observe(&m->lat[i].h, (double)ns / 1e9);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_refusal(struct accel_daemon *d, const char *code)
+{
+    struct metrics *m = d->metrics;
+    size_t i;
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->nrefusal; i++)
+        if (strcmp(m->refusal_code[i], code) == 0)
+            break;
+    if (i == m->nrefusal && m->nrefusal < MAX_SERIES)
+        m->refusal_code[m->nrefusal++] = xstrdup(code);
+    if (i < m->nrefusal)
+        m->refusal_count[i]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_commit(struct accel_daemon *d, uint64_t ns)
+{
+    if (d->metrics == NULL)
+        return;
+    pthread_mutex_lock(&d->metrics->lock);
+    hist_observe(&d->metrics->commit, (double)ns / 1e9);
+    pthread_mutex_unlock(&d->metrics->lock);
+}
+
+/* A growing text buffer with a hard cap (STYLE 12). */
+struct out {
+    char *buf;
+    size_t len, cap;
+};
+
+static void outf(struct out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void outf(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        if (o->cap >= (64u << 20))
+            return; /* cap reached: drop the line */
+        o->cap *= 2;
+        o->buf = xrealloc(o->buf, o->cap);
+    }
+}
+
+static void hist_render(struct out *o, const char *name, const char *labels,
+                        const struct hist *h)
+{
+    uint64_t cum = 0;
+    const char *sep = labels[0] ? "," : "";
+    for (int i = 0; i < NBUCKETS; i++) {
+        cum += h->buckets[i];
+        outf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+             bucket_s[i], (unsigned long long)cum);
+    }
+    outf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+         (unsigned long long)h->count);
+    outf(o, "%s_sum{%s} %.9f\n", name, labels, h->sum);
+    outf(o, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->count);
+}
+
+static void render_devices(struct out *o, struct accel_daemon *d)
+{
+    static const char *const g[][2] = {
+        {"accel_device_memory_total_bytes", "Dedicated memory of the device."},
+        {"accel_device_memory_allocated_bytes",
+         "Memory assigned to apps (Memory slicing quotas)."},
+        {"accel_device_memory_free_bytes", "Free memory by the device's mode."},
+        {"accel_device_memory_used_bytes", "Memory in use (NVML or ledgers)."},
+        {"accel_device_utilization_ratio", "GPU utilization (NVML), 0-1."},
+        {"accel_device_healthy", "1 when the device is healthy."},
+        {"accel_device_bound_apps", "Allocation rows on the device."},
+    };
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
+        outf(o, "# HELP %s %s\n# TYPE %s gauge\n", g[k][0], g[k][1], g[k][0]);
+        for (size_t i = 0; i < d->snap.ndevs; i++) {
+            const struct adm_device *x = &d->snap.devs[i];
+            double v[] = {(double)x->memory,
+                          (double)x->allocated,
+                          (double)adm_device_free(x),
+                          (double)d->dinfo[i].used_mem,
+                          d->dinfo[i].util / 100.0,
+                          x->healthy && x->present ? 1 : 0,
+                          x->nbound};
+            outf(o, "%s{node=\"%s\",device=\"%s\",type=\"%s\",mode=\"%s\"} %.17g\n",
+                 g[k][0], d->snap.nodes[x->node].name, x->id,
+                 accel_type_name(x->type), accel_support_name(x->st), v[k]);
+        }
+    }
+}
+
+static void render_apps(struct out *o, struct accel_daemon *d)
+{
+    outf(o, "# HELP accel_app_quota_bytes Memory quota per app and device.\n"
+            "# TYPE accel_app_quota_bytes gauge\n");
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        for (size_t k = 0; k < a->nrows; k++)
+            outf(o, "accel_app_quota_bytes{app=\"%s\",owner=\"%s\",device=\"%s\"} %llu\n",
+                 a->name, a->owner, d->snap.devs[a->rows[k].dev].id,
+                 (unsigned long long)a->rows[k].memory);
+    }
+    outf(o, "# HELP accel_app_memory_used_bytes Live memory use of the app "
+            "(shim ledgers).\n# TYPE accel_app_memory_used_bytes gauge\n");
+    for (size_t i = 0; i < d->napps; i++)
+        outf(o, "accel_app_memory_used_bytes{app=\"%s\",owner=\"%s\"} %llu\n",
+             d->apps[i]->name, d->apps[i]->owner,
+             (unsigned long long)d->apps[i]->usage);
+    outf(o, "# HELP accel_app_state 1 for the app's current state.\n"
+            "# TYPE accel_app_state gauge\n");
+    for (size_t i = 0; i < d->napps; i++)
+        outf(o, "accel_app_state{app=\"%s\",state=\"%s\"} 1\n",
+             d->apps[i]->name, app_state_name(d->apps[i]->state));
+}
+
+static void render_counters(struct out *o, struct metrics *m)
+{
+    outf(o, "# HELP accel_http_requests_total HTTP requests by route and "
+            "status.\n# TYPE accel_http_requests_total counter\n");
+    for (size_t i = 0; i < m->nhttp; i++)
+        outf(o, "accel_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+             m->http[i].method, m->http[i].route, m->http[i].status,
+             (unsigned long long)m->http[i].count);
+    outf(o, "# HELP accel_http_request_duration_seconds Request latency.\n"
+            "# TYPE accel_http_request_duration_seconds histogram\n");
+    for (size_t i = 0; i < m->nlat; i++) {
+        char labels[300];
+        snprintf(labels, sizeof labels, "route=\"%s\"", m->lat[i].route);
+        hist_render(o, "accel_http_request_duration_seconds", labels,
+                    &m->lat[i].h);
+    }
+    outf(o, "# HELP accel_admission_refusals_total Admission refusals by "
+            "reason.\n# TYPE accel_admission_refusals_total counter\n");
+    for (size_t i = 0; i < m->nrefusal; i++)
+        outf(o, "accel_admission_refusals_total{reason=\"%s\"} %llu\n",
+             m->refusal_code[i], (unsigned long long)m->refusal_count[i]);
+    outf(o, "# HELP accel_store_commit_duration_seconds Store commit "
+            "latency.\n# TYPE accel_store_commit_duration_seconds histogram\n");
+    hist_render(o, "accel_store_commit_duration_seconds", "", &m->commit);
+}
+
+char *metrics_render(struct accel_daemon *d)
+{
+    struct out o = {xmalloc(65536), 0, 65536};
+    o.buf[0] = '\0';
+    pthread_mutex_lock(&d->lock);
+    render_devices(&o, d);
+    render_apps(&o, d);
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&d->metrics->lock);
+    render_counters(&o, d->metrics);
+    pthread_mutex_unlock(&d->metrics->lock);
+    return o.buf;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.h: the lifecycle operations of SPEC 2.7 (install, resume, stop,
+ * remove from GPU, switch mode, uninstall, the legacy bind/unassign/bulk
+ * moves, node enable) as domain functions. Each takes d->lock itself, runs
+ * the pure rules, writes the whole change in one store transaction, and
+ * only then changes memory. The HTTP layer only parses and serializes.
+ */
+#ifndef ACCEL_DAEMON_OPS_H
+#define ACCEL_DAEMON_OPS_H
+
+#include <jansson.h>
+
+#include "daemon/daemon.h"
+
+/* What an operation answers. */
+struct op_result {
+    int status;             /* HTTP status */
+    const char *code;       /* machine code for errors, NULL on success */
+    char *message;          /* sentence for errors (allocated) */
+    const char *check_type; /* 422 check type, or NULL */
+    json_t *data;           /* success data, or the 422 payload */
+    bool raw;               /* data is sent without the envelope */
+};
+
+void op_result_release(struct op_result *r);
+
+/* A parsed computeBinding list. */
+struct op_binding {
+    size_t n;
+    struct adm_sel sel[ADM_MAX_SELECTION];
+    char *strs[2 * ADM_MAX_SELECTION]; /* owned strings */
+};
+
+/*
+ * Parse a computeBinding JSON array; field is the path used in messages.
+ * On failure fills *res with a 400 and returns false.
+ */
+bool ops_parse_binding(const json_t *arr, const char *field,
+                       struct op_binding *b, struct op_result *res);
+void ops_binding_release(struct op_binding *b);
+
+void ops_install(struct accel_daemon *d, const struct auth_user *u,
+                 json_t *manifest, const char *owner, const char *type,
+                 const struct op_binding *b, struct op_result *res);
+void ops_resume(struct accel_daemon *d, const struct auth_user *u,
+                const char *name, const struct op_binding *b,
+                struct op_result *res);
+void ops_suspend(struct accel_daemon *d, const struct auth_user *u,
+                 const char *name, struct op_result *res);
+void ops_unbind(struct accel_daemon *d, const struct auth_user *u,
+                const char *name, struct op_result *res);
+void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
+                   const char *name, struct op_result *res);
+void ops_validate(struct accel_daemon *d, const struct auth_user *u,
+                  const char *name, const struct op_binding *b,
+                  struct op_result *res);
+void ops_availability(struct accel_daemon *d, const struct auth_user *u,
+                      const char *name, struct op_result *res);
+void ops_switch(struct accel_daemon *d, const char *node, const char *device,
+                const char *support, struct op_result *res);
+void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
+                     struct op_result *res);
+/* Legacy routes (SPEC 5.3); memory in MiB. */
+void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
+                     const char *id, const char *app, uint64_t mem_mib,
+                     bool force, struct op_result *res);
+void ops_legacy_unassign(struct accel_daemon *d, const struct auth_user *u,
+                         const char *id, const char *app,
+                         struct op_result *res);
+void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
+              const char *app, const json_t *unassign, const json_t *assign,
+              struct op_result *res);
+void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
+                   const json_t *demands, struct op_result *res);
+
+/* Stop an app's processes and release it, used by the supervisor when an
+ * app exits by itself (exit status, or -1 when unknown). */
+void ops_app_exited(struct accel_daemon *d, const char *name, int status);
+
+#endif /* ACCEL_DAEMON_OPS_H */

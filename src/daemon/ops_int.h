@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops_int.h: helpers shared by the ops_*.c files only (d->lock held).
+ */
+#ifndef ACCEL_DAEMON_OPS_INT_H
+#define ACCEL_DAEMON_OPS_INT_H
+
+#include "daemon/ops.h"
+
+void ops_res_error(struct op_result *res, int status, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void ops_res_ok(struct op_result *res, int status, json_t *data);
+void ops_res_check(struct op_result *res, const char *type, json_t *data);
+void ops_res_store_failed(struct op_result *res, enum accel_err rc);
+/* The app if it exists and u may see and act on it; else res is set. */
+struct app *ops_find_app(struct accel_daemon *d, const struct auth_user *u,
+                         const char *name, struct op_result *res);
+/* true (and res set to 409) when the app is in a transition. */
+bool ops_busy(struct app *a, struct op_result *res);
+int ops_pick_req(struct accel_daemon *d, const struct app *a,
+                 const struct op_binding *b);
+enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a, int sel,
+                               const struct adm_row *rows, size_t n,
+                               enum app_state st, const char *reason);
+enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
+                                  enum app_state st, const char *reason);
+void ops_start_bound(struct accel_daemon *d, struct app *a);
+struct app *ops_stop_processes(struct accel_daemon *d, struct app *a);
+int ops_select_rows(struct accel_daemon *d, struct app *a,
+                    const struct adm_req *r, const struct op_binding *b,
+                    struct adm_row *rows, struct op_result *res);
+
+#endif /* ACCEL_DAEMON_OPS_INT_H */

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * state.c: apps by name, node/device lookups, and the row-level writes that
+ * mirror the in-memory model into the store.
+ */
+#include "common/accel_setup.h"
+#include "daemon/state.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/strmap.h"
+#include "common/util.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/store.h"
+
+static const char *const state_names[] = {
+#define APP_STATE_STR_(n, s) s,
+    APP_STATE_MAP(APP_STATE_STR_)
+#undef APP_STATE_STR_
+};
+
+const char *app_state_name(enum app_state s)
+{
+    return (unsigned)s < APP_STATE_COUNT ? state_names[s] : "unknown";
+}
+
+bool app_state_parse(const char *s, enum app_state *out)
+{
+    for (int i = 0; i < APP_STATE_COUNT; i++) {
+        if (strcmp(s, state_names[i]) == 0) {
+            *out = (enum app_state)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+struct app *state_app_find(struct accel_daemon *d, const char *name)
+{
+    uint32_t i;
+    if (!strmap_get(d->app_index, name, &i))
+        return NULL;
+    return d->apps[i];
+}
+
+void state_app_add(struct accel_daemon *d, struct app *a)
+{
+    if (d->napps == d->capps) {
+        d->capps = d->capps ? d->capps * 2 : 64;
+        d->apps = xrealloc(d->apps, d->capps * sizeof(*d->apps));
+    }
+    strmap_put(d->app_index, a->name, (uint32_t)d->napps);
+    d->apps[d->napps++] = a;
+    d->state_version++;
+}
+
+void state_app_free(struct app *a)
+{
+    if (a == NULL)
+        return;
+    free(a->name);
+    free(a->owner);
+    free(a->reason);
+    json_decref(a->manifest_json);
+    manifest_release(&a->m);
+    free(a->rows);
+    free(a);
+}
+
+void state_app_remove(struct accel_daemon *d, struct app *a)
+{
+    uint32_t i;
+    if (!strmap_get(d->app_index, a->name, &i))
+        return;
+    strmap_del(d->app_index, a->name);
+    d->apps[i] = d->apps[--d->napps];
+    if (i < d->napps)
+        strmap_put(d->app_index, d->apps[i]->name, i);
+    state_app_free(a);
+    d->state_version++;
+}
+
+int state_node_find(struct accel_daemon *d, const char *name)
+{
+    uint32_t i;
+    return strmap_get(d->node_index, name, &i) ? (int)i : -1;
+}
+
+int state_dev_find(struct accel_daemon *d, const char *id)
+{
+    uint32_t i;
+    return strmap_get(d->dev_index, id, &i) ? (int)i : -1;
+}
+
+const struct adm_req *state_app_req(const struct app *a)
+{
+    if (a->sel < 0 || (size_t)a->sel >= a->m.nreq)
+        return NULL;
+    return &a->m.req[a->sel];
+}
+
+enum accel_err state_tx_begin(struct accel_daemon *d)
+{
+    return store_begin(d->store);
+}
+
+enum accel_err state_tx_commit(struct accel_daemon *d)
+{
+    uint64_t t0 = util_now_ns();
+    enum accel_err rc = store_commit(d->store);
+    metrics_commit(d, util_now_ns() - t0);
+    if (rc != ACCEL_OK) {
+        log_error("store commit failed: %s", accel_strerror(rc));
+        store_rollback(d->store);
+    }
+    return rc;
+}
+
+void state_tx_rollback(struct accel_daemon *d)
+{
+    store_rollback(d->store);
+}
+
+enum accel_err state_save_app(struct accel_daemon *d, const struct app *a,
+                              enum app_state st, const char *reason)
+{
+    char *manifest = json_dumps(a->manifest_json, JSON_COMPACT);
+    const struct adm_req *r = state_app_req(a);
+    struct store_app row = {
+        .name = a->name,
+        .owner = a->owner,
+        .state = app_state_name(st),
+        .reason = reason,
+        .manifest = manifest,
+        .selected_type = r ? accel_type_name(r->type) : NULL,
+        .created_ms = a->created_ms,
+        .updated_ms = util_wall_ms(),
+        .pid = a->pid,
+        .pid_start = a->pid_start,
+        .exit_status = a->exit_status,
+    };
+    enum accel_err rc = store_app_put(d->store, &row);
+    free(manifest);
+    return rc;
+}
+
+enum accel_err state_save_rows(struct accel_daemon *d, const struct app *a,
+                               const struct adm_row *rows, size_t n)
+{
+    const struct adm_req *r = state_app_req(a);
+    enum accel_err rc = store_alloc_delete_app(d->store, a->name);
+    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) {
+        const struct adm_device *dev = &d->snap.devs[rows[i].dev];
+        struct store_alloc al = {
+            .app = a->name,
+            .owner = a->owner,
+            .type = accel_type_name(r ? r->type : dev->type),
+            .node = d->snap.nodes[dev->node].name,
+            .device = dev->id,
+            .memory = rows[i].memory,
+        };
+        rc = store_alloc_put(d->store, &al);
+    }
+    return rc;
+}
+
+enum accel_err state_save_device(struct accel_daemon *d, int dev,
+                                 enum accel_support st)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    char *settings = d->dinfo[dev].settings
+                         ? json_dumps(d->dinfo[dev].settings, JSON_COMPACT)
+                         : NULL;
+    struct store_device row = {
+        .node = d->snap.nodes[x->node].name,
+        .id = x->id,
+        .support = accel_support_name(st),
+        .settings = settings,
+    };
+    enum accel_err rc = store_device_put(d->store, &row);
+    free(settings);
+    return rc;
+}
+
+void state_event(struct accel_daemon *d, const char *kind, const char *app,
+                 const char *node, const char *device, json_t *data,
+                 const char *fmt, ...)
+{
+    va_list ap;
+    char *msg, *js = NULL;
+    struct store_event e;
+    enum accel_err rc;
+
+    va_start(ap, fmt);
+    msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    if (data)
+        js = json_dumps(data, JSON_COMPACT);
+    e = (struct store_event){.ts_ms = util_wall_ms(),
+                             .kind = kind,
+                             .app = app,
+                             .node = node,
+                             .device = device,
+                             .message = msg,
+                             .data = js};
+    rc = store_event_append(d->store, &e, STATE_EVENTS_KEEP, NULL);
+    if (rc != ACCEL_OK)
+        log_warn("event not recorded (%s): %s", accel_strerror(rc), msg);
+    log_info("event %s: %s", kind, msg);
+    free(msg);
+    free(js);
+    json_decref(data);
+}
+
+void state_set_state(struct accel_daemon *d, struct app *a, enum app_state st,
+                     const char *reason)
+{
+    char *nr = reason ? xstrdup(reason) : NULL;
+    free(a->reason);
+    a->reason = nr;
+    a->state = st;
+    a->updated_ms = util_wall_ms();
+    d->state_version++;
+}
+
+void state_set_rows(struct accel_daemon *d, struct app *a,
+                    const struct adm_row *rows, size_t n)
+{
+    const struct adm_req *r = state_app_req(a);
+    static const struct adm_req none;
+    if (a->nrows > 0)
+        adm_snapshot_release(&d->snap, r ? r : &none, a->rows, a->nrows);
+    free(a->rows);
+    a->rows = NULL;
+    a->nrows = 0;
+    if (n > 0) {
+        a->rows = xmalloc(n * sizeof(*rows));
+        memcpy(a->rows, rows, n * sizeof(*rows));
+        a->nrows = n;
+        adm_snapshot_apply(&d->snap, r ? r : &none, a->rows, n);
+    }
+    d->state_version++;
+}

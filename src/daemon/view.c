@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view.c: serialization of nodes, devices, apps, availability and
+ * validations. Bindings per device come only from allocation rows (SPEC
+ * 2.9): a device's list is built by walking the apps' rows, never from
+ * processes or names.
+ */
+#include "common/accel_setup.h"
+#include "daemon/view.h"
+
+#include <string.h>
+
+#include "common/util.h"
+#include "daemon/state.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+json_t *view_allocation(struct accel_daemon *d, const struct app *a,
+                        const struct adm_row *row, bool with_spec)
+{
+    const struct adm_device *dev = &d->snap.devs[row->dev];
+    const struct adm_req *r = state_app_req(a);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "appName", a->name,
+                          "owner", a->owner, "mode",
+                          accel_type_name(r ? r->type : dev->type), "nodeName",
+                          d->snap.nodes[dev->node].name, "deviceId", dev->id,
+                          "memory", (json_int_t)row->memory);
+    if (with_spec && r)
+        json_object_set_new(o, "spec", manifest_req_json(r));
+    return o;
+}
+
+static json_t *device_bindings(struct accel_daemon *d, int dev)
+{
+    json_t *arr = json_array();
+    if (d->snap.devs[dev].nbound == 0)
+        return arr;
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        for (size_t k = 0; k < a->nrows; k++)
+            if ((int)a->rows[k].dev == dev)
+                json_array_append_new(arr,
+                                      view_allocation(d, a, &a->rows[k], true));
+    }
+    return arr;
+}
+
+static json_t *support_list(enum accel_type t)
+{
+    enum accel_support m[3];
+    size_t n = accel_type_modes(t, m);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_string(accel_support_name(m[i])));
+    return arr;
+}
+
+static json_t *enforcement(struct accel_daemon *d, int dev)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    const struct node_info *ni = &d->ninfo[x->node];
+    bool real = ni->local && x->type == ACCEL_TYPE_NVIDIA;
+    const char *mem = "none", *compute = "none";
+    if (real && x->st == ACCEL_SUPPORT_MEMSLICE && d->shim_path)
+        mem = "shim";
+    if (real && x->st == ACCEL_SUPPORT_TIMESLICE && d->shim_path)
+        compute = "broker";
+    if (real && x->st == ACCEL_SUPPORT_EXCLUSIVE)
+        mem = "visible-devices";
+    return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
+}
+
+json_t *view_device(struct accel_daemon *d, int dev)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    const struct dev_info *di = &d->dinfo[dev];
+    json_t *o = json_pack(
+        "{s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, "
+        "s:i, s:b, s:o}",
+        "id", x->id, "nodeName", d->snap.nodes[x->node].name, "index",
+        di->index, "mode", accel_type_name(x->type), "cardModel",
+        di->model ? di->model : "", "memory", (json_int_t)x->memory, "health",
+        x->healthy && x->present ? "yes" : "no", "supportType",
+        accel_support_name(x->st), "availableSupportTypes",
+        support_list(x->type), "bindings", device_bindings(d, dev),
+        "allocated", (json_int_t)x->allocated, "free",
+        (json_int_t)adm_device_free(x), "usedMemory",
+        (json_int_t)di->used_mem, "utilization", (int)di->util, "present",
+        x->present, "enforcement", enforcement(d, dev));
+    return o;
+}
+
+static json_t *res_json(const struct adm_res *r)
+{
+    return json_pack("{s:I, s:I}", "total", (json_int_t)r->total, "used",
+                     (json_int_t)r->used);
+}
+
+json_t *view_node(struct accel_daemon *d, int node)
+{
+    const struct adm_node *n = &d->snap.nodes[node];
+    json_t *types = json_array(), *devs = json_array();
+    bool seen[ACCEL_TYPE_COUNT] = {false};
+    bool healthy = false;
+
+    for (uint32_t i = 0; i < n->ndev; i++) {
+        int dev = (int)(n->first_dev + i);
+        const struct adm_device *x = &d->snap.devs[dev];
+        if (!seen[x->type] && x->type != ACCEL_TYPE_CPU)
+            json_array_append_new(types, json_string(accel_type_name(x->type)));
+        seen[x->type] = true;
+        healthy = healthy || (x->healthy && x->present);
+        json_array_append_new(devs, view_device(d, dev));
+    }
+    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o}",
+                     "nodeName", n->name, "gpuTypes", types, "health",
+                     healthy ? "yes" : "no", "enabled", n->enabled, "local",
+                     d->ninfo[node].local, "memory", res_json(&n->mem), "cpu",
+                     res_json(&n->cpu), "disk", res_json(&n->disk), "devices",
+                     devs);
+}
+
+json_t *view_nodes(struct accel_daemon *d)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < d->snap.nnodes; i++)
+        json_array_append_new(arr, view_node(d, (int)i));
+    return arr;
+}
+
+json_t *view_app(struct accel_daemon *d, const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    json_t *reqs = json_array(), *allocs = json_array();
+    json_t *o;
+
+    for (size_t i = 0; i < a->m.nreq; i++)
+        json_array_append_new(reqs, manifest_req_json(&a->m.req[i]));
+    for (size_t i = 0; i < a->nrows; i++)
+        json_array_append_new(allocs,
+                              view_allocation(d, a, &a->rows[i], false));
+    o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:o}",
+                  "name", a->name, "title", a->m.title, "owner", a->owner,
+                  "state", app_state_name(a->state), "external",
+                  a->m.run.argv == NULL, "requirements", reqs, "allocations",
+                  allocs, "createdAt", (json_int_t)a->created_ms, "updatedAt",
+                  (json_int_t)a->updated_ms, "usage",
+                  json_pack("{s:I}", "memory", (json_int_t)a->usage));
+    if (a->reason)
+        json_object_set_new(o, "reason", json_string(a->reason));
+    if (r) {
+        json_object_set_new(o, "selectedType",
+                            json_string(accel_type_name(r->type)));
+        json_object_set_new(o, "requirement", manifest_req_json(r));
+    }
+    if (a->pid > 0)
+        json_object_set_new(o, "pid", json_integer(a->pid));
+    if (a->exit_status >= 0)
+        json_object_set_new(o, "exitStatus", json_integer(a->exit_status));
+    return o;
+}
+
+static const char *const level_names[] = {"limit", "required", ""};
+
+static json_t *view_dev_opt(struct accel_daemon *d,
+                            const struct adm_dev_opt *o)
+{
+    const struct adm_device *x = &d->snap.devs[o->dev];
+    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:b, s:o}",
+                     "nodeName", d->snap.nodes[x->node].name, "deviceId",
+                     x->id, "cardModel",
+                     d->dinfo[o->dev].model ? d->dinfo[o->dev].model : "",
+                     "supportType", accel_support_name(x->st), "capacity",
+                     (json_int_t)x->memory, "available",
+                     (json_int_t)o->available, "fitLevel",
+                     level_names[o->fit_level], "health",
+                     x->healthy && x->present ? "yes" : "no", "operable",
+                     o->operable, "bindings",
+                     device_bindings(d, (int)o->dev));
+}
+
+json_t *view_availability(struct accel_daemon *d, const struct adm_req *r)
+{
+    struct adm_availability av;
+    json_t *nodes, *o;
+
+    if (adm_availability(&d->snap, r, &av) != ACCEL_OK)
+        return json_pack("{s:b, s:s}", "schedulable", 0, "reason",
+                         "out-of-memory");
+    nodes = json_array();
+    for (size_t i = 0; i < av.nnodes; i++) {
+        const struct adm_node_opt *no = &av.nodes[i];
+        json_t *devs = json_array();
+        for (uint32_t k = 0; k < no->nopt; k++)
+            json_array_append_new(devs,
+                                  view_dev_opt(d, &av.devs[no->first_opt + k]));
+        json_array_append_new(
+            nodes, json_pack("{s:s, s:s, s:s, s:o}", "nodeName",
+                             d->snap.nodes[no->node].name, "gpuType",
+                             accel_type_name(r->type), "status",
+                             adm_node_status_name(no->status), "devices",
+                             devs));
+    }
+    o = json_pack("{s:b, s:s, s:o, s:o}", "schedulable", av.schedulable,
+                  "scope", adm_scope_name(av.scope), "requirement",
+                  manifest_req_json(r), "nodes", nodes);
+    if (av.reason)
+        json_object_set_new(o, "reason", json_string(av.reason));
+    adm_availability_release(&av);
+    return o;
+}
+
+const char *view_code_sentence(enum adm_code c)
+{
+    switch (c) {
+    case ADM_VALID:
+        return "The selection is valid.";
+    case ADM_EMPTY_SELECTION:
+        return "Select at least one GPU.";
+    case ADM_NODE_NOT_FOUND:
+        return "The selected node does not exist.";
+    case ADM_DEVICE_NOT_FOUND:
+        return "The selected device does not exist on that node.";
+    case ADM_DUPLICATE_SELECTION:
+        return "The same GPU is selected twice.";
+    case ADM_MULTI_CARD_NOT_SUPPORTED:
+        return "This app runs on a single GPU; select only one.";
+    case ADM_MULTI_NODE_NOT_SUPPORTED:
+        return "This app cannot span nodes; select GPUs on one node.";
+    case ADM_NON_NVIDIA_SINGLE:
+        return "Only NVIDIA apps can use several devices; select one.";
+    case ADM_DEVICE_UNHEALTHY:
+        return "This GPU is unhealthy or unavailable; select another GPU.";
+    case ADM_GPU_TYPE_MISMATCH:
+        return "This device is not of the type the app runs on.";
+    case ADM_EXCLUSIVE_ALREADY_BOUND:
+        return "This GPU is in App exclusive mode and already assigned to "
+               "another app. Remove that app first or select another GPU.";
+    case ADM_MEMORY_REQUIRED:
+        return "Enter a VRAM quota for this GPU (Memory slicing).";
+    case ADM_MEMORY_BELOW_REQUIRED:
+        return "The VRAM quota is below the app's minimum requirement.";
+    case ADM_TOTAL_VRAM_BELOW:
+        return "This GPU's total VRAM is below the app's requirement. "
+               "Removing apps will not help; select another GPU.";
+    case ADM_DEVICE_VRAM_INSUFFICIENT:
+        return "This GPU does not have enough free VRAM. Remove apps from "
+               "this GPU to free up VRAM first.";
+    case ADM_AGGREGATE_VRAM_INSUFFICIENT:
+        return "The selected GPUs do not have enough combined VRAM. Add more "
+               "GPUs or pick another node.";
+    case ADM_DEVICE_MEMORY_INSUFFICIENT:
+        return "The node for this GPU does not have enough memory. Pick "
+               "another GPU or node.";
+    case ADM_NODE_PRESSURE:
+        return "Scheduling the app to this node would overload it. Retry "
+               "later or pick another node.";
+    default:
+        return "The selection cannot be used.";
+    }
+}
+
+static json_t *pressure_json(struct accel_daemon *d,
+                             const struct adm_pressure *p)
+{
+    static const char *const names[] = {"cpu", "memory", "disk"};
+    json_t *dims = json_array();
+    for (int i = 0; i < 3; i++) {
+        const struct adm_dim *x = &p->dims[i];
+        json_array_append_new(
+            dims, json_pack("{s:s, s:I, s:I, s:I, s:I, s:b}", "resource",
+                            names[i], "capacity", (json_int_t)x->capacity,
+                            "used", (json_int_t)x->used, "required",
+                            (json_int_t)x->required, "available",
+                            (json_int_t)x->available, "pressured",
+                            x->pressured));
+    }
+    return json_pack("{s:s, s:o}", "nodeName", d->snap.nodes[p->node].name,
+                     "dimensions", dims);
+}
+
+json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v)
+{
+    char code[2 * ACCEL_ID_MAX + 64];
+    json_t *o;
+
+    adm_verdict_format(v, code, sizeof code);
+    o = json_pack("{s:b, s:s, s:s}", "ok", v->code == ADM_VALID, "code", code,
+                  "reason", view_code_sentence(v->code));
+    if (v->code == ADM_NODE_PRESSURE) {
+        char detail[256];
+        adm_pressure_format(&v->pressure, detail, sizeof detail);
+        json_object_set_new(o, "detail", json_string(detail));
+        json_object_set_new(o, "nodePressure", pressure_json(d, &v->pressure));
+    }
+    return o;
+}
+
+json_t *view_legacy_gpu(struct accel_daemon *d, int dev)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    const struct dev_info *di = &d->dinfo[dev];
+    enum accel_support m[3];
+    size_t nm = accel_type_modes(x->type, m);
+    json_t *allowed = json_array(), *apps = json_array(), *o;
+    uint64_t alloc_mib = 0;
+
+    for (size_t i = 0; i < nm; i++)
+        json_array_append_new(allowed, json_string(accel_support_code(m[i])));
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        for (size_t k = 0; k < a->nrows; k++) {
+            json_t *e;
+            if ((int)a->rows[k].dev != dev)
+                continue;
+            e = json_pack("{s:s}", "appName", a->name);
+            if (x->st == ACCEL_SUPPORT_MEMSLICE) {
+                json_object_set_new(e, "memory",
+                                    json_integer((json_int_t)(a->rows[k].memory / MIB)));
+                alloc_mib += a->rows[k].memory / MIB;
+            }
+            json_array_append_new(apps, e);
+        }
+    }
+    o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:i, s:s, s:s, s:b, s:s, s:o, "
+                  "s:o}",
+                  "nodeName", d->snap.nodes[x->node].name, "id", x->id,
+                  "index", di->index < 0 ? 0 : di->index, "count", 10,
+                  "devmem", (json_int_t)(x->memory / MIB), "devcore", 100,
+                  "type",
+                  di->model ? di->model : accel_type_name(x->type), "mode",
+                  "hami-core", "health", x->healthy && x->present,
+                  "sharemode", accel_support_code(x->st), "allowedShareModes",
+                  allowed, "apps", apps);
+    if (x->st == ACCEL_SUPPORT_MEMSLICE) {
+        uint64_t devmem = x->memory / MIB;
+        json_object_set_new(o, "memoryAllocated",
+                            json_integer((json_int_t)alloc_mib));
+        json_object_set_new(o, "memoryAvailable",
+                            json_integer((json_int_t)(alloc_mib > devmem
+                                                          ? 0
+                                                          : devmem - alloc_mib)));
+    }
+    return o;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view.h: the JSON shapes of docs/api.md built from the in-memory state.
+ * Callers hold d->lock. Every function returns a new reference.
+ */
+#ifndef ACCEL_DAEMON_VIEW_H
+#define ACCEL_DAEMON_VIEW_H
+
+#include <jansson.h>
+
+#include "daemon/daemon.h"
+
+json_t *view_allocation(struct accel_daemon *d, const struct app *a,
+                        const struct adm_row *row, bool with_spec);
+json_t *view_device(struct accel_daemon *d, int dev);
+json_t *view_node(struct accel_daemon *d, int node);
+json_t *view_nodes(struct accel_daemon *d);
+json_t *view_app(struct accel_daemon *d, const struct app *a);
+json_t *view_availability(struct accel_daemon *d, const struct adm_req *r);
+json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v);
+/* The sentence for a validation code (SPEC 7). */
+const char *view_code_sentence(enum adm_code c);
+/* Legacy /api/gpu/list entry (MiB). */
+json_t *view_legacy_gpu(struct accel_daemon *d, int dev);
+
+#endif /* ACCEL_DAEMON_VIEW_H */
