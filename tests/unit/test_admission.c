@@ -126,6 +126,15 @@ TEST(admission_code_names)
                   "non-nvidia-must-single-selection");
     ASSERT_STR_EQ(adm_code_name(ADM_NODE_PRESSURE), "node-pressure");
     ASSERT_STR_EQ(adm_code_name(ADM_CODE_COUNT), "unknown");
+    {
+        struct adm_verdict v;
+        char b[8] = "keep";
+        memset(&v, 0, sizeof(v));
+        adm_verdict_format(&v, b, 0); /* no write at all */
+        ASSERT_STR_EQ(b, "keep");
+        adm_verdict_format(&v, b, sizeof(b));
+        ASSERT_STR_EQ(b, "valid");
+    }
     ASSERT_STR_EQ(adm_node_status_name(ADM_NODE_NOT_AVAILABLE),
                   "not_available");
     ASSERT_STR_EQ(adm_node_status_name(ADM_NODE_NOT_ENOUGH), "not_enough");
@@ -796,6 +805,9 @@ TEST(admission_place_binpack_spread)
     ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 4, &n));
     ASSERT_STR_EQ(out[0].device, "g0");
     ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 0, &n));
+    /* a max above ADM_MAX_SELECTION is capped, not trusted */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 1000, &n));
+    ASSERT_EQ(n, 1);
 }
 
 TEST(admission_place_mode_and_level_order)
