@@ -73,8 +73,10 @@ static json_t *demand_of(json_t *manifest, const char *id, const char *owner,
         json_int_t rm = qty(e, "requiredMemory", false);
         json_int_t lm = qty(e, "limitedMemory", false);
         json_object_set_new(d, "mode", json_string(jstr(e, "mode")));
-        json_object_set_new(d, "requiredCpu",
-                            json_integer(qty(e, "requiredCpu", true)));
+        /* as a quantity string: "1500m" reads the same to every parser */
+        char *cpu = xasprintf("%lldm", (long long)qty(e, "requiredCpu", true));
+        json_object_set_new(d, "requiredCpu", json_string(cpu));
+        free(cpu);
         json_object_set_new(d, "requiredGpu", json_integer(rg));
         json_object_set_new(d, "limitedGpu", json_integer(lg ? lg : rg));
         json_object_set_new(d, "requiredMemory", json_integer(rm));
@@ -109,6 +111,19 @@ static int read_demands(const struct cli_args *args, json_t *demands)
     return CLI_EXIT_OK;
 }
 
+/* "pressure": a detail string, a nodePressure object, or [{source, detail}]. */
+static void print_pressure(const json_t *p)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach(p, i, item) {
+        const char *src = jstr(item, "source");
+        const char *detail = jstr(item, "detail");
+        if (detail[0] != '\0')
+            fprintf(stderr, "%s%s%s\n", src, src[0] ? ": " : "", detail);
+    }
+}
+
 static int print_preflight(const json_t *data, int n)
 {
     if (json_is_true(json_object_get(data, "installable"))) {
@@ -126,6 +141,8 @@ static int print_preflight(const json_t *data, int n)
         json_object_set(v, "nodePressure", (json_t *)p);
     sentence_print_validation(v);
     json_decref(v);
+    if (json_is_array(p))
+        print_pressure(p);
     return CLI_EXIT_REFUSED;
 }
 
