@@ -63,8 +63,11 @@ static void add_device_row(struct table *t, const json_t *node,
     char vram[32], alloc[32], free_[32];
     table_fmt_gib(json_integer_value(json_object_get(dev, "memory")), vram,
                   sizeof(vram));
-    table_fmt_gib(json_integer_value(json_object_get(dev, "allocated")),
-                  alloc, sizeof(alloc));
+    json_int_t a = json_integer_value(json_object_get(dev, "allocated"));
+    if (a == 0 && json_array_size(json_object_get(dev, "bindings")) > 0)
+        snprintf(alloc, sizeof(alloc), "whole card"); /* Exclusive/TimeSlice */
+    else
+        table_fmt_gib(a, alloc, sizeof(alloc));
     table_fmt_gib(json_integer_value(json_object_get(dev, "free")), free_,
                   sizeof(free_));
     char *apps = apps_of(dev);
