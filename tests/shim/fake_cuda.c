@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake_cuda.c: a stand-in libcuda.so.1 for the shim tests. Simulated device
+ * memory of FAKE_CUDA_TOTAL bytes (default 16 GiB), unique pointers, a
+ * record of calls (fake_cuda.h), FAKE_CUDA_FAIL=1 to make every allocation
+ * fail in the driver. Built twice: the full library and, with FAKE_MINIMAL,
+ * one lacking cuMemAllocManaged and cuMemCreate (missing-symbol tests).
+ */
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fake_cuda.h"
+#include "shim/cuda_types.h"
+
+#define FAKE_SLOTS (1u << 22)
+#define EXPORT __attribute__((visibility("default")))
+
+static struct {
+    pthread_once_t once;
+    struct fake_cuda_stats *st;
+    uint64_t total;
+    int fail;
+    _Atomic uint64_t next;  /* next pointer index */
+    uint64_t *sizes;        /* bytes by pointer index, 0 = free */
+} fk = { .once = PTHREAD_ONCE_INIT };
+
+static void fake_init(void)
+{
+    const char *shm = getenv("FAKE_CUDA_SHM"), *t = getenv("FAKE_CUDA_TOTAL");
+    void *m = MAP_FAILED;
+    int fd;
+
+    fk.total = t ? strtoull(t, NULL, 0) : (16ULL << 30);
+    fk.fail = getenv("FAKE_CUDA_FAIL") != NULL;
+    if (shm != NULL && (fd = open(shm, O_RDWR | O_CREAT, 0600)) >= 0) {
+        if (ftruncate(fd, 4096) == 0)
+            m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+    }
+    if (m == MAP_FAILED)
+        m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fk.st = m;
+    fk.sizes = mmap(NULL, FAKE_SLOTS * sizeof(uint64_t),
+                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fk.next = 1;
+}
+
+static void init(void)
+{
+    pthread_once(&fk.once, fake_init);
+}
+
+/* Take `bytes` of simulated memory; returns a pointer-ish key or 0. */
+static uint64_t take(uint64_t bytes)
+{
+    int64_t now;
+
+    init();
+    if (fk.fail)
+        return 0;
+    now = atomic_fetch_add(&fk.st->used, (int64_t)bytes) + (int64_t)bytes;
+    if ((uint64_t)now > fk.total) {
+        atomic_fetch_sub(&fk.st->used, (int64_t)bytes);
+        return 0;
+    }
+    int64_t m = atomic_load(&fk.st->max_used);
+    while (now > m && !atomic_compare_exchange_weak(&fk.st->max_used, &m, now))
+        ;
+    uint64_t idx = atomic_fetch_add(&fk.next, 1) % FAKE_SLOTS;
+    fk.sizes[idx] = bytes ? bytes : 1;
+    atomic_fetch_add(&fk.st->allocs, 1);
+    return 0x700000000000ULL + (idx << 12);
+}
+
+static CUresult give(uint64_t key)
+{
+    uint64_t idx = (key - 0x700000000000ULL) >> 12;
+
+    init();
+    atomic_store(&fk.st->last_free, key);
+    if (key < 0x700000000000ULL || idx >= FAKE_SLOTS || fk.sizes[idx] == 0) {
+        atomic_fetch_add(&fk.st->unknown_frees, 1);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    atomic_fetch_sub(&fk.st->used, (int64_t)fk.sizes[idx]);
+    fk.sizes[idx] = 0;
+    atomic_fetch_add(&fk.st->frees, 1);
+    return CUDA_SUCCESS;
+}
+
+#define ALLOC_INTO(out, bytes)                                                 \
+    do {                                                                       \
+        uint64_t k_ = take(bytes);                                             \
+        if (k_ == 0)                                                           \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+        *(out) = k_;                                                           \
+        return CUDA_SUCCESS;                                                   \
+    } while (0)
+
+EXPORT CUresult cuInit(unsigned int flags) { (void)flags; init(); return 0; }
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+    const char *e = getenv("FAKE_CUDA_DEVICE");
+    *d = e ? (int)strtol(e, NULL, 10) : 0;
+    return 0;
+}
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t b) { ALLOC_INTO(p, b); }
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
+                                   size_t h, unsigned int e)
+{
+    (void)e;
+    *pitch = (w + 1023) & ~(size_t)1023; /* a coarser pitch than the estimate */
+    ALLOC_INTO(p, *pitch * h);
+}
+#ifndef FAKE_MINIMAL
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t b, unsigned int f)
+{
+    (void)f;
+    ALLOC_INTO(p, b);
+}
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
+                            const CUmemAllocationProp *prop,
+                            unsigned long long f)
+{
+    (void)prop;
+    (void)f;
+    ALLOC_INTO(h, b);
+}
+#endif
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t b, CUstream s)
+{
+    (void)s;
+    ALLOC_INTO(p, b);
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t b, CUstream s)
+{
+    (void)s;
+    ALLOC_INTO(p, b);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t b,
+                                        CUmemoryPool pool, CUstream s)
+{
+    (void)s;
+    (void)pool;
+    ALLOC_INTO(p, b);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t b,
+                                             CUmemoryPool pool, CUstream s)
+{
+    (void)s;
+    (void)pool;
+    ALLOC_INTO(p, b);
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return give(p); }
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    (void)s;
+    return give(p);
+}
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
+{
+    (void)s;
+    return give(p);
+}
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return give(h); }
+EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4);
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *a = (CUarray)(uintptr_t)k;
+    return 0;
+}
+EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                      (d->Depth ? d->Depth : 1) * 4);
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *a = (CUarray)(uintptr_t)k;
+    return 0;
+}
+EXPORT CUresult cuArrayDestroy(CUarray a) { return give((uintptr_t)a); }
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a,
+                                       const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int n)
+{
+    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4 *
+                      (n ? n : 1));
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *a = (CUmipmappedArray)(uintptr_t)k;
+    return 0;
+}
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
+{
+    return give((uintptr_t)a);
+}
+static CUresult ctx_new(CUcontext *c)
+{
+    uint64_t k = take(64ULL << 20);
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = (CUcontext)(uintptr_t)k;
+    return 0;
+}
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int f, CUdevice d)
+{
+    (void)f;
+    (void)d;
+    return ctx_new(c);
+}
+EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
+                               CUdevice d)
+{
+    (void)p;
+    (void)n;
+    (void)f;
+    (void)d;
+    return ctx_new(c);
+}
+EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
+                               CUdevice d)
+{
+    (void)p;
+    (void)f;
+    (void)d;
+    return ctx_new(c);
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) { return give((uintptr_t)c); }
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
+{
+    init();
+    int64_t u = atomic_load(&fk.st->used);
+    *t = fk.total;
+    *f = fk.total - (size_t)(u < 0 ? 0 : u);
+    return 0;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
+{
+    (void)d;
+    init();
+    *b = fk.total;
+    return 0;
+}
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
+                               unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned sh, CUstream s, void **p,
+                               void **e)
+{
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
+    (void)sh, (void)s, (void)p, (void)e;
+    return 0;
+}
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                    unsigned gz, unsigned bx, unsigned by,
+                                    unsigned bz, unsigned sh, CUstream s,
+                                    void **p, void **e)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, e);
+}
+
+/* Like the real driver: a base name plus version picks the ABI variant;
+ * the per-thread-stream flag (2) picks _ptsz. Answers from this library
+ * only (it does not see the shim's exports). */
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+                                    cuuint64_t flags, int *status)
+{
+    static const char *const v2[] = { "cuMemAlloc", "cuMemAllocPitch",
+        "cuMemFree", "cuMemGetInfo", "cuDeviceTotalMem", "cuArrayCreate",
+        "cuArray3DCreate", "cuCtxDestroy", "cuGetProcAddress", NULL };
+    static const char *const ptsz[] = { "cuMemAllocAsync", "cuMemFreeAsync",
+        "cuMemAllocFromPoolAsync", "cuLaunchKernel", NULL };
+    char name[128];
+    void *self = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *(*real_dlsym)(void *, const char *) =
+        (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym",
+                                                "GLIBC_2.34");
+
+    (void)ver;
+    if (real_dlsym == NULL)
+        real_dlsym = (void *(*)(void *, const char *))dlvsym(
+            RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    snprintf(name, sizeof(name), "%s", sym);
+    for (int i = 0; v2[i]; i++)
+        if (strcmp(sym, v2[i]) == 0)
+            snprintf(name, sizeof(name), "%s_v2", sym);
+    if (strcmp(sym, "cuCtxCreate") == 0)
+        snprintf(name, sizeof(name), "cuCtxCreate_v4");
+    for (int i = 0; (flags & 2) && ptsz[i]; i++)
+        if (strcmp(sym, ptsz[i]) == 0)
+            snprintf(name, sizeof(name), "%s_ptsz", sym);
+    *pfn = self ? real_dlsym(self, name) : NULL;
+    if (self)
+        dlclose(self);
+    if (status)
+        *status = *pfn ? 0 : 1;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
+                                 cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(sym, pfn, ver, flags, NULL);
+}
+/* Test-only: the record, for programs that want to read it in-process. */
+EXPORT struct fake_cuda_stats *fake_cuda_stats(void)
+{
+    init();
+    return fk.st;
+}
