@@ -176,7 +176,10 @@ static bool content_type_ok(struct http_req *r)
     const char *ct = http_header(r, "Content-Type");
     if (r->body_len == 0 || ct == NULL)
         return true;
+    /* curl -d and urllib send form-urlencoded unless told: treat it as
+     * "not said" and parse the body as JSON */
     return strncmp(ct, "application/json", 16) == 0 ||
+           strncmp(ct, "application/x-www-form-urlencoded", 33) == 0 ||
            strncmp(ct, "application/yaml", 16) == 0 ||
            strncmp(ct, "text/yaml", 9) == 0 ||
            strncmp(ct, "application/x-yaml", 18) == 0;

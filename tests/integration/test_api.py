@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: MIT
+"""The HTTP API of the real acceld: lifecycle, refusals with numbers, bad
+input, permissions, legacy routes, and durability across kill -9."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld  # noqa: E402
+
+G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
+G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
+
+WORKED = """
+nodes:
+- name: olares
+  memory: {total: 46.89Gi, used: 7.41Gi}
+  cpu: {total: "16", used: "2"}
+  disk: {total: 1Ti, used: 100Gi}
+  devices:
+  - id: GPU-7f0c3c2e-1a2b-4c3d-9e8f-0123456789ab
+    type: nvidia
+    model: NVIDIA GeForce RTX 4060 Ti
+    memory: 16Gi
+    supportType: TimeSlice
+"""
+
+
+def manifest(name, gpu="8Gi", mem="4Gi", mode="nvidia", shared=False,
+             multi=False, cpu="1"):
+    e = {"mode": mode, "requiredMemory": mem, "limitedMemory": mem,
+         "requiredCpu": cpu, "limitedCpu": cpu, "requiredDisk": "1Gi",
+         "limitedDisk": "1Gi"}
+    if mode == "nvidia":
+        e.update({"requiredGPUMemory": gpu, "limitedGPUMemory": gpu,
+                  "supportMultiCards": multi})
+    m = {"apiVersion": "v3" if shared else "v2",
+         "metadata": {"name": name}, "spec": {"accelerator": [e]}}
+    if shared:
+        m["options"] = {"shared": True}
+    return m
+
+
+class ApiTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld().start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def call(self, method, path, body=None, token=None):
+        return self.d.http(method, path, body, token=token)
+
+    def install(self, m, **kw):
+        body = {"manifest": m}
+        body.update(kw)
+        return self.call("POST", "/api/apps", body)
+
+    def test_install_places_binpack_and_lists_binding(self):
+        st, b = self.install(manifest("comfyui"))
+        self.assertEqual(st, 201, b)
+        app = b["data"]
+        self.assertEqual(app["state"], "running")
+        self.assertEqual(len(app["allocations"]), 1)
+        st, b = self.call("GET", "/api/compute-resources")
+        dev = [x for n in b["data"] for x in n["devices"]
+               if x["id"] == app["allocations"][0]["deviceId"]][0]
+        self.assertEqual(dev["bindings"][0]["appName"], "comfyui")
+        self.assertIn("spec", dev["bindings"][0])
+
+    def test_stop_releases_and_resume_with_selection(self):
+        self.install(manifest("a1"))
+        st, b = self.call("POST", "/api/apps/a1/suspend")
+        self.assertEqual(st, 200)
+        self.assertEqual(b["data"]["state"], "stopped")
+        self.assertEqual(b["data"]["allocations"], [])
+        st, b = self.call("POST", "/api/apps/a1/resume", {})
+        self.assertEqual(st, 200, b)  # placed automatically again
+        self.call("POST", "/api/apps/a1/suspend")
+        st, b = self.call("POST", "/api/apps/a1/resume", {"computeBinding": [
+            {"nodeName": "homelab", "deviceId": G4090,
+             "memory": 10 * 2**30}]})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["allocations"][0]["memory"], 10 * 2**30)
+
+    def test_refusal_codes_with_numbers(self):
+        self.install(manifest("big", gpu="20Gi"))  # takes 20 Gi of the 4090
+        self.install(manifest("small", gpu="2Gi"))
+        self.call("POST", "/api/apps/small/suspend")
+        st, b = self.call("POST", "/api/apps/small/resume", {"computeBinding": [
+            {"nodeName": "homelab", "deviceId": G4090,
+             "memory": 8 * 2**30}]})
+        self.assertEqual(st, 422, b)
+        self.assertEqual(b["data"]["type"], "computeBindingUnavailable")
+        self.assertEqual(b["data"]["validation"]["code"],
+                         "device-vram-insufficient:" + G4090)
+        # a card whose whole VRAM is too small: a different code
+        self.install(manifest("huge", gpu="30Gi"))
+        st, b = self.call("POST", "/api/apps/huge/resume", {"computeBinding": [
+            {"nodeName": "homelab", "deviceId": G4060}]})
+        self.assertEqual(b["data"]["validation"]["code"],
+                         "total-vram-below-requirement:" + G4060)
+        for sel, code in [
+                ([], "empty-selection"),
+                ([{"nodeName": "nope", "deviceId": G4060}],
+                 "node-not-found:nope"),
+                ([{"nodeName": "homelab", "deviceId": "GPU-x"}],
+                 "device-not-found:GPU-x"),
+                ([{"nodeName": "homelab", "deviceId": G4060}] * 2,
+                 "duplicate-selection:homelab/" + G4060),
+                ([{"nodeName": "macmini", "deviceId": "macmini-apple-m-0"}],
+                 "gpu-type-mismatch")]:
+            st, b = self.call("POST", "/api/apps/small/resume",
+                              {"computeBinding": sel})
+            self.assertEqual(st, 422, (sel, b))
+            self.assertEqual(b["data"]["validation"]["code"], code)
+        st, b = self.call("GET", "/api/apps/small")
+        self.assertEqual(b["data"]["allocations"], [])  # nothing changed
+
+    def test_exclusive_409_and_force(self):
+        st, b = self.call("PUT", "/api/compute-resources/nodes/homelab/devices/"
+                          + G4060 + "/support-type",
+                          {"supportType": "Exclusive"})
+        self.assertEqual(st, 200, b)
+        self.install(manifest("one", gpu="4Gi"))
+        self.install(manifest("two", gpu="4Gi"))
+        for n in ("one", "two"):
+            self.call("POST", "/api/apps/%s/suspend" % n)
+        st, _ = self.call("POST", "/api/gpu/update/app",
+                          {"id": G4060, "mode": "0", "appName": "one"})
+        self.assertEqual(st, 200)
+        st, b = self.call("POST", "/api/gpu/update/app",
+                          {"id": G4060, "mode": "0", "appName": "two"})
+        self.assertEqual(st, 409, b)
+        self.assertIn("one", b["message"])
+        st, b = self.call("POST", "/api/gpu/update/app",
+                          {"id": G4060, "mode": "0", "appName": "two",
+                           "force": True})
+        self.assertEqual(st, 200, b)
+        st, lst = self.call("GET", "/api/gpu/list")
+        g = [x for x in lst if x["id"] == G4060][0]
+        self.assertEqual([a["appName"] for a in g["apps"]], ["two"])
+
+    def test_mode_switch_stops_bound_apps(self):
+        self.install(manifest("m1", gpu="2Gi"))
+        dev = self.call("GET", "/api/apps/m1")[1]["data"]["allocations"][0]
+        st, b = self.call("PUT", "/api/compute-resources/nodes/homelab/devices/"
+                          + dev["deviceId"] + "/support-type",
+                          {"supportType": "Exclusive"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched")
+        self.assertEqual(b["data"]["stoppedApps"][0]["appName"], "m1")
+        st, b = self.call("GET", "/api/apps/m1")
+        self.assertEqual(b["data"]["state"], "stopped")
+        self.assertEqual(b["data"]["allocations"], [])
+
+    def test_bad_input_changes_nothing(self):
+        cases = [
+            ("POST", "/api/apps", b"{not json", 400),
+            ("POST", "/api/apps", {"manifest": {"metadata": {"name": "Bad_"},
+                                                "spec": {}}}, 400),
+            ("POST", "/api/apps", {"manifest": manifest("n", gpu="-1")}, 400),
+            ("POST", "/api/apps", {"manifest": manifest("n", gpu="99999Ei")},
+             400),
+            ("POST", "/api/apps/nope/resume", {}, 404),
+            ("PUT", "/api/compute-resources/nodes/homelab/devices/" + G4060 +
+             "/support-type", {"supportType": "Sideways"}, 400),
+            ("PUT", "/api/compute-resources/nodes/macmini/devices/"
+             "macmini-apple-m-0/support-type", {"supportType": "TimeSlice"},
+             400),
+        ]
+        for method, path, body, want in cases:
+            st, b = self.call(method, path, body)
+            self.assertEqual(st, want, (path, body, b))
+            self.assertIn("message", b)
+        m = manifest("n", mode="apple-m")
+        m["spec"]["accelerator"][0]["requiredGPUMemory"] = "1Gi"
+        st, b = self.install(m)
+        self.assertEqual(st, 400, b)
+        self.assertIn("requiredGPUMemory must be empty for mode=apple-m",
+                      b["message"])
+        m = manifest("n")
+        m["spec"]["accelerator"][0]["limitedGPUMemory"] = "4Gi"
+        st, b = self.install(m)
+        self.assertEqual(b["message"], "spec.accelerator[0].limitedGPUMemory "
+                         "(4Gi) must be >= requiredGPUMemory (8Gi)")
+        st, b = self.call("POST", "/api/apps",
+                          {"manifest": "x" * (2 * 1024 * 1024)})
+        self.assertEqual(st, 413)
+        st, b = self.call("GET", "/api/apps")
+        self.assertEqual(b["data"], [])
+
+    def test_auth_and_members(self):
+        st, _ = self.call("GET", "/api/apps", token="")
+        self.assertEqual(st, 401)
+        st, _ = self.call("GET", "/api/apps", token="wrong")
+        self.assertEqual(st, 401)
+        st, b = self.call("POST", "/api/users", {"name": "alice"})
+        self.assertEqual(st, 201, b)
+        alice = b["data"]["token"]
+        st, b = self.call("POST", "/api/users", {"name": "bob"})
+        bob = b["data"]["token"]
+        st, b = self.call("POST", "/api/apps", {"manifest": manifest("al")},
+                          token=alice)
+        self.assertEqual(st, 201, b)
+        self.assertEqual(b["data"]["owner"], "alice")
+        st, b = self.call("POST", "/api/apps/al/suspend", token=bob)
+        self.assertEqual(st, 404)  # bob cannot even see it
+        st, b = self.call("GET", "/api/apps", token=bob)
+        self.assertEqual(b["data"], [])
+        st, b = self.call("POST", "/api/apps",
+                          {"manifest": manifest("sh", shared=True)},
+                          token=alice)
+        self.assertEqual(st, 403)
+        st, b = self.call("PUT", "/api/compute-resources/nodes/homelab/"
+                          "devices/" + G4060 + "/support-type",
+                          {"supportType": "Exclusive"}, token=alice)
+        self.assertEqual(st, 403)
+        st, b = self.call("POST", "/api/apps/al/suspend", token=alice)
+        self.assertEqual(st, 200)
+
+    def test_shared_app_never_reappears(self):
+        """SPEC 2.9: the Olares 1.12.5 steps, for an external shared app."""
+        self.call("PUT", "/api/compute-resources/nodes/homelab/devices/" +
+                  G4060 + "/support-type", {"supportType": "Exclusive"})
+        st, b = self.install(manifest("ollama", gpu="8Gi", shared=True),
+                             computeBinding=[{"nodeName": "homelab",
+                                              "deviceId": G4060}])
+        self.assertEqual(st, 201, b)
+        self.assertEqual(b["data"]["owner"], "shared")
+        self.call("POST", "/api/apps/ollama/suspend")
+        self.call("DELETE", "/api/apps/ollama/compute-resources/bindings")
+        st, lst = self.call("GET", "/api/gpu/list")
+        self.assertEqual([x for x in lst if x["id"] == G4060][0]["apps"], [])
+        st, b = self.install(manifest("other", gpu="8Gi"),
+                             computeBinding=[{"nodeName": "homelab",
+                                              "deviceId": G4060}])
+        self.assertEqual(st, 201, b)
+
+
+class WorkedExampleTest(unittest.TestCase):
+    def test_time_slicing_node_pressure(self):
+        with Acceld(inventory=WORKED) as d:
+            d.start()
+            m = manifest("llm", gpu="8Gi", mem="20Gi")
+            st, b = d.http("POST", "/api/apps", {
+                "manifest": m, "computeBinding": [{
+                    "nodeName": "olares",
+                    "deviceId": "GPU-7f0c3c2e-1a2b-4c3d-9e8f-0123456789ab"}]})
+            self.assertEqual(st, 422, b)
+            v = b["data"]["validation"]
+            self.assertEqual(v["code"], "node-pressure:olares")
+            self.assertEqual(v["detail"],
+                             "Memory: Total 46.89 Gi, Used 7.41 Gi, "
+                             "Needed 36 Gi")
+            st, b = d.http("GET", "/api/apps")
+            self.assertEqual(b["data"], [])  # refused whole
+
+
+class DurabilityTest(unittest.TestCase):
+    def test_kill9_during_binds_loses_nothing_acknowledged(self):
+        d = Acceld()
+        d.start()
+        acked = []
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                name = "k%d" % i
+                try:
+                    st, _ = d.http("POST", "/api/apps",
+                                   {"manifest": manifest(name, gpu="64Mi", mem="1Mi", cpu="1m")},
+                                   timeout=5)
+                    if st == 201:
+                        acked.append(name)
+                except Exception:
+                    return
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        time.sleep(1.5)
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        stop.set()
+        t.join()
+        self.assertGreater(len(acked), 5)
+        d.proc = None
+        d.start()
+        st, b = d.http("GET", "/api/apps")
+        have = {a["name"]: a for a in b["data"]}
+        for name in acked:
+            self.assertIn(name, have)
+            self.assertEqual(len(have[name]["allocations"]), 1, name)
+        for a in have.values():  # no half-applied install
+            self.assertEqual(a["state"], "running")
+            self.assertEqual(len(a["allocations"]), 1)
+        d.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
