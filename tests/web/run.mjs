@@ -468,6 +468,8 @@ try {
     await page.goto(`${BASE}/#/dashboard`);
     await page.getByRole('heading', { name: 'Dashboard', level: 1 }).waitFor();
     await page.waitForTimeout(3500); // two polls
+    await ok('POST', '/api/apps/comfyui/resume', { computeBinding: [{ nodeName: d4060.nodeName, deviceId: d4060.id }] });
+    await page.waitForTimeout(3500);
     await page.locator('[data-chart="device-vram"] canvas').waitFor();
     await page.locator('[data-chart="app-vram"] canvas').waitFor();
     const legend = await page.locator('[data-chart="device-vram"] .u-legend').innerText();
@@ -488,7 +490,7 @@ try {
     const p2 = await c2.newPage();
     p2.setDefaultTimeout(8000);
     await p2.goto(`${BASE}/#token=${encodeURIComponent(u.token)}`);
-    await p2.getByText('Member').waitFor();
+    await p2.locator('.who').getByText('Member').waitFor();
     await p2.goto(`${BASE}/#/apps`);
     await p2.locator('tr[data-app="alice-notes"]').waitFor();
     assert.equal(await p2.locator('tr[data-app="llm"]').count(), 0, 'member sees the admin apps');

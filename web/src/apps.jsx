@@ -18,10 +18,14 @@ function needText(app) {
   return `${typeTitle(r.mode)}${need ? ` · ${giCeil(need)}` : ''}`;
 }
 
-function AllocText({ app }) {
+function AllocText({ app, nodes }) {
   const al = app.allocations || [];
   if (!al.length) return <span class="muted">Not assigned</span>;
-  return <>{al.map((a) => <span class="chip" key={a.deviceId}>{a.nodeName}/{shortId(a.deviceId)}{a.memory ? ` · ${gi(a.memory)}` : ''}</span>)}</>;
+  const model = (id) => {
+    for (const n of nodes || []) for (const d of n.devices || []) if (d.id === id && d.cardModel) return d.cardModel.replace(/^NVIDIA GeForce /, '');
+    return shortId(id);
+  };
+  return <>{al.map((a) => <span class="chip" key={a.deviceId} title={a.deviceId}>{model(a.deviceId)} · {a.nodeName}{a.memory ? ` · ${gi(a.memory)}` : ''}</span>)}</>;
 }
 const shortId = (id) => (id && id.length > 16 ? `${id.slice(0, 12)}…` : id);
 
@@ -142,13 +146,13 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                   <td><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
                     {a.external && <div class="muted small">external</div>}</td>
                   <td><Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>
-                    {a.reason && <div class="muted small" title={a.reason}>{a.reason}</div>}
+                    {a.reason && <div class="muted small" title={a.reason}>{a.reason.replace(/-/g, ' ')}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
                   <td>{a.owner}</td>
                   <td>{needText(a)}</td>
-                  <td class="apps-cell"><AllocText app={a} /></td>
+                  <td><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
                   <td>{a.usage && a.usage.memory != null ? gi(a.usage.memory) : '—'}</td>
-                  <td class="actions">
+                  <td><div class="actions">
                     {!ACTIVE.has(a.state) && a.state !== 'stopping' && a.state !== 'uninstalling' &&
                       <button class="btn small primary" onClick={() => setResume(a.name)} aria-label={`Resume ${a.name}`}>Resume</button>}
                     {ACTIVE.has(a.state) &&
@@ -157,7 +161,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                     {(a.allocations || []).length > 0 &&
                       <button class="btn small danger-ghost" aria-label={`Remove ${a.name} from GPU`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
-                  </td>
+                  </div></td>
                 </tr>
               ))}
             </tbody>

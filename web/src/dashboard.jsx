@@ -30,7 +30,7 @@ export function recordSample(nodes, apps) {
       push(store.dev, d.id, {
         node: n.nodeName, label: `${d.cardModel || typeTitle(d.mode)} (${n.nodeName})`, memory: d.memory,
         util: util, used: d.usedMemory, allocated: d.allocated || 0,
-      }, { used: d.usedMemory ?? null, alloc: d.allocated || 0, util });
+      }, { used: d.usedMemory ?? null, alloc: assignedOf(d), util });
     }
   }
   for (const a of apps) {
@@ -51,6 +51,9 @@ export function recordSample(nodes, apps) {
   store.ver++;
   listeners.forEach((f) => f(store.ver));
 }
+
+// Exclusive and Time slicing bind the whole card: count it as assigned.
+export const assignedOf = (d) => (d.supportType === 'MemorySlice' ? d.allocated || 0 : (d.bindings || []).length ? d.memory || 0 : 0);
 
 const COLORS = ['#2f5bea', '#e8590c', '#2b8a3e', '#ae3ec9', '#0b7285', '#c92a2a', '#5f3dc4', '#a61e4d', '#364fc7', '#087f5b'];
 
@@ -122,7 +125,7 @@ export function DashboardPage({ nodes, apps }) {
   const shown = nodes.filter((n) => !node || n.nodeName === node);
   const all = shown.flatMap((n) => n.devices);
   const total = all.reduce((s, d) => s + (d.memory || 0), 0);
-  const alloc = all.reduce((s, d) => s + (d.allocated || 0), 0);
+  const alloc = all.reduce((s, d) => s + assignedOf(d), 0);
   const used = all.reduce((s, d) => s + (d.usedMemory || 0), 0);
   const running = (apps || []).filter((a) => a.state === 'running' && (!node || (a.allocations || []).some((x) => x.nodeName === node))).length;
 
@@ -157,7 +160,7 @@ export function DashboardPage({ nodes, apps }) {
           <thead><tr><th>Device</th><th>Node</th><th>Memory</th><th>Assigned</th><th>In use</th><th>Utilization</th><th>Apps</th></tr></thead>
           <tbody>{all.map((d) => (
             <tr key={d.id}><td>{d.cardModel || typeTitle(d.mode)}</td><td>{d.nodeName}</td><td>{gi(d.memory)}</td>
-              <td>{gi(d.allocated || 0)}</td><td>{d.usedMemory != null ? gi(d.usedMemory) : '—'}</td>
+              <td>{gi(assignedOf(d))}</td><td>{d.usedMemory != null ? gi(d.usedMemory) : '—'}</td>
               <td>{typeof d.utilization === 'number' ? `${Math.round(d.utilization)}%` : '—'}</td>
               <td>{(d.bindings || []).map((b) => `${b.appName}${apps && apps.find((a) => a.name === b.appName) ? ` (${stateLabel(apps.find((a) => a.name === b.appName).state).toLowerCase()})` : ''}`).join(', ') || '—'}</td></tr>
           ))}</tbody>
