@@ -16,3 +16,10 @@ ACCEL_CMAKE_FLAGS="-DACCEL_ASAN=ON -DACCEL_UBSAN=ON -DCMAKE_BUILD_TYPE=Debug" \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration)\.'
+# The parsers under libFuzzer (clang), for a bounded time.
+CC=clang ACCEL_CMAKE_FLAGS="-DACCEL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug" \
+    bash scripts/setup.sh build-fuzz
+mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
+build-fuzz/tests/fuzz/fuzz_parsers -max_total_time=60 -max_len=4096 \
+    -rss_limit_mb=2048 build-fuzz/corpus
+echo "fuzz: 60 s of parser fuzzing found nothing"

@@ -297,12 +297,7 @@ static enum accel_err load_alloc(void *ctx, const struct store_alloc *row)
     }
     a->rows = xrealloc(a->rows, (a->nrows + 1) * sizeof(*a->rows));
     r = (struct adm_row){.dev = (uint32_t)dev, .memory = row->memory};
-    a->rows[a->nrows++] = r;
-    {
-        static const struct adm_req none;
-        const struct adm_req *req = state_app_req(a);
-        adm_snapshot_apply(&d->snap, req ? req : &none, &r, 1);
-    }
+    a->rows[a->nrows++] = r; /* applied to the snapshot once all are read */
     return ACCEL_OK;
 }
 
@@ -542,6 +537,13 @@ static int open_state(struct accel_daemon *d)
         fprintf(stderr, "acceld: cannot load the state: %s\n",
                 accel_strerror(rc));
         return 1;
+    }
+    for (size_t i = 0; i < d->napps; i++) {
+        static const struct adm_req none;
+        struct app *a = d->apps[i];
+        const struct adm_req *req = state_app_req(a);
+        if (a->nrows)
+            adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
     }
     return ensure_admin(d);
 }

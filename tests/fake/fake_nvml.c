@@ -157,7 +157,8 @@ static void parse_line(char *line)
 
     line[strcspn(line, "#\r\n")] = '\0';
     if (strncmp(line, "driver ", 7) == 0)
-        snprintf(st.driver, sizeof(st.driver), "%s", line + 7);
+        snprintf(st.driver, sizeof(st.driver), "%.*s",
+                 (int)sizeof(st.driver) - 1, line + 7);
     else if (strncmp(line, "cuda ", 5) == 0)
         st.cuda = (int)strtol(line + 5, NULL, 10);
     else if (strncmp(line, "init_err ", 9) == 0)
