@@ -164,6 +164,8 @@ static void standalone_dir(char *out, size_t cap)
         snprintf(out, cap, "%s/accel", x);
     else
         snprintf(out, cap, "/tmp/accel-%u", (unsigned)getuid());
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        return; /* the usual case: one system call */
     if (mkdir(out, 0700) != 0 && stat(out, &st) != 0)
         out[0] = '\0'; /* process-local ledgers then */
 }

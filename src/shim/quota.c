@@ -33,36 +33,69 @@ static void ledger_format(struct accel_ledger *l, int ordinal, uint64_t limit)
                           memory_order_release);
 }
 
-/* Map `path`; create and format it when `create` (standalone use). The
- * flock only serialises formatting and dies with its holder. */
-static struct accel_ledger *ledger_map(const char *path, int create,
-                                       int ordinal, uint64_t limit)
+/* Map an existing, valid ledger; NULL if missing or not one of ours. */
+static struct accel_ledger *ledger_map_existing(const char *path)
 {
     struct accel_ledger *l;
-    struct stat st;
-    void *m;
-    int fd = open(path, (create ? O_CREAT : 0) | O_RDWR | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
 
     if (fd < 0)
         return NULL;
-    if (create && flock(fd, LOCK_EX) == 0) {
-        if (fstat(fd, &st) == 0 && st.st_size < (off_t)ACCEL_LEDGER_SIZE)
-            if (ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0)
-                shim_log("ledger %s: cannot size it", path);
-    }
-    m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+    l = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
              0);
-    if (m != MAP_FAILED && create && ((struct accel_ledger *)m)->magic == 0)
+    close(fd);
+    if (l == MAP_FAILED)
+        return NULL;
+    /* a file shorter than the ledger would fault on access: size is
+     * checked by acceld (creator) and below (standalone creation) */
+    if (!accel_ledger_valid(l)) {
+        munmap(l, ACCEL_LEDGER_SIZE);
+        return NULL;
+    }
+    return l;
+}
+
+/* Create (standalone use) and map; the flock only serialises formatting and
+ * is dropped by the kernel if its holder dies. */
+static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
+                                              uint64_t limit)
+{
+    struct stat st;
+    void *m = MAP_FAILED;
+    int fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+
+    if (fd < 0)
+        return NULL;
+    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 &&
+        (st.st_size >= (off_t)ACCEL_LEDGER_SIZE ||
+         ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) == 0))
+        m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 fd, 0);
+    if (m != MAP_FAILED && ((struct accel_ledger *)m)->magic == 0)
         ledger_format(m, ordinal, limit);
     close(fd); /* also drops the flock */
     if (m == MAP_FAILED)
         return NULL;
-    l = m;
-    if (!accel_ledger_valid(l)) {
+    if (!accel_ledger_valid(m)) {
         munmap(m, ACCEL_LEDGER_SIZE);
         return NULL;
     }
-    return l;
+    return m;
+}
+
+static struct accel_ledger *ledger_map(const char *path, int create,
+                                       int ordinal, uint64_t limit)
+{
+    struct stat st;
+
+    /* fast path (one open, one mmap) once the file exists at full size */
+    if (!create || (stat(path, &st) == 0 &&
+                    st.st_size >= (off_t)ACCEL_LEDGER_SIZE)) {
+        struct accel_ledger *l = ledger_map_existing(path);
+        if (l != NULL || !create)
+            return l;
+    }
+    return ledger_create_map(path, ordinal, limit);
 }
 
 /* A ledger only this process sees: the quota still holds per process. */
