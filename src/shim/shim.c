@@ -29,7 +29,6 @@ SHIM_HIDDEN struct accel_shim_state shim_state = {
     .core_once = PTHREAD_ONCE_INIT,
     .cuda_once = PTHREAD_ONCE_INIT,
     .nvml_once = PTHREAD_ONCE_INIT,
-    .log_fd = -1,
 };
 SHIM_HIDDEN _Thread_local int shim_in_init;
 
@@ -51,7 +50,7 @@ void shim_log(const char *fmt, ...)
     va_list ap;
     int n, h;
 
-    if (shim_state.log_fd < 0)
+    if (shim_state.log_fd <= 0)
         return;
     h = snprintf(buf, sizeof(buf), "accelshim[%d]: ", (int)shim_state.pid);
     if (h < 0 || (size_t)h >= sizeof(buf))
@@ -65,7 +64,7 @@ void shim_log(const char *fmt, ...)
     if ((size_t)n > sizeof(buf) - 2)
         n = (int)sizeof(buf) - 2;
     buf[n++] = '\n';
-    while (write(shim_state.log_fd, buf, (size_t)n) < 0 && errno == EINTR)
+    while (write(shim_state.log_fd - 1, buf, (size_t)n) < 0 && errno == EINTR)
         ;
 }
 
@@ -92,7 +91,7 @@ static void core_init_once(void)
 {
     shim_in_init = 1;
     shim_state.pid = getpid();
-    shim_state.log_fd = log_open();
+    shim_state.log_fd = log_open() + 1;
     track_init();
     config_load();
     atomic_store_explicit(&shim_state.core_ready, 1, memory_order_release);

@@ -98,7 +98,8 @@ struct accel_shim_state {
     _Atomic int nvml_ready;         /* 1 after nvml_once ran */
     int any_limit;                  /* some device has a limit */
     int standalone;                 /* limits from env: shim creates ledgers */
-    int log_fd;                     /* ACCEL_LOG target, -1 off */
+    int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
+                                     * state all-zero, in .bss) */
     pid_t pid;                      /* cached; refreshed in the fork child */
     void *libcuda;                  /* dlopen handle or NULL */
     void *libnvml;                  /* dlopen handle or NULL */
