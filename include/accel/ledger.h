@@ -34,7 +34,6 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -80,13 +79,20 @@ struct accel_ledger {
  */
 static inline uint64_t accel_ledger_proc_start(pid_t pid)
 {
-    char path[48], buf[1024];
+    char path[48] = "/proc/", digits[16], buf[1024];
     const char *p;
     uint64_t v = 0;
     ssize_t n;
-    int fd, field;
+    int fd, field, nd = 0, at = 6;
+    unsigned u = (unsigned)pid;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    do { /* "/proc/<pid>/stat" without stdio (async-signal-safe) */
+        digits[nd++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0 && nd < 15);
+    while (nd > 0)
+        path[at++] = digits[--nd];
+    memcpy(path + at, "/stat", 6);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
