@@ -44,6 +44,11 @@
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
 #define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
+#ifdef O_CLOEXEC /* POSIX 2008; absent in strict C11 without feature macros */
+#define ACCEL_LEDGER_CLOEXEC O_CLOEXEC
+#else
+#define ACCEL_LEDGER_CLOEXEC 0
+#endif
 
 /* One process's share of the charge. 64 bytes, one cache line. */
 struct accel_ledger_slot {
@@ -93,7 +98,7 @@ static inline uint64_t accel_ledger_proc_start(pid_t pid)
     while (nd > 0)
         path[at++] = digits[--nd];
     memcpy(path + at, "/stat", 6);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | ACCEL_LEDGER_CLOEXEC);
     if (fd < 0)
         return 0;
     n = read(fd, buf, sizeof(buf) - 1);
