@@ -203,7 +203,7 @@ static uint64_t env_bytes(const char *name)
 
 static void config_from_env(void)
 {
-    char dir[200], key[64], path[256], name[48];
+    char dir[200], key[64], path[300], name[48];
     uint64_t all = env_bytes("ACCEL_MEMORY_LIMIT"), lim;
 
     if (all == 0)
