@@ -125,7 +125,7 @@ static void cuda_init_once(void)
     shim_core_init();
     procaddr_dl_init();
     shim_in_init = 1;
-    shim_state.libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    shim_state.libcuda = dlopen("libcuda.so.1", RTLD_LAZY);
     if (shim_state.libcuda == NULL)
         shim_log("libcuda.so.1 not loaded: %s", dlerror());
     if (shim_state.real_dlsym != NULL)
@@ -146,7 +146,7 @@ static void nvml_init_once(void)
     shim_core_init();
     procaddr_dl_init();
     shim_in_init = 1;
-    shim_state.libnvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    shim_state.libnvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY);
     if (shim_state.libnvml == NULL)
         shim_log("libnvidia-ml.so.1 not loaded: %s", dlerror());
     if (shim_state.real_dlsym != NULL)
