@@ -18,8 +18,8 @@
  * (not calls) into the real dlsym with the original arguments and return
  * address. glibc's dlsym uses its caller's address for RTLD_NEXT and for the
  * namespace, so the real one still sees the program as its caller and every
- * lookup we do not change behaves exactly as without the shim. Only names
- * starting with "cu" or "nvml" are looked at. The real dlsym comes from
+ * lookup we do not change behaves exactly as without the shim. Only the
+ * names we export are looked at (a few strcmp, for cu/nvml prefixes only). The real dlsym comes from
  * dlvsym (not interposed). Architectures: x86-64 and AArch64; elsewhere dlsym
  * is not interposed (documented in docs/internals/shim.md).
  */
@@ -75,6 +75,20 @@ void *procaddr_hook_for(void *real)
     return NULL;
 }
 
+#define NAME_MATCH_1(name_)                                                    \
+    if (strcmp(name, #name_) == 0)                                             \
+        return 1;
+#define NAME_MATCH_0(name_)
+#define NAME_MATCH(lib, hooked, ret, name_, params) NAME_MATCH_##hooked(name_)
+
+/* Whether `name` is one we export (so unrelated lookups such as "curl_*"
+ * never make us load the driver). Only called for cu/nvml prefixes. */
+static int hooked_name(const char *name)
+{
+    ACCEL_SHIM_SYMBOLS(NAME_MATCH)
+    return 0;
+}
+
 /* Called by the trampoline: a replacement for dlsym(handle, name), or NULL
  * to let the real dlsym answer with the caller's own context. */
 SHIM_HIDDEN __attribute__((used)) void *
@@ -88,7 +102,7 @@ procaddr_dlsym_lookup(void *handle, const char *name)
         return NULL;
     cu = name[0] == 'c' && name[1] == 'u';
     nvml = strncmp(name, "nvml", 4) == 0;
-    if (!cu && !nvml)
+    if ((!cu && !nvml) || !hooked_name(name))
         return NULL;
     if (cu)
         shim_cuda_init();
