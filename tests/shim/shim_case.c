@@ -333,6 +333,47 @@ static void case_view(int limited)
     CHECK(cuMemFree_v2(d) == 0, "free");
 }
 
+/* acceld's way: ledger_create + ledger_write_config, ACCEL_CONFIG set
+ * before the first CUDA call; limit 512 MiB on ordinal 0, NVML by UUID. */
+static void case_config(void)
+{
+    char dir[400], led[512], cfg[512];
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-fake-0" };
+    struct ledger_usage u = { 0 };
+    CUdeviceptr d, e;
+    uint64_t nt, nf, nu;
+    size_t f, t;
+
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "cfg-app", 0) == ACCEL_OK, "path");
+    CHECK(ledger_path(led, sizeof(led), dir, "../x", 0) == ACCEL_EINVAL, "..");
+    CHECK(ledger_path(led, sizeof(led), dir, "cfg-app", 0) == ACCEL_OK, "path");
+    snprintf(cfg, sizeof(cfg), "%s/cfg-app.shim.conf", dir);
+    CHECK(ledger_create(led, "cfg-app", 0, "GPU-fake-0", 512 * MiB, (uid_t)-1,
+                        (gid_t)-1) == ACCEL_OK, "create");
+    CHECK(ledger_write_config(cfg, "cfg-app", &dev, 1) == ACCEL_OK, "config");
+    setenv("ACCEL_CONFIG", cfg, 1); /* before the shim's first hook runs */
+    setenv("ACCEL_MEMORY_LIMIT", "8Gi", 1); /* ignored under ACCEL_CONFIG */
+    CHECK(cuMemAlloc_v2(&d, 384 * MiB) == 0, "within");
+    CHECK(cuMemAlloc_v2(&e, 256 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "beyond");
+    CHECK(cuMemGetInfo_v2(&f, &t) == 0 && t == 512 * MiB && f == 128 * MiB,
+          "view %zu/%zu", f, t);
+    nvml_view(&nt, &nf, &nu);
+    CHECK(nt == 512 * MiB && nu == 384 * MiB, "nvml by uuid %llu/%llu",
+          (unsigned long long)nt, (unsigned long long)nu);
+    CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 384 * MiB &&
+              u.processes == 1 && u.limit == 512 * MiB, "read %llu %u",
+          (unsigned long long)u.used, u.processes);
+    /* acceld restarts: ledger_create again keeps the usage */
+    CHECK(ledger_create(led, "cfg-app", 0, "GPU-fake-0", 512 * MiB, (uid_t)-1,
+                        (gid_t)-1) == ACCEL_OK, "re-create");
+    CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 384 * MiB, "kept");
+    CHECK(cuMemFree_v2(d) == 0, "free");
+    CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 0, "after free");
+    CHECK(ledger_remove(led) == ACCEL_OK && ledger_remove(led) == ACCEL_OK,
+          "remove");
+}
+
 static unsigned rnd(unsigned *s)
 {
     *s ^= *s << 13; /* xorshift32: the low bits of an LCG cycle too fast */
@@ -524,6 +565,8 @@ int main(int argc, char **argv)
         case_full();
     else if (strcmp(c, "fork") == 0)
         case_fork();
+    else if (strcmp(c, "config") == 0)
+        case_config();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
