@@ -97,12 +97,12 @@ procaddr_dlsym_lookup(void *handle, const char *name)
     void *p;
     int cu, nvml;
 
-    procaddr_dl_init();
-    if (shim_in_init || name == NULL || handle == RTLD_NEXT)
+    procaddr_dl_init(); /* the trampoline jumps through real_dlsym */
+    if (name == NULL || handle == RTLD_NEXT)
         return NULL;
     cu = name[0] == 'c' && name[1] == 'u';
-    nvml = strncmp(name, "nvml", 4) == 0;
-    if ((!cu && !nvml) || !hooked_name(name))
+    nvml = name[0] == 'n' && strncmp(name, "nvml", 4) == 0;
+    if ((!cu && !nvml) || !hooked_name(name) || shim_in_init)
         return NULL;
     if (cu)
         shim_cuda_init();

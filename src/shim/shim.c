@@ -30,7 +30,8 @@ SHIM_HIDDEN struct accel_shim_state shim_state = {
     .cuda_once = PTHREAD_ONCE_INIT,
     .nvml_once = PTHREAD_ONCE_INIT,
 };
-SHIM_HIDDEN _Thread_local int shim_in_init;
+SHIM_HIDDEN _Thread_local int shim_in_init
+    __attribute__((tls_model("initial-exec")));
 
 /* Open the ACCEL_LOG target once; -1 means logging is off. */
 static int log_open(void)

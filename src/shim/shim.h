@@ -109,7 +109,11 @@ struct accel_shim_state {
 };
 
 extern SHIM_HIDDEN struct accel_shim_state shim_state;
-extern SHIM_HIDDEN _Thread_local int shim_in_init; /* re-entry guard */
+/* Re-entry guard. initial-exec: no __tls_get_addr call (which sanitizers
+ * intercept and which must not run inside our dlsym before they are ready);
+ * fine for a library loaded at start-up by LD_PRELOAD. */
+extern SHIM_HIDDEN _Thread_local int shim_in_init
+    __attribute__((tls_model("initial-exec")));
 
 /* shim.c */
 SHIM_HIDDEN void shim_core_init(void);
