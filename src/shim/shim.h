@@ -55,7 +55,7 @@ enum shim_dev_state {           /* shim_dev.state */
 struct shim_dev {
     _Atomic int state;              /* enum shim_dev_state */
     uint64_t limit;                 /* bytes this process enforces, 0 none */
-    char path[256];                 /* ledger file, "" = process-local */
+    char path[320];                 /* ledger file, "" = process-local */
     char uuid[64];                  /* device UUID from ACCEL_CONFIG or "" */
     struct accel_ledger *ledger;    /* mapped ledger (READY) */
     struct accel_ledger_slot *slot; /* our slot, NULL if the ledger is full */
