@@ -39,13 +39,8 @@ static void on_signal(int sig)
 
 /* ---- nodes and devices ---- */
 
-struct pending_dev {
-    struct adm_device dev;
-    struct dev_info info;
-};
-
 static void add_node(struct accel_daemon *d, const char *name, bool local,
-                     bool declared, uint64_t mem_total, uint64_t mem_used,
+                     uint64_t mem_total, uint64_t mem_used,
                      uint64_t cpu_total, uint64_t cpu_used, uint64_t disk_total,
                      uint64_t disk_used)
 {
@@ -56,12 +51,7 @@ static void add_node(struct accel_daemon *d, const char *name, bool local,
                                          .cpu = {cpu_total, cpu_used},
                                          .disk = {disk_total, disk_used},
                                          .enabled = true};
-    d->ninfo[i] = (struct node_info){.name = xstrdup(name),
-                                     .local = local,
-                                     .declared = declared,
-                                     .base_mem_used = mem_used,
-                                     .base_cpu_used = cpu_used,
-                                     .base_disk_used = disk_used};
+    d->ninfo[i] = (struct node_info){.name = xstrdup(name), .local = local};
     d->snap.nodes[i].name = d->ninfo[i].name;
     d->snap.nodes[i].first_dev = (uint32_t)d->snap.ndevs;
     strmap_put(d->node_index, name, (uint32_t)i);
@@ -69,8 +59,7 @@ static void add_node(struct accel_daemon *d, const char *name, bool local,
 
 static void add_device(struct accel_daemon *d, const char *id,
                        enum accel_type type, const char *model, uint64_t memory,
-                       enum accel_support st, bool healthy, int index,
-                       bool synthetic)
+                       enum accel_support st, bool healthy, int index)
 {
     size_t i = d->snap.ndevs++;
     uint32_t node = (uint32_t)(d->snap.nnodes - 1);
@@ -78,8 +67,7 @@ static void add_device(struct accel_daemon *d, const char *id,
     d->dinfo = xrealloc(d->dinfo, d->snap.ndevs * sizeof(struct dev_info));
     d->dinfo[i] = (struct dev_info){.id = xstrdup(id),
                                     .model = model ? xstrdup(model) : NULL,
-                                    .index = index,
-                                    .synthetic = synthetic};
+                                    .index = index};
     d->snap.devs[i] = (struct adm_device){.id = d->dinfo[i].id,
                                           .node = node,
                                           .type = type,
@@ -103,7 +91,7 @@ static void add_cpu_fallback(struct accel_daemon *d, const char *node,
 {
     char *id = xasprintf("%s-cpu-0", node);
     add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
-               true, -1, true);
+               true, -1);
     free(id);
 }
 
@@ -112,14 +100,14 @@ static void add_inventory(struct accel_daemon *d, const struct inventory *inv)
     for (size_t i = 0; i < inv->nnodes; i++) {
         const struct inv_node *n = &inv->nodes[i];
         bool local = strcmp(n->name, d->cfg.node_name) == 0;
-        add_node(d, n->name, local, true, n->mem_total, n->mem_used,
+        add_node(d, n->name, local, n->mem_total, n->mem_used,
                  n->cpu_total, n->cpu_used, n->disk_total, n->disk_used);
         for (size_t k = 0; k < n->ndevs; k++) {
             const struct inv_device *x = &n->devs[k];
             uint64_t mem = x->memory ? x->memory : n->mem_total / 4 * 3;
             add_device(d, x->id, x->type, x->model, mem,
                        x->has_support ? x->st : default_mode(x->type),
-                       x->healthy, x->index, !accel_type_has_vram(x->type));
+                       x->healthy, x->index);
         }
         if (n->ndevs == 0)
             add_cpu_fallback(d, n->name, n->mem_total);
@@ -174,7 +162,7 @@ static void add_local(struct accel_daemon *d)
         dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
         du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
     }
-    add_node(d, d->cfg.node_name, true, false, mt, mu, ct, cu, dt, du);
+    add_node(d, d->cfg.node_name, true, mt, mu, ct, cu, dt, du);
     if (nvml_open(&nv, &cause) == ACCEL_OK) {
         struct nvml_gpu *g = NULL;
         size_t n = 0;
@@ -186,7 +174,7 @@ static void add_local(struct accel_daemon *d)
                 if (g[i].uuid[0])
                     add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
                                g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
-                               g[i].healthy == 1, (int)g[i].index, false);
+                               g[i].healthy == 1, (int)g[i].index);
         }
         free(d->nvml_status);
         d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",

@@ -47,15 +47,12 @@ bool app_state_parse(const char *s, enum app_state *out);
 struct node_info {
     char *name;          /* node name */
     bool local;          /* this machine: runs apps for real */
-    bool declared;       /* from the inventory file */
-    uint64_t base_mem_used, base_cpu_used, base_disk_used; /* without apps */
 };
 
 struct dev_info {
     char *id;            /* device id */
     char *model;         /* card model */
     int index;           /* NVML index, -1 if none */
-    bool synthetic;      /* cpu fallback / unified-memory device */
     uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
     uint32_t util;       /* utilization %, NVML */
     json_t *settings;    /* per-device settings object (time slice, ...) */
@@ -115,7 +112,6 @@ struct accel_daemon {
     struct metrics *metrics;     /* counters (own lock) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
-    uint64_t state_version;      /* bumped on every change */
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
     volatile int stopping;       /* set at shutdown */

@@ -228,7 +228,7 @@ static void dispatch(struct http_req *r)
             return;
         }
     }
-    if (!content_type_ok(r)) {
+    if ((rt->flags & ROUTE_BODY) && !content_type_ok(r)) {
         http_reply_error(r, ACCEL_EMEDIA,
                          "Content-Type must be application/json or "
                          "application/yaml");

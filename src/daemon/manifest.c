@@ -38,17 +38,6 @@ static const struct qfield qfields[] = {
 };
 #define NQF (sizeof(qfields) / sizeof(qfields[0]))
 
-static char *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *fail(const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    va_start(ap, fmt);
-    s = xvasprintf(fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 static uint64_t *qslot(struct adm_req *r, const struct qfield *f)
 {
     return (uint64_t *)((char *)r + f->off);
@@ -66,7 +55,7 @@ static enum accel_err parse_qvalue(const json_t *v, bool cpu, uint64_t *out,
     if (json_is_integer(v)) {
         json_int_t i = json_integer_value(v);
         if (i < 0) {
-            *cause = fail("%s.%s must not be negative (got %lld)", path, key,
+            *cause = xasprintf("%s.%s must not be negative (got %lld)", path, key,
                           (long long)i);
             return ACCEL_EINVAL;
         }
@@ -75,7 +64,7 @@ static enum accel_err parse_qvalue(const json_t *v, bool cpu, uint64_t *out,
     } else if (json_is_real(v)) {
         double d = json_real_value(v);
         if (!(d >= 0) || d > 1e18) {
-            *cause = fail("%s.%s must be a non-negative quantity", path, key);
+            *cause = xasprintf("%s.%s must be a non-negative quantity", path, key);
             return ACCEL_EINVAL;
         }
         snprintf(buf, sizeof buf, "%.6f", d);
@@ -83,18 +72,18 @@ static enum accel_err parse_qvalue(const json_t *v, bool cpu, uint64_t *out,
     } else if (json_is_string(v)) {
         s = json_string_value(v);
     } else {
-        *cause = fail("%s.%s must be a quantity string like \"8Gi\" or a "
+        *cause = xasprintf("%s.%s must be a quantity string like \"8Gi\" or a "
                       "number",
                       path, key);
         return ACCEL_EINVAL;
     }
     rc = cpu ? quantity_parse_millicores(s, out) : quantity_parse_bytes(s, out);
     if (rc == ACCEL_ERANGE) {
-        *cause = fail("%s.%s (%s) is too large", path, key, s);
+        *cause = xasprintf("%s.%s (%s) is too large", path, key, s);
         return ACCEL_EINVAL;
     }
     if (rc != ACCEL_OK) {
-        *cause = fail("%s.%s must be a valid quantity such as \"8Gi\", "
+        *cause = xasprintf("%s.%s must be a valid quantity such as \"8Gi\", "
                       "\"512Mi\" or \"2\" (got \"%s\")",
                       path, key, s);
         return ACCEL_EINVAL;
@@ -123,7 +112,7 @@ static enum accel_err parse_bool(const json_t *e, const char *key, bool *out,
     if (v == NULL || json_is_null(v))
         return ACCEL_OK;
     if (!json_is_boolean(v)) {
-        *cause = fail("%s.%s must be true or false", path, key);
+        *cause = xasprintf("%s.%s must be true or false", path, key);
         return ACCEL_EINVAL;
     }
     *out = json_is_true(v);
@@ -140,7 +129,7 @@ static enum accel_err check_envelope(const json_t *e, struct adm_req *r,
         if (v == NULL || json_is_null(v))
             continue;
         if (qfields[i].gpu && !vram) {
-            *cause = fail("%s.%s must be empty for mode=%s (only nvidia, "
+            *cause = xasprintf("%s.%s must be empty for mode=%s (only nvidia, "
                           "amd-gpu and intel-gpu have dedicated GPU memory)",
                           path, qfields[i].key, accel_type_name(r->type));
             return ACCEL_EINVAL;
@@ -157,7 +146,7 @@ static enum accel_err check_envelope(const json_t *e, struct adm_req *r,
         if (qfields[i].gpu && !vram)
             continue;
         if (v == NULL || json_is_null(v)) {
-            *cause = fail("%s.%s is required to declare a complete resource "
+            *cause = xasprintf("%s.%s is required to declare a complete resource "
                           "envelope (mode=%s)",
                           path, qfields[i].key, accel_type_name(r->type));
             return ACCEL_EINVAL;
@@ -184,7 +173,7 @@ static enum accel_err check_limits(struct adm_req *r, const char *path,
             quantity_format_bytes(*qslot(r, f), a, sizeof a);
             quantity_format_bytes(*qslot(r, p), b, sizeof b);
         }
-        *cause = fail("%s.%s (%s) must be >= %s (%s)", path, f->key, a,
+        *cause = xasprintf("%s.%s (%s) must be >= %s (%s)", path, f->key, a,
                       p->key, b);
         return ACCEL_EINVAL;
     }
@@ -201,22 +190,22 @@ static enum accel_err parse_entry(const json_t *e, size_t idx,
     snprintf(path, sizeof path, "spec.accelerator[%zu]", idx);
     memset(r, 0, sizeof(*r));
     if (!json_is_object(e)) {
-        *cause = fail("%s must be an object", path);
+        *cause = xasprintf("%s must be an object", path);
         return ACCEL_EINVAL;
     }
     json_object_foreach((json_t *)e, key, v) {
         if (!is_known_entry_key(key)) {
-            *cause = fail("%s.%s is not a known field", path, key);
+            *cause = xasprintf("%s.%s is not a known field", path, key);
             return ACCEL_EINVAL;
         }
     }
     v = json_object_get(e, "mode");
     if (!json_is_string(v)) {
-        *cause = fail("%s.mode is required", path);
+        *cause = xasprintf("%s.mode is required", path);
         return ACCEL_EINVAL;
     }
     if (!accel_type_parse(json_string_value(v), &r->type)) {
-        *cause = fail("%s.mode must be one of cpu, nvidia, nvidia-gb10, "
+        *cause = xasprintf("%s.mode must be one of cpu, nvidia, nvidia-gb10, "
                       "apple-m, intel, amd, intel-gpu, amd-gpu, moore-soc "
                       "(got \"%s\")",
                       path, json_string_value(v));
@@ -229,7 +218,7 @@ static enum accel_err parse_entry(const json_t *e, size_t idx,
         parse_bool(e, "supportMultiNodes", &r->multi_nodes, path, cause))
         return ACCEL_EINVAL;
     if ((r->multi_cards || r->multi_nodes) && r->type != ACCEL_TYPE_NVIDIA) {
-        *cause = fail("%s.%s is only supported for mode=nvidia", path,
+        *cause = xasprintf("%s.%s is only supported for mode=nvidia", path,
                       r->multi_nodes ? "supportMultiNodes"
                                      : "supportMultiCards");
         return ACCEL_EINVAL;
@@ -247,12 +236,12 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
     const json_t *e;
 
     if (!json_is_array(acc) || json_array_size(acc) == 0) {
-        *cause = fail("spec.accelerator must list at least one accelerator "
+        *cause = xasprintf("spec.accelerator must list at least one accelerator "
                       "entry");
         return ACCEL_EINVAL;
     }
     if (json_array_size(acc) > MANIFEST_MAX_ENTRIES) {
-        *cause = fail("spec.accelerator has %zu entries; at most one per "
+        *cause = xasprintf("spec.accelerator has %zu entries; at most one per "
                       "type (%d) is allowed",
                       json_array_size(acc), MANIFEST_MAX_ENTRIES);
         return ACCEL_EINVAL;
@@ -262,7 +251,7 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
             return ACCEL_EINVAL;
         for (size_t j = 0; j < i; j++) {
             if (m->req[j].type == m->req[i].type) {
-                *cause = fail("spec.accelerator[%zu].mode %s is declared "
+                *cause = xasprintf("spec.accelerator[%zu].mode %s is declared "
                               "twice (also spec.accelerator[%zu])",
                               i, accel_type_name(m->req[i].type), j);
                 return ACCEL_EINVAL;
@@ -280,7 +269,7 @@ static char **string_list(const json_t *arr, const char *path, char **cause)
     char **out;
 
     if (!json_is_array(arr) || n == 0 || n > RUN_MAX_ARGS) {
-        *cause = fail("%s must be a non-empty list of at most %d strings",
+        *cause = xasprintf("%s must be a non-empty list of at most %d strings",
                       path, RUN_MAX_ARGS);
         return NULL;
     }
@@ -288,7 +277,7 @@ static char **string_list(const json_t *arr, const char *path, char **cause)
     json_array_foreach(arr, i, v) {
         if (!json_is_string(v) || json_string_length(v) == 0 ||
             strlen(json_string_value(v)) != json_string_length(v)) {
-            *cause = fail("%s[%zu] must be a non-empty string", path, i);
+            *cause = xasprintf("%s[%zu] must be a non-empty string", path, i);
             for (size_t j = 0; j < i; j++)
                 free(out[j]);
             free(out);
@@ -324,18 +313,18 @@ static enum accel_err parse_env(const json_t *env, struct manifest_run *run,
         return ACCEL_OK;
     }
     if (!json_is_object(env)) {
-        *cause = fail("run.env must be an object of strings");
+        *cause = xasprintf("run.env must be an object of strings");
         return ACCEL_EINVAL;
     }
     run->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
     json_object_foreach((json_t *)env, k, v) {
         if (!env_key_valid(k)) {
-            *cause = fail("run.env key \"%s\" must match [A-Za-z_][A-Za-z0-9_]*",
+            *cause = xasprintf("run.env key \"%s\" must match [A-Za-z_][A-Za-z0-9_]*",
                           k);
             return ACCEL_EINVAL;
         }
         if (!json_is_string(v)) {
-            *cause = fail("run.env.%s must be a string", k);
+            *cause = xasprintf("run.env.%s must be a string", k);
             return ACCEL_EINVAL;
         }
         run->env[n++] = xasprintf("%s=%s", k, json_string_value(v));
@@ -353,13 +342,13 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     if (run == NULL || json_is_null(run))
         return ACCEL_OK;
     if (!json_is_object(run)) {
-        *cause = fail("run must be an object");
+        *cause = xasprintf("run must be an object");
         return ACCEL_EINVAL;
     }
     json_object_foreach((json_t *)run, k, v) {
         if (strcmp(k, "command") && strcmp(k, "env") && strcmp(k, "workdir") &&
             strcmp(k, "stopTimeoutSeconds")) {
-            *cause = fail("run.%s is not a known field", k);
+            *cause = xasprintf("run.%s is not a known field", k);
             return ACCEL_EINVAL;
         }
     }
@@ -372,7 +361,7 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     v = json_object_get(run, "workdir");
     if (v && !json_is_null(v)) {
         if (!json_is_string(v) || json_string_value(v)[0] != '/') {
-            *cause = fail("run.workdir must be an absolute path");
+            *cause = xasprintf("run.workdir must be an absolute path");
             return ACCEL_EINVAL;
         }
         m->run.workdir = xstrdup(json_string_value(v));
@@ -381,7 +370,7 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
             json_integer_value(v) > STOP_TIMEOUT_MAX) {
-            *cause = fail("run.stopTimeoutSeconds must be an integer from 1 "
+            *cause = xasprintf("run.stopTimeoutSeconds must be an integer from 1 "
                           "to %d",
                           STOP_TIMEOUT_MAX);
             return ACCEL_EINVAL;
@@ -402,11 +391,11 @@ static enum accel_err parse_meta(const json_t *root, struct manifest *m,
     const json_t *api = json_object_get(root, "apiVersion");
 
     if (!json_is_object(meta) || !json_is_string(name)) {
-        *cause = fail("metadata.name is required");
+        *cause = xasprintf("metadata.name is required");
         return ACCEL_EINVAL;
     }
     if (!accel_name_valid(json_string_value(name))) {
-        *cause = fail("metadata.name \"%.80s\" must be 1-63 characters of "
+        *cause = xasprintf("metadata.name \"%.80s\" must be 1-63 characters of "
                       "a-z, 0-9 and '-', starting and ending with a letter "
                       "or digit",
                       json_string_value(name));
@@ -414,21 +403,21 @@ static enum accel_err parse_meta(const json_t *root, struct manifest *m,
     }
     if (title && !json_is_null(title) &&
         (!json_is_string(title) || json_string_length(title) > 200)) {
-        *cause = fail("metadata.title must be a string of at most 200 bytes");
+        *cause = xasprintf("metadata.title must be a string of at most 200 bytes");
         return ACCEL_EINVAL;
     }
     if (api && !json_is_null(api) && !json_is_string(api)) {
-        *cause = fail("apiVersion must be a string such as \"v2\" or \"v3\"");
+        *cause = xasprintf("apiVersion must be a string such as \"v2\" or \"v3\"");
         return ACCEL_EINVAL;
     }
     if (shared && !json_is_null(shared) && !json_is_boolean(shared)) {
-        *cause = fail("options.shared must be true or false");
+        *cause = xasprintf("options.shared must be true or false");
         return ACCEL_EINVAL;
     }
     m->shared = json_is_true(shared) && json_is_string(api) &&
                 strcmp(json_string_value(api), "v3") == 0;
     if (json_is_true(shared) && !m->shared) {
-        *cause = fail("options.shared requires apiVersion: v3");
+        *cause = xasprintf("options.shared requires apiVersion: v3");
         return ACCEL_EINVAL;
     }
     m->name = xstrdup(json_string_value(name));
@@ -444,14 +433,14 @@ enum accel_err manifest_parse(const json_t *root, struct manifest *m,
 
     memset(m, 0, sizeof(*m));
     if (!json_is_object(root)) {
-        *cause = fail("manifest must be an object");
+        *cause = xasprintf("manifest must be an object");
         return ACCEL_EINVAL;
     }
     if (parse_meta(root, m, cause) != ACCEL_OK)
         goto bad;
     spec = json_object_get(root, "spec");
     if (!json_is_object(spec)) {
-        *cause = fail("spec is required and must be an object");
+        *cause = xasprintf("spec is required and must be an object");
         goto bad;
     }
     if (parse_accelerators(spec, m, cause) != ACCEL_OK ||

@@ -25,8 +25,6 @@
 #include "daemon/state.h"
 #include "daemon/view.h"
 
-#define MIB (1024ULL * 1024ULL)
-
 void op_result_release(struct op_result *r)
 {
     free(r->message);
@@ -206,6 +204,24 @@ int ops_pick_req(struct accel_daemon *d, const struct app *a,
     return 0;
 }
 
+bool ops_validate_own(struct accel_daemon *d, const struct app *a,
+                      const struct adm_req *r, const struct adm_sel *sel,
+                      size_t n, struct adm_verdict *v, struct adm_row *rows)
+{
+    static const struct adm_req none;
+    /* the rows were applied with the app's selected requirement
+     * (state_set_rows), so they are taken out with the same one */
+    const struct adm_req *cur = state_app_req(a) ? state_app_req(a) : &none;
+    bool ok;
+
+    if (a->nrows)
+        adm_snapshot_release(&d->snap, cur, a->rows, a->nrows);
+    ok = adm_validate(&d->snap, r, sel, n, v, rows);
+    if (a->nrows)
+        adm_snapshot_apply(&d->snap, cur, a->rows, a->nrows);
+    return ok;
+}
+
 static void refusal(struct accel_daemon *d, const struct app *a,
                     const struct adm_verdict *v)
 {
@@ -255,7 +271,7 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
     state_set_rows(d, a, NULL, 0);
     a->sel = sel;
     state_set_rows(d, a, rows, n);
-    state_set_state(d, a, st, reason);
+    state_set_state(a, st, reason);
     return ACCEL_OK;
 }
 
@@ -286,7 +302,7 @@ enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
     if (rc != ACCEL_OK)
         return rc;
     state_set_rows(d, a, NULL, 0);
-    state_set_state(d, a, st, reason);
+    state_set_state(a, st, reason);
     return ACCEL_OK;
 }
 
@@ -307,7 +323,7 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
                 reason ? reason : "");
     rc = state_tx_commit(d);
     if (rc == ACCEL_OK)
-        state_set_state(d, a, st, reason);
+        state_set_state(a, st, reason);
     return rc;
 }
 

@@ -48,17 +48,12 @@ void ops_validate(struct accel_daemon *d, const struct auth_user *u,
     if (a == NULL)
         goto out;
     r = &a->m.req[ops_pick_req(d, a, b)];
-    /* an app's own rows do not count against itself */
-    if (a->nrows)
-        adm_snapshot_release(&d->snap, r, a->rows, a->nrows);
-    adm_validate(&d->snap, r, b->sel, b->n, &v, rows);
+    ops_validate_own(d, a, r, b->sel, b->n, &v, rows);
     ops_res_ok(res, 200,
                json_pack("{s:s, s:o, s:o}", "status",
                          v.code == ADM_VALID ? "valid" : "invalid",
                          "validation", view_validation(d, &v), "availability",
                          view_availability(d, r)));
-    if (a->nrows)
-        adm_snapshot_apply(&d->snap, r, a->rows, a->nrows);
 out:
     pthread_mutex_unlock(&d->lock);
 }
@@ -145,7 +140,7 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
         return rc;
     for (size_t i = 0; i < n; i++) {
         state_set_rows(d, apps[i], NULL, 0);
-        state_set_state(d, apps[i], APP_STOPPED, "mode-switch");
+        state_set_state(apps[i], APP_STOPPED, "mode-switch");
     }
     d->snap.devs[dev].st = st;
     return ACCEL_OK;
@@ -250,7 +245,6 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
         goto out;
     }
     d->snap.nodes[n].enabled = enabled;
-    d->state_version++;
     ops_res_ok(res, 200, view_node(d, n));
 out:
     pthread_mutex_unlock(&d->lock);

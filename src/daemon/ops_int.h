@@ -26,6 +26,11 @@ enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
                                   enum app_state st, const char *reason);
 void ops_start_bound(struct accel_daemon *d, struct app *a);
 struct app *ops_stop_processes(struct accel_daemon *d, struct app *a);
+/* Validate a selection for a as if a's own rows were released: its current
+ * binding does not count against it. Same contract as adm_validate. */
+bool ops_validate_own(struct accel_daemon *d, const struct app *a,
+                      const struct adm_req *r, const struct adm_sel *sel,
+                      size_t n, struct adm_verdict *v, struct adm_row *rows);
 int ops_select_rows(struct accel_daemon *d, struct app *a,
                     const struct adm_req *r, const struct op_binding *b,
                     struct adm_row *rows, struct op_result *res);

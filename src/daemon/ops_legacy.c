@@ -47,13 +47,7 @@ static void rebind(struct accel_daemon *d, struct app *a,
 
     memcpy(b.sel, sel, n * sizeof(*sel));
     ri = ops_pick_req(d, a, &b);
-    if (a->nrows)
-        adm_snapshot_release(&d->snap, &a->m.req[a->sel >= 0 ? a->sel : ri],
-                             a->rows, a->nrows);
-    ok = adm_validate(&d->snap, &a->m.req[ri], sel, n, &v, rows);
-    if (a->nrows)
-        adm_snapshot_apply(&d->snap, &a->m.req[a->sel >= 0 ? a->sel : ri],
-                           a->rows, a->nrows);
+    ok = ops_validate_own(d, a, &a->m.req[ri], sel, n, &v, rows);
     if (!ok) {
         char code[2 * ACCEL_ID_MAX + 64];
         adm_verdict_format(&v, code, sizeof code);

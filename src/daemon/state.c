@@ -54,7 +54,6 @@ void state_app_add(struct accel_daemon *d, struct app *a)
     }
     strmap_put(d->app_index, a->name, (uint32_t)d->napps);
     d->apps[d->napps++] = a;
-    d->state_version++;
 }
 
 void state_app_free(struct app *a)
@@ -80,7 +79,6 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     if (i < d->napps)
         strmap_put(d->app_index, d->apps[i]->name, i);
     state_app_free(a);
-    d->state_version++;
 }
 
 int state_node_find(struct accel_daemon *d, const char *name)
@@ -215,7 +213,7 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     json_decref(data);
 }
 
-void state_set_state(struct accel_daemon *d, struct app *a, enum app_state st,
+void state_set_state(struct app *a, enum app_state st,
                      const char *reason)
 {
     char *nr = reason ? xstrdup(reason) : NULL;
@@ -223,7 +221,6 @@ void state_set_state(struct accel_daemon *d, struct app *a, enum app_state st,
     a->reason = nr;
     a->state = st;
     a->updated_ms = util_wall_ms();
-    d->state_version++;
 }
 
 void state_set_rows(struct accel_daemon *d, struct app *a,
@@ -242,5 +239,4 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
         a->nrows = n;
         adm_snapshot_apply(&d->snap, r ? r : &none, a->rows, n);
     }
-    d->state_version++;
 }

@@ -48,7 +48,7 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
                  const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
 /* In-memory changes after a successful commit. */
-void state_set_state(struct accel_daemon *d, struct app *a, enum app_state st,
+void state_set_state(struct app *a, enum app_state st,
                      const char *reason);
 /* Replace the app's rows (releasing the old ones from the snapshot). */
 void state_set_rows(struct accel_daemon *d, struct app *a,

@@ -8,6 +8,7 @@
 #include "common/accel_setup.h"
 #include "daemon/view.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -30,19 +31,43 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
     return o;
 }
 
-static json_t *device_bindings(struct accel_daemon *d, int dev)
+/*
+ * The bindings of every device (or only of device `only` when >= 0), from
+ * one walk over the allocation rows, so a listing of N devices costs one
+ * pass over the allocations and not N. Entries are NULL for devices without
+ * bindings. Free with bindings_free.
+ */
+static json_t **bindings_by_device(struct accel_daemon *d, int only)
 {
-    json_t *arr = json_array();
-    if (d->snap.devs[dev].nbound == 0)
-        return arr;
+    json_t **idx = xcalloc(d->snap.ndevs + 1, sizeof(*idx));
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        for (size_t k = 0; k < a->nrows; k++)
-            if ((int)a->rows[k].dev == dev)
-                json_array_append_new(arr,
-                                      view_allocation(d, a, &a->rows[k], true));
+        for (size_t k = 0; k < a->nrows; k++) {
+            uint32_t dev = a->rows[k].dev;
+            if (only >= 0 && (int)dev != only)
+                continue;
+            if (idx[dev] == NULL)
+                idx[dev] = json_array();
+            json_array_append_new(idx[dev],
+                                  view_allocation(d, a, &a->rows[k], true));
+        }
     }
-    return arr;
+    return idx;
+}
+
+/* The bindings of dev, taken out of the index (new reference). */
+static json_t *take_bindings(json_t **idx, uint32_t dev)
+{
+    json_t *b = idx[dev];
+    idx[dev] = NULL;
+    return b ? b : json_array();
+}
+
+static void bindings_free(struct accel_daemon *d, json_t **idx)
+{
+    for (size_t i = 0; i < d->snap.ndevs; i++)
+        json_decref(idx[i]);
+    free(idx);
 }
 
 static json_t *support_list(enum accel_type t)
@@ -70,7 +95,7 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
 }
 
-json_t *view_device(struct accel_daemon *d, int dev)
+static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const struct dev_info *di = &d->dinfo[dev];
@@ -82,7 +107,7 @@ json_t *view_device(struct accel_daemon *d, int dev)
         di->model ? di->model : "", "memory", (json_int_t)x->memory, "health",
         x->healthy && x->present ? "yes" : "no", "supportType",
         accel_support_name(x->st), "availableSupportTypes",
-        support_list(x->type), "bindings", device_bindings(d, dev),
+        support_list(x->type), "bindings", take_bindings(idx, (uint32_t)dev),
         "allocated", (json_int_t)x->allocated, "free",
         (json_int_t)adm_device_free(x), "usedMemory",
         (json_int_t)di->used_mem, "utilization", (int)di->util, "present",
@@ -96,7 +121,15 @@ static json_t *res_json(const struct adm_res *r)
                      (json_int_t)r->used);
 }
 
-json_t *view_node(struct accel_daemon *d, int node)
+json_t *view_device(struct accel_daemon *d, int dev)
+{
+    json_t **idx = bindings_by_device(d, dev);
+    json_t *o = device_json(d, dev, idx);
+    bindings_free(d, idx);
+    return o;
+}
+
+static json_t *node_json(struct accel_daemon *d, int node, json_t **idx)
 {
     const struct adm_node *n = &d->snap.nodes[node];
     json_t *types = json_array(), *devs = json_array();
@@ -110,7 +143,7 @@ json_t *view_node(struct accel_daemon *d, int node)
             json_array_append_new(types, json_string(accel_type_name(x->type)));
         seen[x->type] = true;
         healthy = healthy || (x->healthy && x->present);
-        json_array_append_new(devs, view_device(d, dev));
+        json_array_append_new(devs, device_json(d, dev, idx));
     }
     return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o}",
                      "nodeName", n->name, "gpuTypes", types, "health",
@@ -120,11 +153,21 @@ json_t *view_node(struct accel_daemon *d, int node)
                      devs);
 }
 
+json_t *view_node(struct accel_daemon *d, int node)
+{
+    json_t **idx = bindings_by_device(d, -1);
+    json_t *o = node_json(d, node, idx);
+    bindings_free(d, idx);
+    return o;
+}
+
 json_t *view_nodes(struct accel_daemon *d)
 {
+    json_t **idx = bindings_by_device(d, -1);
     json_t *arr = json_array();
     for (size_t i = 0; i < d->snap.nnodes; i++)
-        json_array_append_new(arr, view_node(d, (int)i));
+        json_array_append_new(arr, node_json(d, (int)i, idx));
+    bindings_free(d, idx);
     return arr;
 }
 
@@ -163,7 +206,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
 static const char *const level_names[] = {"limit", "required", ""};
 
 static json_t *view_dev_opt(struct accel_daemon *d,
-                            const struct adm_dev_opt *o)
+                            const struct adm_dev_opt *o, json_t **idx)
 {
     const struct adm_device *x = &d->snap.devs[o->dev];
     return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:b, s:o}",
@@ -176,24 +219,26 @@ static json_t *view_dev_opt(struct accel_daemon *d,
                      level_names[o->fit_level], "health",
                      x->healthy && x->present ? "yes" : "no", "operable",
                      o->operable, "bindings",
-                     device_bindings(d, (int)o->dev));
+                     take_bindings(idx, o->dev));
 }
 
 json_t *view_availability(struct accel_daemon *d, const struct adm_req *r)
 {
     struct adm_availability av;
-    json_t *nodes, *o;
+    json_t *nodes, *o, **idx;
 
     if (adm_availability(&d->snap, r, &av) != ACCEL_OK)
         return json_pack("{s:b, s:s}", "schedulable", 0, "reason",
                          "out-of-memory");
     nodes = json_array();
+    idx = bindings_by_device(d, -1);
     for (size_t i = 0; i < av.nnodes; i++) {
         const struct adm_node_opt *no = &av.nodes[i];
         json_t *devs = json_array();
         for (uint32_t k = 0; k < no->nopt; k++)
             json_array_append_new(devs,
-                                  view_dev_opt(d, &av.devs[no->first_opt + k]));
+                                  view_dev_opt(d, &av.devs[no->first_opt + k],
+                                               idx));
         json_array_append_new(
             nodes, json_pack("{s:s, s:s, s:s, s:o}", "nodeName",
                              d->snap.nodes[no->node].name, "gpuType",
@@ -201,6 +246,7 @@ json_t *view_availability(struct accel_daemon *d, const struct adm_req *r)
                              adm_node_status_name(no->status), "devices",
                              devs));
     }
+    bindings_free(d, idx);
     o = json_pack("{s:b, s:s, s:o, s:o}", "schedulable", av.schedulable,
                   "scope", adm_scope_name(av.scope), "requirement",
                   manifest_req_json(r), "nodes", nodes);
