@@ -530,8 +530,10 @@ static int open_state(struct accel_daemon *d)
         static const struct adm_req none;
         struct app *a = d->apps[i];
         const struct adm_req *req = state_app_req(a);
-        if (a->nrows)
+        if (a->nrows) {
+            a->row_usage = xcalloc(a->nrows, sizeof(*a->row_usage));
             adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
+        }
     }
     return ensure_admin(d);
 }

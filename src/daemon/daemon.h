@@ -73,6 +73,7 @@ struct app {
     uint64_t pid_start;          /* its start time (identity) */
     int64_t exit_status;         /* last exit status, -1 if none */
     uint64_t usage;              /* live memory use from ledgers, bytes */
+    uint64_t *row_usage;         /* [nrows] live use per allocation row */
 };
 
 struct accel_config {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/ledger.h"
 #include "daemon/log.h"
 #include "daemon/ops.h"
 #include "daemon/proc.h"
@@ -60,7 +61,113 @@ static bool needs_shim(struct accel_daemon *d, const struct app *a)
     return false;
 }
 
-static char **build_env(struct accel_daemon *d, const struct app *a)
+/* The CUDA ordinal of row i inside the app: its position among the app's
+ * NVIDIA rows, the order of CUDA_VISIBLE_DEVICES. -1 for other types. */
+static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    int ord = 0;
+    for (size_t k = 0; k < a->nrows; k++) {
+        enum accel_type t = d->snap.devs[a->rows[k].dev].type;
+        bool cuda = t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10;
+        if (k == i)
+            return cuda ? ord : -1;
+        ord += cuda;
+    }
+    return -1;
+}
+
+/* Is row i a Memory-slicing quota the shim enforces? */
+static bool quota_row(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+    return x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_MEMSLICE &&
+           a->rows[i].memory > 0;
+}
+
+static char *run_dir(struct accel_daemon *d)
+{
+    return xasprintf("%s/run", d->cfg.data_dir);
+}
+
+static char *config_path(struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/run/apps/%s/shim.conf", d->cfg.data_dir, app);
+}
+
+static void mkdirs(const char *path)
+{
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+    mkdir(p, 0755);
+    free(p);
+}
+
+/*
+ * Create the ledger of every Memory-slicing row (the limit is the row's
+ * quota) and write the app's read-only shim config naming them. Returns
+ * the config path (caller frees) or NULL with *cause set.
+ */
+static char *write_shim_config(struct accel_daemon *d, const struct app *a,
+                               char **cause)
+{
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char paths[ADM_MAX_SELECTION][512];
+    char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
+    size_t n = 0;
+    enum accel_err rc = ACCEL_OK;
+
+    for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
+        int ord = cuda_ordinal(d, a, i);
+        if (!quota_row(d, a, i) || n == ADM_MAX_SELECTION)
+            continue;
+        rc = ledger_path(paths[n], sizeof paths[n], rundir, a->name, ord);
+        if (rc == ACCEL_OK)
+            rc = ledger_create(paths[n], a->name, ord,
+                               d->snap.devs[a->rows[i].dev].id,
+                               a->rows[i].memory, (uid_t)-1, (gid_t)-1);
+        devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
+                                         d->snap.devs[a->rows[i].dev].id};
+        n++;
+    }
+    dir = xstrdup(cfg);
+    *strrchr(dir, '/') = '\0';
+    mkdirs(dir);
+    if (rc == ACCEL_OK)
+        rc = ledger_write_config(cfg, a->name, devs, n);
+    free(dir);
+    free(rundir);
+    if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
+                           a->name, accel_strerror(rc));
+        free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+void runtime_release_files(struct accel_daemon *d, const struct app *a)
+{
+    char *rundir = run_dir(d), *cfg = config_path(d, a->name);
+    char path[512];
+    for (size_t i = 0; i < a->nrows; i++) {
+        if (quota_row(d, a, i) &&
+            ledger_path(path, sizeof path, rundir, a->name,
+                        cuda_ordinal(d, a, i)) == ACCEL_OK)
+            ledger_remove(path);
+    }
+    unlink(cfg);
+    free(cfg);
+    free(rundir);
+}
+
+static char **build_env(struct accel_daemon *d, const struct app *a,
+                        const char *cfg)
 {
     char **env = xcalloc(MAX_ENV + 8, sizeof(char *));
     size_t n = 0;
@@ -69,14 +176,15 @@ static char **build_env(struct accel_daemon *d, const struct app *a)
     for (char **p = a->m.run.env; p && *p && n < MAX_ENV; p++)
         env[n++] = xstrdup(*p);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
-    env[n++] = xasprintf("ACCEL_CONFIG=%s/run/%s", d->cfg.data_dir, a->name);
+    if (cfg)
+        env[n++] = xasprintf("ACCEL_CONFIG=%s", cfg);
     if (vis[0]) {
         env[n++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", vis);
         env[n++] = xasprintf("NVIDIA_VISIBLE_DEVICES=%s", vis);
     } else if (a->nrows > 0) {
         env[n++] = xstrdup("CUDA_VISIBLE_DEVICES=");
     }
-    if (d->shim_path && needs_shim(d, a))
+    if (cfg)
         env[n++] = xasprintf("LD_PRELOAD=%s", d->shim_path);
     free(vis);
     return env;
@@ -94,12 +202,12 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
 {
     char *logdir = xasprintf("%s/logs", d->cfg.data_dir);
     char *logpath = xasprintf("%s/%s.log", logdir, a->name);
-    char **env = build_env(d, a);
+    char **env;
+    char *cfg = NULL;
     struct proc_handle h;
     struct proc_spec spec = {
         .name = a->name,
         .argv = a->m.run.argv,
-        .env = env,
         .workdir = a->m.run.workdir,
         .log_path = logpath,
     };
@@ -107,6 +215,16 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
 
     if (mkdir(logdir, 0755) != 0 && errno != EEXIST)
         log_warn("cannot create %s: %s", logdir, strerror(errno));
+    if (d->shim_path && needs_shim(d, a)) {
+        cfg = write_shim_config(d, a, cause);
+        if (cfg == NULL) {
+            free(logpath);
+            free(logdir);
+            return ACCEL_ESYS;
+        }
+    }
+    env = build_env(d, a, cfg);
+    spec.env = env;
     rc = proc_start(&spec, &h, cause);
     if (rc == ACCEL_OK) {
         a->pid = h.pid;
@@ -116,6 +234,7 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                     "app %s started (pid %d)", a->name, (int)h.pid);
     }
     free_env(env);
+    free(cfg);
     free(logpath);
     free(logdir);
     return rc;
@@ -162,14 +281,83 @@ static size_t find_exited(struct accel_daemon *d, struct exited *out,
     return n;
 }
 
+/* One ledger to read: which app row it belongs to. */
+struct usage_probe {
+    char *app;         /* app name */
+    size_t row;        /* row index at gather time */
+    char path[512];    /* ledger file */
+    uint64_t used;     /* read outside the lock */
+    bool ok;
+};
+
+/* Gather the ledgers of running apps (lock held). */
+static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
+                            size_t max)
+{
+    char *rundir = run_dir(d);
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        if (a->pid <= 0)
+            continue;
+        for (size_t k = 0; k < a->nrows && n < max; k++) {
+            if (!quota_row(d, a, k) ||
+                ledger_path(p[n].path, sizeof p[n].path, rundir, a->name,
+                            cuda_ordinal(d, a, k)) != ACCEL_OK)
+                continue;
+            p[n].app = xstrdup(a->name);
+            p[n].row = k;
+            n++;
+        }
+    }
+    free(rundir);
+    return n;
+}
+
+/*
+ * Refresh the apps' live memory use from their ledgers: gather the paths
+ * under the lock, read the files without it, store the figures under it
+ * (rows that changed meanwhile are skipped: the next round fixes them).
+ */
+static void refresh_usage(struct accel_daemon *d)
+{
+    struct usage_probe *p = xcalloc(256, sizeof(*p));
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_probes(d, p, 256);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct ledger_usage u;
+        p[i].ok = ledger_read(p[i].path, &u) == ACCEL_OK;
+        p[i].used = p[i].ok ? u.used : 0;
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++)
+        d->apps[i]->usage = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, p[i].app);
+        if (a && p[i].ok && p[i].row < a->nrows && a->row_usage) {
+            a->row_usage[p[i].row] = p[i].used;
+            a->usage += p[i].used;
+        }
+        free(p[i].app);
+    }
+    pthread_mutex_unlock(&d->lock);
+    free(p);
+}
+
 static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
     struct exited ex[64];
+    unsigned tick = 0;
 
     while (!d->stopping) {
         size_t n;
         usleep(SUPERVISE_MS * 1000);
+        if (++tick % 5 == 0)
+            refresh_usage(d);
         pthread_mutex_lock(&d->lock);
         n = find_exited(d, ex, 64);
         pthread_mutex_unlock(&d->lock);

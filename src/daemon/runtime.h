@@ -30,6 +30,10 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
 enum accel_err runtime_stop(const char *name, pid_t pid, uint64_t start,
                             int timeout_s, int *out_status);
 
+/* Remove the quota ledgers and shim config of a's current rows (lock
+ * held). Called whenever rows are dropped. */
+void runtime_release_files(struct accel_daemon *d, const struct app *a);
+
 /* Start / stop the supervisor thread. */
 enum accel_err runtime_supervisor_start(struct accel_daemon *d);
 void runtime_supervisor_stop(struct accel_daemon *d);

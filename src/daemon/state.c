@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/runtime.h"
 #include "daemon/store.h"
 
 static const char *const state_names[] = {
@@ -66,6 +67,7 @@ void state_app_free(struct app *a)
     json_decref(a->manifest_json);
     manifest_release(&a->m);
     free(a->rows);
+    free(a->row_usage);
     free(a);
 }
 
@@ -228,14 +230,22 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
 {
     const struct adm_req *r = state_app_req(a);
     static const struct adm_req none;
-    if (a->nrows > 0)
+    /* rows going away take their quota ledgers with them, whichever
+     * operation drops them */
+    if (a->nrows > 0) {
+        runtime_release_files(d, a);
         adm_snapshot_release(&d->snap, r ? r : &none, a->rows, a->nrows);
+    }
     free(a->rows);
+    free(a->row_usage);
     a->rows = NULL;
+    a->row_usage = NULL;
     a->nrows = 0;
+    a->usage = 0;
     if (n > 0) {
         a->rows = xmalloc(n * sizeof(*rows));
         memcpy(a->rows, rows, n * sizeof(*rows));
+        a->row_usage = xcalloc(n, sizeof(*a->row_usage));
         a->nrows = n;
         adm_snapshot_apply(&d->snap, r ? r : &none, a->rows, n);
     }

@@ -28,6 +28,10 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
                           "memory", (json_int_t)row->memory);
     if (with_spec && r)
         json_object_set_new(o, "spec", manifest_req_json(r));
+    if (a->row_usage)
+        json_object_set_new(
+            o, "usedMemory",
+            json_integer((json_int_t)a->row_usage[row - a->rows]));
     return o;
 }
 

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: MIT
+"""Memory slicing enforced through acceld: the runtime creates the app's
+ledger and read-only shim config, preloads libaccelshim.so, the quota holds,
+the live usage shows in the API, and the files go with the binding.
+
+The app is cuda_hold linked against the tests' fake libcuda.so.1: this
+proves the wiring and the shim's logic, not the real driver."""
+import glob
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+
+HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+GPU = "GPU-1ab00000-0000-4000-8000-00000000000a"
+MiB = 1 << 20
+
+INVENTORY = """
+nodes:
+- name: lab
+  memory: {total: 64Gi, used: 4Gi}
+  cpu: {total: "16", used: "1"}
+  disk: {total: 1Ti, used: 10Gi}
+  devices:
+  - id: %s
+    type: nvidia
+    model: Fake GPU
+    memory: 16Gi
+    supportType: MemorySlice
+""" % GPU
+
+
+def app(name, *mib):
+    return {
+        "apiVersion": "v2", "metadata": {"name": name},
+        "spec": {"accelerator": [{
+            "mode": "nvidia", "requiredGPUMemory": "1Gi",
+            "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
+            "limitedMemory": "64Mi", "requiredCpu": "100m",
+            "limitedCpu": "100m", "requiredDisk": "1Mi",
+            "limitedDisk": "1Mi"}]},
+        "run": {"command": [HOLD] + [str(m) for m in mib],
+                "env": {"ASAN_OPTIONS":
+                        "verify_asan_link_order=0:detect_leaks=0"},
+                "stopTimeoutSeconds": 2}}
+
+
+@unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
+                     "cuda_hold or libaccelshim.so not built")
+class ShimRuntimeTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld(inventory=INVENTORY,
+                        extra_args=["--node-name", "lab"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def wait_for(self, pred, what, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.1)
+        self.fail("timed out waiting for " + what)
+
+    def log(self, name):
+        path = os.path.join(self.d.data_dir, "logs", name + ".log")
+        if not os.path.exists(path):
+            return ""
+        with open(path) as f:
+            return f.read()
+
+    def test_quota_enforced_and_usage_reported(self):
+        st, b = self.d.http("POST", "/api/apps",
+                            {"manifest": app("holder", 512, 256, 512)})
+        self.assertEqual(st, 201, b)
+        self.assertEqual(b["data"]["state"], "running", b)
+        self.wait_for(lambda: "ready" in self.log("holder"), "the app")
+        out = self.log("holder")
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        # the ledger and the read-only config exist while bound
+        ledgers = glob.glob(os.path.join(self.d.data_dir, "run", "ledgers",
+                                         "holder-*"))
+        self.assertEqual(len(ledgers), 1, ledgers)
+        cfg = os.path.join(self.d.data_dir, "run", "apps", "holder",
+                           "shim.conf")
+        self.assertEqual(os.stat(cfg).st_mode & 0o777, 0o444)
+        # live usage from the ledger, in the app and in the binding
+        usage = self.wait_for(
+            lambda: self.d.http("GET", "/api/apps/holder")[1]["data"]
+            ["usage"]["memory"] == 768 * MiB, "usage in /api/apps")
+        self.assertTrue(usage)
+        st, nodes = self.d.http("GET", "/api/compute-resources")
+        dev = [x for n in nodes["data"] for x in n["devices"]
+               if x["id"] == GPU][0]
+        self.assertEqual(dev["enforcement"]["memory"], "shim")
+        self.assertEqual(dev["bindings"][0]["usedMemory"], 768 * MiB)
+        # stop: the process group goes, then the binding and the files
+        st, b = self.d.http("POST", "/api/apps/holder/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["allocations"], [])
+        self.assertFalse(os.path.exists(ledgers[0]))
+        self.assertFalse(os.path.exists(cfg))
+
+    def test_two_processes_share_one_quota(self):
+        """Two processes of one app draw on the same ledger."""
+        m = app("pair", 600)
+        m["run"]["command"] = ["sh", "-c", "%s 600 & exec %s 600" %
+                               (HOLD, HOLD)]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 201, b)
+        self.wait_for(lambda: self.log("pair").count("alloc 600") == 2,
+                      "both processes")
+        out = self.log("pair")
+        self.assertEqual(out.count("alloc 600 MiB: 0"), 1, out)
+        self.assertEqual(out.count("alloc 600 MiB: 2"), 1, out)
+        self.d.http("DELETE", "/api/apps/pair")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
