@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "common/yamljson.h"
+#include "daemon/api_hami.h"
 #include "daemon/auth.h"
 #include "daemon/metrics.h"
 #include "daemon/ops.h"
@@ -645,6 +646,7 @@ static void h_static(struct http_req *r)
 }
 
 #define A "/api"
+#define H "/hami/api/vgpu/v1" /* HAMi-WebUI routes (api_hami.c) */
 const struct http_route api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC},
     {"GET", "/metrics", h_metrics, 0},
@@ -673,6 +675,11 @@ const struct http_route api_routes[] = {
     {"POST", A "/gpu/update/app", h_gpu_update, ROUTE_BODY},
     {"POST", A "/gpu/unassign/app", h_gpu_unassign, ROUTE_BODY},
     {"PUT", A "/gpu/assignments/bulk", h_gpu_bulk, ROUTE_BODY},
+    {"POST", H "/gpus", api_hami_gpus, ROUTE_BODY},
+    {"GET", H "/gpu", api_hami_gpu, 0},
+    {"POST", H "/containers", api_hami_containers, ROUTE_BODY},
+    {"GET", H "/container", api_hami_container, 0},
+    {"POST", H "/summary", api_hami_summary, ROUTE_BODY},
     {"GET", "/", h_static, ROUTE_PUBLIC | ROUTE_PREFIX},
 };
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
