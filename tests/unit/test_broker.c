@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/* test_broker.c: the time-slice broker's state machine (broker_core_*),
+ * driven with fake connections and a fake clock; plus one round trip
+ * through the real socket server. */
+#include "common/accel_setup.h"
+#include "daemon/broker.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "harness.h"
+
+#define MS 1000000ULL
+
+/* The messages the core sent, per connection: the last one and a count. */
+struct sink {
+    char last[BROKER_MAX_CONNS][BROKER_MSG_MAX];
+    int count[BROKER_MAX_CONNS];
+};
+
+static void sink_send(void *ctx, int conn, const char *msg)
+{
+    struct sink *s = ctx;
+    snprintf(s->last[conn], BROKER_MSG_MAX, "%s", msg);
+    s->count[conn]++;
+}
+
+static void clear(struct sink *s, int conn)
+{
+    s->last[conn][0] = '\0';
+}
+
+static struct broker_core core;
+static struct sink sink;
+
+static void setup(uint32_t quantum, uint32_t idle)
+{
+    struct broker_settings st = {quantum, idle};
+    memset(&sink, 0, sizeof(sink));
+    broker_core_init(&core, &st, sink_send, &sink);
+}
+
+static void conn(int k, const char *app)
+{
+    broker_core_open(&core, k);
+    ASSERT_EQ(broker_core_hello(&core, k, app, 0), ACCEL_OK);
+}
+
+TEST(broker_alone_keeps_turn)
+{
+    setup(100, 10);
+    conn(0, "a");
+    broker_core_request(&core, 0, 1 * MS);
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    /* no matter how long: alone, never asked back */
+    ASSERT_EQ(broker_core_tick(&core, 100000 * MS), 0);
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    ASSERT_EQ(sink.count[0], 1);
+}
+
+TEST(broker_second_app_waits_then_gets_turn)
+{
+    struct broker_stats st;
+    setup(100, 10);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    ASSERT_STR_EQ(sink.last[1], "");   /* b waits */
+    ASSERT_STR_EQ(sink.last[0], "C");  /* a told someone waits */
+    ASSERT_U64_EQ(broker_core_tick(&core, 50 * MS), 101 * MS);
+    broker_core_tick(&core, 101 * MS);
+    ASSERT_STR_EQ(sink.last[0], "X");  /* quantum over: give it back */
+    broker_core_done(&core, 0, 103 * MS);
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10");
+    broker_core_stats(&core, 103 * MS, &st);
+    ASSERT_STR_EQ(st.holder, "b");
+    ASSERT_U64_EQ(st.turns_total, 2);
+    ASSERT_U64_EQ(st.wait_ns_total, 101 * MS);
+    ASSERT_U64_EQ(st.handoffs, 1);
+    ASSERT_U64_EQ(st.handoff_p50_ns, 2 * MS);
+}
+
+TEST(broker_app_processes_share_turn)
+{
+    setup(100, 10);
+    conn(0, "a");
+    conn(1, "a");
+    conn(2, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10"); /* joins a's turn */
+    broker_core_request(&core, 2, 3 * MS);
+    broker_core_tick(&core, 200 * MS);
+    ASSERT_STR_EQ(sink.last[0], "X");
+    ASSERT_STR_EQ(sink.last[1], "X");
+    broker_core_done(&core, 0, 201 * MS);
+    ASSERT_STR_EQ(sink.last[2], "");   /* a's second process still holds */
+    broker_core_done(&core, 1, 202 * MS);
+    ASSERT_STR_EQ(sink.last[2], "G 0 100 10");
+}
+
+TEST(broker_crash_frees_turn_at_once)
+{
+    setup(100000, 10);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    broker_core_close(&core, 0, 3 * MS);  /* killed mid-turn */
+    ASSERT_STR_EQ(sink.last[1], "G 0 100000 10");
+}
+
+TEST(broker_idle_release_early)
+{
+    setup(1000, 10);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    broker_core_done(&core, 0, 15 * MS); /* a was idle: gave it back */
+    ASSERT_STR_EQ(sink.last[1], "G 0 1000 10");
+    /* a wants it again: queued, b is told */
+    clear(&sink, 1);
+    broker_core_request(&core, 0, 20 * MS);
+    ASSERT_STR_EQ(sink.last[1], "C");
+}
+
+TEST(broker_round_robin_three)
+{
+    int turns[3] = {0};
+    setup(10, 5);
+    conn(0, "a");
+    conn(1, "b");
+    conn(2, "c");
+    for (int k = 0; k < 3; k++)
+        broker_core_request(&core, k, (uint64_t)(k + 1) * MS);
+    for (uint64_t t = 4; t < 3000; t++) {
+        broker_core_tick(&core, t * MS);
+        for (int k = 0; k < 3; k++)
+            if (strcmp(sink.last[k], "X") == 0) {
+                clear(&sink, k);
+                broker_core_done(&core, k, t * MS);
+                broker_core_request(&core, k, t * MS); /* still busy */
+            }
+    }
+    for (int k = 0; k < 3; k++)
+        turns[k] = (int)sink.count[k];
+    /* everyone got about a third of the turns */
+    ASSERT_GE(turns[0], 70);
+    ASSERT_LE(turns[0] - turns[1], 3);
+    ASSERT_LE(turns[1] - turns[2], 3);
+}
+
+TEST(broker_rejoin_while_asked_queues)
+{
+    setup(10, 5);
+    conn(0, "a");
+    conn(1, "a");
+    conn(2, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 2, 2 * MS);
+    broker_core_tick(&core, 20 * MS);            /* a asked back */
+    broker_core_request(&core, 1, 21 * MS);      /* a's 2nd process: no join */
+    ASSERT_STR_EQ(sink.last[1], "");
+    broker_core_done(&core, 0, 22 * MS);
+    ASSERT_STR_EQ(sink.last[2], "G 1 10 5");     /* b, a queued behind */
+    broker_core_tick(&core, 40 * MS);
+    ASSERT_STR_EQ(sink.last[2], "X");
+    broker_core_done(&core, 2, 41 * MS);
+    ASSERT_STR_EQ(sink.last[1], "G 0 10 5");
+}
+
+TEST(broker_hello_rules)
+{
+    char big[BROKER_APP_MAX + 8];
+    setup(10, 5);
+    broker_core_open(&core, 0);
+    ASSERT_EQ(broker_core_hello(&core, 0, "", 0), ACCEL_EINVAL);
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ASSERT_EQ(broker_core_hello(&core, 0, big, 0), ACCEL_EINVAL);
+    ASSERT_EQ(broker_core_hello(&core, 0, "a", 0), ACCEL_OK);
+    ASSERT_EQ(broker_core_hello(&core, 0, "a", 0), ACCEL_EINVAL);
+    /* a request before hello is ignored */
+    broker_core_open(&core, 1);
+    broker_core_request(&core, 1, 0);
+    ASSERT_EQ(sink.count[1], 0);
+}
+
+TEST(broker_socket_path_short)
+{
+    char p[200], longdir[150];
+    ASSERT_EQ(broker_socket_path(p, sizeof p, "/var/lib/accel", "GPU-1"),
+              ACCEL_OK);
+    ASSERT(strncmp(p, "/var/lib/accel/run/ts-", 22) == 0);
+    memset(longdir, 'd', sizeof longdir - 1);
+    longdir[0] = '/';
+    longdir[sizeof longdir - 1] = '\0';
+    ASSERT_EQ(broker_socket_path(p, sizeof p, longdir, "GPU-1"), ACCEL_OK);
+    ASSERT(strncmp(p, "/tmp/accel-ts-", 14) == 0);
+    ASSERT_LT(strlen(p), 108);
+}
+
+static int client(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    for (int i = 0; i < 100; i++) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            return fd;
+        usleep(10000);
+    }
+    return -1;
+}
+
+TEST(broker_server_round_trip)
+{
+    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[64];
+    struct broker_settings st = {100, 10};
+    struct broker_stats s;
+    struct broker_set *bs;
+    int a, b;
+    ssize_t n;
+
+    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT_EQ(broker_socket_path(path, sizeof path, dir, "GPU-x"), ACCEL_OK);
+    bs = broker_set_new(NULL, NULL);
+    ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_OK);
+    ASSERT_EQ(broker_set_start(bs), ACCEL_OK);
+    a = client(path);
+    b = client(path);
+    ASSERT(a >= 0 && b >= 0);
+    ASSERT(send(a, "H 1 alpha", 9, 0) == 9 && send(a, "R", 1, 0) == 1);
+    n = recv(a, buf, sizeof buf - 1, 0);
+    ASSERT(n > 0);
+    buf[n] = '\0';
+    ASSERT_STR_EQ(buf, "G 0 100 10");
+    ASSERT(send(b, "H 1 beta", 8, 0) == 8 && send(b, "R", 1, 0) == 1);
+    n = recv(a, buf, sizeof buf - 1, 0);      /* C */
+    ASSERT(n == 1 && buf[0] == 'C');
+    n = recv(a, buf, sizeof buf - 1, 0);      /* X after ~100 ms */
+    ASSERT(n == 1 && buf[0] == 'X');
+    close(a);                                  /* crash: b gets it */
+    n = recv(b, buf, sizeof buf - 1, 0);
+    ASSERT(n > 0 && buf[0] == 'G');
+    ASSERT(broker_set_stats(bs, "GPU-x", &s));
+    ASSERT_STR_EQ(s.holder, "beta");
+    ASSERT_U64_EQ(s.turns_total, 2);
+    close(b);
+    broker_set_free(bs);
+    ASSERT(access(path, F_OK) != 0);
+    rmdir(dir);
+    {
+        char rd[300];
+        snprintf(rd, sizeof rd, "%s/run", dir);
+        rmdir(rd);
+        rmdir(dir);
+    }
+}
+
+#define LIST(XX)                                                               \
+    XX(broker_alone_keeps_turn)                                                \
+    XX(broker_second_app_waits_then_gets_turn)                                 \
+    XX(broker_app_processes_share_turn)                                        \
+    XX(broker_crash_frees_turn_at_once)                                        \
+    XX(broker_idle_release_early)                                              \
+    XX(broker_round_robin_three)                                               \
+    XX(broker_rejoin_while_asked_queues)                                       \
+    XX(broker_hello_rules)                                                     \
+    XX(broker_socket_path_short)                                               \
+    XX(broker_server_round_trip)
+TEST_MAIN(LIST)
