@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "common/yamljson.h"
@@ -358,45 +359,124 @@ static bool query_int(struct http_req *r, const char *key, int64_t *out)
     return true;
 }
 
+/* The events of f as a new array; a member sees only the events of apps
+ * they see. NULL when the store failed (replied). Takes d->lock. */
+static json_t *events_read(struct http_req *r,
+                           const struct store_event_filter *f)
+{
+    json_t *arr = json_array();
+    enum accel_err rc;
+    size_t i = 0;
+    pthread_mutex_lock(&r->d->lock);
+    rc = store_events_query(r->d->store, f, event_cb, arr);
+    while (rc == ACCEL_OK && !r->user.admin && i < json_array_size(arr)) {
+        const char *app = json_string_value(
+            json_object_get(json_array_get(arr, i), "app"));
+        struct app *a = app ? state_app_find(r->d, app) : NULL;
+        if (a == NULL || !visible(r, a))
+            json_array_remove(arr, i);
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&r->d->lock);
+    if (rc != ACCEL_OK) {
+        json_decref(arr);
+        http_reply_error(r, rc, "events could not be read");
+        return NULL;
+    }
+    return arr;
+}
+
+#define EVENTS_WAIT_MAX 60   /* seconds one GET /api/events may wait */
+#define EVENTS_WAITERS_MAX 2 /* long-polls at once: each holds an HTTP
+                                thread, and the server has 4 */
+
+static uint64_t event_seq(struct accel_daemon *d)
+{
+    uint64_t s;
+    pthread_mutex_lock(&d->ev_lock);
+    s = d->ev_seq;
+    pthread_mutex_unlock(&d->ev_lock);
+    return s;
+}
+
+/* Take (+1) or give back (-1) a waiter slot; false when none is free. */
+static bool event_slot(struct accel_daemon *d, int delta)
+{
+    bool ok = true;
+    pthread_mutex_lock(&d->ev_lock);
+    if (delta > 0 && d->ev_waiters >= EVENTS_WAITERS_MAX)
+        ok = false;
+    else
+        d->ev_waiters += delta;
+    pthread_mutex_unlock(&d->ev_lock);
+    return ok;
+}
+
+/*
+ * Wait until an event is appended after seq `seen`, until deadline_ns
+ * (util_now_ns clock) or until shutdown, in slices of at most a second.
+ * Holds only d->ev_lock. True when an event came.
+ */
+static bool event_wait(struct accel_daemon *d, uint64_t seen,
+                       uint64_t deadline_ns)
+{
+    bool moved;
+    pthread_mutex_lock(&d->ev_lock);
+    while (d->ev_seq == seen && !d->stopping) {
+        uint64_t now = util_now_ns(), step;
+        struct timespec ts;
+        if (now >= deadline_ns)
+            break;
+        step = deadline_ns - now < 1000000000ULL ? deadline_ns - now
+                                                  : 1000000000ULL;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(step % 1000000000ULL);
+        ts.tv_sec += (time_t)(step / 1000000000ULL) + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&d->ev_cond, &d->ev_lock, &ts);
+    }
+    moved = d->ev_seq != seen;
+    pthread_mutex_unlock(&d->ev_lock);
+    return moved;
+}
+
+/*
+ * GET /api/events?since=&sinceMs=&app=&device=&kind=&limit=&wait=. With
+ * wait=N (seconds, at most 60) and nothing newer to show, the answer waits
+ * until a matching event is appended or the time passes (then []).
+ */
 static void h_events(struct http_req *r)
 {
     struct store_event_filter f = {.limit = 1000};
+    int64_t wait = 0;
+    uint64_t deadline;
+    bool slot;
     json_t *arr;
-    enum accel_err rc;
     if (!query_int(r, "since", &f.since_id) ||
         !query_int(r, "sinceMs", &f.since_ms) ||
-        !query_int(r, "limit", &f.limit))
+        !query_int(r, "limit", &f.limit) || !query_int(r, "wait", &wait))
         return;
     if (f.limit == 0 || f.limit > 10000)
         f.limit = 10000;
     f.app = http_query(r, "app");
     f.device = http_query(r, "device");
     f.kind = http_query(r, "kind");
-    arr = json_array();
-    pthread_mutex_lock(&r->d->lock);
-    rc = store_events_query(r->d->store, &f, event_cb, arr);
-    pthread_mutex_unlock(&r->d->lock);
-    if (rc != ACCEL_OK) {
+    wait = wait > EVENTS_WAIT_MAX ? EVENTS_WAIT_MAX : wait;
+    deadline = util_now_ns() + (uint64_t)wait * 1000000000ULL;
+    slot = wait > 0 && event_slot(r->d, +1);
+    for (;;) {
+        uint64_t seen = event_seq(r->d);
+        arr = events_read(r, &f);
+        if (arr == NULL || json_array_size(arr) > 0 || !slot ||
+            !event_wait(r->d, seen, deadline))
+            break;
         json_decref(arr);
-        http_reply_error(r, rc, "events could not be read");
-        return;
     }
-    if (!r->user.admin) {
-        /* members see events of their own apps only */
-        size_t i = 0;
-        pthread_mutex_lock(&r->d->lock);
-        while (i < json_array_size(arr)) {
-            const char *app = json_string_value(
-                json_object_get(json_array_get(arr, i), "app"));
-            struct app *a = app ? state_app_find(r->d, app) : NULL;
-            if (a == NULL || !visible(r, a))
-                json_array_remove(arr, i);
-            else
-                i++;
-        }
-        pthread_mutex_unlock(&r->d->lock);
-    }
-    http_reply_data(r, 200, arr);
+    if (slot)
+        event_slot(r->d, -1);
+    if (arr != NULL)
+        http_reply_data(r, 200, arr);
 }
 
 static void h_users(struct http_req *r)

@@ -557,6 +557,8 @@ int daemon_main(int argc, char **argv)
     struct sigaction sa;
 
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->ev_lock, NULL);
+    pthread_cond_init(&d->ev_cond, NULL);
     d->node_index = strmap_new();
     d->dev_index = strmap_new();
     d->app_index = strmap_new();

@@ -209,6 +209,12 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     rc = store_event_append(d->store, &e, STATE_EVENTS_KEEP, NULL);
     if (rc != ACCEL_OK)
         log_warn("event not recorded (%s): %s", accel_strerror(rc), msg);
+    /* wake the long-polls; they re-read the store under d->lock, so an
+     * event of a transaction that rolls back is never shown */
+    pthread_mutex_lock(&d->ev_lock);
+    d->ev_seq++;
+    pthread_cond_broadcast(&d->ev_cond);
+    pthread_mutex_unlock(&d->ev_lock);
     log_info("event %s: %s", kind, msg);
     free(msg);
     free(js);
