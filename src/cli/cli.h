@@ -33,6 +33,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_ADMIN (1u << 4)   /* --admin */
 #define ACCEL_CLI_OPT_SINCE (1u << 5)   /* --since ID, --limit N, --app NAME */
 #define ACCEL_CLI_OPT_OWNER (1u << 6)   /* --owner NAME */
+#define ACCEL_CLI_OPT_FOLLOW (1u << 7)  /* --follow: keep printing new events */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -58,6 +59,7 @@ struct cli_args {
     const char *since;                      /* --since */
     const char *limit;                      /* --limit */
     const char *app;                        /* --app */
+    bool follow;                            /* --follow */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -98,5 +100,8 @@ int cmd_misc_user_add(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
+
+/* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
+int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);
 
 #endif /* ACCEL_CLI_CLI_H */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/client.h"
 #include "cli/compute.h"
@@ -261,14 +262,19 @@ int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
 
 /* ---- events ---- */
 
-/* "/api/events?since=..&app=..&limit=.." from the options. */
-static char *events_path(const struct cli_args *args)
+/* "/api/events?since=..&app=..&limit=..[&wait=..]" from the options; since
+ * and wait (seconds, 0 = none) are given by the caller. */
+static char *events_path(const struct cli_args *args, const char *since,
+                         int wait)
 {
     char *p = xstrdup("/api/events");
-    const char *keys[] = { "since", "app", "limit" };
-    const char *vals[] = { args->since, args->app, args->limit };
+    char w[16];
+    const char *keys[] = { "since", "app", "limit", "wait" };
+    const char *vals[] = { since, args->app, args->limit,
+                           wait > 0 ? w : NULL };
     char sep = '?';
-    for (int i = 0; i < 3; i++) {
+    snprintf(w, sizeof(w), "%d", wait);
+    for (int i = 0; i < 4; i++) {
         if (vals[i] == NULL)
             continue;
         char *e = client_escape(vals[i]);
@@ -308,9 +314,75 @@ static void print_events(const json_t *events)
     table_release(&t);
 }
 
+#define FOLLOW_WAIT 25 /* seconds per long-poll, under the client's 60 s */
+
+/* One event on one line (--follow): JSON, or time, id, kind, app, text. */
+static void print_event_line(const json_t *ev, bool json)
+{
+    char when[32];
+    if (json) {
+        char *s = json_dumps(ev, JSON_COMPACT);
+        if (s != NULL)
+            puts(s);
+        free(s);
+    } else {
+        fmt_ms(json_integer_value(json_object_get(ev, "ts")), when,
+               sizeof(when));
+        printf("%s  %6lld  %-18s %-16s %s\n", when,
+               (long long)json_integer_value(json_object_get(ev, "id")),
+               jstr(ev, "kind"), *jstr(ev, "app") ? jstr(ev, "app") : "-",
+               jstr(ev, "message"));
+    }
+    fflush(stdout);
+}
+
+/*
+ * --follow: print the events after --since (all kept ones by default), then
+ * every new one as acceld appends it, by long-polling GET /api/events with
+ * wait=FOLLOW_WAIT. Runs until interrupted or acceld goes away.
+ */
+static int events_follow(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    long long since = 0;
+    char *end;
+    if (args->since != NULL) {
+        since = strtoll(args->since, &end, 10);
+        if (*args->since == '\0' || *end != '\0' || since < 0) {
+            fprintf(stderr, "accelctl events: --since must be an event id\n");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    for (;;) {
+        char cur[24];
+        struct client_resp r;
+        uint64_t t0 = util_now_ns();
+        snprintf(cur, sizeof(cur), "%lld", since);
+        char *path = events_path(args, cur, FOLLOW_WAIT);
+        int rc = client_call(ctx, "GET", path, NULL, &r);
+        free(path);
+        if (rc == CLI_EXIT_REFUSED)
+            rc = sentence_report_ctx(ctx, &r);
+        size_t i, n = json_array_size(r.data);
+        json_t *ev;
+        json_array_foreach(r.data, i, ev) {
+            print_event_line(ev, ctx->output == CLI_OUTPUT_JSON);
+            since = json_integer_value(json_object_get(ev, "id"));
+        }
+        client_resp_release(&r);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        /* acceld answered at once with nothing (no waiting slot free):
+         * poll once a second instead */
+        if (n == 0 && util_now_ns() - t0 < 1000000000ULL)
+            sleep(1);
+    }
+}
+
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    char *path = events_path(args);
+    if (args->follow)
+        return events_follow(ctx, args);
+    char *path = events_path(args, args->since, 0);
     struct client_resp r;
     int rc = client_call(ctx, "GET", path, NULL, &r);
     if (rc == CLI_EXIT_REFUSED)

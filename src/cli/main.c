@@ -77,10 +77,17 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "user remove", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "delete a user and their token",
       .handler = cmd_misc_user_remove },
-    { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N]",
-      .min_args = 0, .max_args = 0, .flags = ACCEL_CLI_OPT_SINCE,
-      .summary = "state changes and refusals recorded by acceld",
+    { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N] "
+      "[--follow]", .min_args = 0, .max_args = 0,
+      .flags = ACCEL_CLI_OPT_SINCE | ACCEL_CLI_OPT_FOLLOW,
+      .summary = "state changes and refusals recorded by acceld (--follow: "
+      "and new ones as they happen)",
       .handler = cmd_misc_events },
+    { .name = "dashboard", .usage = "gpu list|tasks|get UUID", .min_args = 2,
+      .max_args = 3,
+      .summary = "the HAMi-compatible dashboard view: GPUs, their tasks, "
+      "one GPU",
+      .handler = cmd_dashboard },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -89,7 +96,7 @@ static const struct accel_cli_cmd commands[] = {
 enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
-    OPT_APP, OPT_OWNER,
+    OPT_APP, OPT_OWNER, OPT_FOLLOW,
 };
 
 /* One option of the command line. */
@@ -116,6 +123,7 @@ static const struct opt options[] = {
     { "--limit", 0, true, ACCEL_CLI_OPT_SINCE, OPT_LIMIT },
     { "--app", 0, true, ACCEL_CLI_OPT_SINCE, OPT_APP },
     { "--owner", 0, true, ACCEL_CLI_OPT_OWNER, OPT_OWNER },
+    { "--follow", 'f', false, ACCEL_CLI_OPT_FOLLOW, OPT_FOLLOW },
 };
 
 /* Everything on the command line. */
@@ -162,6 +170,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_LIMIT: a->limit = v; break;
     case OPT_APP: a->app = v; break;
     case OPT_OWNER: a->owner = v; break;
+    case OPT_FOLLOW: a->follow = true; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",
