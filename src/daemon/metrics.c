@@ -166,6 +166,24 @@ static void outf(struct out *o, const char *fmt, ...)
     }
 }
 
+/*
+ * s as a label value of the exposition format: backslash, double quote and
+ * newline escaped; cut (never mid-escape) to fit buf. Returns buf.
+ */
+static const char *esc(const char *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (; s && *s && n + 3 < len; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n')
+            buf[n++] = '\\';
+        buf[n++] = *s == '\n' ? 'n' : *s;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+#define LV 4 * ACCEL_ID_MAX /* room for one escaped label value */
+
 static void hist_render(struct out *o, const char *name, const char *labels,
                         const struct hist *h)
 {
@@ -178,85 +196,149 @@ static void hist_render(struct out *o, const char *name, const char *labels,
     }
     outf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
          (unsigned long long)h->count);
-    outf(o, "%s_sum{%s} %.9f\n", name, labels, h->sum);
-    outf(o, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->count);
+    outf(o, "%s_sum%s%s%s %.9f\n", name, labels[0] ? "{" : "", labels,
+         labels[0] ? "}" : "", h->sum);
+    outf(o, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
+         labels[0] ? "}" : "", (unsigned long long)h->count);
+}
+
+/* The value of device gauge k (in the order of dev_gauges) for device i. */
+static double dev_value(struct accel_daemon *d, size_t i, size_t k)
+{
+    const struct adm_device *x = &d->snap.devs[i];
+    switch (k) {
+    case 0: return (double)x->memory;
+    case 1: return (double)x->allocated;
+    case 2: return (double)adm_device_free(x);
+    case 3: return (double)d->dinfo[i].used_mem;
+    case 4: return d->dinfo[i].util / 100.0;
+    case 5: return x->healthy && x->present ? 1 : 0;
+    case 6: return x->nbound;
+    default: return (double)(x->st == ACCEL_SUPPORT_EXCLUSIVE ? 0
+                             : x->st == ACCEL_SUPPORT_MEMSLICE ? 1 : 2);
+    }
+}
+
+static const char *const dev_gauges[][2] = {
+    {"accel_device_memory_total_bytes", "Dedicated memory of the device."},
+    {"accel_device_memory_allocated_bytes",
+     "Memory assigned to apps (Memory slicing quotas)."},
+    {"accel_device_memory_free_bytes",
+     "Memory free for new bindings, by the device's sharing mode."},
+    {"accel_device_memory_used_bytes", "Memory in use (NVML or ledgers)."},
+    {"accel_device_utilization_ratio", "GPU utilization (NVML), 0-1."},
+    {"accel_device_healthy", "1 when the device is healthy and present."},
+    {"accel_device_bound_apps", "Allocation rows (bindings) on the device."},
+    {"accel_device_share_mode",
+     "Sharing mode: 0 App exclusive, 1 Memory slicing, 2 Time slicing."},
+};
+
+/* node="…",device="…",type="…" of device i into buf. */
+static void dev_labels(struct accel_daemon *d, size_t i, char *buf,
+                       size_t len)
+{
+    const struct adm_device *x = &d->snap.devs[i];
+    char n[LV], id[LV];
+    snprintf(buf, len, "node=\"%s\",device=\"%s\",type=\"%s\"",
+             esc(d->snap.nodes[x->node].name, n, sizeof n),
+             esc(x->id, id, sizeof id), accel_type_name(x->type));
 }
 
 static void render_devices(struct out *o, struct accel_daemon *d)
 {
-    static const char *const g[][2] = {
-        {"accel_device_memory_total_bytes", "Dedicated memory of the device."},
-        {"accel_device_memory_allocated_bytes",
-         "Memory assigned to apps (Memory slicing quotas)."},
-        {"accel_device_memory_free_bytes", "Free memory by the device's mode."},
-        {"accel_device_memory_used_bytes", "Memory in use (NVML or ledgers)."},
-        {"accel_device_utilization_ratio", "GPU utilization (NVML), 0-1."},
-        {"accel_device_healthy", "1 when the device is healthy."},
-        {"accel_device_bound_apps", "Allocation rows on the device."},
-    };
-    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
-        outf(o, "# HELP %s %s\n# TYPE %s gauge\n", g[k][0], g[k][1], g[k][0]);
+    char l[3 * LV + 64], model[LV];
+    for (size_t k = 0; k < sizeof dev_gauges / sizeof dev_gauges[0]; k++) {
+        outf(o, "# HELP %s %s\n# TYPE %s gauge\n", dev_gauges[k][0],
+             dev_gauges[k][1], dev_gauges[k][0]);
         for (size_t i = 0; i < d->snap.ndevs; i++) {
-            const struct adm_device *x = &d->snap.devs[i];
-            double v[] = {(double)x->memory,
-                          (double)x->allocated,
-                          (double)adm_device_free(x),
-                          (double)d->dinfo[i].used_mem,
-                          d->dinfo[i].util / 100.0,
-                          x->healthy && x->present ? 1 : 0,
-                          x->nbound};
-            outf(o, "%s{node=\"%s\",device=\"%s\",type=\"%s\",mode=\"%s\"} %.17g\n",
-                 g[k][0], d->snap.nodes[x->node].name, x->id,
-                 accel_type_name(x->type), accel_support_name(x->st), v[k]);
+            dev_labels(d, i, l, sizeof l);
+            outf(o, "%s{%s} %.17g\n", dev_gauges[k][0], l, dev_value(d, i, k));
+        }
+    }
+    outf(o, "# HELP accel_device_info Model, sharing mode and NVML index of "
+            "the device (value 1).\n# TYPE accel_device_info gauge\n");
+    for (size_t i = 0; i < d->snap.ndevs; i++) {
+        dev_labels(d, i, l, sizeof l);
+        outf(o, "accel_device_info{%s,model=\"%s\",mode=\"%s\",index=\"%d\"} 1\n",
+             l, esc(d->dinfo[i].model, model, sizeof model),
+             accel_support_name(d->snap.devs[i].st), d->dinfo[i].index);
+    }
+}
+
+static void render_app_rows(struct out *o, struct accel_daemon *d)
+{
+    char a[LV], ow[LV], n[LV], dev[LV];
+    outf(o, "# HELP accel_app_quota_bytes Memory quota per app and device "
+            "(0 = the whole card).\n# TYPE accel_app_quota_bytes gauge\n");
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *x = d->apps[i];
+        esc(x->name, a, sizeof a);
+        esc(x->owner, ow, sizeof ow);
+        for (size_t k = 0; k < x->nrows; k++) {
+            const struct adm_device *v = &d->snap.devs[x->rows[k].dev];
+            outf(o, "accel_app_quota_bytes{app=\"%s\",owner=\"%s\",node=\"%s\","
+                    "device=\"%s\"} %llu\n", a, ow,
+                 esc(d->snap.nodes[v->node].name, n, sizeof n),
+                 esc(v->id, dev, sizeof dev),
+                 (unsigned long long)x->rows[k].memory);
         }
     }
 }
 
 static void render_apps(struct out *o, struct accel_daemon *d)
 {
-    outf(o, "# HELP accel_app_quota_bytes Memory quota per app and device.\n"
-            "# TYPE accel_app_quota_bytes gauge\n");
-    for (size_t i = 0; i < d->napps; i++) {
-        const struct app *a = d->apps[i];
-        for (size_t k = 0; k < a->nrows; k++)
-            outf(o, "accel_app_quota_bytes{app=\"%s\",owner=\"%s\",device=\"%s\"} %llu\n",
-                 a->name, a->owner, d->snap.devs[a->rows[k].dev].id,
-                 (unsigned long long)a->rows[k].memory);
-    }
+    char a[LV], ow[LV];
+    size_t count[APP_STATE_COUNT] = {0};
+    render_app_rows(o, d);
     outf(o, "# HELP accel_app_memory_used_bytes Live memory use of the app "
             "(shim ledgers).\n# TYPE accel_app_memory_used_bytes gauge\n");
     for (size_t i = 0; i < d->napps; i++)
         outf(o, "accel_app_memory_used_bytes{app=\"%s\",owner=\"%s\"} %llu\n",
-             d->apps[i]->name, d->apps[i]->owner,
+             esc(d->apps[i]->name, a, sizeof a),
+             esc(d->apps[i]->owner, ow, sizeof ow),
              (unsigned long long)d->apps[i]->usage);
-    outf(o, "# HELP accel_app_state 1 for the app's current state.\n"
+    outf(o, "# HELP accel_app_state The app's current state (value 1).\n"
             "# TYPE accel_app_state gauge\n");
-    for (size_t i = 0; i < d->napps; i++)
-        outf(o, "accel_app_state{app=\"%s\",state=\"%s\"} 1\n",
-             d->apps[i]->name, app_state_name(d->apps[i]->state));
+    for (size_t i = 0; i < d->napps; i++) {
+        count[d->apps[i]->state]++;
+        outf(o, "accel_app_state{app=\"%s\",owner=\"%s\",state=\"%s\"} 1\n",
+             esc(d->apps[i]->name, a, sizeof a),
+             esc(d->apps[i]->owner, ow, sizeof ow),
+             app_state_name(d->apps[i]->state));
+    }
+    outf(o, "# HELP accel_apps Installed apps by state.\n"
+            "# TYPE accel_apps gauge\n");
+    for (int s = 0; s < APP_STATE_COUNT; s++)
+        outf(o, "accel_apps{state=\"%s\"} %zu\n",
+             app_state_name((enum app_state)s), count[s]);
 }
 
 static void render_counters(struct out *o, struct metrics *m)
 {
+    char route[LV], labels[LV + 16];
     outf(o, "# HELP accel_http_requests_total HTTP requests by route and "
             "status.\n# TYPE accel_http_requests_total counter\n");
     for (size_t i = 0; i < m->nhttp; i++)
-        outf(o, "accel_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
-             m->http[i].method, m->http[i].route, m->http[i].status,
-             (unsigned long long)m->http[i].count);
-    outf(o, "# HELP accel_http_request_duration_seconds Request latency.\n"
+        outf(o, "accel_http_requests_total{method=\"%s\",route=\"%s\","
+                "status=\"%d\"} %llu\n", esc(m->http[i].method, labels,
+                sizeof labels), esc(m->http[i].route, route, sizeof route),
+             m->http[i].status, (unsigned long long)m->http[i].count);
+    outf(o, "# HELP accel_http_request_duration_seconds Request latency "
+            "(GET /api/events?wait= includes its wait).\n"
             "# TYPE accel_http_request_duration_seconds histogram\n");
     for (size_t i = 0; i < m->nlat; i++) {
-        char labels[300];
-        snprintf(labels, sizeof labels, "route=\"%s\"", m->lat[i].route);
+        snprintf(labels, sizeof labels, "route=\"%s\"",
+                 esc(m->lat[i].route, route, sizeof route));
         hist_render(o, "accel_http_request_duration_seconds", labels,
                     &m->lat[i].h);
     }
     outf(o, "# HELP accel_admission_refusals_total Admission refusals by "
-            "reason.\n# TYPE accel_admission_refusals_total counter\n");
+            "reason (the validation code).\n"
+            "# TYPE accel_admission_refusals_total counter\n");
     for (size_t i = 0; i < m->nrefusal; i++)
         outf(o, "accel_admission_refusals_total{reason=\"%s\"} %llu\n",
-             m->refusal_code[i], (unsigned long long)m->refusal_count[i]);
+             esc(m->refusal_code[i], route, sizeof route),
+             (unsigned long long)m->refusal_count[i]);
     outf(o, "# HELP accel_store_commit_duration_seconds Store commit "
             "latency.\n# TYPE accel_store_commit_duration_seconds histogram\n");
     hist_render(o, "accel_store_commit_duration_seconds", "", &m->commit);
@@ -269,6 +351,9 @@ char *metrics_render(struct accel_daemon *d)
     pthread_mutex_lock(&d->lock);
     render_devices(&o, d);
     render_apps(&o, d);
+    /* time slicing (SPEC 4.3): the broker's per-device, per-app turns and
+     * waits go here, as accel_timeslice_turns_total{node,device,app} and
+     * accel_timeslice_wait_seconds_total{node,device,app} (counters) */
     pthread_mutex_unlock(&d->lock);
     pthread_mutex_lock(&d->metrics->lock);
     render_counters(&o, d->metrics);
