@@ -86,6 +86,9 @@ int cmd_cluster_unbind(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_cluster_gpu_enable(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_cluster_gpu_disable(struct cli_ctx *ctx, const struct cli_args *args);
 
+/* cmd_gpu.c: the node's accelerators as acceld sees them. */
+int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args);
+
 /* cmd_app.c: the app lifecycle. */
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args);

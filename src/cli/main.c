@@ -62,6 +62,10 @@ static const struct accel_cli_cmd commands[] = {
       .flags = ACCEL_CLI_OPT_MODE | ACCEL_CLI_OPT_OWNER,
       .summary = "would these manifests install, in this order?",
       .handler = cmd_misc_preflight },
+    { .name = "gpu status", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "NVML/driver state and this node's devices: mode, health, "
+      "presence, foreign processes, enforcement",
+      .handler = cmd_gpu_status },
     { .name = "gpu enable", .usage = "[NODE]", .min_args = 0, .max_args = 1,
       .summary = "put a node's accelerators back into scheduling",
       .handler = cmd_cluster_gpu_enable },

@@ -19,6 +19,7 @@
 #include "daemon/auth.h"
 #include "daemon/metrics.h"
 #include "daemon/ops.h"
+#include "daemon/reconcile.h"
 #include "daemon/state.h"
 #include "daemon/store.h"
 #include "daemon/view.h"
@@ -41,6 +42,17 @@ static void send_result(struct http_req *r, struct op_result *res)
         res->data = NULL;
     }
     op_result_release(res);
+}
+
+/* GET /api/runtime: NVML state and the local node's devices (SPEC 6,
+ * accelctl gpu status). Any user may read it, like the device list. */
+static void h_runtime(struct http_req *r)
+{
+    json_t *v;
+    pthread_mutex_lock(&r->d->lock);
+    v = reconcile_runtime_json(r->d);
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_data(r, 200, v);
 }
 
 static void h_healthz(struct http_req *r)
@@ -735,6 +747,7 @@ const struct http_route api_routes[] = {
      ROUTE_ADMIN | ROUTE_BODY},
     {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
     {"GET", A "/nodes", h_nodes, 0},
+    {"GET", A "/runtime", h_runtime, 0},
     {"PUT", A "/nodes/{}", h_node_put, ROUTE_ADMIN | ROUTE_BODY},
     {"GET", A "/apps", h_apps, 0},
     {"POST", A "/apps", h_install, ROUTE_BODY},

@@ -26,6 +26,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/nvml.h"
+#include "daemon/reconcile.h"
 #include "daemon/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store.h"
@@ -170,11 +171,14 @@ static void add_local(struct accel_daemon *d)
         nvml_driver_version(nv, drv, sizeof drv, NULL);
         nvml_cuda_version(nv, cuda, sizeof cuda, NULL);
         if (nvml_scan(nv, &g, &n, NULL) == ACCEL_OK) {
-            for (size_t i = 0; i < n; i++)
-                if (g[i].uuid[0])
-                    add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
-                               g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
-                               g[i].healthy == 1, (int)g[i].index);
+            for (size_t i = 0; i < n; i++) {
+                if (!g[i].uuid[0])
+                    continue;
+                add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                           g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
+                           g[i].healthy == 1, (int)g[i].index);
+                d->dinfo[d->snap.ndevs - 1].discovered = true;
+            }
         }
         free(d->nvml_status);
         d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
@@ -229,6 +233,26 @@ static enum accel_err load_user(void *ctx, const struct store_user *row)
     return ACCEL_OK;
 }
 
+/*
+ * An app stored mid-transition (acceld died during it): one that still has
+ * a leader is running again (the supervisor then sees it exit, or a new
+ * stop can be asked); a release that was waiting goes on waiting for the
+ * reconciler; a stop with no process left finishes as a release.
+ */
+static void adopt_state(struct app *a)
+{
+    bool mid = a->state == APP_STOPPING || a->state == APP_RESUMING;
+    if (mid && a->pid > 0) {
+        a->state = APP_RUNNING;
+    } else if (mid || a->state == APP_RELEASING) {
+        a->state = APP_RELEASING;
+        a->rel.to = APP_STOPPED;
+        a->rel.uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+        a->rel.last_pid = a->pid;
+        a->pid = 0;
+    }
+}
+
 static enum accel_err load_app(void *ctx, const struct store_app *row)
 {
     struct accel_daemon *d = ctx;
@@ -260,6 +284,7 @@ static enum accel_err load_app(void *ctx, const struct store_app *row)
     a->pid = row->pid;
     a->pid_start = row->pid_start;
     a->exit_status = row->exit_status;
+    adopt_state(a);
     state_app_add(d, a);
     return ACCEL_OK;
 }
@@ -404,9 +429,22 @@ static void usage(FILE *f)
             "[--inventory FILE]\n"
             "              [--node-name NAME] [--web-dir DIR] "
             "[--placement binpack|spread]\n"
-            "              [--log-level debug|info|warn|error]\n"
+            "              [--log-level debug|info|warn|error] "
+            "[--reconcile-interval-ms MS]\n"
             "defaults: --data-dir ./accel-data --listen %s\n",
             ACCEL_DEFAULT_LISTEN);
+}
+
+/* Milliseconds in [50, 3600000], or -1. */
+static int parse_interval(const char *s)
+{
+    char *end = NULL;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 50 || v > 3600000)
+        return -1;
+    return (int)v;
 }
 
 static int parse_options(struct accel_daemon *d, int argc, char **argv)
@@ -419,6 +457,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"web-dir", required_argument, NULL, 'w'},
         {"log-level", required_argument, NULL, 'L'},
         {"placement", required_argument, NULL, 'p'},
+        {"reconcile-interval-ms", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -452,6 +491,14 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             else {
                 fprintf(stderr, "acceld: --placement must be binpack or "
                                 "spread\n");
+                return 2;
+            }
+            break;
+        case 'r':
+            d->cfg.reconcile_ms = parse_interval(optarg);
+            if (d->cfg.reconcile_ms <= 0) {
+                fprintf(stderr, "acceld: --reconcile-interval-ms must be a "
+                                "number from 50 to 3600000\n");
                 return 2;
             }
             break;
@@ -578,6 +625,8 @@ int daemon_main(int argc, char **argv)
         return 1;
     }
     runtime_supervisor_start(d);
+    if (reconcile_start(d) != ACCEL_OK)
+        log_error("cannot start the reconciler thread");
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -600,6 +649,7 @@ int daemon_main(int argc, char **argv)
     log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
     runtime_supervisor_stop(d);
     http_stop(d);
+    reconcile_stop(d);
     store_close(d->store);
     return 0;
 }

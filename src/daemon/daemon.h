@@ -23,6 +23,7 @@ struct store;
 struct strmap;
 struct http_server;
 struct metrics;
+struct reconcile;
 
 /* App states of SPEC 1 (+ releasing of SPEC 8.3). */
 #define APP_STATE_MAP(XX)                                                      \
@@ -56,6 +57,21 @@ struct dev_info {
     uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
     uint32_t util;       /* utilization %, NVML */
     json_t *settings;    /* per-device settings object (time slice, ...) */
+    bool discovered;     /* found through NVML: a refresh may mark it gone */
+    json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of
+                            no app on it; NULL when none (SPEC 8.3) */
+};
+
+/* Reconciler bookkeeping of an app whose processes still hold a device
+ * after its stop (state `releasing`, SPEC 2.7/8.3). */
+struct app_release {
+    int64_t last_pid;            /* leader of the last run (NVML may still
+                                    list it while the driver tears down) */
+    uint32_t linger;             /* processes seen on its devices after the
+                                    stop; >0 makes a release wait */
+    enum app_state to;           /* state once the processes are gone */
+    bool uninstall;              /* delete the app once they are gone */
+    int64_t kill_at_ms;          /* SIGKILL leftovers after this, 0 = unset */
 };
 
 struct app {
@@ -74,6 +90,7 @@ struct app {
     int64_t exit_status;         /* last exit status, -1 if none */
     uint64_t usage;              /* live memory use from ledgers, bytes */
     uint64_t *row_usage;         /* [nrows] live use per allocation row */
+    struct app_release rel;      /* releasing: what waits for the GPU */
 };
 
 struct accel_config {
@@ -84,6 +101,7 @@ struct accel_config {
     char *web_dir;       /* --web-dir */
     int log_level;       /* --log-level */
     enum adm_policy policy; /* --placement binpack|spread */
+    int reconcile_ms;    /* --reconcile-interval-ms (default 5000) */
 };
 
 struct user_rec {
@@ -115,6 +133,7 @@ struct accel_daemon {
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
+    struct reconcile *reconcile; /* NVML refresh + reconciler thread */
     volatile int stopping;       /* set at shutdown */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */

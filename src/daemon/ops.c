@@ -20,6 +20,7 @@
 #include "daemon/metrics.h"
 #include "daemon/ops_int.h"
 #include "daemon/proc.h"
+#include "daemon/reconcile.h"
 #include "daemon/store.h"
 #include "daemon/runtime.h"
 #include "daemon/state.h"
@@ -267,6 +268,7 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
         return rc;
     }
     /* memory: release the old rows under the old requirement first */
+    a->rel = (struct app_release){0};
     a->sel = old_sel;
     state_set_rows(d, a, NULL, 0);
     a->sel = sel;
@@ -275,11 +277,42 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
     return ACCEL_OK;
 }
 
-/* Release every row and set the state, in one transaction. */
+enum accel_err ops_commit_releasing(struct accel_daemon *d, struct app *a,
+                                    enum app_state to, const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, APP_RELEASING, reason);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "app.state", a->name, NULL, NULL,
+                json_pack("{s:i}", "processes", (int)a->rel.linger),
+                "app %s is releasing: %u process(es) still hold its GPU; "
+                "it is released once they are gone", a->name,
+                (unsigned)a->rel.linger);
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    a->rel.to = to;
+    a->rel.kill_at_ms =
+        util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
+    state_set_state(a, APP_RELEASING, reason);
+    return ACCEL_OK;
+}
+
+/* Release every row and set the state, in one transaction; when processes
+ * of the app still hold its GPU (rel.linger), it is `releasing` instead
+ * and the reconciler finishes the release (SPEC 2.7, 8.3). */
 enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
                                      enum app_state st, const char *reason)
 {
-    enum accel_err rc = state_tx_begin(d);
+    enum accel_err rc;
+    if (a->rel.linger > 0 && (st == APP_STOPPED || st == APP_FAILED))
+        return ops_commit_releasing(d, a, st, reason);
+    rc = state_tx_begin(d);
     if (rc != ACCEL_OK)
         return rc;
     rc = state_save_app(d, a, st, reason);
@@ -356,6 +389,7 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
     pid_t pid = (pid_t)a->pid;
     uint64_t start = a->pid_start;
     int timeout = a->m.run.stop_timeout_s, status = -1;
+    uint32_t linger;
     enum accel_err rc;
 
     if (a->pid <= 0)
@@ -364,6 +398,10 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
     name = xstrdup(a->name);
     pthread_mutex_unlock(&d->lock);
     rc = runtime_stop(name, pid, start, timeout, &status);
+    /* the device is free only once NVML lists no process of the app */
+    linger = reconcile_app_lingering(d, name, pid);
+    if (rc != ACCEL_OK && linger == 0)
+        linger = 1; /* survivors of SIGKILL: the reconciler decides */
     pthread_mutex_lock(&d->lock);
     a = state_app_find(d, name);
     if (rc != ACCEL_OK)
@@ -373,6 +411,8 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
         a->pid = 0;
         a->pid_start = 0;
         a->exit_status = status;
+        a->rel.last_pid = pid;
+        a->rel.linger = linger;
     }
     return a;
 }
@@ -651,6 +691,9 @@ void ops_unbind(struct accel_daemon *d, const struct auth_user *u,
     stop_common(d, u, name, "removed-from-gpu", res);
 }
 
+static enum accel_err commit_uninstall(struct accel_daemon *d,
+                                       struct app *a);
+
 void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                    const char *name, struct op_result *res)
 {
@@ -666,7 +709,31 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
         ops_res_error(res, 404, "not-found", "app \"%s\" is gone", name);
         goto out;
     }
-    rc = state_tx_begin(d);
+    if (a->rel.linger > 0) {
+        a->rel.uninstall = true;
+        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+        if (rc != ACCEL_OK)
+            ops_res_store_failed(res, rc);
+        else
+            ops_res_ok(res, 202, json_pack("{s:s, s:s}", "name", name,
+                                           "state", "releasing"));
+        goto out;
+    }
+    rc = commit_uninstall(d, a);
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
+                               "uninstalled"));
+out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Delete a and its rows in one transaction; frees a on success. */
+static enum accel_err commit_uninstall(struct accel_daemon *d, struct app *a)
+{
+    enum accel_err rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
         rc = state_save_rows(d, a, NULL, 0);
     if (rc == ACCEL_OK)
@@ -678,16 +745,20 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     } else {
         state_tx_rollback(d);
     }
-    if (rc != ACCEL_OK) {
-        ops_res_store_failed(res, rc);
-        goto out;
-    }
+    if (rc != ACCEL_OK)
+        return rc;
     state_set_rows(d, a, NULL, 0);
     state_app_remove(d, a);
-    ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
-                               "uninstalled"));
-out:
-    pthread_mutex_unlock(&d->lock);
+    return ACCEL_OK;
+}
+
+enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a)
+{
+    a->rel.linger = 0;
+    a->rel.kill_at_ms = 0;
+    if (a->rel.uninstall)
+        return commit_uninstall(d, a);
+    return ops_commit_release(d, a, a->rel.to, a->reason);
 }
 
 void ops_app_exited(struct accel_daemon *d, const char *name, int status)

@@ -78,4 +78,20 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
  * app exits by itself (exit status, or -1 when unknown). */
 void ops_app_exited(struct accel_daemon *d, const char *name, int status);
 
+/*
+ * Processes of a still hold its GPU after a stop (SPEC 2.7, 8.3): keep its
+ * rows, show it `releasing` (reason kept), and remember the state `to` it
+ * gets once the reconciler sees them gone; they are killed after the app's
+ * stop timeout. One transaction. d->lock held.
+ */
+enum accel_err ops_commit_releasing(struct accel_daemon *d, struct app *a,
+                                    enum app_state to, const char *reason);
+
+/*
+ * The reconciler saw no process of the `releasing` app a any more: release
+ * its rows and give it its final state, or delete it when the release was
+ * an uninstall (a is freed then). d->lock held.
+ */
+enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a);
+
 #endif /* ACCEL_DAEMON_OPS_H */

@@ -146,6 +146,22 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
     return ACCEL_OK;
 }
 
+/* Apps whose processes still hold the GPU after the stop wait in
+ * `releasing` with their rows (SPEC 2.7, 8.3); the others are switched. */
+static size_t drop_lingering(struct accel_daemon *d, struct app **apps,
+                             size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (apps[i]->rel.linger > 0) {
+            ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
+            continue;
+        }
+        apps[k++] = apps[i];
+    }
+    return k;
+}
+
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res)
 {
@@ -196,6 +212,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         free(name);
     }
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
+    n = drop_lingering(d, apps, n);
     stopped = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(stopped,

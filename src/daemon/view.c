@@ -116,6 +116,10 @@ static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
         (json_int_t)adm_device_free(x), "usedMemory",
         (json_int_t)di->used_mem, "utilization", (int)di->util, "present",
         x->present, "enforcement", enforcement(d, dev));
+    /* processes NVML lists on it that hold no binding there (SPEC 8.3) */
+    json_object_set_new(o, "foreignUsage", di->foreign
+                                               ? json_deep_copy(di->foreign)
+                                               : json_array());
     return o;
 }
 

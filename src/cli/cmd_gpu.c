@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_gpu.c: `accelctl gpu status` (SPEC 6): what the node acceld runs on
+ * sees of its accelerators: whether NVML is loaded (and if not, why, so a
+ * machine without a GPU says so plainly), the driver and CUDA versions,
+ * and each device of the node with its sharing mode, health, presence,
+ * processes that use it without a binding, and the enforcement tier. It
+ * reads GET /api/runtime. `gpu enable|disable` live in cmd_cluster.c.
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/sentence.h"
+#include "cli/table.h"
+#include "common/util.h"
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* "pid 4242 (512 Mi), pid 7 of app x" or "-"; the caller frees it. */
+static char *foreign_of(const json_t *dev)
+{
+    char *out = xstrdup("");
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(dev, "foreignUsage"), i, e) {
+        char mem[32];
+        const char *app = json_string_value(json_object_get(e, "app"));
+        char *next;
+        table_fmt_gib(json_integer_value(json_object_get(e, "usedMemory")),
+                      mem, sizeof mem);
+        next = xasprintf("%s%spid %lld (%s)%s%s", out, i ? ", " : "",
+                         (long long)json_integer_value(
+                             json_object_get(e, "pid")),
+                         mem, app ? " of app " : "", app ? app : "");
+        free(out);
+        out = next;
+    }
+    if (out[0] == '\0') {
+        free(out);
+        out = xstrdup("-");
+    }
+    return out;
+}
+
+/* "shim / broker" from the device's enforcement object. */
+static char *tier_of(const json_t *dev)
+{
+    const json_t *e = json_object_get(dev, "enforcement");
+    return xasprintf("memory %s, compute %s", jstr(e, "memory"),
+                     jstr(e, "compute"));
+}
+
+static void add_row(struct table *t, const json_t *dev)
+{
+    char vram[32], idx[24];
+    char *foreign = foreign_of(dev), *tier = tier_of(dev);
+    bool present = !json_is_false(json_object_get(dev, "present"));
+    json_int_t index = json_integer_value(json_object_get(dev, "index"));
+    const char *row[9];
+
+    table_fmt_gib(json_integer_value(json_object_get(dev, "memory")), vram,
+                  sizeof vram);
+    if (index >= 0)
+        snprintf(idx, sizeof idx, "%lld", (long long)index);
+    else
+        snprintf(idx, sizeof idx, "-");
+    row[0] = jstr(dev, "id");
+    row[1] = idx;
+    row[2] = jstr(dev, "cardModel");
+    row[3] = vram;
+    row[4] = jstr(dev, "supportType");
+    row[5] = jstr(dev, "health");
+    row[6] = present ? "yes" : "NO (gone)";
+    row[7] = tier;
+    row[8] = foreign;
+    table_add(t, row);
+    free(foreign);
+    free(tier);
+}
+
+static void print_status(const json_t *data)
+{
+    static const char *const head[] = { "DEVICE", "INDEX",   "MODEL",
+                                        "VRAM",   "MODE",    "HEALTH",
+                                        "PRESENT", "ENFORCEMENT",
+                                        "FOREIGN PROCESSES" };
+    const json_t *nv = json_object_get(data, "nvml");
+    const json_t *devs = json_object_get(data, "devices");
+    struct table t;
+    size_t i;
+    json_t *dev;
+
+    printf("Node %s\n", jstr(data, "nodeName"));
+    if (json_is_true(json_object_get(nv, "loaded")))
+        printf("NVML: loaded (driver %s, CUDA %s)\n", jstr(nv, "driver"),
+               jstr(nv, "cuda"));
+    else
+        printf("NVML: not loaded: no NVIDIA GPU can be used on this node\n");
+    printf("Status: %s\n", jstr(nv, "status"));
+    if (json_array_size(devs) == 0) {
+        printf("No devices on this node.\n");
+        return;
+    }
+    table_init(&t, 9, head);
+    json_array_foreach(devs, i, dev)
+        add_row(&t, dev);
+    table_print(&t, stdout);
+    table_release(&t);
+    json_array_foreach(devs, i, dev)
+        if (json_array_size(json_object_get(dev, "foreignUsage")) > 0)
+            printf("warning: %s is used by processes that hold no binding "
+                   "on it (see FOREIGN PROCESSES)\n", jstr(dev, "id"));
+}
+
+int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct client_resp r;
+    int rc;
+    (void)args;
+    rc = client_call(ctx, "GET", "/api/runtime", NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_status(r.data);
+    client_resp_release(&r);
+    return rc;
+}
