@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: MIT
+"""The HAMi-WebUI-compatible routes (SPEC 5.4) of the real acceld: the bodies
+HAMi-WebUI and olares-cli send (with and without filters, empty), the fields
+and MiB units they read, tokens; `accelctl dashboard`; the events long-poll
+and `accelctl events --follow` seeing an event appended after it started."""
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld, require_binaries, ACCELCTL  # noqa: E402
+
+G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
+G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
+H = "/hami/api/vgpu/v1"
+GPU_FIELDS = {"uuid", "nodeName", "type", "vgpuUsed", "vgpuTotal", "coreUsed",
+              "coreTotal", "memoryUsed", "memoryTotal", "health", "mode",
+              "shareMode"}
+CTR_FIELDS = {"name", "status", "appName", "nodeName", "allocatedDevices",
+              "allocatedCores", "allocatedMem", "type", "createTime", "podUid",
+              "deviceIds"}
+
+
+def manifest(name, gpu="8Gi"):
+    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
+         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
+         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
+         "limitedGPUMemory": gpu}
+    return {"apiVersion": "v2", "metadata": {"name": name},
+            "spec": {"accelerator": [e]}}
+
+
+class HamiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Acceld().start()
+        st, b = cls.d.http("POST", "/api/apps", {"manifest": manifest("comfy")})
+        assert st == 201, b  # binpack: 8 Gi on the 4090 (Memory slicing)
+        st, b = cls.d.http("POST", "/api/users", {"name": "bob"})
+        cls.bob = b["data"]["token"]
+        st, b = cls.d.http("POST", "/api/apps",
+                           {"manifest": manifest("bobs", gpu="2Gi")},
+                           token=cls.bob)
+        assert st == 201, b
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def call(self, method, path, body=None, token=None):
+        return self.d.http(method, path, body, token=token)
+
+    def gpus(self, body, token=None):
+        st, b = self.call("POST", H + "/gpus", body, token=token)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(set(b), {"list"})  # no envelope
+        return {g["uuid"]: g for g in b["list"]}
+
+    def test_gpus_bodies_with_and_without_filters(self):
+        olares = {"filters": {}, "pageRequest": {"sort": "DESC",
+                                                 "sortField": "id"}}
+        for body in (olares, {}, b"", {"filters": None}):
+            g = self.gpus(body)
+            self.assertEqual(set(g), {G4090, G4060, "macmini-apple-m-0"},
+                             body)  # the synthetic cpu device is no GPU
+        g = self.gpus({"filters": {"uid": "", "type": "", "nodeName": "",
+                                   "provider": ""}})
+        self.assertEqual(len(g), 3)
+        self.assertEqual(set(self.gpus({"filters": {"nodeName": "homelab"}})),
+                         {G4090, G4060})
+        self.assertEqual(set(self.gpus({"filters": {"uid": G4060}})), {G4060})
+        self.assertEqual(set(self.gpus({"filters": {"provider": "nvidia"}})),
+                         {G4090, G4060})
+        st, b = self.call("POST", H + "/gpus", {"filters": {"uid": 5}})
+        self.assertEqual(st, 400, b)
+        st, b = self.call("POST", H + "/gpus", {"filters": []})
+        self.assertEqual(st, 400, b)
+
+    def test_gpu_fields_and_units(self):
+        g = self.gpus({"filters": {}})
+        for x in g.values():
+            self.assertTrue(GPU_FIELDS <= set(x), x)
+        a = g[G4090]
+        self.assertEqual(a["memoryTotal"], 24 * 1024)  # MiB
+        self.assertEqual(a["memoryUsed"], 10 * 1024)   # 8 Gi + 2 Gi quotas
+        self.assertEqual(a["vgpuUsed"], 2)
+        self.assertEqual(a["shareMode"], "1")
+        self.assertIs(a["health"], True)
+        self.assertEqual(a["coreTotal"], 100)
+        self.assertEqual(g[G4060]["shareMode"], "2")
+        self.assertEqual(g[G4060]["memoryUsed"], 0)
+        self.assertEqual(g["macmini-apple-m-0"]["shareMode"], "0")
+        self.assertEqual(g["macmini-apple-m-0"]["vgpuTotal"], 1)
+
+    def test_gpu_by_uid(self):
+        st, b = self.call("GET", H + "/gpu?uid=" + G4060)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["uuid"], G4060)
+        self.assertEqual(b["memoryTotal"], 16 * 1024)
+        st, b = self.call("GET", H + "/gpu?uid=GPU-nope")
+        self.assertEqual(st, 404, b)
+        st, b = self.call("GET", H + "/gpu")
+        self.assertEqual(st, 400, b)
+
+    def test_containers_and_container(self):
+        for body in ({"filters": {}, "pageSize": {"pageSize": 20,
+                                                  "pageNo": 1}}, {}, b""):
+            st, b = self.call("POST", H + "/containers", body)
+            self.assertEqual(st, 200, b)
+            self.assertEqual(set(b), {"items"})
+            self.assertEqual({c["name"] for c in b["items"]}, {"comfy", "bobs"})
+        c = [x for x in b["items"] if x["name"] == "comfy"][0]
+        self.assertTrue(CTR_FIELDS <= set(c), c)
+        self.assertEqual(c["allocatedMem"], 8 * 1024)  # MiB
+        self.assertEqual(c["deviceIds"], [G4090])
+        self.assertEqual(c["allocatedDevices"], 1)
+        self.assertEqual(c["status"], "running")
+        self.assertEqual(c["namespace"], "admin")
+        # the podUid is stable: the same on every call
+        st, b2 = self.call("POST", H + "/containers", {"filters": {}})
+        self.assertIn(c["podUid"], {x["podUid"] for x in b2["items"]})
+        st, one = self.call("GET", H + "/container?name=comfy&podUid=" +
+                            c["podUid"])
+        self.assertEqual(st, 200, one)
+        self.assertEqual(one, c)
+        st, b = self.call("GET", H + "/container?name=comfy&podUid=x")
+        self.assertEqual(st, 404, b)
+        st, b = self.call("POST", H + "/containers",
+                          {"filters": {"deviceId": G4060}})
+        self.assertEqual(b["items"], [])
+        # members see their own (and shared) apps only
+        st, b = self.call("POST", H + "/containers", {}, token=self.bob)
+        self.assertEqual([x["name"] for x in b["items"]], ["bobs"])
+        st, b = self.call("GET", H + "/container?name=comfy", token=self.bob)
+        self.assertEqual(st, 404, b)
+        # paging
+        st, b = self.call("POST", H + "/containers",
+                          {"pageSize": {"pageSize": 1, "pageNo": 2}})
+        self.assertEqual(len(b["items"]), 1)
+
+    def test_summary(self):
+        for body in ({"filters": {}}, {}, b""):
+            st, s = self.call("POST", H + "/summary", body)
+            self.assertEqual(st, 200, s)
+            self.assertEqual(s["gpuCount"], 3)
+            self.assertEqual(s["nodeCount"], 2)
+            self.assertEqual(s["memoryTotal"], (24 + 16 + 24) * 1024)
+            self.assertEqual(s["memoryUsed"], 10 * 1024)
+            self.assertEqual(s["vgpuUsed"], 2)
+        st, s = self.call("POST", H + "/summary",
+                          {"filters": {"deviceId": G4060}})
+        self.assertEqual((s["gpuCount"], s["memoryTotal"]), (1, 16 * 1024))
+
+    def test_token_required(self):
+        for method, path in (("POST", "/gpus"), ("GET", "/gpu?uid=" + G4060),
+                             ("POST", "/containers"),
+                             ("GET", "/container?name=comfy"),
+                             ("POST", "/summary")):
+            st, b = self.call(method, H + path,
+                              {} if method == "POST" else None, token="")
+            self.assertEqual(st, 401, (path, b))
+            st, b = self.call(method, H + path,
+                              {} if method == "POST" else None, token="bad")
+            self.assertEqual(st, 401, (path, b))
+
+    def test_dashboard_cli(self):
+        r = self.d.ctl("dashboard", "gpu", "list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(G4090, r.stdout)
+        self.assertIn("Memory slicing", r.stdout)
+        self.assertIn("10 Gi / 24 Gi", r.stdout)
+        r = self.d.ctl("-o", "json", "dashboard", "gpu", "list")
+        self.assertEqual(len(json.loads(r.stdout)["list"]), 3)
+        r = self.d.ctl("dashboard", "gpu", "tasks")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("comfy", r.stdout)
+        self.assertIn("bobs", r.stdout)
+        r = self.d.ctl("dashboard", "gpu", "get", G4090)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Memory slicing", r.stdout)
+        self.assertIn("comfy", r.stdout)
+        r = self.d.ctl("dashboard", "gpu", "get", "GPU-nope")
+        self.assertEqual(r.returncode, 1)
+        r = self.d.ctl("dashboard", "gpu", "frob")
+        self.assertEqual(r.returncode, 2)
+
+
+class EventsTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld().start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def last_id(self):
+        st, b = self.d.http("GET", "/api/events?limit=10000")
+        return b["data"][-1]["id"] if b["data"] else 0
+
+    def test_long_poll_wakes_on_append(self):
+        since = self.last_id()
+        t0 = time.time()
+        st, b = self.d.http("GET", "/api/events?since=%d&wait=1" % since)
+        self.assertEqual((st, b["data"]), (200, []))
+        self.assertGreaterEqual(time.time() - t0, 0.9)
+        out = {}
+
+        def poll():
+            t = time.time()
+            out["r"] = self.d.http(
+                "GET", "/api/events?since=%d&wait=20&kind=user.add" % since)
+            out["t"] = time.time() - t
+        th = threading.Thread(target=poll)
+        th.start()
+        time.sleep(0.5)
+        self.d.http("POST", "/api/users", {"name": "carol"})
+        th.join(30)
+        st, b = out["r"]
+        self.assertEqual(st, 200, b)
+        self.assertEqual([e["kind"] for e in b["data"]], ["user.add"])
+        self.assertLess(out["t"], 10)
+        st, b = self.d.http("GET", "/api/events?wait=x")
+        self.assertEqual(st, 400, b)
+
+    def test_events_recorded_and_queryable(self):
+        t0 = int(time.time() * 1000)
+        self.d.http("POST", "/api/apps", {"manifest": manifest("a1")})
+        self.d.http("POST", "/api/apps", {"manifest": manifest("huge",
+                                                               gpu="30Gi")})
+        self.d.http("POST", "/api/apps/huge/resume", {"computeBinding": [
+            {"nodeName": "homelab", "deviceId": G4060}]})
+        self.d.http("PUT", "/api/compute-resources/nodes/homelab/devices/%s/"
+                    "support-type" % G4060, {"supportType": "Exclusive"})
+        self.d.http("PUT", "/api/nodes/macmini", {"enabled": False})
+        self.d.http("POST", "/api/apps/a1/suspend")
+        st, b = self.d.http("GET", "/api/events?sinceMs=%d" % t0)
+        kinds = [e["kind"] for e in b["data"]]
+        for k in ("binding.add", "app.state", "refusal", "device.mode",
+                  "node.enable", "binding.release"):
+            self.assertIn(k, kinds)
+        ref = [e for e in b["data"] if e["kind"] == "refusal"][0]
+        self.assertIn("total-vram-below-requirement", ref["data"]["code"])
+        st, b = self.d.http("GET", "/api/events?app=a1")
+        self.assertTrue(b["data"])
+        self.assertTrue(all(e.get("app") == "a1" for e in b["data"]))
+        st, b = self.d.http("GET", "/api/events?device=" + G4060)
+        self.assertTrue(all(e.get("device") == G4060 for e in b["data"]))
+        st, b = self.d.http("GET", "/api/events?kind=device.mode")
+        self.assertEqual(len(b["data"]), 1)
+        st, b = self.d.http("GET", "/api/events?sinceMs=%d" %
+                            (int(time.time() * 1000) + 60000))
+        self.assertEqual(b["data"], [])
+
+    def test_follow_sees_new_event(self):
+        require_binaries(ACCELCTL)
+        env = dict(os.environ)
+        for k in ("ACCEL_SERVER", "ACCEL_TOKEN", "ACCEL_DATA_DIR"):
+            env.pop(k, None)
+        p = subprocess.Popen(self.d.ctl_args("-o", "json", "events",
+                                             "--follow"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in p.stdout],
+                         daemon=True).start()
+        try:
+            first = json.loads(lines.get(timeout=10))  # the history
+            self.assertEqual(first["kind"], "user.add")
+            time.sleep(1)  # now it waits in the long-poll
+            st, b = self.d.http("POST", "/api/apps",
+                                {"manifest": manifest("late")})
+            self.assertEqual(st, 201, b)
+            deadline = time.time() + 10
+            seen = []
+            while time.time() < deadline:
+                try:
+                    ev = json.loads(lines.get(timeout=1))
+                except queue.Empty:
+                    continue
+                seen.append(ev)
+                if ev.get("app") == "late" and ev["kind"] == "app.state":
+                    break
+            self.assertIn(("late", "binding.add"),
+                          [(e.get("app"), e["kind"]) for e in seen])
+            self.assertEqual(p.poll(), None)  # still following
+        finally:
+            p.terminate()
+            p.wait(5)
+            p.stdout.close()
+            p.stderr.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
