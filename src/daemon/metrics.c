@@ -7,6 +7,7 @@
 #include "common/accel_setup.h"
 #include "daemon/metrics.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -202,6 +203,17 @@ static void hist_render(struct out *o, const char *name, const char *labels,
          labels[0] ? "}" : "", (unsigned long long)h->count);
 }
 
+/* Σ usedMemory of the reconciler's foreign processes ([{pid, usedMemory}]). */
+static double foreign_bytes(const json_t *foreign)
+{
+    double sum = 0;
+    size_t i;
+    const json_t *p;
+    json_array_foreach(foreign, i, p)
+        sum += (double)json_integer_value(json_object_get(p, "usedMemory"));
+    return sum;
+}
+
 /* The value of device gauge k (in the order of dev_gauges) for device i. */
 static double dev_value(struct accel_daemon *d, size_t i, size_t k)
 {
@@ -214,8 +226,10 @@ static double dev_value(struct accel_daemon *d, size_t i, size_t k)
     case 4: return d->dinfo[i].util / 100.0;
     case 5: return x->healthy && x->present ? 1 : 0;
     case 6: return x->nbound;
-    default: return (double)(x->st == ACCEL_SUPPORT_EXCLUSIVE ? 0
-                             : x->st == ACCEL_SUPPORT_MEMSLICE ? 1 : 2);
+    case 7: return (double)(x->st == ACCEL_SUPPORT_EXCLUSIVE ? 0
+                            : x->st == ACCEL_SUPPORT_MEMSLICE ? 1 : 2);
+    case 8: return (double)json_array_size(d->dinfo[i].foreign);
+    default: return foreign_bytes(d->dinfo[i].foreign);
     }
 }
 
@@ -231,6 +245,10 @@ static const char *const dev_gauges[][2] = {
     {"accel_device_bound_apps", "Allocation rows (bindings) on the device."},
     {"accel_device_share_mode",
      "Sharing mode: 0 App exclusive, 1 Memory slicing, 2 Time slicing."},
+    {"accel_device_foreign_processes",
+     "Processes of no app on the device (reconciler, NVML)."},
+    {"accel_device_foreign_memory_bytes",
+     "Memory held by processes of no app on the device (reconciler)."},
 };
 
 /* node="…",device="…",type="…" of device i into buf. */

@@ -78,6 +78,8 @@ class MetricsTest(unittest.TestCase):
                          "accel_device_memory_used_bytes",
                          "accel_device_utilization_ratio",
                          "accel_device_healthy", "accel_device_share_mode",
+                         "accel_device_foreign_processes",
+                         "accel_device_foreign_memory_bytes",
                          "accel_app_quota_bytes", "accel_app_memory_used_bytes",
                          "accel_app_state", "accel_apps",
                          "accel_admission_refusals_total",
