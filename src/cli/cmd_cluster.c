@@ -86,6 +86,24 @@ static void add_device_row(struct table *t, const json_t *node,
     free(mode);
 }
 
+/* Warnings of the reconciler (SPEC 8.3): gone devices, foreign usage. */
+static void print_device_warnings(const json_t *dev)
+{
+    size_t i;
+    json_t *e;
+    if (json_is_false(json_object_get(dev, "present")))
+        printf("warning: %s on %s is gone (NVML no longer lists it)\n",
+               jstr(dev, "id"), jstr(dev, "nodeName"));
+    json_array_foreach(json_object_get(dev, "foreignUsage"), i, e) {
+        const char *app = json_string_value(json_object_get(e, "app"));
+        printf("warning: %s on %s: process %lld %s%s uses it without a "
+               "binding (foreign usage)\n", jstr(dev, "id"),
+               jstr(dev, "nodeName"),
+               (long long)json_integer_value(json_object_get(e, "pid")),
+               app ? "of app " : "of no app", app ? app : "");
+    }
+}
+
 static void print_nodes(const json_t *nodes)
 {
     static const char *const head[] = { "NODE", "DEVICE",    "MODEL",
@@ -101,6 +119,10 @@ static void print_nodes(const json_t *nodes)
     }
     table_print(&t, stdout);
     table_release(&t);
+    json_array_foreach(nodes, i, node) {
+        json_array_foreach(json_object_get(node, "devices"), j, dev)
+            print_device_warnings(dev);
+    }
 }
 
 int cmd_cluster_list(struct cli_ctx *ctx, const struct cli_args *args)

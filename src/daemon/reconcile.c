@@ -44,6 +44,7 @@ struct reconcile {
     bool loaded;             /* under d->lock: NVML answered the last pass */
     char driver[64];         /* under d->lock: driver version or "" */
     char cuda[32];           /* under d->lock: CUDA version or "" */
+    unsigned passes;         /* thread only: passes run so far */
     char **new_seen;         /* thread only: new GPUs already reported */
     size_t nnew_seen;        /* their number */
 };
@@ -291,9 +292,10 @@ static void apply_status(struct accel_daemon *d, struct reconcile *r,
     if (p->status == NULL ||
         (d->nvml_status && strcmp(d->nvml_status, p->status) == 0))
         return;
-    state_event(d, p->scan_ok ? "nvml.status" : "nvml.error", NULL,
-                d->cfg.node_name, NULL, NULL, "%s", p->status);
-    if (!p->scan_ok)
+    if (r->passes > 0) /* the start-up status is in acceld's first line */
+        state_event(d, p->scan_ok ? "nvml.status" : "nvml.error", NULL,
+                    d->cfg.node_name, NULL, NULL, "%s", p->status);
+    if (!p->scan_ok && r->passes > 0)
         log_warn("%s", p->status);
     free(d->nvml_status);
     d->nvml_status = p->status;
@@ -324,6 +326,7 @@ static void update_device(struct accel_daemon *d, size_t dev,
         state_event(d, "device.returned", NULL, node, x->id, NULL,
                     "GPU %s is back", x->id);
     x->present = true;
+    d->dinfo[dev].discovered = true; /* NVML knows it: it can go missing */
     if (healthy != x->healthy)
         state_event(d, "device.health", NULL, node, x->id,
                     json_pack("{s:s}", "health", healthy ? "yes" : "no"),
@@ -594,6 +597,7 @@ static void run_pass(struct reconcile *r)
     report_new(d, r, &p);
     apply_processes(d, &p);
     finish_releases(d, &p);
+    r->passes++;
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < p.nkill; i++)
         if (kill(p.kill_pid[i], p.kill_sig[i]) != 0 && errno != ESRCH)

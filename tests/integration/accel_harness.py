@@ -51,16 +51,20 @@ class Acceld:
     """One acceld process with its own data directory and port.
 
     inventory: a path, or YAML/JSON text (written to the data dir's parent),
-    or None for examples/homelab.yaml. extra_args go to acceld as they are.
+    or None for examples/homelab.yaml, or "" for none. extra_args go to
+    acceld as they are; env (a dict) is added to acceld's environment, e.g.
+    ACCEL_NVML_LIB and ACCEL_FAKE_NVML for the fake NVML.
     """
 
-    def __init__(self, inventory=None, extra_args=(), start_timeout=20.0):
+    def __init__(self, inventory=None, extra_args=(), start_timeout=20.0,
+                 env=None):
         self.tmp = tempfile.mkdtemp(prefix="accel-it-")
         self.data_dir = os.path.join(self.tmp, "data")
         self.port = None
         self.proc = None
         self.log_path = os.path.join(self.tmp, "acceld.log")
         self.extra_args = list(extra_args)
+        self.env = dict(env) if env else None
         self.start_timeout = start_timeout
         if inventory is None:
             self.inventory = HOMELAB
@@ -89,8 +93,12 @@ class Acceld:
                 args += ["--inventory", self.inventory]
             args += self.extra_args
             log = open(self.log_path, "ab")
+            env = None
+            if self.env:
+                env = dict(os.environ)
+                env.update(self.env)
             self.proc = subprocess.Popen(args, stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, env=env)
             log.close()
             last = self._wait_ready()
             if last is None:

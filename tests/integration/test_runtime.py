@@ -1,0 +1,547 @@
+# SPDX-License-Identifier: MIT
+"""The node runtime through the real binaries (SPEC 2.7, 2.9, 8): apps with
+`run` started and stopped for real, exits, launch failures, SIGTERM ignored,
+daemons forked, an acceld killed with SIGKILL and restarted, the Olares
+1.12.5 steps with a shared app, and the reconciler (foreign processes, GPUs
+vanishing, NVML errors, releases that wait for the GPU to be free).
+
+acceld runs with the tests' fake libnvidia-ml.so.1 (ACCEL_NVML_LIB), whose
+state file (ACCEL_FAKE_NVML) the tests edit while it runs, and with
+--reconcile-interval-ms 100 so a reconciler pass comes quickly."""
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+
+FAKE_NVML = os.path.join(BUILD_DIR, "fake", "libnvidia-ml.so.1")
+NODE = "rt"
+GPU_A = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
+GPU_B = "GPU-bbbbbbbb-0000-4000-8000-000000000002"
+GiB = 1 << 30
+
+HEADER = "driver 550.54.14\ncuda 12040\n"
+GPU_LINE = ("gpu uuid=%s total=25769803776 used=1073741824 util=37 ecc=0 "
+            "err=0 uuid_err=0 name=NVIDIA GeForce RTX 4090\n")
+
+
+# The local node is declared (so the machine's own load cannot refuse an
+# install); its GPUs carry the UUIDs the fake NVML lists, so the reconciler
+# treats them as the driver's.
+INVENTORY = """
+nodes:
+- name: %s
+  memory: {total: 64Gi, used: 4Gi}
+  cpu: {total: "16", used: "1"}
+  disk: {total: 1Ti, used: 10Gi}
+  devices:
+  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
+     supportType: Exclusive, index: 0}
+  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
+     supportType: Exclusive, index: 1}
+""" % (NODE, GPU_A, GPU_B)
+
+
+def manifest(name, cmd, stop=2, shared=False):
+    m = {"apiVersion": "v3" if shared else "v2",
+         "metadata": {"name": name, "title": name},
+         "spec": {"accelerator": [{
+             "mode": "nvidia", "requiredGPUMemory": "1Gi",
+             "limitedGPUMemory": "1Gi", "requiredMemory": "16Mi",
+             "limitedMemory": "16Mi", "requiredCpu": "10m",
+             "limitedCpu": "10m", "requiredDisk": "1Mi",
+             "limitedDisk": "1Mi"}]},
+         "run": {"command": cmd, "stopTimeoutSeconds": stop}}
+    if shared:
+        m["options"] = {"shared": True}
+    return m
+
+
+def proc_stat(pid):
+    """(state, pgrp) of pid, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    return rest[0], int(rest[2])
+
+
+def alive(pid):
+    st = proc_stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def group_alive(pgid):
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            st = proc_stat(int(e))
+            if st and st[1] == pgid and st[0] != "Z":
+                return True
+    return False
+
+
+def pids_of_app(name):
+    """Live processes whose environment holds ACCEL_APP=name."""
+    key = ("ACCEL_APP=%s" % name).encode()
+    out = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % e, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if key in env and alive(int(e)):
+            out.append(int(e))
+    return out
+
+
+@unittest.skipUnless(os.path.exists(FAKE_NVML), "fake NVML not built")
+class RuntimeBase(unittest.TestCase):
+    gpus = (GPU_A, GPU_B)
+
+    def setUp(self):
+        self.killed = []
+        self.extra = []
+        self.nvml_path = None
+        self.d = None
+        self.start_acceld()
+
+    def start_acceld(self, extra_lines=""):
+        self.d = Acceld(inventory=INVENTORY, extra_args=[
+            "--node-name", NODE, "--reconcile-interval-ms", "100"])
+        self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
+        self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,
+                      "ACCEL_FAKE_NVML": self.nvml_path}
+        self.write_nvml(extra_lines)
+        self.d.start()
+
+    def tearDown(self):
+        if self.d is not None:
+            for a in self.d.http("GET", "/api/apps")[1]["data"] or []:
+                if a.get("pid"):
+                    try:
+                        os.killpg(a["pid"], signal.SIGKILL)
+                    except OSError:
+                        pass
+            self.d.close()
+        for p in self.killed:
+            try:
+                p.kill()
+                p.wait()
+            except OSError:
+                pass
+
+    # ---- helpers ----
+
+    def write_nvml(self, extra="", gpus=None):
+        text = HEADER
+        for g in (self.gpus if gpus is None else gpus):
+            text += GPU_LINE % g
+        with open(self.nvml_path + ".tmp", "w") as f:
+            f.write(text + extra)
+        os.replace(self.nvml_path + ".tmp", self.nvml_path)
+
+    def set_mode(self, gpu, mode):
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/%s/devices/%s/support-type"
+            % (NODE, gpu), {"supportType": mode})
+        self.assertEqual(st, 200, b)
+
+    def install(self, m, gpu=GPU_A, expect=201):
+        body = {"manifest": m}
+        if gpu:
+            body["computeBinding"] = [{"nodeName": NODE, "deviceId": gpu}]
+        st, b = self.d.http("POST", "/api/apps", body)
+        self.assertEqual(st, expect, b)
+        return b["data"]
+
+    def app(self, name):
+        st, b = self.d.http("GET", "/api/apps/" + name)
+        self.assertEqual(st, 200, b)
+        return b["data"]
+
+    def device(self, gpu):
+        st, b = self.d.http("GET", "/api/compute-resources")
+        self.assertEqual(st, 200, b)
+        for n in b["data"]:
+            for x in n["devices"]:
+                if x["id"] == gpu:
+                    return x
+        self.fail("device %s not listed" % gpu)
+
+    def events(self, kind=None):
+        st, b = self.d.http("GET", "/api/events?limit=1000")
+        self.assertEqual(st, 200, b)
+        return [e for e in b["data"] if kind is None or e["kind"] == kind]
+
+    def wait_for(self, pred, what, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("timed out waiting for %s\n--- acceld log ---\n%s" %
+                  (what, self.d.log()))
+
+    def wait_state(self, name, state, timeout=10):
+        return self.wait_for(
+            lambda: self.app(name)["state"] == state and self.app(name),
+            "app %s to be %s (is %s)" % (name, state,
+                                          self.app(name)["state"]), timeout)
+
+    def foreign_process(self):
+        p = subprocess.Popen(["sleep", "300"])
+        self.killed.append(p)
+        return p.pid
+
+
+class LifecycleTest(RuntimeBase):
+    def test_start_and_stop(self):
+        a = self.install(manifest("web", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual(a["state"], "running", a)
+        pid = a["pid"]
+        self.assertTrue(alive(pid))
+        self.assertEqual(proc_stat(pid)[1], pid)  # own group
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = f.read().split(b"\0")
+        self.assertIn(("CUDA_VISIBLE_DEVICES=%s" % GPU_A).encode(), env)
+        self.assertIn(b"ACCEL_APP=web", env)
+        self.assertEqual([b["appName"] for b in
+                          self.device(GPU_A)["bindings"]], ["web"])
+        st, b = self.d.http("POST", "/api/apps/web/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "stopped", b)
+        self.assertEqual(b["data"]["allocations"], [])
+        self.assertFalse(group_alive(pid))
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+    def test_exit_zero_is_stopped_and_released(self):
+        self.install(manifest("once", ["sh", "-c", "sleep 0.3; exit 0"]))
+        a = self.wait_state("once", "stopped")
+        self.assertEqual(a["allocations"], [])
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+    def test_exit_three_is_failed_with_status(self):
+        self.install(manifest("bad", ["sh", "-c", "sleep 0.3; exit 3"]))
+        a = self.wait_state("bad", "failed")
+        self.assertIn("exited with status 3", a.get("reason", ""))
+        self.assertEqual(a["allocations"], [])
+        ev = [e for e in self.events("app.state") if e.get("app") == "bad"]
+        self.assertTrue(any("exited with status 3" in e["message"]
+                            for e in ev), ev)
+
+    def test_launch_failure_missing_binary(self):
+        a = self.install(manifest("ghost", ["/nonexistent/accel-no-such"]))
+        self.assertEqual(a["state"], "failed", a)
+        self.assertIn("cannot run", a.get("reason", ""))
+        self.assertIn("No such file", a.get("reason", ""))
+        self.assertEqual(a["allocations"], [])
+
+    def test_ignores_sigterm_is_killed_after_timeout(self):
+        a = self.install(manifest(
+            "stubborn", ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; "
+                         "done"], stop=1))
+        pid = a["pid"]
+        time.sleep(0.2)
+        t0 = time.time()
+        st, b = self.d.http("POST", "/api/apps/stubborn/suspend")
+        took = time.time() - t0
+        self.assertEqual(st, 200, b)
+        self.assertGreaterEqual(took, 0.9)
+        self.assertEqual(b["data"]["state"], "stopped")
+        self.assertFalse(group_alive(pid))
+
+    def test_forked_daemon_is_stopped_too(self):
+        self.install(manifest("forker", [
+            "sh", "-c", "setsid sleep 1000 & exec sleep 1000"]))
+        pids = self.wait_for(lambda: len(pids_of_app("forker")) >= 2 and
+                             pids_of_app("forker"), "the daemon child")
+        st, b = self.d.http("POST", "/api/apps/forker/suspend")
+        self.assertEqual(st, 200, b)
+        for p in pids:
+            self.assertFalse(alive(p), "pid %d survived the stop" % p)
+        self.assertEqual(b["data"]["allocations"], [])
+
+    def test_log_dir_not_writable(self):
+        logs = os.path.join(self.d.data_dir, "logs")
+        if os.path.isdir(logs):
+            os.rmdir(logs)
+        with open(logs, "w") as f:
+            f.write("not a directory\n")
+        a = self.install(manifest("nolog", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual(a["state"], "failed", a)
+        self.assertIn("log file", a.get("reason", ""))
+        self.assertEqual(a["allocations"], [])
+        ev = [e for e in self.events("app.state") if e.get("app") == "nolog"]
+        self.assertTrue(any("log file" in e["message"] for e in ev), ev)
+
+
+class RestartTest(RuntimeBase):
+    def kill_acceld(self):
+        self.d.proc.kill()
+        self.d.proc.wait()
+        self.d.proc = None
+
+    def test_sigkill_restart_keeps_running_apps(self):
+        a = self.install(manifest("keep", ["sh", "-c", "sleep 1000"]))
+        gone = self.install(manifest("gone", ["sh", "-c", "sleep 1000"]),
+                            gpu=GPU_B)
+        pid, gpid = a["pid"], gone["pid"]
+        self.kill_acceld()
+        self.assertTrue(alive(pid), "the app died with acceld")
+        os.killpg(gpid, signal.SIGKILL)  # dies while acceld is down
+        self.wait_for(lambda: not group_alive(gpid), "the app to die")
+        self.d.start()
+        a = self.app("keep")
+        self.assertEqual(a["state"], "running", a)
+        self.assertEqual(a["pid"], pid)
+        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
+        g = self.wait_for(
+            lambda: self.app("gone")["state"] in ("stopped", "failed") and
+            self.app("gone"), "the dead app to be noticed")
+        self.assertEqual(g["allocations"], [])
+        self.assertEqual(self.device(GPU_B)["bindings"], [])
+        # the adopted app can be stopped
+        st, b = self.d.http("POST", "/api/apps/keep/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "stopped")
+        self.assertFalse(group_alive(pid))
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+
+class OlaresTest(RuntimeBase):
+    """SPEC 2.9: a shared app exclusive on a GPU, stopped and removed, never
+    reappears in the GPU's bindings, and the GPU goes to another app."""
+
+    def shared_app(self):
+        m = manifest("ollama", ["sh", "-c",
+                                "setsid sleep 1000 & exec sleep 1000"],
+                     shared=True)
+        a = self.install(m)
+        self.assertEqual(a["owner"], "shared", a)
+        self.assertEqual(a["state"], "running", a)
+        return a
+
+    def assert_never_bound(self, name, seconds=0.6):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            self.assertNotIn(name, [b["appName"] for b in
+                                    self.device(GPU_A)["bindings"]])
+            st, lst = self.d.http("GET", "/api/gpu/list")
+            self.assertEqual(st, 200, lst)
+            self.assertNotIn(name, str(lst))
+            time.sleep(0.1)
+
+    def test_shared_exclusive_stop_remove_then_rebind(self):
+        a = self.shared_app()
+        server = self.wait_for(lambda: [p for p in pids_of_app("ollama")
+                                        if p != a["pid"]],
+                               "the server process")[0]
+        # the driver lists the server on the GPU while it runs
+        self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, server))
+        time.sleep(0.3)
+        self.assertEqual(self.device(GPU_A)["foreignUsage"], [])
+        st, b = self.d.http("POST", "/api/apps/ollama/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertFalse(alive(server), "the server kept running")
+        self.write_nvml()  # its context is gone from the driver
+        st, b = self.d.http("DELETE",
+                            "/api/apps/ollama/compute-resources/bindings")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.app("ollama")["allocations"], [])
+        self.assert_never_bound("ollama")
+        other = self.install(manifest("comfy", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual(other["state"], "running", other)
+        self.assertEqual([x["appName"] for x in
+                          self.device(GPU_A)["bindings"]], ["comfy"])
+        self.assert_never_bound("ollama")
+
+    def test_release_waits_until_nvml_shows_the_gpu_free(self):
+        a = self.shared_app()
+        # the driver still lists the leader after the stop (context teardown)
+        self.write_nvml("proc %s %d 2147483648 compute\n" %
+                        (GPU_A, a["pid"]))
+        time.sleep(0.3)
+        st, b = self.d.http("POST", "/api/apps/ollama/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing", b)
+        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+                         [GPU_A])
+        # meanwhile the GPU cannot be given away
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": manifest("comfy", ["sh", "-c", "sleep 1000"]),
+            "computeBinding": [{"nodeName": NODE, "deviceId": GPU_A}]})
+        self.assertEqual(st, 422, b)
+        self.assertIn("exclusive-already-bound", str(b))
+        self.write_nvml()
+        a = self.wait_state("ollama", "stopped")
+        self.assertEqual(a["allocations"], [])
+        self.install(manifest("comfy2", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual([x["appName"] for x in
+                          self.device(GPU_A)["bindings"]], ["comfy2"])
+
+    def test_uninstall_waits_too(self):
+        a = self.shared_app()
+        self.write_nvml("proc %s %d 1 compute\n" % (GPU_A, a["pid"]))
+        time.sleep(0.3)
+        st, b = self.d.http("DELETE", "/api/apps/ollama")
+        self.assertEqual(st, 202, b)
+        self.assertEqual(b["data"]["state"], "releasing")
+        self.write_nvml()
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/ollama")[0] ==
+                      404, "the app to be deleted")
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+
+class ReconcilerTest(RuntimeBase):
+    def test_foreign_process(self):
+        pid = self.foreign_process()
+        self.write_nvml("proc %s %d 536870912 compute\n" % (GPU_B, pid))
+        fu = self.wait_for(lambda: self.device(GPU_B)["foreignUsage"],
+                           "foreignUsage")
+        self.assertEqual(fu[0]["pid"], pid)
+        self.assertEqual(fu[0]["usedMemory"], 536870912)
+        ev = self.events("reconciler.foreign")
+        self.assertTrue(any(e.get("device") == GPU_B for e in ev), ev)
+        r = self.d.ctl("list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("foreign usage", r.stdout)
+        self.assertIn(str(pid), r.stdout)
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pid %d" % pid, r.stdout)
+        # gone from the driver: the warning goes too
+        self.write_nvml()
+        self.wait_for(lambda: self.device(GPU_B)["foreignUsage"] == [],
+                      "foreignUsage to clear")
+
+    def test_process_of_stopped_app_is_releasing_then_killed(self):
+        a = self.install(manifest("late", ["sh", "-c", "sleep 1000"],
+                                  stop=1))
+        st, b = self.d.http("POST", "/api/apps/late/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "stopped")
+        # a process tagged as the app, outside its group, appears on a GPU
+        p = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                             env=dict(os.environ, ACCEL_APP="late"))
+        self.killed.append(p)
+        self.write_nvml("proc %s %d 1 compute\n" % (GPU_B, p.pid))
+        self.wait_state("late", "releasing")
+        ev = self.events("reconciler.lingering")
+        self.assertTrue(any(e.get("app") == "late" for e in ev), ev)
+        self.assertIsNotNone(p.wait(timeout=10))  # SIGTERM, then SIGKILL
+        self.write_nvml()
+        self.wait_state("late", "stopped")
+        self.assertIsNotNone(a)
+
+    def test_gpu_vanishes_and_returns(self):
+        a = self.install(manifest("onb", ["sh", "-c", "sleep 1000"]),
+                         gpu=GPU_B)
+        self.assertEqual(a["state"], "running")
+        self.write_nvml(gpus=[GPU_A])
+        self.wait_for(lambda: self.device(GPU_B)["present"] is False,
+                      "GPU B to be gone")
+        dev = self.device(GPU_B)
+        self.assertEqual(dev["health"], "no")
+        self.assertTrue(any(e.get("device") == GPU_B
+                            for e in self.events("device.missing")))
+        ev = self.events("reconciler.missing-device")
+        self.assertTrue(any(e.get("app") == "onb" for e in ev), ev)
+        # placement avoids it: a selection is refused, automatic picks A
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": manifest("x", ["sh", "-c", "sleep 1000"]),
+            "computeBinding": [{"nodeName": NODE, "deviceId": GPU_B}]})
+        self.assertEqual(st, 422, b)
+        x = self.install(manifest("y", ["sh", "-c", "sleep 1000"]),
+                         gpu=None)
+        self.assertEqual([r["deviceId"] for r in x["allocations"]], [GPU_A])
+        r = self.d.ctl("gpu", "status")
+        self.assertIn("NO (gone)", r.stdout)
+        self.write_nvml()
+        self.wait_for(lambda: self.device(GPU_B)["present"] is True,
+                      "GPU B to return")
+        self.assertTrue(any(e.get("device") == GPU_B
+                            for e in self.events("device.returned")))
+
+    def test_new_gpu_is_reported(self):
+        new = "GPU-cccccccc-0000-4000-8000-000000000003"
+        self.write_nvml(extra=GPU_LINE % new)
+        self.wait_for(lambda: any(e.get("device") == new
+                                  for e in self.events("device.new")),
+                      "an event about the new GPU")
+
+    def test_nvml_errors(self):
+        # the device count fails: an event, devices keep their presence
+        self.write_nvml("count_err 999\n")
+        self.wait_for(lambda: self.events("nvml.error"), "nvml.error")
+        self.assertTrue(self.device(GPU_A)["present"])
+        st, rt = self.d.http("GET", "/api/runtime")
+        self.assertEqual(st, 200, rt)
+        self.assertIn("NVML error", rt["data"]["nvml"]["status"])
+        self.write_nvml()
+        self.wait_for(lambda: "NVML loaded" in
+                      self.d.http("GET", "/api/runtime")[1]["data"]["nvml"]
+                      ["status"], "NVML back")
+        # a process query that fails: a stop cannot show the GPU free
+        a = self.install(manifest("pq", ["sh", "-c", "sleep 1000"]))
+        self.write_nvml("proc_err %s 999\n" % GPU_A)
+        st, b = self.d.http("POST", "/api/apps/pq/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing", b)
+        self.write_nvml()
+        self.wait_state("pq", "stopped")
+        self.assertIsNotNone(a)
+
+
+class NoNvmlTest(unittest.TestCase):
+    def test_init_error_then_recovery(self):
+        d = Acceld(inventory="", extra_args=[
+            "--node-name", NODE, "--reconcile-interval-ms", "100"])
+        path = os.path.join(d.tmp, "nvml.txt")
+        with open(path, "w") as f:
+            f.write(HEADER + "init_err 9\n" + GPU_LINE % GPU_A)
+        d.env = {"ACCEL_NVML_LIB": FAKE_NVML, "ACCEL_FAKE_NVML": path}
+        with d:
+            st, b = d.http("GET", "/api/runtime")
+            self.assertEqual(st, 200, b)
+            self.assertFalse(b["data"]["nvml"]["loaded"])
+            self.assertIn("nvmlInit_v2 failed", b["data"]["nvml"]["status"])
+            self.assertEqual([x["mode"] for x in b["data"]["devices"]],
+                             ["cpu"])
+            r = d.ctl("gpu", "status")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("not loaded", r.stdout)
+            with open(path, "w") as f:
+                f.write(HEADER + GPU_LINE % GPU_A)
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                st, ev = d.http("GET", "/api/events?kind=device.new")
+                if any(e.get("device") == GPU_A for e in ev["data"]):
+                    break
+                time.sleep(0.05)
+            else:
+                self.fail("no device.new event after NVML came back")
+            st, b = d.http("GET", "/api/runtime")
+            self.assertTrue(b["data"]["nvml"]["loaded"])
+
+    def test_no_library(self):
+        with Acceld(inventory="", extra_args=["--node-name", NODE],
+                    env={"ACCEL_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}
+                    ) as d:
+            r = d.ctl("gpu", "status")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("not loaded", r.stdout)
+            self.assertIn("not found", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
