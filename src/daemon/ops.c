@@ -223,14 +223,40 @@ bool ops_validate_own(struct accel_daemon *d, const struct app *a,
     return ok;
 }
 
+/* The numbers of a refusal: the validation, the app's targets and, per
+ * selected device that exists, the quota asked, its total and free memory. */
+static json_t *refusal_data(struct accel_daemon *d, const struct adm_req *r,
+                            const struct adm_sel *sel, size_t n,
+                            const struct adm_verdict *v)
+{
+    json_t *o = view_validation(d, v), *devs = json_array();
+    json_object_set_new(o, "requiredGpu", json_integer((json_int_t)r->req_gpu));
+    json_object_set_new(o, "limitedGpu", json_integer((json_int_t)r->lim_gpu));
+    json_object_set_new(o, "requiredMemory",
+                        json_integer((json_int_t)r->req_mem));
+    for (size_t i = 0; i < n; i++) {
+        int k = sel[i].device ? state_dev_find(d, sel[i].device) : -1;
+        const struct adm_device *x = k >= 0 ? &d->snap.devs[k] : NULL;
+        if (x != NULL)
+            json_array_append_new(
+                devs, json_pack("{s:s, s:I, s:I, s:I}", "deviceId", x->id,
+                                "memory", (json_int_t)sel[i].memory, "total",
+                                (json_int_t)x->memory, "free",
+                                (json_int_t)adm_device_free(x)));
+    }
+    json_object_set_new(o, "devices", devs);
+    return o;
+}
+
 static void refusal(struct accel_daemon *d, const struct app *a,
-                    const struct adm_verdict *v)
+                    const struct adm_req *r, const struct adm_sel *sel,
+                    size_t n, const struct adm_verdict *v)
 {
     char code[2 * ACCEL_ID_MAX + 64];
     adm_verdict_format(v, code, sizeof code);
     metrics_refusal(d, adm_code_name(v->code));
     state_event(d, "refusal", a->name, NULL, NULL,
-                json_pack("{s:s}", "code", code), "app %s refused: %s (%s)",
+                refusal_data(d, r, sel, n, v), "app %s refused: %s (%s)",
                 a->name, code, view_code_sentence(v->code));
 }
 
@@ -535,7 +561,7 @@ int ops_select_rows(struct accel_daemon *d, struct app *a,
         log_error("automatic placement of %s failed validation", a->name);
         return 0;
     }
-    refusal(d, a, &v);
+    refusal(d, a, r, sel, n, &v);
     ops_res_check(res, "computeBindingUnavailable",
               json_pack("{s:o, s:o}", "availability", view_availability(d, r),
                         "validation", view_validation(d, &v)));
