@@ -244,6 +244,10 @@ class EventsTest(unittest.TestCase):
             self.assertIn(k, kinds)
         ref = [e for e in b["data"] if e["kind"] == "refusal"][0]
         self.assertIn("total-vram-below-requirement", ref["data"]["code"])
+        self.assertEqual(ref["data"]["requiredGpu"], 30 << 30)
+        self.assertEqual(ref["data"]["devices"][0]["deviceId"], G4060)
+        self.assertEqual(ref["data"]["devices"][0]["total"], 16 << 30)
+        self.assertIn("free", ref["data"]["devices"][0])
         st, b = self.d.http("GET", "/api/events?app=a1")
         self.assertTrue(b["data"])
         self.assertTrue(all(e.get("app") == "a1" for e in b["data"]))
