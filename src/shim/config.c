@@ -8,6 +8,7 @@
  *        accel-shim 1
  *        app <name>
  *        device <ordinal> <limit-bytes> <ledger-path> [<uuid>]
+ *        timeslice <ordinal> <broker-socket-path>
  *    <ordinal> is the CUDA ordinal as the app sees it (after
  *    CUDA_VISIBLE_DEVICES); <uuid> lets NVML queries find the same device.
  * 2. Standalone, without acceld: ACCEL_MEMORY_LIMIT=4Gi (every device), or
@@ -126,6 +127,11 @@ static void config_line(char *line)
     uint64_t bytes;
 
     uuid[0] = '\0';
+    if (sscanf(line, "%15s %d %107s", kw, &ord, path) == 3 &&
+        strcmp(kw, "timeslice") == 0) {
+        timeslice_config(ord, path);
+        return;
+    }
     n = sscanf(line, "%15s %d %31s %255s %63s", kw, &ord, lim, path, uuid);
     if (n < 4 || strcmp(kw, "device") != 0)
         return; /* "accel-shim", "app", comments, future directives */
@@ -225,6 +231,20 @@ static void config_from_env(void)
     }
 }
 
+/* ACCEL_TS_SOCKET_<i>: the broker socket of device i (standalone use and
+ * tests; ACCEL_CONFIG's "timeslice" lines win). */
+static void config_ts_env(void)
+{
+    char name[32];
+    for (int i = 0; i < SHIM_MAX_DEV; i++) {
+        const char *v;
+        snprintf(name, sizeof(name), "ACCEL_TS_SOCKET_%d", i);
+        v = getenv(name);
+        if (v != NULL && v[0] == '/' && shim_state.ts.dev[i].path[0] == '\0')
+            timeslice_config(i, v);
+    }
+}
+
 void config_load(void)
 {
     const char *cfg = getenv("ACCEL_CONFIG");
@@ -235,6 +255,7 @@ void config_load(void)
         shim_state.standalone = 1;
         config_from_env();
     }
+    config_ts_env();
     for (int i = 0; i < SHIM_MAX_DEV; i++)
         if (shim_state.dev[i].limit == 0)
             atomic_store(&shim_state.dev[i].state, SHIM_DEV_NOLIMIT);

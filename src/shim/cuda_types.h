@@ -26,6 +26,11 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef int CUdriverProcAddressQueryResult;
 typedef struct CUexecAffinityParam_st CUexecAffinityParam; /* opaque here */
 typedef struct CUctxCreateParams_st CUctxCreateParams;     /* opaque here */
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUlaunchConfig_st CUlaunchConfig;           /* opaque here */
+typedef struct CUDA_MEMCPY2D_st CUDA_MEMCPY2D;             /* opaque here */
+typedef struct CUDA_MEMCPY3D_st CUDA_MEMCPY3D;             /* opaque here */
+#define CU_MEM_ATTACH_GLOBAL 0x1
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1

@@ -70,12 +70,20 @@ static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
     if (var == NULL)                                                           \
     return CUDA_ERROR_NOT_FOUND
 
+/* On a time-sliced device the allocation is managed memory, so that its
+ * pages can leave the GPU while another app holds the turn (SPEC 4.3). */
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     struct shim_charge c;
+    CUresult rc;
     REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
     OOM_IF_REFUSED(c, bytesize);
-    CUresult rc = fn(dptr, bytesize);
+    if (shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
+        shim_state.real.cuMemAllocManaged != NULL)
+        rc = shim_state.real.cuMemAllocManaged(dptr, bytesize,
+                                               CU_MEM_ATTACH_GLOBAL);
+    else
+        rc = fn(dptr, bytesize);
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
@@ -343,19 +351,18 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return rc;
 }
 
-/* Launches: nothing but the forward (time slicing will hook in here). */
-#define LAUNCH(name)                                                           \
-    CUresult name(CUfunction f, unsigned int gx, unsigned int gy,              \
-                  unsigned int gz, unsigned int bx, unsigned int by,           \
-                  unsigned int bz, unsigned int shmem, CUstream hStream,       \
-                  void **kernelParams, void **extra)                           \
+/* Submissions: hold the app's turn on a time-sliced device first (one
+ * atomic load when time slicing is off; see timeslice.h). */
+#define SUBMIT_HOOK(X, name, params, args)                                     \
+    CUresult name params                                                       \
     {                                                                          \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        return fn(f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams,     \
-                  extra);                                                      \
+        struct shim_ts_thread *t_ = ts_enter();                                \
+        CUresult rc_ = fn args;                                                \
+        ts_leave(t_);                                                          \
+        return rc_;                                                            \
     }
-LAUNCH(cuLaunchKernel)
-LAUNCH(cuLaunchKernel_ptsz)
+ACCEL_SHIM_SUBMIT(SUBMIT_HOOK, _)
 
 /* NVML: the same view; the device is found by UUID when ACCEL_CONFIG gave
  * one, else by NVML index (standalone use). */

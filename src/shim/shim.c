@@ -86,6 +86,7 @@ static void fork_child(void)
     shim_state.pid = getpid();
     track_fork_child();
     quota_fork_child();
+    timeslice_fork_child();
 }
 
 static void core_init_once(void)

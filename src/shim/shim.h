@@ -27,6 +27,7 @@
 #include "accel/ledger.h"
 #include "shim/cuda_types.h"
 #include "shim/symbols.h"
+#include "shim/timeslice.h"
 
 #define ACCEL_EXPORT __attribute__((visibility("default")))
 #define SHIM_HIDDEN __attribute__((visibility("hidden")))
@@ -106,6 +107,7 @@ struct accel_shim_state {
     struct shim_real real;          /* typed real entry points, NULL missing */
     struct shim_dev dev[SHIM_MAX_DEV];
     struct shim_track_stripe track[SHIM_TRACK_STRIPES];
+    struct shim_ts ts;              /* time slicing (timeslice.c) */
 };
 
 extern SHIM_HIDDEN struct accel_shim_state shim_state;
@@ -159,6 +161,50 @@ SHIM_HIDDEN int track_take(enum shim_kind kind, uint64_t key,
 SHIM_HIDDEN void track_fork_prepare(void);
 SHIM_HIDDEN void track_fork_parent(void);
 SHIM_HIDDEN void track_fork_child(void);
+
+/* timeslice.c */
+extern SHIM_HIDDEN _Thread_local struct shim_ts_thread *shim_ts_self
+    __attribute__((tls_model("initial-exec")));
+/* Set a device's broker socket (config.c, before init completes). */
+SHIM_HIDDEN void timeslice_config(int ordinal, const char *path);
+/* The slow path of ts_enter: init, wait for the turn. Returns this
+ * thread's slot with busy set, SHIM_TS_UNCOUNTED (counted in
+ * ts.inflight) or NULL (time slicing off). */
+SHIM_HIDDEN struct shim_ts_thread *timeslice_enter_slow(void);
+/* Is ordinal a time-sliced device (allocations become managed)? */
+SHIM_HIDDEN int timeslice_managed(int ordinal);
+SHIM_HIDDEN void timeslice_fork_child(void);
+#define SHIM_TS_UNCOUNTED ((struct shim_ts_thread *)1)
+
+/* Before a submission: hold the turn. Pair with ts_leave. */
+static inline struct shim_ts_thread *ts_enter(void)
+{
+    struct shim_ts_thread *t;
+    int g = atomic_load_explicit(&shim_state.ts.gate, memory_order_relaxed);
+
+    if (__builtin_expect(g == SHIM_TS_GATE_OFF, 1))
+        return NULL;
+    t = shim_ts_self;
+    if (t != NULL) {
+        atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst); /* membarrier pairs */
+        if (atomic_load_explicit(&shim_state.ts.gate, memory_order_relaxed) ==
+            SHIM_TS_GATE_OPEN)
+            return t;
+        atomic_store_explicit(&t->busy, 0, memory_order_release);
+    }
+    return timeslice_enter_slow();
+}
+
+static inline void ts_leave(struct shim_ts_thread *t)
+{
+    if (t == NULL)
+        return;
+    if (t == SHIM_TS_UNCOUNTED)
+        atomic_fetch_sub(&shim_state.ts.inflight, 1);
+    else
+        atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
 
 /* procaddr.c */
 SHIM_HIDDEN void *procaddr_hook_for(void *real);

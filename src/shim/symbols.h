@@ -18,6 +18,67 @@
 
 #include "shim/cuda_types.h"
 
+/* Work submission: every call that puts work on a device. S(X, name,
+ * params, args): args forwards params. Time slicing (timeslice.c) makes
+ * the process hold its app's turn before each of them. */
+#define ACCEL_SHIM_SUBMIT(S, X) \
+    S(X, cuLaunchKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream, void **kernelParams, void **extra), (f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams, extra)) \
+    S(X, cuLaunchKernel_ptsz, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream, void **kernelParams, void **extra), (f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams, extra)) \
+    S(X, cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra), (config, f, kernelParams, extra)) \
+    S(X, cuLaunchKernelEx_ptsz, (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra), (config, f, kernelParams, extra)) \
+    S(X, cuLaunchCooperativeKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream, void **kernelParams), (f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams)) \
+    S(X, cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream, void **kernelParams), (f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams)) \
+    S(X, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream)) \
+    S(X, cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream)) \
+    S(X, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyPeer, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n), (dst, dctx, src, sctx, n)) \
+    S(X, cuMemcpyPeer_ptds, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n), (dst, dctx, src, sctx, n)) \
+    S(X, cuMemcpyPeerAsync, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream hStream), (dst, dctx, src, sctx, n, hStream)) \
+    S(X, cuMemcpyPeerAsync_ptsz, (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream hStream), (dst, dctx, src, sctx, n, hStream)) \
+    S(X, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyDtoH_v2_ptds, (void *dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    S(X, cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dst, const void *src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyDtoHAsync_v2_ptsz, (void *dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    S(X, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *p), (p)) \
+    S(X, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *p), (p)) \
+    S(X, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *p), (p)) \
+    S(X, cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *p), (p)) \
+    S(X, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemsetD8_v2, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD8_v2_ptds, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD16_v2, (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD16_v2_ptds, (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD32_v2, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD32_v2_ptds, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n)) \
+    S(X, cuMemsetD8Async, (CUdeviceptr dst, unsigned char v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD8Async_ptsz, (CUdeviceptr dst, unsigned char v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD16Async, (CUdeviceptr dst, unsigned short v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD16Async_ptsz, (CUdeviceptr dst, unsigned short v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD32Async, (CUdeviceptr dst, unsigned int v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD32Async_ptsz, (CUdeviceptr dst, unsigned int v, size_t n, CUstream hStream), (dst, v, n, hStream)) \
+    S(X, cuMemsetD2D8_v2, (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemsetD2D8_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemsetD2D16_v2, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemsetD2D16_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemsetD2D32_v2, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemsetD2D32_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h))
+#define SHIM_SUBMIT_SYMBOL(X, name, params, args)                              \
+    X(CUDA, 1, CUresult, name, params)
+
 #define ACCEL_SHIM_SYMBOLS(X)                                                  \
     X(CUDA, 1, CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize)) \
     X(CUDA, 1, CUresult, cuMemAllocPitch_v2,                                   \
@@ -63,20 +124,17 @@
     X(CUDA, 1, CUresult, cuCtxDestroy_v2, (CUcontext ctx))                     \
     X(CUDA, 1, CUresult, cuMemGetInfo_v2, (size_t * pfree, size_t *ptotal))    \
     X(CUDA, 1, CUresult, cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))  \
-    X(CUDA, 1, CUresult, cuLaunchKernel,                                       \
-      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,        \
-       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,  \
-       CUstream hStream, void **kernelParams, void **extra))                   \
-    X(CUDA, 1, CUresult, cuLaunchKernel_ptsz,                                  \
-      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,        \
-       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,  \
-       CUstream hStream, void **kernelParams, void **extra))                   \
+    ACCEL_SHIM_SUBMIT(SHIM_SUBMIT_SYMBOL, X)                                   \
     X(CUDA, 1, CUresult, cuGetProcAddress,                                     \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags))     \
     X(CUDA, 1, CUresult, cuGetProcAddress_v2,                                  \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,      \
        CUdriverProcAddressQueryResult *symbolStatus))                          \
     X(CUDA, 0, CUresult, cuCtxGetDevice, (CUdevice * dev))                     \
+    X(CUDA, 0, CUresult, cuCtxGetCurrent, (CUcontext * pctx))                  \
+    X(CUDA, 0, CUresult, cuCtxPushCurrent_v2, (CUcontext ctx))                 \
+    X(CUDA, 0, CUresult, cuCtxPopCurrent_v2, (CUcontext * pctx))               \
+    X(CUDA, 0, CUresult, cuCtxSynchronize, (void))                             \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo,                          \
       (nvmlDevice_t device, nvmlMemory_t * memory))                            \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2,                       \

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_cuda.h"
@@ -252,14 +253,93 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
     *b = fk.total;
     return 0;
 }
+/* Simulated execution for the time-slicing tests (FAKE_CUDA_LOG set): a
+ * submission "runs" on the device after the work this process queued
+ * before it (start = max(now, end of the previous)), for `us`
+ * microseconds; its [start, end] goes to the log, and cuCtxSynchronize
+ * sleeps until the last end. Without FAKE_CUDA_LOG a submission does
+ * nothing (the benchmarks measure the shim, not this). */
+static struct {
+    pthread_once_t once;
+    int fd;                       /* FAKE_CUDA_LOG, -1 none */
+    pthread_mutex_t mu;           /* guards last_end */
+    int64_t last_end;             /* ns, CLOCK_MONOTONIC */
+} gpu = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void gpu_init(void)
+{
+    const char *p = getenv("FAKE_CUDA_LOG");
+    gpu.fd = p ? open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static CUresult work(unsigned us)
+{
+    struct fake_interval r;
+    int64_t now;
+
+    pthread_once(&gpu.once, gpu_init);
+    if (gpu.fd < 0)
+        return 0;
+    pthread_mutex_lock(&gpu.mu);
+    now = mono_ns();
+    r.pid = getpid();
+    r.start = gpu.last_end > now ? gpu.last_end : now;
+    r.end = r.start + (int64_t)us * 1000;
+    gpu.last_end = r.end;
+    pthread_mutex_unlock(&gpu.mu);
+    if (write(gpu.fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+        return CUDA_ERROR_INVALID_VALUE;
+    return 0;
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    int64_t end, now;
+    pthread_once(&gpu.once, gpu_init);
+    pthread_mutex_lock(&gpu.mu);
+    end = gpu.last_end;
+    pthread_mutex_unlock(&gpu.mu);
+    now = mono_ns();
+    if (end > now) {
+        struct timespec t = { (end - now) / 1000000000LL,
+                              (end - now) % 1000000000LL };
+        nanosleep(&t, NULL);
+    }
+    return 0;
+}
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
+{
+    *c = (CUcontext)(uintptr_t)0x1000;
+    return 0;
+}
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
+{
+    (void)c;
+    return 0;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
+{
+    if (c)
+        *c = (CUcontext)(uintptr_t)0x1000;
+    return 0;
+}
+
+/* cuLaunchKernel: gx is the simulated duration in microseconds. */
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                                unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned sh, CUstream s, void **p,
                                void **e)
 {
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
+    (void)f, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
     (void)sh, (void)s, (void)p, (void)e;
-    return 0;
+    return work(gx);
 }
 EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
                                     unsigned gz, unsigned bx, unsigned by,
@@ -267,6 +347,37 @@ EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
                                     void **p, void **e)
 {
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, e);
+}
+EXPORT CUresult cuLaunchKernelEx(const void *cfg, CUfunction f, void **p,
+                                 void **e)
+{
+    (void)cfg, (void)f, (void)p, (void)e;
+    return work(100);
+}
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
+                                          unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by,
+                                          unsigned bz, unsigned sh,
+                                          CUstream s, void **p)
+{
+    (void)f, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sh;
+    (void)s, (void)p;
+    return work(gx);
+}
+EXPORT CUresult cuGraphLaunch(void *g, CUstream s)
+{
+    (void)g, (void)s;
+    return work(100);
+}
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
+{
+    (void)d, (void)h, (void)n;
+    return work(20);
+}
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+    (void)d, (void)v, (void)n;
+    return work(20);
 }
 
 /* Like the real driver: a base name plus version picks the ABI variant;

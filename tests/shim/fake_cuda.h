@@ -21,4 +21,10 @@ struct fake_cuda_stats {
     _Atomic uint64_t launches;     /* cuLaunchKernel calls */
 };
 
+/* One simulated submission in FAKE_CUDA_LOG (time-slicing tests). */
+struct fake_interval {
+    int64_t pid;                   /* submitting process */
+    int64_t start, end;            /* ns, CLOCK_MONOTONIC */
+};
+
 #endif /* ACCEL_TESTS_SHIM_FAKE_CUDA_H */

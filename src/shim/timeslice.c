@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timeslice.c: holding the app's turn on time-sliced devices (SPEC 4.3).
+ *
+ * The launch path is in shim.h (ts_enter/ts_leave). Here: the slow path
+ * (first submission, waiting for a grant), the helper thread that talks to
+ * the broker (grants, "another app waits", "give it back", idle release,
+ * reconnects), and the handoff itself: close the gate, membarrier, wait
+ * for submitting threads to leave the driver, synchronize the app's
+ * contexts, then "D" to the broker.
+ *
+ * While no broker answers (acceld down or restarting) the process runs
+ * (state FREE) and reconnects every 250 ms; it asks for the turn again as
+ * soon as a broker answers. Running rather than waiting means an acceld
+ * restart never stalls the apps; the price is that apps may overlap while
+ * no broker runs (docs/internals/timeslice.md).
+ *
+ * The helper thread blocks every signal, never calls exit, and is started
+ * only in processes that have a time-sliced device and submit work.
+ */
+#include "shim/shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TS_RETRY_MS 250           /* reconnect period without a broker */
+#define TS_TICK_MS 250            /* helper wake-up when nothing is due */
+#define MB_CMD_PRIVATE_EXPEDITED (1 << 3)
+#define MB_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+SHIM_HIDDEN _Thread_local struct shim_ts_thread *shim_ts_self
+    __attribute__((tls_model("initial-exec")));
+
+#define TS (shim_state.ts)
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+void timeslice_config(int ordinal, const char *path)
+{
+    struct shim_ts_dev *d;
+    if (ordinal < 0 || ordinal >= SHIM_TS_MAX_DEV || path == NULL ||
+        strlen(path) >= sizeof(d->path))
+        return;
+    d = &TS.dev[ordinal];
+    if (d->path[0] == '\0') {
+        TS.ndev++;
+        TS.only = ordinal;
+    }
+    snprintf(d->path, sizeof(d->path), "%s", path);
+    d->state = SHIM_TS_IDLE;
+}
+
+int timeslice_managed(int ordinal)
+{
+    return ordinal >= 0 && ordinal < SHIM_TS_MAX_DEV &&
+           TS.dev[ordinal].path[0] != '\0';
+}
+
+/* Open = every time-sliced device held (or running free). mu held. */
+static void gate_update(void)
+{
+    int open = 1;
+    for (int i = 0; i < SHIM_TS_MAX_DEV; i++) {
+        int s = TS.dev[i].state;
+        if (TS.dev[i].path[0] != '\0' && s != SHIM_TS_HELD &&
+            s != SHIM_TS_FREE)
+            open = 0;
+    }
+    atomic_store_explicit(&TS.gate,
+                          open ? SHIM_TS_GATE_OPEN : SHIM_TS_GATE_CLOSED,
+                          memory_order_seq_cst);
+}
+
+static void wake_helper(void)
+{
+    if (TS.wake[1] > 0)
+        (void)!write(TS.wake[1], "w", 1);
+}
+
+static int send_msg(struct shim_ts_dev *d, const char *msg)
+{
+    if (d->fd < 0)
+        return -1;
+    return send(d->fd, msg, strlen(msg), MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+/* Connect to the broker and say hello. mu held. 0 or -1. */
+static int ts_connect(struct shim_ts_dev *d)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *app = getenv("ACCEL_APP");
+    char hello[96];
+    int fd;
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (app == NULL || app[0] == '\0')
+        app = "unnamed";
+    snprintf(hello, sizeof(hello), "H 1 %.63s", app);
+    d->fd = fd;
+    if (send_msg(d, hello) != 0) {
+        close(fd);
+        d->fd = -1;
+        return -1;
+    }
+    wake_helper();
+    return 0;
+}
+
+/* Ask for the turn (state IDLE or FREE after a reconnect). mu held. */
+static void ask(struct shim_ts_dev *d)
+{
+    if (d->fd < 0 && ts_connect(d) != 0) {
+        if (d->state != SHIM_TS_FREE)
+            shim_log("time slicing: no broker at %s: running without turns",
+                     d->path);
+        d->state = SHIM_TS_FREE;
+        d->retry_at = now_ns() + TS_RETRY_MS * 1000000ULL;
+        return;
+    }
+    d->state = send_msg(d, "R") == 0 ? SHIM_TS_WANT : SHIM_TS_FREE;
+}
+
+static void lost(struct shim_ts_dev *d)
+{
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+    d->state = SHIM_TS_FREE;
+    d->retry_at = now_ns() + TS_RETRY_MS * 1000000ULL;
+    shim_log("time slicing: broker %s gone: running without turns", d->path);
+}
+
+static void *helper_main(void *arg);
+
+static void slot_free(void *p)
+{
+    struct shim_ts_thread *t = p;
+    atomic_store(&t->busy, 0);
+    atomic_store(&t->used, 0);
+}
+
+static void start_once(void)
+{
+    sigset_t all, old;
+
+    TS.wake[0] = TS.wake[1] = 0;
+    for (int i = 0; i < SHIM_TS_MAX_DEV; i++)
+        TS.dev[i].fd = -1;
+    if (TS.ndev == 0) {
+        atomic_store(&TS.gate, SHIM_TS_GATE_OFF);
+        return;
+    }
+    pthread_mutex_init(&TS.mu, NULL);
+    pthread_cond_init(&TS.cv, NULL);
+    pthread_key_create(&TS.key, slot_free);
+    TS.membarrier_ok =
+        syscall(SYS_membarrier, MB_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+            TS.wake[0] = p[0];
+            TS.wake[1] = p[1];
+        }
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&TS.helper, NULL, helper_main, NULL) != 0) {
+        shim_log("time slicing: no helper thread: running without turns");
+        atomic_store(&TS.gate, SHIM_TS_GATE_OFF);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Start once per process (again in a fork child). */
+static void ts_start(void)
+{
+    int s = atomic_load(&TS.started), zero = 0;
+    if (s == 2)
+        return;
+    if (atomic_compare_exchange_strong(&TS.started, &zero, 1)) {
+        shim_core_init();
+        start_once();
+        atomic_store(&TS.started, 2);
+        return;
+    }
+    while (atomic_load(&TS.started) != 2)
+        sched_yield();
+}
+
+/* This thread's busy word, claimed once; NULL when all are taken. */
+static struct shim_ts_thread *slot(void)
+{
+    if (shim_ts_self != NULL)
+        return shim_ts_self;
+    for (int i = 0; i < SHIM_TS_MAX_THREADS; i++) {
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&TS.thr[i].used, &zero, 1)) {
+            shim_ts_self = &TS.thr[i];
+            pthread_setspecific(TS.key, shim_ts_self);
+            return shim_ts_self;
+        }
+    }
+    return NULL;
+}
+
+static int submit_ordinal(void)
+{
+    CUresult (*fn)(CUdevice *);
+    CUdevice dv = 0;
+    if (TS.ndev == 1)
+        return TS.only;
+    fn = SHIM_CUDA_REAL(cuCtxGetDevice);
+    if (fn == NULL || fn(&dv) != CUDA_SUCCESS || dv < 0 ||
+        dv >= SHIM_TS_MAX_DEV)
+        return -1;
+    return dv;
+}
+
+static void note_ctx(struct shim_ts_dev *d)
+{
+    CUresult (*fn)(CUcontext *) = SHIM_CUDA_REAL(cuCtxGetCurrent);
+    CUcontext c = NULL;
+    if (fn == NULL || fn(&c) != CUDA_SUCCESS || c == NULL)
+        return;
+    for (int i = 0; i < d->nctx; i++)
+        if (d->ctx[i] == c)
+            return;
+    if (d->nctx < SHIM_TS_MAX_CTX)
+        d->ctx[d->nctx++] = c;
+}
+
+/* Wait (mu held) until dev holds the turn or runs free. */
+static void hold(struct shim_ts_dev *d)
+{
+    for (;;) {
+        struct timespec dl;
+        switch (d->state) {
+        case SHIM_TS_HELD:
+        case SHIM_TS_FREE:
+            return;
+        case SHIM_TS_PROBE:
+            d->state = SHIM_TS_HELD; /* busy: not idle */
+            return;
+        case SHIM_TS_IDLE:
+            ask(d);
+            continue;
+        default:
+            break;
+        }
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 1;
+        d->waiters++;
+        pthread_cond_timedwait(&TS.cv, &TS.mu, &dl);
+        d->waiters--;
+    }
+}
+
+struct shim_ts_thread *timeslice_enter_slow(void)
+{
+    struct shim_ts_thread *t;
+    int ord;
+
+    ts_start();
+    if (atomic_load(&TS.gate) == SHIM_TS_GATE_OFF)
+        return NULL;
+    t = slot();
+    ord = submit_ordinal();
+    pthread_mutex_lock(&TS.mu);
+    if (ord >= 0 && TS.dev[ord].path[0] != '\0') {
+        note_ctx(&TS.dev[ord]);
+        hold(&TS.dev[ord]);
+    }
+    /* marked busy under mu: a release starting after this sees it */
+    if (t != NULL)
+        atomic_store(&t->busy, 1);
+    else
+        atomic_fetch_add(&TS.inflight, 1);
+    gate_update();
+    pthread_mutex_unlock(&TS.mu);
+    return t != NULL ? t : SHIM_TS_UNCOUNTED;
+}
+
+/* Every thread that passed the open gate has left the driver. */
+static void quiesce(void)
+{
+    if (TS.membarrier_ok)
+        syscall(SYS_membarrier, MB_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else
+        usleep(2000); /* old kernel: a grace period instead */
+    for (int i = 0; i < SHIM_TS_MAX_THREADS; i++)
+        while (atomic_load(&TS.thr[i].busy) && atomic_load(&TS.thr[i].used))
+            usleep(20);
+    while (atomic_load(&TS.inflight) > 0)
+        usleep(20);
+}
+
+static void sync_contexts(CUcontext *ctx, int n)
+{
+    CUresult (*push)(CUcontext) = SHIM_CUDA_REAL(cuCtxPushCurrent_v2);
+    CUresult (*pop)(CUcontext *) = SHIM_CUDA_REAL(cuCtxPopCurrent_v2);
+    CUresult (*sync)(void) = SHIM_CUDA_REAL(cuCtxSynchronize);
+    CUcontext old;
+
+    if (push == NULL || pop == NULL || sync == NULL)
+        return;
+    for (int i = 0; i < n; i++)
+        if (push(ctx[i]) == CUDA_SUCCESS) {
+            sync();
+            pop(&old);
+        }
+}
+
+/* Give the turn of d back: the handoff. Called by the helper only. */
+static void release(struct shim_ts_dev *d)
+{
+    CUcontext ctx[SHIM_TS_MAX_CTX];
+    int n;
+
+    pthread_mutex_lock(&TS.mu);
+    if (d->state != SHIM_TS_HELD && d->state != SHIM_TS_PROBE) {
+        pthread_mutex_unlock(&TS.mu);
+        return;
+    }
+    d->state = SHIM_TS_RELEASING;
+    gate_update();
+    n = d->nctx;
+    memcpy(ctx, d->ctx, sizeof(ctx));
+    pthread_mutex_unlock(&TS.mu);
+    quiesce();
+    sync_contexts(ctx, n);
+    pthread_mutex_lock(&TS.mu);
+    if (d->state == SHIM_TS_RELEASING) {
+        if (send_msg(d, "D") != 0)
+            lost(d);
+        else
+            d->state = SHIM_TS_IDLE;
+        if (d->state == SHIM_TS_IDLE && d->waiters > 0)
+            ask(d); /* threads want it again: back in the queue */
+        d->contended = 0;
+        gate_update();
+        pthread_cond_broadcast(&TS.cv);
+    }
+    pthread_mutex_unlock(&TS.mu);
+}
+
+/* A record from the broker. */
+static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
+{
+    unsigned c = 0, q = 0, idle = 0;
+
+    if (m[0] == 'X') {
+        release(d);
+        return;
+    }
+    pthread_mutex_lock(&TS.mu);
+    if (m[0] == 'G' && sscanf(m, "G %u %u %u", &c, &q, &idle) == 3 &&
+        d->state == SHIM_TS_WANT) {
+        d->state = SHIM_TS_HELD;
+        d->contended = (int)c;
+        d->idle_ms = idle;
+        d->probe_at = now + (uint64_t)idle * 1000000ULL;
+        gate_update();
+        pthread_cond_broadcast(&TS.cv);
+    } else if (m[0] == 'C') {
+        d->contended = 1;
+        d->probe_at = now + (uint64_t)d->idle_ms * 1000000ULL;
+    }
+    pthread_mutex_unlock(&TS.mu);
+}
+
+/* Idle detection and reconnects; returns ms until the next thing due. */
+static int housekeeping(uint64_t now)
+{
+    int timeout = TS_TICK_MS;
+    for (int i = 0; i < SHIM_TS_MAX_DEV; i++) {
+        struct shim_ts_dev *d = &TS.dev[i];
+        int idle = 0;
+        if (d->path[0] == '\0')
+            continue;
+        pthread_mutex_lock(&TS.mu);
+        if (d->state == SHIM_TS_PROBE && now >= d->probe_at)
+            idle = 1;
+        else if (d->state == SHIM_TS_HELD && d->contended &&
+                 now >= d->probe_at) {
+            d->state = SHIM_TS_PROBE; /* the next submission clears it */
+            d->probe_at = now + (uint64_t)d->idle_ms * 1000000ULL;
+            gate_update();
+        } else if (d->state == SHIM_TS_FREE && d->fd < 0 &&
+                   now >= d->retry_at) {
+            ask(d); /* WANT when a broker answers, else FREE again */
+            gate_update();
+            pthread_cond_broadcast(&TS.cv);
+        }
+        if ((d->state == SHIM_TS_PROBE || d->state == SHIM_TS_HELD) &&
+            d->contended) {
+            uint64_t ms = d->probe_at > now
+                              ? (d->probe_at - now) / 1000000ULL + 1 : 1;
+            if (ms < (uint64_t)timeout)
+                timeout = (int)ms;
+        }
+        pthread_mutex_unlock(&TS.mu);
+        if (idle)
+            release(d);
+    }
+    return timeout;
+}
+
+static void read_dev(struct shim_ts_dev *d, int fd)
+{
+    char m[128];
+    for (;;) {
+        ssize_t n = recv(fd, m, sizeof(m) - 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) {
+            pthread_mutex_lock(&TS.mu);
+            if (d->fd == fd) {
+                lost(d);
+                gate_update();
+                pthread_cond_broadcast(&TS.cv);
+            }
+            pthread_mutex_unlock(&TS.mu);
+            return;
+        }
+        m[n] = '\0';
+        on_msg(d, m, now_ns());
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    struct pollfd pfd[SHIM_TS_MAX_DEV + 1];
+    int owner[SHIM_TS_MAX_DEV + 1];
+    char buf[64];
+
+    (void)arg;
+    for (;;) {
+        int timeout = housekeeping(now_ns()), n = 0;
+        pfd[n] = (struct pollfd){.fd = TS.wake[0], .events = POLLIN};
+        owner[n++] = -1;
+        pthread_mutex_lock(&TS.mu);
+        for (int i = 0; i < SHIM_TS_MAX_DEV; i++)
+            if (TS.dev[i].fd >= 0) {
+                pfd[n] = (struct pollfd){.fd = TS.dev[i].fd, .events = POLLIN};
+                owner[n++] = i;
+            }
+        pthread_mutex_unlock(&TS.mu);
+        if (poll(pfd, (nfds_t)n, timeout) <= 0)
+            continue;
+        if (pfd[0].revents)
+            while (read(TS.wake[0], buf, sizeof(buf)) > 0)
+                ;
+        for (int k = 1; k < n; k++)
+            if (pfd[k].revents)
+                read_dev(&TS.dev[owner[k]], pfd[k].fd);
+    }
+    return NULL;
+}
+
+/* In a fork child: no helper, no connections (the parent's are its own),
+ * no other threads. Start over at the next submission. */
+void timeslice_fork_child(void)
+{
+    if (atomic_load(&TS.started) != 2 || TS.ndev == 0)
+        return;
+    for (int i = 0; i < SHIM_TS_MAX_DEV; i++) {
+        struct shim_ts_dev *d = &TS.dev[i];
+        if (d->fd >= 0)
+            close(d->fd);
+        d->fd = -1;
+        d->nctx = 0;
+        d->waiters = 0;
+        if (d->path[0] != '\0')
+            d->state = SHIM_TS_IDLE;
+    }
+    for (int i = 0; i < SHIM_TS_MAX_THREADS; i++) {
+        atomic_store(&TS.thr[i].busy, 0);
+        if (&TS.thr[i] != shim_ts_self)
+            atomic_store(&TS.thr[i].used, 0);
+    }
+    if (TS.wake[0] > 0) {
+        close(TS.wake[0]);
+        close(TS.wake[1]);
+    }
+    atomic_store(&TS.inflight, 0);
+    atomic_store(&TS.gate, SHIM_TS_GATE_CLOSED);
+    atomic_store(&TS.started, 0);
+}

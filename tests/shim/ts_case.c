@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ts_case.c: time-slicing tests without a GPU. The fake libcuda.so.1 logs
+ * every simulated submission as [start, end] per process (FAKE_CUDA_LOG);
+ * this program starts a broker (ts_broker) and worker processes of
+ * different apps (itself, `ts_case worker ...`, under the shim) and checks
+ * the log. argv[1] picks the case; exit 0 = pass.
+ *
+ *   fair     two apps, busy: never on the device at the same time; each
+ *            gets 50 % +- 20 points of the device time in the common window
+ *   alone    one app, quantum 10 ms: never waits (no gap > 100 ms, done in
+ *            about the time its work takes)
+ *   kill     a holder killed with SIGKILL mid-turn (quantum 60 s): the
+ *            waiting app runs within 1 s
+ *   restart  the broker killed and restarted mid-run: both apps finish
+ */
+#define _GNU_SOURCE 1
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_cuda.h"
+#include "shim/cuda_types.h"
+
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, unsigned, unsigned, CUstream, void **,
+                        void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **);
+CUresult cuGraphLaunch(void *, CUstream);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuCtxSynchronize(void);
+
+static int failures;
+static char dir[64], sock[128], logpath[128];
+static char self_exe[512];
+
+#define CHECK(c, ...)                                                          \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            failures++;                                                        \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c);       \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+        }                                                                      \
+    } while (0)
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void msleep(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* worker APP SECONDS KERNEL_US: submit until SECONDS have passed. */
+static int worker(char **argv)
+{
+    double secs = atof(argv[3]);
+    unsigned us = (unsigned)atoi(argv[4]);
+    int64_t end = mono_ns() + (int64_t)(secs * 1e9);
+    char host[64] = {0};
+    long n = 0;
+
+    while (mono_ns() < end) {
+        CUresult rc;
+        switch (n % 50) {
+        case 10: rc = cuLaunchCooperativeKernel(NULL, us, 1, 1, 1, 1, 1, 0,
+                                                NULL, NULL); break;
+        case 20: rc = cuGraphLaunch(NULL, NULL); break;
+        case 30: rc = cuMemcpyHtoD_v2(0x1000, host, sizeof host); break;
+        case 40: rc = cuMemsetD8_v2(0x1000, 0, 64); break;
+        default:
+            rc = cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        }
+        if (rc != CUDA_SUCCESS)
+            return 3;
+        if (++n % 8 == 0)
+            cuCtxSynchronize(); /* like an app reading its results */
+    }
+    cuCtxSynchronize();
+    return 0;
+}
+
+static pid_t spawn(char *const argv[], const char *app)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        char e1[160], e2[160], e3[160];
+        snprintf(e1, sizeof e1, "ACCEL_APP=%s", app ? app : "broker");
+        snprintf(e2, sizeof e2, "ACCEL_TS_SOCKET_0=%s", sock);
+        snprintf(e3, sizeof e3, "FAKE_CUDA_LOG=%s", logpath);
+        putenv(e1);
+        putenv(e2);
+        putenv(e3);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return p;
+}
+
+static pid_t broker(const char *quantum, const char *idle)
+{
+    char exe[600];
+    snprintf(exe, sizeof exe, "%s", self_exe);
+    *strrchr(exe, '/') = '\0';
+    strncat(exe, "/ts_broker", sizeof exe - strlen(exe) - 1);
+    char *argv[] = {exe, sock, (char *)quantum, (char *)idle, NULL};
+    pid_t p = spawn(argv, NULL);
+    for (int i = 0; i < 200 && access(sock, F_OK) != 0; i++)
+        msleep(10);
+    return p;
+}
+
+static pid_t app(const char *name, const char *secs, const char *us)
+{
+    char *argv[] = {self_exe, "worker", (char *)name, (char *)secs,
+                    (char *)us, NULL};
+    return spawn(argv, name);
+}
+
+/* Wait for p at most ms; its exit status, or -1 (then it is killed). */
+static int wait_for(pid_t p, int ms)
+{
+    int st;
+    for (int i = 0; i < ms / 10; i++) {
+        if (waitpid(p, &st, WNOHANG) == p)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        msleep(10);
+    }
+    kill(p, SIGKILL);
+    waitpid(p, &st, 0);
+    return -1;
+}
+
+static struct fake_interval *load(size_t *n)
+{
+    struct stat st;
+    struct fake_interval *v;
+    int fd = open(logpath, O_RDONLY);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        *n = 0;
+        return NULL;
+    }
+    v = malloc((size_t)st.st_size + 1);
+    *n = (size_t)read(fd, v, (size_t)st.st_size) / sizeof(*v);
+    close(fd);
+    return v;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const struct fake_interval *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Overlaps between different processes' intervals (at most 2 pids). */
+static int overlaps(struct fake_interval *v, size_t n, int64_t after)
+{
+    int64_t end[2] = {0, 0}, pid[2] = {0, 0};
+    int bad = 0;
+    qsort(v, n, sizeof(*v), by_start);
+    for (size_t i = 0; i < n; i++) {
+        int k = pid[0] == 0 || pid[0] == v[i].pid ? 0 : 1;
+        pid[k] = v[i].pid;
+        if (v[i].start >= after && end[1 - k] > v[i].start) {
+            if (bad++ < 3)
+                fprintf(stderr, "overlap: pid %lld starts %lld ns before "
+                        "pid %lld ends\n", (long long)v[i].pid,
+                        (long long)(end[1 - k] - v[i].start),
+                        (long long)pid[1 - k]);
+        }
+        if (v[i].end > end[k])
+            end[k] = v[i].end;
+    }
+    return bad;
+}
+
+static int case_fair(void)
+{
+    pid_t b = broker("50", "20");
+    pid_t a1 = app("a", "3", "500"), a2 = app("b", "3", "500");
+    size_t n;
+    struct fake_interval *v;
+    int64_t first[2] = {0, 0}, last[2] = {0, 0}, busy[2] = {0, 0}, lo, hi;
+
+    CHECK(wait_for(a1, 30000) == 0, "worker a failed");
+    CHECK(wait_for(a2, 30000) == 0, "worker b failed");
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    v = load(&n);
+    CHECK(n > 100, "only %zu submissions logged", n);
+    CHECK(overlaps(v, n, 0) == 0, "two apps on the device at once");
+    for (size_t i = 0; i < n; i++) {
+        int k = v[i].pid == a1 ? 0 : 1;
+        if (first[k] == 0 || v[i].start < first[k])
+            first[k] = v[i].start;
+        if (v[i].end > last[k])
+            last[k] = v[i].end;
+    }
+    lo = first[0] > first[1] ? first[0] : first[1];
+    hi = last[0] < last[1] ? last[0] : last[1];
+    for (size_t i = 0; i < n; i++) {
+        int k = v[i].pid == a1 ? 0 : 1;
+        if (v[i].start >= lo && v[i].end <= hi)
+            busy[k] += v[i].end - v[i].start;
+    }
+    double share = busy[0] + busy[1] > 0
+                       ? (double)busy[0] / (double)(busy[0] + busy[1]) : 0;
+    printf("fair: %zu submissions, app a %.1f %% of the shared window "
+           "(%.2f s)\n", n, share * 100, (hi - lo) / 1e9);
+    CHECK(share > 0.30 && share < 0.70, "share of a %.3f", share);
+    free(v);
+    return failures;
+}
+
+static int case_alone(void)
+{
+    pid_t b = broker("10", "5");
+    int64_t t0 = mono_ns(), t1, gap = 0, busy = 0;
+    pid_t a1 = app("solo", "1.5", "200");
+    size_t n;
+    struct fake_interval *v;
+
+    CHECK(wait_for(a1, 30000) == 0, "worker failed");
+    t1 = mono_ns();
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    v = load(&n);
+    qsort(v, n, sizeof(*v), by_start);
+    for (size_t i = 0; i < n; i++) {
+        busy += v[i].end - v[i].start;
+        if (i > 0 && v[i].start - v[i - 1].end > gap)
+            gap = v[i].start - v[i - 1].end;
+    }
+    printf("alone: %zu submissions, longest gap %.2f ms, device busy "
+           "%.2f of %.2f s\n", n, gap / 1e6, busy / 1e9, (t1 - t0) / 1e9);
+    CHECK(n > 100, "only %zu submissions", n);
+    CHECK(gap < 100 * 1000000LL, "waited %.1f ms", gap / 1e6);
+    free(v);
+    return failures;
+}
+
+static int case_kill(void)
+{
+    pid_t b = broker("60000", "60000");
+    pid_t a1 = app("holder", "20", "1000"), a2;
+    int64_t killed, first = 0;
+    size_t n;
+    struct fake_interval *v;
+
+    msleep(300);
+    a2 = app("waiter", "1", "1000");
+    msleep(500);
+    killed = mono_ns();
+    kill(a1, SIGKILL);
+    wait_for(a1, 5000);
+    CHECK(wait_for(a2, 30000) == 0, "waiter failed");
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    v = load(&n);
+    for (size_t i = 0; i < n; i++)
+        if (v[i].pid == a2 && (first == 0 || v[i].start < first))
+            first = v[i].start;
+    printf("kill: waiter ran %.1f ms after the holder was killed\n",
+           (first - killed) / 1e6);
+    CHECK(first != 0, "the waiter never ran");
+    /* its queued work may end up to 1 ms after the kill */
+    CHECK(first >= killed - 2000000, "the waiter ran while the holder held");
+    CHECK(first - killed < 1000000000LL, "waited %.1f ms", (first - killed) / 1e6);
+    free(v);
+    return failures;
+}
+
+static int case_restart(void)
+{
+    pid_t b = broker("20", "10");
+    pid_t a1 = app("a", "3", "300"), a2 = app("b", "3", "300");
+    int64_t t0 = mono_ns();
+
+    msleep(800);
+    kill(b, SIGKILL);
+    wait_for(b, 5000);
+    unlink(sock);
+    msleep(400);
+    b = broker("20", "10");
+    CHECK(wait_for(a1, 20000) == 0, "app a did not finish (deadlock?)");
+    CHECK(wait_for(a2, 20000) == 0, "app b did not finish (deadlock?)");
+    printf("restart: both apps done %.2f s after start (3 s of work)\n",
+           (mono_ns() - t0) / 1e9);
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    int rc;
+    if (argc >= 5 && strcmp(argv[1], "worker") == 0)
+        return worker(argv);
+    if (argc < 2)
+        return 2;
+    if (readlink("/proc/self/exe", self_exe, sizeof self_exe - 1) < 0)
+        return 2;
+    snprintf(dir, sizeof dir, "/tmp/accel-tstest-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return 2;
+    snprintf(sock, sizeof sock, "%s/ts.sock", dir);
+    snprintf(logpath, sizeof logpath, "%s/gpu.log", dir);
+    if (strcmp(argv[1], "fair") == 0)
+        rc = case_fair();
+    else if (strcmp(argv[1], "alone") == 0)
+        rc = case_alone();
+    else if (strcmp(argv[1], "kill") == 0)
+        rc = case_kill();
+    else if (strcmp(argv[1], "restart") == 0)
+        rc = case_restart();
+    else
+        rc = 2;
+    unlink(logpath);
+    unlink(sock);
+    rmdir(dir);
+    return rc ? 1 : 0;
+}
