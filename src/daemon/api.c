@@ -17,6 +17,7 @@
 #include "common/yamljson.h"
 #include "daemon/api_hami.h"
 #include "daemon/auth.h"
+#include "daemon/broker_ops.h"
 #include "daemon/metrics.h"
 #include "daemon/ops.h"
 #include "daemon/reconcile.h"
@@ -77,6 +78,17 @@ static void h_switch(struct http_req *r)
         return;
     ops_switch(r->d, r->params[0], r->params[1],
                json_string_value(json_object_get(b, "supportType")), &res);
+    json_decref(b);
+    send_result(r, &res);
+}
+
+static void h_timeslice(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    broker_ops_set(r->d, r->params[0], r->params[1], b, &res);
     json_decref(b);
     send_result(r, &res);
 }
@@ -744,6 +756,8 @@ const struct http_route api_routes[] = {
     {"GET", "/metrics", h_metrics, 0},
     {"GET", A "/compute-resources", h_resources, 0},
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/support-type", h_switch,
+     ROUTE_ADMIN | ROUTE_BODY},
+    {"PUT", A "/compute-resources/nodes/{}/devices/{}/time-slice", h_timeslice,
      ROUTE_ADMIN | ROUTE_BODY},
     {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
     {"GET", A "/nodes", h_nodes, 0},

@@ -21,6 +21,7 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/auth.h"
+#include "daemon/broker_ops.h"
 #include "daemon/http.h"
 #include "daemon/inventory.h"
 #include "daemon/log.h"
@@ -625,6 +626,8 @@ int daemon_main(int argc, char **argv)
         return 1;
     }
     runtime_supervisor_start(d);
+    if (broker_ops_start(d) != ACCEL_OK)
+        log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
         log_error("cannot start the reconciler thread");
     memset(&sa, 0, sizeof sa);
@@ -648,6 +651,7 @@ int daemon_main(int argc, char **argv)
         pause();
     log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
     runtime_supervisor_stop(d);
+    broker_ops_stop(d);
     http_stop(d);
     reconcile_stop(d);
     store_close(d->store);

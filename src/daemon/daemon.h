@@ -23,6 +23,7 @@ struct store;
 struct strmap;
 struct http_server;
 struct metrics;
+struct broker_set;
 struct reconcile;
 
 /* App states of SPEC 1 (+ releasing of SPEC 8.3). */
@@ -54,6 +55,8 @@ struct dev_info {
     char *id;            /* device id */
     char *model;         /* card model */
     int index;           /* NVML index, -1 if none */
+    char *json;          /* cached device JSON text, NULL = stale (view.c) */
+    size_t json_len;     /* its length */
     uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
     uint32_t util;       /* utilization %, NVML */
     json_t *settings;    /* per-device settings object (time slice, ...) */
@@ -129,6 +132,7 @@ struct accel_daemon {
     size_t nusers;
     struct http_server *http;
     struct metrics *metrics;     /* counters (own lock) */
+    struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
     pthread_t supervisor;        /* runtime supervisor thread */

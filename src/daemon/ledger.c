@@ -189,6 +189,16 @@ static int config_text(char *buf, size_t cap, const char *app,
 
     for (size_t i = 0; w >= 0 && (size_t)w < cap - off && i < n; i++) {
         off += (size_t)w;
+        w = 0;
+        if (devs[i].ts_socket != NULL) {
+            if (strchr(devs[i].ts_socket, ' ') != NULL)
+                return -1;
+            w = snprintf(buf + off, cap - off, "timeslice %d %s\n",
+                         devs[i].ordinal, devs[i].ts_socket);
+            if (w < 0 || (size_t)w >= cap - off || devs[i].path == NULL)
+                continue;
+            off += (size_t)w;
+        }
         if (strchr(devs[i].path, ' ') != NULL)
             return -1;
         w = snprintf(buf + off, cap - off, "device %d %llu %s %s\n",

@@ -35,6 +35,8 @@ struct ledger_device {
     uint64_t limit;     /* bytes */
     const char *path;   /* ledger file (from ledger_create) */
     const char *uuid;   /* device UUID, may be NULL */
+    const char *ts_socket; /* time-slice broker socket, NULL = none; with
+                            * path NULL the line is only "timeslice" */
 };
 
 /*

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "daemon/broker_ops.h"
 #include "daemon/daemon.h"
 #include "daemon/state.h"
 
@@ -369,6 +370,11 @@ char *metrics_render(struct accel_daemon *d)
     pthread_mutex_lock(&d->lock);
     render_devices(&o, d);
     render_apps(&o, d);
+    {
+        char *ts = broker_ops_metrics(d);
+        outf(&o, "%s", ts);
+        free(ts);
+    }
     /* time slicing (SPEC 4.3): the broker's per-device, per-app turns and
      * waits go here, as accel_timeslice_turns_total{node,device,app} and
      * accel_timeslice_wait_seconds_total{node,device,app} (counters) */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/broker.h"
 #include "daemon/ledger.h"
 #include "daemon/log.h"
 #include "daemon/ops.h"
@@ -124,6 +125,16 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
 
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = cuda_ordinal(d, a, i);
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
+            n < ADM_MAX_SELECTION &&
+            broker_socket_path(paths[n], sizeof paths[n], d->cfg.data_dir,
+                               x->id) == ACCEL_OK) { /* time slicing */
+            devs[n] = (struct ledger_device){.ordinal = ord, .uuid = x->id,
+                                             .ts_socket = paths[n]};
+            n++;
+            continue;
+        }
         if (!quota_row(d, a, i) || n == ADM_MAX_SELECTION)
             continue;
         rc = ledger_path(paths[n], sizeof paths[n], rundir, a->name, ord);
@@ -132,7 +143,7 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                d->snap.devs[a->rows[i].dev].id,
                                a->rows[i].memory, (uid_t)-1, (gid_t)-1);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
-                                         d->snap.devs[a->rows[i].dev].id};
+                                         d->snap.devs[a->rows[i].dev].id, NULL};
         n++;
     }
     dir = xstrdup(cfg);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "daemon/broker_ops.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -105,7 +106,7 @@ static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
     const struct dev_info *di = &d->dinfo[dev];
     json_t *o = json_pack(
         "{s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, "
-        "s:i, s:b, s:o}",
+        "s:i, s:b, s:o, s:o}",
         "id", x->id, "nodeName", d->snap.nodes[x->node].name, "index",
         di->index, "mode", accel_type_name(x->type), "cardModel",
         di->model ? di->model : "", "memory", (json_int_t)x->memory, "health",
@@ -115,7 +116,8 @@ static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
         "allocated", (json_int_t)x->allocated, "free",
         (json_int_t)adm_device_free(x), "usedMemory",
         (json_int_t)di->used_mem, "utilization", (int)di->util, "present",
-        x->present, "enforcement", enforcement(d, dev));
+        x->present, "enforcement", enforcement(d, dev), "timeSlice",
+        broker_ops_view(d, dev));
     /* processes NVML lists on it that hold no binding there (SPEC 8.3) */
     json_object_set_new(o, "foreignUsage", di->foreign
                                                ? json_deep_copy(di->foreign)
@@ -177,6 +179,91 @@ json_t *view_nodes(struct accel_daemon *d)
         json_array_append_new(arr, node_json(d, (int)i, idx));
     bindings_free(d, idx);
     return arr;
+}
+
+void view_touch(struct accel_daemon *d, int dev)
+{
+    size_t from = dev < 0 ? 0 : (size_t)dev;
+    size_t to = dev < 0 ? d->snap.ndevs : (size_t)dev + 1;
+    for (size_t i = from; i < to; i++) {
+        free(d->dinfo[i].json);
+        d->dinfo[i].json = NULL;
+    }
+}
+
+/* A growing text buffer. */
+struct text {
+    char *buf;
+    size_t len, cap;
+};
+
+static void text_add(struct text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        while (t->len + n + 1 > t->cap)
+            t->cap = t->cap ? t->cap * 2 : 65536;
+        t->buf = xrealloc(t->buf, t->cap);
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+/* Append json's compact text and drop the reference. */
+static void text_json(struct text *t, json_t *v, bool strip_close)
+{
+    char *s = json_dumps(v, JSON_COMPACT);
+    text_add(t, s, strlen(s) - (strip_close ? 1 : 0));
+    free(s);
+    json_decref(v);
+}
+
+static void device_text(struct accel_daemon *d, int dev, json_t ***idx,
+                        struct text *t)
+{
+    struct dev_info *di = &d->dinfo[dev];
+    bool live = d->ninfo[d->snap.devs[dev].node].local;
+    char *s;
+
+    if (di->json && !live) {
+        text_add(t, di->json, di->json_len);
+        return;
+    }
+    if (*idx == NULL)
+        *idx = bindings_by_device(d, -1);
+    s = json_dumps(device_json(d, dev, *idx), JSON_COMPACT | JSON_ENCODE_ANY);
+    text_add(t, s, strlen(s));
+    free(di->json);
+    di->json = s;
+    di->json_len = strlen(s);
+}
+
+char *view_nodes_text(struct accel_daemon *d, size_t *len)
+{
+    struct text t = {0};
+    json_t **idx = NULL;
+
+    text_add(&t, "[", 1);
+    for (size_t i = 0; i < d->snap.nnodes; i++) {
+        const struct adm_node *n = &d->snap.nodes[i];
+        json_t *node = node_json_shell(d, (int)i);
+        if (i > 0)
+            text_add(&t, ",", 1);
+        /* the node without its devices, then the devices' texts */
+        text_json(&t, node, true);
+        text_add(&t, ",\"devices\":[", 12);
+        for (uint32_t k = 0; k < n->ndev; k++) {
+            if (k > 0)
+                text_add(&t, ",", 1);
+            device_text(d, (int)(n->first_dev + k), &idx, &t);
+        }
+        text_add(&t, "]}", 2);
+    }
+    text_add(&t, "]", 1);
+    if (idx)
+        bindings_free(d, idx);
+    *len = t.len;
+    return t.buf;
 }
 
 json_t *view_app(struct accel_daemon *d, const struct app *a)

@@ -338,7 +338,7 @@ static void case_view(int limited)
 static void case_config(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-fake-0" };
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-fake-0", NULL };
     struct ledger_usage u = { 0 };
     CUdeviceptr d, e;
     uint64_t nt, nf, nu;
