@@ -63,11 +63,12 @@ static void h_healthz(struct http_req *r)
 
 static void h_resources(struct http_req *r)
 {
-    json_t *v;
+    size_t len;
+    char *text;
     pthread_mutex_lock(&r->d->lock);
-    v = view_nodes(r->d);
+    text = view_nodes_text(r->d, "{\"code\":200,\"data\":", "}", &len);
     pthread_mutex_unlock(&r->d->lock);
-    http_reply_data(r, 200, v);
+    http_reply_text(r, 200, text, len);
 }
 
 static void h_switch(struct http_req *r)

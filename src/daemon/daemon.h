@@ -82,7 +82,8 @@ struct app {
     char *owner;                 /* owner user or "shared" */
     enum app_state state;        /* lifecycle state */
     char *reason;                /* why (failed, insufficient-resources) */
-    json_t *manifest_json;       /* the manifest as installed */
+    char *manifest_text;         /* the manifest as installed, compact JSON
+                                    (text: a tree per app costs kilobytes) */
     struct manifest m;           /* parsed */
     int sel;                     /* index into m.req of the selected type, -1 */
     struct adm_row *rows;        /* allocations (device index + memory) */
@@ -135,6 +136,14 @@ struct accel_daemon {
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
+    size_t nodes_text_hint;      /* size of the last node listing (view.c) */
+    /* group commit (state.c): commits counted under d->lock, made durable
+     * by one WAL fsync shared by every request waiting at that moment */
+    _Atomic uint64_t commit_seq; /* commits written */
+    pthread_mutex_t sync_lock;   /* guards the two below */
+    pthread_cond_t sync_cond;    /* a sync finished */
+    uint64_t synced_seq;         /* commits known durable */
+    bool syncing;                /* a thread is in store_sync */
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */

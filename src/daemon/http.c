@@ -22,6 +22,7 @@
 #include "daemon/auth.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/state.h"
 
 struct http_server {
     struct MHD_Daemon *mhd;
@@ -104,6 +105,15 @@ void http_reply_data(struct http_req *r, int status, json_t *data)
     set_reply(r, status,
               json_pack("{s:i, s:o}", "code", status, "data",
                         data ? data : json_null()));
+}
+
+void http_reply_text(struct http_req *r, int status, char *text, size_t len)
+{
+    (void)len;
+    free(r->reply);
+    r->reply = text;
+    r->status = status;
+    r->reply_type = "application/json";
 }
 
 void http_reply_raw(struct http_req *r, int status, json_t *body)
@@ -235,6 +245,11 @@ static void dispatch(struct http_req *r)
         return;
     }
     rt->handler(r);
+    /* nothing that changed is acknowledged before it is on disk */
+    if (strcmp(r->method, "GET") != 0 && state_durable_wait(r->d) != ACCEL_OK)
+        http_reply_error(r, ACCEL_EIO,
+                         "the change could not be written to disk; it may "
+                         "not survive a crash");
 }
 
 static void req_free(struct http_req *r)
@@ -282,9 +297,11 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
         return MHD_YES;
     if (r->reply == NULL)
         http_reply_error(r, ACCEL_ESYS, "handler gave no answer");
+    /* the reply is handed over, not copied: listings run to megabytes */
     body = r->reply;
+    r->reply = NULL;
     resp = MHD_create_response_from_buffer(strlen(body), (void *)body,
-                                           MHD_RESPMEM_MUST_COPY);
+                                           MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", r->reply_type);
     ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);

@@ -64,6 +64,8 @@ void http_stop(struct accel_daemon *d);
 /* Replies. Each takes ownership of the json it is given. */
 void http_reply_data(struct http_req *r, int status, json_t *data);
 void http_reply_raw(struct http_req *r, int status, json_t *body);
+/* A JSON reply already serialized (takes ownership of text). */
+void http_reply_text(struct http_req *r, int status, char *text, size_t len);
 void http_reply_error(struct http_req *r, enum accel_err err,
                       const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

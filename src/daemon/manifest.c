@@ -246,6 +246,7 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
                       json_array_size(acc), MANIFEST_MAX_ENTRIES);
         return ACCEL_EINVAL;
     }
+    m->req = xcalloc(json_array_size(acc), sizeof(*m->req));
     json_array_foreach(acc, i, e) {
         if (parse_entry(e, i, &m->req[i], cause) != ACCEL_OK)
             return ACCEL_EINVAL;
@@ -468,6 +469,7 @@ void manifest_release(struct manifest *m)
     free_list(m->run.argv);
     free_list(m->run.env);
     free(m->run.workdir);
+    free(m->req);
     memset(m, 0, sizeof(*m));
 }
 

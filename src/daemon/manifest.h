@@ -27,7 +27,8 @@ struct manifest {
     char *title;                  /* metadata.title or the name */
     bool shared;                  /* v3 + options.shared: owner "shared" */
     size_t nreq;                  /* entries of spec.accelerator */
-    struct adm_req req[MANIFEST_MAX_ENTRIES];
+    struct adm_req *req;          /* [nreq], owned (allocated to size:
+                                     20,000 apps make it count) */
     struct manifest_run run;      /* argv NULL = external app */
 };
 

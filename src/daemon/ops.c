@@ -533,7 +533,7 @@ static struct app *app_new(const struct manifest *m, json_t *manifest,
     a->name = xstrdup(m->name);
     a->owner = xstrdup(owner);
     a->state = APP_INSTALLED;
-    a->manifest_json = json_incref(manifest);
+    a->manifest_text = json_dumps(manifest, JSON_COMPACT);
     a->m = *m;
     a->sel = sel;
     a->created_ms = a->updated_ms = util_wall_ms();

@@ -143,6 +143,7 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
         state_set_state(apps[i], APP_STOPPED, "mode-switch");
     }
     d->snap.devs[dev].st = st;
+    view_touch(d, dev);
     return ACCEL_OK;
 }
 
@@ -262,6 +263,8 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
         goto out;
     }
     d->snap.nodes[n].enabled = enabled;
+    for (uint32_t k = 0; k < d->snap.nodes[n].ndev; k++)
+        view_touch(d, (int)(d->snap.nodes[n].first_dev + k));
     ops_res_ok(res, 200, view_node(d, n));
 out:
     pthread_mutex_unlock(&d->lock);

@@ -7,6 +7,7 @@
 #include "daemon/state.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/runtime.h"
+#include "daemon/view.h"
 #include "daemon/store.h"
 
 static const char *const state_names[] = {
@@ -64,7 +66,7 @@ void state_app_free(struct app *a)
     free(a->name);
     free(a->owner);
     free(a->reason);
-    json_decref(a->manifest_json);
+    free(a->manifest_text);
     manifest_release(&a->m);
     free(a->rows);
     free(a->row_usage);
@@ -112,6 +114,8 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
     uint64_t t0 = util_now_ns();
     enum accel_err rc = store_commit(d->store);
     metrics_commit(d, util_now_ns() - t0);
+    if (rc == ACCEL_OK)
+        atomic_fetch_add(&d->commit_seq, 1);
     if (rc != ACCEL_OK) {
         log_error("store commit failed: %s", accel_strerror(rc));
         store_rollback(d->store);
@@ -124,17 +128,43 @@ void state_tx_rollback(struct accel_daemon *d)
     store_rollback(d->store);
 }
 
+enum accel_err state_durable_wait(struct accel_daemon *d)
+{
+    uint64_t want = atomic_load(&d->commit_seq);
+    enum accel_err rc = ACCEL_OK;
+
+    pthread_mutex_lock(&d->sync_lock);
+    while (d->synced_seq < want && rc == ACCEL_OK) {
+        uint64_t target;
+        if (d->syncing) {
+            pthread_cond_wait(&d->sync_cond, &d->sync_lock);
+            continue;
+        }
+        /* lead a sync for everything committed up to now */
+        d->syncing = true;
+        target = atomic_load(&d->commit_seq);
+        pthread_mutex_unlock(&d->sync_lock);
+        rc = store_sync(d->store);
+        pthread_mutex_lock(&d->sync_lock);
+        d->syncing = false;
+        if (rc == ACCEL_OK && target > d->synced_seq)
+            d->synced_seq = target;
+        pthread_cond_broadcast(&d->sync_cond);
+    }
+    pthread_mutex_unlock(&d->sync_lock);
+    return rc;
+}
+
 enum accel_err state_save_app(struct accel_daemon *d, const struct app *a,
                               enum app_state st, const char *reason)
 {
-    char *manifest = json_dumps(a->manifest_json, JSON_COMPACT);
     const struct adm_req *r = state_app_req(a);
     struct store_app row = {
         .name = a->name,
         .owner = a->owner,
         .state = app_state_name(st),
         .reason = reason,
-        .manifest = manifest,
+        .manifest = a->manifest_text,
         .selected_type = r ? accel_type_name(r->type) : NULL,
         .created_ms = a->created_ms,
         .updated_ms = util_wall_ms(),
@@ -142,9 +172,7 @@ enum accel_err state_save_app(struct accel_daemon *d, const struct app *a,
         .pid_start = a->pid_start,
         .exit_status = a->exit_status,
     };
-    enum accel_err rc = store_app_put(d->store, &row);
-    free(manifest);
-    return rc;
+    return store_app_put(d->store, &row);
 }
 
 enum accel_err state_save_rows(struct accel_daemon *d, const struct app *a,
@@ -207,6 +235,8 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
                              .message = msg,
                              .data = js};
     rc = store_event_append(d->store, &e, STATE_EVENTS_KEEP, NULL);
+    if (rc == ACCEL_OK) /* outside a transaction it committed by itself */
+        atomic_fetch_add(&d->commit_seq, 1);
     if (rc != ACCEL_OK)
         log_warn("event not recorded (%s): %s", accel_strerror(rc), msg);
     /* wake the long-polls; they re-read the store under d->lock, so an
@@ -238,6 +268,10 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
     static const struct adm_req none;
     /* rows going away take their quota ledgers with them, whichever
      * operation drops them */
+    for (size_t i = 0; i < a->nrows; i++)
+        view_touch(d, (int)a->rows[i].dev);
+    for (size_t i = 0; i < n; i++)
+        view_touch(d, (int)rows[i].dev);
     if (a->nrows > 0) {
         runtime_release_files(d, a);
         adm_snapshot_release(&d->snap, r ? r : &none, a->rows, a->nrows);

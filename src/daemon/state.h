@@ -34,6 +34,12 @@ const struct adm_req *state_app_req(const struct app *a);
 enum accel_err state_tx_begin(struct accel_daemon *d);
 enum accel_err state_tx_commit(struct accel_daemon *d);
 void state_tx_rollback(struct accel_daemon *d);
+/*
+ * Block until every commit written so far is durable (group commit: one
+ * thread fsyncs for all that wait). Call WITHOUT d->lock, before answering
+ * a request that may have changed anything. ACCEL_OK or ACCEL_EIO.
+ */
+enum accel_err state_durable_wait(struct accel_daemon *d);
 /* Write app a as it will be with this state and reason (NULL = none). */
 enum accel_err state_save_app(struct accel_daemon *d, const struct app *a,
                               enum app_state st, const char *reason);

@@ -169,6 +169,8 @@ struct store {
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared once at open */
     bool in_tx;                   /* between store_begin and commit */
     int prune_countdown;          /* appends until the next prune */
+    int wal_fd;                   /* the WAL, for store_sync; -1 = none */
+    bool group_commit;            /* synchronous=NORMAL + store_sync */
     char errmsg[256];             /* last SQLite message, "" if none */
 };
 
@@ -494,6 +496,7 @@ enum accel_err store_open(const char *path, struct store **out, char **cause)
         goto out;
     s = xcalloc(1, sizeof(*s));
     s->path = xstrdup(path);
+    s->wal_fd = -1;
     rc = sqlite3_open_v2(path, &s->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                              SQLITE_OPEN_NOMUTEX,
@@ -532,6 +535,8 @@ void store_close(struct store *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->stmt[i]);
     sqlite3_close_v2(s->db);
+    if (s->wal_fd >= 0)
+        close(s->wal_fd);
     free(s->path);
     free(s);
 }
@@ -571,6 +576,32 @@ enum accel_err store_commit(struct store *s)
     err = tx_result(s, step_done(s->stmt[ST_COMMIT]));
     s->in_tx = false;
     return err;
+}
+
+enum accel_err store_set_group_commit(struct store *s, bool on)
+{
+    int rc = exec_sql(s->db, on ? "PRAGMA synchronous=NORMAL"
+                                : "PRAGMA synchronous=FULL");
+    if (rc != SQLITE_OK)
+        return map_rc(rc);
+    s->group_commit = on;
+    return ACCEL_OK;
+}
+
+enum accel_err store_sync(struct store *s)
+{
+    if (!s->group_commit)
+        return ACCEL_OK;
+    if (s->wal_fd < 0) {
+        char *wal = xasprintf("%s-wal", s->path);
+        s->wal_fd = open(wal, O_RDONLY | O_CLOEXEC);
+        free(wal);
+        if (s->wal_fd < 0)
+            return errno == ENOENT ? ACCEL_OK : ACCEL_EIO; /* nothing yet */
+    }
+    /* fsync of any descriptor flushes the file: every WAL frame written
+     * before this call is on disk when it returns */
+    return fdatasync(s->wal_fd) == 0 ? ACCEL_OK : ACCEL_EIO;
 }
 
 void store_rollback(struct store *s)

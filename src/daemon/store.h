@@ -129,6 +129,19 @@ enum accel_err store_begin(struct store *s);
 enum accel_err store_commit(struct store *s);
 void store_rollback(struct store *s);
 
+/*
+ * Group commit. By default every store_commit is durable when it returns
+ * (synchronous=FULL: one fsync per commit). store_set_group_commit(s, true)
+ * switches to synchronous=NORMAL: a commit then only writes the WAL, and
+ * store_sync makes every commit written so far durable with one fdatasync
+ * of the WAL, however many there were. The caller must call store_sync
+ * before it acknowledges a change (acceld does so before every answer to a
+ * changing request). store_sync may run on another thread than the commits
+ * (it only syncs a file descriptor of its own). ACCEL_OK or ACCEL_EIO.
+ */
+enum accel_err store_set_group_commit(struct store *s, bool on);
+enum accel_err store_sync(struct store *s);
+
 /* Row writes; call between begin and commit. Put = insert or replace. */
 enum accel_err store_app_put(struct store *s, const struct store_app *a);
 enum accel_err store_app_delete(struct store *s, const char *name);

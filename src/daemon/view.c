@@ -8,6 +8,7 @@
 #include "common/accel_setup.h"
 #include "daemon/view.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,28 +140,37 @@ json_t *view_device(struct accel_daemon *d, int dev)
     return o;
 }
 
-static json_t *node_json(struct accel_daemon *d, int node, json_t **idx)
+/* A node's fields without its devices (they are added by the caller). */
+static json_t *node_json_shell(struct accel_daemon *d, int node)
 {
     const struct adm_node *n = &d->snap.nodes[node];
-    json_t *types = json_array(), *devs = json_array();
+    json_t *types = json_array();
     bool seen[ACCEL_TYPE_COUNT] = {false};
     bool healthy = false;
 
     for (uint32_t i = 0; i < n->ndev; i++) {
-        int dev = (int)(n->first_dev + i);
-        const struct adm_device *x = &d->snap.devs[dev];
+        const struct adm_device *x = &d->snap.devs[n->first_dev + i];
         if (!seen[x->type] && x->type != ACCEL_TYPE_CPU)
             json_array_append_new(types, json_string(accel_type_name(x->type)));
         seen[x->type] = true;
         healthy = healthy || (x->healthy && x->present);
-        json_array_append_new(devs, device_json(d, dev, idx));
     }
-    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o}",
-                     "nodeName", n->name, "gpuTypes", types, "health",
+    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o}", "nodeName",
+                     n->name, "gpuTypes", types, "health",
                      healthy ? "yes" : "no", "enabled", n->enabled, "local",
                      d->ninfo[node].local, "memory", res_json(&n->mem), "cpu",
-                     res_json(&n->cpu), "disk", res_json(&n->disk), "devices",
-                     devs);
+                     res_json(&n->cpu), "disk", res_json(&n->disk));
+}
+
+static json_t *node_json(struct accel_daemon *d, int node, json_t **idx)
+{
+    const struct adm_node *n = &d->snap.nodes[node];
+    json_t *o = node_json_shell(d, node), *devs = json_array();
+    for (uint32_t i = 0; i < n->ndev; i++)
+        json_array_append_new(devs,
+                              device_json(d, (int)(n->first_dev + i), idx));
+    json_object_set_new(o, "devices", devs);
+    return o;
 }
 
 json_t *view_node(struct accel_daemon *d, int node)
@@ -169,16 +179,6 @@ json_t *view_node(struct accel_daemon *d, int node)
     json_t *o = node_json(d, node, idx);
     bindings_free(d, idx);
     return o;
-}
-
-json_t *view_nodes(struct accel_daemon *d)
-{
-    json_t **idx = bindings_by_device(d, -1);
-    json_t *arr = json_array();
-    for (size_t i = 0; i < d->snap.nnodes; i++)
-        json_array_append_new(arr, node_json(d, (int)i, idx));
-    bindings_free(d, idx);
-    return arr;
 }
 
 void view_touch(struct accel_daemon *d, int dev)
@@ -223,26 +223,40 @@ static void device_text(struct accel_daemon *d, int dev, json_t ***idx,
 {
     struct dev_info *di = &d->dinfo[dev];
     bool live = d->ninfo[d->snap.devs[dev].node].local;
+    json_t *o;
     char *s;
 
     if (di->json && !live) {
         text_add(t, di->json, di->json_len);
         return;
     }
-    if (*idx == NULL)
-        *idx = bindings_by_device(d, -1);
-    s = json_dumps(device_json(d, dev, *idx), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (live) {
+        /* only this device's bindings: one walk, few JSON objects */
+        json_t **one = bindings_by_device(d, dev);
+        o = device_json(d, dev, one);
+        bindings_free(d, one);
+    } else {
+        if (*idx == NULL)
+            *idx = bindings_by_device(d, -1);
+        o = device_json(d, dev, *idx);
+    }
+    s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
     text_add(t, s, strlen(s));
     free(di->json);
     di->json = s;
     di->json_len = strlen(s);
 }
 
-char *view_nodes_text(struct accel_daemon *d, size_t *len)
+char *view_nodes_text(struct accel_daemon *d, const char *head,
+                      const char *tail, size_t *len)
 {
-    struct text t = {0};
+    /* sized from the last answer: one allocation, no regrowth */
+    struct text t = {xmalloc(d->nodes_text_hint + 1), 0,
+                     d->nodes_text_hint + 1};
     json_t **idx = NULL;
 
+    text_add(&t, head, strlen(head));
     text_add(&t, "[", 1);
     for (size_t i = 0; i < d->snap.nnodes; i++) {
         const struct adm_node *n = &d->snap.nodes[i];
@@ -260,8 +274,14 @@ char *view_nodes_text(struct accel_daemon *d, size_t *len)
         text_add(&t, "]}", 2);
     }
     text_add(&t, "]", 1);
-    if (idx)
+    text_add(&t, tail, strlen(tail));
+    d->nodes_text_hint = t.len + t.len / 8;
+    if (idx) {
         bindings_free(d, idx);
+        /* building every binding's JSON once leaves a large free heap;
+         * give it back rather than keep the peak resident */
+        malloc_trim(0);
+    }
     *len = t.len;
     return t.buf;
 }

@@ -14,7 +14,17 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
                         const struct adm_row *row, bool with_spec);
 json_t *view_device(struct accel_daemon *d, int dev);
 json_t *view_node(struct accel_daemon *d, int node);
-json_t *view_nodes(struct accel_daemon *d);
+/*
+ * The node list as JSON text, between head and tail (an envelope) (caller frees; *len gets its length). A
+ * device's text is cached until view_touch marks it stale, except on the
+ * local node, whose devices carry live NVML, ledger and broker figures and
+ * are rebuilt every time (there are only a few). Every change to what a
+ * cached device shows (its bindings, mode, node) must call view_touch.
+ */
+char *view_nodes_text(struct accel_daemon *d, const char *head,
+                      const char *tail, size_t *len);
+/* Mark a device's cached text stale; dev -1 = every device. */
+void view_touch(struct accel_daemon *d, int dev);
 json_t *view_app(struct accel_daemon *d, const struct app *a);
 json_t *view_availability(struct accel_daemon *d, const struct adm_req *r);
 json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v);
