@@ -244,7 +244,9 @@ static void dispatch(struct http_req *r)
                          "application/yaml");
         return;
     }
+    state_set_actor(r->authed ? r->user.name : NULL);
     rt->handler(r);
+    state_set_actor(NULL);
     /* nothing that changed is acknowledged before it is on disk */
     if (strcmp(r->method, "GET") != 0 && state_durable_wait(r->d) != ACCEL_OK)
         http_reply_error(r, ACCEL_EIO,

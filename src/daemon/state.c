@@ -213,6 +213,19 @@ enum accel_err state_save_device(struct accel_daemon *d, int dev,
     return rc;
 }
 
+/*
+ * The user whose request this thread is serving ("" when none: the
+ * supervisor, the reconciler, start-up). A thread-local rather than a
+ * parameter threaded through every operation only to reach the events:
+ * it is set and cleared around one request by http.c, on the same thread.
+ */
+static _Thread_local char current_actor[ACCEL_NAME_MAX + 1];
+
+void state_set_actor(const char *user)
+{
+    util_strlcpy(current_actor, user ? user : "", sizeof current_actor);
+}
+
 void state_event(struct accel_daemon *d, const char *kind, const char *app,
                  const char *node, const char *device, json_t *data,
                  const char *fmt, ...)
@@ -225,6 +238,13 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     va_start(ap, fmt);
     msg = xvasprintf(fmt, ap);
     va_end(ap);
+    if (current_actor[0]) {
+        /* who did it: the user of the request this thread is answering */
+        if (data == NULL)
+            data = json_object();
+        if (json_is_object(data))
+            json_object_set_new(data, "by", json_string(current_actor));
+    }
     if (data)
         js = json_dumps(data, JSON_COMPACT);
     e = (struct store_event){.ts_ms = util_wall_ms(),

@@ -48,6 +48,9 @@ enum accel_err state_save_rows(struct accel_daemon *d, const struct app *a,
                                const struct adm_row *rows, size_t n);
 enum accel_err state_save_device(struct accel_daemon *d, int dev,
                                  enum accel_support st);
+/* The acting user recorded in the events this thread appends (data "by");
+ * NULL or "" = none. Set by http.c around each request. */
+void state_set_actor(const char *user);
 /* Append an event (steals data, may be NULL). Inside or outside a tx. */
 void state_event(struct accel_daemon *d, const char *kind, const char *app,
                  const char *node, const char *device, json_t *data,

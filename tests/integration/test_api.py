@@ -224,6 +224,11 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 403)
         st, b = self.call("POST", "/api/apps/al/suspend", token=alice)
         self.assertEqual(st, 200)
+        # events name who acted
+        st, b = self.call("GET", "/api/events?app=al")
+        by = {e["kind"]: (e.get("data") or {}).get("by") for e in b["data"]}
+        self.assertEqual(by.get("binding.add"), "alice", b["data"])
+        self.assertEqual(by.get("binding.release"), "alice", b["data"])
 
     def test_shared_app_never_reappears(self):
         """SPEC 2.9: the Olares 1.12.5 steps, for an external shared app."""
