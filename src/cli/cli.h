@@ -34,6 +34,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_SINCE (1u << 5)   /* --since ID, --limit N, --app NAME */
 #define ACCEL_CLI_OPT_OWNER (1u << 6)   /* --owner NAME */
 #define ACCEL_CLI_OPT_FOLLOW (1u << 7)  /* --follow: keep printing new events */
+#define ACCEL_CLI_OPT_TIMESLICE (1u << 8) /* --quantum, --idle, --oversubscribed-quantum MS */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -60,6 +61,9 @@ struct cli_args {
     const char *limit;                      /* --limit */
     const char *app;                        /* --app */
     bool follow;                            /* --follow */
+    const char *quantum;                    /* --quantum MS */
+    const char *idle;                       /* --idle MS */
+    const char *oversub_quantum;            /* --oversubscribed-quantum MS */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -106,5 +110,9 @@ int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
 int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);
+
+/* cmd_timeslice.c: time-slice settings and state of a device. */
+int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args);
 
 #endif /* ACCEL_CLI_CLI_H */

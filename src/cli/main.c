@@ -30,6 +30,16 @@ static const struct accel_cli_cmd commands[] = {
       .max_args = 2, .flags = ACCEL_CLI_OPT_TYPE | ACCEL_CLI_OPT_YES,
       .summary = "switch a device's sharing mode (stops the apps on it)",
       .handler = cmd_cluster_set_type },
+    { .name = "set-timeslice", .usage = "NODE DEVICE [--quantum MS] "
+      "[--idle MS] [--oversubscribed-quantum MS]", .min_args = 2,
+      .max_args = 2, .flags = ACCEL_CLI_OPT_TIMESLICE,
+      .summary = "a TimeSlice device's turn length and idle release",
+      .handler = cmd_timeslice_set },
+    { .name = "timeslice", .usage = "NODE DEVICE", .min_args = 2,
+      .max_args = 2,
+      .summary = "a TimeSlice device: holder, queue, turns and waits per "
+      "app, handoff p50/p99, settings",
+      .handler = cmd_timeslice_show },
     { .name = "app install", .usage = "FILE [--compute-mode TYPE] "
       "[--compute-binding NODE:DEVICE[:MEM]]... [--owner NAME]",
       .min_args = 1, .max_args = 1,
@@ -100,7 +110,7 @@ static const struct accel_cli_cmd commands[] = {
 enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
-    OPT_APP, OPT_OWNER, OPT_FOLLOW,
+    OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
 };
 
 /* One option of the command line. */
@@ -128,6 +138,10 @@ static const struct opt options[] = {
     { "--app", 0, true, ACCEL_CLI_OPT_SINCE, OPT_APP },
     { "--owner", 0, true, ACCEL_CLI_OPT_OWNER, OPT_OWNER },
     { "--follow", 'f', false, ACCEL_CLI_OPT_FOLLOW, OPT_FOLLOW },
+    { "--quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_QUANTUM },
+    { "--idle", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_IDLE },
+    { "--oversubscribed-quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE,
+      OPT_OVERSUB },
 };
 
 /* Everything on the command line. */
@@ -175,6 +189,9 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_APP: a->app = v; break;
     case OPT_OWNER: a->owner = v; break;
     case OPT_FOLLOW: a->follow = true; break;
+    case OPT_QUANTUM: a->quantum = v; break;
+    case OPT_IDLE: a->idle = v; break;
+    case OPT_OVERSUB: a->oversub_quantum = v; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",

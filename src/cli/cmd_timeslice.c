@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_timeslice.c: `accelctl set-timeslice NODE DEVICE [--quantum MS]
+ * [--idle MS] [--oversubscribed-quantum MS]` (PUT .../devices/{d}/time-slice)
+ * and `accelctl timeslice NODE DEVICE` (the device's `timeSlice` object of
+ * GET /api/compute-resources: holder, queue, turns and waiting time per app,
+ * handoff p50/p99, settings in force). SPEC 4.3, docs/internals/timeslice.md.
+ *
+ * The values are checked here for form (a positive whole number of
+ * milliseconds, naming the option) and by acceld for range (its answer
+ * names the API field; we add the option's name), so nothing is sent that
+ * acceld would have to guess about and nothing changes on a refusal.
+ */
+#include "common/accel_setup.h"
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/sentence.h"
+#include "cli/table.h"
+#include "common/util.h"
+
+/* One setting: the option, the API field, the value given (or NULL). */
+struct ts_opt {
+    const char *flag;  /* "--quantum" */
+    const char *field; /* "quantumMs" */
+    const char *value; /* from the command line, NULL = not given */
+};
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/*
+ * Parse a positive whole number of milliseconds; prints why not (naming
+ * the option) and returns false. Values above what acceld accepts are
+ * passed on: acceld states the range.
+ */
+static bool parse_ms(const struct ts_opt *o, json_int_t *out)
+{
+    const char *s = o->value;
+    char *end = NULL;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (s[0] == '\0' || end == NULL || *end != '\0' ||
+        !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) {
+        fprintf(stderr, "accelctl set-timeslice: %s must be a whole number "
+                "of milliseconds (got \"%s\"); nothing changed\n", o->flag, s);
+        return false;
+    }
+    if (errno == ERANGE) {
+        fprintf(stderr, "accelctl set-timeslice: %s %s is out of range (at "
+                "most 600000 ms); nothing changed\n", o->flag, s);
+        return false;
+    }
+    if (v <= 0) {
+        fprintf(stderr, "accelctl set-timeslice: %s must be a positive "
+                "number of milliseconds (got %s); nothing changed\n", o->flag,
+                s);
+        return false;
+    }
+    *out = (json_int_t)v;
+    return true;
+}
+
+/* A 400 naming one of our fields: say which option it was. */
+static int report_refusal(const struct client_resp *r,
+                          const struct ts_opt *opts, size_t n)
+{
+    const char *msg = json_string_value(json_object_get(r->body, "message"));
+    if (r->status == 400 && msg != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            size_t l = strlen(opts[i].field);
+            if (opts[i].value != NULL &&
+                strncmp(msg, opts[i].field, l) == 0 && msg[l] == ' ') {
+                fprintf(stderr, "accelctl set-timeslice: %s %s: %s; nothing "
+                        "changed\n", opts[i].flag, opts[i].value, msg);
+                return CLI_EXIT_REFUSED;
+            }
+        }
+    }
+    return sentence_report(r);
+}
+
+static void print_set(const json_t *data, const char *node, const char *dev)
+{
+    const json_t *ts = json_object_get(data, "timeSlice");
+    const char *keys[] = { "quantumMs", "idleReleaseMs",
+                           "oversubscribedQuantumMs" };
+    const char *names[] = { "quantum", "idle release",
+                            "oversubscribed quantum" };
+    bool any = false;
+
+    printf("Time-slice settings of device %s on node %s:", dev, node);
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(ts, keys[i]);
+        if (!json_is_integer(v))
+            continue;
+        printf("%s %s %lld ms", any ? "," : "", names[i],
+               (long long)json_integer_value(v));
+        any = true;
+    }
+    printf("%s.\n", any ? "" : " defaults");
+}
+
+int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct ts_opt opts[] = {
+        { "--quantum", "quantumMs", args->quantum },
+        { "--idle", "idleReleaseMs", args->idle },
+        { "--oversubscribed-quantum", "oversubscribedQuantumMs",
+          args->oversub_quantum },
+    };
+    const size_t nopts = sizeof(opts) / sizeof(opts[0]);
+    json_t *body = json_object();
+    struct client_resp r;
+    char *en, *ed, *path;
+    int rc;
+
+    for (size_t i = 0; i < nopts; i++) {
+        json_int_t v;
+        if (opts[i].value == NULL)
+            continue;
+        if (!parse_ms(&opts[i], &v)) {
+            json_decref(body);
+            return CLI_EXIT_USAGE;
+        }
+        json_object_set_new(body, opts[i].field, json_integer(v));
+    }
+    if (json_object_size(body) == 0) {
+        fprintf(stderr, "accelctl set-timeslice: give --quantum MS, --idle "
+                "MS or --oversubscribed-quantum MS\n");
+        json_decref(body);
+        return CLI_EXIT_USAGE;
+    }
+    en = client_escape(args->pos[0]);
+    ed = client_escape(args->pos[1]);
+    path = xasprintf("/api/compute-resources/nodes/%s/devices/%s/time-slice",
+                     en, ed);
+    rc = client_call(ctx, "PUT", path, body, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = report_refusal(&r, opts, nopts);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK)
+        print_set(r.data, args->pos[0], args->pos[1]);
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    free(en);
+    free(ed);
+    return rc;
+}
+
+/* The device in a compute-resources answer, or NULL (printed why). */
+static const json_t *find_device(const json_t *nodes, const char *node,
+                                 const char *id)
+{
+    char buf[256];
+    size_t i, j;
+    json_t *n, *d;
+    char *code;
+
+    json_array_foreach(nodes, i, n) {
+        if (strcmp(jstr(n, "nodeName"), node) != 0)
+            continue;
+        json_array_foreach(json_object_get(n, "devices"), j, d) {
+            if (strcmp(jstr(d, "id"), id) == 0)
+                return d;
+        }
+        code = xasprintf("device-not-found:%s", id);
+        fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+        free(code);
+        return NULL;
+    }
+    code = xasprintf("node-not-found:%s", node);
+    fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+    free(code);
+    return NULL;
+}
+
+static double jnum(const json_t *o, const char *k)
+{
+    return json_number_value(json_object_get(o, k));
+}
+
+static void print_apps(const json_t *ts)
+{
+    static const char *const head[] = { "APP", "PROCESSES", "HOLDING",
+                                        "WAITING", "TURNS", "WAITED" };
+    const json_t *apps = json_object_get(ts, "apps");
+    struct table t;
+    size_t i;
+    json_t *a;
+
+    if (json_array_size(apps) == 0) {
+        printf("No app is connected.\n");
+        return;
+    }
+    table_init(&t, 6, head);
+    json_array_foreach(apps, i, a) {
+        char procs[24], turns[24], waited[32];
+        const char *row[6];
+        snprintf(procs, sizeof procs, "%lld",
+                 (long long)json_integer_value(json_object_get(a,
+                                                               "processes")));
+        snprintf(turns, sizeof turns, "%lld",
+                 (long long)json_integer_value(json_object_get(a, "turns")));
+        snprintf(waited, sizeof waited, "%.3f s", jnum(a, "waitSeconds"));
+        row[0] = jstr(a, "app");
+        row[1] = procs;
+        row[2] = json_is_true(json_object_get(a, "holding")) ? "yes" : "no";
+        row[3] = json_is_true(json_object_get(a, "waiting")) ? "yes" : "no";
+        row[4] = turns;
+        row[5] = waited;
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+static void print_timeslice(const json_t *ts, const char *node,
+                            const char *dev)
+{
+    const json_t *q = json_object_get(ts, "queue");
+    const json_t *h = json_object_get(ts, "handoff");
+    const char *holder = json_string_value(json_object_get(ts, "holder"));
+    size_t i;
+    json_t *e;
+
+    printf("Device %s on node %s: time slicing, broker %s\n", dev, node,
+           json_is_true(json_object_get(ts, "running")) ? "running"
+                                                        : "not running yet");
+    printf("Settings: quantum %lld ms, idle release %lld ms\n",
+           (long long)json_integer_value(json_object_get(ts, "quantumMs")),
+           (long long)json_integer_value(json_object_get(ts,
+                                                         "idleReleaseMs")));
+    if (!json_is_true(json_object_get(ts, "running")))
+        return;
+    if (holder != NULL)
+        printf("Holder: %s (for %.3f s)\n", holder, jnum(ts, "heldSeconds"));
+    else
+        printf("Holder: none\n");
+    printf("Queue: ");
+    if (json_array_size(q) == 0)
+        printf("empty");
+    json_array_foreach(q, i, e)
+        printf("%s%s", i ? ", " : "", json_string_value(e));
+    printf("\nTurns granted: %lld, waited in all: %.3f s\n",
+           (long long)json_integer_value(json_object_get(ts, "turns")),
+           jnum(ts, "waitSeconds"));
+    printf("Handoffs: %lld", (long long)json_integer_value(
+                                 json_object_get(h, "count")));
+    if (json_integer_value(json_object_get(h, "count")) > 0)
+        printf(", p50 %.2f ms, p99 %.2f ms", jnum(h, "p50Ms"),
+               jnum(h, "p99Ms"));
+    printf("\n");
+    print_apps(ts);
+}
+
+int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct client_resp r;
+    const json_t *dev, *ts;
+    int rc = client_call(ctx, "GET", "/api/compute-resources", NULL, &r);
+
+    if (rc != CLI_EXIT_OK) {
+        if (rc == CLI_EXIT_REFUSED)
+            rc = sentence_report_ctx(ctx, &r);
+        client_resp_release(&r);
+        return rc;
+    }
+    dev = find_device(r.data, args->pos[0], args->pos[1]);
+    ts = dev != NULL ? json_object_get(dev, "timeSlice") : NULL;
+    if (dev == NULL) {
+        rc = CLI_EXIT_REFUSED;
+    } else if (!json_is_object(ts)) {
+        fprintf(stderr, "Device %s on node %s is not time-sliced (mode %s, "
+                "or not on the node acceld runs on); `accelctl set-type %s %s "
+                "--type TimeSlice` switches it.\n", args->pos[1],
+                args->pos[0], jstr(dev, "supportType"), args->pos[0],
+                args->pos[1]);
+        rc = CLI_EXIT_REFUSED;
+    } else if (ctx->output == CLI_OUTPUT_JSON) {
+        table_print_json(ts);
+    } else {
+        print_timeslice(ts, args->pos[0], args->pos[1]);
+    }
+    client_resp_release(&r);
+    return rc;
+}
