@@ -3,6 +3,11 @@
  * bench_shim.c: what libaccelshim.so adds, measured against the same program
  * without it in the same run, on the fake driver (tests/shim/fake_cuda.c):
  *   - ns per cuLaunchKernel (the launch path: a forward, no lock, no syscall)
+ *     without the shim, with it, and with it under time slicing with the
+ *     turn held: a broker of src/daemon/broker.c runs in this process (its
+ *     own thread) and the child gets ACCEL_TS_SOCKET_0; the child is alone,
+ *     so it keeps the turn (the parent checks that the broker granted one
+ *     turn per such child and that no handoff happened)
  *   - ns per 1 MiB cuMemAlloc_v2 + cuMemFree_v2 pair, quota active (4 GiB)
  *   - process start-up: spawn of a program doing cuInit and one 1 MiB
  *     alloc/free (with the shim: config, ledger file, slot), median
@@ -20,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/broker.h"
+#include "daemon/log.h"
 #include "shim/cuda_types.h"
 
 extern char **environ;
@@ -63,14 +70,18 @@ static double child_pair(long n)
     return (now_ns() - t) / (double)n;
 }
 
-/* Run "self child <what> <n>" with or without the shim; its stdout number. */
+static char ts_env[160]; /* "ACCEL_TS_SOCKET_0=<broker socket>" */
+
+/* Run "self child <what> <n>" without the shim (shim 0), with it (1), or
+ * with it under time slicing (2); its stdout number. */
 static double run_child(const char *what, long n, int shim, int capture)
 {
     char nbuf[32], out[64] = { 0 };
     char *argv[] = { "bench_shim", "child", (char *)what, nbuf, NULL };
     char *envp[] = { shim ? "LD_PRELOAD=" SHIM_PATH : "LD_PRELOAD=",
                      "LD_LIBRARY_PATH=" FAKE_DIR, "ACCEL_MEMORY_LIMIT=4Gi",
-                     "ACCEL_APP=bench-shim", NULL };
+                     "ACCEL_APP=bench-shim", shim == 2 ? ts_env : NULL,
+                     NULL };
     posix_spawn_file_actions_t fa;
     int fds[2], st;
     pid_t pid;
@@ -126,11 +137,46 @@ static void row(const char *name, const char *unit, double base, double with,
            with, unit, with - base, unit, bar);
 }
 
+/* The in-process broker the time-slicing children talk to. */
+static struct broker_set *start_broker(char *path, size_t cap)
+{
+    struct broker_settings st = { BROKER_DEFAULT_QUANTUM_MS,
+                                  BROKER_DEFAULT_IDLE_MS };
+    struct broker_set *bs;
+
+    snprintf(path, cap, "/tmp/accel-bench-shim-%ld.sock", (long)getpid());
+    snprintf(ts_env, sizeof ts_env, "ACCEL_TS_SOCKET_0=%s", path);
+    log_set_level(LOG_WARN);
+    bs = broker_set_new(NULL, NULL);
+    if (broker_set_ensure(bs, "dev0", path, &st) != ACCEL_OK ||
+        broker_set_start(bs) != ACCEL_OK) {
+        broker_set_free(bs);
+        return NULL;
+    }
+    return bs;
+}
+
+static uint64_t broker_turns(struct broker_set *bs, uint64_t *handoffs)
+{
+    struct broker_stats *st = malloc(sizeof(*st));
+    uint64_t turns = 0;
+    *handoffs = 0;
+    if (st != NULL && broker_set_stats(bs, "dev0", st)) {
+        turns = st->turns_total;
+        *handoffs = st->handoffs;
+    }
+    free(st);
+    return turns;
+}
+
 int main(int argc, char **argv)
 {
     long launches = 20000000, pairs = 2000000, starts = 300;
     double b[3] = { 1e18, 1e18, 1e18 }, s[3] = { 1e18, 1e18, 1e18 }, v;
-    double v2[2];
+    double v2[2], ts = 1e18;
+    char sock[108];
+    struct broker_set *bs;
+    uint64_t turns, handoffs;
 
     if (argc > 3 && strcmp(argv[1], "child") == 0) {
         long n = strtol(argv[3], NULL, 10);
@@ -151,6 +197,11 @@ int main(int argc, char **argv)
         pairs = strtol(argv[2], NULL, 10);
         starts = strtol(argv[3], NULL, 10);
     }
+    bs = start_broker(sock, sizeof sock);
+    if (bs == NULL) {
+        fprintf(stderr, "bench_shim: cannot start a broker on %s\n", sock);
+        return 1;
+    }
     for (int r = 0; r < 5; r++) {
         for (int shim = 0; shim < 2; shim++) {
             double *m = shim ? s : b;
@@ -159,6 +210,16 @@ int main(int argc, char **argv)
             v = run_child("pair", pairs, shim, 1);
             m[1] = v < m[1] ? v : m[1];
         }
+        v = run_child("launch", launches, 2, 1);
+        ts = v < ts ? v : ts;
+    }
+    turns = broker_turns(bs, &handoffs);
+    broker_set_free(bs);
+    if (turns != 5 || handoffs != 0) {
+        fprintf(stderr, "bench_shim: the time-slicing children did not hold "
+                "the turn alone (turns %llu, handoffs %llu; want 5, 0)\n",
+                (unsigned long long)turns, (unsigned long long)handoffs);
+        return 1;
     }
     startup_us(starts, v2);
     b[2] = v2[0];
@@ -166,6 +227,8 @@ int main(int argc, char **argv)
     printf("| measure | without shim | with shim | added | SPEC 11 bar |\n");
     printf("|---|---|---|---|---|\n");
     row("cuLaunchKernel", "ns", b[0], s[0], "<= 10 ns");
+    row("cuLaunchKernel, time slicing, turn held (broker live)", "ns", b[0],
+        ts, "<= 10 ns");
     row("1 MiB cuMemAlloc_v2 + cuMemFree_v2", "ns", b[1], s[1], "<= 300 ns");
     row("process start-up (spawn, cuInit, 1 alloc; median)", "us", b[2], s[2],
         "<= 500 us");
