@@ -12,6 +12,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
 from accel_harness import Acceld  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
@@ -252,7 +253,6 @@ class ApiTest(unittest.TestCase):
 class WorkedExampleTest(unittest.TestCase):
     def test_time_slicing_node_pressure(self):
         with Acceld(inventory=WORKED) as d:
-            d.start()
             m = manifest("llm", gpu="8Gi", mem="20Gi")
             st, b = d.http("POST", "/api/apps", {
                 "manifest": m, "computeBinding": [{
@@ -266,6 +266,18 @@ class WorkedExampleTest(unittest.TestCase):
                              "Needed 36 Gi")
             st, b = d.http("GET", "/api/apps")
             self.assertEqual(b["data"], [])  # refused whole
+
+
+class SecondDaemonTest(unittest.TestCase):
+    def test_second_acceld_on_same_data_dir_refuses(self):
+        with Acceld() as d:
+            p = subprocess.run(
+                [accel_harness.ACCELD, "--data-dir", d.data_dir, "--listen",
+                 "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("in use by another process", p.stderr)
+            st, _ = d.http("GET", "/api/apps")  # the first one is unharmed
+            self.assertEqual(st, 200)
 
 
 class DurabilityTest(unittest.TestCase):

@@ -212,9 +212,18 @@ TEST(store_open_create)
                             "'allocations', 'devices', 'nodes', 'users', "
                             "'events')"),
               6);
+    /* schema 2: no secondary indexes (each cost every bind a page), the
+     * keyed tables are WITHOUT ROWID, events have no AUTOINCREMENT */
     ASSERT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
-                            "type = 'index' AND name LIKE 'events_by_%'"),
-              4);
+                            "type = 'index' AND sql IS NOT NULL"),
+              0);
+    ASSERT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
+                            "name IN ('apps', 'allocations') AND "
+                            "sql LIKE '%WITHOUT ROWID'"),
+              2);
+    ASSERT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
+                            "name = 'events' AND sql LIKE '%AUTOINCREMENT%'"),
+              0);
     /* the file is in WAL mode (persistent in the header) */
     {
         size_t len;
