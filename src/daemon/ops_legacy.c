@@ -42,7 +42,7 @@ static void rebind(struct accel_daemon *d, struct app *a,
     struct adm_row rows[ADM_MAX_SELECTION];
     struct op_binding b = {.n = n};
     int ri;
-    bool ok, was_running = a->state == APP_RUNNING;
+    bool ok, restart, was_running = a->state == APP_RUNNING;
     enum accel_err rc;
 
     memcpy(b.sel, sel, n * sizeof(*sel));
@@ -62,13 +62,16 @@ static void rebind(struct accel_daemon *d, struct app *a,
             return;
         }
     }
+    /* an external app that was running stays running in the same
+     * transaction; one with a process is restarted on its new GPUs */
+    restart = was_running && a->m.run.argv != NULL;
     rc = ops_commit_bind(d, a, ri, rows, n,
-                         was_running ? APP_RESUMING : a->state, a->reason);
+                         restart ? APP_RESUMING : a->state, a->reason);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         return;
     }
-    if (was_running)
+    if (restart)
         ops_start_bound(d, a);
     ops_res_ok(res, 200, json_pack("{s:s}", "status", "ok"));
 }

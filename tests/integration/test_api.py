@@ -286,6 +286,33 @@ class DurabilityTest(unittest.TestCase):
         d.start()
         acked = []
         stop = threading.Event()
+        # apps that a second client keeps moving between the two cards with
+        # the legacy bulk route (unassign + assign in one transaction)
+        movers = ["m%d" % i for i in range(4)]
+        for name in movers:
+            st, b = d.http("POST", "/api/apps", {
+                "manifest": manifest(name, gpu="64Mi", mem="1Mi", cpu="1m"),
+                "computeBinding": [{"nodeName": "homelab",
+                                    "deviceId": G4090}]})
+            self.assertEqual(st, 201, b)
+        moves = [0]
+
+        def mover():
+            where = {n: G4090 for n in movers}
+            i = 0
+            while not stop.is_set():
+                name = movers[i % len(movers)]
+                to = G4060 if where[name] == G4090 else G4090
+                try:
+                    st, _ = d.http("PUT", "/api/gpu/assignments/bulk", {
+                        "appName": name, "unassign": [{"id": where[name]}],
+                        "assign": [{"id": to, "memory": 64}]}, timeout=5)
+                except Exception:
+                    return
+                if st == 200:
+                    where[name] = to
+                    moves[0] += 1
+                i += 1
 
         def writer():
             i = 0
@@ -302,13 +329,17 @@ class DurabilityTest(unittest.TestCase):
                 i += 1
 
         t = threading.Thread(target=writer)
+        tm = threading.Thread(target=mover)
         t.start()
+        tm.start()
         time.sleep(1.5)
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
         stop.set()
         t.join()
+        tm.join()
         self.assertGreater(len(acked), 5)
+        self.assertGreater(moves[0], 5)
         d.proc = None
         d.start()
         st, b = d.http("GET", "/api/apps")
