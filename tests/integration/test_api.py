@@ -219,6 +219,20 @@ class ApiTest(unittest.TestCase):
                           {"manifest": manifest("sh", shared=True)},
                           token=alice)
         self.assertEqual(st, 403)
+        # a shared app installed by the admin: members see it, cannot act
+        st, b = self.call("POST", "/api/apps",
+                          {"manifest": manifest("sh", gpu="1Gi",
+                                                shared=True)})
+        self.assertEqual(st, 201, b)
+        for method, path in [("POST", "/api/apps/sh/suspend"),
+                             ("DELETE", "/api/apps/sh"),
+                             ("DELETE",
+                              "/api/apps/sh/compute-resources/bindings")]:
+            st, b = self.call(method, path, token=alice)
+            self.assertEqual(st, 403, (path, b))
+            self.assertIn("admin", b["message"])
+        st, b = self.call("GET", "/api/apps/sh")
+        self.assertEqual(b["data"]["state"], "running")  # unchanged
         st, b = self.call("PUT", "/api/compute-resources/nodes/homelab/"
                           "devices/" + G4060 + "/support-type",
                           {"supportType": "Exclusive"}, token=alice)
