@@ -112,7 +112,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int gets(const char *url, const char *token, long n)
+static int get_loop(const char *url, const char *token, long n)
 {
     struct curl_slist *hdrs;
     size_t got = 0;
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         rc = binds(argv[1], argv[2], num(argv[4]), (int)num(argv[5]),
                    num(argv[6]));
     else if (strcmp(argv[3], "get") == 0 && num(argv[4]) > 0)
-        rc = gets(argv[1], argv[2], num(argv[4]));
+        rc = get_loop(argv[1], argv[2], num(argv[4]));
     curl_global_cleanup();
     return rc;
 }

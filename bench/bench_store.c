@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_store.c: durable binds through the store against a bare SQLite
- * loop, in the same run, on the same file system (SPEC 11: the API must
+ * loop, in the same run, on one disk (SPEC 11: the API must
  * reach at least half the bare rate; the store is the floor under it).
  *
  *   bench_store [dir] [n]      dir defaults to /tmp, n to 2000

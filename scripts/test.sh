@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+bash scripts/check-banned.sh
 bash scripts/setup.sh build
 bash scripts/setup-web.sh
 ctest --test-dir build --output-on-failure -j"$JOBS"

@@ -164,7 +164,7 @@ void shim_nvml_init(void)
     pthread_once(&shim_state.nvml_once, nvml_init_once);
 }
 
-/* Give this process's slots back at a clean exit (the driver frees its
+/* Give this process's slots back when it ends cleanly (the driver frees its
  * memory when the process ends; a killed process is reclaimed by others). */
 __attribute__((destructor)) static void shim_fini(void)
 {

@@ -70,7 +70,7 @@ static void msleep(int ms)
 static int worker(char **argv)
 {
     double secs = atof(argv[3]);
-    unsigned us = (unsigned)atoi(argv[4]);
+    unsigned us = (unsigned)strtoul(argv[4], NULL, 10);
     int64_t end = mono_ns() + (int64_t)(secs * 1e9);
     char host[64] = {0};
     long n = 0;
