@@ -286,7 +286,7 @@ static bool demand_req(const json_t *dm, size_t i, struct adm_req *r,
         if (v == NULL || json_is_null(v))
             continue;
         if (json_is_integer(v) && json_integer_value(v) >= 0)
-            *slot = (uint64_t)json_integer_value(v) * (f[k].cpu ? 1000 : 1);
+            *slot = (uint64_t)json_integer_value(v); /* bytes, millicores */
         else if (json_is_string(v))
             rc = f[k].cpu ? quantity_parse_millicores(json_string_value(v), slot)
                           : quantity_parse_bytes(json_string_value(v), slot);
