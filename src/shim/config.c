@@ -207,40 +207,84 @@ static uint64_t env_bytes(const char *name)
     return b;
 }
 
+/*
+ * Standalone limits. Start-up cost matters here (every process of the app
+ * runs this; docs/benchmarks.md, Shim): the environment is walked once for
+ * the indexed names (no 16 getenv/snprintf pairs each), and the default
+ * limit is not written into all SHIM_MAX_DEV device slots (6.5 KB of state,
+ * two pages to fault in) but applied to a device when it is first used.
+ */
+extern char **environ;
+
+/* The device index after `prefix` in an environment entry, value in *val;
+ * -1 if the entry is not prefix<digits>=... with an index in range. */
+static int env_indexed(const char *entry, const char *prefix, size_t plen,
+                       const char **val)
+{
+    int i = 0;
+    const char *p = entry + plen;
+
+    if (strncmp(entry, prefix, plen) != 0 || *p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9' && i < SHIM_MAX_DEV; p++)
+        i = i * 10 + (*p - '0');
+    if (*p != '=' || i >= SHIM_MAX_DEV)
+        return -1;
+    *val = p + 1;
+    return i;
+}
+
 static void config_from_env(void)
 {
-    char dir[200], key[64], path[300], name[48];
+    static const char per[] = "CUDA_DEVICE_MEMORY_LIMIT_";
+    char dir[200], key[64];
     uint64_t all = env_bytes("ACCEL_MEMORY_LIMIT"), lim;
 
     if (all == 0)
         all = env_bytes("CUDA_DEVICE_MEMORY_LIMIT");
     standalone_dir(dir, sizeof(dir));
     standalone_key(key, sizeof(key));
-    for (int i = 0; i < SHIM_MAX_DEV; i++) {
-        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
-        lim = env_bytes(name);
-        if (lim == 0)
-            lim = all;
-        if (lim == 0)
+    if (dir[0] != '\0')
+        snprintf(shim_state.env_ledger, sizeof(shim_state.env_ledger),
+                 "%s/shim-%s-dev", dir, key);
+    shim_state.env_limit = all;
+    if (all != 0)
+        shim_state.any_limit = 1;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *v;
+        int i = env_indexed(*e, per, sizeof(per) - 1, &v);
+        if (i < 0 || v[0] == '\0')
             continue;
-        path[0] = '\0';
-        if (dir[0] != '\0')
-            snprintf(path, sizeof(path), "%s/shim-%s-dev%d.ledger", dir, key,
-                     i);
-        set_dev(i, lim, path, NULL);
+        if (config_parse_bytes(v, &lim) != 0) {
+            shim_log("%s not understood: ignored", *e);
+            continue;
+        }
+        if (lim != 0)
+            set_dev(i, lim, NULL, NULL);
     }
+}
+
+void config_dev(struct shim_dev *d, int ordinal)
+{
+    if (!shim_state.standalone || (d->limit == 0 && shim_state.env_limit == 0))
+        return;
+    if (d->limit == 0)
+        d->limit = shim_state.env_limit;
+    if (shim_state.env_ledger[0] != '\0' && d->path[0] == '\0')
+        snprintf(d->path, sizeof(d->path), "%s%d.ledger",
+                 shim_state.env_ledger, ordinal);
 }
 
 /* ACCEL_TS_SOCKET_<i>: the broker socket of device i (standalone use and
  * tests; ACCEL_CONFIG's "timeslice" lines win). */
 static void config_ts_env(void)
 {
-    char name[32];
-    for (int i = 0; i < SHIM_MAX_DEV; i++) {
+    static const char pre[] = "ACCEL_TS_SOCKET_";
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
         const char *v;
-        snprintf(name, sizeof(name), "ACCEL_TS_SOCKET_%d", i);
-        v = getenv(name);
-        if (v != NULL && v[0] == '/' && shim_state.ts.dev[i].path[0] == '\0')
+        int i = env_indexed(*e, pre, sizeof(pre) - 1, &v);
+        if (i >= 0 && i < SHIM_TS_MAX_DEV && v[0] == '/' &&
+            shim_state.ts.dev[i].path[0] == '\0')
             timeslice_config(i, v);
     }
 }
@@ -256,8 +300,7 @@ void config_load(void)
         config_from_env();
     }
     config_ts_env();
-    for (int i = 0; i < SHIM_MAX_DEV; i++)
-        if (shim_state.dev[i].limit == 0)
-            atomic_store(&shim_state.dev[i].state, SHIM_DEV_NOLIMIT);
+    /* a device without a limit becomes NOLIMIT at its first use
+     * (dev_attach), so the 16 slots are not all written here */
     shim_log("limits loaded (%s)", cfg ? "ACCEL_CONFIG" : "environment");
 }

@@ -41,8 +41,10 @@ static struct accel_ledger *ledger_map_existing(const char *path)
 
     if (fd < 0)
         return NULL;
-    l = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-             0);
+    /* MAP_POPULATE: the five pages are read at once (attach reads the
+     * header and scans every slot) instead of one page fault each */
+    l = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (l == MAP_FAILED)
         return NULL;
@@ -69,8 +71,8 @@ static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
     if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 &&
         (st.st_size >= (off_t)ACCEL_LEDGER_SIZE ||
          ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) == 0))
-        m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-                 fd, 0);
+        m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED && ((struct accel_ledger *)m)->magic == 0)
         ledger_format(m, ordinal, limit);
     close(fd); /* also drops the flock */
@@ -130,6 +132,11 @@ static void dev_attach(struct shim_dev *d, int ordinal)
 
     if (d->ledger != NULL) /* re-attach after fork: mapping inherited */
         goto claim;
+    config_dev(d, ordinal); /* standalone default limit and ledger path */
+    if (d->limit == 0) {
+        atomic_store(&d->state, SHIM_DEV_NOLIMIT);
+        return;
+    }
     if (d->path[0] != '\0')
         d->ledger = ledger_map(d->path, standalone, ordinal, d->limit);
     if (d->ledger == NULL) {

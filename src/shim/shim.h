@@ -99,6 +99,12 @@ struct accel_shim_state {
     _Atomic int nvml_ready;         /* 1 after nvml_once ran */
     int any_limit;                  /* some device has a limit */
     int standalone;                 /* limits from env: shim creates ledgers */
+    uint64_t env_limit;             /* standalone: ACCEL_MEMORY_LIMIT (or
+                                     * CUDA_DEVICE_MEMORY_LIMIT) for every
+                                     * device not named; applied when the
+                                     * device is first used (config_dev) */
+    char env_ledger[260];           /* standalone: "<dir>/shim-<key>-dev",
+                                     * "" = process-local ledgers */
     int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
                                      * state all-zero, in .bss) */
     pid_t pid;                      /* cached; refreshed in the fork child */
@@ -136,6 +142,8 @@ SHIM_HIDDEN void shim_log(const char *fmt, ...)
 
 /* config.c: fill shim_state.dev[] from ACCEL_CONFIG or the environment. */
 SHIM_HIDDEN void config_load(void);
+/* The standalone default limit of device d (ordinal), at its first use. */
+SHIM_HIDDEN void config_dev(struct shim_dev *d, int ordinal);
 SHIM_HIDDEN int config_parse_bytes(const char *s, uint64_t *out_bytes);
 
 /* quota.c */

@@ -166,12 +166,12 @@ static void start_once(void)
     sigset_t all, old;
 
     TS.wake[0] = TS.wake[1] = 0;
-    for (int i = 0; i < SHIM_TS_MAX_DEV; i++)
-        TS.dev[i].fd = -1;
-    if (TS.ndev == 0) {
+    if (TS.ndev == 0) { /* fds unused: leave dev[] pages untouched */
         atomic_store(&TS.gate, SHIM_TS_GATE_OFF);
         return;
     }
+    for (int i = 0; i < SHIM_TS_MAX_DEV; i++)
+        TS.dev[i].fd = -1;
     pthread_mutex_init(&TS.mu, NULL);
     pthread_cond_init(&TS.cv, NULL);
     pthread_key_create(&TS.key, slot_free);
