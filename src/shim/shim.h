@@ -103,7 +103,7 @@ struct accel_shim_state {
                                      * CUDA_DEVICE_MEMORY_LIMIT) for every
                                      * device not named; applied when the
                                      * device is first used (config_dev) */
-    char env_ledger[260];           /* standalone: "<dir>/shim-<key>-dev",
+    char env_ledger[288];           /* standalone: "<dir>/shim-<key>-dev",
                                      * "" = process-local ledgers */
     int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
                                      * state all-zero, in .bss) */
