@@ -402,6 +402,77 @@ class OlaresTest(RuntimeBase):
         self.assertEqual(self.device(GPU_A)["bindings"], [])
 
 
+class ModeSwitchBlockedTest(RuntimeBase):
+    """SPEC 2.7 'Switch mode': an app bound to the GPU that cannot be stopped
+    (it is `releasing`: stopped, but NVML still lists its process on the GPU)
+    blocks the switch with 422 computeDeviceSwitchBlocked and nothing
+    changes; once the GPU is free the reconciler releases it and the same
+    switch goes through."""
+
+    def switch(self, gpu, mode):
+        return self.d.http(
+            "PUT", "/api/compute-resources/nodes/%s/devices/%s/support-type"
+            % (NODE, gpu), {"supportType": mode})
+
+    def test_releasing_app_blocks_the_switch_until_released(self):
+        a = self.install(manifest("holder", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual(a["state"], "running", a)
+        pid = a["pid"]
+        # the driver lists the app's process on GPU A, and still does after
+        # the stop (its context is torn down later)
+        self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, pid))
+        st, b = self.d.http("POST", "/api/apps/holder/suspend")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing", b)
+        self.assertFalse(group_alive(pid), "the stop left the process")
+        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+                         [GPU_A])
+        before = self.device(GPU_A)
+        self.assertEqual(before["supportType"], "Exclusive")
+        self.assertEqual([x["appName"] for x in before["bindings"]],
+                         ["holder"])
+        modes_before = len(self.events("device.mode"))
+
+        st, b = self.switch(GPU_A, "TimeSlice")
+        self.assertEqual(st, 422, b)
+        data = b["data"]
+        self.assertEqual(data["type"], "computeDeviceSwitchBlocked", b)
+        self.assertEqual(data["status"], "bound-apps-stop-blocked", b)
+        self.assertEqual(data["device"]["id"], GPU_A, b)
+        self.assertEqual(data["device"]["supportType"], "Exclusive", b)
+        blocked = data["blockedApps"]
+        self.assertEqual([x["appName"] for x in blocked], ["holder"], b)
+        self.assertEqual(blocked[0]["state"], "releasing", b)
+        self.assertEqual(blocked[0]["owner"], a["owner"], b)
+
+        # nothing changed: mode, bindings, the app, no device.mode event
+        after = self.device(GPU_A)
+        self.assertEqual(after["supportType"], "Exclusive")
+        self.assertEqual(after["bindings"], before["bindings"])
+        h = self.app("holder")
+        self.assertEqual(h["state"], "releasing", h)
+        self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_A])
+        self.assertEqual(len(self.events("device.mode")), modes_before)
+        # a second try is refused the same way (the refusal is not a stop)
+        st, b = self.switch(GPU_A, "MemorySlice")
+        self.assertEqual(st, 422, b)
+        self.assertEqual(b["data"]["type"], "computeDeviceSwitchBlocked", b)
+        self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
+
+        # the driver lets go: the reconciler releases the app, the switch
+        # goes through and stops nobody
+        self.write_nvml()
+        h = self.wait_state("holder", "stopped")
+        self.assertEqual(h["allocations"], [])
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+        st, b = self.switch(GPU_A, "TimeSlice")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched", b)
+        self.assertEqual(b["data"]["stoppedApps"], [], b)
+        self.assertEqual(self.device(GPU_A)["supportType"], "TimeSlice")
+        self.assertEqual(len(self.events("device.mode")), modes_before + 1)
+
+
 class ReconcilerTest(RuntimeBase):
     def test_foreign_process(self):
         pid = self.foreign_process()

@@ -1,10 +1,11 @@
 // Browser tests of the accel web page: Playwright (playwright-core) drives
 // Debian's headless Chromium against a real acceld started here on a free
-// port with a temporary data dir and the homelab inventory. Every flow of
-// issue 6 end to end; screenshots go to docs/screenshots/.
+// port with a temporary data dir and the homelab inventory (plus, for the
+// blocked mode switch, a second acceld with a GPU through the fake NVML).
+// Every flow of issue 6 end to end; screenshots go to docs/screenshots/.
 // Exit: 0 all passed, 1 a failure, 77 skipped (no chromium / node_modules).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync, createReadStream, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, writeFileSync, rmSync, createReadStream, statSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -66,25 +67,27 @@ async function waitUp() {
   throw new Error(`acceld did not answer /healthz:\n${daemonLog}`);
 }
 
-let proxy = null;
 let BASE = API_BASE;
 const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png' };
+const proxies = [];
 // acceld serves web/dist at "/" (SPEC 5.5). Where a build does not yet, the
 // test serves dist itself and passes every API call to acceld; it says so.
-async function ensurePageServer() {
+// Returns the base address of the page for the acceld on apiPort.
+async function ensurePageServer(apiPort = port) {
+  const api = `http://127.0.0.1:${apiPort}`;
   let ok = false;
   try {
-    const r = await fetch(`${API_BASE}/`);
+    const r = await fetch(`${api}/`);
     const t = await r.text();
-    ok = r.ok && /<div id="root">/.test(t) && (await fetch(`${API_BASE}/assets/app.js`)).ok;
+    ok = r.ok && /<div id="root">/.test(t) && (await fetch(`${api}/assets/app.js`)).ok;
   } catch { ok = false; }
-  if (ok) return;
+  if (ok) return api;
   console.log('NOTE: acceld does not serve web/dist at / yet; the test serves the page and proxies the API');
   const pport = await freePort();
-  proxy = createServer((req, res) => {
+  const srv = createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     if (/^\/(api|healthz|metrics|hami)\b/.test(url.pathname)) {
-      const up = httpRequest({ host: '127.0.0.1', port, path: req.url, method: req.method, headers: req.headers }, (ur) => {
+      const up = httpRequest({ host: '127.0.0.1', port: apiPort, path: req.url, method: req.method, headers: req.headers }, (ur) => {
         res.writeHead(ur.statusCode, ur.headers); ur.pipe(res);
       });
       up.on('error', () => { res.writeHead(502); res.end(); });
@@ -96,8 +99,68 @@ async function ensurePageServer() {
     res.writeHead(200, { 'Content-Type': MIME[extname(f)] || 'application/octet-stream' });
     createReadStream(f).pipe(res);
   });
-  await new Promise((r) => proxy.listen(pport, '127.0.0.1', r));
-  BASE = `http://127.0.0.1:${pport}`;
+  await new Promise((r) => srv.listen(pport, '127.0.0.1', r));
+  proxies.push(srv);
+  return `http://127.0.0.1:${pport}`;
+}
+
+// A second acceld whose local node has an NVIDIA GPU seen through the tests'
+// fake NVML (tests/fake/fake_nvml.c): the reconciler and the stop read its
+// state file, which the test edits while acceld runs (as test_runtime.py).
+const FAKE_NVML_LIB = join(BUILD, 'fake', 'libnvidia-ml.so.1');
+const FAKE_HEADER = 'driver 550.54.14\ncuda 12040\n';
+const fakeGpuLine = (uuid) => `gpu uuid=${uuid} total=25769803776 used=1073741824 util=37 ecc=0 err=0 uuid_err=0 name=NVIDIA GeForce RTX 4090\n`;
+async function startGpuDaemon(nodeName, gpu) {
+  if (!existsSync(FAKE_NVML_LIB)) throw new Error(`${FAKE_NVML_LIB} is not built (target fake_nvml)`);
+  const dir = mkdtempSync(join(tmp, 'gpu-'));
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  const inv = join(dir, 'inventory.yaml');
+  writeFileSync(inv, `nodes:
+- name: ${nodeName}
+  memory: {total: 64Gi, used: 4Gi}
+  cpu: {total: "16", used: "1"}
+  disk: {total: 1Ti, used: 10Gi}
+  devices:
+  - {id: ${gpu}, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi, supportType: Exclusive, index: 0}
+`);
+  const nvml = join(dir, 'nvml.txt');
+  const writeNvml = (extra = '') => {
+    writeFileSync(`${nvml}.tmp`, FAKE_HEADER + fakeGpuLine(gpu) + extra);
+    renameSync(`${nvml}.tmp`, nvml);
+  };
+  writeNvml();
+  const p = await freePort();
+  const a = ['--data-dir', data, '--listen', `127.0.0.1:${p}`, '--inventory', inv, '--node-name', nodeName,
+    '--reconcile-interval-ms', '200'];
+  if (/--web-dir/.test(helpText)) a.push('--web-dir', DIST);
+  const proc = spawn(ACCELD, a, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ACCEL_NVML_LIB: FAKE_NVML_LIB, ACCEL_FAKE_NVML: nvml } });
+  const g = { proc, port: p, api: `http://127.0.0.1:${p}`, dir, log: '', exited: null, writeNvml, appPids: [] };
+  proc.stdout.on('data', (d) => { g.log += d; });
+  proc.stderr.on('data', (d) => { g.log += d; });
+  proc.on('exit', (c, s) => { g.exited = `exit ${c} ${s || ''}`; });
+  g.stop = async () => {
+    for (const pid of g.appPids) { try { process.kill(-pid, 'SIGKILL'); } catch { /* gone */ } }
+    if (!g.exited) {
+      proc.kill('SIGTERM');
+      await new Promise((r) => { if (g.exited) r(); else { proc.on('exit', r); setTimeout(() => { proc.kill('SIGKILL'); r(); }, 5000); } });
+    }
+  };
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    if (g.exited) throw new Error(`the GPU acceld exited (${g.exited}):\n${g.log}`);
+    try {
+      const r = await fetch(`${g.api}/healthz`);
+      if (r.ok && existsSync(join(data, 'admin.token'))) {
+        g.token = readFileSync(join(data, 'admin.token'), 'utf8').trim();
+        if (g.token) break;
+      }
+    } catch { /* not yet */ }
+    if (Date.now() > deadline) { await g.stop(); throw new Error(`the GPU acceld did not answer /healthz:\n${g.log}`); }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  g.base = await ensurePageServer(p);
+  return g;
 }
 
 let ADMIN = '';
@@ -175,11 +238,12 @@ const shot = async (page, name) => {
 
 // ---------- the run ----------
 let browser;
+let gpuDaemon = null;
 let exitCode = 1;
 try {
   await waitUp();
   ADMIN = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
-  await ensurePageServer();
+  BASE = await ensurePageServer();
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
   const ctx = await browser.newContext({ viewport: { width: 1360, height: 900 } });
   const page = await ctx.newPage();
@@ -419,19 +483,102 @@ try {
   });
 
   await step('manage node: a blocked switch (computeDeviceSwitchBlocked) is explained and nothing changes', async () => {
-    await page.route('**/support-type', (route) => route.fulfill({
-      status: 422, contentType: 'application/json',
-      body: JSON.stringify({ code: 422, data: { type: 'computeDeviceSwitchBlocked', status: 'bound-apps-stop-blocked', device: d4090, blockedApps: [{ appName: 'stubborn', owner: 'admin', state: 'stopping', reason: 'process did not exit' }] } }),
-    }));
-    const sec = page.locator(`section[data-device="${d4090.id}"]`);
-    await sec.getByLabel('Sharing mode').selectOption('TimeSlice');
-    await dialog('Switch to Time slicing?').getByRole('button', { name: 'Switch mode' }).click();
-    const dlg = dialog('The mode was not switched');
-    await dlg.getByText('could not be stopped, so nothing was changed').waitFor();
-    await dlg.getByText('stubborn').waitFor();
-    await dlg.getByRole('button', { name: 'OK' }).click();
-    await page.unroute('**/support-type');
-    assert.equal(await sec.getByLabel('Sharing mode').inputValue(), 'Exclusive');
+    // The real refusal: on an acceld whose local node has a (fake) NVIDIA GPU,
+    // an app is stopped while NVML still lists its process on the GPU, so it
+    // stays `releasing` with its binding (SPEC 2.7, 8.3) and blocks a switch.
+    const node = 'workstation';
+    const gpu = 'GPU-b10cced0-0000-4000-8000-000000000001';
+    gpuDaemon = await startGpuDaemon(node, gpu);
+    const g = gpuDaemon;
+    const gcall = async (method, path, body) => {
+      const r = await fetch(`${g.api}${path}`, {
+        method, headers: { Authorization: `Bearer ${g.token}`, 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: r.status, body: await r.json().catch(() => null) };
+    };
+    const gok = async (method, path, body) => {
+      const r = await gcall(method, path, body);
+      assert.ok(r.status >= 200 && r.status < 300, `GPU acceld: ${method} ${path} → ${r.status} ${JSON.stringify(r.body)}`);
+      return r.body.data;
+    };
+    const gdev = async () => (await gok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((d) => d.id === gpu);
+    const waitApi = async (what, pred, ms = 30000) => {
+      const deadline = Date.now() + ms;
+      let last;
+      for (;;) {
+        last = await pred();
+        if (last) return last;
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n--- GPU acceld log ---\n${g.log.slice(-3000)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const m = { ...manifest('trainer', [nv('8Gi')], { title: 'Model trainer' }), run: { command: ['sh', '-c', 'sleep 1000'], stopTimeoutSeconds: 2 } };
+    const inst = await gok('POST', '/api/apps', { manifest: m, computeBinding: [{ nodeName: node, deviceId: gpu }] });
+    assert.equal(inst.state, 'running', JSON.stringify(inst));
+    assert.ok(inst.pid > 0, JSON.stringify(inst));
+    g.appPids.push(inst.pid);
+    // the driver lists the app's process on the GPU, and still does after the stop
+    g.writeNvml(`proc ${gpu} ${inst.pid} 2147483648 compute\n`);
+    const stopped = await gok('POST', '/api/apps/trainer/suspend');
+    assert.equal(stopped.state, 'releasing', `stop while NVML lists the process: ${JSON.stringify(stopped)}`);
+    g.appPids = []; // the stop waited for its process group to be gone
+    let dev = await gdev();
+    assert.equal(dev.supportType, 'Exclusive');
+    assert.deepEqual(dev.bindings.map((x) => x.appName), ['trainer']);
+
+    const c2 = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    try {
+      const p2 = await c2.newPage();
+      p2.setDefaultTimeout(15000);
+      p2.on('pageerror', (e) => consoleErrors.push(String(e)));
+      await p2.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+      await p2.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
+      await p2.getByRole('link', { name: `Manage ${node}` }).click();
+      await p2.getByRole('heading', { name: `Manage node ${node}` }).waitFor();
+      const sec = p2.locator(`section[data-device="${gpu}"]`);
+      await sec.getByRole('cell', { name: 'trainer', exact: true }).waitFor();
+      const sel = sec.getByLabel('Sharing mode');
+      assert.equal(await sel.inputValue(), 'Exclusive');
+      await sel.selectOption('TimeSlice');
+      const warn = p2.getByRole('dialog', { name: 'Switch to Time slicing?' });
+      await warn.getByText('Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.').waitFor();
+      await warn.getByRole('listitem').filter({ hasText: 'trainer' }).waitFor();
+      const answer = p2.waitForResponse((r) => r.url().endsWith('/support-type') && r.request().method() === 'PUT');
+      await warn.getByRole('button', { name: 'Switch mode' }).click();
+      const resp = await answer;
+      assert.equal(resp.status(), 422, 'the daemon refuses the switch');
+      const rb = await resp.json();
+      assert.equal(rb.data.type, 'computeDeviceSwitchBlocked', JSON.stringify(rb));
+      assert.equal(rb.data.status, 'bound-apps-stop-blocked', JSON.stringify(rb));
+      assert.deepEqual(rb.data.blockedApps.map((x) => x.appName), ['trainer'], JSON.stringify(rb));
+      const dlg = p2.getByRole('dialog', { name: 'The mode was not switched' });
+      await dlg.getByText('could not be stopped, so nothing was changed').waitFor();
+      await dlg.getByRole('listitem').filter({ hasText: 'trainer' }).filter({ hasText: 'releasing' }).waitFor();
+      await shot(p2, 'mode-switch-blocked');
+      await dlg.getByRole('button', { name: 'OK' }).click();
+      await dlg.waitFor({ state: 'detached' });
+      // nothing changed: the dropdown is back, the daemon keeps mode and binding
+      assert.equal(await sel.inputValue(), 'Exclusive');
+      await sec.getByRole('cell', { name: 'trainer', exact: true }).waitFor();
+      dev = await gdev();
+      assert.equal(dev.supportType, 'Exclusive');
+      assert.deepEqual(dev.bindings.map((x) => x.appName), ['trainer']);
+      const app = await gok('GET', '/api/apps/trainer');
+      assert.equal(app.state, 'releasing');
+      assert.deepEqual((app.allocations || []).map((x) => x.deviceId), [gpu]);
+    } finally {
+      await c2.close();
+    }
+    // once the driver lets go, the reconciler releases the app
+    g.writeNvml();
+    await waitApi('trainer to be released', async () => {
+      const a = await gok('GET', '/api/apps/trainer');
+      return a.state === 'stopped' && (a.allocations || []).length === 0;
+    });
+    assert.deepEqual((await gdev()).bindings, []);
+    await g.stop();
+    gpuDaemon = null;
   });
 
   await step('manage node: Assigned apps → Remove with confirmation releases the app', async () => {
@@ -511,11 +658,13 @@ try {
   exitCode = 1;
 } finally {
   if (browser) await browser.close().catch(() => {});
-  if (proxy) proxy.close();
+  if (gpuDaemon) await gpuDaemon.stop().catch(() => {});
+  for (const srv of proxies) srv.close();
   daemon.kill('SIGTERM');
   await new Promise((r) => { if (daemonExited) r(); else { daemon.on('exit', r); setTimeout(() => { daemon.kill('SIGKILL'); r(); }, 3000); } });
   if (failed) {
     writeFileSync(logFile, daemonLog);
+    if (gpuDaemon) { writeFileSync(join(tmp, 'acceld-gpu.log'), gpuDaemon.log); console.log(`GPU acceld log: ${join(tmp, 'acceld-gpu.log')}`); }
     console.log(`acceld log: ${logFile}`);
   } else rmSync(tmp, { recursive: true, force: true });
 }
