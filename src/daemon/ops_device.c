@@ -108,7 +108,9 @@ static json_t *blocked_list(struct app **apps, size_t n)
                 arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
                                apps[i]->name, "owner", apps[i]->owner, "state",
                                app_state_name(s), "reason",
-                               "stop-operation-not-allowed"));
+                               s == APP_RELEASING
+                                   ? "processes-still-on-device"
+                                   : "stop-operation-not-allowed"));
     }
     return arr;
 }
@@ -149,18 +151,36 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
 
 /* Apps whose processes still hold the GPU after the stop wait in
  * `releasing` with their rows (SPEC 2.7, 8.3); the others are switched. */
-static size_t drop_lingering(struct accel_daemon *d, struct app **apps,
-                             size_t n)
+/* Stop the processes of the bound apps (the lock is released while each
+ * stops; apps are found again by name afterwards). */
+static void stop_bound(struct accel_daemon *d, struct app **apps, size_t n)
 {
-    size_t k = 0;
+    char *names[SWITCH_MAX_APPS];
+    for (size_t i = 0; i < n; i++)
+        names[i] = xstrdup(apps[i]->name);
     for (size_t i = 0; i < n; i++) {
-        if (apps[i]->rel.linger > 0) {
-            ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
-            continue;
-        }
-        apps[k++] = apps[i];
+        struct app *a = state_app_find(d, names[i]);
+        if (a)
+            ops_stop_processes(d, a);
+        free(names[i]);
     }
-    return k;
+}
+
+/* Release the apps that did stop (state stopped), listing them. */
+static json_t *release_stopped(struct accel_daemon *d, struct app **apps,
+                               size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        if (apps[i]->state == APP_RELEASING)
+            continue;
+        ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "appName",
+                                             apps[i]->name, "owner",
+                                             apps[i]->owner, "state",
+                                             "stopped"));
+    }
+    return arr;
 }
 
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
@@ -206,14 +226,23 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     json_decref(blocked);
-    /* stop real processes first (lock released meanwhile) */
-    for (size_t i = 0; i < n; i++) {
-        char *name = xstrdup(apps[i]->name);
-        ops_stop_processes(d, apps[i]);
-        free(name);
-    }
+    stop_bound(d, apps, n);
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
-    n = drop_lingering(d, apps, n);
+    /* an app whose processes still hold the GPU after its stop (releasing)
+     * could not be stopped: the mode stays (SPEC 2.7); the apps that did
+     * stop cannot be restarted behind the user's back, so they are
+     * released and named */
+    blocked = blocked_list(apps, n);
+    if (json_array_size(blocked) > 0) {
+        stopped = release_stopped(d, apps, n);
+        ops_res_check(res, "computeDeviceSwitchBlocked",
+                      json_pack("{s:s, s:o, s:o, s:o}", "status",
+                                "bound-apps-stop-blocked", "device",
+                                view_device(d, dev), "blockedApps", blocked,
+                                "stoppedApps", stopped));
+        goto out;
+    }
+    json_decref(blocked);
     stopped = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(stopped,

@@ -181,12 +181,20 @@ function ModeSelect({ d, isAdmin, refresh }) {
           footer={<button class="btn primary" onClick={() => setBlocked(null)}>OK</button>}>
           <p role="alert">These apps could not be stopped, so nothing was changed. Stop them yourself (or wait until they finish), then switch again.</p>
           <ul class="app-list">{(blocked.blockedApps || []).map((a) => (
-            <li key={a.appName}><b>{a.appName}</b> <span class="muted">({a.owner}, {a.state}){a.reason ? `: ${a.reason}` : ''}</span></li>))}</ul>
+            <li key={a.appName}><b>{a.appName}</b> <span class="muted">({a.owner}, {a.state}){BLOCK_REASON[a.reason] ? `: ${BLOCK_REASON[a.reason]}` : ''}</span></li>))}</ul>
+          {(blocked.stoppedApps || []).length > 0 && (
+            <p class="muted small">Stopped and released meanwhile: {blocked.stoppedApps.map((a) => a.appName).join(', ')}.</p>)}
         </Modal>
       )}
     </div>
   );
 }
+
+/* Why the daemon could not stop an app (blockedApps[].reason). */
+const BLOCK_REASON = {
+  'processes-still-on-device': 'already stopped, but its processes still use this GPU; it is released as soon as they are gone',
+  'stop-operation-not-allowed': 'it is in the middle of another operation',
+};
 
 function GpuPanel({ d, isAdmin, refresh }) {
   const apps = d.bindings || [];
@@ -202,7 +210,7 @@ function GpuPanel({ d, isAdmin, refresh }) {
       <dl class="facts two">
         <div><dt>Type</dt><dd>{typeTitle(d.mode)}</dd></div>
         <div><dt>{memoryLabel(d)}</dt><dd>{gi(d.memory)}</dd></div>
-        <div><dt>Assigned</dt><dd>{gi(d.allocated || 0)}</dd></div>
+        <div><dt>Assigned</dt><dd>{d.supportType === 'MemorySlice' || !apps.length ? gi(d.allocated || 0) : 'Whole card'}</dd></div>
         <div><dt>Live use</dt><dd>{d.usedMemory != null ? gi(d.usedMemory) : '—'}</dd></div>
         <div><dt>Enforcement</dt><dd>{enforcementText(d)}</dd></div>
       </dl>
