@@ -166,19 +166,30 @@ static void stop_bound(struct accel_daemon *d, struct app **apps, size_t n)
     }
 }
 
-/* Release the apps that did stop (state stopped), listing them. */
-static json_t *release_stopped(struct accel_daemon *d, struct app **apps,
-                               size_t n)
+/* Did the switch's own stop leave processes of some app on the GPU? */
+static bool any_lingering(struct app **apps, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (apps[i]->rel.linger > 0)
+            return true;
+    return false;
+}
+
+/* Settle every stopped app: one whose processes still hold the GPU becomes
+ * `releasing` and keeps its binding, the others are released. Lists the
+ * released ones. */
+static json_t *settle_stopped(struct accel_daemon *d, struct app **apps,
+                              size_t n)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
-        if (apps[i]->state == APP_RELEASING)
-            continue;
+        bool lingering = apps[i]->rel.linger > 0;
         ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "appName",
-                                             apps[i]->name, "owner",
-                                             apps[i]->owner, "state",
-                                             "stopped"));
+        if (!lingering)
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "appName",
+                                                 apps[i]->name, "owner",
+                                                 apps[i]->owner, "state",
+                                                 "stopped"));
     }
     return arr;
 }
@@ -232,9 +243,9 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
      * could not be stopped: the mode stays (SPEC 2.7); the apps that did
      * stop cannot be restarted behind the user's back, so they are
      * released and named */
-    blocked = blocked_list(apps, n);
-    if (json_array_size(blocked) > 0) {
-        stopped = release_stopped(d, apps, n);
+    if (any_lingering(apps, n)) {
+        stopped = settle_stopped(d, apps, n);
+        blocked = blocked_list(apps, n);
         ops_res_check(res, "computeDeviceSwitchBlocked",
                       json_pack("{s:s, s:o, s:o, s:o}", "status",
                                 "bound-apps-stop-blocked", "device",
@@ -242,7 +253,6 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                                 "stoppedApps", stopped));
         goto out;
     }
-    json_decref(blocked);
     stopped = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(stopped,

@@ -414,6 +414,28 @@ class ModeSwitchBlockedTest(RuntimeBase):
             "PUT", "/api/compute-resources/nodes/%s/devices/%s/support-type"
             % (NODE, gpu), {"supportType": mode})
 
+    def test_running_app_that_lingers_blocks_the_switch(self):
+        """The switch's own stop leaves the app's process on the GPU: the
+        mode stays, the app is named as blocked and keeps its binding."""
+        a = self.install(manifest("linger", ["sh", "-c", "sleep 1000"]))
+        self.assertEqual(a["state"], "running", a)
+        self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, a["pid"]))
+        st, b = self.switch(GPU_A, "TimeSlice")
+        self.assertEqual(st, 422, b)
+        self.assertEqual(b["data"]["type"], "computeDeviceSwitchBlocked", b)
+        self.assertEqual([x["appName"] for x in b["data"]["blockedApps"]],
+                         ["linger"], b)
+        self.assertEqual(b["data"]["blockedApps"][0]["reason"],
+                         "processes-still-on-device", b)
+        self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
+        h = self.app("linger")
+        self.assertEqual(h["state"], "releasing", h)
+        self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_A])
+        self.write_nvml()
+        self.wait_state("linger", "stopped")
+        st, b = self.switch(GPU_A, "TimeSlice")
+        self.assertEqual(st, 200, b)
+
     def test_releasing_app_blocks_the_switch_until_released(self):
         a = self.install(manifest("holder", ["sh", "-c", "sleep 1000"]))
         self.assertEqual(a["state"], "running", a)
