@@ -14,7 +14,9 @@
  * The parent runs children with and without LD_PRELOAD, alternating, and
  * keeps the best of 5 rounds for the loops; start-up is the median of
  * interleaved spawns. Usage: bench_shim [launches pairs
- * starts]. Prints a Markdown table.
+ * starts]. Prints a Markdown table. BENCH_SHIM_ALT=<another
+ * libaccelshim.so> (e.g. an older build) adds its start-up, interleaved
+ * with the other two, so a change is measured in one run under one load.
  */
 #define _GNU_SOURCE 1
 #include <spawn.h>
@@ -71,14 +73,17 @@ static double child_pair(long n)
 }
 
 static char ts_env[160]; /* "ACCEL_TS_SOCKET_0=<broker socket>" */
+static char alt_env[600]; /* "LD_PRELOAD=$BENCH_SHIM_ALT" or "" */
 
-/* Run "self child <what> <n>" without the shim (shim 0), with it (1), or
- * with it under time slicing (2); its stdout number. */
+/* Run "self child <what> <n>" without the shim (shim 0), with it (1),
+ * with it under time slicing (2) or with BENCH_SHIM_ALT (3); its stdout
+ * number. */
 static double run_child(const char *what, long n, int shim, int capture)
 {
     char nbuf[32], out[64] = { 0 };
     char *argv[] = { "bench_shim", "child", (char *)what, nbuf, NULL };
-    char *envp[] = { shim ? "LD_PRELOAD=" SHIM_PATH : "LD_PRELOAD=",
+    char *envp[] = { shim == 3 ? alt_env
+                     : shim ? "LD_PRELOAD=" SHIM_PATH : "LD_PRELOAD=",
                      "LD_LIBRARY_PATH=" FAKE_DIR, "ACCEL_MEMORY_LIMIT=4Gi",
                      "ACCEL_APP=bench-shim", shim == 2 ? ts_env : NULL,
                      NULL };
@@ -109,24 +114,35 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median start-up of n spawns each way, interleaved one by one so machine
- * load hits both sides alike; out[0] native, out[1] with the shim. */
-static void startup_us(long n, double out[2])
+ * load hits every side alike; out[0] native, out[1] with the shim, out[2]
+ * with BENCH_SHIM_ALT when set. */
+static void startup_us(long n, double out[3], double first[3])
 {
-    double *t[2] = { calloc((size_t)n, sizeof(double)),
-                     calloc((size_t)n, sizeof(double)) };
-    for (long i = 0; t[0] && t[1] && i < n; i++)
-        for (int shim = 0; shim < 2; shim++) {
+    int ways = alt_env[0] ? 3 : 2;
+    double *t[3], *f[3];
+    int okay = 1;
+
+    for (int w = 0; w < 3; w++) {
+        t[w] = calloc((size_t)n, sizeof(double));
+        f[w] = calloc((size_t)n, sizeof(double));
+        okay = okay && t[w] && f[w];
+    }
+    for (long i = 0; okay && i < n; i++)
+        for (int w = 0; w < ways; w++) {
             double s0 = now_ns();
-            run_child("start", 0, shim, 0);
-            t[shim][i] = (now_ns() - s0) / 1e3;
+            f[w][i] = run_child("start", 0, w == 2 ? 3 : w, 1);
+            t[w][i] = (now_ns() - s0) / 1e3;
         }
-    for (int shim = 0; shim < 2; shim++) {
-        out[shim] = 0;
-        if (t[shim] != NULL) {
-            qsort(t[shim], (size_t)n, sizeof(double), cmp_double);
-            out[shim] = t[shim][n / 2];
+    for (int w = 0; w < 3; w++) {
+        out[w] = first[w] = 0;
+        if (okay) {
+            qsort(t[w], (size_t)n, sizeof(double), cmp_double);
+            qsort(f[w], (size_t)n, sizeof(double), cmp_double);
+            out[w] = t[w][n / 2];
+            first[w] = f[w][n / 2];
         }
-        free(t[shim]);
+        free(t[w]);
+        free(f[w]);
     }
 }
 
@@ -173,7 +189,8 @@ int main(int argc, char **argv)
 {
     long launches = 20000000, pairs = 2000000, starts = 300;
     double b[3] = { 1e18, 1e18, 1e18 }, s[3] = { 1e18, 1e18, 1e18 }, v;
-    double v2[2], ts = 1e18;
+    double v2[3], f2[3], ts = 1e18;
+    const char *alt = getenv("BENCH_SHIM_ALT");
     char sock[108];
     struct broker_set *bs;
     uint64_t turns, handoffs;
@@ -184,10 +201,14 @@ int main(int argc, char **argv)
             printf("%.3f\n", child_launch(n));
         else if (strcmp(argv[2], "pair") == 0)
             printf("%.3f\n", child_pair(n));
-        else { /* start: init + one allocation (shim: config, ledger) */
+        else { /* start: init + one allocation (shim: config, ledger);
+                * prints the first allocation's time in us */
             CUdeviceptr d;
+            double t0;
             cuInit(0);
+            t0 = now_ns();
             cuMemAlloc_v2(&d, 1 << 20);
+            printf("%.3f\n", (now_ns() - t0) / 1e3);
             cuMemFree_v2(d);
         }
         return 0;
@@ -197,6 +218,8 @@ int main(int argc, char **argv)
         pairs = strtol(argv[2], NULL, 10);
         starts = strtol(argv[3], NULL, 10);
     }
+    if (alt != NULL && alt[0] != '\0')
+        snprintf(alt_env, sizeof alt_env, "LD_PRELOAD=%s", alt);
     bs = start_broker(sock, sizeof sock);
     if (bs == NULL) {
         fprintf(stderr, "bench_shim: cannot start a broker on %s\n", sock);
@@ -221,7 +244,7 @@ int main(int argc, char **argv)
                 (unsigned long long)turns, (unsigned long long)handoffs);
         return 1;
     }
-    startup_us(starts, v2);
+    startup_us(starts, v2, f2);
     b[2] = v2[0];
     s[2] = v2[1];
     printf("| measure | without shim | with shim | added | SPEC 11 bar |\n");
@@ -232,5 +255,14 @@ int main(int argc, char **argv)
     row("1 MiB cuMemAlloc_v2 + cuMemFree_v2", "ns", b[1], s[1], "<= 300 ns");
     row("process start-up (spawn, cuInit, 1 alloc; median)", "us", b[2], s[2],
         "<= 500 us");
+    row("of which the first 1 MiB cuMemAlloc_v2 (in the child; median)",
+        "us", f2[0], f2[1], "");
+    if (alt_env[0]) {
+        printf("| process start-up with BENCH_SHIM_ALT (%s) | %.1f us | "
+               "%.1f us | %+.1f us | <= 500 us |\n", alt, b[2], v2[2],
+               v2[2] - b[2]);
+        printf("| of which the first cuMemAlloc_v2, BENCH_SHIM_ALT | %.1f us "
+               "| %.1f us | %+.1f us | |\n", f2[0], f2[2], f2[2] - f2[0]);
+    }
     return 0;
 }
