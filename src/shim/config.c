@@ -88,8 +88,8 @@ static void set_dev(int i, uint64_t limit, const char *path, const char *uuid)
     struct shim_dev *d = &shim_state.dev[i];
 
     d->limit = limit;
-    snprintf(d->path, sizeof(d->path), "%s", path ? path : "");
-    snprintf(d->uuid, sizeof(d->uuid), "%s", uuid ? uuid : "");
+    shim_concat(d->path, sizeof(d->path), path ? path : "", (char *)NULL);
+    shim_concat(d->uuid, sizeof(d->uuid), uuid ? uuid : "", (char *)NULL);
     if (limit != 0)
         shim_state.any_limit = 1;
 }
@@ -103,7 +103,7 @@ static ssize_t read_small(const char *path, char *buf, size_t cap)
     int fd;
 
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(full, sizeof(full), "%s/shim.conf", path);
+        shim_concat(full, sizeof(full), path, "/shim.conf", (char *)NULL);
         path = full;
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -120,26 +120,61 @@ static ssize_t read_small(const char *path, char *buf, size_t cap)
     return got;
 }
 
+/* Split line in place at blanks into at most max fields; their count. */
+static int split_fields(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+
+    while (n < max) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (*p == '\0')
+            break;
+        f[n++] = p;
+        while (*p != '\0' && *p != ' ' && *p != '\t' && *p != '\r')
+            p++;
+        if (*p != '\0')
+            *p++ = '\0';
+    }
+    return n;
+}
+
+/* A device ordinal: decimal digits below SHIM_MAX_DEV, else -1. */
+static int parse_ordinal(const char *s)
+{
+    int v = 0;
+
+    if (*s == '\0')
+        return -1;
+    for (; *s >= '0' && *s <= '9' && v < SHIM_MAX_DEV; s++)
+        v = v * 10 + (*s - '0');
+    return *s == '\0' && v < SHIM_MAX_DEV ? v : -1;
+}
+
+/* One line of ACCEL_CONFIG, without sscanf (start-up cost; see
+ * shim_concat). Fields longer than their slot make the line invalid
+ * rather than being cut. */
 static void config_line(char *line)
 {
-    char kw[16], path[256], uuid[64], lim[32];
-    int ord, n;
+    char *f[5];
+    int n = split_fields(line, f, 5), ord;
     uint64_t bytes;
 
-    uuid[0] = '\0';
-    if (sscanf(line, "%15s %d %107s", kw, &ord, path) == 3 &&
-        strcmp(kw, "timeslice") == 0) {
-        timeslice_config(ord, path);
+    if (n >= 3 && strcmp(f[0], "timeslice") == 0) {
+        timeslice_config(parse_ordinal(f[1]), f[2]);
         return;
     }
-    n = sscanf(line, "%15s %d %31s %255s %63s", kw, &ord, lim, path, uuid);
-    if (n < 4 || strcmp(kw, "device") != 0)
+    if (n < 4 || strcmp(f[0], "device") != 0)
         return; /* "accel-shim", "app", comments, future directives */
-    if (ord < 0 || ord >= SHIM_MAX_DEV || config_parse_bytes(lim, &bytes)) {
-        shim_log("ACCEL_CONFIG: bad device line ignored: %s", line);
+    ord = parse_ordinal(f[1]);
+    if (ord < 0 || config_parse_bytes(f[2], &bytes) ||
+        strlen(f[3]) >= sizeof(shim_state.dev[0].path) ||
+        (n >= 5 && strlen(f[4]) >= sizeof(shim_state.dev[0].uuid))) {
+        shim_log("ACCEL_CONFIG: bad device line ignored: %s %s", f[0], f[1]);
         return;
     }
-    set_dev(ord, bytes, path, n >= 5 ? uuid : "");
+    set_dev(ord, bytes, f[3], n >= 5 ? f[4] : "");
 }
 
 static int config_from_file(const char *path)
@@ -166,10 +201,13 @@ static void standalone_dir(char *out, size_t cap)
     const char *x = getenv("XDG_RUNTIME_DIR");
     struct stat st;
 
+    char num[24];
+
     if (x != NULL && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(out, cap, "%s/accel", x);
+        shim_concat(out, cap, x, "/accel", (char *)NULL);
     else
-        snprintf(out, cap, "/tmp/accel-%u", (unsigned)getuid());
+        shim_concat(out, cap, "/tmp/accel-",
+                    shim_utoa((unsigned long)getuid(), num), (char *)NULL);
     if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
         return; /* the usual case: one system call */
     if (mkdir(out, 0700) != 0 && stat(out, &st) != 0)
@@ -183,7 +221,11 @@ static void standalone_key(char *out, size_t cap)
     size_t i;
 
     if (app == NULL || app[0] == '\0') {
-        snprintf(out, cap, "sid%d", (int)getsid(0));
+        char num[24];
+        pid_t sid = getsid(0);
+        shim_concat(out, cap, "sid",
+                    shim_utoa((unsigned long)(sid > 0 ? sid : 0), num),
+                    (char *)NULL);
         return;
     }
     for (i = 0; app[i] != '\0' && i + 1 < cap; i++) {
@@ -245,8 +287,8 @@ static void config_from_env(void)
     standalone_dir(dir, sizeof(dir));
     standalone_key(key, sizeof(key));
     if (dir[0] != '\0')
-        snprintf(shim_state.env_ledger, sizeof(shim_state.env_ledger),
-                 "%s/shim-%s-dev", dir, key);
+        shim_concat(shim_state.env_ledger, sizeof(shim_state.env_ledger), dir,
+                    "/shim-", key, "-dev", (char *)NULL);
     shim_state.env_limit = all;
     if (all != 0)
         shim_state.any_limit = 1;
@@ -270,9 +312,12 @@ void config_dev(struct shim_dev *d, int ordinal)
         return;
     if (d->limit == 0)
         d->limit = shim_state.env_limit;
-    if (shim_state.env_ledger[0] != '\0' && d->path[0] == '\0')
-        snprintf(d->path, sizeof(d->path), "%s%d.ledger",
-                 shim_state.env_ledger, ordinal);
+    if (shim_state.env_ledger[0] != '\0' && d->path[0] == '\0') {
+        char num[24];
+        shim_concat(d->path, sizeof(d->path), shim_state.env_ledger,
+                    shim_utoa((unsigned long)ordinal, num), ".ledger",
+                    (char *)NULL);
+    }
 }
 
 /* ACCEL_TS_SOCKET_<i>: the broker socket of device i (standalone use and

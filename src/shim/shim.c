@@ -45,6 +45,45 @@ static int log_open(void)
     return open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 }
 
+int shim_concat(char *dst, size_t cap, ...)
+{
+    va_list ap;
+    const char *part;
+    size_t n = 0;
+    int rc = 0;
+
+    if (cap == 0)
+        return -1;
+    va_start(ap, cap);
+    while ((part = va_arg(ap, const char *)) != NULL) {
+        size_t l = strlen(part);
+        if (l > cap - 1 - n) {
+            l = cap - 1 - n;
+            rc = -1;
+        }
+        memcpy(dst + n, part, l);
+        n += l;
+    }
+    va_end(ap);
+    dst[n] = '\0';
+    return rc;
+}
+
+char *shim_utoa(unsigned long v, char buf[24])
+{
+    char tmp[24];
+    size_t n = 0, i = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        buf[i++] = tmp[--n];
+    buf[i] = '\0';
+    return buf;
+}
+
 void shim_log(const char *fmt, ...)
 {
     char buf[512];

@@ -127,6 +127,13 @@ extern SHIM_HIDDEN _Thread_local int shim_in_init
 SHIM_HIDDEN void shim_core_init(void);
 SHIM_HIDDEN void shim_cuda_init(void);
 SHIM_HIDDEN void shim_nvml_init(void);
+/* dst = the NULL-terminated list of strings, concatenated and cut to
+ * cap - 1 bytes; 0, or -1 if it was cut. No stdio: a process's first
+ * snprintf faults in several pages of libc (~100 us on our VM), which the
+ * start-up path avoids (docs/benchmarks.md, Shim). */
+SHIM_HIDDEN int shim_concat(char *dst, size_t cap, ...);
+/* v in decimal, in buf; returns buf. */
+SHIM_HIDDEN char *shim_utoa(unsigned long v, char buf[24]);
 SHIM_HIDDEN void shim_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 

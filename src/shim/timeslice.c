@@ -61,7 +61,7 @@ void timeslice_config(int ordinal, const char *path)
         TS.ndev++;
         TS.only = ordinal;
     }
-    snprintf(d->path, sizeof(d->path), "%s", path);
+    shim_concat(d->path, sizeof(d->path), path, (char *)NULL);
     d->state = SHIM_TS_IDLE;
 }
 
@@ -107,7 +107,7 @@ static int ts_connect(struct shim_ts_dev *d)
     char hello[96];
     int fd;
 
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->path);
+    shim_concat(sa.sun_path, sizeof(sa.sun_path), d->path, (char *)NULL);
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -117,7 +117,11 @@ static int ts_connect(struct shim_ts_dev *d)
     }
     if (app == NULL || app[0] == '\0')
         app = "unnamed";
-    snprintf(hello, sizeof(hello), "H 1 %.63s", app);
+    {
+        char name[64]; /* the app name, at most 63 bytes */
+        shim_concat(name, sizeof(name), app, (char *)NULL);
+        shim_concat(hello, sizeof(hello), "H 1 ", name, (char *)NULL);
+    }
     d->fd = fd;
     if (send_msg(d, hello) != 0) {
         close(fd);
