@@ -3,9 +3,9 @@
  * bench_admission.c: SPEC 11's placement and validation bar. Builds 1,000
  * nodes x 8 nvidia GPUs with 20,000 allocations spread over them (a third
  * of the cards in each sharing mode), then times automatic placements
- * (binpack and spread, single card and multi-card) and validations of the
- * picked selections, one decision per timed call, and prints the median
- * and p99 per decision in nanoseconds.
+ * (binpack and spread; single card, multi-card on one node, multi-node)
+ * and validations of the picked selections, one decision per timed call,
+ * and prints the median and p99 per decision in nanoseconds.
  *
  * Usage: bench_admission [decisions] [seed]   (defaults 20000, 1)
  * Not a test: it fails only when a picked selection does not validate.
@@ -135,7 +135,10 @@ static void report(const char *what, uint64_t *t, size_t n)
            what, n, t[n / 2], t[n * 99 / 100]);
 }
 
-static struct adm_req request(uint64_t *seed, bool multi)
+/* How many cards a benched requirement may take. */
+enum shape { SINGLE = 0, MULTI_CARD = 1, MULTI_NODE = 2 };
+
+static struct adm_req request(uint64_t *seed, enum shape shape)
 {
     static const uint64_t gpu[] = {4, 8, 12, 20};
     struct adm_req r;
@@ -147,15 +150,16 @@ static struct adm_req request(uint64_t *seed, bool multi)
     r.req_mem = r.lim_mem = (2 + rng(seed) % 14) * GiB;
     r.req_cpu = r.lim_cpu = 1000 + rng(seed) % 4000;
     r.req_disk = r.lim_disk = 10 * GiB;
-    if (multi) {
+    if (shape != SINGLE) {
         r.req_gpu = r.lim_gpu = (100 + rng(seed) % 60) * GiB;
         r.multi_cards = true;
+        r.multi_nodes = shape == MULTI_NODE;
     }
     return r;
 }
 
 /* Time n placements (and validations of what they pick). */
-static int run(struct world *w, size_t n, enum adm_policy pol, bool multi,
+static int run(struct world *w, size_t n, enum adm_policy pol, enum shape shape,
                uint64_t seed, const char *label)
 {
     uint64_t *tp = calloc(n, sizeof(*tp)), *tv = calloc(n, sizeof(*tv));
@@ -167,7 +171,7 @@ static int run(struct world *w, size_t n, enum adm_policy pol, bool multi,
     int rc = 0;
 
     for (size_t i = 0; i < n && tp && tv; i++) {
-        struct adm_req r = request(&seed, multi);
+        struct adm_req r = request(&seed, shape);
         uint64_t t0 = now_ns();
         bool ok = adm_place(&w->s, &r, pol, sel, ADM_MAX_SELECTION, &nsel);
         uint64_t t1 = now_ns();
@@ -201,6 +205,7 @@ int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
     uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
+    size_t nm = n / 10 ? n / 10 : 1; /* multi-card decisions */
     struct world *w = malloc(sizeof(*w));
     int rc = 0;
 
@@ -209,10 +214,14 @@ int main(int argc, char **argv)
     build(w, seed);
     printf("admission: %d nodes x %d nvidia GPUs, %d allocations, "
            "%zu decisions each\n", NODES, GPUS, ALLOCS, n);
-    rc |= run(w, n, ADM_POLICY_BINPACK, false, seed, "binpack single");
-    rc |= run(w, n, ADM_POLICY_SPREAD, false, seed + 1, "spread single");
-    rc |= run(w, n / 10 ? n / 10 : 1, ADM_POLICY_BINPACK, true, seed + 2,
+    rc |= run(w, n, ADM_POLICY_BINPACK, SINGLE, seed, "binpack single");
+    rc |= run(w, n, ADM_POLICY_SPREAD, SINGLE, seed + 1, "spread single");
+    rc |= run(w, nm, ADM_POLICY_BINPACK, MULTI_CARD, seed + 2,
               "binpack multi-card");
+    rc |= run(w, nm, ADM_POLICY_SPREAD, MULTI_CARD, seed + 3,
+              "spread multi-card");
+    rc |= run(w, nm, ADM_POLICY_BINPACK, MULTI_NODE, seed + 4,
+              "binpack multi-node");
     strmap_free(w->nidx);
     strmap_free(w->didx);
     free(w);

@@ -7,9 +7,12 @@
  *
  * Pure: no I/O, no locks, no globals. Only adm_availability (the arrays it
  * returns) and adm_preflight (its scratch copy of the snapshot) allocate;
- * adm_place scans the snapshot once per level with no allocation. Every
- * placement it returns passes adm_validate (the unit tests check this on
- * randomized snapshots); see docs/internals/admission.md.
+ * adm_place reads each device once per level (multi-card: plus the
+ * covering mode's cards of the nodes still in the running), with no
+ * allocation, and does the pressure arithmetic only for nodes that matter.
+ * Every placement it returns passes adm_validate, and equals a plain
+ * restatement of 2.5 (the unit tests check both on randomized snapshots);
+ * see docs/internals/admission.md.
  */
 #include "daemon/admission.h"
 
@@ -56,6 +59,18 @@ struct picks {
 };
 
 #define NO_DEV UINT32_MAX
+
+/* What one node's cards can give to a multi-card gathering, per mode. */
+struct node_sums {
+    uint64_t sum[3]; /* by mode: Σ free of the cards that can contribute
+                        (TimeSlice: before the node's headroom) */
+    uint32_t cnt[3]; /* by mode: how many such cards */
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 static uint64_t threshold(uint64_t cap)
 {
@@ -182,7 +197,12 @@ static enum adm_level fit_level(const struct pctx *c,
 
 /* ---- single card ---- */
 
-/* The hot loop of adm_place: one pass over a node's devices. */
+/*
+ * The hot loop of adm_place: one pass over a node's devices. The node's
+ * room (2.3) is computed only when one of its cards would replace a
+ * bucket's best: a node none of whose cards would be kept needs no
+ * pressure arithmetic, and before that point nothing of it was kept.
+ */
 static void scan_node(const struct pctx *c, uint32_t n, struct picks *p)
 {
     const struct adm_node *nd = &c->s->nodes[n];
@@ -191,23 +211,30 @@ static void scan_node(const struct pctx *c, uint32_t n, struct picks *p)
     const uint64_t need = c->need, lim = c->t[ADM_LEVEL_LIMIT];
     const uint64_t flip = c->policy == ADM_POLICY_SPREAD ? UINT64_MAX : 0;
     const uint32_t end = nd->first_dev + nd->ndev;
-    struct room rm = node_room(c, n);
+    struct room rm = { false, 0 };
+    bool have_room = false;
 
-    if (!rm.ok)
-        return;
     for (uint32_t i = nd->first_dev; i < end; i++) {
         const struct adm_device *d = &devs[i];
         uint64_t f, key;
         unsigned b;
         if (d->type != type || !d->healthy || !d->present ||
-            !single_free(d, need, rm.mem_extra, &f) || f < need)
+            !single_free(d, need, UINT64_MAX, &f) || f < need)
             continue;
         b = (f >= lim ? 0u : 3u) + (unsigned)d->st;
         key = f ^ flip;
-        if (p->dev[b] == NO_DEV || key < p->key[b]) {
-            p->key[b] = key;
-            p->dev[b] = i;
+        if (p->dev[b] != NO_DEV && key >= p->key[b])
+            continue;
+        if (!have_room) {
+            rm = node_room(c, n);
+            have_room = true;
         }
+        if (!rm.ok)
+            return;
+        if (d->st == ACCEL_SUPPORT_TIMESLICE && d->memory > rm.mem_extra)
+            continue;
+        p->key[b] = key;
+        p->dev[b] = i;
     }
 }
 
@@ -293,20 +320,46 @@ static void gather_node(const struct pctx *c, struct gather *g, uint32_t n)
         gather_mode(c, g, n, mode_order[m], &rm, &extra);
 }
 
-/* Gather across nodes: for each mode, every node in order. */
+/* Nothing more can be taken: the target is covered, or max reached. */
+static bool gather_done(const struct gather *g)
+{
+    return (g->left == 0 && g->n > 0) || g->n >= g->max;
+}
+
+/*
+ * gather_mode for gather_all: node n's room is computed only once one of
+ * its cards of mode m could contribute (the others are skipped anyway).
+ */
+static void gather_mode_lazy(const struct pctx *c, struct gather *g, uint32_t n,
+                             enum accel_support m)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const uint32_t end = nd->first_dev + nd->ndev;
+    struct room rm = { false, 0 };
+    bool have_room = false;
+    uint64_t extra = 0;
+
+    for (uint32_t i = nd->first_dev; i < end && !gather_done(g); i++) {
+        const struct adm_device *d = &c->s->devs[i];
+        if (d->st != m || !usable(c, d) || dev_free(d) == 0)
+            continue;
+        if (!have_room) {
+            rm = node_room(c, n);
+            have_room = true;
+        }
+        if (!rm.ok)
+            return;
+        gather_card(c, g, i, &rm, &extra);
+    }
+}
+
+/* Gather across nodes: for each mode, every node in order, until done. */
 static void gather_all(const struct pctx *c, struct gather *g)
 {
-    for (int m = 0; m < 3; m++) {
-        for (uint32_t n = 0; n < c->s->nnodes; n++) {
-            struct room rm;
-            uint64_t extra = 0;
-            if (!c->s->nodes[n].enabled)
-                continue;
-            rm = node_room(c, n);
-            if (rm.ok)
-                gather_mode(c, g, n, mode_order[m], &rm, &extra);
-        }
-    }
+    for (int m = 0; m < 3 && !gather_done(g); m++)
+        for (uint32_t n = 0; n < c->s->nnodes && !gather_done(g); n++)
+            if (c->s->nodes[n].enabled)
+                gather_mode_lazy(c, g, n, mode_order[m]);
 }
 
 static void gather_init(struct gather *g, struct adm_sel *out, size_t max,
@@ -319,24 +372,201 @@ static void gather_init(struct gather *g, struct adm_sel *out, size_t max,
     g->free_sum = 0;
 }
 
+/* One pass over node n's cards: per mode, what they can give. */
+static void sum_node(const struct pctx *c, uint32_t n, struct node_sums *ns)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint32_t end = nd->first_dev + nd->ndev;
+    uint64_t se = 0, sm = 0, st = 0; /* sums in registers, not in *ns */
+    uint32_t ce = 0, cm = 0, ct = 0;
+
+    for (uint32_t i = nd->first_dev; i < end; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f;
+        if (d->type != type || !d->healthy || !d->present)
+            continue;
+        switch (d->st) {
+        case ACCEL_SUPPORT_EXCLUSIVE:
+            f = d->nbound == 0 ? d->memory : 0;
+            se = sat_add(se, f);
+            ce += f > 0;
+            break;
+        case ACCEL_SUPPORT_MEMSLICE:
+            f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+            sm = sat_add(sm, f);
+            cm += f > 0;
+            break;
+        case ACCEL_SUPPORT_TIMESLICE:
+            st = sat_add(st, d->memory);
+            ct += d->memory > 0;
+            break;
+        default:
+            break;
+        }
+    }
+    ns->sum[ACCEL_SUPPORT_EXCLUSIVE] = se;
+    ns->sum[ACCEL_SUPPORT_MEMSLICE] = sm;
+    ns->sum[ACCEL_SUPPORT_TIMESLICE] = st;
+    ns->cnt[ACCEL_SUPPORT_EXCLUSIVE] = ce;
+    ns->cnt[ACCEL_SUPPORT_MEMSLICE] = cm;
+    ns->cnt[ACCEL_SUPPORT_TIMESLICE] = ct;
+}
+
+/*
+ * gather_mode(m) on node n in its common case: g->left > 0 and every card
+ * of mode m fits (TimeSlice: their sum is within the headroom), so card k
+ * is taken exactly when the frees before it fall short of left (a
+ * MemorySlice card gives min(free, left) only when it covers). False when
+ * max would cut the walk short: the caller then walks card by card.
+ */
+static bool gather_prefix(const struct pctx *c, struct gather *g, uint32_t n,
+                          enum accel_support m)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint32_t end = nd->first_dev + nd->ndev;
+    const uint64_t left = g->left;
+    uint64_t cum = 0;
+    size_t k = 0;
+
+    for (uint32_t i = nd->first_dev; i < end && cum < left; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f;
+        if (d->st != m || d->type != type || !d->healthy || !d->present)
+            continue;
+        f = dev_free(d);
+        k += f > 0;
+        cum = sat_add(cum, f);
+    }
+    if (g->n > g->max || k > g->max - g->n)
+        return false;
+    g->n += k;
+    g->free_sum = sat_add(g->free_sum, cum);
+    g->left = cum >= left ? 0 : left - cum;
+    return true;
+}
+
+/*
+ * Index in mode_order of the mode during which gather_node reaches target,
+ * the earlier modes being taken whole; -1 when even every card (TimeSlice
+ * before the headroom) falls short. A zero target takes the first
+ * Exclusive or TimeSlice card, never a MemorySlice one.
+ */
+static int covering_mode(const struct node_sums *ns, uint64_t target)
+{
+    uint64_t sum = 0;
+
+    if (target == 0)
+        return ns->cnt[ACCEL_SUPPORT_EXCLUSIVE] > 0   ? 0
+               : ns->cnt[ACCEL_SUPPORT_TIMESLICE] > 0 ? 2
+                                                      : -1;
+    for (int m = 0; m < 3; m++) {
+        sum = sat_add(sum, ns->sum[mode_order[m]]);
+        if (sum >= target)
+            return m;
+    }
+    return -1;
+}
+
+/* Would a gathering with free sum fs replace the best so far? */
+static bool beats(const struct pctx *c, bool found, uint64_t score, uint64_t fs)
+{
+    if (!found)
+        return true;
+    return c->policy == ADM_POLICY_SPREAD ? fs > score : fs < score;
+}
+
+/*
+ * A floor under node_room(c, n).mem_extra with no division (7/8 of the
+ * memory instead of 90 %; (t >> 4) * 14 never exceeds floor(0.9 t)),
+ * valid whenever the node passes 2.3; 0 when it cannot tell.
+ */
+static uint64_t headroom_floor(const struct pctx *c, uint32_t n)
+{
+    const struct adm_res *mem = &c->s->nodes[n].mem;
+    uint64_t t = (mem->total >> 4) * 14;
+
+    if (!c->check)
+        return UINT64_MAX;
+    if (mem->used > t || c->r->req_mem > t - mem->used)
+        return 0;
+    return t - mem->used - c->r->req_mem;
+}
+
+/*
+ * gather_node(n) with out NULL, from one pass over the node's cards (their
+ * per-mode sums) and a walk over the cards of the covering mode only: the
+ * modes before it are taken whole, so their sums give the count and the
+ * free sum. True when it covers target and beats (found, score); *fs gets
+ * its free sum. The room (2.3) is computed only for a node that would win,
+ * or earlier when the TimeSlice headroom might cut the walk.
+ */
+static bool node_candidate(const struct pctx *c, uint32_t n, size_t max,
+                           uint64_t target, bool found, uint64_t score,
+                           uint64_t *fs)
+{
+    struct node_sums ns;
+    struct room rm = { true, UINT64_MAX };
+    bool have_room = false;
+    struct gather g;
+    enum accel_support mode;
+    uint64_t extra = 0;
+    int m;
+
+    if (!c->s->nodes[n].enabled || c->s->nodes[n].ndev == 0)
+        return false;
+    sum_node(c, n, &ns);
+    m = covering_mode(&ns, target);
+    if (m < 0)
+        return false;
+    mode = mode_order[m];
+    gather_init(&g, NULL, max, target);
+    for (int k = 0; k < m && target > 0; k++) {
+        g.n += ns.cnt[mode_order[k]];
+        g.free_sum += ns.sum[mode_order[k]]; /* < target: no wrap */
+    }
+    g.left = target - g.free_sum;
+    /* bounds: binpack never goes below target, spread above the sums */
+    if (!beats(c, found, score,
+               c->policy == ADM_POLICY_SPREAD
+                   ? sat_add(g.free_sum, ns.sum[mode])
+                   : target))
+        return false;
+    if (target == 0 ||
+        (mode == ACCEL_SUPPORT_TIMESLICE &&
+         headroom_floor(c, n) < ns.sum[mode]) ||
+        !gather_prefix(c, &g, n, mode)) {
+        if (mode == ACCEL_SUPPORT_TIMESLICE) {
+            rm = node_room(c, n);
+            have_room = true;
+            if (!rm.ok)
+                return false;
+        }
+        gather_mode(c, &g, n, mode, &rm, &extra);
+    }
+    if (g.n == 0 || g.left != 0 || !beats(c, found, score, g.free_sum))
+        return false;
+    if (!have_room && !node_room(c, n).ok)
+        return false;
+    *fs = g.free_sum;
+    return true;
+}
+
 /* The node whose gathering covers target, by policy; false if none. */
 static bool best_node(const struct pctx *c, size_t max, uint64_t target,
                       uint32_t *out)
 {
     bool found = false;
-    uint64_t score = 0;
+    uint64_t score = 0, fs = 0;
 
     for (uint32_t n = 0; n < c->s->nnodes; n++) {
-        struct gather g;
-        gather_init(&g, NULL, max, target);
-        gather_node(c, &g, n);
-        if (g.n == 0 || g.left != 0)
-            continue;
-        if (found && (c->policy == ADM_POLICY_SPREAD ? g.free_sum <= score
-                                                     : g.free_sum >= score))
+        if (!node_candidate(c, n, max, target, found, score, &fs))
             continue;
         found = true;
-        score = g.free_sum;
+        score = fs;
         *out = n;
     }
     return found;
@@ -345,7 +575,9 @@ static bool best_node(const struct pctx *c, size_t max, uint64_t target,
 static bool place_multi(const struct pctx *c, struct adm_sel *out, size_t max,
                         size_t *nout)
 {
-    for (int lvl = 0; lvl < 2; lvl++) {
+    /* the gathering depends on the target alone: the same target at the
+     * required level would fail again */
+    for (int lvl = 0; lvl < (c->t[0] == c->t[1] ? 1 : 2); lvl++) {
         struct gather g;
         uint32_t n = 0;
         gather_init(&g, out, max, c->t[lvl]);
@@ -423,11 +655,6 @@ static enum adm_scope scope_of(const struct adm_req *r)
     if (r->multi_nodes)
         return ADM_SCOPE_CROSS_NODE;
     return r->multi_cards ? ADM_SCOPE_SINGLE_NODE : ADM_SCOPE_CARD;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* Devices of r's type on node n. */

@@ -1320,6 +1320,299 @@ TEST(admission_property_pick_validates)
     ASSERT_GT(multi, 50);
 }
 
+/* ---- property: placement equals a plain restatement of SPEC 2.5 ---- */
+
+/*
+ * The reference below is the placement as SPEC 2.5 and
+ * docs/internals/admission.md state it, written the slow, obvious way
+ * (loop over levels, then modes, then every device; gather card by card).
+ * adm_place is optimized (per-node sums, early rejection, lazy pressure
+ * arithmetic); it must pick exactly the same cards with the same quotas.
+ */
+static bool ref_dim_ok(const struct adm_res *res, uint64_t req, uint64_t *left)
+{
+    uint64_t t = res->total / 1000 * ADM_PRESSURE_PERMILLE +
+                 res->total % 1000 * ADM_PRESSURE_PERMILLE / 1000;
+
+    if (res->used > UINT64_MAX - req || res->used + req > t)
+        return false;
+    *left = t - res->used - req;
+    return true;
+}
+
+/* Node passes 2.3 with no card; *ts: most TimeSlice VRAM it still takes. */
+static bool ref_room(const struct adm_snapshot *s, uint32_t n,
+                     const struct adm_req *r, uint64_t *ts)
+{
+    const struct adm_node *nd = &s->nodes[n];
+    uint64_t unused;
+
+    return nd->enabled && ref_dim_ok(&nd->cpu, r->req_cpu, &unused) &&
+           ref_dim_ok(&nd->disk, r->req_disk, &unused) &&
+           ref_dim_ok(&nd->mem, r->req_mem, ts);
+}
+
+static bool ref_usable(const struct adm_device *d, const struct adm_req *r)
+{
+    return d->type == r->type && d->healthy && d->present &&
+           (unsigned)d->st < ACCEL_SUPPORT_COUNT;
+}
+
+static bool ref_single(const struct adm_snapshot *s, const struct adm_req *r,
+                       enum adm_policy pol, struct adm_sel *out)
+{
+    uint64_t need = adm_target(r, ADM_LEVEL_REQUIRED);
+    uint64_t lim = adm_target(r, ADM_LEVEL_LIMIT);
+    uint64_t t[2] = { lim > need ? lim : need, need };
+    static const enum accel_support modes[3] = { ACCEL_SUPPORT_EXCLUSIVE,
+                                                 ACCEL_SUPPORT_MEMSLICE,
+                                                 ACCEL_SUPPORT_TIMESLICE };
+
+    for (int lvl = 0; lvl < 2; lvl++) {
+        for (int m = 0; m < 3; m++) {
+            uint32_t best = UINT32_MAX;
+            uint64_t bf = 0;
+            for (uint32_t i = 0; i < s->ndevs; i++) {
+                const struct adm_device *d = &s->devs[i];
+                uint64_t f = adm_device_free(d), ts = 0;
+                if (d->st != modes[m] || !ref_usable(d, r) ||
+                    !ref_room(s, d->node, r, &ts) || f < t[lvl])
+                    continue;
+                if ((d->st == ACCEL_SUPPORT_EXCLUSIVE && d->nbound > 0) ||
+                    (d->st == ACCEL_SUPPORT_MEMSLICE && need == 0) ||
+                    (d->st == ACCEL_SUPPORT_TIMESLICE && d->memory > ts))
+                    continue;
+                if (best != UINT32_MAX &&
+                    (pol == ADM_POLICY_SPREAD ? f <= bf : f >= bf))
+                    continue;
+                best = i;
+                bf = f;
+            }
+            if (best == UINT32_MAX)
+                continue;
+            out->node = s->nodes[s->devs[best].node].name;
+            out->device = s->devs[best].id;
+            out->memory = modes[m] == ACCEL_SUPPORT_MEMSLICE ? need : 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A gathering: cards taken so far, what is left, their free sum. */
+struct ref_gather {
+    struct adm_sel *out;
+    size_t n, max;
+    uint64_t left, free_sum;
+};
+
+/* Gather node n's cards of mode st, in index order. */
+static void ref_gather_mode(const struct adm_snapshot *s,
+                            const struct adm_req *r, uint32_t n,
+                            enum accel_support st, struct ref_gather *g)
+{
+    const struct adm_node *nd = &s->nodes[n];
+    uint64_t ts = 0, extra = 0;
+
+    if (!ref_room(s, n, r, &ts))
+        return;
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
+        const struct adm_device *d = &s->devs[i];
+        uint64_t f = adm_device_free(d), give = d->memory, quota = 0;
+        if (d->st != st || !ref_usable(d, r) || f == 0 ||
+            (g->left == 0 && g->n > 0) || g->n >= g->max)
+            continue;
+        if (st == ACCEL_SUPPORT_MEMSLICE) {
+            if (g->left == 0)
+                continue;
+            give = quota = f < g->left ? f : g->left;
+        }
+        if (st == ACCEL_SUPPORT_TIMESLICE) {
+            if (d->memory > ts - extra)
+                continue;
+            extra += d->memory;
+        }
+        g->out[g->n].node = nd->name;
+        g->out[g->n].device = d->id;
+        g->out[g->n].memory = quota;
+        g->n++;
+        g->free_sum =
+            f > UINT64_MAX - g->free_sum ? UINT64_MAX : g->free_sum + f;
+        g->left = give >= g->left ? 0 : g->left - give;
+    }
+}
+
+static bool ref_multi(const struct adm_snapshot *s, const struct adm_req *r,
+                      enum adm_policy pol, struct adm_sel *out, size_t max,
+                      size_t *nout)
+{
+    uint64_t need = adm_target(r, ADM_LEVEL_REQUIRED);
+    uint64_t lim = adm_target(r, ADM_LEVEL_LIMIT);
+    uint64_t t[2] = { lim > need ? lim : need, need };
+    struct adm_sel tmp[ADM_MAX_SELECTION];
+
+    for (int lvl = 0; lvl < 2; lvl++) {
+        struct ref_gather g = { out, 0, max, t[lvl], 0 };
+        uint64_t best = 0;
+        bool found = false;
+        uint32_t bn = 0;
+        for (uint32_t n = 0; n < s->nnodes && !r->multi_nodes; n++) {
+            struct ref_gather h = { tmp, 0, max, t[lvl], 0 };
+            for (int m = 0; m < 3; m++)
+                ref_gather_mode(s, r, n, (enum accel_support)m, &h);
+            if (h.n == 0 || h.left != 0 ||
+                (found && (pol == ADM_POLICY_SPREAD ? h.free_sum <= best
+                                                    : h.free_sum >= best)))
+                continue;
+            found = true;
+            best = h.free_sum;
+            bn = n;
+        }
+        for (int m = 0; m < 3; m++)
+            for (uint32_t n = 0; n < s->nnodes; n++)
+                if (r->multi_nodes || (found && n == bn))
+                    ref_gather_mode(s, r, n, (enum accel_support)m, &g);
+        if (g.n > 0 && g.left == 0) {
+            *nout = g.n;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool ref_place(const struct adm_snapshot *s, const struct adm_req *r,
+                      enum adm_policy pol, struct adm_sel *out, size_t max,
+                      size_t *nout)
+{
+    if (max > ADM_MAX_SELECTION)
+        max = ADM_MAX_SELECTION;
+    if (max == 0)
+        return false;
+    if (r->type == ACCEL_TYPE_NVIDIA && (r->multi_cards || r->multi_nodes))
+        return ref_multi(s, r, pol, out, max, nout);
+    *nout = 1;
+    return ref_single(s, r, pol, out);
+}
+
+/* Nodes of up to 24 cards, some of one mode only, a few nodes. */
+static void rand_big_cluster(struct cluster *c, uint64_t *s)
+{
+    size_t nn = 1 + rng_below(s, 5);
+
+    cl_init(c);
+    for (size_t n = 0; n < nn && c->s.ndevs + 24 <= MAXD; n++) {
+        size_t nd = rng_below(s, 25);
+        uint32_t k = cl_node(c, (16 + rng_below(s, 400)) * GiB, 0);
+        int one_mode = (int)rng_below(s, 4); /* 3: mixed */
+        c->nodes[k].mem.used = rng_below(s, c->nodes[k].mem.total);
+        c->nodes[k].cpu.used = rng_below(s, 64000);
+        c->nodes[k].enabled = rng_below(s, 8) != 0;
+        for (size_t i = 0; i < nd; i++) {
+            rand_device(c, s);
+            if (one_mode < 3)
+                c->devs[c->s.ndevs - 1].st = (enum accel_support)one_mode;
+        }
+    }
+}
+
+/* Same answer, same items in the same order, same quotas. */
+static void same_place(const struct cluster *c, const struct adm_req *r,
+                       enum adm_policy pol, size_t max, uint64_t seed)
+{
+    struct adm_sel a[ADM_MAX_SELECTION], b[ADM_MAX_SELECTION];
+    size_t na = 0, nb = 0;
+    bool pa = adm_place(&c->s, r, pol, a, max, &na);
+    bool pb = ref_place(&c->s, r, pol, b, max, &nb);
+
+    if (pa != pb || (pa && na != nb))
+        dump_case(c, r);
+    if (pa != pb || (pa && na != nb))
+        FAIL_AT_("seed %" PRIu64 " policy %d max %zu: placed %d/%zu, "
+                 "reference %d/%zu",
+                 seed, pol, max, pa, na, pb, nb);
+    for (size_t i = 0; pa && i < na; i++) {
+        if (strcmp(a[i].device, b[i].device) != 0 ||
+            strcmp(a[i].node, b[i].node) != 0 || a[i].memory != b[i].memory) {
+            dump_case(c, r);
+            FAIL_AT_("seed %" PRIu64 " policy %d item %zu: %s/%s %" PRIu64
+                     " vs reference %s/%s %" PRIu64,
+                     seed, pol, i, a[i].node, a[i].device, a[i].memory,
+                     b[i].node, b[i].device, b[i].memory);
+        }
+    }
+}
+
+TEST(admission_property_place_matches_reference)
+{
+    static const size_t maxes[] = { ADM_MAX_SELECTION, 1, 2, 3, 5 };
+    size_t placed = 0, multi = 0, cases = 20000;
+
+    for (size_t i = 0; i < cases; i++) {
+        uint64_t seed = 777000 + i, s = seed;
+        struct cluster c;
+        struct adm_req r;
+        size_t max = maxes[rng_below(&s, 5)];
+        size_t na = 0;
+        struct adm_sel tmp[ADM_MAX_SELECTION];
+        if (i % 2)
+            rand_cluster(&c, &s);
+        else
+            rand_big_cluster(&c, &s);
+        r = rand_req(&s);
+        if (rng_below(&s, 2)) { /* a multi-card app worth gathering for */
+            r.type = ACCEL_TYPE_NVIDIA;
+            r.multi_cards = true;
+            r.req_gpu = rng_below(&s, 160) * GiB;
+            r.lim_gpu = r.req_gpu + rng_below(&s, 3) * 8 * GiB;
+        }
+        same_place(&c, &r, ADM_POLICY_BINPACK, max, seed);
+        same_place(&c, &r, ADM_POLICY_SPREAD, max, seed);
+        if (adm_place(&c.s, &r, ADM_POLICY_BINPACK, tmp, max, &na)) {
+            placed++;
+            multi += na > 1;
+        }
+    }
+    printf("reference: %zu of %zu cases placed, %zu multi-card\n", placed,
+           cases, multi);
+    ASSERT_GT(placed, cases / 10);
+    ASSERT_GT(multi, cases / 20);
+    ASSERT_LT(placed, cases - cases / 10);
+}
+
+/* The TimeSlice headroom between 7/8 and 90 % of the memory, and max. */
+TEST(admission_place_multi_headroom_edge)
+{
+    struct cluster c;
+    struct adm_req r = nv(88 * GiB, 88 * GiB);
+    struct adm_sel out[8], ref[8];
+    size_t n = 0, nr = 0;
+
+    cl_init(&c);
+    cl_node(&c, 100 * GiB, 0); /* 90 GiB below 90 %, 87.5 below 7/8 */
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 40 * GiB);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_TIMESLICE, 48 * GiB);
+    r.multi_cards = true; /* 1 GiB RAM + 88 GiB VRAM = 89 GiB needed */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    c.nodes[0].mem.used = GiB; /* exactly at 90 % */
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_SPREAD, out, 8, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_STR_EQ(check(&c, &r, out, n), "valid");
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 1, &n)); /* max */
+    c.nodes[0].mem.used = 2 * GiB; /* the 48 GiB card no longer fits */
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    r.req_gpu = r.lim_gpu = 48 * GiB; /* takes 40, skips 48: short */
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    r.req_gpu = r.lim_gpu = 40 * GiB;
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 8, &n));
+    ASSERT(ref_place(&c.s, &r, ADM_POLICY_BINPACK, ref, 8, &nr));
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(nr, 1);
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT_STR_EQ(ref[0].device, "g0");
+}
+
 #define TESTS(XX)                                                              \
     XX(admission_code_names)                                                   \
     XX(admission_targets)                                                      \
@@ -1357,6 +1650,8 @@ TEST(admission_property_pick_validates)
     XX(admission_plan_statuses)                                                \
     XX(admission_preflight)                                                    \
     XX(admission_preflight_empty_cluster)                                      \
-    XX(admission_property_pick_validates)
+    XX(admission_property_pick_validates)                                      \
+    XX(admission_property_place_matches_reference)                             \
+    XX(admission_place_multi_headroom_edge)
 
 TEST_MAIN(TESTS)
