@@ -86,7 +86,7 @@ static void print_gpus(const json_t *list)
     json_t *g;
     table_init(&t, 8, head);
     json_array_foreach(list, i, g) {
-        char vgpu[48], core[48], mem[80];
+        char vgpu[80], core[80], mem[80];
         used_total(g, "vgpuUsed", "vgpuTotal", false, vgpu, sizeof(vgpu));
         used_total(g, "coreUsed", "coreTotal", false, core, sizeof(core));
         used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
@@ -179,7 +179,7 @@ static int gpu_tasks(struct cli_ctx *ctx)
 /* The fields of one GPU, one per line, then the tasks on it. */
 static void print_gpu(const json_t *g, const json_t *tasks)
 {
-    char vgpu[48], core[48], mem[80];
+    char vgpu[80], core[80], mem[80];
     used_total(g, "vgpuUsed", "vgpuTotal", false, vgpu, sizeof(vgpu));
     used_total(g, "coreUsed", "coreTotal", false, core, sizeof(core));
     used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));

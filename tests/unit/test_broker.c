@@ -207,7 +207,8 @@ static int client(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s",
+             (int)sizeof sa.sun_path - 1, path);
     for (int i = 0; i < 100; i++) {
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
             return fd;
