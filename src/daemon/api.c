@@ -63,12 +63,11 @@ static void h_healthz(struct http_req *r)
 
 static void h_resources(struct http_req *r)
 {
-    size_t len;
-    char *text;
+    struct view_stream *s;
     pthread_mutex_lock(&r->d->lock);
-    text = view_nodes_text(r->d, "{\"code\":200,\"data\":", "}", &len);
+    s = view_nodes_stream(r->d, "{\"code\":200,\"data\":", "}");
     pthread_mutex_unlock(&r->d->lock);
-    http_reply_text(r, 200, text, len);
+    http_reply_stream(r, 200, s);
 }
 
 static void h_switch(struct http_req *r)

@@ -23,6 +23,7 @@ struct store;
 struct strmap;
 struct http_server;
 struct metrics;
+struct view_piece;
 struct broker_set;
 struct reconcile;
 
@@ -55,8 +56,7 @@ struct dev_info {
     char *id;            /* device id */
     char *model;         /* card model */
     int index;           /* NVML index, -1 if none */
-    char *json;          /* cached device JSON text, NULL = stale (view.c) */
-    size_t json_len;     /* its length */
+    struct view_piece *json; /* cached device JSON, NULL = stale (view.c) */
     uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
     uint32_t util;       /* utilization %, NVML */
     json_t *settings;    /* per-device settings object (time slice, ...) */
@@ -136,7 +136,6 @@ struct accel_daemon {
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
-    size_t nodes_text_hint;      /* size of the last node listing (view.c) */
     /* group commit (state.c): commits counted under d->lock, made durable
      * by one WAL fsync shared by every request waiting at that moment */
     _Atomic uint64_t commit_seq; /* commits written */

@@ -23,6 +23,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/state.h"
+#include "daemon/view.h"
 
 struct http_server {
     struct MHD_Daemon *mhd;
@@ -107,11 +108,13 @@ void http_reply_data(struct http_req *r, int status, json_t *data)
                         data ? data : json_null()));
 }
 
-void http_reply_text(struct http_req *r, int status, char *text, size_t len)
+void http_reply_stream(struct http_req *r, int status,
+                       struct view_stream *s)
 {
-    (void)len;
     free(r->reply);
-    r->reply = text;
+    r->reply = NULL;
+    view_stream_free(r->reply_stream);
+    r->reply_stream = s;
     r->status = status;
     r->reply_type = "application/json";
 }
@@ -262,6 +265,7 @@ static void req_free(struct http_req *r)
     free(r->reply);
     free(r->pathbuf);
     free(r->reply_file);
+    view_stream_free(r->reply_stream);
     free((char *)r->path);
     free(r);
 }
@@ -289,6 +293,35 @@ static enum MHD_Result queue_file(struct MHD_Connection *c, struct http_req *r)
     return ret;
 }
 
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    size_t n = view_stream_read(cls, buf, max);
+    (void)pos; /* MHD reads in order */
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_done(void *cls)
+{
+    view_stream_free(cls);
+}
+
+/* Send a listing straight from its parts: no megabyte-sized buffer to
+ * allocate, fault in and copy for every request. */
+static enum MHD_Result queue_stream(struct MHD_Connection *c,
+                                    struct http_req *r)
+{
+    struct view_stream *s = r->reply_stream;
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        view_stream_size(s), 64 * 1024, stream_read, s, stream_done);
+    enum MHD_Result ret;
+
+    r->reply_stream = NULL; /* MHD owns it now */
+    MHD_add_response_header(resp, "Content-Type", r->reply_type);
+    ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
 {
     struct MHD_Response *resp;
@@ -297,6 +330,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
 
     if (r->reply_file && queue_file(c, r) == MHD_YES)
         return MHD_YES;
+    if (r->reply_stream && r->reply == NULL)
+        return queue_stream(c, r);
     if (r->reply == NULL)
         http_reply_error(r, ACCEL_ESYS, "handler gave no answer");
     /* the reply is handed over, not copied: listings run to megabytes */

@@ -35,6 +35,7 @@ struct http_req {
     char *reply;                      /* allocated body */
     const char *reply_type;           /* content type */
     char *reply_file;                 /* or a static file to send (owned) */
+    struct view_stream *reply_stream; /* or a listing to stream (owned) */
 };
 
 #define ROUTE_PUBLIC (1u << 0) /* no token needed */
@@ -64,8 +65,11 @@ void http_stop(struct accel_daemon *d);
 /* Replies. Each takes ownership of the json it is given. */
 void http_reply_data(struct http_req *r, int status, json_t *data);
 void http_reply_raw(struct http_req *r, int status, json_t *body);
-/* A JSON reply already serialized (takes ownership of text). */
-void http_reply_text(struct http_req *r, int status, char *text, size_t len);
+/* A JSON reply read out of a view stream after the lock is released
+ * (takes ownership of the stream). */
+struct view_stream;
+void http_reply_stream(struct http_req *r, int status,
+                       struct view_stream *s);
 void http_reply_error(struct http_req *r, enum accel_err err,
                       const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

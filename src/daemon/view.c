@@ -9,6 +9,7 @@
 #include "daemon/view.h"
 
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,109 +182,177 @@ json_t *view_node(struct accel_daemon *d, int node)
     return o;
 }
 
+/* An immutable, reference-counted text: a device's cached JSON. A listing
+ * being sent holds references, so a change (view_touch) never pulls text
+ * from under an answer that is still going out. */
+struct view_piece {
+    _Atomic unsigned refs; /* the cache's reference + one per listing */
+    size_t len;            /* bytes of text */
+    char text[];           /* not terminated */
+};
+
+static struct view_piece *piece_new(const char *s, size_t n)
+{
+    struct view_piece *p = xmalloc(sizeof(*p) + n);
+    atomic_init(&p->refs, 1);
+    p->len = n;
+    memcpy(p->text, s, n);
+    return p;
+}
+
+static void piece_put(struct view_piece *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+        free(p);
+}
+
 void view_touch(struct accel_daemon *d, int dev)
 {
     size_t from = dev < 0 ? 0 : (size_t)dev;
     size_t to = dev < 0 ? d->snap.ndevs : (size_t)dev + 1;
     for (size_t i = from; i < to; i++) {
-        free(d->dinfo[i].json);
+        piece_put(d->dinfo[i].json);
         d->dinfo[i].json = NULL;
     }
 }
 
-/* A growing text buffer. */
-struct text {
-    char *buf;
-    size_t len, cap;
+/* One part of a listing: static glue, owned text or a cached piece. */
+struct chunk {
+    const char *p;          /* the bytes */
+    size_t len;
+    char *owned;            /* to free, or NULL */
+    struct view_piece *ref; /* to release, or NULL */
 };
 
-static void text_add(struct text *t, const char *s, size_t n)
+struct view_stream {
+    struct chunk *c;  /* the parts in order */
+    size_t n, cap;
+    size_t total;     /* bytes in all */
+    size_t at, off;   /* read position: chunk, offset in it */
+};
+
+static void stream_push(struct view_stream *s, struct chunk c)
 {
-    if (t->len + n + 1 > t->cap) {
-        while (t->len + n + 1 > t->cap)
-            t->cap = t->cap ? t->cap * 2 : 65536;
-        t->buf = xrealloc(t->buf, t->cap);
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->c = xrealloc(s->c, s->cap * sizeof(*s->c));
     }
-    memcpy(t->buf + t->len, s, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
+    s->c[s->n++] = c;
+    s->total += c.len;
 }
 
-/* Append json's compact text and drop the reference. */
-static void text_json(struct text *t, json_t *v, bool strip_close)
+static void stream_static(struct view_stream *s, const char *lit)
 {
-    char *s = json_dumps(v, JSON_COMPACT);
-    text_add(t, s, strlen(s) - (strip_close ? 1 : 0));
-    free(s);
-    json_decref(v);
+    stream_push(s, (struct chunk){lit, strlen(lit), NULL, NULL});
 }
 
-static void device_text(struct accel_daemon *d, int dev, json_t ***idx,
-                        struct text *t)
+/* json's compact text, owned by the stream (drops the reference). */
+static void stream_json(struct view_stream *s, json_t *v, bool strip_close)
+{
+    char *t = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    stream_push(s, (struct chunk){t, strlen(t) - (strip_close ? 1 : 0), t,
+                                  NULL});
+}
+
+/* The device's JSON: from the cache, or built now and cached. */
+static void stream_device(struct view_stream *s, struct accel_daemon *d,
+                          int dev, json_t ***idx)
 {
     struct dev_info *di = &d->dinfo[dev];
     bool live = d->ninfo[d->snap.devs[dev].node].local;
     json_t *o;
-    char *s;
+    char *t;
 
-    if (di->json && !live) {
-        text_add(t, di->json, di->json_len);
-        return;
+    if (di->json == NULL || live) {
+        if (live) {
+            /* only this device's bindings: one walk, few JSON objects */
+            json_t **one = bindings_by_device(d, dev);
+            o = device_json(d, dev, one);
+            bindings_free(d, one);
+        } else {
+            if (*idx == NULL)
+                *idx = bindings_by_device(d, -1);
+            o = device_json(d, dev, *idx);
+        }
+        t = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        piece_put(di->json);
+        di->json = piece_new(t, strlen(t));
+        free(t);
     }
-    if (live) {
-        /* only this device's bindings: one walk, few JSON objects */
-        json_t **one = bindings_by_device(d, dev);
-        o = device_json(d, dev, one);
-        bindings_free(d, one);
-    } else {
-        if (*idx == NULL)
-            *idx = bindings_by_device(d, -1);
-        o = device_json(d, dev, *idx);
-    }
-    s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    text_add(t, s, strlen(s));
-    free(di->json);
-    di->json = s;
-    di->json_len = strlen(s);
+    atomic_fetch_add(&di->json->refs, 1);
+    stream_push(s, (struct chunk){di->json->text, di->json->len, NULL,
+                                  di->json});
 }
 
-char *view_nodes_text(struct accel_daemon *d, const char *head,
-                      const char *tail, size_t *len)
+struct view_stream *view_nodes_stream(struct accel_daemon *d,
+                                      const char *head, const char *tail)
 {
-    /* sized from the last answer: one allocation, no regrowth */
-    struct text t = {xmalloc(d->nodes_text_hint + 1), 0,
-                     d->nodes_text_hint + 1};
+    struct view_stream *s = xcalloc(1, sizeof(*s));
     json_t **idx = NULL;
 
-    text_add(&t, head, strlen(head));
-    text_add(&t, "[", 1);
+    stream_static(s, head);
+    stream_static(s, "[");
     for (size_t i = 0; i < d->snap.nnodes; i++) {
         const struct adm_node *n = &d->snap.nodes[i];
-        json_t *node = node_json_shell(d, (int)i);
         if (i > 0)
-            text_add(&t, ",", 1);
+            stream_static(s, ",");
         /* the node without its devices, then the devices' texts */
-        text_json(&t, node, true);
-        text_add(&t, ",\"devices\":[", 12);
+        stream_json(s, node_json_shell(d, (int)i), true);
+        stream_static(s, ",\"devices\":[");
         for (uint32_t k = 0; k < n->ndev; k++) {
             if (k > 0)
-                text_add(&t, ",", 1);
-            device_text(d, (int)(n->first_dev + k), &idx, &t);
+                stream_static(s, ",");
+            stream_device(s, d, (int)(n->first_dev + k), &idx);
         }
-        text_add(&t, "]}", 2);
+        stream_static(s, "]}");
     }
-    text_add(&t, "]", 1);
-    text_add(&t, tail, strlen(tail));
-    d->nodes_text_hint = t.len + t.len / 8;
+    stream_static(s, "]");
+    stream_static(s, tail);
     if (idx) {
         bindings_free(d, idx);
         /* building every binding's JSON once leaves a large free heap;
          * give it back rather than keep the peak resident */
         malloc_trim(0);
     }
-    *len = t.len;
-    return t.buf;
+    return s;
+}
+
+size_t view_stream_size(const struct view_stream *s)
+{
+    return s->total;
+}
+
+size_t view_stream_read(struct view_stream *s, char *buf, size_t max)
+{
+    size_t got = 0;
+    while (got < max && s->at < s->n) {
+        const struct chunk *c = &s->c[s->at];
+        size_t k = c->len - s->off;
+        if (k > max - got)
+            k = max - got;
+        memcpy(buf + got, c->p + s->off, k);
+        got += k;
+        s->off += k;
+        if (s->off == c->len) {
+            s->at++;
+            s->off = 0;
+        }
+    }
+    return got;
+}
+
+void view_stream_free(struct view_stream *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->c[i].owned);
+        piece_put(s->c[i].ref);
+    }
+    free(s->c);
+    free(s);
 }
 
 json_t *view_app(struct accel_daemon *d, const struct app *a)

@@ -15,14 +15,20 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
 json_t *view_device(struct accel_daemon *d, int dev);
 json_t *view_node(struct accel_daemon *d, int node);
 /*
- * The node list as JSON text, between head and tail (an envelope) (caller frees; *len gets its length). A
+ * The node list as JSON, between head and tail (an envelope), as a stream
+ * of parts the HTTP layer reads out after the lock is released. A
  * device's text is cached until view_touch marks it stale, except on the
  * local node, whose devices carry live NVML, ledger and broker figures and
  * are rebuilt every time (there are only a few). Every change to what a
  * cached device shows (its bindings, mode, node) must call view_touch.
  */
-char *view_nodes_text(struct accel_daemon *d, const char *head,
-                      const char *tail, size_t *len);
+struct view_stream;
+struct view_stream *view_nodes_stream(struct accel_daemon *d,
+                                      const char *head, const char *tail);
+/* Total bytes; read sequentially (no lock needed); free (accepts NULL). */
+size_t view_stream_size(const struct view_stream *s);
+size_t view_stream_read(struct view_stream *s, char *buf, size_t max);
+void view_stream_free(struct view_stream *s);
 /* Mark a device's cached text stale; dev -1 = every device. */
 void view_touch(struct accel_daemon *d, int dev);
 json_t *view_app(struct accel_daemon *d, const struct app *a);
