@@ -13,6 +13,7 @@
 
 #include "cli/client.h"
 #include "cli/compute.h"
+#include "cli/request.h"
 #include "cli/sentence.h"
 #include "cli/table.h"
 #include "common/util.h"
@@ -222,18 +223,16 @@ static void print_app_details(const json_t *app)
     print_allocations(app);
 }
 
+static void show_app(const json_t *data, const void *arg)
+{
+    (void)arg;
+    print_app_details(data);
+}
+
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    struct client_resp r;
     char *path = app_path(args->pos[0], "");
-    int rc = client_call(ctx, "GET", path, NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
-        print_app_details(r.data);
-    client_resp_release(&r);
+    int rc = request_report(ctx, "GET", path, NULL, show_app, NULL);
     free(path);
     return rc;
 }
@@ -259,21 +258,25 @@ int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args)
 }
 
 /* Send method to /api/apps/NAME<suffix>; print "before NAME after". */
+struct done_line {
+    const char *before, *name, *after; /* "before NAME after" */
+};
+
+static void print_done(const json_t *data, const void *arg)
+{
+    const struct done_line *l = arg;
+    (void)data;
+    printf("%s %s%s\n", l->before, l->name, l->after);
+}
+
 static int simple_app_call(struct cli_ctx *ctx, const char *method,
                            const char *name, const char *suffix,
                            const char *before, const char *after)
 {
-    struct client_resp r;
+    struct done_line line = {before, name, after};
     char *path = app_path(name, suffix);
     json_t *body = strcmp(method, "POST") == 0 ? json_object() : NULL;
-    int rc = client_call(ctx, method, path, body, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
-        printf("%s %s%s\n", before, name, after);
-    client_resp_release(&r);
+    int rc = request_report(ctx, method, path, body, print_done, &line);
     json_decref(body);
     free(path);
     return rc;

@@ -17,6 +17,7 @@
 
 #include "accel/accel.h"
 #include "cli/client.h"
+#include "cli/request.h"
 #include "cli/prompt.h"
 #include "cli/sentence.h"
 #include "cli/table.h"
@@ -125,19 +126,17 @@ static void print_nodes(const json_t *nodes)
     }
 }
 
+static void show_nodes(const json_t *data, const void *arg)
+{
+    (void)arg;
+    print_nodes(data);
+}
+
 int cmd_cluster_list(struct cli_ctx *ctx, const struct cli_args *args)
 {
     (void)args;
-    struct client_resp r;
-    int rc = client_call(ctx, "GET", "/api/compute-resources", NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
-        print_nodes(r.data);
-    client_resp_release(&r);
-    return rc;
+    return request_report(ctx, "GET", "/api/compute-resources", NULL,
+                          show_nodes, NULL);
 }
 
 /* ---- set-type ---- */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/client.h"
+#include "cli/request.h"
 #include "cli/sentence.h"
 #include "cli/table.h"
 #include "common/util.h"
@@ -121,18 +122,15 @@ static void print_status(const json_t *data)
                    "on it (see FOREIGN PROCESSES)\n", jstr(dev, "id"));
 }
 
+static void show_status(const json_t *data, const void *arg)
+{
+    (void)arg;
+    print_status(data);
+}
+
 int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    struct client_resp r;
-    int rc;
     (void)args;
-    rc = client_call(ctx, "GET", "/api/runtime", NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
-        print_status(r.data);
-    client_resp_release(&r);
-    return rc;
+    return request_report(ctx, "GET", "/api/runtime", NULL, show_status,
+                          NULL);
 }
