@@ -411,9 +411,7 @@ static json_t *events_read(struct http_req *r,
     return arr;
 }
 
-#define EVENTS_WAIT_MAX 60   /* seconds one GET /api/events may wait */
-#define EVENTS_WAITERS_MAX 2 /* long-polls at once: each holds an HTTP
-                                thread, and the server has 4 */
+#define EVENTS_WAIT_MAX 60 /* seconds one GET /api/events may wait */
 
 static uint64_t event_seq(struct accel_daemon *d)
 {
@@ -422,47 +420,6 @@ static uint64_t event_seq(struct accel_daemon *d)
     s = d->ev_seq;
     pthread_mutex_unlock(&d->ev_lock);
     return s;
-}
-
-/* Take (+1) or give back (-1) a waiter slot; false when none is free. */
-static bool event_slot(struct accel_daemon *d, int delta)
-{
-    bool ok = true;
-    pthread_mutex_lock(&d->ev_lock);
-    if (delta > 0 && d->ev_waiters >= EVENTS_WAITERS_MAX)
-        ok = false;
-    else
-        d->ev_waiters += delta;
-    pthread_mutex_unlock(&d->ev_lock);
-    return ok;
-}
-
-/*
- * Wait until an event is appended after seq `seen`, until deadline_ns
- * (util_now_ns clock) or until shutdown, in slices of at most a second.
- * Holds only d->ev_lock. True when an event came.
- */
-static bool event_wait(struct accel_daemon *d, uint64_t seen,
-                       uint64_t deadline_ns)
-{
-    bool moved;
-    pthread_mutex_lock(&d->ev_lock);
-    while (d->ev_seq == seen && !d->stopping) {
-        uint64_t now = util_now_ns(), step;
-        struct timespec ts;
-        if (now >= deadline_ns)
-            break;
-        step = deadline_ns - now < 1000000000ULL ? deadline_ns - now
-                                                  : 1000000000ULL;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)(step % 1000000000ULL);
-        ts.tv_sec += (time_t)(step / 1000000000ULL) + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&d->ev_cond, &d->ev_lock, &ts);
-    }
-    moved = d->ev_seq != seen;
-    pthread_mutex_unlock(&d->ev_lock);
-    return moved;
 }
 
 /*
@@ -474,8 +431,7 @@ static void h_events(struct http_req *r)
 {
     struct store_event_filter f = {.limit = 1000};
     int64_t wait = 0;
-    uint64_t deadline;
-    bool slot;
+    uint64_t deadline, seen;
     json_t *arr;
     if (!query_int(r, "since", &f.since_id) ||
         !query_int(r, "sinceMs", &f.since_ms) ||
@@ -487,20 +443,20 @@ static void h_events(struct http_req *r)
     f.device = http_query(r, "device");
     f.kind = http_query(r, "kind");
     wait = wait > EVENTS_WAIT_MAX ? EVENTS_WAIT_MAX : wait;
-    deadline = util_now_ns() + (uint64_t)wait * 1000000000ULL;
-    slot = wait > 0 && event_slot(r->d, +1);
-    for (;;) {
-        uint64_t seen = event_seq(r->d);
-        arr = events_read(r, &f);
-        if (arr == NULL || json_array_size(arr) > 0 || !slot ||
-            !event_wait(r->d, seen, deadline))
-            break;
+    /* a resumed long-poll keeps the deadline of its first dispatch */
+    deadline = r->park_until_ns ? r->park_until_ns
+                                : util_now_ns() + (uint64_t)wait * 1000000000ULL;
+    seen = event_seq(r->d);
+    arr = events_read(r, &f);
+    if (arr == NULL)
+        return;
+    if (json_array_size(arr) == 0 && wait > 0 && util_now_ns() < deadline) {
+        /* nothing yet: wait without holding a server thread */
         json_decref(arr);
+        http_park(r, deadline, seen);
+        return;
     }
-    if (slot)
-        event_slot(r->d, -1);
-    if (arr != NULL)
-        http_reply_data(r, 200, arr);
+    http_reply_data(r, 200, arr);
 }
 
 static void h_users(struct http_req *r)

@@ -149,10 +149,11 @@ struct accel_daemon {
     volatile int stopping;       /* set at shutdown */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */
-    pthread_mutex_t ev_lock;     /* guards ev_seq and ev_waiters */
+    pthread_mutex_t ev_lock;     /* guards ev_seq and parked */
     pthread_cond_t ev_cond;      /* broadcast by state_event */
     uint64_t ev_seq;             /* events appended since start */
-    int ev_waiters;              /* requests waiting on ev_cond */
+    struct http_req *parked;     /* long-polls suspended until an event
+                                    or their deadline (http.c) */
 };
 
 /* Users (SPEC 3) are stored, not cached: looked up by token hash. */

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@
 
 struct http_server {
     struct MHD_Daemon *mhd;
+    pthread_t waker;      /* resumes parked long-polls at their deadline */
+    bool waker_running;
 };
 
 static int split_segments(char *p, char **seg, int max)
@@ -219,6 +222,7 @@ static void dispatch(struct http_req *r)
     r->route = rt->pattern;
     /* params point into a private copy of the path, split the same way
      * match_pattern split its buffer, so the offsets line up */
+    free(r->pathbuf); /* a resumed long-poll is dispatched again */
     r->pathbuf = xstrdup(r->path);
     {
         char *seg[32];
@@ -345,6 +349,81 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
     return ret;
 }
 
+void http_park(struct http_req *r, uint64_t deadline_ns, uint64_t seen)
+{
+    r->park = true;
+    r->park_until_ns = deadline_ns;
+    r->park_seen = seen;
+}
+
+/* Take r out of the parked list (ev_lock held). */
+static void unpark_locked(struct accel_daemon *d, struct http_req *r)
+{
+    struct http_req **pp = &d->parked;
+    while (*pp && *pp != r)
+        pp = &(*pp)->next_parked;
+    if (*pp)
+        *pp = r->next_parked;
+    r->next_parked = NULL;
+    r->parked = false;
+}
+
+void http_wake_parked_locked(struct accel_daemon *d)
+{
+    while (d->parked) {
+        struct http_req *r = d->parked;
+        unpark_locked(d, r);
+        MHD_resume_connection(r->conn);
+    }
+}
+
+/*
+ * Suspend the connection of a request whose handler parked it, unless an
+ * event already came since it looked (then it is dispatched again at once).
+ * Returns true when parked.
+ */
+static bool park_connection(struct accel_daemon *d, struct http_req *r)
+{
+    bool parked = false;
+    pthread_mutex_lock(&d->ev_lock);
+    if (d->ev_seq == r->park_seen && !d->stopping) {
+        r->parked = true;
+        r->next_parked = d->parked;
+        d->parked = r;
+        MHD_suspend_connection(r->conn);
+        parked = true;
+    }
+    pthread_mutex_unlock(&d->ev_lock);
+    return parked;
+}
+
+/* Resume the parked requests whose deadline has passed, every 200 ms. */
+static void *waker_main(void *arg)
+{
+    struct accel_daemon *d = arg;
+    while (!d->stopping) {
+        uint64_t now;
+        struct http_req **pp;
+        usleep(200 * 1000);
+        now = util_now_ns();
+        pthread_mutex_lock(&d->ev_lock);
+        pp = &d->parked;
+        while (*pp) {
+            struct http_req *r = *pp;
+            if (now < r->park_until_ns) {
+                pp = &r->next_parked;
+                continue;
+            }
+            *pp = r->next_parked;
+            r->next_parked = NULL;
+            r->parked = false;
+            MHD_resume_connection(r->conn);
+        }
+        pthread_mutex_unlock(&d->ev_lock);
+    }
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -377,7 +456,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     t0 = util_now_ns();
-    dispatch(r);
+    do {
+        r->park = false;
+        dispatch(r);
+        if (r->park && park_connection(r->d, r))
+            return MHD_YES; /* answered when resumed */
+    } while (r->park);
     ret = queue_reply(c, r);
     metrics_http_observe(r->d, r->method, r->route ? r->route : "other", r->status,
                          util_now_ns() - t0);
@@ -387,9 +471,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
                     enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
+    struct http_req *r = *con_cls;
     (void)c;
     (void)toe;
+    if (r && r->parked) {
+        struct accel_daemon *d = cls;
+        pthread_mutex_lock(&d->ev_lock);
+        unpark_locked(d, r);
+        pthread_mutex_unlock(&d->ev_lock);
+    }
     req_free(*con_cls);
     *con_cls = NULL;
 }
@@ -439,7 +529,8 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
         return ACCEL_EINVAL;
     s = xcalloc(1, sizeof(*s));
     s->mhd = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
         0, NULL, NULL, on_request, d, MHD_OPTION_SOCK_ADDR, &sa,
         MHD_OPTION_THREAD_POOL_SIZE, 4u, MHD_OPTION_NOTIFY_COMPLETED, on_done,
         d, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
@@ -454,6 +545,7 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
     info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     *out_port = info ? info->port : ntohs(sa.sin_port);
     d->http = s;
+    s->waker_running = pthread_create(&s->waker, NULL, waker_main, d) == 0;
     return ACCEL_OK;
 }
 
@@ -461,6 +553,13 @@ void http_stop(struct accel_daemon *d)
 {
     if (d->http == NULL)
         return;
+    d->stopping = 1;
+    if (d->http->waker_running)
+        pthread_join(d->http->waker, NULL);
+    /* suspended connections must be resumed before the server stops */
+    pthread_mutex_lock(&d->ev_lock);
+    http_wake_parked_locked(d);
+    pthread_mutex_unlock(&d->ev_lock);
     MHD_stop_daemon(d->http->mhd);
     free(d->http);
     d->http = NULL;

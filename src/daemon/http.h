@@ -30,6 +30,12 @@ struct http_req {
     bool too_big;                     /* body went over the cap */
     struct auth_user user;            /* set when authenticated */
     bool authed;
+    /* a long-poll parked without a thread (http_park) */
+    bool park;                        /* the handler asked to wait */
+    bool parked;                      /* in d->parked, connection suspended */
+    uint64_t park_until_ns;           /* util_now_ns deadline */
+    uint64_t park_seen;               /* d->ev_seq when it looked */
+    struct http_req *next_parked;     /* list link */
     /* the reply */
     int status;
     char *reply;                      /* allocated body */
@@ -61,6 +67,16 @@ extern const size_t api_nroutes;
 enum accel_err http_start(struct accel_daemon *d, const char *listen,
                           int *out_port, char **cause);
 void http_stop(struct accel_daemon *d);
+
+/*
+ * Answer later: the connection is suspended (no thread is held) until an
+ * event is appended after ev_seq `seen` or until deadline_ns (util_now_ns
+ * clock), then the handler runs again with r->park_until_ns kept. The
+ * handler sets no reply when it calls this.
+ */
+void http_park(struct http_req *r, uint64_t deadline_ns, uint64_t seen);
+/* Resume every parked request (d->ev_lock held): an event was appended. */
+void http_wake_parked_locked(struct accel_daemon *d);
 
 /* Replies. Each takes ownership of the json it is given. */
 void http_reply_data(struct http_req *r, int status, json_t *data);

@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/http.h"
 #include "daemon/runtime.h"
 #include "daemon/view.h"
 #include "daemon/store.h"
@@ -264,6 +265,7 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     pthread_mutex_lock(&d->ev_lock);
     d->ev_seq++;
     pthread_cond_broadcast(&d->ev_cond);
+    http_wake_parked_locked(d);
     pthread_mutex_unlock(&d->ev_lock);
     log_info("event %s: %s", kind, msg);
     free(msg);

@@ -226,6 +226,35 @@ class EventsTest(unittest.TestCase):
         st, b = self.d.http("GET", "/api/events?wait=x")
         self.assertEqual(st, 400, b)
 
+    def test_many_long_polls_hold_no_server_thread(self):
+        """Twelve waiting followers (the server has 4 threads): other
+        requests are still answered at once, and one event wakes them all."""
+        since = self.last_id()
+        out = []
+
+        def poll():
+            t = time.time()
+            r = self.d.http("GET", "/api/events?since=%d&wait=30" % since,
+                            timeout=60)
+            out.append((r, time.time() - t))
+        ths = [threading.Thread(target=poll) for _ in range(12)]
+        for th in ths:
+            th.start()
+        time.sleep(1.0)
+        t = time.time()
+        st, _ = self.d.http("GET", "/api/apps")
+        self.assertEqual(st, 200)
+        self.assertLess(time.time() - t, 2.0)  # not queued behind the polls
+        self.assertEqual(out, [])              # they are all still waiting
+        self.d.http("POST", "/api/users", {"name": "dave"})
+        for th in ths:
+            th.join(30)
+        self.assertEqual(len(out), 12)
+        for (st, b), took in out:
+            self.assertEqual(st, 200, b)
+            self.assertIn("user.add", [e["kind"] for e in b["data"]])
+            self.assertLess(took, 15)
+
     def test_events_recorded_and_queryable(self):
         t0 = int(time.time() * 1000)
         self.d.http("POST", "/api/apps", {"manifest": manifest("a1")})
