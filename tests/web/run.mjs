@@ -624,7 +624,13 @@ try {
     assert.ok(/llm/.test(await page.locator('[data-chart="app-vram"] .u-legend').innerText()));
     await shot(page, 'dashboard');
     await page.getByLabel('Scope').selectOption(d4090.nodeName);
-    const l2 = await page.locator('[data-chart="device-vram"] .u-legend').innerText();
+    // the charts are rebuilt on the next render: wait for it (bounded)
+    let l2 = '';
+    for (let i = 0; i < 50; i++) {
+      l2 = await page.locator('[data-chart="device-vram"] .u-legend').innerText();
+      if (!/Whole cluster/.test(l2)) break;
+      await page.waitForTimeout(100);
+    }
     assert.ok(!/Whole cluster/.test(l2) && !/Apple/.test(l2), l2);
   });
 
