@@ -157,13 +157,37 @@ static bool gpu_matches(struct accel_daemon *d, int dev,
            strcasecmp(f->provider, vendor_of(x->type)) == 0;
 }
 
+/* NVML telemetry of a GPU in HAMi's fields: 0 when unknown (the proto
+ * types have no null; accel's own routes say null plus a reason). */
+static void add_telemetry(json_t *o, const struct adm_device *x,
+                          const struct dev_info *di)
+{
+    double used = (double)(di->used_mem / MIB);
+    json_object_set_new(o, "coreUtilizedPercent",
+                        json_integer(di->util < 0 ? 0 : di->util));
+    json_object_set_new(o, "memoryUtilized", json_real(used));
+    json_object_set_new(o, "memoryUtilizedPercent",
+                        json_real(x->memory ? (double)di->used_mem * 100.0 /
+                                                  (double)x->memory
+                                            : 0.0));
+    json_object_set_new(o, "power", json_real(di->power_mw < 0
+                                                  ? 0.0
+                                                  : di->power_mw / 1000.0));
+    json_object_set_new(o, "powerLimit",
+                        json_real(di->power_limit_mw < 0
+                                      ? 0.0
+                                      : di->power_limit_mw / 1000.0));
+    json_object_set_new(o, "temperature",
+                        json_integer(di->temp < 0 ? 0 : di->temp));
+}
+
 /* One GPUReply (HAMi card.proto field names). */
 static json_t *gpu_json(struct accel_daemon *d, int dev)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const char *node = d->snap.nodes[x->node].name;
     int core_used = whole_card(x) && x->nbound > 0 ? 100 : 0;
-    return json_pack(
+    json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:i, s:i, s:I, s:I, s:b, s:s, "
         "s:s, s:i, s:I}",
         "uuid", x->id, "nodeName", node, "nodeUid", node, "type",
@@ -176,6 +200,8 @@ static json_t *gpu_json(struct accel_daemon *d, int dev)
         "mode", "hami-core", "shareMode", accel_support_code(x->st), "index",
         d->dinfo[dev].index < 0 ? 0 : d->dinfo[dev].index, "memoryInUse",
         (json_int_t)(d->dinfo[dev].used_mem / MIB));
+    add_telemetry(o, x, &d->dinfo[dev]);
+    return o;
 }
 
 /* The matching GPUs as a new array. Caller holds d->lock. */

@@ -68,9 +68,20 @@ static void add_device(struct accel_daemon *d, const char *id,
     uint32_t node = (uint32_t)(d->snap.nnodes - 1);
     d->snap.devs = xrealloc(d->snap.devs, d->snap.ndevs * sizeof(struct adm_device));
     d->dinfo = xrealloc(d->dinfo, d->snap.ndevs * sizeof(struct dev_info));
+    bool nv = d->ninfo[node].local && (type == ACCEL_TYPE_NVIDIA ||
+                                       type == ACCEL_TYPE_NVIDIA_GB10);
+    uint8_t na = nv ? NVML_NA_NOT_SEEN : NVML_NA_NOT_NVML;
     d->dinfo[i] = (struct dev_info){.id = xstrdup(id),
                                     .model = model ? xstrdup(model) : NULL,
-                                    .index = index};
+                                    .index = index,
+                                    .util = -1,
+                                    .power_mw = -1,
+                                    .power_limit_mw = -1,
+                                    .temp = -1,
+                                    .util_na = na,
+                                    .power_na = na,
+                                    .limit_na = na,
+                                    .temp_na = na};
     d->snap.devs[i] = (struct adm_device){.id = d->dinfo[i].id,
                                           .node = node,
                                           .type = type,

@@ -58,7 +58,12 @@ struct dev_info {
     int index;           /* NVML index, -1 if none */
     struct view_piece *json; /* cached device JSON, NULL = stale (view.c) */
     uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
-    uint32_t util;       /* utilization %, NVML */
+    int util;            /* utilization %, NVML; -1 unknown */
+    int64_t power_mw;    /* power draw, milliwatts (NVML); -1 unknown */
+    int64_t power_limit_mw; /* enforced power limit, mW; -1 unknown */
+    int temp;            /* GPU temperature, degrees C; -1 unknown */
+    uint8_t util_na, power_na, limit_na, temp_na; /* enum nvml_na: why
+                            the value beside it is unknown (nvml.h) */
     json_t *settings;    /* per-device settings object (time slice, ...) */
     bool discovered;     /* found through NVML: a refresh may mark it gone */
     json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of

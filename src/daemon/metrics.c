@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,13 +225,18 @@ static double dev_value(struct accel_daemon *d, size_t i, size_t k)
     case 1: return (double)x->allocated;
     case 2: return (double)adm_device_free(x);
     case 3: return (double)d->dinfo[i].used_mem;
-    case 4: return d->dinfo[i].util / 100.0;
+    case 4: return d->dinfo[i].util < 0 ? NAN : d->dinfo[i].util / 100.0;
     case 5: return x->healthy && x->present ? 1 : 0;
     case 6: return x->nbound;
     case 7: return (double)(x->st == ACCEL_SUPPORT_EXCLUSIVE ? 0
                             : x->st == ACCEL_SUPPORT_MEMSLICE ? 1 : 2);
     case 8: return (double)json_array_size(d->dinfo[i].foreign);
-    default: return foreign_bytes(d->dinfo[i].foreign);
+    case 9: return foreign_bytes(d->dinfo[i].foreign);
+    case 10: return d->dinfo[i].power_mw < 0 ? NAN
+                                             : d->dinfo[i].power_mw / 1000.0;
+    case 11: return d->dinfo[i].power_limit_mw < 0
+                        ? NAN : d->dinfo[i].power_limit_mw / 1000.0;
+    default: return d->dinfo[i].temp < 0 ? NAN : (double)d->dinfo[i].temp;
     }
 }
 
@@ -250,6 +256,9 @@ static const char *const dev_gauges[][2] = {
      "Processes of no app on the device (reconciler, NVML)."},
     {"accel_device_foreign_memory_bytes",
      "Memory held by processes of no app on the device (reconciler)."},
+    {"accel_device_power_watts", "Board power draw (NVML)."},
+    {"accel_device_power_limit_watts", "Enforced power limit (NVML)."},
+    {"accel_device_temperature_celsius", "GPU core temperature (NVML)."},
 };
 
 /* node="…",device="…",type="…" of device i into buf. */
@@ -270,8 +279,11 @@ static void render_devices(struct out *o, struct accel_daemon *d)
         outf(o, "# HELP %s %s\n# TYPE %s gauge\n", dev_gauges[k][0],
              dev_gauges[k][1], dev_gauges[k][0]);
         for (size_t i = 0; i < d->snap.ndevs; i++) {
+            double v = dev_value(d, i, k);
+            if (isnan(v))
+                continue; /* unknown (NVML does not say): no sample */
             dev_labels(d, i, l, sizeof l);
-            outf(o, "%s{%s} %.17g\n", dev_gauges[k][0], l, dev_value(d, i, k));
+            outf(o, "%s{%s} %.17g\n", dev_gauges[k][0], l, v);
         }
     }
     outf(o, "# HELP accel_device_info Model, sharing mode and NVML index of "

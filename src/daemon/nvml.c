@@ -24,6 +24,7 @@ typedef void *nvmlDevice_t;
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
 #define NVML_VOLATILE_ECC 0
+#define NVML_TEMPERATURE_GPU 0
 #define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFULL
 
 struct nvml_memory_abi {       /* nvmlMemory_t */
@@ -70,6 +71,14 @@ typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
        (nvmlDevice_t, struct nvml_memory_abi *), 1)                            \
     XX(nvmlDeviceGetUtilizationRates, nvmlReturn_t,                            \
        (nvmlDevice_t, struct nvml_utilization_abi *), 0)                       \
+    XX(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t, unsigned int *),  \
+       0)                                                                      \
+    XX(nvmlDeviceGetEnforcedPowerLimit, nvmlReturn_t,                          \
+       (nvmlDevice_t, unsigned int *), 0)                                      \
+    XX(nvmlDeviceGetPowerManagementLimit, nvmlReturn_t,                        \
+       (nvmlDevice_t, unsigned int *), 0)                                      \
+    XX(nvmlDeviceGetTemperature, nvmlReturn_t,                                 \
+       (nvmlDevice_t, int, unsigned int *), 0)                                 \
     XX(nvmlDeviceGetTotalEccErrors, nvmlReturn_t,                              \
        (nvmlDevice_t, int, int, unsigned long long *), 0)                      \
     XX(nvmlDeviceGetHandleByUUID, nvmlReturn_t,                                \
@@ -279,6 +288,25 @@ static void check_ecc(struct nvml *n, nvmlDevice_t d, struct nvml_gpu *g)
              "%llu uncorrected ECC errors", count);
 }
 
+static enum nvml_na na_of(nvmlReturn_t rc)
+{
+    return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_NA_UNSUPPORTED
+                                          : NVML_NA_ERROR;
+}
+
+const char *nvml_na_reason(enum nvml_na na)
+{
+    switch (na) {
+    case NVML_NA_NONE: return "";
+    case NVML_NA_MISSING: return "not reported by NVML (the driver lacks the call)";
+    case NVML_NA_UNSUPPORTED: return "not reported by NVML (not supported by this GPU)";
+    case NVML_NA_ERROR: return "not reported by NVML (the query failed)";
+    case NVML_NA_NOT_NVML: return "not an NVML device";
+    case NVML_NA_NOT_SEEN: return "not measured (NVML has not reported this GPU)";
+    }
+    return "unknown";
+}
+
 static void query_utilization(struct nvml *n, nvmlDevice_t d,
                               struct nvml_gpu *g)
 {
@@ -286,13 +314,61 @@ static void query_utilization(struct nvml *n, nvmlDevice_t d,
     nvmlReturn_t rc;
 
     g->utilization = -1;
+    g->util_na = NVML_NA_MISSING;
     if (n->fn.nvmlDeviceGetUtilizationRates == NULL)
         return;
     rc = n->fn.nvmlDeviceGetUtilizationRates(d, &u);
+    g->util_na = rc == NVML_SUCCESS ? NVML_NA_NONE : na_of(rc);
     if (rc == NVML_SUCCESS)
         g->utilization = u.gpu > 100 ? 100 : (int)u.gpu;
     else if (rc != NVML_ERROR_NOT_SUPPORTED)
         mark_unhealthy(n, g, "nvmlDeviceGetUtilizationRates", rc);
+}
+
+/* Power draw and limit (enforced, else the management limit), milliwatts.
+ * A failure leaves the value unknown; it does not make the GPU unhealthy. */
+static void query_power(struct nvml *n, nvmlDevice_t d, struct nvml_gpu *g)
+{
+    unsigned int mw = 0;
+    nvmlReturn_t rc;
+
+    g->power_mw = -1;
+    g->power_na = NVML_NA_MISSING;
+    if (n->fn.nvmlDeviceGetPowerUsage != NULL) {
+        rc = n->fn.nvmlDeviceGetPowerUsage(d, &mw);
+        g->power_na = rc == NVML_SUCCESS ? NVML_NA_NONE : na_of(rc);
+        if (rc == NVML_SUCCESS)
+            g->power_mw = mw;
+    }
+    g->power_limit_mw = -1;
+    g->limit_na = NVML_NA_MISSING;
+    rc = NVML_ERROR_NOT_SUPPORTED;
+    if (n->fn.nvmlDeviceGetEnforcedPowerLimit != NULL)
+        rc = n->fn.nvmlDeviceGetEnforcedPowerLimit(d, &mw);
+    if (rc != NVML_SUCCESS && n->fn.nvmlDeviceGetPowerManagementLimit != NULL)
+        rc = n->fn.nvmlDeviceGetPowerManagementLimit(d, &mw);
+    if (n->fn.nvmlDeviceGetEnforcedPowerLimit == NULL &&
+        n->fn.nvmlDeviceGetPowerManagementLimit == NULL)
+        return;
+    g->limit_na = rc == NVML_SUCCESS ? NVML_NA_NONE : na_of(rc);
+    if (rc == NVML_SUCCESS)
+        g->power_limit_mw = mw;
+}
+
+static void query_temperature(struct nvml *n, nvmlDevice_t d,
+                              struct nvml_gpu *g)
+{
+    unsigned int c = 0;
+    nvmlReturn_t rc;
+
+    g->temperature = -1;
+    g->temp_na = NVML_NA_MISSING;
+    if (n->fn.nvmlDeviceGetTemperature == NULL)
+        return;
+    rc = n->fn.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &c);
+    g->temp_na = rc == NVML_SUCCESS ? NVML_NA_NONE : na_of(rc);
+    if (rc == NVML_SUCCESS)
+        g->temperature = (int)c;
 }
 
 /* Fill one entry; every failure marks the device unhealthy. */
@@ -305,7 +381,9 @@ static void query_device(struct nvml *n, unsigned i, struct nvml_gpu *g)
     memset(g, 0, sizeof(*g));
     g->index = i;
     g->healthy = 1;
-    g->utilization = -1;
+    g->utilization = g->temperature = -1;
+    g->power_mw = g->power_limit_mw = -1;
+    g->util_na = g->power_na = g->limit_na = g->temp_na = NVML_NA_ERROR;
     rc = n->fn.nvmlDeviceGetHandleByIndex_v2(i, &d);
     if (rc != NVML_SUCCESS) {
         mark_unhealthy(n, g, "nvmlDeviceGetHandleByIndex_v2", rc);
@@ -331,6 +409,8 @@ static void query_device(struct nvml *n, unsigned i, struct nvml_gpu *g)
         mark_unhealthy(n, g, "nvmlDeviceGetMemoryInfo", rc);
     }
     query_utilization(n, d, g);
+    query_power(n, d, g);
+    query_temperature(n, d, g);
     check_ecc(n, d, g);
 }
 

@@ -29,6 +29,22 @@
 
 struct nvml; /* opaque: the loaded library and its resolved symbols */
 
+/* Why a telemetry value (utilization, power, temperature) is unknown. */
+enum nvml_na {
+    NVML_NA_NONE = 0,    /* known */
+    NVML_NA_MISSING,     /* the driver's library lacks the call */
+    NVML_NA_UNSUPPORTED, /* NVML says this GPU does not support it */
+    NVML_NA_ERROR,       /* the call failed */
+    NVML_NA_NOT_NVML,    /* not an NVML device (inventory, other vendor) */
+    NVML_NA_NOT_SEEN     /* an NVML device not measured yet, or gone */
+};
+
+/*
+ * The sentence for a reason, e.g. "not reported by NVML (not supported by
+ * this GPU)"; "" for NVML_NA_NONE. Static storage.
+ */
+const char *nvml_na_reason(enum nvml_na na);
+
 /* One device as NVML reports it at scan time. */
 struct nvml_gpu {
     char uuid[NVML_UUID_LEN];  /* "GPU-..."; "" when even the UUID query failed */
@@ -36,7 +52,14 @@ struct nvml_gpu {
     char name[NVML_NAME_LEN];  /* model, e.g. "NVIDIA GeForce RTX 4090"; "" if unknown */
     uint64_t memory_total;     /* bytes of VRAM; 0 if unknown */
     uint64_t memory_used;      /* bytes in use, all processes */
-    int utilization;           /* GPU busy %, 0..100; -1 when not supported */
+    int utilization;           /* GPU busy %, 0..100; -1 when unknown */
+    int64_t power_mw;          /* board power draw, milliwatts; -1 unknown */
+    int64_t power_limit_mw;    /* enforced power limit, milliwatts; -1 unknown */
+    int temperature;           /* GPU core temperature, degrees C; -1 unknown */
+    enum nvml_na util_na;      /* why utilization is unknown */
+    enum nvml_na power_na;     /* why power_mw is unknown */
+    enum nvml_na limit_na;     /* why power_limit_mw is unknown */
+    enum nvml_na temp_na;      /* why temperature is unknown */
     int healthy;               /* 1 healthy, 0 not (see health_cause) */
     char health_cause[NVML_CAUSE_LEN]; /* why unhealthy; "" when healthy */
 };

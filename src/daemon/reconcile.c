@@ -315,6 +315,20 @@ static void report_missing(struct accel_daemon *d, size_t dev)
                             "lists", d->apps[i]->name, x->id);
 }
 
+/* Utilization, power and temperature as NVML gave them (unknown = -1 with
+ * its reason); g NULL = the device is no longer seen. */
+static void set_telemetry(struct dev_info *di, const struct nvml_gpu *g)
+{
+    di->util = g ? g->utilization : -1;
+    di->power_mw = g ? g->power_mw : -1;
+    di->power_limit_mw = g ? g->power_limit_mw : -1;
+    di->temp = g ? g->temperature : -1;
+    di->util_na = (uint8_t)(g ? g->util_na : NVML_NA_NOT_SEEN);
+    di->power_na = (uint8_t)(g ? g->power_na : NVML_NA_NOT_SEEN);
+    di->limit_na = (uint8_t)(g ? g->limit_na : NVML_NA_NOT_SEEN);
+    di->temp_na = (uint8_t)(g ? g->temp_na : NVML_NA_NOT_SEEN);
+}
+
 static void update_device(struct accel_daemon *d, size_t dev,
                           const struct seen_gpu *s)
 {
@@ -335,8 +349,7 @@ static void update_device(struct accel_daemon *d, size_t dev,
                     healthy ? "" : ": ", healthy ? "" : s->g.health_cause);
     x->healthy = healthy;
     d->dinfo[dev].used_mem = s->g.memory_used;
-    if (s->g.utilization >= 0)
-        d->dinfo[dev].util = (uint32_t)s->g.utilization;
+    set_telemetry(&d->dinfo[dev], &s->g);
 }
 
 static void apply_devices(struct accel_daemon *d, struct pass *p)
@@ -351,6 +364,7 @@ static void apply_devices(struct accel_daemon *d, struct pass *p)
             update_device(d, i, s);
         } else if (d->dinfo[i].discovered && x->present) {
             x->present = false;
+            set_telemetry(&d->dinfo[i], NULL);
             state_event(d, "device.missing", NULL,
                         d->snap.nodes[x->node].name, x->id, NULL,
                         "GPU %s has disappeared; it takes no placements",

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "daemon/nvml.h"
 #include "daemon/broker_ops.h"
 #include "daemon/state.h"
 
@@ -102,13 +103,47 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
 }
 
+/* A measured value, or null when it is unknown (v < 0). */
+static json_t *opt_int(int64_t v)
+{
+    return v < 0 ? json_null() : json_integer((json_int_t)v);
+}
+
+static json_t *opt_watts(int64_t mw)
+{
+    return mw < 0 ? json_null() : json_real((double)mw / 1000.0);
+}
+
+/* "<field>Reason" beside a field whose value is unknown (null). */
+static void add_reason(json_t *o, const char *key, int64_t v, uint8_t na)
+{
+    char k[48];
+    if (v >= 0)
+        return;
+    snprintf(k, sizeof k, "%sReason", key);
+    json_object_set_new(o, k, json_string(nvml_na_reason((enum nvml_na)na)));
+}
+
+/* power, powerLimit (watts), temperature (degrees C) and the reasons of
+ * the unknown ones, utilization's included (SPEC 5.4: null + a reason). */
+static void add_telemetry(json_t *o, const struct dev_info *di)
+{
+    json_object_set_new(o, "power", opt_watts(di->power_mw));
+    json_object_set_new(o, "powerLimit", opt_watts(di->power_limit_mw));
+    json_object_set_new(o, "temperature", opt_int(di->temp));
+    add_reason(o, "utilization", di->util, di->util_na);
+    add_reason(o, "power", di->power_mw, di->power_na);
+    add_reason(o, "powerLimit", di->power_limit_mw, di->limit_na);
+    add_reason(o, "temperature", di->temp, di->temp_na);
+}
+
 static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const struct dev_info *di = &d->dinfo[dev];
     json_t *o = json_pack(
         "{s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, "
-        "s:i, s:b, s:o, s:o}",
+        "s:o, s:b, s:o, s:o}",
         "id", x->id, "nodeName", d->snap.nodes[x->node].name, "index",
         di->index, "mode", accel_type_name(x->type), "cardModel",
         di->model ? di->model : "", "memory", (json_int_t)x->memory, "health",
@@ -117,9 +152,10 @@ static json_t *device_json(struct accel_daemon *d, int dev, json_t **idx)
         support_list(x->type), "bindings", take_bindings(idx, (uint32_t)dev),
         "allocated", (json_int_t)x->allocated, "free",
         (json_int_t)adm_device_free(x), "usedMemory",
-        (json_int_t)di->used_mem, "utilization", (int)di->util, "present",
+        (json_int_t)di->used_mem, "utilization", opt_int(di->util), "present",
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
+    add_telemetry(o, di);
     /* processes NVML lists on it that hold no binding there (SPEC 8.3) */
     json_object_set_new(o, "foreignUsage", di->foreign
                                                ? json_deep_copy(di->foreign)

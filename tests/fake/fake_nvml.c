@@ -6,17 +6,22 @@
  * turn unhealthy while acceld runs. It is not a model of a GPU: it says what
  * the file says. Built with -DFAKE_NVML_OLD it lacks the _v2/_v3 process
  * queries and the CUDA version (an old driver); with -DFAKE_NVML_BROKEN it
- * also lacks nvmlDeviceGetUUID (a library acceld must refuse).
+ * also lacks nvmlDeviceGetUUID (a library acceld must refuse). The old
+ * driver also lacks the power and temperature queries.
  *
  * The file, one directive per line, '#' starts a comment:
  *   driver 550.54.14              nvmlSystemGetDriverVersion
  *   cuda 12040                    nvmlSystemGetCudaDriverVersion(_v2)
  *   init_err 9                    nvmlInit_v2 returns this code
  *   count_err 999                 nvmlDeviceGetCount_v2 returns this code
- *   gpu uuid=GPU-a total=N used=N util=N ecc=N err=N uuid_err=N name=REST
+ *   gpu uuid=GPU-a total=N used=N util=N ecc=N err=N uuid_err=N
+ *       power=MW limit=MW temp=C name=REST
  *       one device, in index order; err = code every query of it returns
  *       (except the UUID, which has uuid_err); ecc = uncorrected volatile
- *       ECC count; name= must be last and takes the rest of the line
+ *       ECC count; util (default 0), power and limit (milliwatts) and temp
+ *       (degrees C) may be "ns": that query answers NOT_SUPPORTED, as it
+ *       does for power, limit and temp when they are not given; name= must
+ *       be last and takes the rest of the line
  *   proc GPU-a PID USED compute|graphics
  *   proc_err GPU-a N              the process queries of that device return N
  * A missing or empty file means a driver with no devices.
@@ -24,6 +29,7 @@
 #include "common/accel_setup.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +56,10 @@ struct fake_gpu {
     unsigned long long total; /* bytes */
     unsigned long long used;  /* bytes */
     unsigned util;            /* percent */
+    int util_ns;              /* utilization query NOT_SUPPORTED */
+    long long power;          /* milliwatts; -1 = NOT_SUPPORTED */
+    long long limit;          /* milliwatts; -1 = NOT_SUPPORTED */
+    long long temp;           /* degrees C; -1 = NOT_SUPPORTED */
     unsigned long long ecc;   /* uncorrected volatile ECC errors */
     int err;                  /* every query returns this when non-zero */
     int uuid_err;             /* nvmlDeviceGetUUID returns this */
@@ -88,8 +98,16 @@ static void parse_gpu_field(struct fake_gpu *g, const char *key,
         g->total = strtoull(val, NULL, 10);
     else if (strcmp(key, "used") == 0)
         g->used = strtoull(val, NULL, 10);
+    else if (strcmp(key, "util") == 0 && strcmp(val, "ns") == 0)
+        g->util_ns = 1;
     else if (strcmp(key, "util") == 0)
         g->util = (unsigned)strtoul(val, NULL, 10);
+    else if (strcmp(key, "power") == 0)
+        g->power = strcmp(val, "ns") == 0 ? -1 : strtoll(val, NULL, 10);
+    else if (strcmp(key, "limit") == 0)
+        g->limit = strcmp(val, "ns") == 0 ? -1 : strtoll(val, NULL, 10);
+    else if (strcmp(key, "temp") == 0)
+        g->temp = strcmp(val, "ns") == 0 ? -1 : strtoll(val, NULL, 10);
     else if (strcmp(key, "ecc") == 0)
         g->ecc = strtoull(val, NULL, 10);
     else if (strcmp(key, "err") == 0)
@@ -107,6 +125,7 @@ static void parse_gpu(char *p)
         return;
     g = &st.gpus[st.ngpus++];
     memset(g, 0, sizeof(*g));
+    g->power = g->limit = g->temp = -1;
     while (*p != '\0') {
         char *eq, *end;
         while (*p == ' ' || *p == '\t')
@@ -404,10 +423,56 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
         return rc;
     if (g->err != 0)
         return leave(g->err);
+    if (g->util_ns)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
     u->gpu = g->util;
     u->memory = 0;
     return leave(NVML_SUCCESS);
 }
+
+#ifndef FAKE_NVML_OLD
+/* One unsigned reading of a device: its error, NOT_SUPPORTED or v. */
+static nvmlReturn_t reading(nvmlDevice_t d, size_t off, unsigned *out)
+{
+    struct fake_gpu *g;
+    long long v;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    memcpy(&v, (const char *)g + off, sizeof v);
+    if (v < 0)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    *out = (unsigned)v;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw)
+{
+    return reading(d, offsetof(struct fake_gpu, power), mw);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d,
+                                                         unsigned *mw)
+{
+    return reading(d, offsetof(struct fake_gpu, limit), mw);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d,
+                                                           unsigned *mw)
+{
+    return reading(d, offsetof(struct fake_gpu, limit), mw);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor,
+                                                  unsigned *c)
+{
+    if (sensor != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return reading(d, offsetof(struct fake_gpu, temp), c);
+}
+#endif
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type,
                                                      int counter,

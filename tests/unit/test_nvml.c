@@ -318,6 +318,64 @@ TEST(nvml_old_driver_fallbacks)
     nvml_close(n);
 }
 
+static const char telemetry_gpus[] =
+    "gpu uuid=GPU-aaaa total=100 used=1 util=55 power=123456 limit=450000 "
+    "temp=61 name=A\n"
+    "gpu uuid=GPU-bbbb total=100 used=1 util=ns power=ns temp=ns name=B\n";
+
+/* Utilization, power, limit and temperature; "not supported" is unknown
+ * with its reason, and does not make the GPU unhealthy. */
+TEST(nvml_telemetry)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    fake_state("", telemetry_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    ASSERT_EQ(g[0].utilization, 55);
+    ASSERT_EQ(g[0].power_mw, 123456);
+    ASSERT_EQ(g[0].power_limit_mw, 450000);
+    ASSERT_EQ(g[0].temperature, 61);
+    ASSERT_EQ(g[0].util_na, NVML_NA_NONE);
+    ASSERT_EQ(g[0].temp_na, NVML_NA_NONE);
+    ASSERT_EQ(g[1].utilization, -1);
+    ASSERT_EQ(g[1].power_mw, -1);
+    ASSERT_EQ(g[1].power_limit_mw, -1);
+    ASSERT_EQ(g[1].temperature, -1);
+    ASSERT_EQ(g[1].util_na, NVML_NA_UNSUPPORTED);
+    ASSERT_EQ(g[1].power_na, NVML_NA_UNSUPPORTED);
+    ASSERT_EQ(g[1].temp_na, NVML_NA_UNSUPPORTED);
+    ASSERT_EQ(g[1].healthy, 1);
+    ASSERT(strstr(nvml_na_reason(g[1].power_na), "not supported") != NULL);
+    free(g);
+    nvml_close(n);
+}
+
+/* A driver without the power and temperature calls: unknown, "lacks". */
+TEST(nvml_telemetry_old_driver)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    fake_state("/old", telemetry_gpus);
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(g[0].utilization, 55);
+    ASSERT_EQ(g[0].power_mw, -1);
+    ASSERT_EQ(g[0].power_limit_mw, -1);
+    ASSERT_EQ(g[0].temperature, -1);
+    ASSERT_EQ(g[0].power_na, NVML_NA_MISSING);
+    ASSERT_EQ(g[0].limit_na, NVML_NA_MISSING);
+    ASSERT_EQ(g[0].temp_na, NVML_NA_MISSING);
+    ASSERT(strstr(nvml_na_reason(NVML_NA_MISSING), "lacks") != NULL);
+    free(g);
+    nvml_close(n);
+}
+
 TEST(nvml_no_state_file_no_devices)
 {
     struct nvml_gpu *g = NULL;
@@ -335,6 +393,8 @@ TEST(nvml_no_state_file_no_devices)
 
 #define TESTS(XX)                                                              \
     XX(nvml_scan_two_gpus)                                                     \
+    XX(nvml_telemetry)                                                         \
+    XX(nvml_telemetry_old_driver)                                              \
     XX(nvml_versions)                                                          \
     XX(nvml_processes_compute_and_graphics)                                    \
     XX(nvml_processes_many_grow_buffer)                                        \
