@@ -8,7 +8,8 @@
  * shared `used` counter, two relaxed adds on our own slot. No system call,
  * no lock (the allocation table in track.c has its own striped locks).
  * Attaching (first charge on a device) maps the ledger, reclaims dead
- * processes' slots and claims one slot; it runs once per device.
+ * processes' slots and claims one slot; it runs once per device. A refusal
+ * reclaims dead slots again (at most every 100 ms) and retries once.
  */
 #include "shim/shim.h"
 
@@ -18,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Write a fresh header into a zero-filled ledger. */
@@ -58,8 +60,13 @@ static struct accel_ledger *ledger_map_existing(const char *path)
 }
 
 /* Create (standalone use) and map; the flock only serialises formatting and
- * is dropped by the kernel if its holder dies. */
-static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
+ * is dropped by the kernel if its holder dies. The fd is published in
+ * d->attach_fd while open: a fork child inherits the open file (and with it
+ * the flock) and must close its copy, or its own attach would wait on a
+ * lock only it holds. Unlocked before it is unpublished, so a child forked
+ * after that point holds no lock through its (close-on-exec) copy. */
+static struct accel_ledger *ledger_create_map(struct shim_dev *d,
+                                              const char *path, int ordinal,
                                               uint64_t limit)
 {
     struct stat st;
@@ -68,6 +75,7 @@ static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
 
     if (fd < 0)
         return NULL;
+    atomic_store(&d->attach_fd, fd + 1);
     if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 &&
         (st.st_size >= (off_t)ACCEL_LEDGER_SIZE ||
          ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) == 0))
@@ -75,7 +83,9 @@ static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
                  MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED && ((struct accel_ledger *)m)->magic == 0)
         ledger_format(m, ordinal, limit);
-    close(fd); /* also drops the flock */
+    flock(fd, LOCK_UN);
+    atomic_store(&d->attach_fd, 0);
+    close(fd);
     if (m == MAP_FAILED)
         return NULL;
     if (!accel_ledger_valid(m)) {
@@ -85,8 +95,8 @@ static struct accel_ledger *ledger_create_map(const char *path, int ordinal,
     return m;
 }
 
-static struct accel_ledger *ledger_map(const char *path, int create,
-                                       int ordinal, uint64_t limit)
+static struct accel_ledger *ledger_map(struct shim_dev *d, const char *path,
+                                       int create, int ordinal, uint64_t limit)
 {
     struct stat st;
 
@@ -97,7 +107,7 @@ static struct accel_ledger *ledger_map(const char *path, int create,
         if (l != NULL || !create)
             return l;
     }
-    return ledger_create_map(path, ordinal, limit);
+    return ledger_create_map(d, path, ordinal, limit);
 }
 
 /* A ledger only this process sees: the quota still holds per process. */
@@ -138,7 +148,7 @@ static void dev_attach(struct shim_dev *d, int ordinal)
         return;
     }
     if (d->path[0] != '\0')
-        d->ledger = ledger_map(d->path, standalone, ordinal, d->limit);
+        d->ledger = ledger_map(d, d->path, standalone, ordinal, d->limit);
     if (d->ledger == NULL) {
         shim_log("dev %d: ledger %s unusable: process-local quota", ordinal,
                  d->path[0] ? d->path : "(none)");
@@ -218,6 +228,46 @@ static int reserve(struct shim_dev *d, uint64_t bytes)
     return 0;
 }
 
+/* At most one dead-slot scan per process per this many ns. */
+#define SHIM_RECLAIM_EVERY_NS 100000000ULL
+
+/* A refusal: give back the charges of dead processes (a SIGKILLed sibling
+ * or forked worker: only attaching processes did that before) and say
+ * whether any came back. Rate-limited per process (one scan reads /proc
+ * for every owned slot), so a loop of refused allocations costs a clock
+ * read each, not a scan each. Never on the path of an allocation within
+ * the quota. */
+static int reclaim_dead(struct shim_dev *d)
+{
+    struct timespec ts;
+    uint64_t now, next;
+    int64_t got = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    next = atomic_load_explicit(&shim_state.reclaim_next,
+                                memory_order_relaxed);
+    if (now < next ||
+        !atomic_compare_exchange_strong(&shim_state.reclaim_next, &next,
+                                        now + SHIM_RECLAIM_EVERY_NS))
+        return 0;
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++)
+        got += accel_ledger_reclaim_slot(d->ledger, i);
+    if (got > 0)
+        shim_log("reclaimed %lld bytes of dead processes", (long long)got);
+    return got > 0;
+}
+
+/* reserve, and once more after reclaiming dead processes' charges. */
+static int reserve_or_reclaim(struct shim_dev *d, uint64_t bytes)
+{
+    if (reserve(d, bytes) == 0)
+        return 0;
+    if (!reclaim_dead(d))
+        return -1;
+    return reserve(d, bytes);
+}
+
 static void unreserve(struct shim_dev *d, uint64_t bytes)
 {
     if (d->slot != NULL) /* slot first: a kill in between overcounts only */
@@ -237,7 +287,7 @@ int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
     c->dev = quota_dev(ordinal);
     if (c->dev == NULL)
         return 0;
-    if (reserve(c->dev, bytes) != 0) {
+    if (reserve_or_reclaim(c->dev, bytes) != 0) {
         c->dev = NULL;
         return -1;
     }
@@ -250,7 +300,7 @@ int quota_adjust(struct shim_charge *c, uint64_t bytes)
         return 0;
     if (bytes < c->bytes) {
         unreserve(c->dev, c->bytes - bytes);
-    } else if (reserve(c->dev, bytes - c->bytes) != 0) {
+    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0) {
         return -1;
     }
     c->bytes = bytes;
@@ -322,11 +372,29 @@ static void slot_release(struct shim_dev *d)
     d->slot = NULL;
 }
 
+/* A device another thread of the parent was attaching at the fork: that
+ * thread does not exist here, so its BUSY mark would make every allocation
+ * of the child wait forever (issue 10, item 9). Undo what it left half
+ * done and attach again from the start at the first charge. */
+static void fork_reset_busy(struct shim_dev *d)
+{
+    int fd = atomic_exchange(&d->attach_fd, 0);
+
+    if (fd > 0)
+        close(fd - 1); /* the parent's flock stays the parent's */
+    d->slot = NULL;    /* a claim in flight is the parent's slot */
+    if (d->ledger == NULL && shim_state.standalone)
+        d->path[0] = '\0'; /* config_dev may have been cut mid-write */
+}
+
 void quota_fork_child(void)
 {
     for (int i = 0; i < SHIM_MAX_DEV; i++) {
         struct shim_dev *d = &shim_state.dev[i];
-        if (atomic_load(&d->state) != SHIM_DEV_READY)
+        int st = atomic_load(&d->state);
+        if (st == SHIM_DEV_BUSY)
+            fork_reset_busy(d);
+        else if (st != SHIM_DEV_READY)
             continue;
         /* The parent's slot stays the parent's; the child claims its own on
          * its first charge (a child that only execs never takes one). */

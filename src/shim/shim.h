@@ -60,6 +60,9 @@ struct shim_dev {
     char uuid[64];                  /* device UUID from ACCEL_CONFIG or "" */
     struct accel_ledger *ledger;    /* mapped ledger (READY) */
     struct accel_ledger_slot *slot; /* our slot, NULL if the ledger is full */
+    _Atomic int attach_fd;          /* fd + 1 of the ledger file attach has
+                                     * open for its flock, 0 none: a fork
+                                     * child closes its copy (quota.c) */
 };
 
 struct shim_track_entry {
@@ -108,6 +111,8 @@ struct accel_shim_state {
     int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
                                      * state all-zero, in .bss) */
     pid_t pid;                      /* cached; refreshed in the fork child */
+    _Atomic uint64_t reclaim_next;  /* ns (CLOCK_MONOTONIC): earliest next
+                                     * reclaim on a refusal (quota.c) */
     void *libcuda;                  /* dlopen handle or NULL */
     void *libnvml;                  /* dlopen handle or NULL */
     struct shim_real real;          /* typed real entry points, NULL missing */

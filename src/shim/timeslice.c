@@ -487,7 +487,14 @@ static void *helper_main(void *arg)
  * no other threads. Start over at the next submission. */
 void timeslice_fork_child(void)
 {
-    if (atomic_load(&TS.started) != 2 || TS.ndev == 0)
+    int started = atomic_load(&TS.started);
+
+    if (started == 1) { /* another thread was starting: start over here */
+        atomic_store(&TS.gate, SHIM_TS_GATE_CLOSED);
+        atomic_store(&TS.started, 0);
+        return;
+    }
+    if (started != 2 || TS.ndev == 0)
         return;
     for (int i = 0; i < SHIM_TS_MAX_DEV; i++) {
         struct shim_ts_dev *d = &TS.dev[i];

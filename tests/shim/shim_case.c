@@ -7,11 +7,16 @@
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -532,6 +537,200 @@ static void case_fork(void)
     CHECK(cuMemFree_v2(d) == 0, "free");
 }
 
+/* Wait up to ms for pid; 1 = exited with status 0. Kills it on time-out. */
+static int wait_bounded(pid_t pid, int ms, const char *what)
+{
+    int st = 0;
+    for (int i = 0; i < ms; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (r < 0 && errno != EINTR)
+            return 0;
+        usleep(1000);
+    }
+    fprintf(stderr, "%s: pid %d still running after %d ms (spinning?)\n",
+            what, (int)pid, ms);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return 0;
+}
+
+static void *alloc_free_256m(void *arg)
+{
+    CUdeviceptr d;
+    (void)arg;
+    if (cuMemAlloc_v2(&d, 256 * MiB) != 0)
+        return (void *)1;
+    return cuMemFree_v2(d) == 0 ? NULL : (void *)1;
+}
+
+/* Whether a line of /proc/locks shows a process waiting ("->") on a flock. */
+static int flock_waiter(void)
+{
+    char line[256];
+    int found = 0;
+    FILE *f = fopen("/proc/locks", "r");
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        int pid = 0;
+        if (strstr(line, "-> FLOCK") != NULL &&
+            sscanf(strstr(line, "FLOCK"), "FLOCK %*s %*s %d", &pid) == 1)
+            found = pid == (int)getpid();
+    }
+    fclose(f);
+    return found;
+}
+
+/* Issue 10, item 9 (deterministic): a fork while another thread is attaching
+ * the device's ledger. The ledger's flock is held from outside, so the
+ * attaching thread is parked inside attach when we fork; the child must
+ * attach again itself (old code: it inherited the BUSY mark and spun). */
+static void case_fork_attach(void)
+{
+    char dir[512];
+    pthread_t th;
+    void *ret = NULL;
+    int fd;
+    pid_t pid;
+
+    snprintf(dir, sizeof(dir), "%s/accel", getenv("XDG_RUNTIME_DIR"));
+    mkdir(dir, 0700);
+    fd = open(ledger_path_env(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0, "hold the ledger's flock");
+    CHECK(pthread_create(&th, NULL, alloc_free_256m, NULL) == 0, "thread");
+    for (int i = 0; i < 10000 && !flock_waiter(); i++)
+        usleep(1000);
+    CHECK(flock_waiter(), "the allocating thread never waited on the flock");
+    pid = fork();
+    if (pid == 0) {
+        close(fd); /* the test's lock is the parent's to drop */
+        _exit(alloc_free_256m(NULL) == NULL ? 0 : 1);
+    }
+    usleep(20000); /* let the child reach its first allocation */
+    flock(fd, LOCK_UN);
+    close(fd);
+    CHECK(pthread_join(th, &ret) == 0 && ret == NULL, "parent's allocation");
+    CHECK(wait_bounded(pid, 20000, "child"),
+          "the child forked during attach could not allocate");
+}
+
+struct race_arg {
+    volatile int stop;
+    pthread_barrier_t go;
+};
+
+static void *alloc_loop(void *p)
+{
+    struct race_arg *a = p;
+    CUdeviceptr d;
+    pthread_barrier_wait(&a->go);
+    while (!a->stop)
+        if (cuMemAlloc_v2(&d, MiB) == 0)
+            cuMemFree_v2(d);
+    return NULL;
+}
+
+/* One round: a fresh process (a fork child attaches anew) starts 4
+ * allocating threads and forks at once; the grandchild allocates. */
+static int fork_race_round(unsigned seed)
+{
+    struct race_arg a = { 0 };
+    pthread_t th[4];
+    int ok;
+    pid_t g;
+
+    pthread_barrier_init(&a.go, NULL, 5);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, alloc_loop, &a);
+    pthread_barrier_wait(&a.go); /* the threads attach from here on */
+    for (volatile unsigned spin = rnd(&seed) % 20000; spin > 0; spin--)
+        ; /* fork at a random point of the attach (0 to ~50 us) */
+    g = fork();
+    if (g == 0) {
+        CUdeviceptr d;
+        _exit(cuMemAlloc_v2(&d, MiB) == 0 ? 0 : 1);
+    }
+    ok = g > 0 && wait_bounded(g, 5000, "grandchild");
+    a.stop = 1;
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    return ok;
+}
+
+/* Issue 10, item 9 (the random race): 300 forks beside 4 allocating
+ * threads, each fork during a fresh attach; bounded in time. */
+static void case_fork_race(int rounds)
+{
+    int bad = 0;
+    for (int r = 0; r < rounds && bad == 0; r++) {
+        pid_t w = fork();
+        if (w == 0)
+            _exit(fork_race_round((unsigned)r * 2654435761u + 1) ? 0 : 1);
+        if (!wait_bounded(w, 15000, "round"))
+            bad++;
+    }
+    CHECK(bad == 0, "a round of %d had a child stuck or failing", rounds);
+}
+
+/* Allocate `bytes`, retrying for up to 3 s (a refusal reclaims at most
+ * every 100 ms); 1 on success. */
+static int alloc_within(uint64_t bytes, CUdeviceptr *d)
+{
+    for (int i = 0; i < 300; i++) {
+        if (cuMemAlloc_v2(d, bytes) == 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Issue 10, item 9 (standalone): a sibling (exec'd) or a forked worker is
+ * SIGKILLed while holding 768 MiB of the 1 GiB; the survivor, attached
+ * before, gets that share back on its next allocation that needs it (old
+ * code: only a newly attaching process reclaimed). */
+static void case_reclaim(void)
+{
+    CUdeviceptr mine, big, tmp;
+    char buf[8];
+    int fds[2];
+
+    CHECK(cuMemAlloc_v2(&mine, 256 * MiB) == 0, "survivor's 256 MiB");
+    for (int round = 0; round < 2; round++) {
+        pid_t pid;
+        memset(buf, 0, sizeof(buf));
+        CHECK(pipe(fds) == 0, "pipe");
+        if (round == 0) {
+            char *hold[] = { "shim_case", "hold", NULL };
+            pid = spawn(hold, fds[1]);
+        } else {
+            pid = fork(); /* a forked worker, no exec */
+            if (pid == 0) {
+                close(fds[0]);
+                dup2(fds[1], 1);
+                case_hold(768 * MiB);
+                _exit(1);
+            }
+        }
+        close(fds[1]);
+        CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
+              "holder %d", round);
+        close(fds[0]);
+        CHECK(cuMemAlloc_v2(&tmp, MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+              "quota full while the holder lives");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        if (!alloc_within(768 * MiB, &big)) {
+            CHECK(0, "round %d: the killed %s's 768 MiB never came back",
+                  round, round == 0 ? "sibling" : "forked worker");
+            break;
+        }
+        CHECK(cuMemFree_v2(big) == 0, "free");
+    }
+    CHECK(cuMemFree_v2(mine) == 0, "free");
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -565,6 +764,12 @@ int main(int argc, char **argv)
         case_full();
     else if (strcmp(c, "fork") == 0)
         case_fork();
+    else if (strcmp(c, "reclaim") == 0)
+        case_reclaim();
+    else if (strcmp(c, "fork_attach") == 0)
+        case_fork_attach();
+    else if (strcmp(c, "fork_race") == 0 && argc > 2)
+        case_fork_race((int)strtol(argv[2], NULL, 10));
     else if (strcmp(c, "config") == 0)
         case_config();
     else {
