@@ -64,7 +64,7 @@ def install_range(port, token, k, apps, clients):
                   h)
         r = c.getresponse()
         b = json.loads(r.read())
-        if r.status != 201 or b["data"]["state"] != "running":
+        if r.status != 200 or b["data"]["state"] != "running":
             errors.append((i, r.status, b))
     return errors
 

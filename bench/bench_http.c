@@ -25,7 +25,7 @@ struct job {
     const char *url;      /* base URL */
     const char *token;    /* bearer token */
     long first, step, n;  /* app numbers first, first+step, ... below n */
-    long failed;          /* answers other than 201 */
+    long failed;          /* answers other than 200 */
 };
 
 static size_t sink(char *p, size_t size, size_t n, void *ctx)
@@ -71,7 +71,7 @@ static void *bind_worker(void *arg)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         if (curl_easy_perform(c) != CURLE_OK ||
             curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK ||
-            code != 201)
+            code != 200)
             j->failed++;
     }
     free(url);

@@ -77,6 +77,18 @@ static CURLcode perform(CURL *curl, const char *method, const char *url,
     return curl_easy_perform(curl);
 }
 
+/* Does a 2xx body still refuse? Its "code", when present, must be 0 or
+ * 200 (a failed check comes as HTTP 200 with code 422, SPEC 5). */
+static bool body_refuses(const json_t *body)
+{
+    const json_t *c = json_object_get(body, "code");
+    json_int_t v;
+    if (!json_is_integer(c))
+        return false;
+    v = json_integer_value(c);
+    return v != 0 && v != 200;
+}
+
 /* Turn a finished transfer into *out and an exit status. */
 static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
                   struct recvbuf *rb, struct client_resp *out)
@@ -97,7 +109,7 @@ static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
         if (json_is_object(out->body))
             out->data = json_object_get(out->body, "data");
     }
-    if (out->status >= 200 && out->status < 300)
+    if (out->status >= 200 && out->status < 300 && !body_refuses(out->body))
         return CLI_EXIT_OK;
     return CLI_EXIT_REFUSED;
 }
@@ -151,7 +163,16 @@ char *client_escape(const char *segment)
 
 const char *client_check_type(const struct client_resp *resp)
 {
-    if (resp->status != 422 || !json_is_object(resp->data))
+    const json_t *c = json_object_get(resp->body, "code");
+    if (!json_is_integer(c) || json_integer_value(c) != 422 ||
+        !json_is_object(resp->data))
         return NULL;
     return json_string_value(json_object_get(resp->data, "type"));
+}
+
+const json_t *client_check_data(const struct client_resp *resp)
+{
+    if (client_check_type(resp) == NULL)
+        return NULL;
+    return json_object_get(resp->data, "Data");
 }

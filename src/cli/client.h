@@ -3,7 +3,9 @@
  * client.h: accelctl's one door to acceld. It sends a JSON request over HTTP
  * (libcurl, bounded time, bounded answer size), parses the JSON answer and
  * translates the outcome into an exit status, in this module only (STYLE 6):
- * 2xx → CLI_EXIT_OK, an answer with any other status → CLI_EXIT_REFUSED,
+ * 2xx whose body's "code" (if any) is 0 or 200 → CLI_EXIT_OK, any other
+ * answer (another status, or a failed check: HTTP 200 with code 422) →
+ * CLI_EXIT_REFUSED,
  * no answer → CLI_EXIT_CONNECT. It does not print refusals; callers do that
  * with sentence.h, since some refusals (422 checks) are questions to ask.
  */
@@ -46,7 +48,10 @@ void client_resp_release(struct client_resp *resp);
  */
 char *client_escape(const char *segment);
 
-/* The 422 check type of an answer ("computeModeSelect"...), or NULL. */
+/* The failed check of an answer, {"code":422,"data":{"type","Data"}}
+ * (SPEC 5): its type ("computeModeSelect"...), or NULL when it is none. */
 const char *client_check_type(const struct client_resp *resp);
+/* The check's result `Data` (borrowed from resp), or NULL. */
+const json_t *client_check_data(const struct client_resp *resp);
 
 #endif /* ACCEL_CLI_CLIENT_H */

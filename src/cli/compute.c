@@ -177,10 +177,10 @@ static void print_modes(const json_t *modes)
     }
 }
 
-/* Ask which type; returns a borrowed type name or NULL. */
-static const char *ask_mode(const char *app, const json_t *data)
+/* Ask which type from the computeModeSelect plan (an array of
+ * {computeType, status, reason}); returns a borrowed type name or NULL. */
+static const char *ask_mode(const char *app, const json_t *modes)
 {
-    const json_t *modes = json_object_get(data, "modes");
     int n = (int)json_array_size(modes);
     if (n == 0)
         return NULL;
@@ -196,11 +196,11 @@ static const char *ask_mode(const char *app, const json_t *data)
         json_object_get(json_array_get(modes, (size_t)c), "computeType"));
 }
 
-static void explain_modes(const char *app, const json_t *data)
+static void explain_modes(const char *app, const json_t *modes)
 {
     fprintf(stderr, "App \"%s\" can run on several accelerator types; "
             "re-run with --compute-mode TYPE. The types:\n", app);
-    print_modes(json_object_get(data, "modes"));
+    print_modes(modes);
 }
 
 /* ---- computeBindingRequired ---- */
@@ -455,7 +455,7 @@ int compute_send(const struct cli_ctx *ctx, const char *path, json_t *body,
                          strcmp(type, "computeBindingRequired") == 0);
         if (!question)
             return sentence_report_ctx(ctx, out);
-        if (!answer(ctx, type, app, out->data, body))
+        if (!answer(ctx, type, app, client_check_data(out), body))
             return CLI_EXIT_REFUSED;
         client_resp_release(out);
     }

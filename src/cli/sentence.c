@@ -154,13 +154,13 @@ void sentence_print_validation(const json_t *validation)
         print_dimension(dim);
 }
 
-static void report_modes(const json_t *data)
+static void report_modes(const json_t *modes)
 {
     size_t i;
     json_t *m;
     fprintf(stderr, "The app can run on several accelerator types; choose "
             "one with --compute-mode TYPE:\n");
-    json_array_foreach(json_object_get(data, "modes"), i, m) {
+    json_array_foreach(modes, i, m) {
         const char *t = json_string_value(json_object_get(m, "computeType"));
         const char *st = json_string_value(json_object_get(m, "status"));
         const char *why = json_string_value(json_object_get(m, "reason"));
@@ -195,20 +195,21 @@ static void report_availability(const json_t *data)
     }
 }
 
-/* A 422 check; false when the answer is not one. */
+/* A failed check; false when the answer is not one. */
 static bool report_check(const struct client_resp *resp)
 {
     const char *type = client_check_type(resp);
+    const json_t *data = client_check_data(resp);
     if (type == NULL)
         return false;
     if (strcmp(type, "computeBindingUnavailable") == 0)
-        sentence_print_validation(json_object_get(resp->data, "validation"));
+        sentence_print_validation(json_object_get(data, "validation"));
     else if (strcmp(type, "computeModeSelect") == 0)
-        report_modes(resp->data);
+        report_modes(data);
     else if (strcmp(type, "computeDeviceSwitchBlocked") == 0)
-        report_blocked(resp->data);
+        report_blocked(data);
     else if (strcmp(type, "computeBindingRequired") == 0)
-        report_availability(resp->data);
+        report_availability(data);
     else
         fprintf(stderr, "acceld refused the request (%s)\n", type);
     return true;

@@ -505,7 +505,7 @@ static void h_user_add(struct http_req *r)
     else if (rc != ACCEL_OK)
         http_reply_error(r, rc, "the user could not be saved");
     else
-        http_reply_data(r, 201, json_pack("{s:s, s:s, s:s}", "name", name,
+        http_reply_data(r, 200, json_pack("{s:s, s:s, s:s}", "name", name,
                                           "role", admin ? "admin" : "member",
                                           "token", token));
 out:
@@ -533,7 +533,8 @@ static void h_metrics(struct http_req *r)
     r->reply_type = "text/plain; version=0.0.4";
 }
 
-/* ---- legacy /api/gpu routes (bare JSON, MiB) ---- */
+/* ---- legacy /api/gpu routes (MiB, in the {code, message, data} envelope
+ * the Settings page's interceptor and olares-cli require) ---- */
 
 static void h_gpu_list(struct http_req *r)
 {
@@ -544,7 +545,7 @@ static void h_gpu_list(struct http_req *r)
             r->d->snap.devs[i].type == ACCEL_TYPE_NVIDIA_GB10)
             json_array_append_new(arr, view_legacy_gpu(r->d, (int)i));
     pthread_mutex_unlock(&r->d->lock);
-    http_reply_raw(r, 200, arr);
+    http_reply_data(r, 200, arr);
 }
 
 static bool legacy_fields(struct http_req *r, json_t *b, const char **id,
@@ -726,6 +727,8 @@ const struct http_route api_routes[] = {
     {"POST", A "/apps/{}/resume", h_resume, ROUTE_BODY},
     {"POST", A "/apps/{}/suspend", h_suspend, 0},
     {"GET", A "/apps/{}/compute-resources/availability", h_availability, 0},
+    {"POST", A "/apps/{}/compute-resources/bindings/validate", h_validate,
+     ROUTE_BODY},
     {"POST", A "/apps/{}/compute-resources/validate", h_validate, ROUTE_BODY},
     {"GET", A "/apps/{}/compute-resources/bindings", h_bindings, 0},
     {"DELETE", A "/apps/{}/compute-resources/bindings", h_unbind, 0},

@@ -56,19 +56,34 @@ static bool ct_equal(const char *a, const char *b, size_t n)
     return diff == 0;
 }
 
-bool auth_check(struct http_req *r)
+/* The token of "Authorization: Bearer <t>", else of Olares's gateway
+ * header "X-Authorization: <t>" (a "Bearer " prefix there is allowed);
+ * NULL when neither carries one. */
+static const char *bearer_token(struct http_req *r)
 {
     const char *h = http_header(r, "Authorization");
+    if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && h[7] != '\0')
+        return h + 7;
+    h = http_header(r, "X-Authorization");
+    if (h != NULL && strncmp(h, "Bearer ", 7) == 0)
+        h += 7;
+    return h != NULL && *h != '\0' ? h : NULL;
+}
+
+bool auth_check(struct http_req *r)
+{
+    const char *tok = bearer_token(r);
     char hash[65];
     struct accel_daemon *d = r->d;
     bool ok = false;
 
-    if (h == NULL || strncmp(h, "Bearer ", 7) != 0 || h[7] == '\0') {
+    if (tok == NULL) {
         http_reply_error(r, ACCEL_EUNAUTH,
-                         "Authorization: Bearer <token> is required");
+                         "Authorization: Bearer <token> (or X-Authorization: "
+                         "<token>) is required");
         return false;
     }
-    auth_hash(h + 7, hash);
+    auth_hash(tok, hash);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->nusers; i++) {
         if (ct_equal(d->users[i].hash, hash, 64)) {

@@ -19,7 +19,8 @@ enum accel_err auth_token_new(char out[65]);
 /* Hex SHA-256 of a token into out[65]. */
 void auth_hash(const char *token, char out[65]);
 /*
- * Authenticate the request's bearer token against d->users; sets r->user.
+ * Authenticate the request's token (Authorization: Bearer, or X-Authorization
+ * as Olares's gateway sends it) against d->users; sets r->user.
  * On failure replies 401 and returns false. Caller holds no lock.
  */
 bool auth_check(struct http_req *r);

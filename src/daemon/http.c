@@ -107,8 +107,8 @@ static void set_reply(struct http_req *r, int status, json_t *body)
 void http_reply_data(struct http_req *r, int status, json_t *data)
 {
     set_reply(r, status,
-              json_pack("{s:i, s:o}", "code", status, "data",
-                        data ? data : json_null()));
+              json_pack("{s:i, s:s, s:o}", "code", status, "message", "",
+                        "data", data ? data : json_null()));
 }
 
 void http_reply_stream(struct http_req *r, int status,
@@ -150,8 +150,9 @@ void http_reply_error(struct http_req *r, enum accel_err err, const char *fmt,
 
 void http_reply_check(struct http_req *r, const char *type, json_t *data)
 {
-    json_object_set_new(data, "type", json_string(type));
-    set_reply(r, 422, json_pack("{s:i, s:o}", "code", 422, "data", data));
+    set_reply(r, 200,
+              json_pack("{s:i, s:{s:s, s:o}}", "code", 422, "data", "type",
+                        type, "Data", data ? data : json_null()));
 }
 
 json_t *http_body_json(struct http_req *r)

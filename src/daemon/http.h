@@ -92,7 +92,8 @@ void http_reply_error(struct http_req *r, enum accel_err err,
 /* The same with an explicit status and machine code. */
 void http_reply_error_code(struct http_req *r, int status, const char *code,
                            const char *msg);
-/* 422 {"code":422,"data":{"type":type, ...data}}. */
+/* A failed check (SPEC 5, app-service's HandleFailedCheck as its clients
+ * read it): HTTP 200, body {"code":422,"data":{"type":type,"Data":data}}. */
 void http_reply_check(struct http_req *r, const char *type, json_t *data);
 
 /* Parse the body as a JSON object (empty body → empty object). On failure

@@ -517,7 +517,7 @@ static int install_type(struct accel_daemon *d, const struct manifest *m,
             matching = (int)i;
     }
     if (count > 1) {
-        ops_res_check(res, "computeModeSelect", json_pack("{s:o}", "modes", modes));
+        ops_res_check(res, "computeModeSelect", modes);
         return -1;
     }
     json_decref(modes);
@@ -619,7 +619,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     }
     if (n > 0 && runtime_runs_here(d, a))
         ops_start_bound(d, a);
-    ops_res_ok(res, 201, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a));
     pthread_mutex_unlock(&d->lock);
     return;
 fail:

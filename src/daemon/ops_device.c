@@ -34,6 +34,31 @@ void ops_availability(struct accel_daemon *d, const struct auth_user *u,
     pthread_mutex_unlock(&d->lock);
 }
 
+/* The rows a valid selection would write, as Allocation objects. */
+static json_t *would_be_rows(struct accel_daemon *d, const struct app *a,
+                             const struct adm_req *r,
+                             const struct adm_row *rows, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const struct adm_device *x = &d->snap.devs[rows[i].dev];
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "appName",
+                           a->name, "owner", a->owner, "mode",
+                           accel_type_name(r->type), "nodeName",
+                           d->snap.nodes[x->node].name, "deviceId", x->id,
+                           "memory", (json_int_t)rows[i].memory));
+    }
+    return arr;
+}
+
+/*
+ * app-service's validateComputeBinding: a valid selection answers
+ * {status:"valid", availability, validation, allocations}; a CPU app with
+ * no selection needs none ("not-required"); no selection otherwise is the
+ * failed check computeBindingRequired, an invalid one
+ * computeBindingUnavailable. Changes nothing.
+ */
 void ops_validate(struct accel_daemon *d, const struct auth_user *u,
                   const char *name, const struct op_binding *b,
                   struct op_result *res)
@@ -48,12 +73,28 @@ void ops_validate(struct accel_daemon *d, const struct auth_user *u,
     if (a == NULL)
         goto out;
     r = &a->m.req[ops_pick_req(d, a, b)];
-    ops_validate_own(d, a, r, b->sel, b->n, &v, rows);
-    ops_res_ok(res, 200,
-               json_pack("{s:s, s:o, s:o}", "status",
-                         v.code == ADM_VALID ? "valid" : "invalid",
-                         "validation", view_validation(d, &v), "availability",
-                         view_availability(d, r)));
+    if (b->n == 0 && r->type == ACCEL_TYPE_CPU) {
+        ops_res_ok(res, 200,
+                   json_pack("{s:s, s:o, s:n, s:[]}", "status", "not-required",
+                             "availability", view_availability(d, r),
+                             "validation", "allocations"));
+    } else if (b->n == 0) {
+        ops_res_check(res, "computeBindingRequired",
+                      json_pack("{s:o}", "availability",
+                                view_availability(d, r)));
+    } else if (!ops_validate_own(d, a, r, b->sel, b->n, &v, rows)) {
+        ops_res_check(res, "computeBindingUnavailable",
+                      json_pack("{s:o, s:o}", "availability",
+                                view_availability(d, r), "validation",
+                                view_validation(d, &v)));
+    } else {
+        ops_res_ok(res, 200,
+                   json_pack("{s:s, s:o, s:o, s:o}", "status", "valid",
+                             "availability", view_availability(d, r),
+                             "validation", view_validation(d, &v),
+                             "allocations",
+                             would_be_rows(d, a, r, rows, b->n)));
+    }
 out:
     pthread_mutex_unlock(&d->lock);
 }

@@ -33,6 +33,25 @@ GiB = 1 << 30
 MiB = 1 << 20
 
 
+def failed_check(status, body, want_type=None):
+    """The (type, Data) of a failed check as app-service's clients read it
+    (SPEC 5): HTTP 200, body {"code":422,"data":{"type":T,"Data":D}}.
+    Raises AssertionError naming what differs when the answer is not one
+    (or is one of another type than want_type)."""
+    if status != 200 or not isinstance(body, dict) or body.get("code") != 422:
+        raise AssertionError("not a failed check (HTTP 200, code 422): %r %r"
+                             % (status, body))
+    d = body.get("data")
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str) \
+            or "Data" not in d:
+        raise AssertionError("failed check without data.type/data.Data: %r"
+                             % (body,))
+    if want_type is not None and d["type"] != want_type:
+        raise AssertionError("failed check %s, expected %s: %r"
+                             % (d["type"], want_type, body))
+    return d["type"], d["Data"]
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

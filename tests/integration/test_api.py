@@ -9,11 +9,12 @@ import sys
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
-from accel_harness import Acceld  # noqa: E402
+from accel_harness import Acceld, failed_check  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -65,7 +66,7 @@ class ApiTest(unittest.TestCase):
 
     def test_install_places_binpack_and_lists_binding(self):
         st, b = self.install(manifest("comfyui"))
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         app = b["data"]
         self.assertEqual(app["state"], "running")
         self.assertEqual(len(app["allocations"]), 1)
@@ -90,6 +91,55 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["allocations"][0]["memory"], 10 * 2**30)
 
+    def test_validate_route_alias_and_failed_checks(self):
+        """app-service's bindings/validate (and the old alias): a valid
+        selection answers status valid with the rows it would write, an
+        invalid one is the failed check computeBindingUnavailable, none is
+        computeBindingRequired; nothing changes."""
+        self.install(manifest("v1", gpu="2Gi"))
+        self.call("POST", "/api/apps/v1/suspend")
+        sel = [{"nodeName": "homelab", "deviceId": G4090, "memory": 3 * 2**30}]
+        for path in ("/api/apps/v1/compute-resources/bindings/validate",
+                     "/api/apps/v1/compute-resources/validate"):
+            st, b = self.call("POST", path, {"computeBinding": sel})
+            self.assertEqual((st, b["code"]), (200, 200), b)
+            self.assertEqual(b["data"]["status"], "valid")
+            self.assertTrue(b["data"]["validation"]["ok"], b)
+            self.assertIn("availability", b["data"])
+            self.assertEqual([(r["deviceId"], r["memory"]) for r in
+                              b["data"]["allocations"]], [(G4090, 3 * 2**30)])
+            st, b = self.call("POST", path, {"computeBinding": [
+                {"nodeName": "homelab", "deviceId": "GPU-none"}]})
+            _, data = failed_check(st, b, "computeBindingUnavailable")
+            self.assertEqual(data["validation"]["code"],
+                             "device-not-found:GPU-none")
+            self.assertIn("availability", data)
+            st, b = self.call("POST", path, {})
+            _, data = failed_check(st, b, "computeBindingRequired")
+            self.assertIn("availability", data)
+        st, b = self.call("GET", "/api/apps/v1")
+        self.assertEqual((b["data"]["state"], b["data"]["allocations"]),
+                         ("stopped", []))
+
+    def test_success_envelope_and_x_authorization(self):
+        """Every success is HTTP 200 {code:200, message, data}, an install
+        too; Olares's gateway header X-Authorization authenticates."""
+        st, b = self.install(manifest("env1", gpu="2Gi"))
+        self.assertEqual((st, b["code"], b["message"]), (200, 200, ""), b)
+        st, b = self.call("GET", "/api/gpu/list")
+        self.assertEqual((st, b["code"], b["message"]), (200, 200, ""), b)
+        self.assertIsInstance(b["data"], list)
+        for hdr, want in ((self.d.token, 200), ("Bearer " + self.d.token, 200),
+                          ("not-a-token", 401)):
+            req = urllib.request.Request(self.d.url + "/api/apps",
+                                         headers={"X-Authorization": hdr})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    st = r.status
+            except urllib.error.HTTPError as e:
+                st = e.code
+            self.assertEqual(st, want, hdr)
+
     def test_refusal_codes_with_numbers(self):
         self.install(manifest("big", gpu="20Gi"))  # takes 20 Gi of the 4090
         self.install(manifest("small", gpu="2Gi"))
@@ -97,15 +147,15 @@ class ApiTest(unittest.TestCase):
         st, b = self.call("POST", "/api/apps/small/resume", {"computeBinding": [
             {"nodeName": "homelab", "deviceId": G4090,
              "memory": 8 * 2**30}]})
-        self.assertEqual(st, 422, b)
-        self.assertEqual(b["data"]["type"], "computeBindingUnavailable")
-        self.assertEqual(b["data"]["validation"]["code"],
+        _, data = failed_check(st, b, "computeBindingUnavailable")
+        self.assertEqual(data["validation"]["code"],
                          "device-vram-insufficient:" + G4090)
         # a card whose whole VRAM is too small: a different code
         self.install(manifest("huge", gpu="30Gi"))
         st, b = self.call("POST", "/api/apps/huge/resume", {"computeBinding": [
             {"nodeName": "homelab", "deviceId": G4060}]})
-        self.assertEqual(b["data"]["validation"]["code"],
+        _, data = failed_check(st, b, "computeBindingUnavailable")
+        self.assertEqual(data["validation"]["code"],
                          "total-vram-below-requirement:" + G4060)
         for sel, code in [
                 ([], "empty-selection"),
@@ -119,8 +169,8 @@ class ApiTest(unittest.TestCase):
                  "gpu-type-mismatch")]:
             st, b = self.call("POST", "/api/apps/small/resume",
                               {"computeBinding": sel})
-            self.assertEqual(st, 422, (sel, b))
-            self.assertEqual(b["data"]["validation"]["code"], code)
+            _, data = failed_check(st, b, "computeBindingUnavailable")
+            self.assertEqual(data["validation"]["code"], code, sel)
         st, b = self.call("GET", "/api/apps/small")
         self.assertEqual(b["data"]["allocations"], [])  # nothing changed
 
@@ -145,7 +195,7 @@ class ApiTest(unittest.TestCase):
                            "force": True})
         self.assertEqual(st, 200, b)
         st, lst = self.call("GET", "/api/gpu/list")
-        g = [x for x in lst if x["id"] == G4060][0]
+        g = [x for x in lst["data"] if x["id"] == G4060][0]
         self.assertEqual([a["appName"] for a in g["apps"]], ["two"])
 
     def test_mode_switch_stops_bound_apps(self):
@@ -203,13 +253,13 @@ class ApiTest(unittest.TestCase):
         st, _ = self.call("GET", "/api/apps", token="wrong")
         self.assertEqual(st, 401)
         st, b = self.call("POST", "/api/users", {"name": "alice"})
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         alice = b["data"]["token"]
         st, b = self.call("POST", "/api/users", {"name": "bob"})
         bob = b["data"]["token"]
         st, b = self.call("POST", "/api/apps", {"manifest": manifest("al")},
                           token=alice)
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["owner"], "alice")
         st, b = self.call("POST", "/api/apps/al/suspend", token=bob)
         self.assertEqual(st, 404)  # bob cannot even see it
@@ -223,7 +273,7 @@ class ApiTest(unittest.TestCase):
         st, b = self.call("POST", "/api/apps",
                           {"manifest": manifest("sh", gpu="1Gi",
                                                 shared=True)})
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         for method, path in [("POST", "/api/apps/sh/suspend"),
                              ("DELETE", "/api/apps/sh"),
                              ("DELETE",
@@ -252,16 +302,17 @@ class ApiTest(unittest.TestCase):
         st, b = self.install(manifest("ollama", gpu="8Gi", shared=True),
                              computeBinding=[{"nodeName": "homelab",
                                               "deviceId": G4060}])
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["owner"], "shared")
         self.call("POST", "/api/apps/ollama/suspend")
         self.call("DELETE", "/api/apps/ollama/compute-resources/bindings")
         st, lst = self.call("GET", "/api/gpu/list")
-        self.assertEqual([x for x in lst if x["id"] == G4060][0]["apps"], [])
+        self.assertEqual([x for x in lst["data"]
+                          if x["id"] == G4060][0]["apps"], [])
         st, b = self.install(manifest("other", gpu="8Gi"),
                              computeBinding=[{"nodeName": "homelab",
                                               "deviceId": G4060}])
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
 
 
 class WorkedExampleTest(unittest.TestCase):
@@ -272,8 +323,8 @@ class WorkedExampleTest(unittest.TestCase):
                 "manifest": m, "computeBinding": [{
                     "nodeName": "olares",
                     "deviceId": "GPU-7f0c3c2e-1a2b-4c3d-9e8f-0123456789ab"}]})
-            self.assertEqual(st, 422, b)
-            v = b["data"]["validation"]
+            _, data = failed_check(st, b, "computeBindingUnavailable")
+            v = data["validation"]
             self.assertEqual(v["code"], "node-pressure:olares")
             self.assertEqual(v["detail"],
                              "Memory: Total 46.89 Gi, Used 7.41 Gi, "
@@ -308,7 +359,7 @@ class DurabilityTest(unittest.TestCase):
                 "manifest": manifest(name, gpu="64Mi", mem="1Mi", cpu="1m"),
                 "computeBinding": [{"nodeName": "homelab",
                                     "deviceId": G4090}]})
-            self.assertEqual(st, 201, b)
+            self.assertEqual(st, 200, b)
         moves = [0]
 
         def mover():
@@ -336,7 +387,7 @@ class DurabilityTest(unittest.TestCase):
                     st, _ = d.http("POST", "/api/apps",
                                    {"manifest": manifest(name, gpu="64Mi", mem="1Mi", cpu="1m")},
                                    timeout=5)
-                    if st == 201:
+                    if st == 200:
                         acked.append(name)
                 except Exception:
                     return

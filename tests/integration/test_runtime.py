@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+from accel_harness import Acceld, BUILD_DIR, failed_check  # noqa: E402
 
 FAKE_NVML = os.path.join(BUILD_DIR, "fake", "libnvidia-ml.so.1")
 NODE = "rt"
@@ -155,7 +155,7 @@ class RuntimeBase(unittest.TestCase):
             % (NODE, gpu), {"supportType": mode})
         self.assertEqual(st, 200, b)
 
-    def install(self, m, gpu=GPU_A, expect=201):
+    def install(self, m, gpu=GPU_A, expect=200):
         body = {"manifest": m}
         if gpu:
             body["computeBinding"] = [{"nodeName": NODE, "deviceId": gpu}]
@@ -338,7 +338,8 @@ class OlaresTest(RuntimeBase):
                                     self.device(GPU_A)["bindings"]])
             st, lst = self.d.http("GET", "/api/gpu/list")
             self.assertEqual(st, 200, lst)
-            self.assertNotIn(name, str(lst))
+            self.assertEqual(lst["code"], 200, lst)
+            self.assertNotIn(name, str(lst["data"]))
             time.sleep(0.1)
 
     def test_shared_exclusive_stop_remove_then_rebind(self):
@@ -380,7 +381,7 @@ class OlaresTest(RuntimeBase):
         st, b = self.d.http("POST", "/api/apps", {
             "manifest": manifest("comfy", ["sh", "-c", "sleep 1000"]),
             "computeBinding": [{"nodeName": NODE, "deviceId": GPU_A}]})
-        self.assertEqual(st, 422, b)
+        failed_check(st, b, "computeBindingUnavailable")
         self.assertIn("exclusive-already-bound", str(b))
         self.write_nvml()
         a = self.wait_state("ollama", "stopped")
@@ -405,7 +406,7 @@ class OlaresTest(RuntimeBase):
 class ModeSwitchBlockedTest(RuntimeBase):
     """SPEC 2.7 'Switch mode': an app bound to the GPU that cannot be stopped
     (it is `releasing`: stopped, but NVML still lists its process on the GPU)
-    blocks the switch with 422 computeDeviceSwitchBlocked and nothing
+    blocks the switch with the failed check computeDeviceSwitchBlocked and nothing
     changes; once the GPU is free the reconciler releases it and the same
     switch goes through."""
 
@@ -421,11 +422,10 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.assertEqual(a["state"], "running", a)
         self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, a["pid"]))
         st, b = self.switch(GPU_A, "TimeSlice")
-        self.assertEqual(st, 422, b)
-        self.assertEqual(b["data"]["type"], "computeDeviceSwitchBlocked", b)
-        self.assertEqual([x["appName"] for x in b["data"]["blockedApps"]],
+        _, data = failed_check(st, b, "computeDeviceSwitchBlocked")
+        self.assertEqual([x["appName"] for x in data["blockedApps"]],
                          ["linger"], b)
-        self.assertEqual(b["data"]["blockedApps"][0]["reason"],
+        self.assertEqual(data["blockedApps"][0]["reason"],
                          "processes-still-on-device", b)
         self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
         h = self.app("linger")
@@ -456,9 +456,7 @@ class ModeSwitchBlockedTest(RuntimeBase):
         modes_before = len(self.events("device.mode"))
 
         st, b = self.switch(GPU_A, "TimeSlice")
-        self.assertEqual(st, 422, b)
-        data = b["data"]
-        self.assertEqual(data["type"], "computeDeviceSwitchBlocked", b)
+        _, data = failed_check(st, b, "computeDeviceSwitchBlocked")
         self.assertEqual(data["status"], "bound-apps-stop-blocked", b)
         self.assertEqual(data["device"]["id"], GPU_A, b)
         self.assertEqual(data["device"]["supportType"], "Exclusive", b)
@@ -477,8 +475,7 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.assertEqual(len(self.events("device.mode")), modes_before)
         # a second try is refused the same way (the refusal is not a stop)
         st, b = self.switch(GPU_A, "MemorySlice")
-        self.assertEqual(st, 422, b)
-        self.assertEqual(b["data"]["type"], "computeDeviceSwitchBlocked", b)
+        failed_check(st, b, "computeDeviceSwitchBlocked")
         self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
 
         # the driver lets go: the reconciler releases the app, the switch
@@ -553,7 +550,7 @@ class ReconcilerTest(RuntimeBase):
         st, b = self.d.http("POST", "/api/apps", {
             "manifest": manifest("x", ["sh", "-c", "sleep 1000"]),
             "computeBinding": [{"nodeName": NODE, "deviceId": GPU_B}]})
-        self.assertEqual(st, 422, b)
+        failed_check(st, b, "computeBindingUnavailable")
         x = self.install(manifest("y", ["sh", "-c", "sleep 1000"]),
                          gpu=None)
         self.assertEqual([r["deviceId"] for r in x["allocations"]], [GPU_A])

@@ -78,7 +78,7 @@ class ShimRuntimeTest(unittest.TestCase):
     def test_quota_enforced_and_usage_reported(self):
         st, b = self.d.http("POST", "/api/apps",
                             {"manifest": app("holder", 512, 256, 512)})
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["state"], "running", b)
         self.wait_for(lambda: "ready" in self.log("holder"), "the app")
         out = self.log("holder")
@@ -116,7 +116,7 @@ class ShimRuntimeTest(unittest.TestCase):
         m["run"]["command"] = ["sh", "-c", "%s 600 & exec %s 600" %
                                (HOLD, HOLD)]
         st, b = self.d.http("POST", "/api/apps", {"manifest": m})
-        self.assertEqual(st, 201, b)
+        self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.log("pair").count("alloc 600") == 2,
                       "both processes")
         out = self.log("pair")

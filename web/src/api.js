@@ -1,6 +1,9 @@
 // The HTTP API of acceld (docs/api.md). Every call returns the envelope's
 // data or throws an ApiError carrying the status, the machine code and, for
-// 422 checks, the check's data ({type, ...}).
+// a failed check (HTTP 200, {code:422, data:{type, Data}}, SPEC 5), the
+// check as `check`: {type, ...Data} when Data is an object, {type, modes:
+// Data} for computeModeSelect (whose Data is the array of modes); the raw
+// Data is `checkData`.
 const TOKEN_KEY = 'accel.token';
 
 export function getToken() {
@@ -23,14 +26,29 @@ export function takeTokenFromHash() {
   return true;
 }
 
+// The failed check of an answer body, or null.
+export function failedCheck(body) {
+  if (!body || typeof body !== 'object' || body.code !== 422) return null;
+  const d = body.data;
+  if (!d || typeof d !== 'object' || typeof d.type !== 'string') return null;
+  return d;
+}
+
 export class ApiError extends Error {
   constructor(status, body) {
-    const msg = (body && (body.message || body.error)) || `HTTP ${status}`;
+    const chk = failedCheck(body);
+    const msg = (body && (body.message || body.error)) || (chk ? chk.type : `HTTP ${status}`);
     super(msg);
-    this.status = status;
+    this.status = chk ? 422 : status;
     this.code = body && body.error;
     this.data = body && body.data;
-    this.check = status === 422 && body && body.data && body.data.type ? body.data : null;
+    this.checkData = chk ? chk.Data : null;
+    this.check = null;
+    if (chk) {
+      const inner = chk.Data;
+      this.check = Array.isArray(inner) ? { type: chk.type, modes: inner }
+        : { ...(inner && typeof inner === 'object' ? inner : {}), type: chk.type };
+    }
   }
 }
 
@@ -57,6 +75,9 @@ export async function api(method, path, body, token) {
     if (res.status === 401 && token === undefined) onUnauthorized();
     throw new ApiError(res.status, json);
   }
+  // a 2xx whose envelope code is not 0/200 refuses (a failed check)
+  if (json && typeof json === 'object' && typeof json.code === 'number' &&
+      json.code !== 0 && json.code !== 200) throw new ApiError(res.status, json);
   if (json && typeof json === 'object' && 'data' in json && 'code' in json) return json.data;
   return json;
 }
@@ -74,7 +95,7 @@ export const API = {
   uninstall: (name) => api('DELETE', `/api/apps/${enc(name)}`),
   availability: (name) => api('GET', `/api/apps/${enc(name)}/compute-resources/availability`),
   validate: (name, computeBinding) =>
-    api('POST', `/api/apps/${enc(name)}/compute-resources/validate`, { computeBinding }),
+    api('POST', `/api/apps/${enc(name)}/compute-resources/bindings/validate`, { computeBinding }),
   unbind: (name) => api('DELETE', `/api/apps/${enc(name)}/compute-resources/bindings`),
   users: (token) => api('GET', '/api/users', undefined, token),
 };
