@@ -59,12 +59,25 @@ static const json_t *pick_entry(const json_t *manifest, const char *mode)
     return NULL;
 }
 
-/* One preflight demand from a manifest (SPEC 2.8, docs/api.md). */
+/* A byte or millicore count as a quantity string ("1500m" for CPU). */
+static json_t *qty_string(json_int_t v, bool cpu)
+{
+    char *s = xasprintf(cpu ? "%lldm" : "%lld", (long long)v);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* One preflight demand from a manifest, in app-service's wire form (SPEC
+ * 5.1: quantity strings, requiredCPU/requiredGPU/limitedGPU; docs/api.md).
+ * A manifest without an entry of the type sends no quantities, which
+ * acceld refuses naming the first missing key. */
 static json_t *demand_of(json_t *manifest, const char *id, const char *owner,
                          const char *mode)
 {
     json_t *d = json_object();
     json_object_set_new(d, "id", json_string(id));
+    json_object_set_new(d, "application", json_string(id));
     if (owner != NULL)
         json_object_set_new(d, "owner", json_string(owner));
     const json_t *e = pick_entry(manifest, mode);
@@ -74,16 +87,14 @@ static json_t *demand_of(json_t *manifest, const char *id, const char *owner,
         json_int_t rm = qty(e, "requiredMemory", false);
         json_int_t lm = qty(e, "limitedMemory", false);
         json_object_set_new(d, "mode", json_string(jstr(e, "mode")));
-        /* as a quantity string: "1500m" reads the same to every parser */
-        char *cpu = xasprintf("%lldm", (long long)qty(e, "requiredCpu", true));
-        json_object_set_new(d, "requiredCpu", json_string(cpu));
-        free(cpu);
-        json_object_set_new(d, "requiredGpu", json_integer(rg));
-        json_object_set_new(d, "limitedGpu", json_integer(lg ? lg : rg));
-        json_object_set_new(d, "requiredMemory", json_integer(rm));
-        json_object_set_new(d, "limitedMemory", json_integer(lm ? lm : rm));
+        json_object_set_new(d, "requiredCPU",
+                            qty_string(qty(e, "requiredCpu", true), true));
+        json_object_set_new(d, "requiredGPU", qty_string(rg, false));
+        json_object_set_new(d, "limitedGPU", qty_string(lg ? lg : rg, false));
+        json_object_set_new(d, "requiredMemory", qty_string(rm, false));
+        json_object_set_new(d, "limitedMemory", qty_string(lm ? lm : rm, false));
         json_object_set_new(d, "requiredDisk",
-                            json_integer(qty(e, "requiredDisk", false)));
+                            qty_string(qty(e, "requiredDisk", false), false));
         json_object_set_new(
             d, "supportMultiCards",
             json_boolean(json_is_true(json_object_get(e, "supportMultiCards"))));
@@ -112,16 +123,16 @@ static int read_demands(const struct cli_args *args, json_t *demands)
     return CLI_EXIT_OK;
 }
 
-/* "pressure": a detail string, a nodePressure object, or [{source, detail}]. */
+/* "pressure": [{source, dimensions:[{resource, capacity, used, required,
+ * pressured}]}] as app-service answers it: one line per pressured
+ * dimension, as the resume dialogue prints a node-pressure refusal. */
 static void print_pressure(const json_t *p)
 {
     size_t i;
     json_t *item;
     json_array_foreach(p, i, item) {
-        const char *src = jstr(item, "source");
-        const char *detail = jstr(item, "detail");
-        if (detail[0] != '\0')
-            fprintf(stderr, "%s%s%s\n", src, src[0] ? ": " : "", detail);
+        fprintf(stderr, "%s:\n", jstr(item, "source"));
+        sentence_print_dimensions(json_object_get(item, "dimensions"));
     }
 }
 
@@ -133,17 +144,11 @@ static int print_preflight(const json_t *data, int n)
     }
     const char *id = jstr(data, "failedDemandId");
     printf("Not installable: %s does not fit.\n", id[0] ? id : "a demand");
-    json_t *v = json_object();
-    json_object_set_new(v, "code", json_string(jstr(data, "reason")));
-    const json_t *p = json_object_get(data, "pressure");
-    if (json_is_string(p))
-        json_object_set(v, "detail", (json_t *)p);
-    else if (json_is_object(p))
-        json_object_set(v, "nodePressure", (json_t *)p);
-    sentence_print_validation(v);
-    json_decref(v);
-    if (json_is_array(p))
-        print_pressure(p);
+    char buf[512];
+    const char *reason = jstr(data, "reason");
+    const char *s = sentence_for_code(reason, buf, sizeof(buf));
+    fprintf(stderr, "%s\n", s != NULL ? s : reason);
+    print_pressure(json_object_get(data, "pressure"));
     return CLI_EXIT_REFUSED;
 }
 

@@ -69,6 +69,16 @@ static const struct sentence sentences[] = {
     { "insufficient-resources",
       "No accelerator has enough free resources for the app right now; it "
       "stays stopped until it is resumed with a GPU selection." },
+    /* preflight reasons (app-service's vocabulary, SPEC 5.1) */
+    { "cluster_capacity",
+      "The cluster does not have an accelerator large enough for this "
+      "demand." },
+    { "cluster_pressure", "The cluster as a whole would be overloaded." },
+    { "owner_quota", "The owner's quota would be exceeded." },
+    { "node_pressure",
+      "Scheduling the demand would overload the node it fits on." },
+    { "unschedulable",
+      "No accelerator has enough free resources for this demand." },
     /* request errors (docs/api.md envelopes) */
     { "unauthorized",
       "The token is missing or invalid. Pass --token, set ACCEL_TOKEN, or "
@@ -129,6 +139,14 @@ static void print_dimension(const json_t *dim)
     quantity_format_gib((uint64_t)(req > 0 ? req : 0), r, sizeof(r));
     fprintf(stderr, "%s: Total %s Gi, Used %s Gi, Needed %s Gi\n",
             strcmp(res, "disk") == 0 ? "Disk" : "Memory", c, u, r);
+}
+
+void sentence_print_dimensions(const json_t *dims)
+{
+    size_t i;
+    json_t *dim;
+    json_array_foreach(dims, i, dim)
+        print_dimension(dim);
 }
 
 void sentence_print_validation(const json_t *validation)

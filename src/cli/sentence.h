@@ -25,6 +25,10 @@ const char *sentence_for_code(const char *code, char *buf, size_t len);
  * ("Memory: Total X Gi, Used Y Gi, Needed Z Gi") when there is one.
  */
 void sentence_print_validation(const json_t *validation);
+/* One "Memory: Total X Gi, Used Y Gi, Needed Z Gi" line on stderr per
+ * pressured entry of dims ([{resource, capacity, used, required,
+ * pressured}]). */
+void sentence_print_dimensions(const json_t *dims);
 
 /*
  * Print why an answer is a refusal, to stderr: a 422 check (with its

@@ -256,6 +256,55 @@ out:
     pthread_mutex_unlock(&d->lock);
 }
 
+/* One quantity of a demand in app-service's wire form: a required,
+ * non-negative quantity string (SPEC 5.1). False with res set (400 naming
+ * the field: a missing key is never read as 0). */
+static bool demand_qty(const json_t *dm, size_t i, const char *key, bool cpu,
+                       uint64_t *out, struct op_result *res)
+{
+    const json_t *v = json_object_get(dm, key);
+    const char *s = json_string_value(v);
+    enum accel_err rc;
+    if (v == NULL || json_is_null(v) || (s != NULL && s[0] == '\0')) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu].%s is required (a quantity string such "
+                      "as \"8Gi\", \"2\" or \"0\")", i, key);
+        return false;
+    }
+    if (s == NULL || json_string_length(v) > 256) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu].%s must be a quantity string of at most "
+                      "256 bytes", i, key);
+        return false;
+    }
+    rc = cpu ? quantity_parse_millicores(s, out) : quantity_parse_bytes(s, out);
+    if (rc != ACCEL_OK) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu].%s must be a non-negative quantity (got "
+                      "\"%s\")", i, key, s);
+        return false;
+    }
+    return true;
+}
+
+/* The keys of accel's old preflight form, refused so that a caller still
+ * sending them learns the right name instead of getting a silent 0. */
+static bool old_key_used(const json_t *dm, size_t i, struct op_result *res)
+{
+    static const char *const old[][2] = {{"requiredCpu", "requiredCPU"},
+                                         {"requiredGpu", "requiredGPU"},
+                                         {"limitedGpu", "limitedGPU"}};
+    for (size_t k = 0; k < sizeof old / sizeof old[0]; k++)
+        if (json_object_get(dm, old[k][0]) != NULL &&
+            json_object_get(dm, old[k][1]) == NULL) {
+            ops_res_error(res, 400, "invalid-argument",
+                          "demands[%zu].%s is required; %s is not a key of "
+                          "the preflight wire form", i, old[k][1], old[k][0]);
+            return true;
+        }
+    return false;
+}
+
 static bool demand_req(const json_t *dm, size_t i, struct adm_req *r,
                        struct op_result *res)
 {
@@ -264,46 +313,39 @@ static bool demand_req(const json_t *dm, size_t i, struct adm_req *r,
         bool cpu;
         size_t off;
     } f[] = {
-        {"requiredCpu", true, offsetof(struct adm_req, req_cpu)},
+        {"requiredCPU", true, offsetof(struct adm_req, req_cpu)},
+        {"requiredGPU", false, offsetof(struct adm_req, req_gpu)},
+        {"limitedGPU", false, offsetof(struct adm_req, lim_gpu)},
         {"requiredMemory", false, offsetof(struct adm_req, req_mem)},
         {"limitedMemory", false, offsetof(struct adm_req, lim_mem)},
         {"requiredDisk", false, offsetof(struct adm_req, req_disk)},
-        {"requiredGpu", false, offsetof(struct adm_req, req_gpu)},
-        {"limitedGpu", false, offsetof(struct adm_req, lim_gpu)},
     };
     const json_t *mode = json_object_get(dm, "mode");
     memset(r, 0, sizeof(*r));
     if (!json_is_string(mode) || !accel_type_parse(json_string_value(mode),
                                                    &r->type)) {
         ops_res_error(res, 400, "invalid-argument",
-                      "demands[%zu].mode must be an accelerator type", i);
+                      "demands[%zu].mode is required: an accelerator type "
+                      "(cpu, nvidia, nvidia-gb10, apple-m, intel, amd, "
+                      "intel-gpu, amd-gpu, moore-soc)", i);
         return false;
     }
-    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
-        const json_t *v = json_object_get(dm, f[k].key);
-        uint64_t *slot = (uint64_t *)((char *)r + f[k].off);
-        enum accel_err rc = ACCEL_OK;
-        if (v == NULL || json_is_null(v))
-            continue;
-        if (json_is_integer(v) && json_integer_value(v) >= 0)
-            *slot = (uint64_t)json_integer_value(v); /* bytes, millicores */
-        else if (json_is_string(v))
-            rc = f[k].cpu ? quantity_parse_millicores(json_string_value(v), slot)
-                          : quantity_parse_bytes(json_string_value(v), slot);
-        else
-            rc = ACCEL_EINVAL;
-        if (rc != ACCEL_OK) {
-            ops_res_error(res, 400, "invalid-argument",
-                          "demands[%zu].%s must be a non-negative quantity", i,
-                          f[k].key);
+    if (old_key_used(dm, i, res))
+        return false;
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (!demand_qty(dm, i, f[k].key, f[k].cpu,
+                        (uint64_t *)((char *)r + f[k].off), res))
             return false;
-        }
-    }
-    if ((r->lim_gpu && r->lim_gpu < r->req_gpu) ||
-        (r->lim_mem && r->lim_mem < r->req_mem)) {
+    if (r->lim_gpu && r->lim_gpu < r->req_gpu) {
         ops_res_error(res, 400, "invalid-argument",
-                      "demands[%zu]: a limit must be zero or at least its "
-                      "request", i);
+                      "demands[%zu].limitedGPU must be zero or at least "
+                      "requiredGPU", i);
+        return false;
+    }
+    if (r->lim_mem && r->lim_mem < r->req_mem) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu].limitedMemory must be zero or at least "
+                      "requiredMemory", i);
         return false;
     }
     if (!r->lim_gpu)
@@ -316,6 +358,64 @@ static bool demand_req(const json_t *dm, size_t i, struct adm_req *r,
                      (json_is_true(json_object_get(dm, "supportMultiCards")) &&
                       r->type == ACCEL_TYPE_NVIDIA);
     return true;
+}
+
+/* A required non-empty string member of demand i; false with res set. */
+static bool demand_string(const json_t *dm, size_t i, const char *key,
+                          struct op_result *res)
+{
+    const json_t *v = json_object_get(dm, key);
+    if (json_is_string(v) && json_string_length(v) > 0 &&
+        json_string_length(v) <= 256)
+        return true;
+    ops_res_error(res, 400, "invalid-argument",
+                  "demands[%zu].%s is required: a string of 1 to 256 bytes",
+                  i, key);
+    return false;
+}
+
+/* Check demand i's identity and owner (the caller when absent; a member
+ * may only ask for itself). False with res set. */
+static bool demand_head(const struct auth_user *u, const json_t *demands,
+                        size_t i, struct op_result *res)
+{
+    const json_t *dm = json_array_get(demands, i);
+    const json_t *id = json_object_get(dm, "id");
+    const char *owner = json_string_value(json_object_get(dm, "owner"));
+    if (!json_is_object(dm)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu] must be an object", i);
+        return false;
+    }
+    if (!demand_string(dm, i, "id", res) ||
+        !demand_string(dm, i, "application", res))
+        return false;
+    if (owner != NULL && !u->admin && strcmp(owner, u->name) != 0) {
+        ops_res_error(res, 403, "forbidden",
+                      "demands[%zu].owner \"%s\" is not authorized (a member "
+                      "may only ask for itself)", i, owner);
+        return false;
+    }
+    for (size_t k = 0; k < i; k++)
+        if (json_equal(json_object_get(json_array_get(demands, k), "id"), id)) {
+            ops_res_error(res, 400, "invalid-argument",
+                          "demands[%zu]: duplicate id \"%s\"", i,
+                          json_string_value(id));
+            return false;
+        }
+    return true;
+}
+
+/* accel's preflight failures in app-service's reason vocabulary. */
+static const char *preflight_reason(const char *r)
+{
+    if (r == NULL)
+        return "unschedulable";
+    if (strcmp(r, "insufficient-resources") == 0)
+        return "cluster_capacity";
+    if (strcmp(r, "node-pressure") == 0)
+        return "node_pressure";
+    return "unschedulable";
 }
 
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
@@ -333,29 +433,8 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
         return;
     }
     json_array_foreach(demands, i, dm) {
-        const json_t *id = json_object_get(dm, "id");
-        const json_t *owner = json_object_get(dm, "owner");
-        if (!json_is_object(dm) || !json_is_string(id)) {
-            ops_res_error(res, 400, "invalid-argument",
-                          "demands[%zu].id is required", i);
-            return;
-        }
-        if (json_is_string(owner) && !u->admin &&
-            strcmp(json_string_value(owner), u->name) != 0) {
-            ops_res_error(res, 403, "forbidden",
-                          "demands[%zu].owner \"%s\" is not you", i,
-                          json_string_value(owner));
-            return;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (json_equal(json_object_get(json_array_get(demands, k), "id"),
-                           id)) {
-                ops_res_error(res, 400, "invalid-argument",
-                              "demands[%zu]: duplicate id \"%s\"", i,
-                              json_string_value(id));
-                return;
-            }
-        if (!demand_req(dm, i, &reqs[i], res))
+        if (!demand_head(u, demands, i, res) ||
+            !demand_req(dm, i, &reqs[i], res))
             return;
     }
     pthread_mutex_lock(&d->lock);
@@ -370,17 +449,17 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                         json_object_get(json_array_get(demands, pf.failed),
                                         "id"));
         json_object_set_new(out, "reason",
-                            json_string(pf.reason ? pf.reason : "unschedulable"));
+                            json_string(preflight_reason(pf.reason)));
         if (pf.has_pressure) {
-            char detail[256], source[ACCEL_NAME_MAX + 8];
-            adm_pressure_format(&pf.pressure, detail, sizeof detail);
+            char source[ACCEL_NAME_MAX + 8];
+            json_t *np = view_pressure(d, &pf.pressure);
             snprintf(source, sizeof source, "node/%s",
                      d->snap.nodes[pf.pressure.node].name);
             json_object_set_new(
                 out, "pressure",
-                json_pack("[{s:s, s:s}]", "source",
-                          source, "detail",
-                          detail));
+                json_pack("[{s:s, s:O}]", "source", source, "dimensions",
+                          json_object_get(np, "dimensions")));
+            json_decref(np);
         }
     }
     pthread_mutex_unlock(&d->lock);

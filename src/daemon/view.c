@@ -526,8 +526,7 @@ const char *view_code_sentence(enum adm_code c)
     }
 }
 
-static json_t *pressure_json(struct accel_daemon *d,
-                             const struct adm_pressure *p)
+json_t *view_pressure(struct accel_daemon *d, const struct adm_pressure *p)
 {
     static const char *const names[] = {"cpu", "memory", "disk"};
     json_t *dims = json_array();
@@ -557,7 +556,7 @@ json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v)
         char detail[256];
         adm_pressure_format(&v->pressure, detail, sizeof detail);
         json_object_set_new(o, "detail", json_string(detail));
-        json_object_set_new(o, "nodePressure", pressure_json(d, &v->pressure));
+        json_object_set_new(o, "nodePressure", view_pressure(d, &v->pressure));
     }
     return o;
 }

@@ -34,6 +34,9 @@ void view_touch(struct accel_daemon *d, int dev);
 json_t *view_app(struct accel_daemon *d, const struct app *a);
 json_t *view_availability(struct accel_daemon *d, const struct adm_req *r);
 json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v);
+/* A node-pressure detail: {nodeName, dimensions:[{resource, capacity, used,
+ * required, available, pressured}]} (cpu in millicores, bytes otherwise). */
+json_t *view_pressure(struct accel_daemon *d, const struct adm_pressure *p);
 /* The sentence for a validation code (SPEC 7). */
 const char *view_code_sentence(enum adm_code c);
 /* Legacy /api/gpu/list entry (MiB). */

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -315,6 +316,67 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
 
 
+def demand(i, gpu="8Gi", mem="4Gi", mode="nvidia", **kw):
+    """A preflight demand in app-service's wire form (quantity strings)."""
+    d = {"id": "d%d" % i, "application": "app%d" % i, "owner": "admin",
+         "mode": mode, "requiredCPU": "1", "requiredGPU": gpu,
+         "limitedGPU": gpu, "requiredMemory": mem, "limitedMemory": mem,
+         "requiredDisk": "1Gi", "supportMultiCards": False,
+         "supportMultiNodes": False}
+    d.update(kw)
+    return d
+
+
+class PreflightWireTest(unittest.TestCase):
+    """POST /api/compute-resources/preflight in app-service's wire form."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Acceld().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def pre(self, *demands):
+        return self.d.http("POST", "/api/compute-resources/preflight",
+                           {"demands": list(demands)})
+
+    def test_real_form_is_read(self):
+        # 80 Gi fits no card: the old server read requiredGpu and saw 0
+        st, b = self.pre(demand(1, gpu="80Gi"))
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"], {"installable": False,
+                                     "failedDemandId": "d1",
+                                     "reason": "cluster_capacity"})
+        st, b = self.pre(demand(1, gpu="8Gi"), demand(2, gpu="8Gi"))
+        self.assertEqual(b["data"], {"installable": True}, b)
+
+    def test_missing_or_old_keys_are_400_naming_them(self):
+        for key in ("requiredCPU", "requiredGPU", "limitedGPU",
+                    "requiredMemory", "limitedMemory", "requiredDisk",
+                    "id", "application"):
+            dm = demand(1)
+            del dm[key]
+            st, b = self.pre(dm)
+            self.assertEqual(st, 400, (key, b))
+            self.assertIn("demands[0]." + key, b["message"])
+        dm = demand(1)
+        dm["requiredGpu"] = dm.pop("requiredGPU")
+        st, b = self.pre(dm)
+        self.assertEqual(st, 400, b)
+        self.assertIn("requiredGPU is required", b["message"])
+        self.assertIn("requiredGpu", b["message"])
+        st, b = self.pre(demand(1, requiredGPU=""))
+        self.assertEqual(st, 400, b)
+        st, b = self.pre(demand(1, requiredGPU=8 << 30))
+        self.assertEqual(st, 400, b)
+        self.assertIn("quantity string", b["message"])
+        st, b = self.pre(demand(1, limitedGPU="1Gi"))
+        self.assertEqual(st, 400, b)
+        self.assertIn("limitedGPU", b["message"])
+
+
 class WorkedExampleTest(unittest.TestCase):
     def test_time_slicing_node_pressure(self):
         with Acceld(inventory=WORKED) as d:
@@ -331,6 +393,35 @@ class WorkedExampleTest(unittest.TestCase):
                              "Needed 36 Gi")
             st, b = d.http("GET", "/api/apps")
             self.assertEqual(b["data"], [])  # refused whole
+
+    def test_preflight_node_pressure_dimensions(self):
+        with Acceld(inventory=WORKED) as d:
+            st, b = d.http("POST", "/api/compute-resources/preflight", {
+                "demands": [demand(1, gpu="8Gi", mem="20Gi")]})
+            self.assertEqual(st, 200, b)
+            r = b["data"]
+            self.assertEqual((r["installable"], r["failedDemandId"],
+                              r["reason"]), (False, "d1", "node_pressure"), r)
+            self.assertEqual(len(r["pressure"]), 1, r)
+            self.assertEqual(r["pressure"][0]["source"], "node/olares")
+            dims = {x["resource"]: x for x in r["pressure"][0]["dimensions"]}
+            self.assertEqual(set(dims), {"cpu", "memory", "disk"})
+            self.assertTrue(dims["memory"]["pressured"])
+            self.assertEqual(dims["memory"]["required"], 36 << 30)
+            for x in dims.values():
+                self.assertEqual(set(x), {"resource", "required", "used",
+                                          "capacity", "available",
+                                          "pressured"})
+            # accelctl sends the same wire form and prints the dimensions
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "big.json")
+                with open(path, "w") as f:
+                    json.dump(manifest("big", gpu="8Gi", mem="20Gi"), f)
+                r = d.ctl("preflight", path)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("Not installable: big does not fit.", r.stdout)
+            self.assertIn("node/olares:\nMemory: Total 46.89 Gi, Used 7.41 "
+                          "Gi, Needed 36 Gi", r.stderr)
 
 
 class SecondDaemonTest(unittest.TestCase):
