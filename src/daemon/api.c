@@ -18,6 +18,7 @@
 #include "daemon/api_hami.h"
 #include "daemon/auth.h"
 #include "daemon/broker_ops.h"
+#include "daemon/identity.h"
 #include "daemon/metrics.h"
 #include "daemon/ops.h"
 #include "daemon/reconcile.h"
@@ -465,9 +466,12 @@ static void h_users(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     for (size_t i = 0; i < r->d->nusers; i++)
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:I}", "name", r->d->users[i].name,
+            arr, json_pack("{s:s, s:s, s:I, s:I}", "name", r->d->users[i].name,
                            "role", r->d->users[i].admin ? "admin" : "member",
-                           "createdAt", (json_int_t)r->d->users[i].created_ms));
+                           "createdAt", (json_int_t)r->d->users[i].created_ms,
+                           "uid", /* its apps' uid (SPEC 3), 0 = none */
+                           (json_int_t)identity_uid(r->d,
+                                                    r->d->users[i].name)));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, arr);
 }
@@ -502,6 +506,11 @@ static void h_user_add(struct http_req *r)
     rc = daemon_user_add(r->d, name, admin, token);
     if (rc == ACCEL_EEXIST)
         http_reply_error(r, rc, "user \"%s\" already exists", name);
+    else if (rc == ACCEL_ECONFLICT)
+        http_reply_error(r, rc, "no free uid left in --app-uid-range %u-%u "
+                         "for user \"%s\" (every user runs its apps as a "
+                         "uid of its own): widen the range",
+                         r->d->cfg.uid_lo, r->d->cfg.uid_hi, name);
     else if (rc != ACCEL_OK)
         http_reply_error(r, rc, "the user could not be saved");
     else

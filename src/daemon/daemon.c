@@ -24,6 +24,7 @@
 #include "daemon/auth.h"
 #include "daemon/broker_ops.h"
 #include "daemon/http.h"
+#include "daemon/identity.h"
 #include "daemon/inventory.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -246,6 +247,12 @@ static enum accel_err load_user(void *ctx, const struct store_user *row)
     return ACCEL_OK;
 }
 
+static enum accel_err load_identity(void *ctx,
+                                    const struct store_identity *row)
+{
+    return identity_load_row(ctx, row->name, row->uid);
+}
+
 /*
  * An app stored mid-transition (acceld died during it): one that still has
  * a leader is running again (the supervisor then sees it exit, or a new
@@ -336,6 +343,8 @@ enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
     struct store_user row;
     struct user_rec *u;
     char hash[65];
+    uint32_t uid = 0;
+    bool new_uid = false;
     enum accel_err rc;
 
     auth_hash(token, hash);
@@ -351,6 +360,8 @@ enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
     rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
         rc = store_user_put(d->store, &row);
+    if (rc == ACCEL_OK)
+        rc = identity_assign(d, name, &uid, &new_uid);
     if (rc == ACCEL_OK) {
         state_event(d, "user.add", NULL, NULL, NULL, NULL, "user %s added (%s)",
                     name, row.role);
@@ -365,6 +376,8 @@ enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
         u->admin = admin;
         util_strlcpy(u->hash, hash, sizeof u->hash);
         u->created_ms = row.created_ms;
+        if (new_uid)
+            identity_remember(d, name, uid);
     }
     pthread_mutex_unlock(&d->lock);
     return rc;
@@ -445,8 +458,11 @@ static void usage(FILE *f)
             "[--placement binpack|spread]\n"
             "              [--log-level debug|info|warn|error] "
             "[--reconcile-interval-ms MS]\n"
-            "defaults: --data-dir ./accel-data --listen %s\n",
-            ACCEL_DEFAULT_LISTEN);
+            "              [--app-uid-range LO-HI]\n"
+            "defaults: --data-dir ./accel-data --listen %s "
+            "--app-uid-range %u-%u\n",
+            ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
+            IDENTITY_UID_HI_DEFAULT);
 }
 
 /* Milliseconds in [50, 3600000], or -1. */
@@ -472,16 +488,19 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"log-level", required_argument, NULL, 'L'},
         {"placement", required_argument, NULL, 'p'},
         {"reconcile-interval-ms", required_argument, NULL, 'r'},
+        {"app-uid-range", required_argument, NULL, 'u'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    char host[256];
+    char host[256], *cause = NULL;
     int c;
 
     d->cfg.data_dir = xstrdup("./accel-data");
     d->cfg.listen = xstrdup(ACCEL_DEFAULT_LISTEN);
     d->cfg.web_dir = xstrdup(ACCEL_WEB_DIR);
     d->cfg.log_level = LOG_INFO;
+    d->cfg.uid_lo = IDENTITY_UID_LO_DEFAULT;
+    d->cfg.uid_hi = IDENTITY_UID_HI_DEFAULT;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
@@ -513,6 +532,14 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             if (d->cfg.reconcile_ms <= 0) {
                 fprintf(stderr, "acceld: --reconcile-interval-ms must be a "
                                 "number from 50 to 3600000\n");
+                return 2;
+            }
+            break;
+        case 'u':
+            if (identity_parse_range(optarg, &d->cfg.uid_lo, &d->cfg.uid_hi,
+                                     &cause) != ACCEL_OK) {
+                fprintf(stderr, "acceld: %s\n", cause);
+                free(cause);
                 return 2;
             }
             break;
@@ -553,7 +580,8 @@ static int open_state(struct accel_daemon *d)
                              .alloc = load_alloc,
                              .device = load_device,
                              .node = load_node,
-                             .user = load_user};
+                             .user = load_user,
+                             .identity = load_identity};
 
     if (mkdir(d->cfg.data_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "acceld: cannot create %s: %s\n", d->cfg.data_dir,
@@ -600,7 +628,15 @@ static int open_state(struct accel_daemon *d)
             adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
         }
     }
-    return ensure_admin(d);
+    if (ensure_admin(d) != 0)
+        return 1;
+    rc = identity_start(d);
+    if (rc != ACCEL_OK) {
+        fprintf(stderr, "acceld: cannot store the users' uids: %s\n",
+                accel_strerror(rc));
+        return 1;
+    }
+    return 0;
 }
 
 static void find_shim(struct accel_daemon *d)

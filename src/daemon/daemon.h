@@ -26,6 +26,7 @@ struct metrics;
 struct view_piece;
 struct broker_set;
 struct reconcile;
+struct identity_rec;
 
 /* App states of SPEC 1 (+ releasing of SPEC 8.3). */
 #define APP_STATE_MAP(XX)                                                      \
@@ -111,6 +112,8 @@ struct accel_config {
     int log_level;       /* --log-level */
     enum adm_policy policy; /* --placement binpack|spread */
     int reconcile_ms;    /* --reconcile-interval-ms (default 5000) */
+    uint32_t uid_lo;     /* --app-uid-range LO (default 61184) */
+    uint32_t uid_hi;     /* --app-uid-range HI (default 65519) */
 };
 
 struct user_rec {
@@ -136,6 +139,13 @@ struct accel_daemon {
     struct strmap *app_index;    /* name → index in apps */
     struct user_rec *users;      /* all users, admin first */
     size_t nusers;
+    struct identity_rec *ids;    /* name -> uid of every user and
+                                    "shared" (identity.c, SPEC 3) */
+    size_t nids;
+    bool uid_drop;               /* acceld is root: apps run as their
+                                    owner's uid; false = containment by
+                                    uid is off (reported, never claimed) */
+    char *identity_status;       /* that decision as a sentence */
     struct http_server *http;
     struct metrics *metrics;     /* counters (own lock) */
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
@@ -168,8 +178,10 @@ struct auth_user {
 };
 
 /*
- * Add a user with this token (only its hash is kept). ACCEL_EEXIST when the
- * name is taken. Takes d->lock.
+ * Add a user with this token (only its hash is kept) and give it a uid
+ * (SPEC 3) in the same transaction. ACCEL_EEXIST when the name is taken,
+ * ACCEL_ECONFLICT when --app-uid-range has no free uid left (nothing is
+ * written). Takes d->lock.
  */
 enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
                                bool admin, const char *token);

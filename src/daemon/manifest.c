@@ -15,6 +15,7 @@
 #define STOP_TIMEOUT_DEFAULT 10
 #define STOP_TIMEOUT_MAX 3600
 #define RUN_MAX_ARGS 256
+#define RUN_MAX_PRELOAD 16     /* run.preload entries */
 
 /* A quantity field of an accelerator entry. */
 struct qfield {
@@ -333,6 +334,64 @@ static enum accel_err parse_env(const json_t *env, struct manifest_run *run,
     return ACCEL_OK;
 }
 
+/* run.user: a user name ([a-z_][a-z0-9_.-]*, at most 32) or a uid. */
+static enum accel_err parse_user(const json_t *v, struct manifest_run *run,
+                                 char **cause)
+{
+    const char *s;
+    size_t len;
+
+    if (v == NULL || json_is_null(v))
+        return ACCEL_OK;
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) < 0x7fffffff) {
+        run->user = xasprintf("%lld", (long long)json_integer_value(v));
+        return ACCEL_OK;
+    }
+    s = json_string_value(v);
+    len = s ? strlen(s) : 0;
+    if (s == NULL || len == 0 || len > 32 || len != json_string_length(v) ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyz"
+                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != len ||
+        s[0] == '-') {
+        *cause = xasprintf("run.user must be a user name (letters, digits, "
+                           "'_', '.', '-', at most 32) or a uid");
+        return ACCEL_EINVAL;
+    }
+    run->user = xstrdup(s);
+    return ACCEL_OK;
+}
+
+/* run.preload: absolute paths; ':' and spaces would split LD_PRELOAD. */
+static enum accel_err parse_preload(const json_t *v, struct manifest_run *run,
+                                    char **cause)
+{
+    size_t i, n = json_array_size(v);
+    const json_t *e;
+
+    if (v == NULL || json_is_null(v)) {
+        run->preload = xcalloc(1, sizeof(char *));
+        return ACCEL_OK;
+    }
+    if (!json_is_array(v) || n > RUN_MAX_PRELOAD) {
+        *cause = xasprintf("run.preload must be a list of at most %d "
+                           "absolute paths", RUN_MAX_PRELOAD);
+        return ACCEL_EINVAL;
+    }
+    run->preload = xcalloc(n + 1, sizeof(char *));
+    json_array_foreach(v, i, e) {
+        const char *p = json_string_value(e);
+        if (p == NULL || p[0] != '/' || strlen(p) != json_string_length(e) ||
+            strpbrk(p, ": \t\n") != NULL || strlen(p) > 4096) {
+            *cause = xasprintf("run.preload[%zu] must be an absolute path "
+                               "without ':' or spaces", i);
+            return ACCEL_EINVAL;
+        }
+        run->preload[i] = xstrdup(p);
+    }
+    return ACCEL_OK;
+}
+
 static enum accel_err parse_run(const json_t *run, struct manifest *m,
                                 char **cause)
 {
@@ -348,7 +407,8 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     }
     json_object_foreach((json_t *)run, k, v) {
         if (strcmp(k, "command") && strcmp(k, "env") && strcmp(k, "workdir") &&
-            strcmp(k, "stopTimeoutSeconds")) {
+            strcmp(k, "stopTimeoutSeconds") && strcmp(k, "user") &&
+            strcmp(k, "preload")) {
             *cause = xasprintf("run.%s is not a known field", k);
             return ACCEL_EINVAL;
         }
@@ -367,6 +427,10 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
         }
         m->run.workdir = xstrdup(json_string_value(v));
     }
+    if (parse_user(json_object_get(run, "user"), &m->run, cause) != ACCEL_OK ||
+        parse_preload(json_object_get(run, "preload"), &m->run, cause) !=
+            ACCEL_OK)
+        return ACCEL_EINVAL;
     v = json_object_get(run, "stopTimeoutSeconds");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
@@ -469,6 +533,8 @@ void manifest_release(struct manifest *m)
     free_list(m->run.argv);
     free_list(m->run.env);
     free(m->run.workdir);
+    free(m->run.user);
+    free_list(m->run.preload);
     free(m->req);
     memset(m, 0, sizeof(*m));
 }
@@ -494,4 +560,62 @@ json_t *manifest_req_json(const struct adm_req *r)
                      (json_int_t)r->req_disk, "limitedDisk",
                      (json_int_t)r->lim_disk, "supportMultiCards",
                      r->multi_cards, "supportMultiNodes", r->multi_nodes);
+}
+
+bool manifest_env_reserved(const char *key)
+{
+    static const char *const names[] = {"CUDA_VISIBLE_DEVICES",
+                                        "NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD"};
+    size_t len = strcspn(key, "=");
+
+    if (len >= 6 && strncmp(key, "ACCEL_", 6) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+        if (strlen(names[i]) == len && strncmp(key, names[i], len) == 0)
+            return true;
+    return false;
+}
+
+/* Is path the home or below it, with no "." or ".." component? */
+static bool inside_home(const char *path, const char *home)
+{
+    size_t n = strlen(home);
+
+    if (strncmp(path, home, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+        return false;
+    for (const char *p = path; *p; p++) {
+        if (*p != '/')
+            continue;
+        if ((p[1] == '.' && (p[2] == '/' || p[2] == '\0')) ||
+            (p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0')))
+            return false;
+    }
+    return true;
+}
+
+enum accel_err manifest_check_install(const struct manifest *m, bool admin,
+                                      const char *home, char **cause)
+{
+    for (char **e = m->run.env; e != NULL && *e != NULL; e++) {
+        if (manifest_env_reserved(*e)) {
+            *cause = xasprintf("run.env.%.*s is set by accel and cannot be "
+                               "set in a manifest",
+                               (int)strcspn(*e, "="), *e);
+            return ACCEL_EINVAL;
+        }
+    }
+    if (admin)
+        return ACCEL_OK;
+    if (m->run.user != NULL) {
+        *cause = xasprintf("run.user: only an admin can choose the user an "
+                           "app runs as (a member's app runs as its owner)");
+        return ACCEL_EFORBIDDEN;
+    }
+    if (m->run.workdir != NULL && !inside_home(m->run.workdir, home)) {
+        *cause = xasprintf("run.workdir: a member's app may only work inside "
+                           "its owner's home %s (outside it is admin-only)",
+                           home);
+        return ACCEL_EFORBIDDEN;
+    }
+    return ACCEL_OK;
 }

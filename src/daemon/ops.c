@@ -16,6 +16,7 @@
 #include "common/quantity.h"
 #include "common/util.h"
 #include "daemon/auth.h"
+#include "daemon/identity.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/ops_int.h"
@@ -478,6 +479,36 @@ static bool install_owner(struct accel_daemon *d, const struct auth_user *u,
     return false;
 }
 
+/* SPEC 3: reserved variables (400) and, for a member, run.user and a
+ * run.workdir outside the owner's home (403). */
+static bool install_run_allowed(struct accel_daemon *d,
+                                const struct auth_user *u,
+                                const struct manifest *m, const char *owner,
+                                struct op_result *res)
+{
+    char *home = xasprintf("%s/home/%s", d->cfg.data_dir, owner);
+    char *cause = NULL;
+    enum accel_err rc = manifest_check_install(m, u->admin, home, &cause);
+    uid_t uid;
+    gid_t gid;
+
+    free(home);
+    if (rc == ACCEL_OK && m->run.user != NULL &&
+        identity_resolve_user(m->run.user, &uid, &gid, NULL) != ACCEL_OK) {
+        rc = ACCEL_EINVAL;
+        cause = xasprintf("run.user \"%s\" is not a user of this machine",
+                          m->run.user);
+    }
+    if (rc == ACCEL_OK)
+        return true;
+    if (rc == ACCEL_EFORBIDDEN)
+        ops_res_error(res, 403, "forbidden", "%s", cause);
+    else
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+    free(cause);
+    return false;
+}
+
 /* Choose the type (2.5). Returns the index, or -1 with res filled. */
 static int install_type(struct accel_daemon *d, const struct manifest *m,
                         const char *type, struct op_result *res)
@@ -586,7 +617,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         return;
     }
     pthread_mutex_lock(&d->lock);
-    if (!install_owner(d, u, &m, owner, &own, res))
+    if (!install_owner(d, u, &m, owner, &own, res) ||
+        !install_run_allowed(d, u, &m, own, res))
         goto fail;
     if (state_app_find(d, m.name)) {
         ops_res_error(res, 409, "already-exists", "app \"%s\" is already "

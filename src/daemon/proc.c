@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,8 +30,8 @@ extern char **environ;
 #define PROC_ENVIRON_MAX (1 << 20) /* read at most 1 MiB of an environment */
 #define PROC_POLL_MS 10          /* stop loop granularity */
 
-/* What the child writes to the error pipe when chdir or exec fails. */
-enum launch_stage { STAGE_CHDIR = 1, STAGE_EXEC = 2 };
+/* What the child writes to the error pipe when a step fails. */
+enum launch_stage { STAGE_CHDIR = 1, STAGE_EXEC = 2, STAGE_CRED = 3 };
 
 struct launch_report {
     int stage;                   /* enum launch_stage */
@@ -41,6 +43,7 @@ struct launch {
     char *const *argv;           /* to execvp */
     char **envp;                 /* merged environment */
     const char *workdir;         /* or NULL */
+    const struct proc_cred *cred; /* or NULL: keep the daemon's */
     int devnull;                 /* stdin */
     int logfd;                   /* stdout + stderr */
     int errfd;                   /* write end of the CLOEXEC report pipe */
@@ -383,9 +386,19 @@ static int env_key_eq(const char *a, const char *b)
     return ka == kb && memcmp(a, b, ka) == 0;
 }
 
-/* environ minus the keys extra overrides, then extra. Caller frees the array
- * (the strings are borrowed). */
-static char **merge_env(char *const *extra)
+/* Does extra[from..m) hold an entry with e's key? */
+static int key_in(char *const *extra, size_t from, size_t m, const char *e)
+{
+    for (size_t j = from; j < m; j++)
+        if (env_key_eq(e, extra[j]))
+            return 1;
+    return 0;
+}
+
+/* The inherited environ entries inherit() keeps and extra does not
+ * override, then extra where a later entry replaces an earlier one of the
+ * same key. Caller frees the array (the strings are borrowed). */
+static char **merge_env(char *const *extra, int (*inherit)(const char *))
 {
     size_t n = 0, m = 0, k = 0;
     char **out;
@@ -395,15 +408,13 @@ static char **merge_env(char *const *extra)
     while (extra != NULL && extra[m] != NULL)
         m++;
     out = xcalloc(n + m + 1, sizeof(*out));
-    for (size_t i = 0; i < n; i++) {
-        int overridden = 0;
-        for (size_t j = 0; j < m && !overridden; j++)
-            overridden = env_key_eq(environ[i], extra[j]);
-        if (!overridden)
+    for (size_t i = 0; i < n; i++)
+        if ((inherit == NULL || inherit(environ[i])) &&
+            !key_in(extra, 0, m, environ[i]))
             out[k++] = environ[i];
-    }
     for (size_t j = 0; j < m; j++)
-        out[k++] = extra[j];
+        if (!key_in(extra, j + 1, m, extra[j]))
+            out[k++] = extra[j];
     out[k] = NULL;
     return out;
 }
@@ -431,6 +442,35 @@ static void report_and_exit(int errfd, int stage)
     _exit(127);
 }
 
+/*
+ * In the child: no new privileges, then become cred. Raw system calls: the
+ * libc wrappers of set*id broadcast to every thread of the process, which
+ * is not async-signal-safe after a fork of a threaded parent (the child
+ * has one thread, and the kernel applies these to the calling thread).
+ * Every value is checked afterwards: running as root by accident is worse
+ * than not running.
+ */
+static void child_drop(const struct launch *l)
+{
+    const struct proc_cred *c = l->cred;
+    gid_t groups[1];
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        report_and_exit(l->errfd, STAGE_CRED);
+    if (c == NULL)
+        return;
+    groups[0] = c->gid;
+    if (syscall(SYS_setgroups, 1, groups) != 0 ||
+        syscall(SYS_setresgid, c->gid, c->gid, c->gid) != 0 ||
+        syscall(SYS_setresuid, c->uid, c->uid, c->uid) != 0)
+        report_and_exit(l->errfd, STAGE_CRED);
+    if (getuid() != c->uid || geteuid() != c->uid || getgid() != c->gid ||
+        getegid() != c->gid) {
+        errno = EPERM;
+        report_and_exit(l->errfd, STAGE_CRED);
+    }
+}
+
 /* In the child: async-signal-safe calls only. */
 static void child_exec(const struct launch *l)
 {
@@ -450,6 +490,7 @@ static void child_exec(const struct launch *l)
     if (l->errfd > 3)
         close_range(3, (unsigned)l->errfd - 1, 0);
     close_range((unsigned)l->errfd + 1, ~0U, 0);
+    child_drop(l);
     if (l->workdir != NULL && chdir(l->workdir) < 0)
         report_and_exit(l->errfd, STAGE_CHDIR);
     environ = l->envp;
@@ -469,6 +510,14 @@ static enum accel_err errno_code(int err)
 static char *launch_cause(const struct proc_spec *spec,
                           const struct launch_report *r)
 {
+    if (r->stage == STAGE_CRED && spec->cred != NULL)
+        return xasprintf("cannot run '%s' as uid %u: %s",
+                         spec->name ? spec->name : spec->argv[0],
+                         (unsigned)spec->cred->uid, strerror(r->err));
+    if (r->stage == STAGE_CRED)
+        return xasprintf("cannot run '%s' without new privileges: %s",
+                         spec->name ? spec->name : spec->argv[0],
+                         strerror(r->err));
     if (r->stage == STAGE_CHDIR)
         return xasprintf("cannot use workdir '%s' for '%s': %s", spec->workdir,
                          spec->name ? spec->name : spec->argv[0],
@@ -545,7 +594,7 @@ static enum accel_err await_exec(const struct proc_spec *spec, pid_t pid,
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
         set_cause(cause, launch_cause(spec, &r));
-        return errno_code(r.err);
+        return r.stage == STAGE_CRED ? ACCEL_ESYS : errno_code(r.err);
     }
     /* exec'd and unreaped, so /proc/<pid> is there even if it exited */
     if (proc_start_time(pid, &start) != ACCEL_OK)
@@ -558,7 +607,8 @@ static enum accel_err await_exec(const struct proc_spec *spec, pid_t pid,
 enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
                           char **cause)
 {
-    struct launch l = { spec->argv, NULL, spec->workdir, -1, -1, -1 };
+    struct launch l = { spec->argv, NULL, spec->workdir, spec->cred,
+                        -1, -1, -1 };
     enum accel_err result;
     int rfd = -1;
     pid_t pid;
@@ -570,7 +620,7 @@ enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
     result = open_fds(spec, &l, &rfd, cause);
     if (result != ACCEL_OK)
         goto out;
-    l.envp = merge_env(spec->env);
+    l.envp = merge_env(spec->env, spec->inherit);
     pid = fork();
     if (pid < 0) {
         result = ACCEL_ESYS;

@@ -30,15 +30,29 @@
 #define PROC_LOG_MAX_DEFAULT (10ULL << 20) /* rotate logs over 10 MiB */
 #define PROC_STATUS_LEN 64                 /* proc_exit_status buffer */
 
+/* Who the child becomes (SPEC 3): set before the chdir and the exec. */
+struct proc_cred {
+    uid_t uid;               /* real, effective and saved uid */
+    gid_t gid;               /* real, effective and saved gid, and the only
+                                supplementary group */
+};
+
 /* What to run. Nothing is kept after proc_start returns. */
 struct proc_spec {
     const char *name;        /* app name, used in messages only */
     char *const *argv;       /* NULL-terminated; argv[0] searched in PATH */
     char *const *env;        /* NULL-terminated KEY=VALUE added to / replacing
-                                the daemon's environment; may be NULL */
-    const char *workdir;     /* chdir here first; NULL = the daemon's cwd */
+                                the daemon's environment; a later entry
+                                replaces an earlier one of the same key;
+                                may be NULL */
+    const char *workdir;     /* chdir here first (after the uid change);
+                                NULL = the daemon's cwd */
     const char *log_path;    /* stdout+stderr appended here; NULL = /dev/null */
     uint64_t log_max_bytes;  /* rotate when larger; 0 = PROC_LOG_MAX_DEFAULT */
+    int (*inherit)(const char *entry); /* which "KEY=VALUE" of the daemon's
+                                environment the child keeps (non-zero =
+                                keep); NULL = all */
+    const struct proc_cred *cred; /* NULL = stay the daemon's user */
 };
 
 /* A started (or adopted) app: persist both fields to find it again. */
@@ -50,12 +64,19 @@ struct proc_handle {
 /*
  * Start spec->argv in a new session (pid = pgid = sid), stdin from /dev/null,
  * stdout and stderr appended to spec->log_path (rotated first when over the
- * cap), every other descriptor closed, signals reset to default.
+ * cap; opened by this process, so the child needs no access to the file),
+ * every other descriptor closed, signals reset to default, and
+ * PR_SET_NO_NEW_PRIVS set (no setuid binary or file capability can raise
+ * the child's privileges). With spec->cred the child drops to that uid and
+ * gid (setgroups to just the gid, then setresgid, then setresuid, then
+ * checks) before the chdir: a failure of any step fails the launch with
+ * ACCEL_ESYS, the child never runs as the daemon by accident.
  *   out    set only on success.
  *   cause  on failure, an allocated sentence the caller frees (may be NULL):
  *          "cannot run 'foo': No such file or directory",
  *          "cannot use workdir '/x' for 'app': No such file or directory",
- *          "cannot open log file '/l/app.log': Permission denied".
+ *          "cannot open log file '/l/app.log': Permission denied",
+ *          "cannot run 'app' as uid 61184: Operation not permitted".
  * Failures are reported here, synchronously (the child reports a failed
  * chdir or exec through a close-on-exec pipe and is reaped): ACCEL_EINVAL
  * (empty argv), ACCEL_ENOTFOUND (binary or workdir missing), ACCEL_EFORBIDDEN

@@ -757,15 +757,20 @@ json_t *reconcile_runtime_json(struct accel_daemon *d)
     struct reconcile *r = d->reconcile;
     int node = state_node_find(d, d->cfg.node_name);
     json_t *devs = json_array();
+    char range[32];
+
+    snprintf(range, sizeof range, "%u-%u", d->cfg.uid_lo, d->cfg.uid_hi);
 
     for (size_t i = 0; node >= 0 && i < d->snap.ndevs; i++)
         if (d->snap.devs[i].node == (uint32_t)node)
             json_array_append_new(devs, view_device(d, (int)i));
     return json_pack(
-        "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o}", "nodeName",
-        d->cfg.node_name, "nvml", "loaded", r ? r->loaded : false, "status",
-        d->nvml_status ? d->nvml_status : "", "driver", r ? r->driver : "",
-        "cuda", r ? r->cuda : "", "reconcileIntervalMs",
+        "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o, s:{s:b, s:s, s:s}}",
+        "nodeName", d->cfg.node_name, "nvml", "loaded",
+        r ? r->loaded : false, "status", d->nvml_status ? d->nvml_status : "",
+        "driver", r ? r->driver : "", "cuda", r ? r->cuda : "",
+        "reconcileIntervalMs",
         d->cfg.reconcile_ms > 0 ? d->cfg.reconcile_ms : RECONCILE_DEFAULT_MS,
-        "devices", devs);
+        "devices", devs, "identity", "perUserUid", d->uid_drop, "uidRange",
+        range, "status", d->identity_status ? d->identity_status : "");
 }

@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "daemon/broker.h"
+#include "daemon/identity.h"
 #include "daemon/ledger.h"
 #include "daemon/log.h"
 #include "daemon/ops.h"
@@ -109,13 +110,23 @@ static void mkdirs(const char *path)
     free(p);
 }
 
+/* run/apps/<app>: root-owned, readable by the app's group only (0750), so
+ * the app reads its config and cannot replace it; other apps see nothing. */
+static enum accel_err config_dir_for(const char *dir,
+                                     const struct identity_run *who)
+{
+    if (who->drop && chown(dir, 0, who->gid) != 0)
+        return ACCEL_ESYS;
+    return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
+}
+
 /*
  * Create the ledger of every Memory-slicing row (the limit is the row's
  * quota) and write the app's read-only shim config naming them. Returns
  * the config path (caller frees) or NULL with *cause set.
  */
 static char *write_shim_config(struct accel_daemon *d, const struct app *a,
-                               char **cause)
+                               const struct identity_run *who, char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
     char paths[ADM_MAX_SELECTION][512];
@@ -141,7 +152,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
         if (rc == ACCEL_OK)
             rc = ledger_create(paths[n], a->name, ord,
                                d->snap.devs[a->rows[i].dev].id,
-                               a->rows[i].memory, (uid_t)-1, (gid_t)-1);
+                               a->rows[i].memory, (uid_t)-1,
+                               who->drop ? who->gid : (gid_t)-1);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
                                          d->snap.devs[a->rows[i].dev].id, NULL};
         n++;
@@ -149,6 +161,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
     dir = xstrdup(cfg);
     *strrchr(dir, '/') = '\0';
     mkdirs(dir);
+    if (rc == ACCEL_OK)
+        rc = config_dir_for(dir, who);
     if (rc == ACCEL_OK)
         rc = ledger_write_config(cfg, a->name, devs, n);
     free(dir);
@@ -177,15 +191,59 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     free(rundir);
 }
 
-static char **build_env(struct accel_daemon *d, const struct app *a,
-                        const char *cfg)
+/* Which of acceld's own variables an app inherits: none that carry
+ * enforcement (acceld sets those itself) and none that describe acceld's
+ * user (the app gets its own HOME, USER, LOGNAME). */
+static int inherit_var(const char *entry)
 {
-    char **env = xcalloc(MAX_ENV + 8, sizeof(char *));
-    size_t n = 0;
-    char *vis = visible_devices(d, a);
+    static const char *const own[] = {"HOME=", "USER=", "LOGNAME=",
+                                      "XDG_RUNTIME_DIR=", "MAIL="};
 
+    if (manifest_env_reserved(entry))
+        return 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+        if (strncmp(entry, own[i], strlen(own[i])) == 0)
+            return 0;
+    return 1;
+}
+
+/* LD_PRELOAD: the shim first (when it is needed), then run.preload. */
+static char *preload_value(struct accel_daemon *d, const struct app *a,
+                           const char *cfg)
+{
+    char *v = xstrdup(cfg ? d->shim_path : "");
+
+    for (char **p = a->m.run.preload; p != NULL && *p != NULL; p++) {
+        char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", *p);
+        free(v);
+        v = n;
+    }
+    return v;
+}
+
+/*
+ * The app's variables: identity first, then run.env (which may replace
+ * HOME, USER or LOGNAME), then acceld's enforcement variables last, so
+ * they win over anything before them (proc.c keeps the last entry of a
+ * key). A reserved key in a stored run.env (refused at install since SPEC
+ * 3, but an older database may hold one) is dropped.
+ */
+static char **build_env(struct accel_daemon *d, const struct app *a,
+                        const char *cfg, const struct identity_run *who)
+{
+    char **env = xcalloc(MAX_ENV + 16, sizeof(char *));
+    size_t n = 0;
+    char *vis = visible_devices(d, a), *pre = preload_value(d, a, cfg);
+    const char *log = getenv("ACCEL_LOG");
+
+    env[n++] = xasprintf("HOME=%s", who->home);
+    env[n++] = xasprintf("USER=%s", who->user);
+    env[n++] = xasprintf("LOGNAME=%s", who->user);
     for (char **p = a->m.run.env; p && *p && n < MAX_ENV; p++)
-        env[n++] = xstrdup(*p);
+        if (!manifest_env_reserved(*p))
+            env[n++] = xstrdup(*p);
+    if (log != NULL) /* acceld's own shim logging setting */
+        env[n++] = xasprintf("ACCEL_LOG=%s", log);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
     if (cfg)
         env[n++] = xasprintf("ACCEL_CONFIG=%s", cfg);
@@ -195,8 +253,9 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
     } else if (a->nrows > 0) {
         env[n++] = xstrdup("CUDA_VISIBLE_DEVICES=");
     }
-    if (cfg)
-        env[n++] = xasprintf("LD_PRELOAD=%s", d->shim_path);
+    if (pre[0])
+        env[n++] = xasprintf("LD_PRELOAD=%s", pre);
+    free(pre);
     free(vis);
     return env;
 }
@@ -216,25 +275,37 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     char **env;
     char *cfg = NULL;
     struct proc_handle h;
+    struct identity_run who;
+    struct proc_cred cred;
     struct proc_spec spec = {
         .name = a->name,
         .argv = a->m.run.argv,
-        .workdir = a->m.run.workdir,
+        .inherit = inherit_var,
         .log_path = logpath,
     };
     enum accel_err rc;
 
-    if (mkdir(logdir, 0755) != 0 && errno != EEXIST)
+    if (mkdir(logdir, 0700) != 0 && errno != EEXIST)
         log_warn("cannot create %s: %s", logdir, strerror(errno));
+    rc = identity_for_app(d, a, &who, cause);
+    if (rc != ACCEL_OK) {
+        free(logpath);
+        free(logdir);
+        return rc;
+    }
     if (d->shim_path && needs_shim(d, a)) {
-        cfg = write_shim_config(d, a, cause);
+        cfg = write_shim_config(d, a, &who, cause);
         if (cfg == NULL) {
+            identity_run_release(&who);
             free(logpath);
             free(logdir);
             return ACCEL_ESYS;
         }
     }
-    env = build_env(d, a, cfg);
+    cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
+    spec.cred = who.drop ? &cred : NULL;
+    spec.workdir = a->m.run.workdir ? a->m.run.workdir : who.home;
+    env = build_env(d, a, cfg, &who);
     spec.env = env;
     rc = proc_start(&spec, &h, cause);
     if (rc == ACCEL_OK) {
@@ -245,6 +316,7 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                     "app %s started (pid %d)", a->name, (int)h.pid);
     }
     free_env(env);
+    identity_run_release(&who);
     free(cfg);
     free(logpath);
     free(logdir);

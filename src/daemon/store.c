@@ -133,6 +133,16 @@ static const char *const migrations[] = {
     "INSERT INTO events2 SELECT * FROM events;"
     "DROP TABLE events;"
     "ALTER TABLE events2 RENAME TO events;",
+    /* 2 -> 3: who an app runs as (SPEC 3). One Unix uid per accel user
+     * name (the "shared" owner included), allocated by acceld from
+     * --app-uid-range and kept for good: a name keeps its uid across
+     * restarts, a removed user's row stays so that its files are never
+     * handed to another name, and UNIQUE makes two names sharing a uid
+     * impossible at the database level. Existing users keep their rows;
+     * acceld allocates their uids at the next start. */
+    "CREATE TABLE identities ("
+    " name TEXT PRIMARY KEY NOT NULL,"
+    " uid INTEGER NOT NULL UNIQUE) WITHOUT ROWID;",
 };
 #define STORE_SCHEMA_VERSION                                                   \
     ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -161,6 +171,7 @@ static const char *const migrations[] = {
     XX(USER_PUT, "INSERT OR REPLACE INTO users (name, role, token_hash,"       \
                  " created_ms) VALUES (?1, ?2, ?3, ?4)")                       \
     XX(USER_DEL, "DELETE FROM users WHERE name = ?1")                          \
+    XX(IDENTITY_PUT, "INSERT INTO identities (name, uid) VALUES (?1, ?2)")     \
     XX(EVENT_ADD, "INSERT INTO events (ts_ms, kind, app, node, device,"        \
                   " message, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")       \
     XX(EVENT_PRUNE, "DELETE FROM events WHERE id <= ?1")                       \
@@ -174,6 +185,7 @@ static const char *const migrations[] = {
     XX(LOAD_NODES, "SELECT name, enabled FROM nodes ORDER BY name")            \
     XX(LOAD_USERS, "SELECT name, role, token_hash, created_ms FROM users"      \
                    " ORDER BY name")                                           \
+    XX(LOAD_IDENTITIES, "SELECT name, uid FROM identities ORDER BY uid")       \
     XX(READ_BEGIN, "BEGIN")                                                    \
     XX(READ_END, "COMMIT")                                                     \
     /* Event queries, one per combination of the optional string filters */   \
@@ -815,6 +827,25 @@ enum accel_err store_user_delete(struct store *s, const char *name)
     return write_keys(s, ST_USER_DEL, name, NULL);
 }
 
+enum accel_err store_identity_put(struct store *s,
+                                  const struct store_identity *id)
+{
+    sqlite3_stmt *st = s->stmt[ST_IDENTITY_PUT];
+    int rc;
+    enum accel_err err = need_tx(s);
+    if (err != ACCEL_OK)
+        return err;
+    if (!id->name || id->uid <= 0) {
+        rollback_quiet(s);
+        return fail_msg(s, ACCEL_EINVAL, "identity row without a name or "
+                                         "with uid <= 0");
+    }
+    rc = bind_text(st, 1, id->name);
+    rc = rc ? rc : sqlite3_bind_int64(st, 2, id->uid);
+    rc = rc ? rc : step_done(st);
+    return tx_result(s, rc);
+}
+
 /* ---------------------------------------------------------------- events */
 
 /* Insert the row and, every STORE_PRUNE_EVERY appends, prune; in a tx. */
@@ -989,6 +1020,17 @@ static enum accel_err load_users(struct store *s, const struct store_loader *l,
     return l->user(l->ctx, &u);
 }
 
+static enum accel_err load_identities(struct store *s,
+                                      const struct store_loader *l,
+                                      sqlite3_stmt *st)
+{
+    struct store_identity id;
+    id.name = col_text(st, 0);
+    id.uid = sqlite3_column_int64(st, 1);
+    (void)s;
+    return l->identity(l->ctx, &id);
+}
+
 typedef enum accel_err (*row_fn)(struct store *s, const struct store_loader *l,
                                  sqlite3_stmt *st);
 
@@ -1031,6 +1073,9 @@ enum accel_err store_load(struct store *s, const struct store_loader *l)
                          load_devices);
     if (err == ACCEL_OK)
         err = load_table(s, l, ST_LOAD_USERS, l->user != NULL, load_users);
+    if (err == ACCEL_OK)
+        err = load_table(s, l, ST_LOAD_IDENTITIES, l->identity != NULL,
+                         load_identities);
     if (err == ACCEL_OK)
         err = load_table(s, l, ST_LOAD_APPS, l->app != NULL, load_apps);
     if (err == ACCEL_OK)

@@ -68,6 +68,12 @@ struct store_user {
     int64_t created_ms;
 };
 
+/* The Unix uid of an accel user name (or "shared"), SPEC 3. */
+struct store_identity {
+    const char *name;       /* user name or "shared", primary key */
+    int64_t uid;            /* > 0, unique; the gid has the same number */
+};
+
 struct store_event {
     int64_t id;          /* assigned by the store, increasing */
     int64_t ts_ms;       /* wall clock */
@@ -88,6 +94,7 @@ struct store_loader {
     enum accel_err (*device)(void *ctx, const struct store_device *d);
     enum accel_err (*node)(void *ctx, const struct store_node *n);
     enum accel_err (*user)(void *ctx, const struct store_user *u);
+    enum accel_err (*identity)(void *ctx, const struct store_identity *id);
 };
 
 /*
@@ -111,7 +118,8 @@ void store_set_busy_timeout(struct store *s, int ms);
 /* The schema version this build creates and migrates to. */
 int store_schema_version(void);
 
-/* Read every row into the loader (apps before allocs). */
+/* Read every row into the loader (users and identities before apps,
+ * apps before allocs). */
 enum accel_err store_load(struct store *s, const struct store_loader *l);
 
 /*
@@ -155,6 +163,11 @@ enum accel_err store_device_put(struct store *s, const struct store_device *d);
 enum accel_err store_node_put(struct store *s, const struct store_node *n);
 enum accel_err store_user_put(struct store *s, const struct store_user *u);
 enum accel_err store_user_delete(struct store *s, const char *name);
+/* Insert a name's uid (never replaced: a name keeps its uid for good). A
+ * second row for the name or for the uid is ACCEL_ECONFLICT (and rolls the
+ * transaction back, like every failure); uid <= 0 is ACCEL_EINVAL. */
+enum accel_err store_identity_put(struct store *s,
+                                  const struct store_identity *id);
 
 /* Append an event; *out_id (may be NULL) gets its id. Usable inside or
  * outside a transaction (outside: its own commit). Keeps the newest

@@ -78,6 +78,9 @@ class Acceld:
     def __init__(self, inventory=None, extra_args=(), start_timeout=20.0,
                  env=None):
         self.tmp = tempfile.mkdtemp(prefix="accel-it-")
+        # apps run as their owner's uid (SPEC 3) and must reach their home
+        # under <data-dir>/home: others may search (not list) the tmp dir
+        os.chmod(self.tmp, 0o711)
         self.data_dir = os.path.join(self.tmp, "data")
         self.port = None
         self.proc = None

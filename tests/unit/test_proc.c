@@ -47,7 +47,7 @@ static struct proc_handle start_sh(const char *script, char *const *env)
 {
     char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
     char *log = path_in("app.log");
-    struct proc_spec spec = { "app", argv, env, tmpdir(), log, 0 };
+    struct proc_spec spec = { "app", argv, env, tmpdir(), log, 0, NULL, NULL };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -203,11 +203,94 @@ TEST(proc_log_env_workdir_fds)
     close(leak);
 }
 
+/* Start argv with spec fields; returns the code, *cause set on failure. */
+static enum accel_err start_with(const struct proc_spec *spec,
+                                 struct proc_handle *h, char **cause)
+{
+    *cause = NULL;
+    return proc_start(spec, h, cause);
+}
+
+TEST(proc_runs_as_cred_without_new_privs)
+{
+    char *argv[] = { "/bin/sh", "-c",
+                     "id -u; id -g; id -G; grep NoNewPrivs /proc/self/status; "
+                     "echo end", NULL };
+    char *log = path_in("cred.log");
+    struct proc_cred cred = { 61990, 61991 };
+    struct proc_spec spec = { "app", argv, NULL, "/", log, 0, NULL, &cred };
+    struct proc_handle h = { 0, 0 };
+    char *cause = NULL, *s;
+
+    if (geteuid() != 0) {
+        free(log);
+        return; /* only root can change uids: covered by the next test */
+    }
+    ASSERT_EQ(start_with(&spec, &h, &cause), ACCEL_OK);
+    reap_within(h.pid, 5000);
+    s = slurp(log);
+    ASSERT_STR_EQ(s, "61990\n61991\n61991\nNoNewPrivs:\t1\nend\n");
+    free(s);
+    free(log);
+}
+
+TEST(proc_cred_failure_fails_launch)
+{
+    char *argv[] = { "/bin/sh", "-c", "echo ran", NULL };
+    char *log = path_in("credfail.log");
+    /* -1 means "unchanged" to setresuid: the check afterwards must see that
+     * the uid is not the one asked for and refuse to exec */
+    struct proc_cred cred = { (uid_t)-1, (gid_t)-1 };
+    struct proc_spec spec = { "app", argv, NULL, NULL, log, 0, NULL, &cred };
+    struct proc_handle h = { 0, 0 };
+    char *cause = NULL, *s;
+
+    ASSERT_EQ(start_with(&spec, &h, &cause), ACCEL_ESYS);
+    ASSERT(cause != NULL);
+    ASSERT(strstr(cause, "cannot run 'app' as uid 4294967295") != NULL);
+    ASSERT_EQ(h.pid, 0);
+    s = slurp(log);
+    ASSERT(strstr(s, "ran") == NULL);
+    free(s);
+    free(cause);
+    free(log);
+}
+
+static int drop_marked(const char *entry)
+{
+    return strncmp(entry, "ACCEL_TEST_DROP=", 16) != 0;
+}
+
+TEST(proc_env_last_wins_and_inherit_filter)
+{
+    char *argv[] = { "/bin/sh", "-c",
+                     "echo a=$ACCEL_TEST_A drop=${ACCEL_TEST_DROP-unset} "
+                     "keep=$ACCEL_TEST_KEEP", NULL };
+    char *env[] = { "ACCEL_TEST_A=manifest", "ACCEL_TEST_KEEP=2",
+                    "ACCEL_TEST_A=acceld", NULL };
+    char *log = path_in("env.log");
+    struct proc_spec spec = { "app", argv, env, NULL, log, 0, drop_marked,
+                              NULL };
+    struct proc_handle h = { 0, 0 };
+    char *cause = NULL, *s;
+
+    setenv("ACCEL_TEST_DROP", "inherited", 1);
+    setenv("ACCEL_TEST_KEEP", "1", 1);
+    ASSERT_EQ(start_with(&spec, &h, &cause), ACCEL_OK);
+    reap_within(h.pid, 5000);
+    s = slurp(log);
+    ASSERT_STR_EQ(s, "a=acceld drop=unset keep=2\n");
+    free(s);
+    free(log);
+    unsetenv("ACCEL_TEST_DROP");
+    unsetenv("ACCEL_TEST_KEEP");
+}
+
 TEST(proc_missing_binary)
 {
     char *argv[] = { "accel-no-such-binary", "x", NULL };
     char *abs[] = { "/nonexistent/foo", NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0 };
+    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -227,7 +310,7 @@ TEST(proc_not_executable)
 {
     char *file = path_in("plain.txt");
     char *argv[] = { file, NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0 };
+    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL, *want;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -245,7 +328,8 @@ TEST(proc_not_executable)
 TEST(proc_bad_workdir)
 {
     char *argv[] = { "/bin/true", NULL };
-    struct proc_spec spec = { "app", argv, NULL, "/nonexistent/dir", NULL, 0 };
+    struct proc_spec spec = { "app", argv, NULL, "/nonexistent/dir", NULL,
+                              0, NULL, NULL };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -260,7 +344,7 @@ TEST(proc_bad_log_dir)
 {
     char *argv[] = { "/bin/true", NULL };
     struct proc_spec spec = { "app", argv, NULL, NULL,
-                              "/nonexistent/logs/app.log", 0 };
+                              "/nonexistent/logs/app.log", 0, NULL, NULL };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -273,7 +357,7 @@ TEST(proc_bad_log_dir)
 TEST(proc_empty_argv)
 {
     char *argv[] = { NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0 };
+    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
     struct proc_handle h;
     char *cause = NULL;
 
@@ -285,7 +369,7 @@ TEST(proc_log_rotates_at_start)
 {
     char *argv[] = { "/bin/sh", "-c", "echo fresh", NULL };
     char *log = path_in("rot.log"), *old = path_in("rot.log.1");
-    struct proc_spec spec = { "app", argv, NULL, NULL, log, 100 };
+    struct proc_spec spec = { "app", argv, NULL, NULL, log, 100, NULL, NULL };
     struct proc_handle h;
     FILE *f = fopen(log, "w");
     char *s;
@@ -477,6 +561,9 @@ TEST(proc_boot_id_read)
     XX(proc_session_and_group)                                                 \
     XX(proc_identity)                                                          \
     XX(proc_log_env_workdir_fds)                                               \
+    XX(proc_runs_as_cred_without_new_privs)                                    \
+    XX(proc_cred_failure_fails_launch)                                         \
+    XX(proc_env_last_wins_and_inherit_filter)                                  \
     XX(proc_missing_binary)                                                    \
     XX(proc_not_executable)                                                    \
     XX(proc_bad_workdir)                                                       \

@@ -108,7 +108,7 @@ static void raw_exec(const char *path, const char *sql)
 struct dump {
     char buf[1 << 16];
     size_t len;
-    int apps, allocs, devices, nodes, users;
+    int apps, allocs, devices, nodes, users, identities;
 };
 
 static void dump_add(struct dump *d, const char *fmt, ...)
@@ -173,11 +173,20 @@ static enum accel_err dump_user(void *ctx, const struct store_user *u)
     return ACCEL_OK;
 }
 
+static enum accel_err dump_identity(void *ctx,
+                                    const struct store_identity *id)
+{
+    struct dump *d = ctx;
+    d->identities++;
+    dump_add(d, "identity %s %jd\n", id->name, (intmax_t)id->uid);
+    return ACCEL_OK;
+}
+
 static struct dump *load_all(struct store *s)
 {
     struct dump *d = xcalloc(1, sizeof(*d));
     struct store_loader l = {d, dump_app, dump_alloc, dump_device,
-                             dump_node, dump_user};
+                             dump_node, dump_user, dump_identity};
     ASSERT_EQ(store_load(s, &l), ACCEL_OK);
     return d;
 }
@@ -250,6 +259,55 @@ TEST(store_migrate_from_empty_file)
     store_close(s);
     ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
     ASSERT_EQ(raw_int(path, "PRAGMA application_id"), 0x61636365);
+    free(path);
+}
+
+/* Schema 3 (identities) from a schema-2 file: users, apps and the rest are
+ * kept, the new table is empty, and uids then round-trip and stay unique. */
+TEST(store_migrate_v2_keeps_users_adds_identities)
+{
+    char *path = tmp_db();
+    struct store *s = open_ok(path);
+    struct store_user u = {"alice", "member", "abcd", 7};
+    struct store_app a = mk_app("web");
+    struct store_identity id1 = {"alice", 61184}, id2 = {"shared", 61185};
+    struct store_identity dup_name = {"alice", 61186};
+    struct store_identity dup_uid = {"bob", 61185};
+    struct dump *d;
+
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_user_put(s, &u), ACCEL_OK);
+    ASSERT_EQ(store_app_put(s, &a), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    store_close(s);
+    /* make it the schema-2 file an older acceld wrote */
+    raw_exec(path, "DROP TABLE identities; PRAGMA user_version = 2;");
+    s = open_ok(path);
+    ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
+    ASSERT_EQ(store_schema_version(), 3);
+    d = load_all(s);
+    ASSERT_EQ(d->users, 1);
+    ASSERT_EQ(d->apps, 1);
+    ASSERT_EQ(d->identities, 0);
+    ASSERT(strstr(d->buf, "user alice member abcd 7\n") != NULL);
+    free(d);
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_identity_put(s, &id1), ACCEL_OK);
+    ASSERT_EQ(store_identity_put(s, &id2), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    /* a name keeps its uid; a uid belongs to one name */
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_identity_put(s, &dup_name), ACCEL_ECONFLICT);
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_identity_put(s, &dup_uid), ACCEL_ECONFLICT);
+    store_close(s);
+    s = open_ok(path);
+    d = load_all(s);
+    ASSERT_EQ(d->identities, 2);
+    ASSERT(strstr(d->buf, "identity alice 61184\nidentity shared 61185\n") !=
+           NULL);
+    free(d);
+    store_close(s);
     free(path);
 }
 
@@ -1326,6 +1384,7 @@ TEST(store_fault_malloc_persistent)
 #define STORE_TESTS(XX)                                                        \
     XX(store_open_create)                                                      \
     XX(store_migrate_from_empty_file)                                          \
+    XX(store_migrate_v2_keeps_users_adds_identities)                           \
     XX(store_open_missing_dir_fails)                                           \
     XX(store_refuse_newer)                                                     \
     XX(store_refuse_random_bytes)                                              \

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+"""Who an app runs as (SPEC 3, 8.2), through the real binaries.
+
+The reproduction of issue 10: a member's app whose command reads
+<data-dir>/admin.token used to run as root and print the admin token; now it
+runs as the member's own uid (allocated from --app-uid-range and kept in the
+store), with no new privileges and a private HOME, and reading the token
+fails with "Permission denied". The enforcement variables cannot be set in a
+manifest (400 naming the variable) and acceld's own values win even over an
+old stored manifest; run.user and a run.workdir outside the home are
+admin-only (403); a uid survives a restart; a schema-2 database keeps its
+users. Needs root (acceld changes uids only as root); skipped otherwise."""
+import json
+import os
+import pwd
+import sqlite3
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+
+HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+GPU = "GPU-1d000000-0000-4000-8000-00000000000a"
+GPU2 = "GPU-1d000000-0000-4000-8000-00000000000b"
+LO, HI = 61184, 65519
+
+INVENTORY = """
+nodes:
+- name: idn
+  memory: {total: 64Gi, used: 4Gi}
+  cpu: {total: "16", used: "1"}
+  disk: {total: 1Ti, used: 10Gi}
+  devices:
+  - {id: %s, type: nvidia, model: Fake GPU, memory: 16Gi,
+     supportType: MemorySlice}
+  - {id: %s, type: nvidia, model: Fake GPU, memory: 16Gi,
+     supportType: MemorySlice}
+""" % (GPU, GPU2)
+
+
+def manifest(name, cmd, **run):
+    m = {"apiVersion": "v2", "metadata": {"name": name},
+         "spec": {"accelerator": [{
+             "mode": "nvidia", "requiredGPUMemory": "1Gi",
+             "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
+             "limitedMemory": "64Mi", "requiredCpu": "100m",
+             "limitedCpu": "100m", "requiredDisk": "1Mi",
+             "limitedDisk": "1Mi"}]},
+         "run": {"command": cmd, "stopTimeoutSeconds": 2}}
+    m["run"].update(run)
+    return m
+
+
+def status_field(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].split()
+    return None
+
+
+@unittest.skipUnless(os.geteuid() == 0, "acceld changes uids only as root")
+class IdentityTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld(inventory=INVENTORY,
+                        extra_args=["--node-name", "idn"]).start()
+
+    def tearDown(self):
+        self.d.close()
+
+    def wait_for(self, pred, what, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    def log(self, name):
+        path = os.path.join(self.d.data_dir, "logs", name + ".log")
+        if not os.path.exists(path):
+            return ""
+        with open(path) as f:
+            return f.read()
+
+    def member(self, name):
+        st, b = self.d.http("POST", "/api/users", {"name": name})
+        self.assertEqual(st, 201, b)
+        return b["data"]["token"]
+
+    def uid_of(self, name):
+        """The uid a user's apps run as (GET /api/users, admin only)."""
+        st, users = self.d.http("GET", "/api/users")
+        self.assertEqual(st, 200, users)
+        for u in users["data"]:
+            if u["name"] == name:
+                return u["uid"] or None
+        return None
+
+    def install(self, m, token=None, want=201):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m}, token=token)
+        self.assertEqual(st, want, b)
+        return b
+
+    def app_pid(self, name):
+        return self.wait_for(
+            lambda: self.d.http("GET", "/api/apps/" + name)[1]["data"]
+            .get("pid"), "the pid of " + name)
+
+    def test_member_cannot_read_admin_token(self):
+        """Issue 10's reproduction: the token stays unread."""
+        tok = self.member("bob")
+        data = self.d.data_dir
+        script = ("id -u; id -g; id -G; cat %s/admin.token; "
+                  "cat %s/accel.db >/dev/null; ls %s; echo home=$HOME; "
+                  "stat -c 'mode=%%a owner=%%u' $HOME; pwd; echo ready; "
+                  "exec sleep 1000" % (data, data, data))
+        self.install(manifest("peek", ["sh", "-c", script]), token=tok)
+        out = self.wait_for(lambda: "ready" in self.log("peek") and
+                            self.log("peek"), "the app's output")
+        uid = self.uid_of("bob")
+        self.assertIsNotNone(uid)
+        self.assertTrue(LO <= uid <= HI, uid)
+        lines = out.splitlines()
+        self.assertEqual(lines[0:3], [str(uid)] * 3, out)
+        self.assertNotIn(self.d.token, out)
+        self.assertIn("admin.token: Permission denied", out)
+        self.assertIn("accel.db: Permission denied", out)
+        self.assertIn("cannot open directory", out)  # ls of the data dir
+        home = os.path.join(data, "home", "bob")
+        self.assertIn("home=%s\n" % home, out)
+        self.assertIn("mode=700 owner=%d\n" % uid, out)
+        self.assertIn("\n%s\n" % home, out)  # default workdir = the home
+        pid = self.app_pid("peek")
+        self.assertEqual(status_field(pid, "NoNewPrivs"), ["1"])
+        self.assertEqual(status_field(pid, "Uid"), [str(uid)] * 4)
+        self.assertEqual(status_field(pid, "Groups"), [str(uid)])
+        st = os.stat(home)
+        self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_gid),
+                         (0o700, uid, uid))
+        for f in ("admin.token", "accel.db"):
+            self.assertEqual(os.stat(os.path.join(data, f)).st_mode & 0o777,
+                             0o600, f)
+        self.assertEqual(os.stat(data).st_mode & 0o777, 0o711)
+        # another member gets another uid; admin and shared have their own
+        self.member("carol")
+        uids = {n: self.uid_of(n) for n in ("admin", "bob", "carol")}
+        self.assertEqual(len(set(uids.values())), 3, uids)
+        self.assertNotIn(None, uids.values())
+        st, rt = self.d.http("GET", "/api/runtime")
+        self.assertEqual(st, 200, rt)
+        self.assertEqual(rt["data"]["identity"]["perUserUid"], True, rt)
+        self.assertEqual(rt["data"]["identity"]["uidRange"], "%d-%d" % (LO, HI))
+
+    def test_enforcement_variables_refused(self):
+        tok = self.member("eve")
+        for var in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                    "ACCEL_CONFIG", "LD_PRELOAD", "ACCEL_APP"):
+            for who in (tok, None):  # a member and an admin alike
+                b = self.install(manifest("envy", ["true"],
+                                          env={var: "/nonexistent"}),
+                                 token=who, want=400)
+                self.assertEqual(
+                    b["message"],
+                    "run.env.%s is set by accel and cannot be set in a "
+                    "manifest" % var, b)
+        st, apps = self.d.http("GET", "/api/apps")
+        self.assertEqual(apps["data"] or [], [])
+
+    def test_member_run_user_and_workdir_forbidden(self):
+        tok = self.member("mallory")
+        b = self.install(manifest("asroot", ["id"], user="root"), token=tok,
+                         want=403)
+        self.assertIn("run.user", b["message"])
+        b = self.install(manifest("asroot", ["id"], user=0), token=tok,
+                         want=403)
+        self.assertIn("run.user", b["message"])
+        for wd in ("/", "/root", self.d.data_dir,
+                   os.path.join(self.d.data_dir, "home", "mallory", "..",
+                                "bob")):
+            b = self.install(manifest("wd", ["pwd"], workdir=wd), token=tok,
+                             want=403)
+            self.assertIn("run.workdir", b["message"])
+        home = os.path.join(self.d.data_dir, "home", "mallory")
+        self.install(manifest("wd", ["sh", "-c", "pwd; exec sleep 1000"],
+                              workdir=home), token=tok)
+        self.wait_for(lambda: home in self.log("wd"), "pwd in the home")
+
+    def test_admin_run_user_honoured(self):
+        nobody = pwd.getpwnam("nobody")
+        self.install(manifest("asnobody", [
+            "sh", "-c", "id -u; id -g; echo home=$HOME; exec sleep 1000"],
+            user="nobody", workdir="/"))
+        out = self.wait_for(lambda: "home=" in self.log("asnobody") and
+                            self.log("asnobody"), "the app's output")
+        self.assertEqual(out.splitlines()[:2],
+                         [str(nobody.pw_uid), str(nobody.pw_gid)], out)
+        self.assertIn("home=%s" % nobody.pw_dir, out)
+        b = self.install(manifest("ghost", ["true"],
+                                  user="no-such-user-here"), want=400)
+        self.assertIn('run.user "no-such-user-here"', b["message"])
+
+    def test_uid_stable_across_restart(self):
+        tok = self.member("dave")
+        uid = self.uid_of("dave")
+        self.install(manifest("a1", ["sh", "-c", "id -u; exec sleep 1000"]),
+                     token=tok)
+        self.wait_for(lambda: self.log("a1").strip(), "a1's output")
+        self.d.stop()
+        self.d.start()
+        self.assertEqual(self.uid_of("dave"), uid)
+        self.member("erin")  # a new user never takes a live user's uid
+        self.assertNotEqual(self.uid_of("erin"), uid)
+        self.install(manifest("a2", ["sh", "-c", "id -u; exec sleep 1000"]),
+                     token=tok)
+        out = self.wait_for(lambda: self.log("a2").strip(), "a2's output")
+        self.assertEqual(out.split(), [str(uid)])
+        self.assertEqual(self.log("a1").split(), [str(uid)])
+
+    def test_old_database_migrates_and_keeps_users(self):
+        tok = self.member("frank")
+        self.d.stop()
+        db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
+        db.executescript("DROP TABLE identities; PRAGMA user_version = 2;")
+        db.close()
+        self.d.start()
+        st, b = self.d.http("GET", "/api/apps", token=tok)
+        self.assertEqual(st, 200, b)  # frank's token still works
+        uid = self.uid_of("frank")
+        self.assertTrue(uid is not None and LO <= uid <= HI, uid)
+        self.install(manifest("mig", ["sh", "-c", "id -u; exec sleep 1000"]),
+                     token=tok)
+        out = self.wait_for(lambda: self.log("mig").strip(), "mig's output")
+        self.assertEqual(out.split(), [str(uid)])
+
+    @unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
+                         "cuda_hold or libaccelshim.so not built")
+    def test_stored_enforcement_variables_lose(self):
+        """Belt and braces: a manifest stored before the install-time rule
+        (ACCEL_CONFIG, CUDA_VISIBLE_DEVICES, LD_PRELOAD in run.env) still
+        gets acceld's values: the 1 GiB quota holds."""
+        tok = self.member("gina")
+        m = manifest("hog", [HOLD, "512", "256", "512"])
+        b = self.install(m, token=tok)
+        self.wait_for(lambda: "ready" in self.log("hog"), "the app")
+        st, b = self.d.http("POST", "/api/apps/hog/suspend", token=tok)
+        self.assertEqual(st, 200, b)
+        self.d.stop()
+        m["run"]["env"] = {"ACCEL_CONFIG": "/nonexistent",
+                           "CUDA_VISIBLE_DEVICES": GPU2,
+                           "LD_PRELOAD": "", "KEEP": "yes"}
+        db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
+        db.execute("UPDATE apps SET manifest = ? WHERE name = 'hog'",
+                   (json.dumps(m),))
+        db.commit()
+        db.close()
+        os.unlink(os.path.join(self.d.data_dir, "logs", "hog.log"))
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/hog/resume", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: "ready" in self.log("hog"), "the app")
+        out = self.log("hog")
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        self.assertIn("alloc 512 MiB: 2", out)  # over the quota: refused
+        pid = self.app_pid("hog")
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if e)
+        st, a = self.d.http("GET", "/api/apps/hog", token=tok)
+        bound = [x["deviceId"] for x in a["data"]["allocations"]]
+        self.assertEqual(len(bound), 1, a)
+        self.assertEqual(env[b"CUDA_VISIBLE_DEVICES"], bound[0].encode())
+        self.assertTrue(env[b"ACCEL_CONFIG"].endswith(b"/hog/shim.conf"))
+        self.assertIn(b"libaccelshim.so", env[b"LD_PRELOAD"])
+        self.assertEqual(env[b"KEEP"], b"yes")
+
+    def test_full_uid_range_is_a_clear_error(self):
+        self.d.close()
+        self.d = Acceld(inventory=INVENTORY, extra_args=[
+            "--node-name", "idn", "--app-uid-range", "62000-62001"]).start()
+        # admin and shared hold both uids: a new user cannot be made
+        self.assertEqual(self.uid_of("admin"), 62000)
+        st, b = self.d.http("POST", "/api/users", {"name": "late"})
+        self.assertEqual(st, 409, b)
+        self.assertIn("--app-uid-range 62000-62001", b["message"])
+        st, users = self.d.http("GET", "/api/users")
+        self.assertNotIn("late", [u["name"] for u in users["data"]])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
