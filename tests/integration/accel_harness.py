@@ -72,11 +72,12 @@ class Acceld:
     inventory: a path, or YAML/JSON text (written to the data dir's parent),
     or None for examples/homelab.yaml, or "" for none. extra_args go to
     acceld as they are; env (a dict) is added to acceld's environment, e.g.
-    ACCEL_NVML_LIB and ACCEL_FAKE_NVML for the fake NVML.
+    ACCEL_NVML_LIB and ACCEL_FAKE_NVML for the fake NVML; wrapper (a list) is
+    put before acceld's command line, e.g. setpriv to run it unprivileged.
     """
 
     def __init__(self, inventory=None, extra_args=(), start_timeout=20.0,
-                 env=None):
+                 env=None, wrapper=()):
         self.tmp = tempfile.mkdtemp(prefix="accel-it-")
         # apps run as their owner's uid (SPEC 3) and must reach their home
         # under <data-dir>/home: others may search (not list) the tmp dir
@@ -87,6 +88,7 @@ class Acceld:
         self.log_path = os.path.join(self.tmp, "acceld.log")
         self.extra_args = list(extra_args)
         self.env = dict(env) if env else None
+        self.wrapper = list(wrapper)  # e.g. setpriv ... to run acceld
         self.start_timeout = start_timeout
         if inventory is None:
             self.inventory = HOMELAB
@@ -109,8 +111,8 @@ class Acceld:
         last = None
         for _ in range(3):  # a port taken between free_port() and bind
             self.port = free_port()
-            args = [ACCELD, "--data-dir", self.data_dir, "--listen",
-                    "127.0.0.1:%d" % self.port]
+            args = self.wrapper + [ACCELD, "--data-dir", self.data_dir,
+                                   "--listen", "127.0.0.1:%d" % self.port]
             if self.inventory:
                 args += ["--inventory", self.inventory]
             args += self.extra_args

@@ -13,6 +13,8 @@ users. Needs root (acceld changes uids only as root); skipped otherwise."""
 import json
 import os
 import pwd
+import shutil
+import signal
 import sqlite3
 import sys
 import time
@@ -54,6 +56,19 @@ def manifest(name, cmd, **run):
     return m
 
 
+def kill_apps(d):
+    """acceld leaves apps running when it stops: end them (by group)."""
+    if d.proc is None:
+        return
+    st, apps = d.http("GET", "/api/apps")
+    for a in (apps or {}).get("data") or []:
+        if a.get("pid"):
+            try:
+                os.killpg(a["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def status_field(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -69,6 +84,7 @@ class IdentityTest(unittest.TestCase):
                         extra_args=["--node-name", "idn"]).start()
 
     def tearDown(self):
+        kill_apps(self.d)
         self.d.close()
 
     def wait_for(self, pred, what, timeout=10):
@@ -279,6 +295,7 @@ class IdentityTest(unittest.TestCase):
         self.assertEqual(env[b"KEEP"], b"yes")
 
     def test_full_uid_range_is_a_clear_error(self):
+        kill_apps(self.d)
         self.d.close()
         self.d = Acceld(inventory=INVENTORY, extra_args=[
             "--node-name", "idn", "--app-uid-range", "62000-62001"]).start()
@@ -289,6 +306,53 @@ class IdentityTest(unittest.TestCase):
         self.assertIn("--app-uid-range 62000-62001", b["message"])
         st, users = self.d.http("GET", "/api/users")
         self.assertNotIn("late", [u["name"] for u in users["data"]])
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                     "needs root and setpriv to start an unprivileged acceld")
+class UnprivilegedAcceldTest(unittest.TestCase):
+    """acceld started as nobody: apps run as nobody too, and the runtime
+    says containment by uid is off instead of claiming it."""
+
+    def test_containment_off_is_reported(self):
+        nobody = pwd.getpwnam("nobody")
+        d = Acceld(inventory=INVENTORY, extra_args=["--node-name", "idn"],
+                   wrapper=["setpriv", "--reuid=%d" % nobody.pw_uid,
+                            "--regid=%d" % nobody.pw_gid, "--clear-groups"])
+        try:
+            os.makedirs(d.data_dir)
+            os.chown(d.data_dir, nobody.pw_uid, nobody.pw_gid)
+            d.start()
+            st, rt = d.http("GET", "/api/runtime")
+            self.assertEqual(st, 200, rt)
+            ident = rt["data"]["identity"]
+            self.assertEqual(ident["perUserUid"], False, ident)
+            self.assertIn("containment by uid is off", ident["status"])
+            st, b = d.http("POST", "/api/apps", {"manifest": manifest(
+                "nr", ["sh", "-c", "id -u; echo home=$HOME; "
+                       "exec sleep 1000"])})
+            self.assertEqual(st, 201, b)
+            path = os.path.join(d.data_dir, "logs", "nr.log")
+            deadline = time.time() + 10
+            out = ""
+            while "home=" not in out and time.time() < deadline:
+                time.sleep(0.05)
+                if os.path.exists(path):
+                    with open(path) as f:
+                        out = f.read()
+            self.assertEqual(out.splitlines()[0], str(nobody.pw_uid), out)
+            self.assertIn("home=%s" % os.path.join(d.data_dir, "home",
+                                                   "admin"), out)
+            # run.user naming another user cannot be honoured: the start
+            # fails with a sentence, it never runs as nobody instead
+            st, b = d.http("POST", "/api/apps", {"manifest": manifest(
+                "asroot", ["id"], user="root", workdir="/")})
+            self.assertEqual(st, 201, b)
+            self.assertEqual(b["data"]["state"], "failed", b)
+            self.assertIn("needs acceld to run as root", b["data"]["reason"])
+        finally:
+            kill_apps(d)
+            d.close()
 
 
 if __name__ == "__main__":
