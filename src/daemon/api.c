@@ -52,7 +52,7 @@ static void h_runtime(struct http_req *r)
 {
     json_t *v;
     pthread_mutex_lock(&r->d->lock);
-    v = reconcile_runtime_json(r->d);
+    v = reconcile_runtime_json(r->d, &r->user);
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, v);
 }
@@ -66,7 +66,7 @@ static void h_resources(struct http_req *r)
 {
     struct view_stream *s;
     pthread_mutex_lock(&r->d->lock);
-    s = view_nodes_stream(r->d, "{\"code\":200,\"data\":", "}");
+    s = view_nodes_stream(r->d, &r->user, "{\"code\":200,\"data\":", "}");
     pthread_mutex_unlock(&r->d->lock);
     http_reply_stream(r, 200, s);
 }
@@ -349,11 +349,30 @@ static void h_unbind(struct http_req *r)
     send_result(r, &res);
 }
 
+/* What one scan of the events collects. */
+struct event_scan {
+    struct http_req *r;
+    json_t *arr;        /* the events shown */
+    int64_t limit;      /* how many to show */
+    int64_t last_id;    /* the last event looked at, shown or not */
+    bool full;          /* limit reached: the scan stopped */
+};
+
 static enum accel_err event_cb(void *ctx, const struct store_event *e)
 {
-    json_t *o = json_pack("{s:I, s:I, s:s, s:s}", "id", (json_int_t)e->id,
-                          "ts", (json_int_t)e->ts_ms, "kind", e->kind,
-                          "message", e->message);
+    struct event_scan *sc = ctx;
+    json_t *o;
+    sc->last_id = e->id;
+    if (!sc->r->user.admin) {
+        /* a member sees the events of apps it sees, and counts only those
+         * against its limit */
+        struct app *a = e->app ? state_app_find(sc->r->d, e->app) : NULL;
+        if (a == NULL || !visible(sc->r, a))
+            return ACCEL_OK;
+    }
+    o = json_pack("{s:I, s:I, s:s, s:s}", "id", (json_int_t)e->id, "ts",
+                  (json_int_t)e->ts_ms, "kind", e->kind, "message",
+                  e->message);
     if (e->app)
         json_object_set_new(o, "app", json_string(e->app));
     if (e->node)
@@ -362,8 +381,11 @@ static enum accel_err event_cb(void *ctx, const struct store_event *e)
         json_object_set_new(o, "device", json_string(e->device));
     if (e->data)
         json_object_set_new(o, "data", json_loads(e->data, 0, NULL));
-    json_array_append_new(ctx, o);
-    return ACCEL_OK;
+    json_array_append_new(sc->arr, o);
+    if ((int64_t)json_array_size(sc->arr) < sc->limit)
+        return ACCEL_OK;
+    sc->full = true;
+    return ACCEL_ECONFLICT; /* stops the scan; not an error */
 }
 
 static bool query_int(struct http_req *r, const char *key, int64_t *out)
@@ -384,32 +406,33 @@ static bool query_int(struct http_req *r, const char *key, int64_t *out)
     return true;
 }
 
-/* The events of f as a new array; a member sees only the events of apps
- * they see. NULL when the store failed (replied). Takes d->lock. */
-static json_t *events_read(struct http_req *r,
-                           const struct store_event_filter *f)
+/*
+ * The events of f as a new array, filtered before the limit: a member
+ * sees only the events of apps they see. The scan starts after the last
+ * event this request already looked at (a parked long-poll woken again
+ * reads only what is new), and records where it stopped. NULL when the
+ * store failed (replied). Takes d->lock.
+ */
+static json_t *events_read(struct http_req *r, struct store_event_filter *f)
 {
-    json_t *arr = json_array();
+    struct event_scan sc = {.r = r, .arr = json_array(), .limit = f->limit};
     enum accel_err rc;
-    size_t i = 0;
+    if (r->ev_cursor > f->since_id)
+        f->since_id = r->ev_cursor;
+    f->limit = r->user.admin ? f->limit : 0; /* members: counted in event_cb */
     pthread_mutex_lock(&r->d->lock);
-    rc = store_events_query(r->d->store, f, event_cb, arr);
-    while (rc == ACCEL_OK && !r->user.admin && i < json_array_size(arr)) {
-        const char *app = json_string_value(
-            json_object_get(json_array_get(arr, i), "app"));
-        struct app *a = app ? state_app_find(r->d, app) : NULL;
-        if (a == NULL || !visible(r, a))
-            json_array_remove(arr, i);
-        else
-            i++;
-    }
+    rc = store_events_query(r->d->store, f, event_cb, &sc);
     pthread_mutex_unlock(&r->d->lock);
+    if (sc.full)
+        rc = ACCEL_OK;
     if (rc != ACCEL_OK) {
-        json_decref(arr);
+        json_decref(sc.arr);
         http_reply_error(r, rc, "events could not be read");
         return NULL;
     }
-    return arr;
+    if (sc.last_id > r->ev_cursor)
+        r->ev_cursor = sc.last_id;
+    return sc.arr;
 }
 
 #define EVENTS_WAIT_MAX 60 /* seconds one GET /api/events may wait */
@@ -537,7 +560,7 @@ static void h_user_del(struct http_req *r)
 static void h_metrics(struct http_req *r)
 {
     free(r->reply);
-    r->reply = metrics_render(r->d);
+    r->reply = metrics_render(r->d, &r->user);
     r->status = 200;
     r->reply_type = "text/plain; version=0.0.4";
 }
@@ -552,7 +575,7 @@ static void h_gpu_list(struct http_req *r)
     for (size_t i = 0; i < r->d->snap.ndevs; i++)
         if (accel_type_has_vram(r->d->snap.devs[i].type) ||
             r->d->snap.devs[i].type == ACCEL_TYPE_NVIDIA_GB10)
-            json_array_append_new(arr, view_legacy_gpu(r->d, (int)i));
+            json_array_append_new(arr, view_legacy_gpu(r->d, (int)i, &r->user));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, arr);
 }
@@ -688,8 +711,8 @@ static void h_static(struct http_req *r)
     struct stat st;
 
     if (strncmp(r->path, "/api/", 5) == 0 || strncmp(r->path, "/hami/", 6) == 0) {
-        http_reply_error(r, ACCEL_ENOTFOUND, "no route for %s %s", r->method,
-                         r->path);
+        http_reply_error(r, ACCEL_ENOTFOUND, "no route for %.20s %.200s",
+                         r->method, r->path);
         return;
     }
     if (strstr(rel, "..") != NULL || r->d->cfg.web_dir == NULL) {

@@ -3,6 +3,14 @@
  * http.c: libmicrohttpd glue. One request context per connection collects
  * the body (capped), then dispatch() runs the generic checks of the route
  * table and the handler, and the reply is queued.
+ *
+ * Under abuse (SPEC 5.6): MHD's own connection timeout is reset by every
+ * byte, so each connection also carries the time its current request
+ * began; a sweep on the waker thread shuts down the socket of any request
+ * whose headers are not in after HTTP_HEADER_DEADLINE_S or whose body is
+ * not in after HTTP_BODY_DEADLINE_S, however the bytes trickle. Parked
+ * requests (long-polls, slow operations) hold no thread; the same sweep
+ * polls their sockets and frees at once those whose client has gone.
  */
 #include "common/accel_setup.h"
 #include "daemon/http.h"
@@ -12,10 +20,14 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,10 +38,37 @@
 #include "daemon/state.h"
 #include "daemon/view.h"
 
+#define HTTP_HEADER_DEADLINE_S 10 /* request line + headers, from its start */
+#define HTTP_BODY_DEADLINE_S 30   /* the whole body, from the request's start */
+#define HTTP_IDLE_TIMEOUT_S 30    /* MHD's inactivity timeout */
+#define HTTP_THREADS 4u           /* epoll threads; no request blocks one */
+#define HTTP_MAX_CONNECTIONS 16384u /* in total, if the fd limit allows */
+#define HTTP_MAX_PER_PEER 8192u   /* per client address: above the 2,000
+                                     slow connections one local client may
+                                     hold, so localhost is never locked out */
+
+/* Where a connection's current request is (struct http_conn.phase). */
+enum conn_phase {
+    CONN_HEADERS, /* waiting for the request line and headers */
+    CONN_BODY,    /* headers in, waiting for the body */
+    CONN_ANSWER,  /* dispatched: being answered or parked, no deadline */
+};
+
+/* One accepted socket (MHD's socket context), on the server's list. */
+struct http_conn {
+    struct http_conn *prev, *next;
+    int fd;
+    _Atomic uint64_t since_ns;  /* when the current request began */
+    _Atomic int phase;          /* enum conn_phase */
+    bool cut;                   /* shut down by the sweep */
+};
+
 struct http_server {
     struct MHD_Daemon *mhd;
-    pthread_t waker;      /* resumes parked long-polls at their deadline */
+    pthread_t waker;      /* deadlines of parked requests and connections */
     bool waker_running;
+    pthread_mutex_t conn_lock; /* guards conns */
+    struct http_conn *conns;   /* every open connection */
 };
 
 static int split_segments(char *p, char **seg, int max)
@@ -211,11 +250,12 @@ static void dispatch(struct http_req *r)
     const struct http_route *rt;
 
     if (i < 0) {
+        /* a path is echoed up to 200 bytes: no answer grows with it */
         if (mismatch)
-            http_reply_error(r, ACCEL_EMETHOD, "%s is not allowed on %s",
+            http_reply_error(r, ACCEL_EMETHOD, "%.20s is not allowed on %.200s",
                              r->method, r->path);
         else
-            http_reply_error(r, ACCEL_ENOTFOUND, "no route for %s %s",
+            http_reply_error(r, ACCEL_ENOTFOUND, "no route for %.20s %.200s",
                              r->method, r->path);
         return;
     }
@@ -270,6 +310,7 @@ static void req_free(struct http_req *r)
     free(r->reply);
     free(r->pathbuf);
     free(r->reply_file);
+    free(r->park_app);
     view_stream_free(r->reply_stream);
     free((char *)r->path);
     free(r);
@@ -353,12 +394,24 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
 void http_park(struct http_req *r, uint64_t deadline_ns, uint64_t seen)
 {
     r->park = true;
+    r->park_kind = HTTP_PARK_EVENTS;
     r->park_until_ns = deadline_ns;
     r->park_seen = seen;
 }
 
+void http_park_app(struct http_req *r, uint64_t deadline_ns, uint64_t seen,
+                   const char *app)
+{
+    r->park = true;
+    r->park_kind = HTTP_PARK_APP;
+    r->park_until_ns = deadline_ns;
+    r->park_seen = seen;
+    free(r->park_app);
+    r->park_app = xstrdup(app);
+}
+
 /* Take r out of the parked list (ev_lock held). */
-static void unpark_locked(struct accel_daemon *d, struct http_req *r)
+static void unlink_locked(struct accel_daemon *d, struct http_req *r)
 {
     struct http_req **pp = &d->parked;
     while (*pp && *pp != r)
@@ -369,13 +422,55 @@ static void unpark_locked(struct accel_daemon *d, struct http_req *r)
     r->parked = false;
 }
 
-void http_wake_parked_locked(struct accel_daemon *d)
+/* Take r out of the parked list and resume its connection (ev_lock
+ * held); nothing when it is not parked. */
+static void resume_locked(struct accel_daemon *d, struct http_req *r)
 {
-    while (d->parked) {
-        struct http_req *r = d->parked;
-        unpark_locked(d, r);
-        MHD_resume_connection(r->conn);
+    if (!r->parked)
+        return;
+    unlink_locked(d, r);
+    MHD_resume_connection(r->conn);
+}
+
+/* Would an event of app (owned by owner) interest parked request r? */
+static bool wakes(const struct http_req *r, const char *app,
+                  const char *owner)
+{
+    if (r->park_kind == HTTP_PARK_APP)
+        return app && r->park_app && strcmp(app, r->park_app) == 0;
+    /* a member's long-poll: only events it may see (api.c's rule) */
+    return r->user.admin ||
+           (owner && (strcmp(owner, r->user.name) == 0 ||
+                      strcmp(owner, ACCEL_SHARED_OWNER) == 0));
+}
+
+void http_wake_parked_locked(struct accel_daemon *d, const char *app,
+                             const char *owner)
+{
+    struct http_req **pp = &d->parked;
+    while (*pp) {
+        struct http_req *r = *pp;
+        if (wakes(r, app, owner)) {
+            *pp = r->next_parked;
+            r->next_parked = NULL;
+            r->parked = false;
+            MHD_resume_connection(r->conn);
+        } else {
+            pp = &r->next_parked;
+        }
     }
+}
+
+void http_wake_req_locked(struct accel_daemon *d, struct http_req *r)
+{
+    resume_locked(d, r);
+}
+
+/* Resume every parked request (ev_lock held): the server is stopping. */
+static void wake_all_locked(struct accel_daemon *d)
+{
+    while (d->parked)
+        resume_locked(d, d->parked);
 }
 
 /*
@@ -398,31 +493,145 @@ static bool park_connection(struct accel_daemon *d, struct http_req *r)
     return parked;
 }
 
-/* Resume the parked requests whose deadline has passed, every 200 ms. */
+/* Resume the parked requests whose deadline has passed or whose client
+ * has closed its end (ev_lock held). */
+static void sweep_parked_locked(struct accel_daemon *d, uint64_t now)
+{
+    struct http_req **pp = &d->parked;
+    struct pollfd pf;
+    while (*pp) {
+        struct http_req *r = *pp;
+        bool gone = false;
+        if (r->hc) {
+            pf = (struct pollfd){.fd = r->hc->fd, .events = POLLRDHUP};
+            gone = poll(&pf, 1, 0) > 0 &&
+                   (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+        }
+        if (now < r->park_until_ns && !gone) {
+            pp = &r->next_parked;
+            continue;
+        }
+        r->gone = gone;
+        *pp = r->next_parked;
+        r->next_parked = NULL;
+        r->parked = false;
+        MHD_resume_connection(r->conn);
+    }
+}
+
+/* Shut down the sockets of requests past their deadline: MHD sees the
+ * end of the stream and closes the connection on its own thread. */
+static void sweep_conns(struct http_server *s, uint64_t now)
+{
+    const uint64_t hd = HTTP_HEADER_DEADLINE_S * 1000000000ULL;
+    const uint64_t bd = HTTP_BODY_DEADLINE_S * 1000000000ULL;
+    pthread_mutex_lock(&s->conn_lock);
+    for (struct http_conn *c = s->conns; c; c = c->next) {
+        int ph = atomic_load(&c->phase);
+        uint64_t since = atomic_load(&c->since_ns);
+        if (c->cut || ph == CONN_ANSWER || now < since ||
+            now - since < (ph == CONN_HEADERS ? hd : bd))
+            continue;
+        c->cut = true;
+        shutdown(c->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&s->conn_lock);
+}
+
+/* Every 100 ms: parked deadlines, gone clients, request deadlines. */
 static void *waker_main(void *arg)
 {
     struct accel_daemon *d = arg;
     while (!d->stopping) {
         uint64_t now;
-        struct http_req **pp;
-        usleep(200 * 1000);
+        usleep(100 * 1000);
         now = util_now_ns();
         pthread_mutex_lock(&d->ev_lock);
-        pp = &d->parked;
-        while (*pp) {
-            struct http_req *r = *pp;
-            if (now < r->park_until_ns) {
-                pp = &r->next_parked;
-                continue;
-            }
-            *pp = r->next_parked;
-            r->next_parked = NULL;
-            r->parked = false;
-            MHD_resume_connection(r->conn);
-        }
+        sweep_parked_locked(d, now);
         pthread_mutex_unlock(&d->ev_lock);
+        sweep_conns(d->http, now);
     }
     return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct accel_daemon *d = cls;
+    struct http_server *s = d->http;
+    struct http_conn *hc = *socket_context;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        hc = xcalloc(1, sizeof(*hc));
+        hc->fd = ci ? ci->connect_fd : -1;
+        atomic_init(&hc->since_ns, util_now_ns());
+        atomic_init(&hc->phase, CONN_HEADERS);
+        pthread_mutex_lock(&s->conn_lock);
+        hc->next = s->conns;
+        if (s->conns)
+            s->conns->prev = hc;
+        s->conns = hc;
+        pthread_mutex_unlock(&s->conn_lock);
+        *socket_context = hc;
+        return;
+    }
+    if (hc == NULL)
+        return;
+    /* MHD closes the socket after this returns: the sweep, which holds
+     * conn_lock while it shuts one down, never touches a closed fd */
+    pthread_mutex_lock(&s->conn_lock);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        s->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    pthread_mutex_unlock(&s->conn_lock);
+    free(hc);
+    *socket_context = NULL;
+}
+
+static struct http_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A body announced far larger than the cap (HTTP_DISCARD_MAX) is refused
+ * before it is read; one a little over it is read, dropped and refused
+ * afterwards, so a client that sends without waiting reads the 413. */
+#define HTTP_DISCARD_MAX (16u * ACCEL_MAX_BODY)
+static bool announced_too_big(struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 "Content-Length");
+    char *end;
+    unsigned long long n;
+    if (cl == NULL)
+        return false;
+    n = strtoull(cl, &end, 10);
+    return *end == '\0' && n > HTTP_DISCARD_MAX;
+}
+
+/* The first call for a request: its context, and the deadlines moved on
+ * from headers to body. */
+static struct http_req *req_new(struct accel_daemon *d,
+                                struct MHD_Connection *c, const char *url,
+                                const char *method)
+{
+    struct http_req *r = xcalloc(1, sizeof(*r));
+    r->d = d;
+    r->conn = c;
+    r->method = method;
+    r->path = xstrdup(url);
+    r->hc = conn_of(c);
+    if (r->hc)
+        atomic_store(&r->hc->phase, CONN_BODY);
+    return r;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -436,14 +645,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     (void)version;
 
     if (r == NULL) {
-        r = xcalloc(1, sizeof(*r));
-        r->d = cls;
-        r->conn = c;
-        r->method = method;
-        r->path = xstrdup(url);
+        r = req_new(cls, c, url, method);
         *con_cls = r;
-        return MHD_YES;
+        if (!announced_too_big(c))
+            return MHD_YES;
+        /* answer now: MHD then closes without reading the body */
+        r->too_big = true;
+        http_reply_error(r, ACCEL_ETOOBIG, "request body exceeds %d bytes",
+                         ACCEL_MAX_BODY);
+        if (r->hc)
+            atomic_store(&r->hc->phase, CONN_ANSWER);
+        return queue_reply(c, r);
     }
+    if (r->status != 0 && r->too_big)
+        return MHD_YES; /* refused above: the rest is discarded */
     if (*upload_size > 0) {
         if (!r->too_big && r->body_len + *upload_size <= ACCEL_MAX_BODY) {
             r->body = xrealloc(r->body, r->body_len + *upload_size + 1);
@@ -456,10 +671,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
+    if (r->hc)
+        atomic_store(&r->hc->phase, CONN_ANSWER);
+    if (r->gone) {
+        /* the client left while parked: answer nothing useful, at once */
+        http_reply_error(r, ACCEL_ESYS, "the client closed the connection");
+        return queue_reply(c, r);
+    }
     t0 = util_now_ns();
     do {
         r->park = false;
         dispatch(r);
+        if (r->park && r->d->stopping) {
+            http_reply_error(r, ACCEL_EBUSY, "acceld is stopping; retry "
+                             "when it is back");
+            r->status = 503;
+            break;
+        }
         if (r->park && park_connection(r->d, r))
             return MHD_YES; /* answered when resumed */
     } while (r->park);
@@ -473,16 +701,24 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
                     enum MHD_RequestTerminationCode toe)
 {
     struct http_req *r = *con_cls;
-    (void)c;
+    struct accel_daemon *d = cls;
+    struct http_conn *hc = r ? r->hc : conn_of(c);
     (void)toe;
-    if (r && r->parked) {
-        struct accel_daemon *d = cls;
+    if (r) {
         pthread_mutex_lock(&d->ev_lock);
-        unpark_locked(d, r);
+        if (r->parked)
+            unlink_locked(d, r);
+        if (r->on_free)
+            r->on_free(r); /* detach a slow operation (api.c) */
         pthread_mutex_unlock(&d->ev_lock);
     }
-    req_free(*con_cls);
+    req_free(r);
     *con_cls = NULL;
+    if (hc) {
+        /* the next request on this connection starts its clock now */
+        atomic_store(&hc->since_ns, util_now_ns());
+        atomic_store(&hc->phase, CONN_HEADERS);
+    }
 }
 
 static enum accel_err parse_listen(const char *listen, struct sockaddr_in *sa,
@@ -519,24 +755,52 @@ static enum accel_err parse_listen(const char *listen, struct sockaddr_in *sa,
     return ACCEL_OK;
 }
 
+/* Connections the fd limit allows (raised to its hard maximum first):
+ * keep 512 descriptors for the store, logs, apps and NVML. */
+static unsigned conn_limit(void)
+{
+    struct rlimit rl;
+    unsigned n = HTTP_MAX_CONNECTIONS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 512;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n + 512)
+        n = rl.rlim_cur > 1024 ? (unsigned)rl.rlim_cur - 512 : 512;
+    return n;
+}
+
 enum accel_err http_start(struct accel_daemon *d, const char *listen,
                           int *out_port, char **cause)
 {
     struct sockaddr_in sa;
     const union MHD_DaemonInfo *info;
     struct http_server *s;
+    unsigned limit = conn_limit();
+    unsigned per_peer = limit < HTTP_MAX_PER_PEER ? limit : HTTP_MAX_PER_PEER;
 
     if (parse_listen(listen, &sa, cause) != ACCEL_OK)
         return ACCEL_EINVAL;
     s = xcalloc(1, sizeof(*s));
+    pthread_mutex_init(&s->conn_lock, NULL);
+    d->http = s; /* on_connection reads it from the first accept */
     s->mhd = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
         0, NULL, NULL, on_request, d, MHD_OPTION_SOCK_ADDR, &sa,
-        MHD_OPTION_THREAD_POOL_SIZE, 4u, MHD_OPTION_NOTIFY_COMPLETED, on_done,
-        d, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
-        512u, MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_END);
     if (s->mhd == NULL) {
+        d->http = NULL;
+        pthread_mutex_destroy(&s->conn_lock);
         free(s);
         *cause = xasprintf("cannot listen on %s (address in use or not "
                            "available)",
@@ -545,8 +809,10 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
     }
     info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     *out_port = info ? info->port : ntohs(sa.sin_port);
-    d->http = s;
     s->waker_running = pthread_create(&s->waker, NULL, waker_main, d) == 0;
+    log_info("http: %u connections at most (%u per client address), "
+             "headers within %d s, bodies within %d s",
+             limit, per_peer, HTTP_HEADER_DEADLINE_S, HTTP_BODY_DEADLINE_S);
     return ACCEL_OK;
 }
 
@@ -557,11 +823,13 @@ void http_stop(struct accel_daemon *d)
     d->stopping = 1;
     if (d->http->waker_running)
         pthread_join(d->http->waker, NULL);
-    /* suspended connections must be resumed before the server stops */
+    /* suspended connections must be resumed before the server stops;
+     * dispatched again, they answer at once (d->stopping) */
     pthread_mutex_lock(&d->ev_lock);
-    http_wake_parked_locked(d);
+    wake_all_locked(d);
     pthread_mutex_unlock(&d->ev_lock);
     MHD_stop_daemon(d->http->mhd);
+    pthread_mutex_destroy(&d->http->conn_lock);
     free(d->http);
     d->http = NULL;
 }

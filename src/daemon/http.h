@@ -17,6 +17,8 @@
 
 #define HTTP_MAX_PARAMS 4
 
+struct http_conn;
+
 struct http_req {
     struct accel_daemon *d;
     void *conn;                       /* struct MHD_Connection */
@@ -30,12 +32,20 @@ struct http_req {
     bool too_big;                     /* body went over the cap */
     struct auth_user user;            /* set when authenticated */
     bool authed;
-    /* a long-poll parked without a thread (http_park) */
+    struct http_conn *hc;             /* its connection (http.c) */
+    /* a request parked without a thread (http_park, http_park_app) */
     bool park;                        /* the handler asked to wait */
     bool parked;                      /* in d->parked, connection suspended */
+    bool gone;                        /* its client left while parked */
+    int park_kind;                    /* HTTP_PARK_* */
+    char *park_app;                   /* HTTP_PARK_APP: the app it follows */
     uint64_t park_until_ns;           /* util_now_ns deadline */
     uint64_t park_seen;               /* d->ev_seq when it looked */
     struct http_req *next_parked;     /* list link */
+    int64_t ev_cursor;                /* events already scanned (api.c) */
+    void *op;                         /* a slow operation (api.c) */
+    void (*on_free)(struct http_req *r); /* called under ev_lock when the
+                                            request ends */
     /* the reply */
     int status;
     char *reply;                      /* allocated body */
@@ -68,15 +78,27 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
                           int *out_port, char **cause);
 void http_stop(struct accel_daemon *d);
 
+#define HTTP_PARK_EVENTS 0 /* woken by the events its user may see */
+#define HTTP_PARK_APP 1    /* woken by the events of one app, or directly */
+
 /*
  * Answer later: the connection is suspended (no thread is held) until an
- * event is appended after ev_seq `seen` or until deadline_ns (util_now_ns
- * clock), then the handler runs again with r->park_until_ns kept. The
- * handler sets no reply when it calls this.
+ * event its user may see is appended after ev_seq `seen`, its client goes
+ * away, or deadline_ns (util_now_ns clock) passes; then the handler runs
+ * again with r->park_until_ns kept (r->gone set when the client left: it
+ * is then answered without a dispatch). The handler sets no reply when it
+ * calls this. While acceld stops, a parked request answers 503 at once.
  */
 void http_park(struct http_req *r, uint64_t deadline_ns, uint64_t seen);
-/* Resume every parked request (d->ev_lock held): an event was appended. */
-void http_wake_parked_locked(struct accel_daemon *d);
+/* The same, woken by the events of app `app` or http_wake_req_locked. */
+void http_park_app(struct http_req *r, uint64_t deadline_ns, uint64_t seen,
+                   const char *app);
+/* An event of app (NULL: none) owned by owner (NULL: unknown) was
+ * appended: resume the parked requests it concerns (d->ev_lock held). */
+void http_wake_parked_locked(struct accel_daemon *d, const char *app,
+                             const char *owner);
+/* Resume r if it is parked (d->ev_lock held). */
+void http_wake_req_locked(struct accel_daemon *d, struct http_req *r);
 
 /* Replies. Each takes ownership of the json it is given. */
 void http_reply_data(struct http_req *r, int status, json_t *data);

@@ -19,6 +19,7 @@
 #include "daemon/broker_ops.h"
 #include "daemon/daemon.h"
 #include "daemon/state.h"
+#include "daemon/view.h"
 
 #define MAX_SERIES 128
 #define NBUCKETS 10
@@ -296,13 +297,16 @@ static void render_devices(struct out *o, struct accel_daemon *d)
     }
 }
 
-static void render_app_rows(struct out *o, struct accel_daemon *d)
+static void render_app_rows(struct out *o, struct accel_daemon *d,
+                            const struct auth_user *u)
 {
     char a[LV], ow[LV], n[LV], dev[LV];
     outf(o, "# HELP accel_app_quota_bytes Memory quota per app and device "
             "(0 = the whole card).\n# TYPE accel_app_quota_bytes gauge\n");
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *x = d->apps[i];
+        if (view_hides(u, x))
+            continue; /* another user's app: no series for a member */
         esc(x->name, a, sizeof a);
         esc(x->owner, ow, sizeof ow);
         for (size_t k = 0; k < x->nrows; k++) {
@@ -316,15 +320,18 @@ static void render_app_rows(struct out *o, struct accel_daemon *d)
     }
 }
 
-static void render_apps(struct out *o, struct accel_daemon *d)
+static void render_apps(struct out *o, struct accel_daemon *d,
+                        const struct auth_user *u)
 {
     char a[LV], ow[LV];
     size_t count[APP_STATE_COUNT] = {0};
-    render_app_rows(o, d);
+    render_app_rows(o, d, u);
     outf(o, "# HELP accel_app_memory_used_bytes Live memory use of the app "
             "(shim ledgers).\n# TYPE accel_app_memory_used_bytes gauge\n");
     for (size_t i = 0; i < d->napps; i++)
-        outf(o, "accel_app_memory_used_bytes{app=\"%s\",owner=\"%s\"} %llu\n",
+        if (!view_hides(u, d->apps[i]))
+            outf(o, "accel_app_memory_used_bytes{app=\"%s\",owner=\"%s\"} "
+                    "%llu\n",
              esc(d->apps[i]->name, a, sizeof a),
              esc(d->apps[i]->owner, ow, sizeof ow),
              (unsigned long long)d->apps[i]->usage);
@@ -332,6 +339,8 @@ static void render_apps(struct out *o, struct accel_daemon *d)
             "# TYPE accel_app_state gauge\n");
     for (size_t i = 0; i < d->napps; i++) {
         count[d->apps[i]->state]++;
+        if (view_hides(u, d->apps[i]))
+            continue;
         outf(o, "accel_app_state{app=\"%s\",owner=\"%s\",state=\"%s\"} 1\n",
              esc(d->apps[i]->name, a, sizeof a),
              esc(d->apps[i]->owner, ow, sizeof ow),
@@ -375,16 +384,44 @@ static void render_counters(struct out *o, struct metrics *m)
     hist_render(o, "accel_store_commit_duration_seconds", "", &m->commit);
 }
 
-char *metrics_render(struct accel_daemon *d)
+/* Copy text's lines, leaving out those labelled app="X" for an app X
+ * that u may not see (d->lock held). */
+static void put_visible_lines(struct out *o, struct accel_daemon *d,
+                              const struct auth_user *u, const char *text)
+{
+    while (*text) {
+        const char *eol = strchr(text, '\n');
+        size_t n = eol ? (size_t)(eol - text) + 1 : strlen(text);
+        const char *lab = memmem(text, n, "app=\"", 5);
+        bool keep = true;
+        if (lab && !u->admin) {
+            char name[ACCEL_NAME_MAX + 1];
+            const char *end = memchr(lab + 5, '"', n - (size_t)(lab + 5 - text));
+            size_t len = end ? (size_t)(end - lab - 5) : 0;
+            struct app *a = NULL;
+            if (len < sizeof name) {
+                memcpy(name, lab + 5, len);
+                name[len] = '\0';
+                a = state_app_find(d, name);
+            }
+            keep = a == NULL || !view_hides(u, a);
+        }
+        if (keep)
+            outf(o, "%.*s", (int)n, text);
+        text += n;
+    }
+}
+
+char *metrics_render(struct accel_daemon *d, const struct auth_user *u)
 {
     struct out o = {xmalloc(65536), 0, 65536};
     o.buf[0] = '\0';
     pthread_mutex_lock(&d->lock);
     render_devices(&o, d);
-    render_apps(&o, d);
+    render_apps(&o, d, u);
     {
         char *ts = broker_ops_metrics(d);
-        outf(&o, "%s", ts);
+        put_visible_lines(&o, d, u, ts);
         free(ts);
     }
     /* time slicing (SPEC 4.3): the broker's per-device, per-app turns and

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 struct accel_daemon;
+struct auth_user;
 
 struct metrics *metrics_new(void);
 void metrics_free(struct metrics *m); /* accepts NULL */
@@ -23,7 +24,9 @@ void metrics_refusal(struct accel_daemon *d, const char *code);
 /* One store commit and how long it took. */
 void metrics_commit(struct accel_daemon *d, uint64_t ns);
 
-/* The whole exposition text (caller frees). Takes d->lock itself. */
-char *metrics_render(struct accel_daemon *d);
+/* The whole exposition text (caller frees) as viewer u may see it: a
+ * member gets no series of another user's app (counts stay). Takes
+ * d->lock itself. */
+char *metrics_render(struct accel_daemon *d, const struct auth_user *u);
 
 #endif /* ACCEL_DAEMON_METRICS_H */

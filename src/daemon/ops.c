@@ -574,7 +574,8 @@ static struct app *app_new(const struct manifest *m, json_t *manifest,
 
 /* Validate a selection or place automatically. Returns the number of rows
  * (0 = no placement found) or -1 when a given selection failed (res set). */
-int ops_select_rows(struct accel_daemon *d, struct app *a,
+int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
+                    struct app *a,
                        const struct adm_req *r, const struct op_binding *b,
                        struct adm_row *rows, struct op_result *res)
 {
@@ -594,7 +595,7 @@ int ops_select_rows(struct accel_daemon *d, struct app *a,
     }
     refusal(d, a, r, sel, n, &v);
     ops_res_check(res, "computeBindingUnavailable",
-              json_pack("{s:o, s:o}", "availability", view_availability(d, r),
+              json_pack("{s:o, s:o}", "availability", view_availability(d, r, u),
                         "validation", view_validation(d, &v)));
     return -1;
 }
@@ -629,7 +630,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     if (sel < 0)
         goto fail;
     a = app_new(&m, manifest, own, sel);
-    n = ops_select_rows(d, a, &a->m.req[sel], b, rows, res);
+    n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
     if (n < 0) {
         a->m = (struct manifest){0};
         state_app_free(a);
@@ -680,13 +681,13 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         goto out;
     }
     sel = ops_pick_req(d, a, b);
-    n = ops_select_rows(d, a, &a->m.req[sel], b, rows, res);
+    n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
     if (n < 0)
         goto out;
     if (n == 0) {
         ops_res_check(res, "computeBindingRequired",
                   json_pack("{s:o}", "availability",
-                            view_availability(d, &a->m.req[sel])));
+                            view_availability(d, &a->m.req[sel], u)));
         goto out;
     }
     rc = ops_commit_bind(d, a, sel, rows, (size_t)n,

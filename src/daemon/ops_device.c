@@ -30,7 +30,8 @@ void ops_availability(struct accel_daemon *d, const struct auth_user *u,
     a = ops_find_app(d, u, name, res);
     if (a)
         ops_res_ok(res, 200,
-                   view_availability(d, &a->m.req[a->sel >= 0 ? a->sel : 0]));
+                   view_availability(d, &a->m.req[a->sel >= 0 ? a->sel : 0],
+                                     u));
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -76,21 +77,21 @@ void ops_validate(struct accel_daemon *d, const struct auth_user *u,
     if (b->n == 0 && r->type == ACCEL_TYPE_CPU) {
         ops_res_ok(res, 200,
                    json_pack("{s:s, s:o, s:n, s:[]}", "status", "not-required",
-                             "availability", view_availability(d, r),
+                             "availability", view_availability(d, r, u),
                              "validation", "allocations"));
     } else if (b->n == 0) {
         ops_res_check(res, "computeBindingRequired",
                       json_pack("{s:o}", "availability",
-                                view_availability(d, r)));
+                                view_availability(d, r, u)));
     } else if (!ops_validate_own(d, a, r, b->sel, b->n, &v, rows)) {
         ops_res_check(res, "computeBindingUnavailable",
                       json_pack("{s:o, s:o}", "availability",
-                                view_availability(d, r), "validation",
+                                view_availability(d, r, u), "validation",
                                 view_validation(d, &v)));
     } else {
         ops_res_ok(res, 200,
                    json_pack("{s:s, s:o, s:o, s:o}", "status", "valid",
-                             "availability", view_availability(d, r),
+                             "availability", view_availability(d, r, u),
                              "validation", view_validation(d, &v),
                              "allocations",
                              would_be_rows(d, a, r, rows, b->n)));
@@ -265,7 +266,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
     if (d->snap.devs[dev].st == st) {
         ops_res_ok(res, 200, json_pack("{s:s, s:o, s:[]}", "status",
                                        "unchanged", "device",
-                                       view_device(d, dev), "stoppedApps"));
+                                       view_device(d, dev, NULL), "stoppedApps"));
         goto out;
     }
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
@@ -274,7 +275,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         ops_res_check(res, "computeDeviceSwitchBlocked",
                       json_pack("{s:s, s:o, s:o}", "status",
                                 "bound-apps-stop-blocked", "device",
-                                view_device(d, dev), "blockedApps", blocked));
+                                view_device(d, dev, NULL), "blockedApps", blocked));
         goto out;
     }
     json_decref(blocked);
@@ -290,7 +291,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         ops_res_check(res, "computeDeviceSwitchBlocked",
                       json_pack("{s:s, s:o, s:o, s:o}", "status",
                                 "bound-apps-stop-blocked", "device",
-                                view_device(d, dev), "blockedApps", blocked,
+                                view_device(d, dev, NULL), "blockedApps", blocked,
                                 "stoppedApps", stopped));
         goto out;
     }
@@ -307,7 +308,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     ops_res_ok(res, 200, json_pack("{s:s, s:o, s:o}", "status", "switched",
-                                   "device", view_device(d, dev),
+                                   "device", view_device(d, dev, NULL),
                                    "stoppedApps", stopped));
 out:
     pthread_mutex_unlock(&d->lock);
@@ -345,7 +346,7 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
     d->snap.nodes[n].enabled = enabled;
     for (uint32_t k = 0; k < d->snap.nodes[n].ndev; k++)
         view_touch(d, (int)(d->snap.nodes[n].first_dev + k));
-    ops_res_ok(res, 200, view_node(d, n));
+    ops_res_ok(res, 200, view_node(d, n, NULL));
 out:
     pthread_mutex_unlock(&d->lock);
 }

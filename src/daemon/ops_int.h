@@ -31,7 +31,8 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a);
 bool ops_validate_own(struct accel_daemon *d, const struct app *a,
                       const struct adm_req *r, const struct adm_sel *sel,
                       size_t n, struct adm_verdict *v, struct adm_row *rows);
-int ops_select_rows(struct accel_daemon *d, struct app *a,
+int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
+                    struct app *a,
                     const struct adm_req *r, const struct op_binding *b,
                     struct adm_row *rows, struct op_result *res);
 

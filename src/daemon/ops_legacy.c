@@ -95,12 +95,24 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
     }
     h = holder(d, dev, a);
     if (d->snap.devs[dev].st == ACCEL_SUPPORT_EXCLUSIVE && h) {
+        /* a member sees another user's app only as such (SPEC 3) */
+        const char *hn = view_hides(u, h) ? "another user's app" : h->name;
         if (!force) {
             ops_res_error(res, 409, "exclusive-already-bound",
                           "GPU %s is in App exclusive mode and already "
-                          "assigned to app %s; refusing to assign it to app "
+                          "assigned to %s%s; refusing to assign it to app "
                           "%s (send force: true to replace it)",
-                          id, h->name, name);
+                          id, view_hides(u, h) ? "" : "app ", hn, name);
+            goto out;
+        }
+        if (!auth_may_act(u, h->owner)) {
+            /* force never evicts what the caller may not stop */
+            ops_res_error(res, 403, "forbidden",
+                          "GPU %s is held by %s%s; only %s may replace it",
+                          id, view_hides(u, h) ? "" : "app ", hn,
+                          strcmp(h->owner, ACCEL_SHARED_OWNER) == 0
+                              ? "an admin"
+                              : "its owner or an admin");
             goto out;
         }
         h = ops_stop_processes(d, h);

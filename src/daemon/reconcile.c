@@ -752,7 +752,8 @@ uint32_t reconcile_app_lingering(struct accel_daemon *d, const char *name,
     return count;
 }
 
-json_t *reconcile_runtime_json(struct accel_daemon *d)
+json_t *reconcile_runtime_json(struct accel_daemon *d,
+                              const struct auth_user *u)
 {
     struct reconcile *r = d->reconcile;
     int node = state_node_find(d, d->cfg.node_name);
@@ -763,7 +764,7 @@ json_t *reconcile_runtime_json(struct accel_daemon *d)
 
     for (size_t i = 0; node >= 0 && i < d->snap.ndevs; i++)
         if (d->snap.devs[i].node == (uint32_t)node)
-            json_array_append_new(devs, view_device(d, (int)i));
+            json_array_append_new(devs, view_device(d, (int)i, u));
     return json_pack(
         "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o, s:{s:b, s:s, s:s}}",
         "nodeName", d->cfg.node_name, "nvml", "loaded",

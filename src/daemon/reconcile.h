@@ -59,6 +59,7 @@ uint32_t reconcile_app_lingering(struct accel_daemon *d, const char *name,
  * nvml:{loaded, status, driver, cuda}, reconcileIntervalMs, devices:[Device
  * of the local node]}. New reference.
  */
-json_t *reconcile_runtime_json(struct accel_daemon *d);
+json_t *reconcile_runtime_json(struct accel_daemon *d,
+                              const struct auth_user *u);
 
 #endif /* ACCEL_DAEMON_RECONCILE_H */

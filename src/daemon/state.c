@@ -262,11 +262,16 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
         log_warn("event not recorded (%s): %s", accel_strerror(rc), msg);
     /* wake the long-polls; they re-read the store under d->lock, so an
      * event of a transaction that rolls back is never shown */
-    pthread_mutex_lock(&d->ev_lock);
-    d->ev_seq++;
-    pthread_cond_broadcast(&d->ev_cond);
-    http_wake_parked_locked(d);
-    pthread_mutex_unlock(&d->ev_lock);
+    {
+        /* callers hold d->lock: the app is still listed, even when this
+         * is its uninstall */
+        const struct app *a = app ? state_app_find(d, app) : NULL;
+        pthread_mutex_lock(&d->ev_lock);
+        d->ev_seq++;
+        pthread_cond_broadcast(&d->ev_cond);
+        http_wake_parked_locked(d, app, a ? a->owner : NULL);
+        pthread_mutex_unlock(&d->ev_lock);
+    }
     log_info("event %s: %s", kind, msg);
     free(msg);
     free(js);

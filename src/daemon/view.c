@@ -39,13 +39,35 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
     return o;
 }
 
+bool view_hides(const struct auth_user *u, const struct app *a)
+{
+    return u != NULL && !u->admin && strcmp(a->owner, u->name) != 0 &&
+           strcmp(a->owner, ACCEL_SHARED_OWNER) != 0;
+}
+
+/* A binding as viewer u sees it: another owner's app is only "another
+ * user's app", its numbers kept (the hidden shape of docs/api.md). */
+static json_t *binding_json(struct accel_daemon *d,
+                            const struct auth_user *u, const struct app *a,
+                            const struct adm_row *row)
+{
+    json_t *o = view_allocation(d, a, row, true);
+    if (view_hides(u, a)) {
+        json_object_set_new(o, "appName", json_string(""));
+        json_object_set_new(o, "owner", json_string(""));
+        json_object_set_new(o, "hidden", json_true());
+    }
+    return o;
+}
+
 /*
  * The bindings of every device (or only of device `only` when >= 0), from
  * one walk over the allocation rows, so a listing of N devices costs one
- * pass over the allocations and not N. Entries are NULL for devices without
- * bindings. Free with bindings_free.
+ * pass over the allocations and not N, as viewer u sees them (NULL: all).
+ * Entries are NULL for devices without bindings. Free with bindings_free.
  */
-static json_t **bindings_by_device(struct accel_daemon *d, int only)
+static json_t **bindings_by_device(struct accel_daemon *d, int only,
+                                   const struct auth_user *u)
 {
     json_t **idx = xcalloc(d->snap.ndevs + 1, sizeof(*idx));
     for (size_t i = 0; i < d->napps; i++) {
@@ -57,7 +79,7 @@ static json_t **bindings_by_device(struct accel_daemon *d, int only)
             if (idx[dev] == NULL)
                 idx[dev] = json_array();
             json_array_append_new(idx[dev],
-                                  view_allocation(d, a, &a->rows[k], true));
+                                  binding_json(d, u, a, &a->rows[k]));
         }
     }
     return idx;
@@ -169,9 +191,10 @@ static json_t *res_json(const struct adm_res *r)
                      (json_int_t)r->used);
 }
 
-json_t *view_device(struct accel_daemon *d, int dev)
+json_t *view_device(struct accel_daemon *d, int dev,
+                    const struct auth_user *u)
 {
-    json_t **idx = bindings_by_device(d, dev);
+    json_t **idx = bindings_by_device(d, dev, u);
     json_t *o = device_json(d, dev, idx);
     bindings_free(d, idx);
     return o;
@@ -210,9 +233,10 @@ static json_t *node_json(struct accel_daemon *d, int node, json_t **idx)
     return o;
 }
 
-json_t *view_node(struct accel_daemon *d, int node)
+json_t *view_node(struct accel_daemon *d, int node,
+                  const struct auth_user *u)
 {
-    json_t **idx = bindings_by_device(d, -1);
+    json_t **idx = bindings_by_device(d, -1, u);
     json_t *o = node_json(d, node, idx);
     bindings_free(d, idx);
     return o;
@@ -291,24 +315,39 @@ static void stream_json(struct view_stream *s, json_t *v, bool strip_close)
                                   NULL});
 }
 
+/* The device's JSON as member u sees it: built now, never cached (the
+ * cache holds the whole view). */
+static void stream_device_for(struct view_stream *s, struct accel_daemon *d,
+                              int dev, json_t ***idx,
+                              const struct auth_user *u)
+{
+    if (*idx == NULL)
+        *idx = bindings_by_device(d, -1, u);
+    stream_json(s, device_json(d, dev, *idx), false);
+}
+
 /* The device's JSON: from the cache, or built now and cached. */
 static void stream_device(struct view_stream *s, struct accel_daemon *d,
-                          int dev, json_t ***idx)
+                          int dev, json_t ***idx, const struct auth_user *u)
 {
     struct dev_info *di = &d->dinfo[dev];
     bool live = d->ninfo[d->snap.devs[dev].node].local;
     json_t *o;
     char *t;
 
+    if (u != NULL && !u->admin) {
+        stream_device_for(s, d, dev, idx, u);
+        return;
+    }
     if (di->json == NULL || live) {
         if (live) {
             /* only this device's bindings: one walk, few JSON objects */
-            json_t **one = bindings_by_device(d, dev);
+            json_t **one = bindings_by_device(d, dev, NULL);
             o = device_json(d, dev, one);
             bindings_free(d, one);
         } else {
             if (*idx == NULL)
-                *idx = bindings_by_device(d, -1);
+                *idx = bindings_by_device(d, -1, NULL);
             o = device_json(d, dev, *idx);
         }
         t = json_dumps(o, JSON_COMPACT);
@@ -323,6 +362,7 @@ static void stream_device(struct view_stream *s, struct accel_daemon *d,
 }
 
 struct view_stream *view_nodes_stream(struct accel_daemon *d,
+                                      const struct auth_user *u,
                                       const char *head, const char *tail)
 {
     struct view_stream *s = xcalloc(1, sizeof(*s));
@@ -340,7 +380,7 @@ struct view_stream *view_nodes_stream(struct accel_daemon *d,
         for (uint32_t k = 0; k < n->ndev; k++) {
             if (k > 0)
                 stream_static(s, ",");
-            stream_device(s, d, (int)(n->first_dev + k), &idx);
+            stream_device(s, d, (int)(n->first_dev + k), &idx, u);
         }
         stream_static(s, "]}");
     }
@@ -442,7 +482,8 @@ static json_t *view_dev_opt(struct accel_daemon *d,
                      take_bindings(idx, o->dev));
 }
 
-json_t *view_availability(struct accel_daemon *d, const struct adm_req *r)
+json_t *view_availability(struct accel_daemon *d, const struct adm_req *r,
+                          const struct auth_user *u)
 {
     struct adm_availability av;
     json_t *nodes, *o, **idx;
@@ -451,7 +492,7 @@ json_t *view_availability(struct accel_daemon *d, const struct adm_req *r)
         return json_pack("{s:b, s:s}", "schedulable", 0, "reason",
                          "out-of-memory");
     nodes = json_array();
-    idx = bindings_by_device(d, -1);
+    idx = bindings_by_device(d, -1, u);
     for (size_t i = 0; i < av.nnodes; i++) {
         const struct adm_node_opt *no = &av.nodes[i];
         json_t *devs = json_array();
@@ -561,7 +602,8 @@ json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v)
     return o;
 }
 
-json_t *view_legacy_gpu(struct accel_daemon *d, int dev)
+json_t *view_legacy_gpu(struct accel_daemon *d, int dev,
+                        const struct auth_user *u)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const struct dev_info *di = &d->dinfo[dev];
@@ -578,7 +620,11 @@ json_t *view_legacy_gpu(struct accel_daemon *d, int dev)
             json_t *e;
             if ((int)a->rows[k].dev != dev)
                 continue;
-            e = json_pack("{s:s}", "appName", a->name);
+            if (view_hides(u, a))
+                e = json_pack("{s:s, s:s, s:b}", "appName", "", "owner", "",
+                              "hidden", 1);
+            else
+                e = json_pack("{s:s}", "appName", a->name);
             if (x->st == ACCEL_SUPPORT_MEMSLICE) {
                 json_object_set_new(e, "memory",
                                     json_integer((json_int_t)(a->rows[k].memory / MIB)));

@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: MIT
+"""Permissions (SPEC 3): no route lets a member stop, unbind or replace an
+app it does not own, force included; members see other owners' apps only
+as "another user's app" in every view that shows bindings; every 403."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld  # noqa: E402
+
+G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
+G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
+HIDDEN_KEYS = {"appName": "", "owner": "", "hidden": True}
+
+
+def manifest(name, gpu="4Gi", shared=False):
+    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
+         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
+         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
+         "limitedGPUMemory": gpu}
+    m = {"apiVersion": "v3" if shared else "v2", "metadata": {"name": name},
+         "spec": {"accelerator": [e]}}
+    if shared:
+        m["options"] = {"shared": True}
+    return m
+
+
+class PermissionTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld().start()
+        self.alice = self.user("alice")
+        self.bob = self.user("bob")
+
+    def tearDown(self):
+        self.d.close()
+
+    def call(self, method, path, body=None, token=None):
+        return self.d.http(method, path, body, token=token)
+
+    def user(self, name):
+        st, b = self.call("POST", "/api/users", {"name": name})
+        self.assertEqual(st, 201, b)
+        return b["data"]["token"]
+
+    def install(self, m, token=None, **kw):
+        body = {"manifest": m}
+        body.update(kw)
+        st, b = self.call("POST", "/api/apps", body, token=token)
+        self.assertEqual(st, 201, b)
+        return b["data"]
+
+    def exclusive(self, dev):
+        st, b = self.call("PUT", "/api/compute-resources/nodes/homelab/"
+                          "devices/" + dev + "/support-type",
+                          {"supportType": "Exclusive"})
+        self.assertEqual(st, 200, b)
+
+    def state(self, name):
+        st, b = self.call("GET", "/api/apps/" + name)
+        return b["data"]["state"], [a["deviceId"]
+                                    for a in b["data"]["allocations"]]
+
+    def test_member_force_never_evicts(self):
+        """A member's force bind on an Exclusive GPU held by another
+        member's app, or by a shared app, is 403 and changes nothing; the
+        owner's own force still works."""
+        self.exclusive(G4060)
+        self.exclusive(G4090)
+        self.install(manifest("al"), token=self.alice,
+                     computeBinding=[{"nodeName": "homelab",
+                                      "deviceId": G4060}])
+        self.install(manifest("sh", shared=True),
+                     computeBinding=[{"nodeName": "homelab",
+                                      "deviceId": G4090}])
+        # bob's app, installed where it can go and stopped
+        st, b = self.call("POST", "/api/apps", {"manifest": manifest("bo")},
+                          token=self.bob)
+        self.assertEqual(st, 201, b)
+        st, b = self.call("POST", "/api/apps/bo/suspend", token=self.bob)
+        self.assertEqual(st, 200, b)
+        before = {n: self.state(n) for n in ("al", "sh")}
+        for dev, victim in ((G4060, "al"), (G4090, "sh")):
+            st, b = self.call("POST", "/api/gpu/update/app",
+                              {"id": dev, "mode": "0", "appName": "bo",
+                               "memory": "0", "force": True}, token=self.bob)
+            self.assertEqual(st, 403, b)
+            self.assertEqual(b["error"], "forbidden")
+            if victim == "al":  # never named to another member
+                self.assertNotIn("al", b["message"].replace("alloc", ""))
+                self.assertIn("another user's app", b["message"])
+            # without force: 409, still without the name
+            st, b = self.call("POST", "/api/gpu/update/app",
+                              {"id": dev, "mode": "0", "appName": "bo"},
+                              token=self.bob)
+            self.assertEqual(st, 409, b)
+        self.assertEqual({n: self.state(n) for n in ("al", "sh")}, before)
+        self.assertEqual(before["al"], ("running", [G4060]))
+        self.assertEqual(self.state("bo"), ("stopped", []))
+        # the admin may replace
+        st, b = self.call("POST", "/api/gpu/update/app",
+                          {"id": G4060, "mode": "0", "appName": "bo",
+                           "force": True})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.state("al")[0], "stopped")
+
+    def test_every_403_and_404(self):
+        self.install(manifest("al", gpu="2Gi"), token=self.alice)
+        self.install(manifest("sh", gpu="2Gi", shared=True))
+        sh_dev = self.state("sh")[1][0]
+        # another member's app: it does not exist for bob
+        for method, path, body in [
+                ("GET", "/api/apps/al", None),
+                ("POST", "/api/apps/al/suspend", None),
+                ("POST", "/api/apps/al/resume", {}),
+                ("DELETE", "/api/apps/al", None),
+                ("GET", "/api/apps/al/compute-resources/bindings", None),
+                ("DELETE", "/api/apps/al/compute-resources/bindings", None),
+                ("GET", "/api/apps/al/compute-resources/availability", None),
+                ("POST", "/api/gpu/update/app",
+                 {"id": G4060, "mode": "0", "appName": "al"}),
+                ("POST", "/api/gpu/unassign/app",
+                 {"id": self.state("al")[1][0], "mode": "0",
+                  "appName": "al"}),
+                ("PUT", "/api/gpu/assignments/bulk",
+                 {"appName": "al", "unassign": [], "assign": []})]:
+            st, b = self.call(method, path, body, token=self.bob)
+            self.assertEqual(st, 404, (method, path, b))
+            self.assertNotIn("alice", b["message"])
+        # a shared app: visible, not changeable
+        for method, path, body in [
+                ("POST", "/api/apps/sh/suspend", None),
+                ("DELETE", "/api/apps/sh", None),
+                ("DELETE", "/api/apps/sh/compute-resources/bindings", None),
+                ("POST", "/api/gpu/update/app",
+                 {"id": G4060, "mode": "0", "appName": "sh", "force": True}),
+                ("POST", "/api/gpu/unassign/app",
+                 {"id": sh_dev, "mode": "0", "appName": "sh"}),
+                ("PUT", "/api/gpu/assignments/bulk",
+                 {"appName": "sh", "unassign": [{"id": sh_dev}],
+                  "assign": []})]:
+            st, b = self.call(method, path, body, token=self.bob)
+            self.assertEqual(st, 403, (method, path, b))
+            self.assertEqual(b["error"], "forbidden")
+        # admin-only routes
+        for method, path, body in [
+                ("PUT", "/api/compute-resources/nodes/homelab/devices/" +
+                 G4060 + "/support-type", {"supportType": "Exclusive"}),
+                ("PUT", "/api/compute-resources/nodes/homelab/devices/" +
+                 G4060 + "/time-slice", {"enabled": True}),
+                ("PUT", "/api/nodes/homelab", {"enabled": False}),
+                ("POST", "/api/gpu/mode", {"id": G4060, "mode": "2"}),
+                ("GET", "/api/users", None),
+                ("POST", "/api/users", {"name": "carol"}),
+                ("DELETE", "/api/users/alice", None),
+                ("POST", "/api/apps", {"manifest": manifest("x"),
+                                       "owner": "alice"}),
+                ("POST", "/api/apps", {"manifest": manifest("y",
+                                                            shared=True)}),
+                ("POST", "/api/compute-resources/preflight",
+                 {"demands": [{"id": "1", "owner": "alice",
+                               "mode": "nvidia"}]})]:
+            st, b = self.call(method, path, body, token=self.bob)
+            self.assertEqual(st, 403, (method, path, b))
+            self.assertEqual(b["code"], 403)
+        self.assertEqual(self.state("al")[0], "running")
+        self.assertEqual(self.state("sh")[0], "running")
+
+    def test_members_see_other_apps_only_as_hidden(self):
+        al = self.install(manifest("al", gpu="2Gi"), token=self.alice)
+        bo = self.install(manifest("bo", gpu="2Gi"), token=self.bob)
+        self.install(manifest("sh", gpu="2Gi", shared=True))
+        self.assertEqual(al["allocations"][0]["deviceId"],
+                         bo["allocations"][0]["deviceId"])  # binpack
+        dev = al["allocations"][0]["deviceId"]
+        # GET /api/apps: own and shared only
+        st, b = self.call("GET", "/api/apps", token=self.bob)
+        self.assertEqual(sorted(a["name"] for a in b["data"]), ["bo", "sh"])
+        st, b = self.call("GET", "/api/apps")
+        self.assertEqual(sorted(a["name"] for a in b["data"]),
+                         ["al", "bo", "sh"])
+
+        def bindings(token):
+            st, b = self.call("GET", "/api/compute-resources", token=token)
+            self.assertEqual(st, 200)
+            return [x for n in b["data"] for d in n["devices"]
+                    if d["id"] == dev for x in d["bindings"]]
+        mine = bindings(self.bob)
+        hidden = [x for x in mine if x.get("hidden")]
+        self.assertEqual(len(hidden), 1, mine)
+        for k, v in HIDDEN_KEYS.items():
+            self.assertEqual(hidden[0][k], v)
+        self.assertEqual(hidden[0]["memory"], 2 << 30)
+        self.assertEqual(hidden[0]["deviceId"], dev)
+        self.assertEqual(sorted(x["appName"] for x in mine
+                                if not x.get("hidden")), ["bo", "sh"])
+        self.assertNotIn("alice", str(mine))
+        # the admin's view right after is whole (cache not poisoned)
+        self.assertEqual(sorted(x["appName"] for x in bindings(None)),
+                         ["al", "bo", "sh"])
+        self.assertNotIn("alice", str(bindings(self.bob)))
+        # availability of the member's own app
+        self.call("POST", "/api/apps/bo/suspend", token=self.bob)
+        st, b = self.call("GET", "/api/apps/bo/compute-resources/"
+                          "availability", token=self.bob)
+        self.assertEqual(st, 200, b)
+        text = str(b["data"])
+        self.assertNotIn("'al'", text)
+        self.assertNotIn("alice", text)
+        self.assertIn("'hidden': True", text)
+        # legacy list
+        st, lst = self.call("GET", "/api/gpu/list", token=self.bob)
+        apps = [a for g in lst if g["id"] == dev for a in g["apps"]]
+        self.assertIn({"appName": "", "owner": "", "hidden": True,
+                       "memory": 2048}, apps)
+        self.assertNotIn("al", [a["appName"] for a in apps])
+        # HAMi containers: omitted for members
+        st, b = self.call("POST", "/hami/api/vgpu/v1/containers", {},
+                          token=self.bob)
+        self.assertNotIn("al", [c["appName"] for c in b["items"]])
+        # metrics: no series of another user's app
+        import urllib.request
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.bob})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        self.assertNotIn('app="al"', text)
+        self.assertIn('app="sh"', text)
+        # events: none of al's
+        st, b = self.call("GET", "/api/events?limit=10000", token=self.bob)
+        self.assertNotIn("al", [e.get("app") for e in b["data"]])
+        self.assertIn("bo", [e.get("app") for e in b["data"]])
+
+
+if __name__ == "__main__":
+    unittest.main()
