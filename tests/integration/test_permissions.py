@@ -158,8 +158,12 @@ class PermissionTest(unittest.TestCase):
                 ("POST", "/api/apps", {"manifest": manifest("y",
                                                             shared=True)}),
                 ("POST", "/api/compute-resources/preflight",
-                 {"demands": [{"id": "1", "owner": "alice",
-                               "mode": "nvidia"}]})]:
+                 {"demands": [{"id": "1", "application": "x",
+                               "owner": "alice", "mode": "nvidia",
+                               "requiredCPU": "1", "requiredGPU": "1Gi",
+                               "limitedGPU": "1Gi", "requiredMemory": "1Gi",
+                               "limitedMemory": "1Gi",
+                               "requiredDisk": "1Gi"}]})]:
             st, b = self.call(method, path, body, token=self.bob)
             self.assertEqual(st, 403, (method, path, b))
             self.assertEqual(b["code"], 403)
