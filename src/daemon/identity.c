@@ -441,13 +441,28 @@ void identity_run_release(struct identity_run *r)
     memset(r, 0, sizeof(*r));
 }
 
-void identity_release(struct accel_daemon *d)
+enum accel_err identity_app_uid(const struct accel_daemon *d,
+                                const struct app *a, uid_t *uid, gid_t *gid)
 {
-    for (size_t i = 0; i < d->nids; i++)
-        free(d->ids[i].name);
-    free(d->ids);
-    d->ids = NULL;
-    d->nids = 0;
-    free(d->identity_status);
-    d->identity_status = NULL;
+    uint32_t own;
+    uid_t u;
+    gid_t g;
+
+    if (a->m.run.user != NULL) {
+        if (identity_resolve_user(a->m.run.user, &u, &g, NULL) != ACCEL_OK)
+            return ACCEL_ENOTFOUND;
+    } else {
+        own = identity_uid(d, a->owner);
+        if (own == 0)
+            return ACCEL_ENOTFOUND;
+        u = (uid_t)own;
+        g = (gid_t)own;
+    }
+    if (!d->uid_drop) { /* apps run as acceld's own user */
+        u = geteuid();
+        g = getegid();
+    }
+    *uid = u;
+    *gid = g;
+    return ACCEL_OK;
 }

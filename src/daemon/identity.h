@@ -120,7 +120,14 @@ void identity_run_release(struct identity_run *r);
 enum accel_err identity_resolve_user(const char *spec, uid_t *uid, gid_t *gid,
                                      char **home);
 
-/* Free d->ids. */
-void identity_release(struct accel_daemon *d);
+/*
+ * The uid and gid app a's processes run as, without creating anything (for
+ * checks such as the time-slice broker's SO_PEERCRED): its owner's uid, or
+ * its run.user's, or acceld's own when acceld is not root. ACCEL_ENOTFOUND
+ * when there is none (no uid allocated, or run.user unknown); *uid and
+ * *gid set only on ACCEL_OK.
+ */
+enum accel_err identity_app_uid(const struct accel_daemon *d,
+                                const struct app *a, uid_t *uid, gid_t *gid);
 
 #endif /* ACCEL_DAEMON_IDENTITY_H */

@@ -12,8 +12,10 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/daemon.h"
 #include "daemon/manifest.h"
 #include "harness.h"
 
@@ -97,6 +99,44 @@ TEST(identity_resolve_run_user)
               ACCEL_ENOTFOUND);
     ASSERT_EQ(identity_resolve_user("12x", &uid, &gid, NULL),
               ACCEL_ENOTFOUND);
+}
+
+TEST(identity_app_uid_owner_run_user_unprivileged)
+{
+    static struct accel_daemon d; /* large: not on the stack */
+    struct app a;
+    uid_t uid = 1;
+    gid_t gid = 1;
+
+    memset(&d, 0, sizeof(d));
+    memset(&a, 0, sizeof(a));
+    d.uid_drop = true;
+    identity_remember(&d, "bob", 61190);
+    identity_remember(&d, "bob", 61999); /* a name keeps its first uid */
+    ASSERT_EQ(identity_uid(&d, "bob"), 61190);
+    ASSERT_EQ(identity_uid(&d, "carol"), 0);
+    a.owner = "bob";
+    ASSERT_EQ(identity_app_uid(&d, &a, &uid, &gid), ACCEL_OK);
+    ASSERT_EQ(uid, 61190);
+    ASSERT_EQ(gid, 61190);
+    a.owner = "carol"; /* no uid allocated: none, never root */
+    uid = 7;
+    ASSERT_EQ(identity_app_uid(&d, &a, &uid, &gid), ACCEL_ENOTFOUND);
+    ASSERT_EQ(uid, 7);
+    a.m.run.user = "root";
+    ASSERT_EQ(identity_app_uid(&d, &a, &uid, &gid), ACCEL_OK);
+    ASSERT_EQ(uid, 0);
+    a.m.run.user = "no-such-user-x";
+    ASSERT_EQ(identity_app_uid(&d, &a, &uid, &gid), ACCEL_ENOTFOUND);
+    /* acceld not root: every app runs as acceld itself */
+    d.uid_drop = false;
+    a.m.run.user = NULL;
+    a.owner = "bob";
+    ASSERT_EQ(identity_app_uid(&d, &a, &uid, &gid), ACCEL_OK);
+    ASSERT_EQ(uid, geteuid());
+    ASSERT_EQ(gid, getegid());
+    free(d.ids[0].name);
+    free(d.ids);
 }
 
 /* Parse a manifest with this run object (JSON text). */
@@ -222,6 +262,7 @@ TEST(manifest_run_user_and_preload_parse)
     XX(identity_range_parse)                                                   \
     XX(identity_pick_lowest_free)                                              \
     XX(identity_resolve_run_user)                                              \
+    XX(identity_app_uid_owner_run_user_unprivileged)                           \
     XX(manifest_reserved_env_refused)                                          \
     XX(manifest_member_user_and_workdir)                                       \
     XX(manifest_run_user_and_preload_parse)
