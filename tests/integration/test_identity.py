@@ -155,6 +155,10 @@ class IdentityTest(unittest.TestCase):
         self.assertEqual(status_field(pid, "NoNewPrivs"), ["1"])
         self.assertEqual(status_field(pid, "Uid"), [str(uid)] * 4)
         self.assertEqual(status_field(pid, "Groups"), [str(uid)])
+        # nothing of acceld is inherited: stdin, and the log as stdout/err
+        self.assertEqual(sorted(os.listdir("/proc/%d/fd" % pid)),
+                         ["0", "1", "2"])
+        self.assertEqual(os.readlink("/proc/%d/fd/0" % pid), "/dev/null")
         st = os.stat(home)
         self.assertEqual((st.st_mode & 0o777, st.st_uid, st.st_gid),
                          (0o700, uid, uid))
