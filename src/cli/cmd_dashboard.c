@@ -208,7 +208,11 @@ static int gpu_get(struct cli_ctx *ctx, const char *uuid)
     free(path);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (ctx->output == CLI_OUTPUT_JSON) {
+    if (json_object_get(g, "uuid") == NULL) {
+        /* HAMi (and acceld) answer an unknown GPU with 200 and {} */
+        fprintf(stderr, "no GPU \"%s\"\n", uuid);
+        rc = CLI_EXIT_REFUSED;
+    } else if (ctx->output == CLI_OUTPUT_JSON) {
         table_print_json(g);
     } else {
         rc = post_filtered(ctx, HAMI "/containers", "deviceId", uuid, &tasks);

@@ -739,7 +739,16 @@ static void h_static(struct http_req *r)
 }
 
 #define A "/api"
-#define H "/hami/api/vgpu/v1" /* HAMi-WebUI routes (api_hami.c) */
+#define H "/hami/api/vgpu/v1" /* HAMi-WebUI routes (api_hami.c), Olares's */
+#define HU "/api/vgpu/v1"       /* and upstream HAMi-WebUI's path */
+#define HAMI_ROUTES(P)                                                         \
+    {"POST", P "/gpus", api_hami_gpus, ROUTE_BODY},                            \
+    {"GET", P "/gpu", api_hami_gpu, 0},                                        \
+    {"POST", P "/containers", api_hami_containers, ROUTE_BODY},                \
+    {"GET", P "/container", api_hami_container, 0},                            \
+    {"POST", P "/summary", api_hami_summary, ROUTE_BODY},                      \
+    {"POST", P "/nodes", api_hami_nodes, ROUTE_BODY},                          \
+    {"GET", P "/node", api_hami_node, 0}
 const struct http_route api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC},
     {"GET", "/metrics", h_metrics, 0},
@@ -773,11 +782,8 @@ const struct http_route api_routes[] = {
     {"POST", A "/gpu/update/app", h_gpu_update, ROUTE_BODY},
     {"POST", A "/gpu/unassign/app", h_gpu_unassign, ROUTE_BODY},
     {"PUT", A "/gpu/assignments/bulk", h_gpu_bulk, ROUTE_BODY},
-    {"POST", H "/gpus", api_hami_gpus, ROUTE_BODY},
-    {"GET", H "/gpu", api_hami_gpu, 0},
-    {"POST", H "/containers", api_hami_containers, ROUTE_BODY},
-    {"GET", H "/container", api_hami_container, 0},
-    {"POST", H "/summary", api_hami_summary, ROUTE_BODY},
+    HAMI_ROUTES(H),
+    HAMI_ROUTES(HU),
     {"GET", "/", h_static, ROUTE_PUBLIC | ROUTE_PREFIX},
 };
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -39,6 +39,7 @@
 /* The GPU filters of /gpus and /summary (NULL = any). */
 struct gpu_filter {
     const char *uid;      /* device id */
+    bool uid_prefix;      /* uid matches a prefix of the id (deviceId) */
     const char *type;     /* the GPU's "type" string */
     const char *node;     /* node name (nodeName or nodeUid) */
     const char *provider; /* vendor, case-insensitive */
@@ -147,7 +148,8 @@ static bool gpu_matches(struct accel_daemon *d, int dev,
     const struct adm_device *x = &d->snap.devs[dev];
     if (x->type == ACCEL_TYPE_CPU)
         return false;
-    if (f->uid && strcmp(f->uid, x->id) != 0)
+    if (f->uid && (f->uid_prefix ? strncmp(f->uid, x->id, strlen(f->uid))
+                                 : strcmp(f->uid, x->id)) != 0)
         return false;
     if (f->type && strcmp(f->type, gpu_type(d, dev)) != 0)
         return false;
@@ -223,7 +225,7 @@ void api_hami_gpus(struct http_req *r)
     if (b == NULL)
         return;
     if (read_filters(r, b, keys, v, 4)) {
-        f = (struct gpu_filter){v[0], v[1], v[2], v[3]};
+        f = (struct gpu_filter){v[0], false, v[1], v[2], v[3]};
         pthread_mutex_lock(&r->d->lock);
         arr = gpu_list(r->d, &f);
         pthread_mutex_unlock(&r->d->lock);
@@ -247,10 +249,10 @@ void api_hami_gpu(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     arr = gpu_list(r->d, &f);
     pthread_mutex_unlock(&r->d->lock);
-    if (json_array_size(arr) == 0)
-        http_reply_error(r, ACCEL_ENOTFOUND, "no GPU \"%s\"", uid);
-    else
-        http_reply_raw(r, 200, json_incref(json_array_get(arr, 0)));
+    /* HAMi answers an unknown GPU with 200 and an empty object */
+    http_reply_raw(r, 200, json_array_size(arr) == 0
+                               ? json_object()
+                               : json_incref(json_array_get(arr, 0)));
     json_decref(arr);
 }
 
@@ -283,55 +285,122 @@ static void iso_time(int64_t ms, char out[32])
         strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* One ContainerReply for row k of app a. */
-static json_t *container_json(struct accel_daemon *d, const struct app *a,
-                              size_t k)
+/* An app's state in HAMi-WebUI's container words: success = running,
+ * failed, closed = stopped (or not started), unknown = in between. */
+static const char *hami_status(enum app_state s)
 {
-    const struct adm_device *x = &d->snap.devs[a->rows[k].dev];
-    const char *node = d->snap.nodes[x->node].name;
-    uint64_t mem = whole_card(x) ? x->memory : a->rows[k].memory;
+    switch (s) {
+    case APP_RUNNING:
+        return "success";
+    case APP_FAILED:
+        return "failed";
+    case APP_STOPPED:
+    case APP_INSTALLED:
+        return "closed";
+    default:
+        return "unknown";
+    }
+}
+
+/* The per-device arrays of a container, one entry per allocation row. */
+struct ctr_devs {
+    json_t *ids, *modes, *mem, *core;
+    int64_t cores;  /* allocated cores, percent of a card, summed */
+    uint64_t bytes; /* allocated memory, summed */
+};
+
+static void ctr_devs_fill(struct accel_daemon *d, const struct app *a,
+                          struct ctr_devs *c)
+{
+    c->ids = json_array();
+    c->modes = json_array();
+    c->mem = json_array();
+    c->core = json_array();
+    c->cores = 0;
+    c->bytes = 0;
+    for (size_t k = 0; k < a->nrows; k++) {
+        int dev = (int)a->rows[k].dev;
+        const struct adm_device *x = &d->snap.devs[dev];
+        const struct dev_info *di = &d->dinfo[dev];
+        uint64_t live = a->row_usage ? a->row_usage[k] : 0;
+        json_array_append_new(c->ids, json_string(x->id));
+        json_array_append_new(c->modes,
+                              json_string(accel_support_code(x->st)));
+        /* live use on the device (the shim's ledger), MiB */
+        json_array_append_new(c->mem, json_real((double)(live / MIB)));
+        /* NVML has no per-process utilization here: the card's */
+        json_array_append_new(c->core,
+                              json_real(di->util < 0 ? 0.0 : di->util));
+        c->cores += whole_card(x) ? 100 : 0;
+        c->bytes += whole_card(x) ? x->memory : a->rows[k].memory;
+    }
+}
+
+/* The vendor of the app's first device ("NVIDIA"), HAMi's container type. */
+static const char *ctr_type(struct accel_daemon *d, const struct app *a)
+{
+    if (a->nrows == 0)
+        return "";
+    return vendor_of(d->snap.devs[a->rows[0].dev].type);
+}
+
+/* One ContainerReply for app a (HAMi container.proto, every field). */
+static json_t *container_json(struct accel_daemon *d, const struct app *a)
+{
+    const char *node = a->nrows
+        ? d->snap.nodes[d->snap.devs[a->rows[0].dev].node].name : "";
     char uid[37], created[32], started[32];
+    struct ctr_devs c;
     pod_uid(a, uid);
     iso_time(a->created_ms, created);
     iso_time(a->state == APP_RUNNING ? a->updated_ms : 0, started);
+    ctr_devs_fill(d, a, &c);
     return json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:s, s:s, s:s, s:s, "
-        "s:s, s:s, s:s, s:s, s:s, s:[s], s:[], s:s}",
-        "name", a->name, "status", app_state_name(a->state), "appName",
-        a->name, "nodeName", node, "nodeUid", node, "allocatedDevices", 1,
-        "allocatedCores", whole_card(x) ? 100 : 0, "allocatedMem",
-        (json_int_t)(mem / MIB), "type", gpu_type(d, (int)a->rows[k].dev),
-        "createTime", created, "startTime", started, "endTime", "", "podUid",
-        uid, "resourcePool", "", "flavor", "", "priority", "", "namespace",
-        a->owner, "owner", a->owner, "deviceIds", x->id, "images", "shareMode",
-        accel_support_code(x->st));
+        "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:s, s:s, s:s, s:s, s:s, "
+        "s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:[], s:s}",
+        "name", a->name, "status", hami_status(a->state), "appName", a->name,
+        "nodeName", node, "nodeUid", node, "allocatedDevices", (int)a->nrows,
+        "allocatedCores", (json_int_t)c.cores, "allocatedMem",
+        (json_int_t)(c.bytes / MIB), "type", ctr_type(d, a), "createTime",
+        created, "startTime", started, "endTime", "", "podUid", uid,
+        "resourcePool", "", "flavor", "", "priority", "", "namespace",
+        a->owner, "owner", a->owner, "deviceIds", c.ids, "deviceShareModes",
+        c.modes, "devicesMemUtilized", c.mem, "devicesCoreUtilizedPercent",
+        c.core, "images", "state", app_state_name(a->state));
 }
 
-static bool ctr_matches(struct accel_daemon *d, const struct app *a, size_t k,
+static bool ctr_matches(struct accel_daemon *d, const struct app *a,
                         const struct ctr_filter *f)
 {
-    const struct adm_device *x = &d->snap.devs[a->rows[k].dev];
+    bool dev_ok = f->device == NULL, node_ok = f->node == NULL;
+    if (a->nrows == 0)
+        return false;
     if (f->name && strstr(a->name, f->name) == NULL)
         return false;
-    if (f->node && strcmp(f->node, d->snap.nodes[x->node].name) != 0)
+    if (f->status && strcmp(f->status, hami_status(a->state)) != 0 &&
+        strcmp(f->status, app_state_name(a->state)) != 0)
         return false;
-    if (f->status && strcmp(f->status, app_state_name(a->state)) != 0)
-        return false;
-    return f->device == NULL || strcmp(f->device, x->id) == 0;
+    for (size_t k = 0; k < a->nrows; k++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[k].dev];
+        /* HAMi matches deviceId as a prefix of the device's UUID */
+        dev_ok = dev_ok ||
+                 strncmp(x->id, f->device, strlen(f->device)) == 0;
+        node_ok = node_ok ||
+                  strcmp(f->node, d->snap.nodes[x->node].name) == 0;
+    }
+    return dev_ok && node_ok;
 }
 
-/* The caller's matching containers, app by app. Caller holds d->lock. */
+/* The caller's matching containers, one per app holding a device. Caller
+ * holds d->lock. */
 static json_t *container_list(struct http_req *r, const struct ctr_filter *f)
 {
     struct accel_daemon *d = r->d;
     json_t *arr = json_array();
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        if (!sees(r, a))
-            continue;
-        for (size_t k = 0; k < a->nrows; k++)
-            if (ctr_matches(d, a, k, f))
-                json_array_append_new(arr, container_json(d, a, k));
+        if (sees(r, a) && ctr_matches(d, a, f))
+            json_array_append_new(arr, container_json(d, a));
     }
     return arr;
 }
@@ -371,23 +440,21 @@ void api_hami_containers(struct http_req *r)
     json_decref(b);
 }
 
-/* The first visible container named name (and podUid, deviceId if given). */
+/* The visible container named name (with that podUid and device, when
+ * given), or NULL. */
 static json_t *find_container(struct http_req *r, const char *name,
                               const char *uid, const char *device)
 {
     struct accel_daemon *d = r->d;
     const struct app *a = state_app_find(d, name);
+    struct ctr_filter f = {.device = device && *device ? device : NULL};
     char have[37];
-    if (a == NULL || !sees(r, a))
+    if (a == NULL || !sees(r, a) || !ctr_matches(d, a, &f))
         return NULL;
     pod_uid(a, have);
     if (uid && *uid && strcmp(uid, have) != 0)
         return NULL;
-    for (size_t k = 0; k < a->nrows; k++)
-        if (device == NULL || *device == '\0' ||
-            strcmp(device, d->snap.devs[a->rows[k].dev].id) == 0)
-            return container_json(d, a, k);
-    return NULL;
+    return container_json(d, a);
 }
 
 void api_hami_container(struct http_req *r)
@@ -402,12 +469,8 @@ void api_hami_container(struct http_req *r)
     c = find_container(r, name, http_query(r, "podUid"),
                        http_query(r, "deviceId"));
     pthread_mutex_unlock(&r->d->lock);
-    if (c == NULL)
-        http_reply_error(r, ACCEL_ENOTFOUND,
-                         "no container \"%s\" with that podUid and device",
-                         name);
-    else
-        http_reply_raw(r, 200, c);
+    /* HAMi answers an unknown container with 200 and an empty object */
+    http_reply_raw(r, 200, c ? c : json_object());
 }
 
 /* ---- summary ---- */
@@ -462,7 +525,7 @@ void api_hami_summary(struct http_req *r)
     if (b == NULL)
         return;
     if (read_filters(r, b, keys, v, 4)) {
-        f = (struct gpu_filter){v[2], v[0], v[1] ? v[1] : v[3], NULL};
+        f = (struct gpu_filter){v[2], true, v[0], v[1] ? v[1] : v[3], NULL};
         pthread_mutex_lock(&r->d->lock);
         gpus = gpu_list(r->d, &f);
         pthread_mutex_unlock(&r->d->lock);
@@ -470,4 +533,106 @@ void api_hami_summary(struct http_req *r)
         json_decref(gpus);
     }
     json_decref(b);
+}
+
+/* ---- nodes ---- */
+
+/* One NodeReply (HAMi node.proto, every field) for node n: its GPUs'
+ * figures summed; what Kubernetes would report and accel does not know
+ * is "" (the proto has no null). Caller holds d->lock. */
+static json_t *node_json(struct accel_daemon *d, uint32_t n)
+{
+    const struct adm_node *nd = &d->snap.nodes[n];
+    struct gpu_filter f = {.node = nd->name};
+    json_t *gpus = gpu_list(d, &f), *types = json_array(), *o;
+    size_t i;
+    const json_t *g;
+    bool healthy = false;
+    json_array_foreach(gpus, i, g) {
+        const json_t *t = json_object_get(g, "type");
+        size_t j;
+        const json_t *seen;
+        bool dup = false;
+        json_array_foreach(types, j, seen) dup = dup || json_equal(seen, t);
+        if (!dup)
+            json_array_append(types, (json_t *)t);
+        healthy = healthy || json_is_true(json_object_get(g, "health"));
+    }
+    o = summary_of(gpus);
+    json_object_del(o, "gpuCount");
+    json_object_del(o, "nodeCount");
+    json_object_update_new(o, json_pack(
+        "{s:s, s:b, s:b, s:o, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, "
+        "s:s, s:s, s:s}",
+        "ip", "", "isSchedulable", nd->enabled, "isReady",
+        healthy || json_array_size(gpus) == 0, "type", types, "uid",
+        nd->name, "name", nd->name, "cardCnt",
+        (json_int_t)json_array_size(gpus), "osImage", "", "operatingSystem",
+        d->ninfo[n].local ? "linux" : "", "kernelVersion", "",
+        "containerRuntimeVersion", "", "kubeletVersion", "",
+        "kubeProxyVersion", "", "architecture", "", "creationTimestamp", ""));
+    json_decref(gpus);
+    return o;
+}
+
+/* Nodes holding at least one GPU, filtered by type (a GPU type of the
+ * node) and isSchedulable ("true"/"false"). Caller holds d->lock. */
+static json_t *node_list(struct accel_daemon *d, const char *type,
+                         const char *sched, const char *uid)
+{
+    json_t *arr = json_array();
+    for (uint32_t n = 0; n < d->snap.nnodes; n++) {
+        json_t *o = node_json(d, n);
+        const json_t *types = json_object_get(o, "type");
+        bool keep = json_integer_value(json_object_get(o, "cardCnt")) > 0;
+        size_t j;
+        const json_t *t;
+        bool type_ok = type == NULL;
+        json_array_foreach(types, j, t)
+            type_ok = type_ok || strcmp(json_string_value(t), type) == 0;
+        keep = keep && type_ok &&
+               (uid == NULL || strcmp(uid, d->snap.nodes[n].name) == 0) &&
+               (sched == NULL ||
+                strcmp(sched, json_is_true(json_object_get(
+                                  o, "isSchedulable")) ? "true" : "false") == 0);
+        if (keep)
+            json_array_append_new(arr, o);
+        else
+            json_decref(o);
+    }
+    return arr;
+}
+
+void api_hami_nodes(struct http_req *r)
+{
+    static const char *const keys[] = {"ip", "type", "isSchedulable"};
+    const char *v[3];
+    json_t *b = http_body_json(r), *arr;
+    if (b == NULL)
+        return;
+    if (read_filters(r, b, keys, v, 3)) {
+        pthread_mutex_lock(&r->d->lock);
+        /* accel knows no node addresses: an ip filter matches nothing */
+        arr = v[0] ? json_array() : node_list(r->d, v[1], v[2], NULL);
+        pthread_mutex_unlock(&r->d->lock);
+        http_reply_raw(r, 200, json_pack("{s:o}", "list", arr));
+    }
+    json_decref(b);
+}
+
+void api_hami_node(struct http_req *r)
+{
+    const char *uid = http_query(r, "uid");
+    json_t *arr;
+    if (uid == NULL || *uid == '\0') {
+        http_reply_error(r, ACCEL_EINVAL, "uid is required (the node's name)");
+        return;
+    }
+    pthread_mutex_lock(&r->d->lock);
+    arr = node_list(r->d, NULL, NULL, uid);
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_raw(r, 200, json_array_size(arr) == 0
+                               ? json_object()
+                               : json_incref(json_array_get(arr, 0)));
+    json_decref(arr);
 }

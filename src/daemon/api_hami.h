@@ -10,16 +10,24 @@
 
 struct http_req;
 
-/* POST /hami/api/vgpu/v1/gpus {filters?:{uid,type,nodeName,provider}}
- * → {"list":[GPU]}. */
+/* Each route is served under /hami/api/vgpu/v1 (Olares's path) and
+ * /api/vgpu/v1 (upstream HAMi-WebUI's). */
+
+/* POST …/gpus {filters?:{uid,type,nodeName,provider}} → {"list":[GPU]}. */
 void api_hami_gpus(struct http_req *r);
-/* GET /hami/api/vgpu/v1/gpu?uid= → GPU (404 unknown, 400 no uid). */
+/* GET …/gpu?uid= → GPU ({} when unknown, as HAMi; 400 no uid). */
 void api_hami_gpu(struct http_req *r);
-/* POST /hami/api/vgpu/v1/containers {filters?, pageSize?} → {"items":[…]}:
- * one container per app and device binding, the apps the caller sees. */
+/* POST …/containers {filters?, pageSize?} → {"items":[…]}: one container
+ * per app holding a device (per-device arrays), the apps the caller sees;
+ * filters.deviceId matches a prefix. */
 void api_hami_containers(struct http_req *r);
-/* GET /hami/api/vgpu/v1/container?name=&podUid=[&deviceId=] → container. */
+/* GET …/container?name=&podUid=[&deviceId=] → container ({} unknown). */
 void api_hami_container(struct http_req *r);
+/* POST …/nodes {filters?:{ip,type,isSchedulable}} → {"list":[Node]}: the
+ * nodes holding a GPU. */
+void api_hami_nodes(struct http_req *r);
+/* GET …/node?uid= → Node ({} unknown; uid is the node name). */
+void api_hami_node(struct http_req *r);
 /* POST /hami/api/vgpu/v1/summary {filters?:{type,nodeUid,deviceId}} → the
  * sums of the matching GPUs plus gpuCount and nodeCount. */
 void api_hami_summary(struct http_req *r);

@@ -20,10 +20,12 @@ G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
 H = "/hami/api/vgpu/v1"
 GPU_FIELDS = {"uuid", "nodeName", "type", "vgpuUsed", "vgpuTotal", "coreUsed",
               "coreTotal", "memoryUsed", "memoryTotal", "health", "mode",
-              "shareMode"}
+              "shareMode", "coreUtilizedPercent", "memoryUtilized",
+              "memoryUtilizedPercent", "power", "powerLimit", "temperature"}
 CTR_FIELDS = {"name", "status", "appName", "nodeName", "allocatedDevices",
               "allocatedCores", "allocatedMem", "type", "createTime", "podUid",
-              "deviceIds"}
+              "deviceIds", "deviceShareModes", "devicesMemUtilized",
+              "devicesCoreUtilizedPercent"}
 
 
 def manifest(name, gpu="8Gi"):
@@ -103,7 +105,7 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(b["uuid"], G4060)
         self.assertEqual(b["memoryTotal"], 16 * 1024)
         st, b = self.call("GET", H + "/gpu?uid=GPU-nope")
-        self.assertEqual(st, 404, b)
+        self.assertEqual((st, b), (200, {}))  # HAMi: unknown is 200 {}
         st, b = self.call("GET", H + "/gpu")
         self.assertEqual(st, 400, b)
 
@@ -119,7 +121,11 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(c["allocatedMem"], 8 * 1024)  # MiB
         self.assertEqual(c["deviceIds"], [G4090])
         self.assertEqual(c["allocatedDevices"], 1)
-        self.assertEqual(c["status"], "running")
+        self.assertEqual(c["status"], "success")  # HAMi's word for running
+        self.assertEqual(c["type"], "NVIDIA")      # the vendor
+        self.assertEqual(c["deviceShareModes"], ["1"])
+        self.assertEqual(len(c["devicesMemUtilized"]), 1)
+        self.assertEqual(len(c["devicesCoreUtilizedPercent"]), 1)
         self.assertEqual(c["namespace"], "admin")
         # the podUid is stable: the same on every call
         st, b2 = self.call("POST", H + "/containers", {"filters": {}})
@@ -129,15 +135,25 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(st, 200, one)
         self.assertEqual(one, c)
         st, b = self.call("GET", H + "/container?name=comfy&podUid=x")
-        self.assertEqual(st, 404, b)
+        self.assertEqual((st, b), (200, {}))
         st, b = self.call("POST", H + "/containers",
                           {"filters": {"deviceId": G4060}})
+        self.assertEqual(b["items"], [])
+        # deviceId is a prefix match, as in HAMi
+        st, b = self.call("POST", H + "/containers",
+                          {"filters": {"deviceId": G4090[:12]}})
+        self.assertEqual({x["name"] for x in b["items"]}, {"comfy", "bobs"})
+        st, b = self.call("POST", H + "/containers",
+                          {"filters": {"status": "success"}})
+        self.assertEqual({x["name"] for x in b["items"]}, {"comfy", "bobs"})
+        st, b = self.call("POST", H + "/containers",
+                          {"filters": {"status": "closed"}})
         self.assertEqual(b["items"], [])
         # members see their own (and shared) apps only
         st, b = self.call("POST", H + "/containers", {}, token=self.bob)
         self.assertEqual([x["name"] for x in b["items"]], ["bobs"])
         st, b = self.call("GET", H + "/container?name=comfy", token=self.bob)
-        self.assertEqual(st, 404, b)
+        self.assertEqual((st, b), (200, {}))
         # paging
         st, b = self.call("POST", H + "/containers",
                           {"pageSize": {"pageSize": 1, "pageNo": 2}})
@@ -156,11 +172,31 @@ class HamiTest(unittest.TestCase):
                           {"filters": {"deviceId": G4060}})
         self.assertEqual((s["gpuCount"], s["memoryTotal"]), (1, 16 * 1024))
 
+    def test_nodes_and_upstream_prefix(self):
+        for prefix in (H, "/api/vgpu/v1"):
+            st, b = self.call("POST", prefix + "/nodes", {"filters": {}})
+            self.assertEqual(st, 200, b)
+            n = {x["name"]: x for x in b["list"]}
+            self.assertEqual(set(n), {"homelab", "macmini"})
+            self.assertEqual(n["homelab"]["cardCnt"], 2)
+            self.assertEqual(n["homelab"]["memoryTotal"], (24 + 16) * 1024)
+            self.assertEqual(n["homelab"]["memoryUsed"], 10 * 1024)
+            self.assertIs(n["homelab"]["isSchedulable"], True)
+            st, g = self.call("POST", prefix + "/gpus", {"filters": {}})
+            self.assertEqual(len(g["list"]), 3)
+            st, one = self.call("GET", prefix + "/node?uid=homelab")
+            self.assertEqual(one, n["homelab"])
+            st, one = self.call("GET", prefix + "/node?uid=nope")
+            self.assertEqual((st, one), (200, {}))
+        st, b = self.call("POST", H + "/nodes",
+                          {"filters": {"isSchedulable": "false"}})
+        self.assertEqual(b["list"], [])
+
     def test_token_required(self):
         for method, path in (("POST", "/gpus"), ("GET", "/gpu?uid=" + G4060),
                              ("POST", "/containers"),
                              ("GET", "/container?name=comfy"),
-                             ("POST", "/summary")):
+                             ("POST", "/summary"), ("POST", "/nodes")):
             st, b = self.call(method, H + path,
                               {} if method == "POST" else None, token="")
             self.assertEqual(st, 401, (path, b))
