@@ -120,7 +120,10 @@ static void print_tasks(const json_t *items)
         snprintf(core, sizeof(core), "%lld", (long long)jint(c, "allocatedCores"));
         table_fmt_gib(jint(c, "allocatedMem") * MIB, mem, sizeof(mem));
         const char *row[] = {
-            jstr(c, "name"), jstr(c, "status"), jstr(c, "namespace"),
+            jstr(c, "name"),
+            /* accel's own state word; HAMi's status from another server */
+            jstr(c, jstr(c, "state")[0] != '\0' ? "state" : "status"),
+            jstr(c, "namespace"),
             jstr(c, "nodeName"),
             json_string_value(json_array_get(json_object_get(c, "deviceIds"), 0)),
             core, mem, jstr(c, "podUid")
