@@ -157,7 +157,8 @@ static void row(const char *name, const char *unit, double base, double with,
 static struct broker_set *start_broker(char *path, size_t cap)
 {
     struct broker_settings st = { BROKER_DEFAULT_QUANTUM_MS,
-                                  BROKER_DEFAULT_IDLE_MS };
+                                  BROKER_DEFAULT_IDLE_MS,
+                                  BROKER_DEFAULT_GRACE_MS };
     struct broker_set *bs;
 
     snprintf(path, cap, "/tmp/accel-bench-shim-%ld.sock", (long)getpid());

@@ -64,6 +64,7 @@ struct cli_args {
     const char *quantum;                    /* --quantum MS */
     const char *idle;                       /* --idle MS */
     const char *oversub_quantum;            /* --oversubscribed-quantum MS */
+    const char *grace;                      /* --grace MS (revocation) */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cmd_timeslice.c: `accelctl set-timeslice NODE DEVICE [--quantum MS]
- * [--idle MS] [--oversubscribed-quantum MS]` (PUT .../devices/{d}/time-slice)
+ * [--idle MS] [--oversubscribed-quantum MS] [--grace MS]` (PUT
+ * .../devices/{d}/time-slice)
  * and `accelctl timeslice NODE DEVICE` (the device's `timeSlice` object of
  * GET /api/compute-resources: holder, queue, turns and waiting time per app,
  * handoff p50/p99, settings in force). SPEC 4.3, docs/internals/timeslice.md.
@@ -94,13 +95,13 @@ static void print_set(const json_t *data, const char *node, const char *dev)
 {
     const json_t *ts = json_object_get(data, "timeSlice");
     const char *keys[] = { "quantumMs", "idleReleaseMs",
-                           "oversubscribedQuantumMs" };
+                           "oversubscribedQuantumMs", "revokeGraceMs" };
     const char *names[] = { "quantum", "idle release",
-                            "oversubscribed quantum" };
+                            "oversubscribed quantum", "revocation grace" };
     bool any = false;
 
     printf("Time-slice settings of device %s on node %s:", dev, node);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         const json_t *v = json_object_get(ts, keys[i]);
         if (!json_is_integer(v))
             continue;
@@ -118,6 +119,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
         { "--idle", "idleReleaseMs", args->idle },
         { "--oversubscribed-quantum", "oversubscribedQuantumMs",
           args->oversub_quantum },
+        { "--grace", "revokeGraceMs", args->grace },
     };
     const size_t nopts = sizeof(opts) / sizeof(opts[0]);
     json_t *body = json_object();
@@ -137,7 +139,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     }
     if (json_object_size(body) == 0) {
         fprintf(stderr, "accelctl set-timeslice: give --quantum MS, --idle "
-                "MS or --oversubscribed-quantum MS\n");
+                "MS, --oversubscribed-quantum MS or --grace MS\n");
         json_decref(body);
         return CLI_EXIT_USAGE;
     }
@@ -239,10 +241,13 @@ static void print_timeslice(const json_t *ts, const char *node,
     printf("Device %s on node %s: time slicing, broker %s\n", dev, node,
            json_is_true(json_object_get(ts, "running")) ? "running"
                                                         : "not running yet");
-    printf("Settings: quantum %lld ms, idle release %lld ms\n",
+    printf("Settings: quantum %lld ms, idle release %lld ms, revocation "
+           "grace %lld ms\n",
            (long long)json_integer_value(json_object_get(ts, "quantumMs")),
            (long long)json_integer_value(json_object_get(ts,
-                                                         "idleReleaseMs")));
+                                                         "idleReleaseMs")),
+           (long long)json_integer_value(json_object_get(ts,
+                                                         "revokeGraceMs")));
     if (!json_is_true(json_object_get(ts, "running")))
         return;
     if (holder != NULL)
@@ -254,8 +259,9 @@ static void print_timeslice(const json_t *ts, const char *node,
         printf("empty");
     json_array_foreach(q, i, e)
         printf("%s%s", i ? ", " : "", json_string_value(e));
-    printf("\nTurns granted: %lld, waited in all: %.3f s\n",
+    printf("\nTurns granted: %lld, revoked: %lld, waited in all: %.3f s\n",
            (long long)json_integer_value(json_object_get(ts, "turns")),
+           (long long)json_integer_value(json_object_get(ts, "revocations")),
            jnum(ts, "waitSeconds"));
     printf("Handoffs: %lld", (long long)json_integer_value(
                                  json_object_get(h, "count")));

@@ -31,9 +31,10 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "switch a device's sharing mode (stops the apps on it)",
       .handler = cmd_cluster_set_type },
     { .name = "set-timeslice", .usage = "NODE DEVICE [--quantum MS] "
-      "[--idle MS] [--oversubscribed-quantum MS]", .min_args = 2,
+      "[--idle MS] [--oversubscribed-quantum MS] [--grace MS]", .min_args = 2,
       .max_args = 2, .flags = ACCEL_CLI_OPT_TIMESLICE,
-      .summary = "a TimeSlice device's turn length and idle release",
+      .summary = "a TimeSlice device's turn length, idle release and "
+                 "revocation grace",
       .handler = cmd_timeslice_set },
     { .name = "timeslice", .usage = "NODE DEVICE", .min_args = 2,
       .max_args = 2,
@@ -111,6 +112,7 @@ enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
+    OPT_GRACE,
 };
 
 /* One option of the command line. */
@@ -142,6 +144,7 @@ static const struct opt options[] = {
     { "--idle", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_IDLE },
     { "--oversubscribed-quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE,
       OPT_OVERSUB },
+    { "--grace", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_GRACE },
 };
 
 /* Everything on the command line. */
@@ -192,6 +195,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_QUANTUM: a->quantum = v; break;
     case OPT_IDLE: a->idle = v; break;
     case OPT_OVERSUB: a->oversub_quantum = v; break;
+    case OPT_GRACE: a->grace = v; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",

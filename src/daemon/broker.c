@@ -285,18 +285,56 @@ void broker_core_close(struct broker_core *c, int conn, uint64_t now)
         maybe_free(c, app, now);
 }
 
+static uint64_t grace_ns(const struct broker_core *c)
+{
+    uint32_t ms = c->set.grace_ms ? c->set.grace_ms : BROKER_DEFAULT_GRACE_MS;
+    return (uint64_t)ms * 1000000ULL;
+}
+
+/* The holder ignored X for the grace period: its held connections lose the
+ * turn (V) and the next waiter gets it. Its processes ask again with R. */
+static void revoke_turn(struct broker_core *c, uint64_t now)
+{
+    int app = c->holder;
+    uint64_t asked = c->asked_ns;
+
+    for (int i = 0; i < BROKER_MAX_CONNS; i++) {
+        struct broker_conn *k = &c->conns[i];
+        if (k->open && k->app == app && k->held) {
+            k->held = false;
+            k->wants = false;
+            c->send(c->ctx, i, "V");
+        }
+    }
+    c->apps[app].revoked++;
+    c->revoked_total++;
+    c->holder = -1;
+    c->released_ns = now;
+    c->asked_ns = 0;
+    if (app_wants(c, app))
+        enqueue(c, app, now); /* its waiting processes: behind the others */
+    next_holder(c, now, asked);
+    if (c->holder < 0 && app_wants(c, app))
+        grant(c, app, now, 0);
+}
+
 uint64_t broker_core_tick(struct broker_core *c, uint64_t now)
 {
     uint64_t due;
 
-    if (c->holder < 0 || c->nqueue == 0 || c->asked_ns != 0)
+    if (c->holder < 0 || c->nqueue == 0)
         return 0;
-    due = c->granted_ns + (uint64_t)c->set.quantum_ms * 1000000ULL;
-    if (now >= due) {
+    if (c->asked_ns == 0) {
+        due = c->granted_ns + (uint64_t)c->set.quantum_ms * 1000000ULL;
+        if (now < due)
+            return due;
         ask_back(c, now);
-        return 0;
     }
-    return due;
+    due = c->asked_ns + grace_ns(c);
+    if (now < due)
+        return due;
+    revoke_turn(c, now);
+    return broker_core_tick(c, now); /* the new holder's quantum */
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -342,11 +380,13 @@ void broker_core_stats(const struct broker_core *c, uint64_t now,
         s->holding = c->holder == i;
         s->waiting = a->queued;
         s->turns = a->turns;
+        s->revoked = a->revoked;
         s->wait_ns = a->wait_ns + cur;
         out->wait_ns_total += cur;
         out->napps++;
     }
     out->turns_total = c->turns_total;
+    out->revoked_total = c->revoked_total;
     out->handoffs = c->nhandoff;
     memcpy(out->hist, c->hist, sizeof(out->hist));
     out->hist_sum_s = c->hist_sum_s;
@@ -385,9 +425,26 @@ enum accel_err broker_socket_path(char *out, size_t cap, const char *data_dir,
 struct broker_dev {
     char id[128];                 /* device id */
     char path[108];               /* socket path */
+    uint64_t serial;              /* unique in the set (never reused) */
     int lfd;                      /* listening socket */
     int fds[BROKER_MAX_CONNS];    /* connection fds, -1 free */
+    struct broker_peer peer[BROKER_MAX_CONNS]; /* SO_PEERCRED at accept */
+    char claim[BROKER_MAX_CONNS][BROKER_APP_MAX]; /* hello awaiting
+                                                   * admission, "" none */
     struct broker_core core;      /* the state machine */
+};
+
+/* A hello to check outside the set's lock (admission may take the
+ * daemon's lock, which is taken before ours elsewhere). */
+struct pending {
+    struct broker_dev *bd;        /* compared, never dereferenced unlocked */
+    uint64_t serial;              /* bd's, to tell a reused address */
+    int slot, fd;
+    char id[128];
+    char app[BROKER_APP_MAX];
+    struct broker_peer peer;
+    bool ok;
+    char why[BROKER_REASON_MAX];
 };
 
 struct broker_set {
@@ -400,6 +457,11 @@ struct broker_set {
     volatile int stop;            /* set by broker_set_free */
     broker_sync_fn sync;          /* reconciliation callback */
     void *sync_ctx;
+    broker_admit_fn admit;        /* admission, NULL = same uid or root */
+    void *admit_ctx;
+    uint64_t serials;             /* last broker_dev serial */
+    struct pending *pend;         /* hellos of one loop turn */
+    int npend, cpend;
 };
 
 static void dev_send(void *ctx, int conn, const char *msg)
@@ -420,12 +482,21 @@ struct broker_set *broker_set_new(broker_sync_fn sync, void *ctx)
     return bs;
 }
 
+void broker_set_admission(struct broker_set *bs, broker_admit_fn admit,
+                          void *ctx)
+{
+    bs->admit = admit;
+    bs->admit_ctx = ctx;
+}
+
 static void wake(struct broker_set *bs)
 {
     if (bs->wake[1] >= 0)
         (void)!write(bs->wake[1], "w", 1);
 }
 
+/* Create the directories above path: 0711 (others may reach the socket
+ * by its name, not list the directory). */
 static void make_dir(const char *path)
 {
     char dir[108];
@@ -435,10 +506,39 @@ static void make_dir(const char *path)
     if (slash == NULL || slash == dir)
         return;
     *slash = '\0';
-    if (mkdir(dir, 0755) != 0 && errno == ENOENT) {
+    if (mkdir(dir, 0711) != 0 && errno == ENOENT) {
         make_dir(dir);
-        (void)mkdir(dir, 0755);
+        (void)mkdir(dir, 0711);
     }
+}
+
+/* The socket's directory must be ours and not writable by everyone, or
+ * anyone could replace the socket with their own broker (the /tmp fallback
+ * is where that matters; a group-writable data dir is the admin's choice).
+ * false with errno EPERM otherwise. */
+static bool dir_trusted(const char *path)
+{
+    char dir[108];
+    char *slash;
+    struct stat st;
+
+    util_strlcpy(dir, path, sizeof(dir));
+    slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return true;
+    *slash = '\0';
+    if (lstat(dir[0] ? dir : "/", &st) != 0)
+        return false;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 002) != 0) {
+        log_warn("time-slice broker: %s must be a directory owned by uid %u "
+                 "and not writable by others (owner %u, mode %03o)", dir,
+                 (unsigned)geteuid(), (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 0777));
+        errno = EPERM;
+        return false;
+    }
+    return true;
 }
 
 static int listen_on(const char *path)
@@ -450,10 +550,14 @@ static int listen_on(const char *path)
         return -1;
     memcpy(sa.sun_path, path, strlen(path) + 1);
     make_dir(path);
+    if (!dir_trusted(path))
+        return -1;
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
     unlink(path); /* a stale socket of an earlier acceld */
+    /* 0666: apps run as their owners' uids and must reach it; who may
+     * use it is decided per connection (SO_PEERCRED, admission) */
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         chmod(path, 0666) != 0 || listen(fd, 64) != 0) {
         close(fd);
@@ -490,6 +594,7 @@ enum accel_err broker_set_ensure(struct broker_set *bs, const char *id,
     bd = xcalloc(1, sizeof(*bd));
     util_strlcpy(bd->id, id, sizeof(bd->id));
     util_strlcpy(bd->path, path, sizeof(bd->path));
+    bd->serial = ++bs->serials;
     for (int i = 0; i < BROKER_MAX_CONNS; i++)
         bd->fds[i] = -1;
     broker_core_init(&bd->core, s, dev_send, bd);
@@ -565,9 +670,16 @@ static void accept_all(struct broker_dev *bd)
 {
     for (;;) {
         int fd = accept4(bd->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
         int slot = -1;
         if (fd < 0)
             return;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
+            cr.pid <= 0) {
+            close(fd); /* no credentials: nobody to admit */
+            continue;
+        }
         for (int i = 0; i < BROKER_MAX_CONNS && slot < 0; i++)
             if (bd->fds[i] < 0)
                 slot = i;
@@ -576,6 +688,8 @@ static void accept_all(struct broker_dev *bd)
             continue;
         }
         bd->fds[slot] = fd;
+        bd->peer[slot] = (struct broker_peer){cr.pid, cr.uid, cr.gid};
+        bd->claim[slot][0] = '\0';
         broker_core_open(&bd->core, slot);
     }
 }
@@ -587,10 +701,36 @@ static void drop(struct broker_dev *bd, int slot, uint64_t now)
     bd->fds[slot] = -1;
 }
 
-static void read_conn(struct broker_dev *bd, int slot)
+/* A hello: park it for admission (checked after this loop turn, outside
+ * the lock); the connection's later records wait in its socket until then.
+ * A second hello, or an empty or too long name, closes the connection. */
+static bool park_hello(struct broker_set *bs, struct broker_dev *bd, int slot,
+                       const char *app)
+{
+    struct pending *p;
+
+    if (bd->core.conns[slot].app >= 0 || app[0] == '\0' ||
+        strlen(app) >= BROKER_APP_MAX)
+        return false;
+    if (bs->npend == bs->cpend) {
+        bs->cpend = bs->cpend ? bs->cpend * 2 : 16;
+        bs->pend = xrealloc(bs->pend, (size_t)bs->cpend * sizeof(*p));
+    }
+    p = &bs->pend[bs->npend++];
+    *p = (struct pending){.bd = bd, .serial = bd->serial, .slot = slot,
+                          .fd = bd->fds[slot], .peer = bd->peer[slot]};
+    util_strlcpy(p->id, bd->id, sizeof(p->id));
+    util_strlcpy(p->app, app, sizeof(p->app));
+    util_strlcpy(bd->claim[slot], app, BROKER_APP_MAX);
+    return true;
+}
+
+static void read_conn(struct broker_set *bs, struct broker_dev *bd, int slot)
 {
     char msg[BROKER_MSG_MAX];
     for (;;) {
+        if (bd->claim[slot][0] != '\0')
+            return; /* awaiting admission: read on after it */
         ssize_t n = recv(bd->fds[slot], msg, sizeof(msg) - 1, MSG_DONTWAIT);
         uint64_t now = util_now_ns();
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -605,7 +745,7 @@ static void read_conn(struct broker_dev *bd, int slot)
         else if (msg[0] == 'D')
             broker_core_done(&bd->core, slot, now);
         else if (strncmp(msg, "H 1 ", 4) == 0 &&
-                 broker_core_hello(&bd->core, slot, msg + 4, now) != ACCEL_OK) {
+                 !park_hello(bs, bd, slot, msg + 4)) {
             drop(bd, slot, now);
             return;
         }
@@ -667,8 +807,90 @@ static void dispatch(struct broker_set *bs, struct pollmap *pm)
         if (pm->slot[i] < 0)
             accept_all(bd);
         else if (bd->fds[pm->slot[i]] == pm->pfd[i].fd)
-            read_conn(bd, pm->slot[i]);
+            read_conn(bs, bd, pm->slot[i]);
     }
+}
+
+/* The default admission: the broker's own user, or root. */
+static bool admit_same_uid(const struct broker_peer *peer, char *why,
+                           size_t cap)
+{
+    if (peer->uid == geteuid() || peer->uid == 0)
+        return true;
+    snprintf(why, cap, "uid %u is not the broker's (%u)", (unsigned)peer->uid,
+             (unsigned)geteuid());
+    return false;
+}
+
+/* Run the admission checks of the parked hellos (no lock held). */
+static void admit_pending(struct broker_set *bs)
+{
+    for (int i = 0; i < bs->npend; i++) {
+        struct pending *p = &bs->pend[i];
+        p->why[0] = '\0';
+        p->ok = bs->admit != NULL
+                    ? bs->admit(bs->admit_ctx, p->id, p->app, &p->peer,
+                                p->why, sizeof(p->why))
+                    : admit_same_uid(&p->peer, p->why, sizeof(p->why));
+        if (!p->ok && p->why[0] == '\0')
+            util_strlcpy(p->why, "refused", sizeof(p->why));
+    }
+}
+
+static bool dev_live(struct broker_set *bs, const struct broker_dev *bd,
+                     uint64_t serial)
+{
+    for (int d = 0; d < bs->ndevs; d++)
+        if (bs->devs[d] == bd && bd->serial == serial)
+            return true;
+    return false;
+}
+
+/* Send the refusal and close so that the client reads it: shut the socket
+ * first (the client's later sends fail), then drain what it sent (closing
+ * a UNIX socket with unread data makes the peer's next recv fail with
+ * ECONNRESET before it sees the refusal). */
+static void refuse(struct broker_dev *bd, int slot, const char *msg,
+                   uint64_t now)
+{
+    char buf[BROKER_MSG_MAX];
+    int fd = bd->fds[slot];
+
+    dev_send(bd, slot, msg);
+    shutdown(fd, SHUT_RDWR);
+    while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+        ;
+    drop(bd, slot, now);
+}
+
+/* Apply the answers (lock held): admitted hellos join the core, refused
+ * ones get "N <why>" and are closed. */
+static void apply_pending(struct broker_set *bs)
+{
+    for (int i = 0; i < bs->npend; i++) {
+        struct pending *p = &bs->pend[i];
+        struct broker_dev *bd = p->bd;
+        uint64_t now = util_now_ns();
+        char msg[BROKER_MSG_MAX + BROKER_REASON_MAX];
+
+        if (!dev_live(bs, bd, p->serial) || bd->fds[p->slot] != p->fd)
+            continue; /* device stopped or connection gone meanwhile */
+        bd->claim[p->slot][0] = '\0';
+        if (p->ok &&
+            broker_core_hello(&bd->core, p->slot, p->app, now) == ACCEL_OK)
+            continue;
+        if (p->ok) { /* admitted, but every app slot is taken */
+            snprintf(msg, sizeof(msg), "N more than %d apps on this device",
+                     BROKER_MAX_APPS);
+        } else {
+            log_warn("time-slice broker for %s: refused pid %d (uid %u) "
+                     "claiming app %s: %s", bd->id, (int)p->peer.pid,
+                     (unsigned)p->peer.uid, p->app, p->why);
+            snprintf(msg, sizeof(msg), "N %s", p->why);
+        }
+        refuse(bd, p->slot, msg, now);
+    }
+    bs->npend = 0;
 }
 
 static void *broker_thread(void *arg)
@@ -700,6 +922,12 @@ static void *broker_thread(void *arg)
                 pm->pfd[i].revents = 0;
         }
         dispatch(bs, pm);
+        if (bs->npend > 0) {
+            pthread_mutex_unlock(&bs->mu);
+            admit_pending(bs);
+            pthread_mutex_lock(&bs->mu);
+            apply_pending(bs);
+        }
         pthread_mutex_unlock(&bs->mu);
     }
     free(pm);
@@ -731,5 +959,6 @@ void broker_set_free(struct broker_set *bs)
         close(bs->wake[1]);
     }
     pthread_mutex_destroy(&bs->mu);
+    free(bs->pend);
     free(bs);
 }

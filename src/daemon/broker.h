@@ -5,7 +5,10 @@
  * all of them. The broker hands the device's turn to one app at a time (all
  * processes of an app share the app's turn), asks the holder to give it back
  * after the quantum when another app waits, takes it back at once when the
- * holder's connections drop, and never makes an app that is alone wait.
+ * holder's connections drop, takes it back anyway (revokes it) from a holder
+ * that ignores the request for a grace period, never makes an app that is
+ * alone wait, and admits only the processes of the apps bound to the device
+ * (the peer's SO_PEERCRED checked by a callback the daemon supplies).
  *
  * Two layers: `broker_core` is the pure state machine of one device (no I/O,
  * time passed in, messages out through a callback), unit-tested in
@@ -20,6 +23,10 @@
  *   broker -> shim   "G <contended> <quantumMs> <idleMs>"  turn granted
  *                    "C"           another app waits (give it back when idle)
  *                    "X"           give the turn back now (quantum used up)
+ *                    "V"           the turn was taken back (X ignored for
+ *                                  the grace period); ask again with R
+ *                    "N <reason>"  hello refused (not a process of a bound
+ *                                  app); the broker closes the connection
  * Unknown records are ignored by both sides (future versions add fields).
  */
 #ifndef ACCEL_DAEMON_BROKER_H
@@ -28,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "accel/accel.h"
 
@@ -43,6 +51,17 @@
 #define BROKER_MIN_QUANTUM_MS 10
 #define BROKER_MAX_QUANTUM_MS 600000
 #define BROKER_MAX_IDLE_MS 600000
+/* A holder asked back (X) that has not given the turn back this long after
+ * is revoked. Default 1 s: a well-behaved handoff is a context synchronize
+ * of the holder's queued work (1-2 ms median on the fake driver, the
+ * longest queued kernel on a GPU: ML kernels run for milliseconds, rarely
+ * 100 ms); 1 s is 2x the default quantum, so a waiting app waits at most
+ * quantum + 1 s for a holder that never gives back, and an honest holder
+ * with a queue of long kernels is not cut short (docs/internals/timeslice.md). */
+#define BROKER_DEFAULT_GRACE_MS 1000
+#define BROKER_MIN_GRACE_MS 10
+#define BROKER_MAX_GRACE_MS 600000
+#define BROKER_REASON_MAX 160      /* bytes of a refusal reason incl. NUL */
 
 /* Upper bounds (seconds) of the handoff histogram buckets (+Inf implied). */
 extern const double broker_hist_bounds[BROKER_HIST_BUCKETS];
@@ -51,6 +70,8 @@ struct broker_settings {
     uint32_t quantum_ms;   /* longest turn while another app waits */
     uint32_t idle_ms;      /* a holder idle this long gives the turn back
                             * early when another app waits */
+    uint32_t grace_ms;     /* a holder asked back that keeps the turn this
+                            * long after is revoked; 0 = the default */
 };
 
 /* Sends `msg` to connection `conn`; broker_core never frees anything. */
@@ -70,6 +91,7 @@ struct broker_app {
     uint64_t wait_since;   /* ns when it started waiting, 0 = not waiting */
     uint64_t turns;        /* turns granted */
     uint64_t wait_ns;      /* total time waited (finished waits) */
+    uint64_t revoked;      /* turns taken back from it */
 };
 
 struct broker_core {
@@ -86,6 +108,7 @@ struct broker_core {
     bool contended_sent;                     /* C sent this turn */
     uint64_t released_ns;                    /* last time the turn freed */
     uint64_t turns_total;                    /* turns granted, all apps */
+    uint64_t revoked_total;                  /* turns revoked, all apps */
     uint64_t wait_ns_total;                  /* finished waits, all apps */
     uint64_t handoff[BROKER_HANDOFF_RING];   /* recent handoffs, ns */
     uint64_t nhandoff;                       /* handoffs ever recorded */
@@ -111,8 +134,10 @@ void broker_core_request(struct broker_core *c, int conn, uint64_t now);
 void broker_core_done(struct broker_core *c, int conn, uint64_t now);
 /* The connection closed (or crashed): whatever it held is free at once. */
 void broker_core_close(struct broker_core *c, int conn, uint64_t now);
-/* Time passed: asks the holder back when its quantum is over and another
- * app waits. Returns the next time (ns) it wants to be called, 0 = none. */
+/* Time passed: asks the holder back (X) when its quantum is over and
+ * another app waits, and revokes the turn (V to the holder's connections,
+ * the turn to the next waiter) when the holder still has it grace_ms after
+ * X. Returns the next time (ns) it wants to be called, 0 = none. */
 uint64_t broker_core_tick(struct broker_core *c, uint64_t now);
 
 /* What the views show of one device. */
@@ -123,6 +148,7 @@ struct broker_app_stats {
     bool waiting;              /* in the queue */
     uint64_t turns;            /* turns granted */
     uint64_t wait_ns;          /* time waited, the current wait included */
+    uint64_t revoked;          /* turns taken back from it */
 };
 
 struct broker_stats {
@@ -133,6 +159,7 @@ struct broker_stats {
     struct broker_app_stats apps[BROKER_MAX_APPS];
     int napps;
     uint64_t turns_total;         /* turns granted */
+    uint64_t revoked_total;       /* turns revoked */
     uint64_t wait_ns_total;       /* waited, current waits included */
     uint64_t handoffs;            /* handoffs recorded */
     uint64_t handoff_p50_ns;      /* over the recent ring, 0 if none */
@@ -164,8 +191,31 @@ struct broker_set;
  * held: the place to reconcile the set with the daemon's devices. */
 typedef void (*broker_sync_fn)(void *ctx, struct broker_set *bs);
 
-/* A new, empty set (no thread yet). Caller frees with broker_set_free. */
+/* Who connected (SO_PEERCRED at connect time). */
+struct broker_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+
+/*
+ * Admission: may `peer`, which claims app `app` in its hello, use device
+ * `dev_id`'s turns? true = yes; false = no, with a sentence in why[cap]
+ * (sent to the client as "N <why>", which the shim logs). Called on the
+ * broker thread WITHOUT any broker lock held (it may take the daemon's).
+ */
+typedef bool (*broker_admit_fn)(void *ctx, const char *dev_id,
+                                const char *app,
+                                const struct broker_peer *peer, char *why,
+                                size_t cap);
+
+/* A new, empty set (no thread yet). Caller frees with broker_set_free.
+ * Until broker_set_admission is called, only peers with the broker's own
+ * effective uid (or root) are admitted. */
 struct broker_set *broker_set_new(broker_sync_fn sync, void *ctx);
+/* The admission check (before broker_set_start). */
+void broker_set_admission(struct broker_set *bs, broker_admit_fn admit,
+                          void *ctx);
 /* Start the thread. ACCEL_OK or ACCEL_ESYS. */
 enum accel_err broker_set_start(struct broker_set *bs);
 /* Stop the thread, close every socket and remove the socket files.

@@ -3,20 +3,25 @@
  * broker_ops.c: acceld's side of the time-slice brokers (broker.c): which
  * devices get one (TimeSlice NVIDIA devices of the local node, checked every
  * 500 ms by the broker thread, so a mode switch needs no hook), their
- * settings (the device's settings JSON, key "timeSlice"), the PUT of those
+ * settings (the device's settings JSON, key "timeSlice"), who may connect
+ * (admit: only processes of an app bound to the device), the PUT of those
  * settings, the `timeSlice` object of the device JSON and the /metrics block.
  */
 #include "common/accel_setup.h"
 #include "daemon/broker_ops.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "daemon/broker.h"
 #include "daemon/ops.h"
 #include "daemon/ops_int.h"
+#include "daemon/proc.h"
 #include "daemon/state.h"
 
 #define OVERSUB_DEFAULT_MS 4000 /* quantum while the card is oversubscribed */
@@ -37,7 +42,8 @@ static struct broker_settings dev_settings(struct accel_daemon *d, int dev)
     const struct adm_device *x = &d->snap.devs[dev];
     struct broker_settings s = {
         setting(ts, "quantumMs", BROKER_DEFAULT_QUANTUM_MS),
-        setting(ts, "idleReleaseMs", BROKER_DEFAULT_IDLE_MS)};
+        setting(ts, "idleReleaseMs", BROKER_DEFAULT_IDLE_MS),
+        setting(ts, "revokeGraceMs", BROKER_DEFAULT_GRACE_MS)};
     uint32_t over = setting(ts, "oversubscribedQuantumMs", OVERSUB_DEFAULT_MS);
 
     if (x->memory > 0 &&
@@ -88,9 +94,99 @@ static void sync_brokers(void *ctx, struct broker_set *bs)
     free(w);
 }
 
+/* Process group and session of pid (fields 5 and 6 of /proc/<pid>/stat).
+ * false when there is no such process. */
+static bool group_session(pid_t pid, pid_t *pgrp, pid_t *sid)
+{
+    char path[64], buf[1024];
+    const char *p;
+    int fd, g, s;
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    if (p == NULL || sscanf(p + 1, " %*c %*d %d %d", &g, &s) != 2)
+        return false;
+    *pgrp = (pid_t)g;
+    *sid = (pid_t)s;
+    return true;
+}
+
+/* Is the app a bound to device dev_id (d->lock held)? */
+static bool bound_to(struct accel_daemon *d, const struct app *a,
+                     const char *dev_id)
+{
+    for (size_t i = 0; i < a->nrows; i++)
+        if (a->rows[i].dev < d->snap.ndevs &&
+            strcmp(d->snap.devs[a->rows[i].dev].id, dev_id) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Admission (broker_admit_fn): `app` must be an app bound to this device
+ * and running, and the peer one of its processes: in the process group or
+ * the session of the app's leader (proc_start makes pid = pgid = sid), the
+ * leader still the one acceld started (pid and start time), and the peer's
+ * uid the leader's. A process outside the app's tree cannot claim its
+ * name. Called without the broker's lock; takes d->lock briefly.
+ * TODO(a2-cgroups): switch the group/session test to the cgroup membership
+ * function once it is on main (it also covers processes that setsid()).
+ */
+static bool admit_peer(void *ctx, const char *dev_id, const char *app,
+                       const struct broker_peer *peer, char *why, size_t cap)
+{
+    struct accel_daemon *d = ctx;
+    struct app *a;
+    pid_t leader = 0, pg, sid;
+    uint64_t start = 0;
+    bool bound = false;
+    struct stat st;
+    char proc[64];
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, app);
+    if (a != NULL && bound_to(d, a, dev_id)) {
+        bound = true;
+        leader = (pid_t)a->pid;
+        start = a->pid_start;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (!bound) {
+        snprintf(why, cap, "no app named '%s' is bound to this device", app);
+        return false;
+    }
+    if (leader <= 0 || !proc_alive(leader, start)) {
+        snprintf(why, cap, "app '%s' is not running", app);
+        return false;
+    }
+    if (!group_session(peer->pid, &pg, &sid) ||
+        (pg != leader && sid != leader)) {
+        snprintf(why, cap, "pid %d is not a process of app '%s'",
+                 (int)peer->pid, app);
+        return false;
+    }
+    snprintf(proc, sizeof proc, "/proc/%d", (int)leader);
+    if (stat(proc, &st) != 0 || st.st_uid != peer->uid) {
+        snprintf(why, cap, "uid %u is not the uid app '%s' runs as",
+                 (unsigned)peer->uid, app);
+        return false;
+    }
+    return true;
+}
+
 enum accel_err broker_ops_start(struct accel_daemon *d)
 {
     d->brokers = broker_set_new(sync_brokers, d);
+    broker_set_admission(d->brokers, admit_peer, d);
     return broker_set_start(d->brokers);
 }
 
@@ -111,8 +207,9 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
     if (!broker_set_stats(d->brokers, d->snap.devs[dev].id, s)) {
         struct broker_settings st = dev_settings(d, dev);
         free(s);
-        return json_pack("{s:b, s:i, s:i}", "running", 0, "quantumMs",
-                         (int)st.quantum_ms, "idleReleaseMs", (int)st.idle_ms);
+        return json_pack("{s:b, s:i, s:i, s:i}", "running", 0, "quantumMs",
+                         (int)st.quantum_ms, "idleReleaseMs", (int)st.idle_ms,
+                         "revokeGraceMs", (int)st.grace_ms);
     }
     q = json_array();
     for (int i = 0; i < s->nqueue; i++)
@@ -120,23 +217,27 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
     apps = json_array();
     for (int i = 0; i < s->napps; i++)
         json_array_append_new(
-            apps, json_pack("{s:s, s:i, s:b, s:b, s:I, s:f}", "app",
+            apps, json_pack("{s:s, s:i, s:b, s:b, s:I, s:I, s:f}", "app",
                             s->apps[i].name, "processes", s->apps[i].conns,
                             "holding", s->apps[i].holding, "waiting",
                             s->apps[i].waiting, "turns",
-                            (json_int_t)s->apps[i].turns, "waitSeconds",
+                            (json_int_t)s->apps[i].turns, "revocations",
+                            (json_int_t)s->apps[i].revoked, "waitSeconds",
                             s->apps[i].wait_ns / 1e9));
-    o = json_pack("{s:b, s:s, s:s?, s:f, s:o, s:I, s:f, s:o, s:{s:I, s:f, "
-                  "s:f}, s:i, s:i}",
+    o = json_pack("{s:b, s:s, s:s?, s:f, s:o, s:I, s:I, s:f, s:o, s:{s:I, "
+                  "s:f, s:f}, s:i, s:i, s:i}",
                   "running", 1, "socket", s->path, "holder",
                   s->holder[0] ? s->holder : NULL, "heldSeconds",
                   s->held_ns / 1e9, "queue", q, "turns",
-                  (json_int_t)s->turns_total, "waitSeconds",
+                  (json_int_t)s->turns_total, "revocations",
+                  (json_int_t)s->revoked_total, "waitSeconds",
                   s->wait_ns_total / 1e9, "apps", apps, "handoff", "count",
                   (json_int_t)s->handoffs, "p50Ms", s->handoff_p50_ns / 1e6,
                   "p99Ms", s->handoff_p99_ns / 1e6, "quantumMs",
                   (int)s->set.quantum_ms, "idleReleaseMs",
-                  (int)s->set.idle_ms);
+                  (int)s->set.idle_ms, "revokeGraceMs",
+                  (int)(s->set.grace_ms ? s->set.grace_ms
+                                        : BROKER_DEFAULT_GRACE_MS));
     free(s);
     return o;
 }
@@ -152,8 +253,10 @@ static void render_dev(struct accel_daemon *d, int dev, char **buf)
         free(s);
         return;
     }
-    t = xasprintf("accel_timeslice_turns_total{device=\"%s\"} %llu\n", id,
-                  (unsigned long long)s->turns_total);
+    t = xasprintf("accel_timeslice_turns_total{device=\"%s\"} %llu\n"
+                  "accel_timeslice_revocations_total{device=\"%s\"} %llu\n",
+                  id, (unsigned long long)s->turns_total, id,
+                  (unsigned long long)s->revoked_total);
     for (int i = 0; i < s->napps; i++) {
         prev = t;
         t = xasprintf("%saccel_timeslice_app_turns_total{device=\"%s\",app=\"%s\"} %llu\n"
@@ -192,6 +295,9 @@ char *broker_ops_metrics(struct accel_daemon *d)
         "device (per app: accel_timeslice_app_turns_total).\n"
         "# TYPE accel_timeslice_turns_total counter\n"
         "# TYPE accel_timeslice_app_turns_total counter\n"
+        "# HELP accel_timeslice_revocations_total Turns taken back from a "
+        "holder that kept them past quantum + grace.\n"
+        "# TYPE accel_timeslice_revocations_total counter\n"
         "# HELP accel_timeslice_wait_seconds_total Time apps waited for the "
         "turn.\n# TYPE accel_timeslice_wait_seconds_total counter\n"
         "# HELP accel_timeslice_handoff_seconds From asking the holder back "
@@ -245,6 +351,8 @@ void broker_ops_set(struct accel_daemon *d, const char *node,
     if (!parse_ms(body, "quantumMs", BROKER_MIN_QUANTUM_MS,
                   BROKER_MAX_QUANTUM_MS, ts, res) ||
         !parse_ms(body, "idleReleaseMs", 1, BROKER_MAX_IDLE_MS, ts, res) ||
+        !parse_ms(body, "revokeGraceMs", BROKER_MIN_GRACE_MS,
+                  BROKER_MAX_GRACE_MS, ts, res) ||
         !parse_ms(body, "oversubscribedQuantumMs", BROKER_MIN_QUANTUM_MS,
                   BROKER_MAX_QUANTUM_MS, ts, res))
         goto out;

@@ -358,6 +358,8 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     {                                                                          \
         REAL_OR_NOT_FOUND(fn, name);                                           \
         struct shim_ts_thread *t_ = ts_enter();                                \
+        if (__builtin_expect(t_ == SHIM_TS_DENIED, 0))                         \
+            return CUDA_ERROR_NOT_PERMITTED; /* refused: logged once */        \
         CUresult rc_ = fn args;                                                \
         ts_leave(t_);                                                          \
         return rc_;                                                            \

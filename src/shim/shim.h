@@ -189,12 +189,14 @@ extern SHIM_HIDDEN _Thread_local struct shim_ts_thread *shim_ts_self
 SHIM_HIDDEN void timeslice_config(int ordinal, const char *path);
 /* The slow path of ts_enter: init, wait for the turn. Returns this
  * thread's slot with busy set, SHIM_TS_UNCOUNTED (counted in
- * ts.inflight) or NULL (time slicing off). */
+ * ts.inflight), SHIM_TS_DENIED (the broker refused this process: fail the
+ * call, do not ts_leave) or NULL (time slicing off). */
 SHIM_HIDDEN struct shim_ts_thread *timeslice_enter_slow(void);
 /* Is ordinal a time-sliced device (allocations become managed)? */
 SHIM_HIDDEN int timeslice_managed(int ordinal);
 SHIM_HIDDEN void timeslice_fork_child(void);
 #define SHIM_TS_UNCOUNTED ((struct shim_ts_thread *)1)
+#define SHIM_TS_DENIED ((struct shim_ts_thread *)2)
 
 /* Before a submission: hold the turn. Pair with ts_leave. */
 static inline struct shim_ts_thread *ts_enter(void)

@@ -255,18 +255,21 @@ static void note_ctx(struct shim_ts_dev *d)
         d->ctx[d->nctx++] = c;
 }
 
-/* Wait (mu held) until dev holds the turn or runs free. */
-static void hold(struct shim_ts_dev *d)
+/* Wait (mu held) until dev holds the turn or runs free (0), or the broker
+ * refused this process (-1). */
+static int hold(struct shim_ts_dev *d)
 {
     for (;;) {
         struct timespec dl;
         switch (d->state) {
         case SHIM_TS_HELD:
         case SHIM_TS_FREE:
-            return;
+            return 0;
+        case SHIM_TS_REFUSED:
+            return -1;
         case SHIM_TS_PROBE:
             d->state = SHIM_TS_HELD; /* busy: not idle */
-            return;
+            return 0;
         case SHIM_TS_IDLE:
             ask(d);
             continue;
@@ -284,7 +287,7 @@ static void hold(struct shim_ts_dev *d)
 struct shim_ts_thread *timeslice_enter_slow(void)
 {
     struct shim_ts_thread *t;
-    int ord;
+    int ord, denied = 0;
 
     ts_start();
     if (atomic_load(&TS.gate) == SHIM_TS_GATE_OFF)
@@ -294,7 +297,12 @@ struct shim_ts_thread *timeslice_enter_slow(void)
     pthread_mutex_lock(&TS.mu);
     if (ord >= 0 && TS.dev[ord].path[0] != '\0') {
         note_ctx(&TS.dev[ord]);
-        hold(&TS.dev[ord]);
+        denied = hold(&TS.dev[ord]) != 0;
+    }
+    if (denied) {
+        gate_update();
+        pthread_mutex_unlock(&TS.mu);
+        return SHIM_TS_DENIED;
     }
     /* marked busy under mu: a release starting after this sees it */
     if (t != NULL)
@@ -378,7 +386,23 @@ static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
         release(d);
         return;
     }
+    if (m[0] == 'V') { /* revoked: X not honoured within the grace period */
+        shim_log("time slicing: the broker at %s took the turn back (not "
+                 "given back within its grace period)", d->path);
+        release(d); /* if still held: stop submitting, ask again later */
+        return;
+    }
     pthread_mutex_lock(&TS.mu);
+    if (m[0] == 'N') {
+        shim_log("time slicing: the broker at %s refused this process: %s; "
+                 "its submissions to this device fail with "
+                 "CUDA_ERROR_NOT_PERMITTED", d->path, m[1] ? m + 2 : "");
+        d->state = SHIM_TS_REFUSED;
+        gate_update();
+        pthread_cond_broadcast(&TS.cv);
+        pthread_mutex_unlock(&TS.mu);
+        return;
+    }
     if (m[0] == 'G' && sscanf(m, "G %u %u %u", &c, &q, &idle) == 3 &&
         d->state == SHIM_TS_WANT) {
         d->state = SHIM_TS_HELD;
@@ -440,7 +464,10 @@ static void read_dev(struct shim_ts_dev *d, int fd)
             return;
         if (n <= 0) {
             pthread_mutex_lock(&TS.mu);
-            if (d->fd == fd) {
+            if (d->fd == fd && d->state == SHIM_TS_REFUSED) {
+                close(fd); /* refused for good: no reconnect */
+                d->fd = -1;
+            } else if (d->fd == fd) {
                 lost(d);
                 gate_update();
                 pthread_cond_broadcast(&TS.cv);

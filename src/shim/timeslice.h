@@ -45,6 +45,8 @@ enum shim_ts_state {             /* shim_ts_dev.state */
                                   * the launch path) */
     SHIM_TS_RELEASING,           /* giving it back (X or idle) */
     SHIM_TS_FREE,                /* no broker answers: run (see docs) */
+    SHIM_TS_REFUSED,             /* the broker refused this process ("N"):
+                                  * submissions fail, CUDA_ERROR_NOT_PERMITTED */
 };
 
 struct shim_ts_thread {

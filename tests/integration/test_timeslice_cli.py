@@ -113,6 +113,16 @@ class TimesliceCliTest(unittest.TestCase):
                     "--oversubscribed-quantum", "8000")
         self.assertEqual(json.loads(r.stdout)["timeSlice"]
                          ["oversubscribedQuantumMs"], 8000)
+        # the revocation grace (issue 10, item 6)
+        r = self.ok("set-timeslice", "lab", GPU, "--grace", "300")
+        self.assertIn("revocation grace 300 ms", r.stdout)
+        deadline = time.time() + 5
+        while "revocation grace 300 ms" not in self.ok(
+                "timeslice", "lab", GPU).stdout and time.time() < deadline:
+            time.sleep(0.1)
+        r = self.ok("timeslice", "lab", GPU)
+        self.assertIn("revocation grace 300 ms", r.stdout)
+        self.assertIn("revoked: 0", r.stdout)
         # survives a restart (stored in the device's settings)
         self.d.stop()
         self.d.start()
@@ -140,6 +150,8 @@ class TimesliceCliTest(unittest.TestCase):
             (["--quantum", "600001"], 1, "--quantum"),
             (["--quantum", "5"], 1, "--quantum"),   # below 10 ms
             (["--idle", "9999999999"], 1, "--idle"),
+            (["--grace", "5"], 1, "--grace"),       # below 10 ms
+            (["--grace", "x"], 2, "--grace"),
             # a good value with a bad one: neither is applied
             (["--quantum", "400", "--idle", "-1"], 2, "--idle"),
             (["--quantum", "400", "--idle", "700000"], 1, "--idle"),

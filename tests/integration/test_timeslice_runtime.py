@@ -10,9 +10,11 @@ the holder; two such apps take turns (both turn counters grow), and
 
 This proves the wiring and the protocol, not a real GPU."""
 import os
+import socket
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import Acceld, BUILD_DIR  # noqa: E402
@@ -169,6 +171,71 @@ class TimesliceRuntimeTest(unittest.TestCase):
         time.sleep(0.6)
         self.assertEqual(self.ts()["turns"], n)
         self.assertEqual(self.ts().get("holder"), "ts-b")
+
+    def hello(self, sock, name):
+        """Connect as this test process (no app's process), claim app
+        `name`; what the broker answers, then whether it closed."""
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        c.settimeout(10)
+        try:
+            c.connect(sock)
+            c.send(("H 1 %s" % name).encode())
+            try:
+                c.send(b"R")
+            except OSError:
+                pass  # refused already
+            first = c.recv(256)
+            try:
+                rest = c.recv(256)
+            except socket.timeout:
+                rest = None
+            return first.decode(), rest
+        finally:
+            c.close()
+
+    def test_outsider_refused_and_grace_setting(self):
+        """Issue 10, item 6: anyone on the host could connect, claim an app
+        name and take the turn. Now only the app's own processes get in."""
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        sock = self.ts()["socket"]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": app("ts-a")})
+        self.assertIn(st, (200, 201), b)
+        self.wait_for(lambda: self.ts().get("holder") == "ts-a",
+                      "ts-a to hold the turn")
+        first, rest = self.hello(sock, "ts-a")
+        self.assertTrue(first.startswith("N pid %d is not a process of app "
+                                         "'ts-a'" % os.getpid()), first)
+        self.assertEqual(rest, b"", "the broker keeps a refused client")
+        first, rest = self.hello(sock, "nosuch")
+        self.assertEqual(first, "N no app named 'nosuch' is bound to this "
+                         "device")
+        self.assertEqual(rest, b"")
+        t = self.ts()
+        self.assertEqual(t["holder"], "ts-a")
+        self.assertEqual(t["queue"], [])
+        self.assertEqual([a["app"] for a in t["apps"]], ["ts-a"])
+        self.assertEqual(t["apps"][0]["processes"], 1)
+        self.assertIn("refused pid %d" % os.getpid(), self.d.log())
+
+        # the revocation grace: default, bounds, counter
+        self.assertEqual(t["revokeGraceMs"], 1000)
+        self.assertEqual(t["revocations"], 0)
+        path = "/api/compute-resources/nodes/lab/devices/%s/time-slice" % GPU
+        st, b = self.d.http("PUT", path, {"revokeGraceMs": 5})
+        self.assertEqual(st, 400, b)
+        self.assertIn("revokeGraceMs must be an integer from 10 to 600000",
+                      str(b))
+        self.assertEqual(self.ts()["revokeGraceMs"], 1000)
+        st, b = self.d.http("PUT", path, {"revokeGraceMs": 250})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ts()["revokeGraceMs"] == 250,
+                      "the grace setting")
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+        self.assertIn('accel_timeslice_revocations_total{device="%s"} 0'
+                      % GPU, text)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,13 @@
  *   kill     a holder killed with SIGKILL mid-turn (quantum 60 s): the
  *            waiting app runs within 1 s
  *   restart  the broker killed and restarted mid-run: both apps finish
+ *   refused  the broker refuses the app (not a process of it): its
+ *            launches fail with CUDA_ERROR_NOT_PERMITTED at once and
+ *            ACCEL_LOG says why (issue 10, item 6)
+ *   revoke   a holder stuck in its handoff (a 3 s kernel to synchronize)
+ *            loses the turn after quantum + grace: the waiter runs within
+ *            1.5 s; the holder's later submissions wait for the turn again
+ *            (no overlap after its long kernel)
  */
 #define _GNU_SOURCE 1
 #include <fcntl.h>
@@ -40,7 +47,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuCtxSynchronize(void);
 
 static int failures;
-static char dir[64], sock[128], logpath[128];
+static char dir[64], sock[128], logpath[128], shimlog[128];
 static char self_exe[512];
 
 #define CHECK(c, ...)                                                          \
@@ -66,14 +73,25 @@ static void msleep(int ms)
     nanosleep(&t, NULL);
 }
 
-/* worker APP SECONDS KERNEL_US: submit until SECONDS have passed. */
-static int worker(char **argv)
+/* worker APP SECONDS KERNEL_US [FIRST_US]: submit until SECONDS have
+ * passed; with FIRST_US, first one kernel that long, synchronized.
+ * Exit 3: a submission failed, 4: with CUDA_ERROR_NOT_PERMITTED. */
+static int worker(int argc, char **argv)
 {
     double secs = atof(argv[3]);
     unsigned us = (unsigned)strtoul(argv[4], NULL, 10);
-    int64_t end = mono_ns() + (int64_t)(secs * 1e9);
+    int64_t end;
     char host[64] = {0};
     long n = 0;
+
+    if (argc > 5) {
+        CUresult rc = cuLaunchKernel(NULL, (unsigned)strtoul(argv[5], NULL, 10),
+                                     1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        if (rc != CUDA_SUCCESS)
+            return rc == CUDA_ERROR_NOT_PERMITTED ? 4 : 3;
+        cuCtxSynchronize();
+    }
+    end = mono_ns() + (int64_t)(secs * 1e9);
 
     while (mono_ns() < end) {
         CUresult rc;
@@ -87,7 +105,7 @@ static int worker(char **argv)
             rc = cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         }
         if (rc != CUDA_SUCCESS)
-            return 3;
+            return rc == CUDA_ERROR_NOT_PERMITTED ? 4 : 3;
         if (++n % 8 == 0)
             cuCtxSynchronize(); /* like an app reading its results */
     }
@@ -99,30 +117,39 @@ static pid_t spawn(char *const argv[], const char *app)
 {
     pid_t p = fork();
     if (p == 0) {
-        char e1[160], e2[160], e3[160];
+        char e1[160], e2[160], e3[160], e4[160];
         snprintf(e1, sizeof e1, "ACCEL_APP=%s", app ? app : "broker");
         snprintf(e2, sizeof e2, "ACCEL_TS_SOCKET_0=%s", sock);
         snprintf(e3, sizeof e3, "FAKE_CUDA_LOG=%s", logpath);
         putenv(e1);
         putenv(e2);
         putenv(e3);
+        snprintf(e4, sizeof e4, "ACCEL_LOG=%s", shimlog);
+        putenv(e4);
         execv(argv[0], argv);
         _exit(127);
     }
     return p;
 }
 
-static pid_t broker(const char *quantum, const char *idle)
+static pid_t broker_as(const char *quantum, const char *idle,
+                       const char *grace, const char *only)
 {
     char exe[600];
     snprintf(exe, sizeof exe, "%s", self_exe);
     *strrchr(exe, '/') = '\0';
     strncat(exe, "/ts_broker", sizeof exe - strlen(exe) - 1);
-    char *argv[] = {exe, sock, (char *)quantum, (char *)idle, NULL};
+    char *argv[] = {exe, sock, (char *)quantum, (char *)idle, (char *)grace,
+                    (char *)only, NULL};
     pid_t p = spawn(argv, NULL);
     for (int i = 0; i < 200 && access(sock, F_OK) != 0; i++)
         msleep(10);
     return p;
+}
+
+static pid_t broker(const char *quantum, const char *idle)
+{
+    return broker_as(quantum, idle, NULL, NULL);
 }
 
 static pid_t app(const char *name, const char *secs, const char *us)
@@ -306,11 +333,71 @@ static int case_restart(void)
     return failures;
 }
 
+static int case_refused(void)
+{
+    pid_t b = broker_as("50", "20", "1000", "good");
+    int64_t t0 = mono_ns();
+    pid_t a1 = app("intruder", "30", "100");
+    int rc = wait_for(a1, 10000);
+    char buf[2048] = {0};
+    int fd = open(shimlog, O_RDONLY);
+
+    printf("refused: worker exit %d after %.0f ms\n", rc,
+           (mono_ns() - t0) / 1e6);
+    CHECK(rc == 4, "exit %d: want 4 (a launch failed with "
+          "CUDA_ERROR_NOT_PERMITTED); -1 = still running after 10 s", rc);
+    CHECK(fd >= 0 && read(fd, buf, sizeof buf - 1) > 0, "no ACCEL_LOG");
+    CHECK(strstr(buf, "refused this process: pid ") != NULL &&
+          strstr(buf, "is not a process of app 'intruder'") != NULL,
+          "log lacks the reason: %s", buf);
+    if (fd >= 0)
+        close(fd);
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    return failures;
+}
+
+static int case_revoke(void)
+{
+    pid_t b = broker_as("50", "20", "200", NULL);
+    char *hog_argv[] = {self_exe, "worker", "hog", "1", "300", "3000000",
+                        NULL};
+    pid_t hog = spawn(hog_argv, "hog"), w;
+    int64_t asked, first = 0, big_end = 0;
+    size_t n;
+    struct fake_interval *v;
+
+    msleep(300); /* the hog holds the turn, synchronizing its 3 s kernel */
+    asked = mono_ns();
+    w = app("waiter", "2", "300");
+    CHECK(wait_for(w, 30000) == 0, "waiter failed");
+    CHECK(wait_for(hog, 30000) == 0, "hog failed");
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    v = load(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].pid == w && (first == 0 || v[i].start < first))
+            first = v[i].start;
+        if (v[i].pid == hog && v[i].end - v[i].start >= 2000000000LL)
+            big_end = v[i].end;
+    }
+    printf("revoke: the waiter ran %.0f ms after asking (quantum 50 + grace "
+           "200 ms; the hog's kernel ran 3 s)\n", (first - asked) / 1e6);
+    CHECK(first != 0 && big_end != 0, "log incomplete");
+    CHECK(first - asked < 1500000000LL, "waited %.0f ms: the turn was not "
+          "taken back", (first - asked) / 1e6);
+    /* after its long kernel the hog waits for the turn again */
+    CHECK(overlaps(v, n, big_end + 1) == 0,
+          "the revoked hog submitted during the waiter's turn");
+    free(v);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     int rc;
     if (argc >= 5 && strcmp(argv[1], "worker") == 0)
-        return worker(argv);
+        return worker(argc, argv);
     if (argc < 2)
         return 2;
     if (readlink("/proc/self/exe", self_exe, sizeof self_exe - 1) < 0)
@@ -320,6 +407,7 @@ int main(int argc, char **argv)
         return 2;
     snprintf(sock, sizeof sock, "%s/ts.sock", dir);
     snprintf(logpath, sizeof logpath, "%s/gpu.log", dir);
+    snprintf(shimlog, sizeof shimlog, "%s/shim.log", dir);
     if (strcmp(argv[1], "fair") == 0)
         rc = case_fair();
     else if (strcmp(argv[1], "alone") == 0)
@@ -328,9 +416,14 @@ int main(int argc, char **argv)
         rc = case_kill();
     else if (strcmp(argv[1], "restart") == 0)
         rc = case_restart();
+    else if (strcmp(argv[1], "refused") == 0)
+        rc = case_refused();
+    else if (strcmp(argv[1], "revoke") == 0)
+        rc = case_revoke();
     else
         rc = 2;
     unlink(logpath);
+    unlink(shimlog);
     unlink(sock);
     rmdir(dir);
     return rc ? 1 : 0;

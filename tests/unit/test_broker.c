@@ -6,8 +6,11 @@
 #include "daemon/broker.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -36,7 +39,7 @@ static struct sink sink;
 
 static void setup(uint32_t quantum, uint32_t idle)
 {
-    struct broker_settings st = {quantum, idle};
+    struct broker_settings st = {quantum, idle, 0};
     memset(&sink, 0, sizeof(sink));
     broker_core_init(&core, &st, sink_send, &sink);
 }
@@ -220,7 +223,7 @@ static int client(const char *path)
 TEST(broker_server_round_trip)
 {
     char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[64];
-    struct broker_settings st = {100, 10};
+    struct broker_settings st = {100, 10, 0};
     struct broker_stats s;
     struct broker_set *bs;
     int a, b;
@@ -262,6 +265,255 @@ TEST(broker_server_round_trip)
     }
 }
 
+TEST(broker_revokes_after_grace)
+{
+    struct broker_stats st;
+    struct broker_settings s = {100, 10, 50};
+    setup(100, 10);
+    broker_core_configure(&core, &s);
+    conn(0, "hog");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    ASSERT_U64_EQ(broker_core_tick(&core, 50 * MS), 101 * MS);
+    /* quantum over: X, and the grace deadline is next */
+    ASSERT_U64_EQ(broker_core_tick(&core, 101 * MS), 151 * MS);
+    ASSERT_STR_EQ(sink.last[0], "X");
+    ASSERT_STR_EQ(sink.last[1], "");
+    ASSERT_U64_EQ(broker_core_tick(&core, 150 * MS), 151 * MS);
+    /* ignored for the grace period: taken back, b gets it */
+    ASSERT_EQ(broker_core_tick(&core, 151 * MS), 0);
+    ASSERT_STR_EQ(sink.last[0], "V");
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10");
+    broker_core_stats(&core, 151 * MS, &st);
+    ASSERT_STR_EQ(st.holder, "b");
+    ASSERT_U64_EQ(st.revoked_total, 1);
+    ASSERT_U64_EQ(st.apps[0].revoked, 1);
+    ASSERT_U64_EQ(st.apps[1].revoked, 0);
+    /* the hog's late "D" changes nothing; its next R waits behind b */
+    clear(&sink, 1);
+    broker_core_done(&core, 0, 160 * MS);
+    broker_core_request(&core, 0, 161 * MS);
+    ASSERT_STR_EQ(sink.last[0], "V");
+    ASSERT_STR_EQ(sink.last[1], "C");
+    broker_core_stats(&core, 161 * MS, &st);
+    ASSERT_STR_EQ(st.holder, "b");
+    ASSERT_EQ(st.nqueue, 1);
+    ASSERT_STR_EQ(st.queue[0], "hog");
+    /* b behaves: gives back on X, the hog's turn comes again */
+    broker_core_tick(&core, 251 * MS);
+    ASSERT_STR_EQ(sink.last[1], "X");
+    broker_core_done(&core, 1, 252 * MS);
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    broker_core_stats(&core, 252 * MS, &st);
+    ASSERT_U64_EQ(st.revoked_total, 1);
+}
+
+TEST(broker_no_revoke_without_waiter)
+{
+    struct broker_stats st;
+    setup(100, 10); /* grace 0: the default */
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    broker_core_tick(&core, 101 * MS);
+    ASSERT_STR_EQ(sink.last[0], "X");
+    broker_core_done(&core, 1, 102 * MS); /* the waiter gave up */
+    ASSERT_EQ(broker_core_tick(&core, 101 * MS +
+                                          BROKER_DEFAULT_GRACE_MS * MS), 0);
+    ASSERT_STR_EQ(sink.last[0], "X");
+    broker_core_stats(&core, 5000 * MS, &st);
+    ASSERT_STR_EQ(st.holder, "a");
+    ASSERT_U64_EQ(st.revoked_total, 0);
+}
+
+/* A fake admission: "alpha" from this very process, nothing else. */
+struct admit_log {
+    int calls;
+    struct broker_peer peer;
+    char dev[64], app[64];
+};
+
+static bool fake_admit(void *ctx, const char *dev_id, const char *app,
+                       const struct broker_peer *peer, char *why, size_t cap)
+{
+    struct admit_log *l = ctx;
+    l->calls++;
+    l->peer = *peer;
+    snprintf(l->dev, sizeof l->dev, "%s", dev_id);
+    snprintf(l->app, sizeof l->app, "%s", app);
+    if (strcmp(app, "alpha") == 0 && peer->pid == getpid())
+        return true;
+    snprintf(why, cap, "pid %d is not a process of app '%s'", (int)peer->pid,
+             app);
+    return false;
+}
+
+static ssize_t recv_msg(int fd, char *buf, size_t cap)
+{
+    ssize_t n = recv(fd, buf, cap - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+/* A broker set on a fresh temporary socket; *bs and path set. */
+static void serve(char *dir, char *path, size_t cap, struct broker_set **bs,
+                  struct broker_settings *st, struct admit_log *al)
+{
+    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT_EQ(broker_socket_path(path, cap, dir, "GPU-x"), ACCEL_OK);
+    *bs = broker_set_new(NULL, NULL);
+    if (al != NULL)
+        broker_set_admission(*bs, fake_admit, al);
+    ASSERT_EQ(broker_set_ensure(*bs, "GPU-x", path, st), ACCEL_OK);
+    ASSERT_EQ(broker_set_start(*bs), ACCEL_OK);
+}
+
+static void unserve(char *dir, struct broker_set *bs)
+{
+    char rd[300];
+    broker_set_free(bs);
+    snprintf(rd, sizeof rd, "%s/run", dir);
+    rmdir(rd);
+    rmdir(dir);
+}
+
+TEST(broker_server_admission)
+{
+    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[BROKER_MSG_MAX * 2];
+    struct broker_settings st = {100, 10, 0};
+    struct admit_log al = {0};
+    struct broker_stats s;
+    struct broker_set *bs;
+    int a, m;
+
+    serve(dir, path, sizeof path, &bs, &st, &al);
+    m = client(path);
+    ASSERT(m >= 0);
+    /* claims an app it is not a process of: refused, told why, closed */
+    ASSERT(send(m, "H 1 mallory", 11, 0) == 11);
+    (void)send(m, "R", 1, MSG_NOSIGNAL); /* may find it refused already */
+    ASSERT(recv_msg(m, buf, sizeof buf) > 0);
+    ASSERT(strncmp(buf, "N pid ", 6) == 0);
+    ASSERT(strstr(buf, "is not a process of app 'mallory'") != NULL);
+    ASSERT_EQ(recv_msg(m, buf, sizeof buf), 0); /* closed */
+    close(m);
+    /* the check saw the peer's real credentials and the device */
+    ASSERT_EQ(al.calls, 1);
+    ASSERT_EQ(al.peer.pid, getpid());
+    ASSERT_EQ(al.peer.uid, geteuid());
+    ASSERT_EQ(al.peer.gid, getegid());
+    ASSERT_STR_EQ(al.dev, "GPU-x");
+    ASSERT_STR_EQ(al.app, "mallory");
+    /* admitted: the R sent right behind the hello is served */
+    a = client(path);
+    ASSERT(send(a, "H 1 alpha", 9, 0) == 9 && send(a, "R", 1, 0) == 1);
+    ASSERT(recv_msg(a, buf, sizeof buf) > 0);
+    ASSERT_STR_EQ(buf, "G 0 100 10");
+    ASSERT(broker_set_stats(bs, "GPU-x", &s));
+    ASSERT_STR_EQ(s.holder, "alpha");
+    ASSERT_EQ(s.napps, 1); /* mallory never became an app of the device */
+    close(a);
+    unserve(dir, bs);
+}
+
+TEST(broker_server_default_admission_same_uid)
+{
+    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[BROKER_MSG_MAX * 2];
+    struct broker_settings st = {100, 10, 0};
+    struct broker_set *bs;
+    int fds[2], status = 0;
+    pid_t p;
+
+    if (geteuid() != 0) {
+        printf("  (skipped: needs root to connect as another uid)\n");
+        return;
+    }
+    serve(dir, path, sizeof path, &bs, &st, NULL);
+    chmod(dir, 0755); /* mkdtemp's 0700 would stop uid 65534 earlier */
+    ASSERT(pipe(fds) == 0);
+    p = fork();
+    if (p == 0) {
+        int c;
+        close(fds[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(2);
+        c = client(path);
+        if (c < 0 || send(c, "H 1 alpha", 9, 0) != 9)
+            _exit(3);
+        (void)send(c, "R", 1, MSG_NOSIGNAL); /* may be refused already */
+        if (recv_msg(c, buf, sizeof buf) <= 0)
+            _exit(4);
+        (void)!write(fds[1], buf, strlen(buf));
+        _exit(recv_msg(c, buf, sizeof buf) == 0 ? 0 : 5);
+    }
+    close(fds[1]);
+    memset(buf, 0, sizeof buf);
+    ASSERT(read(fds[0], buf, sizeof buf - 1) > 0);
+    close(fds[0]);
+    ASSERT(waitpid(p, &status, 0) == p);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT(strncmp(buf, "N uid 65534 is not the broker's", 31) == 0);
+    unserve(dir, bs);
+}
+
+TEST(broker_server_revokes_ignored_turn)
+{
+    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[64];
+    struct broker_settings st = {20, 10, 30};
+    struct broker_stats s;
+    struct broker_set *bs;
+    struct timeval tv = {5, 0};
+    int a, b;
+
+    serve(dir, path, sizeof path, &bs, &st, NULL);
+    a = client(path);
+    b = client(path);
+    setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ASSERT(send(a, "H 1 hog", 7, 0) == 7 && send(a, "R", 1, 0) == 1);
+    ASSERT(recv_msg(a, buf, sizeof buf) > 0 && buf[0] == 'G');
+    ASSERT(send(b, "H 1 beta", 8, 0) == 8 && send(b, "R", 1, 0) == 1);
+    ASSERT(recv_msg(a, buf, sizeof buf) == 1 && buf[0] == 'C');
+    ASSERT(recv_msg(a, buf, sizeof buf) == 1 && buf[0] == 'X');
+    /* the hog ignores X: after the grace it is revoked, beta runs */
+    ASSERT(recv_msg(a, buf, sizeof buf) == 1 && buf[0] == 'V');
+    ASSERT(recv_msg(b, buf, sizeof buf) > 0 && buf[0] == 'G');
+    /* the hog asks again: it waits (beta is told), it is not granted */
+    ASSERT(send(a, "R", 1, 0) == 1);
+    ASSERT(recv_msg(b, buf, sizeof buf) == 1 && buf[0] == 'C');
+    ASSERT(broker_set_stats(bs, "GPU-x", &s));
+    ASSERT_STR_EQ(s.holder, "beta");
+    ASSERT_U64_EQ(s.revoked_total, 1);
+    ASSERT_EQ(s.nqueue, 1);
+    ASSERT_STR_EQ(s.queue[0], "hog");
+    close(a);
+    close(b);
+    unserve(dir, bs);
+}
+
+TEST(broker_refuses_untrusted_dir)
+{
+    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], run[240];
+    struct broker_settings st = {100, 10, 0};
+    struct broker_set *bs;
+
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(run, sizeof run, "%s/run", dir);
+    ASSERT(mkdir(run, 0700) == 0 && chmod(run, 0777) == 0);
+    ASSERT_EQ(broker_socket_path(path, sizeof path, dir, "GPU-x"), ACCEL_OK);
+    bs = broker_set_new(NULL, NULL);
+    /* anyone could swap the socket in a world-writable directory */
+    ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_ESYS);
+    ASSERT(access(path, F_OK) != 0);
+    ASSERT(chmod(run, 0755) == 0);
+    ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_OK);
+    broker_set_free(bs);
+    rmdir(run);
+    rmdir(dir);
+}
+
 #define LIST(XX)                                                               \
     XX(broker_alone_keeps_turn)                                                \
     XX(broker_second_app_waits_then_gets_turn)                                 \
@@ -272,5 +524,11 @@ TEST(broker_server_round_trip)
     XX(broker_rejoin_while_asked_queues)                                       \
     XX(broker_hello_rules)                                                     \
     XX(broker_socket_path_short)                                               \
-    XX(broker_server_round_trip)
+    XX(broker_server_round_trip)                                               \
+    XX(broker_revokes_after_grace)                                             \
+    XX(broker_no_revoke_without_waiter)                                        \
+    XX(broker_server_admission)                                                \
+    XX(broker_server_default_admission_same_uid)                               \
+    XX(broker_server_revokes_ignored_turn)                                     \
+    XX(broker_refuses_untrusted_dir)
 TEST_MAIN(LIST)
