@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "daemon/broker.h"
 #include "daemon/ops.h"
+#include "daemon/identity.h"
 #include "daemon/ops_int.h"
 #include "daemon/proc.h"
 #include "daemon/state.h"
@@ -136,8 +137,9 @@ static bool bound_to(struct accel_daemon *d, const struct app *a,
  * and running, and the peer one of its processes: in the process group or
  * the session of the app's leader (proc_start makes pid = pgid = sid), the
  * leader still the one acceld started (pid and start time), and the peer's
- * uid the leader's. A process outside the app's tree cannot claim its
- * name. Called without the broker's lock; takes d->lock briefly.
+ * uid the one the app runs as (identity_app_uid; the leader's if that has
+ * none). A process outside the app's tree cannot claim its name. Called
+ * without the broker's lock; takes d->lock briefly.
  * TODO(a2-cgroups): switch the group/session test to the cgroup membership
  * function once it is on main (it also covers processes that setsid()).
  */
@@ -148,7 +150,9 @@ static bool admit_peer(void *ctx, const char *dev_id, const char *app,
     struct app *a;
     pid_t leader = 0, pg, sid;
     uint64_t start = 0;
-    bool bound = false;
+    bool bound = false, have_uid = false;
+    uid_t app_uid = 0;
+    gid_t app_gid;
     struct stat st;
     char proc[64];
 
@@ -158,6 +162,7 @@ static bool admit_peer(void *ctx, const char *dev_id, const char *app,
         bound = true;
         leader = (pid_t)a->pid;
         start = a->pid_start;
+        have_uid = identity_app_uid(d, a, &app_uid, &app_gid) == ACCEL_OK;
     }
     pthread_mutex_unlock(&d->lock);
     if (!bound) {
@@ -175,7 +180,11 @@ static bool admit_peer(void *ctx, const char *dev_id, const char *app,
         return false;
     }
     snprintf(proc, sizeof proc, "/proc/%d", (int)leader);
-    if (stat(proc, &st) != 0 || st.st_uid != peer->uid) {
+    if (!have_uid && stat(proc, &st) == 0) {
+        app_uid = st.st_uid; /* no uid on record: the leader's */
+        have_uid = true;
+    }
+    if (!have_uid || app_uid != peer->uid) {
         snprintf(why, cap, "uid %u is not the uid app '%s' runs as",
                  (unsigned)peer->uid, app);
         return false;
