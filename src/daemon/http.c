@@ -316,6 +316,17 @@ static void req_free(struct http_req *r)
     free(r);
 }
 
+/* The caching headers of the web page's files (api.c h_static). */
+static void static_headers(struct MHD_Response *resp, const struct http_req *r)
+{
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+    if (r->reply_etag[0] != '\0')
+        MHD_add_response_header(resp, "ETag", r->reply_etag);
+    if (r->reply_encoding != NULL)
+        MHD_add_response_header(resp, "Content-Encoding", r->reply_encoding);
+}
+
 static enum MHD_Result queue_file(struct MHD_Connection *c, struct http_req *r)
 {
     struct MHD_Response *resp;
@@ -333,7 +344,7 @@ static enum MHD_Result queue_file(struct MHD_Connection *c, struct http_req *r)
     }
     resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
     MHD_add_response_header(resp, "Content-Type", r->reply_type);
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    static_headers(resp, r);
     ret = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -386,6 +397,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
     resp = MHD_create_response_from_buffer(strlen(body), (void *)body,
                                            MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", r->reply_type);
+    if (r->status == 304) /* a static file the browser already has */
+        static_headers(resp, r);
     ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;

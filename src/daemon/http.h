@@ -51,6 +51,8 @@ struct http_req {
     char *reply;                      /* allocated body */
     const char *reply_type;           /* content type */
     char *reply_file;                 /* or a static file to send (owned) */
+    const char *reply_encoding;       /* its Content-Encoding, or NULL */
+    char reply_etag[64];              /* a static file's ETag, or "" */
     struct view_stream *reply_stream; /* or a listing to stream (owned) */
 };
 

@@ -320,7 +320,7 @@ try {
     await dlg.getByRole('button', { name: 'Install' }).click();
     await dlg.getByRole('group').waitFor();
     await dlg.getByRole('radio', { name: /NVIDIA GPU/ }).waitFor();
-    await dlg.getByRole('radio', { name: /Apple Silicon-M/ }).waitFor();
+    await dlg.getByRole('radio', { name: /Apple M-series/ }).waitFor();
     await shot(page, 'install-choose-type');
     await dlg.getByRole('radio', { name: /NVIDIA GPU/ }).check();
     await dlg.getByRole('button', { name: 'Install' }).click();
@@ -367,11 +367,18 @@ try {
     await conf.getByText('Resource release may take a short time').waitFor();
     await conf.getByRole('button', { name: 'Remove' }).click();
     await dlg.getByText('Ready to launch.').waitFor();
-    // the quota is capped at the free VRAM
+    // a quota above the free VRAM is explained and left as typed (SPEC 7)
     await quota.fill('100');
     await quota.press('Tab');
-    const capped = Number(await quota.inputValue());
-    assert.ok(capped <= 24 && capped >= 8, `quota capped at the free VRAM, got ${capped}`);
+    await p.getByRole('alert').filter({ hasText: 'At most 24 Gi is free on this GPU.' }).waitFor();
+    assert.equal(await quota.inputValue(), '100', 'the quota is not silently changed');
+    assert.ok(await dlg.getByRole('button', { name: 'Launch' }).isDisabled());
+    assert.equal(await advice(dlg).filter({ hasText: 'Remove apps from this GPU' }).count(), 0);
+    // an empty quota is not "Ready to launch"
+    await quota.fill('');
+    await p.getByRole('alert').filter({ hasText: 'Enter a VRAM quota' }).waitFor();
+    assert.equal(await dlg.getByText('Ready to launch.').count(), 0);
+    assert.ok(await dlg.getByRole('button', { name: 'Launch' }).isDisabled());
     await quota.fill('9');
     await quota.press('Tab');
     await dlg.getByText('Ready to launch.').waitFor();
@@ -440,7 +447,7 @@ try {
   await step('resume dialog: device-memory-insufficient (unified memory)', async () => {
     await stoppedApp(manifest('macbig', [unified('apple-m', '200Gi')]));
     const dlg = await openResume('macbig');
-    await dlg.getByText('Apple Silicon-M, single card, requires 200 Gi').waitFor();
+    await dlg.getByText('Apple M-series, single card, requires 200 Gi').waitFor();
     await pick(dlg, dMac).locator('input').click();
     await advice(dlg).filter({ hasText: 'The node for this GPU does not have enough memory. Pick another GPU or node.' }).waitFor();
     await dlg.getByRole('button', { name: 'Cancel' }).click();
@@ -466,6 +473,9 @@ try {
     await sec.getByText('llm').first().waitFor();
     const sel = sec.getByLabel('Sharing mode');
     await sel.selectOption('Exclusive');
+    // choosing a value alone changes nothing (arrow keys must not switch)
+    assert.equal(await dialog('Switch to App exclusive?').count(), 0);
+    await sec.getByRole('button', { name: 'Switch mode…' }).click();
     let dlg = dialog('Switch to App exclusive?');
     await dlg.getByText('Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.').waitFor();
     await dlg.getByRole('listitem').filter({ hasText: 'llm' }).waitFor();
@@ -474,6 +484,7 @@ try {
     assert.equal(await sel.inputValue(), 'MemorySlice');
     assert.equal((await ok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((d) => d.id === d4090.id).supportType, 'MemorySlice');
     await sel.selectOption('Exclusive');
+    await sec.getByRole('button', { name: 'Switch mode…' }).click();
     dlg = dialog('Switch to App exclusive?');
     await dlg.getByRole('button', { name: 'Switch mode' }).click();
     await page.getByRole('status').getByText(/now in App exclusive mode; stopped .*llm/).waitFor();
@@ -542,6 +553,7 @@ try {
       const sel = sec.getByLabel('Sharing mode');
       assert.equal(await sel.inputValue(), 'Exclusive');
       await sel.selectOption('TimeSlice');
+      await sec.getByRole('button', { name: 'Switch mode…' }).click();
       const warn = p2.getByRole('dialog', { name: 'Switch to Time slicing?' });
       await warn.getByText('Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.').waitFor();
       await warn.getByRole('listitem').filter({ hasText: 'trainer' }).waitFor();

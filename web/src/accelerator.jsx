@@ -1,32 +1,53 @@
-// Settings > Accelerator: resource cards, and the Manage node page.
+// Settings > Accelerator: resource cards, and the Manage node page (mode
+// switch, assigned apps with Remove, the Select exclusive app picker).
 import { useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Badge, Bar, Empty, confirmDialog, toast, errText, Modal } from './ui.jsx';
-import { gi, hasVram, supportLabel, SUPPORT_DESC, typeTitle, cores, pct } from './format.js';
+import {
+  gi, giCeil, giOr, hasVram, supportLabel, SUPPORT_DESC, typeTitle, cores, pct, measured, devNoun, deviceLabel, NOT_REPORTED,
+} from './format.js';
 
 const SWITCH_WARNING = 'Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.';
 const RELEASE_NOTE = 'Resource release may take a short time.';
+export const QUOTA_FIXED = 'This quota cannot be changed while the app is assigned. To change it, remove the app from this GPU, then resume it with a new quota.';
+export const HIDDEN_APP = "another user's app";
 
-function enforcementText(d) {
+// What the node enforces on this device, said only where it matters to the
+// mode in use: a quota only in Memory slicing, turns only in Time slicing.
+export function enforcementNote(d) {
   const e = d.enforcement || {};
-  const mem = e.memory === 'shim' ? 'VRAM quota enforced' : 'VRAM quota not enforced';
-  const cmp = e.compute === 'broker' ? 'time slices enforced' : null;
-  return cmp ? `${mem}, ${cmp}` : mem;
-}
-function enforcementKind(d) {
-  const e = d.enforcement || {};
-  return e.memory === 'shim' || e.compute === 'broker' ? 'ok' : 'muted';
+  if (d.supportType === 'MemorySlice') {
+    return e.memory === 'shim'
+      ? { kind: 'ok', text: 'VRAM quotas enforced', title: "accel's CUDA shim stops an app from allocating more VRAM than its quota." }
+      : { kind: 'warn', text: 'VRAM quotas are not enforced here', title: 'No CUDA shim runs for this device: each app is trusted to stay within its quota.' };
+  }
+  if (d.supportType === 'TimeSlice') {
+    return e.compute === 'broker'
+      ? { kind: 'ok', text: 'Turns enforced', title: "accel's broker gives the GPU to one app at a time." }
+      : { kind: 'warn', text: 'Turns are not enforced here', title: 'No broker runs for this device: the apps share the GPU as the driver schedules them.' };
+  }
+  if (e.memory === 'visible-devices') return { kind: 'ok', text: 'Only the assigned app sees this GPU', title: '' };
+  return null;
 }
 
 export function memoryLabel(d) {
   return hasVram(d.mode) ? 'Dedicated VRAM' : 'Memory (shares system RAM)';
 }
 
-export function removeAppFromGpu(appName, refresh) {
+// Who may remove a binding (SPEC 3, 7): an admin any; a member only its own
+// apps (the ones GET /api/apps lists with the binding's owner, not shared).
+export function canRemove(b, role, apps) {
+  if (!b || b.hidden || !b.appName) return false;
+  if (role === 'admin') return true;
+  return b.owner !== 'shared' && (apps || []).some((a) => a.name === b.appName && a.owner === b.owner);
+}
+export const bindingName = (b) => (b.hidden || !b.appName ? HIDDEN_APP : b.appName);
+
+export function removeAppFromGpu(appName, refresh, noun = 'GPU') {
   return confirmDialog({
     title: `Remove ${appName}?`,
     body: <>
-      <p>{appName} will be stopped and all of its assigned GPU resources released, on every GPU it uses.</p>
+      <p>{appName} will be stopped and all of its assigned {noun} resources released, on every {noun} it uses.</p>
       <p class="note">{RELEASE_NOTE}</p>
     </>,
     ok: 'Remove', danger: true,
@@ -34,7 +55,7 @@ export function removeAppFromGpu(appName, refresh) {
     if (!yes) return false;
     try {
       await API.unbind(appName);
-      toast(`${appName} removed from the GPU. ${RELEASE_NOTE}`);
+      toast(`${appName} removed from the ${noun}. ${RELEASE_NOTE}`);
       refresh && (await refresh());
       return true;
     } catch (e) {
@@ -44,40 +65,55 @@ export function removeAppFromGpu(appName, refresh) {
   });
 }
 
-function DeviceCard({ d }) {
-  const used = d.usedMemory;
+function HealthBadge({ d, offline }) {
+  if (offline) return <Badge kind="">Not updated</Badge>;
+  return <Badge kind={d.health === 'no' ? 'bad' : 'good'}>{d.health === 'no' ? 'Unhealthy' : 'Healthy'}</Badge>;
+}
+
+function DeviceCard({ d, offline }) {
+  const used = measured(d.usedMemory) ? d.usedMemory : null;
   const alloc = d.allocated || 0;
   const apps = d.bindings || [];
+  const slice = d.supportType === 'MemorySlice';
+  const enf = enforcementNote(d);
+  const foreign = Array.isArray(d.foreignUsage) ? d.foreignUsage : [];
+  const name = deviceLabel(d);
   return (
-    <article class="card device" aria-label={`${d.cardModel || typeTitle(d.mode)} on ${d.nodeName}`} data-device={d.id}>
+    <article class="card device" aria-label={`${name} on ${d.nodeName}`} data-device={d.id}>
       <header class="card-head">
         <div>
-          <h3>{d.cardModel || typeTitle(d.mode)}</h3>
-          <div class="muted small">{d.nodeName} · {typeTitle(d.mode)}{d.index != null && hasVram(d.mode) ? ` #${d.index}` : ''}</div>
+          <h3>{name}</h3>
+          <div class="muted small">{d.nodeName} · {typeTitle(d.mode)}{d.index != null && d.index >= 0 && hasVram(d.mode) ? ` · index ${d.index}` : ''}</div>
         </div>
-        <Badge kind={d.health === 'no' ? 'bad' : 'good'}>{d.health === 'no' ? 'Unhealthy' : 'Healthy'}</Badge>
+        <HealthBadge d={d} offline={offline} />
       </header>
       <dl class="facts">
         <div><dt>{memoryLabel(d)}</dt><dd>{gi(d.memory)}</dd></div>
         <div><dt>Sharing mode</dt><dd><Badge kind="mode">{supportLabel(d.supportType)}</Badge></dd></div>
-        <div><dt>Assigned apps</dt><dd class="apps-cell">{apps.length ? apps.map((b) => (
-          <span class="chip" key={b.appName + b.owner}>{b.appName}{b.memory ? ` · ${gi(b.memory)}` : ''}</span>)) : <span class="muted">None</span>}</dd></div>
-        <div><dt>Enforcement</dt><dd><Badge kind={enforcementKind(d)}>{enforcementText(d)}</Badge></dd></div>
+        <div><dt>Assigned apps</dt><dd class="apps-cell">{apps.length ? apps.map((b, i) => (
+          <span class={`chip${b.hidden ? ' hidden-app' : ''}`} key={`${b.appName}${b.owner}${i}`}>{bindingName(b)}{b.memory ? ` · ${gi(b.memory)}` : ''}</span>)) : <span class="muted">None</span>}</dd></div>
+        {enf && <div><dt>Enforcement</dt><dd><Badge kind={enf.kind} title={enf.title}>{enf.text}</Badge></dd></div>}
       </dl>
       <div class="usage">
         <div class="usage-row small">
-          <span>{d.supportType === 'MemorySlice' ? 'Assigned' : 'In use'} {gi(d.supportType === 'MemorySlice' ? alloc : (used ?? 0))} of {gi(d.memory)}</span>
-          {used != null && <span class="muted">live {gi(used)}</span>}
+          {slice
+            ? <span>Assigned {gi(alloc)} of {gi(d.memory)}</span>
+            : <span>In use {used != null ? `${gi(used)} of ${gi(d.memory)}` : NOT_REPORTED}</span>}
+          {slice && <span class="muted">in use {giOr(used)}</span>}
         </div>
-        <Bar value={d.supportType === 'MemorySlice' ? alloc : (used ?? 0)} max={d.memory} second={d.supportType === 'MemorySlice' ? used : null}
-          label={`VRAM use of ${d.cardModel || d.id}`} />
+        <Bar value={slice ? alloc : used} max={d.memory} second={slice ? used : null} label={`VRAM use of ${name}`} />
       </div>
-      {d.foreignUsage && <p class="warn small" role="alert">A process outside accel is using this device.</p>}
+      {foreign.length > 0 && (
+        <p class="warn small" role="note">
+          {foreign.length === 1 ? 'A process outside accel is' : `${foreign.length} processes outside accel are`} using this {devNoun(d.mode)}
+          {foreign.some((f) => measured(f.usedMemory)) ? ` (${gi(foreign.reduce((s, f) => s + (f.usedMemory || 0), 0))})` : ''}.
+        </p>
+      )}
     </article>
   );
 }
 
-export function AcceleratorPage({ nodes, role }) {
+export function AcceleratorPage({ nodes, offline }) {
   if (!nodes) return <><PageHead /><div class="loading">Loading…</div></>;
   if (!nodes.length) return <><PageHead /><Empty title="No accelerator found">No node has reported a device yet.</Empty></>;
   return (
@@ -97,7 +133,7 @@ export function AcceleratorPage({ nodes, role }) {
             <a class="btn" href={`#/accelerator/node/${encodeURIComponent(n.nodeName)}`} aria-label={`Manage ${n.nodeName}`}>Manage</a>
           </header>
           <div class="grid">
-            {n.devices.map((d) => <DeviceCard d={d} key={d.id} />)}
+            {n.devices.map((d) => <DeviceCard d={d} key={d.id} offline={offline} />)}
           </div>
         </section>
       ))}
@@ -118,9 +154,9 @@ function NodeStats({ n }) {
   const row = (label, u, t, fmt) => (
     <div class="stat">
       <div class="stat-label">{label}</div>
-      <div class="stat-value">{fmt(u)} <span class="muted">/ {fmt(t)}</span></div>
-      <Bar value={u} max={t} label={`${label} use`} />
-      <div class="muted small">{Math.round(pct(u, t))}% used</div>
+      <div class="stat-value">{measured(u) ? fmt(u) : NOT_REPORTED} <span class="muted">/ {fmt(t)}</span></div>
+      <Bar value={measured(u) ? u : null} max={t} label={`${label} use`} />
+      <div class="muted small">{measured(u) ? `${Math.round(pct(u, t))}% used; apps are placed here up to 90%` : 'not reported by this node'}</div>
     </div>
   );
   return (
@@ -132,24 +168,27 @@ function NodeStats({ n }) {
   );
 }
 
+// The mode dropdown changes nothing by itself: a keyboard user moving
+// through it with the arrow keys only picks a value; "Switch mode…" opens
+// the warning (SPEC 7).
 function ModeSelect({ d, isAdmin, refresh }) {
   const [busy, setBusy] = useState(false);
   const [blocked, setBlocked] = useState(null);
   const [value, setValue] = useState(null);
   const modes = d.availableSupportTypes && d.availableSupportTypes.length ? d.availableSupportTypes : [d.supportType];
   const id = `mode-${d.id}`;
-  const onChange = async (e) => {
-    const next = e.currentTarget.value;
-    if (next === d.supportType) return;
-    setValue(next);
-    const apps = (d.bindings || []).map((b) => b.appName);
+  const pending = value && value !== d.supportType ? value : null;
+  const apply = async () => {
+    const next = pending;
+    if (!next) return;
+    const apps = (d.bindings || []).map(bindingName);
     const ok = await confirmDialog({
       title: `Switch to ${supportLabel(next)}?`,
       body: <>
         <p class="warn-text">{SWITCH_WARNING}</p>
         {apps.length ? <>
           <p>These apps will be stopped:</p>
-          <ul class="app-list">{apps.map((a) => <li key={a}><b>{a}</b></li>)}</ul>
+          <ul class="app-list">{apps.map((a, i) => <li key={`${a}${i}`}><b>{a}</b></li>)}</ul>
           <p class="muted small">They stay stopped until you resume them with a new GPU selection.</p>
         </> : <p class="muted">No app is using this GPU now.</p>}
       </>,
@@ -160,22 +199,31 @@ function ModeSelect({ d, isAdmin, refresh }) {
     try {
       const r = await API.setSupportType(d.nodeName, d.id, next);
       const stopped = (r && r.stoppedApps || []).map((a) => a.appName);
-      toast(`${d.cardModel || d.id} is now in ${supportLabel(next)} mode${stopped.length ? `; stopped ${stopped.join(', ')}` : ''}.`);
+      toast(`${deviceLabel(d)} is now in ${supportLabel(next)} mode${stopped.length ? `; stopped ${stopped.join(', ')}` : ''}.`);
+      setValue(null);
       await refresh();
     } catch (x) {
+      setValue(null);
       if (x.check && x.check.type === 'computeDeviceSwitchBlocked') setBlocked(x.check);
       else toast(`Could not switch the mode: ${errText(x)}`, 'error');
-    } finally { setBusy(false); setValue(null); }
+    } finally { setBusy(false); }
   };
   return (
     <div class="mode-field">
       <label for={id}>Sharing mode</label>
       {isAdmin ? (
-        <select id={id} value={value || d.supportType} onChange={onChange} disabled={busy || modes.length < 2}>
-          {modes.map((m) => <option key={m} value={m}>{supportLabel(m)}</option>)}
-        </select>
+        <div class="mode-row">
+          <select id={id} value={value || d.supportType} onChange={(e) => setValue(e.currentTarget.value)} disabled={busy || modes.length < 2}
+            aria-describedby={`${id}-desc`}>
+            {modes.map((m) => <option key={m} value={m}>{supportLabel(m)}</option>)}
+          </select>
+          {pending && <>
+            <button class="btn primary" onClick={apply} disabled={busy}>Switch mode…</button>
+            <button class="btn" onClick={() => setValue(null)} disabled={busy}>Keep {supportLabel(d.supportType)}</button>
+          </>}
+        </div>
       ) : <div><Badge kind="mode">{supportLabel(d.supportType)}</Badge> <span class="muted small">Only an administrator can change it.</span></div>}
-      <p class="muted small">{SUPPORT_DESC[value || d.supportType]}{modes.length < 2 ? ' This device offers no other mode.' : ''}</p>
+      <p class="muted small" id={`${id}-desc`}>{SUPPORT_DESC[value || d.supportType]}{modes.length < 2 ? ' This device offers no other mode.' : ''}</p>
       {blocked && (
         <Modal title="The mode was not switched" onClose={() => setBlocked(null)}
           footer={<button class="btn primary" onClick={() => setBlocked(null)}>OK</button>}>
@@ -196,47 +244,123 @@ const BLOCK_REASON = {
   'stop-operation-not-allowed': 'it is in the middle of another operation',
 };
 
-function GpuPanel({ d, isAdmin, refresh }) {
-  const apps = d.bindings || [];
+const needOf = (r) => (r ? (hasVram(r.mode) ? r.requiredGpu : r.requiredMemory) || 0 : 0);
+const reqOf = (a, mode) => (a.requirements || [a.requirement]).filter(Boolean).find((r) => r.mode === mode) || null;
+
+// Olares's "Select exclusive app" (SPEC 7): the apps that fit this GPU; one
+// chosen gets it, replacing the holder after a confirm. A stopped app is
+// resumed on this GPU; a running one is moved here (legacy bind, restart).
+function ExclusivePicker({ d, apps, role, refresh }) {
+  const [choice, setChoice] = useState('');
+  const [busy, setBusy] = useState(false);
+  const holder = (d.bindings || [])[0] || null;
+  const noun = devNoun(d.mode);
+  const candidates = (apps || []).filter((a) => {
+    if (holder && !holder.hidden && a.name === holder.appName) return false;
+    if (['uninstalling', 'stopping', 'releasing', 'resuming'].includes(a.state)) return false;
+    if (role !== 'admin' && a.owner === 'shared') return false;
+    const r = reqOf(a, d.mode);
+    return r && needOf(r) <= (d.memory || 0) && !r.supportMultiCards;
+  });
+  const id = `excl-${d.id}`;
+  const canReplace = !holder || canRemove(holder, role, apps);
+  const bind = async () => {
+    const a = candidates.find((x) => x.name === choice);
+    if (!a) return;
+    if (holder) {
+      const ok = await confirmDialog({
+        title: `Give this ${noun} to ${a.name}?`,
+        body: <>
+          <p>{bindingName(holder)} holds this {noun} in App exclusive mode. It will be stopped and its {noun} resources released, then {a.name} gets the {noun}.</p>
+          <p class="note">{RELEASE_NOTE}</p>
+        </>,
+        ok: `Replace ${bindingName(holder)}`, danger: true,
+      });
+      if (!ok) return;
+    }
+    setBusy(true);
+    try {
+      if (a.state === 'running') await API.bindLegacy(d.id, a.name, !!holder);
+      else {
+        if (holder) await API.unbind(holder.appName);
+        await API.resume(a.name, [{ nodeName: d.nodeName, deviceId: d.id }]);
+      }
+      toast(`${a.name} now has ${deviceLabel(d)} to itself.`);
+      setChoice('');
+      await refresh();
+    } catch (x) {
+      toast(`Could not give ${deviceLabel(d)} to ${a.name}: ${errText(x)}`, 'error');
+    } finally { setBusy(false); }
+  };
   return (
-    <section class="card gpu-panel" aria-label={`GPU ${d.cardModel || d.id}`} data-device={d.id}>
+    <div class="excl-picker">
+      <h4>Select exclusive app</h4>
+      <p class="muted small">One app at a time has this {noun} to itself. {holder ? <>Now: <b>{bindingName(holder)}</b>.</> : 'No app holds it now.'}</p>
+      {!canReplace ? <p class="muted small">Only an administrator or the owner of {bindingName(holder)} can replace it.</p>
+        : candidates.length ? (
+          <div class="mode-row">
+            <label class="sr-only" for={id}>Exclusive app for {deviceLabel(d)}</label>
+            <select id={id} value={choice} onChange={(e) => setChoice(e.currentTarget.value)} disabled={busy}>
+              <option value="">Choose an app…</option>
+              {candidates.map((a) => <option key={a.name} value={a.name}>{a.title && a.title !== a.name ? `${a.title} (${a.name})` : a.name} · needs {giCeil(needOf(reqOf(a, d.mode)))}</option>)}
+            </select>
+            <button class="btn primary" onClick={bind} disabled={!choice || busy}>{holder ? 'Replace…' : 'Assign'}</button>
+          </div>
+        ) : <p class="muted small">No other app fits this {noun} (apps of type {typeTitle(d.mode)} needing at most {gi(d.memory)}).</p>}
+    </div>
+  );
+}
+
+function GpuPanel({ d, role, apps, refresh, offline }) {
+  const isAdmin = role === 'admin';
+  const bound = d.bindings || [];
+  const slice = d.supportType === 'MemorySlice';
+  const noun = devNoun(d.mode);
+  const enf = enforcementNote(d);
+  const name = deviceLabel(d);
+  return (
+    <section class="card gpu-panel" aria-label={`${noun === 'GPU' ? 'GPU' : 'Device'} ${name}`} data-device={d.id}>
       <header class="card-head">
         <div>
-          <h3>{d.cardModel || typeTitle(d.mode)}</h3>
+          <h3>{name}</h3>
           <div class="muted small mono">{d.id}</div>
         </div>
-        <Badge kind={d.health === 'no' ? 'bad' : 'good'}>{d.health === 'no' ? 'Unhealthy' : 'Healthy'}</Badge>
+        <HealthBadge d={d} offline={offline} />
       </header>
       <dl class="facts two">
         <div><dt>Type</dt><dd>{typeTitle(d.mode)}</dd></div>
         <div><dt>{memoryLabel(d)}</dt><dd>{gi(d.memory)}</dd></div>
-        <div><dt>Assigned</dt><dd>{d.supportType === 'MemorySlice' || !apps.length ? gi(d.allocated || 0) : 'Whole card'}</dd></div>
-        <div><dt>Live use</dt><dd>{d.usedMemory != null ? gi(d.usedMemory) : '—'}</dd></div>
-        <div><dt>Enforcement</dt><dd>{enforcementText(d)}</dd></div>
+        <div><dt>Assigned</dt><dd>{slice || !bound.length ? gi(d.allocated || 0) : 'Whole card'}</dd></div>
+        <div><dt>In use now</dt><dd>{giOr(d.usedMemory)}</dd></div>
+        {enf && <div class="span2"><dt>Enforcement</dt><dd title={enf.title}>{enf.text}. <span class="muted small">{enf.title}</span></dd></div>}
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
+      {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
       <h4>Assigned apps</h4>
-      {apps.length ? (
-        <table class="table">
-          <thead><tr><th>App</th><th>Owner</th><th>Quota</th><th><span class="sr-only">Actions</span></th></tr></thead>
-          <tbody>
-            {apps.map((b) => (
-              <tr key={b.appName + b.owner}>
-                <td><b>{b.appName}</b></td>
-                <td>{b.owner}</td>
-                <td>{b.memory ? gi(b.memory) : 'Whole card'}</td>
-                <td class="right"><button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
-                  onClick={() => removeAppFromGpu(b.appName, refresh)}>Remove</button></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : <p class="muted">No app is assigned to this GPU.</p>}
+      {bound.length ? (
+        <>
+          <table class="table">
+            <thead><tr><th>App</th><th>Owner</th><th>Quota</th><th><span class="sr-only">Actions</span></th></tr></thead>
+            <tbody>
+              {bound.map((b, i) => (
+                <tr key={`${b.appName}${b.owner}${i}`}>
+                  <td>{b.hidden ? <span class="muted">{HIDDEN_APP}</span> : <b>{b.appName}</b>}</td>
+                  <td>{b.hidden ? '—' : b.owner}</td>
+                  <td>{b.memory ? gi(b.memory) : 'Whole card'}</td>
+                  <td class="right">{canRemove(b, role, apps) && <button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
+                    onClick={() => removeAppFromGpu(b.appName, refresh, noun)}>Remove</button>}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {slice && <p class="muted small quota-fixed">{QUOTA_FIXED}</p>}
+        </>
+      ) : <p class="muted">No app is assigned to this {noun}.</p>}
     </section>
   );
 }
 
-export function ManageNodePage({ nodes, nodeName, role, refresh }) {
+export function ManageNodePage({ nodes, nodeName, role, apps, refresh, offline }) {
   const n = nodes && nodes.find((x) => x.nodeName === nodeName);
   return (
     <>
@@ -249,7 +373,7 @@ export function ManageNodePage({ nodes, nodeName, role, refresh }) {
         <>
           <NodeStats n={n} />
           <div class="grid wide">
-            {n.devices.map((d) => <GpuPanel key={d.id} d={d} isAdmin={role === 'admin'} refresh={refresh} />)}
+            {n.devices.map((d) => <GpuPanel key={d.id} d={d} role={role} apps={apps} refresh={refresh} offline={offline} />)}
           </div>
         </>
       )}

@@ -1,6 +1,6 @@
 // One sentence per validation code (SPEC 2.6 / 7). The five sentences of
 // SPEC 7 are given there word for word; the others are ours.
-import { gi, giCeil, cores } from './format.js';
+import { gi, giCeil, cores, hasVram } from './format.js';
 
 export const ADVICE = {
   'device-vram-insufficient': 'This GPU does not have enough free VRAM. Remove apps from this GPU to free up VRAM first.',
@@ -56,4 +56,26 @@ export function adviceFor(v, requirement) {
   }
   const lines = base === 'node-pressure' ? pressureLines(v) : [];
   return { base, subject, code: v.code, text, lines };
+}
+
+// The seed's node-memory check spelled out with its numbers (SPEC 2.3):
+//   required  = app requiredMemory (+ the card's VRAM in Time slicing)
+//   available = node total × 90% − node used
+//   shortfall = required − available
+// so "Total 64, Used 22, Needed 40" does not read as if it fits.
+export function pressureFormula(v, req, dev) {
+  const dims = v && v.nodePressure && v.nodePressure.dimensions || [];
+  const m = dims.find((d) => (d.resource || '').toLowerCase() === 'memory' && d.pressured);
+  if (!m) return null;
+  const appMem = (req && req.requiredMemory) || 0;
+  const ts = dev && dev.supportType === 'TimeSlice' && hasVram(req && req.mode);
+  const vram = ts ? dev.capacity || 0 : 0;
+  const avail = Math.max(0, m.capacity * 0.9 - m.used);
+  const lines = [];
+  lines.push(vram && m.required === appMem + vram
+    ? `Needed: the app's ${giCeil(appMem)} + this GPU's ${gi(vram)} of dedicated VRAM = ${giCeil(m.required)} (in Time slicing an app's VRAM is moved to system memory while another app has the GPU)`
+    : `Needed: ${giCeil(m.required)}`);
+  lines.push(`Available below the 90% threshold: ${gi(m.capacity)} × 90% − ${gi(m.used)} = ${gi(avail)}`);
+  lines.push(`Short by ${giCeil(Math.max(0, m.required - avail))}`);
+  return lines;
 }

@@ -98,4 +98,8 @@ export const API = {
     api('POST', `/api/apps/${enc(name)}/compute-resources/bindings/validate`, { computeBinding }),
   unbind: (name) => api('DELETE', `/api/apps/${enc(name)}/compute-resources/bindings`),
   users: (token) => api('GET', '/api/users', undefined, token),
+  // the legacy bind (SPEC 5.3): the Select exclusive app picker uses it for a
+  // running app (it moves and restarts it); force replaces the holder
+  bindLegacy: (id, appName, force) => api('POST', '/api/gpu/update/app', { id, mode: '0', appName, memory: 0, force: !!force }),
+  history: (range, step) => api('GET', `/api/metrics/history?range=${range}&step=${step}`),
 };

@@ -1,12 +1,12 @@
 // Apps: the list with state and owner; install from a manifest file;
 // Resume (the dialog of resume.jsx), Stop, Remove from GPU, Uninstall.
-import { useState, useRef } from 'preact/hooks';
-import YAML from 'yaml';
+import { useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Badge, Empty, Modal, confirmDialog, toast, errText } from './ui.jsx';
-import { gi, giCeil, stateLabel, typeTitle, hasVram, timeAgo } from './format.js';
+import { gi, giCeil, giOr, stateLabel, typeTitle, hasVram, timeAgo, deviceLabel, devNoun, measured } from './format.js';
 import { ResumeDialog } from './resume.jsx';
 import { removeAppFromGpu } from './accelerator.jsx';
+import { useOffline } from './offline.js';
 
 const STATE_KIND = { running: 'good', resuming: 'info', stopping: 'info', failed: 'bad', uninstalling: 'info', releasing: 'info' };
 const ACTIVE = new Set(['running', 'resuming']);
@@ -22,19 +22,23 @@ function AllocText({ app, nodes }) {
   const al = app.allocations || [];
   if (!al.length) return <span class="muted">Not assigned</span>;
   const model = (id) => {
-    for (const n of nodes || []) for (const d of n.devices || []) if (d.id === id && d.cardModel) return d.cardModel.replace(/^NVIDIA GeForce /, '');
+    for (const n of nodes || []) for (const d of n.devices || []) if (d.id === id) return deviceLabel(d).replace(/^NVIDIA GeForce /, '');
     return shortId(id);
   };
-  return <>{al.map((a) => <span class="chip" key={a.deviceId} title={a.deviceId}>{model(a.deviceId)} · {a.nodeName}{a.memory ? ` · ${gi(a.memory)}` : ''}</span>)}</>;
+  return <>{al.map((a) => <span class="chip" key={a.deviceId} title={`${a.deviceId} on ${a.nodeName}`}>{model(a.deviceId)} · {a.nodeName}{a.memory ? ` · ${gi(a.memory)}` : ''}</span>)}</>;
 }
 const shortId = (id) => (id && id.length > 16 ? `${id.slice(0, 12)}…` : id);
 
-export function parseManifestText(text, fileName) {
+// The YAML parser is half of the page's code and only this dialog needs
+// it: it is loaded the first time a YAML file is read (esbuild splitting).
+export async function parseManifestText(text, fileName) {
   const t = text.trim();
   if (!t) throw new Error('The file is empty.');
   if (/\.json$/i.test(fileName || '') || t.startsWith('{')) {
     try { return JSON.parse(t); } catch (e) { throw new Error(`The JSON is not valid: ${e.message}`); }
   }
+  let YAML;
+  try { YAML = await import('yaml'); } catch (e) { throw new Error('The YAML reader could not be loaded; is the accel daemon reachable?'); }
   try {
     const v = YAML.parse(t);
     if (!v || typeof v !== 'object') throw new Error('the document is not a mapping');
@@ -42,7 +46,17 @@ export function parseManifestText(text, fileName) {
   } catch (e) { throw new Error(`The YAML is not valid: ${e.message}`); }
 }
 
+// What an install did, in words: where it runs, or why it waits.
+export function installedText(app) {
+  const where = (app.allocations || []).map((a) => a.nodeName).filter((v, i, s) => s.indexOf(v) === i).join(', ');
+  const r = app.requirement || (app.requirements || [])[0] || {};
+  if (where) return `${app.name} installed on ${where}${app.state && app.state !== 'installed' ? ` (${stateLabel(app.state).toLowerCase()})` : ''}.`;
+  if (app.reason === 'insufficient-resources') return `${app.name} installed, but no ${devNoun(r.mode)} has room for it now, so it is stopped. Resume it once resources are free.`;
+  return `${app.name} installed${app.state && app.state !== 'installed' ? `; it is ${stateLabel(app.state).toLowerCase()}` : ''}.`;
+}
+
 function InstallDialog({ onClose, refresh }) {
+  const offline = useOffline();
   const [manifest, setManifest] = useState(null);
   const [fileName, setFileName] = useState('');
   const [err, setErr] = useState('');
@@ -54,7 +68,7 @@ function InstallDialog({ onClose, refresh }) {
     setErr(''); setModes(null); setManifest(null);
     if (!f) return;
     setFileName(f.name);
-    try { setManifest(parseManifestText(await f.text(), f.name)); } catch (x) { setErr(x.message); }
+    try { setManifest(await parseManifestText(await f.text(), f.name)); } catch (x) { setErr(x.message); }
   };
   const install = async () => {
     if (!manifest) return;
@@ -63,8 +77,7 @@ function InstallDialog({ onClose, refresh }) {
       const body = { manifest };
       if (chosen) body.selectedGpuType = chosen;
       const app = await API.install(body);
-      const where = (app.allocations || []).map((a) => a.nodeName).filter((v, i, s) => s.indexOf(v) === i).join(', ');
-      toast(`${app.name} installed${where ? ` on ${where}` : ''}${app.state ? ` (${stateLabel(app.state).toLowerCase()})` : ''}.`);
+      toast(installedText(app));
       await refresh();
       onClose();
     } catch (x) {
@@ -81,7 +94,7 @@ function InstallDialog({ onClose, refresh }) {
     <Modal title="Install an app" onClose={onClose}
       footer={<>
         <button class="btn" onClick={onClose}>Cancel</button>
-        <button class="btn primary" onClick={install} disabled={!manifest || busy || (modes && !chosen)}>{busy ? 'Installing…' : 'Install'}</button>
+        <button class="btn primary" onClick={install} disabled={offline || !manifest || busy || (modes && !chosen)}>{busy ? 'Installing…' : 'Install'}</button>
       </>}>
       <label for="manifest-file">Manifest file (JSON or YAML)</label>
       <input id="manifest-file" type="file" accept=".json,.yaml,.yml,application/json,application/yaml,text/yaml" onChange={onFile} />
@@ -108,10 +121,34 @@ function InstallDialog({ onClose, refresh }) {
   );
 }
 
+const REASON_TEXT = {
+  'insufficient-resources': 'waiting for GPU resources',
+  'replaced-by-force': 'replaced by another app',
+};
+const reasonText = (r) => REASON_TEXT[r] || r.replace(/-/g, ' ');
+
+const SORTS = {
+  name: (a, b) => a.name.localeCompare(b.name),
+  state: (a, b) => (a.state || '').localeCompare(b.state || '') || a.name.localeCompare(b.name),
+  owner: (a, b) => (a.owner || '').localeCompare(b.owner || '') || a.name.localeCompare(b.name),
+  vram: (a, b) => ((b.usage && b.usage.memory) || 0) - ((a.usage && a.usage.memory) || 0) || a.name.localeCompare(b.name),
+  recent: (a, b) => (b.updatedAt || 0) - (a.updatedAt || 0),
+};
+const FILTERS = {
+  all: () => true,
+  running: (a) => ACTIVE.has(a.state),
+  stopped: (a) => !ACTIVE.has(a.state),
+  assigned: (a) => (a.allocations || []).length > 0,
+  waiting: (a) => a.reason === 'insufficient-resources',
+};
+
 export function AppsPage({ apps, nodes, role, refresh }) {
   const [installing, setInstalling] = useState(false);
   const [resume, setResume] = useState(null);
   const [busy, setBusy] = useState('');
+  const [q, setQ] = useState('');
+  const [filter, setFilter] = useState('all');
+  const [sort, setSort] = useState('name');
   const act = async (name, what, fn, done) => {
     setBusy(`${what}:${name}`);
     try { await fn(); toast(done); await refresh(); } catch (x) {
@@ -127,32 +164,55 @@ export function AppsPage({ apps, nodes, role, refresh }) {
     });
     if (ok) act(a.name, 'uninstall', () => API.uninstall(a.name), `${a.name} uninstalled.`);
   };
+  const mayAct = (a) => role === 'admin' || a.owner !== 'shared';
+  const needle = q.trim().toLowerCase();
+  const shown = (apps || []).filter((a) => FILTERS[filter](a) && (!needle
+    || [a.name, a.title, a.owner, a.state].some((x) => x && String(x).toLowerCase().includes(needle))
+    || (a.allocations || []).some((x) => `${x.nodeName} ${x.deviceId}`.toLowerCase().includes(needle))))
+    .sort(SORTS[sort]);
+  const external = (apps || []).filter((a) => a.external).length;
   return (
     <>
       <div class="page-head row">
         <div>
           <h1>Apps</h1>
-          <p class="muted">{role === 'admin' ? 'All apps of the cluster.' : 'Your apps.'} Resume an app to choose the GPUs it runs on.</p>
+          <p class="muted">{role === 'admin' ? 'All apps of the cluster.' : 'Your apps and the shared ones.'} Resume an app to choose the GPUs it runs on.</p>
         </div>
         <button class="btn primary" onClick={() => setInstalling(true)}>Install app</button>
       </div>
-      {!apps ? <div class="loading">Loading…</div> : !apps.length ? <Empty title="No apps yet">Install one from its manifest file.</Empty> : (
+      {apps && apps.length > 0 && (
+        <div class="toolbar" role="search" aria-label="Find apps">
+          <label class="inline-field grow"><span>Search</span>
+            <input type="search" value={q} placeholder="Name, owner, node…" aria-label="Search apps" onInput={(e) => setQ(e.currentTarget.value)} /></label>
+          <label class="inline-field"><span>Show</span>
+            <select value={filter} aria-label="Show" onChange={(e) => setFilter(e.currentTarget.value)}>
+              <option value="all">All apps</option><option value="running">Running</option><option value="stopped">Not running</option>
+              <option value="assigned">Holding a GPU</option><option value="waiting">Waiting for resources</option>
+            </select></label>
+          <label class="inline-field"><span>Sort</span>
+            <select value={sort} aria-label="Sort by" onChange={(e) => setSort(e.currentTarget.value)}>
+              <option value="name">Name</option><option value="state">State</option><option value="owner">Owner</option>
+              <option value="vram">VRAM in use</option><option value="recent">Last change</option>
+            </select></label>
+          <span class="muted small" aria-live="polite" data-testid="app-count">{shown.length === apps.length ? `${apps.length} apps` : `${shown.length} of ${apps.length} apps`}</span>
+        </div>
+      )}
+      {external > 0 && <p class="muted small">{external === (apps || []).length ? 'These apps are' : `${external} of these apps are`} <i>external</i>: accel assigns their GPUs, but another system (such as Olares) starts and stops their processes.</p>}
+      {!apps ? <div class="loading">Loading…</div> : !apps.length ? <Empty title="No apps yet">Install one from its manifest file.</Empty> : !shown.length ? <Empty title="No app matches">Change the search or the filter.</Empty> : (
         <div class="card flush">
           <table class="table apps-table">
-            <thead><tr><th>App</th><th>State</th><th>Owner</th><th>Needs</th><th>GPU</th><th>VRAM in use</th><th><span class="sr-only">Actions</span></th></tr></thead>
+            <thead><tr><th>App</th><th>State</th><th>GPU</th><th>VRAM in use</th><th><span class="sr-only">Actions</span></th></tr></thead>
             <tbody>
-              {apps.map((a) => (
+              {shown.map((a) => (
                 <tr key={a.name} data-app={a.name}>
-                  <td><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
-                    {a.external && <div class="muted small">external</div>}</td>
-                  <td><Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>
-                    {a.reason && <div class="muted small" title={a.reason}>{a.reason.replace(/-/g, ' ')}</div>}
+                  <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
+                    <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div></td>
+                  <td data-label="State"><Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>
+                    {a.reason && <div class="muted small" title={a.reason}>{reasonText(a.reason)}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
-                  <td>{a.owner}</td>
-                  <td>{needText(a)}</td>
-                  <td><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
-                  <td>{a.usage && a.usage.memory != null ? gi(a.usage.memory) : '—'}</td>
-                  <td><div class="actions">
+                  <td data-label="GPU"><div class="muted small">needs {needText(a)}</div><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
+                  <td data-label="VRAM in use">{a.usage && measured(a.usage.memory) ? gi(a.usage.memory) : (a.allocations || []).length ? giOr(null) : '—'}</td>
+                  <td class="actions-cell">{mayAct(a) ? <div class="actions">
                     {!ACTIVE.has(a.state) && a.state !== 'stopping' && a.state !== 'uninstalling' &&
                       <button class="btn small primary" onClick={() => setResume(a.name)} aria-label={`Resume ${a.name}`}>Resume</button>}
                     {ACTIVE.has(a.state) &&
@@ -161,7 +221,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                     {(a.allocations || []).length > 0 &&
                       <button class="btn small danger-ghost" aria-label={`Remove ${a.name} from GPU`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
-                  </div></td>
+                  </div> : <span class="muted small">Managed by the administrator</span>}</td>
                 </tr>
               ))}
             </tbody>
@@ -169,7 +229,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
         </div>
       )}
       {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} />}
-      {resume && <ResumeDialog appName={resume} app={(apps || []).find((x) => x.name === resume)} onClose={() => setResume(null)} refresh={refresh} />}
+      {resume && <ResumeDialog appName={resume} role={role} apps={apps} onClose={() => setResume(null)} refresh={refresh} />}
     </>
   );
 }

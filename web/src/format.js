@@ -14,7 +14,7 @@ export const SUPPORT_DESC = {
 export const supportLabel = (s) => SUPPORT_LABEL[s] || s || '—';
 
 export const TYPE_TITLE = {
-  nvidia: 'NVIDIA GPU', 'nvidia-gb10': 'NVIDIA GB10', 'apple-m': 'Apple Silicon-M', amd: 'AMD',
+  nvidia: 'NVIDIA GPU', 'nvidia-gb10': 'NVIDIA GB10', 'apple-m': 'Apple M-series', amd: 'AMD',
   intel: 'Intel', 'intel-gpu': 'Intel GPU', 'amd-gpu': 'AMD GPU', 'moore-soc': 'Moore Threads', cpu: 'CPU',
 };
 export const typeTitle = (t) => TYPE_TITLE[t] || t || '—';
@@ -65,4 +65,43 @@ export function timeAgo(ms) {
   if (s < 3600) return `${Math.floor(s / 60)} min ago`;
   if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
   return new Date(ms).toLocaleDateString();
+}
+
+// Figures a node cannot measure arrive as null (with a …Reason); they show
+// "not reported", never 0 (SPEC 7, honest display).
+export const NOT_REPORTED = 'not reported';
+export const measured = (v) => typeof v === 'number' && isFinite(v);
+export const giOr = (bytes) => (measured(bytes) ? gi(bytes) : NOT_REPORTED);
+export const pctOr = (v) => (measured(v) ? `${Math.round(v)}%` : NOT_REPORTED);
+export function utilOf(d) {
+  if (measured(d.utilization)) return d.utilization;
+  if (d.usage && measured(d.usage.utilization)) return d.usage.utilization;
+  return null;
+}
+
+// What a device is called: "GPU" for cards with dedicated VRAM, else "device".
+export const devNoun = (mode) => (hasVram(mode) ? 'GPU' : 'device');
+
+// Two identical GPUs on one node are told apart by index (SPEC 7): the label
+// of every device, by id, rebuilt from each listing.
+const labels = new Map();
+export function setDeviceLabels(nodes) {
+  labels.clear();
+  for (const n of nodes || []) {
+    const count = new Map();
+    for (const d of n.devices || []) {
+      const m = d.cardModel || typeTitle(d.mode);
+      count.set(m, (count.get(m) || 0) + 1);
+    }
+    for (const d of n.devices || []) {
+      const m = d.cardModel || typeTitle(d.mode);
+      const dup = count.get(m) > 1;
+      labels.set(d.id, dup ? `${m} #${d.index != null && d.index >= 0 ? d.index : d.id.slice(-4)}` : m);
+    }
+  }
+}
+// deviceLabel({id, cardModel, mode}) → "RTX 3090 #1" where needed.
+export function deviceLabel(d) {
+  const id = d.id || d.deviceId;
+  return labels.get(id) || d.cardModel || typeTitle(d.mode) || id;
 }

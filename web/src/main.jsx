@@ -5,9 +5,11 @@ import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { api, API, getToken, setToken, takeTokenFromHash, setUnauthorizedHandler, ApiError } from './api.js';
 import { DialogHost, ToastHost } from './ui.jsx';
+import { setDeviceLabels } from './format.js';
 import { AcceleratorPage, ManageNodePage } from './accelerator.jsx';
 import { AppsPage } from './apps.jsx';
 import { DashboardPage, recordSample } from './dashboard.jsx';
+import { Offline } from './offline.js';
 
 const POLL_MS = 3000;
 
@@ -78,6 +80,11 @@ const NAV = [
   { id: 'dashboard', label: 'Dashboard', icon: 'M4 20V10 M10 20V4 M16 20v-7 M22 20H2' },
 ];
 
+const TITLES = { accelerator: 'Accelerator', apps: 'Apps', dashboard: 'Dashboard' };
+const pageTitle = (route) => (route[0] === 'accelerator' && route[1] === 'node' ? `Manage node ${route[2] || ''}` : TITLES[route[0]] || 'Accelerator');
+
+function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+
 function App() {
   const [authed, setAuthed] = useState(!!getToken());
   const [role, setRole] = useState(null);
@@ -85,13 +92,17 @@ function App() {
   const [nodes, setNodes] = useState(null);
   const [apps, setApps] = useState(null);
   const [err, setErr] = useState('');
+  const [offline, setOffline] = useState(null); // null, or {since, lastOk}
   const [navOpen, setNavOpen] = useState(false);
   const route = useRoute();
   const timer = useRef(null);
+  const lastOk = useRef(0);
+  const first = useRef(true);
+  const menuBtn = useRef(null);
 
   const logout = useCallback((msg) => {
     setToken('');
-    setAuthed(false); setRole(null); setNodes(null); setApps(null);
+    setAuthed(false); setRole(null); setNodes(null); setApps(null); setOffline(null);
     setLoginError(typeof msg === 'string' ? msg : '');
   }, []);
   useEffect(() => { setUnauthorizedHandler(() => logout('Your session has ended. Sign in again.')); }, []);
@@ -99,19 +110,28 @@ function App() {
   const refresh = useCallback(async () => {
     try {
       const [n, a] = await Promise.all([API.resources(), API.apps()]);
+      setDeviceLabels(n || []);
       setNodes(n || []); setApps(a || []); setErr('');
+      lastOk.current = Date.now();
+      setOffline(null); Offline.set(false);
       recordSample(n || [], a || []);
     } catch (e) {
-      if (e.status !== 401) setErr(e.message);
+      if (e.status === 0 || e.status === 502 || e.status === 503 || e.status === 504) {
+        setOffline((o) => o || { since: Date.now(), lastOk: lastOk.current });
+        Offline.set(true);
+      } else if (e.status !== 401) setErr(e.message);
     }
   }, []);
 
   useEffect(() => {
     if (!authed) return undefined;
     let live = true;
-    fetchRole(getToken()).then((r) => live && setRole(r)).catch((e) => {
-      if (e.status === 401) logout('This token is not valid.'); else setRole('member');
+    const role1 = () => fetchRole(getToken()).then((r) => live && setRole(r)).catch((e) => {
+      if (e.status === 401) logout('This token is not valid.');
+      else if (e.status === 0) setTimeout(() => live && role1(), POLL_MS);
+      else setRole('member');
     });
+    role1();
     refresh();
     const tick = () => {
       timer.current = setTimeout(async () => { if (!document.hidden) await refresh(); if (live) tick(); }, POLL_MS);
@@ -120,19 +140,52 @@ function App() {
     return () => { live = false; clearTimeout(timer.current); };
   }, [authed]);
 
+  // navigation: top of the page, focus on the new heading, the title (SPEC 7)
+  const title = pageTitle(route);
+  useEffect(() => {
+    document.title = `${title} · accel`;
+    if (first.current) { first.current = false; return; }
+    window.scrollTo(0, 0);
+    setNavOpen(false);
+    const h = document.querySelector('.content h1');
+    if (h) { h.setAttribute('tabindex', '-1'); h.focus({ preventScroll: true }); }
+  }, [route.join('/'), authed]);
+
+  // the phone menu: Escape closes it and gives focus back to its button
+  useEffect(() => {
+    if (!navOpen) return undefined;
+    const onKey = (e) => { if (e.key === 'Escape') { setNavOpen(false); menuBtn.current && menuBtn.current.focus(); } };
+    document.addEventListener('keydown', onKey);
+    const a = document.querySelector('#side-nav a');
+    a && a.focus();
+    return () => document.removeEventListener('keydown', onKey);
+  }, [navOpen]);
+
   if (!authed) return <Login onLogin={() => { setLoginError(''); setAuthed(true); }} error={loginError} />;
 
   const page = route[0];
   let body;
-  const props = { nodes, apps, role, refresh };
+  const props = { nodes, apps, role, refresh, offline: !!offline };
   if (page === 'accelerator' && route[1] === 'node') body = <ManageNodePage {...props} nodeName={route[2]} />;
   else if (page === 'apps') body = <AppsPage {...props} />;
   else if (page === 'dashboard') body = <DashboardPage {...props} />;
   else body = <AcceleratorPage {...props} />;
 
   return (
-    <div class="shell">
-      <aside class={`side${navOpen ? ' open' : ''}`}>
+    <div class={`shell${offline ? ' is-offline' : ''}`}>
+      {offline && (
+        <div class="offline-bar" role="alert" data-testid="offline">
+          <b>The accel daemon cannot be reached.</b>{' '}
+          <span>{offline.lastOk ? `What you see is from ${clock(offline.lastOk)} and may be out of date.` : 'No data could be loaded.'} Controls are disabled; the page retries every {POLL_MS / 1000} seconds.</span>
+        </div>
+      )}
+      <header class="topbar">
+        <button ref={menuBtn} class="icon menu" aria-label="Menu" aria-expanded={navOpen ? 'true' : 'false'} aria-controls="side-nav"
+          onClick={() => setNavOpen(!navOpen)}>{navOpen ? '×' : '☰'}</button>
+        <span class="topbar-title">{title}</span>
+      </header>
+      {navOpen && <div class="scrim" onClick={() => setNavOpen(false)} aria-hidden="true" />}
+      <aside class={`side${navOpen ? ' open' : ''}`} id="side-nav">
         <div class="brand"><span class="logo" aria-hidden="true" />accel<span class="brand-sub">Settings</span></div>
         <nav aria-label="Main">
           {NAV.map((n) => (
@@ -148,11 +201,12 @@ function App() {
         </div>
       </aside>
       <div class="main">
-        <header class="topbar">
-          <button class="icon menu" aria-label="Menu" onClick={() => setNavOpen(!navOpen)}>☰</button>
-          {err && <div class="banner error" role="alert">{err}</div>}
-        </header>
-        <main class="content">{body}</main>
+        {err && <div class="banner error" role="alert">{err}</div>}
+        <main class={`content${offline ? ' stale' : ''}`} aria-busy={offline ? 'true' : undefined}>
+          <fieldset class="content-controls" disabled={!!offline}>
+            {body}
+          </fieldset>
+        </main>
       </div>
       <DialogHost />
       <ToastHost />

@@ -3,16 +3,59 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Modal, Badge, toast, errText } from './ui.jsx';
-import { gi, giCeil, toGi, fromGi, hasVram, requirementSummary, supportLabel, typeTitle } from './format.js';
-import { adviceFor } from './advice.js';
-import { removeAppFromGpu } from './accelerator.jsx';
+import { gi, giCeil, toGi, fromGi, hasVram, requirementSummary, supportLabel, typeTitle, deviceLabel, devNoun } from './format.js';
+import { adviceFor, pressureFormula } from './advice.js';
+import { removeAppFromGpu, canRemove, bindingName } from './accelerator.jsx';
+import { useOffline } from './offline.js';
 
-const SCHED_REASON = {
-  'no-matching-node': 'No node has an accelerator of this type.',
-  'no-card-with-enough-vram': 'No single GPU has enough VRAM for this app.',
-  'no-node-with-enough-cards': 'No node has enough GPUs to cover this app.',
-  'insufficient-cluster-vram': 'The cluster does not have enough VRAM in total for this app.',
-};
+// The sentence above the GPU list names the real reason the app cannot be
+// placed now (SPEC 7): the daemon's schedulable reason speaks of sizes only,
+// so a card that is large enough but taken, or on a busy node, is told apart.
+export function summaryReason(avail) {
+  if (!avail || avail.schedulable !== false) return '';
+  const req = avail.requirement || {};
+  const vram = hasVram(req.mode);
+  const noun = devNoun(req.mode);
+  const unit = vram ? 'VRAM' : 'memory';
+  const need = (vram ? req.requiredGpu : req.requiredMemory) || 0;
+  const nodes = avail.nodes || [];
+  const devs = nodes.flatMap((n) => (n.devices || []).map((d) => ({ ...d, node: n })));
+  if (!devs.length) return `No node has a ${typeTitle(req.mode)}.`;
+  const healthy = devs.filter((d) => d.health !== 'no');
+  if (!healthy.length) return `Every ${typeTitle(req.mode)} is reported unhealthy.`;
+  const multi = avail.scope !== 'card';
+  const big = healthy.filter((d) => (d.capacity || 0) >= need);
+  if (!multi && !big.length) {
+    const max = Math.max(...healthy.map((d) => d.capacity || 0));
+    return `No single ${noun} has enough ${unit} for this app: it needs ${giCeil(need)}, the largest has ${gi(max)}.`;
+  }
+  if (multi && avail.reason === 'insufficient-cluster-vram') return `The cluster does not have enough ${unit} in total for this app (it needs ${giCeil(need)}).`;
+  if (multi && avail.reason === 'no-node-with-enough-cards') return `No node has enough ${noun}s to cover this app (it needs ${giCeil(need)}).`;
+  const pool = multi ? healthy : big;
+  const held = pool.filter((d) => d.supportType === 'Exclusive' && (d.bindings || []).length);
+  const roomy = pool.filter((d) => (d.available || 0) >= need);
+  const busyNodes = [...new Set(pool.filter((d) => (d.available || 0) >= need && d.node.status === 'not_available').map((d) => d.node.nodeName))];
+  if (busyNodes.length && roomy.every((d) => busyNodes.includes(d.node.nodeName))) {
+    return `The ${noun}s with room for this app are on ${busyNodes.length === 1 ? `node ${busyNodes[0]}, which is` : `nodes ${busyNodes.join(', ')}, which are`} too busy now (memory, CPU or disk above the 90% threshold). Retry later or free resources there.`;
+  }
+  if (held.length === pool.length) return `Every ${noun} large enough is in App exclusive mode and held by another app. Remove that app or pick another ${noun}.`;
+  return `Every ${noun} large enough has too much ${unit} assigned to other apps. Remove apps from a ${noun} to free up ${unit} first.`;
+}
+
+// The quota of a Memory slicing selection, checked here before it is sent
+// (SPEC 7): empty or not a number, below the app's minimum, above the free
+// quota. Returns the sentence, or '' when it is fine.
+export function quotaProblem(q, freeGi, minGi) {
+  if (q == null || String(q).trim() === '') return 'Enter a VRAM quota for this GPU (it is in Memory slicing mode).';
+  const v = Number(q);
+  if (!isFinite(v) || v <= 0) return 'The quota must be a number of Gi above 0.';
+  // above the free quota while the minimum would fit: say how much is free;
+  // when even the minimum does not fit, the daemon's device-vram-insufficient
+  // advice (remove apps) is the right one
+  if (v > freeGi + 1e-9 && freeGi >= (minGi || 0)) return `At most ${freeGi} Gi is free on this GPU.`;
+  if (minGi && v < minGi - 1e-9) return `The quota is below the app's minimum of ${minGi} Gi.`;
+  return '';
+}
 const NODE_STATUS = {
   available: ['Available', 'good'],
   not_available: ['Not enough free resources', 'warn'],
@@ -27,11 +70,13 @@ function Advice({ a }) {
     <div class="advice" role="alert" data-code={a.base}>
       <p>{a.text}</p>
       {a.lines.map((l) => <p class="detail" key={l}>{l}</p>)}
+      {a.formula && <ul class="formula">{a.formula.map((l) => <li key={l}>{l}</li>)}</ul>}
     </div>
   );
 }
 
-export function ResumeDialog({ appName, onClose, refresh }) {
+export function ResumeDialog({ appName, onClose, refresh, role, apps }) {
+  const offline = useOffline();
   const [avail, setAvail] = useState(null);
   const [loadErr, setLoadErr] = useState('');
   const [sel, setSel] = useState({}); // key → {nodeName, deviceId, quota (Gi, string)}
@@ -61,11 +106,22 @@ export function ResumeDialog({ appName, onClose, refresh }) {
     return item;
   });
 
+  const minGi = Math.ceil(toGi(need) * 100 - 1e-6) / 100;
+  const problems = {};
+  for (const [k, s] of Object.entries(sel)) {
+    const d = devOf(k);
+    if (d && d.supportType === 'MemorySlice') {
+      const p = quotaProblem(s.quota, floor2(toGi(d.available || 0)), multi ? 0 : minGi);
+      if (p) problems[k] = p;
+    }
+  }
+  const local = Object.keys(problems).length > 0;
+
   // live validation, debounced; stale answers are dropped
   useEffect(() => {
     if (!avail) return undefined;
     const b = binding();
-    if (!b.length) { setVal(null); setChecking(false); return undefined; }
+    if (!b.length || local) { ++seq.current; setVal(null); setChecking(false); return undefined; }
     const my = ++seq.current;
     setChecking(true);
     const t = setTimeout(async () => {
@@ -97,20 +153,10 @@ export function ResumeDialog({ appName, onClose, refresh }) {
       return multi ? { ...s, [k]: item } : { [k]: item };
     });
   };
-  const setQuota = (k, v, commit) => {
-    setSel((s) => {
-      if (!s[k]) return s;
-      let q = v;
-      const d = devOf(k);
-      if (commit && d && v !== '' && isFinite(+v)) {
-        const free = floor2(toGi(d.available || 0));
-        const min = Math.ceil(toGi(need) * 100 - 1e-6) / 100;
-        const cap = Math.max(free, min);
-        if (+v > cap) q = String(cap);
-        if (+v < 0) q = '0';
-      }
-      return { ...s, [k]: { ...s[k], quota: q } };
-    });
+  // what is typed stays as typed: a quota above the free VRAM is explained,
+  // never silently changed (SPEC 7)
+  const setQuota = (k, v) => {
+    setSel((s) => (s[k] ? { ...s, [k]: { ...s[k], quota: v } } : s));
   };
 
   const launch = async () => {
@@ -129,31 +175,42 @@ export function ResumeDialog({ appName, onClose, refresh }) {
   };
 
   const advice = val && !val.ok ? adviceFor(val, req) : null;
+  // the advice goes under the device it names; a node's (pressure) under
+  // the selected device of that node, where the user is looking
   const placed = { dev: null, node: null };
   if (advice && advice.subject) {
     const hit = devices.find((d) => d.deviceId === advice.subject && sel[key(d.nodeName, d.deviceId)])
       || devices.find((d) => d.deviceId === advice.subject);
     if (hit) placed.dev = key(hit.nodeName, hit.deviceId);
-    else if (avail && avail.nodes.some((n) => n.nodeName === advice.subject)) placed.node = advice.subject;
+    else if (avail && avail.nodes.some((n) => n.nodeName === advice.subject)) {
+      const chosen = Object.keys(sel).find((k) => sel[k].nodeName === advice.subject);
+      if (chosen) placed.dev = chosen; else placed.node = advice.subject;
+    }
+  }
+  if (advice && advice.base === 'node-pressure' && placed.dev) {
+    const d = devOf(placed.dev);
+    advice.formula = pressureFormula(val, req, d);
   }
   const general = advice && !placed.dev && !placed.node;
   const nsel = Object.keys(sel).length;
+  const status = checking ? 'Checking…' : local ? 'Fix the quota to launch.' : val && val.ok ? 'Ready to launch.'
+    : val ? 'This selection cannot launch.' : nsel ? '' : multi ? 'Select one or more GPUs.' : 'Select a GPU.';
+  const reason = summaryReason(avail);
 
   return (
-    <Modal title={`Resume ${appName}`} onClose={onClose} wide
+    <Modal title={`Resume ${appName}`} onClose={onClose} wide ready={!!avail || !!loadErr}
       footer={<>
-        <span class="foot-status muted small" aria-live="polite">
-          {checking ? 'Checking…' : val && val.ok ? 'Ready to launch.' : nsel ? '' : multi ? 'Select one or more GPUs.' : 'Select a GPU.'}
+        <span class="foot-status muted small" aria-live="polite">{status}</span>
+        <span class="foot-buttons">
+          <button class="btn" onClick={onClose}>Cancel</button>
+          <button class="btn primary" onClick={launch} disabled={offline || local || !val || !val.ok || checking || launching}>{launching ? 'Launching…' : 'Launch'}</button>
         </span>
-        <button class="btn" onClick={onClose}>Cancel</button>
-        <button class="btn primary" onClick={launch} disabled={!val || !val.ok || checking || launching}>{launching ? 'Launching…' : 'Launch'}</button>
       </>}>
       {loadErr && <p class="error" role="alert">{loadErr}</p>}
       {!avail && !loadErr && <div class="loading">Loading…</div>}
       {avail && <>
         <div class="req-summary" data-testid="requirement-summary">{requirementSummary(req, avail.scope)}</div>
-        {avail.schedulable === false && avail.reason &&
-          <p class="note">{SCHED_REASON[avail.reason] || avail.reason}</p>}
+        {reason && <p class="note" data-testid="summary-reason">{reason}</p>}
         <h3 class="sub">Select GPUs</h3>
         {!avail.nodes.length && <p class="muted">No node has a device of type {typeTitle(req.mode)}.</p>}
         {avail.nodes.map((n) => {
@@ -175,7 +232,7 @@ export function ResumeDialog({ appName, onClose, refresh }) {
                         onClick={() => toggle({ ...d, nodeName: d.nodeName || n.nodeName })} onChange={() => {}}
                         disabled={d.health === 'no'} />
                       <label for={inputId} class="pick-title">
-                        <b>{d.cardModel || d.deviceId}</b>
+                        <b>{deviceLabel(d)}</b>
                         <span class="muted small mono">{d.deviceId}</span>
                       </label>
                     </div>
@@ -186,11 +243,11 @@ export function ResumeDialog({ appName, onClose, refresh }) {
                       <div><dt>Quota for current app</dt><dd>
                         {d.supportType === 'MemorySlice' ? (
                           <span class="quota">
-                            <input type="number" inputMode="decimal" step="0.5" min="0" max={Math.max(free, Math.ceil(toGi(need) * 100) / 100)}
-                              aria-label={`Quota for ${appName} on ${d.cardModel || d.deviceId} (Gi)`}
+                            <input type="number" inputMode="decimal" step="0.5" min="0"
+                              aria-label={`Quota for ${appName} on ${deviceLabel(d)} (Gi)`}
+                              aria-invalid={problems[k] ? 'true' : undefined} aria-describedby={problems[k] ? `${inputId}-err` : undefined}
                               value={s ? s.quota : defaultQuota(d)} disabled={!s}
-                              onInput={(e) => setQuota(k, e.currentTarget.value, false)}
-                              onChange={(e) => setQuota(k, e.currentTarget.value, true)} /> Gi
+                              onInput={(e) => setQuota(k, e.currentTarget.value)} /> Gi
                           </span>
                         ) : <span title="Fixed in this mode">Whole card ({gi(d.capacity)})</span>}
                       </dd></div>
@@ -201,18 +258,19 @@ export function ResumeDialog({ appName, onClose, refresh }) {
                       </button>
                       {open[k] && (bindings.length ? (
                         <ul class="assigned-list">
-                          {bindings.map((b) => (
-                            <li key={b.appName + b.owner}>
-                              <span><b>{b.appName}</b> <span class="muted small">{b.owner} · {b.memory ? gi(b.memory) : 'whole card'}
+                          {bindings.map((b, i) => (
+                            <li key={`${b.appName}${b.owner}${i}`}>
+                              <span><b>{bindingName(b)}</b> <span class="muted small">{b.hidden ? '' : `${b.owner} · `}{b.memory ? gi(b.memory) : 'whole card'}
                                 {b.spec && (b.spec.requiredGpu || b.spec.requiredMemory) ? ` · needs ${giCeil(vram ? b.spec.requiredGpu : b.spec.requiredMemory)}` : ''}</span></span>
-                              <button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
-                                onClick={async () => { if (await removeAppFromGpu(b.appName, refresh)) { await load(); setSel((x) => ({ ...x })); } }}>Remove</button>
+                              {canRemove(b, role, apps) && <button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
+                                onClick={async () => { if (await removeAppFromGpu(b.appName, refresh)) { await load(); setSel((x) => ({ ...x })); } }}>Remove</button>}
                             </li>
                           ))}
                         </ul>
-                      ) : <p class="muted small">No app is assigned to this GPU.</p>)}
+                      ) : <p class="muted small">No app is assigned to this {devNoun(req.mode)}.</p>)}
                     </div>
-                    {placed.dev === k && <Advice a={advice} />}
+                    {problems[k] && <div class="advice" role="alert" id={`${inputId}-err`} data-code="quota"><p>{problems[k]}</p></div>}
+                    {!problems[k] && placed.dev === k && <Advice a={advice} />}
                   </div>
                 );
               })}

@@ -1,29 +1,70 @@
 // Small building blocks: modal dialog, promise-based confirm, toasts, bars.
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { useOffline } from './offline.js';
 
-export function Modal({ title, onClose, children, footer, wide, label }) {
+const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
+const visible = (e) => e.offsetParent !== null || e.getClientRects().length > 0;
+export const focusables = (el) => [...el.querySelectorAll(FOCUSABLE)].filter(visible);
+
+// A modal dialog (SPEC 7): focus stays inside it (Tab and Shift+Tab cycle),
+// Escape closes it, and focus returns to where it was when it closes. The
+// first control of the body gets focus once the body is `ready` (a dialog
+// that is still loading holds focus on itself, not on Cancel).
+export function Modal({ title, onClose, children, footer, wide, label, ready = true, initial }) {
+  const offline = useOffline();
   const ref = useRef(null);
+  const focused = useRef(false);
   useEffect(() => {
     const prev = document.activeElement;
     const el = ref.current;
-    const first = el && el.querySelector('[autofocus], select, input, button:not(.modal-x)');
-    (first || el)?.focus();
     const onKey = (e) => {
-      if (e.key !== 'Escape' || !el) return;
+      if (!el) return;
       const all = document.querySelectorAll('.modal');
-      if (all[all.length - 1] === el) onClose && onClose();
+      if (all[all.length - 1] !== el) return;
+      if (e.key === 'Escape') { e.preventDefault(); onClose && onClose(); return; }
+      if (e.key !== 'Tab') return;
+      const list = focusables(el);
+      if (!list.length) { e.preventDefault(); el.focus(); return; }
+      const first = list[0]; const last = list[list.length - 1];
+      const inside = el.contains(document.activeElement);
+      if (e.shiftKey && (document.activeElement === first || !inside || document.activeElement === el)) { e.preventDefault(); last.focus(); }
+      else if (!e.shiftKey && (document.activeElement === last || !inside)) { e.preventDefault(); first.focus(); }
+    };
+    // focus that leaves the dialog some other way (a click behind it) is pulled back
+    const onFocusIn = (e) => {
+      const all = document.querySelectorAll('.modal');
+      if (el && all[all.length - 1] === el && !el.contains(e.target)) el.focus();
     };
     document.addEventListener('keydown', onKey);
-    return () => { document.removeEventListener('keydown', onKey); prev && prev.focus && prev.focus(); };
+    document.addEventListener('focusin', onFocusIn);
+    el && el.focus();
+    return () => {
+      document.removeEventListener('keydown', onKey);
+      document.removeEventListener('focusin', onFocusIn);
+      if (prev && prev.focus && document.contains(prev)) prev.focus();
+    };
   }, []);
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || !ready || focused.current) return;
+    focused.current = true;
+    const body = el.querySelector('.modal-body');
+    const pick = (initial && el.querySelector(initial)) || el.querySelector('[data-autofocus]')
+      || (body && focusables(body)[0]) || focusables(el.querySelector('.modal-foot') || el)[0];
+    if (pick) pick.focus();
+  }, [ready]);
   return (
     <div class="backdrop" onMouseDown={(e) => { if (e.target === e.currentTarget) onClose && onClose(); }}>
-      <div class={`modal${wide ? ' wide' : ''}`} role="dialog" aria-modal="true" aria-label={label || title} ref={ref} tabIndex={-1}>
+      <div class={`modal${wide ? ' wide' : ''}`} role="dialog" aria-modal="true" aria-label={label || title} ref={ref} tabIndex={-1}
+        aria-busy={ready ? undefined : 'true'}>
         <header class="modal-head">
           <h2>{title}</h2>
           {onClose && <button class="icon modal-x" aria-label="Close" onClick={onClose}>×</button>}
         </header>
-        <div class="modal-body">{children}</div>
+        <div class="modal-body">
+          {offline && <p class="offline-note" role="alert">The accel daemon cannot be reached. This dialog waits until it answers again.</p>}
+          {children}
+        </div>
         {footer && <footer class="modal-foot">{footer}</footer>}
       </div>
     </div>
@@ -41,13 +82,14 @@ export function confirmDialog(opts) {
 export function DialogHost() {
   const [d, setD] = useState(null);
   useEffect(() => { pushDialog = setD; return () => { pushDialog = null; }; }, []);
+  const offline = useOffline();
   if (!d) return null;
   const done = (v) => { setD(null); d.resolve(v); };
   return (
     <Modal title={d.title} onClose={() => done(false)} label={d.title}
       footer={<>
-        <button class="btn" onClick={() => done(false)}>{d.cancel || 'Cancel'}</button>
-        <button class={`btn ${d.danger ? 'danger' : 'primary'}`} autofocus onClick={() => done(true)}>{d.ok || 'OK'}</button>
+        <button class="btn" data-autofocus onClick={() => done(false)}>{d.cancel || 'Cancel'}</button>
+        <button class={`btn ${d.danger ? 'danger' : 'primary'}`} disabled={offline} onClick={() => done(true)}>{d.ok || 'OK'}</button>
       </>}>
       <div class="confirm-body">{d.body}</div>
     </Modal>
@@ -73,6 +115,7 @@ export function ToastHost() {
 }
 
 export function Bar({ value, max, label, second }) {
+  if (value == null) return <div class="bar unknown" role="img" aria-label={`${label}: not reported`} />;
   const p = max ? Math.min(100, (value / max) * 100) : 0;
   const p2 = second != null && max ? Math.min(100, (second / max) * 100) : null;
   return (
