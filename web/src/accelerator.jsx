@@ -26,7 +26,7 @@ export function enforcementNote(d) {
       ? { kind: 'ok', text: 'Turns enforced', title: "accel's broker gives the GPU to one app at a time." }
       : { kind: 'warn', text: 'Turns are not enforced here', title: 'No broker runs for this device: the apps share the GPU as the driver schedules them.' };
   }
-  if (e.memory === 'visible-devices') return { kind: 'ok', text: 'Only the assigned app sees this GPU', title: '' };
+  if (e.memory === 'visible-devices') return { kind: 'ok', text: `Only the assigned app sees this ${devNoun(d.mode)}`, title: '' };
   return null;
 }
 
@@ -190,7 +190,7 @@ function ModeSelect({ d, isAdmin, refresh }) {
           <p>These apps will be stopped:</p>
           <ul class="app-list">{apps.map((a, i) => <li key={`${a}${i}`}><b>{a}</b></li>)}</ul>
           <p class="muted small">They stay stopped until you resume them with a new GPU selection.</p>
-        </> : <p class="muted">No app is using this GPU now.</p>}
+        </> : <p class="muted">No app is using this {devNoun(d.mode)} now.</p>}
       </>,
       ok: 'Switch mode', danger: apps.length > 0,
     });

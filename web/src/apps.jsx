@@ -219,7 +219,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                       <button class="btn small" disabled={busy === `stop:${a.name}`} aria-label={`Stop ${a.name}`}
                         onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `${a.name} stopped.`)}>Stop</button>}
                     {(a.allocations || []).length > 0 &&
-                      <button class="btn small danger-ghost" aria-label={`Remove ${a.name} from GPU`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
+                      <button class="btn small danger-ghost" aria-label={`Remove from GPU: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
                   </div> : <span class="muted small">Managed by the administrator</span>}</td>
                 </tr>

@@ -7,7 +7,7 @@ export const SUPPORT_LABEL = {
   TimeSlice: 'Time slicing',
 };
 export const SUPPORT_DESC = {
-  Exclusive: 'One app at a time gets the whole GPU.',
+  Exclusive: 'One app at a time gets the whole device.',
   MemorySlice: 'Each app gets a fixed VRAM quota on this GPU.',
   TimeSlice: 'Apps take turns on the whole GPU; each sees all of its VRAM.',
 };

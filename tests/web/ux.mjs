@@ -1,0 +1,590 @@
+// Browser tests of the page as people use it (issue 12, SPEC 7): what a
+// person sees (text, geometry, focus), a phone, the keyboard alone, an
+// accessibility scan (axe-core), a member, acceld stopped mid-session, a
+// cluster of 16 GPUs and 50 apps, and how the files are served. Called by
+// run.mjs with its harness (ctx); every wait is for a condition, bounded.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+
+const GI = 1024 ** 3;
+
+// GET path from a base with raw headers; the body is not decoded.
+function rawGet(base, path, headers = {}) {
+  return new Promise((res, rej) => {
+    const u = new URL(path, base);
+    const rq = httpRequest({ host: u.hostname, port: u.port, path: u.pathname, headers }, (r) => {
+      const chunks = [];
+      r.on('data', (c) => chunks.push(c));
+      r.on('end', () => res({ status: r.statusCode, headers: r.headers, body: Buffer.concat(chunks) }));
+    });
+    rq.on('error', rej);
+    rq.end();
+  });
+}
+
+async function until(what, pred, ms = 20000, every = 100) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+// An acceld of its own (inventory text, optional fixed port), for the tests
+// that stop it or fill it.
+async function startDaemon(ctx, name, inventory, port) {
+  const dir = mkdtempSync(join(ctx.tmp, `${name}-`));
+  const data = join(dir, 'data');
+  mkdirSync(data);
+  const inv = join(dir, 'inventory.yaml');
+  writeFileSync(inv, inventory);
+  const p = port || await ctx.freePort();
+  const d = { dir, data, inv, port: p, api: `http://127.0.0.1:${p}`, log: '' };
+  d.start = async () => {
+    const args = ['--data-dir', data, '--listen', `127.0.0.1:${p}`, '--inventory', inv, '--node-name', `${name}-local`, '--web-dir', ctx.DIST];
+    d.proc = spawn(ctx.ACCELD, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    d.exited = null;
+    d.proc.stdout.on('data', (x) => { d.log += x; });
+    d.proc.stderr.on('data', (x) => { d.log += x; });
+    d.proc.on('exit', (c, s) => { d.exited = `exit ${c} ${s || ''}`; });
+    await until(`${name} acceld to answer`, async () => {
+      if (d.exited) throw new Error(`${name} acceld exited (${d.exited}):\n${d.log}`);
+      try { return (await fetch(`${d.api}/healthz`)).ok && existsSync(join(data, 'admin.token')); } catch { return false; }
+    }, 30000);
+    d.token = readFileSync(join(data, 'admin.token'), 'utf8').trim();
+  };
+  d.stop = async () => {
+    if (!d.proc || d.exited) return;
+    d.proc.kill('SIGTERM');
+    await until(`${name} acceld to exit`, () => !!d.exited, 10000).catch(() => d.proc.kill('SIGKILL'));
+  };
+  d.call = async (method, path, body) => {
+    const r = await fetch(`${d.api}${path}`, {
+      method, headers: { Authorization: `Bearer ${d.token}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const j = await r.json().catch(() => null);
+    assert.ok(r.status >= 200 && r.status < 300, `${name}: ${method} ${path} → ${r.status} ${JSON.stringify(j)}`);
+    return j && j.data;
+  };
+  ctx.cleanups.push(() => d.stop());
+  await d.start();
+  return d;
+}
+
+// axe-core in the page: WCAG 2 A/AA rules; serious or critical findings fail.
+async function axeScan(ctx, page, where) {
+  if (!(await page.evaluate(() => !!window.axe))) await page.addScriptTag({ path: ctx.AXE });
+  const r = await page.evaluate(async () => {
+    const res = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    return res.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+  });
+  assert.deepEqual(r, [], `axe on ${where}`);
+}
+
+// No horizontal scroll, and every visible control inside the viewport width.
+async function fitsWidth(page, where) {
+  const r = await page.evaluate(() => {
+    const w = document.documentElement.clientWidth;
+    const out = [];
+    for (const e of document.querySelectorAll('button, a, input, select, .modal, .card, table')) {
+      if (!e.getClientRects().length || e.closest('.side:not(.open)') || e.closest('.sr-only')) continue;
+      const b = e.getBoundingClientRect();
+      if (b.width && (b.right > w + 1 || b.left < -1) && !e.closest('.card.flush, .chart')) out.push(`${e.tagName}.${e.className} ${Math.round(b.left)}..${Math.round(b.right)}`);
+    }
+    return { sw: document.documentElement.scrollWidth, w, out: out.slice(0, 5) };
+  });
+  assert.ok(r.sw <= r.w, `${where}: page is ${r.sw} px wide in a ${r.w} px viewport`);
+  assert.deepEqual(r.out, [], `${where}: controls outside the viewport`);
+}
+
+// Tab through a dialog (more presses than it has controls): focus never
+// leaves it; returns the names of the controls it visited.
+async function tabWalk(page, dlg, presses, shift = false) {
+  const seen = [];
+  for (let i = 0; i < presses; i++) {
+    await page.keyboard.press(shift ? 'Shift+Tab' : 'Tab');
+    const info = await page.evaluate(() => {
+      const a = document.activeElement;
+      const m = [...document.querySelectorAll('.modal')].pop();
+      return { inside: !!(m && m.contains(a)), name: a ? (a.getAttribute('aria-label') || a.textContent || a.tagName).trim().slice(0, 40) : '' };
+    });
+    assert.ok(info.inside, `focus left the dialog after ${i + 1} Tab presses, on "${info.name}"`);
+    seen.push(info.name);
+  }
+  return seen;
+}
+
+export async function uxSteps(ctx) {
+  const { browser, BASE, ADMIN, ok, step, shot, d4090, d4060, dMac } = ctx;
+  const page = ctx.page;
+  const dialog = (p, name) => p.getByRole('dialog', { name });
+  const measures = ctx.measures;
+
+  await step('serving: precompressed br/gzip, ETag and 304, no-cache; the first page under 100 KB compressed', async () => {
+    for (const [enc, ext] of [['br', '.br'], ['gzip', '.gz']]) {
+      const r = await rawGet(BASE, '/assets/app.js', { 'Accept-Encoding': enc === 'br' ? 'gzip, deflate, br' : 'gzip' });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers['content-encoding'], enc);
+      assert.equal(r.body.length, statSync(join(ctx.DIST, 'assets', `app.js${ext}`)).size);
+      assert.match(r.headers.etag || '', /^".+"$/);
+      assert.match(r.headers['cache-control'] || '', /no-cache/);
+      assert.match(r.headers.vary || '', /Accept-Encoding/);
+      const again = await rawGet(BASE, '/assets/app.js', { 'Accept-Encoding': enc, 'If-None-Match': r.headers.etag });
+      assert.equal(again.status, 304);
+      assert.equal(again.body.length, 0);
+    }
+    const plain = await rawGet(BASE, '/assets/app.js', {});
+    assert.equal(plain.headers['content-encoding'], undefined);
+    assert.equal(plain.body.length, statSync(join(ctx.DIST, 'assets', 'app.js')).size);
+    const refused = await rawGet(BASE, '/assets/app.js', { 'Accept-Encoding': 'br;q=0, gzip;q=0' });
+    assert.equal(refused.headers['content-encoding'], undefined);
+    // what a first visit downloads: the page's own requests, compressed sizes
+    const c = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    const p = await c.newPage();
+    const got = [];
+    p.on('response', (r) => { if (!/\/(api|healthz)/.test(new URL(r.url()).pathname)) got.push(new URL(r.url()).pathname); });
+    const t0 = Date.now();
+    await p.goto(`${BASE}/#token=${encodeURIComponent(ADMIN)}`);
+    await p.locator(`article[data-device="${d4090.id}"]`).waitFor();
+    measures.firstPageMs = Date.now() - t0;
+    await c.close();
+    const file = (u) => join(ctx.DIST, u === '/' ? 'index.html' : u.slice(1));
+    let br = 0; let gz = 0; let raw = 0;
+    for (const u of new Set(got)) {
+      if (!existsSync(`${file(u)}.br`)) continue;
+      raw += statSync(file(u)).size; br += statSync(`${file(u)}.br`).size; gz += statSync(`${file(u)}.gz`).size;
+    }
+    Object.assign(measures, { firstPageRaw: raw, firstPageBr: br, firstPageGz: gz, firstPageFiles: [...new Set(got)] });
+    const chunks = readdirSync(join(ctx.DIST, 'assets')).filter((f) => /^chunk-.*\.js$/.test(f));
+    const yamlChunk = chunks.find((f) => /YAMLParseError|yaml/i.test(readFileSync(join(ctx.DIST, 'assets', f), 'utf8')) && statSync(join(ctx.DIST, 'assets', f)).size > 50000);
+    assert.ok(yamlChunk, `no YAML chunk among ${chunks}`);
+    assert.ok(!got.some((u) => u.endsWith(yamlChunk)), `the first page loads the YAML parser: ${got}`);
+    assert.ok(gz < 100 * 1024, `first page ${gz} bytes gzip, budget 100 KB`);
+  });
+
+  await step('honest display: no foreign-process warning on an empty list, "not reported" for unmeasured figures', async () => {
+    await page.goto(`${BASE}/#/accelerator`);
+    await page.locator(`article[data-device="${d4090.id}"]`).waitFor();
+    assert.equal(await page.getByText(/outside accel is using/).count(), 0, 'warning shown for foreignUsage: []');
+    // the contract of unmeasured figures (null + a reason) and one foreign
+    // process, put into the daemon's own answer by the harness
+    await page.route('**/api/compute-resources', async (route) => {
+      const r = await route.fetch();
+      const j = await r.json();
+      for (const n of j.data) for (const d of n.devices) {
+        if (d.id === d4060.id) { d.usedMemory = null; d.usedMemoryReason = 'not-measured'; d.utilization = null; d.utilizationReason = 'not-measured'; }
+        if (d.id === d4090.id) d.foreignUsage = [{ pid: 4242, usedMemory: 2 * GI }];
+      }
+      await route.fulfill({ response: r, json: j });
+    });
+    await page.reload();
+    const c60 = page.locator(`article[data-device="${d4060.id}"]`);
+    await c60.getByText('not reported').first().waitFor();
+    assert.ok(!/live 0 Gi|In use 0 Gi/.test(await c60.innerText()), await c60.innerText());
+    await page.locator(`article[data-device="${d4090.id}"]`).getByText('A process outside accel is using this GPU (2 Gi).').waitFor();
+    assert.equal(await page.getByText(/outside accel is using/).count(), 1);
+    await page.goto(`${BASE}/#/dashboard`);
+    const row = page.locator('tr', { hasText: 'RTX 4060' }).first();
+    await row.getByText('not reported').first().waitFor();
+    assert.ok(!/\b0%/.test(await row.innerText()), await row.innerText());
+    await page.unroute('**/api/compute-resources');
+  });
+
+  await step('wording: Apple M-series, no "on this GPU" for a CPU, VRAM enforcement said only where it matters', async () => {
+    await page.goto(`${BASE}/#/accelerator`);
+    const mac = page.locator(`article[data-device="${dMac.id}"]`);
+    await mac.getByText('Apple M-series').waitFor();
+    const all = await page.locator('.content').innerText();
+    assert.ok(!/Apple Silicon-M/.test(all));
+    assert.equal((all.match(/VRAM quota/g) || []).length <= 1, true, `VRAM quota wording on devices not in Memory slicing: ${all}`);
+    const cpu = ctx.allDevs.find((d) => d.mode === 'cpu');
+    if (cpu) {
+      await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(cpu.nodeName)}`);
+      const sec = page.locator(`section[data-device="${cpu.id}"]`);
+      await sec.waitFor();
+      const t = await sec.innerText();
+      assert.ok(!/this GPU/.test(t), t.slice(t.indexOf('this GPU') - 200));
+    }
+  });
+
+  await step('navigation: the title, focus on the new heading, back at the top', async () => {
+    await page.goto(`${BASE}/#/accelerator`);
+    await page.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
+    assert.equal(await page.title(), 'Accelerator · accel');
+    await page.evaluate(() => window.scrollTo(0, 400));
+    await page.getByRole('link', { name: 'Apps', exact: true }).click();
+    await until('the Apps title', async () => (await page.title()) === 'Apps · accel');
+    await until('focus on the Apps heading', () => page.evaluate(() => document.activeElement && document.activeElement.tagName === 'H1' && document.activeElement.textContent === 'Apps'));
+    assert.equal(await page.evaluate(() => window.scrollY), 0);
+    await page.getByRole('link', { name: 'Dashboard', exact: true }).click();
+    await until('the Dashboard title', async () => (await page.title()) === 'Dashboard · accel');
+  });
+
+  await step('keyboard: Resume opens on its first GPU, Tab stays inside, Escape returns focus', async () => {
+    await ok('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name: 'kbd' }, spec: { accelerator: [ctx.nv('2Gi')] } } });
+    await ok('POST', '/api/apps/kbd/suspend');
+    await page.goto(`${BASE}/#/apps`);
+    const btn = page.getByRole('button', { name: 'Resume kbd' });
+    await btn.focus();
+    await page.keyboard.press('Enter');
+    const dlg = dialog(page, 'Resume kbd');
+    await dlg.locator('.pick').first().waitFor();
+    await until('focus on the first GPU', () => page.evaluate(() => document.activeElement && document.activeElement.name === 'resume-gpu'));
+    const n = await dlg.evaluate((el) => el.querySelectorAll('button, input, select, a[href]').length);
+    await tabWalk(page, dlg, n + 2);
+    await tabWalk(page, dlg, 3, true);
+    await page.keyboard.press('Escape');
+    await dlg.waitFor({ state: 'detached' });
+    await until('focus back on Resume kbd', () => btn.evaluate((b) => document.activeElement === b));
+  });
+
+  await step('keyboard: the mode dropdown does not switch on ArrowDown; the warning traps focus and Cancel returns it', async () => {
+    await page.goto(`${BASE}/#/accelerator/node/${d4060.nodeName}`);
+    const sec = page.locator(`section[data-device="${d4060.id}"]`);
+    const sel = sec.getByLabel('Sharing mode');
+    const before = await sel.inputValue();
+    await sel.focus();
+    await page.keyboard.press('ArrowDown');
+    assert.equal(await page.getByRole('dialog').count(), 0, 'ArrowDown opened the warning');
+    assert.notEqual(await sel.inputValue(), before);
+    const sw = sec.getByRole('button', { name: 'Switch mode…' });
+    await sw.focus();
+    await page.keyboard.press('Enter');
+    const dlg = page.getByRole('dialog', { name: /^Switch to / });
+    await dlg.getByText('Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.').waitFor();
+    const names = await tabWalk(page, dlg, 6);
+    assert.ok(!names.some((x) => /Sign out/.test(x)), names.join(', '));
+    assert.equal(await page.evaluate(() => document.activeElement.textContent), names[names.length - 1]);
+    await axeScan(ctx, page, 'the mode-switch warning');
+    await dlg.getByRole('button', { name: 'Cancel' }).click();
+    await dlg.waitFor({ state: 'detached' });
+    assert.equal(await sel.inputValue(), before, 'Cancel keeps the mode');
+    assert.equal((await ok('GET', '/api/compute-resources')).flatMap((x) => x.devices).find((d) => d.id === d4060.id).supportType, before);
+  });
+
+  await step('accessibility: axe-core finds nothing serious on every page and dialog', async () => {
+    for (const [h, name] of [['#/accelerator', 'Accelerator'], ['#/apps', 'Apps'], ['#/dashboard', 'Dashboard'], [`#/accelerator/node/${d4090.nodeName}`, `Manage node ${d4090.nodeName}`]]) {
+      await page.goto(`${BASE}/${h}`);
+      await page.getByRole('heading', { name, level: 1 }).waitFor();
+      await page.locator('.loading').first().waitFor({ state: 'detached' }).catch(() => {});
+      await axeScan(ctx, page, name);
+    }
+    await page.goto(`${BASE}/#/apps`);
+    await page.getByRole('button', { name: 'Install app' }).click();
+    await axeScan(ctx, page, 'the install dialog');
+    await page.keyboard.press('Escape');
+    await page.getByRole('button', { name: 'Resume kbd' }).click();
+    const dlg = dialog(page, 'Resume kbd');
+    await dlg.locator('.pick').first().waitFor();
+    await dlg.locator('.pick input[type=radio]').first().check();
+    await dlg.locator('.foot-status').filter({ hasText: /Ready to launch|cannot launch/ }).waitFor();
+    await axeScan(ctx, page, 'the Resume dialog');
+    await page.keyboard.press('Escape');
+    await page.getByRole('button', { name: 'Uninstall kbd' }).click();
+    await axeScan(ctx, page, 'a confirmation');
+    await dialog(page, 'Uninstall kbd?').getByRole('button', { name: 'Uninstall' }).click();
+    const c = await browser.newContext();
+    const lp = await c.newPage();
+    await lp.goto(`${BASE}/`);
+    await lp.getByLabel('Access token').waitFor();
+    await axeScan(ctx, lp, 'the sign-in page');
+    await c.close();
+  });
+
+  await step('phone (390 px): no horizontal scroll on any page or dialog, Launch on screen, a menu with a scrim', async () => {
+    const c = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    const p = await c.newPage();
+    p.setDefaultTimeout(10000);
+    p.on('pageerror', (e) => ctx.consoleErrors.push(String(e)));
+    await p.goto(`${BASE}/#token=${encodeURIComponent(ADMIN)}`);
+    await p.locator(`article[data-device="${d4090.id}"]`).waitFor();
+    await fitsWidth(p, 'Accelerator');
+    await ctx.shotOf(p, 'phone-accelerator');
+    const menu = p.getByRole('button', { name: 'Menu' });
+    assert.equal(await menu.getAttribute('aria-expanded'), 'false');
+    await menu.click();
+    assert.equal(await menu.getAttribute('aria-expanded'), 'true');
+    await p.locator('.scrim').waitFor();
+    await p.locator('#side-nav').getByRole('link', { name: 'Apps' }).waitFor({ state: 'visible' });
+    // the menu button stays visible and on top
+    const box = await menu.boundingBox();
+    const top = await p.evaluate(([x, y]) => document.elementFromPoint(x, y).closest('button')?.getAttribute('aria-label'), [box.x + box.width / 2, box.y + box.height / 2]);
+    assert.equal(top, 'Menu', 'the open menu covers its own button');
+    await ctx.shotOf(p, 'phone-menu');
+    await p.locator('.scrim').click({ position: { x: 370, y: 400 } });
+    assert.equal(await menu.getAttribute('aria-expanded'), 'false');
+    for (const [h, name] of [['#/apps', 'Apps'], ['#/dashboard', 'Dashboard'], [`#/accelerator/node/${d4090.nodeName}`, `Manage node ${d4090.nodeName}`]]) {
+      await p.goto(`${BASE}/${h}`);
+      await p.getByRole('heading', { name, level: 1 }).waitFor();
+      await p.locator('.loading').first().waitFor({ state: 'detached' }).catch(() => {});
+      await fitsWidth(p, name);
+    }
+    await p.goto(`${BASE}/#/apps`);
+    await p.locator('tr[data-app]').first().waitFor();
+    await ctx.shotOf(p, 'phone-apps');
+    const resumeBtn = p.getByRole('button', { name: /^Resume / }).first();
+    await resumeBtn.click();
+    const dlg = p.getByRole('dialog', { name: /^Resume / });
+    await dlg.locator('.pick').first().waitFor();
+    await dlg.locator('.pick input').first().check();
+    await fitsWidth(p, 'the Resume dialog');
+    const launch = dlg.getByRole('button', { name: 'Launch' });
+    const lb = await launch.boundingBox();
+    assert.ok(lb && lb.x >= 0 && lb.x + lb.width <= 390 && lb.y + lb.height <= 844, `Launch at ${JSON.stringify(lb)}`);
+    await ctx.shotOf(p, 'phone-resume');
+    await p.keyboard.press('Escape');
+    await p.getByRole('button', { name: 'Install app' }).click();
+    await fitsWidth(p, 'the install dialog');
+    await p.keyboard.press('Escape');
+    await c.close();
+  });
+
+  await step('1,024 px: the apps list keeps its chips and buttons on one line each', async () => {
+    const c = await browser.newContext({ viewport: { width: 1024, height: 800 } });
+    const p = await c.newPage();
+    await p.goto(`${BASE}/#token=${encodeURIComponent(ADMIN)}`);
+    await p.goto(`${BASE}/#/apps`);
+    await p.locator('tr[data-app]').first().waitFor();
+    await fitsWidth(p, 'Apps at 1024');
+    const bad = await p.evaluate(() => {
+      const out = [];
+      for (const a of document.querySelectorAll('.apps-table .actions')) {
+        const tops = new Set([...a.children].map((b) => Math.round(b.getBoundingClientRect().top)));
+        if (tops.size > 2) out.push(`actions in ${tops.size} rows`);
+      }
+      for (const ch of document.querySelectorAll('.apps-table .chip')) {
+        const r = ch.getBoundingClientRect();
+        if (r.height > 30 || r.width < 40) out.push(`chip ${Math.round(r.width)}x${Math.round(r.height)}`);
+      }
+      return out;
+    });
+    assert.deepEqual(bad, []);
+    await ctx.shotOf(p, 'apps-1024');
+    await c.close();
+  });
+
+  await step('member: no Remove on another owner\'s app, "another user\'s app" for hidden bindings', async () => {
+    const u = await ok('POST', '/api/users', { name: 'bob' });
+    const r = await ctx.call('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name: 'bob-app' }, spec: { accelerator: [ctx.nv('1Gi')] } } }, u.token);
+    assert.ok(r.status < 300, JSON.stringify(r.body));
+    // an admin app on the 4090 as well
+    const adm = await ok('GET', '/api/compute-resources');
+    const dev = adm.flatMap((n) => n.devices).find((d) => d.id === d4090.id);
+    assert.ok(dev.bindings.some((b) => b.owner !== 'bob'), `the 4090 should hold an admin app: ${JSON.stringify(dev.bindings)}`);
+    const c = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    const p = await c.newPage();
+    await p.goto(`${BASE}/#token=${encodeURIComponent(u.token)}`);
+    await p.locator('.who').getByText('Member').waitFor();
+    await p.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
+    const sec = p.locator(`section[data-device="${d4090.id}"]`);
+    await sec.getByRole('heading').first().waitFor();
+    const others = dev.bindings.filter((b) => b.owner !== 'bob').map((b) => b.appName);
+    for (const a of others) assert.equal(await sec.getByRole('button', { name: `Remove ${a}` }).count(), 0, `member sees Remove ${a}`);
+    const bobBound = (await ctx.call('GET', '/api/apps/bob-app', undefined, u.token)).data;
+    if ((bobBound.allocations || []).some((x) => x.deviceId === d4090.id)) await sec.getByRole('button', { name: 'Remove bob-app' }).waitFor();
+    // the members' view of b-server: other owners' rows come without names
+    await p.route('**/api/compute-resources', async (route) => {
+      const resp = await route.fetch();
+      const j = await resp.json();
+      for (const n of j.data) for (const d of n.devices) d.bindings = (d.bindings || []).map((b) => (b.owner === 'bob' ? b : { ...b, appName: '', owner: '', hidden: true }));
+      await route.fulfill({ response: resp, json: j });
+    });
+    await p.reload();
+    await sec.getByText("another user's app").first().waitFor();
+    assert.equal(await sec.getByRole('button', { name: /^Remove $/ }).count(), 0);
+    await ctx.shotOf(p, 'member-manage');
+    await axeScan(ctx, p, 'a member\'s Manage page');
+    await c.close();
+  });
+
+  await step('exclusive GPU: Select exclusive app lists the apps that fit, and replaces the holder after a confirm', async () => {
+    // the 4060 in App exclusive mode, held by one app; another stopped app fits
+    await ok('PUT', `/api/compute-resources/nodes/${d4060.nodeName}/devices/${d4060.id}/support-type`, { supportType: 'Exclusive' });
+    for (const name of ['holder', 'chooser']) {
+      await ok('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name }, spec: { accelerator: [ctx.nv('4Gi')] } } });
+      await ok('POST', `/api/apps/${name}/suspend`);
+    }
+    await ok('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name: 'toolarge' }, spec: { accelerator: [ctx.nv('20Gi')] } } }).catch(() => {});
+    await ok('POST', '/api/apps/holder/resume', { computeBinding: [{ nodeName: d4060.nodeName, deviceId: d4060.id }] });
+    await page.goto(`${BASE}/#/accelerator/node/${d4060.nodeName}`);
+    const sec = page.locator(`section[data-device="${d4060.id}"]`);
+    await sec.getByRole('heading', { name: 'Select exclusive app' }).waitFor();
+    const picker = sec.getByLabel(/^Exclusive app for /);
+    await until('the chooser to be offered', async () => (await picker.locator('option').allInnerTexts()).some((t) => /^chooser/.test(t)));
+    const opts = await picker.locator('option').allInnerTexts();
+    assert.ok(!opts.some((t) => /^holder/.test(t)), `the holder is offered: ${opts}`);
+    assert.ok(!opts.some((t) => /^toolarge/.test(t)), `an app that does not fit is offered: ${opts}`);
+    await picker.selectOption('chooser');
+    await sec.getByRole('button', { name: 'Replace…' }).click();
+    const conf = page.getByRole('dialog', { name: /Give this GPU to chooser/ });
+    await conf.getByText('holder holds this GPU in App exclusive mode').waitFor();
+    await ctx.shotOf(page, 'exclusive-replace');
+    await conf.getByRole('button', { name: 'Replace holder' }).click();
+    await until('chooser to hold the 4060', async () => {
+      const d = (await ok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((x) => x.id === d4060.id);
+      return d.bindings.length === 1 && d.bindings[0].appName === 'chooser';
+    });
+    await sec.getByRole('cell', { name: 'chooser', exact: true }).waitFor();
+    await ctx.shotOf(page, 'exclusive-picker');
+  });
+
+  await step('memory slicing: a bound quota says it cannot change without removing the app', async () => {
+    await ok('PUT', `/api/compute-resources/nodes/${d4090.nodeName}/devices/${d4090.id}/support-type`, { supportType: 'MemorySlice' });
+    await ok('POST', '/api/apps/llm/resume', { computeBinding: [{ nodeName: d4090.nodeName, deviceId: d4090.id, memory: 8 * GI }] });
+    await page.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
+    const sec = page.locator(`section[data-device="${d4090.id}"]`);
+    await sec.locator('tbody tr').first().waitFor();
+    await sec.getByText('This quota cannot be changed while the app is assigned. To change it, remove the app from this GPU, then resume it with a new quota.').waitFor();
+  });
+
+  await step('acceld stopped mid-session: the page says so where the user looks, marks data stale, disables controls, recovers', async () => {
+    const inv = `nodes:
+- name: lab
+  memory: {total: 64Gi, used: 8Gi}
+  cpu: {total: "16", used: "2"}
+  disk: {total: 1Ti, used: 100Gi}
+  devices:
+  - {id: GPU-0ff11e00-0000-4000-8000-000000000001, type: nvidia, model: NVIDIA GeForce RTX 3090, memory: 24Gi, supportType: MemorySlice, index: 0}
+`;
+    const d = await startDaemon(ctx, 'offline', inv);
+    await d.call('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name: 'steady' }, spec: { accelerator: [ctx.nv('2Gi')] } } });
+    const c = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    const p = await c.newPage();
+    p.setDefaultTimeout(15000);
+    await p.goto(`${d.api}/#token=${encodeURIComponent(d.token)}`);
+    await p.goto(`${d.api}/#/apps`);
+    await p.locator('tr[data-app="steady"]').waitFor();
+    await p.evaluate(() => window.scrollTo(0, 300));
+    await d.stop();
+    const bar = p.getByTestId('offline');
+    await bar.getByText('The accel daemon cannot be reached.').waitFor({ timeout: 20000 });
+    const bb = await bar.boundingBox();
+    assert.ok(bb && bb.y >= 0 && bb.y < 100, `the notice is not where the user looks: ${JSON.stringify(bb)}`);
+    assert.ok(await p.getByRole('button', { name: 'Install app' }).isDisabled(), 'Install app stays live');
+    assert.ok(await p.getByRole('button', { name: 'Stop steady' }).isDisabled(), 'Stop stays live');
+    assert.equal(await p.locator('.content.stale').count(), 1);
+    await ctx.shotOf(p, 'offline');
+    await p.goto(`${d.api}/#/accelerator`).catch(() => {}); // the page itself is cached in the tab; the hash changes only
+    await p.locator('.badge', { hasText: 'Not updated' }).first().waitFor();
+    assert.equal(await p.locator('.badge', { hasText: 'Healthy' }).count(), 0, 'stale data still says Healthy');
+    await d.start();
+    await bar.waitFor({ state: 'detached', timeout: 20000 });
+    await p.locator('.badge', { hasText: 'Healthy' }).first().waitFor();
+    await p.goto(`${d.api}/#/apps`);
+    await until('controls live again', async () => !(await p.getByRole('button', { name: 'Install app' }).isDisabled()));
+    await c.close();
+    await d.stop();
+  });
+
+  await step('large cluster: 16 GPUs, 50 apps; find an app, tell identical GPUs apart, a readable dashboard', async () => {
+    let inv = 'nodes:\n';
+    const ids = [];
+    for (let n = 0; n < 4; n++) {
+      inv += `- name: rack${n}\n  memory: {total: 256Gi, used: 16Gi}\n  cpu: {total: "64", used: "4"}\n  disk: {total: 4Ti, used: 100Gi}\n  devices:\n`;
+      for (let i = 0; i < 4; i++) {
+        const id = `GPU-${String(n).padStart(4, '0')}${String(i).padStart(4, '0')}-0000-4000-8000-00000000000${i}`;
+        ids.push({ id, node: `rack${n}`, index: i });
+        inv += `  - {id: ${id}, type: nvidia, model: NVIDIA GeForce RTX 3090, memory: 24Gi, supportType: MemorySlice, index: ${i}}\n`;
+      }
+    }
+    const d = await startDaemon(ctx, 'large', inv);
+    for (let k = 0; k < 50; k++) {
+      const name = `app-${String(k).padStart(2, '0')}`;
+      await d.call('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name, title: `App ${k}` }, spec: { accelerator: [ctx.nv(`${1 + (k % 4)}Gi`)] } } });
+    }
+    const c = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    const p = await c.newPage();
+    p.setDefaultTimeout(15000);
+    p.on('pageerror', (e) => ctx.consoleErrors.push(String(e)));
+    // history in the contract of GET /api/metrics/history, generated by the
+    // harness only while the daemon has no such route (404)
+    const probe = await fetch(`${d.api}/api/metrics/history?range=3600&step=30`, { headers: { Authorization: `Bearer ${d.token}` } });
+    measures.historyFromDaemon = probe.status === 200;
+    if (probe.status === 404) {
+      await p.route('**/api/metrics/history**', async (route) => {
+        const u = new URL(route.request().url());
+        const range = Number(u.searchParams.get('range')); const st = Number(u.searchParams.get('step'));
+        const end = Math.floor(Date.now() / 1000); const start = end - range;
+        const ts = []; for (let t = start; t <= end; t += st) ts.push(t);
+        const devices = ids.map((x, j) => ({
+          id: x.id, nodeName: x.node, index: x.index, model: 'NVIDIA GeForce RTX 3090', memoryTotal: 24 * GI,
+          utilization: ts.map((t, i) => (j === 15 ? null : (j * 6 + 10 * Math.sin(i / 9 + j)) % 100)),
+          memoryUsed: ts.map((t, i) => ((j + 1) * 1.3 + Math.sin(i / 7 + j)) * GI),
+          power: ts.map(() => null), temperature: ts.map(() => null),
+        }));
+        const apps = Array.from({ length: 50 }, (_, k) => ({ name: `app-${String(k).padStart(2, '0')}`, owner: 'admin', deviceIds: [ids[k % 16].id], memoryUsed: ts.map((t, i) => (k % 5) * GI + (i % 3) * 0.1 * GI) }));
+        await route.fulfill({ json: { code: 200, data: { start, end, step: st, timestamps: ts, devices, apps } } });
+      });
+    }
+    const t0 = Date.now();
+    await p.goto(`${d.api}/#token=${encodeURIComponent(d.token)}`);
+    await p.locator('article.device').nth(15).waitFor();
+    measures.largeAcceleratorMs = Date.now() - t0;
+    // identical GPUs on one node are told apart by index
+    const titles = await p.locator('section[aria-label="Node rack1"] article h3').allInnerTexts();
+    assert.deepEqual(titles, [0, 1, 2, 3].map((i) => `NVIDIA GeForce RTX 3090 #${i}`));
+    const t1 = Date.now();
+    await p.goto(`${d.api}/#/apps`);
+    await p.locator('tr[data-app="app-49"]').waitFor();
+    measures.largeAppsMs = Date.now() - t1;
+    await p.getByTestId('app-count').getByText('50 apps').waitFor();
+    await p.getByLabel('Search apps').fill('app-07');
+    await p.getByTestId('app-count').getByText('1 of 50 apps').waitFor();
+    assert.equal(await p.locator('tr[data-app]').count(), 1);
+    await p.getByLabel('Search apps').fill('');
+    await p.getByLabel('Sort by').selectOption('name');
+    await p.getByLabel('Show').selectOption('assigned');
+    await until('the filter', async () => (await p.locator('tr[data-app]').count()) <= 50);
+    await p.getByLabel('Show').selectOption('all');
+    await ctx.shotOf(p, 'apps-50');
+    // the Resume dialog names duplicates by index too
+    await d.call('POST', '/api/apps/app-00/suspend');
+    await p.reload();
+    await p.getByRole('button', { name: 'Resume app-00' }).click();
+    const dlg = p.getByRole('dialog', { name: 'Resume app-00' });
+    await dlg.locator('.pick').first().waitFor();
+    const picks = await dlg.locator('.pick-title b').allInnerTexts();
+    assert.equal(new Set(picks.map((x, i) => `${x}/${Math.floor(i / 4)}`)).size, 16, `duplicates not told apart: ${picks}`);
+    await p.keyboard.press('Escape');
+    // the dashboard: top 8, distinct colours, the cluster on its own chart
+    const t2 = Date.now();
+    await p.goto(`${d.api}/#/dashboard`);
+    await p.locator('[data-chart="device-vram"] canvas').waitFor();
+    measures.largeDashboardMs = Date.now() - t2;
+    const legend = (id) => p.locator(`[data-chart="${id}"] .u-legend .u-series`).evaluateAll((els) => els.slice(1).map((e) => ({
+      label: e.querySelector('.u-label').textContent, color: getComputedStyle(e.querySelector('.u-marker')).borderColor || e.querySelector('.u-marker').style.borderColor,
+    })));
+    const dev = await legend('device-vram');
+    assert.equal(dev.length, 8, `top 8 by default, got ${dev.length}`);
+    assert.equal(new Set(dev.map((x) => x.color)).size, dev.length, `colours repeat: ${JSON.stringify(dev)}`);
+    assert.ok(!dev.some((x) => /cluster/i.test(x.label)), 'the cluster line sits among the devices');
+    const cl = await legend('cluster-vram');
+    assert.ok(cl.some((x) => /Whole cluster/.test(x.label)), JSON.stringify(cl));
+    assert.equal(await p.getByTestId('shown-count').innerText(), '8 of 16 devices; 8 hidden');
+    // the history is there at once, over the chosen range, not one sample
+    const span = await p.evaluate(() => {
+      const u = document.querySelector('[data-chart="device-vram"] .uplot');
+      return u ? u.querySelectorAll('.u-axis')[0].textContent : '';
+    });
+    assert.ok(!/202[7-9]/.test(span), `axis labels: ${span}`);
+    await p.getByLabel('Range').selectOption('21600');
+    await p.getByText('Pick devices').click();
+    await p.locator('.picker-list input:checked').first().uncheck();
+    await until('one device fewer', async () => (await p.getByTestId('shown-count').innerText()).startsWith('7 of 16'));
+    await ctx.shotOf(p, 'dashboard-16');
+    await p.reload();
+    await p.locator('[data-chart="device-vram"] canvas').waitFor();
+    assert.equal(await p.getByLabel('Range').inputValue(), '21600', 'the range is not remembered');
+    assert.ok((await p.getByTestId('shown-count').innerText()).startsWith('7 of 16'), 'the picked devices are not remembered');
+    await axeScan(ctx, p, 'the dashboard with 16 GPUs');
+    await c.close();
+    await d.stop();
+  });
+}
