@@ -350,6 +350,7 @@ export async function uxSteps(ctx) {
     const c = await browser.newContext({ viewport: { width: 1024, height: 800 } });
     const p = await c.newPage();
     await p.goto(`${BASE}/#token=${encodeURIComponent(ADMIN)}`);
+    await p.locator(`article[data-device="${d4090.id}"]`).waitFor();
     await p.goto(`${BASE}/#/apps`);
     await p.locator('tr[data-app]').first().waitFor();
     await fitsWidth(p, 'Apps at 1024');

@@ -16,15 +16,16 @@ export const HIDDEN_APP = "another user's app";
 // mode in use: a quota only in Memory slicing, turns only in Time slicing.
 export function enforcementNote(d) {
   const e = d.enforcement || {};
+  const unit = hasVram(d.mode) ? 'VRAM' : 'Memory';
   if (d.supportType === 'MemorySlice') {
     return e.memory === 'shim'
-      ? { kind: 'ok', text: 'VRAM quotas enforced', title: "accel's CUDA shim stops an app from allocating more VRAM than its quota." }
-      : { kind: 'warn', text: 'VRAM quotas are not enforced here', title: 'No CUDA shim runs for this device: each app is trusted to stay within its quota.' };
+      ? { kind: 'ok', text: `${unit} quotas enforced`, title: "accel's CUDA shim stops an app from allocating more than its quota." }
+      : { kind: 'warn', text: `${unit} quotas are not enforced here`, title: 'Nothing on this node stops an app from using more than its quota: each app is trusted to stay within it.' };
   }
   if (d.supportType === 'TimeSlice') {
     return e.compute === 'broker'
-      ? { kind: 'ok', text: 'Turns enforced', title: "accel's broker gives the GPU to one app at a time." }
-      : { kind: 'warn', text: 'Turns are not enforced here', title: 'No broker runs for this device: the apps share the GPU as the driver schedules them.' };
+      ? { kind: 'ok', text: 'Turns enforced', title: "accel's broker gives the device to one app at a time." }
+      : { kind: 'warn', text: 'Turns are not enforced here', title: 'No broker runs for this device: the apps share it as the driver schedules them.' };
   }
   if (e.memory === 'visible-devices') return { kind: 'ok', text: `Only the assigned app sees this ${devNoun(d.mode)}`, title: '' };
   return null;
@@ -353,7 +354,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
               ))}
             </tbody>
           </table>
-          {slice && <p class="muted small quota-fixed">{QUOTA_FIXED}</p>}
+          {slice && <p class="muted small quota-fixed">{noun === 'GPU' ? QUOTA_FIXED : QUOTA_FIXED.replace('this GPU', 'this device')}</p>}
         </>
       ) : <p class="muted">No app is assigned to this {noun}.</p>}
     </section>

@@ -8,8 +8,8 @@ export const SUPPORT_LABEL = {
 };
 export const SUPPORT_DESC = {
   Exclusive: 'One app at a time gets the whole device.',
-  MemorySlice: 'Each app gets a fixed VRAM quota on this GPU.',
-  TimeSlice: 'Apps take turns on the whole GPU; each sees all of its VRAM.',
+  MemorySlice: 'Each app gets a fixed memory quota on this device.',
+  TimeSlice: 'Apps take turns on the whole device; each sees all of its memory.',
 };
 export const supportLabel = (s) => SUPPORT_LABEL[s] || s || '—';
 
