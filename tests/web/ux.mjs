@@ -335,6 +335,9 @@ export async function uxSteps(ctx) {
     await dlg.locator('.pick').first().waitFor();
     await dlg.locator('.pick input').first().check();
     await fitsWidth(p, 'the Resume dialog');
+    const hb = await dlg.locator('h2').boundingBox();
+    assert.ok(await p.evaluate(([x, y]) => !!(document.elementFromPoint(x, y) || document.body).closest('.modal'), [hb.x + 5, hb.y + hb.height / 2]),
+      'the dialog title is covered');
     const launch = dlg.getByRole('button', { name: 'Launch' });
     const lb = await launch.boundingBox();
     assert.ok(lb && lb.x >= 0 && lb.x + lb.width <= 390 && lb.y + lb.height <= 844, `Launch at ${JSON.stringify(lb)}`);

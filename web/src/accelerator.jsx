@@ -126,7 +126,7 @@ export function AcceleratorPage({ nodes, offline }) {
             <div>
               <h2>{n.nodeName}</h2>
               <div class="muted small">
-                {(n.gpuTypes || []).map(typeTitle).join(', ')} · {n.devices.length} device{n.devices.length === 1 ? '' : 's'}
+                {[...(n.gpuTypes || []).map(typeTitle), `${n.devices.length} device${n.devices.length === 1 ? '' : 's'}`].join(' · ')}
                 {n.enabled === false && ' · accelerator management disabled'}
                 {n.health === 'no' && ' · unhealthy'}
               </div>

@@ -194,7 +194,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
               <option value="name">Name</option><option value="state">State</option><option value="owner">Owner</option>
               <option value="vram">VRAM in use</option><option value="recent">Last change</option>
             </select></label>
-          <span class="muted small" aria-live="polite" data-testid="app-count">{shown.length === apps.length ? `${apps.length} apps` : `${shown.length} of ${apps.length} apps`}</span>
+          <span class="muted small" aria-live="polite" data-testid="app-count">{shown.length === apps.length ? `${apps.length} app${apps.length === 1 ? '' : 's'}` : `${shown.length} of ${apps.length} apps`}</span>
         </div>
       )}
       {external > 0 && <p class="muted small">{external === (apps || []).length ? 'These apps are' : `${external} of these apps are`} <i>external</i>: accel assigns their GPUs, but another system (such as Olares) starts and stops their processes.</p>}
@@ -211,7 +211,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                     {a.reason && <div class="muted small" title={a.reason}>{reasonText(a.reason)}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
                   <td data-label="GPU"><div class="muted small">needs {needText(a)}</div><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
-                  <td data-label="VRAM in use">{a.usage && measured(a.usage.memory) ? gi(a.usage.memory) : (a.allocations || []).length ? giOr(null) : '—'}</td>
+                  <td data-label="VRAM in use">{!(a.allocations || []).length ? '—' : a.usage && measured(a.usage.memory) ? gi(a.usage.memory) : giOr(null)}</td>
                   <td class="actions-cell">{mayAct(a) ? <div class="actions">
                     {!ACTIVE.has(a.state) && a.state !== 'stopping' && a.state !== 'uninstalling' &&
                       <button class="btn small primary" onClick={() => setResume(a.name)} aria-label={`Resume ${a.name}`}>Resume</button>}

@@ -154,15 +154,15 @@ export function DashboardPage({ nodes, apps }) {
   const x = { t, start: h ? h.start : Math.floor(Date.now() / 1000) - prefs.range, end: h ? h.end : Math.floor(Date.now() / 1000) };
   const hdevs = h ? (h.devices || []).filter((d) => !node || d.nodeName === node) : [];
   const labelOf = (d) => `${deviceLabel({ id: d.id, cardModel: d.model })} (${d.nodeName})`;
-  // colours follow the device, not its rank, so a device keeps its colour
-  const allIds = h ? (h.devices || []).map((d) => d.id) : [];
-  const colorOf = (id) => allIds.indexOf(id);
   // busiest first: the higher of peak VRAM use (% of the card) and peak utilization
   const score = (d) => Math.max(d.memoryTotal ? (peak(d.memoryUsed || []) / d.memoryTotal) * 100 : -1, peak(d.utilization || []));
   const ranked = [...hdevs].sort((a, b) => score(b) - score(a) || a.id.localeCompare(b.id));
   const picked = (prefs.picked || []).filter((id) => hdevs.some((d) => d.id === id));
   const chosen = picked.length ? hdevs.filter((d) => picked.includes(d.id)) : prefs.top ? ranked.slice(0, prefs.top) : ranked;
   const hidden = hdevs.length - chosen.length;
+  // colours by place among the devices shown: the first 12 never repeat
+  const shownIds = [...chosen].sort((a, b) => a.nodeName.localeCompare(b.nodeName) || (a.index ?? 0) - (b.index ?? 0)).map((d) => d.id);
+  const colorOf = (id) => shownIds.indexOf(id);
 
   const memSeries = chosen.filter((d) => (d.memoryUsed || []).some((v) => v != null))
     .map((d) => ({ label: labelOf(d), colorIndex: colorOf(d.id), data: d.memoryUsed.map((v) => (v == null ? null : toGi(v))) }));
@@ -238,7 +238,7 @@ export function DashboardPage({ nodes, apps }) {
               {[...hdevs].sort((a, b) => a.nodeName.localeCompare(b.nodeName) || (a.index ?? 0) - (b.index ?? 0)).map((d) => (
                 <label class="check-row" key={d.id}>
                   <input type="checkbox" checked={chosen.some((c) => c.id === d.id)} onChange={() => togglePick(d.id)} />
-                  <span class="swatch" style={{ background: styleOf(colorOf(d.id)).stroke }} aria-hidden="true" />
+                  <span class="swatch" style={{ background: colorOf(d.id) >= 0 ? styleOf(colorOf(d.id)).stroke : 'transparent' }} aria-hidden="true" />
                   {labelOf(d)}
                 </label>
               ))}
