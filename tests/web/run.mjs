@@ -5,7 +5,7 @@
 // Every flow of issue 6 end to end; screenshots go to docs/screenshots/.
 // Exit: 0 all passed, 1 a failure, 77 skipped (no chromium / node_modules).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, writeFileSync, rmSync, createReadStream, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, writeFileSync, rmSync, createReadStream, statSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -41,6 +41,8 @@ async function freePort() {
   });
 }
 const tmp = mkdtempSync(join(tmpdir(), 'accel-web-'));
+// apps run as their owner's uid (SPEC 3): they must be able to pass through
+chmodSync(tmp, 0o711);
 const dataDir = join(tmp, 'data');
 mkdirSync(dataDir);
 const inventory = existsSync(join(SRC, 'examples', 'homelab.yaml')) ? join(SRC, 'examples', 'homelab.yaml') : join(here, 'homelab.yaml');
@@ -114,6 +116,7 @@ const fakeGpuLine = (uuid) => `gpu uuid=${uuid} total=25769803776 used=107374182
 async function startGpuDaemon(nodeName, gpu) {
   if (!existsSync(FAKE_NVML_LIB)) throw new Error(`${FAKE_NVML_LIB} is not built (target fake_nvml)`);
   const dir = mkdtempSync(join(tmp, 'gpu-'));
+  chmodSync(dir, 0o711);
   const data = join(dir, 'data');
   mkdirSync(data);
   const inv = join(dir, 'inventory.yaml');
