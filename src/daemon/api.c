@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "common/yamljson.h"
 #include "daemon/api_hami.h"
+#include "daemon/api_history.h"
 #include "daemon/auth.h"
 #include "daemon/broker_ops.h"
 #include "daemon/identity.h"
@@ -856,6 +857,13 @@ const struct http_route api_routes[] = {
     {"PUT", A "/gpu/assignments/bulk", h_gpu_bulk, ROUTE_BODY},
     HAMI_ROUTES(H),
     HAMI_ROUTES(HU),
+    {"GET", A "/metrics/history", api_history_get, 0},
+    {"POST", H "/monitor/query/instant-vector", api_history_instant,
+     ROUTE_BODY},
+    {"POST", H "/monitor/query/range-vector", api_history_range, ROUTE_BODY},
+    {"POST", HU "/monitor/query/instant-vector", api_history_instant,
+     ROUTE_BODY},
+    {"POST", HU "/monitor/query/range-vector", api_history_range, ROUTE_BODY},
     {"GET", "/", h_static, ROUTE_PUBLIC | ROUTE_PREFIX},
 };
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

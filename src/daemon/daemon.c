@@ -29,8 +29,10 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/nvml.h"
+#include "daemon/prom_proxy.h"
 #include "daemon/reconcile.h"
 #include "daemon/runtime.h"
+#include "daemon/sampler.h"
 #include "daemon/state.h"
 #include "daemon/store.h"
 
@@ -458,7 +460,9 @@ static void usage(FILE *f)
             "[--placement binpack|spread]\n"
             "              [--log-level debug|info|warn|error] "
             "[--reconcile-interval-ms MS]\n"
-            "              [--app-uid-range LO-HI]\n"
+            "              [--app-uid-range LO-HI] "
+            "[--history-interval SECONDS]\n"
+            "              [--history-retention SECONDS] [--prometheus URL]\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -477,6 +481,18 @@ static int parse_interval(const char *s)
     return (int)v;
 }
 
+/* A whole number in [lo, hi], or -1. */
+static long parse_seconds(const char *s, long lo, long hi)
+{
+    char *end = NULL;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    return v;
+}
+
 static int parse_options(struct accel_daemon *d, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -489,6 +505,9 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"placement", required_argument, NULL, 'p'},
         {"reconcile-interval-ms", required_argument, NULL, 'r'},
         {"app-uid-range", required_argument, NULL, 'u'},
+        {"history-interval", required_argument, NULL, 'H'},
+        {"history-retention", required_argument, NULL, 'R'},
+        {"prometheus", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -501,6 +520,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     d->cfg.log_level = LOG_INFO;
     d->cfg.uid_lo = IDENTITY_UID_LO_DEFAULT;
     d->cfg.uid_hi = IDENTITY_UID_HI_DEFAULT;
+    d->cfg.history_interval = SAMPLER_DEFAULT_INTERVAL;
+    d->cfg.history_retention = SAMPLER_DEFAULT_RETENTION;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
@@ -542,6 +563,33 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
                 free(cause);
                 return 2;
             }
+            break;
+        case 'H':
+            d->cfg.history_interval = (int)parse_seconds(optarg, 1, 3600);
+            if (d->cfg.history_interval <= 0) {
+                fprintf(stderr, "acceld: --history-interval must be a number "
+                                "of seconds from 1 to 3600\n");
+                return 2;
+            }
+            break;
+        case 'R':
+            d->cfg.history_retention = (int)parse_seconds(optarg, 60,
+                                                          31 * 86400);
+            if (d->cfg.history_retention <= 0) {
+                fprintf(stderr, "acceld: --history-retention must be a "
+                                "number of seconds from 60 to 2678400\n");
+                return 2;
+            }
+            break;
+        case 'P':
+            if (strncmp(optarg, "http://", 7) != 0 &&
+                strncmp(optarg, "https://", 8) != 0) {
+                fprintf(stderr, "acceld: --prometheus must be an http:// or "
+                                "https:// URL\n");
+                return 2;
+            }
+            free(d->cfg.prometheus);
+            d->cfg.prometheus = xstrdup(optarg);
             break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
@@ -663,6 +711,7 @@ int daemon_main(int argc, char **argv)
      * stops handing big buffers back. Fix both. */
     mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
     mallopt(M_ARENA_MAX, 2);
+    prom_proxy_init();
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->sync_lock, NULL);
     pthread_cond_init(&d->sync_cond, NULL);
@@ -691,6 +740,8 @@ int daemon_main(int argc, char **argv)
         log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
         log_error("cannot start the reconciler thread");
+    if (sampler_start(d) != ACCEL_OK)
+        log_error("cannot start the metric history");
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -715,6 +766,7 @@ int daemon_main(int argc, char **argv)
     broker_ops_stop(d);
     http_stop(d);
     reconcile_stop(d);
+    sampler_stop(d);
     store_close(d->store);
     return 0;
 }

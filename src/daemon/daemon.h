@@ -27,6 +27,8 @@ struct view_piece;
 struct broker_set;
 struct reconcile;
 struct identity_rec;
+struct history;
+struct sampler;
 
 /* App states of SPEC 1 (+ releasing of SPEC 8.3). */
 #define APP_STATE_MAP(XX)                                                      \
@@ -114,6 +116,9 @@ struct accel_config {
     int reconcile_ms;    /* --reconcile-interval-ms (default 5000) */
     uint32_t uid_lo;     /* --app-uid-range LO (default 61184) */
     uint32_t uid_hi;     /* --app-uid-range HI (default 65519) */
+    int history_interval;  /* --history-interval seconds (default 15) */
+    int history_retention; /* --history-retention seconds (default 86400) */
+    char *prometheus;    /* --prometheus URL: monitor queries go there */
 };
 
 struct user_rec {
@@ -161,6 +166,8 @@ struct accel_daemon {
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */
+    struct history *history;     /* metric history (own lock; history.h) */
+    struct sampler *sampler;     /* its sampling thread (sampler.c) */
     volatile int stopping;       /* set at shutdown */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */

@@ -752,6 +752,11 @@ uint32_t reconcile_app_lingering(struct accel_daemon *d, const char *name,
     return count;
 }
 
+const char *reconcile_driver(struct accel_daemon *d)
+{
+    return d->reconcile ? d->reconcile->driver : "";
+}
+
 json_t *reconcile_runtime_json(struct accel_daemon *d,
                               const struct auth_user *u)
 {

@@ -54,6 +54,10 @@ void reconcile_stop(struct accel_daemon *d);
 uint32_t reconcile_app_lingering(struct accel_daemon *d, const char *name,
                                  pid_t last_pid);
 
+/* The NVML driver version of the last pass, "" when unknown. Caller holds
+ * d->lock; the string stays valid while it does. */
+const char *reconcile_driver(struct accel_daemon *d);
+
 /*
  * The runtime view of GET /api/runtime (caller holds d->lock): {nodeName,
  * nvml:{loaded, status, driver, cuda}, reconcileIntervalMs, devices:[Device
