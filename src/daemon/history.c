@@ -31,7 +31,8 @@
 
 #define HISTORY_MAGIC "ACCELHS1"
 #define HISTORY_VERSION 1u
-#define HISTORY_MAX_SERIES 4096 /* devices + bindings recorded at most */
+#define HISTORY_MAX_SERIES 4096 /* series in a file, at most */
+#define HISTORY_MAX_BYTES (16u << 20) /* value arrays kept, at most */
 #define NFIELDS 5               /* the most fields of a kind */
 
 /* How a field is stored: width in bytes, and units per stored step. */
@@ -76,6 +77,7 @@ struct history {
     struct series **s;       /* series */
     size_t ns, cs;           /* count, capacity */
     struct strmap *index;    /* key -> position in s */
+    size_t values;           /* bytes of all series' value arrays */
     char *path;              /* the file, or NULL */
 };
 
@@ -137,6 +139,15 @@ static void series_free(struct series *x)
     free(x);
 }
 
+/* Bytes of the value arrays of one series of this kind. */
+static size_t series_bytes(const struct history *h, enum history_kind kind)
+{
+    size_t b = 0;
+    for (int f = 0; f < nfields(kind); f++)
+        b += h->cap * fmt_of(kind, f)->width;
+    return b;
+}
+
 static struct series *series_new(struct history *h, enum history_kind kind,
                                  const char *key)
 {
@@ -149,6 +160,7 @@ static struct series *series_new(struct history *h, enum history_kind kind,
         x->data[f] = xmalloc(h->cap * fmt_of(kind, f)->width);
         memset(x->data[f], 0xff, h->cap * fmt_of(kind, f)->width);
     }
+    h->values += series_bytes(h, kind);
     if (h->ns == h->cs) {
         h->cs = h->cs ? h->cs * 2 : 16;
         h->s = xrealloc(h->s, h->cs * sizeof(*h->s));
@@ -175,7 +187,8 @@ static struct series *series_get(struct history *h, enum history_kind kind,
     uint32_t i;
     if (strmap_get(h->index, key, &i))
         return h->s[i];
-    if (h->ns >= HISTORY_MAX_SERIES) {
+    if (h->ns >= HISTORY_MAX_SERIES ||
+        (h->values + series_bytes(h, kind)) > HISTORY_MAX_BYTES) {
         (*dropped)++;
         return NULL;
     }
@@ -198,6 +211,7 @@ static void drop_stale(struct history *h, int64_t oldest)
     bool changed = false;
     for (size_t i = 0; i < h->ns; i++) {
         if (h->s[i]->last_seen < oldest) {
+            h->values -= series_bytes(h, h->s[i]->kind);
             series_free(h->s[i]);
             changed = true;
             continue;
@@ -754,6 +768,7 @@ static void reset(struct history *h)
     for (size_t i = 0; i < h->ns; i++)
         series_free(h->s[i]);
     h->ns = 0;
+    h->values = 0;
     h->count = h->head = 0;
     strmap_free(h->index);
     h->index = strmap_new();

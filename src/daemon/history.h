@@ -119,8 +119,9 @@ size_t history_capacity(const struct history *h);
  * series. A series not in devs/binds gets null there; a new one is created
  * (its earlier slots null); a series whose newest measured value has left
  * the ring is dropped. A t not after the newest sample is ignored (clock
- * stepped back). At most max_series series exist (devices first): the
- * others are not recorded, and the return value counts them.
+ * stepped back). The series' value arrays stay within 16 MiB (devices
+ * are recorded first): a series that would go over is not recorded, and
+ * the return value counts those.
  */
 size_t history_record(struct history *h, int64_t t,
                       const struct history_dev_sample *devs, size_t ndevs,

@@ -249,6 +249,25 @@ TEST(history_cost)
     history_free(h);
 }
 
+/* The value arrays stay within 16 MiB: at 1 s for a day a device series
+ * is 1 MiB, so 16 fit and the others are counted, not recorded. */
+TEST(history_budget)
+{
+    struct history *h = mk(1, 86400, NULL);
+    struct history_dev_sample d[20];
+    char ids[20][16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(ids[i], sizeof ids[i], "GPU-%d", i);
+        d[i] = dev(ids[i], 1, 1);
+    }
+    ASSERT_EQ(history_record(h, 1, d, 20, NULL, 0), 4);
+    history_lock(h);
+    ASSERT_EQ(history_nseries(h), 16);
+    history_unlock(h);
+    ASSERT_LE(history_bytes(h), (16u << 20) + (1u << 20));
+    history_free(h);
+}
+
 #define TESTS(XX)                                                              \
     XX(history_values_and_nulls)                                               \
     XX(history_wraps_and_drops)                                                \
@@ -256,6 +275,7 @@ TEST(history_cost)
     XX(history_save_and_load)                                                  \
     XX(history_corrupt_file)                                                   \
     XX(history_bad_arguments)                                                  \
-    XX(history_cost)
+    XX(history_cost)                                                           \
+    XX(history_budget)
 
 TEST_MAIN(TESTS)
