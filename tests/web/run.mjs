@@ -433,6 +433,14 @@ try {
     const m = text.match(/Memory: Total ([\d.]+) Gi, Used ([\d.]+) Gi, Needed ([\d.]+) Gi/);
     assert.ok(m, `detail missing: ${text}`);
     assert.ok(Math.abs(Number(m[3]) - (needGi + d4060.memory / GI)) < 0.02, `Needed ${m[3]} != ${needGi} + ${d4060.memory / GI}`);
+    // under the chosen GPU, not the first one, with the seed's formula and its numbers
+    assert.equal(await pick(dlg, d4060).locator('.advice').count(), 1, 'the advice is not under the chosen GPU');
+    assert.equal(await pick(dlg, d4090).locator('.advice').count(), 0);
+    await adv.getByText(`Needed: the app's ${needGi} Gi + this GPU's ${d4060.memory / GI} Gi of dedicated VRAM`).waitFor();
+    await adv.getByText(/Available below the 90% threshold: [\d.]+ Gi × 90% − [\d.]+ Gi = [\d.]+ Gi/).waitFor();
+    await adv.getByText(/^Short by [\d.]+ Gi$/).waitFor();
+    // a card is large enough: no "No single GPU has enough VRAM" above the list
+    assert.equal(await dlg.getByText(/No single GPU/).count(), 0);
     await shot(page, 'resume-node-pressure');
     await dlg.getByRole('button', { name: 'Cancel' }).click();
   });

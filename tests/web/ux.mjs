@@ -214,6 +214,53 @@ export async function uxSteps(ctx) {
     }
   });
 
+  await step('install: an app that fits nowhere is reported as such, not "installed (installed)"', async () => {
+    const f = join(ctx.tmp, 'llama70b.json');
+    writeFileSync(f, JSON.stringify({ apiVersion: 'v2', metadata: { name: 'llama70b' }, spec: { accelerator: [ctx.nv('80Gi')] } }));
+    await page.goto(`${BASE}/#/apps`);
+    await page.getByRole('button', { name: 'Install app' }).click();
+    const dlg = dialog(page, 'Install an app');
+    await dlg.getByLabel('Manifest file (JSON or YAML)').setInputFiles(f);
+    await dlg.getByRole('button', { name: 'Install' }).click();
+    const t = page.getByRole('status').getByText(/^llama70b installed/);
+    await t.waitFor();
+    const text = await t.innerText();
+    assert.equal(text, 'llama70b installed, but it does not run: no GPU is large enough (it needs 80 Gi, the largest has 24 Gi).');
+    await ok('DELETE', '/api/apps/llama70b');
+  });
+
+  await step('resume: the sentence above the GPU list names the real reason (holder, pressure, size), also on Apple', async () => {
+    await ok('POST', '/api/apps', { manifest: { apiVersion: 'v2', metadata: { name: 'why' }, spec: { accelerator: [ctx.nv('8Gi')] } } });
+    await ok('POST', '/api/apps/why/suspend');
+    const dev = (over) => ({ nodeName: 'n1', deviceId: 'GPU-x', cardModel: 'NVIDIA GeForce RTX 3090', supportType: 'MemorySlice', capacity: 24 * GI, available: 24 * GI, health: 'yes', bindings: [], ...over });
+    const cases = [
+      ['an exclusive holder', 'no-card-with-enough-vram', [{ nodeName: 'n1', status: 'not_available', devices: [dev({ supportType: 'Exclusive', available: 0, bindings: [{ appName: 'other', owner: 'admin', memory: 0 }] })] }],
+        'nvidia', /App exclusive mode and held by another app/],
+      ['assigned VRAM', 'no-card-with-enough-vram', [{ nodeName: 'n1', status: 'not_available', devices: [dev({ available: 2 * GI })] }],
+        'nvidia', /too much VRAM assigned to other apps/],
+      ['node pressure on an Apple device', 'no-card-with-enough-vram', [{ nodeName: 'mac', status: 'not_available', devices: [dev({ nodeName: 'mac', deviceId: 'mac-0', cardModel: 'Apple M4 Pro', supportType: 'Exclusive' })] }],
+        'apple-m', /on node mac, which is too busy now/],
+      ['a card too small', 'no-card-with-enough-vram', [{ nodeName: 'n1', status: 'not_enough', devices: [dev({ capacity: 4 * GI, available: 4 * GI })] }],
+        'nvidia', /No single GPU has enough VRAM for this app: it needs 8 Gi, the largest has 4 Gi\./],
+    ];
+    for (const [what, reason, nodes, mode, want] of cases) {
+      await page.route('**/api/apps/why/compute-resources/availability', (route) => route.fulfill({ json: { code: 200, data: {
+        schedulable: false, scope: 'card', reason, nodes,
+        requirement: { mode, requiredGpu: mode === 'nvidia' ? 8 * GI : 0, limitedGpu: 8 * GI, requiredMemory: 8 * GI, limitedMemory: 8 * GI },
+      } } }));
+      await page.goto(`${BASE}/#/apps`);
+      await page.getByRole('button', { name: 'Resume why' }).click();
+      const dlg = dialog(page, 'Resume why');
+      const t = await dlg.getByTestId('summary-reason').innerText();
+      assert.match(t, want, `${what}: ${t}`);
+      if (!/too small/.test(what)) assert.ok(!/No single/.test(t), `${what}: ${t}`);
+      await page.keyboard.press('Escape');
+      await dlg.waitFor({ state: 'detached' });
+      await page.unroute('**/api/apps/why/compute-resources/availability');
+    }
+    await ok('DELETE', '/api/apps/why');
+  });
+
   await step('navigation: the title, focus on the new heading, back at the top', async () => {
     await page.goto(`${BASE}/#/accelerator`);
     await page.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
@@ -474,6 +521,7 @@ export async function uxSteps(ctx) {
     assert.ok(await p.getByRole('button', { name: 'Install app' }).isDisabled(), 'Install app stays live');
     assert.ok(await p.getByRole('button', { name: 'Stop steady' }).isDisabled(), 'Stop stays live');
     assert.equal(await p.locator('.content.stale').count(), 1);
+    await p.locator('tr[data-app="steady"]').getByText('Last seen running').waitFor();
     await ctx.shotOf(p, 'offline');
     await p.goto(`${d.api}/#/accelerator`).catch(() => {}); // the page itself is cached in the tab; the hash changes only
     await p.locator('.badge', { hasText: 'Not updated' }).first().waitFor();

@@ -47,15 +47,23 @@ export async function parseManifestText(text, fileName) {
 }
 
 // What an install did, in words: where it runs, or why it waits.
-export function installedText(app) {
+export function installedText(app, nodes) {
   const where = (app.allocations || []).map((a) => a.nodeName).filter((v, i, s) => s.indexOf(v) === i).join(', ');
   const r = app.requirement || (app.requirements || [])[0] || {};
   if (where) return `${app.name} installed on ${where}${app.state && app.state !== 'installed' ? ` (${stateLabel(app.state).toLowerCase()})` : ''}.`;
-  if (app.reason === 'insufficient-resources') return `${app.name} installed, but no ${devNoun(r.mode)} has room for it now, so it is stopped. Resume it once resources are free.`;
+  if (app.reason === 'insufficient-resources') {
+    const need = (hasVram(r.mode) ? r.requiredGpu : r.requiredMemory) || 0;
+    const sizes = (nodes || []).flatMap((n) => n.devices || []).filter((d) => d.mode === r.mode).map((d) => d.memory || 0);
+    const noun = devNoun(r.mode);
+    if (!r.supportMultiCards && sizes.length && Math.max(...sizes) < need) {
+      return `${app.name} installed, but it does not run: no ${noun} is large enough (it needs ${giCeil(need)}, the largest has ${gi(Math.max(...sizes))}).`;
+    }
+    return `${app.name} installed, but it does not run yet: no ${noun} has room for it now. Resume it once resources are free.`;
+  }
   return `${app.name} installed${app.state && app.state !== 'installed' ? `; it is ${stateLabel(app.state).toLowerCase()}` : ''}.`;
 }
 
-function InstallDialog({ onClose, refresh }) {
+function InstallDialog({ onClose, refresh, nodes }) {
   const offline = useOffline();
   const [manifest, setManifest] = useState(null);
   const [fileName, setFileName] = useState('');
@@ -77,7 +85,7 @@ function InstallDialog({ onClose, refresh }) {
       const body = { manifest };
       if (chosen) body.selectedGpuType = chosen;
       const app = await API.install(body);
-      toast(installedText(app));
+      toast(installedText(app, nodes));
       await refresh();
       onClose();
     } catch (x) {
@@ -142,7 +150,7 @@ const FILTERS = {
   waiting: (a) => a.reason === 'insufficient-resources',
 };
 
-export function AppsPage({ apps, nodes, role, refresh }) {
+export function AppsPage({ apps, nodes, role, refresh, offline }) {
   const [installing, setInstalling] = useState(false);
   const [resume, setResume] = useState(null);
   const [busy, setBusy] = useState('');
@@ -207,7 +215,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
                 <tr key={a.name} data-app={a.name}>
                   <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
                     <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div></td>
-                  <td data-label="State"><Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>
+                  <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge> : <Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>}
                     {a.reason && <div class="muted small" title={a.reason}>{reasonText(a.reason)}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
                   <td data-label="GPU"><div class="muted small">needs {needText(a)}</div><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
@@ -228,7 +236,7 @@ export function AppsPage({ apps, nodes, role, refresh }) {
           </table>
         </div>
       )}
-      {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} />}
+      {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} nodes={nodes} />}
       {resume && <ResumeDialog appName={resume} role={role} apps={apps} onClose={() => setResume(null)} refresh={refresh} />}
     </>
   );
