@@ -68,7 +68,8 @@ static void h_resources(struct http_req *r)
 {
     struct view_stream *s;
     pthread_mutex_lock(&r->d->lock);
-    s = view_nodes_stream(r->d, &r->user, "{\"code\":200,\"data\":", "}");
+    s = view_nodes_stream(r->d, &r->user,
+                          "{\"code\":200,\"message\":\"\",\"data\":", "}");
     pthread_mutex_unlock(&r->d->lock);
     http_reply_stream(r, 200, s);
 }
@@ -600,8 +601,14 @@ static void h_gpu_mode(struct http_req *r)
     json_t *b = http_body_json(r);
     const char *id = b ? json_string_value(json_object_get(b, "id")) : NULL;
     const char *mode = b ? json_string_value(json_object_get(b, "mode")) : NULL;
+    const json_t *num = b ? json_object_get(b, "mode") : NULL;
+    static const char *const codes[] = {"0", "1", "2"};
     if (b == NULL)
         return;
+    /* the page sends "0"/"1"/"2"; a number 0..2 means the same */
+    if (json_is_integer(num) && json_integer_value(num) >= 0 &&
+        json_integer_value(num) <= 2)
+        mode = codes[json_integer_value(num)];
     if (id == NULL || mode == NULL) {
         http_reply_error(r, ACCEL_EINVAL, "id and mode are required");
     } else {

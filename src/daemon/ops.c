@@ -531,10 +531,11 @@ static int install_type(struct accel_daemon *d, const struct manifest *m,
     modes = json_array();
     for (size_t i = 0; i < m->nreq; i++) {
         enum adm_plan_status ps = adm_plan(&d->snap, &m->req[i]);
+        /* app-service's ModePlanResult: status is the plan status
+         * (installable, insufficient-resources, no-matching-node) */
         json_t *e = json_pack("{s:s, s:s}", "computeType",
                               accel_type_name(m->req[i].type), "status",
-                              ps == ADM_PLAN_INSTALLABLE ? "installable"
-                                                         : "not-installable");
+                              adm_plan_status_name(ps));
         if (ps != ADM_PLAN_INSTALLABLE)
             json_object_set_new(e, "reason",
                                 json_string(adm_plan_status_name(ps)));
