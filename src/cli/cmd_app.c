@@ -265,7 +265,14 @@ struct done_line {
 static void print_done(const json_t *data, const void *arg)
 {
     const struct done_line *l = arg;
-    (void)data;
+    const char *st = json_string_value(json_object_get(data, "state"));
+
+    /* a stop answers before the processes are gone (SPEC 5.6) */
+    if (st && (strcmp(st, "stopping") == 0 || strcmp(st, "releasing") == 0)) {
+        printf("App %s is %s: its processes are being stopped; its GPU "
+               "resources are released once they are gone.\n", l->name, st);
+        return;
+    }
     printf("%s %s%s\n", l->before, l->name, l->after);
 }
 

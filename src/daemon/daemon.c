@@ -256,20 +256,27 @@ static enum accel_err load_identity(void *ctx,
 }
 
 /*
- * An app stored mid-transition (acceld died during it): one that still has
- * a leader is running again (the supervisor then sees it exit, or a new
- * stop can be asked); a release that was waiting goes on waiting for the
- * reconciler; a stop with no process left finishes as a release.
+ * An app stored mid-transition (acceld died during it): a stop that still
+ * has a leader carries on (the supervisor sends SIGTERM again, kills after
+ * the stop timeout, and releases or deletes the app once its cgroup is
+ * empty: the reason stored with `stopping` says which); one that was
+ * resuming with a leader is running again; a release that was waiting goes
+ * on waiting for the reconciler; a stop with no process left finishes as a
+ * release.
  */
 static void adopt_state(struct app *a)
 {
     bool mid = a->state == APP_STOPPING || a->state == APP_RESUMING;
-    if (mid && a->pid > 0) {
+    bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+    if (a->state == APP_STOPPING && a->pid > 0) {
+        runtime_stop_begin(a, APP_STOPPED, uninstall ? NULL : a->reason,
+                           uninstall);
+    } else if (mid && a->pid > 0) {
         a->state = APP_RUNNING;
     } else if (mid || a->state == APP_RELEASING) {
         a->state = APP_RELEASING;
         a->rel.to = APP_STOPPED;
-        a->rel.uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+        a->rel.uninstall = uninstall;
         a->rel.last_pid = a->pid;
         a->pid = 0;
     }
@@ -730,6 +737,7 @@ int daemon_main(int argc, char **argv)
     find_shim(d);
     if (open_state(d) != 0)
         return 1;
+    runtime_cgroups_init(d);
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
@@ -767,6 +775,7 @@ int daemon_main(int argc, char **argv)
     http_stop(d);
     reconcile_stop(d);
     sampler_stop(d);
+    runtime_cgroups_fini(d);
     store_close(d->store);
     return 0;
 }

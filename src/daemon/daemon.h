@@ -19,6 +19,8 @@
 #include "daemon/admission.h"
 #include "daemon/manifest.h"
 
+struct cgroup_sys;
+
 struct store;
 struct strmap;
 struct http_server;
@@ -85,6 +87,22 @@ struct app_release {
     int64_t kill_at_ms;          /* SIGKILL leftovers after this, 0 = unset */
 };
 
+ /* A stop under way (state `stopping`) that the supervisor drives (SPEC
+ * 5.6): SIGTERM to every process of the app's cgroup, cgroup.kill at
+ * kill_at_ms, and once the cgroup is empty and NVML lists none of its
+ * processes, the release (or the uninstall). */
+struct app_stop {
+    bool active;                 /* the supervisor drives this stop */
+    bool term_sent;              /* SIGTERM sent to the cgroup */
+    bool killed;                 /* cgroup.kill (or SIGKILL) sent */
+    bool uninstall;              /* delete the app once it is gone */
+    enum app_state to;           /* state once gone (stopped) */
+    char *reason;                /* reason then (owned), NULL = none */
+    int64_t kill_at_ms;          /* kill after this (stopTimeoutSeconds) */
+    int64_t give_up_ms;          /* survivors of the kill after this: the
+                                    app waits `releasing` for the cgroup */
+};
+
 struct app {
     char *name;                  /* app name */
     char *owner;                 /* owner user or "shared" */
@@ -103,6 +121,10 @@ struct app {
     uint64_t usage;              /* live memory use from ledgers, bytes */
     uint64_t *row_usage;         /* [nrows] live use per allocation row */
     struct app_release rel;      /* releasing: what waits for the GPU */
+    struct app_stop stop;        /* stopping: the stop under way */
+    bool leader_gone;            /* the leader exited; its cgroup still
+                                    holds processes, so the app runs on */
+    int leader_status;           /* its wait status then */
 };
 
 struct accel_config {
@@ -168,6 +190,8 @@ struct accel_daemon {
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */
     struct history *history;     /* metric history (own lock; history.h) */
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
+    struct cgroup_sys *cg;       /* the cgroups of apps (cgroup.h); set
+                                    before the threads start, then read-only */
     volatile int stopping;       /* set at shutdown */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */

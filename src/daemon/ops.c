@@ -424,7 +424,7 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
     commit_state(d, a, APP_STOPPING, NULL);
     name = xstrdup(a->name);
     pthread_mutex_unlock(&d->lock);
-    rc = runtime_stop(name, pid, start, timeout, &status);
+    rc = runtime_stop(d, name, pid, start, timeout, &status);
     /* the device is free only once NVML lists no process of the app */
     linger = reconcile_app_lingering(d, name, pid);
     if (rc != ACCEL_OK && linger == 0)
@@ -704,17 +704,33 @@ out:
     pthread_mutex_unlock(&d->lock);
 }
 
-/* Stop + release all rows; the common core of suspend, unbind and the
- * mode switch. Lock held; a may be gone afterwards (returns NULL). */
-static struct app *stop_and_release(struct accel_daemon *d, struct app *a,
-                                    const char *reason, enum accel_err *out_rc)
+/*
+ * Stop a (lock held) without waiting for its processes (SPEC 5.6): an app
+ * with a process becomes `stopping` (its reason stored with it, so that a
+ * restarted acceld carries the stop on) and the supervisor finishes the
+ * stop and the release; one without is released at once. res gets 202 with
+ * the app (state stopping) or 200 with the released app.
+ */
+static void stop_async(struct accel_daemon *d, struct app *a,
+                       const char *reason, struct op_result *res)
 {
-    a = ops_stop_processes(d, a);
-    *out_rc = ACCEL_OK;
-    if (a == NULL)
-        return NULL;
-    *out_rc = ops_commit_release(d, a, APP_STOPPED, reason);
-    return a;
+    enum accel_err rc;
+
+    if (a->pid <= 0) {
+        rc = ops_commit_release(d, a, APP_STOPPED, reason);
+        if (rc != ACCEL_OK)
+            ops_res_store_failed(res, rc);
+        else
+            ops_res_ok(res, 200, view_app(d, a));
+        return;
+    }
+    rc = commit_state(d, a, APP_STOPPING, reason);
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        return;
+    }
+    runtime_stop_begin(a, APP_STOPPED, reason, false);
+    ops_res_ok(res, 202, view_app(d, a));
 }
 
 static void stop_common(struct accel_daemon *d, const struct auth_user *u,
@@ -722,20 +738,11 @@ static void stop_common(struct accel_daemon *d, const struct auth_user *u,
                         struct op_result *res)
 {
     struct app *a;
-    enum accel_err rc;
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
-    if (a == NULL || ops_busy(a, res))
-        goto out;
-    a = stop_and_release(d, a, reason, &rc);
-    if (rc != ACCEL_OK)
-        ops_res_store_failed(res, rc);
-    else if (a == NULL)
-        ops_res_error(res, 404, "not-found", "app \"%s\" is gone", name);
-    else
-        ops_res_ok(res, 200, view_app(d, a));
-out:
+    if (a != NULL && !ops_busy(a, res))
+        stop_async(d, a, reason, res);
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -764,9 +771,15 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     a = ops_find_app(d, u, name, res);
     if (a == NULL || ops_busy(a, res))
         goto out;
-    a = ops_stop_processes(d, a);
-    if (a == NULL) {
-        ops_res_error(res, 404, "not-found", "app \"%s\" is gone", name);
+    if (a->pid > 0) { /* the supervisor stops it, then deletes it */
+        rc = commit_state(d, a, APP_STOPPING, "uninstalling");
+        if (rc != ACCEL_OK) {
+            ops_res_store_failed(res, rc);
+            goto out;
+        }
+        runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
+        ops_res_ok(res, 202, json_pack("{s:s, s:s}", "name", name, "state",
+                                       "stopping"));
         goto out;
     }
     if (a->rel.linger > 0) {
@@ -821,23 +834,46 @@ enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a)
     return ops_commit_release(d, a, a->rel.to, a->reason);
 }
 
-void ops_app_exited(struct accel_daemon *d, const char *name, int status)
+void ops_app_exited(struct accel_daemon *d, struct app *a, int status,
+                    const char *why, bool oom, uint32_t linger)
 {
-    struct app *a;
-    char why[96];
+    bool ok = status == 0 && !oom;
 
-    pthread_mutex_lock(&d->lock);
-    a = state_app_find(d, name);
-    if (a && a->pid > 0 && a->state != APP_STOPPING) {
-        bool ok = status == 0;
-        a->pid = 0;
-        a->pid_start = 0;
-        a->exit_status = status;
-        if (status < 0)
-            snprintf(why, sizeof why, "the process exited (status unknown)");
-        else
-            proc_exit_status(status, why, sizeof why);
-        ops_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED, ok ? NULL : why);
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (ops_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED,
+                           ok ? NULL : why) != ACCEL_OK)
+        log_error("app %s exited but its release could not be saved",
+                  a->name);
+}
+
+void ops_stop_finished(struct accel_daemon *d, struct app *a, int status,
+                       uint32_t linger)
+{
+    struct app_stop st = a->stop;
+    enum accel_err rc;
+
+    a->stop = (struct app_stop){0};
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (st.uninstall && linger > 0) {
+        a->rel.uninstall = true;
+        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+    } else if (st.uninstall) {
+        rc = commit_uninstall(d, a); /* frees a */
+    } else {
+        rc = ops_commit_release(d, a, st.to, st.reason);
     }
-    pthread_mutex_unlock(&d->lock);
+    if (rc != ACCEL_OK)
+        log_error("app %s: the end of its stop could not be saved "
+                  "(%s)", a->name, accel_strerror(rc));
+    free(st.reason);
 }

@@ -74,9 +74,26 @@ void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
 
-/* Stop an app's processes and release it, used by the supervisor when an
- * app exits by itself (exit status, or -1 when unknown). */
-void ops_app_exited(struct accel_daemon *d, const char *name, int status);
+/*
+ * The supervisor saw every process of running app a gone (its cgroup is
+ * empty): `stopped` when the leader exited 0 and nothing went wrong, else
+ * `failed` with why ("exited with status 3", "killed: out of memory
+ * (limitedMemory 64Mi)"; oom forces failed). Its rows are released, or it
+ * waits `releasing` while NVML still lists linger processes of it.
+ * d->lock held.
+ */
+void ops_app_exited(struct accel_daemon *d, struct app *a, int status,
+                    const char *why, bool oom, uint32_t linger);
+
+/*
+ * A stop handed to the supervisor (runtime_stop_begin) is over: every
+ * process is gone, or linger > 0 processes still hold the GPU (or survived
+ * the kill). Releases a to a->stop.to with a->stop.reason in one
+ * transaction, or deletes it for an uninstall, or leaves it `releasing`
+ * for the reconciler when linger > 0. d->lock held; a may be freed.
+ */
+void ops_stop_finished(struct accel_daemon *d, struct app *a, int status,
+                       uint32_t linger);
 
 /*
  * Processes of a still hold its GPU after a stop (SPEC 2.7, 8.3): keep its

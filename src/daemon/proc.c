@@ -47,6 +47,8 @@ struct launch {
     int devnull;                 /* stdin */
     int logfd;                   /* stdout + stderr */
     int errfd;                   /* write end of the CLOEXEC report pipe */
+    int gofd;                    /* read end of the go pipe, -1 = none */
+    int gowr;                    /* its write end (the child closes it) */
 };
 
 /* Fields of /proc/<pid>/stat we use. */
@@ -471,6 +473,18 @@ static void child_drop(const struct launch *l)
     }
 }
 
+/* In the child: wait for the parent's go byte; EOF means "do not run". */
+static int await_go(int fd)
+{
+    char c;
+    ssize_t n;
+
+    do {
+        n = read(fd, &c, 1);
+    } while (n < 0 && errno == EINTR);
+    return n == 1;
+}
+
 /* In the child: async-signal-safe calls only. */
 static void child_exec(const struct launch *l)
 {
@@ -483,6 +497,10 @@ static void child_exec(const struct launch *l)
         sigaction(sig, &sa, NULL); /* SIGKILL/SIGSTOP and RT gaps fail: fine */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    if (l->gowr >= 0)
+        close(l->gowr); /* or the parent's close would not be an EOF */
+    if (l->gofd >= 0 && !await_go(l->gofd))
+        _exit(127); /* the parent could not place us: never run */
     setsid();
     if (dup2(l->devnull, 0) < 0 || dup2(l->logfd, 1) < 0 ||
         dup2(l->logfd, 2) < 0)
@@ -581,6 +599,48 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* The go pipe: the child reads l->gofd, the parent writes *wr. */
+static enum accel_err open_go(const struct proc_spec *spec, struct launch *l,
+                              int *wr, char **cause)
+{
+    int p[2];
+
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        set_cause(cause, xasprintf("cannot start '%s': %s",
+                                   spec->name ? spec->name : spec->argv[0],
+                                   strerror(errno)));
+        return ACCEL_ESYS;
+    }
+    l->gofd = high_fd(p[0]);
+    *wr = p[1];
+    l->gowr = p[1];
+    return ACCEL_OK;
+}
+
+/* Place the waiting child, then let it run (true), or make it exit
+ * unexecuted and reap it (false, *cause set). */
+static bool release_child(const struct proc_spec *spec, pid_t pid, int *wr,
+                          char **cause)
+{
+    char *why = NULL;
+    ssize_t w;
+
+    if (spec->place(pid, spec->place_arg, &why) != 0) {
+        close_fd(wr); /* EOF: the child exits before running anything */
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        set_cause(cause, why ? why : xasprintf("cannot place '%s'",
+                                                spec->argv[0]));
+        return false;
+    }
+    free(why);
+    do {
+        w = write(*wr, "g", 1);
+    } while (w < 0 && errno == EINTR);
+    close_fd(wr);
+    return true;
+}
+
 /* After the fork: wait for exec or the child's report. */
 static enum accel_err await_exec(const struct proc_spec *spec, pid_t pid,
                                  int rfd, struct proc_handle *out,
@@ -608,9 +668,9 @@ enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
                           char **cause)
 {
     struct launch l = { spec->argv, NULL, spec->workdir, spec->cred,
-                        -1, -1, -1 };
+                        -1, -1, -1, -1, -1 };
     enum accel_err result;
-    int rfd = -1;
+    int rfd = -1, gowr = -1;
     pid_t pid;
 
     if (spec->argv == NULL || spec->argv[0] == NULL || !*spec->argv[0]) {
@@ -618,6 +678,8 @@ enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
         return ACCEL_EINVAL;
     }
     result = open_fds(spec, &l, &rfd, cause);
+    if (result == ACCEL_OK && spec->place != NULL)
+        result = open_go(spec, &l, &gowr, cause);
     if (result != ACCEL_OK)
         goto out;
     l.envp = merge_env(spec->env, spec->inherit);
@@ -631,8 +693,15 @@ enum accel_err proc_start(const struct proc_spec *spec, struct proc_handle *out,
     if (pid == 0)
         child_exec(&l);
     close_fd(&l.errfd); /* else read_report would never see EOF */
+    close_fd(&l.gofd);
+    if (spec->place != NULL && !release_child(spec, pid, &gowr, cause)) {
+        result = ACCEL_ESYS;
+        goto out;
+    }
     result = await_exec(spec, pid, rfd, out, cause);
 out:
+    close_fd(&gowr);
+    close_fd(&l.gofd);
     close_fd(&l.devnull);
     close_fd(&l.logfd);
     close_fd(&l.errfd);
@@ -732,6 +801,22 @@ static char *survivor_cause(const struct proc_handle *h, const char *key,
     free(l.v);
     return xasprintf("%zu process%s of group %d survived SIGKILL: %s", l.n,
                      l.n == 1 ? "" : "es", (int)h->pid, list);
+}
+
+void proc_signal_app(const struct proc_handle *h, const char *env_key,
+                     const char *env_value, int sig)
+{
+    signal_all(h, env_key, env_value, sig);
+}
+
+int proc_app_alive(const struct proc_handle *h, const char *env_key,
+                   const char *env_value)
+{
+    struct pid_list l;
+
+    survivors(h, env_key, env_value, &l);
+    free(l.v);
+    return l.n > 0;
 }
 
 enum accel_err proc_stop(const struct proc_handle *h, const char *env_key,

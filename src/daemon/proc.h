@@ -53,6 +53,12 @@ struct proc_spec {
                                 environment the child keeps (non-zero =
                                 keep); NULL = all */
     const struct proc_cred *cred; /* NULL = stay the daemon's user */
+    /* Called in the parent after fork() while the child waits on a pipe,
+     * before it runs any of its own code (so before exec): e.g. move it
+     * into its cgroup, so that nothing it forks can escape. Non-zero fails
+     * the start (the child exits unexecuted) with *cause set. May be NULL. */
+    int (*place)(pid_t pid, void *arg, char **cause);
+    void *place_arg;         /* given to place */
 };
 
 /* A started (or adopted) app: persist both fields to find it again. */
@@ -63,6 +69,7 @@ struct proc_handle {
 
 /*
  * Start spec->argv in a new session (pid = pgid = sid), stdin from /dev/null,
+ * after spec->place (if any) accepted the child,
  * stdout and stderr appended to spec->log_path (rotated first when over the
  * cap; opened by this process, so the child needs no access to the file),
  * every other descriptor closed, signals reset to default, and
@@ -133,6 +140,17 @@ enum accel_err proc_find_by_env(const char *key, const char *value,
 enum accel_err proc_stop(const struct proc_handle *h, const char *env_key,
                          const char *env_value, unsigned term_ms,
                          unsigned kill_ms, int *out_status, char **cause);
+
+/*
+ * The steps of proc_stop without its waits, for a caller that polls (the
+ * daemon's supervisor when the machine has no cgroups): send sig to the
+ * group, the leader and the processes tagged env_key=env_value; and 1 while
+ * any of them is alive, else 0.
+ */
+void proc_signal_app(const struct proc_handle *h, const char *env_key,
+                     const char *env_value, int sig);
+int proc_app_alive(const struct proc_handle *h, const char *env_key,
+                   const char *env_value);
 
 /*
  * Rotate a log a process is writing to: when it is over max_bytes (0 =

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/cgroup.h"
 #include "daemon/log.h"
 #include "daemon/nvml.h"
 #include "daemon/ops.h"
@@ -108,7 +109,9 @@ static ssize_t read_small(const char *path, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-/* Process group of pid, or -1 when there is no such process. */
+/* Process group of pid, or -1 when there is no such process or it is a
+ * zombie (it has exited: it holds nothing; its cgroup line still shows
+ * the app's cgroup until it is reaped). */
 static pid_t read_pgrp(pid_t pid)
 {
     char path[64], buf[STAT_MAX], st;
@@ -118,7 +121,8 @@ static pid_t read_pgrp(pid_t pid)
     if (read_small(path, buf, sizeof buf) <= 0)
         return -1;
     p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1, " %c %d %d", &st, &ppid, &pgrp) != 3)
+    if (p == NULL || sscanf(p + 1, " %c %d %d", &st, &ppid, &pgrp) != 3 ||
+        st == 'Z' || st == 'X')
         return -1;
     return (pid_t)pgrp;
 }
@@ -146,18 +150,23 @@ static bool env_app(pid_t pid, char *out, size_t len)
 }
 
 /*
- * The app pid belongs to (allocated name) or NULL: a live process whose
- * group is an app's leader or whose environment says ACCEL_APP=<app>; a
- * pid /proc no longer has that was an app's leader (the driver still
- * lists its context). *alive tells whether /proc has the pid.
+ * The app pid belongs to (allocated name) or NULL: a live process in an
+ * app's cgroup, or whose group is an app's leader, or whose environment
+ * says ACCEL_APP=<app>; a pid /proc no longer has that was an app's leader
+ * (the driver still lists its context). *alive tells whether /proc has it.
  */
-static char *map_pid(const struct app_ref *refs, size_t n, pid_t pid,
-                     bool *alive)
+static char *map_pid(const struct cgroup_sys *cg, const struct app_ref *refs,
+                     size_t n, pid_t pid, bool *alive)
 {
     char val[ACCEL_NAME_MAX + 1];
     pid_t pg = read_pgrp(pid);
 
     *alive = pg >= 0;
+    if (*alive && cgroup_pid_app(cg, pid, val, sizeof val)) {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(val, refs[i].name) == 0)
+                return xstrdup(refs[i].name);
+    }
     for (size_t i = 0; pg > 0 && i < n; i++)
         if ((refs[i].pid > 0 && pg == refs[i].pid) ||
             (refs[i].last_pid > 0 && pg == refs[i].last_pid))
@@ -202,8 +211,9 @@ static bool ensure_nvml(struct reconcile *r, struct pass *p)
     return true;
 }
 
-static void query_procs(struct nvml *nv, struct seen_gpu *s,
-                        const struct app_ref *refs, size_t nrefs)
+static void query_procs(const struct cgroup_sys *cg, struct nvml *nv,
+                        struct seen_gpu *s, const struct app_ref *refs,
+                        size_t nrefs)
 {
     struct nvml_proc *v = NULL;
     size_t n = 0;
@@ -217,7 +227,7 @@ static void query_procs(struct nvml *nv, struct seen_gpu *s,
         struct seen_proc *q = &s->procs[s->nprocs++];
         q->pid = v[i].pid;
         q->used = v[i].used_memory;
-        q->app = map_pid(refs, nrefs, v[i].pid, &q->alive);
+        q->app = map_pid(cg, refs, nrefs, v[i].pid, &q->alive);
     }
     free(v);
 }
@@ -248,7 +258,7 @@ static void query_nvml(struct reconcile *r, struct pass *p,
     for (size_t i = 0; i < n; i++) {
         p->gpus[i].g = g[i];
         if (g[i].uuid[0])
-            query_procs(nv, &p->gpus[i], refs, nrefs);
+            query_procs(r->d->cg, nv, &p->gpus[i], refs, nrefs);
     }
     free(g);
     p->status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
@@ -534,10 +544,13 @@ static void apply_processes(struct accel_daemon *d, struct pass *p)
     }
 }
 
-/* Does this pass show that no process of a holds a device? */
+/* Does this pass show that no process of a holds a device, and is a's
+ * cgroup empty (a kill it survived may still be under way)? */
 static bool app_gone(struct accel_daemon *d, struct pass *p,
                      const struct app *a)
 {
+    if (cgroup_app_populated(d->cg, a->name) == 1)
+        return false;
     if (!p->loaded)
         return true; /* no NVML: nothing to wait for */
     if (!p->scan_ok)
@@ -564,6 +577,7 @@ static void finish_releases(struct accel_daemon *d, struct pass *p)
             names[n++] = xstrdup(d->apps[i]->name);
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);
+        cgroup_app_remove(d->cg, names[i]);
         if (a && ops_finish_release(d, a) != ACCEL_OK)
             log_error("app %s: the release could not be saved", names[i]);
         free(names[i]);
@@ -707,8 +721,8 @@ static char **app_uuids(struct accel_daemon *d, const char *name, size_t *n)
     return v;
 }
 
-static uint32_t count_on(struct nvml *nv, const char *uuid,
-                         const struct app_ref *ref)
+static uint32_t count_on(const struct cgroup_sys *cg, struct nvml *nv,
+                         const char *uuid, const struct app_ref *ref)
 {
     struct nvml_proc *v = NULL;
     size_t n = 0;
@@ -723,7 +737,7 @@ static uint32_t count_on(struct nvml *nv, const char *uuid,
     }
     for (size_t i = 0; rc == ACCEL_OK && i < n; i++) {
         bool alive;
-        char *app = map_pid(ref, 1, v[i].pid, &alive);
+        char *app = map_pid(cg, ref, 1, v[i].pid, &alive);
         count += app != NULL;
         free(app);
     }
@@ -745,7 +759,7 @@ uint32_t reconcile_app_lingering(struct accel_daemon *d, const char *name,
         return 0;
     uuids = app_uuids(d, name, &n);
     for (size_t i = 0; i < n; i++) {
-        count += count_on(nv, uuids[i], &ref);
+        count += count_on(d->cg, nv, uuids[i], &ref);
         free(uuids[i]);
     }
     free(uuids);

@@ -9,22 +9,29 @@
 #include "daemon/runtime.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/quantity.h"
 #include "common/util.h"
 #include "daemon/broker.h"
+#include "daemon/cgroup.h"
 #include "daemon/identity.h"
 #include "daemon/ledger.h"
 #include "daemon/log.h"
 #include "daemon/ops.h"
 #include "daemon/proc.h"
+#include "daemon/reconcile.h"
 #include "daemon/state.h"
 
-#define SUPERVISE_MS 200
+#define SUPERVISE_MS 100     /* a supervisor round */
+#define SUPERVISE_MAX 1024   /* apps with a process looked at per round */
+#define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
+#define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
 #define MAX_ENV 512
 
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
@@ -267,6 +274,31 @@ static void free_env(char **env)
     free(env);
 }
 
+/* What proc_start's place hook needs. */
+struct placement {
+    const struct cgroup_sys *cg;  /* the machine's cgroups */
+    const char *app;              /* the app's name */
+};
+
+/* proc_spec.place: the child waits while it is moved into its cgroup. */
+static int place_child(pid_t pid, void *arg, char **cause)
+{
+    const struct placement *p = arg;
+    return cgroup_app_attach(p->cg, p->app, pid, cause);
+}
+
+/* The limits of a's selected type (SPEC 8.2). */
+static struct cgroup_limits app_limits(const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    struct cgroup_limits lim = {0, 0, 0};
+    if (r) {
+        lim.memory = r->lim_mem;
+        lim.cpu_millis = r->lim_cpu;
+    }
+    return lim;
+}
+
 enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                              char **cause)
 {
@@ -277,29 +309,35 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     struct proc_handle h;
     struct identity_run who;
     struct proc_cred cred;
+    struct placement pl = {d->cg, a->name};
+    struct cgroup_limits lim = app_limits(a);
     struct proc_spec spec = {
         .name = a->name,
         .argv = a->m.run.argv,
         .inherit = inherit_var,
         .log_path = logpath,
     };
+    bool have_who = false;
     enum accel_err rc;
 
     if (mkdir(logdir, 0700) != 0 && errno != EEXIST)
         log_warn("cannot create %s: %s", logdir, strerror(errno));
     rc = identity_for_app(d, a, &who, cause);
-    if (rc != ACCEL_OK) {
-        free(logpath);
-        free(logdir);
-        return rc;
+    if (rc != ACCEL_OK)
+        goto out;
+    have_who = true;
+    rc = cgroup_app_prepare(d->cg, a->name, &lim, cause);
+    if (rc != ACCEL_OK)
+        goto out;
+    if (d->cg->containment.tier != CGROUP_NONE) {
+        spec.place = place_child; /* before the uid drop and the exec */
+        spec.place_arg = &pl;
     }
     if (d->shim_path && needs_shim(d, a)) {
         cfg = write_shim_config(d, a, &who, cause);
         if (cfg == NULL) {
-            identity_run_release(&who);
-            free(logpath);
-            free(logdir);
-            return ACCEL_ESYS;
+            rc = ACCEL_ESYS;
+            goto out;
         }
     }
     cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
@@ -311,57 +349,274 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     if (rc == ACCEL_OK) {
         a->pid = h.pid;
         a->pid_start = h.start_time;
+        a->leader_gone = false;
+        a->leader_status = -1;
         state_event(d, "app.start", a->name, NULL, NULL,
                     json_pack("{s:i}", "pid", (int)h.pid),
                     "app %s started (pid %d)", a->name, (int)h.pid);
     }
     free_env(env);
-    identity_run_release(&who);
+out:
+    if (have_who)
+        identity_run_release(&who);
+    if (rc != ACCEL_OK)
+        cgroup_app_remove(d->cg, a->name);
     free(cfg);
     free(logpath);
     free(logdir);
     return rc;
 }
 
-enum accel_err runtime_stop(const char *name, pid_t pid, uint64_t start,
-                            int timeout_s, int *out_status)
+/* ---- stopping ---- */
+
+/* Reap the leader if it is our child (status kept in *status). */
+static bool reap(pid_t pid, int *status)
+{
+    return pid > 1 && proc_reap(pid, status) == ACCEL_OK;
+}
+
+/* Poll the app's cgroup until it is empty or ms pass; true when empty. */
+static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
+                       unsigned ms, int *status)
+{
+    uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
+    for (;;) {
+        reap(pid, status);
+        if (cgroup_app_populated(d->cg, name) != 1) {
+            reap(pid, status);
+            return true;
+        }
+        if (util_now_ns() >= deadline)
+            return false;
+        usleep(STOP_POLL_MS * 1000);
+    }
+}
+
+enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
+                            pid_t pid, uint64_t start, int timeout_s,
+                            int *out_status)
 {
     struct proc_handle h = {.pid = pid, .start_time = start};
     char *cause = NULL;
-    enum accel_err rc = proc_stop(&h, "ACCEL_APP", name,
-                                  (unsigned)timeout_s * 1000u, 5000u,
-                                  out_status, &cause);
+    enum accel_err rc = ACCEL_OK;
+
+    if (cgroup_app_populated(d->cg, name) < 0) { /* no cgroup: groups */
+        rc = proc_stop(&h, "ACCEL_APP", name, (unsigned)timeout_s * 1000u,
+                       KILL_GRACE_MS, out_status, &cause);
+    } else {
+        cgroup_app_signal(d->cg, name, SIGTERM);
+        if (!wait_empty(d, name, pid, (unsigned)timeout_s * 1000u,
+                        out_status)) {
+            cgroup_app_kill(d->cg, name);
+            if (!wait_empty(d, name, pid, KILL_GRACE_MS, out_status)) {
+                rc = ACCEL_EBUSY;
+                cause = xasprintf("processes of its cgroup survived the "
+                                  "kill");
+            }
+        }
+        if (rc == ACCEL_OK)
+            cgroup_app_remove(d->cg, name);
+    }
     if (rc != ACCEL_OK)
         log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
     free(cause);
     return rc;
 }
 
-struct exited {
-    char *name;
-    int status;
+void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
+                        bool uninstall)
+{
+    free(a->stop.reason);
+    a->stop = (struct app_stop){
+        .active = true,
+        .uninstall = uninstall,
+        .to = to,
+        .reason = reason ? xstrdup(reason) : NULL,
+        .kill_at_ms = util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000,
+    };
+}
+
+bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
+{
+    return cgroup_pid_in_app(d->cg, pid, app);
+}
+
+/* ---- the supervisor ---- */
+
+/* One app the supervisor looks at this round, copied under the lock. */
+struct watch {
+    char *name;            /* app name (owned) */
+    pid_t pid;             /* its leader */
+    uint64_t start;        /* the leader's start time */
+    bool stopping;         /* a stop driven by us (else: watch for exit) */
+    bool term_sent, killed; /* the stop's progress */
+    int64_t kill_at_ms, give_up_ms;
+    /* found outside the lock */
+    bool reaped;           /* the leader was reaped now */
+    int status;            /* its wait status */
+    bool term_now, kill_now; /* signals sent now */
+    bool gone;             /* no process of the app is left */
+    bool gave_up;          /* processes survived the kill */
+    uint32_t linger;       /* NVML still lists processes of the app */
+    uint64_t oom;          /* OOM kills in its memory cgroup */
 };
 
-/* Apps whose leader is gone (lock held). */
-static size_t find_exited(struct accel_daemon *d, struct exited *out,
-                          size_t max)
+static size_t gather_watches(struct accel_daemon *d, struct watch *w,
+                             size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
-        int status = -1;
-        if (a->pid <= 0 || a->state == APP_STOPPING)
-            continue;
-        if (proc_reap((pid_t)a->pid, &status) == ACCEL_OK) {
-            out[n].name = xstrdup(a->name);
-            out[n++].status = status;
-        } else if (!proc_alive((pid_t)a->pid, a->pid_start) &&
-                   !proc_group_alive((pid_t)a->pid)) {
-            out[n].name = xstrdup(a->name);
-            out[n++].status = -1;
-        }
+        if (a->pid <= 0 || (a->state == APP_STOPPING && !a->stop.active))
+            continue; /* no process, or a blocking stop owns it */
+        w[n] = (struct watch){.name = xstrdup(a->name),
+                              .pid = (pid_t)a->pid,
+                              .start = a->pid_start,
+                              .stopping = a->state == APP_STOPPING,
+                              .term_sent = a->stop.term_sent,
+                              .killed = a->stop.killed,
+                              .kill_at_ms = a->stop.kill_at_ms,
+                              .give_up_ms = a->stop.give_up_ms,
+                              .status = -1};
+        n++;
     }
     return n;
+}
+
+/* Signal every process of the app: its cgroup, else its group and tag. */
+static void signal_app(struct accel_daemon *d, const struct watch *w,
+                       int sig)
+{
+    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
+    if (cgroup_app_populated(d->cg, w->name) < 0)
+        proc_signal_app(&h, "ACCEL_APP", w->name, sig);
+    else if (sig == SIGKILL)
+        cgroup_app_kill(d->cg, w->name);
+    else
+        cgroup_app_signal(d->cg, w->name, sig);
+}
+
+/* Is every process of the app gone? */
+static bool app_gone(struct accel_daemon *d, struct watch *w)
+{
+    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
+    int pop = cgroup_app_populated(d->cg, w->name);
+
+    if (pop >= 0)
+        return pop == 0;
+    if (w->stopping)
+        return !proc_app_alive(&h, "ACCEL_APP", w->name);
+    return w->reaped || (!proc_alive(w->pid, w->start) &&
+                         !proc_group_alive(w->pid));
+}
+
+/* The stop's next step: SIGTERM first, the kill when it is due. */
+static void stop_step(struct accel_daemon *d, struct watch *w)
+{
+    int64_t now = util_wall_ms();
+    if (!w->term_sent) {
+        signal_app(d, w, SIGTERM);
+        w->term_now = true;
+    } else if (!w->killed && now >= w->kill_at_ms) {
+        signal_app(d, w, SIGKILL);
+        w->kill_now = true;
+    } else if (w->killed && now >= w->give_up_ms) {
+        w->gave_up = true;
+    }
+}
+
+/* Everything about one app that needs /proc, cgroups or NVML: no lock. */
+static void probe(struct accel_daemon *d, struct watch *w)
+{
+    w->reaped = reap(w->pid, &w->status);
+    w->gone = app_gone(d, w);
+    if (w->gone && !w->reaped)
+        w->reaped = reap(w->pid, &w->status);
+    if (!w->gone && w->stopping)
+        stop_step(d, w);
+    if (!w->gone && !w->gave_up)
+        return;
+    w->linger = reconcile_app_lingering(d, w->name, w->pid);
+    if (w->gave_up && w->linger == 0)
+        w->linger = 1; /* survivors: the reconciler waits for the cgroup */
+    w->oom = cgroup_app_oom_kills(d->cg, w->name);
+}
+
+/* "killed: out of memory (limitedMemory 64Mi)" into buf. */
+static void oom_reason(const struct app *a, char *buf, size_t len)
+{
+    char q[32];
+    quantity_format_bytes(app_limits(a).memory, q, sizeof q);
+    snprintf(buf, len, "killed: out of memory (limitedMemory %s)", q);
+}
+
+/* The app's exit (or the end of its stop) as the reason it ends with. */
+static const char *exit_reason(const struct app *a, const struct watch *w,
+                               int status, char *buf, size_t len)
+{
+    if (w->oom > 0)
+        oom_reason(a, buf, len);
+    else if (status < 0)
+        snprintf(buf, len, "the process exited (status unknown)");
+    else
+        proc_exit_status(status, buf, len);
+    return buf;
+}
+
+/* Apply one round's findings to the app (lock held). */
+static void apply_watch(struct accel_daemon *d, const struct watch *w)
+{
+    struct app *a = state_app_find(d, w->name);
+    char why[128];
+    int status;
+
+    if (a == NULL || a->pid != w->pid)
+        return;
+    if (w->reaped) {
+        a->leader_gone = true;
+        a->leader_status = w->status;
+    }
+    if (w->term_now)
+        a->stop.term_sent = true;
+    if (w->kill_now) {
+        a->stop.killed = true;
+        a->stop.give_up_ms = util_wall_ms() + KILL_GRACE_MS;
+        state_event(d, "app.kill", a->name, NULL, NULL, NULL,
+                    "app %s did not stop within %d s of SIGTERM: killing "
+                    "every process of its cgroup", a->name,
+                    a->m.run.stop_timeout_s);
+    }
+    if (!w->gone && !w->gave_up)
+        return;
+    status = a->leader_gone ? a->leader_status : -1;
+    if (w->gone)
+        cgroup_app_remove(d->cg, a->name);
+    if (a->state == APP_STOPPING && a->stop.active)
+        ops_stop_finished(d, a, status, w->linger);
+    else if (a->state != APP_STOPPING)
+        ops_app_exited(d, a, status, exit_reason(a, w, status, why,
+                                                  sizeof why),
+                       w->oom > 0, w->linger);
+}
+
+/* One supervisor round over every app with a process. */
+static void supervise_round(struct accel_daemon *d)
+{
+    struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_watches(d, w, SUPERVISE_MAX);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        probe(d, &w[i]);
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        apply_watch(d, &w[i]);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        free(w[i].name);
+    free(w);
 }
 
 /* One ledger to read: which app row it belongs to. */
@@ -433,21 +688,13 @@ static void refresh_usage(struct accel_daemon *d)
 static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
-    struct exited ex[64];
     unsigned tick = 0;
 
     while (!d->stopping) {
-        size_t n;
         usleep(SUPERVISE_MS * 1000);
-        if (++tick % 5 == 0)
+        if (++tick % 10 == 0)
             refresh_usage(d);
-        pthread_mutex_lock(&d->lock);
-        n = find_exited(d, ex, 64);
-        pthread_mutex_unlock(&d->lock);
-        for (size_t i = 0; i < n; i++) {
-            ops_app_exited(d, ex[i].name, ex[i].status);
-            free(ex[i].name);
-        }
+        supervise_round(d);
     }
     return NULL;
 }
@@ -467,4 +714,102 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->stopping = 1;
     pthread_join(d->supervisor, NULL);
     d->supervisor_running = false;
+}
+
+/* ---- cgroups of the instance ---- */
+
+void runtime_cgroups_init(struct accel_daemon *d)
+{
+    struct cgroup_sys *cg = xcalloc(1, sizeof(*cg));
+    cgroup_detect(cg, d->cfg.data_dir);
+    d->cg = cg;
+    log_info("app cgroups: containment %s, memory %s, cpu %s, pids %s "
+             "(instance %s%s%s)", cgroup_tier_name(cg->containment.tier),
+             cgroup_tier_name(cg->memory.tier), cgroup_tier_name(cg->cpu.tier),
+             cgroup_tier_name(cg->pids.tier), cg->instance,
+             cg->containment.tier == CGROUP_NONE ? "; " : "",
+             cg->containment.reason);
+}
+
+void runtime_cgroups_fini(struct accel_daemon *d)
+{
+    if (d->cg == NULL)
+        return;
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++)
+        cgroup_app_remove(d->cg, d->apps[i]->name); /* empty ones only */
+    pthread_mutex_unlock(&d->lock);
+    cgroup_instance_remove(d->cg);
+    cgroup_release(d->cg);
+    free(d->cg);
+    d->cg = NULL;
+}
+
+/* {tier, reason?} of one capability into o under key. */
+static void put_cap(json_t *o, json_t *reasons, const char *key,
+                    const struct cgroup_cap *c)
+{
+    json_object_set_new(o, key, json_string(cgroup_tier_name(c->tier)));
+    if (c->tier == CGROUP_NONE)
+        json_object_set_new(reasons, key, json_string(c->reason));
+}
+
+/* A limit of an app: enforced by the tier only when the manifest sets it. */
+static void put_limit(json_t *o, json_t *reasons, const char *key,
+                      const struct cgroup_cap *c, uint64_t limit,
+                      const char *field)
+{
+    if (limit > 0 || c->tier == CGROUP_NONE) {
+        put_cap(o, reasons, key, c);
+        return;
+    }
+    json_object_set_new(o, key, json_string("none"));
+    json_object_set_new(reasons, key,
+                        json_sprintf("the manifest sets no %s", field));
+}
+
+static json_t *cgroup_path(struct accel_daemon *d, const char *app)
+{
+    const struct cgroup_sys *cg = d->cg;
+    const char *rel = cg->v2_rel ? cg->v2_rel
+                      : cg->v1_rel[CGV1_FREEZER] ? cg->v1_rel[CGV1_FREEZER]
+                                                 : cg->v1_rel[CGV1_PIDS];
+    if (rel == NULL)
+        return json_null();
+    return app ? json_sprintf("%s/%s", rel, app) : json_string(rel);
+}
+
+json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
+{
+    json_t *o = json_object(), *reasons = json_object();
+    const struct cgroup_sys *cg = d->cg;
+    struct cgroup_limits lim;
+    static const struct cgroup_cap outside = {
+        CGROUP_NONE, "acceld starts no process for this app (no run, or "
+                     "bound to another node)"};
+
+    if (a != NULL && !runtime_runs_here(d, a)) {
+        put_cap(o, reasons, "containment", &outside);
+        put_cap(o, reasons, "memory", &outside);
+        put_cap(o, reasons, "cpu", &outside);
+        put_cap(o, reasons, "pids", &outside);
+    } else if (a != NULL) {
+        lim = app_limits(a);
+        put_cap(o, reasons, "containment", &cg->containment);
+        put_limit(o, reasons, "memory", &cg->memory, lim.memory,
+                  "limitedMemory");
+        put_limit(o, reasons, "cpu", &cg->cpu, lim.cpu_millis, "limitedCpu");
+        put_cap(o, reasons, "pids", &cg->pids);
+        json_object_set_new(o, "cgroup", cgroup_path(d, a->name));
+    } else {
+        put_cap(o, reasons, "containment", &cg->containment);
+        put_cap(o, reasons, "memory", &cg->memory);
+        put_cap(o, reasons, "cpu", &cg->cpu);
+        put_cap(o, reasons, "pids", &cg->pids);
+        json_object_set_new(o, "cgroup", cgroup_path(d, NULL));
+        json_object_set_new(o, "pidsMax",
+                            json_integer(CGROUP_PIDS_MAX_DEFAULT));
+    }
+    json_object_set_new(o, "reasons", reasons);
+    return o;
 }

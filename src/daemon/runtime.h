@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * runtime.h: the node runtime seen from the operations: start an app's
- * process with its devices' environment, stop its process group, and the
- * supervisor thread that notices apps exiting by themselves (SPEC 8.2).
+ * process in a cgroup of its own with its devices' environment and its
+ * limits, stop it (blocking, or handed to the supervisor), and the
+ * supervisor thread that drives stops and notices apps exiting by
+ * themselves: an app is running until its cgroup is empty (SPEC 8.2, 5.6).
+ * See docs/internals/runtime.md for the states a stop goes through.
  */
 #ifndef ACCEL_DAEMON_RUNTIME_H
 #define ACCEL_DAEMON_RUNTIME_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,12 +28,53 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                              char **cause);
 
 /*
- * Stop the process group pid (identity start) of app name: SIGTERM, then
- * SIGKILL after timeout_s, then wait until every process is gone. Blocks:
- * call WITHOUT d->lock. *out_status gets the leader's status when known.
+ * Stop app name (leader pid, identity start) and wait: SIGTERM to every
+ * process of its cgroup, cgroup.kill after timeout_s, then up to 5 s more
+ * until the cgroup is empty (without cgroups: its process group and the
+ * processes tagged ACCEL_APP=name). The empty cgroup is removed. Blocks for
+ * up to timeout_s + 5 s: call WITHOUT d->lock, and only where an operation
+ * must know the outcome before it answers (the mode switch, a forced or
+ * legacy rebind). *out_status gets the leader's status when known.
+ * ACCEL_OK, or ACCEL_EBUSY when processes survived the kill.
  */
-enum accel_err runtime_stop(const char *name, pid_t pid, uint64_t start,
-                            int timeout_s, int *out_status);
+enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
+                            pid_t pid, uint64_t start, int timeout_s,
+                            int *out_status);
+
+/*
+ * Hand a's stop to the supervisor (lock held; the caller has committed the
+ * state `stopping`). The supervisor sends SIGTERM to every process of the
+ * app's cgroup within a round (100 ms), cgroup.kill after the manifest's
+ * stopTimeoutSeconds, and once the cgroup is empty and NVML lists none of
+ * the app's processes calls ops_stop_finished (state `to` with reason, or
+ * the uninstall). Processes that survive the kill by 5 s leave the app
+ * `releasing` until the reconciler sees the cgroup empty (SPEC 5.6, 2.7).
+ */
+void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
+                        bool uninstall);
+
+/*
+ * Is process pid one of app's (is it in the app's cgroup, read from
+ * /proc/<pid>/cgroup)? false when it is not, when there is no such process
+ * and when the machine has no cgroup containment. Any thread, no lock.
+ * The time-slice broker's peer check (SPEC 8.2).
+ */
+bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app);
+
+/*
+ * Which tier enforces what (SPEC 8.2): {containment, memory, cpu, pids:
+ * "cgroup-v2"|"cgroup-v1"|"none", reasons: {<key>: why none}, cgroup:
+ * path}. For a NULL app, what this node offers (plus pidsMax); for an app,
+ * what applies to it (a limit its manifest does not set is "none").
+ * Lock held. New reference.
+ */
+json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a);
+
+/* Detect the machine's cgroups and make accel.slice/<instance> (at start,
+ * before the threads); at shutdown remove the empty app cgroups and the
+ * instance's directories (running apps keep theirs). */
+void runtime_cgroups_init(struct accel_daemon *d);
+void runtime_cgroups_fini(struct accel_daemon *d);
 
 /* Remove the quota ledgers and shim config of a's current rows (lock
  * held). Called whenever rows are dropped. */

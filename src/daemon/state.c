@@ -71,6 +71,7 @@ void state_app_free(struct app *a)
     manifest_release(&a->m);
     free(a->rows);
     free(a->row_usage);
+    free(a->stop.reason);
     free(a);
 }
 

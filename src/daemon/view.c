@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "daemon/nvml.h"
 #include "daemon/broker_ops.h"
+#include "daemon/runtime.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -215,11 +216,15 @@ static json_t *node_json_shell(struct accel_daemon *d, int node)
         seen[x->type] = true;
         healthy = healthy || (x->healthy && x->present);
     }
-    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o}", "nodeName",
-                     n->name, "gpuTypes", types, "health",
+    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o}",
+                     "nodeName", n->name, "gpuTypes", types, "health",
                      healthy ? "yes" : "no", "enabled", n->enabled, "local",
                      d->ninfo[node].local, "memory", res_json(&n->mem), "cpu",
-                     res_json(&n->cpu), "disk", res_json(&n->disk));
+                     res_json(&n->cpu), "disk", res_json(&n->disk),
+                     "enforcement",
+                     d->ninfo[node].local && d->cg
+                         ? runtime_enforcement(d, NULL)
+                         : json_null());
 }
 
 static json_t *node_json(struct accel_daemon *d, int node, json_t **idx)
@@ -460,6 +465,8 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
         json_object_set_new(o, "pid", json_integer(a->pid));
     if (a->exit_status >= 0)
         json_object_set_new(o, "exitStatus", json_integer(a->exit_status));
+    if (d->cg)
+        json_object_set_new(o, "enforcement", runtime_enforcement(d, a));
     return o;
 }
 

@@ -13,6 +13,7 @@ ACCEL_SOURCE_DIR (default: two levels above this file) locates examples/.
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -66,6 +67,87 @@ def require_binaries(*paths):
             raise unittest.SkipTest("%s is not built" % p)
 
 
+def cgroup_instance(data_dir):
+    """The <instance> of acceld's cgroups for a data directory: 12 hex
+    digits of the FNV-1a 64 hash of its realpath (docs/internals/runtime.md).
+    """
+    h = 1469598103934665603
+    for c in os.path.realpath(data_dir).encode():
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "%012x" % (h & 0xFFFFFFFFFFFF)
+
+
+def _cgroup_mounts():
+    """(mount point, fs type, controllers) of each mounted cgroup fs."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.readlines()
+    except OSError:
+        return out
+    for line in lines:
+        pre, _, post = line.partition(" - ")
+        fields, rest = pre.split(), post.split()
+        if len(fields) >= 5 and rest and rest[0] in ("cgroup", "cgroup2"):
+            opts = rest[2].split(",") if len(rest) > 2 else []
+            out.append((fields[4], rest[0], opts))
+    return out
+
+
+def _own_cgroups():
+    """{controller or '' for v2: our cgroup path} from /proc/self/cgroup."""
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctl, path = line.rstrip("\n").split(":", 2)
+            for c in (ctl.split(",") if ctl else [""]):
+                own[c] = path
+    return own
+
+
+def cgroup_dirs(instance):
+    """Every accel.slice/<instance> directory that exists, in any cgroup
+    hierarchy, under our own cgroup or the hierarchy's root (acceld, our
+    child, starts in the same cgroups)."""
+    own = _own_cgroups()
+    found = []
+    for mnt, fstype, opts in _cgroup_mounts():
+        keys = [""] if fstype == "cgroup2" else [o for o in opts if o in own]
+        for k in keys:
+            for base in (own.get(k, "/"), "/"):
+                d = os.path.normpath("%s/%s/accel.slice/%s" %
+                                     (mnt, base, instance))
+                if os.path.isdir(d) and d not in found:
+                    found.append(d)
+    return found
+
+
+def _procs(d):
+    try:
+        with open(os.path.join(d, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def kill_cgroups(instance, timeout=10.0):
+    """Kill whatever still runs in the app cgroups of an instance (a test
+    that failed half-way) and wait, bounded, until they are empty."""
+    apps = [os.path.join(d, a) for d in cgroup_dirs(instance)
+            for a in os.listdir(d) if os.path.isdir(os.path.join(d, a))]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        left = [p for a in apps for p in _procs(a)]
+        if not left:
+            return
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
 class Acceld:
     """One acceld process with its own data directory and port.
 
@@ -99,6 +181,7 @@ class Acceld:
         else:
             self.inventory = inventory
         self.token = None
+        self.cgroups_left = []
 
     @property
     def url(self):
@@ -161,8 +244,31 @@ class Acceld:
         self.proc = None
 
     def close(self):
+        """Stop acceld and remove its data; processes left in its app
+        cgroups are killed first, so that acceld removes its cgroups."""
+        inst = None
+        if os.path.isdir(self.data_dir):
+            inst = cgroup_instance(self.data_dir)
+            kill_cgroups(inst)
         self.stop()
+        # what acceld left behind (a test fixture asserts it is nothing)
+        self.cgroups_left = cgroup_dirs(inst) if inst else []
+        for d in self.cgroups_left:  # leave the machine clean anyway
+            for sub in sorted(os.listdir(d)):
+                if os.path.isdir(os.path.join(d, sub)):
+                    try:
+                        os.rmdir(os.path.join(d, sub))
+                    except OSError:
+                        pass
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def cgroup_instance(self):
+        """The <instance> part of this acceld's cgroup paths."""
+        return cgroup_instance(self.data_dir)
 
     def __enter__(self):
         return self.start()

@@ -132,6 +132,9 @@ class RuntimeBase(unittest.TestCase):
                     except OSError:
                         pass
             self.d.close()
+            # SPEC 8.2: acceld leaves no cgroup behind
+            self.assertEqual(self.d.cgroups_left, [],
+                             "cgroups left: %s" % self.d.cgroups_left)
         for p in self.killed:
             try:
                 p.kill()
@@ -198,6 +201,22 @@ class RuntimeBase(unittest.TestCase):
             "app %s to be %s (is %s)" % (name, state,
                                           self.app(name)["state"]), timeout)
 
+    def stop_app(self, name, method="POST", suffix="/suspend"):
+        """A stop (SPEC 5.6) answers without waiting for the processes: 202
+        with the app `stopping` (or, where the server parks the request,
+        the state reached). Wait for it to leave `stopping` and return
+        (status of the answer, the app now, or None once uninstalled)."""
+        st, b = self.d.http(method, "/api/apps/" + name + suffix)
+        self.assertIn(st, (200, 202), b)
+
+        def settled():
+            code, a = self.d.http("GET", "/api/apps/" + name)
+            if code == 404:
+                return {"gone": True}
+            return a["data"]["state"] != "stopping" and a["data"]
+        a = self.wait_for(settled, "app %s to leave stopping" % name)
+        return st, (None if a.get("gone") else a)
+
     def foreign_process(self):
         p = subprocess.Popen(["sleep", "300"])
         self.killed.append(p)
@@ -217,10 +236,9 @@ class LifecycleTest(RuntimeBase):
         self.assertIn(b"ACCEL_APP=web", env)
         self.assertEqual([b["appName"] for b in
                           self.device(GPU_A)["bindings"]], ["web"])
-        st, b = self.d.http("POST", "/api/apps/web/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "stopped", b)
-        self.assertEqual(b["data"]["allocations"], [])
+        st, b = self.stop_app("web")
+        self.assertEqual(b["state"], "stopped", b)
+        self.assertEqual(b["allocations"], [])
         self.assertFalse(group_alive(pid))
         self.assertEqual(self.device(GPU_A)["bindings"], [])
 
@@ -253,11 +271,10 @@ class LifecycleTest(RuntimeBase):
         pid = a["pid"]
         time.sleep(0.2)
         t0 = time.time()
-        st, b = self.d.http("POST", "/api/apps/stubborn/suspend")
+        st, b = self.stop_app("stubborn")
         took = time.time() - t0
-        self.assertEqual(st, 200, b)
-        self.assertGreaterEqual(took, 0.9)
-        self.assertEqual(b["data"]["state"], "stopped")
+        self.assertGreaterEqual(took, 0.9)  # the kill waited its timeout
+        self.assertEqual(b["state"], "stopped")
         self.assertFalse(group_alive(pid))
 
     def test_forked_daemon_is_stopped_too(self):
@@ -265,11 +282,10 @@ class LifecycleTest(RuntimeBase):
             "sh", "-c", "setsid sleep 1000 & exec sleep 1000"]))
         pids = self.wait_for(lambda: len(pids_of_app("forker")) >= 2 and
                              pids_of_app("forker"), "the daemon child")
-        st, b = self.d.http("POST", "/api/apps/forker/suspend")
-        self.assertEqual(st, 200, b)
+        st, b = self.stop_app("forker")
         for p in pids:
             self.assertFalse(alive(p), "pid %d survived the stop" % p)
-        self.assertEqual(b["data"]["allocations"], [])
+        self.assertEqual(b["allocations"], [])
 
     def test_log_dir_not_writable(self):
         logs = os.path.join(self.d.data_dir, "logs")
@@ -311,9 +327,8 @@ class RestartTest(RuntimeBase):
         self.assertEqual(g["allocations"], [])
         self.assertEqual(self.device(GPU_B)["bindings"], [])
         # the adopted app can be stopped
-        st, b = self.d.http("POST", "/api/apps/keep/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "stopped")
+        st, b = self.stop_app("keep")
+        self.assertEqual(b["state"], "stopped")
         self.assertFalse(group_alive(pid))
         self.assertEqual(self.device(GPU_A)["bindings"], [])
 
@@ -351,8 +366,8 @@ class OlaresTest(RuntimeBase):
         self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, server))
         time.sleep(0.3)
         self.assertEqual(self.device(GPU_A)["foreignUsage"], [])
-        st, b = self.d.http("POST", "/api/apps/ollama/suspend")
-        self.assertEqual(st, 200, b)
+        st, b = self.stop_app("ollama")
+        self.assertEqual(b["state"], "stopped", b)
         self.assertFalse(alive(server), "the server kept running")
         self.write_nvml()  # its context is gone from the driver
         st, b = self.d.http("DELETE",
@@ -372,10 +387,9 @@ class OlaresTest(RuntimeBase):
         self.write_nvml("proc %s %d 2147483648 compute\n" %
                         (GPU_A, a["pid"]))
         time.sleep(0.3)
-        st, b = self.d.http("POST", "/api/apps/ollama/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "releasing", b)
-        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+        st, b = self.stop_app("ollama")
+        self.assertEqual(b["state"], "releasing", b)
+        self.assertEqual([x["deviceId"] for x in b["allocations"]],
                          [GPU_A])
         # meanwhile the GPU cannot be given away
         st, b = self.d.http("POST", "/api/apps", {
@@ -394,9 +408,9 @@ class OlaresTest(RuntimeBase):
         a = self.shared_app()
         self.write_nvml("proc %s %d 1 compute\n" % (GPU_A, a["pid"]))
         time.sleep(0.3)
-        st, b = self.d.http("DELETE", "/api/apps/ollama")
+        st, b = self.stop_app("ollama", "DELETE", "")
         self.assertEqual(st, 202, b)
-        self.assertEqual(b["data"]["state"], "releasing")
+        self.assertEqual(b["state"], "releasing")
         self.write_nvml()
         self.wait_for(lambda: self.d.http("GET", "/api/apps/ollama")[0] ==
                       404, "the app to be deleted")
@@ -443,11 +457,10 @@ class ModeSwitchBlockedTest(RuntimeBase):
         # the driver lists the app's process on GPU A, and still does after
         # the stop (its context is torn down later)
         self.write_nvml("proc %s %d 2147483648 compute\n" % (GPU_A, pid))
-        st, b = self.d.http("POST", "/api/apps/holder/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "releasing", b)
+        st, b = self.stop_app("holder")
+        self.assertEqual(b["state"], "releasing", b)
         self.assertFalse(group_alive(pid), "the stop left the process")
-        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+        self.assertEqual([x["deviceId"] for x in b["allocations"]],
                          [GPU_A])
         before = self.device(GPU_A)
         self.assertEqual(before["supportType"], "Exclusive")
@@ -517,9 +530,8 @@ class ReconcilerTest(RuntimeBase):
     def test_process_of_stopped_app_is_releasing_then_killed(self):
         a = self.install(manifest("late", ["sh", "-c", "sleep 1000"],
                                   stop=1))
-        st, b = self.d.http("POST", "/api/apps/late/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "stopped")
+        st, b = self.stop_app("late")
+        self.assertEqual(b["state"], "stopped")
         # a process tagged as the app, outside its group, appears on a GPU
         p = subprocess.Popen(["sleep", "300"], start_new_session=True,
                              env=dict(os.environ, ACCEL_APP="late"))
@@ -584,9 +596,8 @@ class ReconcilerTest(RuntimeBase):
         # a process query that fails: a stop cannot show the GPU free
         a = self.install(manifest("pq", ["sh", "-c", "sleep 1000"]))
         self.write_nvml("proc_err %s 999\n" % GPU_A)
-        st, b = self.d.http("POST", "/api/apps/pq/suspend")
-        self.assertEqual(st, 200, b)
-        self.assertEqual(b["data"]["state"], "releasing", b)
+        st, b = self.stop_app("pq")
+        self.assertEqual(b["state"], "releasing", b)
         self.write_nvml()
         self.wait_state("pq", "stopped")
         self.assertIsNotNone(a)

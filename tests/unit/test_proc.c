@@ -47,7 +47,9 @@ static struct proc_handle start_sh(const char *script, char *const *env)
 {
     char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
     char *log = path_in("app.log");
-    struct proc_spec spec = { "app", argv, env, tmpdir(), log, 0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = env,
+                              .workdir = tmpdir(), .log_path = log,
+                              .log_max_bytes = 0 };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -218,7 +220,8 @@ TEST(proc_runs_as_cred_without_new_privs)
                      "echo end", NULL };
     char *log = path_in("cred.log");
     struct proc_cred cred = { 61990, 61991 };
-    struct proc_spec spec = { "app", argv, NULL, "/", log, 0, NULL, &cred };
+    struct proc_spec spec = { .name = "app", .argv = argv, .workdir = "/",
+                              .log_path = log, .cred = &cred };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL, *s;
 
@@ -241,7 +244,8 @@ TEST(proc_cred_failure_fails_launch)
     /* -1 means "unchanged" to setresuid: the check afterwards must see that
      * the uid is not the one asked for and refuse to exec */
     struct proc_cred cred = { (uid_t)-1, (gid_t)-1 };
-    struct proc_spec spec = { "app", argv, NULL, NULL, log, 0, NULL, &cred };
+    struct proc_spec spec = { .name = "app", .argv = argv, .log_path = log,
+                              .cred = &cred };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL, *s;
 
@@ -269,8 +273,8 @@ TEST(proc_env_last_wins_and_inherit_filter)
     char *env[] = { "ACCEL_TEST_A=manifest", "ACCEL_TEST_KEEP=2",
                     "ACCEL_TEST_A=acceld", NULL };
     char *log = path_in("env.log");
-    struct proc_spec spec = { "app", argv, env, NULL, log, 0, drop_marked,
-                              NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = env,
+                              .log_path = log, .inherit = drop_marked };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL, *s;
 
@@ -290,7 +294,9 @@ TEST(proc_missing_binary)
 {
     char *argv[] = { "accel-no-such-binary", "x", NULL };
     char *abs[] = { "/nonexistent/foo", NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = NULL, .log_path = NULL,
+                              .log_max_bytes = 0 };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -310,7 +316,9 @@ TEST(proc_not_executable)
 {
     char *file = path_in("plain.txt");
     char *argv[] = { file, NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = NULL, .log_path = NULL,
+                              .log_max_bytes = 0 };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL, *want;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -328,8 +336,9 @@ TEST(proc_not_executable)
 TEST(proc_bad_workdir)
 {
     char *argv[] = { "/bin/true", NULL };
-    struct proc_spec spec = { "app", argv, NULL, "/nonexistent/dir", NULL,
-                              0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = "/nonexistent/dir", .log_path = NULL,
+                              .log_max_bytes = 0 };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -343,8 +352,9 @@ TEST(proc_bad_workdir)
 TEST(proc_bad_log_dir)
 {
     char *argv[] = { "/bin/true", NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL,
-                              "/nonexistent/logs/app.log", 0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = NULL, .log_path = "/nonexistent/logs/app.log",
+                              .log_max_bytes = 0 };
     struct proc_handle h = { 0, 0 };
     char *cause = NULL;
 
@@ -357,7 +367,9 @@ TEST(proc_bad_log_dir)
 TEST(proc_empty_argv)
 {
     char *argv[] = { NULL };
-    struct proc_spec spec = { "app", argv, NULL, NULL, NULL, 0, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = NULL, .log_path = NULL,
+                              .log_max_bytes = 0 };
     struct proc_handle h;
     char *cause = NULL;
 
@@ -369,7 +381,9 @@ TEST(proc_log_rotates_at_start)
 {
     char *argv[] = { "/bin/sh", "-c", "echo fresh", NULL };
     char *log = path_in("rot.log"), *old = path_in("rot.log.1");
-    struct proc_spec spec = { "app", argv, NULL, NULL, log, 100, NULL, NULL };
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = NULL, .log_path = log,
+                              .log_max_bytes = 100 };
     struct proc_handle h;
     FILE *f = fopen(log, "w");
     char *s;

@@ -546,7 +546,11 @@ try {
     g.appPids.push(inst.pid);
     // the driver lists the app's process on the GPU, and still does after the stop
     g.writeNvml(`proc ${gpu} ${inst.pid} 2147483648 compute\n`);
-    const stopped = await gok('POST', '/api/apps/trainer/suspend');
+    await gok('POST', '/api/apps/trainer/suspend'); // 202 stopping (SPEC 5.6)
+    const stopped = await waitApi('trainer to leave stopping', async () => {
+      const a = await gok('GET', '/api/apps/trainer');
+      return a.state !== 'stopping' && a;
+    });
     assert.equal(stopped.state, 'releasing', `stop while NVML lists the process: ${JSON.stringify(stopped)}`);
     g.appPids = []; // the stop waited for its process group to be gone
     let dev = await gdev();
