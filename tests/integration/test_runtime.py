@@ -106,6 +106,7 @@ def pids_of_app(name):
 @unittest.skipUnless(os.path.exists(FAKE_NVML), "fake NVML not built")
 class RuntimeBase(unittest.TestCase):
     gpus = (GPU_A, GPU_B)
+    inventory = INVENTORY
 
     def setUp(self):
         self.killed = []
@@ -115,7 +116,7 @@ class RuntimeBase(unittest.TestCase):
         self.start_acceld()
 
     def start_acceld(self, extra_lines=""):
-        self.d = Acceld(inventory=INVENTORY, extra_args=[
+        self.d = Acceld(inventory=self.inventory, extra_args=[
             "--node-name", NODE, "--reconcile-interval-ms", "100"])
         self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
         self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_cgroup.c: cgroup.c on this machine's real hierarchies: detection,
+ * an app cgroup with limits, a child placed before it runs (proc_start's
+ * place hook), membership by /proc/<pid>/cgroup (the broker's peer check),
+ * an escaped (setsid) child still contained, the kill, removal; and a
+ * placement that fails leaves the child unrun. Tests that need a writable
+ * cgroup hierarchy pass with a "skipped" line where there is none.
+ */
+#include "common/accel_setup.h"
+#include "daemon/cgroup.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/proc.h"
+#include "harness.h"
+
+static void msleep(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* A fresh data directory and the cgroups detected for it. */
+static char *setup(struct cgroup_sys *cs)
+{
+    char tmpl[] = "/tmp/accel-test-cgroup-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+
+    ASSERT(dir != NULL);
+    dir = xstrdup(dir);
+    cgroup_detect(cs, dir);
+    return dir;
+}
+
+static void teardown(struct cgroup_sys *cs, char *dir)
+{
+    cgroup_instance_remove(cs);
+    if (cs->v2_dir)
+        ASSERT(access(cs->v2_dir, F_OK) != 0); /* gone */
+    cgroup_release(cs);
+    rmdir(dir);
+    free(dir);
+}
+
+static int place(pid_t pid, void *arg, char **cause)
+{
+    return cgroup_app_attach(arg, "app1", pid, cause);
+}
+
+static int refuse(pid_t pid, void *arg, char **cause)
+{
+    (void)pid;
+    (void)arg;
+    *cause = xstrdup("refused by the test");
+    return -1;
+}
+
+/* Wait (bounded) until the app's cgroup holds at least n processes. */
+static ssize_t wait_procs(const struct cgroup_sys *cs, ssize_t n)
+{
+    ssize_t got = 0;
+    for (int i = 0; i < 500 && got < n; i++) {
+        pid_t *v = NULL;
+        got = cgroup_app_procs(cs, "app1", &v);
+        free(v);
+        if (got < n)
+            msleep(10);
+    }
+    return got;
+}
+
+/* The limit file of the memory tier, as a number. */
+static uint64_t memory_limit(const struct cgroup_sys *cs)
+{
+    char path[PATH_MAX], buf[64];
+    FILE *f;
+
+    if (cs->memory.tier == CGROUP_V2)
+        snprintf(path, sizeof path, "%s/app1/memory.max", cs->v2_dir);
+    else
+        snprintf(path, sizeof path, "%s/app1/memory.limit_in_bytes",
+                 cs->v1_dir[CGV1_MEMORY]);
+    f = fopen(path, "r");
+    ASSERT(f != NULL);
+    ASSERT(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+    return strtoull(buf, NULL, 10);
+}
+
+TEST(cgroup_detect_names_instance)
+{
+    struct cgroup_sys cs;
+    char *dir = setup(&cs);
+
+    ASSERT_EQ(strlen(cs.instance), CGROUP_INSTANCE_LEN);
+    ASSERT_EQ(strspn(cs.instance, "0123456789abcdef"), CGROUP_INSTANCE_LEN);
+    if (cs.containment.tier == CGROUP_NONE)
+        ASSERT(cs.containment.reason[0] != '\0');
+    if (cs.memory.tier == CGROUP_NONE)
+        ASSERT(cs.memory.reason[0] != '\0');
+    if (cs.v2_dir)
+        ASSERT(strstr(cs.v2_dir, cs.instance) != NULL);
+    teardown(&cs, dir);
+}
+
+TEST(cgroup_contains_escaped_child_and_kills_all)
+{
+    struct cgroup_sys cs;
+    char *dir = setup(&cs), *cause = NULL, name[64];
+    char *argv[] = { "/bin/sh", "-c",
+                     "setsid env -i /bin/sleep 100 & exec /bin/sleep 100",
+                     NULL };
+    struct cgroup_limits lim = { 64ULL << 20, 500, 0 };
+    struct proc_spec spec = { .name = "app1", .argv = argv,
+                              .place = place, .place_arg = &cs };
+    struct proc_handle h;
+    pid_t *v = NULL;
+    ssize_t n;
+    int st;
+
+    if (cs.containment.tier == CGROUP_NONE || geteuid() != 0) {
+        fprintf(stderr, "skipped: %s\n", cs.containment.reason);
+        teardown(&cs, dir);
+        return;
+    }
+    ASSERT_EQ(cgroup_app_prepare(&cs, "app1", &lim, &cause), ACCEL_OK);
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 0);
+    if (cs.memory.tier != CGROUP_NONE)
+        ASSERT_U64_EQ(memory_limit(&cs), 64ULL << 20);
+    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_OK);
+    ASSERT_EQ(wait_procs(&cs, 2), 2); /* the leader and the escaped one */
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 1);
+    ASSERT(cgroup_pid_in_app(&cs, h.pid, "app1"));
+    ASSERT(!cgroup_pid_in_app(&cs, h.pid, "app2"));
+    ASSERT(!cgroup_pid_in_app(&cs, getpid(), "app1"));
+    ASSERT(cgroup_pid_app(&cs, h.pid, name, sizeof name));
+    ASSERT_STR_EQ(name, "app1");
+    n = cgroup_app_procs(&cs, "app1", &v);
+    for (ssize_t i = 0; i < n; i++) /* the escaped child too */
+        ASSERT(cgroup_pid_in_app(&cs, v[i], "app1"));
+    free(v);
+    cgroup_app_kill(&cs, "app1");
+    for (int i = 0; i < 500 && cgroup_app_populated(&cs, "app1") != 0; i++)
+        msleep(10);
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 0);
+    ASSERT_EQ(proc_reap(h.pid, &st), ACCEL_OK);
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ASSERT_U64_EQ(cgroup_app_oom_kills(&cs, "app1"), 0);
+    cgroup_app_remove(&cs, "app1");
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), -1);
+    teardown(&cs, dir);
+}
+
+TEST(cgroup_refused_placement_never_runs)
+{
+    struct cgroup_sys cs;
+    char *dir = setup(&cs), *cause = NULL;
+    char *marker = xasprintf("%s/ran", dir);
+    char *script = xasprintf("touch %s", marker);
+    char *argv[] = { "/bin/sh", "-c", script, NULL };
+    struct proc_spec spec = { .name = "app1", .argv = argv,
+                              .place = refuse, .place_arg = &cs };
+    struct proc_handle h = { 0, 0 };
+
+    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_ESYS);
+    ASSERT_STR_EQ(cause, "refused by the test");
+    ASSERT_EQ(h.pid, 0);
+    msleep(50);
+    ASSERT(access(marker, F_OK) != 0);
+    free(cause);
+    free(script);
+    free(marker);
+    teardown(&cs, dir);
+}
+
+#define TESTS(XX)                                                              \
+    XX(cgroup_detect_names_instance)                                           \
+    XX(cgroup_contains_escaped_child_and_kills_all)                            \
+    XX(cgroup_refused_placement_never_runs)
+
+TEST_MAIN(TESTS)
