@@ -103,12 +103,13 @@ class InstanceTest(CgroupBase):
             if self.enf[k] == "none":  # never a silent claim
                 self.assertTrue(self.enf["reasons"][k], self.enf)
         # an app: its limits and which tier enforces them
-        a = self.install_on(manifest("lim", ["sh", "-c", "sleep 1000"]), 0)
+        a = self.install_on(manifest("lim", ["sleep", "1000"]), 0)
         e = a["enforcement"]
         self.assertEqual(e["containment"], self.enf["containment"])
         self.assertEqual(e["memory"], self.enf["memory"])
         self.assertEqual(e["cgroup"], self.enf["cgroup"] + "/lim")
-        self.assertEqual(self.procs("lim"), [a["pid"]])
+        self.assertEqual(self.wait_for(lambda: self.procs("lim"),
+                                       "the app in its cgroup"), [a["pid"]])
         self.stop_app("lim")
         # the app's cgroups are gone once it is
         for d in cgroup_dirs(self.inst):
@@ -191,7 +192,10 @@ class MemoryLimitTest(CgroupBase):
     def test_allocating_past_limited_memory_fails_the_app(self):
         if self.enf["memory"] == "none":
             self.skipTest(self.enf["reasons"]["memory"])
-        m = manifest("hog", [sys.executable, "-c",
+        # the app runs as its owner's uid: a system python it may execute
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
+            else sys.executable
+        m = manifest("hog", [py, "-c",
                              "import time\n"
                              "b = bytearray(b'x') * (256 << 20)\n"
                              "time.sleep(100)\n"])
