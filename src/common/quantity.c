@@ -37,9 +37,10 @@ static enum accel_err split_number(const char *s, uint64_t *ip, uint64_t *frac,
     if (*p == '+')
         p++;
     while (*p >= '0' && *p <= '9') {
-        if (i > (QUANTITY_MAX - 9) / 10)
+        uint64_t dg = (uint64_t)(*p - '0');
+        if (i > (QUANTITY_MAX - dg) / 10)
             return ACCEL_ERANGE;
-        i = i * 10 + (uint64_t)(*p - '0');
+        i = i * 10 + dg;
         p++;
         digits = true;
     }
@@ -65,14 +66,27 @@ static enum accel_err split_number(const char *s, uint64_t *ip, uint64_t *frac,
     return ACCEL_OK;
 }
 
-/* value = (ip + frac/1e9) * mul / div, rounded up, checked. */
-static enum accel_err scale_value(uint64_t ip, uint64_t frac, uint64_t mul,
-                                  uint64_t div, uint64_t *out)
+/*
+ * value = (ip + frac/1e9) * mul / div, rounded up, checked. Every product
+ * is checked before it is formed: ip < 2^63 and mul < 2^71 (E times the
+ * 1000 of millicores) can exceed 128 bits ("576460752303423488Ei" used to
+ * wrap to 0), so ip * mul is refused as soon as it passes QUANTITY_MAX * div
+ * (the value cannot be smaller than ip * mul / div); what is left fits in
+ * 128 bits by a wide margin.
+ */
+static enum accel_err scale_value(uint64_t ip, uint64_t frac,
+                                  unsigned __int128 mul, uint64_t div,
+                                  uint64_t *out)
 {
-    unsigned __int128 v = (unsigned __int128)ip * mul * 1000000000u +
-                          (unsigned __int128)frac * mul;
-    unsigned __int128 d = (unsigned __int128)div * 1000000000u;
-    unsigned __int128 r = (v + d - 1) / d;
+    unsigned __int128 whole, v, d, r;
+    if (__builtin_mul_overflow((unsigned __int128)ip, mul, &whole) ||
+        whole > (unsigned __int128)QUANTITY_MAX * div)
+        return ACCEL_ERANGE;
+    /* whole <= 2^62 * 1000 < 2^72, times 1e9 < 2^102; frac * mul <
+     * 2^30 * 2^70: the sum fits */
+    v = whole * 1000000000u + (unsigned __int128)frac * mul;
+    d = (unsigned __int128)div * 1000000000u;
+    r = v / d + (v % d != 0);
     if (r > QUANTITY_MAX)
         return ACCEL_ERANGE;
     *out = (uint64_t)r;
@@ -96,11 +110,9 @@ static enum accel_err parse_with(const char *s, uint64_t unit_mul,
         const struct suffix *sx = &byte_suffixes[k];
         if (strcmp(rest, sx->s) != 0)
             continue;
-        /* The multiplier may be huge (E); do it in 128 bits. */
-        unsigned __int128 mul = (unsigned __int128)sx->mul * unit_mul;
-        if (mul > UINT64_MAX)
-            return ACCEL_ERANGE;
-        return scale_value(ip, frac, (uint64_t)mul, sx->div * unit_div, out);
+        /* The multiplier may pass 64 bits (E millicores); 128 bits. */
+        return scale_value(ip, frac, (unsigned __int128)sx->mul * unit_mul,
+                           sx->div * unit_div, out);
     }
     return ACCEL_EPARSE;
 }

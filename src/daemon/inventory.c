@@ -37,6 +37,11 @@ static enum accel_err qty(const json_t *o, const char *key, bool cpu,
     else
         s = "-";
     rc = cpu ? quantity_parse_millicores(s, out) : quantity_parse_bytes(s, out);
+    if (rc == ACCEL_ERANGE) {
+        *cause = xasprintf("%s.%s (%s) is too large (at most 4Ei bytes or "
+                           "4611686018427387.904 CPUs)", path, key, s);
+        return ACCEL_EINVAL;
+    }
     if (rc != ACCEL_OK) {
         *cause = xasprintf("%s.%s must be a non-negative quantity such as "
                            "\"16Gi\" or \"8\"", path, key);

@@ -80,7 +80,8 @@ static enum accel_err parse_qvalue(const json_t *v, bool cpu, uint64_t *out,
     }
     rc = cpu ? quantity_parse_millicores(s, out) : quantity_parse_bytes(s, out);
     if (rc == ACCEL_ERANGE) {
-        *cause = xasprintf("%s.%s (%s) is too large", path, key, s);
+        *cause = xasprintf("%s.%s (%s) is too large (at most 4Ei bytes or "
+                           "4611686018427387.904 CPUs)", path, key, s);
         return ACCEL_EINVAL;
     }
     if (rc != ACCEL_OK) {

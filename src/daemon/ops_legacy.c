@@ -290,6 +290,12 @@ static bool demand_qty(const json_t *dm, size_t i, const char *key, bool cpu,
         return false;
     }
     rc = cpu ? quantity_parse_millicores(s, out) : quantity_parse_bytes(s, out);
+    if (rc == ACCEL_ERANGE) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "demands[%zu].%s (%s) is too large (at most 4Ei)", i,
+                      key, s);
+        return false;
+    }
     if (rc != ACCEL_OK) {
         ops_res_error(res, 400, "invalid-argument",
                       "demands[%zu].%s must be a non-negative quantity (got "

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/quantity.h"
 
+#include <errno.h>
+
 #include "harness.h"
 
 TEST(quantity_binary_suffixes)
@@ -55,6 +57,145 @@ TEST(quantity_rejects)
     ASSERT_U64_EQ(v, 77); /* untouched on failure */
 }
 
+/* Every suffix at its boundary: floor(MAX / mul) is exact, one more is
+ * ERANGE, and so is any huge mantissa (products past 128 bits once wrapped:
+ * "576460752303423488Ei" was 0). Bytes and millicores. */
+struct unit_case {
+    const char *sfx;
+    unsigned __int128 mul; /* base units per 1 of the suffix (bytes) */
+};
+
+static const struct unit_case units[] = {
+    {"", 1},
+    {"Ki", (unsigned __int128)1 << 10},
+    {"Mi", (unsigned __int128)1 << 20},
+    {"Gi", (unsigned __int128)1 << 30},
+    {"Ti", (unsigned __int128)1 << 40},
+    {"Pi", (unsigned __int128)1 << 50},
+    {"Ei", (unsigned __int128)1 << 60},
+    {"k", 1000ULL},
+    {"K", 1000ULL},
+    {"M", 1000000ULL},
+    {"G", 1000000000ULL},
+    {"T", 1000000000000ULL},
+    {"P", 1000000000000000ULL},
+    {"E", 1000000000000000000ULL},
+};
+
+static void check_boundary(const char *sfx, unsigned __int128 mul, bool cpu)
+{
+    char b[64];
+    uint64_t v = 7;
+    uint64_t n = (uint64_t)(QUANTITY_MAX / mul);
+    enum accel_err (*parse)(const char *, uint64_t *) =
+        cpu ? quantity_parse_millicores : quantity_parse_bytes;
+
+    if (n > 0) {
+        snprintf(b, sizeof b, "%" PRIu64 "%s", n, sfx);
+        ASSERT_EQ(parse(b, &v), ACCEL_OK);
+        ASSERT(v == (uint64_t)(n * mul));
+    }
+    snprintf(b, sizeof b, "%" PRIu64 "%s", n + 1, sfx);
+    v = 7;
+    if (parse(b, &v) != ACCEL_ERANGE)
+        FAIL_AT_("%s (%s) accepted as %" PRIu64, b, cpu ? "cpu" : "bytes", v);
+    ASSERT_U64_EQ(v, 7);
+    /* mantissas whose product with the suffix passes 64 and 128 bits */
+    static const char *const huge[] = {
+        "576460752303423488", "4611686018427387903", "4611686018427387904",
+        "1152921504606846976", "340282366920938463463374607431768211456",
+        "18446744073709551616", "9223372036854775808"};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        unsigned long long m;
+        errno = 0;
+        m = strtoull(huge[i], NULL, 10);
+        if (errno == 0 && (unsigned __int128)m * mul <= QUANTITY_MAX)
+            continue; /* fits (plain bytes): covered above */
+        snprintf(b, sizeof b, "%s%s", huge[i], sfx);
+        v = 7;
+        if (parse(b, &v) != ACCEL_ERANGE)
+            FAIL_AT_("%s (%s) accepted as %" PRIu64, b,
+                     cpu ? "cpu" : "bytes", v);
+    }
+}
+
+TEST(quantity_unit_boundaries)
+{
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        check_boundary(units[i].sfx, units[i].mul, false);
+        check_boundary(units[i].sfx, units[i].mul * 1000, true);
+    }
+}
+
+TEST(quantity_wrap_regressions)
+{
+    uint64_t v = 7;
+    /* 2^59 * 2^60 * 1e9 wrapped 128 bits to exactly 0 */
+    ASSERT_EQ(quantity_parse_bytes("576460752303423488Ei", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_millicores("576460752303423488Ei", &v),
+              ACCEL_ERANGE);
+    /* 1E cores = 1e21 millicores: the multiplier alone passes 64 bits */
+    ASSERT_EQ(quantity_parse_millicores("1E", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_millicores("0E", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, 0);
+    v = 7;
+    ASSERT_EQ(quantity_parse_bytes("18446744073709551616", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_bytes("9223372036854775807Ki", &v),
+              ACCEL_ERANGE);
+    ASSERT_U64_EQ(v, 7);
+    /* the mantissa itself may be QUANTITY_MAX exactly, not one more */
+    ASSERT_EQ(quantity_parse_bytes("4611686018427387904", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, QUANTITY_MAX);
+}
+
+TEST(quantity_decimal_boundaries)
+{
+    uint64_t v = 0;
+    /* QUANTITY_MAX is exactly 4Ei */
+    ASSERT_EQ(quantity_parse_bytes("4Ei", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    ASSERT_EQ(quantity_parse_bytes("3.999999999Ei", &v), ACCEL_OK);
+    ASSERT(v < QUANTITY_MAX);
+    ASSERT_EQ(quantity_parse_bytes("4.000000001Ei", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_bytes("4.0000000000000001Ei", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_bytes("4.000000000000Ei", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    /* 4.611686018427387904E = QUANTITY_MAX bytes exactly; past 9
+     * fraction digits rounds up */
+    ASSERT_EQ(quantity_parse_bytes("4.611686018E", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, 4611686018000000000ULL);
+    ASSERT_EQ(quantity_parse_bytes("4.611686019E", &v), ACCEL_ERANGE);
+    /* millicores: 4611686018427387.904 cores */
+    ASSERT_EQ(quantity_parse_millicores("4611686018427387.904", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    ASSERT_EQ(quantity_parse_millicores("4611686018427387.905", &v),
+              ACCEL_ERANGE);
+    /* 9 fraction digits kept, any further non-zero digit rounds up */
+    ASSERT_EQ(quantity_parse_millicores("4.611686018427387904P", &v),
+              ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_millicores("0.001E", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, 1000000000000000000ULL); /* 1e15 cores */
+    ASSERT_EQ(quantity_parse_millicores("0.005E", &v), ACCEL_ERANGE);
+    /* "m": thousandths, rounded up */
+    ASSERT_EQ(quantity_parse_bytes("1m", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, 1);
+    ASSERT_EQ(quantity_parse_bytes("4611686018427387904m", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, 4611686018427388ULL);
+    ASSERT_EQ(quantity_parse_bytes("4611686018427387905m", &v), ACCEL_ERANGE);
+    ASSERT_EQ(quantity_parse_millicores("4611686018427387904m", &v), ACCEL_OK);
+    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    ASSERT_EQ(quantity_parse_millicores("4611686018427387905m", &v),
+              ACCEL_ERANGE);
+    /* exponent forms are not supported: a parse error, never a value */
+    ASSERT_EQ(quantity_parse_bytes("1e3", &v), ACCEL_EPARSE);
+    ASSERT_EQ(quantity_parse_bytes("1E3", &v), ACCEL_EPARSE);
+    ASSERT_EQ(quantity_parse_bytes("1e99", &v), ACCEL_EPARSE);
+    /* leading zeros are digits of the same value, not an overflow */
+    ASSERT_EQ(quantity_parse_bytes("0000000000000000000000000001Ki", &v),
+              ACCEL_OK);
+    ASSERT_U64_EQ(v, 1024);
+}
+
 TEST(quantity_format)
 {
     char b[32];
@@ -75,5 +216,8 @@ TEST(quantity_format)
     XX(quantity_decimal_and_plain)                                             \
     XX(quantity_cpu)                                                           \
     XX(quantity_rejects)                                                       \
+    XX(quantity_unit_boundaries)                                               \
+    XX(quantity_wrap_regressions)                                              \
+    XX(quantity_decimal_boundaries)                                            \
     XX(quantity_format)
 TEST_MAIN(LIST)
