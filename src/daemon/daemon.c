@@ -213,33 +213,62 @@ static void add_local(struct accel_daemon *d)
 
 /* ---- loading the store ---- */
 
-static enum accel_err load_device(void *ctx, const struct store_device *row)
+/* Refuse a stored row: *why gets the sentence (store_loader's contract). */
+static enum accel_err undecodable(char **why, char *sentence)
+{
+    *why = sentence;
+    return ACCEL_ESTORE_CORRUPT;
+}
+
+static enum accel_err load_device(void *ctx, const struct store_device *row,
+                                  char **why)
 {
     struct accel_daemon *d = ctx;
     int dev = state_dev_find(d, row->id);
     enum accel_support st;
-    if (dev < 0 || !accel_support_parse(row->support, &st) ||
-        !accel_type_allows(d->snap.devs[dev].type, st))
+    json_t *settings = NULL;
+
+    if (!accel_support_parse(row->support, &st))
+        return undecodable(why, xasprintf("support \"%s\" is not a "
+                                          "support type", row->support));
+    if (row->settings) {
+        settings = json_loads(row->settings, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(settings)) {
+            json_decref(settings);
+            return undecodable(why, xstrdup("settings is not a JSON "
+                                            "object"));
+        }
+    }
+    /* a device the inventory no longer declares, or of a type that no
+     * longer allows the mode, is not an undecodable row: its mode is gone */
+    if (dev < 0 || !accel_type_allows(d->snap.devs[dev].type, st)) {
+        json_decref(settings);
         return ACCEL_OK;
+    }
     d->snap.devs[dev].st = st;
-    if (row->settings)
-        d->dinfo[dev].settings = json_loads(row->settings, 0, NULL);
+    d->dinfo[dev].settings = settings;
     return ACCEL_OK;
 }
 
-static enum accel_err load_node(void *ctx, const struct store_node *row)
+static enum accel_err load_node(void *ctx, const struct store_node *row,
+                                char **why)
 {
     struct accel_daemon *d = ctx;
     int n = state_node_find(d, row->name);
+    (void)why;
     if (n >= 0)
         d->snap.nodes[n].enabled = row->enabled;
     return ACCEL_OK;
 }
 
-static enum accel_err load_user(void *ctx, const struct store_user *row)
+static enum accel_err load_user(void *ctx, const struct store_user *row,
+                                char **why)
 {
     struct accel_daemon *d = ctx;
     struct user_rec *u;
+    if (!accel_name_valid(row->name))
+        return undecodable(why, xasprintf("\"%s\" is not a valid user "
+                                          "name", row->name));
     d->users = xrealloc(d->users, (d->nusers + 1) * sizeof(*d->users));
     u = &d->users[d->nusers++];
     u->name = xstrdup(row->name);
@@ -250,8 +279,10 @@ static enum accel_err load_user(void *ctx, const struct store_user *row)
 }
 
 static enum accel_err load_identity(void *ctx,
-                                    const struct store_identity *row)
+                                    const struct store_identity *row,
+                                    char **why)
 {
+    (void)why; /* the store checks the name and the uid's range */
     return identity_load_row(ctx, row->name, row->uid);
 }
 
@@ -282,32 +313,58 @@ static void adopt_state(struct app *a)
     }
 }
 
-static enum accel_err load_app(void *ctx, const struct store_app *row)
+/* Why a stored app row cannot be taken, or NULL; fills a->m and a->state. */
+static char *decode_app(const struct store_app *row, struct app *a,
+                        enum accel_type *sel_type)
+{
+    json_t *man;
+    char *cause = NULL, *why;
+    json_error_t e;
+
+    if (!accel_name_valid(row->name))
+        return xasprintf("\"%s\" is not a valid app name", row->name);
+    if (!app_state_parse(row->state, &a->state))
+        return xasprintf("state \"%s\" is not an app state", row->state);
+    if (row->selected_type && !accel_type_parse(row->selected_type, sel_type))
+        return xasprintf("selected_type \"%s\" is not an accelerator type",
+                         row->selected_type);
+    man = json_loads(row->manifest, JSON_REJECT_DUPLICATES, &e);
+    if (man == NULL)
+        return xasprintf("manifest is not valid JSON (%s)", e.text);
+    if (manifest_parse(man, &a->m, &cause) != ACCEL_OK) {
+        json_decref(man);
+        why = xasprintf("manifest does not validate (%s)",
+                        cause ? cause : "invalid");
+        free(cause);
+        return why;
+    }
+    json_decref(man);
+    if (row->selected_type && manifest_req(&a->m, *sel_type) == NULL) {
+        manifest_release(&a->m);
+        return xasprintf("selected_type \"%s\" is not a mode of its "
+                         "manifest", row->selected_type);
+    }
+    return NULL;
+}
+
+static enum accel_err load_app(void *ctx, const struct store_app *row,
+                               char **why)
 {
     struct accel_daemon *d = ctx;
-    json_t *man = json_loads(row->manifest, 0, NULL);
-    char *cause = NULL;
     struct app *a = xcalloc(1, sizeof(*a));
-    enum accel_type t;
+    enum accel_type t = ACCEL_TYPE_CPU;
 
-    if (man == NULL || manifest_parse(man, &a->m, &cause) != ACCEL_OK) {
-        log_error("app %s: stored manifest unreadable (%s); skipped",
-                  row->name, cause ? cause : "bad JSON");
-        free(cause);
-        json_decref(man);
+    *why = decode_app(row, a, &t);
+    if (*why) {
         free(a);
-        return ACCEL_OK;
+        return ACCEL_ESTORE_CORRUPT;
     }
     a->name = xstrdup(row->name);
     a->owner = xstrdup(row->owner);
-    if (!app_state_parse(row->state, &a->state))
-        a->state = APP_STOPPED;
     a->reason = row->reason ? xstrdup(row->reason) : NULL;
     a->manifest_text = xstrdup(row->manifest);
-    json_decref(man);
     a->sel = -1;
-    if (row->selected_type && accel_type_parse(row->selected_type, &t) &&
-        manifest_req(&a->m, t))
+    if (row->selected_type)
         a->sel = (int)(manifest_req(&a->m, t) - a->m.req);
     a->created_ms = row->created_ms;
     a->updated_ms = row->updated_ms;
@@ -319,15 +376,21 @@ static enum accel_err load_app(void *ctx, const struct store_app *row)
     return ACCEL_OK;
 }
 
-static enum accel_err load_alloc(void *ctx, const struct store_alloc *row)
+static enum accel_err load_alloc(void *ctx, const struct store_alloc *row,
+                                 char **why)
 {
     struct accel_daemon *d = ctx;
     struct app *a = state_app_find(d, row->app);
     int dev = state_dev_find(d, row->device);
+    enum accel_type t;
     struct adm_row r;
 
-    if (a == NULL)
-        return ACCEL_OK;
+    if (a == NULL) /* the store names a missing app row itself */
+        return undecodable(why, xasprintf("its app \"%s\" is not loaded",
+                                          row->app));
+    if (!accel_type_parse(row->type, &t))
+        return undecodable(why, xasprintf("type \"%s\" is not an "
+                                          "accelerator type", row->type));
     if (dev < 0) {
         log_warn("app %s is bound to device %s on %s, which no longer "
                  "exists: the binding is reported, not kept in placement",
@@ -423,37 +486,150 @@ enum accel_err daemon_user_remove(struct accel_daemon *d, const char *name)
     return rc;
 }
 
-/* First start: create the admin user and write its token 0600. */
-static int ensure_admin(struct accel_daemon *d)
+/*
+ * Write a new token to path: created 0600 with O_EXCL|O_NOFOLLOW, so an
+ * existing file or a link planted there is refused, never followed or
+ * overwritten. 0 or 1 (after a message on stderr).
+ */
+static int write_token_file(const char *path, const char *token)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    int err;
+    if (fd < 0) {
+        fprintf(stderr, "acceld: cannot create %s: %s%s\n", path,
+                strerror(errno),
+                errno == EEXIST ? " (a file or link is already there; it is "
+                                  "not overwritten)"
+                                : "");
+        return 1;
+    }
+    if (write(fd, token, 64) == 64 && write(fd, "\n", 1) == 1 &&
+        fsync(fd) == 0) {
+        close(fd);
+        return 0;
+    }
+    err = errno;
+    close(fd);
+    unlink(path);
+    fprintf(stderr, "acceld: cannot write %s: %s\n", path, strerror(err));
+    return 1;
+}
+
+/*
+ * An existing admin.token must be a regular file of ours with no access
+ * for anyone else: a link (never followed), another owner or a mode wider
+ * than 0600 is refused. A missing file is fine (the admin may have moved
+ * the token elsewhere). 0 or 1 (after a message).
+ */
+static int check_token_file(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        fprintf(stderr, "acceld: cannot inspect %s: %s\n", path,
+                strerror(errno));
+        return 1;
+    }
+    if (S_ISLNK(sb.st_mode)) {
+        fprintf(stderr, "acceld: %s is a symbolic link; refusing to start "
+                        "(the token file is never read or written through a "
+                        "link): remove the link\n", path);
+        return 1;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+        (sb.st_mode & 077) != 0) {
+        fprintf(stderr, "acceld: %s has mode %04o and owner uid %ju; "
+                        "refusing to start: the admin token must be a "
+                        "regular file owned by uid %ju with mode 0600 "
+                        "(chmod 600 %s, after checking nobody read it)\n",
+                path, (unsigned)(sb.st_mode & 07777), (uintmax_t)sb.st_uid,
+                (uintmax_t)geteuid(), path);
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * The admin user and its token file. First start (the database was just
+ * created): create both. Otherwise the database must hold a user (an
+ * existing database without one is refused), except with --repair, which
+ * creates a new admin and replaces the token file when the admin row was
+ * dropped.
+ */
+static int ensure_admin(struct accel_daemon *d, bool created)
 {
     char token[65];
     char *path;
-    int fd;
     enum accel_err rc;
+    bool have_admin = false;
 
-    if (d->nusers > 0)
+    for (size_t i = 0; i < d->nusers; i++)
+        have_admin = have_admin || strcmp(d->users[i].name, "admin") == 0;
+    if (have_admin)
         return 0;
-    if (auth_token_new(token) != ACCEL_OK)
-        return 1;
     path = xasprintf("%s/admin.token", d->cfg.data_dir);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, token, 64) != 64 || write(fd, "\n", 1) != 1 ||
-        fsync(fd) != 0) {
-        fprintf(stderr, "acceld: cannot write %s: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    if (!created && !d->cfg.repair) {
+        fprintf(stderr, "acceld: %s/accel.db: table users has no row "
+                        "\"admin\"; refusing to start. `acceld --repair` "
+                        "creates a new admin and replaces %s\n",
+                d->cfg.data_dir, path);
         free(path);
         return 1;
     }
-    close(fd);
+    if (!created && unlink(path) != 0 && errno != ENOENT) {
+        fprintf(stderr, "acceld: cannot remove %s: %s\n", path,
+                strerror(errno));
+        free(path);
+        return 1;
+    }
+    if (auth_token_new(token) != ACCEL_OK ||
+        write_token_file(path, token) != 0) {
+        free(path);
+        return 1;
+    }
     rc = daemon_user_add(d, "admin", true, token);
     if (rc != ACCEL_OK)
         fprintf(stderr, "acceld: cannot create the admin user: %s\n",
                 accel_strerror(rc));
-    else
+    else if (created)
         log_info("admin token written to %s", path);
+    else
+        fprintf(stderr, "acceld: --repair: the admin user was missing; a new "
+                        "admin token is written to %s\n", path);
     free(path);
     return rc == ACCEL_OK ? 0 : 1;
+}
+
+/*
+ * The data directory: created 0700 when missing; an existing one must be
+ * a directory of ours that nobody else can write into (a link planted in
+ * a group- or world-writable directory would redirect our files).
+ */
+static int check_data_dir(const char *dir)
+{
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "acceld: cannot create %s: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "acceld: the data directory %s is not a directory\n",
+                dir);
+        return 1;
+    }
+    if (sb.st_uid != geteuid() || (sb.st_mode & 022) != 0) {
+        fprintf(stderr, "acceld: the data directory %s has mode %04o and "
+                        "owner uid %ju; refusing to start: it must be owned "
+                        "by uid %ju and writable by nobody else (chmod "
+                        "go-w %s)\n",
+                dir, (unsigned)(sb.st_mode & 07777), (uintmax_t)sb.st_uid,
+                (uintmax_t)geteuid(), dir);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- options ---- */
@@ -470,6 +646,7 @@ static void usage(FILE *f)
             "              [--app-uid-range LO-HI] "
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
+            "              [--repair]\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -515,6 +692,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"history-interval", required_argument, NULL, 'H'},
         {"history-retention", required_argument, NULL, 'R'},
         {"prometheus", required_argument, NULL, 'P'},
+        {"repair", no_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -598,6 +776,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             free(d->cfg.prometheus);
             d->cfg.prometheus = xstrdup(optarg);
             break;
+        case 'X': d->cfg.repair = true; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -625,31 +804,82 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     return 0;
 }
 
-static int open_state(struct accel_daemon *d)
+/*
+ * Before the database is opened: the data directory is safe, an existing
+ * token file is one we may trust, and a token without a database (the
+ * database removed or lost) is not taken for a first start.
+ */
+static int check_files(struct accel_daemon *d, const char *db)
 {
-    char *path, *cause = NULL;
-    enum accel_err rc;
-    struct inventory inv = {0};
+    char *token = xasprintf("%s/admin.token", d->cfg.data_dir);
+    struct stat sb;
+    int rc = check_token_file(token);
+    if (rc == 0 && lstat(db, &sb) != 0 && errno == ENOENT &&
+        lstat(token, &sb) == 0) {
+        fprintf(stderr, "acceld: %s exists but %s does not; refusing to "
+                        "start: a first start writes a new token there. "
+                        "Restore %s, or remove %s to start afresh\n",
+                token, db, db, token);
+        rc = 1;
+    }
+    free(token);
+    return rc;
+}
+
+/* Read every table; with --repair say what was dropped. 0 or 1. */
+static int load_state(struct accel_daemon *d)
+{
     struct store_loader l = {.ctx = d,
                              .app = load_app,
                              .alloc = load_alloc,
                              .device = load_device,
                              .node = load_node,
                              .user = load_user,
-                             .identity = load_identity};
+                             .identity = load_identity,
+                             .repair = d->cfg.repair};
+    char *cause = NULL;
+    enum accel_err rc = store_set_group_commit(d->store, true);
+    if (rc == ACCEL_OK)
+        rc = store_load(d->store, &l, &cause);
+    if (rc != ACCEL_OK) {
+        if (cause)
+            fprintf(stderr, "acceld: %s\n", cause);
+        else
+            fprintf(stderr, "acceld: cannot load the state: %s (%s)\n",
+                    accel_strerror(rc), store_errmsg(d->store));
+        free(cause);
+        return 1;
+    }
+    if (d->cfg.repair) {
+        fprintf(stderr, "acceld: --repair: %s\n",
+                cause ? cause : "every row decodes; nothing was dropped");
+        if (cause)
+            log_warn("--repair %s", cause);
+    }
+    free(cause);
+    return 0;
+}
 
-    if (mkdir(d->cfg.data_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "acceld: cannot create %s: %s\n", d->cfg.data_dir,
-                strerror(errno));
+static int open_state(struct accel_daemon *d)
+{
+    char *path, *cause = NULL;
+    enum accel_err rc;
+    struct inventory inv = {0};
+
+    if (check_data_dir(d->cfg.data_dir) != 0)
+        return 1;
+    path = xasprintf("%s/accel.db", d->cfg.data_dir);
+    if (check_files(d, path) != 0) {
+        free(path);
         return 1;
     }
     if (d->cfg.inventory &&
         inventory_load(d->cfg.inventory, &inv, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
+        free(path);
         return 1;
     }
-    path = xasprintf("%s/accel.db", d->cfg.data_dir);
     rc = store_open(path, &d->store, &cause);
     free(path);
     if (rc != ACCEL_OK) {
@@ -666,14 +896,8 @@ static int open_state(struct accel_daemon *d)
     inventory_release(&inv);
     /* one WAL fsync serves every request waiting at that moment; each
      * answer to a changing request waits for it (http.c) */
-    rc = store_set_group_commit(d->store, true);
-    if (rc == ACCEL_OK)
-        rc = store_load(d->store, &l);
-    if (rc != ACCEL_OK) {
-        fprintf(stderr, "acceld: cannot load the state: %s\n",
-                accel_strerror(rc));
+    if (load_state(d) != 0)
         return 1;
-    }
     for (size_t i = 0; i < d->napps; i++) {
         static const struct adm_req none;
         struct app *a = d->apps[i];
@@ -683,7 +907,7 @@ static int open_state(struct accel_daemon *d)
             adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
         }
     }
-    if (ensure_admin(d) != 0)
+    if (ensure_admin(d, store_created(d->store)) != 0)
         return 1;
     rc = identity_start(d);
     if (rc != ACCEL_OK) {
@@ -760,10 +984,11 @@ int daemon_main(int argc, char **argv)
              d->snap.nnodes, d->snap.ndevs, d->napps, d->nvml_status);
     {
         char *addr = xasprintf("%s/acceld.port", d->cfg.data_dir);
-        FILE *f = fopen(addr, "w");
-        if (f) {
-            fprintf(f, "%d\n", port);
-            fclose(f);
+        int fd = open(addr, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+                                O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dprintf(fd, "%d\n", port);
+            close(fd);
         }
         free(addr);
     }

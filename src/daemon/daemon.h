@@ -141,6 +141,7 @@ struct accel_config {
     int history_interval;  /* --history-interval seconds (default 15) */
     int history_retention; /* --history-retention seconds (default 86400) */
     char *prometheus;    /* --prometheus URL: monitor queries go there */
+    bool repair;         /* --repair: drop undecodable store rows */
 };
 
 struct user_rec {

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include "common/util.h"
@@ -172,14 +173,36 @@ static const char *const migrations[] = {
                  " created_ms) VALUES (?1, ?2, ?3, ?4)")                       \
     XX(USER_DEL, "DELETE FROM users WHERE name = ?1")                          \
     XX(IDENTITY_PUT, "INSERT INTO identities (name, uid) VALUES (?1, ?2)")     \
+    XX(IDENTITY_DEL, "DELETE FROM identities WHERE name = ?1")                 \
+    XX(DEVICE_DEL, "DELETE FROM devices WHERE node = ?1 AND id = ?2")          \
+    XX(NODE_DEL, "DELETE FROM nodes WHERE name = ?1")                          \
+    XX(EVENT_DEL, "DELETE FROM events WHERE id = ?1")                          \
     XX(EVENT_ADD, "INSERT INTO events (ts_ms, kind, app, node, device,"        \
                   " message, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")       \
     XX(EVENT_PRUNE, "DELETE FROM events WHERE id <= ?1")                       \
     XX(LOAD_APPS, "SELECT name, owner, state, reason, manifest,"               \
                   " selected_type, created_ms, updated_ms, pid, pid_start,"    \
                   " exit_status FROM apps ORDER BY name")                      \
-    XX(LOAD_ALLOCS, "SELECT app, owner, type, node, device, memory"            \
-                    " FROM allocations ORDER BY app, device")                  \
+    XX(LOAD_ALLOCS, "SELECT app, owner, type, node, device, memory,"           \
+                    " EXISTS (SELECT 1 FROM apps WHERE apps.name ="            \
+                    " allocations.app) FROM allocations ORDER BY app, device") \
+    /* an event's columns have no other check: name the bad ones here */     \
+    XX(LOAD_BAD_EVENTS,                                                        \
+       "SELECT id, CASE"                                                       \
+       " WHEN typeof(ts_ms) != 'integer' THEN 'ts_ms is not an integer'"       \
+       " WHEN typeof(kind) != 'text' OR kind = '' THEN 'kind is not a text'"   \
+       " WHEN typeof(message) != 'text' THEN 'message is not a text'"          \
+       " WHEN typeof(app) NOT IN ('text', 'null') OR typeof(node) NOT IN"      \
+       " ('text', 'null') OR typeof(device) NOT IN ('text', 'null')"           \
+       " THEN 'app, node or device is not a text'"                             \
+       " WHEN instr(kind || message || ifnull(app, '') || ifnull(node, '')"    \
+       " || ifnull(device, '') || ifnull(data, ''), char(0)) > 0"              \
+       " THEN 'a text contains a NUL character'"                               \
+       " WHEN data IS NOT NULL AND (typeof(data) != 'text' OR"                 \
+       " NOT json_valid(data)) THEN 'data is not valid JSON'"                  \
+       " WHEN data IS NOT NULL AND json_type(data) != 'object'"                \
+       " THEN 'data is not a JSON object'"                                     \
+       " END AS why FROM events WHERE why IS NOT NULL ORDER BY id")            \
     XX(LOAD_DEVICES, "SELECT node, id, support, settings FROM devices"         \
                      " ORDER BY node, id")                                     \
     XX(LOAD_NODES, "SELECT name, enabled FROM nodes ORDER BY name")            \
@@ -229,6 +252,7 @@ struct store {
     int prune_countdown;          /* appends until the next prune */
     int wal_fd;                   /* the WAL, for store_sync; -1 = none */
     bool group_commit;            /* synchronous=NORMAL + store_sync */
+    bool created;                 /* this open created the file */
     char errmsg[256];             /* last SQLite message, "" if none */
 };
 
@@ -382,8 +406,8 @@ static int query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 }
 
 /*
- * Look at the file before SQLite does: an existing non-empty file must start
- * with the SQLite header. A file that does not is refused untouched.
+ * Look at the file before SQLite does: an existing file must be non-empty
+ * and start with the SQLite header. A file that is not is refused untouched.
  */
 static enum accel_err check_header(const char *path, char **cause)
 {
@@ -394,9 +418,19 @@ static enum accel_err check_header(const char *path, char **cause)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ACCEL_OK; /* missing (created below) or unreadable */
-    if (fstat(fd, &sb) != 0 || sb.st_size == 0) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
         return ACCEL_OK;
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        *cause = xasprintf("%s is empty (0 bytes): an empty file is not a "
+                           "first start, the state that was there is gone; "
+                           "refusing to start. Restore it from a backup, or "
+                           "remove it to start afresh (every app, binding "
+                           "and user is then forgotten)",
+                           path);
+        return ACCEL_ESTORE_CORRUPT;
     }
     n = read(fd, head, sizeof(head));
     close(fd);
@@ -456,8 +490,15 @@ static enum accel_err check_existing(sqlite3 *db, const char *path,
         rc = query_int(db, "SELECT count(*) FROM sqlite_master", &tables);
     if (rc != SQLITE_OK)
         return open_fail(db, path, rc, "reading the schema", cause);
-    if ((appid != 0 && appid != STORE_APPLICATION_ID) ||
-        (version == 0 && tables != 0)) {
+    if (version == 0 && tables == 0 && appid == 0) {
+        *cause = xasprintf("%s holds no accel schema (an empty SQLite "
+                           "database where the state was); refusing to "
+                           "start. Restore it from a backup, or remove it "
+                           "to start afresh",
+                           path);
+        return ACCEL_ESTORE_CORRUPT;
+    }
+    if ((appid != 0 && appid != STORE_APPLICATION_ID) || version == 0) {
         *cause = xasprintf("%s is an SQLite database of another program "
                            "(application_id %jd, schema %jd, %jd tables); "
                            "refusing to open it",
@@ -546,28 +587,128 @@ static enum accel_err prepare_all(struct store *s, char **cause)
     return ACCEL_OK;
 }
 
+/* Open path read-write (never creating it) with our connection settings. */
+static int open_db(const char *path, bool create, sqlite3 **db)
+{
+    int rc = sqlite3_open_v2(path, db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                                 (create ? SQLITE_OPEN_CREATE : 0),
+                             NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_extended_result_codes(*db, 1);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(*db, STORE_BUSY_TIMEOUT_MS);
+    return rc;
+}
+
+/* Remove a temporary database and its WAL and shared-memory files. */
+static void unlink_db(const char *tmp)
+{
+    char *p;
+    unlink(tmp);
+    p = xasprintf("%s-wal", tmp);
+    unlink(p);
+    free(p);
+    p = xasprintf("%s-shm", tmp);
+    unlink(p);
+    free(p);
+}
+
+/* fsync the directory holding path, so a new name in it is durable. */
+static int sync_dir(const char *path)
+{
+    char *dir = xstrdup(path), *slash = strrchr(dir, '/');
+    int fd, rc;
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -1;
+    rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/*
+ * First start: build the whole schema in <path>.new-<pid>, close it (the
+ * WAL is checkpointed into the file) and link it to path, which fails
+ * rather than replace a file another process created meanwhile. *created
+ * says whether ours is the one now at path.
+ */
+static enum accel_err create_fresh(const char *path, bool *created,
+                                   char **cause)
+{
+    char *tmp = xasprintf("%s.new-%ld", path, (long)getpid());
+    sqlite3 *db = NULL;
+    enum accel_err result;
+    int rc;
+
+    *created = false;
+    unlink_db(tmp); /* a leftover of a crashed first start of this pid */
+    rc = open_db(tmp, true, &db);
+    if (rc != SQLITE_OK) {
+        result = open_fail(db, path, rc, "creating it", cause);
+        goto out;
+    }
+    result = set_pragmas(db, path, cause);
+    if (result == ACCEL_OK)
+        result = migrate(db, path, cause);
+    if (result != ACCEL_OK)
+        goto out;
+    rc = sqlite3_close(db);
+    db = NULL;
+    if (rc != SQLITE_OK) {
+        result = open_fail(NULL, path, rc, "closing the new database",
+                           cause);
+        goto out;
+    }
+    if (link(tmp, path) == 0) {
+        *created = true;
+    } else if (errno != EEXIST) {
+        *cause = xasprintf("cannot create the state database %s: %s", path,
+                           strerror(errno));
+        result = ACCEL_EIO;
+        goto out;
+    }
+    if (sync_dir(path) != 0) {
+        *cause = xasprintf("cannot create the state database %s: fsync of "
+                           "its directory: %s",
+                           path, strerror(errno));
+        result = ACCEL_EIO;
+    }
+out:
+    sqlite3_close(db);
+    unlink_db(tmp);
+    free(tmp);
+    return result;
+}
+
 enum accel_err store_open(const char *path, struct store **out, char **cause)
 {
     enum accel_err result = ACCEL_ESTORE;
     struct store *s = NULL;
     int64_t version = 0;
+    bool created = false;
+    struct stat sb;
     int rc;
 
     *cause = NULL;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
+        result = create_fresh(path, &created, cause);
+        if (result != ACCEL_OK)
+            goto out;
+    }
     result = check_header(path, cause);
     if (result != ACCEL_OK)
         goto out;
     s = xcalloc(1, sizeof(*s));
     s->path = xstrdup(path);
     s->wal_fd = -1;
-    rc = sqlite3_open_v2(path, &s->db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                             SQLITE_OPEN_NOMUTEX,
-                         NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_extended_result_codes(s->db, 1);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+    s->created = created;
+    rc = open_db(path, false, &s->db);
     if (rc != SQLITE_OK) {
         result = open_fail(s->db, path, rc, "opening", cause);
         goto out;
@@ -587,6 +728,11 @@ enum accel_err store_open(const char *path, struct store **out, char **cause)
 out:
     store_close(s);
     return result;
+}
+
+bool store_created(const struct store *s)
+{
+    return s->created;
 }
 
 void store_close(struct store *s)
@@ -951,142 +1097,528 @@ enum accel_err store_events_query(struct store *s,
 
 /* ------------------------------------------------------------------ load */
 
-static enum accel_err load_apps(struct store *s, const struct store_loader *l,
-                                sqlite3_stmt *st)
+/* One row that does not decode: its table, its key as shown in messages,
+ * the key's values as stored (to delete it in a repair) and why. */
+struct bad_row {
+    const char *table;
+    char *key;
+    char *why;
+    sqlite3_value *k[2];
+};
+
+/* One run of store_load. */
+struct load_run {
+    struct store *s;
+    const struct store_loader *l;
+    struct bad_row *bad;
+    size_t nbad;
+};
+
+/* Record the current row of st as undecodable; takes why. */
+static void bad_add(struct load_run *r, const char *table, sqlite3_stmt *st,
+                    int k0, int k1, char *why)
+{
+    struct bad_row *b;
+    const char *t0 = col_text(st, k0), *t1 = k1 >= 0 ? col_text(st, k1) : "";
+    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
+    b = &r->bad[r->nbad++];
+    b->table = table;
+    b->key = k1 >= 0 ? xasprintf("%s/%s", t0 ? t0 : "NULL", t1 ? t1 : "NULL")
+                     : xstrdup(t0 ? t0 : "NULL");
+    b->why = why;
+    b->k[0] = sqlite3_value_dup(sqlite3_column_value(st, k0));
+    b->k[1] = k1 >= 0 ? sqlite3_value_dup(sqlite3_column_value(st, k1)) : NULL;
+}
+
+static bool bad_has(const struct load_run *r, const char *table,
+                    const char *key)
+{
+    for (size_t i = 0; i < r->nbad; i++)
+        if (strcmp(r->bad[i].table, table) == 0 &&
+            strcmp(r->bad[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+static void bad_free(struct load_run *r)
+{
+    for (size_t i = 0; i < r->nbad; i++) {
+        free(r->bad[i].key);
+        free(r->bad[i].why);
+        sqlite3_value_free(r->bad[i].k[0]);
+        sqlite3_value_free(r->bad[i].k[1]);
+    }
+    free(r->bad);
+}
+
+static const char *type_name(int t)
+{
+    switch (t) {
+    case SQLITE_INTEGER: return "an integer";
+    case SQLITE_FLOAT: return "a real";
+    case SQLITE_BLOB: return "a blob";
+    case SQLITE_NULL: return "NULL";
+    default: return "text";
+    }
+}
+
+/* NULL when column i holds a NUL-free text (or NULL, if nullable; a key
+ * must also be non-empty), else why. Call before any other column_* on i. */
+static char *check_text(sqlite3_stmt *st, int i, bool nullable, bool key)
+{
+    int t = sqlite3_column_type(st, i);
+    const char *name = sqlite3_column_name(st, i), *v;
+    if (t == SQLITE_NULL && nullable)
+        return NULL;
+    if (t != SQLITE_TEXT)
+        return xasprintf("%s is %s, not text", name, type_name(t));
+    v = col_text(st, i);
+    if (v == NULL || strlen(v) != (size_t)sqlite3_column_bytes(st, i))
+        return xasprintf("%s contains a NUL character", name);
+    if (key && v[0] == '\0')
+        return xasprintf("%s is empty", name);
+    return NULL;
+}
+
+/* NULL when column i holds an integer in [min, max], else why. */
+static char *check_int(sqlite3_stmt *st, int i, int64_t min, int64_t max)
+{
+    int t = sqlite3_column_type(st, i);
+    const char *name = sqlite3_column_name(st, i);
+    int64_t v;
+    if (t != SQLITE_INTEGER)
+        return xasprintf("%s is %s, not an integer", name, type_name(t));
+    v = sqlite3_column_int64(st, i);
+    if (v < min || v > max)
+        return xasprintf("%s is %jd, outside [%jd, %jd]", name, (intmax_t)v,
+                         (intmax_t)min, (intmax_t)max);
+    return NULL;
+}
+
+/* NULL when column i is one of the words in set (NULL-terminated). */
+static char *check_enum(sqlite3_stmt *st, int i, const char *const *set)
+{
+    char *why = check_text(st, i, false, true);
+    const char *v;
+    if (why)
+        return why;
+    v = col_text(st, i);
+    for (size_t k = 0; set[k]; k++)
+        if (strcmp(v, set[k]) == 0)
+            return NULL;
+    return xasprintf("%s \"%s\" is not one this build knows",
+                     sqlite3_column_name(st, i), v);
+}
+
+/* The first failing check of a list, freeing none (all but one are NULL
+ * because each is evaluated only while the ones before passed). */
+#define FIRST_BAD(why, expr)                                                   \
+    do {                                                                       \
+        if ((why) == NULL)                                                     \
+            (why) = (expr);                                                    \
+    } while (0)
+
+#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
+
+static char *check_app(sqlite3_stmt *st)
+{
+    char *why = NULL;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_text(st, 1, false, true));
+    FIRST_BAD(why, check_text(st, 2, false, true));
+    FIRST_BAD(why, check_text(st, 3, true, false));
+    FIRST_BAD(why, check_text(st, 4, false, true));
+    FIRST_BAD(why, check_text(st, 5, true, false));
+    FIRST_BAD(why, check_int(st, 6, 0, TIME_MAX));
+    FIRST_BAD(why, check_int(st, 7, 0, TIME_MAX));
+    FIRST_BAD(why, check_int(st, 8, 0, INT32_MAX));
+    FIRST_BAD(why, check_int(st, 9, INT64_MIN, INT64_MAX));
+    FIRST_BAD(why, check_int(st, 10, INT32_MIN, INT32_MAX));
+    return why;
+}
+
+static enum accel_err load_apps(struct load_run *r, sqlite3_stmt *st)
 {
     struct store_app a;
-    a.name = col_text(st, 0);
-    a.owner = col_text(st, 1);
-    a.state = col_text(st, 2);
-    a.reason = col_text(st, 3);
-    a.manifest = col_text(st, 4);
-    a.selected_type = col_text(st, 5);
-    a.created_ms = sqlite3_column_int64(st, 6);
-    a.updated_ms = sqlite3_column_int64(st, 7);
-    a.pid = sqlite3_column_int64(st, 8);
-    a.pid_start = (uint64_t)sqlite3_column_int64(st, 9);
-    a.exit_status = sqlite3_column_int64(st, 10);
-    (void)s;
-    return l->app(l->ctx, &a);
+    char *why = check_app(st);
+    enum accel_err err;
+    if (why == NULL) {
+        a.name = col_text(st, 0);
+        a.owner = col_text(st, 1);
+        a.state = col_text(st, 2);
+        a.reason = col_text(st, 3);
+        a.manifest = col_text(st, 4);
+        a.selected_type = col_text(st, 5);
+        a.created_ms = sqlite3_column_int64(st, 6);
+        a.updated_ms = sqlite3_column_int64(st, 7);
+        a.pid = sqlite3_column_int64(st, 8);
+        a.pid_start = (uint64_t)sqlite3_column_int64(st, 9);
+        a.exit_status = sqlite3_column_int64(st, 10);
+        err = r->l->app(r->l->ctx, &a, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "apps", st, 0, -1, why);
+    return ACCEL_OK;
 }
 
-static enum accel_err load_allocs(struct store *s,
-                                  const struct store_loader *l,
-                                  sqlite3_stmt *st)
+static enum accel_err load_allocs(struct load_run *r, sqlite3_stmt *st)
 {
     struct store_alloc a;
-    a.app = col_text(st, 0);
-    a.owner = col_text(st, 1);
-    a.type = col_text(st, 2);
-    a.node = col_text(st, 3);
-    a.device = col_text(st, 4);
-    a.memory = (uint64_t)sqlite3_column_int64(st, 5);
-    (void)s;
-    return l->alloc(l->ctx, &a);
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_text(st, 1, false, true));
+    FIRST_BAD(why, check_text(st, 2, false, true));
+    FIRST_BAD(why, check_text(st, 3, false, true));
+    FIRST_BAD(why, check_text(st, 4, false, true));
+    FIRST_BAD(why, check_int(st, 5, 0, INT64_MAX));
+    if (why == NULL && sqlite3_column_int(st, 6) == 0)
+        why = xasprintf("its app \"%s\" has no row in apps", col_text(st, 0));
+    if (why == NULL && bad_has(r, "apps", col_text(st, 0)))
+        why = xasprintf("its app \"%s\" does not decode", col_text(st, 0));
+    if (why == NULL) {
+        a.app = col_text(st, 0);
+        a.owner = col_text(st, 1);
+        a.type = col_text(st, 2);
+        a.node = col_text(st, 3);
+        a.device = col_text(st, 4);
+        a.memory = (uint64_t)sqlite3_column_int64(st, 5);
+        err = r->l->alloc(r->l->ctx, &a, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "allocations", st, 0, 4, why);
+    return ACCEL_OK;
 }
 
-static enum accel_err load_devices(struct store *s,
-                                   const struct store_loader *l,
-                                   sqlite3_stmt *st)
+static enum accel_err load_devices(struct load_run *r, sqlite3_stmt *st)
 {
+    static const char *const supports[] = {"Exclusive", "MemorySlice",
+                                           "TimeSlice", NULL};
     struct store_device d;
-    d.node = col_text(st, 0);
-    d.id = col_text(st, 1);
-    d.support = col_text(st, 2);
-    d.settings = col_text(st, 3);
-    (void)s;
-    return l->device(l->ctx, &d);
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_text(st, 1, false, true));
+    FIRST_BAD(why, check_enum(st, 2, supports));
+    FIRST_BAD(why, check_text(st, 3, true, false));
+    if (why == NULL) {
+        d.node = col_text(st, 0);
+        d.id = col_text(st, 1);
+        d.support = col_text(st, 2);
+        d.settings = col_text(st, 3);
+        err = r->l->device(r->l->ctx, &d, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "devices", st, 0, 1, why);
+    return ACCEL_OK;
 }
 
-static enum accel_err load_nodes(struct store *s, const struct store_loader *l,
-                                 sqlite3_stmt *st)
+static enum accel_err load_nodes(struct load_run *r, sqlite3_stmt *st)
 {
     struct store_node n;
-    n.name = col_text(st, 0);
-    n.enabled = sqlite3_column_int(st, 1) != 0;
-    (void)s;
-    return l->node(l->ctx, &n);
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_int(st, 1, 0, 1));
+    if (why == NULL) {
+        n.name = col_text(st, 0);
+        n.enabled = sqlite3_column_int(st, 1) != 0;
+        err = r->l->node(r->l->ctx, &n, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "nodes", st, 0, -1, why);
+    return ACCEL_OK;
 }
 
-static enum accel_err load_users(struct store *s, const struct store_loader *l,
-                                 sqlite3_stmt *st)
+/* NULL when column i is 64 lowercase hex digits (a SHA-256). */
+static char *check_hash(sqlite3_stmt *st, int i)
 {
-    struct store_user u;
-    u.name = col_text(st, 0);
-    u.role = col_text(st, 1);
-    u.token_hash = col_text(st, 2);
-    u.created_ms = sqlite3_column_int64(st, 3);
-    (void)s;
-    return l->user(l->ctx, &u);
+    char *why = check_text(st, i, false, true);
+    const char *v;
+    if (why)
+        return why;
+    v = col_text(st, i);
+    if (strlen(v) != 64 || strspn(v, "0123456789abcdef") != 64)
+        return xasprintf("%s is not a SHA-256 in hex",
+                         sqlite3_column_name(st, i));
+    return NULL;
 }
 
-static enum accel_err load_identities(struct store *s,
-                                      const struct store_loader *l,
-                                      sqlite3_stmt *st)
+static enum accel_err load_users(struct load_run *r, sqlite3_stmt *st)
+{
+    static const char *const roles[] = {"admin", "member", NULL};
+    struct store_user u;
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_enum(st, 1, roles));
+    FIRST_BAD(why, check_hash(st, 2));
+    FIRST_BAD(why, check_int(st, 3, 0, TIME_MAX));
+    if (why == NULL) {
+        u.name = col_text(st, 0);
+        u.role = col_text(st, 1);
+        u.token_hash = col_text(st, 2);
+        u.created_ms = sqlite3_column_int64(st, 3);
+        err = r->l->user(r->l->ctx, &u, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "users", st, 0, -1, why);
+    return ACCEL_OK;
+}
+
+static enum accel_err load_identities(struct load_run *r, sqlite3_stmt *st)
 {
     struct store_identity id;
-    id.name = col_text(st, 0);
-    id.uid = sqlite3_column_int64(st, 1);
-    (void)s;
-    return l->identity(l->ctx, &id);
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_int(st, 1, 1, INT64_C(4294967294)));
+    if (why == NULL) {
+        id.name = col_text(st, 0);
+        id.uid = sqlite3_column_int64(st, 1);
+        err = r->l->identity(r->l->ctx, &id, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "identities", st, 0, -1, why);
+    return ACCEL_OK;
 }
 
-typedef enum accel_err (*row_fn)(struct store *s, const struct store_loader *l,
-                                 sqlite3_stmt *st);
+/* Events are not loaded, only checked: the query names each bad one. */
+static enum accel_err load_events(struct load_run *r, sqlite3_stmt *st)
+{
+    bad_add(r, "events", st, 0, -1, xstrdup(col_text(st, 1)));
+    return ACCEL_OK;
+}
+
+typedef enum accel_err (*row_fn)(struct load_run *r, sqlite3_stmt *st);
 
 /* Step one load query, calling fn per row; stops on the first non-OK. */
-static enum accel_err load_table(struct store *s, const struct store_loader *l,
-                                 enum stmt_id id, bool wanted, row_fn fn)
+static enum accel_err load_table(struct load_run *r, enum stmt_id id,
+                                 row_fn fn)
 {
-    sqlite3_stmt *st = s->stmt[id];
+    sqlite3_stmt *st = r->s->stmt[id];
     enum accel_err err = ACCEL_OK;
     int rc;
-    if (!wanted)
-        return ACCEL_OK;
     for (;;) {
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW)
             break;
-        err = fn(s, l, st);
+        err = fn(r, st);
         if (err != ACCEL_OK)
             break;
     }
     if (err == ACCEL_OK && rc != SQLITE_DONE)
-        err = fail_rc(s, rc);
+        err = fail_rc(r->s, rc);
     sqlite3_reset(st);
     return err;
 }
 
-enum accel_err store_load(struct store *s, const struct store_loader *l)
+/* Loader callbacks that accept every row (for a NULL callback). */
+static enum accel_err take_app(void *c, const struct store_app *a, char **w)
 {
-    enum accel_err err;
-    bool own_tx = !s->in_tx;
-    int rc;
-    if (own_tx) { /* one snapshot for all tables */
-        rc = step_done(s->stmt[ST_READ_BEGIN]);
-        if (rc != SQLITE_OK)
-            return fail_rc(s, rc);
+    (void)c, (void)a, (void)w;
+    return ACCEL_OK;
+}
+static enum accel_err take_alloc(void *c, const struct store_alloc *a,
+                                 char **w)
+{
+    (void)c, (void)a, (void)w;
+    return ACCEL_OK;
+}
+static enum accel_err take_device(void *c, const struct store_device *d,
+                                  char **w)
+{
+    (void)c, (void)d, (void)w;
+    return ACCEL_OK;
+}
+static enum accel_err take_node(void *c, const struct store_node *n, char **w)
+{
+    (void)c, (void)n, (void)w;
+    return ACCEL_OK;
+}
+static enum accel_err take_user(void *c, const struct store_user *u, char **w)
+{
+    (void)c, (void)u, (void)w;
+    return ACCEL_OK;
+}
+static enum accel_err take_identity(void *c, const struct store_identity *i,
+                                    char **w)
+{
+    (void)c, (void)i, (void)w;
+    return ACCEL_OK;
+}
+
+/* Every table in load order, with its query and row function. */
+static enum accel_err load_tables(struct load_run *r)
+{
+    static const struct {
+        enum stmt_id id;
+        row_fn fn;
+    } tables[] = {
+        {ST_LOAD_NODES, load_nodes},   {ST_LOAD_DEVICES, load_devices},
+        {ST_LOAD_USERS, load_users},   {ST_LOAD_IDENTITIES, load_identities},
+        {ST_LOAD_APPS, load_apps},
+        {ST_LOAD_ALLOCS, load_allocs}, {ST_LOAD_BAD_EVENTS, load_events},
+    };
+    enum accel_err err = ACCEL_OK;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        err = load_table(r, tables[i].id, tables[i].fn);
+        if (err != ACCEL_OK)
+            break;
     }
-    err = load_table(s, l, ST_LOAD_NODES, l->node != NULL, load_nodes);
+    return err;
+}
+
+/* "table apps, row "x": why; ..." for messages (at most 20 rows named). */
+static char *bad_list(const struct load_run *r)
+{
+    char *out = xstrdup("");
+    for (size_t i = 0; i < r->nbad && i < 20; i++) {
+        char *n = xasprintf("%s%stable %s, row \"%s\": %s", out,
+                            i ? "; " : "", r->bad[i].table, r->bad[i].key,
+                            r->bad[i].why);
+        free(out);
+        out = n;
+    }
+    if (r->nbad > 20) {
+        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
+        free(out);
+        out = n;
+    }
+    return out;
+}
+
+/* The statement that deletes one row of table by its key values. */
+static enum stmt_id delete_stmt(const char *table)
+{
+    static const struct {
+        const char *table;
+        enum stmt_id id;
+    } map[] = {{"apps", ST_APP_DEL},         {"allocations", ST_ALLOC_DEL},
+               {"devices", ST_DEVICE_DEL},   {"nodes", ST_NODE_DEL},
+               {"users", ST_USER_DEL},       {"events", ST_EVENT_DEL},
+               {"identities", ST_IDENTITY_DEL}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].table, table) == 0)
+            return map[i].id;
+    return ST_COUNT;
+}
+
+/* The "store.repair" event's data: {"dropped": [{table, key, reason}]}. */
+static char *repair_data(const struct load_run *r)
+{
+    json_t *list = json_array(), *o;
+    char *text;
+    for (size_t i = 0; i < r->nbad; i++)
+        json_array_append_new(list,
+                              json_pack("{s:s, s:s, s:s}", "table",
+                                        r->bad[i].table, "key", r->bad[i].key,
+                                        "reason", r->bad[i].why));
+    o = json_pack("{s:o}", "dropped", list);
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* Delete every bad row and append the event, in one transaction. */
+static enum accel_err repair(struct load_run *r, const char *list)
+{
+    struct store *s = r->s;
+    char *msg = xasprintf("acceld --repair dropped %zu undecodable row%s of "
+                          "%s: %s",
+                          r->nbad, r->nbad == 1 ? "" : "s", s->path, list);
+    char *data = repair_data(r);
+    struct store_event e = {0, util_wall_ms(), "store.repair", NULL, NULL,
+                            NULL, msg, data};
+    enum accel_err err = store_begin(s);
+    for (size_t i = 0; err == ACCEL_OK && i < r->nbad; i++) {
+        sqlite3_stmt *st = s->stmt[delete_stmt(r->bad[i].table)];
+        int rc = sqlite3_bind_value(st, 1, r->bad[i].k[0]);
+        if (rc == SQLITE_OK && r->bad[i].k[1])
+            rc = sqlite3_bind_value(st, 2, r->bad[i].k[1]);
+        rc = rc ? rc : step_done(st);
+        err = tx_result(s, rc);
+    }
     if (err == ACCEL_OK)
-        err = load_table(s, l, ST_LOAD_DEVICES, l->device != NULL,
-                         load_devices);
+        err = store_event_append(s, &e, 0, NULL);
     if (err == ACCEL_OK)
-        err = load_table(s, l, ST_LOAD_USERS, l->user != NULL, load_users);
-    if (err == ACCEL_OK)
-        err = load_table(s, l, ST_LOAD_IDENTITIES, l->identity != NULL,
-                         load_identities);
-    if (err == ACCEL_OK)
-        err = load_table(s, l, ST_LOAD_APPS, l->app != NULL, load_apps);
-    if (err == ACCEL_OK)
-        err = load_table(s, l, ST_LOAD_ALLOCS, l->alloc != NULL,
-                         load_allocs);
-    if (own_tx && !sqlite3_get_autocommit(s->db)) {
+        err = store_commit(s);
+    free(msg);
+    free(data);
+    return err;
+}
+
+enum accel_err store_load(struct store *s, const struct store_loader *l,
+                          char **cause)
+{
+    struct store_loader all = *l;
+    struct load_run r = {s, &all, NULL, 0};
+    enum accel_err err;
+    char *list;
+    int rc;
+
+    *cause = NULL;
+    all.app = l->app ? l->app : take_app;
+    all.alloc = l->alloc ? l->alloc : take_alloc;
+    all.device = l->device ? l->device : take_device;
+    all.node = l->node ? l->node : take_node;
+    all.user = l->user ? l->user : take_user;
+    all.identity = l->identity ? l->identity : take_identity;
+    if (s->in_tx)
+        return fail_msg(s, ACCEL_EINVAL, "store_load inside a transaction");
+    rc = step_done(s->stmt[ST_READ_BEGIN]); /* one snapshot for all tables */
+    if (rc != SQLITE_OK)
+        return fail_rc(s, rc);
+    err = load_tables(&r);
+    rc = SQLITE_OK;
+    if (!sqlite3_get_autocommit(s->db)) {
         rc = step_done(s->stmt[ST_READ_END]);
-        if (rc != SQLITE_OK && err == ACCEL_OK)
-            err = fail_rc(s, rc);
         if (rc != SQLITE_OK)
             step_done(s->stmt[ST_ROLLBACK]);
     }
+    if (err == ACCEL_OK && rc != SQLITE_OK)
+        err = fail_rc(s, rc);
+    if (err != ACCEL_OK || r.nbad == 0)
+        goto out;
+    list = bad_list(&r);
+    if (!l->repair) {
+        *cause = xasprintf("%s: %zu row%s do%s not decode: %s; refusing to "
+                           "start, nothing was loaded or changed. `acceld "
+                           "--repair` drops these rows (and what depends on "
+                           "them) and says what it dropped",
+                           s->path, r.nbad, r.nbad == 1 ? "" : "s",
+                           r.nbad == 1 ? "es" : "", list);
+        free(list);
+        err = ACCEL_ESTORE_CORRUPT;
+        goto out;
+    }
+    err = repair(&r, list);
+    if (err == ACCEL_OK)
+        *cause = xasprintf("dropped %zu undecodable row%s of %s: %s", r.nbad,
+                           r.nbad == 1 ? "" : "s", s->path, list);
+    else
+        *cause = xasprintf("cannot drop the undecodable rows of %s: %s",
+                           s->path, s->errmsg);
+    free(list);
+out:
+    bad_free(&r);
     return err;
 }

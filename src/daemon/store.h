@@ -85,26 +85,42 @@ struct store_event {
     const char *data;    /* JSON object with details, or NULL */
 };
 
-/* Callbacks for store_load; any may be NULL. A non-OK return stops the load
- * and is returned by store_load. */
+/*
+ * Callbacks for store_load; any may be NULL. A callback that finds its row
+ * undecodable (a manifest that does not parse, an unknown enum) returns
+ * ACCEL_ESTORE_CORRUPT and sets *why to an allocated sentence; the row is
+ * then one of the refused (or, with repair, dropped) rows. Any other
+ * non-OK return stops the load and is returned by store_load.
+ */
 struct store_loader {
     void *ctx;
-    enum accel_err (*app)(void *ctx, const struct store_app *a);
-    enum accel_err (*alloc)(void *ctx, const struct store_alloc *a);
-    enum accel_err (*device)(void *ctx, const struct store_device *d);
-    enum accel_err (*node)(void *ctx, const struct store_node *n);
-    enum accel_err (*user)(void *ctx, const struct store_user *u);
-    enum accel_err (*identity)(void *ctx, const struct store_identity *id);
+    enum accel_err (*app)(void *ctx, const struct store_app *a, char **why);
+    enum accel_err (*alloc)(void *ctx, const struct store_alloc *a,
+                            char **why);
+    enum accel_err (*device)(void *ctx, const struct store_device *d,
+                             char **why);
+    enum accel_err (*node)(void *ctx, const struct store_node *n, char **why);
+    enum accel_err (*user)(void *ctx, const struct store_user *u, char **why);
+    enum accel_err (*identity)(void *ctx, const struct store_identity *id,
+                               char **why);
+    bool repair; /* drop the undecodable rows instead of refusing */
 };
 
 /*
- * Open (creating if needed) the database at path and migrate it to the
- * current schema. *out is set only on success. On failure *cause gets an
- * allocated sentence (caller frees), e.g. "accel.db was written by a newer
- * accel (schema 7, this build knows 2); refusing to open it", and the code
- * is ACCEL_ESTORE_NEWER, ACCEL_ESTORE_CORRUPT or ACCEL_ESTORE.
+ * Open the database at path and migrate it to the current schema. First
+ * start is recognised only by the absence of the file: then the database is
+ * built under a temporary name and linked into place complete, so path
+ * either does not exist or holds the whole schema (store_created then says
+ * true). An existing file that is empty, not ours, newer, or without a
+ * schema is refused and left as it is. *out is set only on success. On
+ * failure *cause gets an allocated sentence naming the file (caller
+ * frees), e.g. "accel.db was written by a newer accel (schema 7, this
+ * build knows 2); refusing to open it", and the code is ACCEL_ESTORE_NEWER,
+ * ACCEL_ESTORE_CORRUPT, ACCEL_EIO or ACCEL_ESTORE.
  */
 enum accel_err store_open(const char *path, struct store **out, char **cause);
+/* Whether store_open created the file (the first start). */
+bool store_created(const struct store *s);
 void store_close(struct store *s); /* accepts NULL */
 
 /* The last SQLite message (with its rc) behind a failure, for logs; "" if
@@ -118,9 +134,23 @@ void store_set_busy_timeout(struct store *s, int ms);
 /* The schema version this build creates and migrates to. */
 int store_schema_version(void);
 
-/* Read every row into the loader (users and identities before apps,
- * apps before allocs). */
-enum accel_err store_load(struct store *s, const struct store_loader *l);
+/*
+ * Read every row into the loader (nodes, devices, users, identities, apps,
+ * then allocs) and check every row of every table, events included: a column
+ * of the wrong type, a NUL inside a text, a negative memory or time, an
+ * unknown role or support type, an allocation whose app has no row (or a
+ * dropped one), an event whose data is not a JSON object, and whatever a
+ * callback refuses. Rows that do not decode are never passed on.
+ *
+ * Without l->repair, any such row makes the load fail with
+ * ACCEL_ESTORE_CORRUPT and *cause naming the file, and each row's table,
+ * key and reason; nothing is written. With l->repair, those rows (and the
+ * allocations of a dropped app) are deleted in one transaction together
+ * with a "store.repair" event that lists them, and *cause gets that list
+ * (NULL when nothing was dropped). *cause is allocated; caller frees.
+ */
+enum accel_err store_load(struct store *s, const struct store_loader *l,
+                          char **cause);
 
 /*
  * Transactions: begin → puts → commit (durable when it returns OK). Begin

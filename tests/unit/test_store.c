@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -25,6 +26,11 @@
 #include "harness.h"
 
 /* ---------------------------------------------------------------- helpers */
+
+/* token hashes as the store wants them: 64 lowercase hex digits */
+#define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HASH_F "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+#define HASH_9 "9999999999999999999999999999999999999999999999999999999999999999"
 
 static char *tmp_dir(void)
 {
@@ -126,8 +132,10 @@ static void dump_add(struct dump *d, const char *fmt, ...)
 
 #define S_(x) ((x) ? (x) : "NULL")
 
-static enum accel_err dump_app(void *ctx, const struct store_app *a)
+static enum accel_err dump_app(void *ctx, const struct store_app *a,
+                               char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->apps++;
     dump_add(d, "app %s %s %s %s %s %s %jd %jd %jd %ju %jd\n", a->name,
@@ -138,8 +146,10 @@ static enum accel_err dump_app(void *ctx, const struct store_app *a)
     return ACCEL_OK;
 }
 
-static enum accel_err dump_alloc(void *ctx, const struct store_alloc *a)
+static enum accel_err dump_alloc(void *ctx, const struct store_alloc *a,
+                                 char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->allocs++;
     dump_add(d, "alloc %s %s %s %s %s %ju\n", a->app, a->owner, a->type,
@@ -147,8 +157,10 @@ static enum accel_err dump_alloc(void *ctx, const struct store_alloc *a)
     return ACCEL_OK;
 }
 
-static enum accel_err dump_device(void *ctx, const struct store_device *v)
+static enum accel_err dump_device(void *ctx, const struct store_device *v,
+                                  char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->devices++;
     dump_add(d, "device %s %s %s %s\n", v->node, v->id, v->support,
@@ -156,16 +168,20 @@ static enum accel_err dump_device(void *ctx, const struct store_device *v)
     return ACCEL_OK;
 }
 
-static enum accel_err dump_node(void *ctx, const struct store_node *n)
+static enum accel_err dump_node(void *ctx, const struct store_node *n,
+                                char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->nodes++;
     dump_add(d, "node %s %d\n", n->name, n->enabled ? 1 : 0);
     return ACCEL_OK;
 }
 
-static enum accel_err dump_user(void *ctx, const struct store_user *u)
+static enum accel_err dump_user(void *ctx, const struct store_user *u,
+                                char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->users++;
     dump_add(d, "user %s %s %s %jd\n", u->name, u->role, u->token_hash,
@@ -174,8 +190,10 @@ static enum accel_err dump_user(void *ctx, const struct store_user *u)
 }
 
 static enum accel_err dump_identity(void *ctx,
-                                    const struct store_identity *id)
+                                    const struct store_identity *id,
+                                    char **why)
 {
+    (void)why;
     struct dump *d = ctx;
     d->identities++;
     dump_add(d, "identity %s %jd\n", id->name, (intmax_t)id->uid);
@@ -185,9 +203,14 @@ static enum accel_err dump_identity(void *ctx,
 static struct dump *load_all(struct store *s)
 {
     struct dump *d = xcalloc(1, sizeof(*d));
-    struct store_loader l = {d, dump_app, dump_alloc, dump_device,
-                             dump_node, dump_user, dump_identity};
-    ASSERT_EQ(store_load(s, &l), ACCEL_OK);
+    struct store_loader l = {d,         dump_app,  dump_alloc,    dump_device,
+                             dump_node, dump_user, dump_identity, false};
+    char *cause = NULL;
+    enum accel_err err = store_load(s, &l, &cause);
+    if (err != ACCEL_OK)
+        FAIL_AT_("store_load: %s: %s", accel_err_name(err),
+                 cause ? cause : store_errmsg(s));
+    ASSERT(cause == NULL);
     return d;
 }
 
@@ -250,15 +273,34 @@ TEST(store_open_create)
     free(path);
 }
 
-TEST(store_migrate_from_empty_file)
+/* First start is only the absence of the file: created complete, under a
+ * temporary name linked into place (nothing else left in the directory). */
+TEST(store_first_start_only_when_absent)
 {
-    char *path = tmp_db();
-    struct store *s;
-    write_file(path, "", 0);
-    s = open_ok(path);
+    char *path = tmp_db(), *dir = xstrdup(path);
+    struct store *s = open_ok(path);
+    int entries = 0;
+    DIR *dh;
+    struct dirent *de;
+    ASSERT(store_created(s));
     store_close(s);
     ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
     ASSERT_EQ(raw_int(path, "PRAGMA application_id"), 0x61636365);
+    s = open_ok(path);
+    ASSERT(!store_created(s));
+    store_close(s);
+    *strrchr(dir, '/') = '\0';
+    dh = opendir(dir);
+    ASSERT(dh != NULL);
+    while ((de = readdir(dh)) != NULL)
+        if (de->d_name[0] != '.') {
+            ASSERT(strncmp(de->d_name, "accel.db", 8) == 0);
+            ASSERT(strstr(de->d_name, ".new-") == NULL);
+            entries++;
+        }
+    closedir(dh);
+    ASSERT_GE(entries, 1);
+    free(dir);
     free(path);
 }
 
@@ -268,7 +310,7 @@ TEST(store_migrate_v2_keeps_users_adds_identities)
 {
     char *path = tmp_db();
     struct store *s = open_ok(path);
-    struct store_user u = {"alice", "member", "abcd", 7};
+    struct store_user u = {"alice", "member", HASH_A, 7};
     struct store_app a = mk_app("web");
     struct store_identity id1 = {"alice", 61184}, id2 = {"shared", 61185};
     struct store_identity dup_name = {"alice", 61186};
@@ -289,7 +331,7 @@ TEST(store_migrate_v2_keeps_users_adds_identities)
     ASSERT_EQ(d->users, 1);
     ASSERT_EQ(d->apps, 1);
     ASSERT_EQ(d->identities, 0);
-    ASSERT(strstr(d->buf, "user alice member abcd 7\n") != NULL);
+    ASSERT(strstr(d->buf, "user alice member " HASH_A " 7\n") != NULL);
     free(d);
     ASSERT_EQ(store_begin(s), ACCEL_OK);
     ASSERT_EQ(store_identity_put(s, &id1), ACCEL_OK);
@@ -353,6 +395,21 @@ static void expect_refused(const char *path, enum accel_err want,
     free(cause);
     free(before);
     free(after);
+}
+
+/* A zero-byte accel.db used to be taken for a first start (all state
+ * gone, the token rewritten); so was an SQLite file without our schema. */
+TEST(store_refuse_empty_file)
+{
+    char *path = tmp_db();
+    write_file(path, "", 0);
+    expect_refused(path, ACCEL_ESTORE_CORRUPT, "is empty (0 bytes)",
+                   "refusing");
+    ASSERT_EQ(unlink(path), 0);
+    raw_exec(path, "CREATE TABLE t (a); DROP TABLE t;");
+    expect_refused(path, ACCEL_ESTORE_CORRUPT, "holds no accel schema",
+                   "refusing");
+    free(path);
 }
 
 TEST(store_refuse_newer)
@@ -436,17 +493,18 @@ TEST(store_refuse_foreign_db)
 
 /* ------------------------------------------------------------ round trips */
 
+
 static const char *expected_full =
     "node node1 1\n"
     "node node2 0\n"
     "device node1 GPU-1 MemorySlice {\"quota\":1}\n"
     "device node1 GPU-2 Exclusive NULL\n"
-    "user alice member abcd 11\n"
-    "user root admin ffff 12\n"
+    "user alice member " HASH_A " 11\n"
+    "user root admin " HASH_F " 12\n"
     "app comfy alice running started {\"n\":2} nvidia 1000 3000 4242 "
     "18446744073709551615 -1\n"
     "app ollama alice installed NULL {\"n\":1} NULL 1000 2000 0 0 7\n"
-    "alloc comfy alice nvidia node1 GPU-1 18446744073709551615\n"
+    "alloc comfy alice nvidia node1 GPU-1 4611686018427387904\n"
     "alloc comfy alice nvidia node1 GPU-2 0\n"
     "alloc ollama alice nvidia node1 GPU-1 8589934592\n";
 
@@ -457,10 +515,10 @@ static void put_everything(struct store *s)
                               "{\"quota\":1}"};
     struct store_device d2 = {"node1", "GPU-2", "Exclusive", NULL};
     struct store_node n1 = {"node1", true}, n2 = {"node2", false};
-    struct store_user u1 = {"alice", "member", "abcd", 11};
-    struct store_user u2 = {"root", "admin", "ffff", 12};
+    struct store_user u1 = {"alice", "member", HASH_A, 11};
+    struct store_user u2 = {"root", "admin", HASH_F, 12};
     struct store_alloc x1 = mk_alloc("ollama", "GPU-1", 8ULL << 30);
-    struct store_alloc x2 = mk_alloc("comfy", "GPU-1", UINT64_MAX);
+    struct store_alloc x2 = mk_alloc("comfy", "GPU-1", UINT64_C(1) << 62);
     struct store_alloc x3 = mk_alloc("comfy", "GPU-2", 0);
     a1.selected_type = NULL;
     a1.exit_status = 7;
@@ -514,7 +572,7 @@ TEST(store_put_replaces)
     struct store *s = open_ok(path);
     struct store_node n = {"node2", true};
     struct store_device dv = {"node1", "GPU-2", "TimeSlice", "{}"};
-    struct store_user u = {"alice", "admin", "9999", 13};
+    struct store_user u = {"alice", "admin", HASH_9, 13};
     struct store_app a = mk_app("ollama");
     struct dump *d;
     put_everything(s);
@@ -531,7 +589,7 @@ TEST(store_put_replaces)
     d = load_all(s);
     ASSERT(strstr(d->buf, "node node2 1\n") != NULL);
     ASSERT(strstr(d->buf, "device node1 GPU-2 TimeSlice {}\n") != NULL);
-    ASSERT(strstr(d->buf, "user alice admin 9999 13\n") != NULL);
+    ASSERT(strstr(d->buf, "user alice admin " HASH_9 " 13\n") != NULL);
     ASSERT(strstr(d->buf, "app ollama alice stopped NULL {\"n\":1} nvidia "
                           "1000 2000 0 0 -1\n") != NULL);
     ASSERT_EQ(d->nodes, 2);
@@ -644,8 +702,11 @@ TEST(store_alloc_unique_app_device)
     struct store_alloc x2 = mk_alloc("a", "GPU-1", 2);
     struct store_alloc x3 = mk_alloc("a", "GPU-2", 3);
     struct store_alloc x4 = mk_alloc("b", "GPU-1", 4);
+    struct store_app a = mk_app("a"), b = mk_app("b");
     struct dump *d;
     ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_app_put(s, &a), ACCEL_OK);
+    ASSERT_EQ(store_app_put(s, &b), ACCEL_OK);
     ASSERT_EQ(store_alloc_put(s, &x1), ACCEL_OK);
     ASSERT_EQ(store_alloc_put(s, &x2), ACCEL_OK);
     ASSERT_EQ(store_alloc_put(s, &x3), ACCEL_OK);
@@ -653,9 +714,9 @@ TEST(store_alloc_unique_app_device)
     ASSERT_EQ(store_commit(s), ACCEL_OK);
     d = load_all(s);
     ASSERT_EQ(d->allocs, 3);
-    ASSERT_STR_EQ(d->buf, "alloc a alice nvidia node1 GPU-1 2\n"
+    ASSERT(strstr(d->buf, "alloc a alice nvidia node1 GPU-1 2\n"
                           "alloc a alice nvidia node1 GPU-2 3\n"
-                          "alloc b alice nvidia node1 GPU-1 4\n");
+                          "alloc b alice nvidia node1 GPU-1 4\n") != NULL);
     free(d);
     store_close(s);
     /* the schema itself refuses a duplicate (app, device) */
@@ -852,10 +913,167 @@ TEST(store_event_inside_tx_rolls_back)
     free(path);
 }
 
+/* ------------------------------------------------- rows that do not decode */
+
+/* A loader like load_all's that also refuses, the way acceld does, an app
+ * whose manifest does not start with '{'. */
+static enum accel_err strict_app(void *ctx, const struct store_app *a,
+                                 char **why)
+{
+    if (a->manifest[0] != '{') {
+        *why = xstrdup("manifest is not valid JSON");
+        return ACCEL_ESTORE_CORRUPT;
+    }
+    return dump_app(ctx, a, why);
+}
+
+/* store_load with repair off/on; returns the code, *cause kept. */
+static enum accel_err load_with(struct store *s, struct dump *d, bool repair,
+                                char **cause)
+{
+    struct store_loader l = {d,         strict_app, dump_alloc,    dump_device,
+                             dump_node, dump_user,  dump_identity, repair};
+    return store_load(s, &l, cause);
+}
+
+/* Corrupt one row of a full database with sql; the load must refuse,
+ * naming the file, table, key and reason, and write nothing. */
+static void expect_bad_row(const char *sql, const char *table,
+                           const char *key, const char *reason)
+{
+    char *path = tmp_db(), *cause = NULL, *need;
+    struct store *s = open_ok(path);
+    struct dump *d = xcalloc(1, sizeof(*d));
+    int64_t rows0, rows1;
+    static const char *count =
+        "SELECT (SELECT count(*) FROM apps) + (SELECT count(*) FROM "
+        "allocations) * 10 + (SELECT count(*) FROM users) * 100 + (SELECT "
+        "count(*) FROM events) * 1000 + (SELECT count(*) FROM devices) * "
+        "10000 + (SELECT count(*) FROM nodes) * 100000";
+    struct store_event e = {0, 5, "app.state", "comfy", NULL, NULL, "m",
+                            "{\"a\":1}"};
+    put_everything(s);
+    ASSERT_EQ(store_event_append(s, &e, 0, NULL), ACCEL_OK);
+    store_close(s);
+    raw_exec(path, sql);
+    rows0 = raw_int(path, count);
+    s = open_ok(path);
+    ASSERT_EQ(load_with(s, d, false, &cause), ACCEL_ESTORE_CORRUPT);
+    ASSERT(cause != NULL);
+    need = xasprintf("table %s, row \"%s\": %s", table, key, reason);
+    if (strstr(cause, path) == NULL || strstr(cause, need) == NULL ||
+        strstr(cause, "--repair") == NULL)
+        FAIL_AT_("%s: cause \"%s\" lacks \"%s\" or the file", sql, cause,
+                 need);
+    fprintf(stderr, "refused as expected: %s\n", cause);
+    free(cause);
+    free(need);
+    store_close(s);
+    rows1 = raw_int(path, count);
+    ASSERT_EQ(rows0, rows1); /* nothing dropped without --repair */
+    free(d);
+    free(path);
+}
+
+TEST(store_refuse_undecodable_rows)
+{
+    expect_bad_row("UPDATE apps SET manifest = 'not json' WHERE name = "
+                   "'comfy'", "apps", "comfy", "manifest is not valid JSON");
+    expect_bad_row("UPDATE apps SET created_ms = -5 WHERE name = 'ollama'",
+                   "apps", "ollama", "created_ms is -5");
+    expect_bad_row("UPDATE apps SET pid = 'abc' WHERE name = 'ollama'",
+                   "apps", "ollama", "pid is text, not an integer");
+    expect_bad_row("UPDATE apps SET owner = 'al' || char(0) || 'ice' WHERE "
+                   "name = 'ollama'",
+                   "apps", "ollama", "owner contains a NUL character");
+    expect_bad_row("UPDATE allocations SET memory = -1 WHERE app = 'ollama'",
+                   "allocations", "ollama/GPU-1", "memory is -1");
+    expect_bad_row("UPDATE allocations SET memory = 'lots' WHERE app = "
+                   "'ollama'",
+                   "allocations", "ollama/GPU-1", "memory is text");
+    expect_bad_row("INSERT INTO allocations VALUES ('ghost', 'alice', "
+                   "'nvidia', 'node1', 'GPU-1', 1)",
+                   "allocations", "ghost/GPU-1",
+                   "its app \"ghost\" has no row in apps");
+    expect_bad_row("UPDATE devices SET support = 'Sideways' WHERE id = "
+                   "'GPU-2'",
+                   "devices", "node1/GPU-2",
+                   "support \"Sideways\" is not one this build knows");
+    expect_bad_row("UPDATE devices SET settings = x'7b7d' WHERE id = "
+                   "'GPU-1'",
+                   "devices", "node1/GPU-1", "settings is a blob, not text");
+    expect_bad_row("UPDATE nodes SET enabled = 7 WHERE name = 'node2'",
+                   "nodes", "node2", "enabled is 7, outside [0, 1]");
+    expect_bad_row("UPDATE users SET role = 'root' WHERE name = 'alice'",
+                   "users", "alice", "role \"root\" is not one");
+    expect_bad_row("UPDATE users SET token_hash = 'abcd' WHERE name = "
+                   "'alice'",
+                   "users", "alice", "token_hash is not a SHA-256");
+    expect_bad_row("INSERT INTO identities VALUES ('bob', -3)",
+                   "identities", "bob", "uid is -3");
+    expect_bad_row("UPDATE events SET data = '{bad'", "events", "1",
+                   "data is not valid JSON");
+    expect_bad_row("UPDATE events SET data = '[1]'", "events", "1",
+                   "data is not a JSON object");
+    expect_bad_row("UPDATE events SET kind = x'6b'", "events", "1",
+                   "kind is not a text");
+    expect_bad_row("UPDATE events SET message = 'a' || char(0) || 'b'",
+                   "events", "1", "a text contains a NUL character");
+}
+
+/* --repair drops exactly the bad rows and what depends on them, says so
+ * (cause and a store.repair event), and the next load is clean. */
+TEST(store_repair_drops_what_does_not_decode)
+{
+    char *path = tmp_db(), *cause = NULL;
+    struct store *s = open_ok(path);
+    struct dump *d = xcalloc(1, sizeof(*d));
+    static struct ev_log l;
+    struct store_event_filter f = {.kind = "store.repair"};
+    put_everything(s);
+    store_close(s);
+    raw_exec(path, "UPDATE apps SET manifest = 'x' WHERE name = 'comfy';"
+                   "UPDATE users SET role = 'root' WHERE name = 'alice';");
+    s = open_ok(path);
+    ASSERT_EQ(load_with(s, d, true, &cause), ACCEL_OK);
+    ASSERT(cause != NULL);
+    fprintf(stderr, "repair: %s\n", cause);
+    ASSERT(strstr(cause, "dropped 4 undecodable rows") != NULL);
+    ASSERT(strstr(cause, "table apps, row \"comfy\": manifest is not valid "
+                         "JSON") != NULL);
+    ASSERT(strstr(cause, "table allocations, row \"comfy/GPU-1\": its app "
+                         "\"comfy\" does not decode") != NULL);
+    ASSERT(strstr(cause, "table allocations, row \"comfy/GPU-2\"") != NULL);
+    ASSERT(strstr(cause, "table users, row \"alice\": role") != NULL);
+    /* the good rows were passed on, the bad ones never */
+    ASSERT_EQ(d->apps, 1);
+    ASSERT_EQ(d->allocs, 1);
+    ASSERT_EQ(d->users, 1);
+    ASSERT(strstr(d->buf, "comfy") == NULL);
+    free(cause);
+    ASSERT_EQ(ev_query(s, f, &l), 1);
+    store_close(s);
+    ASSERT_EQ(raw_int(path, "SELECT count(*) FROM apps WHERE name = "
+                            "'comfy'"),
+              0);
+    ASSERT_EQ(raw_int(path, "SELECT count(*) FROM allocations"), 1);
+    ASSERT_EQ(raw_int(path, "SELECT count(*) FROM events WHERE data LIKE "
+                            "'%\"table\":\"users\",\"key\":\"alice\"%'"),
+              1);
+    /* clean now, without repair */
+    s = open_ok(path);
+    free(d);
+    d = load_all(s);
+    ASSERT_EQ(d->apps, 1);
+    store_close(s);
+    free(d);
+    free(path);
+}
+
 /* ------------------------------------------------------------- kill -9 */
 
-/* Child: transactions of two allocation rows (app tNNNNNN, GPU-a and
- * GPU-b), acknowledging each commit on the pipe, until killed. */
+/* Child: transactions of an app row tNNNNNN and its two allocation rows
+ * (GPU-a and GPU-b), acknowledging each commit on the pipe, until killed. */
 static void kill9_child(const char *path, int ackfd, int start)
 {
     struct store *s = open_ok(path);
@@ -864,8 +1082,10 @@ static void kill9_child(const char *path, int ackfd, int start)
         struct store_alloc a = mk_alloc(name, "GPU-a", (uint64_t)i);
         struct store_alloc b = mk_alloc(name, "GPU-b", (uint64_t)i);
         snprintf(name, sizeof(name), "t%07d", i);
-        if (store_begin(s) != ACCEL_OK || store_alloc_put(s, &a) ||
-            store_alloc_put(s, &b) || store_commit(s) != ACCEL_OK)
+        struct store_app app = mk_app(name);
+        if (store_begin(s) != ACCEL_OK || store_app_put(s, &app) ||
+            store_alloc_put(s, &a) || store_alloc_put(s, &b) ||
+            store_commit(s) != ACCEL_OK)
             _exit(3);
         if (write(ackfd, &i, sizeof(i)) != (ssize_t)sizeof(i))
             _exit(4);
@@ -877,8 +1097,10 @@ struct pairs {
     int bad;        /* rows whose memory disagrees with the name */
 };
 
-static enum accel_err pair_row(void *ctx, const struct store_alloc *a)
+static enum accel_err pair_row(void *ctx, const struct store_alloc *a,
+                               char **why)
 {
+    (void)why;
     struct pairs *p = ctx;
     char *end = NULL;
     long i = strtol(a->app + 1, &end, 10);
@@ -905,7 +1127,11 @@ static int check_pairs(const char *path, int acked)
     int complete = 0;
     l.ctx = p;
     l.alloc = pair_row;
-    ASSERT_EQ(store_load(s, &l), ACCEL_OK);
+    {
+        char *cause = NULL;
+        ASSERT_EQ(store_load(s, &l, &cause), ACCEL_OK);
+        ASSERT(cause == NULL);
+    }
     store_close(s);
     ASSERT_EQ(p->bad, 0);
     while (complete < (1 << 16) && p->n[complete] == 2)
@@ -1233,7 +1459,10 @@ static void fault_prepare(const char *path)
     struct store *s = open_ok(path);
     struct store_alloc a = mk_alloc("t0000000", "GPU-a", 0);
     struct store_alloc b = mk_alloc("t0000000", "GPU-b", 0);
+    struct store_app a0 = mk_app("t0000000"), a1 = mk_app("t0000001");
     ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_app_put(s, &a0), ACCEL_OK); /* the apps of both pairs */
+    ASSERT_EQ(store_app_put(s, &a1), ACCEL_OK);
     ASSERT_EQ(store_alloc_put(s, &a), ACCEL_OK);
     ASSERT_EQ(store_alloc_put(s, &b), ACCEL_OK);
     ASSERT_EQ(store_commit(s), ACCEL_OK);
@@ -1383,8 +1612,9 @@ TEST(store_fault_malloc_persistent)
 
 #define STORE_TESTS(XX)                                                        \
     XX(store_open_create)                                                      \
-    XX(store_migrate_from_empty_file)                                          \
     XX(store_migrate_v2_keeps_users_adds_identities)                           \
+    XX(store_first_start_only_when_absent)                                     \
+    XX(store_refuse_empty_file)                                                \
     XX(store_open_missing_dir_fails)                                           \
     XX(store_refuse_newer)                                                     \
     XX(store_refuse_random_bytes)                                              \
@@ -1400,6 +1630,8 @@ TEST(store_fault_malloc_persistent)
     XX(store_events_retention)                                                 \
     XX(store_events_filters)                                                   \
     XX(store_event_inside_tx_rolls_back)                                       \
+    XX(store_refuse_undecodable_rows)                                          \
+    XX(store_repair_drops_what_does_not_decode)                                \
     XX(store_kill9_mid_stream)                                                 \
     XX(store_busy_second_writer)                                               \
     XX(store_readonly_file)                                                    \
