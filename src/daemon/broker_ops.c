@@ -19,10 +19,12 @@
 
 #include "common/util.h"
 #include "daemon/broker.h"
+#include "daemon/cgroup.h"
 #include "daemon/ops.h"
 #include "daemon/identity.h"
 #include "daemon/ops_int.h"
 #include "daemon/proc.h"
+#include "daemon/runtime.h"
 #include "daemon/state.h"
 
 #define OVERSUB_DEFAULT_MS 4000 /* quantum while the card is oversubscribed */
@@ -134,14 +136,15 @@ static bool bound_to(struct accel_daemon *d, const struct app *a,
 
 /*
  * Admission (broker_admit_fn): `app` must be an app bound to this device
- * and running, and the peer one of its processes: in the process group or
- * the session of the app's leader (proc_start makes pid = pgid = sid), the
- * leader still the one acceld started (pid and start time), and the peer's
- * uid the one the app runs as (identity_app_uid; the leader's if that has
- * none). A process outside the app's tree cannot claim its name. Called
- * without the broker's lock; takes d->lock briefly.
- * TODO(a2-cgroups): switch the group/session test to the cgroup membership
- * function once it is on main (it also covers processes that setsid()).
+ * and running, and the peer one of its processes: in the app's cgroup
+ * (runtime_pid_in_app: this covers processes that setsid(), double-fork or
+ * outlive the leader); on a machine without cgroup containment, in the
+ * process group or the session of the app's leader (proc_start makes pid =
+ * pgid = sid) with the leader still the one acceld started (pid and start
+ * time). And the peer's uid must be the one the app runs as
+ * (identity_app_uid; the leader's if that has none). A process outside the
+ * app cannot claim its name. Called without the broker's lock; takes
+ * d->lock briefly.
  */
 static bool admit_peer(void *ctx, const char *dev_id, const char *app,
                        const struct broker_peer *peer, char *why, size_t cap)
@@ -150,7 +153,7 @@ static bool admit_peer(void *ctx, const char *dev_id, const char *app,
     struct app *a;
     pid_t leader = 0, pg, sid;
     uint64_t start = 0;
-    bool bound = false, have_uid = false;
+    bool bound = false, have_uid = false, contained;
     uid_t app_uid = 0;
     gid_t app_gid;
     struct stat st;
@@ -169,12 +172,14 @@ static bool admit_peer(void *ctx, const char *dev_id, const char *app,
         snprintf(why, cap, "no app named '%s' is bound to this device", app);
         return false;
     }
-    if (leader <= 0 || !proc_alive(leader, start)) {
+    contained = d->cg != NULL && d->cg->containment.tier != CGROUP_NONE;
+    if (leader <= 0 || (!contained && !proc_alive(leader, start))) {
         snprintf(why, cap, "app '%s' is not running", app);
         return false;
     }
-    if (!group_session(peer->pid, &pg, &sid) ||
-        (pg != leader && sid != leader)) {
+    if (contained ? !runtime_pid_in_app(d, peer->pid, app)
+                  : (!group_session(peer->pid, &pg, &sid) ||
+                     (pg != leader && sid != leader))) {
         snprintf(why, cap, "pid %d is not a process of app '%s'",
                  (int)peer->pid, app);
         return false;

@@ -193,6 +193,24 @@ class TimesliceRuntimeTest(unittest.TestCase):
         finally:
             c.close()
 
+    def test_escaped_process_of_the_app_is_admitted(self):
+        """The peer check is cgroup membership (SPEC 8.2): a process of the
+        app that left its session and group (setsid) is still the app's and
+        gets turns; the group/session check refused it."""
+        st, nodes = self.d.http("GET", "/api/compute-resources")
+        enf = [n for n in nodes["data"] if n["local"]][0]["enforcement"]
+        if enf["containment"] == "none":
+            self.skipTest("no cgroup containment here")
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        m = app("ts-a")
+        m["run"]["command"] = ["sh", "-c",
+                               "setsid %s 2000 & exec sleep 1000" % SPIN]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertIn(st, (200, 201), b)
+        self.wait_for(lambda: self.turns().get("ts-a", 0) >= 1,
+                      "the setsid'd process of ts-a to get a turn")
+        self.assertNotIn("refused pid", self.d.log())
+
     def test_outsider_refused_and_grace_setting(self):
         """Issue 10, item 6: anyone on the host could connect, claim an app
         name and take the turn. Now only the app's own processes get in."""
