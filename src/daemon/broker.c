@@ -515,7 +515,9 @@ static void make_dir(const char *path)
 /* The socket's directory must be ours and not writable by everyone, or
  * anyone could replace the socket with their own broker (the /tmp fallback
  * is where that matters; a group-writable data dir is the admin's choice).
- * false with errno EPERM otherwise. */
+ * A sticky directory (/tmp itself: standalone brokers, tests) is accepted
+ * if root's: others cannot remove or rename our socket there, and one they
+ * placed first makes our bind fail. false with errno EPERM otherwise. */
 static bool dir_trusted(const char *path)
 {
     char dir[108];
@@ -529,6 +531,8 @@ static bool dir_trusted(const char *path)
     *slash = '\0';
     if (lstat(dir[0] ? dir : "/", &st) != 0)
         return false;
+    if (S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & S_ISVTX))
+        return true;
     if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
         (st.st_mode & 002) != 0) {
         log_warn("time-slice broker: %s must be a directory owned by uid %u "

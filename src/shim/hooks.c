@@ -357,8 +357,9 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     CUresult name params                                                       \
     {                                                                          \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        struct shim_ts_thread *t_ = ts_enter();                                \
-        if (__builtin_expect(t_ == SHIM_TS_DENIED, 0))                         \
+        int denied_ = 0;                                                       \
+        struct shim_ts_thread *t_ = ts_enter(&denied_);                        \
+        if (__builtin_expect(denied_, 0))                                      \
             return CUDA_ERROR_NOT_PERMITTED; /* refused: logged once */        \
         CUresult rc_ = fn args;                                                \
         ts_leave(t_);                                                          \

@@ -198,8 +198,11 @@ SHIM_HIDDEN void timeslice_fork_child(void);
 #define SHIM_TS_UNCOUNTED ((struct shim_ts_thread *)1)
 #define SHIM_TS_DENIED ((struct shim_ts_thread *)2)
 
-/* Before a submission: hold the turn. Pair with ts_leave. */
-static inline struct shim_ts_thread *ts_enter(void)
+/* Before a submission: hold the turn. Pair with ts_leave, unless *denied
+ * was set (the broker refused this process: fail the call). *denied is
+ * written only on the slow path, so after inlining the check costs the
+ * held path nothing (the compiler sees it still 0 there). */
+static inline struct shim_ts_thread *ts_enter(int *denied)
 {
     struct shim_ts_thread *t;
     int g = atomic_load_explicit(&shim_state.ts.gate, memory_order_relaxed);
@@ -215,7 +218,12 @@ static inline struct shim_ts_thread *ts_enter(void)
             return t;
         atomic_store_explicit(&t->busy, 0, memory_order_release);
     }
-    return timeslice_enter_slow();
+    t = timeslice_enter_slow();
+    if (__builtin_expect(t == SHIM_TS_DENIED, 0)) {
+        *denied = 1;
+        return NULL;
+    }
+    return t;
 }
 
 static inline void ts_leave(struct shim_ts_thread *t)

@@ -507,6 +507,10 @@ TEST(broker_refuses_untrusted_dir)
     /* anyone could swap the socket in a world-writable directory */
     ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_ESYS);
     ASSERT(access(path, F_OK) != 0);
+    ASSERT(chmod(run, 01777) == 0); /* sticky like /tmp: fine if root's */
+    ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st),
+              geteuid() == 0 ? ACCEL_OK : ACCEL_ESYS);
+    broker_set_retain(bs, NULL, 0);
     ASSERT(chmod(run, 0755) == 0);
     ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_OK);
     broker_set_free(bs);
