@@ -25,6 +25,7 @@
 
 #define MAX_MATCHERS 16 /* per selector */
 #define MAX_DEPTH 64    /* nesting */
+#define MAX_NODES 512   /* nodes per query */
 
 enum node_type { N_NUM, N_SEL, N_AGG, N_BIN, N_NEG };
 enum match_op { M_EQ, M_NE, M_RE, M_NRE };
@@ -61,6 +62,7 @@ struct parser {
     const char *p;       /* position */
     char *err;           /* first error, allocated */
     int depth;           /* recursion */
+    size_t nodes;        /* nodes made */
 };
 
 /* ---- helpers ---- */
@@ -164,11 +166,16 @@ static char *string_lit(struct parser *ps)
 /* ---- parser ---- */
 
 static struct node *expr(struct parser *ps);
+static struct node *expr_body(struct parser *ps);
 
-static struct node *new_node(enum node_type t)
+/* A new node; past MAX_NODES the parse fails (evaluation recurses over
+ * the tree, so its size is bounded as its depth is). */
+static struct node *new_node(struct parser *ps, enum node_type t)
 {
     struct node *n = xcalloc(1, sizeof(*n));
     n->type = t;
+    if (++ps->nodes > MAX_NODES)
+        fail(ps, "the query is too long");
     return n;
 }
 
@@ -218,7 +225,7 @@ static bool matcher(struct parser *ps, struct matcher *m)
 
 static struct node *selector(struct parser *ps, char *name)
 {
-    struct node *n = new_node(N_SEL);
+    struct node *n = new_node(ps, N_SEL);
     n->metric = name;
     skip_ws(ps);
     if (*ps->p == '(') {
@@ -295,7 +302,7 @@ static double number(struct parser *ps, bool *ok);
 
 static struct node *aggregation(struct parser *ps, enum agg_op op)
 {
-    struct node *n = new_node(N_AGG);
+    struct node *n = new_node(ps, N_AGG);
     bool had_by;
     n->agg = op;
     had_by = grouping(ps, n);
@@ -345,10 +352,6 @@ static struct node *primary(struct parser *ps)
     char *w;
     double v;
 
-    if (++ps->depth > MAX_DEPTH) {
-        fail(ps, "nested too deep");
-        return NULL;
-    }
     if (accept(ps, "(")) {
         n = expr(ps);
         if (!ps->err && !accept(ps, ")"))
@@ -357,7 +360,7 @@ static struct node *primary(struct parser *ps)
     }
     v = number(ps, &ok);
     if (ok) {
-        n = new_node(N_NUM);
+        n = new_node(ps, N_NUM);
         n->num = v;
         return n;
     }
@@ -373,20 +376,33 @@ static struct node *primary(struct parser *ps)
     return selector(ps, w);
 }
 
+/* Recursion is bounded: every nested expr and unary minus counts. */
+static bool enter(struct parser *ps)
+{
+    if (++ps->depth <= MAX_DEPTH)
+        return true;
+    fail(ps, "nested too deep");
+    return false;
+}
+
 static struct node *unary(struct parser *ps)
 {
-    if (accept(ps, "-")) {
-        struct node *n = new_node(N_NEG);
+    struct node *n;
+    if (!accept(ps, "-"))
+        return primary(ps);
+    n = new_node(ps, N_NEG);
+    if (enter(ps))
         n->a = unary(ps);
-        return n;
-    }
-    return primary(ps);
+    ps->depth--;
+    if (n->a == NULL && ps->err == NULL)
+        fail(ps, "expected an expression after -");
+    return n;
 }
 
 static struct node *binary(struct parser *ps, struct node *a, char op,
                            struct node *(*next)(struct parser *))
 {
-    struct node *n = new_node(N_BIN);
+    struct node *n = new_node(ps, N_BIN);
     n->op = op;
     n->a = a;
     n->b = next(ps);
@@ -409,6 +425,15 @@ static struct node *term(struct parser *ps)
 
 static struct node *expr(struct parser *ps)
 {
+    struct node *n = NULL;
+    if (enter(ps))
+        n = expr_body(ps);
+    ps->depth--;
+    return n;
+}
+
+static struct node *expr_body(struct parser *ps)
+{
     struct node *n = term(ps);
     while (!ps->err) {
         if (accept(ps, "+"))
@@ -424,7 +449,7 @@ static struct node *expr(struct parser *ps)
 enum accel_err promql_parse(const char *text, struct promql_query **out,
                             char **cause)
 {
-    struct parser ps = {text, text, NULL, 0};
+    struct parser ps = {text, text, NULL, 0, 0};
     struct node *root = expr(&ps);
     skip_ws(&ps);
     if (ps.err == NULL && *ps.p != '\0')

@@ -364,6 +364,10 @@ static void update_device(struct accel_daemon *d, size_t dev,
 
 static void apply_devices(struct accel_daemon *d, struct pass *p)
 {
+    /* no scan this pass: what the last one read is no longer measured */
+    for (size_t i = 0; !p->scan_ok && i < d->snap.ndevs; i++)
+        if (is_local_nvidia(d, i))
+            set_telemetry(&d->dinfo[i], NULL);
     for (size_t i = 0; p->scan_ok && i < d->snap.ndevs; i++) {
         struct adm_device *x = &d->snap.devs[i];
         struct seen_gpu *s;

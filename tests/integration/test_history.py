@@ -109,6 +109,17 @@ class TelemetryTest(HistoryBase):
         self.assertEqual(g[GPU_B]["temperature"], 0)
         self.assertEqual(g[GPU_B]["coreUtilizedPercent"], 0)
 
+    def test_scan_failure_is_unknown(self):
+        self.wait_for(lambda: self.device(GPU_A)["temperature"] == 61, "61")
+        self.write_nvml("count_err 999\n")  # NVML cannot list the GPUs
+        a = self.wait_for(lambda: self.device(GPU_A)["temperature"] is None
+                          and self.device(GPU_A), "stale values dropped")
+        self.assertIsNone(a["power"])
+        self.assertIn("not measured", a["temperatureReason"])
+        self.write_nvml()
+        self.wait_for(lambda: self.device(GPU_A)["temperature"] == 61,
+                      "measured again")
+
 
 class HistoryTest(HistoryBase):
     history_args = ["--history-interval", "1"]

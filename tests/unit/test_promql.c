@@ -193,6 +193,7 @@ TEST(promql_semantics)
     ASSERT(eval1("1 + 2 * 3", &n, NULL) == 7);
     ASSERT(eval1("(1 + 2) * 3", &n, NULL) == 9);
     ASSERT(eval1("-2 - -3", &n, NULL) == 1);
+    ASSERT(eval1("((((((((((1))))))))))", &n, NULL) == 1);
     ASSERT(eval1("sum(hami_memory_size)", &n, NULL) == 24576 + 16384);
     ASSERT(eval1("max(hami_core_util)", &n, NULL) == 37);
     ASSERT(eval1("min(hami_core_util)", &n, NULL) == 10);
@@ -249,6 +250,27 @@ TEST(promql_refusals)
     refused("hami_nope", "hami_nope is not one accel keeps");
     refused("sum(1)", "needs a vector");
     refused("avg(sum(hami_core_util) by (instance)) )", "offset 39");
+    refused("-", "expected");
+    /* hostile sizes: bounded recursion, bounded trees */
+    {
+        size_t n = 200000;
+        char *q = malloc(2 * n + 2);
+        for (size_t i = 0; i < n; i++)
+            q[i] = '(';
+        q[n] = '\0';
+        refused(q, "nested too deep");
+        memset(q, '-', n);
+        q[n] = '1';
+        q[n + 1] = '\0';
+        refused(q, "nested too deep");
+        for (size_t i = 0; i < n; i++) {
+            q[2 * i] = '1';
+            q[2 * i + 1] = '+';
+        }
+        q[2 * n - 1] = '\0';
+        refused(q, "too long");
+        free(q);
+    }
 }
 
 #define TESTS(XX)                                                              \
