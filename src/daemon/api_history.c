@@ -320,17 +320,26 @@ out:
 
 static bool rfc3339_zone(const char *z, struct tm *tm, int64_t *out);
 
+/* Unix seconds from a number (milliseconds when above 1e11); false
+ * outside (0, year 9999]. */
+static bool epoch_of(double x, int64_t *out)
+{
+    if (x > 1e11)
+        x /= 1000;
+    if (!(x > 0 && x < 253402300800.0))
+        return false;
+    *out = (int64_t)x;
+    return true;
+}
+
 /* "2006-01-02 15:04:05" (acceld's local time), RFC 3339, or unix seconds
  * (a number or digit string; milliseconds when above 1e11). */
 static bool parse_time(const json_t *v, int64_t *out)
 {
     const char *s, *rest;
     struct tm tm;
-    if (json_is_number(v)) {
-        double x = json_number_value(v);
-        *out = (int64_t)(x > 1e11 ? x / 1000 : x);
-        return x > 0;
-    }
+    if (json_is_number(v))
+        return epoch_of(json_number_value(v), out);
     if (!json_is_string(v))
         return false;
     s = json_string_value(v);
@@ -339,8 +348,7 @@ static bool parse_time(const json_t *v, int64_t *out)
     if (rest == NULL) {
         char *end = NULL;
         double x = strtod(s, &end);
-        *out = (int64_t)(x > 1e11 ? x / 1000 : x);
-        return end != s && *end == '\0' && x > 0;
+        return end != s && *end == '\0' && epoch_of(x, out);
     }
     if (*rest != ' ' && *rest != 'T')
         return false;
@@ -382,8 +390,11 @@ static bool parse_step(const json_t *v, int64_t *out)
     const char *s;
     double total = 0;
     if (json_is_number(v)) {
-        *out = (int64_t)json_number_value(v);
-        return *out >= 1;
+        total = json_number_value(v);
+        if (!(total >= 1 && total <= 86400.0 * 366))
+            return false;
+        *out = (int64_t)total;
+        return true;
     }
     if (!json_is_string(v))
         return false;
@@ -405,6 +416,8 @@ static bool parse_step(const json_t *v, int64_t *out)
             return false;
         }
         total += x * unit;
+        if (!(total <= 86400.0 * 366))
+            return false;
     }
     *out = (int64_t)total;
     return *out >= 1;

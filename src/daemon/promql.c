@@ -694,7 +694,10 @@ static int by_value_desc(const void *a, const void *b)
 static void select_k(const struct node *n, struct promql_value *in,
                      struct promql_value *out)
 {
-    size_t k = n->k < 0 ? 0 : (size_t)n->k;
+    size_t k = !(n->k > 0) ? 0 : n->k >= (double)in->n ? in->n
+                                                    : (size_t)n->k;
+    if (in->n == 0)
+        return;
     qsort(in->s, in->n, sizeof(*in->s), by_value_desc);
     if (n->agg == A_BOTTOMK)
         for (size_t i = 0; i < in->n / 2; i++) {

@@ -305,7 +305,13 @@ class HistoryTest(HistoryBase):
                           ({"start": 2000, "end": 1000, "step": "1s"},
                            "range.end"),
                           ({"start": 1, "end": 100000, "step": "1s"},
-                           "at most")):
+                           "at most"),
+                          ({"start": 1e300, "end": 1e300, "step": "1s"},
+                           "range.start"),
+                          ({"start": 1000, "end": 2000, "step": 1e300},
+                           "range.step"),
+                          ({"start": 1000, "end": 2000, "step": "1e400s"},
+                           "range.step")):
             st, b = self.query("range-vector", "hami_core_util", **rng)
             self.assertEqual(st, 400, (rng, b))
             self.assertIn(part, b["message"])

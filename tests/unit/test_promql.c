@@ -203,6 +203,10 @@ TEST(promql_semantics)
     ASSERT(eval1("topk(1, hami_core_util)", &n, NULL) == 37);
     ASSERT_EQ(n, 1);
     ASSERT(eval1("bottomk(1, hami_core_util)", &n, NULL) == 10);
+    eval1("topk(3, hami_core_util{node=\"none\"})", &n, NULL);
+    ASSERT_EQ(n, 0); /* over nothing (UBSan: qsort of NULL) */
+    eval1("topk(1e300, hami_core_util)", &n, NULL);
+    ASSERT_EQ(n, 2);
     ASSERT(eval1("hami_core_util{deviceuuid!=\"GPU-a\"}", &n, NULL) == 10);
     ASSERT(eval1("hami_core_util{deviceuuid!~\"GPU-.\"}", &n, NULL) != 1);
     ASSERT_EQ(n, 0);
