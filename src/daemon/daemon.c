@@ -962,6 +962,9 @@ int daemon_main(int argc, char **argv)
     if (open_state(d) != 0)
         return 1;
     runtime_cgroups_init(d);
+    /* before the routes that read it: a request never sees no history */
+    if (sampler_start(d) != ACCEL_OK)
+        log_error("cannot start the metric history");
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
@@ -972,8 +975,6 @@ int daemon_main(int argc, char **argv)
         log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
         log_error("cannot start the reconciler thread");
-    if (sampler_start(d) != ACCEL_OK)
-        log_error("cannot start the metric history");
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
