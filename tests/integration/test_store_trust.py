@@ -11,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import ACCELD, GiB, Acceld, require_binaries  # noqa: E402
@@ -236,6 +238,59 @@ class StoreTrustTest(unittest.TestCase):
         self.assertIn("spec.accelerator[0].requiredGPUMemory", b["message"])
         self.assertIn("too large", b["message"])
         self.assertEqual(self.card_granted(), 0)
+
+    def post(self, body, ctype):
+        req = urllib.request.Request(
+            self.d.url + "/api/apps", data=body, method="POST",
+            headers={"Content-Type": ctype,
+                     "Authorization": "Bearer " + self.d.token})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def yaml_install(self, text):
+        return self.post(text.encode(), "application/yaml")
+
+    def test_yaml_duplicate_key_and_nul_refused_naming_the_field(self):
+        base = ("apiVersion: v2\nmetadata: {name: %s}\nspec:\n"
+                "  accelerator:\n  - mode: nvidia\n%s"
+                "    requiredGPUMemory: 2Gi\n    limitedGPUMemory: 2Gi\n"
+                "    requiredMemory: 1Gi\n    limitedMemory: 1Gi\n"
+                "    requiredCpu: '1'\n    limitedCpu: '1'\n"
+                "    requiredDisk: 1Gi\n    limitedDisk: 1Gi\n")
+        st, b = self.yaml_install(base % ("dup", "    mode: cpu\n"))
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].mode: duplicate key",
+                      b["message"])
+        st, b = self.yaml_install(base % ('"web\\0evil"', ""))
+        self.assertEqual(st, 400, b)
+        self.assertIn("metadata.name: a string contains a NUL character",
+                      b["message"])
+        # the same manifest in a JSON string inside the JSON body
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": base % ("dup", "    mode: cpu\n")})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].mode: duplicate key",
+                      b["message"])
+        # JSON: \u0000 is refused (JSON_ALLOW_NUL stays off)
+        m = json.dumps({"manifest": manifest("webx", "2Gi")})
+        m = m.replace('"webx"', '"web\\u0000x"')
+        st, b = self.post(m.encode(), "application/json")
+        self.assertEqual(st, 400, b)
+        self.assertIn("\\u0000", b["message"])
+        st, b = self.d.http("GET", "/api/apps")
+        self.assertEqual(b["data"], [])
+
+    def test_inventory_duplicate_key_refused_at_start(self):
+        self.d.stop()
+        inv = os.path.join(self.d.tmp, "dup.yaml")
+        with open(inv, "w") as f:
+            f.write(ONE_CARD.replace("    memory: 24Gi\n",
+                                     "    memory: 24Gi\n    memory: 48Gi\n"))
+        self.d.inventory = inv
+        self.refused(needles=("nodes[0].devices[0].memory: duplicate key",))
 
 
 if __name__ == "__main__":
