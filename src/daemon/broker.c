@@ -37,6 +37,7 @@ void broker_core_init(struct broker_core *c, const struct broker_settings *s,
     c->send = send;
     c->ctx = ctx;
     c->holder = -1;
+    c->last_revoked = -1;
     for (int i = 0; i < BROKER_MAX_CONNS; i++)
         c->conns[i].app = -1;
 }
@@ -308,6 +309,7 @@ static void revoke_turn(struct broker_core *c, uint64_t now)
     }
     c->apps[app].revoked++;
     c->revoked_total++;
+    c->last_revoked = app;
     c->holder = -1;
     c->released_ns = now;
     c->asked_ns = 0;
@@ -426,6 +428,7 @@ struct broker_dev {
     char id[128];                 /* device id */
     char path[108];               /* socket path */
     uint64_t serial;              /* unique in the set (never reused) */
+    uint64_t revoked_seen;        /* core.revoked_total already noted */
     int lfd;                      /* listening socket */
     int fds[BROKER_MAX_CONNS];    /* connection fds, -1 free */
     struct broker_peer peer[BROKER_MAX_CONNS]; /* SO_PEERCRED at accept */
@@ -462,6 +465,9 @@ struct broker_set {
     uint64_t serials;             /* last broker_dev serial */
     struct pending *pend;         /* hellos of one loop turn */
     int npend, cpend;
+    struct broker_revocation notes[BROKER_REVOCATIONS_KEPT]; /* ring */
+    size_t nnotes;                /* noted and not taken (<= KEPT) */
+    size_t note_next;             /* ring index of the next note */
 };
 
 static void dev_send(void *ctx, int conn, const char *msg)
@@ -648,6 +654,44 @@ void broker_set_retain(struct broker_set *bs, const char *const *ids,
     }
     pthread_mutex_unlock(&bs->mu);
     wake(bs);
+}
+
+/* Note revocations the cores made since the last look (lock held): one
+ * at most per device per loop turn (a grant starts a fresh quantum). */
+static void note_revocations(struct broker_set *bs)
+{
+    for (int d = 0; d < bs->ndevs; d++) {
+        struct broker_dev *bd = bs->devs[d];
+        struct broker_core *c = &bd->core;
+        struct broker_revocation *n;
+        if (c->revoked_total == bd->revoked_seen || c->last_revoked < 0)
+            continue;
+        bd->revoked_seen = c->revoked_total;
+        n = &bs->notes[bs->note_next];
+        bs->note_next = (bs->note_next + 1) % BROKER_REVOCATIONS_KEPT;
+        if (bs->nnotes < BROKER_REVOCATIONS_KEPT)
+            bs->nnotes++;
+        util_strlcpy(n->dev, bd->id, sizeof(n->dev));
+        util_strlcpy(n->app, c->apps[c->last_revoked].name, sizeof(n->app));
+        n->grace_ms = c->set.grace_ms ? c->set.grace_ms
+                                      : BROKER_DEFAULT_GRACE_MS;
+    }
+}
+
+size_t broker_set_take_revocations(struct broker_set *bs,
+                                   struct broker_revocation *out, size_t max)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&bs->mu);
+    while (bs->nnotes > 0 && n < max) {
+        size_t i = (bs->note_next + BROKER_REVOCATIONS_KEPT - bs->nnotes) %
+                   BROKER_REVOCATIONS_KEPT;
+        out[n++] = bs->notes[i];
+        bs->nnotes--;
+    }
+    pthread_mutex_unlock(&bs->mu);
+    return n;
 }
 
 bool broker_set_stats(struct broker_set *bs, const char *id,
@@ -911,6 +955,7 @@ static void *broker_thread(void *arg)
         }
         pthread_mutex_lock(&bs->mu);
         timeout = prepare(bs, pm);
+        note_revocations(bs); /* the quantum ticks may revoke */
         pthread_mutex_unlock(&bs->mu);
         /* broker_set_retain may close a device while we poll: events of
          * devices no longer in the set are dropped below */
@@ -932,6 +977,7 @@ static void *broker_thread(void *arg)
             pthread_mutex_lock(&bs->mu);
             apply_pending(bs);
         }
+        note_revocations(bs);
         pthread_mutex_unlock(&bs->mu);
     }
     free(pm);

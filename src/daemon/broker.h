@@ -109,6 +109,8 @@ struct broker_core {
     uint64_t released_ns;                    /* last time the turn freed */
     uint64_t turns_total;                    /* turns granted, all apps */
     uint64_t revoked_total;                  /* turns revoked, all apps */
+    int last_revoked;                        /* app index of the last
+                                              * revocation, -1 none */
     uint64_t wait_ns_total;                  /* finished waits, all apps */
     uint64_t handoff[BROKER_HANDOFF_RING];   /* recent handoffs, ns */
     uint64_t nhandoff;                       /* handoffs ever recorded */
@@ -236,5 +238,18 @@ void broker_set_retain(struct broker_set *bs, const char *const *ids,
  * broker. Thread-safe. */
 bool broker_set_stats(struct broker_set *bs, const char *id,
                       struct broker_stats *out);
+
+/* One revocation, for the daemon's events. */
+struct broker_revocation {
+    char dev[128];                /* device id */
+    char app[BROKER_APP_MAX];     /* the app whose turn was taken back */
+    uint32_t grace_ms;            /* the grace it overran */
+};
+#define BROKER_REVOCATIONS_KEPT 64 /* noted between two takes; older dropped */
+
+/* Move up to max revocations noted since the last call into out (oldest
+ * first); their number. Thread-safe. */
+size_t broker_set_take_revocations(struct broker_set *bs,
+                                   struct broker_revocation *out, size_t max);
 
 #endif /* ACCEL_DAEMON_BROKER_H */

@@ -69,6 +69,29 @@ struct want {
     struct broker_settings s;
 };
 
+/* Turn the brokers' revocations into events (kind timeslice.revoke). */
+static void log_revocations(struct accel_daemon *d, struct broker_set *bs)
+{
+    struct broker_revocation r[16];
+    size_t n;
+
+    while ((n = broker_set_take_revocations(bs, r, 16)) > 0) {
+        pthread_mutex_lock(&d->lock);
+        for (size_t i = 0; i < n; i++) {
+            int dev = state_dev_find(d, r[i].dev);
+            const char *node = dev >= 0
+                                   ? d->snap.nodes[d->snap.devs[dev].node].name
+                                   : NULL;
+            state_event(d, "timeslice.revoke", r[i].app, node, r[i].dev,
+                        json_pack("{s:i}", "graceMs", (int)r[i].grace_ms),
+                        "the turn of %s on %s was taken back: not given back "
+                        "within %u ms of being asked", r[i].app, r[i].dev,
+                        (unsigned)r[i].grace_ms);
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+}
+
 static void sync_brokers(void *ctx, struct broker_set *bs)
 {
     struct accel_daemon *d = ctx;
@@ -90,6 +113,7 @@ static void sync_brokers(void *ctx, struct broker_set *bs)
         n++;
     }
     pthread_mutex_unlock(&d->lock);
+    log_revocations(d, bs);
     for (size_t i = 0; i < n; i++)
         broker_set_ensure(bs, w[i].id, w[i].path, &w[i].s);
     broker_set_retain(bs, ids, n);

@@ -255,6 +255,52 @@ class TimesliceRuntimeTest(unittest.TestCase):
         self.assertIn('accel_timeslice_revocations_total{device="%s"} 0'
                       % GPU, text)
 
+    def test_revocation_event_and_counters(self):
+        """A holder that does not give the turn back within the grace loses
+        it: ts-a queues 8 kernels of 0.4 s before it synchronizes, so its
+        handoff takes up to 3.2 s; with quantum 100 and grace 100 ms the
+        broker takes the turn back and ts-b runs. Counted in the view, in
+        /metrics, and an event timeslice.revoke names the app."""
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        path = "/api/compute-resources/nodes/lab/devices/%s/time-slice" % GPU
+        st, b = self.d.http("PUT", path, {"quantumMs": 100,
+                                          "revokeGraceMs": 100})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ts()["revokeGraceMs"] == 100,
+                      "the settings")
+        hog = app("ts-a")
+        hog["run"]["command"] = [SPIN, "400000"]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": hog})
+        self.assertIn(st, (200, 201), b)
+        self.wait_for(lambda: self.ts().get("holder") == "ts-a",
+                      "ts-a to hold the turn")
+        st, b = self.d.http("POST", "/api/apps", {"manifest": app("ts-b")})
+        self.assertIn(st, (200, 201), b)
+        t = self.wait_for(lambda: (lambda t: t if t["revocations"] >= 1
+                                   else None)(self.ts()),
+                          "a revocation", timeout=20)
+        per_app = {a["app"]: a["revocations"] for a in t["apps"]}
+        self.assertGreaterEqual(per_app.get("ts-a", 0), 1, t)
+        self.wait_for(lambda: self.turns().get("ts-b", 0) >= 1,
+                      "ts-b to get the turn")
+
+        def revoke_events():
+            st, ev = self.d.http("GET", "/api/events?kind=timeslice.revoke")
+            self.assertEqual(st, 200, ev)
+            ev = ev["data"] if isinstance(ev, dict) else ev
+            return [e for e in ev if e.get("app") == "ts-a"] or None
+        ev = self.wait_for(revoke_events, "the timeslice.revoke event")
+        self.assertEqual(ev[0].get("device"), GPU, ev[0])
+        self.assertIn("not given back within 100 ms", str(ev[0]))
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+        line = [x for x in text.splitlines() if x.startswith(
+            'accel_timeslice_revocations_total{device="%s"}' % GPU)]
+        self.assertEqual(len(line), 1, text[-2000:])
+        self.assertGreaterEqual(int(line[0].split()[-1]), 1)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -488,6 +488,21 @@ TEST(broker_server_revokes_ignored_turn)
     ASSERT_U64_EQ(s.revoked_total, 1);
     ASSERT_EQ(s.nqueue, 1);
     ASSERT_STR_EQ(s.queue[0], "hog");
+    {   /* noted for the daemon's events (at the end of the broker's loop
+         * turn, so wait for it with a bound) */
+        struct broker_revocation r[4];
+        size_t n = 0;
+        for (int i = 0; i < 500 && n == 0; i++) {
+            n = broker_set_take_revocations(bs, r, 4);
+            if (n == 0)
+                usleep(10000);
+        }
+        ASSERT_EQ(n, 1);
+        ASSERT_STR_EQ(r[0].app, "hog");
+        ASSERT_STR_EQ(r[0].dev, "GPU-x");
+        ASSERT_EQ(r[0].grace_ms, 30);
+        ASSERT_EQ(broker_set_take_revocations(bs, r, 4), 0);
+    }
     close(a);
     close(b);
     unserve(dir, bs);
