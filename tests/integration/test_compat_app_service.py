@@ -174,6 +174,12 @@ class SwitchBlockedContractTest(test_runtime.RuntimeBase):
                         "blocked support-type switch")
         self.assertEqual([x["appName"] for x in b["data"]["Data"]
                           ["blockedApps"]], ["linger"])
+        # accelctl reads the same check: the blocked app and why, exit 1
+        r = self.d.ctl("set-type", test_runtime.NODE, test_runtime.GPU_A,
+                       "--type", "TimeSlice", "--yes")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("could not be stopped", r.stderr)
+        self.assertIn("linger", r.stderr)
         self.write_nvml()
         self.wait_state("linger", "stopped")
 
