@@ -112,6 +112,11 @@ int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
 int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);
 
+/* cmd_login.c: login URL (check and save the server and token) and open
+ * (the web page's link with #token=). */
+int cmd_login(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_login_open(struct cli_ctx *ctx, const struct cli_args *args);
+
 /* cmd_timeslice.c: time-slice settings and state of a device. */
 int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args);

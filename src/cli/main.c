@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/config.h"
 #include "common/util.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:7390"
@@ -98,6 +99,14 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "state changes and refusals recorded by acceld (--follow: "
       "and new ones as they happen)",
       .handler = cmd_misc_events },
+    { .name = "login", .usage = "URL [--token T]", .min_args = 1,
+      .max_args = 1,
+      .summary = "check URL and the token (--token, else read from stdin) "
+      "and save both in ~/.config/accel/config",
+      .handler = cmd_login },
+    { .name = "open", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "print the web page's link, with #token= to log in",
+      .handler = cmd_login_open },
     { .name = "dashboard", .usage = "gpu list|tasks|get UUID", .min_args = 2,
       .max_args = 3,
       .summary = "the HAMi-compatible dashboard view: GPUs, their tasks, "
@@ -113,6 +122,7 @@ enum opt_id {
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
     OPT_GRACE,
+    OPT_VERSION,
 };
 
 /* One option of the command line. */
@@ -130,6 +140,7 @@ static const struct opt options[] = {
     { "--data-dir", 0, true, 0, OPT_DATA_DIR },
     { "--output", 'o', true, 0, OPT_OUTPUT },
     { "--help", 'h', false, 0, OPT_HELP },
+    { "--version", 0, false, 0, OPT_VERSION },
     { "--yes", 'y', false, ACCEL_CLI_OPT_YES, OPT_YES },
     { "--type", 0, true, ACCEL_CLI_OPT_TYPE, OPT_TYPE },
     { "--compute-mode", 0, true, ACCEL_CLI_OPT_MODE, OPT_MODE },
@@ -156,20 +167,26 @@ struct cmdline {
     const char *data_dir;               /* --data-dir */
     const char *output;                 /* -o */
     bool help;                          /* -h */
+    bool version;                       /* --version */
     struct cli_args args;               /* command options */
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: accelctl [--server URL] [--token T] [--data-dir DIR] "
-            "[-o table|json] COMMAND\n\ncommands:\n");
+            "[-o table|json] COMMAND\n       accelctl --version\n\n"
+            "commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %s%s%s\n      %s\n", commands[i].name,
                 commands[i].usage[0] ? " " : "", commands[i].usage,
                 commands[i].summary);
-    fprintf(f, "\nserver: --server, $ACCEL_SERVER, else %s\n"
-            "token: --token, $ACCEL_TOKEN, else DATA-DIR/admin.token "
-            "(DATA-DIR: --data-dir, $ACCEL_DATA_DIR, else %s)\n"
+    fprintf(f, "\nserver: --server, $ACCEL_SERVER, the saved login's, else "
+            "%s\n"
+            "token: --token, $ACCEL_TOKEN, DATA-DIR/admin.token when "
+            "--data-dir or $ACCEL_DATA_DIR is given, the saved login's (for "
+            "its server only), else %s/admin.token\n"
+            "saved login: $XDG_CONFIG_HOME/accel/config, else "
+            "~/.config/accel/config (accelctl login)\n"
             "exit: 0 done, 1 refused, 2 usage, 3 acceld unreachable\n",
             DEFAULT_SERVER, DEFAULT_DATA_DIR);
 }
@@ -183,6 +200,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_DATA_DIR: cl->data_dir = v; break;
     case OPT_OUTPUT: cl->output = v; break;
     case OPT_HELP: cl->help = true; break;
+    case OPT_VERSION: cl->version = true; break;
     case OPT_YES: a->yes = true; break;
     case OPT_TYPE: a->type = v; break;
     case OPT_MODE: a->compute_mode = v; break;
@@ -334,7 +352,24 @@ static char *read_token_file(const char *path)
     return buf[0] != '\0' ? xstrdup(buf) : NULL;
 }
 
-static char *find_token(const struct cmdline *cl)
+/* "http://" added when no scheme is given, no trailing '/'. */
+static char *normalize_server(const char *s)
+{
+    char *url = strstr(s, "://") != NULL ? xstrdup(s)
+                                         : xasprintf("http://%s", s);
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    return url;
+}
+
+/*
+ * The token: --token, $ACCEL_TOKEN, the admin.token of an explicit
+ * --data-dir/$ACCEL_DATA_DIR, the saved login's when server is the saved
+ * server (a saved token is never sent elsewhere), else ./accel-data's.
+ */
+static char *find_token(const struct cmdline *cl, const char *server,
+                        const struct cli_config *saved)
 {
     if (cl->token != NULL)
         return xstrdup(cl->token);
@@ -344,6 +379,14 @@ static char *find_token(const struct cmdline *cl)
     const char *dir = cl->data_dir;
     if (dir == NULL)
         dir = getenv("ACCEL_DATA_DIR");
+    if ((dir == NULL || dir[0] == '\0') && saved->token != NULL &&
+        saved->server != NULL) {
+        char *s = normalize_server(saved->server);
+        bool same = strcmp(s, server) == 0;
+        free(s);
+        if (same)
+            return xstrdup(saved->token);
+    }
     if (dir == NULL || dir[0] == '\0')
         dir = DEFAULT_DATA_DIR;
     char *path = xasprintf("%s/admin.token", dir);
@@ -352,20 +395,42 @@ static char *find_token(const struct cmdline *cl)
     return tok;
 }
 
-/* The base URL: "http://" added when no scheme is given, no trailing /. */
-static char *find_server(const struct cmdline *cl)
+/* The base URL: --server, $ACCEL_SERVER, the saved login's, the default. */
+static char *find_server(const struct cmdline *cl,
+                         const struct cli_config *saved)
 {
     const char *s = cl->server;
     if (s == NULL)
         s = getenv("ACCEL_SERVER");
     if (s == NULL || s[0] == '\0')
+        s = saved->server;
+    if (s == NULL || s[0] == '\0')
         s = DEFAULT_SERVER;
-    char *url = strstr(s, "://") != NULL ? xstrdup(s)
-                                         : xasprintf("http://%s", s);
-    size_t n = strlen(url);
-    while (n > 0 && url[n - 1] == '/')
-        url[--n] = '\0';
-    return url;
+    return normalize_server(s);
+}
+
+/* login URL: the server is URL; the token --token, else one line of
+ * stdin (asked for on a terminal, not echoed by accelctl). */
+static int login_ctx(const struct cmdline *cl, struct cli_ctx *ctx)
+{
+    char buf[TOKEN_FILE_MAX];
+    ctx->server = normalize_server(cl->args.pos[0]);
+    if (cl->token != NULL) {
+        ctx->token = xstrdup(cl->token);
+        return CLI_EXIT_OK;
+    }
+    if (isatty(0))
+        fprintf(stderr, "Token for %s: ", ctx->server);
+    if (fgets(buf, sizeof buf, stdin) == NULL)
+        buf[0] = '\0';
+    buf[strcspn(buf, "\r\n \t")] = '\0';
+    if (buf[0] == '\0') {
+        fprintf(stderr, "accelctl login: no token (give --token T or type "
+                "it on stdin)\n");
+        return CLI_EXIT_USAGE;
+    }
+    ctx->token = xstrdup(buf);
+    return CLI_EXIT_OK;
 }
 
 static int setup_ctx(const struct cmdline *cl, struct cli_ctx *ctx)
@@ -381,13 +446,16 @@ static int setup_ctx(const struct cmdline *cl, struct cli_ctx *ctx)
         return CLI_EXIT_USAGE;
     }
     ctx->interactive = isatty(0) && isatty(1);
-    ctx->token = find_token(cl);
     return CLI_EXIT_OK;
 }
 
 static int run(struct cmdline *cl)
 {
     int used = 0;
+    if (cl->version) {
+        printf("accelctl %s\n", ACCEL_VERSION);
+        return CLI_EXIT_OK;
+    }
     if (cl->nwords == 0 || strcmp(cl->words[0], "help") == 0 || cl->help) {
         usage(cl->nwords == 0 && !cl->help ? stderr : stdout);
         return cl->nwords == 0 && !cl->help ? CLI_EXIT_USAGE : CLI_EXIT_OK;
@@ -403,12 +471,24 @@ static int run(struct cmdline *cl)
     if (rc != CLI_EXIT_OK)
         return rc;
     struct cli_ctx ctx;
+    struct cli_config saved;
+    char *server = NULL;
     rc = setup_ctx(cl, &ctx);
     if (rc != CLI_EXIT_OK)
         return rc;
-    char *server = find_server(cl);
-    ctx.server = server;
-    rc = c->handler(&ctx, &cl->args);
+    if (c->handler == cmd_login) {
+        rc = login_ctx(cl, &ctx);
+        server = (char *)ctx.server;
+    } else if (config_load(&saved) != 0) {
+        rc = CLI_EXIT_USAGE;
+    } else {
+        server = find_server(cl, &saved);
+        ctx.server = server;
+        ctx.token = find_token(cl, server, &saved);
+        config_release(&saved);
+    }
+    if (rc == CLI_EXIT_OK)
+        rc = c->handler(&ctx, &cl->args);
     free(server);
     free(ctx.token);
     return rc;

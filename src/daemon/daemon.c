@@ -29,6 +29,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/nvml.h"
+#include "daemon/paths.h"
 #include "daemon/prom_proxy.h"
 #include "daemon/reconcile.h"
 #include "daemon/runtime.h"
@@ -646,7 +647,7 @@ static void usage(FILE *f)
             "              [--app-uid-range LO-HI] "
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
-            "              [--repair]\n"
+            "              [--repair] [--version]\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -694,6 +695,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     char host[256], *cause = NULL;
@@ -701,7 +703,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
 
     d->cfg.data_dir = xstrdup("./accel-data");
     d->cfg.listen = xstrdup(ACCEL_DEFAULT_LISTEN);
-    d->cfg.web_dir = xstrdup(ACCEL_WEB_DIR);
+    d->cfg.web_dir = paths_find(ACCEL_WEB_REL, ACCEL_WEB_DIR);
     d->cfg.log_level = LOG_INFO;
     d->cfg.uid_lo = IDENTITY_UID_LO_DEFAULT;
     d->cfg.uid_hi = IDENTITY_UID_HI_DEFAULT;
@@ -778,6 +780,10 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             break;
         case 'X': d->cfg.repair = true; break;
         case 'h': usage(stdout); return -1;
+        case 'V':
+            printf("acceld %s (database schema %d)\n", ACCEL_VERSION,
+                   store_schema_version());
+            return -1;
         default: usage(stderr); return 2;
         }
     }
@@ -921,11 +927,15 @@ static int open_state(struct accel_daemon *d)
 static void find_shim(struct accel_daemon *d)
 {
     char *p = getenv("ACCEL_SHIM") ? xstrdup(getenv("ACCEL_SHIM"))
-                                   : xstrdup(ACCEL_SHIM_PATH);
-    if (access(p, R_OK) == 0)
+                                   : paths_find(ACCEL_SHIM_REL,
+                                                ACCEL_SHIM_PATH);
+    if (access(p, R_OK) == 0) {
+        log_info("apps get the preload shim %s", p);
         d->shim_path = p;
-    else
+    } else {
+        log_warn("no preload shim at %s: apps run without enforcement", p);
         free(p);
+    }
 }
 
 int daemon_main(int argc, char **argv)
@@ -959,6 +969,7 @@ int daemon_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     log_set_level((enum log_level)d->cfg.log_level);
     find_shim(d);
+    log_info("the web page is served from %s", d->cfg.web_dir);
     if (open_state(d) != 0)
         return 1;
     runtime_cgroups_init(d);

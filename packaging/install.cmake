@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+# Install rules (GNUInstallDirs) and the Debian package (CPack DEB).
+#
+#   cmake --install build [--prefix DIR]     binaries, shim, page, docs, man,
+#                                            completion, unit, settings
+#   (cd build && cpack -G DEB)               accel_<version>_<arch>.deb
+#
+# Layout: acceld in sbin, accelctl in bin, the shim in <libdir>/accel/, the
+# page in share/accel/web; acceld finds the last two relative to itself
+# (src/daemon/paths.c). The unit goes to lib/systemd/system (Debian 12's
+# place) and the settings file to <sysconfdir>/default/accel, a conffile.
+# docs/install.md describes the package; packaging/README.md its files.
+
+set(ACCEL_PKG_DIR ${CMAKE_SOURCE_DIR}/packaging)
+
+install(TARGETS acceld RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+if(TARGET accelctl)
+    install(TARGETS accelctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+if(TARGET accelshim)
+    install(TARGETS accelshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/accel)
+endif()
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/web/dist/
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/accel/web)
+install(FILES ${CMAKE_SOURCE_DIR}/examples/homelab.yaml
+    ${CMAKE_SOURCE_DIR}/examples/comfyui.yaml
+    DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+file(GLOB ACCEL_EXAMPLE_APPS ${CMAKE_SOURCE_DIR}/examples/apps/*.yaml)
+if(ACCEL_EXAMPLE_APPS)
+    install(FILES ${ACCEL_EXAMPLE_APPS}
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/apps)
+endif()
+install(FILES ${CMAKE_SOURCE_DIR}/docs/api.md ${CMAKE_SOURCE_DIR}/docs/cli.md
+    ${CMAKE_SOURCE_DIR}/docs/install.md ${CMAKE_SOURCE_DIR}/docs/shim.md
+    ${CMAKE_SOURCE_DIR}/docs/web.md ${CMAKE_SOURCE_DIR}/docs/observability.md
+    ${CMAKE_SOURCE_DIR}/README.md
+    DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${ACCEL_PKG_DIR}/debian/lintian-overrides
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME accel)
+install(FILES ${ACCEL_PKG_DIR}/bash-completion/accelctl
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+
+# Debian wants copyright and a compressed changelog in the doc directory;
+# gzip -n keeps the package reproducible (no name or time stamp inside).
+find_program(ACCEL_GZIP gzip REQUIRED)
+set(ACCEL_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/packaging/changelog.gz)
+add_custom_command(OUTPUT ${ACCEL_CHANGELOG_GZ}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/packaging
+    COMMAND ${ACCEL_GZIP} -9n -c ${ACCEL_PKG_DIR}/changelog > ${ACCEL_CHANGELOG_GZ}
+    DEPENDS ${ACCEL_PKG_DIR}/changelog VERBATIM)
+add_custom_target(accel_changelog ALL DEPENDS ${ACCEL_CHANGELOG_GZ})
+install(FILES ${ACCEL_CHANGELOG_GZ} ${ACCEL_PKG_DIR}/copyright
+    DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# Man pages: docs/man/*.scd through scdoc, gzipped (Debian policy 12.1).
+# Without scdoc the pages are not built and a message says so.
+find_program(ACCEL_SCDOC scdoc)
+if(ACCEL_SCDOC)
+    set(ACCEL_MAN_OUT "")
+    foreach(page accelctl.1 acceld.8)
+        set(out ${CMAKE_BINARY_DIR}/man/${page}.gz)
+        add_custom_command(OUTPUT ${out}
+            COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+            COMMAND sh -c "${ACCEL_SCDOC} < '${CMAKE_SOURCE_DIR}/docs/man/${page}.scd' | ${ACCEL_GZIP} -9n > '${out}'"
+            DEPENDS ${CMAKE_SOURCE_DIR}/docs/man/${page}.scd VERBATIM)
+        list(APPEND ACCEL_MAN_OUT ${out})
+        string(REGEX REPLACE "^.*\\.([0-9])$" "\\1" sect ${page})
+        install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sect})
+    endforeach()
+    add_custom_target(accel_man ALL DEPENDS ${ACCEL_MAN_OUT})
+else()
+    message(STATUS "scdoc not found: man pages are not built "
+        "(apt-get install scdoc)")
+endif()
+
+# systemd unit and its settings. For the prefix /usr (the package) they go
+# to /lib/systemd/system (Debian 12's place; usr-merged) and /etc/default;
+# for any other prefix under the prefix itself (lib/systemd/system,
+# etc/default), relative so that --prefix and DESTDIR move them too and an
+# install never writes outside its prefix.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+    set(ACCEL_UNITDIR_DEFAULT /lib/systemd/system)
+    set(ACCEL_DEFAULTDIR /etc/default)
+else()
+    set(ACCEL_UNITDIR_DEFAULT lib/systemd/system)
+    set(ACCEL_DEFAULTDIR ${CMAKE_INSTALL_SYSCONFDIR}/default)
+endif()
+set(ACCEL_SYSTEMD_UNITDIR ${ACCEL_UNITDIR_DEFAULT} CACHE STRING
+    "where acceld.service is installed (relative: under the prefix)")
+configure_file(${ACCEL_PKG_DIR}/acceld.service.in
+    ${CMAKE_BINARY_DIR}/packaging/acceld.service @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/packaging/acceld.service
+    DESTINATION ${ACCEL_SYSTEMD_UNITDIR})
+install(FILES ${ACCEL_PKG_DIR}/default/accel DESTINATION ${ACCEL_DEFAULTDIR})
+
+# ---- the Debian package ----
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME accel)
+set(CPACK_PACKAGE_VENDOR "accel")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU sharing daemon for home labs")
+set(CPACK_PACKAGE_CONTACT "accel maintainers <accel@users.noreply.github.com>")
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_ACCEL_CONFIGURED_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_PROJECT_CONFIG_FILE ${ACCEL_PKG_DIR}/cpack-config.cmake)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS OFF)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/accel/accel")
+# the synopsis line is CPACK_PACKAGE_DESCRIPTION_SUMMARY; this is the rest
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+"acceld lends the GPUs of one or more machines to applications: each app
+declares the GPU memory it needs, acceld admits it onto a device, binds it
+and starts it as its owner's own uid with a preload library that keeps it
+to its share. accelctl and a web page manage apps, bindings and users.")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${ACCEL_PKG_DIR}/debian/conffiles
+    ${ACCEL_PKG_DIR}/debian/postinst
+    ${ACCEL_PKG_DIR}/debian/prerm
+    ${ACCEL_PKG_DIR}/debian/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_STRIP_FILES ON)
+include(CPack)
