@@ -44,7 +44,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nb; i++) {
         snprintf(apps[i], sizeof apps[i], "app-%04d", i);
         b[i] = (struct history_bind_sample){apps[i], "alice", ids[i % 8],
-                                            "node", 2e9, 4e9, 0};
+                                            "node", 2e9, 4e9, 0, 30};
     }
     history_new(&h, 15, 86400, path, NULL);
     t0 = now_s();

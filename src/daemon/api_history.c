@@ -103,6 +103,20 @@ static json_t *dev_json(const struct history *h, size_t s,
                      "temperature", t);
 }
 
+/* Add the binding's SM utilization (NVML per process) into util, summed
+ * over the app's devices (percent of one GPU), rounded to 0.1. */
+static void add_util(const struct history *h, size_t s,
+                     const struct buckets *b, json_t *util)
+{
+    for (size_t k = 0; k < b->n; k++) {
+        double u = history_mean(h, s, HF_B_UTIL, b->j0[k], b->j0[k + 1]);
+        json_t *pu = json_array_get(util, k);
+        if (!isnan(u))
+            json_array_set_new(util, k, json_real(
+                round((json_number_value(pu) + u) * 10) / 10));
+    }
+}
+
 /* Add series s (a binding) into its app's entry of apps (an object keyed
  * by app name). */
 static void add_binding(const struct history *h, size_t s,
@@ -113,11 +127,14 @@ static void add_binding(const struct history *h, size_t s,
     history_meta(h, s, &m);
     a = json_object_get(apps, m.app);
     if (a == NULL) {
-        a = json_pack("{s:s, s:s, s:[], s:[], s:[]}", "name", m.app, "owner",
-                      m.owner, "deviceIds", "memoryUsed", "memoryAllocated");
+        a = json_pack("{s:s, s:s, s:[], s:[], s:[], s:[]}", "name", m.app,
+                      "owner", m.owner, "deviceIds", "memoryUsed",
+                      "memoryAllocated", "utilization");
         for (size_t k = 0; k < b->n; k++) {
             json_array_append_new(json_object_get(a, "memoryUsed"), json_null());
             json_array_append_new(json_object_get(a, "memoryAllocated"),
+                                  json_null());
+            json_array_append_new(json_object_get(a, "utilization"),
                                   json_null());
         }
         json_object_set_new(apps, m.app, a);
@@ -126,6 +143,7 @@ static void add_binding(const struct history *h, size_t s,
                           json_string(m.device));
     used = json_object_get(a, "memoryUsed");
     alloc = json_object_get(a, "memoryAllocated");
+    add_util(h, s, b, json_object_get(a, "utilization"));
     for (size_t k = 0; k < b->n; k++) {
         double u = history_mean(h, s, HF_B_USED, b->j0[k], b->j0[k + 1]);
         double q = history_mean(h, s, HF_B_ALLOC, b->j0[k], b->j0[k + 1]);

@@ -57,6 +57,12 @@ struct node_info {
     bool local;          /* this machine: runs apps for real */
 };
 
+/* The SM utilization NVML attributes to one app's processes on a device. */
+struct app_util {
+    char *app;           /* app name (owned) */
+    int sm;              /* percent of the device, summed over its pids */
+};
+
 struct dev_info {
     char *id;            /* device id */
     char *model;         /* card model */
@@ -73,6 +79,9 @@ struct dev_info {
     bool discovered;     /* found through NVML: a refresh may mark it gone */
     json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of
                             no app on it; NULL when none (SPEC 8.3) */
+    struct app_util *autil; /* reconciler: per-app SM utilization from
+                            NVML's per-process samples; NULL when none */
+    size_t nautil;       /* entries of autil */
 };
 
 /* Reconciler bookkeeping of an app whose processes still hold a device

@@ -30,7 +30,7 @@
 #include "common/util.h"
 
 #define HISTORY_MAGIC "ACCELHS1"
-#define HISTORY_VERSION 1u
+#define HISTORY_VERSION 2u /* 1: bindings without HF_B_UTIL (read too) */
 #define HISTORY_MAX_SERIES 4096 /* series in a file, at most */
 #define HISTORY_MAX_BYTES (16u << 20) /* value arrays kept, at most */
 #define NFIELDS 5               /* the most fields of a kind */
@@ -53,6 +53,7 @@ static const struct field_fmt bind_fmt[HF_BIND_COUNT] = {
     [HF_B_USED] = {4, 1.0 / 1024},      /* KiB */
     [HF_B_ALLOC] = {4, 1.0 / 1024},     /* KiB */
     [HF_B_CORES] = {1, 1.0},            /* percent */
+    [HF_B_UTIL] = {1, 1.0},             /* percent */
 };
 
 struct series {
@@ -316,6 +317,7 @@ static void record_bind(struct history *h, size_t slot, int64_t t,
     put(x, slot, HF_B_USED, v->used, t);
     put(x, slot, HF_B_ALLOC, v->alloc, t);
     put(x, slot, HF_B_CORES, v->cores, t);
+    put(x, slot, HF_B_UTIL, v->util, t);
     x->seen = true;
 }
 
@@ -663,6 +665,14 @@ static char *rb_str(struct rbuf *r)
     return p ? xasprintf("%.*s", (int)l, (const char *)p) : xstrdup("");
 }
 
+/* Fields of a kind in a file of this version (later ones stay null). */
+static int file_fields(enum history_kind kind, uint32_t version)
+{
+    if (kind == HISTORY_BINDING && version == 1)
+        return HF_B_CORES + 1;
+    return nfields(kind);
+}
+
 /* The key of a series read back from its strings. */
 static char *key_of(enum history_kind kind, char *const str[6])
 {
@@ -676,7 +686,7 @@ static char *key_of(enum history_kind kind, char *const str[6])
  * go to slots 0..keep-1 (the ring is rebuilt from slot 0).
  */
 static bool read_series(struct history *h, struct rbuf *r, size_t n,
-                        size_t keep)
+                        size_t keep, uint32_t version)
 {
     const uint8_t *kp = rb_take(r, 1), *ip = rb_take(r, 4);
     char *str[6], *key;
@@ -695,7 +705,7 @@ static bool read_series(struct history *h, struct rbuf *r, size_t n,
         free(x->str[i]);
         x->str[i] = str[i];
     }
-    for (int f = 0; f < nfields(x->kind); f++) {
+    for (int f = 0; f < file_fields(x->kind, version); f++) {
         uint8_t w = fmt_of(x->kind, f)->width;
         const uint8_t *p = rb_take(r, n * w);
         if (p == NULL)
@@ -712,7 +722,7 @@ static bool decode_file(struct history *h, const uint8_t *p, size_t len)
 {
     struct rbuf r = {p, len >= 8 ? len - 8 : 0, 0, len < 8};
     uint64_t sum = 0;
-    uint32_t n, nser;
+    uint32_t n, nser, version;
     size_t keep;
     const uint8_t *t;
 
@@ -722,7 +732,8 @@ static bool decode_file(struct history *h, const uint8_t *p, size_t len)
     if (sum != fnv1a(p, len - 8))
         return false;
     rb_take(&r, 8);
-    if (rb_u32(&r) != HISTORY_VERSION)
+    version = rb_u32(&r);
+    if (version < 1 || version > HISTORY_VERSION)
         return false;
     rb_u32(&r); /* the interval it was written with: times say it all */
     n = rb_u32(&r);
@@ -735,7 +746,7 @@ static bool decode_file(struct history *h, const uint8_t *p, size_t len)
     h->count = keep;
     h->head = keep % h->cap;
     for (uint32_t i = 0; i < nser; i++)
-        if (!read_series(h, &r, n, keep))
+        if (!read_series(h, &r, n, keep, version))
             return false;
     return r.off == r.len;
 }

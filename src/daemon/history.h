@@ -8,7 +8,7 @@
  * interval slots), and the oldest sample is overwritten. Two kinds of
  * series: a device (utilization, memory used and total, power, temperature)
  * and a binding, one app on one device (memory used, memory allocated,
- * cores allocated); app and node aggregates are sums over them. Values are
+ * cores allocated, SM utilization of its processes); app and node aggregates are sums over them. Values are
  * stored as small integers (percent, KiB, deciwatts, degrees C) with an
  * all-ones pattern for "nothing measured" (null). The whole history is
  * written to one file with an atomic rename (history_save) and read back at
@@ -50,6 +50,7 @@ enum history_bind_field {
     HF_B_USED = 0, /* bytes the app uses on the device */
     HF_B_ALLOC,    /* bytes allocated to it (its quota, or the whole card) */
     HF_B_CORES,    /* percent of the card's cores allocated (100 or 0) */
+    HF_B_UTIL,     /* percent of the card's SMs its processes used (NVML) */
     HF_BIND_COUNT
 };
 
@@ -76,6 +77,7 @@ struct history_bind_sample {
     double used;          /* bytes */
     double alloc;         /* bytes */
     double cores;         /* percent */
+    double util;          /* percent of SM time (NVML per process) */
 };
 
 /* What a series is (pointers valid while the lock is held). */

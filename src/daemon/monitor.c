@@ -29,8 +29,9 @@ enum formula {
     F_C_ALLOC,     /* container: memory allocated, MiB */
     F_C_USED,      /* container: memory used, MiB */
     F_C_MEM_UTIL,  /* container: used / allocated, percent */
-    F_C_CORE_USED  /* container: the device's utilization when it is the
-                      only binding there (else no value) */
+    F_C_CORE_USED  /* container: its processes' SM utilization (NVML per
+                      process), else the device's utilization when it is
+                      the only binding there, else no value */
 };
 
 struct metric {
@@ -103,7 +104,10 @@ static size_t bindings_at(const struct history *h, const char *id, size_t j)
 static double core_used(const struct history *h, size_t s, size_t j)
 {
     struct history_meta m;
+    double own = history_value(h, s, HF_B_UTIL, j);
     long dev;
+    if (!isnan(own))
+        return own;
     history_meta(h, s, &m);
     if (isnan(history_value(h, s, HF_B_ALLOC, j)) ||
         bindings_at(h, m.device, j) != 1)

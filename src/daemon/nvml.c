@@ -21,6 +21,7 @@ typedef void *nvmlDevice_t;
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
 #define NVML_VOLATILE_ECC 0
@@ -36,6 +37,12 @@ struct nvml_memory_abi {       /* nvmlMemory_t */
 struct nvml_utilization_abi { /* nvmlUtilization_t */
     unsigned int gpu;          /* percent */
     unsigned int memory;       /* percent */
+};
+
+struct nvml_putil_abi {         /* nvmlProcessUtilizationSample_t */
+    unsigned int pid;
+    unsigned long long ts;     /* CPU timestamp, microseconds */
+    unsigned int sm, mem, enc, dec; /* percent */
 };
 
 struct nvml_proc_v1_abi {      /* nvmlProcessInfo_v1_t */
@@ -79,6 +86,9 @@ typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
        (nvmlDevice_t, unsigned int *), 0)                                      \
     XX(nvmlDeviceGetTemperature, nvmlReturn_t,                                 \
        (nvmlDevice_t, int, unsigned int *), 0)                                 \
+    XX(nvmlDeviceGetProcessUtilization, nvmlReturn_t,                         \
+       (nvmlDevice_t, struct nvml_putil_abi *, unsigned int *,                 \
+        unsigned long long), 0)                                                \
     XX(nvmlDeviceGetTotalEccErrors, nvmlReturn_t,                              \
        (nvmlDevice_t, int, int, unsigned long long *), 0)                      \
     XX(nvmlDeviceGetHandleByUUID, nvmlReturn_t,                                \
@@ -588,5 +598,64 @@ enum accel_err nvml_processes(struct nvml *n, const char *uuid,
     }
     *out = v;
     *count = len;
+    return ACCEL_OK;
+}
+
+/* Keep the newest sample of each pid; returns the new length. */
+static size_t newest_per_pid(struct nvml_putil_abi *v, unsigned cnt,
+                             struct nvml_putil *out)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < cnt; i++) {
+        size_t k = 0;
+        while (k < len && out[k].pid != (pid_t)v[i].pid)
+            k++;
+        if (k == len) {
+            out[len].pid = (pid_t)v[i].pid;
+            out[len++].sm = v[i].sm > 100 ? 100 : v[i].sm;
+            v[k].ts = v[i].ts; /* k < i: the kept sample's time */
+        } else if (v[i].ts >= v[k].ts) {
+            out[k].sm = v[i].sm > 100 ? 100 : v[i].sm;
+            v[k].ts = v[i].ts;
+        }
+    }
+    return len;
+}
+
+enum accel_err nvml_process_util(struct nvml *n, const char *uuid,
+                                 uint64_t since_us, struct nvml_putil **out,
+                                 size_t *count, char **cause)
+{
+    struct nvml_putil_abi *v = NULL;
+    unsigned int cnt = 0;
+    nvmlDevice_t d = NULL;
+    nvmlReturn_t rc;
+    enum accel_err err;
+
+    if (n->fn.nvmlDeviceGetProcessUtilization == NULL) {
+        set_cause(cause, xstrdup("NVML lacks nvmlDeviceGetProcessUtilization"));
+        return ACCEL_ENOTSUP;
+    }
+    err = find_device(n, uuid, &d, cause);
+    if (err != ACCEL_OK)
+        return err;
+    rc = n->fn.nvmlDeviceGetProcessUtilization(d, NULL, &cnt, since_us);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && cnt > 0) {
+        cnt += 8; /* more may come meanwhile */
+        v = xcalloc(cnt, sizeof(*v));
+        rc = n->fn.nvmlDeviceGetProcessUtilization(d, v, &cnt, since_us);
+    }
+    *out = NULL;
+    *count = 0;
+    if (rc == NVML_SUCCESS && cnt > 0 && v != NULL) {
+        *out = xcalloc(cnt, sizeof(**out));
+        *count = newest_per_pid(v, cnt, *out);
+    } else if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_FOUND &&
+               !(rc == NVML_ERROR_INSUFFICIENT_SIZE && cnt == 0)) {
+        free(v);
+        set_cause(cause, call_failed(n, "nvmlDeviceGetProcessUtilization", rc));
+        return rc == NVML_ERROR_NOT_SUPPORTED ? ACCEL_ENOTSUP : ACCEL_EIO;
+    }
+    free(v);
     return ACCEL_OK;
 }

@@ -71,6 +71,12 @@ struct nvml_proc {
     int graphics;       /* 1 from the graphics list, 0 from the compute list */
 };
 
+/* One process's share of a device's SMs (nvmlDeviceGetProcessUtilization). */
+struct nvml_putil {
+    pid_t pid;          /* host pid */
+    unsigned sm;        /* percent of the device's SM time */
+};
+
 /*
  * Load NVML and initialize it.
  *   out    set to a new handle, only on success; free with nvml_close().
@@ -125,5 +131,18 @@ enum accel_err nvml_scan(struct nvml *n, struct nvml_gpu **out, size_t *count,
 enum accel_err nvml_processes(struct nvml *n, const char *uuid,
                               struct nvml_proc **out, size_t *count,
                               char **cause);
+
+/*
+ * Per-process SM utilization of the device with this UUID, from the samples
+ * NVML took after since_us (CPU time, microseconds since the epoch); the
+ * newest sample of each pid.
+ *   out    new array (caller frees), NULL when none; set only on success.
+ * Returns ACCEL_OK (no sample: count 0); ACCEL_ENOTSUP (no such call in
+ * this driver, or the GPU does not support it); ACCEL_ENOTFOUND (no such
+ * UUID); ACCEL_EIO (NVML error), each with *cause.
+ */
+enum accel_err nvml_process_util(struct nvml *n, const char *uuid,
+                                 uint64_t since_us, struct nvml_putil **out,
+                                 size_t *count, char **cause);
 
 #endif /* ACCEL_DAEMON_NVML_H */

@@ -63,6 +63,7 @@ struct seen_proc {
     uint64_t used; /* bytes, 0 unknown */
     char *app;     /* the app it belongs to (owned), NULL = none */
     bool alive;    /* /proc/<pid> exists */
+    int sm;        /* its SM utilization, percent; -1 unknown */
 };
 
 /* One device of the scan with its processes. */
@@ -211,9 +212,25 @@ static bool ensure_nvml(struct reconcile *r, struct pass *p)
     return true;
 }
 
+/* Per-process SM utilization of the samples since since_us onto s's
+ * processes (unknown stays -1). */
+static void query_putil(struct nvml *nv, struct seen_gpu *s,
+                        uint64_t since_us)
+{
+    struct nvml_putil *u = NULL;
+    size_t n = 0;
+    if (nvml_process_util(nv, s->g.uuid, since_us, &u, &n, NULL) != ACCEL_OK)
+        return;
+    for (size_t k = 0; k < s->nprocs; k++)
+        for (size_t i = 0; i < n; i++)
+            if (u[i].pid == s->procs[k].pid)
+                s->procs[k].sm = (int)u[i].sm;
+    free(u);
+}
+
 static void query_procs(const struct cgroup_sys *cg, struct nvml *nv,
                         struct seen_gpu *s, const struct app_ref *refs,
-                        size_t nrefs)
+                        size_t nrefs, uint64_t since_us)
 {
     struct nvml_proc *v = NULL;
     size_t n = 0;
@@ -228,8 +245,10 @@ static void query_procs(const struct cgroup_sys *cg, struct nvml *nv,
         q->pid = v[i].pid;
         q->used = v[i].used_memory;
         q->app = map_pid(cg, refs, nrefs, v[i].pid, &q->alive);
+        q->sm = -1;
     }
     free(v);
+    query_putil(nv, s, since_us);
 }
 
 static void query_nvml(struct reconcile *r, struct pass *p,
@@ -239,6 +258,7 @@ static void query_nvml(struct reconcile *r, struct pass *p,
     struct nvml *nv;
     char *cause = NULL;
     size_t n = 0;
+    uint64_t since;
 
     if (!ensure_nvml(r, p))
         return;
@@ -253,12 +273,17 @@ static void query_nvml(struct reconcile *r, struct pass *p,
         return;
     }
     p->scan_ok = true;
+    /* per-process samples of the last two passes (NVML keeps a window) */
+    since = (uint64_t)(util_wall_ms() - 2 * (int64_t)(r->d->cfg.reconcile_ms > 0
+                                                    ? r->d->cfg.reconcile_ms
+                                                    : RECONCILE_DEFAULT_MS)) *
+            1000;
     p->gpus = xcalloc(n ? n : 1, sizeof(*p->gpus));
     p->ngpus = n;
     for (size_t i = 0; i < n; i++) {
         p->gpus[i].g = g[i];
         if (g[i].uuid[0])
-            query_procs(r->d->cg, nv, &p->gpus[i], refs, nrefs);
+            query_procs(r->d->cg, nv, &p->gpus[i], refs, nrefs, since);
     }
     free(g);
     p->status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
@@ -530,14 +555,48 @@ static void report_foreign(struct accel_daemon *d, size_t dev, json_t *now)
     di->foreign = json_array_size(now) ? json_incref(now) : NULL;
 }
 
+static void autil_clear(struct dev_info *di)
+{
+    for (size_t i = 0; i < di->nautil; i++)
+        free(di->autil[i].app);
+    free(di->autil);
+    di->autil = NULL;
+    di->nautil = 0;
+}
+
+/* The per-app SM utilization on a device from its processes' samples. */
+static void apply_autil(struct dev_info *di, const struct seen_gpu *s)
+{
+    autil_clear(di);
+    for (size_t k = 0; s != NULL && k < s->nprocs; k++) {
+        const struct seen_proc *q = &s->procs[k];
+        size_t i = 0;
+        if (q->app == NULL || q->sm < 0)
+            continue;
+        while (i < di->nautil && strcmp(di->autil[i].app, q->app) != 0)
+            i++;
+        if (i == di->nautil) {
+            di->autil = xrealloc(di->autil, (i + 1) * sizeof(*di->autil));
+            di->autil[i] = (struct app_util){xstrdup(q->app), 0};
+            di->nautil++;
+        }
+        di->autil[i].sm += q->sm;
+        if (di->autil[i].sm > 100)
+            di->autil[i].sm = 100;
+    }
+}
+
 static void apply_processes(struct accel_daemon *d, struct pass *p)
 {
+    for (size_t i = 0; !p->scan_ok && i < d->snap.ndevs; i++)
+        autil_clear(&d->dinfo[i]);
     for (size_t i = 0; p->scan_ok && i < d->snap.ndevs; i++) {
         struct seen_gpu *s;
         json_t *foreign;
         if (!is_local_nvidia(d, i))
             continue;
         s = find_gpu(p, d->snap.devs[i].id);
+        apply_autil(&d->dinfo[i], s && s->procs_ok ? s : NULL);
         if (s == NULL || !s->procs_ok)
             continue;
         foreign = json_array();

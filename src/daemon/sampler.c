@@ -57,6 +57,15 @@ static bool app_measured(const struct app *a)
            a->state == APP_RELEASING;
 }
 
+/* The SM utilization NVML attributes to app on device dev, or -1. */
+static double app_util(const struct dev_info *di, const char *app)
+{
+    for (size_t i = 0; i < di->nautil; i++)
+        if (strcmp(di->autil[i].app, app) == 0)
+            return di->autil[i].sm;
+    return -1;
+}
+
 /* Row k of app a on a local device, as a binding sample. */
 static void bind_sample(struct accel_daemon *d, const struct app *a,
                         size_t k, struct history_bind_sample *s)
@@ -72,6 +81,8 @@ static void bind_sample(struct accel_daemon *d, const struct app *a,
                     ? (double)a->row_usage[k] : -1,
         .alloc = (double)(whole ? x->memory : a->rows[k].memory),
         .cores = whole ? 100 : 0,
+        .util = app_measured(a) ? app_util(&d->dinfo[a->rows[k].dev], a->name)
+                                : -1,
     };
 }
 

@@ -24,6 +24,8 @@
  *       be last and takes the rest of the line
  *   proc GPU-a PID USED compute|graphics
  *   proc_err GPU-a N              the process queries of that device return N
+ *   putil GPU-a PID SM            a per-process utilization sample (percent);
+ *                                 none on a device: NOT_FOUND, as NVML says
  * A missing or empty file means a driver with no devices.
  */
 #include "common/accel_setup.h"
@@ -73,6 +75,14 @@ struct fake_proc {
     int graphics;             /* 1 graphics list, 0 compute list */
 };
 
+struct fake_putil {
+    char uuid[96];            /* device */
+    unsigned pid;             /* process id */
+    unsigned sm;              /* percent */
+};
+
+#define FAKE_MAX_PUTIL 64
+
 struct fake_state {
     char driver[80];          /* driver version string */
     int cuda;                 /* 12040 */
@@ -83,6 +93,8 @@ struct fake_state {
     unsigned ngpus;
     struct fake_proc procs[FAKE_MAX_PROCS];
     unsigned nprocs;
+    struct fake_putil putil[FAKE_MAX_PUTIL];
+    unsigned nputil;
 };
 
 /* The fake is a library mimicking a process-global driver: one state. */
@@ -188,6 +200,10 @@ static void parse_line(char *line)
         parse_gpu(line + 4);
     else if (strncmp(line, "proc ", 5) == 0)
         parse_proc(line + 5);
+    else if (strncmp(line, "putil ", 6) == 0 && st.nputil < FAKE_MAX_PUTIL &&
+             sscanf(line + 6, "%95s %u %u", st.putil[st.nputil].uuid,
+                    &st.putil[st.nputil].pid, &st.putil[st.nputil].sm) == 3)
+        st.nputil++;
     else if (sscanf(line, "proc_err %95s %d", uuid, &code) == 2 &&
              gpu_by_uuid(uuid) != NULL)
         gpu_by_uuid(uuid)->proc_err = code;
@@ -431,6 +447,40 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
 }
 
 #ifndef FAKE_NVML_OLD
+struct fake_putil_sample {
+    unsigned pid;
+    unsigned long long ts;
+    unsigned sm, mem, enc, dec;
+};
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t d, struct fake_putil_sample *out, unsigned *count,
+    unsigned long long since)
+{
+    struct fake_gpu *g;
+    unsigned n = 0, k = 0;
+    nvmlReturn_t rc = enter_dev(d, &g);
+    (void)since;
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->err != 0)
+        return leave(g->err);
+    for (unsigned i = 0; i < st.nputil; i++)
+        n += strcmp(st.putil[i].uuid, g->uuid) == 0;
+    if (n == 0)
+        return leave(NVML_ERROR_NOT_FOUND);
+    if (out == NULL || *count < n) {
+        *count = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned i = 0; i < st.nputil; i++)
+        if (strcmp(st.putil[i].uuid, g->uuid) == 0)
+            out[k++] = (struct fake_putil_sample){st.putil[i].pid, 1000 + i,
+                                                  st.putil[i].sm, 0, 0, 0};
+    *count = n;
+    return leave(NVML_SUCCESS);
+}
+
 /* One unsigned reading of a device: its error, NOT_SUPPORTED or v. */
 static nvmlReturn_t reading(nvmlDevice_t d, size_t off, unsigned *out)
 {

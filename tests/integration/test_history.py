@@ -205,6 +205,29 @@ class HistoryTest(HistoryBase):
         self.wait_for(lambda: {a["name"]: a for a in self.hist()["apps"]}
                       ["mine"]["memoryUsed"][-1] is None, "mine stopped")
 
+    def test_per_app_utilization(self):
+        """NVML's per-process samples give the app its own utilization (12 %
+        of a card that is 37 % busy); without them, the card's figure while
+        the app is alone on it."""
+        a = self.install(rt.manifest("mine", ["sh", "-c", "sleep 1000"]))
+        q = 'hami_container_core_used{container_name="mine"}'
+
+        def core_used():
+            st, b = self.query("instant-vector", q)
+            self.assertEqual(st, 200, b)
+            return b["data"] and b["data"][0]["value"]
+        self.wait_for(lambda: core_used() == 37, "the card's 37 % (alone)")
+        pid = self.app("mine")["pid"]
+        self.write_nvml("proc %s %d 1048576 compute\nputil %s %d 12\n"
+                        % (GPU_A, pid, GPU_A, pid))
+        self.wait_for(lambda: core_used() == 12, "the app's own 12 %")
+        apps = self.wait_for(
+            lambda: [x for x in self.hist()["apps"]
+                     if x["name"] == "mine" and x["utilization"][-1] == 12],
+            "12 % in the history route")
+        self.assertIn(None, apps[0]["utilization"])  # before it ran
+        self.assertIsNotNone(a)
+
     def query(self, kind, q, token=None, prefix=HAMI, **rng):
         body = {"query": q}
         if kind == "range-vector":

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ TEST(history_values_and_nulls)
     struct history *h = mk(15, 3600, NULL);
     struct history_dev_sample d = dev("GPU-a", 37, 2 * GIB);
     struct history_bind_sample b = {"app", "alice", "GPU-a", "n1", GIB,
-                                    4 * GIB, 0};
+                                    4 * GIB, 0, 25};
     struct history_meta m;
 
     ASSERT_EQ(history_capacity(h), 240);
@@ -89,6 +90,7 @@ TEST(history_values_and_nulls)
     ASSERT_STR_EQ(m.app, "app");
     ASSERT_STR_EQ(m.owner, "alice");
     ASSERT(history_value(h, 1, HF_B_ALLOC, 0) == 4 * GIB);
+    ASSERT(history_value(h, 1, HF_B_UTIL, 0) == 25);
     ASSERT(isnan(history_value(h, 1, HF_B_USED, 1))); /* not recorded */
     ASSERT(history_mean(h, 0, HF_MEM_USED, 0, 2) == 2 * GIB);
     ASSERT(history_mean(h, 0, HF_UTIL, 0, 2) == 37);
@@ -152,7 +154,7 @@ TEST(history_save_and_load)
     struct history *h = mk(15, 86400, path);
     struct history_dev_sample d = dev("GPU-a", 0, GIB);
     struct history_bind_sample b = {"app", "bob", "GPU-a", "n1", 3 * GIB,
-                                    4 * GIB, 100};
+                                    4 * GIB, 100, -1};
     char *cause = NULL;
     struct history_meta m;
 
@@ -227,6 +229,76 @@ TEST(history_corrupt_file)
     free(path);
 }
 
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static void put(unsigned char *buf, size_t *len, const void *v, size_t n)
+{
+    memcpy(buf + *len, v, n);
+    *len += n;
+}
+
+static void put_str(unsigned char *buf, size_t *len, const char *s)
+{
+    uint16_t l = (uint16_t)strlen(s);
+    put(buf, len, &l, 2);
+    put(buf, len, s, l);
+}
+
+/* A version 1 file (bindings without utilization), as acceld wrote it
+ * before: read, the utilization null. */
+TEST(history_reads_version_1)
+{
+    char *path = tmp_path();
+    unsigned char buf[512];
+    size_t len = 0;
+    uint32_t hdr[4] = {1, 15, 2, 1}, ts[2] = {1000, 1015}, used[2] = {
+        1024, 2048}, alloc[2] = {4096, 4096};
+    uint8_t kind = 1, cores[2] = {0, 0};
+    int32_t idx = -1;
+    uint64_t sum;
+    struct history *h;
+    FILE *f;
+
+    put(buf, &len, "ACCELHS1", 8);
+    put(buf, &len, hdr, sizeof hdr);
+    put(buf, &len, ts, sizeof ts);
+    put(buf, &len, &kind, 1);
+    put(buf, &len, &idx, 4);
+    put_str(buf, &len, "GPU-a");
+    put_str(buf, &len, "n1");
+    put_str(buf, &len, "");
+    put_str(buf, &len, "");
+    put_str(buf, &len, "app");
+    put_str(buf, &len, "bob");
+    put(buf, &len, used, sizeof used);
+    put(buf, &len, alloc, sizeof alloc);
+    put(buf, &len, cores, sizeof cores);
+    sum = fnv(buf, len);
+    put(buf, &len, &sum, 8);
+    f = fopen(path, "wb");
+    ASSERT(f != NULL);
+    ASSERT_EQ(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    h = mk(15, 3600, path);
+    history_lock(h);
+    ASSERT_EQ(history_nsamples(h), 2);
+    ASSERT_EQ(history_nseries(h), 1);
+    ASSERT(history_value(h, 0, HF_B_USED, 1) == 2048 * 1024.0);
+    ASSERT(isnan(history_value(h, 0, HF_B_UTIL, 1)));
+    history_unlock(h);
+    history_free(h);
+    rm(path);
+    free(path);
+}
+
 TEST(history_bad_arguments)
 {
     struct history *h = NULL;
@@ -274,6 +346,7 @@ TEST(history_budget)
     XX(history_series_come_and_go)                                             \
     XX(history_save_and_load)                                                  \
     XX(history_corrupt_file)                                                   \
+    XX(history_reads_version_1)                                                \
     XX(history_bad_arguments)                                                  \
     XX(history_cost)                                                           \
     XX(history_budget)

@@ -376,6 +376,41 @@ TEST(nvml_telemetry_old_driver)
     nvml_close(n);
 }
 
+/* Per-process SM utilization: the newest sample per pid; none = empty;
+ * an old driver lacks the call. */
+TEST(nvml_process_util)
+{
+    struct nvml_putil *u = NULL;
+    size_t count = 9;
+    struct nvml *n;
+
+    fake_state("", "gpu uuid=GPU-aaaa total=1 name=A\n"
+                   "gpu uuid=GPU-bbbb total=1 name=B\n"
+                   "putil GPU-aaaa 4242 30\nputil GPU-aaaa 4343 10\n"
+                   "putil GPU-aaaa 4242 55\n");
+    n = open_ok();
+    ASSERT_EQ(nvml_process_util(n, "GPU-aaaa", 0, &u, &count, NULL),
+              ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    ASSERT_EQ(u[0].pid, 4242);
+    ASSERT_EQ(u[0].sm, 55);
+    ASSERT_EQ(u[1].pid, 4343);
+    ASSERT_EQ(u[1].sm, 10);
+    free(u);
+    ASSERT_EQ(nvml_process_util(n, "GPU-bbbb", 0, &u, &count, NULL),
+              ACCEL_OK);
+    ASSERT_EQ(count, 0);
+    ASSERT(u == NULL);
+    ASSERT_EQ(nvml_process_util(n, "GPU-cccc", 0, &u, &count, NULL),
+              ACCEL_ENOTFOUND);
+    nvml_close(n);
+    fake_state("/old", "gpu uuid=GPU-aaaa total=1 name=A\n");
+    n = open_ok();
+    ASSERT_EQ(nvml_process_util(n, "GPU-aaaa", 0, &u, &count, NULL),
+              ACCEL_ENOTSUP);
+    nvml_close(n);
+}
+
 TEST(nvml_no_state_file_no_devices)
 {
     struct nvml_gpu *g = NULL;
@@ -395,6 +430,7 @@ TEST(nvml_no_state_file_no_devices)
     XX(nvml_scan_two_gpus)                                                     \
     XX(nvml_telemetry)                                                         \
     XX(nvml_telemetry_old_driver)                                              \
+    XX(nvml_process_util)                                                      \
     XX(nvml_versions)                                                          \
     XX(nvml_processes_compute_and_graphics)                                    \
     XX(nvml_processes_many_grow_buffer)                                        \
