@@ -649,7 +649,7 @@ try {
     await page.goto(`${BASE}/#/dashboard`);
     await page.getByRole('heading', { name: 'Dashboard', level: 1 }).waitFor();
     await page.locator('[data-chart="cluster-vram"]').waitFor();
-    const hist = await call('GET', '/api/metrics/history?range=3600&step=10');
+    const hist = await call('GET', '/api/metrics/history?range=3600');
     // until acceld keeps history (e2-history), the page says it shows its own samples
     if (hist.status === 404) await page.getByTestId('history-source').waitFor();
     else assert.equal(hist.status, 200, JSON.stringify(hist.body));
@@ -687,7 +687,7 @@ try {
 
   const measures = {};
   await uxSteps({
-    browser, page, BASE, ADMIN, ok, call, step, shot, tmp, freePort, ACCELD, DIST, nv, allDevs, d4090, d4060, dMac, consoleErrors, measures,
+    browser, page, BASE, ADMIN, ok, call, step, shot, tmp, freePort, ACCELD, DIST, BUILD, nv, allDevs, d4090, d4060, dMac, consoleErrors, measures,
     AXE: join(WEB, 'node_modules', 'axe-core', 'axe.min.js'), cleanups,
     shotOf: async (p, name) => { mkdirSync(SHOTS, { recursive: true }); await p.evaluate(() => document.fonts && document.fonts.ready); await p.screenshot({ path: join(SHOTS, `${name}.png`) }); },
   });

@@ -101,5 +101,6 @@ export const API = {
   // the legacy bind (SPEC 5.3): the Select exclusive app picker uses it for a
   // running app (it moves and restarts it); force replaces the holder
   bindLegacy: (id, appName, force) => api('POST', '/api/gpu/update/app', { id, mode: '0', appName, memory: 0, force: !!force }),
-  history: (range, step) => api('GET', `/api/metrics/history?range=${range}&step=${step}`),
+  // step omitted: acceld picks the smallest that keeps the answer to 240 points
+  history: (range) => api('GET', `/api/metrics/history?range=${range}`),
 };

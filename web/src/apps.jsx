@@ -129,6 +129,7 @@ function InstallDialog({ onClose, refresh, nodes }) {
   );
 }
 
+const PAGE = 25;
 const REASON_TEXT = {
   'insufficient-resources': 'waiting for GPU resources',
   'replaced-by-force': 'replaced by another app',
@@ -157,6 +158,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
   const [q, setQ] = useState('');
   const [filter, setFilter] = useState('all');
   const [sort, setSort] = useState('name');
+  const [all, setAll] = useState(false);
   const act = async (name, what, fn, done) => {
     setBusy(`${what}:${name}`);
     try { await fn(); toast(done); await refresh(); } catch (x) {
@@ -211,7 +213,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
           <table class="table apps-table">
             <thead><tr><th>App</th><th>State</th><th>GPU</th><th>VRAM in use</th><th><span class="sr-only">Actions</span></th></tr></thead>
             <tbody>
-              {shown.map((a) => (
+              {(all ? shown : shown.slice(0, PAGE)).map((a) => (
                 <tr key={a.name} data-app={a.name}>
                   <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
                     <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div></td>
@@ -234,6 +236,9 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
               ))}
             </tbody>
           </table>
+          {!all && shown.length > PAGE && (
+            <div class="more"><button class="btn" onClick={() => setAll(true)}>Show all {shown.length} apps</button>
+              <span class="muted small">{PAGE} shown; search, filter or sort to find one.</span></div>)}
         </div>
       )}
       {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} nodes={nodes} />}

@@ -64,7 +64,7 @@ const COLORS = ['#1f5bd8', '#d9480f', '#2b8a3e', '#9c36b5', '#0b7285', '#c2255c'
 const DASHES = [undefined, [6, 4], [2, 3], [10, 3, 2, 3]];
 export const styleOf = (i) => ({ stroke: COLORS[i % COLORS.length], dash: DASHES[Math.floor(i / COLORS.length) % DASHES.length] });
 
-const RANGES = [[3600, 'Last hour'], [6 * 3600, 'Last 6 hours'], [86400, 'Last 24 hours']];
+const RANGES = [[300, 'Last 5 minutes'], [900, 'Last 15 minutes'], [3600, 'Last hour'], [6 * 3600, 'Last 6 hours'], [86400, 'Last 24 hours']];
 const TOPS = [5, 8, 12, 0];
 const PREF_KEY = 'accel.dashboard';
 function loadPrefs() {
@@ -123,10 +123,9 @@ function useHistory(range) {
   const [h, setH] = useState(null); // {data, source: 'daemon'|'page', error}
   useEffect(() => {
     let live = true; let timer = null;
-    const step = Math.max(5, Math.round(range / 360));
     const load = async () => {
       try {
-        const d = await API.history(range, step);
+        const d = await API.history(range);
         if (live) setH({ data: d, source: 'daemon' });
       } catch (e) {
         if (!live) return;
@@ -152,7 +151,13 @@ export function DashboardPage({ nodes, apps }) {
   const h = hist && hist.data;
   const t = h ? h.timestamps || [] : [];
   const x = { t, start: h ? h.start : Math.floor(Date.now() / 1000) - prefs.range, end: h ? h.end : Math.floor(Date.now() / 1000) };
-  const hdevs = h ? (h.devices || []).filter((d) => !node || d.nodeName === node) : [];
+  // every device of the cluster, with its history where acceld keeps one
+  // (acceld measures its own node's GPUs; a declared device has none)
+  const byId = new Map((h ? h.devices || [] : []).map((d) => [d.id, d]));
+  const hdevs = nodes.flatMap((n) => (n.devices || []).map((d) => byId.get(d.id) || {
+    id: d.id, nodeName: n.nodeName, index: d.index, model: d.cardModel || typeTitle(d.mode), memoryTotal: d.memory, utilization: [], memoryUsed: [],
+  })).concat((h ? h.devices || [] : []).filter((d) => !nodes.some((n) => (n.devices || []).some((x) => x.id === d.id))))
+    .filter((d) => !node || d.nodeName === node);
   const labelOf = (d) => `${deviceLabel({ id: d.id, cardModel: d.model })} (${d.nodeName})`;
   // busiest first: the higher of peak VRAM use (% of the card) and peak utilization
   const score = (d) => Math.max(d.memoryTotal ? (peak(d.memoryUsed || []) / d.memoryTotal) * 100 : -1, peak(d.utilization || []));
@@ -169,6 +174,7 @@ export function DashboardPage({ nodes, apps }) {
   const utilSeries = chosen.filter((d) => (d.utilization || []).some((v) => v != null))
     .map((d) => ({ label: labelOf(d), colorIndex: colorOf(d.id), data: d.utilization }));
   const unmeasured = chosen.filter((d) => !(d.utilization || []).some((v) => v != null)).length;
+  const noVram = chosen.filter((d) => !(d.memoryUsed || []).some((v) => v != null)).length;
   const sumOf = (key) => t.map((_, i) => {
     let s = null;
     for (const d of hdevs) { const v = (d[key] || [])[i]; if (v != null) s = (s || 0) + v; }
@@ -250,7 +256,8 @@ export function DashboardPage({ nodes, apps }) {
         <div class="grid charts">
           <Chart id="cluster-vram" x={x} title={node ? `VRAM in use on node ${node}` : 'VRAM in use, whole cluster'} unit=" Gi" series={clusterSeries}
             empty="No device reports its VRAM use." />
-          <Chart id="device-vram" x={x} title="VRAM in use per device" unit=" Gi" series={memSeries} empty="None of these devices reports its VRAM use." />
+          <Chart id="device-vram" x={x} title="VRAM in use per device" unit=" Gi" series={memSeries} empty="None of these devices reports its VRAM use."
+            note={noVram && memSeries.length ? `${noVram} of the devices shown do not report VRAM use.` : ''} />
           <Chart id="device-util" x={x} title="GPU utilization per device" unit="%" yMax={100} series={utilSeries}
             empty="None of these devices reports its utilization."
             note={unmeasured && utilSeries.length ? `${unmeasured} of the devices shown do not report utilization.` : ''} />
