@@ -91,7 +91,8 @@ function InstallDialog({ onClose, refresh, nodes }) {
     } catch (x) {
       if (x.check && x.check.type === 'computeModeSelect') {
         setModes(x.check.modes || []);
-        const first = (x.check.modes || []).find((m) => m.status !== 'not_enough' && m.status !== 'unavailable');
+        const first = (x.check.modes || []).find((m) => m.status === 'installable')
+          || (x.check.modes || []).find((m) => !['not_enough', 'unavailable', 'no-matching-node', 'insufficient-resources'].includes(m.status));
         setChosen(first ? first.computeType : '');
       } else setErr(errText(x));
     } finally { setBusy(false); }
@@ -172,7 +173,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
       body: <p>{a.name} will be stopped, its GPU resources released and the app deleted.</p>,
       ok: 'Uninstall', danger: true,
     });
-    if (ok) act(a.name, 'uninstall', () => API.uninstall(a.name), `${a.name} uninstalled.`);
+    if (ok) act(a.name, 'uninstall', () => API.uninstall(a.name), `Uninstalling ${a.name}.`);
   };
   const mayAct = (a) => role === 'admin' || a.owner !== 'shared';
   const needle = q.trim().toLowerCase();
@@ -227,7 +228,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                       <button class="btn small primary" onClick={() => setResume(a.name)} aria-label={`Resume ${a.name}`}>Resume</button>}
                     {ACTIVE.has(a.state) &&
                       <button class="btn small" disabled={busy === `stop:${a.name}`} aria-label={`Stop ${a.name}`}
-                        onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `${a.name} stopped.`)}>Stop</button>}
+                        onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `Stopping ${a.name}; its GPU is released once its processes have exited.`)}>Stop</button>}
                     {(a.allocations || []).length > 0 &&
                       <button class="btn small danger-ghost" aria-label={`Remove from GPU: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
