@@ -88,6 +88,27 @@ static void add_row(struct table *t, const json_t *dev)
     free(tier);
 }
 
+/* "App limits: containment cgroup-v2, memory cgroup-v1, ... (cgroup X)"
+ * and a line per tier that is none, with its reason (SPEC 8.2). */
+static void print_limits(const json_t *e)
+{
+    static const char *const keys[] = { "containment", "memory", "cpu",
+                                        "pids" };
+    const json_t *why = json_object_get(e, "reasons");
+
+    if (!json_is_object(e))
+        return;
+    printf("App limits: containment %s, memory %s, cpu %s, pids %s",
+           jstr(e, "containment"), jstr(e, "memory"), jstr(e, "cpu"),
+           jstr(e, "pids"));
+    if (json_is_string(json_object_get(e, "cgroup")))
+        printf(" (cgroups under %s)", jstr(e, "cgroup"));
+    printf("\n");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (json_is_string(json_object_get(why, keys[i])))
+            printf("  %s not enforced: %s\n", keys[i], jstr(why, keys[i]));
+}
+
 static void print_status(const json_t *data)
 {
     static const char *const head[] = { "DEVICE", "INDEX",   "MODEL",
@@ -107,6 +128,7 @@ static void print_status(const json_t *data)
     else
         printf("NVML: not loaded: no NVIDIA GPU can be used on this node\n");
     printf("Status: %s\n", jstr(nv, "status"));
+    print_limits(json_object_get(data, "enforcement"));
     if (json_array_size(devs) == 0) {
         printf("No devices on this node.\n");
         return;

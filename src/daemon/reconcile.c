@@ -28,6 +28,7 @@
 #include "daemon/log.h"
 #include "daemon/nvml.h"
 #include "daemon/ops.h"
+#include "daemon/runtime.h"
 #include "daemon/state.h"
 #include "daemon/view.h"
 
@@ -848,12 +849,13 @@ json_t *reconcile_runtime_json(struct accel_daemon *d,
         if (d->snap.devs[i].node == (uint32_t)node)
             json_array_append_new(devs, view_device(d, (int)i, u));
     return json_pack(
-        "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o, s:{s:b, s:s, s:s}}",
+        "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o, s:{s:b, s:s, s:s}, s:o}",
         "nodeName", d->cfg.node_name, "nvml", "loaded",
         r ? r->loaded : false, "status", d->nvml_status ? d->nvml_status : "",
         "driver", r ? r->driver : "", "cuda", r ? r->cuda : "",
         "reconcileIntervalMs",
         d->cfg.reconcile_ms > 0 ? d->cfg.reconcile_ms : RECONCILE_DEFAULT_MS,
         "devices", devs, "identity", "perUserUid", d->uid_drop, "uidRange",
-        range, "status", d->identity_status ? d->identity_status : "");
+        range, "status", d->identity_status ? d->identity_status : "",
+        "enforcement", d->cg ? runtime_enforcement(d, NULL) : json_null());
 }

@@ -102,6 +102,16 @@ class InstanceTest(CgroupBase):
             self.assertIn(self.enf[k], ("cgroup-v2", "cgroup-v1", "none"))
             if self.enf[k] == "none":  # never a silent claim
                 self.assertTrue(self.enf["reasons"][k], self.enf)
+        # the same in /api/runtime and `accelctl gpu status`
+        st, rt = self.d.http("GET", "/api/runtime")
+        self.assertEqual(rt["data"]["enforcement"], self.enf)
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("App limits: containment %s, memory %s, cpu %s, "
+                      "pids %s (cgroups under %s)" % (
+                          self.enf["containment"], self.enf["memory"],
+                          self.enf["cpu"], self.enf["pids"],
+                          self.enf["cgroup"]), r.stdout)
         # an app: its limits and which tier enforces them
         a = self.install_on(manifest("lim", ["sleep", "1000"]), 0)
         e = a["enforcement"]
