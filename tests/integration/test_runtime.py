@@ -267,10 +267,13 @@ class LifecycleTest(RuntimeBase):
 
     def test_ignores_sigterm_is_killed_after_timeout(self):
         a = self.install(manifest(
-            "stubborn", ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; "
-                         "done"], stop=1))
+            "stubborn", ["sh", "-c", "trap '' TERM; echo ready; "
+                         "while :; do sleep 0.1; done"], stop=1))
         pid = a["pid"]
-        time.sleep(0.2)
+        log = os.path.join(self.d.data_dir, "logs", "stubborn.log")
+        # a SIGTERM before the trap would end it at once
+        self.wait_for(lambda: os.path.exists(log) and
+                      "ready" in open(log).read(), "the trap")
         t0 = time.time()
         st, b = self.stop_app("stubborn")
         took = time.time() - t0
