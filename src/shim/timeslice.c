@@ -143,7 +143,12 @@ static void ask(struct shim_ts_dev *d)
         d->retry_at = now_ns() + TS_RETRY_MS * 1000000ULL;
         return;
     }
-    d->state = send_msg(d, "R") == 0 ? SHIM_TS_WANT : SHIM_TS_FREE;
+    /* WANT even if the send failed: the helper then reads the broker's
+     * answer ("N" when it refused the hello and shut the socket already)
+     * or the end of the connection (lost: FREE) and wakes the waiters;
+     * FREE here would let submissions run before the refusal is read */
+    (void)send_msg(d, "R");
+    d->state = SHIM_TS_WANT;
 }
 
 static void lost(struct shim_ts_dev *d)

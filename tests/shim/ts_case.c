@@ -75,7 +75,8 @@ static void msleep(int ms)
 
 /* worker APP SECONDS KERNEL_US [FIRST_US]: submit until SECONDS have
  * passed; with FIRST_US, first one kernel that long, synchronized.
- * Exit 3: a submission failed, 4: with CUDA_ERROR_NOT_PERMITTED. */
+ * Exit 3: a submission failed, 4: with CUDA_ERROR_NOT_PERMITTED, 5: the
+ * very first one did. */
 static int worker(int argc, char **argv)
 {
     double secs = atof(argv[3]);
@@ -105,7 +106,7 @@ static int worker(int argc, char **argv)
             rc = cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         }
         if (rc != CUDA_SUCCESS)
-            return rc == CUDA_ERROR_NOT_PERMITTED ? 4 : 3;
+            return rc != CUDA_ERROR_NOT_PERMITTED ? 3 : n == 0 ? 5 : 4;
         if (++n % 8 == 0)
             cuCtxSynchronize(); /* like an app reading its results */
     }
@@ -344,8 +345,9 @@ static int case_refused(void)
 
     printf("refused: worker exit %d after %.0f ms\n", rc,
            (mono_ns() - t0) / 1e6);
-    CHECK(rc == 4, "exit %d: want 4 (a launch failed with "
-          "CUDA_ERROR_NOT_PERMITTED); -1 = still running after 10 s", rc);
+    CHECK(rc == 5, "exit %d: want 5 (its first launch failed with "
+          "CUDA_ERROR_NOT_PERMITTED; 4: a later one; -1: still running "
+          "after 10 s)", rc);
     CHECK(fd >= 0 && read(fd, buf, sizeof buf - 1) > 0, "no ACCEL_LOG");
     CHECK(strstr(buf, "refused this process: pid ") != NULL &&
           strstr(buf, "is not a process of app 'intruder'") != NULL,
