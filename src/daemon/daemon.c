@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1012,7 +1013,19 @@ int daemon_main(int argc, char **argv)
     http_stop(d);
     reconcile_stop(d);
     sampler_stop(d);
-    runtime_cgroups_fini(d);
-    store_close(d->store);
+    /* a slow operation may still be stopping an app on its own thread
+     * (http_slow.c): it is not waited for (apps keep running), and from
+     * here on it finds d->lock held and the process gone; the cgroups and
+     * the store are closed only when no such thread could still use them
+     * (no new one starts: the server is stopped) */
+    if (atomic_load(&d->slow_ops) == 0)
+        runtime_cgroups_fini(d);
+    pthread_mutex_lock(&d->lock);
+    if (atomic_load(&d->slow_ops) == 0)
+        store_close(d->store);
+    else
+        log_info("acceld: %d operations still stopping apps; their apps "
+                 "are reconciled at the next start",
+                 (int)atomic_load(&d->slow_ops));
     return 0;
 }

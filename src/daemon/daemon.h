@@ -210,6 +210,8 @@ struct accel_daemon {
     uint64_t ev_seq;             /* events appended since start */
     struct http_req *parked;     /* long-polls suspended until an event
                                     or their deadline (http.c) */
+    _Atomic int slow_ops;        /* slow operations running on threads of
+                                    their own (http_slow.c) */
 };
 
 /* Users (SPEC 3) are stored, not cached: looked up by token hash. */

@@ -14,6 +14,7 @@
  */
 #include "common/accel_setup.h"
 #include "daemon/http.h"
+#include "daemon/http_int.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -219,11 +220,15 @@ json_t *http_body_json(struct http_req *r)
 
 const char *http_query(struct http_req *r, const char *key)
 {
+    if (r->conn == NULL) /* a slow operation's copy (http_slow.c) */
+        return NULL;
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
 const char *http_header(struct http_req *r, const char *key)
 {
+    if (r->conn == NULL)
+        return NULL;
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
 }
 
@@ -282,7 +287,8 @@ static void dispatch(struct http_req *r)
             return;
         if ((rt->flags & ROUTE_ADMIN) && !r->user.admin) {
             http_reply_error(r, ACCEL_EFORBIDDEN,
-                             "only an admin may %s %s", r->method, r->path);
+                             "only an admin may %.20s %.200s", r->method,
+                             r->path);
             return;
         }
     }
@@ -292,6 +298,14 @@ static void dispatch(struct http_req *r)
                          "application/yaml");
         return;
     }
+    if (rt->flags & ROUTE_SLOW)
+        http_slow_dispatch(r, rt);
+    else
+        http_run_handler(r, rt);
+}
+
+void http_run_handler(struct http_req *r, const struct http_route *rt)
+{
     state_set_actor(r->authed ? r->user.name : NULL);
     rt->handler(r);
     state_set_actor(NULL);
@@ -721,8 +735,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_lock(&d->ev_lock);
         if (r->parked)
             unlink_locked(d, r);
-        if (r->on_free)
-            r->on_free(r); /* detach a slow operation (api.c) */
+        http_slow_detach_locked(r);
         pthread_mutex_unlock(&d->ev_lock);
     }
     req_free(r);

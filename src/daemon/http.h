@@ -18,6 +18,7 @@
 #define HTTP_MAX_PARAMS 4
 
 struct http_conn;
+struct slow_op;
 
 struct http_req {
     struct accel_daemon *d;
@@ -43,9 +44,7 @@ struct http_req {
     uint64_t park_seen;               /* d->ev_seq when it looked */
     struct http_req *next_parked;     /* list link */
     int64_t ev_cursor;                /* events already scanned (api.c) */
-    void *op;                         /* a slow operation (api.c) */
-    void (*on_free)(struct http_req *r); /* called under ev_lock when the
-                                            request ends */
+    struct slow_op *slow;             /* its slow operation (http_slow.c) */
     /* the reply */
     int status;
     char *reply;                      /* allocated body */
@@ -60,6 +59,9 @@ struct http_req {
 #define ROUTE_ADMIN (1u << 1)  /* admins only */
 #define ROUTE_BODY (1u << 2)   /* expects a JSON body */
 #define ROUTE_PREFIX (1u << 3) /* pattern matches a path prefix */
+#define ROUTE_SLOW (1u << 4)   /* may wait on an app's stop: runs on a
+                                  thread of its own, the request parked
+                                  (http_int.h) */
 
 struct http_route {
     const char *method;   /* "GET", "POST", ... */
