@@ -35,6 +35,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_OWNER (1u << 6)   /* --owner NAME */
 #define ACCEL_CLI_OPT_FOLLOW (1u << 7)  /* --follow: keep printing new events */
 #define ACCEL_CLI_OPT_TIMESLICE (1u << 8) /* --quantum, --idle, --oversubscribed-quantum MS */
+#define ACCEL_CLI_OPT_LIMITS (1u << 9)  /* --max-apps N|default, --max-gpu-memory Q|none */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -65,6 +66,8 @@ struct cli_args {
     const char *idle;                       /* --idle MS */
     const char *oversub_quantum;            /* --oversubscribed-quantum MS */
     const char *grace;                      /* --grace MS (revocation) */
+    const char *max_apps;                   /* --max-apps N|default */
+    const char *max_gpu_memory;             /* --max-gpu-memory Q|none */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -107,6 +110,7 @@ int cmd_misc_preflight(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_add(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_misc_user_limits(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */

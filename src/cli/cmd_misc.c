@@ -213,18 +213,44 @@ static void fmt_ms(json_int_t ms, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* "3/100" (held / limit) or "3" when there is no limit. */
+static void fmt_held(const json_t *u, const char *held, const char *max,
+                     bool bytes, char *buf, size_t len)
+{
+    char h[32], m[32];
+    const json_t *mv = json_object_get(u, max);
+    uint64_t hv = (uint64_t)json_integer_value(json_object_get(u, held));
+    if (bytes)
+        quantity_format_bytes(hv, h, sizeof h);
+    else
+        snprintf(h, sizeof h, "%llu", (unsigned long long)hv);
+    if (!json_is_integer(mv)) {
+        snprintf(buf, len, "%s", h);
+        return;
+    }
+    if (bytes)
+        quantity_format_bytes((uint64_t)json_integer_value(mv), m, sizeof m);
+    else
+        snprintf(m, sizeof m, "%lld", (long long)json_integer_value(mv));
+    snprintf(buf, len, "%s/%s", h, m);
+}
+
 static void print_users(const json_t *users)
 {
-    static const char *const head[] = { "NAME", "ROLE", "CREATED" };
+    static const char *const head[] = { "NAME", "ROLE", "APPS", "GPU MEMORY",
+                                        "CREATED" };
     struct table t;
     size_t i;
     json_t *u;
-    table_init(&t, 3, head);
+    table_init(&t, 5, head);
     json_array_foreach(users, i, u) {
-        char when[32];
+        char when[32], apps[48], mem[72];
         fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
                sizeof(when));
-        const char *row[] = { jstr(u, "name"), jstr(u, "role"), when };
+        fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
+        fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
+        const char *row[] = { jstr(u, "name"), jstr(u, "role"), apps, mem,
+                              when };
         table_add(&t, row);
     }
     table_print(&t, stdout);
@@ -260,6 +286,68 @@ int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
         printf("Removed user %s; their token no longer works.\n",
                args->pos[0]);
     client_resp_release(&r);
+    free(path);
+    free(e);
+    return rc;
+}
+
+/* The body of PUT /api/users/NAME from --max-apps / --max-gpu-memory:
+ * "default"/"none" send null, a number of apps an integer, a memory a
+ * quantity string (acceld validates both). NULL (usage printed) when
+ * neither option is given or --max-apps is not a number. */
+static json_t *limits_body(const struct cli_args *args)
+{
+    json_t *b = json_object();
+    if (args->max_apps) {
+        char *end;
+        long long n = strtoll(args->max_apps, &end, 10);
+        if (strcmp(args->max_apps, "default") == 0) {
+            json_object_set_new(b, "maxApps", json_null());
+        } else if (*args->max_apps == '\0' || *end != '\0') {
+            fprintf(stderr, "accelctl user set-limits: --max-apps must be a "
+                    "number or \"default\" (got \"%s\")\n", args->max_apps);
+            json_decref(b);
+            return NULL;
+        } else {
+            json_object_set_new(b, "maxApps", json_integer(n));
+        }
+    }
+    if (args->max_gpu_memory)
+        json_object_set_new(b, "maxGpuMemory",
+                            strcmp(args->max_gpu_memory, "none") == 0
+                                ? json_null()
+                                : json_string(args->max_gpu_memory));
+    if (json_object_size(b) == 0) {
+        fprintf(stderr, "accelctl user set-limits: give --max-apps and/or "
+                "--max-gpu-memory\n");
+        json_decref(b);
+        return NULL;
+    }
+    return b;
+}
+
+int cmd_misc_user_limits(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    json_t *body = limits_body(args);
+    char *e, *path;
+    struct client_resp r;
+    int rc;
+    if (body == NULL)
+        return CLI_EXIT_USAGE;
+    e = client_escape(args->pos[0]);
+    path = xasprintf("/api/users/%s", e);
+    rc = client_call(ctx, "PUT", path, body, &r);
+    if (rc == CLI_EXIT_REFUSED) {
+        rc = sentence_report_ctx(ctx, &r);
+    } else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON) {
+        table_print_json(r.data);
+    } else if (rc == CLI_EXIT_OK) {
+        json_t *one = json_pack("[O]", r.data);
+        print_users(one);
+        json_decref(one);
+    }
+    client_resp_release(&r);
+    json_decref(body);
     free(path);
     free(e);
     return rc;

@@ -93,6 +93,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "user remove", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "delete a user and their token",
       .handler = cmd_misc_user_remove },
+    { .name = "user set-limits", .usage = "NAME [--max-apps N|default] "
+      "[--max-gpu-memory QUANTITY|none]", .min_args = 1, .max_args = 1,
+      .flags = ACCEL_CLI_OPT_LIMITS,
+      .summary = "how many apps and how much GPU memory a member may hold",
+      .handler = cmd_misc_user_limits },
     { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N] "
       "[--follow]", .min_args = 0, .max_args = 0,
       .flags = ACCEL_CLI_OPT_SINCE | ACCEL_CLI_OPT_FOLLOW,
@@ -121,7 +126,7 @@ enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
-    OPT_GRACE,
+    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY,
     OPT_VERSION,
 };
 
@@ -156,6 +161,8 @@ static const struct opt options[] = {
     { "--oversubscribed-quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE,
       OPT_OVERSUB },
     { "--grace", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_GRACE },
+    { "--max-apps", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_APPS },
+    { "--max-gpu-memory", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_GPU_MEMORY },
 };
 
 /* Everything on the command line. */
@@ -214,6 +221,8 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_IDLE: a->idle = v; break;
     case OPT_OVERSUB: a->oversub_quantum = v; break;
     case OPT_GRACE: a->grace = v; break;
+    case OPT_MAX_APPS: a->max_apps = v; break;
+    case OPT_MAX_GPU_MEMORY: a->max_gpu_memory = v; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/quantity.h"
 #include "common/util.h"
 #include "common/yamljson.h"
 #include "daemon/api_hami.h"
@@ -486,20 +487,138 @@ static void h_events(struct http_req *r)
     http_reply_data(r, 200, arr);
 }
 
+/* A user's limits and holdings (d->lock held): maxApps (null for an
+ * admin), maxGpuMemory (bytes, null = no limit), apps, gpuMemory held. */
+static void add_limits(struct accel_daemon *d, const struct user_rec *u,
+                       json_t *o)
+{
+    size_t napps = 0;
+    uint64_t held = 0;
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        if (strcmp(a->owner, u->name) != 0)
+            continue;
+        napps++;
+        for (size_t k = 0; k < a->nrows; k++)
+            held += a->rows[k].memory
+                        ? a->rows[k].memory
+                        : d->snap.devs[a->rows[k].dev].memory;
+    }
+    json_object_set_new(o, "maxApps",
+                        u->admin ? json_null()
+                                 : json_integer(u->max_apps >= 0
+                                                    ? u->max_apps
+                                                    : ACCEL_MEMBER_MAX_APPS_DEFAULT));
+    json_object_set_new(o, "maxGpuMemory",
+                        u->admin || u->max_gpu_mem < 0
+                            ? json_null()
+                            : json_integer(u->max_gpu_mem));
+    json_object_set_new(o, "apps", json_integer((json_int_t)napps));
+    json_object_set_new(o, "gpuMemory", json_integer((json_int_t)held));
+}
+
+static json_t *user_json(struct accel_daemon *d, const struct user_rec *u)
+{
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "name", u->name, "role",
+                          u->admin ? "admin" : "member", "createdAt",
+                          (json_int_t)u->created_ms,
+                          "uid", /* its apps' uid (SPEC 3), 0 = none */
+                          (json_int_t)identity_uid(d, u->name));
+    add_limits(d, u, o);
+    return o;
+}
+
 static void h_users(struct http_req *r)
 {
     json_t *arr = json_array();
     pthread_mutex_lock(&r->d->lock);
     for (size_t i = 0; i < r->d->nusers; i++)
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:I, s:I}", "name", r->d->users[i].name,
-                           "role", r->d->users[i].admin ? "admin" : "member",
-                           "createdAt", (json_int_t)r->d->users[i].created_ms,
-                           "uid", /* its apps' uid (SPEC 3), 0 = none */
-                           (json_int_t)identity_uid(r->d,
-                                                    r->d->users[i].name)));
+        json_array_append_new(arr, user_json(r->d, &r->d->users[i]));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, arr);
+}
+
+/*
+ * One limit of PUT /api/users/{name}: absent keeps *out; null sets -1
+ * (default / no limit); else an integer in [0, max], or for bytes a
+ * quantity string ("24Gi"). false = replied 400 naming the field.
+ */
+static bool limit_field(struct http_req *r, const json_t *b, const char *key,
+                        bool bytes, int64_t max, int64_t *out)
+{
+    const json_t *v = json_object_get(b, key);
+    uint64_t q;
+    if (v == NULL)
+        return true;
+    if (json_is_null(v)) {
+        *out = -1;
+        return true;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) <= max) {
+        *out = json_integer_value(v);
+        return true;
+    }
+    if (bytes && json_is_string(v) &&
+        quantity_parse_bytes(json_string_value(v), &q) == ACCEL_OK &&
+        q <= (uint64_t)max) {
+        *out = (int64_t)q;
+        return true;
+    }
+    http_reply_error(r, ACCEL_EINVAL,
+                     bytes ? "%s must be null (no limit), a number of bytes "
+                             "or a quantity such as \"24Gi\""
+                           : "%s must be null (the default) or an integer "
+                             "from 0 to %lld",
+                     key, (long long)max);
+    return false;
+}
+
+/* PUT /api/users/{name} {maxApps, maxGpuMemory}: a member's limits. */
+static void h_user_put(struct http_req *r)
+{
+    json_t *b = http_body_json(r);
+    struct user_rec *u;
+    int64_t max_apps, max_mem;
+    enum accel_err rc;
+    const char *k;
+    json_t *v;
+
+    if (b == NULL)
+        return;
+    json_object_foreach(b, k, v) {
+        if (strcmp(k, "maxApps") != 0 && strcmp(k, "maxGpuMemory") != 0) {
+            http_reply_error(r, ACCEL_EINVAL,
+                             "unknown field \"%.64s\": only maxApps and "
+                             "maxGpuMemory can be set", k);
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&r->d->lock);
+    u = daemon_user_find(r->d, r->params[0]);
+    max_apps = u ? u->max_apps : -1;
+    max_mem = u ? u->max_gpu_mem : -1;
+    pthread_mutex_unlock(&r->d->lock);
+    if (!limit_field(r, b, "maxApps", false, ACCEL_MAX_APPS_LIMIT,
+                     &max_apps) ||
+        !limit_field(r, b, "maxGpuMemory", true, INT64_MAX, &max_mem))
+        goto out;
+    rc = daemon_user_set_limits(r->d, r->params[0], max_apps, max_mem);
+    if (rc == ACCEL_ENOTFOUND)
+        http_reply_error(r, rc, "user \"%.64s\" not found", r->params[0]);
+    else if (rc == ACCEL_EINVAL)
+        http_reply_error(r, rc, "%.64s is an admin; admins are not limited",
+                         r->params[0]);
+    else if (rc != ACCEL_OK)
+        http_reply_error(r, rc, "the limits could not be saved");
+    else {
+        pthread_mutex_lock(&r->d->lock);
+        u = daemon_user_find(r->d, r->params[0]);
+        http_reply_data(r, 200, u ? user_json(r->d, u) : json_object());
+        pthread_mutex_unlock(&r->d->lock);
+    }
+out:
+    json_decref(b);
 }
 
 static void h_user_add(struct http_req *r)
@@ -857,6 +976,7 @@ const struct http_route api_routes[] = {
     {"GET", A "/events", h_events, 0},
     {"GET", A "/users", h_users, ROUTE_ADMIN},
     {"POST", A "/users", h_user_add, ROUTE_ADMIN | ROUTE_BODY},
+    {"PUT", A "/users/{}", h_user_put, ROUTE_ADMIN | ROUTE_BODY},
     {"DELETE", A "/users/{}", h_user_del, ROUTE_ADMIN},
     {"GET", A "/gpu/list", h_gpu_list, 0},
     {"POST", A "/gpu/mode", h_gpu_mode,

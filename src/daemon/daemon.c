@@ -277,7 +277,62 @@ static enum accel_err load_user(void *ctx, const struct store_user *row,
     u->admin = strcmp(row->role, "admin") == 0;
     util_strlcpy(u->hash, row->token_hash, sizeof u->hash);
     u->created_ms = row->created_ms;
+    u->max_apps = -1;
+    u->max_gpu_mem = -1;
     return ACCEL_OK;
+}
+
+static enum accel_err load_limits(void *ctx, const struct store_limits *row,
+                                  char **why)
+{
+    (void)why;
+    struct user_rec *u = daemon_user_find(ctx, row->name);
+    if (u) {
+        u->max_apps = row->max_apps;
+        u->max_gpu_mem = row->max_gpu_memory;
+    }
+    return ACCEL_OK;
+}
+
+struct user_rec *daemon_user_find(struct accel_daemon *d, const char *name)
+{
+    for (size_t i = 0; i < d->nusers; i++)
+        if (strcmp(d->users[i].name, name) == 0)
+            return &d->users[i];
+    return NULL;
+}
+
+enum accel_err daemon_user_set_limits(struct accel_daemon *d,
+                                      const char *name, int64_t max_apps,
+                                      int64_t max_gpu_mem)
+{
+    struct store_limits row = {name, max_apps, max_gpu_mem};
+    struct user_rec *u;
+    enum accel_err rc;
+    pthread_mutex_lock(&d->lock);
+    u = daemon_user_find(d, name);
+    rc = u == NULL ? ACCEL_ENOTFOUND : u->admin ? ACCEL_EINVAL : ACCEL_OK;
+    if (rc == ACCEL_OK)
+        rc = state_tx_begin(d);
+    if (rc == ACCEL_OK) {
+        rc = store_limits_put(d->store, &row);
+        if (rc == ACCEL_OK) {
+            state_event(d, "user.limits", NULL, NULL, NULL,
+                        json_pack("{s:I, s:I}", "maxApps",
+                                  (json_int_t)max_apps, "maxGpuMemory",
+                                  (json_int_t)max_gpu_mem),
+                        "user %s limits set", name);
+            rc = state_tx_commit(d);
+        } else {
+            state_tx_rollback(d);
+        }
+    }
+    if (rc == ACCEL_OK) {
+        u->max_apps = max_apps;
+        u->max_gpu_mem = max_gpu_mem;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
 }
 
 static enum accel_err load_identity(void *ctx,
@@ -448,6 +503,8 @@ enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
         u = &d->users[d->nusers++];
         u->name = xstrdup(name);
         u->admin = admin;
+        u->max_apps = -1;
+        u->max_gpu_mem = -1;
         util_strlcpy(u->hash, hash, sizeof u->hash);
         u->created_ms = row.created_ms;
         if (new_uid)
@@ -471,6 +528,8 @@ enum accel_err daemon_user_remove(struct accel_daemon *d, const char *name)
         rc = state_tx_begin(d);
         if (rc == ACCEL_OK)
             rc = store_user_delete(d->store, name);
+        if (rc == ACCEL_OK)
+            rc = store_limits_delete(d->store, name);
         if (rc == ACCEL_OK) {
             state_event(d, "user.remove", NULL, NULL, NULL, NULL,
                         "user %s removed", name);
@@ -843,6 +902,7 @@ static int load_state(struct accel_daemon *d)
                              .node = load_node,
                              .user = load_user,
                              .identity = load_identity,
+                             .limits = load_limits,
                              .repair = d->cfg.repair};
     char *cause = NULL;
     enum accel_err rc = store_set_group_commit(d->store, true);

@@ -153,11 +153,18 @@ struct accel_config {
     bool repair;         /* --repair: drop undecodable store rows */
 };
 
+/* A member without a limit of its own may hold this many apps: what one
+ * user can make acceld keep (each app's manifest is up to 1 MiB). */
+#define ACCEL_MEMBER_MAX_APPS_DEFAULT 100
+#define ACCEL_MAX_APPS_LIMIT 100000 /* the largest maxApps an admin may set */
+
 struct user_rec {
     char *name;          /* user name */
     bool admin;          /* role admin */
     char hash[65];       /* hex SHA-256 of the token */
     int64_t created_ms;
+    int64_t max_apps;    /* PUT /api/users: -1 = the default (members) */
+    int64_t max_gpu_mem; /* bytes, -1 = no limit */
 };
 
 struct accel_daemon {
@@ -230,6 +237,16 @@ enum accel_err daemon_user_add(struct accel_daemon *d, const char *name,
                                bool admin, const char *token);
 /* ACCEL_ENOTFOUND, ACCEL_EFORBIDDEN for the built-in admin. Takes d->lock. */
 enum accel_err daemon_user_remove(struct accel_daemon *d, const char *name);
+/*
+ * Set a member's limits (-1: the default apps / no memory limit), stored
+ * and applied at the next install or resume. ACCEL_ENOTFOUND, or
+ * ACCEL_EINVAL for an admin (admins are not limited). Takes d->lock.
+ */
+enum accel_err daemon_user_set_limits(struct accel_daemon *d,
+                                      const char *name, int64_t max_apps,
+                                      int64_t max_gpu_mem);
+/* The user named name, or NULL (d->lock held). */
+struct user_rec *daemon_user_find(struct accel_daemon *d, const char *name);
 
 /* Parse options, open the store, build the state, listen. Returns 0 or an
  * exit code, with the reason printed. */

@@ -620,7 +620,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     }
     pthread_mutex_lock(&d->lock);
     if (!install_owner(d, u, &m, owner, &own, res) ||
-        !install_run_allowed(d, u, &m, own, res))
+        !install_run_allowed(d, u, &m, own, res) ||
+        !ops_limits_apps(d, own, res))
         goto fail;
     if (state_app_find(d, m.name)) {
         ops_res_error(res, 409, "already-exists", "app \"%s\" is already "
@@ -632,7 +633,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         goto fail;
     a = app_new(&m, manifest, own, sel);
     n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
-    if (n < 0) {
+    if (n < 0 || !ops_limits_gpu(d, a, rows, (size_t)(n > 0 ? n : 0), res)) {
         a->m = (struct manifest){0};
         state_app_free(a);
         goto fail;
@@ -683,7 +684,7 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
     }
     sel = ops_pick_req(d, a, b);
     n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
-    if (n < 0)
+    if (n < 0 || !ops_limits_gpu(d, a, rows, (size_t)(n > 0 ? n : 0), res))
         goto out;
     if (n == 0) {
         ops_res_check(res, "computeBindingRequired",

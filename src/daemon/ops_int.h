@@ -36,4 +36,14 @@ int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
                     const struct adm_req *r, const struct op_binding *b,
                     struct adm_row *rows, struct op_result *res);
 
+/* Per-member limits (ops_limits.c). Each returns false with res set to a
+ * 403 "user-limit" naming the numbers. */
+/* owner may hold one more app. */
+bool ops_limits_apps(struct accel_daemon *d, const char *owner,
+                     struct op_result *res);
+/* a's owner may hold rows[0..n) for a, a's own current rows not counted. */
+bool ops_limits_gpu(struct accel_daemon *d, const struct app *a,
+                    const struct adm_row *rows, size_t n,
+                    struct op_result *res);
+
 #endif /* ACCEL_DAEMON_OPS_INT_H */

@@ -48,6 +48,8 @@ static void rebind(struct accel_daemon *d, struct app *a,
     memcpy(b.sel, sel, n * sizeof(*sel));
     ri = ops_pick_req(d, a, &b);
     ok = ops_validate_own(d, a, &a->m.req[ri], sel, n, &v, rows);
+    if (ok && !ops_limits_gpu(d, a, rows, n, res))
+        return;
     if (!ok) {
         char code[2 * ACCEL_ID_MAX + 64];
         adm_verdict_format(&v, code, sizeof code);

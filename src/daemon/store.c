@@ -144,6 +144,14 @@ static const char *const migrations[] = {
     "CREATE TABLE identities ("
     " name TEXT PRIMARY KEY NOT NULL,"
     " uid INTEGER NOT NULL UNIQUE) WITHOUT ROWID;",
+    /* 3 -> 4: per-member limits (SPEC 3, PUT /api/users/{name}). A table of
+     * its own rather than columns of users: a user without a row has the
+     * defaults, and the users rows stay as they are. NULL = the default
+     * (max_apps) or no limit (max_gpu_memory). */
+    "CREATE TABLE user_limits ("
+    " name TEXT PRIMARY KEY NOT NULL,"
+    " max_apps INTEGER,"
+    " max_gpu_memory INTEGER) WITHOUT ROWID;",
 };
 #define STORE_SCHEMA_VERSION                                                   \
     ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -177,6 +185,9 @@ static const char *const migrations[] = {
     XX(DEVICE_DEL, "DELETE FROM devices WHERE node = ?1 AND id = ?2")          \
     XX(NODE_DEL, "DELETE FROM nodes WHERE name = ?1")                          \
     XX(EVENT_DEL, "DELETE FROM events WHERE id = ?1")                          \
+    XX(LIMITS_PUT, "INSERT OR REPLACE INTO user_limits (name, max_apps,"       \
+                   " max_gpu_memory) VALUES (?1, ?2, ?3)")                     \
+    XX(LIMITS_DEL, "DELETE FROM user_limits WHERE name = ?1")                  \
     XX(EVENT_ADD, "INSERT INTO events (ts_ms, kind, app, node, device,"        \
                   " message, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")       \
     XX(EVENT_PRUNE, "DELETE FROM events WHERE id <= ?1")                       \
@@ -209,6 +220,8 @@ static const char *const migrations[] = {
     XX(LOAD_USERS, "SELECT name, role, token_hash, created_ms FROM users"      \
                    " ORDER BY name")                                           \
     XX(LOAD_IDENTITIES, "SELECT name, uid FROM identities ORDER BY uid")       \
+    XX(LOAD_LIMITS, "SELECT name, max_apps, max_gpu_memory FROM user_limits"   \
+                    " ORDER BY name")                                          \
     XX(READ_BEGIN, "BEGIN")                                                    \
     XX(READ_END, "COMMIT")                                                     \
     /* Event queries, one per combination of the optional string filters */   \
@@ -992,6 +1005,36 @@ enum accel_err store_identity_put(struct store *s,
     return tx_result(s, rc);
 }
 
+/* Bind an int64 that may be "none" (< 0) as NULL. */
+static int bind_opt_int64(sqlite3_stmt *st, int i, int64_t v)
+{
+    return v < 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
+}
+
+enum accel_err store_limits_put(struct store *s,
+                                const struct store_limits *l)
+{
+    sqlite3_stmt *st = s->stmt[ST_LIMITS_PUT];
+    int rc;
+    enum accel_err err = need_tx(s);
+    if (err != ACCEL_OK)
+        return err;
+    if (!l->name) {
+        rollback_quiet(s);
+        return fail_msg(s, ACCEL_EINVAL, "limits row without a name");
+    }
+    rc = bind_text(st, 1, l->name);
+    rc = rc ? rc : bind_opt_int64(st, 2, l->max_apps);
+    rc = rc ? rc : bind_opt_int64(st, 3, l->max_gpu_memory);
+    rc = rc ? rc : step_done(st);
+    return tx_result(s, rc);
+}
+
+enum accel_err store_limits_delete(struct store *s, const char *name)
+{
+    return write_keys(s, ST_LIMITS_DEL, name, NULL);
+}
+
 /* ---------------------------------------------------------------- events */
 
 /* Insert the row and, every STORE_PRUNE_EVERY appends, prune; in a tx. */
@@ -1401,6 +1444,43 @@ static enum accel_err load_identities(struct load_run *r, sqlite3_stmt *st)
     return ACCEL_OK;
 }
 
+/* A limit column: NULL (-1: the default / none) or a non-negative int. */
+static int64_t col_opt_int64(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL
+               ? -1
+               : sqlite3_column_int64(st, i);
+}
+
+static char *check_opt_int(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NULL;
+    return check_int(st, i, 0, INT64_MAX);
+}
+
+static enum accel_err load_limits(struct load_run *r, sqlite3_stmt *st)
+{
+    struct store_limits lim;
+    char *why = NULL;
+    enum accel_err err;
+    FIRST_BAD(why, check_text(st, 0, false, true));
+    FIRST_BAD(why, check_opt_int(st, 1));
+    FIRST_BAD(why, check_opt_int(st, 2));
+    if (why == NULL) {
+        lim.name = col_text(st, 0);
+        lim.max_apps = col_opt_int64(st, 1);
+        lim.max_gpu_memory = col_opt_int64(st, 2);
+        err = r->l->limits(r->l->ctx, &lim, &why);
+        if (err != ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (why == NULL)
+            why = xstrdup("refused by the daemon");
+    }
+    bad_add(r, "user_limits", st, 0, -1, why);
+    return ACCEL_OK;
+}
+
 /* Events are not loaded, only checked: the query names each bad one. */
 static enum accel_err load_events(struct load_run *r, sqlite3_stmt *st)
 {
@@ -1465,6 +1545,12 @@ static enum accel_err take_identity(void *c, const struct store_identity *i,
     (void)c, (void)i, (void)w;
     return ACCEL_OK;
 }
+static enum accel_err take_limits(void *c, const struct store_limits *l,
+                                  char **w)
+{
+    (void)c, (void)l, (void)w;
+    return ACCEL_OK;
+}
 
 /* Every table in load order, with its query and row function. */
 static enum accel_err load_tables(struct load_run *r)
@@ -1475,7 +1561,7 @@ static enum accel_err load_tables(struct load_run *r)
     } tables[] = {
         {ST_LOAD_NODES, load_nodes},   {ST_LOAD_DEVICES, load_devices},
         {ST_LOAD_USERS, load_users},   {ST_LOAD_IDENTITIES, load_identities},
-        {ST_LOAD_APPS, load_apps},
+        {ST_LOAD_LIMITS, load_limits}, {ST_LOAD_APPS, load_apps},
         {ST_LOAD_ALLOCS, load_allocs}, {ST_LOAD_BAD_EVENTS, load_events},
     };
     enum accel_err err = ACCEL_OK;
@@ -1515,7 +1601,8 @@ static enum stmt_id delete_stmt(const char *table)
     } map[] = {{"apps", ST_APP_DEL},         {"allocations", ST_ALLOC_DEL},
                {"devices", ST_DEVICE_DEL},   {"nodes", ST_NODE_DEL},
                {"users", ST_USER_DEL},       {"events", ST_EVENT_DEL},
-               {"identities", ST_IDENTITY_DEL}};
+               {"identities", ST_IDENTITY_DEL},
+               {"user_limits", ST_LIMITS_DEL}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].table, table) == 0)
             return map[i].id;
@@ -1582,6 +1669,7 @@ enum accel_err store_load(struct store *s, const struct store_loader *l,
     all.node = l->node ? l->node : take_node;
     all.user = l->user ? l->user : take_user;
     all.identity = l->identity ? l->identity : take_identity;
+    all.limits = l->limits ? l->limits : take_limits;
     if (s->in_tx)
         return fail_msg(s, ACCEL_EINVAL, "store_load inside a transaction");
     rc = step_done(s->stmt[ST_READ_BEGIN]); /* one snapshot for all tables */

@@ -74,6 +74,13 @@ struct store_identity {
     int64_t uid;            /* > 0, unique; the gid has the same number */
 };
 
+/* A member's limits (SPEC 3); -1 = the default (max_apps) or none. */
+struct store_limits {
+    const char *name;       /* user name, primary key */
+    int64_t max_apps;       /* apps the user may hold, or -1 */
+    int64_t max_gpu_memory; /* bytes of GPU memory bound to its apps, or -1 */
+};
+
 struct store_event {
     int64_t id;          /* assigned by the store, increasing */
     int64_t ts_ms;       /* wall clock */
@@ -103,6 +110,8 @@ struct store_loader {
     enum accel_err (*user)(void *ctx, const struct store_user *u, char **why);
     enum accel_err (*identity)(void *ctx, const struct store_identity *id,
                                char **why);
+    enum accel_err (*limits)(void *ctx, const struct store_limits *l,
+                             char **why);
     bool repair; /* drop the undecodable rows instead of refusing */
 };
 
@@ -198,6 +207,10 @@ enum accel_err store_user_delete(struct store *s, const char *name);
  * transaction back, like every failure); uid <= 0 is ACCEL_EINVAL. */
 enum accel_err store_identity_put(struct store *s,
                                   const struct store_identity *id);
+/* Set (insert or replace) or forget a user's limits. */
+enum accel_err store_limits_put(struct store *s,
+                                const struct store_limits *l);
+enum accel_err store_limits_delete(struct store *s, const char *name);
 
 /* Append an event; *out_id (may be NULL) gets its id. Usable inside or
  * outside a transaction (outside: its own commit). Keeps the newest

@@ -236,5 +236,121 @@ class PermissionTest(unittest.TestCase):
         self.assertIn("bo", [e.get("app") for e in b["data"]])
 
 
+
+class LimitsTest(unittest.TestCase):
+    """Per-member limits (PUT /api/users/{name}): validated, admin only,
+    checked at install and resume with the numbers, kept across a
+    restart, shown in GET /api/users, set by accelctl user set-limits."""
+
+    def setUp(self):
+        self.d = Acceld().start()
+        st, b = self.d.http("POST", "/api/users", {"name": "alice"})
+        self.alice = b["data"]["token"]
+
+    def tearDown(self):
+        self.d.close()
+
+    def user(self, name):
+        st, b = self.d.http("GET", "/api/users")
+        self.assertEqual(st, 200, b)
+        return [u for u in b["data"] if u["name"] == name][0]
+
+    def install(self, name, gpu, token):
+        return self.d.http("POST", "/api/apps",
+                           {"manifest": manifest(name, gpu=gpu)}, token=token)
+
+    def test_bad_limits_change_nothing(self):
+        before = self.user("alice")
+        self.assertEqual(before["maxApps"], 100)  # the default
+        self.assertIsNone(before["maxGpuMemory"])
+        for body, want, field in [
+                ({"maxApps": -1}, 400, "maxApps"),
+                ({"maxApps": "two"}, 400, "maxApps"),
+                ({"maxApps": 10 ** 9}, 400, "maxApps"),
+                ({"maxGpuMemory": "lots"}, 400, "maxGpuMemory"),
+                ({"maxGpuMemory": -5}, 400, "maxGpuMemory"),
+                ({"maxApps": 2, "colour": "red"}, 400, "colour")]:
+            st, b = self.d.http("PUT", "/api/users/alice", body)
+            self.assertEqual(st, want, (body, b))
+            self.assertIn(field, b["message"])
+        st, b = self.d.http("PUT", "/api/users/nobody", {"maxApps": 1})
+        self.assertEqual(st, 404, b)
+        st, b = self.d.http("PUT", "/api/users/admin", {"maxApps": 1})
+        self.assertEqual(st, 400, b)
+        st, b = self.d.http("PUT", "/api/users/alice", {"maxApps": 1},
+                            token=self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertEqual(self.user("alice"), before)
+
+    def test_limits_checked_at_install_and_resume(self):
+        st, b = self.d.http("PUT", "/api/users/alice",
+                            {"maxApps": 2, "maxGpuMemory": "3Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["maxApps"], 2)
+        self.assertEqual(b["data"]["maxGpuMemory"], 3 << 30)
+        for n in ("a1", "a2"):
+            st, b = self.install(n, "1Gi", self.alice)
+            self.assertEqual(st, 200, b)
+        st, b = self.install("a3", "1Gi", self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertEqual(b["error"], "user-limit")
+        self.assertIn("alice may hold at most 2 apps (has 2)", b["message"])
+        # the limit is the owner's, whoever installs
+        st, b = self.d.http("POST", "/api/apps",
+                            {"manifest": manifest("a3", gpu="1Gi"),
+                             "owner": "alice"})
+        self.assertEqual(st, 403, b)
+        u = self.user("alice")
+        self.assertEqual((u["apps"], u["gpuMemory"]), (2, 2 << 30))
+        # GPU memory: 2 Gi held; 2 Gi more is over 3 Gi
+        st, b = self.d.http("PUT", "/api/users/alice", {"maxApps": 3})
+        self.assertEqual(b["data"]["maxGpuMemory"], 3 << 30)  # kept
+        st, b = self.install("big", "2Gi", self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertIn("alice may hold at most 3Gi of GPU memory (holds 2Gi; "
+                      "big needs 2Gi more)", b["message"])
+        st, b = self.d.http("GET", "/api/apps/big", token=self.alice)
+        self.assertEqual(st, 404, b)  # nothing installed
+        # resume: a stopped app counts nothing until it is bound again
+        self.d.http("POST", "/api/apps/a2/suspend", token=self.alice)
+        st, b = self.install("mid", "2Gi", self.alice)
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("POST", "/api/apps/a2/resume", {},
+                            token=self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertIn("holds 3Gi; a2 needs 1Gi more", b["message"])
+        st, b = self.d.http("GET", "/api/apps/a2", token=self.alice)
+        self.assertEqual(b["data"]["state"], "stopped")
+        # admins are not limited; limits survive a restart
+        for i in range(4):
+            st, b = self.install("adm%d" % i, "1Gi", None)
+            self.assertEqual(st, 200, b)
+        self.d.stop()
+        self.d.start()
+        u = self.user("alice")
+        self.assertEqual((u["maxApps"], u["maxGpuMemory"]), (3, 3 << 30))
+        st, b = self.d.http("PUT", "/api/users/alice",
+                            {"maxApps": None, "maxGpuMemory": None})
+        self.assertEqual((b["data"]["maxApps"], b["data"]["maxGpuMemory"]),
+                         (100, None))
+
+    def test_accelctl_user_set_limits(self):
+        r = self.d.ctl("user", "set-limits", "alice", "--max-apps", "5",
+                       "--max-gpu-memory", "24Gi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("0/5", r.stdout)
+        self.assertIn("0/24Gi", r.stdout)
+        u = self.user("alice")
+        self.assertEqual((u["maxApps"], u["maxGpuMemory"]), (5, 24 << 30))
+        r = self.d.ctl("user", "set-limits", "alice", "--max-gpu-memory",
+                       "plenty")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("maxGpuMemory", r.stderr + r.stdout)
+        r = self.d.ctl("user", "set-limits", "alice")
+        self.assertEqual(r.returncode, 2)
+        r = self.d.ctl("user", "list")
+        self.assertIn("0/5", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

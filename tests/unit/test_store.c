@@ -114,7 +114,7 @@ static void raw_exec(const char *path, const char *sql)
 struct dump {
     char buf[1 << 16];
     size_t len;
-    int apps, allocs, devices, nodes, users, identities;
+    int apps, allocs, devices, nodes, users, identities, limits;
 };
 
 static void dump_add(struct dump *d, const char *fmt, ...)
@@ -200,11 +200,23 @@ static enum accel_err dump_identity(void *ctx,
     return ACCEL_OK;
 }
 
+static enum accel_err dump_limits(void *ctx, const struct store_limits *l,
+                                  char **why)
+{
+    (void)why;
+    struct dump *d = ctx;
+    d->limits++;
+    dump_add(d, "limits %s %jd %jd\n", l->name, (intmax_t)l->max_apps,
+             (intmax_t)l->max_gpu_memory);
+    return ACCEL_OK;
+}
+
 static struct dump *load_all(struct store *s)
 {
     struct dump *d = xcalloc(1, sizeof(*d));
     struct store_loader l = {d,         dump_app,  dump_alloc,    dump_device,
-                             dump_node, dump_user, dump_identity, false};
+                             dump_node, dump_user, dump_identity, dump_limits,
+                             false};
     char *cause = NULL;
     enum accel_err err = store_load(s, &l, &cause);
     if (err != ACCEL_OK)
@@ -323,10 +335,11 @@ TEST(store_migrate_v2_keeps_users_adds_identities)
     ASSERT_EQ(store_commit(s), ACCEL_OK);
     store_close(s);
     /* make it the schema-2 file an older acceld wrote */
-    raw_exec(path, "DROP TABLE identities; PRAGMA user_version = 2;");
+    raw_exec(path, "DROP TABLE identities; DROP TABLE user_limits; "
+                   "PRAGMA user_version = 2;");
     s = open_ok(path);
     ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
-    ASSERT_EQ(store_schema_version(), 3);
+    ASSERT_EQ(store_schema_version(), 4);
     d = load_all(s);
     ASSERT_EQ(d->users, 1);
     ASSERT_EQ(d->apps, 1);
@@ -348,6 +361,53 @@ TEST(store_migrate_v2_keeps_users_adds_identities)
     ASSERT_EQ(d->identities, 2);
     ASSERT(strstr(d->buf, "identity alice 61184\nidentity shared 61185\n") !=
            NULL);
+    free(d);
+    store_close(s);
+    free(path);
+}
+
+/* Schema 4 (user_limits) from a schema-3 file: users kept, no limits; then
+ * limits round-trip (NULL = -1), are replaced, and go with their user. */
+TEST(store_migrate_v3_adds_user_limits)
+{
+    char *path = tmp_db();
+    struct store *s = open_ok(path);
+    struct store_user u = {"alice", "member", "abcd", 7};
+    struct store_limits l1 = {"alice", 2, -1};
+    struct store_limits l2 = {"alice", -1, 24LL << 30};
+    struct dump *d;
+
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_user_put(s, &u), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    store_close(s);
+    raw_exec(path, "DROP TABLE user_limits; PRAGMA user_version = 3;");
+    s = open_ok(path);
+    ASSERT_EQ(raw_int(path, "PRAGMA user_version"), 4);
+    d = load_all(s);
+    ASSERT_EQ(d->users, 1);
+    ASSERT_EQ(d->limits, 0);
+    free(d);
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_limits_put(s, &l1), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    d = load_all(s);
+    ASSERT(strstr(d->buf, "limits alice 2 -1\n") != NULL);
+    free(d);
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_limits_put(s, &l2), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    store_close(s);
+    s = open_ok(path);
+    d = load_all(s);
+    ASSERT_EQ(d->limits, 1);
+    ASSERT(strstr(d->buf, "limits alice -1 25769803776\n") != NULL);
+    free(d);
+    ASSERT_EQ(store_begin(s), ACCEL_OK);
+    ASSERT_EQ(store_limits_delete(s, "alice"), ACCEL_OK);
+    ASSERT_EQ(store_commit(s), ACCEL_OK);
+    d = load_all(s);
+    ASSERT_EQ(d->limits, 0);
     free(d);
     store_close(s);
     free(path);
@@ -932,7 +992,8 @@ static enum accel_err load_with(struct store *s, struct dump *d, bool repair,
                                 char **cause)
 {
     struct store_loader l = {d,         strict_app, dump_alloc,    dump_device,
-                             dump_node, dump_user,  dump_identity, repair};
+                             dump_node, dump_user,  dump_identity, dump_limits,
+                             repair};
     return store_load(s, &l, cause);
 }
 
@@ -1615,6 +1676,7 @@ TEST(store_fault_malloc_persistent)
     XX(store_migrate_v2_keeps_users_adds_identities)                           \
     XX(store_first_start_only_when_absent)                                     \
     XX(store_refuse_empty_file)                                                \
+    XX(store_migrate_v3_adds_user_limits)                                      \
     XX(store_open_missing_dir_fails)                                           \
     XX(store_refuse_newer)                                                     \
     XX(store_refuse_random_bytes)                                              \
