@@ -245,7 +245,8 @@ class IdentityTest(unittest.TestCase):
         tok = self.member("frank")
         self.d.stop()
         db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
-        db.executescript("DROP TABLE identities; PRAGMA user_version = 2;")
+        db.executescript("DROP TABLE identities; DROP TABLE user_limits; "
+                        "PRAGMA user_version = 2;")
         db.close()
         self.d.start()
         st, b = self.d.http("GET", "/api/apps", token=tok)
