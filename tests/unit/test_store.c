@@ -372,7 +372,7 @@ TEST(store_migrate_v3_adds_user_limits)
 {
     char *path = tmp_db();
     struct store *s = open_ok(path);
-    struct store_user u = {"alice", "member", "abcd", 7};
+    struct store_user u = {"alice", "member", HASH_A, 7};
     struct store_limits l1 = {"alice", 2, -1};
     struct store_limits l2 = {"alice", -1, 24LL << 30};
     struct dump *d;
