@@ -78,7 +78,8 @@ static CURLcode perform(CURL *curl, const char *method, const char *url,
 }
 
 /* Does a 2xx body still refuse? Its "code", when present, must be 0 or
- * 200 (a failed check comes as HTTP 200 with code 422, SPEC 5). */
+ * 2xx (a failed check comes as HTTP 200 with code 422, SPEC 5; a stop that
+ * is under way is HTTP 202 with code 202, SPEC 5.6). */
 static bool body_refuses(const json_t *body)
 {
     const json_t *c = json_object_get(body, "code");
@@ -86,7 +87,7 @@ static bool body_refuses(const json_t *body)
     if (!json_is_integer(c))
         return false;
     v = json_integer_value(c);
-    return v != 0 && v != 200;
+    return v != 0 && (v < 200 || v > 299);
 }
 
 /* Turn a finished transfer into *out and an exit status. */

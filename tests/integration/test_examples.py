@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: MIT
+"""The README's walk-through with examples/ (issue 14 item 7), as a new user
+without a GPU runs it: the web app (examples/apps/web.yaml) started by
+acceld on examples/nogpu.yaml and answering HTTP, the shared app and the
+two-type app on the example home lab. The web app's port is moved to a
+free one (8080 may be taken on a shared machine); nothing else changes.
+"""
+import os
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from accel_harness import SOURCE_DIR, Acceld, free_port
+
+EX = os.path.join(SOURCE_DIR, "examples")
+
+
+class ExamplesTest(unittest.TestCase):
+    def wait_state(self, d, name, state, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            _, body = d.http("GET", "/api/apps/" + name)
+            got = (body or {}).get("data", body or {}).get("state")
+            if got == state:
+                return
+            time.sleep(0.1)
+        self.fail("app %s did not become %s (last %s)" % (name, state, got))
+
+    def test_web_app_runs_without_gpu(self):
+        with Acceld(inventory=os.path.join(EX, "nogpu.yaml"),
+                    extra_args=["--node-name", "box"]) as d:
+            port = free_port()
+            with open(os.path.join(EX, "apps", "web.yaml")) as f:
+                text = f.read()
+            self.assertIn('"8080"', text)
+            path = os.path.join(d.tmp, "web.yaml")
+            with open(path, "w") as f:
+                f.write(text.replace('"8080"', '"%d"' % port))
+            r = d.ctl("app", "install", path)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("App web is running on box/box-cpu-0", r.stdout)
+            body, deadline = None, time.time() + 30
+            while body is None and time.time() < deadline:
+                try:
+                    with urllib.request.urlopen(
+                            "http://127.0.0.1:%d/" % port, timeout=5) as h:
+                        body = h.read()
+                except OSError:
+                    time.sleep(0.1)
+            self.assertIsNotNone(body, "the web app never answered")
+            self.assertIn(b"Directory listing", body)
+            # a stop under way answers 202 {code:202}: accelctl said
+            # nothing and exited 1 until client.c took any 2xx code as done
+            r = d.ctl("app", "stop", "web")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("web", r.stdout)
+            self.wait_state(d, "web", "stopped")
+            r = d.ctl("app", "resume", "web")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = d.ctl("app", "uninstall", "web")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("web", r.stdout)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                r = d.ctl("-o", "json", "app", "list")
+                if '"web"' not in r.stdout:
+                    break
+                time.sleep(0.1)
+            self.assertNotIn('"web"', r.stdout)
+
+    def test_shared_and_two_type_apps_on_the_home_lab(self):
+        with Acceld() as d:
+            r = d.ctl("app", "install",
+                      os.path.join(EX, "apps", "shared-notebook.yaml"))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("App notebook is running on homelab/", r.stdout)
+            r = d.ctl("app", "list")
+            self.assertRegex(r.stdout, r"notebook\s+shared\s+running")
+            two = os.path.join(EX, "apps", "two-type.yaml")
+            r = d.ctl("app", "install", two)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("--compute-mode", r.stdout + r.stderr)
+            self.assertIn("apple-m", r.stdout + r.stderr)
+            r = d.ctl("app", "install", two, "--compute-mode", "apple-m")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("App whisper is running on macmini/macmini-apple-m-0",
+                          r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
