@@ -23,7 +23,7 @@ endif()
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/web/dist/
     DESTINATION ${CMAKE_INSTALL_DATADIR}/accel/web)
 install(FILES ${CMAKE_SOURCE_DIR}/examples/homelab.yaml
-    ${CMAKE_SOURCE_DIR}/examples/comfyui.yaml
+    ${CMAKE_SOURCE_DIR}/examples/comfyui.yaml ${CMAKE_SOURCE_DIR}/examples/nogpu.yaml
     DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 file(GLOB ACCEL_EXAMPLE_APPS ${CMAKE_SOURCE_DIR}/examples/apps/*.yaml)
 if(ACCEL_EXAMPLE_APPS)
