@@ -3,8 +3,9 @@
  * test_cgroup.c: cgroup.c on this machine's real hierarchies: detection,
  * an app cgroup with limits, a child placed before it runs (proc_start's
  * place hook), membership by /proc/<pid>/cgroup (the broker's peer check),
- * an escaped (setsid) child still contained, the kill, removal; and a
- * placement that fails leaves the child unrun. Tests that need a writable
+ * an escaped (setsid) child still contained, the kill, removal; the v1
+ * freezer containment built by hand; and a placement that fails leaves
+ * the child unrun. Tests that need a writable
  * cgroup hierarchy pass with a "skipped" line where there is none.
  */
 #include "common/accel_setup.h"
@@ -12,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,9 +185,88 @@ TEST(cgroup_refused_placement_never_runs)
     teardown(&cs, dir);
 }
 
+/* Our path in the v1 freezer hierarchy (from /proc/self/cgroup) into out;
+ * false when there is none. */
+static bool own_freezer(char *out, size_t len)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[512];
+    bool found = false;
+
+    if (f == NULL)
+        return false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = '\0';
+        if (strstr(c1 + 1, "freezer") == NULL)
+            continue;
+        c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+        snprintf(out, len, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * The v1 containment path (a machine with no cgroup v2): the app's freezer
+ * cgroup holds it, membership reads the freezer line, and the kill freezes,
+ * SIGKILLs every task and thaws. Built by hand on the freezer hierarchy
+ * that the hybrid machines also mount; skipped where there is none.
+ */
+TEST(cgroup_v1_freezer_containment)
+{
+    struct cgroup_sys cs;
+    char own[256], base[512], *cause = NULL, name[64];
+    char *argv[] = { "/bin/sh", "-c",
+                     "setsid /bin/sleep 100 & exec /bin/sleep 100", NULL };
+    struct cgroup_limits lim = { 0, 0, 0 };
+    struct proc_spec spec = { .name = "app1", .argv = argv,
+                              .place = place, .place_arg = &cs };
+    struct proc_handle h;
+    int st;
+
+    memset(&cs, 0, sizeof cs);
+    if (geteuid() != 0 || !own_freezer(own, sizeof own) ||
+        access("/sys/fs/cgroup/freezer/cgroup.procs", W_OK) != 0) {
+        fprintf(stderr, "skipped: no writable v1 freezer hierarchy\n");
+        return;
+    }
+    snprintf(cs.instance, sizeof cs.instance, "t%011x",
+             (unsigned)getpid() & 0xfffffffu);
+    snprintf(base, sizeof base, "/sys/fs/cgroup/freezer%s/accel.slice",
+             own);
+    ASSERT(mkdir(base, 0755) == 0 || errno == EEXIST);
+    cs.v1_dir[CGV1_FREEZER] = xasprintf("%s/%s", base, cs.instance);
+    ASSERT(mkdir(cs.v1_dir[CGV1_FREEZER], 0755) == 0);
+    cs.v1_rel[CGV1_FREEZER] = xasprintf("%s/accel.slice/%s", own,
+                                        cs.instance);
+    cs.containment.tier = CGROUP_V1;
+    ASSERT_EQ(cgroup_app_prepare(&cs, "app1", &lim, &cause), ACCEL_OK);
+    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_OK);
+    ASSERT_EQ(wait_procs(&cs, 2), 2);
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 1);
+    ASSERT(cgroup_pid_app(&cs, h.pid, name, sizeof name));
+    ASSERT_STR_EQ(name, "app1");
+    ASSERT(!cgroup_pid_in_app(&cs, getpid(), "app1"));
+    cgroup_app_kill(&cs, "app1");
+    for (int i = 0; i < 500 && cgroup_app_populated(&cs, "app1") != 0; i++)
+        msleep(10);
+    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 0);
+    ASSERT_EQ(proc_reap(h.pid, &st), ACCEL_OK);
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    cgroup_app_remove(&cs, "app1");
+    cgroup_instance_remove(&cs);
+    ASSERT(access(cs.v1_dir[CGV1_FREEZER], F_OK) != 0);
+    cgroup_release(&cs);
+}
+
 #define TESTS(XX)                                                              \
     XX(cgroup_detect_names_instance)                                           \
     XX(cgroup_contains_escaped_child_and_kills_all)                            \
-    XX(cgroup_refused_placement_never_runs)
+    XX(cgroup_refused_placement_never_runs)                                    \
+    XX(cgroup_v1_freezer_containment)
 
 TEST_MAIN(TESTS)
