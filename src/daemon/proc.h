@@ -5,11 +5,13 @@
  * appended to a log file, and it is known by (pid, start time), an identity
  * that survives an acceld restart and cannot be fooled by pid reuse.
  *
- * This module knows nothing about apps, bindings or the store: the daemon
- * builds the argv and environment, keeps the handles, and runs one supervisor
- * thread that every ~200 ms calls proc_reap() for its own children and
- * proc_alive() for processes it adopted after a restart (not its children),
- * plus proc_rotate_log() now and then.
+ * This module knows nothing about apps, bindings, cgroups or the store: the
+ * daemon builds the argv and environment, places the child in its cgroup
+ * through the spec's place hook (the cgroup, not the group, is then the
+ * app: runtime.c, cgroup.c), keeps the handles, and runs one supervisor
+ * thread that every 100 ms calls proc_reap() for its own children (and,
+ * on a machine without cgroups, proc_alive() / proc_app_alive() for the
+ * others), plus proc_rotate_log() now and then.
  *
  * Thread-safety: every function is safe to call from any thread; none keeps
  * state. proc_start() forks a multithreaded process, so the child does only

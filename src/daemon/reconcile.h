@@ -9,12 +9,14 @@
  *     present=false and an event, one that returns is present again, a GPU
  *     that appears after start is reported in an event (not added);
  *   - it asks NVML which processes use each local device, maps them to
- *     apps (process group of the app's leader, ACCEL_APP=<name> in
- *     /proc/<pid>/environ, or the leader pid of the last run that the
- *     driver still lists), and compares with the allocations: a process of
+ *     apps (the app's cgroup, the process group of the app's leader,
+ *     ACCEL_APP=<name> in /proc/<pid>/environ, or the leader pid of the
+ *     last run that the driver still lists), and compares with the
+ *     allocations: a process of
  *     a stopped app makes the app `releasing` (killed after its stop
  *     timeout), a process of no app is `foreignUsage` on the device plus an
- *     event, and an app `releasing` whose processes are gone is finished
+ *     event, and an app `releasing` whose processes are gone (and whose
+ *     cgroup is empty) is finished
  *     (its rows released, or the app deleted for an uninstall).
  * It is not the supervisor (runtime.c notices an app's leader exiting) and
  * makes no placement decision; placement reads present/healthy.

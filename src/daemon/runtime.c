@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.c: starts an app's process with the environment of its bound
- * devices (SPEC 4.1, 8.2), stops its process group, and supervises: a
- * thread polls every running app and turns an exit into stopped/failed
- * with its devices released.
+ * runtime.c: starts an app's process in a cgroup of its own with its
+ * limits and the environment of its bound devices (SPEC 4.1, 8.2), stops
+ * it (the blocking runtime_stop, or the supervisor's asynchronous stop of
+ * SPEC 5.6), and supervises: a thread polls every app with a process,
+ * drives stops (SIGTERM, cgroup.kill after the timeout) and turns an empty
+ * cgroup into stopped/failed with its devices released (or `releasing`
+ * while NVML still lists one of its processes). It also answers the
+ * enforcement views and "is pid P a process of app A" (runtime_pid_in_app).
+ * See docs/internals/runtime.md.
  */
 #include "common/accel_setup.h"
 #include "daemon/runtime.h"
