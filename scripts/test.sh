@@ -6,21 +6,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+# Every test keeps its temporary files under $TMPDIR and removes them, even
+# when it fails. The tests get a TMPDIR of their own (0711: apps run as other
+# uids and must reach their homes below it), checked empty after each stage
+# and removed at the end; other processes on the machine cannot disturb it.
+SUITE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/accel-suite-XXXXXX")
+chmod 0711 "$SUITE_TMP"
+trap 'rm -rf "$SUITE_TMP"' EXIT
+touch "$SUITE_TMP/.start"
+check_tmp() { # stage: fail when the stage left anything in TMPDIR
+    local left
+    left=$(find "$SUITE_TMP" -mindepth 1 -maxdepth 1 ! -name .start)
+    if [ -n "$left" ]; then
+        echo "test hygiene: $1 left these under TMPDIR:" >&2
+        echo "$left" >&2
+        exit 1
+    fi
+    # code that ignores TMPDIR would write to /tmp itself: name those too
+    find /tmp -mindepth 1 -maxdepth 1 -name 'accel*' -user "$(id -u)" \
+        -newer "$SUITE_TMP/.start" ! -path "$SUITE_TMP" 2>/dev/null |
+        sed "s|^|test hygiene: warning: $1 may have left |" >&2 || true
+    echo "test hygiene: $1 left nothing behind"
+}
 bash scripts/check-banned.sh
 bash scripts/setup.sh build
 bash scripts/setup-web.sh
-ctest --test-dir build --output-on-failure -j"$JOBS"
+TMPDIR="$SUITE_TMP" ctest --test-dir build --output-on-failure -j"$JOBS"
+check_tmp "the plain build's tests"
 # Sanitizers: the preload-library tests need the ASan runtime loaded first,
 # so under ASan the shim suite is left to the plain build above (STYLE 24).
 ACCEL_CMAKE_FLAGS="-DACCEL_ASAN=ON -DACCEL_UBSAN=ON -DCMAKE_BUILD_TYPE=Debug" \
     bash scripts/setup.sh build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TMPDIR="$SUITE_TMP" \
     ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration)\.'
+check_tmp "the sanitizer build's tests"
 # The parsers under libFuzzer (clang), for a bounded time.
 CC=clang ACCEL_CMAKE_FLAGS="-DACCEL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug" \
     bash scripts/setup.sh build-fuzz
 mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
-build-fuzz/tests/fuzz/fuzz_parsers -max_total_time=60 -max_len=4096 \
+TMPDIR="$SUITE_TMP" build-fuzz/tests/fuzz/fuzz_parsers -max_total_time=60 -max_len=4096 \
     -rss_limit_mb=2048 build-fuzz/corpus
 echo "fuzz: 60 s of parser fuzzing found nothing"
+check_tmp "the fuzzer"

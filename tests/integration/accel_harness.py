@@ -10,6 +10,7 @@ it. Python 3 standard library only.
 ACCEL_BUILD_DIR (default <source>/build) locates acceld and accelctl;
 ACCEL_SOURCE_DIR (default: two levels above this file) locates examples/.
 """
+import atexit
 import json
 import os
 import shutil
@@ -148,6 +149,26 @@ def kill_cgroups(instance, timeout=10.0):
         time.sleep(0.05)
 
 
+# Every Acceld not closed yet: closed at exit, so that a test that fails
+# before its tearDown (a setUp whose start() raised, a test that forgot
+# close) still leaves no process, cgroup or temporary directory behind.
+_OPEN = {}
+
+
+@atexit.register
+def _close_all():
+    for d in list(_OPEN.values()):
+        d.close()
+
+
+def temp_dir(test, prefix):
+    """A temporary directory removed when `test` (a TestCase) ends, passed
+    or failed: registered with addCleanup as soon as it exists."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    test.addCleanup(shutil.rmtree, path, True)
+    return path
+
+
 class Acceld:
     """One acceld process with its own data directory and port.
 
@@ -182,6 +203,7 @@ class Acceld:
             self.inventory = inventory
         self.token = None
         self.cgroups_left = []
+        _OPEN[id(self)] = self
 
     @property
     def url(self):
@@ -265,6 +287,7 @@ class Acceld:
             except OSError:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+        _OPEN.pop(id(self), None)
 
     def cgroup_instance(self):
         """The <instance> part of this acceld's cgroup paths."""

@@ -19,7 +19,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_runtime as rt  # noqa: E402
-from accel_harness import SOURCE_DIR, free_port  # noqa: E402
+from accel_harness import SOURCE_DIR, free_port, temp_dir  # noqa: E402
 
 GPU_A, GPU_B, NODE = rt.GPU_A, rt.GPU_B, rt.NODE
 HAMI = "/hami/api/vgpu/v1/monitor/query/"
@@ -379,7 +379,7 @@ class PrometheusProxyTest(HistoryBase):
         self.prom = shutil.which("prometheus")
         if self.prom is None:
             raise unittest.SkipTest("prometheus is not installed")
-        self.ptmp = tempfile.mkdtemp(prefix="accel-prom-")
+        self.ptmp = temp_dir(self, "accel-prom-")
         self.pport = free_port()
         self.pproc = None
         self.history_args = ["--prometheus",

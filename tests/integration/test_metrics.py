@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, free_port  # noqa: E402
+from accel_harness import Acceld, free_port, temp_dir  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -113,7 +113,7 @@ class PrometheusTest(unittest.TestCase):
         self.prom = shutil.which("prometheus")
         if self.prom is None:
             raise unittest.SkipTest("prometheus is not installed")
-        self.tmp = tempfile.mkdtemp(prefix="accel-prom-")
+        self.tmp = temp_dir(self, "accel-prom-")
         self.proc = None
 
     def tearDown(self):

@@ -47,7 +47,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuCtxSynchronize(void);
 
 static int failures;
-static char dir[64], sock[128], logpath[128], shimlog[128];
+static char dir[160], sock[200], logpath[200], shimlog[200];
 static char self_exe[512];
 
 #define CHECK(c, ...)                                                          \
@@ -118,7 +118,7 @@ static pid_t spawn(char *const argv[], const char *app)
 {
     pid_t p = fork();
     if (p == 0) {
-        char e1[160], e2[160], e3[160], e4[160];
+        char e1[160], e2[240], e3[240], e4[240];
         snprintf(e1, sizeof e1, "ACCEL_APP=%s", app ? app : "broker");
         snprintf(e2, sizeof e2, "ACCEL_TS_SOCKET_0=%s", sock);
         snprintf(e3, sizeof e3, "FAKE_CUDA_LOG=%s", logpath);
@@ -404,7 +404,9 @@ int main(int argc, char **argv)
         return 2;
     if (readlink("/proc/self/exe", self_exe, sizeof self_exe - 1) < 0)
         return 2;
-    snprintf(dir, sizeof dir, "/tmp/accel-tstest-XXXXXX");
+    snprintf(dir, sizeof dir, "%s/accel-tstest-XXXXXX",
+             getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR")
+                                                     : "/tmp");
     if (mkdtemp(dir) == NULL)
         return 2;
     snprintf(sock, sizeof sock, "%s/ts.sock", dir);

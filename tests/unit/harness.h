@@ -6,6 +6,12 @@
  * one test by name (`./test_rules rules_worked_example`), and prints the
  * closing line "N passed, N failed".
  *
+ * Each test gets its own temporary directory: the parent creates it under
+ * $TMPDIR (or /tmp) before the fork, the child sees it as $TMPDIR (tests
+ * put their files under harness_tmp()), and the parent removes it with all
+ * it holds when the child has ended, whether the test passed, failed or
+ * crashed. A test therefore leaves nothing behind.
+ *
  * One executable per test file instead of one shared test_list.h: the files
  * are written in parallel and CMake finds them by glob, so no shared list has
  * to be edited for a new file.
@@ -17,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +71,39 @@
                      a_ ? a_ : "(null)", b_ ? b_ : "(null)");                  \
     } while (0)
 
+/* This test's temporary directory (removed when the test ends). */
+static inline const char *harness_tmp(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && t[0] ? t : "/tmp";
+}
+
+/* Run argv (a cleanup tool) and wait for it; its status or -1. */
+static int harness_spawn(char *const argv[])
+{
+    int status = 0;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    return status;
+}
+
+/* Remove dir and everything under it, whatever modes a test left. */
+static void harness_rm_tree(char *dir)
+{
+    char *chmod_argv[] = {"chmod", "-R", "u+rwx", dir, NULL};
+    char *rm_argv[] = {"rm", "-rf", "--", dir, NULL};
+    harness_spawn(chmod_argv);
+    if (harness_spawn(rm_argv) != 0)
+        fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
 struct harness_test {
     const char *name;
     void (*fn)(void);
@@ -76,20 +116,32 @@ static int harness_run_one(const struct harness_test *t)
     pid_t pid;
     int status = 0;
 
+    char tmp[4096];
+
+    /* short: tests put Unix sockets (108 bytes at most) under it */
+    snprintf(tmp, sizeof tmp, "%s/u-XXXXXX", harness_tmp());
+    if (mkdtemp(tmp) == NULL) {
+        perror("mkdtemp");
+        return 0;
+    }
+    chmod(tmp, 0755); /* tests that drop to another uid reach it */
     fflush(stdout);
     fflush(stderr);
     pid = fork();
     if (pid < 0) {
         perror("fork");
+        harness_rm_tree(tmp);
         return 0;
     }
     if (pid == 0) {
+        setenv("TMPDIR", tmp, 1);
         t->fn();
         fflush(stdout);
         _exit(0);
     }
     while (waitpid(pid, &status, 0) < 0)
         ;
+    harness_rm_tree(tmp);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         printf("ok   %s\n", t->name);
         return 1;

@@ -7,6 +7,7 @@
  * install plan, preflight, overflow, and the property "an automatic pick
  * always passes manual validation" over randomized snapshots.
  */
+#include "common/accel_setup.h"
 #include "daemon/admission.h"
 
 #include <stdio.h>

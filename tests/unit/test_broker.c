@@ -206,6 +206,15 @@ TEST(broker_socket_path_short)
     ASSERT_LT(strlen(p), 108);
 }
 
+#define BROKER_TMPL_MAX 160
+
+/* A mkdtemp template in the test's own directory (harness_tmp). */
+static char *broker_tmpl(char *dir)
+{
+    snprintf(dir, BROKER_TMPL_MAX, "%s/b-XXXXXX", harness_tmp());
+    return dir;
+}
+
 static int client(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -222,14 +231,14 @@ static int client(const char *path)
 
 TEST(broker_server_round_trip)
 {
-    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[64];
+    char dir[BROKER_TMPL_MAX], path[200], buf[64];
     struct broker_settings st = {100, 10, 0};
     struct broker_stats s;
     struct broker_set *bs;
     int a, b;
     ssize_t n;
 
-    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT(mkdtemp(broker_tmpl(dir)) != NULL);
     ASSERT_EQ(broker_socket_path(path, sizeof path, dir, "GPU-x"), ACCEL_OK);
     bs = broker_set_new(NULL, NULL);
     ASSERT_EQ(broker_set_ensure(bs, "GPU-x", path, &st), ACCEL_OK);
@@ -361,7 +370,7 @@ static ssize_t recv_msg(int fd, char *buf, size_t cap)
 static void serve(char *dir, char *path, size_t cap, struct broker_set **bs,
                   struct broker_settings *st, struct admit_log *al)
 {
-    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT(mkdtemp(broker_tmpl(dir)) != NULL);
     ASSERT_EQ(broker_socket_path(path, cap, dir, "GPU-x"), ACCEL_OK);
     *bs = broker_set_new(NULL, NULL);
     if (al != NULL)
@@ -381,7 +390,7 @@ static void unserve(char *dir, struct broker_set *bs)
 
 TEST(broker_server_admission)
 {
-    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[BROKER_MSG_MAX * 2];
+    char dir[BROKER_TMPL_MAX], path[200], buf[BROKER_MSG_MAX * 2];
     struct broker_settings st = {100, 10, 0};
     struct admit_log al = {0};
     struct broker_stats s;
@@ -420,7 +429,7 @@ TEST(broker_server_admission)
 
 TEST(broker_server_default_admission_same_uid)
 {
-    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[BROKER_MSG_MAX * 2];
+    char dir[BROKER_TMPL_MAX], path[200], buf[BROKER_MSG_MAX * 2];
     struct broker_settings st = {100, 10, 0};
     struct broker_set *bs;
     int fds[2], status = 0;
@@ -460,7 +469,7 @@ TEST(broker_server_default_admission_same_uid)
 
 TEST(broker_server_revokes_ignored_turn)
 {
-    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], buf[64];
+    char dir[BROKER_TMPL_MAX], path[200], buf[64];
     struct broker_settings st = {20, 10, 30};
     struct broker_stats s;
     struct broker_set *bs;
@@ -510,11 +519,11 @@ TEST(broker_server_revokes_ignored_turn)
 
 TEST(broker_refuses_untrusted_dir)
 {
-    char dir[] = "/tmp/accel-broker-XXXXXX", path[200], run[240];
+    char dir[BROKER_TMPL_MAX], path[200], run[240];
     struct broker_settings st = {100, 10, 0};
     struct broker_set *bs;
 
-    ASSERT(mkdtemp(dir) != NULL);
+    ASSERT(mkdtemp(broker_tmpl(dir)) != NULL);
     snprintf(run, sizeof run, "%s/run", dir);
     ASSERT(mkdir(run, 0700) == 0 && chmod(run, 0777) == 0);
     ASSERT_EQ(broker_socket_path(path, sizeof path, dir, "GPU-x"), ACCEL_OK);

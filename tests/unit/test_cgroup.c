@@ -35,11 +35,9 @@ static void msleep(unsigned ms)
 /* A fresh data directory and the cgroups detected for it. */
 static char *setup(struct cgroup_sys *cs)
 {
-    char tmpl[] = "/tmp/accel-test-cgroup-XXXXXX";
-    char *dir = mkdtemp(tmpl);
+    char *dir = xasprintf("%s/cgroup-XXXXXX", harness_tmp());
 
-    ASSERT(dir != NULL);
-    dir = xstrdup(dir);
+    ASSERT(mkdtemp(dir) != NULL);
     cgroup_detect(cs, dir);
     return dir;
 }

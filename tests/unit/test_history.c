@@ -41,7 +41,7 @@ static int64_t tmp_counter;
 static char *tmp_path(void)
 {
     char *p = NULL;
-    if (asprintf(&p, "/tmp/accel-history-test-%d-%lld.bin", (int)getpid(),
+    if (asprintf(&p, "%s/history-%d-%lld.bin", harness_tmp(), (int)getpid(),
                  (long long)++tmp_counter) < 0)
         abort();
     unlink(p);

@@ -29,9 +29,9 @@ static void fake_state(const char *variant, const char *text)
     FILE *f;
 
     if (state_path[0] == '\0') {
-        /* one file per run: the tests run one after another */
-        snprintf(state_path, sizeof(state_path), "/tmp/accel-fake-nvml-%d",
-                 (int)getppid());
+        /* one file per test, in its own directory (harness_tmp) */
+        snprintf(state_path, sizeof(state_path), "%s/fake-nvml",
+                 harness_tmp());
         setenv("ACCEL_FAKE_NVML", state_path, 1);
     }
     f = fopen(state_path, "w");

@@ -3,7 +3,8 @@
  * test_proc.c: proc.c with real processes (/bin/sh scripts): exit statuses,
  * synchronous launch failures, logs and rotation, identity by start time,
  * and stopping groups that ignore SIGTERM, fork, or escape with setsid.
- * Each test works in its own directory under /tmp and cleans its processes.
+ * Each test works in its own directory (harness_tmp) and cleans its
+ * processes.
  */
 #include "common/accel_setup.h"
 #include "daemon/proc.h"
@@ -20,12 +21,12 @@
 #include "common/util.h"
 #include "harness.h"
 
-static char dir[128];
+static char dir[512];
 
 static const char *tmpdir(void)
 {
     if (dir[0] == '\0') {
-        snprintf(dir, sizeof(dir), "/tmp/accel-test-proc-%d", (int)getpid());
+        snprintf(dir, sizeof(dir), "%s/proc", harness_tmp());
         ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
     }
     return dir;

@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * test_quantity.c: Kubernetes quantities (src/common/quantity.c): every
+ * suffix, decimals, millicores, and the boundaries of each unit where a
+ * product no longer fits (refused, never wrapped).
+ */
+#include "common/accel_setup.h"
 #include "common/quantity.h"
 
 #include <errno.h>

@@ -34,10 +34,9 @@
 
 static char *tmp_dir(void)
 {
-    char tmpl[] = "/tmp/accel-store-test-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    ASSERT(d != NULL);
-    return xstrdup(d);
+    char *d = xasprintf("%s/store-XXXXXX", harness_tmp());
+    ASSERT(mkdtemp(d) != NULL);
+    return d;
 }
 
 static char *tmp_db(void)

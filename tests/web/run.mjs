@@ -52,7 +52,6 @@ const helpText = `${help.stdout || ''}${help.stderr || ''}`;
 const args = ['--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, '--inventory', inventory, '--node-name', 'web-test-local'];
 if (/--web-dir/.test(helpText)) args.push('--web-dir', DIST);
 if (!/--node-name/.test(helpText)) args.splice(args.indexOf('--node-name'), 2);
-const logFile = join(tmp, 'acceld.log');
 const daemon = spawn(ACCELD, args, { stdio: ['ignore', 'pipe', 'pipe'] });
 let daemonLog = '';
 daemon.stdout.on('data', (d) => { daemonLog += d; });
@@ -708,11 +707,12 @@ try {
   for (const srv of proxies) srv.close();
   daemon.kill('SIGTERM');
   await new Promise((r) => { if (daemonExited) r(); else { daemon.on('exit', r); setTimeout(() => { daemon.kill('SIGKILL'); r(); }, 3000); } });
+  // the logs go to the output, the temporary directory always goes away
   if (failed) {
-    writeFileSync(logFile, daemonLog);
-    if (gpuDaemon) { writeFileSync(join(tmp, 'acceld-gpu.log'), gpuDaemon.log); console.log(`GPU acceld log: ${join(tmp, 'acceld-gpu.log')}`); }
-    console.log(`acceld log: ${logFile}`);
-  } else rmSync(tmp, { recursive: true, force: true });
+    console.log(`--- acceld log (last 8000 bytes) ---\n${daemonLog.slice(-8000)}`);
+    if (gpuDaemon) console.log(`--- GPU acceld log (last 4000 bytes) ---\n${gpuDaemon.log.slice(-4000)}`);
+  }
+  rmSync(tmp, { recursive: true, force: true });
 }
 if (failures.length) console.log(`failed: ${failures.join('; ')}`);
 console.log(`${passed} passed, ${failed} failed`);
