@@ -410,6 +410,10 @@ void cgroup_detect(struct cgroup_sys *cs, const char *data_dir)
     set_none(&cs->memory, "memory");
     set_none(&cs->cpu, "cpu");
     set_none(&cs->pids, "pids");
+    /* the directories were made to learn what works; they exist only while
+     * an app needs them (cgroup_app_prepare makes them again), so an acceld
+     * killed with no app running leaves nothing behind */
+    cgroup_instance_remove(cs);
 }
 
 void cgroup_release(struct cgroup_sys *cs)
@@ -529,12 +533,69 @@ static void limits_v1(const struct cgroup_sys *cs, const char *app,
     free(pids);
 }
 
+/* mkdir dir's parent (accel.slice) and dir (<instance>); 0 or -1. */
+static int make_instance_dir(const char *dir)
+{
+    char *parent = xstrdup(dir);
+    int rc;
+
+    *strrchr(parent, '/') = '\0';
+    rc = make_dir(parent) == 0 && make_dir(dir) == 0 ? 0 : -1;
+    free(parent);
+    return rc;
+}
+
+/* Make accel.slice/<instance> again where it is used, and give the v2
+ * controllers we enforce with to its subtree (acceld's own cgroup, or the
+ * root, kept them since cgroup_detect). */
+static void ensure_instance(const struct cgroup_sys *cs)
+{
+    if (cs->v2_dir && make_instance_dir(cs->v2_dir) == 0) {
+        char *slice = xstrdup(cs->v2_dir);
+        *strrchr(slice, '/') = '\0';
+        for (int i = 0; i < 3; i++) {
+            const struct cgroup_cap *c = i == 0 ? &cs->memory
+                                         : i == 1 ? &cs->cpu : &cs->pids;
+            char *plus = xasprintf("+%s", v2_ctl[i]);
+            if (c->tier == CGROUP_V2) {
+                write_at(slice, "cgroup.subtree_control", plus);
+                write_at(cs->v2_dir, "cgroup.subtree_control", plus);
+            }
+            free(plus);
+        }
+        free(slice);
+    }
+    for (int i = 0; i < CGV1_COUNT; i++)
+        if (cs->v1_dir[i])
+            make_instance_dir(cs->v1_dir[i]);
+}
+
+/* Make every directory of app; a concurrent removal of an empty
+ * accel.slice/<instance> (another app of ours, or another acceld's last
+ * app) may take a parent away between two mkdirs: then again. */
+static int make_app_dirs(const struct cgroup_sys *cs, char **dirs, size_t n,
+                         size_t *failed)
+{
+    for (int round = 0; round < 5; round++) {
+        size_t i = 0;
+        ensure_instance(cs);
+        while (i < n && make_dir(dirs[i]) == 0)
+            i++;
+        if (i == n)
+            return 0;
+        *failed = i;
+        if (errno != ENOENT)
+            break;
+    }
+    return -1;
+}
+
 enum accel_err cgroup_app_prepare(const struct cgroup_sys *cs, const char *app,
                                   const struct cgroup_limits *lim,
                                   char **cause)
 {
     char *dirs[1 + CGV1_COUNT];
-    size_t n;
+    size_t n, bad = 0;
 
     if (cs->containment.tier == CGROUP_NONE)
         return ACCEL_OK;
@@ -546,13 +607,11 @@ enum accel_err cgroup_app_prepare(const struct cgroup_sys *cs, const char *app,
         return ACCEL_EBUSY;
     }
     n = app_dirs(cs, app, dirs);
-    for (size_t i = 0; i < n; i++) {
-        if (make_dir(dirs[i]) < 0) {
-            *cause = xasprintf("cannot create the cgroup %s of '%s': %s",
-                               dirs[i], app, strerror(errno));
-            dirs_free(dirs, n);
-            return ACCEL_ESYS;
-        }
+    if (make_app_dirs(cs, dirs, n, &bad) < 0) {
+        *cause = xasprintf("cannot create the cgroup %s of '%s': %s",
+                           dirs[bad], app, strerror(errno));
+        dirs_free(dirs, n);
+        return ACCEL_ESYS;
     }
     dirs_free(dirs, n);
     if (cs->v2_dir)
@@ -724,6 +783,7 @@ void cgroup_app_remove(const struct cgroup_sys *cs, const char *app)
     for (size_t i = 0; i < n; i++)
         rmdir(dirs[i]);
     dirs_free(dirs, n);
+    cgroup_instance_remove(cs); /* when it was the last app's */
 }
 
 /* rmdir dir, then its parent accel.slice (fails quietly while in use). */

@@ -74,9 +74,10 @@ struct cgroup_limits {
 
 /*
  * Find the hierarchies from /proc/self/mountinfo and /proc/self/cgroup,
- * create accel.slice/<instance> in each usable one and enable the v2
- * controllers we can. Never fails: what cannot be had is a tier "none" with
- * its reason. data_dir must exist (its realpath names the instance).
+ * try accel.slice/<instance> in each (made, then removed again: they
+ * exist only while an app needs them) and enable the v2 controllers we
+ * can. Never fails: what cannot be had is a tier "none" with its reason.
+ * data_dir must exist (its realpath names the instance).
  */
 void cgroup_detect(struct cgroup_sys *cs, const char *data_dir);
 
@@ -133,11 +134,15 @@ void cgroup_app_kill(const struct cgroup_sys *cs, const char *app);
  * oom_kill, v1 memory.oom_control oom_kill); 0 when unknown. */
 uint64_t cgroup_app_oom_kills(const struct cgroup_sys *cs, const char *app);
 
-/* Remove the app's (empty) cgroups; a populated one stays. */
+/* Remove the app's (empty) cgroups, a populated one stays; then
+ * accel.slice/<instance> and accel.slice if nothing else is in them. */
 void cgroup_app_remove(const struct cgroup_sys *cs, const char *app);
 
 /* Remove accel.slice/<instance> (and accel.slice when nobody else uses
- * it) once every app cgroup under it is gone; at acceld's shutdown. */
+ * it) if no app cgroup is under it. The directories exist only while an
+ * app of this instance has a cgroup: cgroup_detect removes what it made,
+ * cgroup_app_prepare makes them again, cgroup_app_remove removes them
+ * after the last app. */
 void cgroup_instance_remove(const struct cgroup_sys *cs);
 
 /*
