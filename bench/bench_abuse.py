@@ -66,8 +66,17 @@ def slow_loris(d, n):
         s.close()
 
 
+def wait_until(cond, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not cond():
+        time.sleep(0.01)
+    return cond()
+
+
 def closed_polls(d):
     pid = d.proc.pid
+    # the slow connections closed before are gone first
+    assert wait_until(lambda: fds(pid) < 100, 30), fds(pid)
     base = fds(pid)
     req = ("GET /api/events?wait=60&since=999999 HTTP/1.1\r\nHost: x\r\n"
            "Authorization: Bearer %s\r\n\r\n" % d.token).encode()
@@ -75,16 +84,15 @@ def closed_polls(d):
              for _ in range(520)]
     for s in socks:
         s.sendall(req)
-    while fds(pid) < base + 500:
-        time.sleep(0.05)
+    assert wait_until(lambda: fds(pid) >= base + 450, 30), fds(pid)
     time.sleep(1)
     t0 = time.monotonic()
     for s in socks:
         s.close()
-    while fds(pid) > base + 10:
-        time.sleep(0.01)
-    print("520 closed long-polls freed in %.0f ms" %
-          (1000 * (time.monotonic() - t0)))
+    freed = wait_until(lambda: fds(pid) <= base + 10, 60)
+    print("520 closed long-polls %s in %.0f ms" %
+          ("freed" if freed else "NOT all freed",
+           1000 * (time.monotonic() - t0)))
 
 
 def member_waiters(d):
