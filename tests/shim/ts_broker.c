@@ -65,10 +65,11 @@ int main(int argc, char **argv)
         pause();
     if (broker_set_stats(bs, "dev0", &s))
         printf("turns %llu handoffs %llu p50_us %.1f p99_us %.1f "
-               "revoked %llu\n", (unsigned long long)s.turns_total,
+               "revoked %llu waited_us %.1f\n",
+               (unsigned long long)s.turns_total,
                (unsigned long long)s.handoffs, s.handoff_p50_ns / 1e3,
-               s.handoff_p99_ns / 1e3,
-               (unsigned long long)s.revoked_total);
+               s.handoff_p99_ns / 1e3, (unsigned long long)s.revoked_total,
+               s.wait_ns_total / 1e3);
     broker_set_free(bs);
     return 0;
 }
