@@ -60,7 +60,9 @@ static struct http_req *copy_of(const struct http_req *r)
 {
     struct http_req *c = xcalloc(1, sizeof(*c));
     c->d = r->d;
-    c->method = r->method; /* MHD's, static strings ("GET", ...) */
+    /* MHD's method string lives in the connection's memory, which goes
+     * with the connection: the copy keeps its own */
+    c->method = xstrdup(r->method);
     c->path = xstrdup(r->path);
     c->route = r->route;
     c->pathbuf = xmalloc(strlen(r->path) + 1);
@@ -80,6 +82,7 @@ static struct http_req *copy_of(const struct http_req *r)
 
 static void copy_free(struct http_req *c)
 {
+    free((char *)c->method);
     free(c->body);
     free(c->reply);
     free(c->pathbuf);

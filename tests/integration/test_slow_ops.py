@@ -105,6 +105,22 @@ class SlowOpsTest(RuntimeBase):
         self.wait_state("long", "stopped", timeout=20)
         self.assertFalse(group_alive(a["pid"]))
 
+    def test_client_gone_during_a_stop(self):
+        """The client of a parked stop leaves: its connection is freed at
+        once, the stop goes on and ends, acceld keeps answering."""
+        import socket
+        self.stubborn("left", stop=2)
+        s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5)
+        s.sendall(("POST /api/apps/left/suspend HTTP/1.1\r\nHost: x\r\n"
+                   "Authorization: Bearer %s\r\nContent-Length: 0\r\n\r\n"
+                   % self.d.token).encode())
+        self.wait_state("left", "stopping")
+        s.close()
+        self.wait_state("left", "stopped", timeout=15)
+        st, b = self.d.http("GET", "/healthz", token="")
+        self.assertEqual(st, 200)
+        self.assertIsNone(self.d.proc.poll())
+
     def test_sigterm_exits_at_once_with_a_parked_stop(self):
         self.stubborn("held", stop=60)
         out = {}
