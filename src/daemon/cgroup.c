@@ -416,6 +416,21 @@ void cgroup_detect(struct cgroup_sys *cs, const char *data_dir)
     cgroup_instance_remove(cs);
 }
 
+void cgroup_disable(struct cgroup_sys *cs, const char *data_dir,
+                    const char *why)
+{
+    char *real = realpath(data_dir, NULL);
+
+    memset(cs, 0, sizeof(*cs));
+    instance_name(real ? real : data_dir, cs->instance);
+    free(real);
+    snprintf(cs->containment.reason, sizeof cs->containment.reason,
+             "%s: an app is its process group and ACCEL_APP tag only", why);
+    snprintf(cs->memory.reason, sizeof cs->memory.reason, "%s", why);
+    snprintf(cs->cpu.reason, sizeof cs->cpu.reason, "%s", why);
+    snprintf(cs->pids.reason, sizeof cs->pids.reason, "%s", why);
+}
+
 void cgroup_release(struct cgroup_sys *cs)
 {
     if (cs == NULL)

@@ -81,6 +81,11 @@ struct cgroup_limits {
  */
 void cgroup_detect(struct cgroup_sys *cs, const char *data_dir);
 
+/* No cgroups at all (acceld --no-cgroups): every tier "none" with reason
+ * why, so that apps are contained by process group and ACCEL_APP only. */
+void cgroup_disable(struct cgroup_sys *cs, const char *data_dir,
+                    const char *why);
+
 /* Free what cgroup_detect allocated (the directories stay). NULL-safe. */
 void cgroup_release(struct cgroup_sys *cs);
 

@@ -707,7 +707,7 @@ static void usage(FILE *f)
             "              [--app-uid-range LO-HI] "
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
-            "              [--repair] [--version]\n"
+            "              [--no-cgroups] [--repair] [--version]\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -754,6 +754,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"history-retention", required_argument, NULL, 'R'},
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
+        {"no-cgroups", no_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -839,6 +840,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             d->cfg.prometheus = xstrdup(optarg);
             break;
         case 'X': d->cfg.repair = true; break;
+        case 'G': d->cfg.no_cgroups = true; break;
         case 'h': usage(stdout); return -1;
         case 'V':
             printf("acceld %s (database schema %d)\n", ACCEL_VERSION,

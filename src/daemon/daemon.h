@@ -151,6 +151,7 @@ struct accel_config {
     int history_retention; /* --history-retention seconds (default 86400) */
     char *prometheus;    /* --prometheus URL: monitor queries go there */
     bool repair;         /* --repair: drop undecodable store rows */
+    bool no_cgroups;     /* --no-cgroups: apps in no cgroup (runtime.c) */
 };
 
 /* A member without a limit of its own may hold this many apps: what one

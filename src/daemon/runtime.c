@@ -726,7 +726,10 @@ void runtime_supervisor_stop(struct accel_daemon *d)
 void runtime_cgroups_init(struct accel_daemon *d)
 {
     struct cgroup_sys *cg = xcalloc(1, sizeof(*cg));
-    cgroup_detect(cg, d->cfg.data_dir);
+    if (d->cfg.no_cgroups)
+        cgroup_disable(cg, d->cfg.data_dir, "acceld runs with --no-cgroups");
+    else
+        cgroup_detect(cg, d->cfg.data_dir);
     d->cg = cg;
     log_info("app cgroups: containment %s, memory %s, cpu %s, pids %s "
              "(instance %s%s%s)", cgroup_tier_name(cg->containment.tier),

@@ -107,6 +107,7 @@ def pids_of_app(name):
 class RuntimeBase(unittest.TestCase):
     gpus = (GPU_A, GPU_B)
     inventory = INVENTORY
+    acceld_args = ()  # more acceld options (e.g. --no-cgroups)
 
     def setUp(self):
         self.killed = []
@@ -117,7 +118,8 @@ class RuntimeBase(unittest.TestCase):
 
     def start_acceld(self, extra_lines=""):
         self.d = Acceld(inventory=self.inventory, extra_args=[
-            "--node-name", NODE, "--reconcile-interval-ms", "100"])
+            "--node-name", NODE, "--reconcile-interval-ms", "100"] +
+            list(self.acceld_args))
         self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
         self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,
                       "ACCEL_FAKE_NVML": self.nvml_path}
@@ -272,8 +274,13 @@ class LifecycleTest(RuntimeBase):
         pid = a["pid"]
         log = os.path.join(self.d.data_dir, "logs", "stubborn.log")
         # a SIGTERM before the trap would end it at once
-        self.wait_for(lambda: os.path.exists(log) and
-                      "ready" in open(log).read(), "the trap")
+        def ready():
+            try:
+                with open(log) as f:
+                    return "ready" in f.read()
+            except OSError:
+                return False
+        self.wait_for(ready, "the trap")
         t0 = time.time()
         st, b = self.stop_app("stubborn")
         took = time.time() - t0
@@ -335,6 +342,28 @@ class RestartTest(RuntimeBase):
         self.assertEqual(b["state"], "stopped")
         self.assertFalse(group_alive(pid))
         self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+
+class NoCgroupLifecycleTest(LifecycleTest):
+    """The same lifecycle where acceld uses no cgroup (--no-cgroups, or a
+    machine without a writable hierarchy): an app is its process group and
+    ACCEL_APP tag, stops are still the supervisor's (SPEC 5.6), and its
+    enforcement says so with the reason."""
+    acceld_args = ("--no-cgroups",)
+
+    def test_enforcement_says_none_with_the_reason(self):
+        a = self.install(manifest("plain", ["sh", "-c", "sleep 1000"]))
+        e = a["enforcement"]
+        for k in ("containment", "memory", "cpu", "pids"):
+            self.assertEqual(e[k], "none", e)
+            self.assertIn("--no-cgroups", e["reasons"][k], e)
+        self.assertIsNone(e["cgroup"], e)
+        st, b = self.stop_app("plain")
+        self.assertEqual(b["state"], "stopped", b)
+
+
+class NoCgroupRestartTest(RestartTest):
+    acceld_args = ("--no-cgroups",)
 
 
 class OlaresTest(RuntimeBase):
