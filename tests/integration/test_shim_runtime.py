@@ -7,6 +7,7 @@ The app is cuda_hold linked against the tests' fake libcuda.so.1: this
 proves the wiring and the shim's logic, not the real driver."""
 import glob
 import os
+import struct
 import sys
 import time
 import unittest
@@ -32,6 +33,26 @@ nodes:
     memory: 16Gi
     supportType: MemorySlice
 """ % GPU
+
+
+def ledger_state(path):
+    """The ledger's counters and owned slots (include/accel/ledger.h)."""
+    try:
+        with open(path, "rb") as f:
+            b = f.read()
+    except OSError as e:
+        return "unreadable: %s" % e
+    header = struct.unpack_from("<I", b, 12)[0]
+    limit, used, peak, epoch = struct.unpack_from("<QqQQ", b, 24)
+    slots = []
+    for i in range(struct.unpack_from("<I", b, 16)[0]):
+        key, sused, allocs = struct.unpack_from("<QqQ", b, header + 64 * i)
+        if key:
+            slots.append({"slot": i, "pid": key & 0x3fffff,
+                          "start": key >> 22, "used": sused,
+                          "allocs": allocs})
+    return {"limit": limit, "used": used, "peak": peak, "epoch": epoch,
+            "slots": slots}
 
 
 def app(name, *mib):
@@ -94,10 +115,23 @@ class ShimRuntimeTest(unittest.TestCase):
                            "shim.conf")
         self.assertEqual(os.stat(cfg).st_mode & 0o777, 0o444)
         # live usage from the ledger, in the app and in the binding
-        usage = self.wait_for(
-            lambda: self.d.http("GET", "/api/apps/holder")[1]["data"]
-            ["usage"]["memory"] == 768 * MiB, "usage in /api/apps")
-        self.assertTrue(usage)
+        seen = []
+
+        def usage_is_768():
+            u = self.d.http("GET", "/api/apps/holder")[1]["data"]["usage"]
+            if not seen or seen[-1][1] != u["memory"]:
+                seen.append((round(time.time(), 2), u["memory"]))
+            return u["memory"] == 768 * MiB
+        try:
+            self.wait_for(usage_is_768, "usage in /api/apps")
+        except AssertionError:
+            # say why: what the API showed, what the ledger holds, what
+            # the shim and acceld logged (a flake seen once in three full
+            # -j2 runs was not reproduced in 51 runs under load)
+            self.fail("usage never 768 MiB; seen %s\nledger %s\n--- app "
+                      "log ---\n%s\n--- acceld log ---\n%s" %
+                      (seen, ledger_state(ledgers[0]), self.log("holder"),
+                       self.d.log()))
         st, nodes = self.d.http("GET", "/api/compute-resources")
         dev = [x for n in nodes["data"] for x in n["devices"]
                if x["id"] == GPU][0]
