@@ -116,6 +116,10 @@ int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
 int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);
 
+/* cmd_gpu_pkg.c: gpu install / gpu uninstall (NVIDIA driver packages). */
+int cmd_gpu_pkg_install(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_gpu_pkg_uninstall(struct cli_ctx *ctx, const struct cli_args *args);
+
 /* cmd_login.c: login URL (check and save the server and token) and open
  * (the web page's link with #token=). */
 int cmd_login(struct cli_ctx *ctx, const struct cli_args *args);

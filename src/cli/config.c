@@ -72,7 +72,9 @@ int config_load(struct cli_config *c)
         return 0;
     f = fopen(path, "re");
     if (f == NULL) {
-        rc = errno == ENOENT ? 0 : -1;
+        /* absent, or not this user's to read (sudo -u, setpriv with
+         * another HOME): no saved login */
+        rc = errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -1;
         if (rc != 0)
             fprintf(stderr, "accelctl: cannot read %s: %s\n", path,
                     strerror(errno));

@@ -20,8 +20,9 @@ struct cli_config {
 char *config_path(void);
 
 /* Read the saved login into *c (zeroed first); a missing file is an
- * empty login. Returns 0, or -1 with a message printed when the file
- * exists but is unreadable or is readable by others (mode & 077). */
+ * empty login, and so is one this user may not read (EACCES). Returns 0,
+ * or -1 with a message printed when the file cannot be read otherwise or
+ * is readable by others (mode & 077). */
 int config_load(struct cli_config *c);
 
 /* Save server and token (either may be NULL: not written). Returns 0, or

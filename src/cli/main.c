@@ -104,6 +104,16 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "state changes and refusals recorded by acceld (--follow: "
       "and new ones as they happen)",
       .handler = cmd_misc_events },
+    { .name = "gpu install", .usage = "[--yes]", .min_args = 0,
+      .max_args = 0, .flags = ACCEL_CLI_OPT_YES,
+      .summary = "this machine: show, then install the NVIDIA driver and NVML "
+      "packages for the GPUs lspci sees (root, admin)",
+      .handler = cmd_gpu_pkg_install },
+    { .name = "gpu uninstall", .usage = "[--yes]", .min_args = 0,
+      .max_args = 0, .flags = ACCEL_CLI_OPT_YES,
+      .summary = "this machine: show, then remove those packages (root, "
+      "admin)",
+      .handler = cmd_gpu_pkg_uninstall },
     { .name = "login", .usage = "URL [--token T]", .min_args = 1,
       .max_args = 1,
       .summary = "check URL and the token (--token, else read from stdin) "

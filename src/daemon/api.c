@@ -737,6 +737,20 @@ static void h_gpu_mode(struct http_req *r)
     json_decref(b);
 }
 
+/* POST /api/gpu/rediscover (admin): NVML again, new GPUs added. */
+static void h_gpu_rediscover(struct http_req *r)
+{
+    char *status = NULL;
+    json_t *added = daemon_rediscover(r->d, &status);
+    if (added == NULL) {
+        http_reply_error_code(r, 409, "not-rediscovered", status);
+    } else {
+        http_reply_data(r, 200, json_pack("{s:o,s:s}", "added", added,
+                                          "nvml", status));
+    }
+    free(status);
+}
+
 static bool mib_field(struct http_req *r, const json_t *v, uint64_t *out)
 {
     *out = 0;
@@ -981,6 +995,7 @@ const struct http_route api_routes[] = {
     {"GET", A "/gpu/list", h_gpu_list, 0},
     {"POST", A "/gpu/mode", h_gpu_mode,
      ROUTE_ADMIN | ROUTE_BODY | ROUTE_SLOW},
+    {"POST", A "/gpu/rediscover", h_gpu_rediscover, ROUTE_ADMIN | ROUTE_SLOW},
     {"POST", A "/gpu/update/app", h_gpu_update, ROUTE_BODY | ROUTE_SLOW},
     {"POST", A "/gpu/unassign/app", h_gpu_unassign,
      ROUTE_BODY | ROUTE_SLOW},

@@ -182,6 +182,7 @@ static void add_local(struct accel_daemon *d)
         du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
     }
     add_node(d, d->cfg.node_name, true, mt, mu, ct, cu, dt, du);
+    d->ninfo[d->snap.nnodes - 1].probed = true;
     if (nvml_open(&nv, &cause) == ACCEL_OK) {
         struct nvml_gpu *g = NULL;
         size_t n = 0;
@@ -211,6 +212,69 @@ static void add_local(struct accel_daemon *d)
     if (d->snap.nodes[d->snap.nnodes - 1].ndev == 0)
         add_cpu_fallback(d, d->cfg.node_name, mt);
     free(cause);
+}
+
+/* The new GPUs of g[0..n) onto the local node (the last node, its
+ * devices the last ones: add_device appends there); ids into added. */
+static void add_new_gpus(struct accel_daemon *d, const struct nvml_gpu *g,
+                         size_t n, json_t *added)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!g[i].uuid[0] || state_dev_find(d, g[i].uuid) >= 0)
+            continue;
+        add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                   g[i].memory_total, default_mode(ACCEL_TYPE_NVIDIA),
+                   g[i].healthy == 1, (int)g[i].index);
+        d->dinfo[d->snap.ndevs - 1].discovered = true;
+        json_array_append_new(added, json_string(g[i].uuid));
+        state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
+                    "GPU %s (%s) discovered; it takes placements", g[i].uuid,
+                    g[i].name);
+    }
+}
+
+json_t *daemon_rediscover(struct accel_daemon *d, char **status)
+{
+    struct nvml *nv = NULL;
+    struct nvml_gpu *g = NULL;
+    char drv[64] = "", cuda[32] = "";
+    json_t *added = NULL;
+    size_t n = 0;
+    int node;
+
+    *status = NULL;
+    pthread_mutex_lock(&d->lock);
+    node = state_node_find(d, d->cfg.node_name);
+    if (node < 0 || !d->ninfo[node].probed ||
+        (size_t)node != d->snap.nnodes - 1) {
+        *status = xasprintf("node %s is declared by the inventory: its "
+                            "devices are the inventory's", d->cfg.node_name);
+        goto out;
+    }
+    if (nvml_open(&nv, status) != ACCEL_OK) {
+        if (*status == NULL)
+            *status = xstrdup("NVML is not available");
+        goto out;
+    }
+    nvml_driver_version(nv, drv, sizeof drv, NULL);
+    nvml_cuda_version(nv, cuda, sizeof cuda, NULL);
+    if (nvml_scan(nv, &g, &n, status) != ACCEL_OK) {
+        if (*status == NULL)
+            *status = xstrdup("the NVML device scan failed");
+        goto out;
+    }
+    added = json_array();
+    add_new_gpus(d, g, n, added);
+    free(d->nvml_status);
+    d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
+                               drv, cuda, n);
+    *status = xstrdup(d->nvml_status);
+out:
+    pthread_mutex_unlock(&d->lock);
+    free(g);
+    if (nv)
+        nvml_close(nv);
+    return added;
 }
 
 /* ---- loading the store ---- */

@@ -55,6 +55,7 @@ bool app_state_parse(const char *s, enum app_state *out);
 struct node_info {
     char *name;          /* node name */
     bool local;          /* this machine: runs apps for real */
+    bool probed;         /* added by NVML discovery, not the inventory */
 };
 
 /* The SM utilization NVML attributes to one app's processes on a device. */
@@ -251,6 +252,18 @@ struct user_rec *daemon_user_find(struct accel_daemon *d, const char *name);
 
 /* Parse options, open the store, build the state, listen. Returns 0 or an
  * exit code, with the reason printed. */
+/*
+ * Scan NVML again (POST /api/gpu/rediscover, after `accelctl gpu install`
+ * loaded a driver): NVIDIA GPUs of the local node that acceld does not know
+ * yet are added in their type's default mode, with a device.new event each;
+ * those it knows are the reconciler's (missing, returned, health). Takes
+ * d->lock. Returns the ids added (a JSON array, new reference, maybe empty)
+ * and *status the NVML status sentence (malloc'd), or NULL with *status the
+ * reason when NVML cannot be loaded or the local node is declared by the
+ * inventory (its devices are the inventory's).
+ */
+json_t *daemon_rediscover(struct accel_daemon *d, char **status);
+
 int daemon_main(int argc, char **argv);
 
 #endif /* ACCEL_DAEMON_DAEMON_H */
