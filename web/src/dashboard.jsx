@@ -183,12 +183,16 @@ export function DashboardPage({ nodes, apps }) {
   const clusterTotal = hdevs.reduce((s, d) => s + (d.memoryTotal || 0), 0);
   const clusterSeries = hdevs.length ? [
     { label: node ? `Node ${node}: VRAM in use` : 'Whole cluster: VRAM in use', colorIndex: 0, fill: true, data: sumOf('memoryUsed').map((v) => (v == null ? null : toGi(v))) },
-    { label: 'Total VRAM', colorIndex: 2, data: t.map(() => toGi(clusterTotal)) },
+    { label: 'Total VRAM', colorIndex: 2, data: sumOf('memoryUsed').map((v) => (v == null ? null : toGi(clusterTotal))) },
   ] : [];
   const happs = h ? (h.apps || []).filter((a) => !node || (a.deviceIds || []).some((id) => hdevs.some((d) => d.id === id))) : [];
   const appSeries = happs.filter((a) => (a.memoryUsed || []).some((v) => v != null))
     .sort((a, b) => peak(b.memoryUsed) - peak(a.memoryUsed)).slice(0, prefs.top || undefined)
     .map((a, i) => ({ label: a.name, colorIndex: i, data: a.memoryUsed.map((v) => (v == null ? null : toGi(v))) }));
+  // per-app utilization (acceld's per-process samples), where it is kept
+  const appUtil = happs.filter((a) => (a.utilization || []).some((v) => v != null))
+    .sort((a, b) => peak(b.utilization) - peak(a.utilization)).slice(0, prefs.top || undefined)
+    .map((a, i) => ({ label: a.name, colorIndex: i, data: a.utilization }));
 
   const shown = nodes.filter((n) => !node || n.nodeName === node);
   const all = shown.flatMap((n) => n.devices);
@@ -262,6 +266,7 @@ export function DashboardPage({ nodes, apps }) {
             empty="None of these devices reports its utilization."
             note={unmeasured && utilSeries.length ? `${unmeasured} of the devices shown do not report utilization.` : ''} />
           <Chart id="app-vram" x={x} title="VRAM in use per app" unit=" Gi" series={appSeries} empty="No app reports GPU memory use." />
+          <Chart id="app-util" x={x} title="GPU utilization per app" unit="%" yMax={100} series={appUtil} empty="No app reports its GPU utilization." />
         </div>
       )}
       <section class="card flush">
