@@ -222,6 +222,13 @@ writeFileSync(join(filesDir, 'broken.yaml'), 'metadata: {name: [unclosed\n');
 // ---------- tiny runner ----------
 let passed = 0; let failed = 0;
 const failures = [];
+// a rejection nobody awaited (a route handler of a page already closed) is
+// a failure, not a crash that would leave the daemons running
+process.on('unhandledRejection', (e) => {
+  failed++;
+  failures.push('unhandled rejection');
+  console.log(`FAIL unhandled rejection: ${e && e.stack || e}`);
+});
 async function step(name, fn) {
   const t0 = Date.now();
   try {
@@ -255,7 +262,7 @@ try {
   const page = await ctx.newPage();
   const consoleErrors = [];
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
-  page.setDefaultTimeout(8000);
+  page.setDefaultTimeout(15000); // bounded waits, roomy for a loaded 2-core machine
 
   // devices of the inventory
   const nodes = await ok('GET', '/api/compute-resources');
@@ -671,7 +678,7 @@ try {
     assert.ok(r.status === 200 || r.status === 201, `member install: ${r.status} ${JSON.stringify(r.body)}`);
     const c2 = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     const p2 = await c2.newPage();
-    p2.setDefaultTimeout(8000);
+    p2.setDefaultTimeout(15000);
     await p2.goto(`${BASE}/#token=${encodeURIComponent(u.token)}`);
     await p2.locator('.who').getByText('Member').waitFor();
     await p2.goto(`${BASE}/#/apps`);
