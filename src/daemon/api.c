@@ -362,18 +362,39 @@ struct event_scan {
     bool full;          /* limit reached: the scan stopped */
 };
 
+/*
+ * May member r see event e (d->lock held)? The events of the apps it sees;
+ * once an app is gone, by the owner its events recorded (data.owner).
+ * Events of no app (modes, nodes, users) are the admins'.
+ */
+static bool event_visible(struct http_req *r, const struct store_event *e)
+{
+    struct app *a;
+    json_t *data;
+    const char *owner;
+    bool ok;
+    if (e->app == NULL)
+        return false;
+    a = state_app_find(r->d, e->app);
+    if (a)
+        return visible(r, a);
+    if (e->data == NULL)
+        return false;
+    data = json_loads(e->data, 0, NULL);
+    owner = json_string_value(json_object_get(data, "owner"));
+    ok = owner && (strcmp(owner, r->user.name) == 0 ||
+                   strcmp(owner, ACCEL_SHARED_OWNER) == 0);
+    json_decref(data);
+    return ok;
+}
+
 static enum accel_err event_cb(void *ctx, const struct store_event *e)
 {
     struct event_scan *sc = ctx;
     json_t *o;
     sc->last_id = e->id;
-    if (!sc->r->user.admin) {
-        /* a member sees the events of apps it sees, and counts only those
-         * against its limit */
-        struct app *a = e->app ? state_app_find(sc->r->d, e->app) : NULL;
-        if (a == NULL || !visible(sc->r, a))
-            return ACCEL_OK;
-    }
+    if (!sc->r->user.admin && !event_visible(sc->r, e))
+        return ACCEL_OK; /* and does not count against the limit */
     o = json_pack("{s:I, s:I, s:s, s:s}", "id", (json_int_t)e->id, "ts",
                   (json_int_t)e->ts_ms, "kind", e->kind, "message",
                   e->message);

@@ -236,10 +236,20 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     char *msg, *js = NULL;
     struct store_event e;
     enum accel_err rc;
+    /* callers hold d->lock: the app is still listed, even when this is
+     * its uninstall */
+    const struct app *a = app ? state_app_find(d, app) : NULL;
 
     va_start(ap, fmt);
     msg = xvasprintf(fmt, ap);
     va_end(ap);
+    if (a) {
+        /* whose app: who may see the event once the app is gone */
+        if (data == NULL)
+            data = json_object();
+        if (json_is_object(data) && !json_object_get(data, "owner"))
+            json_object_set_new(data, "owner", json_string(a->owner));
+    }
     if (current_actor[0]) {
         /* who did it: the user of the request this thread is answering */
         if (data == NULL)
@@ -264,9 +274,6 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
     /* wake the long-polls; they re-read the store under d->lock, so an
      * event of a transaction that rolls back is never shown */
     {
-        /* callers hold d->lock: the app is still listed, even when this
-         * is its uninstall */
-        const struct app *a = app ? state_app_find(d, app) : NULL;
         pthread_mutex_lock(&d->ev_lock);
         d->ev_seq++;
         pthread_cond_broadcast(&d->ev_cond);

@@ -233,6 +233,24 @@ class MemberEventsTest(unittest.TestCase):
                             timeout=10)
         self.assertTrue(b["data"])
 
+    def test_member_keeps_seeing_its_uninstalled_apps_events(self):
+        st, b = self.d.http("POST", "/api/users", {"name": "carol"})
+        carol = b["data"]["token"]
+        st, b = self.d.http("POST", "/api/users", {"name": "dave"})
+        dave = b["data"]["token"]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest("tmp")},
+                            token=carol)
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("DELETE", "/api/apps/tmp", token=carol)
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("GET", "/api/events?app=tmp", token=carol)
+        kinds = [e["kind"] for e in b["data"]]
+        self.assertIn("app.uninstall", kinds)
+        self.assertIn("binding.add", kinds)
+        self.assertEqual(b["data"][-1]["data"]["owner"], "carol")
+        st, b = self.d.http("GET", "/api/events?app=tmp", token=dave)
+        self.assertEqual(b["data"], [])
+
     def test_many_member_waiters_cost_little(self):
         """300 members' long-polls from the start, behind 1,000 events
         they may not see, and 20 more such events: the waiters stay parked
