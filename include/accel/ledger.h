@@ -30,6 +30,7 @@
 #ifndef ACCEL_ACCEL_LEDGER_H
 #define ACCEL_ACCEL_LEDGER_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -78,9 +79,17 @@ struct accel_ledger {
 
 #define ACCEL_LEDGER_SIZE sizeof(struct accel_ledger)
 
+/* accel_ledger_proc_start's answer when it cannot tell (see there). */
+#define ACCEL_LEDGER_START_UNKNOWN UINT64_MAX
 /*
- * Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
- * or 0 if the process does not exist. Async-signal-safe (open/read/close).
+ * Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat);
+ * 0 if the process does not exist (ENOENT/ESRCH, or an empty read);
+ * ACCEL_LEDGER_START_UNKNOWN if /proc could not be read for another reason
+ * (EMFILE, ENFILE, ENOMEM, EACCES, EINTR, a line that does not parse). The
+ * difference matters: a reclaimer must never take "could not read" for
+ * "dead", or it gives a live process's charge away for good (the app's
+ * usage then reads 0 and its quota is no longer held). Async-signal-safe
+ * (open/read/close); errno is left as the failing call set it.
  */
 static inline uint64_t accel_ledger_proc_start(pid_t pid)
 {
@@ -100,21 +109,28 @@ static inline uint64_t accel_ledger_proc_start(pid_t pid)
     memcpy(path + at, "/stat", 6);
     fd = open(path, O_RDONLY | ACCEL_LEDGER_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return errno == ENOENT || errno == ESRCH ? 0
+                                                 : ACCEL_LEDGER_START_UNKNOWN;
     n = read(fd, buf, sizeof(buf) - 1);
+    if (n < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return e == ESRCH ? 0 : ACCEL_LEDGER_START_UNKNOWN;
+    }
     close(fd);
-    if (n <= 0)
+    if (n == 0)
         return 0;
     buf[n] = '\0';
     p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
     if (p == NULL)
-        return 0;
+        return ACCEL_LEDGER_START_UNKNOWN;
     for (field = 2; *p != '\0' && field < 22; p++)
         if (*p == ' ')
             field++;
     while (*p >= '0' && *p <= '9')
         v = v * 10 + (uint64_t)(*p++ - '0');
-    return v;
+    return v != 0 ? v : ACCEL_LEDGER_START_UNKNOWN;
 }
 
 /* The slot key of a process: (start time << 22) | pid, never 0. */
@@ -124,12 +140,23 @@ static inline uint64_t accel_ledger_key(pid_t pid, uint64_t start)
            (start == 0 ? (1ULL << 63) : 0);
 }
 
-/* Whether the owner of `key` is still alive (same pid, same start time). */
+/*
+ * Whether the owner of `key` may still be alive: same pid and start time;
+ * or /proc could not tell (kept: reclaiming is only for the certainly
+ * dead); or the owner could not read its own start time when it claimed
+ * the slot (bit 63, start 0: its pid alone decides).
+ */
 static inline int accel_ledger_key_alive(uint64_t key)
 {
     pid_t pid = (pid_t)(key & 0x3fffff);
     uint64_t start = accel_ledger_proc_start(pid);
-    return start != 0 && accel_ledger_key(pid, start) == key;
+    if (start == ACCEL_LEDGER_START_UNKNOWN)
+        return 1;
+    if (start == 0)
+        return 0;
+    if ((key >> 63) != 0)
+        return 1;
+    return accel_ledger_key(pid, start) == key;
 }
 
 /*

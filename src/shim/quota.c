@@ -125,8 +125,9 @@ static struct accel_ledger *ledger_local(int ordinal, uint64_t limit)
 /* Claim a free slot for this process; NULL if all are taken. */
 static struct accel_ledger_slot *slot_claim(struct accel_ledger *l)
 {
-    uint64_t key = accel_ledger_key(shim_state.pid,
-                                    accel_ledger_proc_start(shim_state.pid));
+    uint64_t start = accel_ledger_proc_start(shim_state.pid);
+    uint64_t key = accel_ledger_key(
+        shim_state.pid, start == ACCEL_LEDGER_START_UNKNOWN ? 0 : start);
 
     for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
         uint64_t expect = 0;
