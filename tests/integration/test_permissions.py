@@ -29,11 +29,9 @@ def manifest(name, gpu="4Gi", shared=False):
 class PermissionTest(unittest.TestCase):
     def setUp(self):
         self.d = Acceld().start()
+        self.addCleanup(self.d.close)  # also when the rest of setUp fails
         self.alice = self.user("alice")
         self.bob = self.user("bob")
-
-    def tearDown(self):
-        self.d.close()
 
     def call(self, method, path, body=None, token=None):
         return self.d.http(method, path, body, token=token)
@@ -244,11 +242,9 @@ class LimitsTest(unittest.TestCase):
 
     def setUp(self):
         self.d = Acceld().start()
+        self.addCleanup(self.d.close)  # also when the rest of setUp fails
         st, b = self.d.http("POST", "/api/users", {"name": "alice"})
         self.alice = b["data"]["token"]
-
-    def tearDown(self):
-        self.d.close()
 
     def user(self, name):
         st, b = self.d.http("GET", "/api/users")
