@@ -79,7 +79,7 @@ static CURLcode perform(CURL *curl, const char *method, const char *url,
 
 /* Does a 2xx body still refuse? Its "code", when present, must be 0 or
  * 2xx (a failed check comes as HTTP 200 with code 422, SPEC 5; a stop that
- * is under way is HTTP 202 with code 202, SPEC 5.6). */
+ * is under way is HTTP 200 whose data.state is `stopping`, SPEC 5.6). */
 static bool body_refuses(const json_t *body)
 {
     const json_t *c = json_object_get(body, "code");

@@ -7,7 +7,8 @@
  * parked like a long-poll and answered when the operation has finished and
  * the app it concerns has left `stopping` (woken by the app's events, so an
  * asynchronous stop is followed to its end too), or after HTTP_SLOW_WAIT_S
- * with the state reached (202). An app left `releasing` answers at once:
+ * with the state reached (HTTP 200, code 200: the state says it goes
+ * on; the clients of SPEC 5 take any other code as a failure). An app left `releasing` answers at once:
  * its processes are gone, and the driver's release completes on its own
  * (the reconciler ends it). The operation is owned jointly by its thread
  * and its request: whichever ends last frees it.
@@ -192,10 +193,7 @@ static void final_reply(struct http_req *r, struct slow_op *op)
     else if (uninstall && (a == NULL || a->state == APP_RELEASING))
         v = json_pack("{s:s, s:s}", "name", op->app, "state",
                       a ? "releasing" : "uninstalled");
-    if (a && uninstall && a->state == APP_RELEASING)
-        st = 202;
-    else
-        st = 200;
+    st = 200;
     pthread_mutex_unlock(&d->lock);
     if (v)
         http_reply_data(r, st, v);
@@ -203,7 +201,7 @@ static void final_reply(struct http_req *r, struct slow_op *op)
         take_reply(r, op);
 }
 
-/* 202 with the state reached: the app as r's user sees it. */
+/* 200 with the state reached: the app as r's user sees it. */
 static void reply_in_progress(struct http_req *r, const char *app)
 {
     struct accel_daemon *d = r->d;
@@ -220,7 +218,7 @@ static void reply_in_progress(struct http_req *r, const char *app)
         v = json_pack("{s:s, s:s}", "status", "in-progress", "message",
                       "the operation goes on; GET /api/events shows its "
                       "end");
-    http_reply_data(r, 202, v);
+    http_reply_data(r, 200, v);
 }
 
 /* Park r until its operation ends, an event of its app, or the deadline

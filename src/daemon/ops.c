@@ -709,8 +709,9 @@ out:
  * Stop a (lock held) without waiting for its processes (SPEC 5.6): an app
  * with a process becomes `stopping` (its reason stored with it, so that a
  * restarted acceld carries the stop on) and the supervisor finishes the
- * stop and the release; one without is released at once. res gets 202 with
- * the app (state stopping) or 200 with the released app.
+ * stop and the release; one without is released at once. res gets 200
+ * with the app in either case: its state says which (`stopping` or the
+ * released state). The clients of SPEC 5 accept only code 0 or 200.
  */
 static void stop_async(struct accel_daemon *d, struct app *a,
                        const char *reason, struct op_result *res)
@@ -731,7 +732,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
         return;
     }
     runtime_stop_begin(a, APP_STOPPED, reason, false);
-    ops_res_ok(res, 202, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a));
 }
 
 static void stop_common(struct accel_daemon *d, const struct auth_user *u,
@@ -779,7 +780,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
             goto out;
         }
         runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
-        ops_res_ok(res, 202, json_pack("{s:s, s:s}", "name", name, "state",
+        ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
                                        "stopping"));
         goto out;
     }
@@ -789,7 +790,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
         if (rc != ACCEL_OK)
             ops_res_store_failed(res, rc);
         else
-            ops_res_ok(res, 202, json_pack("{s:s, s:s}", "name", name,
+            ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name,
                                            "state", "releasing"));
         goto out;
     }
