@@ -119,7 +119,8 @@ const char *sentence_for_code(const char *code, char *buf, size_t len)
     return NULL;
 }
 
-/* "Memory: Total X Gi, Used Y Gi, Needed Z Gi" for one pressured dimension. */
+/* "Memory: Total X Gi, Used Y Gi, Needed Z Gi" for one pressured dimension;
+ * "Apps: Limit …" and "GPU memory: Limit …" for an owner_quota one. */
 static void print_dimension(const json_t *dim)
 {
     const char *res = json_string_value(json_object_get(dim, "resource"));
@@ -128,6 +129,11 @@ static void print_dimension(const json_t *dim)
     json_int_t req = json_integer_value(json_object_get(dim, "required"));
     if (res == NULL || !json_is_true(json_object_get(dim, "pressured")))
         return;
+    if (strcmp(res, "apps") == 0) { /* an owner_quota dimension */
+        fprintf(stderr, "Apps: Limit %lld, Held %lld, Needed %lld\n",
+                (long long)cap, (long long)used, (long long)req);
+        return;
+    }
     if (strcmp(res, "cpu") == 0) {
         fprintf(stderr, "CPU: Total %.2f Core, Used %.2f Core, Needed %.2f "
                 "Core\n", cap / 1000.0, used / 1000.0, req / 1000.0);
@@ -137,8 +143,12 @@ static void print_dimension(const json_t *dim)
     quantity_format_gib((uint64_t)(cap > 0 ? cap : 0), c, sizeof(c));
     quantity_format_gib((uint64_t)(used > 0 ? used : 0), u, sizeof(u));
     quantity_format_gib((uint64_t)(req > 0 ? req : 0), r, sizeof(r));
-    fprintf(stderr, "%s: Total %s Gi, Used %s Gi, Needed %s Gi\n",
-            strcmp(res, "disk") == 0 ? "Disk" : "Memory", c, u, r);
+    if (strcmp(res, "gpu-memory") == 0) /* an owner_quota dimension */
+        fprintf(stderr, "GPU memory: Limit %s Gi, Held %s Gi, Needed %s Gi\n",
+                c, u, r);
+    else
+        fprintf(stderr, "%s: Total %s Gi, Used %s Gi, Needed %s Gi\n",
+                strcmp(res, "disk") == 0 ? "Disk" : "Memory", c, u, r);
 }
 
 void sentence_print_dimensions(const json_t *dims)

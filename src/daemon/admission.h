@@ -259,12 +259,27 @@ struct adm_preflight {
     bool installable;
     size_t failed;                /* index of the failed demand */
     const char *reason;           /* "no-matching-node", "unschedulable",
-                                     "node-pressure", "insufficient-resources" */
+                                     "node-pressure", "insufficient-resources",
+                                     "owner-quota" (the hook refused) */
     bool has_pressure;
     struct adm_pressure pressure; /* for node-pressure */
 };
 enum accel_err adm_preflight(const struct adm_snapshot *s,
                              const struct adm_req *demands, size_t n,
                              enum adm_policy policy, struct adm_preflight *out);
+/* The owner quota of 2.8, which the snapshot does not know: check is
+ * called for demand i once its rows[0..n) are placed and validated and
+ * before they are applied, in demand order; false fails demand i with
+ * reason "owner-quota". check keeps its own running totals in ctx. */
+struct adm_preflight_hook {
+    bool (*check)(void *ctx, size_t i, const struct adm_row *rows, size_t n);
+    void *ctx;
+};
+/* adm_preflight with hook (NULL: none). */
+enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
+                                    const struct adm_req *demands, size_t n,
+                                    enum adm_policy policy,
+                                    const struct adm_preflight_hook *hook,
+                                    struct adm_preflight *out);
 
 #endif /* ACCEL_DAEMON_ADMISSION_H */

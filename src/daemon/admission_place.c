@@ -862,7 +862,9 @@ static bool preflight_fail(struct adm_preflight *out, const char *reason)
 
 /* Install one demand on the scratch snapshot; false with out's reason. */
 static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
-                          enum adm_policy policy, struct adm_preflight *out)
+                          enum adm_policy policy,
+                          const struct adm_preflight_hook *hook, size_t i,
+                          struct adm_preflight *out)
 {
     struct adm_sel sel[ADM_MAX_SELECTION];
     struct adm_row rows[ADM_MAX_SELECTION];
@@ -889,6 +891,8 @@ static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
     }
     if (!adm_validate(cp, r, sel, n, &v, rows))
         return preflight_fail(out, "unschedulable");
+    if (hook != NULL && !hook->check(hook->ctx, i, rows, n))
+        return preflight_fail(out, "owner-quota");
     adm_snapshot_apply(cp, r, rows, n);
     return true;
 }
@@ -896,6 +900,15 @@ static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
 enum accel_err adm_preflight(const struct adm_snapshot *s,
                              const struct adm_req *demands, size_t n,
                              enum adm_policy policy, struct adm_preflight *out)
+{
+    return adm_preflight_hooked(s, demands, n, policy, NULL, out);
+}
+
+enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
+                                    const struct adm_req *demands, size_t n,
+                                    enum adm_policy policy,
+                                    const struct adm_preflight_hook *hook,
+                                    struct adm_preflight *out)
 {
     struct adm_snapshot cp = *s;
     enum accel_err rc = ACCEL_ENOMEM;
@@ -911,7 +924,7 @@ enum accel_err adm_preflight(const struct adm_snapshot *s,
         memcpy(cp.devs, s->devs, s->ndevs * sizeof(*cp.devs));
     out->installable = true;
     for (size_t i = 0; i < n && out->installable; i++) {
-        if (!preflight_one(&cp, &demands[i], policy, out)) {
+        if (!preflight_one(&cp, &demands[i], policy, hook, i, out)) {
             out->installable = false;
             out->failed = i;
         }

@@ -46,4 +46,23 @@ bool ops_limits_gpu(struct accel_daemon *d, const struct app *a,
                     const struct adm_row *rows, size_t n,
                     struct op_result *res);
 
+/* The preflight's owner quota (SPEC 2.8): the same limits, applied to each
+ * demand's owner cumulatively over the demands in order (the apps and GPU
+ * memory of the earlier demands count). Owners without limits (admins,
+ * "shared", names with no user) pass. */
+struct ops_quota_use {
+    const char *owner;
+    uint64_t apps, bytes; /* added by the demands accepted so far */
+};
+struct ops_quota {
+    struct accel_daemon *d;
+    const char *const *owners; /* demand i's owner */
+    struct ops_quota_use use[64];
+    size_t nuse;
+    json_t *pressure; /* on a refusal: [{source:"owner_quota", dimensions}] */
+};
+/* An adm_preflight_hook check; q->pressure is the caller's to release. */
+bool ops_limits_preflight(void *q, size_t i, const struct adm_row *rows,
+                          size_t n);
+
 #endif /* ACCEL_DAEMON_OPS_INT_H */

@@ -435,6 +435,8 @@ static const char *preflight_reason(const char *r)
         return "cluster_capacity";
     if (strcmp(r, "node-pressure") == 0)
         return "node_pressure";
+    if (strcmp(r, "owner-quota") == 0)
+        return "owner_quota";
     return "unschedulable";
 }
 
@@ -442,6 +444,9 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res)
 {
     struct adm_req reqs[64];
+    const char *owners[64];
+    struct ops_quota q = {.d = d, .owners = owners};
+    struct adm_preflight_hook hook = {ops_limits_preflight, &q};
     struct adm_preflight pf;
     size_t n = json_array_size(demands), i;
     const json_t *dm;
@@ -456,9 +461,13 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
         if (!demand_head(u, demands, i, res) ||
             !demand_req(dm, i, &reqs[i], res))
             return;
+        owners[i] = json_string_value(json_object_get(dm, "owner"));
+        if (owners[i] == NULL)
+            owners[i] = u->name;
     }
     pthread_mutex_lock(&d->lock);
-    if (adm_preflight(&d->snap, reqs, n, d->cfg.policy, &pf) != ACCEL_OK) {
+    if (adm_preflight_hooked(&d->snap, reqs, n, d->cfg.policy, &hook, &pf) !=
+        ACCEL_OK) {
         pthread_mutex_unlock(&d->lock);
         ops_res_error(res, 500, "out-of-memory", "preflight ran out of memory");
         return;
@@ -481,7 +490,10 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                           json_object_get(np, "dimensions")));
             json_decref(np);
         }
+        if (q.pressure != NULL)
+            json_object_set(out, "pressure", q.pressure);
     }
+    json_decref(q.pressure);
     pthread_mutex_unlock(&d->lock);
     ops_res_ok(res, 200, out);
 }

@@ -228,10 +228,13 @@ VALIDATE_RESULT = {"status": frozenset({"valid", "not-required"}),
                    "availability": AVAILABILITY, "validation": VALIDATION,
                    "allocations": [ALLOCATION]}
 
-# compute/preflight_types.go PreflightReport
+# compute/preflight_types.go PreflightReport; an owner_quota dimension
+# names accel's member limits (apps, gpu-memory) in the same shape
+PREFLIGHT_DIM = dict(PRESSURE_DIM, resource=frozenset(
+    {"cpu", "memory", "disk", "apps", "gpu-memory"}))
 PREFLIGHT_REPORT = {
     "installable": "b", "?failedDemandId": "s",
     "?reason": frozenset({"cluster_capacity", "cluster_pressure",
                           "owner_quota", "node_pressure", "unschedulable"}),
-    "?pressure": [{"source": "s", "dimensions": [PRESSURE_DIM]}],
+    "?pressure": [{"source": "s", "dimensions": [PREFLIGHT_DIM]}],
 }

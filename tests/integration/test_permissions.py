@@ -2,12 +2,15 @@
 """Permissions (SPEC 3): no route lets a member stop, unbind or replace an
 app it does not own, force included; members see other owners' apps only
 as "another user's app" in every view that shows bindings; every 403."""
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import Acceld  # noqa: E402
+import compat_contract as cc  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -329,6 +332,87 @@ class LimitsTest(unittest.TestCase):
                             {"maxApps": None, "maxGpuMemory": None})
         self.assertEqual((b["data"]["maxApps"], b["data"]["maxGpuMemory"]),
                          (100, None))
+
+    def preflight(self, token, *demands):
+        """POST /api/compute-resources/preflight, demands as (id, gpu,
+        owner or None for the caller)."""
+        ds = []
+        for i, gpu, owner in demands:
+            dm = {"id": i, "application": i, "mode": "nvidia",
+                  "requiredCPU": "0", "requiredGPU": gpu, "limitedGPU": gpu,
+                  "requiredMemory": "0", "limitedMemory": "0",
+                  "requiredDisk": "0"}
+            if owner is not None:
+                dm["owner"] = owner
+            ds.append(dm)
+        st, b = self.d.http("POST", "/api/compute-resources/preflight",
+                            {"demands": ds}, token=token)
+        self.assertEqual(st, 200, b)
+        cc.assert_holds(self, cc.PREFLIGHT_REPORT, b["data"], "preflight")
+        return b["data"]
+
+    def quota_refusal(self, failed, dims):
+        return {"installable": False, "failedDemandId": failed,
+                "reason": "owner_quota",
+                "pressure": [{"source": "owner_quota", "dimensions": [
+                    dict(d, pressured=True) for d in dims]}]}
+
+    def test_preflight_applies_owner_quota(self):
+        st, b = self.d.http("PUT", "/api/users/alice", {"maxApps": 2})
+        st, b = self.install("a1", "1Gi", self.alice)
+        self.assertEqual(st, 200, b)
+        # one more app fits; the second demand makes three
+        self.assertEqual(self.preflight(self.alice, ("p1", "1Gi", None)),
+                         {"installable": True})
+        self.assertEqual(
+            self.preflight(self.alice, ("p1", "1Gi", None),
+                           ("p2", "1Gi", "alice")),
+            self.quota_refusal("p2", [{"resource": "apps", "required": 1,
+                                       "used": 2, "capacity": 2,
+                                       "available": 0}]))
+        # the quota is the demand owner's: admin and shared are not limited,
+        # and their demands do not count against alice
+        self.assertEqual(
+            self.preflight(None, ("s1", "1Gi", "shared"),
+                           ("s2", "1Gi", "shared"), ("m1", "1Gi", None),
+                           ("p1", "1Gi", "alice")),
+            {"installable": True})
+        # GPU memory: holds 1Gi, the demands before count
+        st, b = self.d.http("PUT", "/api/users/alice",
+                            {"maxApps": 10, "maxGpuMemory": "3Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.preflight(self.alice, ("p1", "2Gi", None)),
+                         {"installable": True})
+        gib = 1 << 30
+        self.assertEqual(
+            self.preflight(None, ("p1", "1Gi", "alice"),
+                           ("p2", "2Gi", "alice")),
+            self.quota_refusal("p2", [{"resource": "gpu-memory",
+                                       "required": 2 * gib, "used": 2 * gib,
+                                       "capacity": 3 * gib,
+                                       "available": gib}]))
+        # both dimensions at once
+        st, b = self.d.http("PUT", "/api/users/alice", {"maxApps": 1})
+        self.assertEqual(
+            self.preflight(self.alice, ("p1", "3Gi", None)),
+            self.quota_refusal("p1", [
+                {"resource": "apps", "required": 1, "used": 1,
+                 "capacity": 1, "available": 0},
+                {"resource": "gpu-memory", "required": 3 * gib,
+                 "used": gib, "capacity": 3 * gib, "available": 2 * gib}]))
+        # accelctl prints the limits
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "big.json")
+            with open(path, "w") as f:
+                json.dump(manifest("big", gpu="3Gi"), f)
+            r = self.d.ctl("preflight", "--owner", "alice", path)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("The owner's quota would be exceeded.\nowner_quota:\n"
+                      "Apps: Limit 1, Held 1, Needed 1\nGPU memory: Limit 3 "
+                      "Gi, Held 1 Gi, Needed 3 Gi", r.stderr)
+        # the preflight changed nothing
+        u = self.user("alice")
+        self.assertEqual((u["apps"], u["gpuMemory"]), (1, gib))
 
     def test_accelctl_user_set_limits(self):
         r = self.d.ctl("user", "set-limits", "alice", "--max-apps", "5",
