@@ -298,18 +298,132 @@ static struct cgroup_cap *cap_of(struct cgroup_sys *cs, int i)
     return i == 0 ? &cs->memory : i == 1 ? &cs->cpu : &cs->pids;
 }
 
+/* ---- acceld's own leaf (v2) ---- */
+
+static ssize_t parse_procs(const char *buf, pid_t **out);
+
+/* 1 when dir's cgroup.procs lists pid alone, 0 when not, -1 unreadable. */
+static int procs_only(const char *dir, pid_t pid)
+{
+    char *path = join(dir, "cgroup.procs"), *buf = xmalloc(CG_FILE_MAX);
+    pid_t *v = NULL;
+    ssize_t n = -1;
+    int rc = -1;
+
+    if (read_file(path, buf, CG_FILE_MAX) >= 0) {
+        n = parse_procs(buf, &v);
+        rc = n == 1 && v[0] == pid;
+    }
+    free(v);
+    free(buf);
+    free(path);
+    return rc;
+}
+
+int cgroup_leaf_move(const char *dir, pid_t pid, char **cause)
+{
+    char *leaf, val[32];
+    int only = procs_only(dir, pid), made;
+
+    if (only < 0) {
+        *cause = xasprintf("cannot read %s/cgroup.procs: %s", dir,
+                           strerror(errno));
+        return -1;
+    }
+    if (only == 0)
+        return 0;
+    leaf = join(dir, CGROUP_LEAF);
+    made = mkdir(leaf, 0755) == 0;
+    snprintf(val, sizeof val, "%d", (int)pid);
+    if ((!made && errno != EEXIST) || write_at(leaf, "cgroup.procs", val) < 0) {
+        *cause = xasprintf("cannot move process %d into %s: %s", (int)pid,
+                           leaf, strerror(errno));
+        if (made)
+            rmdir(leaf);
+        free(leaf);
+        return -1;
+    }
+    free(leaf);
+    return 1;
+}
+
+/* Is the last component of the cgroup path own our leaf's name? */
+static bool in_leaf(const char *own)
+{
+    const char *slash = strrchr(own, '/');
+    return slash != NULL && slash != own &&
+           strcmp(slash + 1, CGROUP_LEAF) == 0;
+}
+
+/* Does the v2 cgroup dir offer one of the controllers we use? */
+static bool offers_controllers(const char *dir)
+{
+    char *path = join(dir, "cgroup.controllers"), buf[512];
+    bool any = false;
+
+    if (read_file(path, buf, sizeof buf) > 0) {
+        for (char *s = buf; *s; s++)
+            if (*s == ' ' || *s == '\n')
+                *s = ',';
+        for (int i = 0; i < 3; i++)
+            any = any || has_item(buf, v2_ctl[i]);
+    }
+    free(path);
+    return any;
+}
+
+/* Move acceld into <base>/CGROUP_LEAF when that lets base's children have
+ * controllers (see cgroup.h); note what was done in cs->v2_leaf_note. */
+static void leave_for_leaf(struct cgroup_sys *cs, const char *base)
+{
+    char *cause = NULL;
+    int rc;
+    /* delegated: we may make cgroups, move processes, give controllers */
+    char *procs = join(base, "cgroup.procs");
+    char *sub = join(base, "cgroup.subtree_control");
+    bool delegated = access(base, W_OK) == 0 && access(procs, W_OK) == 0 &&
+                     access(sub, W_OK) == 0;
+
+    free(procs);
+    free(sub);
+    if (!delegated || !offers_controllers(base))
+        return;
+    if (getenv("INVOCATION_ID") != NULL) {
+        cs->v2_leaf_note = xasprintf(
+            "acceld stays in %s: systemd started it there, not in its leaf "
+            "%s (add DelegateSubgroup=%s, systemd 254 or later)", base,
+            CGROUP_LEAF, CGROUP_LEAF);
+        return;
+    }
+    rc = cgroup_leaf_move(base, getpid(), &cause);
+    if (rc > 0)
+        cs->v2_leaf_note = xasprintf("acceld moved itself into %s/%s so "
+                                     "that %s can give controllers to "
+                                     "accel.slice", base, CGROUP_LEAF, base);
+    else if (rc < 0)
+        cs->v2_leaf_note = cause;
+    else
+        cs->v2_leaf_note = xasprintf("acceld stays in %s: other processes "
+                                     "share it", base);
+}
+
 /* The v2 hierarchy: under our own cgroup, or under the hierarchy's root
  * when controllers can be delegated only there (a populated non-root
  * cgroup cannot enable them for its children). */
-static void detect_v2(struct cgroup_sys *cs, const struct hier *h)
+static void detect_v2(struct cgroup_sys *cs, const struct hier *hin)
 {
     char *base, *inst = NULL, *root_inst = NULL;
     int bits, root_bits = -1;
     bool at_root = false;
+    struct hier hb = *hin, *h = &hb;
 
     if (!h->mount[0] || !h->own_known)
         return;
+    if (in_leaf(h->own)) /* our leaf already: its parent is ours */
+        *strrchr(h->own, '/') = '\0';
     base = own_dir(h);
+    if (strcmp(h->own, "/") != 0 && !in_leaf(hin->own))
+        leave_for_leaf(cs, base);
     bits = v2_setup(base, cs->instance, &inst);
     if (bits != 7 && strcmp(h->own, "/") != 0) {
         root_bits = v2_setup(h->mount, cs->instance, &root_inst);
@@ -437,6 +551,7 @@ void cgroup_release(struct cgroup_sys *cs)
         return;
     free(cs->v2_dir);
     free(cs->v2_rel);
+    free(cs->v2_leaf_note);
     for (int i = 0; i < CGV1_COUNT; i++) {
         free(cs->v1_dir[i]);
         free(cs->v1_rel[i]);

@@ -36,6 +36,7 @@
 #define CGROUP_PIDS_MAX_DEFAULT 4096 /* pids.max of every app */
 #define CGROUP_CPU_PERIOD_US 100000  /* cpu.max / cfs period */
 #define CGROUP_INSTANCE_LEN 12       /* hex digits of <instance> */
+#define CGROUP_LEAF "daemon"         /* acceld's own leaf in a v2 cgroup */
 
 /* Which mechanism enforces a limit or the containment. */
 enum cgroup_tier {
@@ -63,6 +64,7 @@ struct cgroup_sys {
                                  hierarchy we use, or NULL */
     char *v1_rel[CGV1_COUNT]; /* as /proc/<pid>/cgroup shows them */
     struct cgroup_cap containment, memory, cpu, pids;
+    char *v2_leaf_note;  /* what the leaf step did, or NULL (for the log) */
 };
 
 /* An app's limits (0 = none). */
@@ -80,6 +82,26 @@ struct cgroup_limits {
  * data_dir must exist (its realpath names the instance).
  */
 void cgroup_detect(struct cgroup_sys *cs, const char *data_dir);
+
+/*
+ * The v2 "no internal processes" rule: a non-root cgroup that holds
+ * processes cannot enable controllers for its children. When acceld's own
+ * v2 cgroup is delegated to it (writable), not the root, and offers
+ * memory/cpu/pids, cgroup_detect first moves acceld into the leaf
+ * <own cgroup>/CGROUP_LEAF, so that <own cgroup> is empty and can give the
+ * controllers to accel.slice. An acceld that already runs in a leaf of
+ * that name (systemd's DelegateSubgroup=daemon) takes the leaf's parent
+ * as its own cgroup and moves nothing. Not done for a systemd service that
+ * systemd did not start in the leaf (INVOCATION_ID set): systemd older
+ * than 254 starts the next acceld in the unit's cgroup, which the enabled
+ * controllers would make impossible while apps still run (docs/install.md).
+ *
+ * cgroup_leaf_move is that move: when dir's cgroup.procs lists pid and no
+ * other process, make dir/CGROUP_LEAF and move pid there. 1 moved, 0 not
+ * (another process shares dir, or pid is not in it; nothing made), -1
+ * with *cause (a leaf it made is removed again).
+ */
+int cgroup_leaf_move(const char *dir, pid_t pid, char **cause);
 
 /* No cgroups at all (acceld --no-cgroups): every tier "none" with reason
  * why, so that apps are contained by process group and ACCEL_APP only. */

@@ -737,6 +737,8 @@ void runtime_cgroups_init(struct accel_daemon *d)
              cgroup_tier_name(cg->pids.tier), cg->instance,
              cg->containment.tier == CGROUP_NONE ? "; " : "",
              cg->containment.reason);
+    if (cg->v2_leaf_note != NULL)
+        log_info("app cgroups: %s", cg->v2_leaf_note);
 }
 
 void runtime_cgroups_fini(struct accel_daemon *d)

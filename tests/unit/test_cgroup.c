@@ -5,7 +5,8 @@
  * place hook), membership by /proc/<pid>/cgroup (the broker's peer check),
  * an escaped (setsid) child still contained, the kill, removal; the v1
  * freezer containment built by hand; and a placement that fails leaves
- * the child unrun. Tests that need a writable
+ * the child unrun; acceld's move into a leaf of its own v2 cgroup
+ * (cgroup_leaf_move) on a scratch cgroup. Tests that need a writable
  * cgroup hierarchy pass with a "skipped" line where there is none.
  */
 #include "common/accel_setup.h"
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -261,10 +263,136 @@ TEST(cgroup_v1_freezer_containment)
     cgroup_release(&cs);
 }
 
+/* A child that waits to be killed. */
+static pid_t idle_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        for (;;)
+            pause();
+    return pid;
+}
+
+static void kill_reap(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+/* Write pid into dir's cgroup.procs; 0 or -1. */
+static int put_in(const char *dir, pid_t pid)
+{
+    char path[PATH_MAX];
+    FILE *f;
+    int rc;
+
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    rc = fprintf(f, "%d\n", (int)pid) > 0 ? 0 : -1;
+    return fclose(f) == 0 ? rc : -1;
+}
+
+/* The bytes of a (small) file, "" when unreadable. */
+static void slurp(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* rmdir, bounded retries while the kernel lets go of a reaped process. */
+static void rmdir_wait(const char *dir)
+{
+    for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
+        msleep(10);
+}
+
+/*
+ * acceld's leaf (cgroup.h): on a scratch v2 cgroup under the hybrid's
+ * /sys/fs/cgroup/unified (or a pure v2 root), a process alone in it is
+ * moved into <scratch>/daemon and the scratch cgroup is left empty; with a
+ * second process beside it nothing moves and no leaf is made; an
+ * unreadable cgroup is an error with a cause. Everything made is removed
+ * whatever the outcome. Enabling controllers after the move needs a pure
+ * v2 machine and is not exercised here.
+ */
+TEST(cgroup_leaf_move_leaves_scratch_empty)
+{
+    const char *v2 = access("/sys/fs/cgroup/unified/cgroup.procs", W_OK) == 0
+                         ? "/sys/fs/cgroup/unified"
+                     : access("/sys/fs/cgroup/cgroup.procs", W_OK) == 0
+                         ? "/sys/fs/cgroup"
+                         : NULL;
+    char scratch[256], leaf[320], path[PATH_MAX], want[PATH_MAX];
+    char procs[4096], own[4096], leaf_procs[4096], *cause = NULL;
+    pid_t a = -1, b = -1;
+    int shared_rc = -2, rc = -2, missing_rc = -2, put_a = -1, put_b = -1;
+    bool leaf_after_shared = true, leaf_gone, scratch_gone;
+
+    if (geteuid() != 0 || v2 == NULL) {
+        fprintf(stderr, "skipped: no writable cgroup v2 hierarchy\n");
+        return;
+    }
+    snprintf(scratch, sizeof scratch, "%s/accel-leaf-test-%d", v2,
+             (int)getpid());
+    snprintf(leaf, sizeof leaf, "%s/%s", scratch, CGROUP_LEAF);
+    ASSERT_EQ(mkdir(scratch, 0755), 0);
+    a = idle_child();
+    b = idle_child();
+    if (a > 0 && b > 0) {
+        put_a = put_in(scratch, a);
+        put_b = put_in(scratch, b);
+        shared_rc = cgroup_leaf_move(scratch, a, &cause); /* b shares it */
+        leaf_after_shared = access(leaf, F_OK) == 0;
+        kill_reap(b);
+        b = -1;
+        rc = cgroup_leaf_move(scratch, a, &cause);
+    }
+    snprintf(path, sizeof path, "%s/cgroup.procs", scratch);
+    slurp(path, procs, sizeof procs);
+    snprintf(path, sizeof path, "%s/cgroup.procs", leaf);
+    slurp(path, leaf_procs, sizeof leaf_procs);
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)a);
+    slurp(path, own, sizeof own);
+    snprintf(path, sizeof path, "%s/nonexistent", scratch);
+    missing_rc = cgroup_leaf_move(path, a, &cause);
+    /* clean up before judging */
+    kill_reap(a);
+    kill_reap(b);
+    rmdir_wait(leaf);
+    rmdir_wait(scratch);
+    leaf_gone = access(leaf, F_OK) != 0;
+    scratch_gone = access(scratch, F_OK) != 0;
+
+    ASSERT_EQ(put_a, 0);
+    ASSERT_EQ(put_b, 0);
+    ASSERT_EQ(shared_rc, 0);
+    ASSERT(!leaf_after_shared);
+    ASSERT_EQ(rc, 1);
+    ASSERT_STR_EQ(procs, ""); /* the scratch cgroup is empty */
+    snprintf(want, sizeof want, "%d\n", (int)a);
+    ASSERT_STR_EQ(leaf_procs, want);
+    snprintf(want, sizeof want, "0::/accel-leaf-test-%d/%s\n",
+             (int)getpid(), CGROUP_LEAF);
+    ASSERT(strstr(own, want) != NULL);
+    ASSERT_EQ(missing_rc, -1);
+    ASSERT(cause != NULL && strstr(cause, "nonexistent") != NULL);
+    free(cause);
+    ASSERT(leaf_gone);
+    ASSERT(scratch_gone);
+}
+
 #define TESTS(XX)                                                              \
     XX(cgroup_detect_names_instance)                                           \
     XX(cgroup_contains_escaped_child_and_kills_all)                            \
     XX(cgroup_refused_placement_never_runs)                                    \
-    XX(cgroup_v1_freezer_containment)
+    XX(cgroup_v1_freezer_containment)                                          \
+    XX(cgroup_leaf_move_leaves_scratch_empty)
 
 TEST_MAIN(TESTS)
