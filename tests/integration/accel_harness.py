@@ -134,8 +134,14 @@ def _procs(d):
 def kill_cgroups(instance, timeout=10.0):
     """Kill whatever still runs in the app cgroups of an instance (a test
     that failed half-way) and wait, bounded, until they are empty."""
-    apps = [os.path.join(d, a) for d in cgroup_dirs(instance)
-            for a in os.listdir(d) if os.path.isdir(os.path.join(d, a))]
+    apps = []
+    for d in cgroup_dirs(instance):
+        try:  # acceld removes the directory once its last app is gone
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        apps += [os.path.join(d, a) for a in names
+                 if os.path.isdir(os.path.join(d, a))]
     deadline = time.time() + timeout
     while time.time() < deadline:
         left = [p for a in apps for p in _procs(a)]
@@ -276,7 +282,11 @@ class Acceld:
         # what acceld left behind (a test fixture asserts it is nothing)
         self.cgroups_left = cgroup_dirs(inst) if inst else []
         for d in self.cgroups_left:  # leave the machine clean anyway
-            for sub in sorted(os.listdir(d)):
+            try:
+                subs = sorted(os.listdir(d))
+            except FileNotFoundError:
+                continue
+            for sub in subs:
                 if os.path.isdir(os.path.join(d, sub)):
                     try:
                         os.rmdir(os.path.join(d, sub))
