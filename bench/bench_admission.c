@@ -11,7 +11,7 @@
  * Not a test: it fails only when a picked selection does not validate.
  */
 #include "common/accel_setup.h"
-#include "daemon/admission.h"
+#include "daemon/rules/admission.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/history.h"
+#include "daemon/node/history.h"
 
 static double now_s(void)
 {

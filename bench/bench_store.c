@@ -14,7 +14,7 @@
  * hits both alike. Prints ops/s and the ratio.
  */
 #include "common/accel_setup.h"
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 #include <inttypes.h>
 #include <sqlite3.h>

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "accel/accel.h"
-#include "daemon/admission.h"
-#include "daemon/manifest.h"
+#include "daemon/rules/admission.h"
+#include "daemon/rules/manifest.h"
 
 struct cgroup_sys;
 

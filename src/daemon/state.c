@@ -14,11 +14,11 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/log.h"
-#include "daemon/metrics.h"
-#include "daemon/http.h"
-#include "daemon/runtime.h"
-#include "daemon/view.h"
-#include "daemon/store.h"
+#include "daemon/api/metrics.h"
+#include "daemon/api/http.h"
+#include "daemon/node/runtime.h"
+#include "daemon/api/view.h"
+#include "daemon/store/store.h"
 
 static const char *const state_names[] = {
 #define APP_STATE_STR_(n, s) s,

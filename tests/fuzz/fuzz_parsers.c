@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "common/yamljson.h"
-#include "daemon/inventory.h"
-#include "daemon/manifest.h"
-#include "daemon/ops.h"
-#include "daemon/promql.h"
+#include "daemon/node/inventory.h"
+#include "daemon/rules/manifest.h"
+#include "daemon/api/ops.h"
+#include "daemon/api/promql.h"
 
 static bool fetch(void *ctx, const char *metric, int64_t t,
                   struct promql_value *out)

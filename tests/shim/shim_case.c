@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/ledger.h"
+#include "daemon/node/ledger.h"
 #include "fake_cuda.h"
 #include "shim/cuda_types.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/broker.h"
+#include "daemon/node/broker.h"
 #include "daemon/log.h"
 
 static volatile sig_atomic_t stop;

@@ -8,7 +8,7 @@
  * always passes manual validation" over randomized snapshots.
  */
 #include "common/accel_setup.h"
-#include "daemon/admission.h"
+#include "daemon/rules/admission.h"
 
 #include <stdio.h>
 #include <string.h>

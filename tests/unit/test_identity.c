@@ -7,7 +7,7 @@
  * a member's run.user and outside-home run.workdir 403).
  */
 #include "common/accel_setup.h"
-#include "daemon/identity.h"
+#include "daemon/node/identity.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 
 #include "common/util.h"
 #include "daemon/daemon.h"
-#include "daemon/manifest.h"
+#include "daemon/rules/manifest.h"
 #include "harness.h"
 
 TEST(identity_range_parse)

@@ -7,7 +7,7 @@
  * good (the app's usage read 0 from then on, its quota no longer held).
  */
 #include "common/accel_setup.h"
-#include "daemon/ledger.h"
+#include "daemon/node/ledger.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "daemon/promql.h"
+#include "daemon/api/promql.h"
 
 /* Two GPUs and two containers, as HAMi's exporters would publish them. */
 static bool fetch(void *ctx, const char *metric, int64_t t,

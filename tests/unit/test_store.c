@@ -11,7 +11,7 @@
  * configuration a fault test installs dies with it.
  */
 #include "common/accel_setup.h"
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,881 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c: lifecycle operations. Shape of each: lock; find and authorize;
+ * run the pure rules; write the whole change in one store transaction;
+ * change memory only after the commit; unlock. Stopping a real process
+ * blocks, so it happens with the lock released while the app is marked
+ * `stopping` (which makes other operations on it wait their turn: 409).
+ */
+#include "common/accel_setup.h"
+#include "daemon/api/ops.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/quantity.h"
+#include "common/util.h"
+#include "daemon/api/auth.h"
+#include "daemon/node/identity.h"
+#include "daemon/log.h"
+#include "daemon/api/metrics.h"
+#include "daemon/api/ops_int.h"
+#include "daemon/node/proc.h"
+#include "daemon/node/reconcile.h"
+#include "daemon/store/store.h"
+#include "daemon/node/runtime.h"
+#include "daemon/state.h"
+#include "daemon/api/view.h"
+
+void op_result_release(struct op_result *r)
+{
+    free(r->message);
+    json_decref(r->data);
+    memset(r, 0, sizeof(*r));
+}
+
+void ops_res_error(struct op_result *res, int status, const char *code,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void ops_res_error(struct op_result *res, int status, const char *code,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    free(res->message);
+    res->message = xvasprintf(fmt, ap);
+    va_end(ap);
+    res->status = status;
+    res->code = code;
+}
+
+void ops_res_ok(struct op_result *res, int status, json_t *data)
+{
+    res->status = status;
+    res->data = data;
+}
+
+void ops_res_check(struct op_result *res, const char *type, json_t *data)
+{
+    res->status = 422;
+    res->check_type = type;
+    res->data = data;
+}
+
+void ops_res_store_failed(struct op_result *res, enum accel_err rc)
+{
+    ops_res_error(res, 500, accel_err_name(rc),
+              "the change could not be saved (%s); nothing was changed",
+              accel_strerror(rc));
+}
+
+/* ---- computeBinding parsing ---- */
+
+static bool sel_string(const json_t *item, const char *key, size_t i,
+                       const char *field, char **out, struct op_result *res)
+{
+    const json_t *v = json_object_get(item, key);
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) > ACCEL_ID_MAX ||
+        strlen(json_string_value(v)) != json_string_length(v)) {
+        ops_res_error(res, 400, "invalid-argument",
+                  "%s[%zu].%s is required and must be a non-empty string of "
+                  "at most %d bytes",
+                  field, i, key, ACCEL_ID_MAX);
+        return false;
+    }
+    *out = xstrdup(json_string_value(v));
+    return true;
+}
+
+bool ops_parse_binding(const json_t *arr, const char *field,
+                       struct op_binding *b, struct op_result *res)
+{
+    size_t i;
+    const json_t *item;
+
+    memset(b, 0, sizeof(*b));
+    if (!json_is_array(arr)) {
+        ops_res_error(res, 400, "invalid-argument", "%s must be a list of "
+                  "{nodeName, deviceId, memory?}", field);
+        return false;
+    }
+    if (json_array_size(arr) > ADM_MAX_SELECTION) {
+        ops_res_error(res, 400, "invalid-argument",
+                  "%s has %zu items; at most %d are allowed", field,
+                  json_array_size(arr), ADM_MAX_SELECTION);
+        return false;
+    }
+    json_array_foreach(arr, i, item) {
+        const json_t *mem;
+        const char *k;
+        const json_t *v;
+        if (!json_is_object(item)) {
+            ops_res_error(res, 400, "invalid-argument",
+                      "%s[%zu] must be an object", field, i);
+            goto bad;
+        }
+        json_object_foreach((json_t *)item, k, v) {
+            if (strcmp(k, "nodeName") && strcmp(k, "deviceId") &&
+                strcmp(k, "memory")) {
+                ops_res_error(res, 400, "invalid-argument",
+                          "%s[%zu].%s is not a known field (nodeName, "
+                          "deviceId, memory)", field, i, k);
+                goto bad;
+            }
+        }
+        if (!sel_string(item, "nodeName", i, field, &b->strs[2 * i], res) ||
+            !sel_string(item, "deviceId", i, field, &b->strs[2 * i + 1], res))
+            goto bad;
+        b->sel[i].node = b->strs[2 * i];
+        b->sel[i].device = b->strs[2 * i + 1];
+        b->n = i + 1;
+        mem = json_object_get(item, "memory");
+        if (mem && !json_is_null(mem)) {
+            if (!json_is_integer(mem) || json_integer_value(mem) < 0 ||
+                (uint64_t)json_integer_value(mem) > QUANTITY_MAX) {
+                ops_res_error(res, 400, "invalid-argument",
+                          "%s[%zu].memory must be a non-negative integer "
+                          "number of bytes (at most 2^62)", field, i);
+                goto bad;
+            }
+            b->sel[i].memory = (uint64_t)json_integer_value(mem);
+        }
+    }
+    return true;
+bad:
+    ops_binding_release(b);
+    return false;
+}
+
+void ops_binding_release(struct op_binding *b)
+{
+    for (size_t i = 0; i < 2 * ADM_MAX_SELECTION; i++)
+        free(b->strs[i]);
+    memset(b, 0, sizeof(*b));
+}
+
+/* ---- helpers (d->lock held) ---- */
+
+struct app *ops_find_app(struct accel_daemon *d, const struct auth_user *u,
+                            const char *name, struct op_result *res)
+{
+    struct app *a = state_app_find(d, name);
+    if (a == NULL || (!u->admin && strcmp(a->owner, u->name) != 0 &&
+                      strcmp(a->owner, ACCEL_SHARED_OWNER) != 0)) {
+        ops_res_error(res, 404, "not-found", "app \"%s\" is not installed", name);
+        return NULL;
+    }
+    if (!auth_may_act(u, a->owner)) {
+        ops_res_error(res, 403, "forbidden",
+                  "app \"%s\" belongs to %s; only %s may change it", name,
+                  a->owner,
+                  strcmp(a->owner, ACCEL_SHARED_OWNER) == 0 ? "an admin"
+                                                             : "its owner or "
+                                                               "an admin");
+        return NULL;
+    }
+    return a;
+}
+
+bool ops_busy(struct app *a, struct op_result *res)
+{
+    if (a->state == APP_STOPPING || a->state == APP_RESUMING ||
+        a->state == APP_UNINSTALLING || a->state == APP_RELEASING) {
+        ops_res_error(res, 409, "ops_busy",
+                  "app \"%s\" is %s; retry when it has finished", a->name,
+                  app_state_name(a->state));
+        return true;
+    }
+    return false;
+}
+
+/* The requirement a selection is validated against: the selected type, or
+ * the type of the first selected device when the app has none yet. */
+int ops_pick_req(struct accel_daemon *d, const struct app *a,
+                          const struct op_binding *b)
+{
+    if (a->sel >= 0)
+        return a->sel;
+    if (b && b->n > 0) {
+        int dev = state_dev_find(d, b->sel[0].device);
+        if (dev >= 0)
+            for (size_t i = 0; i < a->m.nreq; i++)
+                if (a->m.req[i].type == d->snap.devs[dev].type)
+                    return (int)i;
+    }
+    return 0;
+}
+
+bool ops_validate_own(struct accel_daemon *d, const struct app *a,
+                      const struct adm_req *r, const struct adm_sel *sel,
+                      size_t n, struct adm_verdict *v, struct adm_row *rows)
+{
+    static const struct adm_req none;
+    /* the rows were applied with the app's selected requirement
+     * (state_set_rows), so they are taken out with the same one */
+    const struct adm_req *cur = state_app_req(a) ? state_app_req(a) : &none;
+    bool ok;
+
+    if (a->nrows)
+        adm_snapshot_release(&d->snap, cur, a->rows, a->nrows);
+    ok = adm_validate(&d->snap, r, sel, n, v, rows);
+    if (a->nrows)
+        adm_snapshot_apply(&d->snap, cur, a->rows, a->nrows);
+    return ok;
+}
+
+/* The numbers of a refusal: the validation, the app's targets and, per
+ * selected device that exists, the quota asked, its total and free memory. */
+static json_t *refusal_data(struct accel_daemon *d, const struct adm_req *r,
+                            const struct adm_sel *sel, size_t n,
+                            const struct adm_verdict *v)
+{
+    json_t *o = view_validation(d, v), *devs = json_array();
+    json_object_set_new(o, "requiredGpu", json_integer((json_int_t)r->req_gpu));
+    json_object_set_new(o, "limitedGpu", json_integer((json_int_t)r->lim_gpu));
+    json_object_set_new(o, "requiredMemory",
+                        json_integer((json_int_t)r->req_mem));
+    for (size_t i = 0; i < n; i++) {
+        int k = sel[i].device ? state_dev_find(d, sel[i].device) : -1;
+        const struct adm_device *x = k >= 0 ? &d->snap.devs[k] : NULL;
+        if (x != NULL)
+            json_array_append_new(
+                devs, json_pack("{s:s, s:I, s:I, s:I}", "deviceId", x->id,
+                                "memory", (json_int_t)sel[i].memory, "total",
+                                (json_int_t)x->memory, "free",
+                                (json_int_t)adm_device_free(x)));
+    }
+    json_object_set_new(o, "devices", devs);
+    return o;
+}
+
+static void refusal(struct accel_daemon *d, const struct app *a,
+                    const struct adm_req *r, const struct adm_sel *sel,
+                    size_t n, const struct adm_verdict *v)
+{
+    char code[2 * ACCEL_ID_MAX + 64];
+    adm_verdict_format(v, code, sizeof code);
+    metrics_refusal(d, adm_code_name(v->code));
+    state_event(d, "refusal", a->name, NULL, NULL,
+                refusal_data(d, r, sel, n, v), "app %s refused: %s (%s)",
+                a->name, code, view_code_sentence(v->code));
+}
+
+/* Write rows + state in one transaction, then apply to memory. */
+enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
+                                  int sel, const struct adm_row *rows,
+                                  size_t n, enum app_state st,
+                                  const char *reason)
+{
+    int old_sel = a->sel;
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    a->sel = sel; /* state_save_* read the selected type */
+    rc = state_save_app(d, a, st, reason);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, rows, n);
+    if (rc == ACCEL_OK) {
+        for (size_t i = 0; i < n; i++) {
+            const struct adm_device *x = &d->snap.devs[rows[i].dev];
+            state_event(d, "binding.add", a->name,
+                        d->snap.nodes[x->node].name, x->id,
+                        json_pack("{s:I}", "memory", (json_int_t)rows[i].memory),
+                        "app %s bound to %s (%s)", a->name, x->id,
+                        accel_support_label(x->st));
+        }
+        state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                    "app %s is %s", a->name, app_state_name(st));
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK) {
+        a->sel = old_sel;
+        return rc;
+    }
+    /* memory: release the old rows under the old requirement first */
+    a->rel = (struct app_release){0};
+    a->sel = old_sel;
+    state_set_rows(d, a, NULL, 0);
+    a->sel = sel;
+    state_set_rows(d, a, rows, n);
+    state_set_state(a, st, reason);
+    return ACCEL_OK;
+}
+
+enum accel_err ops_commit_releasing(struct accel_daemon *d, struct app *a,
+                                    enum app_state to, const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, APP_RELEASING, reason);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "app.state", a->name, NULL, NULL,
+                json_pack("{s:i}", "processes", (int)a->rel.linger),
+                "app %s is releasing: %u process(es) still hold its GPU; "
+                "it is released once they are gone", a->name,
+                (unsigned)a->rel.linger);
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    a->rel.to = to;
+    a->rel.kill_at_ms =
+        util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
+    state_set_state(a, APP_RELEASING, reason);
+    return ACCEL_OK;
+}
+
+/* Release every row and set the state, in one transaction; when processes
+ * of the app still hold its GPU (rel.linger), it is `releasing` instead
+ * and the reconciler finishes the release (SPEC 2.7, 8.3). */
+enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
+                                     enum app_state st, const char *reason)
+{
+    enum accel_err rc;
+    if (a->rel.linger > 0 && (st == APP_STOPPED || st == APP_FAILED))
+        return ops_commit_releasing(d, a, st, reason);
+    rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, st, reason);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, NULL, 0);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        state_event(d, "binding.release", a->name,
+                    d->snap.nodes[x->node].name, x->id, NULL,
+                    "app %s released %s", a->name, x->id);
+    }
+    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
+                a->name, app_state_name(st), reason ? ": " : "",
+                reason ? reason : "");
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    state_set_rows(d, a, NULL, 0);
+    state_set_state(a, st, reason);
+    return ACCEL_OK;
+}
+
+/* Persist a state change only. */
+static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
+                                   enum app_state st, const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, st, reason);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
+                a->name, app_state_name(st), reason ? ": " : "",
+                reason ? reason : "");
+    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_set_state(a, st, reason);
+    return rc;
+}
+
+/* After rows are committed: start the process (or mark an external app
+ * running). Lock held. */
+void ops_start_bound(struct accel_daemon *d, struct app *a)
+{
+    char *cause = NULL;
+    if (!runtime_runs_here(d, a)) {
+        commit_state(d, a, APP_RUNNING, NULL);
+        return;
+    }
+    if (runtime_start(d, a, &cause) == ACCEL_OK) {
+        if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
+            log_error("app %s started but its state was not saved", a->name);
+        return;
+    }
+    a->pid = 0;
+    ops_commit_release(d, a, APP_FAILED, cause);
+    free(cause);
+}
+
+/*
+ * Stop a's processes with the lock released. Returns the app again (found
+ * by name) or NULL if it vanished. The app is `stopping` meanwhile.
+ */
+struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
+{
+    char *name;
+    pid_t pid = (pid_t)a->pid;
+    uint64_t start = a->pid_start;
+    int timeout = a->m.run.stop_timeout_s, status = -1;
+    uint32_t linger;
+    enum accel_err rc;
+
+    if (a->pid <= 0)
+        return a;
+    commit_state(d, a, APP_STOPPING, NULL);
+    name = xstrdup(a->name);
+    pthread_mutex_unlock(&d->lock);
+    rc = runtime_stop(d, name, pid, start, timeout, &status);
+    /* the device is free only once NVML lists no process of the app */
+    linger = reconcile_app_lingering(d, name, pid);
+    if (rc != ACCEL_OK && linger == 0)
+        linger = 1; /* survivors of SIGKILL: the reconciler decides */
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, name);
+    if (rc != ACCEL_OK)
+        log_warn("app %s: some processes survived the stop", name);
+    free(name);
+    if (a) {
+        a->pid = 0;
+        a->pid_start = 0;
+        a->exit_status = status;
+        a->rel.last_pid = pid;
+        a->rel.linger = linger;
+    }
+    return a;
+}
+
+/* ---- install ---- */
+
+static bool install_owner(struct accel_daemon *d, const struct auth_user *u,
+                          const struct manifest *m, const char *owner,
+                          const char **out, struct op_result *res)
+{
+    if (m->shared) {
+        if (!u->admin) {
+            ops_res_error(res, 403, "forbidden",
+                      "only an admin can install shared apps");
+            return false;
+        }
+        *out = ACCEL_SHARED_OWNER;
+        return true;
+    }
+    if (owner == NULL || strcmp(owner, u->name) == 0) {
+        *out = u->name;
+        return true;
+    }
+    if (!u->admin) {
+        ops_res_error(res, 403, "forbidden",
+                  "owner: a member can install apps only for itself");
+        return false;
+    }
+    for (size_t i = 0; i < d->nusers; i++) {
+        if (strcmp(d->users[i].name, owner) == 0) {
+            *out = d->users[i].name;
+            return true;
+        }
+    }
+    ops_res_error(res, 400, "invalid-argument", "owner \"%s\" is not a user",
+              owner);
+    return false;
+}
+
+/* SPEC 3: reserved variables (400) and, for a member, run.user and a
+ * run.workdir outside the owner's home (403). */
+static bool install_run_allowed(struct accel_daemon *d,
+                                const struct auth_user *u,
+                                const struct manifest *m, const char *owner,
+                                struct op_result *res)
+{
+    char *home = xasprintf("%s/home/%s", d->cfg.data_dir, owner);
+    char *cause = NULL;
+    enum accel_err rc = manifest_check_install(m, u->admin, home, &cause);
+    uid_t uid;
+    gid_t gid;
+
+    free(home);
+    if (rc == ACCEL_OK && m->run.user != NULL &&
+        identity_resolve_user(m->run.user, &uid, &gid, NULL) != ACCEL_OK) {
+        rc = ACCEL_EINVAL;
+        cause = xasprintf("run.user \"%s\" is not a user of this machine",
+                          m->run.user);
+    }
+    if (rc == ACCEL_OK)
+        return true;
+    if (rc == ACCEL_EFORBIDDEN)
+        ops_res_error(res, 403, "forbidden", "%s", cause);
+    else
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+    free(cause);
+    return false;
+}
+
+/* Choose the type (2.5). Returns the index, or -1 with res filled. */
+static int install_type(struct accel_daemon *d, const struct manifest *m,
+                        const char *type, struct op_result *res)
+{
+    int installable = -1, matching = -1, count = 0;
+    json_t *modes;
+
+    if (type) {
+        enum accel_type t;
+        if (!accel_type_parse(type, &t) || manifest_req(m, t) == NULL) {
+            ops_res_error(res, 400, "invalid-argument",
+                      "selectedGpuType \"%s\" is not one of the manifest's "
+                      "spec.accelerator modes", type);
+            return -1;
+        }
+        return (int)(manifest_req(m, t) - m->req);
+    }
+    if (m->nreq == 1)
+        return 0;
+    modes = json_array();
+    for (size_t i = 0; i < m->nreq; i++) {
+        enum adm_plan_status ps = adm_plan(&d->snap, &m->req[i]);
+        /* app-service's ModePlanResult: status is the plan status
+         * (installable, insufficient-resources, no-matching-node) */
+        json_t *e = json_pack("{s:s, s:s}", "computeType",
+                              accel_type_name(m->req[i].type), "status",
+                              adm_plan_status_name(ps));
+        if (ps != ADM_PLAN_INSTALLABLE)
+            json_object_set_new(e, "reason",
+                                json_string(adm_plan_status_name(ps)));
+        json_array_append_new(modes, e);
+        if (ps == ADM_PLAN_INSTALLABLE) {
+            count++;
+            if (installable < 0)
+                installable = (int)i;
+        }
+        if (ps != ADM_PLAN_NO_MATCHING_NODE && matching < 0)
+            matching = (int)i;
+    }
+    if (count > 1) {
+        ops_res_check(res, "computeModeSelect", modes);
+        return -1;
+    }
+    json_decref(modes);
+    if (installable >= 0)
+        return installable;
+    return matching >= 0 ? matching : 0;
+}
+
+static struct app *app_new(const struct manifest *m, json_t *manifest,
+                           const char *owner, int sel)
+{
+    struct app *a = xcalloc(1, sizeof(*a));
+    a->name = xstrdup(m->name);
+    a->owner = xstrdup(owner);
+    a->state = APP_INSTALLED;
+    a->manifest_text = json_dumps(manifest, JSON_COMPACT);
+    a->m = *m;
+    a->sel = sel;
+    a->created_ms = a->updated_ms = util_wall_ms();
+    a->exit_status = -1;
+    return a;
+}
+
+/* Validate a selection or place automatically. Returns the number of rows
+ * (0 = no placement found) or -1 when a given selection failed (res set). */
+int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
+                    struct app *a,
+                       const struct adm_req *r, const struct op_binding *b,
+                       struct adm_row *rows, struct op_result *res)
+{
+    struct adm_verdict v;
+    struct adm_sel auto_sel[ADM_MAX_SELECTION];
+    const struct adm_sel *sel = b ? b->sel : auto_sel;
+    size_t n = b ? b->n : 0;
+
+    if (b == NULL &&
+        !adm_place(&d->snap, r, d->cfg.policy, auto_sel, ADM_MAX_SELECTION, &n))
+        return 0;
+    if (adm_validate(&d->snap, r, sel, n, &v, rows))
+        return (int)n;
+    if (b == NULL) {
+        log_error("automatic placement of %s failed validation", a->name);
+        return 0;
+    }
+    refusal(d, a, r, sel, n, &v);
+    ops_res_check(res, "computeBindingUnavailable",
+              json_pack("{s:o, s:o}", "availability", view_availability(d, r, u),
+                        "validation", view_validation(d, &v)));
+    return -1;
+}
+
+void ops_install(struct accel_daemon *d, const struct auth_user *u,
+                 json_t *manifest, const char *owner, const char *type,
+                 const struct op_binding *b, struct op_result *res)
+{
+    struct manifest m;
+    char *cause = NULL;
+    const char *own;
+    struct app *a;
+    struct adm_row rows[ADM_MAX_SELECTION];
+    int sel, n;
+    enum accel_err rc;
+
+    if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+        free(cause);
+        return;
+    }
+    pthread_mutex_lock(&d->lock);
+    if (!install_owner(d, u, &m, owner, &own, res) ||
+        !install_run_allowed(d, u, &m, own, res) ||
+        !ops_limits_apps(d, own, res))
+        goto fail;
+    if (state_app_find(d, m.name)) {
+        ops_res_error(res, 409, "already-exists", "app \"%s\" is already "
+                  "installed", m.name);
+        goto fail;
+    }
+    sel = install_type(d, &m, type, res);
+    if (sel < 0)
+        goto fail;
+    a = app_new(&m, manifest, own, sel);
+    n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
+    if (n < 0 || !ops_limits_gpu(d, a, rows, (size_t)(n > 0 ? n : 0), res)) {
+        a->m = (struct manifest){0};
+        state_app_free(a);
+        goto fail;
+    }
+    state_app_add(d, a);
+    if (n == 0)
+        rc = ops_commit_bind(d, a, sel, NULL, 0, APP_INSTALLED,
+                         "insufficient-resources");
+    else
+        rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
+                         runtime_runs_here(d, a) ? APP_RESUMING : APP_RUNNING,
+                         NULL);
+    if (rc != ACCEL_OK) {
+        state_app_remove(d, a);
+        ops_res_store_failed(res, rc);
+        pthread_mutex_unlock(&d->lock);
+        return;
+    }
+    if (n > 0 && runtime_runs_here(d, a))
+        ops_start_bound(d, a);
+    ops_res_ok(res, 200, view_app(d, a));
+    pthread_mutex_unlock(&d->lock);
+    return;
+fail:
+    pthread_mutex_unlock(&d->lock);
+    manifest_release(&m);
+}
+
+/* ---- resume / stop / unbind / uninstall ---- */
+
+void ops_resume(struct accel_daemon *d, const struct auth_user *u,
+                const char *name, const struct op_binding *b,
+                struct op_result *res)
+{
+    struct app *a;
+    struct adm_row rows[ADM_MAX_SELECTION];
+    int sel, n;
+    enum accel_err rc;
+
+    pthread_mutex_lock(&d->lock);
+    a = ops_find_app(d, u, name, res);
+    if (a == NULL || ops_busy(a, res))
+        goto out;
+    if (a->state == APP_RUNNING) {
+        ops_res_error(res, 409, "conflict", "app \"%s\" is already running; stop "
+                  "it first to change its GPUs", name);
+        goto out;
+    }
+    sel = ops_pick_req(d, a, b);
+    n = ops_select_rows(d, u, a, &a->m.req[sel], b, rows, res);
+    if (n < 0 || !ops_limits_gpu(d, a, rows, (size_t)(n > 0 ? n : 0), res))
+        goto out;
+    if (n == 0) {
+        ops_res_check(res, "computeBindingRequired",
+                  json_pack("{s:o}", "availability",
+                            view_availability(d, &a->m.req[sel], u)));
+        goto out;
+    }
+    rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
+                     runtime_runs_here(d, a) ? APP_RESUMING : APP_RUNNING, NULL);
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    if (runtime_runs_here(d, a))
+        ops_start_bound(d, a);
+    ops_res_ok(res, 200, view_app(d, a));
+out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Stop a (lock held) without waiting for its processes (SPEC 5.6): an app
+ * with a process becomes `stopping` (its reason stored with it, so that a
+ * restarted acceld carries the stop on) and the supervisor finishes the
+ * stop and the release; one without is released at once. res gets 200
+ * with the app in either case: its state says which (`stopping` or the
+ * released state). The clients of SPEC 5 accept only code 0 or 200.
+ */
+static void stop_async(struct accel_daemon *d, struct app *a,
+                       const char *reason, struct op_result *res)
+{
+    enum accel_err rc;
+
+    if (a->pid <= 0) {
+        rc = ops_commit_release(d, a, APP_STOPPED, reason);
+        if (rc != ACCEL_OK)
+            ops_res_store_failed(res, rc);
+        else
+            ops_res_ok(res, 200, view_app(d, a));
+        return;
+    }
+    rc = commit_state(d, a, APP_STOPPING, reason);
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        return;
+    }
+    runtime_stop_begin(a, APP_STOPPED, reason, false);
+    ops_res_ok(res, 200, view_app(d, a));
+}
+
+static void stop_common(struct accel_daemon *d, const struct auth_user *u,
+                        const char *name, const char *reason,
+                        struct op_result *res)
+{
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = ops_find_app(d, u, name, res);
+    if (a != NULL && !ops_busy(a, res))
+        stop_async(d, a, reason, res);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ops_suspend(struct accel_daemon *d, const struct auth_user *u,
+                 const char *name, struct op_result *res)
+{
+    stop_common(d, u, name, NULL, res);
+}
+
+void ops_unbind(struct accel_daemon *d, const struct auth_user *u,
+                const char *name, struct op_result *res)
+{
+    stop_common(d, u, name, "removed-from-gpu", res);
+}
+
+static enum accel_err commit_uninstall(struct accel_daemon *d,
+                                       struct app *a);
+
+void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
+                   const char *name, struct op_result *res)
+{
+    struct app *a;
+    enum accel_err rc;
+
+    pthread_mutex_lock(&d->lock);
+    a = ops_find_app(d, u, name, res);
+    if (a == NULL || ops_busy(a, res))
+        goto out;
+    if (a->pid > 0) { /* the supervisor stops it, then deletes it */
+        rc = commit_state(d, a, APP_STOPPING, "uninstalling");
+        if (rc != ACCEL_OK) {
+            ops_res_store_failed(res, rc);
+            goto out;
+        }
+        runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
+        ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
+                                       "stopping"));
+        goto out;
+    }
+    if (a->rel.linger > 0) {
+        a->rel.uninstall = true;
+        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+        if (rc != ACCEL_OK)
+            ops_res_store_failed(res, rc);
+        else
+            ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name,
+                                           "state", "releasing"));
+        goto out;
+    }
+    rc = commit_uninstall(d, a);
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
+                               "uninstalled"));
+out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Delete a and its rows in one transaction; frees a on success. */
+static enum accel_err commit_uninstall(struct accel_daemon *d, struct app *a)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, NULL, 0);
+    if (rc == ACCEL_OK)
+        rc = store_app_delete(d->store, a->name);
+    if (rc == ACCEL_OK) {
+        state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
+                    "app %s uninstalled", a->name);
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK)
+        return rc;
+    state_set_rows(d, a, NULL, 0);
+    state_app_remove(d, a);
+    return ACCEL_OK;
+}
+
+enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a)
+{
+    a->rel.linger = 0;
+    a->rel.kill_at_ms = 0;
+    if (a->rel.uninstall)
+        return commit_uninstall(d, a);
+    return ops_commit_release(d, a, a->rel.to, a->reason);
+}
+
+void ops_app_exited(struct accel_daemon *d, struct app *a, int status,
+                    const char *why, bool oom, uint32_t linger)
+{
+    bool ok = status == 0 && !oom;
+
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (ops_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED,
+                           ok ? NULL : why) != ACCEL_OK)
+        log_error("app %s exited but its release could not be saved",
+                  a->name);
+}
+
+void ops_stop_finished(struct accel_daemon *d, struct app *a, int status,
+                       uint32_t linger)
+{
+    struct app_stop st = a->stop;
+    enum accel_err rc;
+
+    a->stop = (struct app_stop){0};
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (st.uninstall && linger > 0) {
+        a->rel.uninstall = true;
+        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+    } else if (st.uninstall) {
+        rc = commit_uninstall(d, a); /* frees a */
+    } else {
+        rc = ops_commit_release(d, a, st.to, st.reason);
+    }
+    if (rc != ACCEL_OK)
+        log_error("app %s: the end of its stop could not be saved "
+                  "(%s)", a->name, accel_strerror(rc));
+    free(st.reason);
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops_device.c: the operations on devices and nodes, and the read-only
+ * checks: availability, validate, preflight, mode switch, node enable, and
+ * the legacy bind / unassign / bulk moves of SPEC 5.3.
+ */
+#include "common/accel_setup.h"
+#include "daemon/api/ops.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/quantity.h"
+#include "common/util.h"
+#include "daemon/api/auth.h"
+#include "daemon/log.h"
+#include "daemon/api/ops_int.h"
+#include "daemon/state.h"
+#include "daemon/store/store.h"
+#include "daemon/api/view.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+void ops_availability(struct accel_daemon *d, const struct auth_user *u,
+                      const char *name, struct op_result *res)
+{
+    struct app *a;
+    pthread_mutex_lock(&d->lock);
+    a = ops_find_app(d, u, name, res);
+    if (a)
+        ops_res_ok(res, 200,
+                   view_availability(d, &a->m.req[a->sel >= 0 ? a->sel : 0],
+                                     u));
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The rows a valid selection would write, as Allocation objects. */
+static json_t *would_be_rows(struct accel_daemon *d, const struct app *a,
+                             const struct adm_req *r,
+                             const struct adm_row *rows, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const struct adm_device *x = &d->snap.devs[rows[i].dev];
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "appName",
+                           a->name, "owner", a->owner, "mode",
+                           accel_type_name(r->type), "nodeName",
+                           d->snap.nodes[x->node].name, "deviceId", x->id,
+                           "memory", (json_int_t)rows[i].memory));
+    }
+    return arr;
+}
+
+/*
+ * app-service's validateComputeBinding: a valid selection answers
+ * {status:"valid", availability, validation, allocations}; a CPU app with
+ * no selection needs none ("not-required"); no selection otherwise is the
+ * failed check computeBindingRequired, an invalid one
+ * computeBindingUnavailable. Changes nothing.
+ */
+void ops_validate(struct accel_daemon *d, const struct auth_user *u,
+                  const char *name, const struct op_binding *b,
+                  struct op_result *res)
+{
+    struct app *a;
+    struct adm_verdict v;
+    struct adm_row rows[ADM_MAX_SELECTION];
+    const struct adm_req *r;
+
+    pthread_mutex_lock(&d->lock);
+    a = ops_find_app(d, u, name, res);
+    if (a == NULL)
+        goto out;
+    r = &a->m.req[ops_pick_req(d, a, b)];
+    if (b->n == 0 && r->type == ACCEL_TYPE_CPU) {
+        ops_res_ok(res, 200,
+                   json_pack("{s:s, s:o, s:n, s:[]}", "status", "not-required",
+                             "availability", view_availability(d, r, u),
+                             "validation", "allocations"));
+    } else if (b->n == 0) {
+        ops_res_check(res, "computeBindingRequired",
+                      json_pack("{s:o}", "availability",
+                                view_availability(d, r, u)));
+    } else if (!ops_validate_own(d, a, r, b->sel, b->n, &v, rows)) {
+        ops_res_check(res, "computeBindingUnavailable",
+                      json_pack("{s:o, s:o}", "availability",
+                                view_availability(d, r, u), "validation",
+                                view_validation(d, &v)));
+    } else {
+        ops_res_ok(res, 200,
+                   json_pack("{s:s, s:o, s:o, s:o}", "status", "valid",
+                             "availability", view_availability(d, r, u),
+                             "validation", view_validation(d, &v),
+                             "allocations",
+                             would_be_rows(d, a, r, rows, b->n)));
+    }
+out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+static int find_device(struct accel_daemon *d, const char *node,
+                       const char *device, struct op_result *res)
+{
+    int n = node ? state_node_find(d, node) : 0, dev;
+    if (n < 0) {
+        ops_res_error(res, 404, "not-found", "node \"%s\" not found", node);
+        return -1;
+    }
+    dev = state_dev_find(d, device);
+    if (dev < 0 || (node && (int)d->snap.devs[dev].node != n)) {
+        if (node)
+            ops_res_error(res, 404, "not-found",
+                          "device \"%s\" not found on node %s", device, node);
+        else
+            ops_res_error(res, 404, "not-found", "GPU \"%s\" not found",
+                          device);
+        return -1;
+    }
+    return dev;
+}
+
+/* Apps bound to dev, each once. */
+static size_t bound_apps(struct accel_daemon *d, int dev, struct app **out,
+                         size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        for (size_t k = 0; k < a->nrows; k++) {
+            if ((int)a->rows[k].dev == dev) {
+                out[n++] = a;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+#define SWITCH_MAX_APPS 256
+
+static json_t *blocked_list(struct app **apps, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        enum app_state s = apps[i]->state;
+        if (s == APP_UNINSTALLING || s == APP_RESUMING || s == APP_RELEASING)
+            json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
+                               apps[i]->name, "owner", apps[i]->owner, "state",
+                               app_state_name(s), "reason",
+                               s == APP_RELEASING
+                                   ? "processes-still-on-device"
+                                   : "stop-operation-not-allowed"));
+    }
+    return arr;
+}
+
+static enum accel_err commit_switch(struct accel_daemon *d, int dev,
+                                    enum accel_support st, struct app **apps,
+                                    size_t n)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    enum accel_err rc = state_tx_begin(d);
+    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) {
+        rc = state_save_app(d, apps[i], APP_STOPPED, "mode-switch");
+        if (rc == ACCEL_OK)
+            rc = state_save_rows(d, apps[i], NULL, 0);
+    }
+    if (rc == ACCEL_OK)
+        rc = state_save_device(d, dev, st);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "device.mode", NULL, d->snap.nodes[x->node].name, x->id,
+                json_pack("{s:s, s:s, s:i}", "from", accel_support_name(x->st),
+                          "to", accel_support_name(st), "stoppedApps", (int)n),
+                "device %s switched from %s to %s (%zu apps stopped)", x->id,
+                accel_support_label(x->st), accel_support_label(st), n);
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        state_set_rows(d, apps[i], NULL, 0);
+        state_set_state(apps[i], APP_STOPPED, "mode-switch");
+    }
+    d->snap.devs[dev].st = st;
+    view_touch(d, dev);
+    return ACCEL_OK;
+}
+
+/* Apps whose processes still hold the GPU after the stop wait in
+ * `releasing` with their rows (SPEC 2.7, 8.3); the others are switched. */
+/* Stop the processes of the bound apps (the lock is released while each
+ * stops; apps are found again by name afterwards). */
+static void stop_bound(struct accel_daemon *d, struct app **apps, size_t n)
+{
+    char *names[SWITCH_MAX_APPS];
+    for (size_t i = 0; i < n; i++)
+        names[i] = xstrdup(apps[i]->name);
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, names[i]);
+        if (a)
+            ops_stop_processes(d, a);
+        free(names[i]);
+    }
+}
+
+/* Did the switch's own stop leave processes of some app on the GPU? */
+static bool any_lingering(struct app **apps, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (apps[i]->rel.linger > 0)
+            return true;
+    return false;
+}
+
+/* Settle every stopped app: one whose processes still hold the GPU becomes
+ * `releasing` and keeps its binding, the others are released. Lists the
+ * released ones. */
+static json_t *settle_stopped(struct accel_daemon *d, struct app **apps,
+                              size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        bool lingering = apps[i]->rel.linger > 0;
+        ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
+        if (!lingering)
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "appName",
+                                                 apps[i]->name, "owner",
+                                                 apps[i]->owner, "state",
+                                                 "stopped"));
+    }
+    return arr;
+}
+
+void ops_switch(struct accel_daemon *d, const char *node, const char *device,
+                const char *support, struct op_result *res)
+{
+    enum accel_support st;
+    struct app *apps[SWITCH_MAX_APPS];
+    json_t *blocked, *stopped;
+    size_t n;
+    int dev;
+    enum accel_err rc;
+
+    pthread_mutex_lock(&d->lock);
+    dev = find_device(d, node, device, res);
+    if (dev < 0)
+        goto out;
+    if (support == NULL || !accel_support_parse(support, &st)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "supportType must be Exclusive, MemorySlice or "
+                      "TimeSlice (got \"%s\")", support ? support : "");
+        goto out;
+    }
+    if (!accel_type_allows(d->snap.devs[dev].type, st)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "supportType %s is not available for type %s",
+                      accel_support_name(st),
+                      accel_type_name(d->snap.devs[dev].type));
+        goto out;
+    }
+    if (d->snap.devs[dev].st == st) {
+        ops_res_ok(res, 200, json_pack("{s:s, s:o, s:[]}", "status",
+                                       "unchanged", "device",
+                                       view_device(d, dev, NULL), "stoppedApps"));
+        goto out;
+    }
+    n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
+    blocked = blocked_list(apps, n);
+    if (json_array_size(blocked) > 0) {
+        ops_res_check(res, "computeDeviceSwitchBlocked",
+                      json_pack("{s:s, s:o, s:o}", "status",
+                                "bound-apps-stop-blocked", "device",
+                                view_device(d, dev, NULL), "blockedApps", blocked));
+        goto out;
+    }
+    json_decref(blocked);
+    stop_bound(d, apps, n);
+    n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
+    /* an app whose processes still hold the GPU after its stop (releasing)
+     * could not be stopped: the mode stays (SPEC 2.7); the apps that did
+     * stop cannot be restarted behind the user's back, so they are
+     * released and named */
+    if (any_lingering(apps, n)) {
+        stopped = settle_stopped(d, apps, n);
+        blocked = blocked_list(apps, n);
+        ops_res_check(res, "computeDeviceSwitchBlocked",
+                      json_pack("{s:s, s:o, s:o, s:o}", "status",
+                                "bound-apps-stop-blocked", "device",
+                                view_device(d, dev, NULL), "blockedApps", blocked,
+                                "stoppedApps", stopped));
+        goto out;
+    }
+    stopped = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(stopped,
+                              json_pack("{s:s, s:s, s:s}", "appName",
+                                        apps[i]->name, "owner", apps[i]->owner,
+                                        "state", "stopped"));
+    rc = commit_switch(d, dev, st, apps, n);
+    if (rc != ACCEL_OK) {
+        json_decref(stopped);
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    ops_res_ok(res, 200, json_pack("{s:s, s:o, s:o}", "status", "switched",
+                                   "device", view_device(d, dev, NULL),
+                                   "stoppedApps", stopped));
+out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
+                     struct op_result *res)
+{
+    int n;
+    enum accel_err rc;
+    struct store_node row;
+
+    pthread_mutex_lock(&d->lock);
+    n = state_node_find(d, node);
+    if (n < 0) {
+        ops_res_error(res, 404, "not-found", "node \"%s\" not found", node);
+        goto out;
+    }
+    row = (struct store_node){.name = node, .enabled = enabled};
+    rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = store_node_put(d->store, &row);
+    if (rc == ACCEL_OK) {
+        state_event(d, "node.enable", NULL, node, NULL, NULL,
+                    "node %s accelerators %s", node,
+                    enabled ? "enabled" : "disabled");
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    d->snap.nodes[n].enabled = enabled;
+    for (uint32_t k = 0; k < d->snap.nodes[n].ndev; k++)
+        view_touch(d, (int)(d->snap.nodes[n].first_dev + k));
+    ops_res_ok(res, 200, view_node(d, n, NULL));
+out:
+    pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.c: starts an app's process in a cgroup of its own with its
+ * limits and the environment of its bound devices (SPEC 4.1, 8.2), stops
+ * it (the blocking runtime_stop, or the supervisor's asynchronous stop of
+ * SPEC 5.6), and supervises: a thread polls every app with a process,
+ * drives stops (SIGTERM, cgroup.kill after the timeout) and turns an empty
+ * cgroup into stopped/failed with its devices released (or `releasing`
+ * while NVML still lists one of its processes). It also answers the
+ * enforcement views and "is pid P a process of app A" (runtime_pid_in_app).
+ * See docs/internals/runtime.md.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/runtime.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/quantity.h"
+#include "common/util.h"
+#include "daemon/node/broker.h"
+#include "daemon/node/cgroup.h"
+#include "daemon/node/identity.h"
+#include "daemon/node/ledger.h"
+#include "daemon/log.h"
+#include "daemon/api/ops.h"
+#include "daemon/node/proc.h"
+#include "daemon/node/reconcile.h"
+#include "daemon/state.h"
+
+#define SUPERVISE_MS 100     /* a supervisor round */
+#define SUPERVISE_MAX 1024   /* apps with a process looked at per round */
+#define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
+#define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
+#define MAX_ENV 512
+
+bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
+{
+    if (a->m.run.argv == NULL)
+        return false;
+    for (size_t i = 0; i < a->nrows; i++)
+        if (!d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
+            return false;
+    return true;
+}
+
+/* "GPU-a,GPU-b" of the app's NVIDIA devices. */
+static char *visible_devices(struct accel_daemon *d, const struct app *a)
+{
+    char *s = xstrdup("");
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        char *n;
+        if (x->type != ACCEL_TYPE_NVIDIA && x->type != ACCEL_TYPE_NVIDIA_GB10)
+            continue;
+        n = xasprintf("%s%s%s", s, s[0] ? "," : "", x->id);
+        free(s);
+        s = n;
+    }
+    return s;
+}
+
+static bool needs_shim(struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (x->type == ACCEL_TYPE_NVIDIA && x->st != ACCEL_SUPPORT_EXCLUSIVE)
+            return true;
+    }
+    return false;
+}
+
+/* The CUDA ordinal of row i inside the app: its position among the app's
+ * NVIDIA rows, the order of CUDA_VISIBLE_DEVICES. -1 for other types. */
+static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    int ord = 0;
+    for (size_t k = 0; k < a->nrows; k++) {
+        enum accel_type t = d->snap.devs[a->rows[k].dev].type;
+        bool cuda = t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10;
+        if (k == i)
+            return cuda ? ord : -1;
+        ord += cuda;
+    }
+    return -1;
+}
+
+/* Is row i a Memory-slicing quota the shim enforces? */
+static bool quota_row(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+    return x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_MEMSLICE &&
+           a->rows[i].memory > 0;
+}
+
+static char *run_dir(struct accel_daemon *d)
+{
+    return xasprintf("%s/run", d->cfg.data_dir);
+}
+
+static char *config_path(struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/run/apps/%s/shim.conf", d->cfg.data_dir, app);
+}
+
+static void mkdirs(const char *path)
+{
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+    mkdir(p, 0755);
+    free(p);
+}
+
+/* run/apps/<app>: root-owned, readable by the app's group only (0750), so
+ * the app reads its config and cannot replace it; other apps see nothing. */
+static enum accel_err config_dir_for(const char *dir,
+                                     const struct identity_run *who)
+{
+    if (who->drop && chown(dir, 0, who->gid) != 0)
+        return ACCEL_ESYS;
+    return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
+}
+
+/*
+ * Create the ledger of every Memory-slicing row (the limit is the row's
+ * quota) and write the app's read-only shim config naming them. Returns
+ * the config path (caller frees) or NULL with *cause set.
+ */
+static char *write_shim_config(struct accel_daemon *d, const struct app *a,
+                               const struct identity_run *who, char **cause)
+{
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char paths[ADM_MAX_SELECTION][512];
+    char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
+    size_t n = 0;
+    enum accel_err rc = ACCEL_OK;
+
+    for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
+        int ord = cuda_ordinal(d, a, i);
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
+            n < ADM_MAX_SELECTION &&
+            broker_socket_path(paths[n], sizeof paths[n], d->cfg.data_dir,
+                               x->id) == ACCEL_OK) { /* time slicing */
+            devs[n] = (struct ledger_device){.ordinal = ord, .uuid = x->id,
+                                             .ts_socket = paths[n]};
+            n++;
+            continue;
+        }
+        if (!quota_row(d, a, i) || n == ADM_MAX_SELECTION)
+            continue;
+        rc = ledger_path(paths[n], sizeof paths[n], rundir, a->name, ord);
+        if (rc == ACCEL_OK)
+            rc = ledger_create(paths[n], a->name, ord,
+                               d->snap.devs[a->rows[i].dev].id,
+                               a->rows[i].memory, (uid_t)-1,
+                               who->drop ? who->gid : (gid_t)-1);
+        devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
+                                         d->snap.devs[a->rows[i].dev].id, NULL};
+        n++;
+    }
+    dir = xstrdup(cfg);
+    *strrchr(dir, '/') = '\0';
+    mkdirs(dir);
+    if (rc == ACCEL_OK)
+        rc = config_dir_for(dir, who);
+    if (rc == ACCEL_OK)
+        rc = ledger_write_config(cfg, a->name, devs, n);
+    free(dir);
+    free(rundir);
+    if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
+                           a->name, accel_strerror(rc));
+        free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+void runtime_release_files(struct accel_daemon *d, const struct app *a)
+{
+    char *rundir = run_dir(d), *cfg = config_path(d, a->name);
+    char path[512];
+    for (size_t i = 0; i < a->nrows; i++) {
+        if (quota_row(d, a, i) &&
+            ledger_path(path, sizeof path, rundir, a->name,
+                        cuda_ordinal(d, a, i)) == ACCEL_OK)
+            ledger_remove(path);
+    }
+    unlink(cfg);
+    free(cfg);
+    free(rundir);
+}
+
+/* Which of acceld's own variables an app inherits: none that carry
+ * enforcement (acceld sets those itself) and none that describe acceld's
+ * user (the app gets its own HOME, USER, LOGNAME). */
+static int inherit_var(const char *entry)
+{
+    static const char *const own[] = {"HOME=", "USER=", "LOGNAME=",
+                                      "XDG_RUNTIME_DIR=", "MAIL="};
+
+    if (manifest_env_reserved(entry))
+        return 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+        if (strncmp(entry, own[i], strlen(own[i])) == 0)
+            return 0;
+    return 1;
+}
+
+/* LD_PRELOAD: the shim first (when it is needed), then run.preload. */
+static char *preload_value(struct accel_daemon *d, const struct app *a,
+                           const char *cfg)
+{
+    char *v = xstrdup(cfg ? d->shim_path : "");
+
+    for (char **p = a->m.run.preload; p != NULL && *p != NULL; p++) {
+        char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", *p);
+        free(v);
+        v = n;
+    }
+    return v;
+}
+
+/*
+ * The app's variables: identity first, then run.env (which may replace
+ * HOME, USER or LOGNAME), then acceld's enforcement variables last, so
+ * they win over anything before them (proc.c keeps the last entry of a
+ * key). A reserved key in a stored run.env (refused at install since SPEC
+ * 3, but an older database may hold one) is dropped.
+ */
+static char **build_env(struct accel_daemon *d, const struct app *a,
+                        const char *cfg, const struct identity_run *who)
+{
+    char **env = xcalloc(MAX_ENV + 16, sizeof(char *));
+    size_t n = 0;
+    char *vis = visible_devices(d, a), *pre = preload_value(d, a, cfg);
+    const char *log = getenv("ACCEL_LOG");
+
+    env[n++] = xasprintf("HOME=%s", who->home);
+    env[n++] = xasprintf("USER=%s", who->user);
+    env[n++] = xasprintf("LOGNAME=%s", who->user);
+    for (char **p = a->m.run.env; p && *p && n < MAX_ENV; p++)
+        if (!manifest_env_reserved(*p))
+            env[n++] = xstrdup(*p);
+    if (log != NULL) /* acceld's own shim logging setting */
+        env[n++] = xasprintf("ACCEL_LOG=%s", log);
+    env[n++] = xasprintf("ACCEL_APP=%s", a->name);
+    if (cfg)
+        env[n++] = xasprintf("ACCEL_CONFIG=%s", cfg);
+    if (vis[0]) {
+        env[n++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", vis);
+        env[n++] = xasprintf("NVIDIA_VISIBLE_DEVICES=%s", vis);
+    } else if (a->nrows > 0) {
+        env[n++] = xstrdup("CUDA_VISIBLE_DEVICES=");
+    }
+    if (pre[0])
+        env[n++] = xasprintf("LD_PRELOAD=%s", pre);
+    free(pre);
+    free(vis);
+    return env;
+}
+
+static void free_env(char **env)
+{
+    for (char **p = env; *p; p++)
+        free(*p);
+    free(env);
+}
+
+/* What proc_start's place hook needs. */
+struct placement {
+    const struct cgroup_sys *cg;  /* the machine's cgroups */
+    const char *app;              /* the app's name */
+};
+
+/* proc_spec.place: the child waits while it is moved into its cgroup. */
+static int place_child(pid_t pid, void *arg, char **cause)
+{
+    const struct placement *p = arg;
+    return cgroup_app_attach(p->cg, p->app, pid, cause);
+}
+
+/* The limits of a's selected type (SPEC 8.2). */
+static struct cgroup_limits app_limits(const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    struct cgroup_limits lim = {0, 0, 0};
+    if (r) {
+        lim.memory = r->lim_mem;
+        lim.cpu_millis = r->lim_cpu;
+    }
+    return lim;
+}
+
+enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
+                             char **cause)
+{
+    char *logdir = xasprintf("%s/logs", d->cfg.data_dir);
+    char *logpath = xasprintf("%s/%s.log", logdir, a->name);
+    char **env;
+    char *cfg = NULL;
+    struct proc_handle h;
+    struct identity_run who;
+    struct proc_cred cred;
+    struct placement pl = {d->cg, a->name};
+    struct cgroup_limits lim = app_limits(a);
+    struct proc_spec spec = {
+        .name = a->name,
+        .argv = a->m.run.argv,
+        .inherit = inherit_var,
+        .log_path = logpath,
+    };
+    bool have_who = false;
+    enum accel_err rc;
+
+    if (mkdir(logdir, 0700) != 0 && errno != EEXIST)
+        log_warn("cannot create %s: %s", logdir, strerror(errno));
+    rc = identity_for_app(d, a, &who, cause);
+    if (rc != ACCEL_OK)
+        goto out;
+    have_who = true;
+    rc = cgroup_app_prepare(d->cg, a->name, &lim, cause);
+    if (rc != ACCEL_OK)
+        goto out;
+    if (d->cg->containment.tier != CGROUP_NONE) {
+        spec.place = place_child; /* before the uid drop and the exec */
+        spec.place_arg = &pl;
+    }
+    if (d->shim_path && needs_shim(d, a)) {
+        cfg = write_shim_config(d, a, &who, cause);
+        if (cfg == NULL) {
+            rc = ACCEL_ESYS;
+            goto out;
+        }
+    }
+    cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
+    spec.cred = who.drop ? &cred : NULL;
+    spec.workdir = a->m.run.workdir ? a->m.run.workdir : who.home;
+    env = build_env(d, a, cfg, &who);
+    spec.env = env;
+    rc = proc_start(&spec, &h, cause);
+    if (rc == ACCEL_OK) {
+        a->pid = h.pid;
+        a->pid_start = h.start_time;
+        a->leader_gone = false;
+        a->leader_status = -1;
+        state_event(d, "app.start", a->name, NULL, NULL,
+                    json_pack("{s:i}", "pid", (int)h.pid),
+                    "app %s started (pid %d)", a->name, (int)h.pid);
+    }
+    free_env(env);
+out:
+    if (have_who)
+        identity_run_release(&who);
+    if (rc != ACCEL_OK)
+        cgroup_app_remove(d->cg, a->name);
+    free(cfg);
+    free(logpath);
+    free(logdir);
+    return rc;
+}
+
+/* ---- stopping ---- */
+
+/* Reap the leader if it is our child (status kept in *status). */
+static bool reap(pid_t pid, int *status)
+{
+    return pid > 1 && proc_reap(pid, status) == ACCEL_OK;
+}
+
+/* Poll the app's cgroup until it is empty or ms pass; true when empty. */
+static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
+                       unsigned ms, int *status)
+{
+    uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
+    for (;;) {
+        reap(pid, status);
+        if (cgroup_app_populated(d->cg, name) != 1) {
+            reap(pid, status);
+            return true;
+        }
+        if (util_now_ns() >= deadline)
+            return false;
+        usleep(STOP_POLL_MS * 1000);
+    }
+}
+
+enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
+                            pid_t pid, uint64_t start, int timeout_s,
+                            int *out_status)
+{
+    struct proc_handle h = {.pid = pid, .start_time = start};
+    char *cause = NULL;
+    enum accel_err rc = ACCEL_OK;
+
+    if (cgroup_app_populated(d->cg, name) < 0) { /* no cgroup: groups */
+        rc = proc_stop(&h, "ACCEL_APP", name, (unsigned)timeout_s * 1000u,
+                       KILL_GRACE_MS, out_status, &cause);
+    } else {
+        cgroup_app_signal(d->cg, name, SIGTERM);
+        if (!wait_empty(d, name, pid, (unsigned)timeout_s * 1000u,
+                        out_status)) {
+            cgroup_app_kill(d->cg, name);
+            if (!wait_empty(d, name, pid, KILL_GRACE_MS, out_status)) {
+                rc = ACCEL_EBUSY;
+                cause = xasprintf("processes of its cgroup survived the "
+                                  "kill");
+            }
+        }
+        if (rc == ACCEL_OK)
+            cgroup_app_remove(d->cg, name);
+    }
+    if (rc != ACCEL_OK)
+        log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
+    free(cause);
+    return rc;
+}
+
+void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
+                        bool uninstall)
+{
+    free(a->stop.reason);
+    a->stop = (struct app_stop){
+        .active = true,
+        .uninstall = uninstall,
+        .to = to,
+        .reason = reason ? xstrdup(reason) : NULL,
+        .kill_at_ms = util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000,
+    };
+}
+
+bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
+{
+    return cgroup_pid_in_app(d->cg, pid, app);
+}
+
+/* ---- the supervisor ---- */
+
+/* One app the supervisor looks at this round, copied under the lock. */
+struct watch {
+    char *name;            /* app name (owned) */
+    pid_t pid;             /* its leader */
+    uint64_t start;        /* the leader's start time */
+    bool stopping;         /* a stop driven by us (else: watch for exit) */
+    bool term_sent, killed; /* the stop's progress */
+    int64_t kill_at_ms, give_up_ms;
+    /* found outside the lock */
+    bool reaped;           /* the leader was reaped now */
+    int status;            /* its wait status */
+    bool term_now, kill_now; /* signals sent now */
+    bool gone;             /* no process of the app is left */
+    bool gave_up;          /* processes survived the kill */
+    uint32_t linger;       /* NVML still lists processes of the app */
+    uint64_t oom;          /* OOM kills in its memory cgroup */
+};
+
+static size_t gather_watches(struct accel_daemon *d, struct watch *w,
+                             size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        if (a->pid <= 0 || (a->state == APP_STOPPING && !a->stop.active))
+            continue; /* no process, or a blocking stop owns it */
+        w[n] = (struct watch){.name = xstrdup(a->name),
+                              .pid = (pid_t)a->pid,
+                              .start = a->pid_start,
+                              .stopping = a->state == APP_STOPPING,
+                              .term_sent = a->stop.term_sent,
+                              .killed = a->stop.killed,
+                              .kill_at_ms = a->stop.kill_at_ms,
+                              .give_up_ms = a->stop.give_up_ms,
+                              .status = -1};
+        n++;
+    }
+    return n;
+}
+
+/* Signal every process of the app: its cgroup, else its group and tag. */
+static void signal_app(struct accel_daemon *d, const struct watch *w,
+                       int sig)
+{
+    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
+    if (cgroup_app_populated(d->cg, w->name) < 0)
+        proc_signal_app(&h, "ACCEL_APP", w->name, sig);
+    else if (sig == SIGKILL)
+        cgroup_app_kill(d->cg, w->name);
+    else
+        cgroup_app_signal(d->cg, w->name, sig);
+}
+
+/* Is every process of the app gone? */
+static bool app_gone(struct accel_daemon *d, struct watch *w)
+{
+    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
+    int pop = cgroup_app_populated(d->cg, w->name);
+
+    if (pop >= 0)
+        return pop == 0;
+    if (w->stopping)
+        return !proc_app_alive(&h, "ACCEL_APP", w->name);
+    return w->reaped || (!proc_alive(w->pid, w->start) &&
+                         !proc_group_alive(w->pid));
+}
+
+/* The stop's next step: SIGTERM first, the kill when it is due. */
+static void stop_step(struct accel_daemon *d, struct watch *w)
+{
+    int64_t now = util_wall_ms();
+    if (!w->term_sent) {
+        signal_app(d, w, SIGTERM);
+        w->term_now = true;
+    } else if (!w->killed && now >= w->kill_at_ms) {
+        signal_app(d, w, SIGKILL);
+        w->kill_now = true;
+    } else if (w->killed && now >= w->give_up_ms) {
+        w->gave_up = true;
+    }
+}
+
+/* Everything about one app that needs /proc, cgroups or NVML: no lock. */
+static void probe(struct accel_daemon *d, struct watch *w)
+{
+    w->reaped = reap(w->pid, &w->status);
+    w->gone = app_gone(d, w);
+    if (w->gone && !w->reaped)
+        w->reaped = reap(w->pid, &w->status);
+    if (!w->gone && w->stopping)
+        stop_step(d, w);
+    if (!w->gone && !w->gave_up)
+        return;
+    w->linger = reconcile_app_lingering(d, w->name, w->pid);
+    if (w->gave_up && w->linger == 0)
+        w->linger = 1; /* survivors: the reconciler waits for the cgroup */
+    w->oom = cgroup_app_oom_kills(d->cg, w->name);
+}
+
+/* "killed: out of memory (limitedMemory 64Mi)" into buf. */
+static void oom_reason(const struct app *a, char *buf, size_t len)
+{
+    char q[32];
+    quantity_format_bytes(app_limits(a).memory, q, sizeof q);
+    snprintf(buf, len, "killed: out of memory (limitedMemory %s)", q);
+}
+
+/* The app's exit (or the end of its stop) as the reason it ends with. */
+static const char *exit_reason(const struct app *a, const struct watch *w,
+                               int status, char *buf, size_t len)
+{
+    if (w->oom > 0)
+        oom_reason(a, buf, len);
+    else if (status < 0)
+        snprintf(buf, len, "the process exited (status unknown)");
+    else
+        proc_exit_status(status, buf, len);
+    return buf;
+}
+
+/* Apply one round's findings to the app (lock held). */
+static void apply_watch(struct accel_daemon *d, const struct watch *w)
+{
+    struct app *a = state_app_find(d, w->name);
+    char why[128];
+    int status;
+
+    if (a == NULL || a->pid != w->pid)
+        return;
+    if (w->reaped) {
+        a->leader_gone = true;
+        a->leader_status = w->status;
+    }
+    if (w->term_now)
+        a->stop.term_sent = true;
+    if (w->kill_now) {
+        a->stop.killed = true;
+        a->stop.give_up_ms = util_wall_ms() + KILL_GRACE_MS;
+        state_event(d, "app.kill", a->name, NULL, NULL, NULL,
+                    "app %s did not stop within %d s of SIGTERM: killing "
+                    "every process of its cgroup", a->name,
+                    a->m.run.stop_timeout_s);
+    }
+    if (!w->gone && !w->gave_up)
+        return;
+    status = a->leader_gone ? a->leader_status : -1;
+    if (w->gone)
+        cgroup_app_remove(d->cg, a->name);
+    if (a->state == APP_STOPPING && a->stop.active)
+        ops_stop_finished(d, a, status, w->linger);
+    else if (a->state != APP_STOPPING)
+        ops_app_exited(d, a, status, exit_reason(a, w, status, why,
+                                                  sizeof why),
+                       w->oom > 0, w->linger);
+}
+
+/* One supervisor round over every app with a process. */
+static void supervise_round(struct accel_daemon *d)
+{
+    struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_watches(d, w, SUPERVISE_MAX);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        probe(d, &w[i]);
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        apply_watch(d, &w[i]);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        free(w[i].name);
+    free(w);
+}
+
+/* One ledger to read: which app row it belongs to. */
+struct usage_probe {
+    char *app;         /* app name */
+    size_t row;        /* row index at gather time */
+    char path[512];    /* ledger file */
+    uint64_t used;     /* read outside the lock */
+    bool ok;
+};
+
+/* Gather the ledgers of running apps (lock held). */
+static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
+                            size_t max)
+{
+    char *rundir = run_dir(d);
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        if (a->pid <= 0)
+            continue;
+        for (size_t k = 0; k < a->nrows && n < max; k++) {
+            if (!quota_row(d, a, k) ||
+                ledger_path(p[n].path, sizeof p[n].path, rundir, a->name,
+                            cuda_ordinal(d, a, k)) != ACCEL_OK)
+                continue;
+            p[n].app = xstrdup(a->name);
+            p[n].row = k;
+            n++;
+        }
+    }
+    free(rundir);
+    return n;
+}
+
+/*
+ * Refresh the apps' live memory use from their ledgers: gather the paths
+ * under the lock, read the files without it, store the figures under it
+ * (rows that changed meanwhile are skipped: the next round fixes them).
+ */
+static void refresh_usage(struct accel_daemon *d)
+{
+    struct usage_probe *p = xcalloc(256, sizeof(*p));
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_probes(d, p, 256);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct ledger_usage u;
+        p[i].ok = ledger_read(p[i].path, &u) == ACCEL_OK;
+        p[i].used = p[i].ok ? u.used : 0;
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++)
+        d->apps[i]->usage = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, p[i].app);
+        if (a && p[i].ok && p[i].row < a->nrows && a->row_usage) {
+            a->row_usage[p[i].row] = p[i].used;
+            a->usage += p[i].used;
+        }
+        free(p[i].app);
+    }
+    pthread_mutex_unlock(&d->lock);
+    free(p);
+}
+
+static void *supervise(void *arg)
+{
+    struct accel_daemon *d = arg;
+    unsigned tick = 0;
+
+    while (!d->stopping) {
+        usleep(SUPERVISE_MS * 1000);
+        if (++tick % 10 == 0)
+            refresh_usage(d);
+        supervise_round(d);
+    }
+    return NULL;
+}
+
+enum accel_err runtime_supervisor_start(struct accel_daemon *d)
+{
+    if (pthread_create(&d->supervisor, NULL, supervise, d) != 0)
+        return ACCEL_ESYS;
+    d->supervisor_running = true;
+    return ACCEL_OK;
+}
+
+void runtime_supervisor_stop(struct accel_daemon *d)
+{
+    if (!d->supervisor_running)
+        return;
+    d->stopping = 1;
+    pthread_join(d->supervisor, NULL);
+    d->supervisor_running = false;
+}
+
+/* ---- cgroups of the instance ---- */
+
+void runtime_cgroups_init(struct accel_daemon *d)
+{
+    struct cgroup_sys *cg = xcalloc(1, sizeof(*cg));
+    if (d->cfg.no_cgroups)
+        cgroup_disable(cg, d->cfg.data_dir, "acceld runs with --no-cgroups");
+    else
+        cgroup_detect(cg, d->cfg.data_dir);
+    d->cg = cg;
+    log_info("app cgroups: containment %s, memory %s, cpu %s, pids %s "
+             "(instance %s%s%s)", cgroup_tier_name(cg->containment.tier),
+             cgroup_tier_name(cg->memory.tier), cgroup_tier_name(cg->cpu.tier),
+             cgroup_tier_name(cg->pids.tier), cg->instance,
+             cg->containment.tier == CGROUP_NONE ? "; " : "",
+             cg->containment.reason);
+    if (cg->v2_leaf_note != NULL)
+        log_info("app cgroups: %s", cg->v2_leaf_note);
+}
+
+void runtime_cgroups_fini(struct accel_daemon *d)
+{
+    if (d->cg == NULL)
+        return;
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++)
+        cgroup_app_remove(d->cg, d->apps[i]->name); /* empty ones only */
+    pthread_mutex_unlock(&d->lock);
+    cgroup_instance_remove(d->cg);
+    cgroup_release(d->cg);
+    free(d->cg);
+    d->cg = NULL;
+}
+
+/* {tier, reason?} of one capability into o under key. */
+static void put_cap(json_t *o, json_t *reasons, const char *key,
+                    const struct cgroup_cap *c)
+{
+    json_object_set_new(o, key, json_string(cgroup_tier_name(c->tier)));
+    if (c->tier == CGROUP_NONE)
+        json_object_set_new(reasons, key, json_string(c->reason));
+}
+
+/* A limit of an app: enforced by the tier only when the manifest sets it. */
+static void put_limit(json_t *o, json_t *reasons, const char *key,
+                      const struct cgroup_cap *c, uint64_t limit,
+                      const char *field)
+{
+    if (limit > 0 || c->tier == CGROUP_NONE) {
+        put_cap(o, reasons, key, c);
+        return;
+    }
+    json_object_set_new(o, key, json_string("none"));
+    json_object_set_new(reasons, key,
+                        json_sprintf("the manifest sets no %s", field));
+}
+
+static json_t *cgroup_path(struct accel_daemon *d, const char *app)
+{
+    const struct cgroup_sys *cg = d->cg;
+    const char *rel = cg->v2_rel ? cg->v2_rel
+                      : cg->v1_rel[CGV1_FREEZER] ? cg->v1_rel[CGV1_FREEZER]
+                                                 : cg->v1_rel[CGV1_PIDS];
+    if (rel == NULL)
+        return json_null();
+    return app ? json_sprintf("%s/%s", rel, app) : json_string(rel);
+}
+
+json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
+{
+    json_t *o = json_object(), *reasons = json_object();
+    const struct cgroup_sys *cg = d->cg;
+    struct cgroup_limits lim;
+    static const struct cgroup_cap outside = {
+        CGROUP_NONE, "acceld starts no process for this app (no run, or "
+                     "bound to another node)"};
+
+    if (a != NULL && !runtime_runs_here(d, a)) {
+        put_cap(o, reasons, "containment", &outside);
+        put_cap(o, reasons, "memory", &outside);
+        put_cap(o, reasons, "cpu", &outside);
+        put_cap(o, reasons, "pids", &outside);
+    } else if (a != NULL) {
+        lim = app_limits(a);
+        put_cap(o, reasons, "containment", &cg->containment);
+        put_limit(o, reasons, "memory", &cg->memory, lim.memory,
+                  "limitedMemory");
+        put_limit(o, reasons, "cpu", &cg->cpu, lim.cpu_millis, "limitedCpu");
+        put_cap(o, reasons, "pids", &cg->pids);
+        json_object_set_new(o, "cgroup", cgroup_path(d, a->name));
+    } else {
+        put_cap(o, reasons, "containment", &cg->containment);
+        put_cap(o, reasons, "memory", &cg->memory);
+        put_cap(o, reasons, "cpu", &cg->cpu);
+        put_cap(o, reasons, "pids", &cg->pids);
+        json_object_set_new(o, "cgroup", cgroup_path(d, NULL));
+        json_object_set_new(o, "pidsMax",
+                            json_integer(CGROUP_PIDS_MAX_DEFAULT));
+    }
+    json_object_set_new(o, "reasons", reasons);
+    return o;
+}

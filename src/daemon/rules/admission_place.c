@@ -1,0 +1,937 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admission_place.c: the decisions of SPEC 2 built on admission.c's
+ * arithmetic: automatic placement (2.5, binpack or spread, single card,
+ * multi-card on one node, multi-node), availability (2.4), the install plan
+ * and preflight (2.8).
+ *
+ * Pure: no I/O, no locks, no globals. Only adm_availability (the arrays it
+ * returns) and adm_preflight (its scratch copy of the snapshot) allocate;
+ * adm_place reads each device once per level (multi-card: plus the
+ * covering mode's cards of the nodes still in the running), with no
+ * allocation, and does the pressure arithmetic only for nodes that matter.
+ * Every placement it returns passes adm_validate, and equals a plain
+ * restatement of 2.5 (the unit tests check both on randomized snapshots);
+ * see docs/internals/admission.md.
+ */
+#include "daemon/rules/admission.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Sharing modes in placement order (2.5). */
+static const enum accel_support mode_order[3] = {
+    ACCEL_SUPPORT_EXCLUSIVE, ACCEL_SUPPORT_MEMSLICE, ACCEL_SUPPORT_TIMESLICE};
+
+/* Room on a node for one requirement. */
+struct room {
+    bool ok;            /* no dimension pressured with no extra memory */
+    uint64_t mem_extra; /* most TimeSlice VRAM that still passes 2.3 */
+};
+
+/* A placement in the making. */
+struct pctx {
+    const struct adm_snapshot *s; /* the cluster */
+    const struct adm_req *r;      /* the requirement */
+    enum adm_policy policy;       /* binpack or spread */
+    bool check;                   /* apply node pressure (2.3) */
+    uint64_t need;                /* required target: MemorySlice quota */
+    uint64_t t[2];                /* target per level, never below need */
+};
+
+/* Multi-card gathering state. */
+struct gather {
+    struct adm_sel *out; /* where items go, or NULL to only count */
+    size_t max;          /* most items */
+    size_t n;            /* items so far */
+    uint64_t left;       /* target still to cover */
+    uint64_t free_sum;   /* Σ free memory of the gathered cards */
+};
+
+/*
+ * The best single card per bucket (level * 3 + mode). key = free memory
+ * (binpack) or its complement (spread): the smallest key wins, and a tie
+ * keeps the lowest index because devices are scanned in index order.
+ */
+struct picks {
+    uint64_t key[6]; /* key of the best card so far */
+    uint32_t dev[6]; /* its index, NO_DEV when none */
+};
+
+#define NO_DEV UINT32_MAX
+
+/* What one node's cards can give to a multi-card gathering, per mode. */
+struct node_sums {
+    uint64_t sum[3]; /* by mode: Σ free of the cards that can contribute
+                        (TimeSlice: before the node's headroom) */
+    uint32_t cnt[3]; /* by mode: how many such cards */
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t threshold(uint64_t cap)
+{
+    /* cap = 1000q + r: floor(cap * P / 1000) = qP + floor(rP / 1000), exact
+     * and without a 128-bit division (a libcall: this runs per node). */
+    return cap / 1000 * ADM_PRESSURE_PERMILLE +
+           cap % 1000 * ADM_PRESSURE_PERMILLE / 1000;
+}
+
+/* Does used + req stay within 90 %? *left gets what remains below it. */
+static bool dim_fits(const struct adm_res *res, uint64_t req, uint64_t *left)
+{
+    uint64_t t = threshold(res->total);
+
+    if (res->used > UINT64_MAX - req || res->used + req > t)
+        return false;
+    *left = t - res->used - req;
+    return true;
+}
+
+/* Same verdict as adm_node_pressure, as a headroom for TimeSlice VRAM. */
+static struct room node_room(const struct pctx *c, uint32_t n)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    struct room rm = {true, UINT64_MAX};
+    uint64_t unused;
+
+    if (!c->check)
+        return rm;
+    rm.ok = dim_fits(&nd->cpu, c->r->req_cpu, &unused) &&
+            dim_fits(&nd->disk, c->r->req_disk, &unused) &&
+            dim_fits(&nd->mem, c->r->req_mem, &rm.mem_extra);
+    return rm;
+}
+
+static void pctx_init(struct pctx *c, const struct adm_snapshot *s,
+                      const struct adm_req *r, enum adm_policy policy,
+                      bool check)
+{
+    uint64_t lim = adm_target(r, ADM_LEVEL_LIMIT);
+
+    c->s = s;
+    c->r = r;
+    c->policy = policy;
+    c->check = check;
+    c->need = adm_target(r, ADM_LEVEL_REQUIRED);
+    c->t[ADM_LEVEL_LIMIT] = lim > c->need ? lim : c->need;
+    c->t[ADM_LEVEL_REQUIRED] = c->need;
+}
+
+/* adm_device_free, inlined into the scans. */
+static inline uint64_t dev_free(const struct adm_device *d)
+{
+    if (d->st == ACCEL_SUPPORT_MEMSLICE)
+        return d->memory > d->allocated ? d->memory - d->allocated : 0;
+    if (d->st == ACCEL_SUPPORT_EXCLUSIVE && d->nbound > 0)
+        return 0;
+    return d->memory;
+}
+
+static bool usable(const struct pctx *c, const struct adm_device *d)
+{
+    return d->type == c->r->type && d->healthy && d->present &&
+           (unsigned)d->st < ACCEL_SUPPORT_COUNT;
+}
+
+/*
+ * The mode rules for d taking r alone, without health or type: *f gets its
+ * free memory; false when its mode refuses (Exclusive taken, MemorySlice
+ * with a zero quota, TimeSlice VRAM that would pressure the node).
+ */
+static inline bool single_free(const struct adm_device *d, uint64_t need,
+                               uint64_t mem_extra, uint64_t *f)
+{
+    switch (d->st) {
+    case ACCEL_SUPPORT_EXCLUSIVE:
+        *f = d->memory;
+        return d->nbound == 0;
+    case ACCEL_SUPPORT_MEMSLICE:
+        *f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+        return need != 0; /* a zero quota would be memory-required */
+    case ACCEL_SUPPORT_TIMESLICE:
+        *f = d->memory;
+        return d->memory <= mem_extra;
+    default:
+        return false;
+    }
+}
+
+/* Can d take r alone (at the required level), on a node with room rm? */
+static bool card_fits(const struct pctx *c, const struct adm_device *d,
+                      const struct room *rm)
+{
+    uint64_t f;
+
+    return usable(c, d) && single_free(d, c->need, rm->mem_extra, &f) &&
+           f >= c->need;
+}
+
+/* Can d add something to a multi-card gathering? */
+static bool card_contributes(const struct pctx *c, const struct adm_device *d,
+                             const struct room *rm, uint64_t extra)
+{
+    if (!usable(c, d))
+        return false;
+    if (d->st == ACCEL_SUPPORT_EXCLUSIVE)
+        return d->nbound == 0 && d->memory > 0;
+    if (d->st == ACCEL_SUPPORT_MEMSLICE)
+        return dev_free(d) > 0;
+    return d->memory > 0 && d->memory <= rm->mem_extra - extra;
+}
+
+static enum adm_level fit_level(const struct pctx *c,
+                                const struct adm_device *d,
+                                const struct room *rm)
+{
+    uint64_t f;
+
+    if (!card_fits(c, d, rm))
+        return ADM_LEVEL_NONE;
+    f = dev_free(d);
+    return f >= c->t[ADM_LEVEL_LIMIT] ? ADM_LEVEL_LIMIT : ADM_LEVEL_REQUIRED;
+}
+
+/* ---- single card ---- */
+
+/*
+ * The hot loop of adm_place: one pass over a node's devices. The node's
+ * room (2.3) is computed only when one of its cards would replace a
+ * bucket's best: a node none of whose cards would be kept needs no
+ * pressure arithmetic, and before that point nothing of it was kept.
+ */
+static void scan_node(const struct pctx *c, uint32_t n, struct picks *p)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint64_t need = c->need, lim = c->t[ADM_LEVEL_LIMIT];
+    const uint64_t flip = c->policy == ADM_POLICY_SPREAD ? UINT64_MAX : 0;
+    const uint32_t end = nd->first_dev + nd->ndev;
+    struct room rm = { false, 0 };
+    bool have_room = false;
+
+    for (uint32_t i = nd->first_dev; i < end; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f, key;
+        unsigned b;
+        if (d->type != type || !d->healthy || !d->present ||
+            !single_free(d, need, UINT64_MAX, &f) || f < need)
+            continue;
+        b = (f >= lim ? 0u : 3u) + (unsigned)d->st;
+        key = f ^ flip;
+        if (p->dev[b] != NO_DEV && key >= p->key[b])
+            continue;
+        if (!have_room) {
+            rm = node_room(c, n);
+            have_room = true;
+        }
+        if (!rm.ok)
+            return;
+        if (d->st == ACCEL_SUPPORT_TIMESLICE && d->memory > rm.mem_extra)
+            continue;
+        p->key[b] = key;
+        p->dev[b] = i;
+    }
+}
+
+static bool place_single(const struct pctx *c, struct adm_sel *out)
+{
+    struct picks p;
+
+    for (int b = 0; b < 6; b++)
+        p.dev[b] = NO_DEV;
+    for (uint32_t n = 0; n < c->s->nnodes; n++)
+        if (c->s->nodes[n].enabled && c->s->nodes[n].ndev > 0)
+            scan_node(c, n, &p);
+    /* a card in the limit buckets beats every card in the required ones */
+    for (int b = 0; b < 6; b++) {
+        uint32_t i = p.dev[(b / 3) * 3 + (int)mode_order[b % 3]];
+        const struct adm_device *d;
+        if (i == NO_DEV)
+            continue;
+        d = &c->s->devs[i];
+        out->node = c->s->nodes[d->node].name;
+        out->device = d->id;
+        out->memory = d->st == ACCEL_SUPPORT_MEMSLICE ? c->need : 0;
+        return true;
+    }
+    return false;
+}
+
+/* ---- multi-card ---- */
+
+/* Take card i into g if it contributes; *extra: TimeSlice VRAM so far. */
+static void gather_card(const struct pctx *c, struct gather *g, uint32_t i,
+                        const struct room *rm, uint64_t *extra)
+{
+    const struct adm_device *d = &c->s->devs[i];
+    uint64_t give = d->memory, quota = 0, f;
+
+    if ((g->left == 0 && g->n > 0) || g->n >= g->max ||
+        !card_contributes(c, d, rm, *extra))
+        return; /* a zero target still takes one card */
+    if (d->st == ACCEL_SUPPORT_MEMSLICE && g->left == 0)
+        return; /* a zero quota would be memory-required */
+    f = dev_free(d);
+    if (d->st == ACCEL_SUPPORT_MEMSLICE) {
+        give = f < g->left ? f : g->left;
+        quota = give;
+    }
+    if (d->st == ACCEL_SUPPORT_TIMESLICE)
+        *extra += d->memory;
+    if (g->out != NULL) {
+        g->out[g->n].node = c->s->nodes[d->node].name;
+        g->out[g->n].device = d->id;
+        g->out[g->n].memory = quota;
+    }
+    g->n++;
+    g->free_sum = f > UINT64_MAX - g->free_sum ? UINT64_MAX : g->free_sum + f;
+    g->left = give >= g->left ? 0 : g->left - give;
+}
+
+/* Gather the cards of mode m on node n. */
+static void gather_mode(const struct pctx *c, struct gather *g, uint32_t n,
+                        enum accel_support m, const struct room *rm,
+                        uint64_t *extra)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++)
+        if (c->s->devs[i].st == m)
+            gather_card(c, g, i, rm, extra);
+}
+
+/* Gather on one node, modes in order. */
+static void gather_node(const struct pctx *c, struct gather *g, uint32_t n)
+{
+    struct room rm;
+    uint64_t extra = 0;
+
+    if (!c->s->nodes[n].enabled)
+        return;
+    rm = node_room(c, n);
+    if (!rm.ok)
+        return;
+    for (int m = 0; m < 3; m++)
+        gather_mode(c, g, n, mode_order[m], &rm, &extra);
+}
+
+/* Nothing more can be taken: the target is covered, or max reached. */
+static bool gather_done(const struct gather *g)
+{
+    return (g->left == 0 && g->n > 0) || g->n >= g->max;
+}
+
+/*
+ * gather_mode for gather_all: node n's room is computed only once one of
+ * its cards of mode m could contribute (the others are skipped anyway).
+ */
+static void gather_mode_lazy(const struct pctx *c, struct gather *g, uint32_t n,
+                             enum accel_support m)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const uint32_t end = nd->first_dev + nd->ndev;
+    struct room rm = { false, 0 };
+    bool have_room = false;
+    uint64_t extra = 0;
+
+    for (uint32_t i = nd->first_dev; i < end && !gather_done(g); i++) {
+        const struct adm_device *d = &c->s->devs[i];
+        if (d->st != m || !usable(c, d) || dev_free(d) == 0)
+            continue;
+        if (!have_room) {
+            rm = node_room(c, n);
+            have_room = true;
+        }
+        if (!rm.ok)
+            return;
+        gather_card(c, g, i, &rm, &extra);
+    }
+}
+
+/* Gather across nodes: for each mode, every node in order, until done. */
+static void gather_all(const struct pctx *c, struct gather *g)
+{
+    for (int m = 0; m < 3 && !gather_done(g); m++)
+        for (uint32_t n = 0; n < c->s->nnodes && !gather_done(g); n++)
+            if (c->s->nodes[n].enabled)
+                gather_mode_lazy(c, g, n, mode_order[m]);
+}
+
+static void gather_init(struct gather *g, struct adm_sel *out, size_t max,
+                        uint64_t target)
+{
+    g->out = out;
+    g->max = max;
+    g->n = 0;
+    g->left = target;
+    g->free_sum = 0;
+}
+
+/* One pass over node n's cards: per mode, what they can give. */
+static void sum_node(const struct pctx *c, uint32_t n, struct node_sums *ns)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint32_t end = nd->first_dev + nd->ndev;
+    uint64_t se = 0, sm = 0, st = 0; /* sums in registers, not in *ns */
+    uint32_t ce = 0, cm = 0, ct = 0;
+
+    for (uint32_t i = nd->first_dev; i < end; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f;
+        if (d->type != type || !d->healthy || !d->present)
+            continue;
+        switch (d->st) {
+        case ACCEL_SUPPORT_EXCLUSIVE:
+            f = d->nbound == 0 ? d->memory : 0;
+            se = sat_add(se, f);
+            ce += f > 0;
+            break;
+        case ACCEL_SUPPORT_MEMSLICE:
+            f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+            sm = sat_add(sm, f);
+            cm += f > 0;
+            break;
+        case ACCEL_SUPPORT_TIMESLICE:
+            st = sat_add(st, d->memory);
+            ct += d->memory > 0;
+            break;
+        default:
+            break;
+        }
+    }
+    ns->sum[ACCEL_SUPPORT_EXCLUSIVE] = se;
+    ns->sum[ACCEL_SUPPORT_MEMSLICE] = sm;
+    ns->sum[ACCEL_SUPPORT_TIMESLICE] = st;
+    ns->cnt[ACCEL_SUPPORT_EXCLUSIVE] = ce;
+    ns->cnt[ACCEL_SUPPORT_MEMSLICE] = cm;
+    ns->cnt[ACCEL_SUPPORT_TIMESLICE] = ct;
+}
+
+/*
+ * gather_mode(m) on node n in its common case: g->left > 0 and every card
+ * of mode m fits (TimeSlice: their sum is within the headroom), so card k
+ * is taken exactly when the frees before it fall short of left (a
+ * MemorySlice card gives min(free, left) only when it covers). False when
+ * max would cut the walk short: the caller then walks card by card.
+ */
+static bool gather_prefix(const struct pctx *c, struct gather *g, uint32_t n,
+                          enum accel_support m)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    const struct adm_device *devs = c->s->devs;
+    const enum accel_type type = c->r->type;
+    const uint32_t end = nd->first_dev + nd->ndev;
+    const uint64_t left = g->left;
+    uint64_t cum = 0;
+    size_t k = 0;
+
+    for (uint32_t i = nd->first_dev; i < end && cum < left; i++) {
+        const struct adm_device *d = &devs[i];
+        uint64_t f;
+        if (d->st != m || d->type != type || !d->healthy || !d->present)
+            continue;
+        f = dev_free(d);
+        k += f > 0;
+        cum = sat_add(cum, f);
+    }
+    if (g->n > g->max || k > g->max - g->n)
+        return false;
+    g->n += k;
+    g->free_sum = sat_add(g->free_sum, cum);
+    g->left = cum >= left ? 0 : left - cum;
+    return true;
+}
+
+/*
+ * Index in mode_order of the mode during which gather_node reaches target,
+ * the earlier modes being taken whole; -1 when even every card (TimeSlice
+ * before the headroom) falls short. A zero target takes the first
+ * Exclusive or TimeSlice card, never a MemorySlice one.
+ */
+static int covering_mode(const struct node_sums *ns, uint64_t target)
+{
+    uint64_t sum = 0;
+
+    if (target == 0)
+        return ns->cnt[ACCEL_SUPPORT_EXCLUSIVE] > 0   ? 0
+               : ns->cnt[ACCEL_SUPPORT_TIMESLICE] > 0 ? 2
+                                                      : -1;
+    for (int m = 0; m < 3; m++) {
+        sum = sat_add(sum, ns->sum[mode_order[m]]);
+        if (sum >= target)
+            return m;
+    }
+    return -1;
+}
+
+/* Would a gathering with free sum fs replace the best so far? */
+static bool beats(const struct pctx *c, bool found, uint64_t score, uint64_t fs)
+{
+    if (!found)
+        return true;
+    return c->policy == ADM_POLICY_SPREAD ? fs > score : fs < score;
+}
+
+/*
+ * A floor under node_room(c, n).mem_extra with no division (7/8 of the
+ * memory instead of 90 %; (t >> 4) * 14 never exceeds floor(0.9 t)),
+ * valid whenever the node passes 2.3; 0 when it cannot tell.
+ */
+static uint64_t headroom_floor(const struct pctx *c, uint32_t n)
+{
+    const struct adm_res *mem = &c->s->nodes[n].mem;
+    uint64_t t = (mem->total >> 4) * 14;
+
+    if (!c->check)
+        return UINT64_MAX;
+    if (mem->used > t || c->r->req_mem > t - mem->used)
+        return 0;
+    return t - mem->used - c->r->req_mem;
+}
+
+/*
+ * gather_node(n) with out NULL, from one pass over the node's cards (their
+ * per-mode sums) and a walk over the cards of the covering mode only: the
+ * modes before it are taken whole, so their sums give the count and the
+ * free sum. True when it covers target and beats (found, score); *fs gets
+ * its free sum. The room (2.3) is computed only for a node that would win,
+ * or earlier when the TimeSlice headroom might cut the walk.
+ */
+static bool node_candidate(const struct pctx *c, uint32_t n, size_t max,
+                           uint64_t target, bool found, uint64_t score,
+                           uint64_t *fs)
+{
+    struct node_sums ns;
+    struct room rm = { true, UINT64_MAX };
+    bool have_room = false;
+    struct gather g;
+    enum accel_support mode;
+    uint64_t extra = 0;
+    int m;
+
+    if (!c->s->nodes[n].enabled || c->s->nodes[n].ndev == 0)
+        return false;
+    sum_node(c, n, &ns);
+    m = covering_mode(&ns, target);
+    if (m < 0)
+        return false;
+    mode = mode_order[m];
+    gather_init(&g, NULL, max, target);
+    for (int k = 0; k < m && target > 0; k++) {
+        g.n += ns.cnt[mode_order[k]];
+        g.free_sum += ns.sum[mode_order[k]]; /* < target: no wrap */
+    }
+    g.left = target - g.free_sum;
+    /* bounds: binpack never goes below target, spread above the sums */
+    if (!beats(c, found, score,
+               c->policy == ADM_POLICY_SPREAD
+                   ? sat_add(g.free_sum, ns.sum[mode])
+                   : target))
+        return false;
+    if (target == 0 ||
+        (mode == ACCEL_SUPPORT_TIMESLICE &&
+         headroom_floor(c, n) < ns.sum[mode]) ||
+        !gather_prefix(c, &g, n, mode)) {
+        if (mode == ACCEL_SUPPORT_TIMESLICE) {
+            rm = node_room(c, n);
+            have_room = true;
+            if (!rm.ok)
+                return false;
+        }
+        gather_mode(c, &g, n, mode, &rm, &extra);
+    }
+    if (g.n == 0 || g.left != 0 || !beats(c, found, score, g.free_sum))
+        return false;
+    if (!have_room && !node_room(c, n).ok)
+        return false;
+    *fs = g.free_sum;
+    return true;
+}
+
+/* The node whose gathering covers target, by policy; false if none. */
+static bool best_node(const struct pctx *c, size_t max, uint64_t target,
+                      uint32_t *out)
+{
+    bool found = false;
+    uint64_t score = 0, fs = 0;
+
+    for (uint32_t n = 0; n < c->s->nnodes; n++) {
+        if (!node_candidate(c, n, max, target, found, score, &fs))
+            continue;
+        found = true;
+        score = fs;
+        *out = n;
+    }
+    return found;
+}
+
+static bool place_multi(const struct pctx *c, struct adm_sel *out, size_t max,
+                        size_t *nout)
+{
+    /* the gathering depends on the target alone: the same target at the
+     * required level would fail again */
+    for (int lvl = 0; lvl < (c->t[0] == c->t[1] ? 1 : 2); lvl++) {
+        struct gather g;
+        uint32_t n = 0;
+        gather_init(&g, out, max, c->t[lvl]);
+        if (c->r->multi_nodes) {
+            gather_all(c, &g);
+        } else if (best_node(c, max, c->t[lvl], &n)) {
+            gather_node(c, &g, n);
+        }
+        if (g.n > 0 && g.left == 0) {
+            *nout = g.n;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_multi(const struct adm_req *r)
+{
+    return r->type == ACCEL_TYPE_NVIDIA && (r->multi_cards || r->multi_nodes);
+}
+
+static bool place_impl(const struct pctx *c, struct adm_sel *out, size_t max,
+                       size_t *nout)
+{
+    if (max > ADM_MAX_SELECTION)
+        max = ADM_MAX_SELECTION;
+    if (max == 0)
+        return false;
+    if (is_multi(c->r))
+        return place_multi(c, out, max, nout);
+    if (!place_single(c, out))
+        return false;
+    *nout = 1;
+    return true;
+}
+
+bool adm_place(const struct adm_snapshot *s, const struct adm_req *r,
+               enum adm_policy policy, struct adm_sel *out, size_t max,
+               size_t *nout)
+{
+    struct pctx c;
+
+    pctx_init(&c, s, r, policy, true);
+    return place_impl(&c, out, max, nout);
+}
+
+/* ---- availability ---- */
+
+static const char *const node_status_names[] = {"available", "not_available",
+                                                "not_enough"};
+static const char *const scope_names[] = {"card", "single-node-cards",
+                                          "cross-node-cards"};
+static const char *const plan_names[] = {"installable", "no-matching-node",
+                                         "insufficient-resources"};
+
+const char *adm_node_status_name(enum adm_node_status s)
+{
+    return (unsigned)s < 3 ? node_status_names[s] : "unknown";
+}
+
+const char *adm_scope_name(enum adm_scope s)
+{
+    return (unsigned)s < 3 ? scope_names[s] : "unknown";
+}
+
+const char *adm_plan_status_name(enum adm_plan_status s)
+{
+    return (unsigned)s < 3 ? plan_names[s] : "unknown";
+}
+
+static enum adm_scope scope_of(const struct adm_req *r)
+{
+    if (r->type != ACCEL_TYPE_NVIDIA)
+        return ADM_SCOPE_CARD;
+    if (r->multi_nodes)
+        return ADM_SCOPE_CROSS_NODE;
+    return r->multi_cards ? ADM_SCOPE_SINGLE_NODE : ADM_SCOPE_CARD;
+}
+
+/* Devices of r's type on node n. */
+static uint32_t count_type(const struct pctx *c, uint32_t n)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    uint32_t k = 0;
+
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++)
+        k += c->s->devs[i].type == c->r->type;
+    return k;
+}
+
+/* Is the node large enough in total (max card, or sum for multi)? */
+static bool node_big_enough(const struct pctx *c, uint32_t n)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    uint64_t max = 0, sum = 0;
+    uint32_t k = 0;
+
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
+        const struct adm_device *d = &c->s->devs[i];
+        if (!usable(c, d))
+            continue;
+        k++;
+        max = d->memory > max ? d->memory : max;
+        sum = sat_add(sum, d->memory);
+    }
+    return k > 0 && (is_multi(c->r) ? sum : max) >= c->need;
+}
+
+/*
+ * Would place_multi succeed on node n (n < 0: across all nodes)? Tries both
+ * levels like it does: a zero requiredGpu can still take a MemorySlice
+ * quota at the limit level.
+ */
+static bool gather_covers(const struct pctx *c, int64_t n)
+{
+    for (int lvl = 0; lvl < 2; lvl++) {
+        struct gather g;
+        gather_init(&g, NULL, ADM_MAX_SELECTION, c->t[lvl]);
+        if (n < 0)
+            gather_all(c, &g);
+        else
+            gather_node(c, &g, (uint32_t)n);
+        if (g.n > 0 && g.left == 0)
+            return true;
+    }
+    return false;
+}
+
+static enum adm_node_status node_status(const struct pctx *c, uint32_t n)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    struct room rm;
+
+    if (!node_big_enough(c, n))
+        return ADM_NODE_NOT_ENOUGH;
+    if (is_multi(c->r))
+        return gather_covers(c, (int64_t)n) ? ADM_NODE_AVAILABLE
+                                            : ADM_NODE_NOT_AVAILABLE;
+    rm = node_room(c, n);
+    if (!nd->enabled || !rm.ok)
+        return ADM_NODE_NOT_AVAILABLE;
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++)
+        if (card_fits(c, &c->s->devs[i], &rm))
+            return ADM_NODE_AVAILABLE;
+    return ADM_NODE_NOT_AVAILABLE;
+}
+
+static void fill_dev(const struct pctx *c, enum adm_scope scope,
+                     const struct adm_node_opt *no, uint32_t i,
+                     struct adm_dev_opt *o)
+{
+    const struct adm_device *d = &c->s->devs[i];
+    struct room rm = node_room(c, no->node);
+    bool on = c->s->nodes[no->node].enabled && rm.ok;
+
+    o->dev = i;
+    o->available = dev_free(d);
+    o->fit_level = on ? fit_level(c, d, &rm) : ADM_LEVEL_NONE;
+    if (scope == ADM_SCOPE_CARD)
+        o->operable = no->status == ADM_NODE_AVAILABLE &&
+                      o->fit_level != ADM_LEVEL_NONE;
+    else
+        o->operable = on && card_contributes(c, d, &rm, 0) &&
+                      (scope == ADM_SCOPE_CROSS_NODE ||
+                       no->status == ADM_NODE_AVAILABLE);
+}
+
+static void fill_node(const struct pctx *c, struct adm_availability *a,
+                      uint32_t n)
+{
+    const struct adm_node *nd = &c->s->nodes[n];
+    struct adm_node_opt *no = &a->nodes[a->nnodes++];
+
+    no->node = n;
+    no->status = node_status(c, n);
+    no->first_opt = (uint32_t)a->ndevs;
+    no->nopt = 0;
+    for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
+        if (c->s->devs[i].type != c->r->type)
+            continue;
+        fill_dev(c, a->scope, no, i, &a->devs[a->ndevs++]);
+        no->nopt++;
+    }
+}
+
+static void decide(const struct pctx *c, struct adm_availability *a)
+{
+    a->schedulable = false;
+    if (a->nnodes == 0) {
+        a->reason = "no-matching-node";
+        return;
+    }
+    if (a->scope == ADM_SCOPE_CROSS_NODE) {
+        a->schedulable = gather_covers(c, -1);
+        a->reason = a->schedulable ? NULL : "insufficient-cluster-vram";
+        return;
+    }
+    for (size_t i = 0; i < a->nnodes; i++)
+        a->schedulable = a->schedulable ||
+                         a->nodes[i].status == ADM_NODE_AVAILABLE;
+    if (a->schedulable)
+        a->reason = NULL;
+    else if (a->scope == ADM_SCOPE_SINGLE_NODE)
+        a->reason = "no-node-with-enough-cards";
+    else
+        a->reason = "no-card-with-enough-vram";
+}
+
+enum accel_err adm_availability(const struct adm_snapshot *s,
+                                const struct adm_req *r,
+                                struct adm_availability *out)
+{
+    struct pctx c;
+    size_t nn = 0, nd = 0;
+
+    pctx_init(&c, s, r, ADM_POLICY_BINPACK, true);
+    memset(out, 0, sizeof(*out));
+    out->scope = scope_of(r);
+    for (uint32_t n = 0; n < s->nnodes; n++) {
+        uint32_t k = count_type(&c, n);
+        nn += k > 0;
+        nd += k;
+    }
+    out->nodes = calloc(nn ? nn : 1, sizeof(*out->nodes));
+    out->devs = calloc(nd ? nd : 1, sizeof(*out->devs));
+    if (out->nodes == NULL || out->devs == NULL) {
+        adm_availability_release(out);
+        return ACCEL_ENOMEM;
+    }
+    for (uint32_t n = 0; n < s->nnodes; n++)
+        if (count_type(&c, n) > 0)
+            fill_node(&c, out, n);
+    decide(&c, out);
+    return ACCEL_OK;
+}
+
+void adm_availability_release(struct adm_availability *a)
+{
+    free(a->nodes);
+    free(a->devs);
+    a->nodes = NULL;
+    a->devs = NULL;
+    a->nnodes = 0;
+    a->ndevs = 0;
+}
+
+/* ---- install plan ---- */
+
+enum adm_plan_status adm_plan(const struct adm_snapshot *s,
+                              const struct adm_req *r)
+{
+    uint64_t need = adm_target(r, ADM_LEVEL_REQUIRED), all = 0;
+    bool any = false, fits = false;
+
+    for (uint32_t n = 0; n < s->nnodes; n++) {
+        const struct adm_node *nd = &s->nodes[n];
+        uint64_t node_sum = 0;
+        for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
+            const struct adm_device *d = &s->devs[i];
+            if (d->type != r->type || !d->present)
+                continue;
+            any = true;
+            node_sum = sat_add(node_sum, d->memory);
+            fits = fits || d->memory >= need;
+        }
+        all = sat_add(all, node_sum);
+        fits = fits || (is_multi(r) && node_sum >= need);
+    }
+    if (!any)
+        return ADM_PLAN_NO_MATCHING_NODE;
+    fits = fits || (is_multi(r) && r->multi_nodes && all >= need);
+    return fits ? ADM_PLAN_INSTALLABLE : ADM_PLAN_INSUFFICIENT;
+}
+
+/* ---- preflight ---- */
+
+static bool preflight_fail(struct adm_preflight *out, const char *reason)
+{
+    out->reason = reason;
+    return false;
+}
+
+/* Install one demand on the scratch snapshot; false with out's reason. */
+static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
+                          enum adm_policy policy,
+                          const struct adm_preflight_hook *hook, size_t i,
+                          struct adm_preflight *out)
+{
+    struct adm_sel sel[ADM_MAX_SELECTION];
+    struct adm_row rows[ADM_MAX_SELECTION];
+    struct adm_verdict v;
+    struct pctx c;
+    enum adm_plan_status plan = adm_plan(cp, r);
+    size_t n = 0;
+
+    if (plan == ADM_PLAN_NO_MATCHING_NODE)
+        return preflight_fail(out, "no-matching-node");
+    if (plan == ADM_PLAN_INSUFFICIENT)
+        return preflight_fail(out, "insufficient-resources");
+    pctx_init(&c, cp, r, policy, false);
+    if (!place_impl(&c, sel, ADM_MAX_SELECTION, &n))
+        return preflight_fail(out, "unschedulable");
+    c.check = true;
+    if (!place_impl(&c, sel, ADM_MAX_SELECTION, &n)) {
+        pctx_init(&c, cp, r, policy, false);
+        place_impl(&c, sel, ADM_MAX_SELECTION, &n);
+        adm_validate(cp, r, sel, n, &v, rows);
+        out->has_pressure = v.code == ADM_NODE_PRESSURE;
+        out->pressure = v.pressure;
+        return preflight_fail(out, "node-pressure");
+    }
+    if (!adm_validate(cp, r, sel, n, &v, rows))
+        return preflight_fail(out, "unschedulable");
+    if (hook != NULL && !hook->check(hook->ctx, i, rows, n))
+        return preflight_fail(out, "owner-quota");
+    adm_snapshot_apply(cp, r, rows, n);
+    return true;
+}
+
+enum accel_err adm_preflight(const struct adm_snapshot *s,
+                             const struct adm_req *demands, size_t n,
+                             enum adm_policy policy, struct adm_preflight *out)
+{
+    return adm_preflight_hooked(s, demands, n, policy, NULL, out);
+}
+
+enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
+                                    const struct adm_req *demands, size_t n,
+                                    enum adm_policy policy,
+                                    const struct adm_preflight_hook *hook,
+                                    struct adm_preflight *out)
+{
+    struct adm_snapshot cp = *s;
+    enum accel_err rc = ACCEL_ENOMEM;
+
+    memset(out, 0, sizeof(*out));
+    cp.nodes = malloc((s->nnodes ? s->nnodes : 1) * sizeof(*cp.nodes));
+    cp.devs = malloc((s->ndevs ? s->ndevs : 1) * sizeof(*cp.devs));
+    if (cp.nodes == NULL || cp.devs == NULL)
+        goto out;
+    if (s->nnodes)
+        memcpy(cp.nodes, s->nodes, s->nnodes * sizeof(*cp.nodes));
+    if (s->ndevs)
+        memcpy(cp.devs, s->devs, s->ndevs * sizeof(*cp.devs));
+    out->installable = true;
+    for (size_t i = 0; i < n && out->installable; i++) {
+        if (!preflight_one(&cp, &demands[i], policy, hook, i, out)) {
+            out->installable = false;
+            out->failed = i;
+        }
+    }
+    rc = ACCEL_OK;
+out:
+    free(cp.nodes);
+    free(cp.devs);
+    return rc;
+}
