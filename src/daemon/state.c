@@ -14,10 +14,6 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/log.h"
-#include "daemon/api/metrics.h"
-#include "daemon/api/http.h"
-#include "daemon/node/runtime.h"
-#include "daemon/api/view.h"
 #include "daemon/store/store.h"
 
 static const char *const state_names[] = {
@@ -87,6 +83,14 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     state_app_free(a);
 }
 
+struct user_rec *state_user_find(struct accel_daemon *d, const char *name)
+{
+    for (size_t i = 0; i < d->nusers; i++)
+        if (strcmp(d->users[i].name, name) == 0)
+            return &d->users[i];
+    return NULL;
+}
+
 int state_node_find(struct accel_daemon *d, const char *name)
 {
     uint32_t i;
@@ -115,7 +119,8 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
 {
     uint64_t t0 = util_now_ns();
     enum accel_err rc = store_commit(d->store);
-    metrics_commit(d, util_now_ns() - t0);
+    if (d->hooks.commit_timed)
+        d->hooks.commit_timed(d, util_now_ns() - t0);
     if (rc == ACCEL_OK)
         atomic_fetch_add(&d->commit_seq, 1);
     if (rc != ACCEL_OK) {
@@ -277,7 +282,8 @@ void state_event(struct accel_daemon *d, const char *kind, const char *app,
         pthread_mutex_lock(&d->ev_lock);
         d->ev_seq++;
         pthread_cond_broadcast(&d->ev_cond);
-        http_wake_parked_locked(d, app, a ? a->owner : NULL);
+        if (d->hooks.event_appended)
+            d->hooks.event_appended(d, app, a ? a->owner : NULL);
         pthread_mutex_unlock(&d->ev_lock);
     }
     log_info("event %s: %s", kind, msg);
@@ -303,12 +309,13 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
     static const struct adm_req none;
     /* rows going away take their quota ledgers with them, whichever
      * operation drops them */
-    for (size_t i = 0; i < a->nrows; i++)
-        view_touch(d, (int)a->rows[i].dev);
-    for (size_t i = 0; i < n; i++)
-        view_touch(d, (int)rows[i].dev);
+    for (size_t i = 0; d->hooks.device_changed && i < a->nrows; i++)
+        d->hooks.device_changed(d, (int)a->rows[i].dev);
+    for (size_t i = 0; d->hooks.device_changed && i < n; i++)
+        d->hooks.device_changed(d, (int)rows[i].dev);
     if (a->nrows > 0) {
-        runtime_release_files(d, a);
+        if (d->hooks.rows_released)
+            d->hooks.rows_released(d, a);
         adm_snapshot_release(&d->snap, r ? r : &none, a->rows, a->nrows);
     }
     free(a->rows);

@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * state.h: the in-memory model of acceld and its write-through to the
- * store. Callers hold d->lock. The pattern of every change (SPEC 9):
+ * state.h: the one owned context of acceld (STYLE 13), struct accel_daemon,
+ * and its in-memory state: nodes and devices (kept as the admission
+ * snapshot plus parallel descriptive arrays), apps with their allocations,
+ * users; and its write-through to the store. The layer below node/ and
+ * api/ (docs/internals/layout.md): it includes neither. Everything is
+ * guarded by d->lock; every change is written through to the store inside
+ * the same critical section before the answer is sent. Callers of the
+ * functions below hold d->lock. The pattern of every change (SPEC 9):
  * state_tx_begin, state_save_* of the rows as they will be, state_tx_commit;
  * only when the commit succeeded is memory changed. A failed commit leaves
  * memory and disk as they were.
@@ -10,12 +16,254 @@
 #define ACCEL_DAEMON_STATE_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-#include "daemon/daemon.h"
+#include "accel/accel.h"
+#include "daemon/rules/admission.h"
+#include "daemon/rules/manifest.h"
+
+struct cgroup_sys;
+
+struct store;
+struct strmap;
+struct http_server;
+struct metrics;
+struct view_piece;
+struct broker_set;
+struct reconcile;
+struct identity_rec;
+struct history;
+struct sampler;
+struct app;
+struct accel_daemon;
+
+/* App states of SPEC 1 (+ releasing of SPEC 8.3). */
+#define APP_STATE_MAP(XX)                                                      \
+    XX(INSTALLED, "installed")                                                 \
+    XX(RESUMING, "resuming")                                                   \
+    XX(RUNNING, "running")                                                     \
+    XX(STOPPING, "stopping")                                                   \
+    XX(STOPPED, "stopped")                                                     \
+    XX(FAILED, "failed")                                                       \
+    XX(UNINSTALLING, "uninstalling")                                           \
+    XX(RELEASING, "releasing")
+
+enum app_state {
+#define APP_STATE_ENUM_(n, s) APP_##n,
+    APP_STATE_MAP(APP_STATE_ENUM_)
+#undef APP_STATE_ENUM_
+    APP_STATE_COUNT
+};
+const char *app_state_name(enum app_state s);
+bool app_state_parse(const char *s, enum app_state *out);
+
+struct node_info {
+    char *name;          /* node name */
+    bool local;          /* this machine: runs apps for real */
+    bool probed;         /* added by NVML discovery, not the inventory */
+};
+
+/* The SM utilization NVML attributes to one app's processes on a device. */
+struct app_util {
+    char *app;           /* app name (owned) */
+    int sm;              /* percent of the device, summed over its pids */
+};
+
+struct dev_info {
+    char *id;            /* device id */
+    char *model;         /* card model */
+    int index;           /* NVML index, -1 if none */
+    struct view_piece *json; /* cached device JSON, NULL = stale (view.c) */
+    uint64_t used_mem;   /* live VRAM use (NVML or ledgers), bytes */
+    int util;            /* utilization %, NVML; -1 unknown */
+    int64_t power_mw;    /* power draw, milliwatts (NVML); -1 unknown */
+    int64_t power_limit_mw; /* enforced power limit, mW; -1 unknown */
+    int temp;            /* GPU temperature, degrees C; -1 unknown */
+    uint8_t util_na, power_na, limit_na, temp_na; /* enum nvml_na: why
+                            the value beside it is unknown (nvml.h) */
+    json_t *settings;    /* per-device settings object (time slice, ...) */
+    bool discovered;     /* found through NVML: a refresh may mark it gone */
+    json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of
+                            no app on it; NULL when none (SPEC 8.3) */
+    struct app_util *autil; /* reconciler: per-app SM utilization from
+                            NVML's per-process samples; NULL when none */
+    size_t nautil;       /* entries of autil */
+};
+
+/* Reconciler bookkeeping of an app whose processes still hold a device
+ * after its stop (state `releasing`, SPEC 2.7/8.3). */
+struct app_release {
+    int64_t last_pid;            /* leader of the last run (NVML may still
+                                    list it while the driver tears down) */
+    uint32_t linger;             /* processes seen on its devices after the
+                                    stop; >0 makes a release wait */
+    enum app_state to;           /* state once the processes are gone */
+    bool uninstall;              /* delete the app once they are gone */
+    int64_t kill_at_ms;          /* SIGKILL leftovers after this, 0 = unset */
+};
+
+ /* A stop under way (state `stopping`) that the supervisor drives (SPEC
+ * 5.6): SIGTERM to every process of the app's cgroup, cgroup.kill at
+ * kill_at_ms, and once the cgroup is empty and NVML lists none of its
+ * processes, the release (or the uninstall). */
+struct app_stop {
+    bool active;                 /* the supervisor drives this stop */
+    bool term_sent;              /* SIGTERM sent to the cgroup */
+    bool killed;                 /* cgroup.kill (or SIGKILL) sent */
+    bool uninstall;              /* delete the app once it is gone */
+    enum app_state to;           /* state once gone (stopped) */
+    char *reason;                /* reason then (owned), NULL = none */
+    int64_t kill_at_ms;          /* kill after this (stopTimeoutSeconds) */
+    int64_t give_up_ms;          /* survivors of the kill after this: the
+                                    app waits `releasing` for the cgroup */
+};
+
+struct app {
+    char *name;                  /* app name */
+    char *owner;                 /* owner user or "shared" */
+    enum app_state state;        /* lifecycle state */
+    char *reason;                /* why (failed, insufficient-resources) */
+    char *manifest_text;         /* the manifest as installed, compact JSON
+                                    (text: a tree per app costs kilobytes) */
+    struct manifest m;           /* parsed */
+    int sel;                     /* index into m.req of the selected type, -1 */
+    struct adm_row *rows;        /* allocations (device index + memory) */
+    size_t nrows;
+    int64_t created_ms, updated_ms;
+    int64_t pid;                 /* process group leader, 0 if none */
+    uint64_t pid_start;          /* its start time (identity) */
+    int64_t exit_status;         /* last exit status, -1 if none */
+    uint64_t usage;              /* live memory use from ledgers, bytes */
+    uint64_t *row_usage;         /* [nrows] live use per allocation row */
+    struct app_release rel;      /* releasing: what waits for the GPU */
+    struct app_stop stop;        /* stopping: the stop under way */
+    bool leader_gone;            /* the leader exited; its cgroup still
+                                    holds processes, so the app runs on */
+    int leader_status;           /* its wait status then */
+};
+
+struct accel_config {
+    char *data_dir;      /* --data-dir */
+    char *listen;        /* --listen HOST:PORT */
+    char *inventory;     /* --inventory FILE or NULL */
+    char *node_name;     /* --node-name or host name */
+    char *web_dir;       /* --web-dir */
+    int log_level;       /* --log-level */
+    enum adm_policy policy; /* --placement binpack|spread */
+    int reconcile_ms;    /* --reconcile-interval-ms (default 5000) */
+    uint32_t uid_lo;     /* --app-uid-range LO (default 61184) */
+    uint32_t uid_hi;     /* --app-uid-range HI (default 65519) */
+    int history_interval;  /* --history-interval seconds (default 15) */
+    int history_retention; /* --history-retention seconds (default 86400) */
+    char *prometheus;    /* --prometheus URL: monitor queries go there */
+    bool repair;         /* --repair: drop undecodable store rows */
+    bool no_cgroups;     /* --no-cgroups: apps in no cgroup (runtime.c) */
+};
+
+/* A member without a limit of its own may hold this many apps: what one
+ * user can make acceld keep (each app's manifest is up to 1 MiB). */
+#define ACCEL_MEMBER_MAX_APPS_DEFAULT 100
+#define ACCEL_MAX_APPS_LIMIT 100000 /* the largest maxApps an admin may set */
+
+struct user_rec {
+    char *name;          /* user name */
+    bool admin;          /* role admin */
+    char hash[65];       /* hex SHA-256 of the token */
+    int64_t created_ms;
+    int64_t max_apps;    /* PUT /api/users: -1 = the default (members) */
+    int64_t max_gpu_mem; /* bytes, -1 = no limit */
+};
+
+/*
+ * What the shared state (state.c) tells the parts above it: state.c
+ * includes no header of node/ or api/ (docs/internals/layout.md) and calls
+ * these instead. The wiring (daemon.c) sets them before any thread starts;
+ * they are read-only then. A NULL hook is skipped (a daemon built by hand
+ * in a unit test).
+ */
+struct accel_hooks {
+    /* a store commit took ns (the /metrics histogram) */
+    void (*commit_timed)(struct accel_daemon *d, uint64_t ns);
+    /* an event of app (NULL: none) owned by owner (NULL: unknown) was
+     * appended: wake the long-polls it concerns (d->ev_lock held) */
+    void (*event_appended)(struct accel_daemon *d, const char *app,
+                           const char *owner);
+    /* device dev (-1: every device) changed: its cached JSON is stale */
+    void (*device_changed)(struct accel_daemon *d, int dev);
+    /* a's rows are about to be released: drop what the node keeps for
+     * them (the quota ledgers) */
+    void (*rows_released)(struct accel_daemon *d, const struct app *a);
+};
+
+struct accel_daemon {
+    struct accel_config cfg;
+    struct accel_hooks hooks;    /* set by the wiring, then read-only */
+    pthread_mutex_t lock;        /* guards everything below */
+    struct store *store;
+    /* nodes and devices: the admission snapshot + parallel info arrays */
+    struct adm_snapshot snap;
+    struct node_info *ninfo;     /* [snap.nnodes] */
+    struct dev_info *dinfo;      /* [snap.ndevs] */
+    struct strmap *node_index;   /* name → node index */
+    struct strmap *dev_index;    /* id → device index */
+    /* apps */
+    struct app **apps;
+    size_t napps, capps;
+    struct strmap *app_index;    /* name → index in apps */
+    struct user_rec *users;      /* all users, admin first */
+    size_t nusers;
+    struct identity_rec *ids;    /* name -> uid of every user and
+                                    "shared" (identity.c, SPEC 3) */
+    size_t nids;
+    bool uid_drop;               /* acceld is root: apps run as their
+                                    owner's uid; false = containment by
+                                    uid is off (reported, never claimed) */
+    char *identity_status;       /* that decision as a sentence */
+    struct http_server *http;
+    struct metrics *metrics;     /* counters (own lock) */
+    struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
+    char *nvml_status;           /* why there is or is no NVML */
+    char *shim_path;             /* libaccelshim.so to preload, or NULL */
+    /* group commit (state.c): commits counted under d->lock, made durable
+     * by one WAL fsync shared by every request waiting at that moment */
+    _Atomic uint64_t commit_seq; /* commits written */
+    pthread_mutex_t sync_lock;   /* guards the two below */
+    pthread_cond_t sync_cond;    /* a sync finished */
+    uint64_t synced_seq;         /* commits known durable */
+    bool syncing;                /* a thread is in store_sync */
+    pthread_t supervisor;        /* runtime supervisor thread */
+    bool supervisor_running;
+    struct reconcile *reconcile; /* NVML refresh + reconciler thread */
+    struct history *history;     /* metric history (own lock; history.h) */
+    struct sampler *sampler;     /* its sampling thread (sampler.c) */
+    struct cgroup_sys *cg;       /* the cgroups of apps (cgroup.h); set
+                                    before the threads start, then read-only */
+    volatile int stopping;       /* set at shutdown */
+    /* the event feed of GET /api/events?wait= (own lock, never held while
+     * taking d->lock) */
+    pthread_mutex_t ev_lock;     /* guards ev_seq and parked */
+    pthread_cond_t ev_cond;      /* broadcast by state_event */
+    uint64_t ev_seq;             /* events appended since start */
+    struct http_req *parked;     /* long-polls suspended until an event
+                                    or their deadline (http.c) */
+    _Atomic int slow_ops;        /* slow operations running on threads of
+                                    their own (http_slow.c) */
+};
+
+/* Users (SPEC 3) are stored, not cached: looked up by token hash. */
+struct auth_user {
+    char name[ACCEL_NAME_MAX + 1];
+    bool admin;
+};
 
 #define STATE_EVENTS_KEEP 20000 /* events retained in the store */
 
 struct app *state_app_find(struct accel_daemon *d, const char *name);
+/* The user named name, or NULL. */
+struct user_rec *state_user_find(struct accel_daemon *d, const char *name);
 /* Takes ownership of a. */
 void state_app_add(struct accel_daemon *d, struct app *a);
 /* Removes and frees a (its rows must be released first). */

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 #include "daemon/rules/manifest.h"
 #include "harness.h"
 

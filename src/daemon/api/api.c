@@ -21,12 +21,14 @@
 #include "daemon/api/api_history.h"
 #include "daemon/api/auth.h"
 #include "daemon/node/broker_ops.h"
+#include "daemon/node/discovery.h"
 #include "daemon/node/identity.h"
 #include "daemon/api/metrics.h"
 #include "daemon/api/ops.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
+#include "daemon/api/users.h"
 #include "daemon/api/view.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -53,9 +55,14 @@ static void send_result(struct http_req *r, struct op_result *res)
  * accelctl gpu status). Any user may read it, like the device list. */
 static void h_runtime(struct http_req *r)
 {
-    json_t *v;
+    json_t *v, *devs = json_array();
+    int node;
     pthread_mutex_lock(&r->d->lock);
-    v = reconcile_runtime_json(r->d, &r->user);
+    node = state_node_find(r->d, r->d->cfg.node_name);
+    for (size_t i = 0; node >= 0 && i < r->d->snap.ndevs; i++)
+        if (r->d->snap.devs[i].node == (uint32_t)node)
+            json_array_append_new(devs, view_device(r->d, (int)i, &r->user));
+    v = reconcile_runtime_json(r->d, devs);
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, v);
 }
@@ -93,7 +100,7 @@ static void h_timeslice(struct http_req *r)
     json_t *b = http_body_json(r);
     if (b == NULL)
         return;
-    broker_ops_set(r->d, r->params[0], r->params[1], b, &res);
+    ops_timeslice_set(r->d, r->params[0], r->params[1], b, &res);
     json_decref(b);
     send_result(r, &res);
 }
@@ -616,7 +623,7 @@ static void h_user_put(struct http_req *r)
         }
     }
     pthread_mutex_lock(&r->d->lock);
-    u = daemon_user_find(r->d, r->params[0]);
+    u = state_user_find(r->d, r->params[0]);
     max_apps = u ? u->max_apps : -1;
     max_mem = u ? u->max_gpu_mem : -1;
     pthread_mutex_unlock(&r->d->lock);
@@ -624,7 +631,7 @@ static void h_user_put(struct http_req *r)
                      &max_apps) ||
         !limit_field(r, b, "maxGpuMemory", true, INT64_MAX, &max_mem))
         goto out;
-    rc = daemon_user_set_limits(r->d, r->params[0], max_apps, max_mem);
+    rc = users_set_limits(r->d, r->params[0], max_apps, max_mem);
     if (rc == ACCEL_ENOTFOUND)
         http_reply_error(r, rc, "user \"%.64s\" not found", r->params[0]);
     else if (rc == ACCEL_EINVAL)
@@ -634,7 +641,7 @@ static void h_user_put(struct http_req *r)
         http_reply_error(r, rc, "the limits could not be saved");
     else {
         pthread_mutex_lock(&r->d->lock);
-        u = daemon_user_find(r->d, r->params[0]);
+        u = state_user_find(r->d, r->params[0]);
         http_reply_data(r, 200, u ? user_json(r->d, u) : json_object());
         pthread_mutex_unlock(&r->d->lock);
     }
@@ -669,7 +676,7 @@ static void h_user_add(struct http_req *r)
         http_reply_error(r, ACCEL_ESYS, "no randomness for a token");
         goto out;
     }
-    rc = daemon_user_add(r->d, name, admin, token);
+    rc = users_add(r->d, name, admin, token);
     if (rc == ACCEL_EEXIST)
         http_reply_error(r, rc, "user \"%s\" already exists", name);
     else if (rc == ACCEL_ECONFLICT)
@@ -689,7 +696,7 @@ out:
 
 static void h_user_del(struct http_req *r)
 {
-    enum accel_err rc = daemon_user_remove(r->d, r->params[0]);
+    enum accel_err rc = users_remove(r->d, r->params[0]);
     if (rc == ACCEL_ENOTFOUND)
         http_reply_error(r, rc, "user \"%s\" not found", r->params[0]);
     else if (rc == ACCEL_EFORBIDDEN)
@@ -762,7 +769,7 @@ static void h_gpu_mode(struct http_req *r)
 static void h_gpu_rediscover(struct http_req *r)
 {
     char *status = NULL;
-    json_t *added = daemon_rediscover(r->d, &status);
+    json_t *added = discovery_rediscover(r->d, &status);
     if (added == NULL) {
         http_reply_error_code(r, 409, "not-rediscovered", status);
     } else {

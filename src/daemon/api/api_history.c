@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 #include "daemon/node/history.h"
 #include "daemon/api/monitor.h"
 #include "daemon/api/prom_proxy.h"

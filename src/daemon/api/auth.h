@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "accel/accel.h"
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 struct http_req;
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "accel/accel.h"
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 #define HTTP_MAX_PARAMS 4
 

@@ -17,7 +17,6 @@
 
 #include "common/util.h"
 #include "daemon/node/broker_ops.h"
-#include "daemon/daemon.h"
 #include "daemon/state.h"
 #include "daemon/api/view.h"
 

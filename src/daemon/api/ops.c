@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/node/identity.h"
+#include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/api/metrics.h"
 #include "daemon/api/ops_int.h"
@@ -304,68 +305,6 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
     return ACCEL_OK;
 }
 
-enum accel_err ops_commit_releasing(struct accel_daemon *d, struct app *a,
-                                    enum app_state to, const char *reason)
-{
-    enum accel_err rc = state_tx_begin(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    rc = state_save_app(d, a, APP_RELEASING, reason);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    state_event(d, "app.state", a->name, NULL, NULL,
-                json_pack("{s:i}", "processes", (int)a->rel.linger),
-                "app %s is releasing: %u process(es) still hold its GPU; "
-                "it is released once they are gone", a->name,
-                (unsigned)a->rel.linger);
-    rc = state_tx_commit(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    a->rel.to = to;
-    a->rel.kill_at_ms =
-        util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
-    state_set_state(a, APP_RELEASING, reason);
-    return ACCEL_OK;
-}
-
-/* Release every row and set the state, in one transaction; when processes
- * of the app still hold its GPU (rel.linger), it is `releasing` instead
- * and the reconciler finishes the release (SPEC 2.7, 8.3). */
-enum accel_err ops_commit_release(struct accel_daemon *d, struct app *a,
-                                     enum app_state st, const char *reason)
-{
-    enum accel_err rc;
-    if (a->rel.linger > 0 && (st == APP_STOPPED || st == APP_FAILED))
-        return ops_commit_releasing(d, a, st, reason);
-    rc = state_tx_begin(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    rc = state_save_app(d, a, st, reason);
-    if (rc == ACCEL_OK)
-        rc = state_save_rows(d, a, NULL, 0);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    for (size_t i = 0; i < a->nrows; i++) {
-        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-        state_event(d, "binding.release", a->name,
-                    d->snap.nodes[x->node].name, x->id, NULL,
-                    "app %s released %s", a->name, x->id);
-    }
-    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
-                a->name, app_state_name(st), reason ? ": " : "",
-                reason ? reason : "");
-    rc = state_tx_commit(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    state_set_rows(d, a, NULL, 0);
-    state_set_state(a, st, reason);
-    return ACCEL_OK;
-}
-
 /* Persist a state change only. */
 static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
                                    enum app_state st, const char *reason)
@@ -402,7 +341,7 @@ void ops_start_bound(struct accel_daemon *d, struct app *a)
         return;
     }
     a->pid = 0;
-    ops_commit_release(d, a, APP_FAILED, cause);
+    lifecycle_commit_release(d, a, APP_FAILED, cause);
     free(cause);
 }
 
@@ -719,7 +658,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
     enum accel_err rc;
 
     if (a->pid <= 0) {
-        rc = ops_commit_release(d, a, APP_STOPPED, reason);
+        rc = lifecycle_commit_release(d, a, APP_STOPPED, reason);
         if (rc != ACCEL_OK)
             ops_res_store_failed(res, rc);
         else
@@ -760,9 +699,6 @@ void ops_unbind(struct accel_daemon *d, const struct auth_user *u,
     stop_common(d, u, name, "removed-from-gpu", res);
 }
 
-static enum accel_err commit_uninstall(struct accel_daemon *d,
-                                       struct app *a);
-
 void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                    const char *name, struct op_result *res)
 {
@@ -786,7 +722,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     }
     if (a->rel.linger > 0) {
         a->rel.uninstall = true;
-        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+        rc = lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling");
         if (rc != ACCEL_OK)
             ops_res_store_failed(res, rc);
         else
@@ -794,7 +730,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                                            "state", "releasing"));
         goto out;
     }
-    rc = commit_uninstall(d, a);
+    rc = lifecycle_commit_uninstall(d, a);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         goto out;
@@ -805,77 +741,3 @@ out:
     pthread_mutex_unlock(&d->lock);
 }
 
-/* Delete a and its rows in one transaction; frees a on success. */
-static enum accel_err commit_uninstall(struct accel_daemon *d, struct app *a)
-{
-    enum accel_err rc = state_tx_begin(d);
-    if (rc == ACCEL_OK)
-        rc = state_save_rows(d, a, NULL, 0);
-    if (rc == ACCEL_OK)
-        rc = store_app_delete(d->store, a->name);
-    if (rc == ACCEL_OK) {
-        state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
-                    "app %s uninstalled", a->name);
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
-    if (rc != ACCEL_OK)
-        return rc;
-    state_set_rows(d, a, NULL, 0);
-    state_app_remove(d, a);
-    return ACCEL_OK;
-}
-
-enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a)
-{
-    a->rel.linger = 0;
-    a->rel.kill_at_ms = 0;
-    if (a->rel.uninstall)
-        return commit_uninstall(d, a);
-    return ops_commit_release(d, a, a->rel.to, a->reason);
-}
-
-void ops_app_exited(struct accel_daemon *d, struct app *a, int status,
-                    const char *why, bool oom, uint32_t linger)
-{
-    bool ok = status == 0 && !oom;
-
-    a->rel.last_pid = a->pid;
-    a->rel.linger = linger;
-    a->pid = 0;
-    a->pid_start = 0;
-    a->exit_status = status;
-    a->leader_gone = false;
-    if (ops_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED,
-                           ok ? NULL : why) != ACCEL_OK)
-        log_error("app %s exited but its release could not be saved",
-                  a->name);
-}
-
-void ops_stop_finished(struct accel_daemon *d, struct app *a, int status,
-                       uint32_t linger)
-{
-    struct app_stop st = a->stop;
-    enum accel_err rc;
-
-    a->stop = (struct app_stop){0};
-    a->rel.last_pid = a->pid;
-    a->rel.linger = linger;
-    a->pid = 0;
-    a->pid_start = 0;
-    a->exit_status = status;
-    a->leader_gone = false;
-    if (st.uninstall && linger > 0) {
-        a->rel.uninstall = true;
-        rc = ops_commit_releasing(d, a, APP_STOPPED, "uninstalling");
-    } else if (st.uninstall) {
-        rc = commit_uninstall(d, a); /* frees a */
-    } else {
-        rc = ops_commit_release(d, a, st.to, st.reason);
-    }
-    if (rc != ACCEL_OK)
-        log_error("app %s: the end of its stop could not be saved "
-                  "(%s)", a->name, accel_strerror(rc));
-    free(st.reason);
-}

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 /* What an operation answers. */
 struct op_result {
@@ -61,6 +61,11 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res);
 void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
                      struct op_result *res);
+/* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs,
+ * revokeGraceMs, oversubscribedQuantumMs}, each optional. Takes d->lock. */
+void ops_timeslice_set(struct accel_daemon *d, const char *node,
+                       const char *device, const json_t *body,
+                       struct op_result *res);
 /* Legacy routes (SPEC 5.3); memory in MiB. */
 void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
                      const char *id, const char *app, uint64_t mem_mib,
@@ -73,42 +78,5 @@ void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
               struct op_result *res);
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
-
-/*
- * The supervisor saw every process of running app a gone (its cgroup is
- * empty): `stopped` when the leader exited 0 and nothing went wrong, else
- * `failed` with why ("exited with status 3", "killed: out of memory
- * (limitedMemory 64Mi)"; oom forces failed). Its rows are released, or it
- * waits `releasing` while NVML still lists linger processes of it.
- * d->lock held.
- */
-void ops_app_exited(struct accel_daemon *d, struct app *a, int status,
-                    const char *why, bool oom, uint32_t linger);
-
-/*
- * A stop handed to the supervisor (runtime_stop_begin) is over: every
- * process is gone, or linger > 0 processes still hold the GPU (or survived
- * the kill). Releases a to a->stop.to with a->stop.reason in one
- * transaction, or deletes it for an uninstall, or leaves it `releasing`
- * for the reconciler when linger > 0. d->lock held; a may be freed.
- */
-void ops_stop_finished(struct accel_daemon *d, struct app *a, int status,
-                       uint32_t linger);
-
-/*
- * Processes of a still hold its GPU after a stop (SPEC 2.7, 8.3): keep its
- * rows, show it `releasing` (reason kept), and remember the state `to` it
- * gets once the reconciler sees them gone; they are killed after the app's
- * stop timeout. One transaction. d->lock held.
- */
-enum accel_err ops_commit_releasing(struct accel_daemon *d, struct app *a,
-                                    enum app_state to, const char *reason);
-
-/*
- * The reconciler saw no process of the `releasing` app a any more: release
- * its rows and give it its final state, or delete it when the release was
- * an uninstall (a is freed then). d->lock held.
- */
-enum accel_err ops_finish_release(struct accel_daemon *d, struct app *a);
 
 #endif /* ACCEL_DAEMON_OPS_H */

@@ -2,7 +2,8 @@
 /*
  * ops_device.c: the operations on devices and nodes, and the read-only
  * checks: availability, validate, preflight, mode switch, node enable, and
- * the legacy bind / unassign / bulk moves of SPEC 5.3.
+ * the legacy bind / unassign / bulk moves of SPEC 5.3, and the PUT of a
+ * device's time-slice settings.
  */
 #include "common/accel_setup.h"
 #include "daemon/api/ops.h"
@@ -14,7 +15,9 @@
 #include "common/quantity.h"
 #include "common/util.h"
 #include "daemon/api/auth.h"
+#include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/broker.h"
 #include "daemon/api/ops_int.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -226,7 +229,7 @@ static json_t *settle_stopped(struct accel_daemon *d, struct app **apps,
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         bool lingering = apps[i]->rel.linger > 0;
-        ops_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
+        lifecycle_commit_release(d, apps[i], APP_STOPPED, "mode-switch");
         if (!lingering)
             json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "appName",
                                                  apps[i]->name, "owner",
@@ -348,5 +351,81 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
         view_touch(d, (int)(d->snap.nodes[n].first_dev + k));
     ops_res_ok(res, 200, view_node(d, n, NULL));
 out:
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- time-slice settings (the brokers read them: node/broker_ops.c) ---- */
+
+static bool parse_ms(const json_t *b, const char *key, uint32_t lo,
+                     uint32_t hi, json_t *ts, struct op_result *res)
+{
+    json_t *v = json_object_get(b, key);
+    if (v == NULL)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < lo ||
+        json_integer_value(v) > hi) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "%s must be an integer from %u to %u", key, lo, hi);
+        return false;
+    }
+    json_object_set(ts, key, v);
+    return true;
+}
+
+void ops_timeslice_set(struct accel_daemon *d, const char *node,
+                       const char *device, const json_t *body,
+                       struct op_result *res)
+{
+    int n, dev;
+    json_t *settings = NULL, *ts;
+    enum accel_err rc;
+
+    pthread_mutex_lock(&d->lock);
+    n = state_node_find(d, node);
+    dev = state_dev_find(d, device);
+    if (n < 0 || dev < 0 || (int)d->snap.devs[dev].node != n) {
+        ops_res_error(res, 404, "not-found", "device \"%s\" not found on "
+                      "node %s", device, node);
+        goto out;
+    }
+    settings = d->dinfo[dev].settings ? json_deep_copy(d->dinfo[dev].settings)
+                                      : json_object();
+    ts = json_object_get(settings, "timeSlice");
+    if (!json_is_object(ts)) {
+        ts = json_object();
+        json_object_set_new(settings, "timeSlice", ts);
+    }
+    if (!parse_ms(body, "quantumMs", BROKER_MIN_QUANTUM_MS,
+                  BROKER_MAX_QUANTUM_MS, ts, res) ||
+        !parse_ms(body, "idleReleaseMs", 1, BROKER_MAX_IDLE_MS, ts, res) ||
+        !parse_ms(body, "revokeGraceMs", BROKER_MIN_GRACE_MS,
+                  BROKER_MAX_GRACE_MS, ts, res) ||
+        !parse_ms(body, "oversubscribedQuantumMs", BROKER_MIN_QUANTUM_MS,
+                  BROKER_MAX_QUANTUM_MS, ts, res))
+        goto out;
+    {
+        json_t *old = d->dinfo[dev].settings;
+        d->dinfo[dev].settings = settings; /* state_save_device reads it */
+        rc = state_tx_begin(d);
+        if (rc == ACCEL_OK)
+            rc = state_save_device(d, dev, d->snap.devs[dev].st);
+        if (rc == ACCEL_OK)
+            rc = state_tx_commit(d);
+        else
+            state_tx_rollback(d);
+        if (rc != ACCEL_OK) {
+            d->dinfo[dev].settings = old;
+            ops_res_error(res, 500, accel_err_name(rc), "%s",
+                          accel_strerror(rc));
+            goto out;
+        }
+        settings = old;
+    }
+    ops_res_ok(res, 200,
+               json_pack("{s:s, s:O}", "device", device, "timeSlice",
+                         json_object_get(d->dinfo[dev].settings,
+                                         "timeSlice")));
+out:
+    json_decref(settings);
     pthread_mutex_unlock(&d->lock);
 }

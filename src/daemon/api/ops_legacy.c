@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/api/ops_int.h"
+#include "daemon/lifecycle.h"
 #include "daemon/state.h"
 #include "daemon/api/view.h"
 
@@ -118,7 +119,7 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
             goto out;
         }
         h = ops_stop_processes(d, h);
-        if (h && ops_commit_release(d, h, APP_STOPPED, "replaced-by-force") !=
+        if (h && lifecycle_commit_release(d, h, APP_STOPPED, "replaced-by-force") !=
                      ACCEL_OK) {
             ops_res_error(res, 500, "store-error", "could not release %s",
                           h->name);

@@ -22,7 +22,7 @@ static const struct user_rec *limited(struct accel_daemon *d,
     const struct user_rec *u;
     if (strcmp(owner, "shared") == 0)
         return NULL;
-    u = daemon_user_find(d, owner);
+    u = state_user_find(d, owner);
     return u && !u->admin ? u : NULL;
 }
 

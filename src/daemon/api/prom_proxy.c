@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 #define PROM_MAX_BODY (16u << 20) /* a bigger answer is refused */
 

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 json_t *view_allocation(struct accel_daemon *d, const struct app *a,
                         const struct adm_row *row, bool with_spec);

@@ -4,8 +4,9 @@
  * devices get one (TimeSlice NVIDIA devices of the local node, checked every
  * 500 ms by the broker thread, so a mode switch needs no hook), their
  * settings (the device's settings JSON, key "timeSlice"), who may connect
- * (admit: only processes of an app bound to the device), the PUT of those
- * settings, the `timeSlice` object of the device JSON and the /metrics block.
+ * (admit: only processes of an app bound to the device), the `timeSlice`
+ * object of the device JSON and the /metrics block. The PUT of the settings
+ * is an API operation (ops_timeslice_set, api/ops_device.c).
  */
 #include "common/accel_setup.h"
 #include "daemon/node/broker_ops.h"
@@ -20,9 +21,7 @@
 #include "common/util.h"
 #include "daemon/node/broker.h"
 #include "daemon/node/cgroup.h"
-#include "daemon/api/ops.h"
 #include "daemon/node/identity.h"
-#include "daemon/api/ops_int.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
@@ -345,78 +344,4 @@ char *broker_ops_metrics(struct accel_daemon *d)
         if (broker_ops_device(d, (int)i))
             render_dev(d, (int)i, &buf);
     return buf;
-}
-
-static bool parse_ms(const json_t *b, const char *key, uint32_t lo,
-                     uint32_t hi, json_t *ts, struct op_result *res)
-{
-    json_t *v = json_object_get(b, key);
-    if (v == NULL)
-        return true;
-    if (!json_is_integer(v) || json_integer_value(v) < lo ||
-        json_integer_value(v) > hi) {
-        ops_res_error(res, 400, "invalid-argument",
-                      "%s must be an integer from %u to %u", key, lo, hi);
-        return false;
-    }
-    json_object_set(ts, key, v);
-    return true;
-}
-
-void broker_ops_set(struct accel_daemon *d, const char *node,
-                    const char *device, const json_t *body,
-                    struct op_result *res)
-{
-    int n, dev;
-    json_t *settings = NULL, *ts;
-    enum accel_err rc;
-
-    pthread_mutex_lock(&d->lock);
-    n = state_node_find(d, node);
-    dev = state_dev_find(d, device);
-    if (n < 0 || dev < 0 || (int)d->snap.devs[dev].node != n) {
-        ops_res_error(res, 404, "not-found", "device \"%s\" not found on "
-                      "node %s", device, node);
-        goto out;
-    }
-    settings = d->dinfo[dev].settings ? json_deep_copy(d->dinfo[dev].settings)
-                                      : json_object();
-    ts = json_object_get(settings, "timeSlice");
-    if (!json_is_object(ts)) {
-        ts = json_object();
-        json_object_set_new(settings, "timeSlice", ts);
-    }
-    if (!parse_ms(body, "quantumMs", BROKER_MIN_QUANTUM_MS,
-                  BROKER_MAX_QUANTUM_MS, ts, res) ||
-        !parse_ms(body, "idleReleaseMs", 1, BROKER_MAX_IDLE_MS, ts, res) ||
-        !parse_ms(body, "revokeGraceMs", BROKER_MIN_GRACE_MS,
-                  BROKER_MAX_GRACE_MS, ts, res) ||
-        !parse_ms(body, "oversubscribedQuantumMs", BROKER_MIN_QUANTUM_MS,
-                  BROKER_MAX_QUANTUM_MS, ts, res))
-        goto out;
-    {
-        json_t *old = d->dinfo[dev].settings;
-        d->dinfo[dev].settings = settings; /* state_save_device reads it */
-        rc = state_tx_begin(d);
-        if (rc == ACCEL_OK)
-            rc = state_save_device(d, dev, d->snap.devs[dev].st);
-        if (rc == ACCEL_OK)
-            rc = state_tx_commit(d);
-        else
-            state_tx_rollback(d);
-        if (rc != ACCEL_OK) {
-            d->dinfo[dev].settings = old;
-            ops_res_error(res, 500, accel_err_name(rc), "%s",
-                          accel_strerror(rc));
-            goto out;
-        }
-        settings = old;
-    }
-    ops_res_ok(res, 200,
-               json_pack("{s:s, s:O}", "device", device, "timeSlice",
-                         json_object_get(d->dinfo[dev].settings,
-                                         "timeSlice")));
-out:
-    json_decref(settings);
-    pthread_mutex_unlock(&d->lock);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * broker_ops.h: acceld's side of the time-slice brokers: starting them for
- * the local TimeSlice devices, their per-device settings (API), and what
- * the device JSON and /metrics show of them.
+ * the local TimeSlice devices, their per-device settings, and what the
+ * device JSON and /metrics show of them.
  */
 #ifndef ACCEL_DAEMON_BROKER_OPS_H
 #define ACCEL_DAEMON_BROKER_OPS_H
@@ -10,9 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "daemon/daemon.h"
-
-struct op_result;
+#include "daemon/state.h"
 
 /* Start the broker thread (it keeps the brokers in step with the devices'
  * modes every 500 ms). ACCEL_OK or ACCEL_ESYS. */
@@ -26,10 +24,4 @@ bool broker_ops_device(struct accel_daemon *d, int dev);
 json_t *broker_ops_view(struct accel_daemon *d, int dev);
 /* The /metrics block of all brokers (caller frees). d->lock held. */
 char *broker_ops_metrics(struct accel_daemon *d);
-/* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs,
- * oversubscribedQuantumMs}, each optional. Takes d->lock. */
-void broker_ops_set(struct accel_daemon *d, const char *node,
-                    const char *device, const json_t *body,
-                    struct op_result *res);
-
 #endif /* ACCEL_DAEMON_BROKER_OPS_H */

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"

@@ -25,12 +25,11 @@
 
 #include "common/util.h"
 #include "daemon/node/cgroup.h"
+#include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/nvml.h"
-#include "daemon/api/ops.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
-#include "daemon/api/view.h"
 
 #define ENVIRON_MAX (256u * 1024u) /* bytes of /proc/<pid>/environ read */
 #define STAT_MAX 1024              /* bytes of /proc/<pid>/stat read */
@@ -468,7 +467,7 @@ static void start_lingering(struct accel_daemon *d, struct pass *p,
 {
     enum app_state to = a->state;
     a->rel.linger = 1;
-    if (ops_commit_releasing(d, a, to, a->reason) != ACCEL_OK) {
+    if (lifecycle_commit_releasing(d, a, to, a->reason) != ACCEL_OK) {
         a->rel.linger = 0;
         return;
     }
@@ -642,7 +641,7 @@ static void finish_releases(struct accel_daemon *d, struct pass *p)
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);
         cgroup_app_remove(d->cg, names[i]);
-        if (a && ops_finish_release(d, a) != ACCEL_OK)
+        if (a && lifecycle_finish_release(d, a) != ACCEL_OK)
             log_error("app %s: the release could not be saved", names[i]);
         free(names[i]);
     }
@@ -835,19 +834,12 @@ const char *reconcile_driver(struct accel_daemon *d)
     return d->reconcile ? d->reconcile->driver : "";
 }
 
-json_t *reconcile_runtime_json(struct accel_daemon *d,
-                              const struct auth_user *u)
+json_t *reconcile_runtime_json(struct accel_daemon *d, json_t *devices)
 {
     struct reconcile *r = d->reconcile;
-    int node = state_node_find(d, d->cfg.node_name);
-    json_t *devs = json_array();
     char range[32];
 
     snprintf(range, sizeof range, "%u-%u", d->cfg.uid_lo, d->cfg.uid_hi);
-
-    for (size_t i = 0; node >= 0 && i < d->snap.ndevs; i++)
-        if (d->snap.devs[i].node == (uint32_t)node)
-            json_array_append_new(devs, view_device(d, (int)i, u));
     return json_pack(
         "{s:s, s:{s:b, s:s, s:s, s:s}, s:i, s:o, s:{s:b, s:s, s:s}, s:o}",
         "nodeName", d->cfg.node_name, "nvml", "loaded",
@@ -855,7 +847,7 @@ json_t *reconcile_runtime_json(struct accel_daemon *d,
         "driver", r ? r->driver : "", "cuda", r ? r->cuda : "",
         "reconcileIntervalMs",
         d->cfg.reconcile_ms > 0 ? d->cfg.reconcile_ms : RECONCILE_DEFAULT_MS,
-        "devices", devs, "identity", "perUserUid", d->uid_drop, "uidRange",
+        "devices", devices, "identity", "perUserUid", d->uid_drop, "uidRange",
         range, "status", d->identity_status ? d->identity_status : "",
         "enforcement", d->cg ? runtime_enforcement(d, NULL) : json_null());
 }

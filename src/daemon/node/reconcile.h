@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 #define RECONCILE_DEFAULT_MS 5000 /* pass interval without an option */
 
@@ -62,10 +62,10 @@ const char *reconcile_driver(struct accel_daemon *d);
 
 /*
  * The runtime view of GET /api/runtime (caller holds d->lock): {nodeName,
- * nvml:{loaded, status, driver, cuda}, reconcileIntervalMs, devices:[Device
- * of the local node]}. New reference.
+ * nvml:{loaded, status, driver, cuda}, reconcileIntervalMs, devices,
+ * identity, enforcement}, with devices the local node's devices as the
+ * caller shows them (a JSON array, stolen). New reference.
  */
-json_t *reconcile_runtime_json(struct accel_daemon *d,
-                              const struct auth_user *u);
+json_t *reconcile_runtime_json(struct accel_daemon *d, json_t *devices);
 
 #endif /* ACCEL_DAEMON_RECONCILE_H */

@@ -27,8 +27,8 @@
 #include "daemon/node/cgroup.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/ledger.h"
+#include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/api/ops.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/state.h"
@@ -597,9 +597,9 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
     if (w->gone)
         cgroup_app_remove(d->cg, a->name);
     if (a->state == APP_STOPPING && a->stop.active)
-        ops_stop_finished(d, a, status, w->linger);
+        lifecycle_stop_finished(d, a, status, w->linger);
     else if (a->state != APP_STOPPING)
-        ops_app_exited(d, a, status, exit_reason(a, w, status, why,
+        lifecycle_app_exited(d, a, status, exit_reason(a, w, status, why,
                                                   sizeof why),
                        w->oom > 0, w->linger);
 }

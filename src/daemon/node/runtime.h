@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 /* Is the app run by this node (has `run` and is bound to the local node)? */
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a);
@@ -46,8 +46,8 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
  * state `stopping`). The supervisor sends SIGTERM to every process of the
  * app's cgroup within a round (100 ms), cgroup.kill after the manifest's
  * stopTimeoutSeconds, and once the cgroup is empty and NVML lists none of
- * the app's processes calls ops_stop_finished (state `to` with reason, or
- * the uninstall). Processes that survive the kill by 5 s leave the app
+ * the app's processes calls lifecycle_stop_finished (state `to` with
+ * reason, or the uninstall). Processes that survive the kill by 5 s leave the app
  * `releasing` until the reconciler sees the cgroup empty (SPEC 5.6, 2.7).
  */
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,

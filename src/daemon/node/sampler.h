@@ -14,7 +14,7 @@
 #ifndef ACCEL_DAEMON_SAMPLER_H
 #define ACCEL_DAEMON_SAMPLER_H
 
-#include "daemon/daemon.h"
+#include "daemon/state.h"
 
 #define SAMPLER_DEFAULT_INTERVAL 15     /* seconds */
 #define SAMPLER_DEFAULT_RETENTION 86400 /* seconds */

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lifecycle.c: the end of an app's run (lifecycle.h): each transition
+ * writes the app, its rows and its events in one store transaction and
+ * changes memory only after the commit (SPEC 9).
+ */
+#include "common/accel_setup.h"
+#include "daemon/lifecycle.h"
+
+#include <stdlib.h>
+
+#include "common/util.h"
+#include "daemon/log.h"
+#include "daemon/state.h"
+#include "daemon/store/store.h"
+
+enum accel_err lifecycle_commit_releasing(struct accel_daemon *d,
+                                          struct app *a, enum app_state to,
+                                          const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, APP_RELEASING, reason);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "app.state", a->name, NULL, NULL,
+                json_pack("{s:i}", "processes", (int)a->rel.linger),
+                "app %s is releasing: %u process(es) still hold its GPU; "
+                "it is released once they are gone", a->name,
+                (unsigned)a->rel.linger);
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    a->rel.to = to;
+    a->rel.kill_at_ms =
+        util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
+    state_set_state(a, APP_RELEASING, reason);
+    return ACCEL_OK;
+}
+
+enum accel_err lifecycle_commit_release(struct accel_daemon *d,
+                                        struct app *a, enum app_state st,
+                                        const char *reason)
+{
+    enum accel_err rc;
+    if (a->rel.linger > 0 && (st == APP_STOPPED || st == APP_FAILED))
+        return lifecycle_commit_releasing(d, a, st, reason);
+    rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = state_save_app(d, a, st, reason);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, NULL, 0);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        state_event(d, "binding.release", a->name,
+                    d->snap.nodes[x->node].name, x->id, NULL,
+                    "app %s released %s", a->name, x->id);
+    }
+    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
+                a->name, app_state_name(st), reason ? ": " : "",
+                reason ? reason : "");
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    state_set_rows(d, a, NULL, 0);
+    state_set_state(a, st, reason);
+    return ACCEL_OK;
+}
+
+enum accel_err lifecycle_commit_uninstall(struct accel_daemon *d,
+                                          struct app *a)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, NULL, 0);
+    if (rc == ACCEL_OK)
+        rc = store_app_delete(d->store, a->name);
+    if (rc == ACCEL_OK) {
+        state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
+                    "app %s uninstalled", a->name);
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK)
+        return rc;
+    state_set_rows(d, a, NULL, 0);
+    state_app_remove(d, a);
+    return ACCEL_OK;
+}
+
+enum accel_err lifecycle_finish_release(struct accel_daemon *d, struct app *a)
+{
+    a->rel.linger = 0;
+    a->rel.kill_at_ms = 0;
+    if (a->rel.uninstall)
+        return lifecycle_commit_uninstall(d, a);
+    return lifecycle_commit_release(d, a, a->rel.to, a->reason);
+}
+
+void lifecycle_app_exited(struct accel_daemon *d, struct app *a, int status,
+                          const char *why, bool oom, uint32_t linger)
+{
+    bool ok = status == 0 && !oom;
+
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (lifecycle_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED,
+                           ok ? NULL : why) != ACCEL_OK)
+        log_error("app %s exited but its release could not be saved",
+                  a->name);
+}
+
+void lifecycle_stop_finished(struct accel_daemon *d, struct app *a,
+                             int status, uint32_t linger)
+{
+    struct app_stop st = a->stop;
+    enum accel_err rc;
+
+    a->stop = (struct app_stop){0};
+    a->rel.last_pid = a->pid;
+    a->rel.linger = linger;
+    a->pid = 0;
+    a->pid_start = 0;
+    a->exit_status = status;
+    a->leader_gone = false;
+    if (st.uninstall && linger > 0) {
+        a->rel.uninstall = true;
+        rc = lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling");
+    } else if (st.uninstall) {
+        rc = lifecycle_commit_uninstall(d, a); /* frees a */
+    } else {
+        rc = lifecycle_commit_release(d, a, st.to, st.reason);
+    }
+    if (rc != ACCEL_OK)
+        log_error("app %s: the end of its stop could not be saved "
+                  "(%s)", a->name, accel_strerror(rc));
+    free(st.reason);
+}

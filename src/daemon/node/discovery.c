@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * discovery.c: the nodes and devices acceld starts with: those the
+ * inventory declares, or the local machine (memory, load, disk of the data
+ * directory) with the GPUs NVML finds, or a CPU device when it finds none;
+ * and a later NVML scan that adds GPUs found since (discovery.h).
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/discovery.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/strmap.h"
+#include "common/util.h"
+#include "daemon/node/nvml.h"
+#include "daemon/state.h"
+
+static void add_node(struct accel_daemon *d, const char *name, bool local,
+                     uint64_t mem_total, uint64_t mem_used,
+                     uint64_t cpu_total, uint64_t cpu_used, uint64_t disk_total,
+                     uint64_t disk_used)
+{
+    size_t i = d->snap.nnodes++;
+    d->snap.nodes = xrealloc(d->snap.nodes, d->snap.nnodes * sizeof(struct adm_node));
+    d->ninfo = xrealloc(d->ninfo, d->snap.nnodes * sizeof(struct node_info));
+    d->snap.nodes[i] = (struct adm_node){.mem = {mem_total, mem_used},
+                                         .cpu = {cpu_total, cpu_used},
+                                         .disk = {disk_total, disk_used},
+                                         .enabled = true};
+    d->ninfo[i] = (struct node_info){.name = xstrdup(name), .local = local};
+    d->snap.nodes[i].name = d->ninfo[i].name;
+    d->snap.nodes[i].first_dev = (uint32_t)d->snap.ndevs;
+    strmap_put(d->node_index, name, (uint32_t)i);
+}
+
+static void add_device(struct accel_daemon *d, const char *id,
+                       enum accel_type type, const char *model, uint64_t memory,
+                       enum accel_support st, bool healthy, int index)
+{
+    size_t i = d->snap.ndevs++;
+    uint32_t node = (uint32_t)(d->snap.nnodes - 1);
+    d->snap.devs = xrealloc(d->snap.devs, d->snap.ndevs * sizeof(struct adm_device));
+    d->dinfo = xrealloc(d->dinfo, d->snap.ndevs * sizeof(struct dev_info));
+    bool nv = d->ninfo[node].local && (type == ACCEL_TYPE_NVIDIA ||
+                                       type == ACCEL_TYPE_NVIDIA_GB10);
+    uint8_t na = nv ? NVML_NA_NOT_SEEN : NVML_NA_NOT_NVML;
+    d->dinfo[i] = (struct dev_info){.id = xstrdup(id),
+                                    .model = model ? xstrdup(model) : NULL,
+                                    .index = index,
+                                    .util = -1,
+                                    .power_mw = -1,
+                                    .power_limit_mw = -1,
+                                    .temp = -1,
+                                    .util_na = na,
+                                    .power_na = na,
+                                    .limit_na = na,
+                                    .temp_na = na};
+    d->snap.devs[i] = (struct adm_device){.id = d->dinfo[i].id,
+                                          .node = node,
+                                          .type = type,
+                                          .st = st,
+                                          .healthy = healthy,
+                                          .present = true,
+                                          .memory = memory};
+    d->snap.nodes[node].ndev++;
+    strmap_put(d->dev_index, id, (uint32_t)i);
+}
+
+static enum accel_support default_mode(enum accel_type t)
+{
+    enum accel_support m[3];
+    accel_type_modes(t, m);
+    return m[0];
+}
+
+static void add_cpu_fallback(struct accel_daemon *d, const char *node,
+                             uint64_t ram)
+{
+    char *id = xasprintf("%s-cpu-0", node);
+    add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
+               true, -1);
+    free(id);
+}
+
+void discovery_inventory(struct accel_daemon *d,
+                         const struct inventory *inv)
+{
+    for (size_t i = 0; i < inv->nnodes; i++) {
+        const struct inv_node *n = &inv->nodes[i];
+        bool local = strcmp(n->name, d->cfg.node_name) == 0;
+        add_node(d, n->name, local, n->mem_total, n->mem_used,
+                 n->cpu_total, n->cpu_used, n->disk_total, n->disk_used);
+        for (size_t k = 0; k < n->ndevs; k++) {
+            const struct inv_device *x = &n->devs[k];
+            uint64_t mem = x->memory ? x->memory : n->mem_total / 4 * 3;
+            add_device(d, x->id, x->type, x->model, mem,
+                       x->has_support ? x->st : default_mode(x->type),
+                       x->healthy, x->index);
+        }
+        if (n->ndevs == 0)
+            add_cpu_fallback(d, n->name, n->mem_total);
+    }
+}
+
+static void read_meminfo(uint64_t *total, uint64_t *used)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long t = 0, avail = 0, v;
+    *total = *used = 0;
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
+            t = v * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+            avail = v * 1024;
+    }
+    fclose(f);
+    *total = t;
+    *used = t > avail ? t - avail : 0;
+}
+
+static void read_load(uint64_t *total, uint64_t *used)
+{
+    double l = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    *total = (uint64_t)(n > 0 ? n : 1) * 1000;
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = 0;
+        fclose(f);
+    }
+    *used = (uint64_t)(l * 1000);
+    if (*used > *total)
+        *used = *total;
+}
+
+void discovery_local(struct accel_daemon *d)
+{
+    uint64_t mt, mu, ct, cu, dt = 0, du = 0;
+    struct statvfs vfs;
+    struct nvml *nv = NULL;
+    char *cause = NULL;
+
+    read_meminfo(&mt, &mu);
+    read_load(&ct, &cu);
+    if (statvfs(d->cfg.data_dir, &vfs) == 0) {
+        dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+        du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    }
+    add_node(d, d->cfg.node_name, true, mt, mu, ct, cu, dt, du);
+    d->ninfo[d->snap.nnodes - 1].probed = true;
+    if (nvml_open(&nv, &cause) == ACCEL_OK) {
+        struct nvml_gpu *g = NULL;
+        size_t n = 0;
+        char drv[64] = "", cuda[32] = "";
+        nvml_driver_version(nv, drv, sizeof drv, NULL);
+        nvml_cuda_version(nv, cuda, sizeof cuda, NULL);
+        if (nvml_scan(nv, &g, &n, NULL) == ACCEL_OK) {
+            for (size_t i = 0; i < n; i++) {
+                if (!g[i].uuid[0])
+                    continue;
+                add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                           g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
+                           g[i].healthy == 1, (int)g[i].index);
+                d->dinfo[d->snap.ndevs - 1].discovered = true;
+            }
+        }
+        free(d->nvml_status);
+        d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
+                                   drv, cuda, n);
+        free(g);
+        nvml_close(nv);
+    } else {
+        free(d->nvml_status);
+        d->nvml_status = cause ? cause : xstrdup("NVML is not available");
+        cause = NULL;
+    }
+    if (d->snap.nodes[d->snap.nnodes - 1].ndev == 0)
+        add_cpu_fallback(d, d->cfg.node_name, mt);
+    free(cause);
+}
+
+/* The new GPUs of g[0..n) onto the local node (the last node, its
+ * devices the last ones: add_device appends there); ids into added. */
+static void add_new_gpus(struct accel_daemon *d, const struct nvml_gpu *g,
+                         size_t n, json_t *added)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!g[i].uuid[0] || state_dev_find(d, g[i].uuid) >= 0)
+            continue;
+        add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                   g[i].memory_total, default_mode(ACCEL_TYPE_NVIDIA),
+                   g[i].healthy == 1, (int)g[i].index);
+        d->dinfo[d->snap.ndevs - 1].discovered = true;
+        json_array_append_new(added, json_string(g[i].uuid));
+        state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
+                    "GPU %s (%s) discovered; it takes placements", g[i].uuid,
+                    g[i].name);
+    }
+}
+
+json_t *discovery_rediscover(struct accel_daemon *d, char **status)
+{
+    struct nvml *nv = NULL;
+    struct nvml_gpu *g = NULL;
+    char drv[64] = "", cuda[32] = "";
+    json_t *added = NULL;
+    size_t n = 0;
+    int node;
+
+    *status = NULL;
+    pthread_mutex_lock(&d->lock);
+    node = state_node_find(d, d->cfg.node_name);
+    if (node < 0 || !d->ninfo[node].probed ||
+        (size_t)node != d->snap.nnodes - 1) {
+        *status = xasprintf("node %s is declared by the inventory: its "
+                            "devices are the inventory's", d->cfg.node_name);
+        goto out;
+    }
+    if (nvml_open(&nv, status) != ACCEL_OK) {
+        if (*status == NULL)
+            *status = xstrdup("NVML is not available");
+        goto out;
+    }
+    nvml_driver_version(nv, drv, sizeof drv, NULL);
+    nvml_cuda_version(nv, cuda, sizeof cuda, NULL);
+    if (nvml_scan(nv, &g, &n, status) != ACCEL_OK) {
+        if (*status == NULL)
+            *status = xstrdup("the NVML device scan failed");
+        goto out;
+    }
+    added = json_array();
+    add_new_gpus(d, g, n, added);
+    free(d->nvml_status);
+    d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
+                               drv, cuda, n);
+    *status = xstrdup(d->nvml_status);
+out:
+    pthread_mutex_unlock(&d->lock);
+    free(g);
+    if (nv)
+        nvml_close(nv);
+    return added;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * discovery.h: the nodes and devices of the state at start-up (the
+ * inventory's, or the local machine's with what NVML finds) and NVML
+ * scanned again later (POST /api/gpu/rediscover).
+ */
+#ifndef ACCEL_DAEMON_DISCOVERY_H
+#define ACCEL_DAEMON_DISCOVERY_H
+
+#include <jansson.h>
+
+#include "daemon/node/inventory.h"
+#include "daemon/state.h"
+
+/* Add the inventory's nodes and devices (a node without devices gets a CPU
+ * device of 3/4 of its memory). Start-up, before any thread. */
+void discovery_inventory(struct accel_daemon *d,
+                         const struct inventory *inv);
+/* Add the local node (this machine: memory, load, the data directory's
+ * disk) and the GPUs NVML lists, or a CPU device when it lists none; sets
+ * d->nvml_status. Start-up, before any thread. */
+void discovery_local(struct accel_daemon *d);
+/*
+ * Scan NVML again (POST /api/gpu/rediscover, after `accelctl gpu install`
+ * loaded a driver): NVIDIA GPUs of the local node that acceld does not know
+ * yet are added in their type's default mode, with a device.new event each;
+ * those it knows are the reconciler's (missing, returned, health). Takes
+ * d->lock. Returns the ids added (a JSON array, new reference, maybe empty)
+ * and *status the NVML status sentence (malloc'd), or NULL with *status the
+ * reason when NVML cannot be loaded or the local node is declared by the
+ * inventory (its devices are the inventory's).
+ */
+json_t *discovery_rediscover(struct accel_daemon *d, char **status);
+
+#endif /* ACCEL_DAEMON_DISCOVERY_H */
