@@ -29,6 +29,7 @@ check_tmp() { # stage: fail when the stage left anything in TMPDIR
     echo "test hygiene: $1 left nothing behind"
 }
 bash scripts/check-banned.sh
+bash scripts/check-layout.sh
 bash scripts/setup.sh build
 bash scripts/setup-web.sh
 TMPDIR="$SUITE_TMP" ctest --test-dir build --output-on-failure -j"$JOBS"
