@@ -20,16 +20,16 @@
 #include "daemon/api/api_hami.h"
 #include "daemon/api/api_history.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/metrics.h"
+#include "daemon/api/ops.h"
+#include "daemon/api/users.h"
+#include "daemon/api/view.h"
 #include "daemon/node/broker_ops.h"
 #include "daemon/node/discovery.h"
 #include "daemon/node/identity.h"
-#include "daemon/api/metrics.h"
-#include "daemon/api/ops.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
-#include "daemon/api/users.h"
-#include "daemon/api/view.h"
 
 #define MIB (1024ULL * 1024ULL)
 

@@ -5,8 +5,8 @@
  * and `olares-cli dashboard` send, in the shapes those clients read: no
  * envelope, memory in MiB, cores in percent. They read the state only.
  */
-#ifndef ACCEL_DAEMON_API_HAMI_H
-#define ACCEL_DAEMON_API_HAMI_H
+#ifndef ACCEL_DAEMON_API_API_HAMI_H
+#define ACCEL_DAEMON_API_API_HAMI_H
 
 struct http_req;
 
@@ -32,4 +32,4 @@ void api_hami_node(struct http_req *r);
  * sums of the matching GPUs plus gpuCount and nodeCount. */
 void api_hami_summary(struct http_req *r);
 
-#endif /* ACCEL_DAEMON_API_HAMI_H */
+#endif /* ACCEL_DAEMON_API_API_HAMI_H */

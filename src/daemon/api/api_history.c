@@ -23,11 +23,11 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "daemon/state.h"
-#include "daemon/node/history.h"
 #include "daemon/api/monitor.h"
 #include "daemon/api/prom_proxy.h"
 #include "daemon/api/promql.h"
+#include "daemon/node/history.h"
+#include "daemon/state.h"
 
 #define MAX_POINTS 240        /* default step keeps the route under this */
 #define MAX_RANGE_POINTS 11000 /* as Prometheus refuses above */

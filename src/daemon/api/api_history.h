@@ -7,8 +7,8 @@
  * promql.h, or proxied to a real Prometheus with --prometheus URL.
  * Read-only. Members see the apps of their own and of "shared" only.
  */
-#ifndef ACCEL_DAEMON_API_HISTORY_H
-#define ACCEL_DAEMON_API_HISTORY_H
+#ifndef ACCEL_DAEMON_API_API_HISTORY_H
+#define ACCEL_DAEMON_API_API_HISTORY_H
 
 #include "daemon/api/http.h"
 
@@ -22,4 +22,4 @@ void api_history_instant(struct http_req *r);
  * (or start, end, step at the top level) */
 void api_history_range(struct http_req *r);
 
-#endif /* ACCEL_DAEMON_API_HISTORY_H */
+#endif /* ACCEL_DAEMON_API_API_HISTORY_H */

@@ -4,8 +4,8 @@
  * only their SHA-256 is stored. The admin token is written at first start
  * to <data-dir>/admin.token (mode 0600).
  */
-#ifndef ACCEL_DAEMON_AUTH_H
-#define ACCEL_DAEMON_AUTH_H
+#ifndef ACCEL_DAEMON_API_AUTH_H
+#define ACCEL_DAEMON_API_AUTH_H
 
 #include <stdbool.h>
 
@@ -27,4 +27,4 @@ bool auth_check(struct http_req *r);
 /* Can this user act on an app owned by owner? (admins: all; members: own) */
 bool auth_may_act(const struct auth_user *u, const char *owner);
 
-#endif /* ACCEL_DAEMON_AUTH_H */
+#endif /* ACCEL_DAEMON_API_AUTH_H */

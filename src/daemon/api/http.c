@@ -34,10 +34,10 @@
 
 #include "common/util.h"
 #include "daemon/api/auth.h"
-#include "daemon/log.h"
 #include "daemon/api/metrics.h"
-#include "daemon/state.h"
 #include "daemon/api/view.h"
+#include "daemon/log.h"
+#include "daemon/state.h"
 
 #define HTTP_HEADER_DEADLINE_S 10 /* request line + headers, from its start */
 #define HTTP_BODY_DEADLINE_S 30   /* the whole body, from the request's start */

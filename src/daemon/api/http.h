@@ -5,8 +5,8 @@
  * admin, content type), and the reply helpers handlers use. Handlers are
  * thin: parse, call one domain function, serialize (STYLE 15).
  */
-#ifndef ACCEL_DAEMON_HTTP_H
-#define ACCEL_DAEMON_HTTP_H
+#ifndef ACCEL_DAEMON_API_HTTP_H
+#define ACCEL_DAEMON_API_HTTP_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -136,4 +136,4 @@ int http_route_match(const struct http_route *routes, size_t n,
                      const char *method, const char *path,
                      const char **params, bool *method_mismatch);
 
-#endif /* ACCEL_DAEMON_HTTP_H */
+#endif /* ACCEL_DAEMON_API_HTTP_H */

@@ -2,8 +2,8 @@
 /*
  * http_int.h: what http.c and http_slow.c share, and nobody else.
  */
-#ifndef ACCEL_DAEMON_HTTP_INT_H
-#define ACCEL_DAEMON_HTTP_INT_H
+#ifndef ACCEL_DAEMON_API_HTTP_INT_H
+#define ACCEL_DAEMON_API_HTTP_INT_H
 
 #include "daemon/api/http.h"
 
@@ -28,4 +28,4 @@ void http_slow_dispatch(struct http_req *r, const struct http_route *rt);
 /* r ends (d->ev_lock held): forget it in its slow operation, if any. */
 void http_slow_detach_locked(struct http_req *r);
 
-#endif /* ACCEL_DAEMON_HTTP_INT_H */
+#endif /* ACCEL_DAEMON_API_HTTP_INT_H */

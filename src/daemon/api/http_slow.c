@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "daemon/api/view.h"
 #include "daemon/log.h"
 #include "daemon/state.h"
-#include "daemon/api/view.h"
 
 struct slow_op {
     struct accel_daemon *d;

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "daemon/api/view.h"
 #include "daemon/node/broker_ops.h"
 #include "daemon/state.h"
-#include "daemon/api/view.h"
 
 #define MAX_SERIES 128
 #define NBUCKETS 10

@@ -5,8 +5,8 @@
  * rendering of GET /metrics (SPEC 5.5). Has its own lock, so recording never
  * waits on the daemon's state lock.
  */
-#ifndef ACCEL_DAEMON_METRICS_H
-#define ACCEL_DAEMON_METRICS_H
+#ifndef ACCEL_DAEMON_API_METRICS_H
+#define ACCEL_DAEMON_API_METRICS_H
 
 #include <stdint.h>
 
@@ -29,4 +29,4 @@ void metrics_commit(struct accel_daemon *d, uint64_t ns);
  * d->lock itself. */
 char *metrics_render(struct accel_daemon *d, const struct auth_user *u);
 
-#endif /* ACCEL_DAEMON_METRICS_H */
+#endif /* ACCEL_DAEMON_API_METRICS_H */

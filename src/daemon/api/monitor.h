@@ -9,14 +9,14 @@
  * owner), deviceuuid, device_uuid, node, instance. The mapping is in
  * docs/compat.md.
  */
-#ifndef ACCEL_DAEMON_MONITOR_H
-#define ACCEL_DAEMON_MONITOR_H
+#ifndef ACCEL_DAEMON_API_MONITOR_H
+#define ACCEL_DAEMON_API_MONITOR_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/node/history.h"
 #include "daemon/api/promql.h"
+#include "daemon/node/history.h"
 
 #define MONITOR_LOOKBACK 300 /* seconds: PromQL's default staleness */
 
@@ -37,4 +37,4 @@ bool monitor_fetch(void *ctx, const char *metric, int64_t t,
 /* The metric names monitor_fetch knows, NULL-terminated (static). */
 const char *const *monitor_metrics(void);
 
-#endif /* ACCEL_DAEMON_MONITOR_H */
+#endif /* ACCEL_DAEMON_API_MONITOR_H */

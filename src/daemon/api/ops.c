@@ -16,17 +16,17 @@
 #include "common/quantity.h"
 #include "common/util.h"
 #include "daemon/api/auth.h"
-#include "daemon/node/identity.h"
-#include "daemon/lifecycle.h"
-#include "daemon/log.h"
 #include "daemon/api/metrics.h"
 #include "daemon/api/ops_int.h"
+#include "daemon/api/view.h"
+#include "daemon/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/node/identity.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
-#include "daemon/store/store.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
-#include "daemon/api/view.h"
+#include "daemon/store/store.h"
 
 void op_result_release(struct op_result *r)
 {

@@ -6,8 +6,8 @@
  * the pure rules, writes the whole change in one store transaction, and
  * only then changes memory. The HTTP layer only parses and serializes.
  */
-#ifndef ACCEL_DAEMON_OPS_H
-#define ACCEL_DAEMON_OPS_H
+#ifndef ACCEL_DAEMON_API_OPS_H
+#define ACCEL_DAEMON_API_OPS_H
 
 #include <jansson.h>
 
@@ -79,4 +79,4 @@ void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
 
-#endif /* ACCEL_DAEMON_OPS_H */
+#endif /* ACCEL_DAEMON_API_OPS_H */

@@ -15,13 +15,13 @@
 #include "common/quantity.h"
 #include "common/util.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/ops_int.h"
+#include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/broker.h"
-#include "daemon/api/ops_int.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
-#include "daemon/api/view.h"
 
 #define MIB (1024ULL * 1024ULL)
 

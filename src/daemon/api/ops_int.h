@@ -2,8 +2,8 @@
 /*
  * ops_int.h: helpers shared by the ops_*.c files only (d->lock held).
  */
-#ifndef ACCEL_DAEMON_OPS_INT_H
-#define ACCEL_DAEMON_OPS_INT_H
+#ifndef ACCEL_DAEMON_API_OPS_INT_H
+#define ACCEL_DAEMON_API_OPS_INT_H
 
 #include "daemon/api/ops.h"
 
@@ -63,4 +63,4 @@ struct ops_quota {
 bool ops_limits_preflight(void *q, size_t i, const struct adm_row *rows,
                           size_t n);
 
-#endif /* ACCEL_DAEMON_OPS_INT_H */
+#endif /* ACCEL_DAEMON_API_OPS_INT_H */

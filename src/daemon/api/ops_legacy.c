@@ -15,9 +15,9 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/api/ops_int.h"
+#include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/state.h"
-#include "daemon/api/view.h"
 
 #define MIB (1024ULL * 1024ULL)
 

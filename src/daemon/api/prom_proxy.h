@@ -11,8 +11,8 @@
  * Runs on the request's thread, without d->lock, at most
  * PROM_PROXY_TIMEOUT_S seconds.
  */
-#ifndef ACCEL_DAEMON_PROM_PROXY_H
-#define ACCEL_DAEMON_PROM_PROXY_H
+#ifndef ACCEL_DAEMON_API_PROM_PROXY_H
+#define ACCEL_DAEMON_API_PROM_PROXY_H
 
 #include <stdint.h>
 
@@ -30,4 +30,4 @@ void prom_proxy_instant(struct http_req *r, const char *q);
 void prom_proxy_range(struct http_req *r, const char *q, int64_t start,
                       int64_t end, int64_t step);
 
-#endif /* ACCEL_DAEMON_PROM_PROXY_H */
+#endif /* ACCEL_DAEMON_API_PROM_PROXY_H */

@@ -14,8 +14,8 @@
  * Pure: no I/O, no daemon state. Not thread-safe per query object; several
  * queries may be used from several threads.
  */
-#ifndef ACCEL_DAEMON_PROMQL_H
-#define ACCEL_DAEMON_PROMQL_H
+#ifndef ACCEL_DAEMON_API_PROMQL_H
+#define ACCEL_DAEMON_API_PROMQL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,4 +85,4 @@ void promql_value_release(struct promql_value *v);
 /* A stable text key of a label set ("k=v\x1f..."), allocated. */
 char *promql_labels_key(const struct promql_labels *l);
 
-#endif /* ACCEL_DAEMON_PROMQL_H */
+#endif /* ACCEL_DAEMON_API_PROMQL_H */

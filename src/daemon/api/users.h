@@ -4,8 +4,8 @@
  * users routes of SPEC 3; the built-in admin at start-up). Lookups are the
  * state layer's (state_user_find).
  */
-#ifndef ACCEL_DAEMON_USERS_H
-#define ACCEL_DAEMON_USERS_H
+#ifndef ACCEL_DAEMON_API_USERS_H
+#define ACCEL_DAEMON_API_USERS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,4 +31,4 @@ enum accel_err users_set_limits(struct accel_daemon *d,
                                 const char *name, int64_t max_apps,
                                 int64_t max_gpu_mem);
 
-#endif /* ACCEL_DAEMON_USERS_H */
+#endif /* ACCEL_DAEMON_API_USERS_H */

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "daemon/node/nvml.h"
 #include "daemon/node/broker_ops.h"
+#include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
 

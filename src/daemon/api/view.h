@@ -3,8 +3,8 @@
  * view.h: the JSON shapes of docs/api.md built from the in-memory state.
  * Callers hold d->lock. Every function returns a new reference.
  */
-#ifndef ACCEL_DAEMON_VIEW_H
-#define ACCEL_DAEMON_VIEW_H
+#ifndef ACCEL_DAEMON_API_VIEW_H
+#define ACCEL_DAEMON_API_VIEW_H
 
 #include <jansson.h>
 
@@ -54,4 +54,4 @@ const char *view_code_sentence(enum adm_code c);
 json_t *view_legacy_gpu(struct accel_daemon *d, int dev,
                         const struct auth_user *u);
 
-#endif /* ACCEL_DAEMON_VIEW_H */
+#endif /* ACCEL_DAEMON_API_VIEW_H */

@@ -29,8 +29,8 @@
  *                                  app); the broker closes the connection
  * Unknown records are ignored by both sides (future versions add fields).
  */
-#ifndef ACCEL_DAEMON_BROKER_H
-#define ACCEL_DAEMON_BROKER_H
+#ifndef ACCEL_DAEMON_NODE_BROKER_H
+#define ACCEL_DAEMON_NODE_BROKER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -252,4 +252,4 @@ struct broker_revocation {
 size_t broker_set_take_revocations(struct broker_set *bs,
                                    struct broker_revocation *out, size_t max);
 
-#endif /* ACCEL_DAEMON_BROKER_H */
+#endif /* ACCEL_DAEMON_NODE_BROKER_H */

@@ -4,8 +4,8 @@
  * the local TimeSlice devices, their per-device settings, and what the
  * device JSON and /metrics show of them.
  */
-#ifndef ACCEL_DAEMON_BROKER_OPS_H
-#define ACCEL_DAEMON_BROKER_OPS_H
+#ifndef ACCEL_DAEMON_NODE_BROKER_OPS_H
+#define ACCEL_DAEMON_NODE_BROKER_OPS_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,4 +24,4 @@ bool broker_ops_device(struct accel_daemon *d, int dev);
 json_t *broker_ops_view(struct accel_daemon *d, int dev);
 /* The /metrics block of all brokers (caller frees). d->lock held. */
 char *broker_ops_metrics(struct accel_daemon *d);
-#endif /* ACCEL_DAEMON_BROKER_OPS_H */
+#endif /* ACCEL_DAEMON_NODE_BROKER_OPS_H */

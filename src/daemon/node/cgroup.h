@@ -23,8 +23,8 @@
  * any thread without d->lock. Nothing here blocks longer than a freeze
  * (bounded, 200 ms).
  */
-#ifndef ACCEL_DAEMON_CGROUP_H
-#define ACCEL_DAEMON_CGROUP_H
+#ifndef ACCEL_DAEMON_NODE_CGROUP_H
+#define ACCEL_DAEMON_NODE_CGROUP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -187,4 +187,4 @@ bool cgroup_pid_in_app(const struct cgroup_sys *cs, pid_t pid,
 bool cgroup_pid_app(const struct cgroup_sys *cs, pid_t pid, char *out,
                     size_t len);
 
-#endif /* ACCEL_DAEMON_CGROUP_H */
+#endif /* ACCEL_DAEMON_NODE_CGROUP_H */

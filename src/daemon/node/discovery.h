@@ -4,8 +4,8 @@
  * inventory's, or the local machine's with what NVML finds) and NVML
  * scanned again later (POST /api/gpu/rediscover).
  */
-#ifndef ACCEL_DAEMON_DISCOVERY_H
-#define ACCEL_DAEMON_DISCOVERY_H
+#ifndef ACCEL_DAEMON_NODE_DISCOVERY_H
+#define ACCEL_DAEMON_NODE_DISCOVERY_H
 
 #include <jansson.h>
 
@@ -32,4 +32,4 @@ void discovery_local(struct accel_daemon *d);
  */
 json_t *discovery_rediscover(struct accel_daemon *d, char **status);
 
-#endif /* ACCEL_DAEMON_DISCOVERY_H */
+#endif /* ACCEL_DAEMON_NODE_DISCOVERY_H */

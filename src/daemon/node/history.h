@@ -20,8 +20,8 @@
  * history's own lock, except the readers marked "caller holds the lock",
  * which run between history_lock() and history_unlock().
  */
-#ifndef ACCEL_DAEMON_HISTORY_H
-#define ACCEL_DAEMON_HISTORY_H
+#ifndef ACCEL_DAEMON_NODE_HISTORY_H
+#define ACCEL_DAEMON_NODE_HISTORY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -172,4 +172,4 @@ double history_value(const struct history *h, size_t s, int f, size_t j);
 double history_mean(const struct history *h, size_t s, int f, size_t j0,
                     size_t j1);
 
-#endif /* ACCEL_DAEMON_HISTORY_H */
+#endif /* ACCEL_DAEMON_NODE_HISTORY_H */

@@ -17,8 +17,8 @@
  * the fork) or the permission rules of the API (ops.c refuses a member's
  * run.user). Functions taking d need d->lock held unless stated.
  */
-#ifndef ACCEL_DAEMON_IDENTITY_H
-#define ACCEL_DAEMON_IDENTITY_H
+#ifndef ACCEL_DAEMON_NODE_IDENTITY_H
+#define ACCEL_DAEMON_NODE_IDENTITY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -130,4 +130,4 @@ enum accel_err identity_resolve_user(const char *spec, uid_t *uid, gid_t *gid,
 enum accel_err identity_app_uid(const struct accel_daemon *d,
                                 const struct app *a, uid_t *uid, gid_t *gid);
 
-#endif /* ACCEL_DAEMON_IDENTITY_H */
+#endif /* ACCEL_DAEMON_NODE_IDENTITY_H */

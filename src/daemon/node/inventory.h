@@ -3,8 +3,8 @@
  * inventory.h: the --inventory file of SPEC 8.1 (JSON or YAML): nodes with
  * declared capacity and usage and their devices. Pure parsing.
  */
-#ifndef ACCEL_DAEMON_INVENTORY_H
-#define ACCEL_DAEMON_INVENTORY_H
+#ifndef ACCEL_DAEMON_NODE_INVENTORY_H
+#define ACCEL_DAEMON_NODE_INVENTORY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,4 +45,4 @@ enum accel_err inventory_parse(const char *buf, size_t len,
                                struct inventory *out, char **cause);
 void inventory_release(struct inventory *inv);
 
-#endif /* ACCEL_DAEMON_INVENTORY_H */
+#endif /* ACCEL_DAEMON_NODE_INVENTORY_H */

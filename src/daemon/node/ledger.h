@@ -12,8 +12,8 @@
  * again. Not thread-safe per path unless stated; the ledger contents
  * themselves are safe against any number of shim processes.
  */
-#ifndef ACCEL_DAEMON_LEDGER_H
-#define ACCEL_DAEMON_LEDGER_H
+#ifndef ACCEL_DAEMON_NODE_LEDGER_H
+#define ACCEL_DAEMON_NODE_LEDGER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -84,4 +84,4 @@ enum accel_err ledger_remove(const char *path);
 enum accel_err ledger_write_config(const char *path, const char *app,
                                    const struct ledger_device *devs, size_t n);
 
-#endif /* ACCEL_DAEMON_LEDGER_H */
+#endif /* ACCEL_DAEMON_NODE_LEDGER_H */

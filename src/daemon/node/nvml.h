@@ -14,8 +14,8 @@
  * nvml_processes() and the version getters may be called from several threads
  * on one handle. nvml_close() must not race any other call on the handle.
  */
-#ifndef ACCEL_DAEMON_NVML_H
-#define ACCEL_DAEMON_NVML_H
+#ifndef ACCEL_DAEMON_NODE_NVML_H
+#define ACCEL_DAEMON_NODE_NVML_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -145,4 +145,4 @@ enum accel_err nvml_process_util(struct nvml *n, const char *uuid,
                                  uint64_t since_us, struct nvml_putil **out,
                                  size_t *count, char **cause);
 
-#endif /* ACCEL_DAEMON_NVML_H */
+#endif /* ACCEL_DAEMON_NODE_NVML_H */

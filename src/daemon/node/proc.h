@@ -20,8 +20,8 @@
  * would be reaped by the kernel and their exit status lost). proc_stop()
  * blocks for up to its timeouts; call it from a worker, not the supervisor.
  */
-#ifndef ACCEL_DAEMON_PROC_H
-#define ACCEL_DAEMON_PROC_H
+#ifndef ACCEL_DAEMON_NODE_PROC_H
+#define ACCEL_DAEMON_NODE_PROC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -175,4 +175,4 @@ void proc_exit_status(int status, char *buf, size_t len);
  */
 enum accel_err proc_boot_id(char *buf, size_t len);
 
-#endif /* ACCEL_DAEMON_PROC_H */
+#endif /* ACCEL_DAEMON_NODE_PROC_H */

@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/node/cgroup.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/cgroup.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"

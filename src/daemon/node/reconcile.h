@@ -25,8 +25,8 @@
  * pass gathers what it needs under the lock, works outside, and applies the
  * result under the lock again.
  */
-#ifndef ACCEL_DAEMON_RECONCILE_H
-#define ACCEL_DAEMON_RECONCILE_H
+#ifndef ACCEL_DAEMON_NODE_RECONCILE_H
+#define ACCEL_DAEMON_NODE_RECONCILE_H
 
 #include <jansson.h>
 #include <stdint.h>
@@ -68,4 +68,4 @@ const char *reconcile_driver(struct accel_daemon *d);
  */
 json_t *reconcile_runtime_json(struct accel_daemon *d, json_t *devices);
 
-#endif /* ACCEL_DAEMON_RECONCILE_H */
+#endif /* ACCEL_DAEMON_NODE_RECONCILE_H */

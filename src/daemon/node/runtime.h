@@ -7,8 +7,8 @@
  * themselves: an app is running until its cgroup is empty (SPEC 8.2, 5.6).
  * See docs/internals/runtime.md for the states a stop goes through.
  */
-#ifndef ACCEL_DAEMON_RUNTIME_H
-#define ACCEL_DAEMON_RUNTIME_H
+#ifndef ACCEL_DAEMON_NODE_RUNTIME_H
+#define ACCEL_DAEMON_NODE_RUNTIME_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -84,4 +84,4 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a);
 enum accel_err runtime_supervisor_start(struct accel_daemon *d);
 void runtime_supervisor_stop(struct accel_daemon *d);
 
-#endif /* ACCEL_DAEMON_RUNTIME_H */
+#endif /* ACCEL_DAEMON_NODE_RUNTIME_H */

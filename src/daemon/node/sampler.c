@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "daemon/node/history.h"
 #include "daemon/log.h"
+#include "daemon/node/history.h"
 #include "daemon/node/reconcile.h"
 
 struct sampler {

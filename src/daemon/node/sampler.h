@@ -11,8 +11,8 @@
  * It reads under d->lock and records into the history under the history's
  * own lock, taken inside d->lock (never the other way round).
  */
-#ifndef ACCEL_DAEMON_SAMPLER_H
-#define ACCEL_DAEMON_SAMPLER_H
+#ifndef ACCEL_DAEMON_NODE_SAMPLER_H
+#define ACCEL_DAEMON_NODE_SAMPLER_H
 
 #include "daemon/state.h"
 
@@ -36,4 +36,4 @@ void sampler_stop(struct accel_daemon *d);
  * Without d->lock. */
 void sampler_tick(struct accel_daemon *d);
 
-#endif /* ACCEL_DAEMON_SAMPLER_H */
+#endif /* ACCEL_DAEMON_NODE_SAMPLER_H */

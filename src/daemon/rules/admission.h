@@ -13,8 +13,8 @@
  *
  * Memory is in bytes, CPU in millicores.
  */
-#ifndef ACCEL_DAEMON_ADMISSION_H
-#define ACCEL_DAEMON_ADMISSION_H
+#ifndef ACCEL_DAEMON_RULES_ADMISSION_H
+#define ACCEL_DAEMON_RULES_ADMISSION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -282,4 +282,4 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
                                     const struct adm_preflight_hook *hook,
                                     struct adm_preflight *out);
 
-#endif /* ACCEL_DAEMON_ADMISSION_H */
+#endif /* ACCEL_DAEMON_RULES_ADMISSION_H */

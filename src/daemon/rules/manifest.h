@@ -4,8 +4,8 @@
  * fields) turned into requirements and a run spec, with messages that name
  * the field and the rule. Pure: no I/O.
  */
-#ifndef ACCEL_DAEMON_MANIFEST_H
-#define ACCEL_DAEMON_MANIFEST_H
+#ifndef ACCEL_DAEMON_RULES_MANIFEST_H
+#define ACCEL_DAEMON_RULES_MANIFEST_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -73,4 +73,4 @@ const struct adm_req *manifest_req(const struct manifest *m,
 /* A requirement as the API shows it (SPEC 5, Requirement). New reference. */
 json_t *manifest_req_json(const struct adm_req *r);
 
-#endif /* ACCEL_DAEMON_MANIFEST_H */
+#endif /* ACCEL_DAEMON_RULES_MANIFEST_H */

@@ -13,8 +13,8 @@
  * serializes all calls. Strings passed in are copied; strings passed to
  * loader callbacks are valid only during the call.
  */
-#ifndef ACCEL_DAEMON_STORE_H
-#define ACCEL_DAEMON_STORE_H
+#ifndef ACCEL_DAEMON_STORE_STORE_H
+#define ACCEL_DAEMON_STORE_STORE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -238,4 +238,4 @@ enum accel_err store_events_query(struct store *s,
                                                        const struct store_event *e),
                                   void *ctx);
 
-#endif /* ACCEL_DAEMON_STORE_H */
+#endif /* ACCEL_DAEMON_STORE_STORE_H */
