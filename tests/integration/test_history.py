@@ -76,8 +76,8 @@ class HistoryBase(rt.RuntimeBase):
 
 class TelemetryTest(HistoryBase):
     def test_device_fields(self):
-        a = self.wait_for(lambda: self.device(GPU_A)["power"] is not None
-                          and self.device(GPU_A), "A's power")
+        a = self.wait_for(lambda: (lambda x: x["power"] is not None and x)(
+            self.device(GPU_A)), "A's power")
         self.assertEqual(a["utilization"], 37)
         self.assertAlmostEqual(a["power"], 123.456)
         self.assertEqual(a["powerLimit"], 450)
@@ -112,8 +112,8 @@ class TelemetryTest(HistoryBase):
     def test_scan_failure_is_unknown(self):
         self.wait_for(lambda: self.device(GPU_A)["temperature"] == 61, "61")
         self.write_nvml("count_err 999\n")  # NVML cannot list the GPUs
-        a = self.wait_for(lambda: self.device(GPU_A)["temperature"] is None
-                          and self.device(GPU_A), "stale values dropped")
+        a = self.wait_for(lambda: (lambda x: x["temperature"] is None and x)(
+            self.device(GPU_A)), "stale values dropped")
         self.assertIsNone(a["power"])
         self.assertIn("not measured", a["temperatureReason"])
         self.write_nvml()
@@ -133,20 +133,34 @@ class HistoryTest(HistoryBase):
     @staticmethod
     def series(data, dev):
         return next((x for x in data["devices"] if x["id"] == dev),
-                    {"utilization": [None], "power": [None]})
+                    {k: [None] for k in ("utilization", "power",
+                                         "temperature", "memoryUsed")})
+
+    def hist_when(self, pred, what):
+        """The first answer of the history route for which pred holds. The
+        answer returned is the one tested: a second request could fall in
+        a new last bucket that no sample has reached yet (null)."""
+        def once():
+            h = self.hist()
+            return h if pred(h) else None
+        return self.wait_for(once, what)
 
     def wait_last(self, field, dev, want, what):
-        return self.wait_for(
-            lambda: self.series(self.hist(), dev)[field][-1] == want and
-            self.hist(), what)
+        return self.hist_when(
+            lambda h: self.series(h, dev)[field][-1] == want, what)
 
     def test_values_over_time_and_nulls(self):
         self.wait_last("utilization", GPU_A, 37, "A at 37 %")
         self.write_nvml(util=80, power=200000, temp=70, used=3 << 30)
         data = self.wait_last("utilization", GPU_A, 80, "A at 80 %")
-        a = self.wait_for(lambda: self.series(self.hist(), GPU_A)["power"][-1]
-                          == 200 and self.series(self.hist(), GPU_A),
-                          "A at 200 W")
+        # one sample of the fake NVML may mix the old file and the new one
+        # (it re-reads the file on every call): wait for a last point that
+        # is wholly the new values
+        a = self.series(self.hist_when(
+            lambda h: (self.series(h, GPU_A)["power"][-1],
+                       self.series(h, GPU_A)["temperature"][-1],
+                       self.series(h, GPU_A)["memoryUsed"][-1]) ==
+            (200, 70, 3 << 30), "A at 200 W, 70 C, 3 GiB"), GPU_A)
         self.assertEqual(a["temperature"][-1], 70)
         self.assertEqual(a["memoryUsed"][-1], 3 << 30)
         self.assertEqual(a["memoryTotal"], 24 << 30)
@@ -185,10 +199,10 @@ class HistoryTest(HistoryBase):
                 "computeBinding": [{"nodeName": NODE, "deviceId": GPU_B}]}
         st, b = self.d.http("POST", "/api/apps", body, token=bob)
         self.assertEqual(st, 200, b)
-        data = self.wait_for(
-            lambda: len([a for a in self.hist()["apps"]
-                         if a["memoryUsed"][-1] is not None]) == 2 and
-            self.hist(), "both apps sampled")
+        data = self.hist_when(
+            lambda h: len([a for a in h["apps"]
+                           if a["memoryUsed"][-1] is not None]) == 2,
+            "both apps sampled")
         apps = {a["name"]: a for a in data["apps"]}
         self.assertEqual(apps["mine"]["owner"], "admin")
         self.assertEqual(apps["mine"]["deviceIds"], [GPU_A])
