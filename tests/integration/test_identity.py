@@ -265,7 +265,10 @@ class IdentityTest(unittest.TestCase):
         (ACCEL_CONFIG, CUDA_VISIBLE_DEVICES, LD_PRELOAD in run.env) still
         gets acceld's values: the 1 GiB quota holds."""
         tok = self.member("gina")
-        m = manifest("hog", [HOLD, "512", "256", "512"])
+        # cuda_hold is built with ASan in the sanitizer build, and the shim
+        # (without it) is preloaded ahead of the ASan runtime
+        asan = {"ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+        m = manifest("hog", [HOLD, "512", "256", "512"], env=dict(asan))
         b = self.install(m, token=tok)
         self.wait_for(lambda: "ready" in self.log("hog"), "the app")
         st, b = self.d.http("POST", "/api/apps/hog/suspend", token=tok)
@@ -275,7 +278,7 @@ class IdentityTest(unittest.TestCase):
         self.d.stop()
         m["run"]["env"] = {"ACCEL_CONFIG": "/nonexistent",
                            "CUDA_VISIBLE_DEVICES": GPU2,
-                           "LD_PRELOAD": "", "KEEP": "yes"}
+                           "LD_PRELOAD": "", "KEEP": "yes", **asan}
         db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
         db.execute("UPDATE apps SET manifest = ? WHERE name = 'hog'",
                    (json.dumps(m),))
