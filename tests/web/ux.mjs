@@ -515,8 +515,18 @@ export async function uxSteps(ctx) {
     const p = await c.newPage();
     p.setDefaultTimeout(15000);
     await p.goto(`${d.api}/#token=${encodeURIComponent(d.token)}`);
-    await p.goto(`${d.api}/#/apps`);
-    await p.locator('tr[data-app="steady"]').waitFor();
+    // signed in (the Accelerator page is drawn), then to Apps as a person
+    // would, by its link; if the row never shows, say what the page showed
+    // and what this acceld logged (a run on a loaded machine once timed
+    // out here after a second goto to the hash route)
+    await p.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
+    await p.getByRole('link', { name: 'Apps', exact: true }).click();
+    try {
+      await p.locator('tr[data-app="steady"]').waitFor();
+    } catch (e) {
+      const text = await p.locator('body').innerText().catch(() => '?');
+      throw new Error(`${e.message}\n--- page at ${p.url()} ---\n${text.slice(0, 3000)}\n--- offline acceld ---\n${d.log.slice(-4000)}`);
+    }
     await p.evaluate(() => window.scrollTo(0, 300));
     await d.stop();
     const bar = p.getByTestId('offline');
