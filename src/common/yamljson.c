@@ -245,6 +245,7 @@ enum accel_err yamljson_parse(const char *buf, size_t len, json_t **out,
         if (!yaml_parser_parse(&p, &ev)) {
             *cause = xasprintf("line %zu: %s", p.problem_mark.line + 1,
                                p.problem ? p.problem : "invalid YAML");
+            result = ACCEL_EPARSE; /* not the last event's ACCEL_OK */
             goto out;
         }
         result = on_event(&y, &ev, &done, cause);

@@ -90,8 +90,21 @@ TEST(yamljson_still_reads_documents)
     json_decref(v);
 }
 
+/* A syntax error after valid events used to return the last event's
+ * ACCEL_OK with *out unset and the cause allocated (the fuzzer's leak,
+ * and an uninitialised tree for the callers). */
+TEST(yamljson_syntax_error_after_valid_events)
+{
+    REFUSED("a: 1\nb: {c: d:\n  - e\n", "line ");
+    REFUSED("apiVersion: v2\nmetadatametadata: {name: duptor:\n  - mode: "
+            "nvidia\n    mode: cpu\n",
+            "line ");
+    REFUSED("k: v\n- x\n", "line 2");
+}
+
 #define LIST(XX)                                                               \
     XX(yamljson_duplicate_keys_refused_with_path)                              \
+    XX(yamljson_syntax_error_after_valid_events)                               \
     XX(yamljson_nul_refused_with_path)                                         \
     XX(yamljson_still_reads_documents)
 TEST_MAIN(LIST)
