@@ -1614,6 +1614,263 @@ TEST(admission_place_multi_headroom_edge)
     ASSERT_STR_EQ(ref[0].device, "g0");
 }
 
+/* ---- property: the free-capacity index answers as the scan does ---- */
+
+/*
+ * adm_place with an index (adm_index_build) must pick what the scan (the
+ * same snapshot, index NULL) and the reference above pick, after any
+ * sequence of changes: rows applied and released, modes, health,
+ * presence, VRAM, bindings and node usage changed behind its back and
+ * reported with adm_index_update_node/_dev. adm_index_check compares the
+ * index with a fresh build after every step.
+ */
+
+/* Up to 16 nodes of up to 8 cards of few sizes: many ties in free memory. */
+static void rand_wide_cluster(struct cluster *c, uint64_t *s)
+{
+    size_t nn = 1 + rng_below(s, MAXN);
+
+    cl_init(c);
+    for (size_t n = 0; n < nn; n++) {
+        size_t nd = rng_below(s, 9);
+        uint32_t k = cl_node(c, (32 + 32 * rng_below(s, 4)) * GiB, 0);
+        c->nodes[k].mem.used = rng_below(s, 4) * 8 * GiB;
+        c->nodes[k].cpu.used = rng_below(s, 2) * 32000;
+        c->nodes[k].enabled = rng_below(s, 10) != 0;
+        for (size_t i = 0; i < nd; i++) {
+            rand_device(c, s);
+            c->devs[c->s.ndevs - 1].memory = (8 + 8 * rng_below(s, 3)) * GiB;
+            if (rng_below(s, 2))
+                c->devs[c->s.ndevs - 1].type = ACCEL_TYPE_NVIDIA;
+        }
+    }
+}
+
+/* A requirement worth placing here: nvidia half the time, often multi. */
+static struct adm_req rand_idx_req(uint64_t *s)
+{
+    struct adm_req r = rand_req(s);
+
+    if (rng_below(s, 2))
+        r.type = ACCEL_TYPE_NVIDIA;
+    if (r.type == ACCEL_TYPE_NVIDIA && rng_below(s, 2)) {
+        r.multi_cards = true;
+        r.multi_nodes = rng_below(s, 3) == 0;
+        r.req_gpu = rng_below(s, 120) * GiB;
+        r.lim_gpu = rng_below(s, 2) ? r.req_gpu + rng_below(s, 3) * 8 * GiB
+                                    : 0;
+    }
+    return r;
+}
+
+/* adm_place with the index, without it and the reference: one answer. */
+static void same_three(struct cluster *c, const struct adm_req *r,
+                       enum adm_policy pol, size_t max, uint64_t seed,
+                       size_t step, size_t *placed)
+{
+    struct adm_sel a[ADM_MAX_SELECTION], b[ADM_MAX_SELECTION];
+    struct adm_sel f[ADM_MAX_SELECTION];
+    struct adm_index *x = c->s.index;
+    size_t na = 0, nb = 0, nf = 0;
+    bool pa = adm_place(&c->s, r, pol, a, max, &na);
+    bool pb, pf;
+
+    c->s.index = NULL;
+    pb = adm_place(&c->s, r, pol, b, max, &nb);
+    c->s.index = x;
+    pf = ref_place(&c->s, r, pol, f, max, &nf);
+    if (pa != pb || pa != pf || (pa && (na != nb || na != nf)))
+        dump_case(c, r);
+    if (pa != pb || pa != pf || (pa && (na != nb || na != nf)))
+        FAIL_AT_("seed %" PRIu64 " step %zu policy %d max %zu: index %d/%zu"
+                 ", scan %d/%zu, reference %d/%zu", seed, step, pol, max, pa,
+                 na, pb, nb, pf, nf);
+    for (size_t i = 0; pa && i < na; i++) {
+        if (strcmp(a[i].device, b[i].device) != 0 ||
+            strcmp(a[i].device, f[i].device) != 0 ||
+            a[i].memory != b[i].memory || a[i].memory != f[i].memory) {
+            dump_case(c, r);
+            FAIL_AT_("seed %" PRIu64 " step %zu policy %d item %zu: index "
+                     "%s %" PRIu64 ", scan %s %" PRIu64 ", reference %s",
+                     seed, step, pol, i, a[i].device, a[i].memory,
+                     b[i].device, b[i].memory, f[i].device);
+        }
+    }
+    *placed += pa;
+}
+
+/* Rows applied so far, to release later. */
+struct held {
+    struct adm_req r[32];
+    struct adm_row rows[32][ADM_MAX_SELECTION];
+    size_t n[32];
+    size_t count;
+};
+
+/* Place r and apply what it picks (if it validates); false if nothing. */
+static bool hold_one(struct cluster *c, struct held *h, const struct adm_req *r,
+                     enum adm_policy pol)
+{
+    struct adm_sel sel[ADM_MAX_SELECTION];
+    struct adm_verdict v;
+    size_t n = 0, k = h->count;
+
+    if (k == 32 || !adm_place(&c->s, r, pol, sel, ADM_MAX_SELECTION, &n) ||
+        !adm_validate(&c->s, r, sel, n, &v, h->rows[k]))
+        return false;
+    h->r[k] = *r;
+    h->n[k] = n;
+    h->count++;
+    adm_snapshot_apply(&c->s, r, h->rows[k], n);
+    return true;
+}
+
+static void release_one(struct cluster *c, struct held *h, size_t k)
+{
+    adm_snapshot_release(&c->s, &h->r[k], h->rows[k], h->n[k]);
+    h->count--;
+    h->r[k] = h->r[h->count];
+    h->n[k] = h->n[h->count];
+    memmove(h->rows[k], h->rows[h->count], sizeof(h->rows[k]));
+}
+
+/* A change the daemon makes outside apply/release, then reported. */
+static void poke(struct cluster *c, uint64_t *s)
+{
+    if (c->s.ndevs > 0 && rng_below(s, 3) != 0) {
+        uint32_t i = (uint32_t)rng_below(s, c->s.ndevs);
+        struct adm_device *d = &c->devs[i];
+        switch (rng_below(s, 6)) {
+        case 0: d->st = (enum accel_support)rng_below(s, 3); break;
+        case 1: d->healthy = !d->healthy; break;
+        case 2: d->present = !d->present; break;
+        case 3: d->memory = (8 + 8 * rng_below(s, 3)) * GiB; break;
+        case 4: d->nbound = (uint32_t)rng_below(s, 2); break;
+        default: d->allocated = rng_below(s, d->memory + 1); break;
+        }
+        adm_index_update_dev(&c->s, i);
+    } else if (c->s.nnodes > 0) {
+        uint32_t n = (uint32_t)rng_below(s, c->s.nnodes);
+        if (rng_below(s, 2))
+            c->nodes[n].enabled = !c->nodes[n].enabled;
+        else
+            c->nodes[n].mem.used = rng_below(s, c->nodes[n].mem.total);
+        adm_index_update_node(&c->s, n);
+    }
+}
+
+/* One cluster through steps of changes, compared after each. */
+static void index_case(uint64_t seed, size_t *placed, size_t *held_max)
+{
+    static const size_t maxes[] = { ADM_MAX_SELECTION, 1, 2, 3, 5 };
+    uint64_t s = seed;
+    struct cluster c;
+    struct held h;
+
+    h.count = 0;
+    if (seed % 3 == 0)
+        rand_cluster(&c, &s);
+    else if (seed % 3 == 1)
+        rand_big_cluster(&c, &s);
+    else
+        rand_wide_cluster(&c, &s);
+    if (adm_index_build(&c.s) != ACCEL_OK)
+        FAIL_AT_("seed %" PRIu64 ": adm_index_build", seed);
+    for (size_t step = 0; step < 24; step++) {
+        struct adm_req r = rand_idx_req(&s);
+        uint64_t op = rng_below(&s, 8);
+        if (op < 3)
+            hold_one(&c, &h, &r, (enum adm_policy)rng_below(&s, 2));
+        else if (op < 5 && h.count > 0)
+            release_one(&c, &h, rng_below(&s, h.count));
+        else
+            poke(&c, &s);
+        if (!adm_index_check(&c.s)) {
+            dump_case(&c, &r);
+            FAIL_AT_("seed %" PRIu64 " step %zu: index differs from a "
+                     "fresh build", seed, step);
+        }
+        r = rand_idx_req(&s);
+        same_three(&c, &r, ADM_POLICY_BINPACK, maxes[rng_below(&s, 5)], seed,
+                   step, placed);
+        same_three(&c, &r, ADM_POLICY_SPREAD, maxes[rng_below(&s, 5)], seed,
+                   step, placed);
+        *held_max = h.count > *held_max ? h.count : *held_max;
+    }
+    adm_index_free(&c.s);
+}
+
+TEST(admission_index_matches_scan)
+{
+    size_t placed = 0, held_max = 0, cases = 10000;
+
+    for (size_t i = 0; i < cases; i++)
+        index_case(515000 + i, &placed, &held_max);
+    printf("index: %zu of %zu placements found, up to %zu apps held\n",
+           placed, cases * 48, held_max);
+    ASSERT_GT(placed, cases * 48 / 10);
+    ASSERT_LT(placed, cases * 48 - cases * 48 / 10);
+    ASSERT_GT(held_max, 5);
+}
+
+/* Preflight on an indexed snapshot: same verdicts, the index untouched. */
+TEST(admission_index_preflight)
+{
+    for (uint64_t seed = 91000; seed < 91500; seed++) {
+        uint64_t s = seed;
+        struct cluster c;
+        struct adm_req d[6];
+        struct adm_preflight a, b;
+        enum adm_policy pol = (enum adm_policy)rng_below(&s, 2);
+        rand_wide_cluster(&c, &s);
+        for (size_t i = 0; i < 6; i++)
+            d[i] = rand_idx_req(&s);
+        ASSERT_EQ(adm_preflight(&c.s, d, 6, pol, &b), ACCEL_OK);
+        ASSERT_EQ(adm_index_build(&c.s), ACCEL_OK);
+        ASSERT_EQ(adm_preflight(&c.s, d, 6, pol, &a), ACCEL_OK);
+        ASSERT(adm_index_check(&c.s));
+        ASSERT_EQ(a.installable, b.installable);
+        ASSERT_EQ(a.failed, b.failed);
+        ASSERT((a.reason == NULL) == (b.reason == NULL));
+        if (a.reason != NULL)
+            ASSERT_STR_EQ(a.reason, b.reason);
+        adm_index_free(&c.s);
+    }
+}
+
+/* The index follows a node switched off and on, and a mode switch. */
+TEST(admission_index_follows_changes)
+{
+    struct cluster c;
+    struct adm_req r = nv(8 * GiB, 8 * GiB);
+    struct adm_sel out[2];
+    size_t n = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 16 * GiB);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    ASSERT_EQ(adm_index_build(&c.s), ACCEL_OK);
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 2, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    c.nodes[0].enabled = false;
+    adm_index_update_node(&c.s, 0);
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 2, &n));
+    ASSERT_STR_EQ(out[0].device, "g1");
+    c.devs[1].st = ACCEL_SUPPORT_EXCLUSIVE;
+    c.devs[1].nbound = 1;
+    adm_index_update_dev(&c.s, 1);
+    ASSERT(!adm_place(&c.s, &r, ADM_POLICY_BINPACK, out, 2, &n));
+    c.nodes[0].enabled = true;
+    adm_index_update_node(&c.s, 0);
+    ASSERT(adm_place(&c.s, &r, ADM_POLICY_SPREAD, out, 2, &n));
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT(adm_index_check(&c.s));
+    adm_index_free(&c.s);
+    ASSERT(c.s.index == NULL);
+}
+
 #define TESTS(XX)                                                              \
     XX(admission_code_names)                                                   \
     XX(admission_targets)                                                      \
@@ -1653,6 +1910,9 @@ TEST(admission_place_multi_headroom_edge)
     XX(admission_preflight_empty_cluster)                                      \
     XX(admission_property_pick_validates)                                      \
     XX(admission_property_place_matches_reference)                             \
-    XX(admission_place_multi_headroom_edge)
+    XX(admission_place_multi_headroom_edge)                                  \
+    XX(admission_index_matches_scan)                                           \
+    XX(admission_index_preflight)                                              \
+    XX(admission_index_follows_changes)
 
 TEST_MAIN(TESTS)

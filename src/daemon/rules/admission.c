@@ -451,6 +451,17 @@ static bool first_on_node(const struct adm_snapshot *s,
     return true;
 }
 
+/* Bring the index up to date on each node rows touch (once per node). */
+static void refresh_index(struct adm_snapshot *s, const struct adm_row *rows,
+                          size_t n)
+{
+    if (s->index == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (first_on_node(s, rows, i))
+            adm_index_update_dev(s, rows[i].dev);
+}
+
 void adm_snapshot_apply(struct adm_snapshot *s, const struct adm_req *r,
                         const struct adm_row *rows, size_t n)
 {
@@ -461,6 +472,7 @@ void adm_snapshot_apply(struct adm_snapshot *s, const struct adm_req *r,
         if (first_on_node(s, rows, i))
             node_usage(&s->nodes[d->node], r, 1);
     }
+    refresh_index(s, rows, n);
 }
 
 void adm_snapshot_release(struct adm_snapshot *s, const struct adm_req *r,
@@ -474,4 +486,5 @@ void adm_snapshot_release(struct adm_snapshot *s, const struct adm_req *r,
         if (first_on_node(s, rows, i))
             node_usage(&s->nodes[d->node], r, -1);
     }
+    refresh_index(s, rows, n);
 }

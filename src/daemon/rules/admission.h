@@ -26,6 +26,7 @@
 #define ADM_MAX_SELECTION 64      /* items in one selection */
 
 struct strmap;
+struct adm_index;
 
 /* One resource dimension of a node. */
 struct adm_res {
@@ -67,6 +68,8 @@ struct adm_snapshot {
     size_t ndevs;
     const struct strmap *node_index;
     const struct strmap *dev_index;
+    struct adm_index *index; /* free capacity (adm_index_build), owned by
+                                whoever built it; NULL: adm_place scans */
 };
 
 /* An app's requirement for one accelerator type (SPEC 2.1). */
@@ -195,11 +198,39 @@ bool adm_place(const struct adm_snapshot *s, const struct adm_req *r,
                size_t *nout);
 
 /* Apply rows (after a successful validation) to the snapshot: allocated,
- * nbound, and node usage for r. adm_snapshot_release undoes it. */
+ * nbound, and node usage for r (and the index, when there is one).
+ * adm_snapshot_release undoes it. */
 void adm_snapshot_apply(struct adm_snapshot *s, const struct adm_req *r,
                         const struct adm_row *rows, size_t n);
 void adm_snapshot_release(struct adm_snapshot *s, const struct adm_req *r,
                           const struct adm_row *rows, size_t n);
+
+/*
+ * The free-capacity index (admission_int.h has its layout). With it,
+ * adm_place reads a few candidates instead of every card; its answer is
+ * the same card (or cards) the scan picks. Whoever writes a device's st,
+ * healthy, present, memory, allocated or nbound, or a node's enabled or
+ * mem figures, other than through adm_snapshot_apply/release (which keep
+ * it current), calls adm_index_update_node (or _dev) afterwards; adding
+ * nodes or devices needs adm_index_build again.
+ *
+ * adm_index_build: (re)builds s->index for s as it is now, freeing the
+ * old one. Allocates (O(devices)); ACCEL_ENOMEM leaves s->index NULL.
+ * adm_index_free: frees s->index, sets it NULL (NULL: nothing to do).
+ * adm_index_clone: to->index = a copy of from->index (NULL if none);
+ * ACCEL_ENOMEM leaves to->index NULL.
+ * adm_index_update_node / _dev: refresh what the index holds of one node
+ * (its devices, its usage and enabled flag); O(its devices x log).
+ * adm_index_check: true when the index equals a fresh build (or is NULL);
+ * for tests: it allocates a scratch index.
+ */
+enum accel_err adm_index_build(struct adm_snapshot *s);
+void adm_index_free(struct adm_snapshot *s);
+enum accel_err adm_index_clone(const struct adm_snapshot *from,
+                               struct adm_snapshot *to);
+void adm_index_update_node(struct adm_snapshot *s, uint32_t node);
+void adm_index_update_dev(struct adm_snapshot *s, uint32_t dev);
+bool adm_index_check(const struct adm_snapshot *s);
 
 /* Availability (2.4). */
 enum adm_node_status {

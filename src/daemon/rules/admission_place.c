@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/rules/admission_int.h"
+
 /* Sharing modes in placement order (2.5). */
 static const enum accel_support mode_order[3] = {
     ACCEL_SUPPORT_EXCLUSIVE, ACCEL_SUPPORT_MEMSLICE, ACCEL_SUPPORT_TIMESLICE};
@@ -258,6 +260,81 @@ static bool place_single(const struct pctx *c, struct adm_sel *out)
         out->device = d->id;
         out->memory = d->st == ACCEL_SUPPORT_MEMSLICE ? c->need : 0;
         return true;
+    }
+    return false;
+}
+
+/* ---- single card, through the index ---- */
+
+/* Is the index there and built for this snapshot's size? */
+static bool have_index(const struct adm_snapshot *s)
+{
+    return s->index != NULL && s->index->nnodes == s->nnodes &&
+           s->index->ndevs == s->ndevs;
+}
+
+/* Card i (in the index: usable, its node enabled) passes 2.3 for r. */
+static bool idx_card_ok(const struct pctx *c, uint32_t i)
+{
+    const struct adm_device *d = &c->s->devs[i];
+    struct room rm = node_room(c, d->node);
+
+    return rm.ok &&
+           (d->st != ACCEL_SUPPORT_TIMESLICE || d->memory <= rm.mem_extra);
+}
+
+/*
+ * The card scan_node would keep in one bucket: in the tree at root, free
+ * memory in [lo, hi], the least (binpack) or most (spread) free that
+ * passes 2.3, the lowest index on ties. NO_DEV if none.
+ */
+static uint32_t idx_pick(const struct pctx *c, uint32_t root, uint64_t lo,
+                         uint64_t hi)
+{
+    const struct idx_ent *p = c->s->index->card;
+    uint32_t e;
+
+    if (c->policy != ADM_POLICY_SPREAD) {
+        for (e = idx_ceil(p, root, lo, 0); e != IDX_NIL && p[e].key <= hi;
+             e = idx_ceil(p, root, p[e].key, e + 1))
+            if (idx_card_ok(c, e))
+                return e;
+        return NO_DEV;
+    }
+    for (e = idx_floor(p, root, hi, UINT32_MAX);
+         e != IDX_NIL && p[e].key >= lo;) {
+        uint64_t f = p[e].key; /* the cards with this much free, by index */
+        for (uint32_t g = idx_ceil(p, root, f, 0);
+             g != IDX_NIL && p[g].key == f; g = idx_ceil(p, root, f, g + 1))
+            if (idx_card_ok(c, g))
+                return g;
+        e = f > 0 ? idx_floor(p, root, f - 1, UINT32_MAX) : IDX_NIL;
+    }
+    return NO_DEV;
+}
+
+/* place_single from the index: per level and mode, one bucket's best. */
+static bool place_single_idx(const struct pctx *c, struct adm_sel *out)
+{
+    const uint64_t need = c->need, lim = c->t[ADM_LEVEL_LIMIT];
+    const unsigned type = (unsigned)c->r->type;
+
+    for (int lvl = 0; lvl < (lim > need ? 2 : 1); lvl++) {
+        uint64_t lo = lvl == 0 ? lim : need;
+        uint64_t hi = lvl == 0 ? UINT64_MAX : lim - 1;
+        for (int m = 0; m < 3; m++) {
+            enum accel_support st = mode_order[m];
+            uint32_t i;
+            if (st == ACCEL_SUPPORT_MEMSLICE && need == 0)
+                continue; /* a zero quota would be memory-required */
+            i = idx_pick(c, c->s->index->card_root[type * 3 + st], lo, hi);
+            if (i == NO_DEV)
+                continue;
+            out->node = c->s->nodes[c->s->devs[i].node].name;
+            out->device = c->s->devs[i].id;
+            out->memory = st == ACCEL_SUPPORT_MEMSLICE ? need : 0;
+            return true;
+        }
     }
     return false;
 }
@@ -572,9 +649,156 @@ static bool best_node(const struct pctx *c, size_t max, uint64_t target,
     return found;
 }
 
+/* ---- multi-card, through the index ---- */
+
+/* The best gathering so far: its free sum and node. */
+struct best {
+    bool found;   /* any */
+    uint64_t fs;  /* its free sum */
+    uint32_t node; /* its node */
+};
+
+/* Does (fs, n) beat b: policy first, then the lower node (scan order)? */
+static bool best_beaten(const struct pctx *c, const struct best *b,
+                        uint64_t fs, uint32_t n)
+{
+    if (!b->found || fs == b->fs)
+        return !b->found || n < b->node;
+    return c->policy == ADM_POLICY_SPREAD ? fs > b->fs : fs < b->fs;
+}
+
+static void best_offer(const struct pctx *c, struct best *b, uint64_t fs,
+                       uint32_t n)
+{
+    if (!best_beaten(c, b, fs, n))
+        return;
+    b->found = true;
+    b->fs = fs;
+    b->node = n;
+}
+
+/* May the TimeSlice headroom of 2.3 cut node n's gathering short? */
+static bool idx_limited(const struct pctx *c, uint32_t n)
+{
+    const struct idx_node *xn = &c->s->index->node[n];
+
+    return c->check && xn->in_slack && xn->slack <= c->r->req_mem;
+}
+
+/*
+ * Is the entry at slot (node n's k-th gathered card, L and R the free sums
+ * before and with it) node n's whole answer for target: it covers target
+ * there, within max cards, on a node that passes 2.3 and whose headroom
+ * cannot cut the gathering (those are gathered the plain way)?
+ */
+static bool idx_entry_ok(const struct pctx *c, uint32_t slot, uint32_t n,
+                         uint64_t lo, uint64_t hi, size_t max,
+                         uint64_t target)
+{
+    return lo < target && hi >= target &&
+           slot - c->s->nodes[n].first_dev < max && !idx_limited(c, n) &&
+           node_room(c, n).ok;
+}
+
+/* Binpack: the first entry by (R, node) from target on that stands. */
+static void idx_binpack(const struct pctx *c, size_t max, uint64_t target,
+                        struct best *b)
+{
+    const struct adm_index *x = c->s->index;
+    const struct idx_ent *p = x->cov;
+
+    for (uint32_t e = idx_ceil(p, x->cov_root, target, 0); e != IDX_NIL;
+         e = idx_ceil(p, x->cov_root, p[e].key, p[e].tie + 1)) {
+        if (idx_entry_ok(c, e, p[e].tie, p[e].aux, p[e].key, max, target)) {
+            best_offer(c, b, p[e].key, p[e].tie);
+            return;
+        }
+    }
+}
+
+/*
+ * Spread: the entry of largest (R, then lowest node) among those with
+ * L < target that stands, branch and bound over the span subtree at t
+ * (each subtree knows its largest R).
+ */
+static void idx_spread(const struct pctx *c, uint32_t t, size_t max,
+                       uint64_t target, struct best *b)
+{
+    const struct idx_ent *p = c->s->index->spn;
+
+    while (t != IDX_NIL) {
+        uint32_t m = p[t].mx, u, v;
+        if (p[m].aux < target || !best_beaten(c, b, p[m].aux, p[m].tie))
+            return;
+        if (p[t].key >= target) { /* t and its right: L too large */
+            t = p[t].l;
+            continue;
+        }
+        if (idx_entry_ok(c, t, p[t].tie, p[t].key, p[t].aux, max, target))
+            best_offer(c, b, p[t].aux, p[t].tie);
+        u = p[t].l;
+        v = p[t].r;
+        if (u == IDX_NIL ||
+            (v != IDX_NIL && p[p[v].mx].aux > p[p[u].mx].aux)) {
+            u = p[t].r; /* the more promising side first */
+            v = p[t].l;
+        }
+        idx_spread(c, u, max, target, b);
+        t = v;
+    }
+}
+
+/* best_node from the index; a zero target (one card, any mode) scans. */
+static bool best_node_idx(const struct pctx *c, size_t max, uint64_t target,
+                          uint32_t *out)
+{
+    const struct adm_index *x = c->s->index;
+    const struct idx_ent *p = x->slk;
+    struct best b = { false, 0, 0 };
+    uint64_t fs = 0;
+
+    if (target == 0)
+        return best_node(c, max, target, out);
+    /* the nodes whose headroom may bind: gathered the plain way */
+    for (uint32_t e = c->check ? idx_ceil(p, x->slk_root, 0, 0) : IDX_NIL;
+         e != IDX_NIL && p[e].key <= c->r->req_mem;
+         e = idx_ceil(p, x->slk_root, p[e].key, p[e].tie + 1))
+        if (node_candidate(c, p[e].tie, max, target, false, 0, &fs))
+            best_offer(c, &b, fs, p[e].tie);
+    if (c->policy == ADM_POLICY_SPREAD)
+        idx_spread(c, x->spn_root, max, target, &b);
+    else
+        idx_binpack(c, max, target, &b);
+    *out = b.node;
+    return b.found;
+}
+
+/* gather_all over the nodes the index says have cards of each mode. */
+static void gather_all_idx(const struct pctx *c, struct gather *g)
+{
+    const struct adm_index *x = c->s->index;
+    const size_t words = (c->s->nnodes + 63) / 64;
+
+    for (int m = 0; m < 3 && !gather_done(g); m++) {
+        const uint64_t *bits = x->mbits[mode_order[m]];
+        for (size_t w = 0; w < words && !gather_done(g); w++) {
+            for (uint64_t v = bits[w]; v != 0 && !gather_done(g);
+                 v &= v - 1) {
+                uint32_t bit = 0;
+                while (!(v >> bit & 1))
+                    bit++;
+                gather_mode_lazy(c, g, (uint32_t)(w * 64 + bit),
+                                 mode_order[m]);
+            }
+        }
+    }
+}
+
 static bool place_multi(const struct pctx *c, struct adm_sel *out, size_t max,
                         size_t *nout)
 {
+    const bool idx = have_index(c->s);
+
     /* the gathering depends on the target alone: the same target at the
      * required level would fail again */
     for (int lvl = 0; lvl < (c->t[0] == c->t[1] ? 1 : 2); lvl++) {
@@ -582,8 +806,12 @@ static bool place_multi(const struct pctx *c, struct adm_sel *out, size_t max,
         uint32_t n = 0;
         gather_init(&g, out, max, c->t[lvl]);
         if (c->r->multi_nodes) {
-            gather_all(c, &g);
-        } else if (best_node(c, max, c->t[lvl], &n)) {
+            if (idx)
+                gather_all_idx(c, &g);
+            else
+                gather_all(c, &g);
+        } else if (idx ? best_node_idx(c, max, c->t[lvl], &n)
+                       : best_node(c, max, c->t[lvl], &n)) {
             gather_node(c, &g, n);
         }
         if (g.n > 0 && g.left == 0) {
@@ -608,7 +836,9 @@ static bool place_impl(const struct pctx *c, struct adm_sel *out, size_t max,
         return false;
     if (is_multi(c->r))
         return place_multi(c, out, max, nout);
-    if (!place_single(c, out))
+    if (have_index(c->s) && (unsigned)c->r->type < ACCEL_TYPE_COUNT
+            ? !place_single_idx(c, out)
+            : !place_single(c, out))
         return false;
     *nout = 1;
     return true;
@@ -913,6 +1143,7 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
     struct adm_snapshot cp = *s;
     enum accel_err rc = ACCEL_ENOMEM;
 
+    cp.index = NULL;
     memset(out, 0, sizeof(*out));
     cp.nodes = malloc((s->nnodes ? s->nnodes : 1) * sizeof(*cp.nodes));
     cp.devs = malloc((s->ndevs ? s->ndevs : 1) * sizeof(*cp.devs));
@@ -922,6 +1153,8 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
         memcpy(cp.nodes, s->nodes, s->nnodes * sizeof(*cp.nodes));
     if (s->ndevs)
         memcpy(cp.devs, s->devs, s->ndevs * sizeof(*cp.devs));
+    if (adm_index_clone(s, &cp) != ACCEL_OK)
+        goto out; /* the copy applies rows: it needs its own index */
     out->installable = true;
     for (size_t i = 0; i < n && out->installable; i++) {
         if (!preflight_one(&cp, &demands[i], policy, hook, i, out)) {
@@ -931,6 +1164,7 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
     }
     rc = ACCEL_OK;
 out:
+    adm_index_free(&cp);
     free(cp.nodes);
     free(cp.devs);
     return rc;
