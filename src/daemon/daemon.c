@@ -685,6 +685,9 @@ static int open_state(struct accel_daemon *d)
             adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
         }
     }
+    /* from here on every change to the snapshot keeps it current */
+    if (adm_index_build(&d->snap) != ACCEL_OK)
+        log_warn("no memory for the placement index: placement scans");
     if (ensure_admin(d, store_created(d->store)) != 0)
         return 1;
     rc = identity_start(d);

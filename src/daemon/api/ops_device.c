@@ -190,6 +190,7 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
         state_set_state(apps[i], APP_STOPPED, "mode-switch");
     }
     d->snap.devs[dev].st = st;
+    adm_index_update_dev(&d->snap, (uint32_t)dev);
     view_touch(d, dev);
     return ACCEL_OK;
 }
@@ -347,6 +348,7 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
         goto out;
     }
     d->snap.nodes[n].enabled = enabled;
+    adm_index_update_node(&d->snap, (uint32_t)n);
     for (uint32_t k = 0; k < d->snap.nodes[n].ndev; k++)
         view_touch(d, (int)(d->snap.nodes[n].first_dev + k));
     ops_res_ok(res, 200, view_node(d, n, NULL));

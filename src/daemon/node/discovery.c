@@ -16,6 +16,7 @@
 
 #include "common/strmap.h"
 #include "common/util.h"
+#include "daemon/log.h"
 #include "daemon/node/nvml.h"
 #include "daemon/state.h"
 
@@ -238,6 +239,10 @@ json_t *discovery_rediscover(struct accel_daemon *d, char **status)
     }
     added = json_array();
     add_new_gpus(d, g, n, added);
+    /* new devices: the index is rebuilt for the grown snapshot (until
+     * then, or without memory for it, placement scans) */
+    if (json_array_size(added) > 0 && adm_index_build(&d->snap) != ACCEL_OK)
+        log_warn("no memory for the placement index: placement scans");
     free(d->nvml_status);
     d->nvml_status = xasprintf("NVML loaded: driver %s, CUDA %s, %zu GPUs",
                                drv, cuda, n);

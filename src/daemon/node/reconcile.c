@@ -370,6 +370,7 @@ static void update_device(struct accel_daemon *d, size_t dev,
     struct adm_device *x = &d->snap.devs[dev];
     const char *node = d->snap.nodes[x->node].name;
     bool healthy = s->g.healthy == 1;
+    bool was_present = x->present;
 
     if (!x->present)
         state_event(d, "device.returned", NULL, node, x->id, NULL,
@@ -382,7 +383,10 @@ static void update_device(struct accel_daemon *d, size_t dev,
                     "GPU %s is %s%s%s", x->id,
                     healthy ? "healthy again" : "unhealthy",
                     healthy ? "" : ": ", healthy ? "" : s->g.health_cause);
-    x->healthy = healthy;
+    if (!was_present || healthy != x->healthy) {
+        x->healthy = healthy;
+        adm_index_update_dev(&d->snap, (uint32_t)dev);
+    }
     d->dinfo[dev].used_mem = s->g.memory_used;
     set_telemetry(&d->dinfo[dev], &s->g);
 }
@@ -403,6 +407,7 @@ static void apply_devices(struct accel_daemon *d, struct pass *p)
             update_device(d, i, s);
         } else if (d->dinfo[i].discovered && x->present) {
             x->present = false;
+            adm_index_update_dev(&d->snap, (uint32_t)i);
             set_telemetry(&d->dinfo[i], NULL);
             state_event(d, "device.missing", NULL,
                         d->snap.nodes[x->node].name, x->id, NULL,
