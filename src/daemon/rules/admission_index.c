@@ -203,24 +203,83 @@ static uint64_t gather_free(const struct adm_device *d)
     return adm_device_free(d);
 }
 
-static void drop_cover(struct adm_index *x, const struct adm_node *nd,
-                       uint32_t n)
+/* Walks a node's cards in gathering order (Exclusive, MemorySlice,
+ * TimeSlice; index order in each), those that give something. */
+struct seq {
+    const struct adm_snapshot *s; /* the snapshot */
+    const struct adm_node *nd;    /* the node */
+    int m;                        /* position in the mode order */
+    uint32_t i;                   /* next device */
+};
+
+static void seq_init(struct seq *q, const struct adm_snapshot *s, uint32_t n)
 {
-    for (uint32_t j = 0; j < x->node[n].ncov; j++) {
-        tree_remove(x->cov, &x->cov_root, nd->first_dev + j);
-        tree_remove(x->spn, &x->spn_root, nd->first_dev + j);
+    q->s = s;
+    q->nd = &s->nodes[n];
+    q->m = 0;
+    q->i = q->nd->first_dev;
+}
+
+/* The next card's free memory and mode; false at the end. */
+static bool seq_next(struct seq *q, uint64_t *f, enum accel_support *st)
+{
+    static const enum accel_support order[3] = {
+        ACCEL_SUPPORT_EXCLUSIVE, ACCEL_SUPPORT_MEMSLICE,
+        ACCEL_SUPPORT_TIMESLICE};
+    const uint32_t end = q->nd->first_dev + q->nd->ndev;
+
+    while (q->m < 3) {
+        while (q->i < end) {
+            const struct adm_device *d = &q->s->devs[q->i++];
+            if (d->st == order[q->m] && (*f = gather_free(d)) > 0) {
+                *st = order[q->m];
+                return true;
+            }
+        }
+        q->m++;
+        q->i = q->nd->first_dev;
     }
-    x->node[n].ncov = 0;
+    return false;
+}
+
+static void set_slack(struct adm_index *x, const struct adm_node *nd,
+                      uint32_t n, uint64_t ts)
+{
+    uint64_t t = threshold(nd->mem.total), key = 0;
+
+    if (nd->mem.used <= t && ts <= t - nd->mem.used)
+        key = t - nd->mem.used - ts + 1;
+    if (x->node[n].in_slack && x->node[n].slack == key && ts > 0)
+        return;
     if (x->node[n].in_slack)
         tree_remove(x->slk, &x->slk_root, n);
     x->node[n].in_slack = false;
     x->node[n].slack = 0;
-    for (int m = 0; m < 3; m++)
-        x->mbits[m][n / 64] &= ~(UINT64_C(1) << (n % 64));
+    if (ts == 0)
+        return;
+    x->node[n].slack = key;
+    x->slk[n].key = key;
+    x->slk[n].tie = n;
+    x->slk[n].aux = 0;
+    tree_insert(x->slk, &x->slk_root, n);
+    x->node[n].in_slack = true;
 }
 
-static void add_entry(struct adm_index *x, uint32_t slot, uint32_t n,
-                      uint64_t lo, uint64_t hi)
+/* Does slot hold (lo, hi) already? */
+static bool entry_is(const struct adm_index *x, uint32_t slot, uint64_t lo,
+                     uint64_t hi)
+{
+    return x->cov[slot].key == hi && x->cov[slot].aux == lo;
+}
+
+static void entry_remove(struct adm_index *x, uint32_t slot)
+{
+    tree_remove(x->cov, &x->cov_root, slot);
+    tree_remove(x->spn, &x->spn_root, slot);
+}
+
+static void entry_insert(struct adm_index *x, uint32_t slot, uint32_t n,
+                         uint64_t lo, uint64_t hi)
 {
     x->cov[slot].key = hi;
     x->cov[slot].aux = lo;
@@ -232,52 +291,47 @@ static void add_entry(struct adm_index *x, uint32_t slot, uint32_t n,
     tree_insert(x->spn, &x->spn_root, slot);
 }
 
-static void add_slack(struct adm_index *x, const struct adm_node *nd,
-                      uint32_t n, uint64_t ts)
-{
-    uint64_t t = threshold(nd->mem.total);
-
-    x->node[n].slack = 0;
-    if (nd->mem.used <= t && ts <= t - nd->mem.used)
-        x->node[n].slack = t - nd->mem.used - ts + 1;
-    x->slk[n].key = x->node[n].slack;
-    x->slk[n].tie = n;
-    x->slk[n].aux = 0;
-    tree_insert(x->slk, &x->slk_root, n);
-    x->node[n].in_slack = true;
-}
-
-/* Node n's cover/span entries, mode bits and slack, from scratch. */
+/*
+ * Node n's cover/span entries, mode bits and slack. Entries that keep
+ * their value stay; the others are taken out first and put in after, so
+ * the trees never hold two equal keys of one node.
+ */
 static void refresh_cover(struct adm_index *x, const struct adm_snapshot *s,
                           uint32_t n)
 {
-    static const enum accel_support order[3] = {
-        ACCEL_SUPPORT_EXCLUSIVE, ACCEL_SUPPORT_MEMSLICE,
-        ACCEL_SUPPORT_TIMESLICE};
     const struct adm_node *nd = &s->nodes[n];
-    uint64_t cum = 0, ts = 0;
+    const uint32_t old = x->node[n].ncov;
+    uint64_t cum = 0, ts = 0, f;
+    enum accel_support st;
     uint32_t k = 0;
+    struct seq q;
 
-    drop_cover(x, nd, n);
-    if (!nd->enabled)
-        return;
-    for (int m = 0; m < 3; m++) {
-        for (uint32_t i = nd->first_dev; i < nd->first_dev + nd->ndev; i++) {
-            const struct adm_device *d = &s->devs[i];
-            uint64_t f = d->st == order[m] ? gather_free(d) : 0;
-            if (f == 0)
-                continue;
-            add_entry(x, nd->first_dev + k, n, cum, sat_add(cum, f));
-            cum = sat_add(cum, f);
-            k++;
-            x->mbits[order[m]][n / 64] |= UINT64_C(1) << (n % 64);
-            if (order[m] == ACCEL_SUPPORT_TIMESLICE)
-                ts = sat_add(ts, f);
-        }
+    for (int m = 0; m < 3; m++)
+        x->mbits[m][n / 64] &= ~(UINT64_C(1) << (n % 64));
+    seq_init(&q, s, n);
+    while (nd->enabled && seq_next(&q, &f, &st)) {
+        if (k < old && !entry_is(x, nd->first_dev + k, cum, sat_add(cum, f)))
+            entry_remove(x, nd->first_dev + k);
+        cum = sat_add(cum, f);
+        k++;
+    }
+    for (uint32_t j = k; j < old; j++)
+        entry_remove(x, nd->first_dev + j);
+    cum = 0;
+    k = 0;
+    seq_init(&q, s, n);
+    while (nd->enabled && seq_next(&q, &f, &st)) {
+        uint32_t slot = nd->first_dev + k;
+        if (k >= old || !entry_is(x, slot, cum, sat_add(cum, f)))
+            entry_insert(x, slot, n, cum, sat_add(cum, f));
+        cum = sat_add(cum, f);
+        k++;
+        x->mbits[st][n / 64] |= UINT64_C(1) << (n % 64);
+        if (st == ACCEL_SUPPORT_TIMESLICE)
+            ts = sat_add(ts, f);
     }
     x->node[n].ncov = k;
-    if (ts > 0)
-        add_slack(x, nd, n, ts);
+    set_slack(x, nd, n, ts);
 }
 
 void adm_index_update_node(struct adm_snapshot *s, uint32_t node)
