@@ -44,10 +44,13 @@ static bool larger_r(const struct idx_ent *p, uint32_t a, uint32_t b)
     return p[a].aux > p[b].aux || (p[a].aux == p[b].aux && p[a].tie < p[b].tie);
 }
 
-static void pull(struct idx_ent *p, uint32_t t)
+/* Recompute t's subtree best (span only: aug). */
+static void pull(struct idx_ent *p, uint32_t t, bool aug)
 {
     uint32_t m = t;
 
+    if (!aug)
+        return;
     if (p[t].l != IDX_NIL && larger_r(p, p[p[t].l].mx, m))
         m = p[p[t].l].mx;
     if (p[t].r != IDX_NIL && larger_r(p, p[p[t].r].mx, m))
@@ -55,60 +58,100 @@ static void pull(struct idx_ent *p, uint32_t t)
     p[t].mx = m;
 }
 
-/* Split t into entries before (key, tie) (*a) and the rest (*b). */
-static void split(struct idx_ent *p, uint32_t t, uint64_t key, uint32_t tie,
-                  uint32_t *a, uint32_t *b)
+/* Is entry a ordered before entry b? */
+static bool ent_before(const struct idx_ent *p, uint32_t a, uint32_t b)
 {
-    if (t == IDX_NIL) {
-        *a = *b = IDX_NIL;
-        return;
-    }
-    if (before(p, t, key, tie)) {
-        split(p, p[t].r, key, tie, &p[t].r, b);
-        *a = t;
-    } else {
-        split(p, p[t].l, key, tie, a, &p[t].l);
-        *b = t;
-    }
-    pull(p, t);
+    return before(p, a, p[b].key, p[b].tie);
+}
+
+static uint32_t rot_right(struct idx_ent *p, uint32_t t, bool aug)
+{
+    uint32_t l = p[t].l;
+
+    p[t].l = p[l].r;
+    p[l].r = t;
+    pull(p, t, aug);
+    pull(p, l, aug);
+    return l;
+}
+
+static uint32_t rot_left(struct idx_ent *p, uint32_t t, bool aug)
+{
+    uint32_t r = p[t].r;
+
+    p[t].r = p[r].l;
+    p[r].l = t;
+    pull(p, t, aug);
+    pull(p, r, aug);
+    return r;
 }
 
 /* Join a and b, every entry of a ordered before every entry of b. */
-static uint32_t merge(struct idx_ent *p, uint32_t a, uint32_t b)
+static uint32_t merge(struct idx_ent *p, uint32_t a, uint32_t b, bool aug)
 {
     if (a == IDX_NIL)
         return b;
     if (b == IDX_NIL)
         return a;
     if (prio(a) > prio(b)) {
-        p[a].r = merge(p, p[a].r, b);
-        pull(p, a);
+        p[a].r = merge(p, p[a].r, b, aug);
+        pull(p, a, aug);
         return a;
     }
-    p[b].l = merge(p, a, p[b].l);
-    pull(p, b);
+    p[b].l = merge(p, a, p[b].l, aug);
+    pull(p, b, aug);
     return b;
 }
 
-/* Insert slot id with its key, aux and tie already set. */
-static void tree_insert(struct idx_ent *p, uint32_t *root, uint32_t id)
+/* Insert id under t (one descent, rotations on the way back up). */
+static uint32_t insert_at(struct idx_ent *p, uint32_t t, uint32_t id,
+                          bool aug)
 {
-    uint32_t a, b;
+    if (t == IDX_NIL)
+        return id;
+    if (ent_before(p, id, t)) {
+        p[t].l = insert_at(p, p[t].l, id, aug);
+        if (prio(p[t].l) > prio(t))
+            return rot_right(p, t, aug);
+    } else {
+        p[t].r = insert_at(p, p[t].r, id, aug);
+        if (prio(p[t].r) > prio(t))
+            return rot_left(p, t, aug);
+    }
+    pull(p, t, aug);
+    return t;
+}
 
+/* Remove id from under t: its children take its place. */
+static uint32_t remove_at(struct idx_ent *p, uint32_t t, uint32_t id,
+                          bool aug)
+{
+    if (t == IDX_NIL)
+        return IDX_NIL; /* not there: nothing to undo */
+    if (t == id)
+        return merge(p, p[t].l, p[t].r, aug);
+    if (ent_before(p, id, t))
+        p[t].l = remove_at(p, p[t].l, id, aug);
+    else
+        p[t].r = remove_at(p, p[t].r, id, aug);
+    pull(p, t, aug);
+    return t;
+}
+
+/* Insert slot id with its key, aux and tie already set; aug: keep mx. */
+static void tree_insert(struct idx_ent *p, uint32_t *root, uint32_t id,
+                        bool aug)
+{
     p[id].l = p[id].r = IDX_NIL;
     p[id].mx = id;
-    split(p, *root, p[id].key, p[id].tie, &a, &b);
-    *root = merge(p, merge(p, a, id), b);
+    *root = insert_at(p, *root, id, aug);
 }
 
 /* Remove slot id (in the tree, with the key it was inserted with). */
-static void tree_remove(struct idx_ent *p, uint32_t *root, uint32_t id)
+static void tree_remove(struct idx_ent *p, uint32_t *root, uint32_t id,
+                        bool aug)
 {
-    uint32_t a, b, x, c;
-
-    split(p, *root, p[id].key, p[id].tie, &a, &b);
-    split(p, b, p[id].key, p[id].tie + 1, &x, &c);
-    *root = merge(p, a, c);
+    *root = remove_at(p, *root, id, aug);
 }
 
 uint32_t idx_ceil(const struct idx_ent *p, uint32_t root, uint64_t key,
@@ -185,14 +228,14 @@ static void refresh_card(struct adm_index *x, const struct adm_snapshot *s,
     if (x->card_tree[i] == t && (t == NO_TREE || x->card[i].key == f))
         return;
     if (x->card_tree[i] != NO_TREE)
-        tree_remove(x->card, &x->card_root[x->card_tree[i]], i);
+        tree_remove(x->card, &x->card_root[x->card_tree[i]], i, false);
     x->card_tree[i] = (uint8_t)t;
     if (t == NO_TREE)
         return;
     x->card[i].key = f;
     x->card[i].tie = i;
     x->card[i].aux = 0;
-    tree_insert(x->card, &x->card_root[t], i);
+    tree_insert(x->card, &x->card_root[t], i, false);
 }
 
 /* What card d gives a multi-card gathering (0: nothing). */
@@ -252,7 +295,7 @@ static void set_slack(struct adm_index *x, const struct adm_node *nd,
     if (x->node[n].in_slack && x->node[n].slack == key && ts > 0)
         return;
     if (x->node[n].in_slack)
-        tree_remove(x->slk, &x->slk_root, n);
+        tree_remove(x->slk, &x->slk_root, n, false);
     x->node[n].in_slack = false;
     x->node[n].slack = 0;
     if (ts == 0)
@@ -261,7 +304,7 @@ static void set_slack(struct adm_index *x, const struct adm_node *nd,
     x->slk[n].key = key;
     x->slk[n].tie = n;
     x->slk[n].aux = 0;
-    tree_insert(x->slk, &x->slk_root, n);
+    tree_insert(x->slk, &x->slk_root, n, false);
     x->node[n].in_slack = true;
 }
 
@@ -274,8 +317,8 @@ static bool entry_is(const struct adm_index *x, uint32_t slot, uint64_t lo,
 
 static void entry_remove(struct adm_index *x, uint32_t slot)
 {
-    tree_remove(x->cov, &x->cov_root, slot);
-    tree_remove(x->spn, &x->spn_root, slot);
+    tree_remove(x->cov, &x->cov_root, slot, false);
+    tree_remove(x->spn, &x->spn_root, slot, true);
 }
 
 static void entry_insert(struct adm_index *x, uint32_t slot, uint32_t n,
@@ -284,11 +327,11 @@ static void entry_insert(struct adm_index *x, uint32_t slot, uint32_t n,
     x->cov[slot].key = hi;
     x->cov[slot].aux = lo;
     x->cov[slot].tie = n;
-    tree_insert(x->cov, &x->cov_root, slot);
+    tree_insert(x->cov, &x->cov_root, slot, false);
     x->spn[slot].key = lo;
     x->spn[slot].aux = hi;
     x->spn[slot].tie = n;
-    tree_insert(x->spn, &x->spn_root, slot);
+    tree_insert(x->spn, &x->spn_root, slot, true);
 }
 
 /*
