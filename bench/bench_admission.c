@@ -179,8 +179,9 @@ static uint64_t median(uint64_t *t, size_t n)
 
 /*
  * The bare loop: read every device struct once, as a scan must, and sum
- * the free memory of the nvidia cards (what any placement scan computes
- * at the least). The sum goes to a volatile so the loop stays.
+ * memory - allocated of the healthy nvidia cards, inline (about the least
+ * a placement scan computes per card). The sum goes to a volatile so the
+ * loop stays.
  */
 static void bare_sample(struct world *w)
 {
@@ -189,8 +190,9 @@ static void bare_sample(struct world *w)
     uint64_t sum = 0, t0 = now_ns();
 
     for (size_t i = 0; i < nd; i++)
-        if (d[i].type == ACCEL_TYPE_NVIDIA && d[i].healthy)
-            sum += adm_device_free(&d[i]);
+        if (d[i].type == ACCEL_TYPE_NVIDIA && d[i].healthy &&
+            d[i].memory > d[i].allocated)
+            sum += d[i].memory - d[i].allocated;
     w->sink = sum;
     if (w->nbare < w->cap_bare)
         w->bare[w->nbare++] = now_ns() - t0;

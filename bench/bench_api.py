@@ -112,6 +112,8 @@ def main():
                 print("errors:", len(errors), errors[:2])
             print("durable binds through the API: %d in %.1f s = %.0f/s "
                   "(%d client processes)" % (apps, dt, apps / dt, clients))
+        print("acceld resident memory after the binds, before any "
+              "listing: %.1f MiB" % rss(d.proc.pid)["VmRSS"])
         lat = []
         c = http.client.HTTPConnection("127.0.0.1", d.port)
         t1 = time.perf_counter()
