@@ -6,10 +6,13 @@
  * and preflight (2.8).
  *
  * Pure: no I/O, no locks, no globals. Only adm_availability (the arrays it
- * returns) and adm_preflight (its scratch copy of the snapshot) allocate;
- * adm_place reads each device once per level (multi-card: plus the
- * covering mode's cards of the nodes still in the running), with no
- * allocation, and does the pressure arithmetic only for nodes that matter.
+ * returns) and adm_preflight (its scratch copy of the snapshot and of its
+ * index) allocate. With the snapshot's free-capacity index
+ * (admission_index.c), adm_place asks it for the candidates that can win
+ * and checks only those; without one it scans: each device once per level
+ * (multi-card: plus the covering mode's cards of the nodes still in the
+ * running), with no allocation, and the pressure arithmetic only for
+ * nodes that matter. Both give the same answer.
  * Every placement it returns passes adm_validate, and equals a plain
  * restatement of 2.5 (the unit tests check both on randomized snapshots);
  * see docs/internals/admission.md.
