@@ -11,13 +11,19 @@
  * "no leader", HTTP 503) moves to the next one, and the one that answered
  * last is tried first next time. TLS when the URLs are https: the CA file
  * checks the members, the cert and key are the client certificate.
+ * One refinement for requests that write (a transaction with operations,
+ * a compaction): they move on only when the member surely did not apply
+ * them (no connection, nothing sent, "no leader"/"leader changed"); after
+ * a timeout, a reset once sent, or a 503 "request timed out" they answer
+ * ACCEL_EIO at once, since sending them again could apply them twice.
  *
  * Thread-safe: every call may run on any thread at once (each takes a curl
  * handle of its own from a small pool). A watch blocks its caller's thread.
  *
  * Errors: ACCEL_EIO (no endpoint answered), ACCEL_ESTORE (etcd refused the
  * request: the message is in *cause when the call has one), ACCEL_EINVAL,
- * ACCEL_ENOMEM.
+ * ACCEL_ENOMEM, ACCEL_ENOTFOUND (etcd's NotFound: a lease that is gone),
+ * ACCEL_ETOOBIG (an answer above 256 MiB).
  */
 #ifndef ACCEL_DAEMON_STORE_ETCD_H
 #define ACCEL_DAEMON_STORE_ETCD_H
@@ -64,7 +70,7 @@ void etcd_kvs_free(struct etcd_kv *kvs, size_t n);
 
 /*
  * Read one key (prefix false) or every key that starts with key (prefix
- * true), in key order, at revision rev (0: the newest). *out/*n get the
+ * true), in key order, at revision rev (0: the newest). *out, *n get the
  * kvs (caller frees with etcd_kvs_free), *header_rev (may be NULL) the
  * store's revision the answer was read at. Large prefixes are read in
  * pages of 1000 at one revision, so the answer is one consistent view.
@@ -114,7 +120,14 @@ enum accel_err etcd_txn(struct etcd *e, const struct etcd_cmp *cmps,
 
 /* Leases: grant (ttl seconds; *id gets the lease), renew once (*ttl_left
  * gets the seconds left; 0 means the lease had expired and is gone), and
- * revoke (its keys are deleted). */
+ * revoke (its keys are deleted; ACCEL_ENOTFOUND when the lease had already
+ * expired or been revoked). */
+/* Compact the store's history up to rev (etcd's physical compaction: it
+ * returns once done). Later reads at or watches from a revision below rev
+ * answer ACCEL_ESTORE / ACCEL_ESTORE_CORRUPT. A rev already compacted is
+ * ACCEL_ESTORE with etcd's message in *cause (may be NULL). */
+enum accel_err etcd_compact(struct etcd *e, int64_t rev, char **cause);
+
 enum accel_err etcd_lease_grant(struct etcd *e, int64_t ttl, int64_t *id);
 enum accel_err etcd_lease_keepalive(struct etcd *e, int64_t id,
                                     int64_t *ttl_left);

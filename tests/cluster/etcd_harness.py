@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: MIT
+"""A real etcd cluster for the cluster tests (SPEC 10): N members of
+Debian's etcd (3.4) on free loopback ports, in a temporary directory of
+their own, with settings that make elections and tests fast. Python 3
+standard library only.
+
+    with EtcdCluster(3) as c:
+        urls = c.urls()              # ["http://127.0.0.1:P", ...]
+        env["ACCEL_ETCD_ENDPOINTS"] = c.endpoints()   # comma-separated
+        c.kill(c.leader())           # SIGKILL the leader
+        c.restart(i)                 # same data dir, same ports
+        c.etcdctl("get", "--prefix", "/accel/")   # CompletedProcess (text)
+
+Members are m0..m{N-1}; index i is stable for the cluster's life. Every
+member runs with --heartbeat-interval 50 --election-timeout 500, auto
+compaction off and watch progress notifications every
+`progress_interval` (default 1s). close() (also on leaving the `with`,
+at interpreter exit, and on SIGTERM of the test) kills every member and
+removes the directory. Members also die with the test process itself
+(PR_SET_PDEATHSIG), so even a SIGKILLed test leaves no etcd running.
+
+etcd or etcdctl missing is an error (EtcdMissing, an AssertionError), not
+a skip: scripts/setup.sh installs them (etcd-server, etcd-client).
+"""
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ETCD = shutil.which("etcd")
+ETCDCTL = shutil.which("etcdctl")
+
+_PR_SET_PDEATHSIG = 1
+
+
+class EtcdMissing(AssertionError):
+    """etcd or etcdctl is not installed."""
+
+
+def require_etcd():
+    """Raise EtcdMissing, naming what to install, unless both etcd and
+    etcdctl are on PATH."""
+    missing = [n for n, p in (("etcd", ETCD), ("etcdctl", ETCDCTL)) if not p]
+    if missing:
+        raise EtcdMissing(
+            "%s not found on PATH: the cluster tests need a real etcd "
+            "(Debian: apt-get install etcd-server etcd-client, as "
+            "scripts/setup.sh does)" % " and ".join(missing))
+
+
+def _free_ports(n):
+    """n distinct TCP ports on 127.0.0.1 that nobody listens on right now.
+    The sockets are held until all are chosen, so the n differ; another
+    process may still take one before etcd binds it (start() retries)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process ends."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _post(url, path, body, timeout=2.0):
+    """POST JSON to an etcd member's gateway; the decoded answer."""
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+class Member:
+    """One etcd process: its name, ports, data directory and log."""
+
+    def __init__(self, index, root, client_port, peer_port):
+        self.index = index
+        self.name = "m%d" % index
+        self.client_url = "http://127.0.0.1:%d" % client_port
+        self.peer_url = "http://127.0.0.1:%d" % peer_port
+        self.data_dir = os.path.join(root, self.name)
+        self.log_path = os.path.join(root, self.name + ".log")
+        self.proc = None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n=30):
+        """The last n lines of the member's log (for failure messages)."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+
+class EtcdCluster:
+    """N etcd members on loopback; see the module docstring."""
+
+    def __init__(self, n=3, progress_interval="1s", start=True):
+        require_etcd()
+        if n < 1:
+            raise ValueError("a cluster needs at least one member")
+        self.n = n
+        self.progress_interval = progress_interval
+        self.root = None
+        self.members = []
+        self._closed = False
+        self._old_sigterm = None
+        if start:
+            self.start()
+
+    # -- life cycle ------------------------------------------------------
+
+    def start(self, timeout=60.0, attempts=3):
+        """Create the directory, start every member and wait until the
+        cluster is healthy (a leader, every member answering). A port taken
+        by someone else between choosing and binding makes a member exit:
+        then everything is torn down and tried again on new ports."""
+        self._install_cleanup()
+        last = None
+        for _ in range(attempts):
+            self._create()
+            try:
+                for m in self.members:
+                    self._spawn(m, "new")
+                self.wait_healthy(timeout)
+                return self
+            except AssertionError as e:
+                last = e
+                self._kill_all()
+                shutil.rmtree(self.root, ignore_errors=True)
+                self.root = None
+        self.close()
+        raise AssertionError("etcd cluster did not start: %s" % last)
+
+    def _create(self):
+        self.root = tempfile.mkdtemp(prefix="accel-etcd-")
+        ports = _free_ports(2 * self.n)
+        self.members = [Member(i, self.root, ports[2 * i], ports[2 * i + 1])
+                        for i in range(self.n)]
+        self._token = "accel-test-%d-%d" % (os.getpid(), ports[0])
+
+    def _args(self, m, state):
+        initial = ",".join("%s=%s" % (x.name, x.peer_url)
+                           for x in self.members)
+        return [ETCD, "--name", m.name, "--data-dir", m.data_dir,
+                "--listen-client-urls", m.client_url,
+                "--advertise-client-urls", m.client_url,
+                "--listen-peer-urls", m.peer_url,
+                "--initial-advertise-peer-urls", m.peer_url,
+                "--initial-cluster", initial,
+                "--initial-cluster-state", state,
+                "--initial-cluster-token", self._token,
+                "--heartbeat-interval", "50",
+                "--election-timeout", "500",
+                "--auto-compaction-retention", "0",
+                "--experimental-watch-progress-notify-interval",
+                self.progress_interval,
+                "--log-level", "warn"]
+
+    def _spawn(self, m, state):
+        log = open(m.log_path, "ab")
+        try:
+            m.proc = subprocess.Popen(
+                self._args(m, state), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, cwd=self.root,
+                preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+
+    def _install_cleanup(self):
+        atexit.register(self.close)
+        if self._old_sigterm is None:
+            try:
+                self._old_sigterm = signal.signal(signal.SIGTERM,
+                                                  self._on_sigterm)
+            except ValueError:  # not the main thread: atexit only
+                self._old_sigterm = signal.SIG_DFL
+
+    def _on_sigterm(self, signum, frame):
+        self.close()
+        raise SystemExit(128 + signum)
+
+    def close(self):
+        """Kill every member and remove the directory. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._kill_all()
+        if self.root:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+        if self._old_sigterm is not None:
+            try:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            except ValueError:
+                pass
+        atexit.unregister(self.close)
+
+    def _kill_all(self):
+        for m in self.members:
+            self._reap(m, signal.SIGKILL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- members ---------------------------------------------------------
+
+    def urls(self):
+        """Every member's client URL, in index order (running or not)."""
+        return [m.client_url for m in self.members]
+
+    def endpoints(self):
+        """urls() as one comma-separated string (acceld's --etcd)."""
+        return ",".join(self.urls())
+
+    def index_of(self, url):
+        """The index of the member whose client URL is url."""
+        for m in self.members:
+            if m.client_url == url.rstrip("/"):
+                return m.index
+        raise KeyError(url)
+
+    def _reap(self, m, sig, wait=10.0):
+        if m.proc is None:
+            return
+        if m.proc.poll() is None:
+            m.proc.send_signal(sig)
+            try:
+                m.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait()
+        m.proc = None
+
+    def kill(self, i):
+        """SIGKILL member i (a crash: no goodbye to its peers)."""
+        self._reap(self.members[i], signal.SIGKILL)
+
+    def stop(self, i):
+        """SIGTERM member i and wait for it to exit (a clean shutdown)."""
+        self._reap(self.members[i], signal.SIGTERM)
+
+    def restart(self, i, timeout=30.0):
+        """Start member i again on its data directory and ports (stopping
+        it first if it runs) and wait until it answers as a member of a
+        cluster with a leader."""
+        m = self.members[i]
+        self._reap(m, signal.SIGTERM)
+        self._spawn(m, "existing")
+        self._wait(lambda: self._healthy(m), timeout,
+                   "member %s did not come back" % m.name, [m])
+
+    # -- state -----------------------------------------------------------
+
+    def _healthy(self, m):
+        """Does m run and report a leader? Its /health says so."""
+        if not m.running():
+            return False
+        try:
+            with urllib.request.urlopen(m.client_url + "/health",
+                                        timeout=2.0) as r:
+                return json.loads(r.read().decode()).get("health") == "true"
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+
+    def _wait(self, pred, timeout, what, members):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            for m in members:
+                if m.proc is not None and m.proc.poll() is not None:
+                    raise AssertionError("%s: etcd %s exited (%s):\n%s" % (
+                        what, m.name, m.proc.returncode, m.log_tail()))
+            time.sleep(0.05)
+        raise AssertionError("%s within %.0f s:\n%s" % (what, timeout, "".join(
+            "--- %s\n%s" % (m.name, m.log_tail()) for m in members)))
+
+    def wait_healthy(self, timeout=60.0):
+        """Wait until every running member reports a healthy cluster."""
+        live = [m for m in self.members if m.proc is not None]
+        self._wait(lambda: all(self._healthy(m) for m in live), timeout,
+                   "etcd cluster not healthy", live)
+
+    def status(self, i):
+        """Member i's /v3/maintenance/status answer (a dict)."""
+        return _post(self.members[i].client_url, "/v3/maintenance/status",
+                     {})
+
+    def leader(self, timeout=10.0):
+        """The index of the current leader, as a running member reports it
+        (waits up to timeout for an election to settle)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ids = {}
+            leader = None
+            for m in self.members:
+                if not m.running():
+                    continue
+                try:
+                    st = self.status(m.index)
+                except (OSError, ValueError, urllib.error.URLError):
+                    continue
+                ids[st.get("header", {}).get("member_id")] = m.index
+                leader = st.get("leader") or leader
+            if leader in ids:
+                return ids[leader]
+            if time.monotonic() > deadline:
+                raise AssertionError("no etcd leader among the running "
+                                     "members")
+            time.sleep(0.05)
+
+    def etcdctl(self, *args, check=True, timeout=30.0):
+        """Run etcdctl (API v3) against the running members; the
+        subprocess.CompletedProcess (text). check: raise on failure."""
+        live = [m.client_url for m in self.members if m.running()]
+        env = dict(os.environ, ETCDCTL_API="3")
+        return subprocess.run(
+            [ETCDCTL, "--endpoints", ",".join(live)] + list(args),
+            env=env, capture_output=True, text=True, check=check,
+            timeout=timeout)
