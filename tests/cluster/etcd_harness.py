@@ -13,16 +13,24 @@ standard library only.
 
 Members are m0..m{N-1}; index i is stable for the cluster's life. Every
 member runs with --heartbeat-interval 50 --election-timeout 500, auto
-compaction off and watch progress notifications every
-`progress_interval` (default 1s). close() (also on leaving the `with`,
-at interpreter exit, and on SIGTERM of the test) kills every member and
-removes the directory. Members also die with the test process itself
-(PR_SET_PDEATHSIG), so even a SIGKILLed test leaves no etcd running.
+compaction off, --pre-vote (a restarted member does not depose a working
+leader, which would drop the writes in flight) and watch progress
+notifications every `progress_interval` (default 1s).
+
+close() (also on leaving the `with`, at interpreter exit, and on SIGTERM of
+the test) kills every member and removes the directory. Members also die
+with the test process itself (PR_SET_PDEATHSIG), so even a SIGKILLed test
+leaves no etcd running (only its directory, which nothing can remove then).
+The kernel ties that signal to the *thread* that forked the member, so every
+member is started from one thread of the cluster's own that lives until
+close(): kill/restart may be called from any thread (a test's helper thread
+that ends does not take the members it restarted with it).
 
 etcd or etcdctl missing is an error (EtcdMissing, an AssertionError), not
 a skip: scripts/setup.sh installs them (etcd-server, etcd-client).
 """
 import atexit
+import concurrent.futures
 import ctypes
 import json
 import os
@@ -126,6 +134,9 @@ class EtcdCluster:
         self.members = []
         self._closed = False
         self._old_sigterm = None
+        # the one thread that forks members (see the module docstring)
+        self._spawner = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="etcd-spawner")
         if start:
             self.start()
 
@@ -174,19 +185,21 @@ class EtcdCluster:
                 "--heartbeat-interval", "50",
                 "--election-timeout", "500",
                 "--auto-compaction-retention", "0",
+                "--pre-vote",
                 "--experimental-watch-progress-notify-interval",
                 self.progress_interval,
                 "--log-level", "warn"]
 
     def _spawn(self, m, state):
-        log = open(m.log_path, "ab")
-        try:
-            m.proc = subprocess.Popen(
+        m.proc = self._spawner.submit(self._popen, m, state).result()
+
+    def _popen(self, m, state):
+        """On the spawner thread: fork and exec member m."""
+        with open(m.log_path, "ab") as log:
+            return subprocess.Popen(
                 self._args(m, state), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.root,
                 preexec_fn=_die_with_parent)
-        finally:
-            log.close()
 
     def _install_cleanup(self):
         atexit.register(self.close)
@@ -207,6 +220,7 @@ class EtcdCluster:
             return
         self._closed = True
         self._kill_all()
+        self._spawner.shutdown(wait=True)
         if self.root:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
@@ -268,12 +282,23 @@ class EtcdCluster:
     def restart(self, i, timeout=30.0):
         """Start member i again on its data directory and ports (stopping
         it first if it runs) and wait until it answers as a member of a
-        cluster with a leader."""
+        cluster with a leader that every running member agrees on."""
         m = self.members[i]
         self._reap(m, signal.SIGTERM)
         self._spawn(m, "existing")
-        self._wait(lambda: self._healthy(m), timeout,
+        self._wait(lambda: self._healthy(m) and self._settled(), timeout,
                    "member %s did not come back" % m.name, [m])
+
+    def _settled(self):
+        """Do all running members name the same leader?"""
+        leaders = set()
+        for m in self.members:
+            if m.running():
+                try:
+                    leaders.add(self.status(m.index).get("leader"))
+                except (OSError, ValueError, urllib.error.URLError):
+                    return False
+        return len(leaders) == 1 and None not in leaders
 
     # -- state -----------------------------------------------------------
 
@@ -302,10 +327,11 @@ class EtcdCluster:
             "--- %s\n%s" % (m.name, m.log_tail()) for m in members)))
 
     def wait_healthy(self, timeout=60.0):
-        """Wait until every running member reports a healthy cluster."""
+        """Wait until every running member reports a healthy cluster and
+        all name the same leader."""
         live = [m for m in self.members if m.proc is not None]
-        self._wait(lambda: all(self._healthy(m) for m in live), timeout,
-                   "etcd cluster not healthy", live)
+        self._wait(lambda: all(self._healthy(m) for m in live) and
+                   self._settled(), timeout, "etcd cluster not healthy", live)
 
     def status(self, i):
         """Member i's /v3/maintenance/status answer (a dict)."""

@@ -74,15 +74,15 @@ static uint64_t ms_since(uint64_t t0)
 static int64_t put_n(struct etcd *e, const char *key, const char *value,
                      size_t len)
 {
-    struct etcd_op op = { .kind = ETCD_PUT, .key = key, .value = value,
-                          .value_len = len };
+    struct etcd_op op = {
+        .kind = ETCD_PUT, .key = key, .value = value, .value_len = len
+    };
     bool ok = false;
     int64_t rev = 0;
     char *cause = NULL;
     enum accel_err rc = etcd_txn(e, NULL, 0, &op, 1, &ok, &rev, &cause);
     if (rc != ACCEL_OK || !ok)
-        FAIL_AT_("put %s: %s %s", key, accel_err_name(rc),
-                 cause ? cause : "");
+        FAIL_AT_("put %s: %s %s", key, accel_err_name(rc), cause ? cause : "");
     return rev;
 }
 
@@ -116,8 +116,9 @@ static size_t count(struct etcd *e, const char *prefix)
 static bool guarded_put(struct etcd *e, const struct etcd_cmp *c,
                         const char *key, const char *value, int64_t *rev)
 {
-    struct etcd_op op = { .kind = ETCD_PUT, .key = key, .value = value,
-                          .value_len = strlen(value) };
+    struct etcd_op op = {
+        .kind = ETCD_PUT, .key = key, .value = value, .value_len = strlen(value)
+    };
     bool ok = false;
     ASSERT_EQ(etcd_txn(e, c, 1, &op, 1, &ok, rev, NULL), ACCEL_OK);
     return ok;
@@ -166,9 +167,9 @@ struct rec_ev {
 };
 
 struct rec_group {
-    int64_t rev;                     /* the callback's revision */
-    size_t n;                        /* events it carried */
-    struct rec_ev ev[REC_EVENTS];    /* the first REC_EVENTS of them */
+    int64_t rev;                  /* the callback's revision */
+    size_t n;                     /* events it carried */
+    struct rec_ev ev[REC_EVENTS]; /* the first REC_EVENTS of them */
 };
 
 struct recorder {
@@ -205,9 +206,8 @@ static enum accel_err rec_cb(void *ctx, int64_t rev,
             x->type = ev[i].type;
             snprintf(x->key, sizeof x->key, "%s", ev[i].kv.key);
             memcpy(x->value, ev[i].kv.value,
-                   ev[i].kv.value_len < sizeof x->value
-                       ? ev[i].kv.value_len
-                       : sizeof x->value);
+                   ev[i].kv.value_len < sizeof x->value ? ev[i].kv.value_len
+                                                        : sizeof x->value);
             x->value_len = ev[i].kv.value_len;
             x->mod_rev = ev[i].kv.mod_rev;
         }
@@ -220,8 +220,8 @@ static enum accel_err rec_cb(void *ctx, int64_t rev,
 static void *rec_thread(void *arg)
 {
     struct recorder *r = arg;
-    enum accel_err rc = etcd_watch(r->e, r->prefix, r->start, rec_cb, r,
-                                   &r->stop);
+    enum accel_err rc =
+        etcd_watch(r->e, r->prefix, r->start, rec_cb, r, &r->stop);
     pthread_mutex_lock(&r->mu);
     r->rc = rc;
     r->finished = true;
@@ -248,8 +248,7 @@ static struct recorder *rec_start(struct etcd *e, const char *prefix,
  * notifications, or has finished; false on timeout. */
 enum rec_what { REC_GROUPS_AT_LEAST, REC_PROGRESS_AT_LEAST, REC_FINISHED };
 
-static bool rec_wait(struct recorder *r, enum rec_what what, size_t n,
-                     long ms)
+static bool rec_wait(struct recorder *r, enum rec_what what, size_t n, long ms)
 {
     uint64_t t0 = util_now_ns();
     bool ok = false;
@@ -277,7 +276,7 @@ static bool rec_wait(struct recorder *r, enum rec_what what, size_t n,
 static enum accel_err rec_stop(struct recorder *r)
 {
     enum accel_err rc;
-    r->stop = 1;
+    __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
     if (!rec_wait(r, REC_FINISHED, 0, 5000))
         FAIL_AT_("etcd_watch did not return within 5 s of its stop flag");
     pthread_join(r->th, NULL);
@@ -309,8 +308,8 @@ TEST(etcd_open_rejects)
     cause = NULL;
     for (int i = 0; i < 17; i++) {
         size_t l = strlen(many);
-        snprintf(many + l, sizeof many - l, "%shttp://h%d:2379",
-                 i ? "," : "", i);
+        snprintf(many + l, sizeof many - l, "%shttp://h%d:2379", i ? "," : "",
+                 i);
     }
     o.endpoints = many;
     ASSERT_EQ(etcd_open(&o, &e, &cause), ACCEL_EINVAL);
@@ -373,8 +372,7 @@ TEST(etcd_put_get)
     ASSERT_EQ(hdr, r1);
     etcd_kvs_free(kvs, n);
     /* a missing key, an empty value */
-    ASSERT_EQ(etcd_get(e, "/t/pg/missing", false, 0, &kvs, &n, NULL),
-              ACCEL_OK);
+    ASSERT_EQ(etcd_get(e, "/t/pg/missing", false, 0, &kvs, &n, NULL), ACCEL_OK);
     ASSERT_EQ(n, 0);
     etcd_kvs_free(kvs, n);
     put(e, "/t/pg/empty", "");
@@ -394,10 +392,10 @@ TEST(etcd_put_get)
 /* A writer that adds keys between the existing ones while pages are read;
  * it records the revision of each of its writes. */
 struct page_writer {
-    struct etcd *e;           /* its client */
-    atomic_int stop;          /* set by the test */
-    atomic_int written;       /* writes done */
-    int64_t revs[100000];     /* the revision of each */
+    struct etcd *e;       /* its client */
+    atomic_int stop;      /* set by the test */
+    atomic_int written;   /* writes done */
+    int64_t revs[100000]; /* the revision of each */
 };
 
 static void *page_writer_main(void *arg)
@@ -442,8 +440,9 @@ TEST(etcd_prefix_paging)
     for (int t = 0; t < PAGE_KEYS / 125; t++) {
         for (int i = 0; i < 125; i++) {
             snprintf(keys[i], sizeof keys[i], "/t/page/k%05d", t * 125 + i);
-            ops[i] = (struct etcd_op){ .kind = ETCD_PUT, .key = keys[i],
-                                       .value = "v", .value_len = 1 };
+            ops[i] = (struct etcd_op){
+                .kind = ETCD_PUT, .key = keys[i], .value = "v", .value_len = 1
+            };
         }
         ASSERT_EQ(etcd_txn(e, NULL, 0, ops, 125, &ok, &base, NULL), ACCEL_OK);
         ASSERT(ok);
@@ -517,8 +516,9 @@ TEST(etcd_guards)
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t m1 = put(e, "/t/g/k", "v1"), m2 = 0, rev = 0;
-    struct etcd_cmp c = { .key = "/t/g/k", .target = ETCD_MOD,
-                          .result = ETCD_EQUAL, .num = m1 };
+    struct etcd_cmp c = {
+        .key = "/t/g/k", .target = ETCD_MOD, .result = ETCD_EQUAL, .num = m1
+    };
 
     /* the mod revision of an existing key: right, then stale */
     ASSERT(guarded_put(e, &c, "/t/g/k", "v2", &m2));
@@ -530,8 +530,9 @@ TEST(etcd_guards)
     etcd_kvs_free(kvs, n);
 
     /* a missing key has mod revision 0: create-if-absent, once */
-    c = (struct etcd_cmp){ .key = "/t/g/new", .target = ETCD_MOD,
-                           .result = ETCD_EQUAL, .num = 0 };
+    c = (struct etcd_cmp){
+        .key = "/t/g/new", .target = ETCD_MOD, .result = ETCD_EQUAL, .num = 0
+    };
     ASSERT(guarded_put(e, &c, "/t/g/new", "first", NULL));
     ASSERT(!guarded_put(e, &c, "/t/g/new", "second", NULL));
 
@@ -558,12 +559,13 @@ TEST(etcd_guards)
         { ETCD_VALUE, ETCD_GREATER, 0, "v1", true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct etcd_cmp g = { .key = "/t/g/k", .target = cases[i].t,
-                              .result = cases[i].r, .num = cases[i].num,
+        struct etcd_cmp g = { .key = "/t/g/k",
+                              .target = cases[i].t,
+                              .result = cases[i].r,
+                              .num = cases[i].num,
                               .value = cases[i].value,
-                              .value_len = cases[i].value
-                                               ? strlen(cases[i].value)
-                                               : 0 };
+                              .value_len =
+                                  cases[i].value ? strlen(cases[i].value) : 0 };
         if (guarded_put(e, &g, "/t/g/side", "x", NULL) != cases[i].holds)
             FAIL_AT_("guard case %zu: expected %s", i,
                      cases[i].holds ? "to hold" : "to fail");
@@ -572,13 +574,18 @@ TEST(etcd_guards)
     /* several guards: one failing applies nothing */
     {
         struct etcd_cmp two[2] = {
-            { .key = "/t/g/k", .target = ETCD_VERSION, .result = ETCD_EQUAL,
+            { .key = "/t/g/k",
+              .target = ETCD_VERSION,
+              .result = ETCD_EQUAL,
               .num = 2 },
-            { .key = "/t/g/new", .target = ETCD_MOD, .result = ETCD_EQUAL,
+            { .key = "/t/g/new",
+              .target = ETCD_MOD,
+              .result = ETCD_EQUAL,
               .num = 0 },
         };
-        struct etcd_op op = { .kind = ETCD_PUT, .key = "/t/g/never",
-                              .value = "x", .value_len = 1 };
+        struct etcd_op op = {
+            .kind = ETCD_PUT, .key = "/t/g/never", .value = "x", .value_len = 1
+        };
         bool ok = true;
         ASSERT_EQ(etcd_txn(e, two, 2, &op, 1, &ok, NULL, NULL), ACCEL_OK);
         ASSERT(!ok);
@@ -620,8 +627,10 @@ TEST(etcd_nul_in_value)
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     static const char v[] = { 'a', '\0', 'b', '\0', '\xff' };
-    struct etcd_cmp c = { .key = "/t/nul/k", .target = ETCD_VALUE,
-                          .result = ETCD_EQUAL, .value = v,
+    struct etcd_cmp c = { .key = "/t/nul/k",
+                          .target = ETCD_VALUE,
+                          .result = ETCD_EQUAL,
+                          .value = v,
                           .value_len = sizeof v };
 
     put_n(e, "/t/nul/k", v, sizeof v);
@@ -648,12 +657,13 @@ TEST(etcd_txn_op_limit)
 
     for (int i = 0; i <= ETCD_TXN_MAX_OPS; i++) {
         snprintf(keys[i], sizeof keys[i], "/t/many/%03d", i);
-        ops[i] = (struct etcd_op){ .kind = ETCD_PUT, .key = keys[i],
-                                   .value = "v", .value_len = 1 };
+        ops[i] = (struct etcd_op){
+            .kind = ETCD_PUT, .key = keys[i], .value = "v", .value_len = 1
+        };
     }
-    ASSERT_EQ(etcd_txn(e, NULL, 0, ops, ETCD_TXN_MAX_OPS + 1, &ok, NULL,
-                       &cause),
-              ACCEL_EINVAL);
+    ASSERT_EQ(
+        etcd_txn(e, NULL, 0, ops, ETCD_TXN_MAX_OPS + 1, &ok, NULL, &cause),
+        ACCEL_EINVAL);
     ASSERT(cause != NULL && strstr(cause, "128") != NULL);
     free(cause);
     ASSERT_EQ(count(e, "/t/many/"), 0); /* nothing was sent */
@@ -741,6 +751,74 @@ TEST(etcd_watch_replay_order)
     etcd_close(e);
 }
 
+/* A revision far larger than one read from the socket (100 values of
+ * 8 KiB: one JSON line of ~1.1 MB, split across many chunks) still
+ * arrives whole, as one callback. */
+struct big_check {
+    size_t calls;  /* callbacks with events */
+    size_t events; /* events in the first */
+    size_t bad;    /* events whose key or value differs */
+};
+
+#define BIG_N   100
+#define BIG_LEN 8192
+
+static void big_value(char *v, int i)
+{
+    for (int j = 0; j < BIG_LEN; j++)
+        v[j] = (char)((i * 131 + j * 7) & 0xff); /* NUL bytes included */
+}
+
+static enum accel_err big_cb(void *ctx, int64_t rev,
+                             const struct etcd_event *ev, size_t n)
+{
+    struct big_check *b = ctx;
+    static char want[BIG_LEN];
+    char key[32];
+    (void)rev;
+    if (n == 0)
+        return ACCEL_OK;
+    if (b->calls++ == 0)
+        b->events = n;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "/t/wb/%03zu", i);
+        big_value(want, (int)i);
+        if (strcmp(ev[i].kv.key, key) != 0 || ev[i].kv.value_len != BIG_LEN ||
+            memcmp(ev[i].kv.value, want, BIG_LEN) != 0)
+            b->bad++;
+    }
+    return ACCEL_ESTORE_NEWER; /* any non-OK ends the watch with it */
+}
+
+TEST(etcd_watch_large_revision)
+{
+    struct etcd *e = open_client();
+    static struct etcd_op ops[BIG_N];
+    static char keys[BIG_N][32], vals[BIG_N][BIG_LEN];
+    struct big_check b = { 0 };
+    volatile int stop = 0;
+    int64_t start = store_rev(e) + 1;
+    bool ok = false;
+
+    for (int i = 0; i < BIG_N; i++) {
+        snprintf(keys[i], sizeof keys[i], "/t/wb/%03d", i);
+        big_value(vals[i], i);
+        ops[i] = (struct etcd_op){ .kind = ETCD_PUT,
+                                   .key = keys[i],
+                                   .value = vals[i],
+                                   .value_len = BIG_LEN };
+    }
+    ASSERT_EQ(etcd_txn(e, NULL, 0, ops, BIG_N, &ok, NULL, NULL), ACCEL_OK);
+    ASSERT(ok);
+    /* the callback's own error ends the watch and is returned */
+    ASSERT_EQ(etcd_watch(e, "/t/wb/", start, big_cb, &b, &stop),
+              ACCEL_ESTORE_NEWER);
+    ASSERT_EQ(b.calls, 1);
+    ASSERT_EQ(b.events, BIG_N);
+    ASSERT_EQ(b.bad, 0);
+    etcd_close(e);
+}
+
 /* Nothing changes under the prefix: progress notifications come (the
  * driver's cluster sends them every second) with the store's revision. */
 TEST(etcd_watch_progress)
@@ -770,7 +848,7 @@ TEST(etcd_watch_stop)
         uint64_t t0, took;
         sleep_ms(150 + 70 * i); /* land at different points of the poll */
         t0 = util_now_ns();
-        r->stop = 1;
+        __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
         ASSERT(rec_wait(r, REC_FINISHED, 0, 5000));
         took = (r->finished_ns - t0) / 1000000u;
         worst = took > worst ? took : worst;
@@ -808,8 +886,7 @@ TEST(etcd_watch_compacted)
     ASSERT_EQ(etcd_compact(e, r2, &cause), ACCEL_OK);
     ASSERT_EQ(etcd_watch(e, "/t/wc/", r1, never_cb, NULL, &stop),
               ACCEL_ESTORE_CORRUPT);
-    ASSERT_EQ(etcd_get(e, "/t/wc/a", false, r1, &kvs, &n, NULL),
-              ACCEL_ESTORE);
+    ASSERT_EQ(etcd_get(e, "/t/wc/a", false, r1, &kvs, &n, NULL), ACCEL_ESTORE);
     ASSERT_EQ(etcd_compact(e, r1, &cause), ACCEL_ESTORE);
     ASSERT(cause != NULL && strstr(cause, "compacted") != NULL);
     free(cause);
@@ -825,8 +902,9 @@ TEST(etcd_lease_expire)
 {
     struct etcd *e = open_client();
     int64_t id = 0, ttl = -1;
-    struct etcd_op op = { .kind = ETCD_PUT, .key = "/t/le/k", .value = "v",
-                          .value_len = 1 };
+    struct etcd_op op = {
+        .kind = ETCD_PUT, .key = "/t/le/k", .value = "v", .value_len = 1
+    };
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     bool ok = false;
@@ -901,7 +979,7 @@ TEST(etcd_members_list)
     arr = json_loads(text, 0, NULL);
     ASSERT(json_is_array(arr));
     ASSERT_EQ(json_array_size(arr), 3);
-    json_array_foreach(arr, i, m) {
+    json_array_foreach (arr, i, m) {
         const char *name = json_string_value(json_object_get(m, "name"));
         json_t *urls = json_object_get(m, "clientURLs");
         ASSERT(name != NULL && name[0] == 'm');
@@ -921,11 +999,11 @@ TEST(etcd_members_list)
 /* Two threads, one client: each round both read the key's mod revision,
  * then both put it guarded on that revision. */
 struct race {
-    struct etcd *e;                   /* shared client (thread-safe) */
-    pthread_barrier_t bar;            /* rounds in step */
-    int64_t seen[2][RACE_ROUNDS];     /* the mod revision each read */
-    bool won[2][RACE_ROUNDS];         /* whose txn applied */
-    enum accel_err err[2];            /* first failure, if any */
+    struct etcd *e;               /* shared client (thread-safe) */
+    pthread_barrier_t bar;        /* rounds in step */
+    int64_t seen[2][RACE_ROUNDS]; /* the mod revision each read */
+    bool won[2][RACE_ROUNDS];     /* whose txn applied */
+    enum accel_err err[2];        /* first failure, if any */
 };
 
 struct racer {
@@ -953,15 +1031,17 @@ static void *racer_main(void *arg)
         }
         etcd_kvs_free(kvs, n);
         pthread_barrier_wait(&ra->bar); /* both have read */
-        struct etcd_cmp c = { .key = "/t/race/k", .target = ETCD_MOD,
+        struct etcd_cmp c = { .key = "/t/race/k",
+                              .target = ETCD_MOD,
                               .result = ETCD_EQUAL,
                               .num = ra->seen[me->id][round] };
-        struct etcd_op op = { .kind = ETCD_PUT, .key = "/t/race/k",
+        struct etcd_op op = { .kind = ETCD_PUT,
+                              .key = "/t/race/k",
                               .value = val };
-        op.value_len = (size_t)snprintf(val, sizeof val, "%d-%d", me->id,
-                                        round);
-        rc = etcd_txn(ra->e, &c, 1, &op, 1, &ra->won[me->id][round], NULL,
-                      NULL);
+        op.value_len =
+            (size_t)snprintf(val, sizeof val, "%d-%d", me->id, round);
+        rc =
+            etcd_txn(ra->e, &c, 1, &op, 1, &ra->won[me->id][round], NULL, NULL);
         if (rc != ACCEL_OK)
             ra->err[me->id] = rc;
     }
@@ -993,8 +1073,7 @@ TEST(etcd_guarded_race)
                      ra->won[0][round] ? "both won" : "neither won");
     }
     /* one put per round: version 1 + RACE_ROUNDS */
-    ASSERT_EQ(etcd_get(ra->e, "/t/race/k", false, 0, &kvs, &n, NULL),
-              ACCEL_OK);
+    ASSERT_EQ(etcd_get(ra->e, "/t/race/k", false, 0, &kvs, &n, NULL), ACCEL_OK);
     ASSERT_EQ(kvs[0].version, 1 + RACE_ROUNDS);
     etcd_kvs_free(kvs, n);
     printf("guarded race: %d rounds in %" PRIu64 " ms, one winner each\n",
@@ -1090,8 +1169,9 @@ TEST(etcd_failover)
     ctl(cmd, NULL, 0);
     t0 = util_now_ns();
     for (;;) {
-        struct etcd_op op = { .kind = ETCD_PUT, .key = "/t/fo/d",
-                              .value = "4", .value_len = 1 };
+        struct etcd_op op = {
+            .kind = ETCD_PUT, .key = "/t/fo/d", .value = "4", .value_len = 1
+        };
         bool ok = false;
         tries++;
         if (etcd_txn(e, NULL, 0, &op, 1, &ok, NULL, NULL) == ACCEL_OK && ok)
@@ -1110,24 +1190,25 @@ TEST(etcd_failover)
     etcd_close(e);
 }
 
-#define LIST(XX)                                                               \
-    XX(etcd_open_rejects)                                                      \
-    XX(etcd_unreachable_and_skip)                                              \
-    XX(etcd_put_get)                                                           \
-    XX(etcd_prefix_paging)                                                     \
-    XX(etcd_prefix_ff)                                                         \
-    XX(etcd_guards)                                                            \
-    XX(etcd_delete_prefix)                                                     \
-    XX(etcd_nul_in_value)                                                      \
-    XX(etcd_txn_op_limit)                                                      \
-    XX(etcd_watch_txn_order)                                                   \
-    XX(etcd_watch_replay_order)                                                \
-    XX(etcd_watch_progress)                                                    \
-    XX(etcd_watch_stop)                                                        \
-    XX(etcd_lease_expire)                                                      \
-    XX(etcd_lease_revoke)                                                      \
-    XX(etcd_members_list)                                                      \
-    XX(etcd_guarded_race)                                                      \
-    XX(etcd_watch_compacted)                                                   \
+#define LIST(XX)                  \
+    XX(etcd_open_rejects)         \
+    XX(etcd_unreachable_and_skip) \
+    XX(etcd_put_get)              \
+    XX(etcd_prefix_paging)        \
+    XX(etcd_prefix_ff)            \
+    XX(etcd_guards)               \
+    XX(etcd_delete_prefix)        \
+    XX(etcd_nul_in_value)         \
+    XX(etcd_txn_op_limit)         \
+    XX(etcd_watch_txn_order)      \
+    XX(etcd_watch_replay_order)   \
+    XX(etcd_watch_large_revision) \
+    XX(etcd_watch_progress)       \
+    XX(etcd_watch_stop)           \
+    XX(etcd_lease_expire)         \
+    XX(etcd_lease_revoke)         \
+    XX(etcd_members_list)         \
+    XX(etcd_guarded_race)         \
+    XX(etcd_watch_compacted)      \
     XX(etcd_failover)
 TEST_MAIN(LIST)

@@ -23,6 +23,7 @@ SOURCE_DIR = os.environ.get(
     os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 BUILD_DIR = os.environ.get("ACCEL_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 PROGRAM = os.path.join(BUILD_DIR, "tests", "cluster", "test_etcd_client")
+BENCH = os.path.join(BUILD_DIR, "bench", "etcd_txn_bench")
 
 
 def serve_control(cluster, rfd, wfd, log):
@@ -53,6 +54,17 @@ class EtcdClientTest(unittest.TestCase):
                         "%s is not built" % PROGRAM)
         with EtcdCluster(3) as cluster:
             self.run_program(cluster)
+            self.run_bench(cluster)
+
+    def run_bench(self, cluster):
+        """A short run of bench/etcd_txn_bench, so that it keeps working
+        (its figures come from longer runs by hand: docs/benchmarks.md)."""
+        if os.environ.get("ACCEL_ETCD_TESTS") or not os.path.exists(BENCH):
+            return  # a selection of C tests; or benchmarks not configured
+        r = subprocess.run([BENCH, cluster.endpoints(), "100", "2"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("txns/s", r.stdout)
 
     def run_program(self, cluster):
         to_prog_r, to_prog_w = os.pipe()

@@ -88,9 +88,9 @@ TEST(base64_rejects)
     }
 }
 
-#define LIST(XX)                                                               \
-    XX(base64_rfc4648_vectors)                                                 \
-    XX(base64_binary_round_trip)                                               \
-    XX(base64_nul_and_ff)                                                      \
+#define LIST(XX)                 \
+    XX(base64_rfc4648_vectors)   \
+    XX(base64_binary_round_trip) \
+    XX(base64_nul_and_ff)        \
     XX(base64_rejects)
 TEST_MAIN(LIST)

@@ -46,19 +46,19 @@
 #include "common/base64.h"
 #include "common/util.h"
 
-#define ETCD_MAX_ENDPOINTS 16      /* etcd.h's limit */
-#define ETCD_URL_MAX 400           /* characters of one endpoint */
-#define ETCD_POOL_MAX 8            /* idle curl handles kept for reuse */
-#define ETCD_PAGE 1000             /* keys per range page */
-#define ETCD_BODY_MAX (256u << 20) /* largest answer or watch line accepted */
-#define ETCD_TIMEOUT_MS 5000       /* per request when opts say <= 0 */
-#define ETCD_CONNECT_MS 2000       /* at most, per connection attempt */
-#define ETCD_WATCH_POLL_MS 100     /* a watch looks at *stop this often */
+#define ETCD_MAX_ENDPOINTS 16           /* etcd.h's limit */
+#define ETCD_URL_MAX       400          /* characters of one endpoint */
+#define ETCD_POOL_MAX      8            /* idle curl handles kept for reuse */
+#define ETCD_PAGE          1000         /* keys per range page */
+#define ETCD_BODY_MAX      (256u << 20) /* largest answer or watch line */
+#define ETCD_TIMEOUT_MS    5000         /* per request when opts say <= 0 */
+#define ETCD_CONNECT_MS    2000         /* at most, per connection attempt */
+#define ETCD_WATCH_POLL_MS 100          /* a watch looks at *stop this often */
 
 /* gRPC status codes that the gateway puts in its error bodies */
 #define GRPC_DEADLINE_EXCEEDED 4
-#define GRPC_NOT_FOUND 5
-#define GRPC_UNAVAILABLE 14
+#define GRPC_NOT_FOUND         5
+#define GRPC_UNAVAILABLE       14
 
 struct etcd {
     char *urls[ETCD_MAX_ENDPOINTS]; /* "http://h:2379", no trailing slash */
@@ -190,8 +190,7 @@ static bool json_b64_get(const json_t *obj, const char *name, char **out,
     }
     if (!json_is_string(v))
         return false;
-    return base64_decode(json_string_value(v), json_string_length(v), out,
-                         len);
+    return base64_decode(json_string_value(v), json_string_length(v), out, len);
 }
 
 /*
@@ -325,8 +324,8 @@ static enum accel_err endpoints_parse(struct etcd *e, const char *list,
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (e->nurls == ETCD_MAX_ENDPOINTS) {
-            *cause = xasprintf("more than %d etcd endpoints",
-                               ETCD_MAX_ENDPOINTS);
+            *cause =
+                xasprintf("more than %d etcd endpoints", ETCD_MAX_ENDPOINTS);
             return ACCEL_EINVAL;
         }
         e->urls[e->nurls] = endpoint_parse(p, len, cause);
@@ -347,21 +346,57 @@ static char *dup_or_null(const char *s)
     return s && s[0] ? xstrdup(s) : NULL;
 }
 
+/* Hand a sentence to the caller's *cause, or drop it when there is none. */
+static void give_cause(char **cause, char *why)
+{
+    if (cause)
+        *cause = why;
+    else
+        free(why);
+}
+
+/*
+ * The headers of every request (NULL when out of memory). No "Expect:
+ * 100-continue" round trip for large transactions. gRPC metadata
+ * "hasleader" (the gateway passes Grpc-Metadata-* headers on): a member
+ * that knows of no leader refuses at once with "no leader" instead of
+ * holding a proposal until it times out, and ends a watch stream when it
+ * loses its leader, so the caller moves to a member that has one.
+ */
+static struct curl_slist *request_headers(void)
+{
+    static const char *const lines[] = {
+        "Content-Type: application/json",
+        "Expect:",
+        "Grpc-Metadata-hasleader: true",
+    };
+    struct curl_slist *h = NULL;
+
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        struct curl_slist *more = curl_slist_append(h, lines[i]);
+        if (more == NULL) {
+            curl_slist_free_all(h);
+            return NULL;
+        }
+        h = more;
+    }
+    return h;
+}
+
 enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
                          char **cause)
 {
     struct etcd *e;
     enum accel_err rc;
+    char *why = NULL;
 
     if (o == NULL || o->endpoints == NULL || out == NULL) {
-        if (cause)
-            *cause = xstrdup("no etcd endpoints given");
+        give_cause(cause, xstrdup("no etcd endpoints given"));
         return ACCEL_EINVAL;
     }
     /* reference-counted, and thread-safe in the curl we build against */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        if (cause)
-            *cause = xstrdup("libcurl could not be initialised");
+        give_cause(cause, xstrdup("libcurl could not be initialised"));
         return ACCEL_EIO;
     }
     e = xcalloc(1, sizeof *e);
@@ -371,29 +406,12 @@ enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
     e->cacert = dup_or_null(o->cacert);
     e->cert = dup_or_null(o->cert);
     e->key = dup_or_null(o->key);
-    /* no "Expect: 100-continue" round trip for large transactions */
-    e->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    e->headers = curl_slist_append(e->headers, "Expect:");
-    /*
-     * gRPC metadata "hasleader" (the gateway passes Grpc-Metadata-*
-     * headers on): a member that knows of no leader refuses at once with
-     * "no leader" instead of holding a proposal until it times out, and
-     * ends a watch stream when it loses its leader, so the caller moves
-     * to a member that has one.
-     */
-    e->headers = curl_slist_append(e->headers,
-                                   "Grpc-Metadata-hasleader: true");
-    {
-        char *why = NULL;
-        rc = endpoints_parse(e, o->endpoints, &why);
-        if (rc != ACCEL_OK) {
-            if (cause)
-                *cause = why;
-            else
-                free(why);
-            etcd_close(e);
-            return rc;
-        }
+    e->headers = request_headers();
+    rc = e->headers ? endpoints_parse(e, o->endpoints, &why) : ACCEL_ENOMEM;
+    if (rc != ACCEL_OK) {
+        give_cause(cause, why ? why : xstrdup("out of memory"));
+        etcd_close(e);
+        return rc;
     }
     *out = e;
     return ACCEL_OK;
@@ -569,8 +587,8 @@ static void attempt_judge(struct attempt *a, CURL *c, const char *url,
     if (b->toobig) {
         a->out = OUT_REFUSED;
         a->grpc_code = -1;
-        a->why = xasprintf("%s: answer larger than %u bytes", url,
-                           ETCD_BODY_MAX);
+        a->why =
+            xasprintf("%s: answer larger than %u bytes", url, ETCD_BODY_MAX);
         return;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
@@ -654,8 +672,8 @@ static enum accel_err etcd_call(struct etcd *e, const char *path, json_t *req,
     } else if (a.out == OUT_REFUSED) {
         rc = refusal_err(a.grpc_code);
     }
-    if (rc != ACCEL_OK && cause)
-        *cause = a.why ? a.why : xstrdup("no etcd endpoint answered");
+    if (rc != ACCEL_OK)
+        give_cause(cause, a.why ? a.why : xstrdup("no etcd endpoint answered"));
     else
         free(a.why);
     return rc;
@@ -681,7 +699,7 @@ static bool kvs_append(struct kv_vec *vec, const json_t *doc)
 
     if (kvs != NULL && !json_is_array(kvs))
         return false;
-    json_array_foreach(kvs, i, o) {
+    json_array_foreach (kvs, i, o) {
         if (vec->n == vec->cap) {
             vec->cap = vec->cap ? vec->cap * 2 : 16;
             vec->v = xrealloc(vec->v, vec->cap * sizeof *vec->v);
@@ -715,8 +733,8 @@ static json_t *range_req(const char *key, size_t len, const char *end,
  * the last key read: that key with a NUL appended.
  */
 static enum accel_err range_pages(struct etcd *e, char *from, size_t from_len,
-                                  const char *end, size_t end_len,
-                                  int64_t *rev, struct kv_vec *vec)
+                                  const char *end, size_t end_len, int64_t *rev,
+                                  struct kv_vec *vec)
 {
     for (;;) {
         json_t *doc = NULL;
@@ -834,12 +852,10 @@ static json_t *cmp_json(const struct etcd_cmp *c)
     json_object_set_new(o, "target", json_string(target_names[c->target]));
     json_object_set_new(o, "result", json_string(result_names[c->result]));
     if (c->target == ETCD_VALUE)
-        json_object_set_new(o, "value",
-                            json_b64_new(c->value ? c->value : "",
-                                         c->value_len));
+        json_object_set_new(
+            o, "value", json_b64_new(c->value ? c->value : "", c->value_len));
     else
-        json_object_set_new(o, target_fields[c->target],
-                            json_i64_new(c->num));
+        json_object_set_new(o, target_fields[c->target], json_i64_new(c->num));
     return o;
 }
 
@@ -850,16 +866,15 @@ static json_t *op_json(const struct etcd_op *op)
 
     if (op->kind == ETCD_PUT) {
         json_object_set_new(r, "key", json_b64_new(op->key, strlen(op->key)));
-        json_object_set_new(r, "value",
-                            json_b64_new(op->value ? op->value : "",
-                                         op->value_len));
+        json_object_set_new(
+            r, "value",
+            json_b64_new(op->value ? op->value : "", op->value_len));
         if (op->lease != 0)
             json_object_set_new(r, "lease", json_i64_new(op->lease));
         json_object_set_new(o, "request_put", r);
         return o;
     }
-    json_set_range(r, op->key, strlen(op->key),
-                   op->kind == ETCD_DELETE_PREFIX);
+    json_set_range(r, op->key, strlen(op->key), op->kind == ETCD_DELETE_PREFIX);
     json_object_set_new(o, "request_delete_range", r);
     return o;
 }
@@ -908,21 +923,17 @@ enum accel_err etcd_txn(struct etcd *e, const struct etcd_cmp *cmps,
     char *why;
 
     if (e == NULL || succeeded == NULL) {
-        if (cause)
-            *cause = xstrdup("transaction arguments missing");
+        give_cause(cause, xstrdup("transaction arguments missing"));
         return ACCEL_EINVAL;
     }
     why = txn_check(cmps, ncmp, ops, nops);
     if (why != NULL) {
-        if (cause)
-            *cause = why;
-        else
-            free(why);
+        give_cause(cause, why);
         return ACCEL_EINVAL;
     }
     /* a transaction that writes nothing may be asked again anywhere */
-    rc = etcd_call(e, "/v3/kv/txn", txn_req(cmps, ncmp, ops, nops),
-                   nops == 0, &doc, cause);
+    rc = etcd_call(e, "/v3/kv/txn", txn_req(cmps, ncmp, ops, nops), nops == 0,
+                   &doc, cause);
     if (rc != ACCEL_OK)
         return rc;
     *succeeded = json_is_true(json_object_get(doc, "succeeded"));
@@ -938,8 +949,7 @@ enum accel_err etcd_compact(struct etcd *e, int64_t rev, char **cause)
     enum accel_err rc;
 
     if (e == NULL || rev <= 0) {
-        if (cause)
-            *cause = xstrdup("compaction needs a revision above 0");
+        give_cause(cause, xstrdup("compaction needs a revision above 0"));
         return ACCEL_EINVAL;
     }
     req = json_object();
@@ -969,8 +979,7 @@ enum accel_err etcd_lease_grant(struct etcd *e, int64_t ttl, int64_t *id)
     if (rc != ACCEL_OK)
         return rc;
     err = json_string_value(json_object_get(doc, "error"));
-    if ((err != NULL && err[0] != '\0') || !json_i64(doc, "ID", id) ||
-        *id == 0)
+    if ((err != NULL && err[0] != '\0') || !json_i64(doc, "ID", id) || *id == 0)
         rc = ACCEL_ESTORE;
     json_decref(doc);
     return rc;
@@ -1033,16 +1042,15 @@ static json_t *member_json(const json_t *m, const char *leader)
     json_t *o = json_object();
 
     json_object_set_new(o, "id", json_string(ids));
-    json_object_set_new(o, "name",
-                        json_string(json_is_string(name)
-                                        ? json_string_value(name)
-                                        : ""));
+    json_object_set_new(
+        o, "name",
+        json_string(json_is_string(name) ? json_string_value(name) : ""));
     json_object_set_new(o, "clientURLs",
                         json_is_array(urls) ? json_deep_copy(urls)
                                             : json_array());
-    json_object_set_new(o, "leader",
-                        json_boolean(leader && ids[0] &&
-                                     strcmp(ids, leader) == 0));
+    json_object_set_new(
+        o, "leader",
+        json_boolean(leader && ids[0] && strcmp(ids, leader) == 0));
     return o;
 }
 
@@ -1066,7 +1074,7 @@ enum accel_err etcd_members(struct etcd *e, char **out)
         status = NULL;
     leader = json_string_value(json_object_get(status, "leader"));
     arr = json_array();
-    json_array_foreach(json_object_get(list, "members"), i, m)
+    json_array_foreach (json_object_get(list, "members"), i, m)
         json_array_append_new(arr, member_json(m, leader));
     *out = json_dumps(arr, JSON_COMPACT);
     rc = *out ? ACCEL_OK : ACCEL_ENOMEM;
@@ -1083,12 +1091,12 @@ out:
 
 /* One watch stream's state, shared with curl's write callback. */
 struct watch {
-    etcd_watch_cb cb;     /* the caller's callback */
-    void *ctx;            /* and its argument */
-    struct buf line;      /* bytes received and not yet parsed */
-    size_t scanned;       /* of which this many hold no newline */
-    bool created;         /* it acknowledged the watch */
-    bool done;            /* result is final: end the transfer */
+    etcd_watch_cb cb;      /* the caller's callback */
+    void *ctx;             /* and its argument */
+    struct buf line;       /* bytes received and not yet parsed */
+    size_t scanned;        /* of which this many hold no newline */
+    bool created;          /* it acknowledged the watch */
+    bool done;             /* result is final: end the transfer */
     enum accel_err result; /* the watch's answer once done */
 };
 
@@ -1110,17 +1118,16 @@ static void events_free(struct etcd_event *ev, size_t n)
 }
 
 /* Decode a result's events; false when one is malformed. */
-static bool events_parse(const json_t *arr, struct etcd_event **out,
-                         size_t *n)
+static bool events_parse(const json_t *arr, struct etcd_event **out, size_t *n)
 {
     size_t cnt = json_array_size(arr), i;
     struct etcd_event *ev = xcalloc(cnt ? cnt : 1, sizeof *ev);
     const json_t *o;
 
-    json_array_foreach(arr, i, o) {
+    json_array_foreach (arr, i, o) {
         const char *type = json_string_value(json_object_get(o, "type"));
-        ev[i].type = type && strcmp(type, "DELETE") == 0 ? ETCD_EV_DELETE
-                                                         : ETCD_EV_PUT;
+        ev[i].type =
+            type && strcmp(type, "DELETE") == 0 ? ETCD_EV_DELETE : ETCD_EV_PUT;
         if (!kv_parse(json_object_get(o, "kv"), &ev[i].kv)) {
             events_free(ev, i);
             return false;
@@ -1257,8 +1264,7 @@ static char *watch_body(const char *prefix, int64_t start_rev)
 
     json_set_range(create, prefix, strlen(prefix), true);
     if (start_rev > 0)
-        json_object_set_new(create, "start_revision",
-                            json_i64_new(start_rev));
+        json_object_set_new(create, "start_revision", json_i64_new(start_rev));
     json_object_set_new(create, "progress_notify", json_true());
     json_object_set_new(req, "create_request", create);
     body = json_dumps(req, JSON_COMPACT);
@@ -1267,16 +1273,25 @@ static char *watch_body(const char *prefix, int64_t start_rev)
 }
 
 /*
+ * Has the caller asked the watch to stop? etcd.h's flag is a volatile int
+ * that another thread sets; read it atomically so that the two threads do
+ * not race (the setter may store plainly or with __atomic_store_n).
+ */
+static bool stop_requested(volatile int *stop)
+{
+    return stop != NULL && __atomic_load_n(stop, __ATOMIC_ACQUIRE) != 0;
+}
+
+/*
  * Run the transfer until it ends, the stream decides (w->done), or *stop.
  * Waits at most ETCD_WATCH_POLL_MS at a time for data.
  */
-static enum accel_err watch_loop(CURLM *m, struct watch *w,
-                                 volatile int *stop)
+static enum accel_err watch_loop(CURLM *m, struct watch *w, volatile int *stop)
 {
     int running = 1;
 
     for (;;) {
-        if (stop && *stop)
+        if (stop_requested(stop))
             return ACCEL_OK;
         if (curl_multi_perform(m, &running) != CURLM_OK)
             return ACCEL_EIO;
@@ -1284,8 +1299,7 @@ static enum accel_err watch_loop(CURLM *m, struct watch *w,
             return w->result;
         if (running == 0)
             return ACCEL_EIO; /* the stream ended or broke */
-        if (curl_multi_poll(m, NULL, 0, ETCD_WATCH_POLL_MS, NULL) !=
-            CURLM_OK)
+        if (curl_multi_poll(m, NULL, 0, ETCD_WATCH_POLL_MS, NULL) != CURLM_OK)
             return ACCEL_EIO;
     }
 }
@@ -1321,9 +1335,8 @@ out:
     return rc;
 }
 
-enum accel_err etcd_watch(struct etcd *e, const char *prefix,
-                          int64_t start_rev, etcd_watch_cb cb, void *ctx,
-                          volatile int *stop)
+enum accel_err etcd_watch(struct etcd *e, const char *prefix, int64_t start_rev,
+                          etcd_watch_cb cb, void *ctx, volatile int *stop)
 {
     size_t first;
     char *body;
@@ -1342,7 +1355,7 @@ enum accel_err etcd_watch(struct etcd *e, const char *prefix,
         struct watch w = { .cb = cb, .ctx = ctx };
         rc = watch_on(e, (first + k) % e->nurls, body, &w, stop);
         buf_release(&w.line);
-        if (rc != ACCEL_EIO || w.created || (stop && *stop))
+        if (rc != ACCEL_EIO || w.created || stop_requested(stop))
             break;
     }
     free(body);

@@ -118,16 +118,16 @@ enum accel_err etcd_txn(struct etcd *e, const struct etcd_cmp *cmps,
                         bool *succeeded, int64_t *rev, char **cause);
 #define ETCD_TXN_MAX_OPS 128
 
-/* Leases: grant (ttl seconds; *id gets the lease), renew once (*ttl_left
- * gets the seconds left; 0 means the lease had expired and is gone), and
- * revoke (its keys are deleted; ACCEL_ENOTFOUND when the lease had already
- * expired or been revoked). */
 /* Compact the store's history up to rev (etcd's physical compaction: it
  * returns once done). Later reads at or watches from a revision below rev
  * answer ACCEL_ESTORE / ACCEL_ESTORE_CORRUPT. A rev already compacted is
  * ACCEL_ESTORE with etcd's message in *cause (may be NULL). */
 enum accel_err etcd_compact(struct etcd *e, int64_t rev, char **cause);
 
+/* Leases: grant (ttl seconds; *id gets the lease), renew once (*ttl_left
+ * gets the seconds left; 0 means the lease had expired and is gone), and
+ * revoke (its keys are deleted; ACCEL_ENOTFOUND when the lease had already
+ * expired or been revoked). */
 enum accel_err etcd_lease_grant(struct etcd *e, int64_t ttl, int64_t *id);
 enum accel_err etcd_lease_keepalive(struct etcd *e, int64_t id,
                                     int64_t *ttl_left);
@@ -147,7 +147,9 @@ struct etcd_event {
  * transaction wrote them. Progress notifications (every few seconds when
  * nothing changes) call cb with n = 0 and rev = the store's revision. Runs
  * on the caller's thread until cb returns non-OK (returned), *stop becomes
- * nonzero (ACCEL_OK; checked at least every 200 ms), the revision was
+ * nonzero (ACCEL_OK; checked at least every 200 ms, read with
+ * __atomic_load_n: another thread sets it, best with __atomic_store_n so
+ * that ThreadSanitizer sees no race), the revision was
  * compacted (ACCEL_ESTORE_CORRUPT: the caller reloads), or the stream
  * breaks (ACCEL_EIO: the caller watches again from the revision after the
  * last one it got, perhaps on another endpoint). The events and their

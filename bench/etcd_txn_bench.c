@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * etcd_txn_bench.c: the floor under the cluster's binds (SPEC 10, 11): a
+ * bare loop of guarded etcd transactions through the client acceld uses
+ * (src/daemon/store/etcd.c). Each transaction is what a bind's commit is
+ * at its simplest: "if the key's mod revision is still M, put it"; M is
+ * read from the previous answer's revision, so no read is spent between
+ * two writes. The cluster bind benchmark compares against this rate.
+ *
+ *   etcd_txn_bench [endpoints] [n] [threads]
+ *
+ * endpoints: comma-separated client URLs, default $ACCEL_ETCD_ENDPOINTS;
+ * n: transactions per thread (default 2000); threads: loops running at
+ * once, each on a key of its own through one shared client (default 1).
+ * Prints the rate and the latency percentiles; exits 1 if any guarded
+ * transaction fails (nothing else writes the keys, so none should).
+ */
+#include "common/accel_setup.h"
+#include "daemon/store/etcd.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define MAX_THREADS 64
+
+struct loop {
+    struct etcd *e;   /* shared client */
+    char key[64];     /* this loop's key */
+    long n;           /* transactions to run */
+    uint64_t *lat_ns; /* each one's latency */
+    long failed;      /* guards that did not hold, or errors */
+    char *cause;      /* the first error's message */
+};
+
+static void die(const char *what)
+{
+    fprintf(stderr, "etcd_txn_bench: %s\n", what);
+    exit(1);
+}
+
+/* Put the loop's key once (no guard); its mod revision. */
+static int64_t seed(struct loop *l)
+{
+    struct etcd_op op = {
+        .kind = ETCD_PUT, .key = l->key, .value = "0", .value_len = 1
+    };
+    bool ok = false;
+    int64_t rev = 0;
+    char *cause = NULL;
+    if (etcd_txn(l->e, NULL, 0, &op, 1, &ok, &rev, &cause) != ACCEL_OK)
+        die(cause ? cause : "the first put failed");
+    return rev;
+}
+
+static void *loop_main(void *arg)
+{
+    struct loop *l = arg;
+    char val[32];
+    int64_t mod = seed(l);
+
+    for (long i = 0; i < l->n; i++) {
+        struct etcd_cmp c = {
+            .key = l->key, .target = ETCD_MOD, .result = ETCD_EQUAL, .num = mod
+        };
+        struct etcd_op op = { .kind = ETCD_PUT, .key = l->key, .value = val };
+        bool ok = false;
+        int64_t rev = 0;
+        char *cause = NULL;
+        uint64_t t0 = util_now_ns();
+        enum accel_err rc;
+
+        op.value_len = (size_t)snprintf(val, sizeof val, "%ld", i);
+        rc = etcd_txn(l->e, &c, 1, &op, 1, &ok, &rev, &cause);
+        l->lat_ns[i] = util_now_ns() - t0;
+        if (rc != ACCEL_OK || !ok) {
+            l->failed++;
+            if (l->cause == NULL)
+                l->cause = cause ? cause
+                                 : xstrdup(rc == ACCEL_OK ? "guard failed"
+                                                          : accel_strerror(rc));
+            else
+                free(cause);
+            break;
+        }
+        mod = rev; /* the put's revision is the key's new mod revision */
+    }
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long parse_count(const char *s, long max, const char *what)
+{
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 1 || v > max) {
+        fprintf(stderr, "etcd_txn_bench: bad %s \"%s\"\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void report(struct loop *loops, long threads, long n, uint64_t ns)
+{
+    size_t total = (size_t)(threads * n);
+    uint64_t *all = xmalloc(total * sizeof *all);
+    double secs = (double)ns / 1e9;
+
+    for (long t = 0; t < threads; t++)
+        memcpy(all + t * n, loops[t].lat_ns, (size_t)n * sizeof *all);
+    qsort(all, total, sizeof *all, cmp_u64);
+    printf("etcd guarded txn: %zu txns, %ld thread(s), %.2f s\n", total,
+           threads, secs);
+    printf("latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+           (double)all[total / 2] / 1e6, (double)all[total * 99 / 100] / 1e6,
+           (double)all[total - 1] / 1e6);
+    printf("rate: %.0f txns/s\n", (double)total / secs);
+    free(all);
+}
+
+int main(int argc, char **argv)
+{
+    const char *eps = argc > 1 ? argv[1] : getenv("ACCEL_ETCD_ENDPOINTS");
+    long n = argc > 2 ? parse_count(argv[2], 10000000, "count") : 2000;
+    long threads = argc > 3 ? parse_count(argv[3], MAX_THREADS, "threads") : 1;
+    struct etcd_opts o = { .endpoints = eps };
+    struct loop loops[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    struct etcd *e = NULL;
+    char *cause = NULL;
+    long failed = 0;
+    uint64_t t0;
+
+    if (eps == NULL || eps[0] == '\0') {
+        fprintf(stderr, "usage: etcd_txn_bench [endpoints] [n] [threads] "
+                        "(or ACCEL_ETCD_ENDPOINTS)\n");
+        return 2;
+    }
+    if (etcd_open(&o, &e, &cause) != ACCEL_OK)
+        die(cause);
+    memset(loops, 0, sizeof loops);
+    for (long t = 0; t < threads; t++) {
+        loops[t].e = e;
+        loops[t].n = n;
+        loops[t].lat_ns = xcalloc((size_t)n, sizeof(uint64_t));
+        snprintf(loops[t].key, sizeof loops[t].key, "/accel-bench/txn/%ld/%ld",
+                 (long)getpid(), t);
+    }
+    t0 = util_now_ns();
+    for (long t = 0; t < threads; t++)
+        if (pthread_create(&th[t], NULL, loop_main, &loops[t]) != 0)
+            die("pthread_create failed");
+    for (long t = 0; t < threads; t++)
+        pthread_join(th[t], NULL);
+    for (long t = 0; t < threads; t++) {
+        failed += loops[t].failed;
+        if (loops[t].cause)
+            fprintf(stderr, "etcd_txn_bench: %s: %s\n", loops[t].key,
+                    loops[t].cause);
+    }
+    if (failed == 0)
+        report(loops, threads, n, util_now_ns() - t0);
+    for (long t = 0; t < threads; t++) {
+        struct etcd_op del = { .kind = ETCD_DELETE, .key = loops[t].key };
+        bool ok = false;
+        etcd_txn(e, NULL, 0, &del, 1, &ok, NULL, NULL);
+        free(loops[t].lat_ns);
+        free(loops[t].cause);
+    }
+    etcd_close(e);
+    return failed == 0 ? 0 : 1;
+}
