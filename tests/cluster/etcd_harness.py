@@ -11,6 +11,9 @@ standard library only.
         c.restart(i)                 # same data dir, same ports
         c.etcdctl("get", "--prefix", "/accel/")   # CompletedProcess (text)
 
+    with EtcdCluster(1, tls=True) as c:   # https client URLs
+        c.ca_file, c.client_cert, c.client_key    # PEM files for clients
+
 Members are m0..m{N-1}; index i is stable for the cluster's life. Every
 member runs with --heartbeat-interval 50 --election-timeout 500, auto
 compaction off, --pre-vote (a restarted member does not depose a working
@@ -26,6 +29,11 @@ member is started from one thread of the cluster's own that lives until
 close(): kill/restart may be called from any thread (a test's helper thread
 that ends does not take the members it restarted with it).
 
+tls=True: the client URLs are https, with certificates made by openssl
+in the cluster's directory: a CA (ca_file), the members' certificate for
+127.0.0.1, and a client certificate (client_cert, client_key) that the
+members require (--client-cert-auth). Peers talk plain http.
+
 etcd or etcdctl missing is an error (EtcdMissing, an AssertionError), not
 a skip: scripts/setup.sh installs them (etcd-server, etcd-client).
 """
@@ -37,6 +45,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -89,21 +98,46 @@ def _die_with_parent():
         pass
 
 
-def _post(url, path, body, timeout=2.0):
+def _openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True,
+                   capture_output=True, timeout=60)
+
+
+def _make_certs(d):
+    """A CA, a certificate for 127.0.0.1 (the members) and a client
+    certificate, as PEM files in directory d (EC P-256, valid 2 days)."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+          "-nodes"]
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=accel test CA", cwd=d)
+    for name, ext in (
+            ("server", "subjectAltName=IP:127.0.0.1\n"
+                       "extendedKeyUsage=serverAuth,clientAuth\n"),
+            ("client", "extendedKeyUsage=clientAuth\n")):
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext)
+        _openssl("req", *ec, "-keyout", name + ".key", "-out",
+                 name + ".csr", "-subj", "/CN=accel-" + name, cwd=d)
+        _openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem",
+                 "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+                 "-extfile", name + ".ext", "-out", name + ".pem", cwd=d)
+
+
+def _post(url, path, body, timeout=2.0, context=None):
     """POST JSON to an etcd member's gateway; the decoded answer."""
     req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
         return json.loads(r.read().decode())
 
 
 class Member:
     """One etcd process: its name, ports, data directory and log."""
 
-    def __init__(self, index, root, client_port, peer_port):
+    def __init__(self, index, root, client_port, peer_port, scheme="http"):
         self.index = index
         self.name = "m%d" % index
-        self.client_url = "http://127.0.0.1:%d" % client_port
+        self.client_url = "%s://127.0.0.1:%d" % (scheme, client_port)
         self.peer_url = "http://127.0.0.1:%d" % peer_port
         self.data_dir = os.path.join(root, self.name)
         self.log_path = os.path.join(root, self.name + ".log")
@@ -124,12 +158,15 @@ class Member:
 class EtcdCluster:
     """N etcd members on loopback; see the module docstring."""
 
-    def __init__(self, n=3, progress_interval="1s", start=True):
+    def __init__(self, n=3, progress_interval="1s", start=True, tls=False):
         require_etcd()
         if n < 1:
             raise ValueError("a cluster needs at least one member")
         self.n = n
         self.progress_interval = progress_interval
+        self.tls = tls
+        self.ca_file = self.client_cert = self.client_key = None
+        self._ssl = None
         self.root = None
         self.members = []
         self._closed = False
@@ -167,9 +204,30 @@ class EtcdCluster:
     def _create(self):
         self.root = tempfile.mkdtemp(prefix="accel-etcd-")
         ports = _free_ports(2 * self.n)
-        self.members = [Member(i, self.root, ports[2 * i], ports[2 * i + 1])
+        self.members = [Member(i, self.root, ports[2 * i], ports[2 * i + 1],
+                               "https" if self.tls else "http")
                         for i in range(self.n)]
+        if self.tls:
+            self._tls_setup()
         self._token = "accel-test-%d-%d" % (os.getpid(), ports[0])
+
+    def _tls_setup(self):
+        d = os.path.join(self.root, "tls")
+        os.mkdir(d)
+        _make_certs(d)
+        self.ca_file = os.path.join(d, "ca.pem")
+        self.client_cert = os.path.join(d, "client.pem")
+        self.client_key = os.path.join(d, "client.key")
+        self._ssl = ssl.create_default_context(cafile=self.ca_file)
+        self._ssl.load_cert_chain(self.client_cert, self.client_key)
+
+    def _tls_args(self):
+        if not self.tls:
+            return []
+        d = os.path.join(self.root, "tls")
+        return ["--cert-file", os.path.join(d, "server.pem"),
+                "--key-file", os.path.join(d, "server.key"),
+                "--trusted-ca-file", self.ca_file, "--client-cert-auth"]
 
     def _args(self, m, state):
         initial = ",".join("%s=%s" % (x.name, x.peer_url)
@@ -188,7 +246,7 @@ class EtcdCluster:
                 "--pre-vote",
                 "--experimental-watch-progress-notify-interval",
                 self.progress_interval,
-                "--log-level", "warn"]
+                "--log-level", "warn"] + self._tls_args()
 
     def _spawn(self, m, state):
         m.proc = self._spawner.submit(self._popen, m, state).result()
@@ -308,7 +366,7 @@ class EtcdCluster:
             return False
         try:
             with urllib.request.urlopen(m.client_url + "/health",
-                                        timeout=2.0) as r:
+                                        timeout=2.0, context=self._ssl) as r:
                 return json.loads(r.read().decode()).get("health") == "true"
         except (OSError, ValueError, urllib.error.URLError):
             return False
@@ -336,7 +394,7 @@ class EtcdCluster:
     def status(self, i):
         """Member i's /v3/maintenance/status answer (a dict)."""
         return _post(self.members[i].client_url, "/v3/maintenance/status",
-                     {})
+                     {}, context=self._ssl)
 
     def leader(self, timeout=10.0):
         """The index of the current leader, as a running member reports it
@@ -366,7 +424,9 @@ class EtcdCluster:
         subprocess.CompletedProcess (text). check: raise on failure."""
         live = [m.client_url for m in self.members if m.running()]
         env = dict(os.environ, ETCDCTL_API="3")
+        tls = ["--cacert", self.ca_file, "--cert", self.client_cert,
+               "--key", self.client_key] if self.tls else []
         return subprocess.run(
-            [ETCDCTL, "--endpoints", ",".join(live)] + list(args),
+            [ETCDCTL, "--endpoints", ",".join(live)] + tls + list(args),
             env=env, capture_output=True, text=True, check=check,
             timeout=timeout)

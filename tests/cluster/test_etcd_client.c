@@ -5,6 +5,9 @@
  * members (etcd_harness.py) and runs this program with
  *
  *   ACCEL_ETCD_ENDPOINTS  the members' client URLs, comma-separated
+ *   ACCEL_ETCD_TLS_*      a second, one-member cluster on https that
+ *                         requires a client certificate: ENDPOINTS, CA,
+ *                         CERT, KEY (for etcd_tls)
  *   ACCEL_ETCD_CTL        "R,W": file descriptors of a control channel to
  *                         the driver, which owns the members. A line
  *                         "leader", "kill URL" or "restart URL" written to
@@ -1083,6 +1086,55 @@ TEST(etcd_guarded_race)
     free(ra);
 }
 
+static const char *tls_env(const char *name)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        FAIL_AT_("%s is not set: run test_etcd_client.py", name);
+    return v;
+}
+
+/* https members that require a client certificate (the driver's second
+ * cluster): with the CA and the certificate every call works; without
+ * the certificate, or without the CA, no member answers. */
+TEST(etcd_tls)
+{
+    struct etcd_opts o = { .endpoints = tls_env("ACCEL_ETCD_TLS_ENDPOINTS"),
+                           .cacert = tls_env("ACCEL_ETCD_TLS_CA"),
+                           .cert = tls_env("ACCEL_ETCD_TLS_CERT"),
+                           .key = tls_env("ACCEL_ETCD_TLS_KEY") };
+    struct etcd *e = NULL;
+    struct etcd_kv *kvs = NULL;
+    struct recorder *r;
+    size_t n = 0;
+    int64_t rev, id = 0;
+
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    rev = put(e, "/t/tls/a", "secret");
+    ASSERT_EQ(etcd_get(e, "/t/tls/", true, 0, &kvs, &n, NULL), ACCEL_OK);
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(kvs[0].value, "secret");
+    etcd_kvs_free(kvs, n);
+    ASSERT_EQ(etcd_lease_grant(e, 5, &id), ACCEL_OK);
+    ASSERT_EQ(etcd_lease_revoke(e, id), ACCEL_OK);
+    r = rec_start(e, "/t/tls/", rev);
+    ASSERT(rec_wait(r, REC_GROUPS_AT_LEAST, 1, 10000));
+    ASSERT_EQ(r->g[0].rev, rev);
+    ASSERT_EQ(rec_stop(r), ACCEL_OK);
+    etcd_close(e);
+
+    o.cert = o.key = NULL; /* the members refuse the handshake */
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    ASSERT_EQ(etcd_get(e, "/t/tls/a", false, 0, &kvs, &n, NULL), ACCEL_EIO);
+    etcd_close(e);
+    o.cert = tls_env("ACCEL_ETCD_TLS_CERT");
+    o.key = tls_env("ACCEL_ETCD_TLS_KEY");
+    o.cacert = NULL; /* the system's CAs do not know the test CA */
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    ASSERT_EQ(etcd_get(e, "/t/tls/a", false, 0, &kvs, &n, NULL), ACCEL_EIO);
+    etcd_close(e);
+}
+
 /* Order the client's endpoints so that it uses member `first`. */
 static struct etcd *open_on(const char *first)
 {
@@ -1210,5 +1262,6 @@ TEST(etcd_failover)
     XX(etcd_members_list)         \
     XX(etcd_guarded_race)         \
     XX(etcd_watch_compacted)      \
+    XX(etcd_tls)                  \
     XX(etcd_failover)
 TEST_MAIN(LIST)

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The etcd client (src/daemon/store/etcd.c) against a real three-member
-etcd cluster: starts the cluster (etcd_harness.py), runs the C test program
-test_etcd_client with the members' URLs in ACCEL_ETCD_ENDPOINTS, and serves
+etcd cluster: starts the cluster (etcd_harness.py) and a one-member https
+cluster that requires client certificates, runs the C test program
+test_etcd_client with the members' URLs in ACCEL_ETCD_ENDPOINTS (and the
+https one's in ACCEL_ETCD_TLS_ENDPOINTS, _CA, _CERT, _KEY), and serves
 its control channel (ACCEL_ETCD_CTL: "leader", "kill URL", "restart URL"),
 so the program can take members down mid-test while this driver keeps
 owning them (and removes them, whatever happens).
@@ -52,8 +54,8 @@ class EtcdClientTest(unittest.TestCase):
     def test_etcd_client(self):
         self.assertTrue(os.access(PROGRAM, os.X_OK),
                         "%s is not built" % PROGRAM)
-        with EtcdCluster(3) as cluster:
-            self.run_program(cluster)
+        with EtcdCluster(3) as cluster, EtcdCluster(1, tls=True) as tls:
+            self.run_program(cluster, tls)
             self.run_bench(cluster)
 
     def run_bench(self, cluster):
@@ -66,11 +68,15 @@ class EtcdClientTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("txns/s", r.stdout)
 
-    def run_program(self, cluster):
+    def run_program(self, cluster, tls):
         to_prog_r, to_prog_w = os.pipe()
         from_prog_r, from_prog_w = os.pipe()
         env = dict(os.environ,
                    ACCEL_ETCD_ENDPOINTS=cluster.endpoints(),
+                   ACCEL_ETCD_TLS_ENDPOINTS=tls.endpoints(),
+                   ACCEL_ETCD_TLS_CA=tls.ca_file,
+                   ACCEL_ETCD_TLS_CERT=tls.client_cert,
+                   ACCEL_ETCD_TLS_KEY=tls.client_key,
                    ACCEL_ETCD_CTL="%d,%d" % (to_prog_r, from_prog_w))
         argv = [PROGRAM] + os.environ.get("ACCEL_ETCD_TESTS", "").split()
         log = []
