@@ -29,6 +29,7 @@
 #include "daemon/api/view.h"
 #include "daemon/log.h"
 #include "daemon/node/broker_ops.h"
+#include "daemon/node/cluster.h"
 #include "daemon/node/discovery.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/inventory.h"
@@ -162,40 +163,6 @@ static void adopt_state(struct app *a)
     }
 }
 
-/* Why a stored app row cannot be taken, or NULL; fills a->m and a->state. */
-static char *decode_app(const struct store_app *row, struct app *a,
-                        enum accel_type *sel_type)
-{
-    json_t *man;
-    char *cause = NULL, *why;
-    json_error_t e;
-
-    if (!accel_name_valid(row->name))
-        return xasprintf("\"%s\" is not a valid app name", row->name);
-    if (!app_state_parse(row->state, &a->state))
-        return xasprintf("state \"%s\" is not an app state", row->state);
-    if (row->selected_type && !accel_type_parse(row->selected_type, sel_type))
-        return xasprintf("selected_type \"%s\" is not an accelerator type",
-                         row->selected_type);
-    man = json_loads(row->manifest, JSON_REJECT_DUPLICATES, &e);
-    if (man == NULL)
-        return xasprintf("manifest is not valid JSON (%s)", e.text);
-    if (manifest_parse(man, &a->m, &cause) != ACCEL_OK) {
-        json_decref(man);
-        why = xasprintf("manifest does not validate (%s)",
-                        cause ? cause : "invalid");
-        free(cause);
-        return why;
-    }
-    json_decref(man);
-    if (row->selected_type && manifest_req(&a->m, *sel_type) == NULL) {
-        manifest_release(&a->m);
-        return xasprintf("selected_type \"%s\" is not a mode of its "
-                         "manifest", row->selected_type);
-    }
-    return NULL;
-}
-
 static enum accel_err load_app(void *ctx, const struct store_app *row,
                                char **why)
 {
@@ -203,7 +170,7 @@ static enum accel_err load_app(void *ctx, const struct store_app *row,
     struct app *a = xcalloc(1, sizeof(*a));
     enum accel_type t = ACCEL_TYPE_CPU;
 
-    *why = decode_app(row, a, &t);
+    *why = state_app_decode(row, a, &t);
     if (*why) {
         free(a);
         return ACCEL_ESTORE_CORRUPT;
@@ -220,8 +187,7 @@ static enum accel_err load_app(void *ctx, const struct store_app *row,
     a->pid = row->pid;
     a->pid_start = row->pid_start;
     a->exit_status = row->exit_status;
-    adopt_state(a);
-    state_app_add(d, a);
+    state_app_add(d, a); /* adopted once its rows are in (open_state) */
     return ACCEL_OK;
 }
 
@@ -417,6 +383,9 @@ static void usage(FILE *f)
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
+            "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
+            "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
+            "              [--lease-ttl SECONDS] with --node-name on every node\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -464,6 +433,12 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
         {"no-cgroups", no_argument, NULL, 'G'},
+        {"etcd", required_argument, NULL, 'E'},
+        {"etcd-prefix", required_argument, NULL, 'F'},
+        {"etcd-cacert", required_argument, NULL, 'A'},
+        {"etcd-cert", required_argument, NULL, 'C'},
+        {"etcd-key", required_argument, NULL, 'K'},
+        {"lease-ttl", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -479,6 +454,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     d->cfg.uid_hi = IDENTITY_UID_HI_DEFAULT;
     d->cfg.history_interval = SAMPLER_DEFAULT_INTERVAL;
     d->cfg.history_retention = SAMPLER_DEFAULT_RETENTION;
+    d->cfg.lease_ttl = 5;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
@@ -550,6 +526,28 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             break;
         case 'X': d->cfg.repair = true; break;
         case 'G': d->cfg.no_cgroups = true; break;
+        case 'E':
+            if (strncmp(optarg, "http://", 7) != 0 &&
+                strncmp(optarg, "https://", 8) != 0) {
+                fprintf(stderr, "acceld: --etcd must be a comma-separated "
+                                "list of http:// or https:// URLs\n");
+                return 2;
+            }
+            free(d->cfg.etcd);
+            d->cfg.etcd = xstrdup(optarg);
+            break;
+        case 'F': free(d->cfg.etcd_prefix); d->cfg.etcd_prefix = xstrdup(optarg); break;
+        case 'A': free(d->cfg.etcd_cacert); d->cfg.etcd_cacert = xstrdup(optarg); break;
+        case 'C': free(d->cfg.etcd_cert); d->cfg.etcd_cert = xstrdup(optarg); break;
+        case 'K': free(d->cfg.etcd_key); d->cfg.etcd_key = xstrdup(optarg); break;
+        case 'T':
+            d->cfg.lease_ttl = (int)parse_seconds(optarg, 2, 300);
+            if (d->cfg.lease_ttl <= 0) {
+                fprintf(stderr, "acceld: --lease-ttl must be a number of "
+                                "seconds from 2 to 300\n");
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return -1;
         case 'V':
             printf("acceld %s (database schema %d)\n", ACCEL_VERSION,
@@ -591,7 +589,7 @@ static int check_files(struct accel_daemon *d, const char *db)
     char *token = xasprintf("%s/admin.token", d->cfg.data_dir);
     struct stat sb;
     int rc = check_token_file(token);
-    if (rc == 0 && lstat(db, &sb) != 0 && errno == ENOENT &&
+    if (rc == 0 && !d->cfg.etcd && lstat(db, &sb) != 0 && errno == ENOENT &&
         lstat(token, &sb) == 0) {
         fprintf(stderr, "acceld: %s exists but %s does not; refusing to "
                         "start: a first start writes a new token there. "
@@ -616,6 +614,8 @@ static int load_state(struct accel_daemon *d)
                              .limits = load_limits,
                              .repair = d->cfg.repair};
     char *cause = NULL;
+    if (d->cfg.etcd)
+        cluster_loader(&l);
     enum accel_err rc = store_set_group_commit(d->store, true);
     if (rc == ACCEL_OK)
         rc = store_load(d->store, &l, &cause);
@@ -658,7 +658,17 @@ static int open_state(struct accel_daemon *d)
         free(path);
         return 1;
     }
-    rc = store_open(path, &d->store, &cause);
+    if (d->cfg.etcd) {
+        struct store_etcd_opts eo = {.endpoints = d->cfg.etcd,
+                                     .cacert = d->cfg.etcd_cacert,
+                                     .cert = d->cfg.etcd_cert,
+                                     .key = d->cfg.etcd_key,
+                                     .prefix = d->cfg.etcd_prefix,
+                                     .node = d->cfg.node_name};
+        rc = store_open_etcd(&eo, &d->store, &cause);
+    } else {
+        rc = store_open(path, &d->store, &cause);
+    }
     free(path);
     if (rc != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause ? cause : accel_strerror(rc));
@@ -684,6 +694,9 @@ static int open_state(struct accel_daemon *d)
             a->row_usage = xcalloc(a->nrows, sizeof(*a->row_usage));
             adm_snapshot_apply(&d->snap, req ? req : &none, a->rows, a->nrows);
         }
+        /* another node's app is that node's agent's to adopt */
+        if (!state_app_remote(d, a))
+            adopt_state(a);
     }
     /* from here on every change to the snapshot keeps it current */
     if (adm_index_build(&d->snap) != ACCEL_OK)
@@ -762,6 +775,14 @@ int daemon_main(int argc, char **argv)
         return 1;
     }
     runtime_supervisor_start(d);
+    if (d->cfg.etcd && cluster_start(d, &cause) != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause ? cause : "cannot join");
+        free(cause);
+        cluster_stop(d);
+        runtime_supervisor_stop(d);
+        http_stop(d);
+        return 1;
+    }
     if (broker_ops_start(d) != ACCEL_OK)
         log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
@@ -788,6 +809,7 @@ int daemon_main(int argc, char **argv)
         pause();
     log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
     runtime_supervisor_stop(d);
+    cluster_stop(d); /* the lease is given back: unreachable at once */
     broker_ops_stop(d);
     http_stop(d);
     reconcile_stop(d);

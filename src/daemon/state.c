@@ -115,6 +115,17 @@ enum accel_err state_tx_begin(struct accel_daemon *d)
     return store_begin(d->store);
 }
 
+/* The revision of the last commit this thread lost to another node (0:
+ * none since it was taken): the HTTP layer decides again (http.c). */
+static _Thread_local int64_t conflict_rev;
+
+int64_t state_take_conflict(void)
+{
+    int64_t rev = conflict_rev;
+    conflict_rev = 0;
+    return rev;
+}
+
 enum accel_err state_tx_commit(struct accel_daemon *d)
 {
     uint64_t t0 = util_now_ns();
@@ -123,7 +134,12 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
         d->hooks.commit_timed(d, util_now_ns() - t0);
     if (rc == ACCEL_OK)
         atomic_fetch_add(&d->commit_seq, 1);
-    if (rc != ACCEL_OK) {
+    if (rc == ACCEL_ECONFLICT) {
+        int64_t rev = store_conflict_rev(d->store);
+        conflict_rev = rev > 0 ? rev : 1;
+        log_info("store commit lost a race with another node; deciding again");
+        store_rollback(d->store);
+    } else if (rc != ACCEL_OK) {
         log_error("store commit failed: %s", accel_strerror(rc));
         store_rollback(d->store);
     }
@@ -331,4 +347,58 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
         a->nrows = n;
         adm_snapshot_apply(&d->snap, r ? r : &none, a->rows, n);
     }
+}
+
+char *state_app_decode(const struct store_app *row, struct app *a,
+                       enum accel_type *sel_type)
+{
+    json_t *man;
+    char *cause = NULL, *why;
+    json_error_t e;
+
+    if (!accel_name_valid(row->name))
+        return xasprintf("\"%s\" is not a valid app name", row->name);
+    if (!app_state_parse(row->state, &a->state))
+        return xasprintf("state \"%s\" is not an app state", row->state);
+    if (row->selected_type && !accel_type_parse(row->selected_type, sel_type))
+        return xasprintf("selected_type \"%s\" is not an accelerator type",
+                         row->selected_type);
+    man = json_loads(row->manifest, JSON_REJECT_DUPLICATES, &e);
+    if (man == NULL)
+        return xasprintf("manifest is not valid JSON (%s)", e.text);
+    if (manifest_parse(man, &a->m, &cause) != ACCEL_OK) {
+        json_decref(man);
+        why = xasprintf("manifest does not validate (%s)",
+                        cause ? cause : "invalid");
+        free(cause);
+        return why;
+    }
+    json_decref(man);
+    if (row->selected_type && manifest_req(&a->m, *sel_type) == NULL) {
+        manifest_release(&a->m);
+        return xasprintf("selected_type \"%s\" is not a mode of its "
+                         "manifest", row->selected_type);
+    }
+    return NULL;
+}
+
+
+bool state_app_remote(const struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct node_info *n = &d->ninfo[d->snap.devs[a->rows[i].dev].node];
+        if (n->member && !n->local)
+            return true;
+    }
+    return false;
+}
+
+const char *state_app_shown(const struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct node_info *n = &d->ninfo[d->snap.devs[a->rows[i].dev].node];
+        if (n->member && !n->reachable)
+            return "unknown";
+    }
+    return app_state_name(a->state);
 }

@@ -28,6 +28,8 @@
 struct cgroup_sys;
 
 struct store;
+struct store_app;
+struct cluster;
 struct strmap;
 struct http_server;
 struct metrics;
@@ -64,6 +66,11 @@ struct node_info {
     char *name;          /* node name */
     bool local;          /* this machine: runs apps for real */
     bool probed;         /* added by NVML discovery, not the inventory */
+    bool member;         /* cluster: another node's agent registered it
+                            (its apps run there, not here) */
+    bool reachable;      /* cluster: its agent's lease holds (always true
+                            for this node and outside a cluster) */
+    bool removed;        /* cluster: forgotten (accelctl node remove) */
 };
 
 /* The SM utilization NVML attributes to one app's processes on a device. */
@@ -91,6 +98,8 @@ struct dev_info {
     struct app_util *autil; /* reconciler: per-app SM utilization from
                             NVML's per-process samples; NULL when none */
     size_t nautil;       /* entries of autil */
+    bool reported_healthy; /* cluster: health as its agent reported it
+                            (snap health = this and the node reachable) */
 };
 
 /* Reconciler bookkeeping of an app whose processes still hold a device
@@ -161,6 +170,12 @@ struct accel_config {
     char *prometheus;    /* --prometheus URL: monitor queries go there */
     bool repair;         /* --repair: drop undecodable store rows */
     bool no_cgroups;     /* --no-cgroups: apps in no cgroup (runtime.c) */
+    char *etcd;          /* --etcd URLS: the cluster store (SPEC 10) */
+    char *etcd_prefix;   /* --etcd-prefix (default /accel/) */
+    char *etcd_cacert;   /* --etcd-cacert, --etcd-cert, --etcd-key */
+    char *etcd_cert;
+    char *etcd_key;
+    int lease_ttl;       /* --lease-ttl seconds (default 5) */
 };
 
 /* A member without a limit of its own may hold this many apps: what one
@@ -239,6 +254,8 @@ struct accel_daemon {
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */
     struct history *history;     /* metric history (own lock; history.h) */
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
+    struct cluster *cluster;     /* the node agent's lease and watch
+                                    (cluster.c); NULL outside a cluster */
     struct cgroup_sys *cg;       /* the cgroups of apps (cgroup.h); set
                                     before the threads start, then read-only */
     volatile int stopping;       /* set at shutdown */
@@ -282,6 +299,10 @@ const struct adm_req *state_app_req(const struct app *a);
 enum accel_err state_tx_begin(struct accel_daemon *d);
 enum accel_err state_tx_commit(struct accel_daemon *d);
 void state_tx_rollback(struct accel_daemon *d);
+/* The revision to wait for when this thread's last commit lost a race
+ * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if
+ * none. */
+int64_t state_take_conflict(void);
 /*
  * Block until every commit written so far is durable (group commit: one
  * thread fsyncs for all that wait). Call WITHOUT d->lock, before answering
@@ -303,6 +324,16 @@ void state_set_actor(const char *user);
 void state_event(struct accel_daemon *d, const char *kind, const char *app,
                  const char *node, const char *device, json_t *data,
                  const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+/* Why a stored app row cannot be taken (allocated sentence), or NULL:
+ * then a->m, a->state and *sel_type are filled from the row. */
+char *state_app_decode(const struct store_app *row, struct app *a,
+                       enum accel_type *sel_type);
+/* Is a bound to another node of the cluster (run by that node's agent)? */
+bool state_app_remote(const struct accel_daemon *d, const struct app *a);
+/* The state the API shows: "unknown" while a node a is bound to is
+ * unreachable (its processes may still run), else its state's name. */
+const char *state_app_shown(const struct accel_daemon *d, const struct app *a);
 
 /* In-memory changes after a successful commit. */
 void state_set_state(struct app *a, enum app_state st,

@@ -366,7 +366,7 @@ static json_t *container_json(struct accel_daemon *d, const struct app *a)
         "resourcePool", "", "flavor", "", "priority", "", "namespace",
         a->owner, "owner", a->owner, "deviceIds", c.ids, "deviceShareModes",
         c.modes, "devicesMemUtilized", c.mem, "devicesCoreUtilizedPercent",
-        c.core, "images", "state", app_state_name(a->state));
+        c.core, "images", "state", state_app_shown(d, a));
 }
 
 static bool ctr_matches(struct accel_daemon *d, const struct app *a,

@@ -38,6 +38,7 @@
 #include "daemon/api/view.h"
 #include "daemon/log.h"
 #include "daemon/state.h"
+#include "daemon/store/store.h"
 
 #define HTTP_HEADER_DEADLINE_S 10 /* request line + headers, from its start */
 #define HTTP_BODY_DEADLINE_S 30   /* the whole body, from the request's start */
@@ -304,11 +305,28 @@ static void dispatch(struct http_req *r)
         http_run_handler(r, rt);
 }
 
+#define HTTP_CONFLICT_TRIES 8 /* decisions retried after a cluster race */
+
 void http_run_handler(struct http_req *r, const struct http_route *rt)
 {
-    state_set_actor(r->authed ? r->user.name : NULL);
-    rt->handler(r);
-    state_set_actor(NULL);
+    for (int tries = 1;; tries++) {
+        int64_t rev;
+        state_set_actor(r->authed ? r->user.name : NULL);
+        rt->handler(r);
+        state_set_actor(NULL);
+        rev = state_take_conflict();
+        if (rev == 0 || tries == HTTP_CONFLICT_TRIES)
+            break;
+        /* another acceld of the cluster changed what this request decided
+         * on, and nothing of it was written: once this node's view shows
+         * that change, decide again (the answer may now differ) */
+        store_wait_rev(r->d->store, rev, 2000);
+        free(r->reply);
+        r->reply = NULL;
+        view_stream_free(r->reply_stream);
+        r->reply_stream = NULL;
+        r->status = 0;
+    }
     /* nothing that changed is acknowledged before it is on disk */
     if (strcmp(r->method, "GET") != 0 && state_durable_wait(r->d) != ACCEL_OK)
         http_reply_error(r, ACCEL_EIO,

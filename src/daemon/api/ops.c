@@ -64,6 +64,13 @@ void ops_res_check(struct op_result *res, const char *type, json_t *data)
 
 void ops_res_store_failed(struct op_result *res, enum accel_err rc)
 {
+    if (rc == ACCEL_ECONFLICT) {
+        ops_res_error(res, 409, "conflict",
+                      "another node of the cluster changed this at the same "
+                      "moment, again and again; nothing was changed: try "
+                      "again");
+        return;
+    }
     ops_res_error(res, 500, accel_err_name(rc),
               "the change could not be saved (%s); nothing was changed",
               accel_strerror(rc));
@@ -326,6 +333,13 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
     return rc;
 }
 
+/* Will a process start for a (here, or by another node's agent)? Then it
+ * is `resuming` until it does. */
+static bool runs_somewhere(struct accel_daemon *d, const struct app *a)
+{
+    return runtime_runs_here(d, a) || runtime_runs_on_agent(d, a);
+}
+
 /* After rows are committed: start the process (or mark an external app
  * running). Lock held. */
 void ops_start_bound(struct accel_daemon *d, struct app *a)
@@ -583,7 +597,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
                          "insufficient-resources");
     else
         rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
-                         runtime_runs_here(d, a) ? APP_RESUMING : APP_RUNNING,
+                         runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING,
                          NULL);
     if (rc != ACCEL_OK) {
         state_app_remove(d, a);
@@ -632,7 +646,7 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         goto out;
     }
     rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
-                     runtime_runs_here(d, a) ? APP_RESUMING : APP_RUNNING, NULL);
+                     runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING, NULL);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         goto out;
@@ -646,6 +660,8 @@ out:
 
 /*
  * Stop a (lock held) without waiting for its processes (SPEC 5.6): an app
+ * another node's agent runs is only asked to stop (`stopping`): that agent
+ * stops and releases it, never this node on its behalf (SPEC 10); an app
  * with a process becomes `stopping` (its reason stored with it, so that a
  * restarted acceld carries the stop on) and the supervisor finishes the
  * stop and the release; one without is released at once. res gets 200
@@ -657,6 +673,14 @@ static void stop_async(struct accel_daemon *d, struct app *a,
 {
     enum accel_err rc;
 
+    if (runtime_runs_on_agent(d, a)) {
+        rc = commit_state(d, a, APP_STOPPING, reason);
+        if (rc != ACCEL_OK)
+            ops_res_store_failed(res, rc);
+        else
+            ops_res_ok(res, 200, view_app(d, a));
+        return;
+    }
     if (a->pid <= 0) {
         rc = lifecycle_commit_release(d, a, APP_STOPPED, reason);
         if (rc != ACCEL_OK)
@@ -709,13 +733,16 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     a = ops_find_app(d, u, name, res);
     if (a == NULL || ops_busy(a, res))
         goto out;
-    if (a->pid > 0) { /* the supervisor stops it, then deletes it */
+    if (a->pid > 0 || runtime_runs_on_agent(d, a)) {
+        /* the supervisor stops it, then deletes it (here or on the node
+         * whose agent runs it) */
         rc = commit_state(d, a, APP_STOPPING, "uninstalling");
         if (rc != ACCEL_OK) {
             ops_res_store_failed(res, rc);
             goto out;
         }
-        runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
+        if (!runtime_runs_on_agent(d, a))
+            runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
         ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
                                        "stopping"));
         goto out;

@@ -216,10 +216,12 @@ static json_t *node_json_shell(struct accel_daemon *d, int node)
         seen[x->type] = true;
         healthy = healthy || (x->healthy && x->present);
     }
-    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:s, s:o, s:s, s:b, s:b, s:b, s:o, s:o, s:o, s:o}",
                      "nodeName", n->name, "gpuTypes", types, "health",
                      healthy ? "yes" : "no", "enabled", n->enabled, "local",
-                     d->ninfo[node].local, "memory", res_json(&n->mem), "cpu",
+                     d->ninfo[node].local, "reachable",
+                     d->ninfo[node].reachable && !d->ninfo[node].removed,
+                     "memory", res_json(&n->mem), "cpu",
                      res_json(&n->cpu), "disk", res_json(&n->disk),
                      "enforcement",
                      d->ninfo[node].local && d->cg
@@ -449,7 +451,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
                               view_allocation(d, a, &a->rows[i], false));
     o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:o}",
                   "name", a->name, "title", a->m.title, "owner", a->owner,
-                  "state", app_state_name(a->state), "external",
+                  "state", state_app_shown(d, a), "external",
                   a->m.run.argv == NULL, "requirements", reqs, "allocations",
                   allocs, "createdAt", (json_int_t)a->created_ms, "updatedAt",
                   (json_int_t)a->updated_ms, "usage",

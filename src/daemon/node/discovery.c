@@ -20,7 +20,7 @@
 #include "daemon/node/nvml.h"
 #include "daemon/state.h"
 
-static void add_node(struct accel_daemon *d, const char *name, bool local,
+void discovery_add_node(struct accel_daemon *d, const char *name, bool local,
                      uint64_t mem_total, uint64_t mem_used,
                      uint64_t cpu_total, uint64_t cpu_used, uint64_t disk_total,
                      uint64_t disk_used)
@@ -32,13 +32,15 @@ static void add_node(struct accel_daemon *d, const char *name, bool local,
                                          .cpu = {cpu_total, cpu_used},
                                          .disk = {disk_total, disk_used},
                                          .enabled = true};
-    d->ninfo[i] = (struct node_info){.name = xstrdup(name), .local = local};
+    d->ninfo[i] = (struct node_info){.name = xstrdup(name),
+                                     .local = local,
+                                     .reachable = true};
     d->snap.nodes[i].name = d->ninfo[i].name;
     d->snap.nodes[i].first_dev = (uint32_t)d->snap.ndevs;
     strmap_put(d->node_index, name, (uint32_t)i);
 }
 
-static void add_device(struct accel_daemon *d, const char *id,
+void discovery_add_device(struct accel_daemon *d, const char *id,
                        enum accel_type type, const char *model, uint64_t memory,
                        enum accel_support st, bool healthy, int index)
 {
@@ -59,7 +61,8 @@ static void add_device(struct accel_daemon *d, const char *id,
                                     .util_na = na,
                                     .power_na = na,
                                     .limit_na = na,
-                                    .temp_na = na};
+                                    .temp_na = na,
+                                    .reported_healthy = healthy};
     d->snap.devs[i] = (struct adm_device){.id = d->dinfo[i].id,
                                           .node = node,
                                           .type = type,
@@ -82,7 +85,7 @@ static void add_cpu_fallback(struct accel_daemon *d, const char *node,
                              uint64_t ram)
 {
     char *id = xasprintf("%s-cpu-0", node);
-    add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
+    discovery_add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
                true, -1);
     free(id);
 }
@@ -93,12 +96,14 @@ void discovery_inventory(struct accel_daemon *d,
     for (size_t i = 0; i < inv->nnodes; i++) {
         const struct inv_node *n = &inv->nodes[i];
         bool local = strcmp(n->name, d->cfg.node_name) == 0;
-        add_node(d, n->name, local, n->mem_total, n->mem_used,
+        if (d->cfg.etcd && !local)
+            continue; /* in a cluster, a node is declared by its own agent */
+        discovery_add_node(d, n->name, local, n->mem_total, n->mem_used,
                  n->cpu_total, n->cpu_used, n->disk_total, n->disk_used);
         for (size_t k = 0; k < n->ndevs; k++) {
             const struct inv_device *x = &n->devs[k];
             uint64_t mem = x->memory ? x->memory : n->mem_total / 4 * 3;
-            add_device(d, x->id, x->type, x->model, mem,
+            discovery_add_device(d, x->id, x->type, x->model, mem,
                        x->has_support ? x->st : default_mode(x->type),
                        x->healthy, x->index);
         }
@@ -155,7 +160,7 @@ void discovery_local(struct accel_daemon *d)
         dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
         du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
     }
-    add_node(d, d->cfg.node_name, true, mt, mu, ct, cu, dt, du);
+    discovery_add_node(d, d->cfg.node_name, true, mt, mu, ct, cu, dt, du);
     d->ninfo[d->snap.nnodes - 1].probed = true;
     if (nvml_open(&nv, &cause) == ACCEL_OK) {
         struct nvml_gpu *g = NULL;
@@ -167,7 +172,7 @@ void discovery_local(struct accel_daemon *d)
             for (size_t i = 0; i < n; i++) {
                 if (!g[i].uuid[0])
                     continue;
-                add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+                discovery_add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
                            g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
                            g[i].healthy == 1, (int)g[i].index);
                 d->dinfo[d->snap.ndevs - 1].discovered = true;
@@ -196,7 +201,7 @@ static void add_new_gpus(struct accel_daemon *d, const struct nvml_gpu *g,
     for (size_t i = 0; i < n; i++) {
         if (!g[i].uuid[0] || state_dev_find(d, g[i].uuid) >= 0)
             continue;
-        add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
+        discovery_add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
                    g[i].memory_total, default_mode(ACCEL_TYPE_NVIDIA),
                    g[i].healthy == 1, (int)g[i].index);
         d->dinfo[d->snap.ndevs - 1].discovered = true;

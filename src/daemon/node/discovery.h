@@ -32,4 +32,15 @@ void discovery_local(struct accel_daemon *d);
  */
 json_t *discovery_rediscover(struct accel_daemon *d, char **status);
 
+/* Append a node (then its devices: they must follow it, SPEC's snapshot
+ * keeps a node's devices contiguous). */
+void discovery_add_node(struct accel_daemon *d, const char *name, bool local,
+                        uint64_t mem_total, uint64_t mem_used,
+                        uint64_t cpu_total, uint64_t cpu_used,
+                        uint64_t disk_total, uint64_t disk_used);
+void discovery_add_device(struct accel_daemon *d, const char *id,
+                          enum accel_type type, const char *model,
+                          uint64_t memory, enum accel_support st,
+                          bool healthy, int index);
+
 #endif /* ACCEL_DAEMON_NODE_DISCOVERY_H */

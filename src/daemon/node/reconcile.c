@@ -641,7 +641,8 @@ static void finish_releases(struct accel_daemon *d, struct pass *p)
     char **names = xcalloc(d->napps + 1, sizeof(*names));
     size_t n = 0;
     for (size_t i = 0; i < d->napps; i++)
-        if (d->apps[i]->state == APP_RELEASING && app_gone(d, p, d->apps[i]))
+        if (d->apps[i]->state == APP_RELEASING &&
+            !runtime_runs_on_agent(d, d->apps[i]) && app_gone(d, p, d->apps[i]))
             names[n++] = xstrdup(d->apps[i]->name);
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);

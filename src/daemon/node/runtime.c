@@ -49,6 +49,18 @@ bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
     return true;
 }
 
+bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
+{
+    uint32_t node;
+    if (a->m.run.argv == NULL || a->nrows == 0)
+        return false;
+    node = d->snap.devs[a->rows[0].dev].node;
+    for (size_t i = 1; i < a->nrows; i++)
+        if (d->snap.devs[a->rows[i].dev].node != node)
+            return false;
+    return d->ninfo[node].member && !d->ninfo[node].local;
+}
+
 /* "GPU-a,GPU-b" of the app's NVIDIA devices. */
 static char *visible_devices(struct accel_daemon *d, const struct app *a)
 {
@@ -474,6 +486,8 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
         struct app *a = d->apps[i];
         if (a->pid <= 0 || (a->state == APP_STOPPING && !a->stop.active))
             continue; /* no process, or a blocking stop owns it */
+        if (state_app_remote(d, a))
+            continue; /* its pid is another machine's */
         w[n] = (struct watch){.name = xstrdup(a->name),
                               .pid = (pid_t)a->pid,
                               .start = a->pid_start,

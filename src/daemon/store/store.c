@@ -27,6 +27,7 @@
 #include <sqlite3.h>
 
 #include "common/util.h"
+#include "daemon/store/store_etcd.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000 /* default wait for another writer */
 #define STORE_PRUNE_EVERY 64       /* events appended between two prunes */
@@ -267,6 +268,8 @@ struct store {
     bool group_commit;            /* synchronous=NORMAL + store_sync */
     bool created;                 /* this open created the file */
     char errmsg[256];             /* last SQLite message, "" if none */
+    struct estore *es;            /* a cluster store: every call goes
+                                     there (store_etcd.c) */
 };
 
 /* The one place where SQLite result codes become accel codes. */
@@ -315,6 +318,8 @@ static enum accel_err fail_msg(struct store *s, enum accel_err err,
 
 const char *store_errmsg(const struct store *s)
 {
+    if (s && s->es)
+        return estore_errmsg(s->es);
     return s ? s->errmsg : "";
 }
 
@@ -745,6 +750,8 @@ out:
 
 bool store_created(const struct store *s)
 {
+    if (s->es)
+        return estore_created(s->es);
     return s->created;
 }
 
@@ -752,6 +759,11 @@ void store_close(struct store *s)
 {
     if (s == NULL)
         return;
+    if (s->es) {
+        estore_close(s->es);
+        free(s);
+        return;
+    }
     if (s->db && s->in_tx)
         rollback_quiet(s);
     for (int i = 0; i < ST_COUNT; i++)
@@ -765,6 +777,8 @@ void store_close(struct store *s)
 
 void store_set_busy_timeout(struct store *s, int ms)
 {
+    if (s->es)
+        return;
     sqlite3_busy_timeout(s->db, ms);
 }
 
@@ -777,6 +791,8 @@ int store_schema_version(void)
 
 enum accel_err store_begin(struct store *s)
 {
+    if (s->es)
+        return estore_begin(s->es);
     int rc;
     if (s->in_tx)
         return fail_msg(s, ACCEL_EINVAL, "store_begin inside a transaction");
@@ -792,6 +808,8 @@ enum accel_err store_begin(struct store *s)
 
 enum accel_err store_commit(struct store *s)
 {
+    if (s->es)
+        return estore_commit(s->es);
     enum accel_err err = need_tx(s);
     if (err != ACCEL_OK)
         return err;
@@ -802,6 +820,8 @@ enum accel_err store_commit(struct store *s)
 
 enum accel_err store_set_group_commit(struct store *s, bool on)
 {
+    if (s->es)
+        return ACCEL_OK;
     /* acceld is the only writer of its database: exclusive locking drops
      * the file-lock system calls of every transaction and makes a second
      * acceld on the same data directory fail instead of interleaving */
@@ -816,6 +836,8 @@ enum accel_err store_set_group_commit(struct store *s, bool on)
 
 enum accel_err store_sync(struct store *s)
 {
+    if (s->es)
+        return estore_sync(s->es);
     if (!s->group_commit)
         return ACCEL_OK;
     if (s->wal_fd < 0) {
@@ -832,6 +854,10 @@ enum accel_err store_sync(struct store *s)
 
 void store_rollback(struct store *s)
 {
+    if (s->es) {
+        estore_rollback(s->es);
+        return;
+    }
     if (s->in_tx)
         rollback_quiet(s);
 }
@@ -840,6 +866,8 @@ void store_rollback(struct store *s)
 
 enum accel_err store_app_put(struct store *s, const struct store_app *a)
 {
+    if (s->es)
+        return estore_app_put(s->es, a);
     sqlite3_stmt *st = s->stmt[ST_APP_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -887,11 +915,15 @@ static enum accel_err write_keys(struct store *s, enum stmt_id id,
 
 enum accel_err store_app_delete(struct store *s, const char *name)
 {
+    if (s->es)
+        return estore_app_delete(s->es, name);
     return write_keys(s, ST_APP_DEL, name, NULL);
 }
 
 enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
 {
+    if (s->es)
+        return estore_alloc_put(s->es, a);
     sqlite3_stmt *st = s->stmt[ST_ALLOC_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -913,12 +945,16 @@ enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
 
 enum accel_err store_alloc_delete_app(struct store *s, const char *app)
 {
+    if (s->es)
+        return estore_alloc_delete_app(s->es, app);
     return write_keys(s, ST_ALLOC_DEL_APP, app, NULL);
 }
 
 enum accel_err store_alloc_delete(struct store *s, const char *app,
                                   const char *device)
 {
+    if (s->es)
+        return estore_alloc_delete(s->es, app, device);
     if (device == NULL && s->in_tx) {
         rollback_quiet(s);
         return fail_msg(s, ACCEL_EINVAL, "allocation delete without device");
@@ -928,6 +964,8 @@ enum accel_err store_alloc_delete(struct store *s, const char *app,
 
 enum accel_err store_device_put(struct store *s, const struct store_device *d)
 {
+    if (s->es)
+        return estore_device_put(s->es, d);
     sqlite3_stmt *st = s->stmt[ST_DEVICE_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -947,6 +985,8 @@ enum accel_err store_device_put(struct store *s, const struct store_device *d)
 
 enum accel_err store_node_put(struct store *s, const struct store_node *n)
 {
+    if (s->es)
+        return estore_node_put(s->es, n);
     sqlite3_stmt *st = s->stmt[ST_NODE_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -964,6 +1004,8 @@ enum accel_err store_node_put(struct store *s, const struct store_node *n)
 
 enum accel_err store_user_put(struct store *s, const struct store_user *u)
 {
+    if (s->es)
+        return estore_user_put(s->es, u);
     sqlite3_stmt *st = s->stmt[ST_USER_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -983,12 +1025,16 @@ enum accel_err store_user_put(struct store *s, const struct store_user *u)
 
 enum accel_err store_user_delete(struct store *s, const char *name)
 {
+    if (s->es)
+        return estore_user_delete(s->es, name);
     return write_keys(s, ST_USER_DEL, name, NULL);
 }
 
 enum accel_err store_identity_put(struct store *s,
                                   const struct store_identity *id)
 {
+    if (s->es)
+        return estore_identity_put(s->es, id);
     sqlite3_stmt *st = s->stmt[ST_IDENTITY_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -1014,6 +1060,8 @@ static int bind_opt_int64(sqlite3_stmt *st, int i, int64_t v)
 enum accel_err store_limits_put(struct store *s,
                                 const struct store_limits *l)
 {
+    if (s->es)
+        return estore_limits_put(s->es, l);
     sqlite3_stmt *st = s->stmt[ST_LIMITS_PUT];
     int rc;
     enum accel_err err = need_tx(s);
@@ -1032,6 +1080,8 @@ enum accel_err store_limits_put(struct store *s,
 
 enum accel_err store_limits_delete(struct store *s, const char *name)
 {
+    if (s->es)
+        return estore_limits_delete(s->es, name);
     return write_keys(s, ST_LIMITS_DEL, name, NULL);
 }
 
@@ -1069,6 +1119,11 @@ static int event_insert(struct store *s, const struct store_event *e,
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id)
 {
+    if (s->es) {
+        if (out_id)
+            *out_id = 0; /* known once the watch delivers it */
+        return estore_event_append(s->es, e, keep_max);
+    }
     bool own_tx = !s->in_tx;
     int64_t id = 0;
     enum accel_err err;
@@ -1108,6 +1163,8 @@ enum accel_err store_events_query(struct store *s,
                                                        const struct store_event *e),
                                   void *ctx)
 {
+    if (s->es)
+        return estore_events_query(s->es, f, cb, ctx);
     int variant = (f->app ? 1 : 0) | (f->device ? 2 : 0) | (f->kind ? 4 : 0);
     sqlite3_stmt *st = s->stmt[ST_EVQ0 + variant];
     enum accel_err err = ACCEL_OK;
@@ -1656,6 +1713,8 @@ static enum accel_err repair(struct load_run *r, const char *list)
 enum accel_err store_load(struct store *s, const struct store_loader *l,
                           char **cause)
 {
+    if (s->es)
+        return estore_load(s->es, l, cause);
     struct store_loader all = *l;
     struct load_run r = {s, &all, NULL, 0};
     enum accel_err err;
@@ -1709,4 +1768,72 @@ enum accel_err store_load(struct store *s, const struct store_loader *l,
 out:
     bad_free(&r);
     return err;
+}
+
+/* ----------------------------------------------------- the cluster store */
+
+enum accel_err store_open_etcd(const struct store_etcd_opts *o,
+                               struct store **out, char **cause)
+{
+    struct estore *es = NULL;
+    enum accel_err err = estore_open(o, &es, cause);
+    if (err != ACCEL_OK)
+        return err;
+    *out = xcalloc(1, sizeof(**out));
+    (*out)->es = es;
+    (*out)->wal_fd = -1;
+    return ACCEL_OK;
+}
+
+bool store_is_cluster(const struct store *s)
+{
+    return s && s->es;
+}
+
+struct etcd *store_etcd(struct store *s)
+{
+    return s && s->es ? estore_client(s->es) : NULL;
+}
+
+char *store_key(const struct store *s, const char *kind, const char *name)
+{
+    return xasprintf("%s%s/%s", s->es ? estore_prefix(s->es) : "/", kind,
+                     name);
+}
+
+int64_t store_conflict_rev(const struct store *s)
+{
+    return s->es ? estore_conflict_rev(s->es) : 0;
+}
+
+enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms)
+{
+    return s->es ? estore_wait_rev(s->es, rev, ms) : ACCEL_OK;
+}
+
+enum accel_err store_node_delete(struct store *s, const char *name)
+{
+    if (s->es)
+        return estore_node_delete(s->es, name);
+    return write_keys(s, ST_NODE_DEL, name, NULL);
+}
+
+enum accel_err store_member_put(struct store *s, const char *kind,
+                                const char *node, const char *json,
+                                int64_t lease)
+{
+    return s->es ? estore_member_put(s->es, kind, node, json, lease)
+                 : ACCEL_ENOTSUP;
+}
+
+enum accel_err store_member_delete(struct store *s, const char *kind,
+                                   const char *node)
+{
+    return s->es ? estore_member_delete(s->es, kind, node) : ACCEL_ENOTSUP;
+}
+
+enum accel_err store_follow(struct store *s, const struct store_follower *f,
+                            volatile int *stop)
+{
+    return s->es ? estore_follow(s->es, f, stop) : ACCEL_ENOTSUP;
 }

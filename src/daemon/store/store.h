@@ -113,6 +113,13 @@ struct store_loader {
     enum accel_err (*limits)(void *ctx, const struct store_limits *l,
                              char **why);
     bool repair; /* drop the undecodable rows instead of refusing */
+    /* cluster stores only (store_open_etcd), called before every other
+     * row: a node's registration (nodeinfo: its devices as JSON) and its
+     * agent's live key (agents: present while its lease holds) */
+    enum accel_err (*nodeinfo)(void *ctx, const char *node, const char *json,
+                               char **why);
+    enum accel_err (*agent)(void *ctx, const char *node, const char *json,
+                            char **why);
 };
 
 /*
@@ -237,5 +244,93 @@ enum accel_err store_events_query(struct store *s,
                                   enum accel_err (*cb)(void *ctx,
                                                        const struct store_event *e),
                                   void *ctx);
+
+/* ------------------------------------------------- the cluster store */
+
+/*
+ * etcd as the store (SPEC 10; store_etcd.c says how rows become keys).
+ * The calls above keep their meaning with these differences:
+ * - store_commit sends the transaction's rows as one etcd transaction
+ *   guarded by the mod revisions this process last saw of what it writes
+ *   (and, for allocations, of the device's allocation set, its mode, its
+ *   node and its owner's allocations). Another acceld that changed one of
+ *   them first makes it fail with ACCEL_ECONFLICT, nothing written, and
+ *   store_conflict_rev says the revision to wait for (store_wait_rev)
+ *   before deciding again. ACCEL_EIO: no member answered; whether the
+ *   transaction applied is then unknown, and the watch will tell.
+ * - store_sync waits until the watch has brought this process's view up
+ *   to its own last commit (etcd made it durable before answering).
+ * - Events are shown once the watch delivers them; their ids are
+ *   revision * 1024 + rank within the revision.
+ */
+struct store_etcd_opts {
+    const char *endpoints; /* "http://h1:2379,http://h2:2379" */
+    const char *cacert;    /* TLS: CA, client cert and key, or NULL */
+    const char *cert;
+    const char *key;
+    const char *prefix;    /* of every key; NULL = "/accel/" */
+    const char *node;      /* this node's name (its event keys) */
+    int timeout_ms;        /* per request; <= 0: 5000 */
+};
+enum accel_err store_open_etcd(const struct store_etcd_opts *o,
+                               struct store **out, char **cause);
+bool store_is_cluster(const struct store *s);
+/* The etcd client of a cluster store (leases), or NULL. */
+struct etcd *store_etcd(struct store *s);
+/* The full key of kind/name ("/accel/agents/n1"); caller frees. */
+char *store_key(const struct store *s, const char *kind, const char *name);
+/* After ACCEL_ECONFLICT: the revision the guards were checked at. */
+int64_t store_conflict_rev(const struct store *s);
+/* Wait (at most ms) until the view has applied revision rev: ACCEL_OK,
+ * or ACCEL_EBUSY on time-out. SQLite: ACCEL_OK at once. */
+enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms);
+
+/* Forget a node's row (inside a transaction; both stores). */
+enum accel_err store_node_delete(struct store *s, const char *name);
+
+/*
+ * A node's registration (kind "nodeinfo", kept) or its agent's live key
+ * (kind "agents", attached to lease so that it vanishes with the agent).
+ * Inside a transaction: part of it; outside: written at once, unguarded.
+ * Cluster stores only (SQLite: ACCEL_ENOTSUP).
+ */
+enum accel_err store_member_put(struct store *s, const char *kind,
+                                const char *node, const char *json,
+                                int64_t lease);
+enum accel_err store_member_delete(struct store *s, const char *kind,
+                                   const char *node);
+
+/*
+ * What other processes change, as it happens (cluster stores). Each
+ * revision's changes are handed over under the caller's lock (lock/unlock
+ * around them, so that the view and the guards' revisions move together):
+ * a row, or NULL for a deleted one (its key in the names). Changes this
+ * process made itself are not handed back. revision() ends each revision
+ * (and comes alone for progress). Any callback may be NULL.
+ */
+struct store_follower {
+    void *ctx;
+    void (*lock)(void *ctx);
+    void (*unlock)(void *ctx);
+    void (*app)(void *ctx, const char *name, const struct store_app *row);
+    void (*alloc)(void *ctx, const char *app, const char *device,
+                  const struct store_alloc *row);
+    void (*device)(void *ctx, const char *id, const struct store_device *row);
+    void (*node)(void *ctx, const char *name, const struct store_node *row);
+    void (*user)(void *ctx, const char *name, const struct store_user *row);
+    void (*identity)(void *ctx, const char *name,
+                     const struct store_identity *row);
+    void (*limits)(void *ctx, const char *name, const struct store_limits *row);
+    void (*event)(void *ctx, const struct store_event *e);
+    void (*nodeinfo)(void *ctx, const char *node, const char *json);
+    void (*agent)(void *ctx, const char *node, const char *json);
+    void (*revision)(void *ctx, int64_t rev);
+};
+/* Follow until *stop (ACCEL_OK) or a failure that needs a restart of the
+ * process (ACCEL_ESTORE_CORRUPT: the watched history was compacted past
+ * this view, which then reloads; logged by the caller). Reconnects by
+ * itself after a broken stream. */
+enum accel_err store_follow(struct store *s, const struct store_follower *f,
+                            volatile int *stop);
 
 #endif /* ACCEL_DAEMON_STORE_STORE_H */

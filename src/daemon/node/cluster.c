@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster.c: the node agent in a cluster (SPEC 10).
+ *
+ * Three things run here. The registration: nodeinfo/<node> says which
+ * devices this node has (and how much of each is in use), agents/<node>
+ * lives on a lease that a keep-alive thread renews every third of its
+ * TTL; a node whose lease lapses loses that key, and every view then
+ * shows it unreachable. The watch: every change another acceld commits
+ * reaches this process through store_follow and is applied to memory under
+ * d->lock, in the same critical section that moves the store's guard
+ * revisions, so a decision never mixes an old view with a new guard. The
+ * agent: an app bound to this node's devices that another node resumed
+ * (`resuming`, no process here) is started here; one it stopped
+ * (`stopping`) is stopped here, and released here once its processes are
+ * gone. Nothing is released on another node's behalf.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/cluster.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/util.h"
+#include "daemon/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/node/discovery.h"
+#include "daemon/node/identity.h"
+#include "daemon/node/runtime.h"
+#include "daemon/store/etcd.h"
+
+#define CLUSTER_USAGE_MS 5000  /* nodeinfo is refreshed at most this often */
+
+/* An allocation change of the revision being applied. */
+struct pending_alloc {
+    char *app, *dev;
+    uint64_t memory;
+    bool deleted;
+};
+
+struct cluster {
+    pthread_t keeper, watcher;
+    bool keeper_on, watcher_on;
+    volatile int stop;
+    int64_t lease;
+    char *info;                   /* the nodeinfo last written */
+    /* the revision being applied (d->lock) */
+    struct pending_alloc *pa;
+    size_t npa;
+    char **touched;               /* apps changed by it */
+    size_t ntouched;
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------ node health */
+
+/* A member node's devices are healthy when its agent says so and its
+ * lease holds; placement then takes them (SPEC 10). */
+static void node_recompute(struct accel_daemon *d, int n)
+{
+    const struct adm_node *x = &d->snap.nodes[n];
+    const struct node_info *ni = &d->ninfo[n];
+    for (uint32_t k = 0; k < x->ndev; k++) {
+        uint32_t dev = x->first_dev + k;
+        d->snap.devs[dev].healthy = d->dinfo[dev].reported_healthy &&
+                                    ni->reachable && !ni->removed;
+        d->snap.devs[dev].present = !ni->removed;
+    }
+    if (d->hooks.device_changed)
+        d->hooks.device_changed(d, -1);
+}
+
+static uint64_t jpair(const json_t *o, const char *k, size_t i)
+{
+    json_int_t v = json_integer_value(json_array_get(json_object_get(o, k),
+                                                     i));
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Another node's registration: add it (and its devices) the first time,
+ * then keep its devices' health and use current. NULL: it was removed. */
+static void apply_nodeinfo(struct accel_daemon *d, const char *node,
+                           const char *text)
+{
+    json_t *o = NULL, *devs;
+    int n;
+    size_t i;
+    json_t *v;
+
+    if (strcmp(node, d->cfg.node_name) == 0)
+        return;
+    n = state_node_find(d, node);
+    if (text == NULL) {
+        if (n >= 0) {
+            d->ninfo[n].removed = true;
+            d->ninfo[n].reachable = false;
+            node_recompute(d, n);
+        }
+        return;
+    }
+    o = json_loads(text, 0, NULL);
+    devs = json_object_get(o, "devices");
+    if (!json_is_array(devs)) {
+        log_warn("node %s registered devices that do not decode; ignored",
+                 node);
+        json_decref(o);
+        return;
+    }
+    if (n < 0) {
+        discovery_add_node(d, node, false, jpair(o, "mem", 0),
+                           jpair(o, "mem", 1), jpair(o, "cpu", 0),
+                           jpair(o, "cpu", 1), jpair(o, "disk", 0),
+                           jpair(o, "disk", 1));
+        n = (int)d->snap.nnodes - 1;
+        d->ninfo[n].member = true;
+        d->ninfo[n].reachable = false; /* until its live key is seen */
+        json_array_foreach(devs, i, v) {
+            const char *id = json_string_value(json_object_get(v, "id"));
+            const char *ty = json_string_value(json_object_get(v, "type"));
+            const char *su = json_string_value(json_object_get(v, "support"));
+            json_int_t mem = json_integer_value(json_object_get(v, "memory"));
+            enum accel_type t;
+            enum accel_support st;
+            if (!id || !id[0] || strlen(id) > ACCEL_ID_MAX || !ty || !accel_type_parse(ty, &t) ||
+                !su || !accel_support_parse(su, &st) || mem < 0 ||
+                state_dev_find(d, id) >= 0) {
+                log_warn("node %s: device %s is not taken (undecodable, or "
+                         "its id is already another node's)",
+                         node, id ? id : "?");
+                continue;
+            }
+            discovery_add_device(
+                d, id, t, json_string_value(json_object_get(v, "model")),
+                (uint64_t)mem, st, false, -1);
+        }
+        log_info("node %s joined the cluster with %u devices", node,
+                 d->snap.nodes[n].ndev);
+    }
+    d->ninfo[n].member = true;
+    d->ninfo[n].removed = false;
+    json_array_foreach(devs, i, v) {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        int dev = id ? state_dev_find(d, id) : -1;
+        if (dev < 0 || (int)d->snap.devs[dev].node != n)
+            continue;
+        d->dinfo[dev].reported_healthy =
+            json_is_true(json_object_get(v, "healthy"));
+        d->dinfo[dev].used_mem =
+            (uint64_t)json_integer_value(json_object_get(v, "used"));
+    }
+    d->snap.nodes[n].mem = (struct adm_res){jpair(o, "mem", 0),
+                                            jpair(o, "mem", 1)};
+    d->snap.nodes[n].cpu = (struct adm_res){jpair(o, "cpu", 0),
+                                            jpair(o, "cpu", 1)};
+    d->snap.nodes[n].disk = (struct adm_res){jpair(o, "disk", 0),
+                                             jpair(o, "disk", 1)};
+    node_recompute(d, n);
+    json_decref(o);
+}
+
+static void apply_agent(struct accel_daemon *d, const char *node,
+                        const char *text)
+{
+    int n = state_node_find(d, node);
+    bool live = text != NULL;
+    if (n < 0 || strcmp(node, d->cfg.node_name) == 0)
+        return;
+    if (d->ninfo[n].reachable != live)
+        log_info("node %s is %s", node,
+                 live ? "reachable (its agent holds its lease)"
+                      : "unreachable (its agent's lease lapsed)");
+    d->ninfo[n].reachable = live;
+    node_recompute(d, n);
+}
+
+static enum accel_err load_nodeinfo(void *ctx, const char *node,
+                                    const char *json, char **why)
+{
+    (void)why;
+    apply_nodeinfo(ctx, node, json);
+    return ACCEL_OK;
+}
+
+static enum accel_err load_agent(void *ctx, const char *node,
+                                 const char *json, char **why)
+{
+    (void)why;
+    apply_agent(ctx, node, json);
+    return ACCEL_OK;
+}
+
+void cluster_loader(struct store_loader *l)
+{
+    l->nodeinfo = load_nodeinfo;
+    l->agent = load_agent;
+}
+
+char *cluster_nodeinfo(struct accel_daemon *d)
+{
+    int n = state_node_find(d, d->cfg.node_name);
+    json_t *o, *devs = json_array();
+    const struct adm_node *x;
+    char *text;
+    if (n < 0)
+        return NULL;
+    x = &d->snap.nodes[n];
+    for (uint32_t k = 0; k < x->ndev; k++) {
+        uint32_t i = x->first_dev + k;
+        const struct adm_device *dv = &d->snap.devs[i];
+        json_array_append_new(
+            devs, json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:I}", "id", dv->id,
+                            "type", accel_type_name(dv->type), "model",
+                            d->dinfo[i].model ? d->dinfo[i].model : "",
+                            "memory", (json_int_t)dv->memory, "support",
+                            accel_support_name(dv->st), "healthy",
+                            dv->healthy && dv->present, "used",
+                            (json_int_t)d->dinfo[i].used_mem));
+    }
+    o = json_pack("{s:s, s:o, s:[I,I], s:[I,I], s:[I,I]}", "node",
+                  d->cfg.node_name, "devices", devs, "mem",
+                  (json_int_t)x->mem.total, (json_int_t)x->mem.used, "cpu",
+                  (json_int_t)x->cpu.total, (json_int_t)x->cpu.used, "disk",
+                  (json_int_t)x->disk.total, (json_int_t)x->disk.used);
+    text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return text;
+}
+
+/* ------------------------------------------------------------ the agent */
+
+static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
+                                   enum app_state st, const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = state_save_app(d, a, st, reason);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    state_event(d, "app.state", a->name, d->cfg.node_name, NULL, NULL,
+                "app %s is %s on node %s", a->name, app_state_name(st),
+                d->cfg.node_name);
+    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_set_state(a, st, reason);
+    return rc;
+}
+
+void cluster_act(struct accel_daemon *d, struct app *a)
+{
+    char *cause = NULL;
+    if (d->cluster == NULL || a->nrows == 0 || !runtime_runs_here(d, a))
+        return;
+    if (a->state == APP_RESUMING && a->pid <= 0) {
+        if (runtime_start(d, a, &cause) == ACCEL_OK) {
+            if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
+                log_error("app %s started but its state was not saved",
+                          a->name);
+        } else {
+            a->pid = 0;
+            lifecycle_commit_release(d, a, APP_FAILED, cause);
+        }
+        free(cause);
+    } else if (a->state == APP_STOPPING && !a->stop.active) {
+        bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+        if (a->pid > 0) {
+            runtime_stop_begin(a, APP_STOPPED, uninstall ? NULL : a->reason,
+                               uninstall);
+        } else if (uninstall) {
+            lifecycle_commit_uninstall(d, a);
+        } else {
+            char *r = a->reason ? xstrdup(a->reason) : NULL;
+            lifecycle_commit_release(d, a, APP_STOPPED, r);
+            free(r);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the watch */
+
+static void f_lock(void *ctx)
+{
+    pthread_mutex_lock(&((struct accel_daemon *)ctx)->lock);
+}
+
+static void f_unlock(void *ctx)
+{
+    pthread_mutex_unlock(&((struct accel_daemon *)ctx)->lock);
+}
+
+static void touch(struct cluster *c, const char *app)
+{
+    for (size_t i = 0; i < c->ntouched; i++)
+        if (strcmp(c->touched[i], app) == 0)
+            return;
+    c->touched = xrealloc(c->touched, (c->ntouched + 1) * sizeof(char *));
+    c->touched[c->ntouched++] = xstrdup(app);
+}
+
+/* Rows of a under a new requirement (a resume chose another type): the
+ * snapshot's accounting follows the requirement, so release, switch, and
+ * apply again. */
+static void switch_sel(struct accel_daemon *d, struct app *a, int sel)
+{
+    struct adm_row *rows = NULL;
+    size_t n = a->nrows;
+    if (sel == a->sel)
+        return;
+    if (n) {
+        rows = xmalloc(n * sizeof(*rows));
+        memcpy(rows, a->rows, n * sizeof(*rows));
+    }
+    state_set_rows(d, a, NULL, 0);
+    a->sel = sel;
+    state_set_rows(d, a, rows, n);
+    free(rows);
+}
+
+static void f_app(void *ctx, const char *name, const struct store_app *row)
+{
+    struct accel_daemon *d = ctx;
+    struct app *a = state_app_find(d, name);
+    enum accel_type t = ACCEL_TYPE_CPU;
+    char *why;
+
+    if (row == NULL) {
+        if (a) {
+            state_set_rows(d, a, NULL, 0);
+            state_app_remove(d, a);
+        }
+        return;
+    }
+    touch(d->cluster, name);
+    if (a == NULL) {
+        a = xcalloc(1, sizeof(*a));
+        why = state_app_decode(row, a, &t);
+        if (why) {
+            log_warn("app %s from another node does not decode (%s); not "
+                     "shown",
+                     name, why);
+            free(why);
+            free(a);
+            return;
+        }
+        a->name = xstrdup(row->name);
+        a->owner = xstrdup(row->owner);
+        a->manifest_text = xstrdup(row->manifest);
+        a->sel = row->selected_type
+                     ? (int)(manifest_req(&a->m, t) - a->m.req)
+                     : -1;
+        a->created_ms = row->created_ms;
+        state_app_add(d, a);
+    } else {
+        enum app_state st;
+        if (!app_state_parse(row->state, &st))
+            return;
+        if (row->selected_type && accel_type_parse(row->selected_type, &t) &&
+            manifest_req(&a->m, t))
+            switch_sel(d, a, (int)(manifest_req(&a->m, t) - a->m.req));
+        a->state = st;
+    }
+    free(a->reason);
+    a->reason = row->reason ? xstrdup(row->reason) : NULL;
+    a->updated_ms = row->updated_ms;
+    a->exit_status = row->exit_status;
+    /* the process of an app run here is this node's to know */
+    if (!runtime_runs_here(d, a) || a->pid <= 0) {
+        a->pid = row->pid;
+        a->pid_start = row->pid_start;
+    }
+}
+
+static void f_alloc(void *ctx, const char *app, const char *dev,
+                    const struct store_alloc *row)
+{
+    struct cluster *c = ((struct accel_daemon *)ctx)->cluster;
+    c->pa = xrealloc(c->pa, (c->npa + 1) * sizeof(*c->pa));
+    c->pa[c->npa++] = (struct pending_alloc){xstrdup(app), xstrdup(dev),
+                                             row ? row->memory : 0,
+                                             row == NULL};
+}
+
+/* The revision's allocation changes, app by app, once its app rows are
+ * in (a transaction may write an app's rows before its app row). */
+static void apply_allocs(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    for (size_t i = 0; i < c->npa; i++) {
+        struct pending_alloc *p = &c->pa[i];
+        struct app *a = state_app_find(d, p->app);
+        int dev = state_dev_find(d, p->dev);
+        struct adm_row *rows;
+        size_t n = 0;
+        if (a == NULL || dev < 0) {
+            if (!p->deleted)
+                log_warn("allocation of %s on %s from another node is not "
+                         "shown: %s is unknown here",
+                         p->app, p->dev, a ? "the device" : "the app");
+            continue;
+        }
+        rows = xmalloc((a->nrows + 1) * sizeof(*rows));
+        for (size_t k = 0; k < a->nrows; k++)
+            if (a->rows[k].dev != (uint32_t)dev)
+                rows[n++] = a->rows[k];
+        if (!p->deleted)
+            rows[n++] = (struct adm_row){.dev = (uint32_t)dev,
+                                         .memory = p->memory};
+        state_set_rows(d, a, rows, n);
+        free(rows);
+        touch(c, p->app);
+    }
+    for (size_t i = 0; i < c->npa; i++) {
+        free(c->pa[i].app);
+        free(c->pa[i].dev);
+    }
+    c->npa = 0;
+}
+
+static void f_device(void *ctx, const char *id, const struct store_device *row)
+{
+    struct accel_daemon *d = ctx;
+    int dev = state_dev_find(d, id);
+    enum accel_support st;
+    json_t *settings = NULL;
+    if (dev < 0 || row == NULL || !accel_support_parse(row->support, &st))
+        return;
+    if (row->settings) {
+        settings = json_loads(row->settings, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(settings)) {
+            json_decref(settings);
+            return;
+        }
+    }
+    d->snap.devs[dev].st = st;
+    json_decref(d->dinfo[dev].settings);
+    d->dinfo[dev].settings = settings;
+    if (d->hooks.device_changed)
+        d->hooks.device_changed(d, dev);
+}
+
+static void f_node(void *ctx, const char *name, const struct store_node *row)
+{
+    struct accel_daemon *d = ctx;
+    int n = state_node_find(d, name);
+    if (n < 0)
+        return;
+    d->snap.nodes[n].enabled = row ? row->enabled : true;
+    if (d->hooks.device_changed)
+        d->hooks.device_changed(d, -1);
+}
+
+static void f_user(void *ctx, const char *name, const struct store_user *row)
+{
+    struct accel_daemon *d = ctx;
+    struct user_rec *u = state_user_find(d, name);
+    if (row == NULL) {
+        if (u) {
+            size_t i = (size_t)(u - d->users);
+            free(u->name);
+            memmove(u, u + 1, (d->nusers - i - 1) * sizeof(*u));
+            d->nusers--;
+        }
+        return;
+    }
+    if (u == NULL) {
+        d->users = xrealloc(d->users, (d->nusers + 1) * sizeof(*d->users));
+        u = &d->users[d->nusers++];
+        *u = (struct user_rec){.name = xstrdup(name),
+                               .max_apps = -1,
+                               .max_gpu_mem = -1};
+    }
+    u->admin = strcmp(row->role, "admin") == 0;
+    util_strlcpy(u->hash, row->token_hash, sizeof u->hash);
+    u->created_ms = row->created_ms;
+}
+
+static void f_identity(void *ctx, const char *name,
+                       const struct store_identity *row)
+{
+    struct accel_daemon *d = ctx;
+    if (row && identity_uid(d, name) == 0)
+        identity_load_row(d, name, row->uid);
+}
+
+static void f_limits(void *ctx, const char *name,
+                     const struct store_limits *row)
+{
+    struct user_rec *u = state_user_find(ctx, name);
+    if (u) {
+        u->max_apps = row ? row->max_apps : -1;
+        u->max_gpu_mem = row ? row->max_gpu_memory : -1;
+    }
+}
+
+static void f_event(void *ctx, const struct store_event *e)
+{
+    struct accel_daemon *d = ctx;
+    json_t *data = e->data ? json_loads(e->data, 0, NULL) : NULL;
+    const char *owner = json_string_value(json_object_get(data, "owner"));
+    pthread_mutex_lock(&d->ev_lock);
+    d->ev_seq++;
+    pthread_cond_broadcast(&d->ev_cond);
+    if (d->hooks.event_appended)
+        d->hooks.event_appended(d, e->app, owner);
+    pthread_mutex_unlock(&d->ev_lock);
+    json_decref(data);
+}
+
+static void f_nodeinfo(void *ctx, const char *node, const char *json)
+{
+    apply_nodeinfo(ctx, node, json);
+}
+
+static void f_agent(void *ctx, const char *node, const char *json)
+{
+    apply_agent(ctx, node, json);
+}
+
+static void f_revision(void *ctx, int64_t rev)
+{
+    struct accel_daemon *d = ctx;
+    struct cluster *c = d->cluster;
+    (void)rev;
+    apply_allocs(d);
+    for (size_t i = 0; i < c->ntouched; i++) {
+        struct app *a = state_app_find(d, c->touched[i]);
+        if (a)
+            cluster_act(d, a);
+        free(c->touched[i]);
+    }
+    c->ntouched = 0;
+}
+
+static void *watcher_main(void *arg)
+{
+    struct accel_daemon *d = arg;
+    struct store_follower f = {.ctx = d,
+                               .lock = f_lock,
+                               .unlock = f_unlock,
+                               .app = f_app,
+                               .alloc = f_alloc,
+                               .device = f_device,
+                               .node = f_node,
+                               .user = f_user,
+                               .identity = f_identity,
+                               .limits = f_limits,
+                               .event = f_event,
+                               .nodeinfo = f_nodeinfo,
+                               .agent = f_agent,
+                               .revision = f_revision};
+    enum accel_err rc = store_follow(d->store, &f, &d->cluster->stop);
+    if (rc != ACCEL_OK && !d->cluster->stop) {
+        /* the history this view needs was compacted away: only a reload
+         * can make it whole, and a restart is that reload */
+        log_error("the cluster watch cannot continue (%s): etcd compacted "
+                  "the revisions this node still needed; acceld stops so "
+                  "that a restart loads the current state",
+                  accel_strerror(rc));
+        kill(getpid(), SIGTERM);
+    }
+    return NULL;
+}
+
+/* --------------------------------------------------- lease and liveness */
+
+static char *agent_json(struct accel_daemon *d)
+{
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "node", d->cfg.node_name,
+                          "listen", d->cfg.listen ? d->cfg.listen : "",
+                          "pid", (json_int_t)getpid(), "startedMs",
+                          (json_int_t)util_wall_ms());
+    char *t = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return t;
+}
+
+/* Take the lease and the live key. The key must be free: another acceld
+ * with this node name would run its apps twice. One that died leaves its
+ * key until its lease lapses, so that is waited for (TTL + 1 s). */
+static enum accel_err take_lease(struct accel_daemon *d, char **cause)
+{
+    struct cluster *c = d->cluster;
+    struct etcd *e = store_etcd(d->store);
+    char *key = store_key(d->store, "agents", d->cfg.node_name);
+    char *val = agent_json(d);
+    int64_t deadline = util_wall_ms() + (d->cfg.lease_ttl + 1) * 1000;
+    enum accel_err rc;
+    bool ok = false;
+
+    rc = etcd_lease_grant(e, d->cfg.lease_ttl, &c->lease);
+    while (rc == ACCEL_OK) {
+        struct etcd_cmp cmp = {key, ETCD_CREATE, ETCD_EQUAL, 0, NULL, 0};
+        struct etcd_op op = {ETCD_PUT, key, val, strlen(val), c->lease};
+        rc = etcd_txn(e, &cmp, 1, &op, 1, &ok, NULL, NULL);
+        if (rc != ACCEL_OK || ok || util_wall_ms() > deadline)
+            break;
+        sleep_ms(250);
+    }
+    if (rc == ACCEL_OK && !ok) {
+        *cause = xasprintf("node name %s is held by another running acceld "
+                           "(%s exists and its lease is renewed); give this "
+                           "one another --node-name",
+                           d->cfg.node_name, key);
+        rc = ACCEL_EEXIST;
+    } else if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot take the lease of node %s in etcd: %s",
+                           d->cfg.node_name, accel_strerror(rc));
+    }
+    free(key);
+    free(val);
+    return rc;
+}
+
+/* Write nodeinfo when it changed (devices, health, use). */
+static void publish_info(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    char *info;
+    pthread_mutex_lock(&d->lock);
+    info = cluster_nodeinfo(d);
+    pthread_mutex_unlock(&d->lock);
+    if (info == NULL)
+        return;
+    if (c->info && strcmp(c->info, info) == 0) {
+        free(info);
+        return;
+    }
+    if (store_member_put(d->store, "nodeinfo", d->cfg.node_name, info, 0) ==
+        ACCEL_OK) {
+        free(c->info);
+        c->info = info;
+    } else {
+        free(info);
+    }
+}
+
+static void *keeper_main(void *arg)
+{
+    struct accel_daemon *d = arg;
+    struct cluster *c = d->cluster;
+    struct etcd *e = store_etcd(d->store);
+    int every = d->cfg.lease_ttl * 1000 / 3;
+    int64_t next_info = 0;
+
+    while (!c->stop) {
+        int64_t left = 0;
+        enum accel_err rc = etcd_lease_keepalive(e, c->lease, &left);
+        if (rc == ACCEL_OK && left == 0) {
+            char *cause = NULL;
+            log_warn("node %s: its lease lapsed (acceld was stopped or cut "
+                     "off longer than %d s); registering again",
+                     d->cfg.node_name, d->cfg.lease_ttl);
+            if (take_lease(d, &cause) != ACCEL_OK) {
+                log_error("%s", cause ? cause : "lease");
+                free(cause);
+            }
+            free(c->info);
+            c->info = NULL; /* say again what runs here */
+        } else if (rc != ACCEL_OK) {
+            log_warn("node %s: cannot renew its lease: %s", d->cfg.node_name,
+                     accel_strerror(rc));
+        }
+        if (util_wall_ms() >= next_info) {
+            publish_info(d);
+            next_info = util_wall_ms() + CLUSTER_USAGE_MS;
+        }
+        for (int t = 0; t < every && !c->stop; t += 50)
+            sleep_ms(50);
+    }
+    return NULL;
+}
+
+enum accel_err cluster_start(struct accel_daemon *d, char **cause)
+{
+    struct cluster *c = xcalloc(1, sizeof(*c));
+    enum accel_err rc;
+
+    *cause = NULL;
+    d->cluster = c;
+    publish_info(d);
+    if (c->info == NULL) {
+        *cause = xasprintf("cannot register node %s in etcd: %s",
+                           d->cfg.node_name, store_errmsg(d->store));
+        return ACCEL_EIO;
+    }
+    rc = take_lease(d, cause);
+    if (rc != ACCEL_OK)
+        return rc;
+    /* what other nodes asked of this one while it was away */
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++)
+        touch(c, d->apps[i]->name);
+    for (size_t i = 0; i < c->ntouched; i++) {
+        struct app *a = state_app_find(d, c->touched[i]);
+        if (a)
+            cluster_act(d, a);
+        free(c->touched[i]);
+    }
+    c->ntouched = 0;
+    pthread_mutex_unlock(&d->lock);
+    if (pthread_create(&c->watcher, NULL, watcher_main, d) == 0)
+        c->watcher_on = true;
+    if (pthread_create(&c->keeper, NULL, keeper_main, d) == 0)
+        c->keeper_on = true;
+    if (!c->watcher_on || !c->keeper_on) {
+        *cause = xstrdup("cannot start the cluster threads");
+        return ACCEL_ESYS;
+    }
+    log_info("node %s joined the cluster at %s (lease %" PRId64 ", TTL %d s)",
+             d->cfg.node_name, etcd_endpoint(store_etcd(d->store)), c->lease,
+             d->cfg.lease_ttl);
+    return ACCEL_OK;
+}
+
+void cluster_stop(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    if (c == NULL)
+        return;
+    c->stop = 1;
+    if (c->keeper_on)
+        pthread_join(c->keeper, NULL);
+    if (c->watcher_on)
+        pthread_join(c->watcher, NULL);
+    if (c->lease)
+        etcd_lease_revoke(store_etcd(d->store), c->lease);
+    for (size_t i = 0; i < c->npa; i++) {
+        free(c->pa[i].app);
+        free(c->pa[i].dev);
+    }
+    free(c->pa);
+    for (size_t i = 0; i < c->ntouched; i++)
+        free(c->touched[i]);
+    free(c->touched);
+    free(c->info);
+    free(c);
+    d->cluster = NULL;
+}

@@ -1,0 +1,1604 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_etcd.c: the etcd backend of store.h (SPEC 10). One key per row
+ * under a prefix (default "/accel/"), the row as a JSON object:
+ *
+ *   meta/schema              the layout version (refusal of newer ones)
+ *   apps/<app>               store_app
+ *   allocs/<app>/<device>    store_alloc
+ *   devices/<id>             store_device (a device's mode and settings)
+ *   nodes/<node>             store_node (enabled)
+ *   users/<name>, identities/<name>, limits/<name>
+ *   uids/<uid>               the name holding a uid (unique uids)
+ *   events/<node>/<seq>      store_event (seq: 16 hex digits, increasing)
+ *   nodeinfo/<node>          a node's registration: its devices
+ *   agents/<node>            its agent's live key, on the agent's lease
+ *   devalloc/<device>        bumped by every change of a device's
+ *                            allocations: the guard of decisions on it
+ *   ownalloc/<owner>         the same for a user's allocations (quotas)
+ *
+ * Guards. The daemon decides from memory, then writes the rows it changes.
+ * This file remembers, for every key, the mod revision the daemon's memory
+ * reflects (kept under the daemon's lock, together with the memory, by
+ * the commits and the watch), and guards each write with it: a row is
+ * written only if nobody wrote it since the daemon read it. An allocation
+ * also guards (and bumps) devalloc/<device> and ownalloc/<owner>, and
+ * guards the device's mode row and its node's row: what a placement read.
+ *
+ * etcd refuses a transaction that writes one key twice, so the writes of a
+ * transaction are merged per key (the last one wins) before they are sent.
+ */
+#include "common/accel_setup.h"
+#include "daemon/store/store_etcd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "common/strmap.h"
+#include "common/util.h"
+
+#define ESTORE_LAYOUT 1          /* the key layout this build writes */
+#define ESTORE_EVENT_RANK 1024   /* event id = revision * this + rank */
+#define ESTORE_PRUNE_EVERY 64    /* events appended between two prunes */
+#define ESTORE_SYNC_WAIT_MS 10000 /* store_sync waits for the watch */
+
+/* What this process knows of one key. */
+struct kinfo {
+    int64_t mod;   /* its mod revision as memory reflects it, 0 = absent */
+    int64_t seen;  /* the newest revision applied to it (put or delete) */
+};
+
+/* One write of the transaction being built. */
+struct wop {
+    char *key;
+    char *value;   /* NULL = delete */
+    int64_t lease;
+    bool guarded;  /* compare its mod revision with kinfo.mod */
+    bool cache;    /* record its new revision at commit (not events) */
+};
+
+/* One extra guard (a key read, not written). */
+struct wguard {
+    char *key;
+};
+
+/* An event as kept in memory (the newest keep_max). */
+struct eev {
+    char *key;
+    int64_t id, ts_ms;
+    char *kind, *app, *node, *device, *message, *data;
+};
+
+/* The allocation keys of one app (for delete_app). */
+struct applist {
+    char **dev;
+    size_t n;
+};
+
+struct estore {
+    struct etcd *e;
+    char *prefix;
+    size_t plen;
+    char *node;
+    bool created;
+    char errmsg[512];
+    /* key knowledge (caller's lock) */
+    struct strmap *kidx;
+    struct kinfo *kinfo;
+    size_t nk, ck;
+    struct strmap *aidx;     /* app -> applists index */
+    struct applist *al;
+    size_t nal, cal;
+    /* the transaction */
+    bool in_tx, tx_failed;
+    struct strmap *widx;     /* key -> wops index */
+    struct wop *w;
+    size_t nw, cw;
+    struct wguard *g;
+    size_t ng, cg;
+    int64_t conflict_rev;
+    uint64_t ev_seq;         /* the next event key's sequence */
+    int64_t keep_max;
+    /* events (caller's lock) */
+    struct eev *ev;
+    size_t nev, cev;
+    int64_t load_rev;
+    /* the view's revision (own lock: store_sync runs without d->lock) */
+    pthread_mutex_t vlock;
+    pthread_cond_t vcond;
+    int64_t applied_rev;     /* the watch has applied up to here */
+    int64_t commit_rev;      /* this process's last commit */
+};
+
+static void set_err(struct estore *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_err(struct estore *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+}
+
+const char *estore_errmsg(const struct estore *s)
+{
+    return s ? s->errmsg : "";
+}
+
+struct etcd *estore_client(struct estore *s)
+{
+    return s->e;
+}
+
+const char *estore_prefix(const struct estore *s)
+{
+    return s->prefix;
+}
+
+bool estore_created(const struct estore *s)
+{
+    return s->created;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+static char *key2(const struct estore *s, const char *kind, const char *a)
+{
+    return xasprintf("%s%s/%s", s->prefix, kind, a);
+}
+
+static char *key3(const struct estore *s, const char *kind, const char *a,
+                  const char *b)
+{
+    return xasprintf("%s%s/%s/%s", s->prefix, kind, a, b);
+}
+
+static struct kinfo *kinfo_get(struct estore *s, const char *key, bool add)
+{
+    uint32_t i;
+    if (strmap_get(s->kidx, key, &i))
+        return &s->kinfo[i];
+    if (!add)
+        return NULL;
+    if (s->nk == s->ck) {
+        s->ck = s->ck ? s->ck * 2 : 256;
+        s->kinfo = xrealloc(s->kinfo, s->ck * sizeof(*s->kinfo));
+    }
+    s->kinfo[s->nk] = (struct kinfo){0, 0};
+    strmap_put(s->kidx, key, (uint32_t)s->nk);
+    return &s->kinfo[s->nk++];
+}
+
+static int64_t kmod(struct estore *s, const char *key)
+{
+    struct kinfo *k = kinfo_get(s, key, false);
+    return k ? k->mod : 0;
+}
+
+static struct applist *applist_get(struct estore *s, const char *app, bool add)
+{
+    uint32_t i;
+    if (strmap_get(s->aidx, app, &i))
+        return &s->al[i];
+    if (!add)
+        return NULL;
+    if (s->nal == s->cal) {
+        s->cal = s->cal ? s->cal * 2 : 64;
+        s->al = xrealloc(s->al, s->cal * sizeof(*s->al));
+    }
+    s->al[s->nal] = (struct applist){NULL, 0};
+    strmap_put(s->aidx, app, (uint32_t)s->nal);
+    return &s->al[s->nal++];
+}
+
+static void applist_set(struct estore *s, const char *app, const char *dev,
+                        bool present)
+{
+    struct applist *l = applist_get(s, app, present);
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        if (strcmp(l->dev[i], dev) != 0)
+            continue;
+        if (!present) {
+            free(l->dev[i]);
+            l->dev[i] = l->dev[--l->n];
+        }
+        return;
+    }
+    if (present) {
+        l->dev = xrealloc(l->dev, (l->n + 1) * sizeof(*l->dev));
+        l->dev[l->n++] = xstrdup(dev);
+    }
+}
+
+/* Split "<prefix>allocs/<app>/<device>" into its two names (in buf). */
+static bool split_alloc(const char *rest, char *buf, size_t len,
+                        const char **app, const char **dev)
+{
+    char *slash;
+    if (strlen(rest) >= len)
+        return false;
+    memcpy(buf, rest, strlen(rest) + 1);
+    slash = strchr(buf, '/');
+    if (slash == NULL || slash == buf || slash[1] == '\0')
+        return false;
+    *slash = '\0';
+    *app = buf;
+    *dev = slash + 1;
+    return true;
+}
+
+/* ------------------------------------------------------------ JSON rows */
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_string(v) ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return NULL;
+    return json_string_value(v);
+}
+
+static bool jint(const json_t *o, const char *k, int64_t min, int64_t *out)
+{
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v) || json_integer_value(v) < min)
+        return false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static void set_opt(json_t *o, const char *k, const char *v)
+{
+    if (v)
+        json_object_set_new(o, k, json_string(v));
+}
+
+static char *dump(json_t *o)
+{
+    char *t = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return t;
+}
+
+static char *app_json(const struct store_app *a)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}",
+                          "name", a->name, "owner", a->owner, "state",
+                          a->state, "manifest", a->manifest, "createdMs",
+                          (json_int_t)a->created_ms, "updatedMs",
+                          (json_int_t)a->updated_ms, "pid", (json_int_t)a->pid,
+                          "pidStart", (json_int_t)a->pid_start, "exitStatus",
+                          (json_int_t)a->exit_status);
+    set_opt(o, "reason", a->reason);
+    set_opt(o, "selectedType", a->selected_type);
+    return dump(o);
+}
+
+static const char *app_decode(const json_t *o, struct store_app *a)
+{
+    int64_t ps = 0;
+    *a = (struct store_app){0};
+    a->name = jstr(o, "name");
+    a->owner = jstr(o, "owner");
+    a->state = jstr(o, "state");
+    a->manifest = jstr(o, "manifest");
+    a->reason = jstr(o, "reason");
+    a->selected_type = jstr(o, "selectedType");
+    if (!a->name || !a->owner || !a->state || !a->manifest)
+        return "name, owner, state or manifest is missing or not a string";
+    if (!jint(o, "createdMs", 0, &a->created_ms) ||
+        !jint(o, "updatedMs", 0, &a->updated_ms) ||
+        !jint(o, "pid", 0, &a->pid) || !jint(o, "pidStart", 0, &ps) ||
+        !jint(o, "exitStatus", INT64_MIN, &a->exit_status))
+        return "a time, pid or exit status is missing or out of range";
+    a->pid_start = (uint64_t)ps;
+    return NULL;
+}
+
+static char *alloc_json(const struct store_alloc *a)
+{
+    return dump(json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "app", a->app,
+                          "owner", a->owner, "type", a->type, "node", a->node,
+                          "device", a->device, "memory",
+                          (json_int_t)a->memory));
+}
+
+static const char *alloc_decode(const json_t *o, struct store_alloc *a)
+{
+    int64_t mem;
+    *a = (struct store_alloc){0};
+    a->app = jstr(o, "app");
+    a->owner = jstr(o, "owner");
+    a->type = jstr(o, "type");
+    a->node = jstr(o, "node");
+    a->device = jstr(o, "device");
+    if (!a->app || !a->owner || !a->type || !a->node || !a->device)
+        return "app, owner, type, node or device is missing";
+    if (!jint(o, "memory", 0, &mem))
+        return "memory is missing or negative";
+    a->memory = (uint64_t)mem;
+    return NULL;
+}
+
+static char *device_json(const struct store_device *d)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s}", "node", d->node, "id", d->id,
+                          "support", d->support);
+    set_opt(o, "settings", d->settings);
+    return dump(o);
+}
+
+static const char *device_decode(const json_t *o, struct store_device *d)
+{
+    *d = (struct store_device){0};
+    d->node = jstr(o, "node");
+    d->id = jstr(o, "id");
+    d->support = jstr(o, "support");
+    d->settings = jstr(o, "settings");
+    return d->node && d->id && d->support ? NULL
+                                          : "node, id or support is missing";
+}
+
+static const char *node_decode(const json_t *o, struct store_node *n)
+{
+    const json_t *en = json_object_get(o, "enabled");
+    *n = (struct store_node){0};
+    n->name = jstr(o, "name");
+    if (!n->name || !json_is_boolean(en))
+        return "name or enabled is missing";
+    n->enabled = json_is_true(en);
+    return NULL;
+}
+
+static const char *user_decode(const json_t *o, struct store_user *u)
+{
+    *u = (struct store_user){0};
+    u->name = jstr(o, "name");
+    u->role = jstr(o, "role");
+    u->token_hash = jstr(o, "tokenHash");
+    if (!u->name || !u->role || !u->token_hash)
+        return "name, role or tokenHash is missing";
+    if (strcmp(u->role, "admin") != 0 && strcmp(u->role, "member") != 0)
+        return "role is neither admin nor member";
+    if (strlen(u->token_hash) != 64 ||
+        strspn(u->token_hash, "0123456789abcdef") != 64)
+        return "tokenHash is not 64 lowercase hex digits";
+    if (!jint(o, "createdMs", 0, &u->created_ms))
+        return "createdMs is missing or negative";
+    return NULL;
+}
+
+static const char *identity_decode(const json_t *o, struct store_identity *i)
+{
+    *i = (struct store_identity){0};
+    i->name = jstr(o, "name");
+    if (!i->name || !jint(o, "uid", 1, &i->uid) || i->uid > UINT32_MAX)
+        return "name or uid is missing or out of range";
+    return NULL;
+}
+
+static const char *limits_decode(const json_t *o, struct store_limits *l)
+{
+    *l = (struct store_limits){0};
+    l->name = jstr(o, "name");
+    if (!l->name || !jint(o, "maxApps", -1, &l->max_apps) ||
+        !jint(o, "maxGpuMemory", -1, &l->max_gpu_memory))
+        return "name, maxApps or maxGpuMemory is missing or out of range";
+    return NULL;
+}
+
+static const char *event_decode(const json_t *o, struct store_event *e)
+{
+    *e = (struct store_event){0};
+    e->kind = jstr(o, "kind");
+    e->message = jstr(o, "message");
+    e->app = jstr(o, "app");
+    e->node = jstr(o, "node");
+    e->device = jstr(o, "device");
+    e->data = jstr(o, "data");
+    if (!e->kind || !e->message || !jint(o, "ts", 0, &e->ts_ms))
+        return "kind, message or ts is missing";
+    return NULL;
+}
+
+/* ---------------------------------------------------------- the events */
+
+static void eev_free(struct eev *x)
+{
+    free(x->key);
+    free(x->kind);
+    free(x->app);
+    free(x->node);
+    free(x->device);
+    free(x->message);
+    free(x->data);
+}
+
+static char *dup_opt(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+/* Keep event e (id set) in memory, in id order; drops the oldest beyond
+ * keep_max (their keys stay in etcd until a prune). */
+static void events_keep(struct estore *s, const char *key,
+                        const struct store_event *e)
+{
+    size_t at = s->nev;
+    if (s->nev == s->cev) {
+        s->cev = s->cev ? s->cev * 2 : 256;
+        s->ev = xrealloc(s->ev, s->cev * sizeof(*s->ev));
+    }
+    while (at > 0 && s->ev[at - 1].id > e->id)
+        at--;
+    memmove(&s->ev[at + 1], &s->ev[at], (s->nev - at) * sizeof(*s->ev));
+    s->ev[at] = (struct eev){xstrdup(key),      e->id,
+                             e->ts_ms,          xstrdup(e->kind),
+                             dup_opt(e->app),   dup_opt(e->node),
+                             dup_opt(e->device), xstrdup(e->message),
+                             dup_opt(e->data)};
+    s->nev++;
+}
+
+static int64_t keep_limit(const struct estore *s)
+{
+    return s->keep_max > 0 ? s->keep_max : 20000;
+}
+
+/* Delete the keys of the events beyond the newest keep_max, in
+ * transactions of at most 100 deletes; unguarded (a delete of a key
+ * another node already pruned changes nothing). Failures are left to the
+ * next prune. */
+static void events_prune(struct estore *s)
+{
+    size_t over;
+    int64_t keep = keep_limit(s);
+    if ((int64_t)s->nev <= keep)
+        return;
+    over = s->nev - (size_t)keep;
+    for (size_t i = 0; i < over; i += 100) {
+        struct etcd_op ops[100];
+        size_t n = 0;
+        bool ok;
+        for (size_t j = i; j < over && n < 100; j++)
+            ops[n++] = (struct etcd_op){.kind = ETCD_DELETE,
+                                        .key = s->ev[j].key};
+        if (etcd_txn(s->e, NULL, 0, ops, n, &ok, NULL, NULL) != ACCEL_OK)
+            break;
+    }
+    for (size_t i = 0; i < over; i++)
+        eev_free(&s->ev[i]);
+    memmove(s->ev, s->ev + over, (s->nev - over) * sizeof(*s->ev));
+    s->nev -= over;
+}
+
+/* --------------------------------------------------------------- open */
+
+static enum accel_err check_layout(struct estore *s, char **cause)
+{
+    char *k = key2(s, "meta", "schema");
+    struct etcd_kv *kv = NULL, *any = NULL;
+    size_t n = 0, nany = 0;
+    enum accel_err err = etcd_get(s->e, k, false, 0, &kv, &n, NULL);
+    int64_t v;
+    char *end;
+
+    if (err != ACCEL_OK) {
+        *cause = xasprintf("etcd at %s did not answer (%s): is etcd running "
+                           "and are the URLs right?",
+                           etcd_endpoint(s->e), accel_strerror(err));
+        goto out;
+    }
+    if (n == 0) {
+        /* a prefix with keys but no layout is somebody else's */
+        err = etcd_get(s->e, s->prefix, true, 0, &any, &nany, NULL);
+        if (err == ACCEL_OK && nany > 0) {
+            *cause = xasprintf("etcd prefix %s holds %zu key%s that accel "
+                               "did not write (no %smeta/schema); refusing "
+                               "to use it: choose another --etcd-prefix",
+                               s->prefix, nany, nany == 1 ? "" : "s",
+                               s->prefix);
+            err = ACCEL_ESTORE_CORRUPT;
+            goto out;
+        }
+        if (err == ACCEL_OK) {
+            struct etcd_cmp c = {k, ETCD_CREATE, ETCD_EQUAL, 0, NULL, 0};
+            char val[16];
+            struct etcd_op op;
+            bool ok;
+            snprintf(val, sizeof val, "%d", ESTORE_LAYOUT);
+            op = (struct etcd_op){ETCD_PUT, k, val, strlen(val), 0};
+            err = etcd_txn(s->e, &c, 1, &op, 1, &ok, NULL, cause);
+            s->created = err == ACCEL_OK && ok;
+        }
+        if (err != ACCEL_OK && *cause == NULL)
+            *cause = xasprintf("cannot write %s to etcd: %s", k,
+                               accel_strerror(err));
+        goto out;
+    }
+    errno = 0;
+    v = strtoll(kv[0].value, &end, 10);
+    if (errno || *end || v < 1) {
+        *cause = xasprintf("%s holds \"%.40s\", not a layout version; "
+                           "refusing to use this prefix", k, kv[0].value);
+        err = ACCEL_ESTORE_CORRUPT;
+    } else if (v > ESTORE_LAYOUT) {
+        *cause = xasprintf("etcd prefix %s was written by a newer accel "
+                           "(layout %" PRId64 ", this build knows %d); "
+                           "refusing to use it",
+                           s->prefix, v, ESTORE_LAYOUT);
+        err = ACCEL_ESTORE_NEWER;
+    }
+out:
+    etcd_kvs_free(kv, n);
+    etcd_kvs_free(any, nany);
+    free(k);
+    return err;
+}
+
+enum accel_err estore_open(const struct store_etcd_opts *o,
+                           struct estore **out, char **cause)
+{
+    struct etcd_opts eo = {o->endpoints, o->cacert, o->cert, o->key,
+                           o->timeout_ms};
+    struct estore *s = xcalloc(1, sizeof(*s));
+    const char *p = o->prefix ? o->prefix : "/accel/";
+    enum accel_err err;
+    struct timespec ts;
+
+    *cause = NULL;
+    if (p[0] != '/' || p[strlen(p) - 1] != '/') {
+        *cause = xasprintf("--etcd-prefix \"%s\" must start and end with /",
+                           p);
+        free(s);
+        return ACCEL_EINVAL;
+    }
+    err = etcd_open(&eo, &s->e, cause);
+    if (err != ACCEL_OK) {
+        free(s);
+        return err;
+    }
+    s->prefix = xstrdup(p);
+    s->plen = strlen(p);
+    s->node = xstrdup(o->node ? o->node : "node");
+    s->kidx = strmap_new();
+    s->aidx = strmap_new();
+    s->widx = strmap_new();
+    pthread_mutex_init(&s->vlock, NULL);
+    pthread_cond_init(&s->vcond, NULL);
+    /* event keys of this node increase across restarts: microseconds */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->ev_seq = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+    err = check_layout(s, cause);
+    if (err != ACCEL_OK) {
+        estore_close(s);
+        return err;
+    }
+    *out = s;
+    return ACCEL_OK;
+}
+
+static void tx_clear(struct estore *s)
+{
+    for (size_t i = 0; i < s->nw; i++) {
+        free(s->w[i].key);
+        free(s->w[i].value);
+    }
+    for (size_t i = 0; i < s->ng; i++)
+        free(s->g[i].key);
+    s->nw = s->ng = 0;
+    strmap_free(s->widx);
+    s->widx = strmap_new();
+    s->in_tx = false;
+    s->tx_failed = false;
+}
+
+void estore_close(struct estore *s)
+{
+    if (s == NULL)
+        return;
+    tx_clear(s);
+    free(s->w);
+    free(s->g);
+    strmap_free(s->widx);
+    strmap_free(s->kidx);
+    free(s->kinfo);
+    for (size_t i = 0; i < s->nal; i++) {
+        for (size_t j = 0; j < s->al[i].n; j++)
+            free(s->al[i].dev[j]);
+        free(s->al[i].dev);
+    }
+    free(s->al);
+    strmap_free(s->aidx);
+    for (size_t i = 0; i < s->nev; i++)
+        eev_free(&s->ev[i]);
+    free(s->ev);
+    etcd_close(s->e);
+    pthread_mutex_destroy(&s->vlock);
+    pthread_cond_destroy(&s->vcond);
+    free(s->prefix);
+    free(s->node);
+    free(s);
+}
+
+/* -------------------------------------------------------- transactions */
+
+enum accel_err estore_begin(struct estore *s)
+{
+    if (s->in_tx) {
+        set_err(s, "store_begin inside a transaction");
+        return ACCEL_EINVAL;
+    }
+    tx_clear(s);
+    s->in_tx = true;
+    return ACCEL_OK;
+}
+
+void estore_rollback(struct estore *s)
+{
+    tx_clear(s);
+}
+
+/* The failure contract of store.h: a failed call rolls everything back
+ * and later calls answer ACCEL_EINVAL until the next begin. */
+static enum accel_err need_tx(struct estore *s)
+{
+    if (!s->in_tx || s->tx_failed) {
+        set_err(s, "no transaction (or it failed)");
+        return ACCEL_EINVAL;
+    }
+    return ACCEL_OK;
+}
+
+static enum accel_err tx_fail(struct estore *s, enum accel_err err,
+                              const char *why)
+{
+    tx_clear(s);
+    s->in_tx = true;
+    s->tx_failed = true;
+    set_err(s, "%s", why);
+    return err;
+}
+
+/* Add (or replace) the write of key; takes key and value. */
+static void tx_write(struct estore *s, char *key, char *value, int64_t lease,
+                     bool guarded, bool cache)
+{
+    uint32_t i;
+    if (strmap_get(s->widx, key, &i)) {
+        free(s->w[i].value);
+        s->w[i].value = value;
+        s->w[i].lease = lease;
+        s->w[i].guarded |= guarded;
+        free(key);
+        return;
+    }
+    if (s->nw == s->cw) {
+        s->cw = s->cw ? s->cw * 2 : 16;
+        s->w = xrealloc(s->w, s->cw * sizeof(*s->w));
+    }
+    s->w[s->nw] = (struct wop){key, value, lease, guarded, cache};
+    strmap_put(s->widx, key, (uint32_t)s->nw);
+    s->nw++;
+}
+
+/* Guard key (read, not written); takes key. */
+static void tx_guard(struct estore *s, char *key)
+{
+    for (size_t i = 0; i < s->ng; i++) {
+        if (strcmp(s->g[i].key, key) == 0) {
+            free(key);
+            return;
+        }
+    }
+    if (s->ng == s->cg) {
+        s->cg = s->cg ? s->cg * 2 : 16;
+        s->g = xrealloc(s->g, s->cg * sizeof(*s->g));
+    }
+    s->g[s->ng++] = (struct wguard){key};
+}
+
+/* The guards and bumps of a change to device dev's allocations. */
+static void tx_alloc_guards(struct estore *s, const char *dev,
+                            const char *node, const char *owner)
+{
+    tx_write(s, key2(s, "devalloc", dev), xstrdup("{}"), 0, true, true);
+    tx_guard(s, key2(s, "devices", dev));
+    if (node)
+        tx_guard(s, key2(s, "nodes", node));
+    if (owner)
+        tx_write(s, key2(s, "ownalloc", owner), xstrdup("{}"), 0, true,
+                 true);
+}
+
+enum accel_err estore_commit(struct estore *s)
+{
+    enum accel_err err = need_tx(s);
+    struct etcd_cmp *cmps;
+    struct etcd_op *ops;
+    size_t nc = 0;
+    bool ok = false;
+    int64_t rev = 0;
+    char *cause = NULL;
+
+    if (err != ACCEL_OK)
+        return err;
+    if (s->nw == 0) {
+        tx_clear(s);
+        return ACCEL_OK;
+    }
+    cmps = xcalloc(s->nw + s->ng, sizeof(*cmps));
+    ops = xcalloc(s->nw, sizeof(*ops));
+    for (size_t i = 0; i < s->nw; i++) {
+        const struct wop *w = &s->w[i];
+        if (w->guarded)
+            cmps[nc++] = (struct etcd_cmp){w->key, ETCD_MOD, ETCD_EQUAL,
+                                           kmod(s, w->key), NULL, 0};
+        ops[i] = w->value ? (struct etcd_op){ETCD_PUT, w->key, w->value,
+                                             strlen(w->value), w->lease}
+                          : (struct etcd_op){ETCD_DELETE, w->key, NULL, 0, 0};
+    }
+    for (size_t i = 0; i < s->ng; i++)
+        if (!strmap_get(s->widx, s->g[i].key, &(uint32_t){0}))
+            cmps[nc++] = (struct etcd_cmp){s->g[i].key, ETCD_MOD, ETCD_EQUAL,
+                                           kmod(s, s->g[i].key), NULL, 0};
+    err = etcd_txn(s->e, cmps, nc, ops, s->nw, &ok, &rev, &cause);
+    if (err == ACCEL_OK && !ok) {
+        s->conflict_rev = rev;
+        set_err(s, "another acceld changed what this decision read "
+                   "(revision %" PRId64 ")",
+                rev);
+        err = ACCEL_ECONFLICT;
+    } else if (err != ACCEL_OK) {
+        set_err(s, "etcd transaction: %s", cause ? cause : accel_strerror(err));
+    } else {
+        /* memory will reflect these writes: so must the guards */
+        for (size_t i = 0; i < s->nw; i++) {
+            const struct wop *w = &s->w[i];
+            struct kinfo *k;
+            const char *rest = w->key + s->plen;
+            if (!w->cache)
+                continue;
+            k = kinfo_get(s, w->key, true);
+            k->mod = w->value ? rev : 0;
+            k->seen = rev;
+            if (strncmp(rest, "allocs/", 7) == 0) {
+                char buf[512];
+                const char *app, *dev;
+                if (split_alloc(rest + 7, buf, sizeof buf, &app, &dev))
+                    applist_set(s, app, dev, w->value != NULL);
+            }
+        }
+        pthread_mutex_lock(&s->vlock);
+        if (rev > s->commit_rev)
+            s->commit_rev = rev;
+        pthread_mutex_unlock(&s->vlock);
+    }
+    free(cause);
+    free(cmps);
+    free(ops);
+    tx_clear(s);
+    return err;
+}
+
+int64_t estore_conflict_rev(const struct estore *s)
+{
+    return s->conflict_rev;
+}
+
+enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
+{
+    struct timespec until;
+    enum accel_err err = ACCEL_OK;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->vlock);
+    while (s->applied_rev < rev && err == ACCEL_OK)
+        if (pthread_cond_timedwait(&s->vcond, &s->vlock, &until) == ETIMEDOUT)
+            err = ACCEL_EBUSY;
+    pthread_mutex_unlock(&s->vlock);
+    return err;
+}
+
+enum accel_err estore_sync(struct estore *s)
+{
+    int64_t want;
+    pthread_mutex_lock(&s->vlock);
+    want = s->commit_rev;
+    pthread_mutex_unlock(&s->vlock);
+    /* the change is in etcd (durable on a quorum); the answer waits until
+     * this node's view shows it too, so a read after it sees it */
+    return estore_wait_rev(s, want, ESTORE_SYNC_WAIT_MS) == ACCEL_OK
+               ? ACCEL_OK
+               : ACCEL_EIO;
+}
+
+/* ------------------------------------------------------------ row writes */
+
+static enum accel_err put_row(struct estore *s, char *key, char *json)
+{
+    enum accel_err err = need_tx(s);
+    if (err != ACCEL_OK) {
+        free(key);
+        free(json);
+        return err;
+    }
+    tx_write(s, key, json, 0, true, true);
+    return ACCEL_OK;
+}
+
+static enum accel_err del_row(struct estore *s, char *key)
+{
+    return put_row(s, key, NULL);
+}
+
+enum accel_err estore_app_put(struct estore *s, const struct store_app *a)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!a->name || !a->owner || !a->state || !a->manifest)
+        return tx_fail(s, ACCEL_EINVAL, "app row without name, owner, "
+                                        "state or manifest");
+    return put_row(s, key2(s, "apps", a->name), app_json(a));
+}
+
+enum accel_err estore_app_delete(struct estore *s, const char *name)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (name == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    return del_row(s, key2(s, "apps", name));
+}
+
+enum accel_err estore_alloc_put(struct estore *s, const struct store_alloc *a)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!a->app || !a->owner || !a->type || !a->node || !a->device)
+        return tx_fail(s, ACCEL_EINVAL, "allocation row with a NULL field");
+    tx_alloc_guards(s, a->device, a->node, a->owner);
+    return put_row(s, key3(s, "allocs", a->app, a->device), alloc_json(a));
+}
+
+enum accel_err estore_alloc_delete(struct estore *s, const char *app,
+                                   const char *device)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (app == NULL || device == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "allocation delete without a key");
+    tx_alloc_guards(s, device, NULL, NULL);
+    return del_row(s, key3(s, "allocs", app, device));
+}
+
+enum accel_err estore_alloc_delete_app(struct estore *s, const char *app)
+{
+    const struct applist *l;
+    enum accel_err err = ACCEL_OK;
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (app == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    l = applist_get(s, app, false);
+    for (size_t i = 0; l && err == ACCEL_OK && i < l->n; i++) {
+        /* a put of the same key later in this transaction replaces it */
+        uint32_t w;
+        char *k = key3(s, "allocs", app, l->dev[i]);
+        bool written = strmap_get(s->widx, k, &w);
+        free(k);
+        if (!written)
+            err = estore_alloc_delete(s, app, l->dev[i]);
+    }
+    return err;
+}
+
+enum accel_err estore_device_put(struct estore *s,
+                                 const struct store_device *d)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!d->node || !d->id || !d->support)
+        return tx_fail(s, ACCEL_EINVAL, "device row with a NULL key");
+    /* a mode switch decides on the device's allocations */
+    tx_guard(s, key2(s, "devalloc", d->id));
+    return put_row(s, key2(s, "devices", d->id), device_json(d));
+}
+
+enum accel_err estore_node_put(struct estore *s, const struct store_node *n)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!n->name)
+        return tx_fail(s, ACCEL_EINVAL, "node row without a name");
+    return put_row(s, key2(s, "nodes", n->name),
+                   dump(json_pack("{s:s, s:b}", "name", n->name, "enabled",
+                                  n->enabled)));
+}
+
+enum accel_err estore_node_delete(struct estore *s, const char *name)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (name == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    return del_row(s, key2(s, "nodes", name));
+}
+
+enum accel_err estore_user_put(struct estore *s, const struct store_user *u)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!u->name || !u->role || !u->token_hash)
+        return tx_fail(s, ACCEL_EINVAL, "user row with a NULL field");
+    return put_row(s, key2(s, "users", u->name),
+                   dump(json_pack("{s:s, s:s, s:s, s:I}", "name", u->name,
+                                  "role", u->role, "tokenHash",
+                                  u->token_hash, "createdMs",
+                                  (json_int_t)u->created_ms)));
+}
+
+enum accel_err estore_user_delete(struct estore *s, const char *name)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (name == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    return del_row(s, key2(s, "users", name));
+}
+
+enum accel_err estore_identity_put(struct estore *s,
+                                   const struct store_identity *id)
+{
+    char uid[24];
+    char *k;
+    uint32_t w;
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!id->name || id->uid <= 0)
+        return tx_fail(s, ACCEL_EINVAL, "identity row without a name or "
+                                        "with uid <= 0");
+    /* never replaced: both keys must be new (mod 0 guards, unless memory
+     * already knows them, which is a conflict here as in SQLite) */
+    k = key2(s, "identities", id->name);
+    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
+        free(k);
+        return tx_fail(s, ACCEL_ECONFLICT, "the name already has a uid");
+    }
+    tx_write(s, k,
+             dump(json_pack("{s:s, s:I}", "name", id->name, "uid",
+                            (json_int_t)id->uid)),
+             0, true, true);
+    snprintf(uid, sizeof uid, "%" PRId64, id->uid);
+    k = key2(s, "uids", uid);
+    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
+        free(k);
+        return tx_fail(s, ACCEL_ECONFLICT, "the uid is taken");
+    }
+    tx_write(s, k, xstrdup(id->name), 0, true, true);
+    return ACCEL_OK;
+}
+
+enum accel_err estore_limits_put(struct estore *s,
+                                 const struct store_limits *l)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!l->name)
+        return tx_fail(s, ACCEL_EINVAL, "limits row without a name");
+    return put_row(s, key2(s, "limits", l->name),
+                   dump(json_pack("{s:s, s:I, s:I}", "name", l->name,
+                                  "maxApps", (json_int_t)l->max_apps,
+                                  "maxGpuMemory",
+                                  (json_int_t)l->max_gpu_memory)));
+}
+
+enum accel_err estore_limits_delete(struct estore *s, const char *name)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (name == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    return del_row(s, key2(s, "limits", name));
+}
+
+static bool member_kind(const char *kind)
+{
+    return kind && (strcmp(kind, "nodeinfo") == 0 ||
+                    strcmp(kind, "agents") == 0);
+}
+
+/* Outside a transaction: one of its own, unguarded. */
+static enum accel_err write_now(struct estore *s, const char *key,
+                                const char *value, int64_t lease)
+{
+    struct etcd_op op = {value ? ETCD_PUT : ETCD_DELETE, key, value,
+                         value ? strlen(value) : 0, lease};
+    bool ok;
+    char *cause = NULL;
+    enum accel_err err = etcd_txn(s->e, NULL, 0, &op, 1, &ok, NULL, &cause);
+    if (err != ACCEL_OK)
+        set_err(s, "etcd: %s", cause ? cause : accel_strerror(err));
+    free(cause);
+    return err;
+}
+
+enum accel_err estore_member_put(struct estore *s, const char *kind,
+                                 const char *node, const char *json,
+                                 int64_t lease)
+{
+    char *k;
+    enum accel_err err;
+    if (!member_kind(kind) || node == NULL || json == NULL)
+        return ACCEL_EINVAL;
+    k = key2(s, kind, node);
+    if (s->in_tx) {
+        if (s->tx_failed) {
+            free(k);
+            return ACCEL_EINVAL;
+        }
+        tx_write(s, k, xstrdup(json), lease, false, false);
+        return ACCEL_OK;
+    }
+    err = write_now(s, k, json, lease);
+    free(k);
+    return err;
+}
+
+enum accel_err estore_member_delete(struct estore *s, const char *kind,
+                                    const char *node)
+{
+    char *k;
+    enum accel_err err;
+    if (!member_kind(kind) || node == NULL)
+        return ACCEL_EINVAL;
+    k = key2(s, kind, node);
+    if (s->in_tx) {
+        if (s->tx_failed) {
+            free(k);
+            return ACCEL_EINVAL;
+        }
+        tx_write(s, k, NULL, 0, false, false);
+        return ACCEL_OK;
+    }
+    err = write_now(s, k, NULL, 0);
+    free(k);
+    return err;
+}
+
+enum accel_err estore_event_append(struct estore *s,
+                                   const struct store_event *e,
+                                   int64_t keep_max)
+{
+    json_t *o;
+    char seq[24], *k, *v;
+    enum accel_err err = ACCEL_OK;
+
+    if (!e->kind || !e->message) {
+        set_err(s, "event without kind or message");
+        if (s->in_tx)
+            return tx_fail(s, ACCEL_EINVAL, s->errmsg);
+        return ACCEL_EINVAL;
+    }
+    if (s->in_tx && s->tx_failed)
+        return ACCEL_EINVAL;
+    s->keep_max = keep_max;
+    o = json_pack("{s:I, s:s, s:s}", "ts", (json_int_t)e->ts_ms, "kind",
+                  e->kind, "message", e->message);
+    set_opt(o, "app", e->app);
+    set_opt(o, "node", e->node);
+    set_opt(o, "device", e->device);
+    set_opt(o, "data", e->data);
+    v = dump(o);
+    snprintf(seq, sizeof seq, "%016" PRIx64, s->ev_seq++);
+    k = key3(s, "events", s->node, seq);
+    if (s->in_tx) {
+        tx_write(s, k, v, 0, false, false);
+    } else {
+        err = write_now(s, k, v, 0);
+        free(k);
+        free(v);
+    }
+    return err;
+}
+
+enum accel_err estore_events_query(struct estore *s,
+                                   const struct store_event_filter *f,
+                                   enum accel_err (*cb)(void *ctx,
+                                                        const struct store_event *e),
+                                   void *ctx)
+{
+    int64_t sent = 0;
+    size_t lo = 0, hi = s->nev;
+    /* the first event after since_id */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ev[mid].id <= f->since_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < s->nev; i++) {
+        const struct eev *x = &s->ev[i];
+        struct store_event e;
+        enum accel_err err;
+        if (f->limit > 0 && sent >= f->limit)
+            break;
+        if (x->ts_ms < f->since_ms ||
+            (f->app && (!x->app || strcmp(f->app, x->app) != 0)) ||
+            (f->device && (!x->device || strcmp(f->device, x->device) != 0)) ||
+            (f->kind && strcmp(f->kind, x->kind) != 0))
+            continue;
+        e = (struct store_event){x->id,     x->ts_ms,  x->kind,    x->app,
+                                 x->node,   x->device, x->message, x->data};
+        err = cb(ctx, &e);
+        sent++;
+        if (err != ACCEL_OK)
+            return err;
+    }
+    return ACCEL_OK;
+}
+
+/* ------------------------------------------------------------ load */
+
+struct bad {
+    char *key;
+    char *why;
+};
+
+struct lrun {
+    struct estore *s;
+    const struct store_loader *l;
+    struct bad *bad;
+    size_t nbad;
+    struct strmap *dropped_apps;
+};
+
+static void bad_add(struct lrun *r, const char *key, char *why)
+{
+    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
+    r->bad[r->nbad++] = (struct bad){xstrdup(key), why};
+}
+
+/* The table of a key ("apps", ...) and what follows it, or NULL. */
+static const char *table_of(const struct estore *s, const char *key,
+                            char *table, size_t len)
+{
+    const char *rest = key + s->plen, *slash;
+    if (strncmp(key, s->prefix, s->plen) != 0)
+        return NULL;
+    slash = strchr(rest, '/');
+    if (slash == NULL || (size_t)(slash - rest) >= len)
+        return NULL;
+    memcpy(table, rest, (size_t)(slash - rest));
+    table[slash - rest] = '\0';
+    return slash + 1;
+}
+
+/* Hand one row of table to the loader; returns what the callback says. */
+static enum accel_err load_row(struct lrun *r, const char *table,
+                               const char *name, const json_t *o,
+                               const char *raw, char **why)
+{
+    const struct store_loader *l = r->l;
+    const char *bad = NULL;
+    union {
+        struct store_app app;
+        struct store_alloc alloc;
+        struct store_device dev;
+        struct store_node node;
+        struct store_user user;
+        struct store_identity id;
+        struct store_limits lim;
+    } u;
+
+    if (strcmp(table, "nodeinfo") == 0)
+        return l->nodeinfo ? l->nodeinfo(l->ctx, name, raw, why) : ACCEL_OK;
+    if (strcmp(table, "agents") == 0)
+        return l->agent ? l->agent(l->ctx, name, raw, why) : ACCEL_OK;
+    if (o == NULL) {
+        *why = xstrdup("the value is not a JSON object");
+        return ACCEL_ESTORE_CORRUPT;
+    }
+    if (strcmp(table, "nodes") == 0) {
+        if (!(bad = node_decode(o, &u.node)))
+            return l->node ? l->node(l->ctx, &u.node, why) : ACCEL_OK;
+    } else if (strcmp(table, "devices") == 0) {
+        if (!(bad = device_decode(o, &u.dev)))
+            return l->device ? l->device(l->ctx, &u.dev, why) : ACCEL_OK;
+    } else if (strcmp(table, "users") == 0) {
+        if (!(bad = user_decode(o, &u.user)))
+            return l->user ? l->user(l->ctx, &u.user, why) : ACCEL_OK;
+    } else if (strcmp(table, "identities") == 0) {
+        if (!(bad = identity_decode(o, &u.id)))
+            return l->identity ? l->identity(l->ctx, &u.id, why) : ACCEL_OK;
+    } else if (strcmp(table, "limits") == 0) {
+        if (!(bad = limits_decode(o, &u.lim)))
+            return l->limits ? l->limits(l->ctx, &u.lim, why) : ACCEL_OK;
+    } else if (strcmp(table, "apps") == 0) {
+        if (!(bad = app_decode(o, &u.app)))
+            return l->app ? l->app(l->ctx, &u.app, why) : ACCEL_OK;
+    } else if (strcmp(table, "allocs") == 0) {
+        if (!(bad = alloc_decode(o, &u.alloc))) {
+            if (strmap_get(r->dropped_apps, u.alloc.app, &(uint32_t){0})) {
+                *why = xasprintf("its app \"%s\" was dropped", u.alloc.app);
+                return ACCEL_ESTORE_CORRUPT;
+            }
+            return l->alloc ? l->alloc(l->ctx, &u.alloc, why) : ACCEL_OK;
+        }
+    } else {
+        return ACCEL_OK;
+    }
+    *why = xstrdup(bad);
+    return ACCEL_ESTORE_CORRUPT;
+}
+
+/* The order of store_load: what later rows refer to comes first. */
+static const char *const load_order[] = {
+    "nodeinfo", "agents", "nodes",  "devices", "users",
+    "identities", "limits", "apps", "allocs",
+};
+
+static enum accel_err load_event(struct estore *s, const struct etcd_kv *kv,
+                                 int64_t id)
+{
+    json_t *o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
+    struct store_event e;
+    if (o && !event_decode(o, &e)) {
+        e.id = id;
+        events_keep(s, kv->key, &e);
+    }
+    json_decref(o);
+    return ACCEL_OK;
+}
+
+static int cmp_evkv(const void *a, const void *b)
+{
+    const struct etcd_kv *x = *(const struct etcd_kv *const *)a;
+    const struct etcd_kv *y = *(const struct etcd_kv *const *)b;
+    if (x->mod_rev != y->mod_rev)
+        return x->mod_rev < y->mod_rev ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+/* Events by (revision, key): ids revision * 1024 + rank. */
+static void load_events(struct estore *s, struct etcd_kv *kvs, size_t n)
+{
+    const struct etcd_kv **ev = xmalloc((n + 1) * sizeof(*ev));
+    size_t ne = 0;
+    char table[32];
+    int64_t rank = 0, last = -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *rest = table_of(s, kvs[i].key, table, sizeof table);
+        if (rest && strcmp(table, "events") == 0)
+            ev[ne++] = &kvs[i];
+    }
+    qsort(ev, ne, sizeof(*ev), cmp_evkv);
+    for (size_t i = 0; i < ne; i++) {
+        rank = ev[i]->mod_rev == last ? rank + 1 : 0;
+        last = ev[i]->mod_rev;
+        load_event(s, ev[i], ev[i]->mod_rev * ESTORE_EVENT_RANK + rank);
+    }
+    free(ev);
+}
+
+static enum accel_err repair(struct lrun *r)
+{
+    struct estore *s = r->s;
+    enum accel_err err = ACCEL_OK;
+    json_t *list = json_array();
+    char *data, *msg;
+    struct store_event e;
+    for (size_t i = 0; i < r->nbad && err == ACCEL_OK; i += 100) {
+        struct etcd_op ops[100];
+        size_t n = 0;
+        bool ok;
+        for (size_t j = i; j < r->nbad && n < 100; j++)
+            ops[n++] = (struct etcd_op){.kind = ETCD_DELETE,
+                                        .key = r->bad[j].key};
+        err = etcd_txn(s->e, NULL, 0, ops, n, &ok, NULL, NULL);
+    }
+    for (size_t i = 0; i < r->nbad; i++)
+        json_array_append_new(list, json_pack("{s:s, s:s}", "key",
+                                              r->bad[i].key, "reason",
+                                              r->bad[i].why));
+    data = dump(json_pack("{s:o}", "dropped", list));
+    msg = xasprintf("acceld --repair dropped %zu undecodable key%s of etcd "
+                    "prefix %s",
+                    r->nbad, r->nbad == 1 ? "" : "s", s->prefix);
+    e = (struct store_event){0,    util_wall_ms(), "store.repair", NULL,
+                             NULL, NULL,           msg,            data};
+    if (err == ACCEL_OK)
+        err = estore_event_append(s, &e, 0);
+    free(data);
+    free(msg);
+    return err;
+}
+
+static char *bad_list(const struct lrun *r)
+{
+    char *out = xstrdup("");
+    for (size_t i = 0; i < r->nbad && i < 20; i++) {
+        char *n = xasprintf("%s%skey %s: %s", out, i ? "; " : "",
+                            r->bad[i].key, r->bad[i].why);
+        free(out);
+        out = n;
+    }
+    if (r->nbad > 20) {
+        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
+        free(out);
+        out = n;
+    }
+    return out;
+}
+
+enum accel_err estore_load(struct estore *s, const struct store_loader *l,
+                           char **cause)
+{
+    struct etcd_kv *kvs = NULL;
+    size_t n = 0;
+    int64_t rev = 0;
+    struct lrun r = {s, l, NULL, 0, strmap_new()};
+    enum accel_err err;
+    char table[32];
+
+    *cause = NULL;
+    err = etcd_get(s->e, s->prefix, true, 0, &kvs, &n, &rev);
+    if (err != ACCEL_OK) {
+        *cause = xasprintf("cannot read etcd prefix %s: %s", s->prefix,
+                           accel_strerror(err));
+        goto out;
+    }
+    for (size_t t = 0; t < sizeof load_order / sizeof load_order[0]; t++) {
+        for (size_t i = 0; i < n && err == ACCEL_OK; i++) {
+            const char *name = table_of(s, kvs[i].key, table, sizeof table);
+            json_t *o;
+            char *why = NULL;
+            if (name == NULL || strcmp(table, load_order[t]) != 0)
+                continue;
+            o = json_loads(kvs[i].value, JSON_REJECT_DUPLICATES, NULL);
+            if (o && !json_is_object(o)) {
+                json_decref(o);
+                o = NULL;
+            }
+            err = load_row(&r, table, name, o, kvs[i].value, &why);
+            json_decref(o);
+            if (err == ACCEL_ESTORE_CORRUPT) {
+                if (strcmp(table, "apps") == 0)
+                    strmap_put(r.dropped_apps, name, 1);
+                bad_add(&r, kvs[i].key, why ? why : xstrdup("undecodable"));
+                err = ACCEL_OK;
+            } else {
+                free(why);
+            }
+        }
+    }
+    if (err != ACCEL_OK)
+        goto out;
+    if (r.nbad > 0) {
+        char *list = bad_list(&r);
+        if (!l->repair) {
+            *cause = xasprintf("etcd prefix %s: %zu key%s do%s not decode: "
+                               "%s; refusing to start, nothing was loaded or "
+                               "changed. `acceld --repair` drops these keys "
+                               "and says what it dropped",
+                               s->prefix, r.nbad, r.nbad == 1 ? "" : "s",
+                               r.nbad == 1 ? "es" : "", list);
+            free(list);
+            err = ACCEL_ESTORE_CORRUPT;
+            goto out;
+        }
+        err = repair(&r);
+        *cause = xasprintf("dropped %zu undecodable key%s of etcd prefix "
+                           "%s: %s",
+                           r.nbad, r.nbad == 1 ? "" : "s", s->prefix, list);
+        free(list);
+        if (err != ACCEL_OK)
+            goto out;
+    }
+    /* what memory now reflects: every key at its mod revision */
+    for (size_t i = 0; i < n; i++) {
+        struct kinfo *k;
+        const char *rest = table_of(s, kvs[i].key, table, sizeof table);
+        if (rest && strcmp(table, "events") == 0)
+            continue;
+        k = kinfo_get(s, kvs[i].key, true);
+        k->mod = kvs[i].mod_rev;
+        k->seen = kvs[i].mod_rev;
+        if (rest && strcmp(table, "allocs") == 0) {
+            char buf[512];
+            const char *app, *dev;
+            if (split_alloc(rest, buf, sizeof buf, &app, &dev))
+                applist_set(s, app, dev, true);
+        }
+    }
+    load_events(s, kvs, n);
+    s->load_rev = rev;
+    pthread_mutex_lock(&s->vlock);
+    s->applied_rev = rev;
+    pthread_mutex_unlock(&s->vlock);
+out:
+    for (size_t i = 0; i < r.nbad; i++) {
+        free(r.bad[i].key);
+        free(r.bad[i].why);
+    }
+    free(r.bad);
+    strmap_free(r.dropped_apps);
+    etcd_kvs_free(kvs, n);
+    return err;
+}
+
+/* ----------------------------------------------------------- the watch */
+
+struct frun {
+    struct estore *s;
+    const struct store_follower *f;
+    int64_t next;   /* the revision to watch from after a break */
+};
+
+/* One changed key, handed to the follower when it is news. */
+static void follow_one(struct frun *fr, const struct etcd_event *ev,
+                       int64_t rev, int64_t rank)
+{
+    struct estore *s = fr->s;
+    const struct store_follower *f = fr->f;
+    const struct etcd_kv *kv = &ev->kv;
+    bool del = ev->type == ETCD_EV_DELETE;
+    char table[32];
+    const char *name = table_of(s, kv->key, table, sizeof table);
+    json_t *o = NULL;
+    struct kinfo *k;
+
+    if (name == NULL)
+        return;
+    if (strcmp(table, "events") == 0) {
+        struct store_event e;
+        if (del)
+            return;
+        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
+        if (o && !event_decode(o, &e)) {
+            e.id = rev * ESTORE_EVENT_RANK + rank;
+            events_keep(s, kv->key, &e);
+            if (f->event)
+                f->event(f->ctx, &e);
+        }
+        json_decref(o);
+        return;
+    }
+    k = kinfo_get(s, kv->key, true);
+    if (rev <= k->seen)
+        return; /* this process wrote it: memory has it already */
+    k->seen = rev;
+    k->mod = del ? 0 : kv->mod_rev;
+    if (strcmp(table, "allocs") == 0) {
+        char buf[512];
+        const char *app, *dev;
+        if (split_alloc(name, buf, sizeof buf, &app, &dev))
+            applist_set(s, app, dev, !del);
+    }
+    if (!del) {
+        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(o) && strcmp(table, "nodeinfo") != 0 &&
+            strcmp(table, "agents") != 0)
+            goto out;
+    }
+    if (strcmp(table, "apps") == 0 && f->app) {
+        struct store_app a;
+        if (del)
+            f->app(f->ctx, name, NULL);
+        else if (!app_decode(o, &a) && strcmp(a.name, name) == 0)
+            f->app(f->ctx, name, &a);
+    } else if (strcmp(table, "allocs") == 0 && f->alloc) {
+        char buf[512];
+        const char *app, *dev;
+        struct store_alloc a;
+        if (!split_alloc(name, buf, sizeof buf, &app, &dev))
+            goto out;
+        if (del)
+            f->alloc(f->ctx, app, dev, NULL);
+        else if (!alloc_decode(o, &a))
+            f->alloc(f->ctx, app, dev, &a);
+    } else if (strcmp(table, "devices") == 0 && f->device) {
+        struct store_device d;
+        if (del)
+            f->device(f->ctx, name, NULL);
+        else if (!device_decode(o, &d))
+            f->device(f->ctx, name, &d);
+    } else if (strcmp(table, "nodes") == 0 && f->node) {
+        struct store_node nd;
+        if (del)
+            f->node(f->ctx, name, NULL);
+        else if (!node_decode(o, &nd))
+            f->node(f->ctx, name, &nd);
+    } else if (strcmp(table, "users") == 0 && f->user) {
+        struct store_user u;
+        if (del)
+            f->user(f->ctx, name, NULL);
+        else if (!user_decode(o, &u))
+            f->user(f->ctx, name, &u);
+    } else if (strcmp(table, "identities") == 0 && f->identity) {
+        struct store_identity id;
+        if (!del && !identity_decode(o, &id))
+            f->identity(f->ctx, name, &id);
+    } else if (strcmp(table, "limits") == 0 && f->limits) {
+        struct store_limits l;
+        if (del)
+            f->limits(f->ctx, name, NULL);
+        else if (!limits_decode(o, &l))
+            f->limits(f->ctx, name, &l);
+    } else if (strcmp(table, "nodeinfo") == 0 && f->nodeinfo) {
+        f->nodeinfo(f->ctx, name, del ? NULL : kv->value);
+    } else if (strcmp(table, "agents") == 0 && f->agent) {
+        f->agent(f->ctx, name, del ? NULL : kv->value);
+    }
+out:
+    json_decref(o);
+}
+
+static enum accel_err follow_cb(void *ctx, int64_t rev,
+                                const struct etcd_event *ev, size_t n)
+{
+    struct frun *fr = ctx;
+    struct estore *s = fr->s;
+    const struct store_follower *f = fr->f;
+    char table[32];
+    int64_t rank = 0;
+
+    if (f->lock)
+        f->lock(f->ctx);
+    for (size_t i = 0; i < n; i++) {
+        const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
+        follow_one(fr, &ev[i], rev, rank);
+        if (rest && strcmp(table, "events") == 0)
+            rank++;
+    }
+    if (f->revision)
+        f->revision(f->ctx, rev);
+    if ((int64_t)s->nev >= keep_limit(s) + ESTORE_PRUNE_EVERY)
+        events_prune(s); /* rare: a few deletes under the caller's lock */
+    if (f->unlock)
+        f->unlock(f->ctx);
+    pthread_mutex_lock(&s->vlock);
+    if (rev > s->applied_rev)
+        s->applied_rev = rev;
+    pthread_cond_broadcast(&s->vcond);
+    pthread_mutex_unlock(&s->vlock);
+    if (n > 0 || rev >= fr->next)
+        fr->next = rev + 1;
+    return ACCEL_OK;
+}
+
+enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
+                             volatile int *stop)
+{
+    struct frun fr = {s, f, s->load_rev + 1};
+    while (!*stop) {
+        enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
+                                        &fr, stop);
+        if (err == ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (err != ACCEL_OK && !*stop) {
+            /* a broken stream: watch again from where it broke, after a
+             * pause so that a dead cluster is not hammered */
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return ACCEL_OK;
+}
