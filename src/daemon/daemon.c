@@ -769,18 +769,21 @@ int daemon_main(int argc, char **argv)
     /* before the routes that read it: a request never sees no history */
     if (sampler_start(d) != ACCEL_OK)
         log_error("cannot start the metric history");
-    if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
-        fprintf(stderr, "acceld: %s\n", cause);
-        free(cause);
-        return 1;
-    }
     runtime_supervisor_start(d);
+    /* a cluster's node joins before it answers: a second acceld with the
+     * same node name is refused here, having served nothing */
     if (d->cfg.etcd && cluster_start(d, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause ? cause : "cannot join");
         free(cause);
         cluster_stop(d);
         runtime_supervisor_stop(d);
-        http_stop(d);
+        return 1;
+    }
+    if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
+        cluster_stop(d);
+        runtime_supervisor_stop(d);
         return 1;
     }
     if (broker_ops_start(d) != ACCEL_OK)

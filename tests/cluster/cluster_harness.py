@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: MIT
+"""A whole accel cluster on one machine (SPEC 10): a real etcd cluster
+(etcd_harness.EtcdCluster, N members on loopback) and one acceld agent per
+node, each with its own data directory, port and inventory (its own
+devices), all pointed at the same etcd. Python 3 standard library only.
+
+    with Cluster(["n1", "n2", "n3"]) as c:
+        a1 = c.agent("n1")              # an accel_harness.Acceld
+        st, body = c.agent("n2").http("GET", "/api/compute-resources")
+        c.wait(lambda: ..., "what")     # poll until true, or fail saying what
+
+Every node gets two cards: <node>-excl (24 Gi, Exclusive) and <node>-mem
+(16 Gi, MemorySlice), unless devices= says otherwise. The first agent
+started writes admin.token; the others get that token (users are
+cluster-wide). Agents run with --no-cgroups and --lease-ttl 3 (liveness
+within 5 s).
+"""
+import os
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, HERE)
+
+from accel_harness import Acceld, GiB  # noqa: E402
+from etcd_harness import EtcdCluster  # noqa: E402
+
+LEASE_TTL = 3
+
+
+def inventory(node, devices=None):
+    """The YAML inventory of one node: its own devices only."""
+    if devices is None:
+        devices = [("%s-excl" % node, "24Gi", "Exclusive"),
+                   ("%s-mem" % node, "16Gi", "MemorySlice")]
+    lines = ["nodes:", "- name: %s" % node,
+             "  memory: {total: 64Gi, used: 0Gi}",
+             "  cpu: {total: \"16\", used: \"0\"}",
+             "  disk: {total: 2Ti, used: 0Gi}", "  devices:"]
+    for did, mem, mode in devices:
+        lines += ["  - id: %s" % did, "    type: nvidia",
+                  "    model: Test GPU", "    memory: %s" % mem,
+                  "    supportType: %s" % mode]
+    return "\n".join(lines) + "\n"
+
+
+class Agent(Acceld):
+    """An acceld of the cluster. Only the first one writes admin.token:
+    the others are ready when /healthz answers (token given)."""
+
+    def __init__(self, node, endpoints, token=None, devices=None,
+                 extra_args=()):
+        self.node = node
+        self.endpoints = endpoints
+        args = ["--node-name", node, "--etcd", endpoints, "--no-cgroups",
+                "--lease-ttl", str(LEASE_TTL),
+                "--reconcile-interval-ms", "200"] + list(extra_args)
+        super().__init__(inventory=inventory(node, devices), extra_args=args)
+        self.given_token = token
+
+    def _wait_ready(self):
+        if self.given_token is None:
+            return super()._wait_ready()
+        self.token = self.given_token
+        deadline = time.time() + self.start_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                return "exited with %s" % self.proc.returncode
+            try:
+                status, _ = self.http("GET", "/healthz", token="")
+                if status == 200:
+                    return None
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return "no answer on /healthz within %.0f s" % self.start_timeout
+
+    def restart(self):
+        """Start again on the same data directory and port."""
+        self.stop()
+        self.given_token = self.token
+        return self.start()
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def kill9(self):
+        """SIGKILL: no goodbye, the lease lapses by itself."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+
+
+class Cluster:
+    def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None):
+        self.etcd = EtcdCluster(members)
+        self.agents = {}
+        try:
+            token = None
+            for n in nodes:
+                a = Agent(n, self.etcd.endpoints(), token=token,
+                          devices=(devices or {}).get(n))
+                a.start()
+                token = a.token
+                self.agents[n] = a
+            self.token = token
+            self.wait(lambda: all(len(self.nodes_of(a)) == len(nodes) and
+                                  all(x["reachable"] for x in
+                                      self.nodes_of(a).values())
+                                  for a in self.agents.values()),
+                      "every agent sees every node reachable")
+        except BaseException:
+            self.close()
+            raise
+
+    def agent(self, node):
+        return self.agents[node]
+
+    def nodes_of(self, a):
+        """{node name: node JSON} as agent a's API shows them."""
+        st, body = a.http("GET", "/api/compute-resources")
+        if st != 200:
+            return {}
+        data = body["data"]
+        nodes = data.get("nodes", data) if isinstance(data, dict) else data
+        return {n["nodeName"]: n for n in nodes}
+
+    def app_of(self, a, name):
+        st, body = a.http("GET", "/api/apps/%s" % name)
+        return body["data"] if st == 200 and body else None
+
+    def wait(self, pred, what, timeout=20.0, every=0.05):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                if pred():
+                    return
+            except (OSError, KeyError, TypeError, ValueError) as e:
+                last = e
+            time.sleep(every)
+        logs = "".join("\n--- %s\n%s" % (n, a.log()[-1500:])
+                       for n, a in self.agents.items())
+        raise AssertionError("not within %.0f s: %s (%s)%s" %
+                             (timeout, what, last, logs))
+
+    def close(self):
+        for a in self.agents.values():
+            a.close()
+        self.agents = {}
+        self.etcd.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def manifest(name, gpu_mem="4Gi", run=None, multi=False):
+    """An app manifest (JSON) needing gpu_mem of an NVIDIA card."""
+    m = {"apiVersion": "v2",
+         "metadata": {"name": name, "title": name},
+         "spec": {"accelerator": [{
+             "mode": "nvidia", "requiredGPUMemory": gpu_mem,
+             "limitedGPUMemory": gpu_mem, "requiredMemory": "1Gi",
+             "limitedMemory": "1Gi", "requiredCpu": "1", "limitedCpu": "1",
+             "requiredDisk": "1Gi", "limitedDisk": "1Gi"}]}}
+    if run:
+        m["run"] = {"command": list(run)}
+    if multi:
+        m["options"] = {"supportMultiNodes": True}
+    return m

@@ -1,0 +1,325 @@
+# SPDX-License-Identifier: MIT
+"""A cluster for real on one machine (SPEC 10): three etcd members on
+loopback ports and three acceld agents, driven through the APIs of
+different nodes. Races between API servers, agents killed and stopped past
+their lease, apps run by the agent of the node they are bound to."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_harness import (GiB, LEASE_TTL, Cluster,  # noqa: E402
+                             manifest)
+
+RACES = int(os.environ.get("ACCEL_CLUSTER_RACES", "1000"))
+
+
+def bind(node, dev, mem=0):
+    b = {"nodeName": node, "deviceId": dev}
+    if mem:
+        b["memory"] = mem
+    return {"computeBinding": [b]}
+
+
+def install(a, m, **kw):
+    body = {"manifest": m}
+    body.update(kw)
+    return a.http("POST", "/api/apps", body)
+
+
+def won(st, body):
+    """Did a bind answer placed (not a failed check)?"""
+    return st == 200 and body.get("code") == 200
+
+
+def device_of(c, a, dev):
+    for n in c.nodes_of(a).values():
+        for x in n["devices"]:
+            if x["id"] == dev:
+                return x
+    raise KeyError(dev)
+
+
+def etcd_allocs(c, dev):
+    """The allocation rows of dev as etcd holds them (no acceld between)."""
+    out = c.etcd.etcdctl("get", "--prefix", "/accel/allocs/",
+                         "--print-value-only").stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return [r for r in rows if r["device"] == dev]
+
+
+class AnyNodeTest(unittest.TestCase):
+    """One cluster for the tests that leave it as they found it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(["n1", "n2", "n3"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_every_node_shows_the_whole_cluster(self):
+        c = self.c
+        for a in c.agents.values():
+            nodes = c.nodes_of(a)
+            self.assertEqual(sorted(nodes), ["n1", "n2", "n3"])
+            for n in nodes.values():
+                self.assertTrue(n["reachable"], n)
+                self.assertEqual(n["health"], "yes", n)
+                self.assertEqual(len(n["devices"]), 2, n)
+        # only each agent's own node is local to it
+        self.assertEqual([n for n, x in c.nodes_of(c.agent("n2")).items()
+                          if x["local"]], ["n2"])
+
+    def test_bind_on_one_node_shows_on_the_others(self):
+        c = self.c
+        st, b = install(c.agent("n1"), manifest("shown", "4Gi"),
+                        **bind("n3", "n3-mem", 4 * GiB))
+        self.assertTrue(won(st, b), b)
+        for n in ("n2", "n3"):
+            c.wait(lambda: (c.app_of(c.agent(n), "shown") or {}).get(
+                "state") == "running", "the app on " + n)
+            c.wait(lambda: [x["appName"] for x in device_of(
+                c, c.agent(n), "n3-mem")["bindings"]] == ["shown"],
+                "the binding on " + n)
+        # events are cluster-wide
+        st, b = c.agent("n2").http("GET", "/api/events?app=shown")
+        self.assertEqual(st, 200, b)
+        self.assertTrue(b["data"], b)
+        st, b = c.agent("n3").http("DELETE", "/api/apps/shown")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: c.app_of(c.agent("n1"), "shown") is None,
+               "the uninstall seen on n1")
+
+    def test_users_are_cluster_wide(self):
+        c = self.c
+        st, b = c.agent("n1").http("POST", "/api/users",
+                                   {"name": "alice", "role": "member"})
+        self.assertEqual(st, 200, b)
+        tok = b["data"]["token"]
+        c.wait(lambda: c.agent("n3").http("GET", "/api/apps",
+                                          token=tok)[0] == 200,
+               "alice's token accepted by n3")
+        c.agent("n2").http("DELETE", "/api/users/alice")
+        c.wait(lambda: c.agent("n3").http("GET", "/api/apps",
+                                          token=tok)[0] == 401,
+               "alice's token refused by n3 once she is removed")
+
+    def test_an_app_runs_on_the_node_it_is_bound_to(self):
+        """Installed through n1, bound to n2: n2's agent starts it; stopped
+        through n3: n2's agent stops it and releases the card."""
+        c = self.c
+        m = manifest("sleeper", "2Gi", run=["/bin/sleep", "300"])
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        self.assertEqual(b["data"]["state"], "resuming")
+        c.wait(lambda: (c.app_of(c.agent("n3"), "sleeper") or {}).get(
+            "state") == "running", "sleeper running as n3 sees it")
+        pid = None
+
+        def started():
+            nonlocal pid
+            out = subprocess.run(["pgrep", "-f", "^/bin/sleep 300$"],
+                                 capture_output=True, text=True).stdout
+            pid = int(out.split()[0]) if out.split() else None
+            return pid is not None
+        c.wait(started, "the sleeper process")
+        # its process is a child of n2's acceld, not of the API server's
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        self.assertEqual(ppid, c.agent("n2").proc.pid)
+        st, b = c.agent("n3").http("POST", "/api/apps/sleeper/suspend")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: not os.path.exists("/proc/%d" % pid) or
+               open("/proc/%d/stat" % pid).read().split()[2] == "Z",
+               "the process stopped")
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: (c.app_of(c.agent(n), "sleeper") or {}).get(
+                "state") == "stopped", "sleeper stopped on " + n)
+        self.assertEqual(etcd_allocs(c, "n2-mem"), [])
+        c.agent("n1").http("DELETE", "/api/apps/sleeper")
+        c.wait(lambda: c.app_of(c.agent("n2"), "sleeper") is None,
+               "uninstalled")
+
+    def _race_pair(self, first, second, body_a, body_b, name_a, name_b):
+        out = {}
+
+        def go(key, a, name, body):
+            out[key] = a.http("POST", "/api/apps/%s/resume" % name, body)
+        t = [threading.Thread(target=go, args=("a", first, name_a, body_a)),
+             threading.Thread(target=go, args=("b", second, name_b, body_b))]
+        for x in t:
+            x.start()
+        for x in t:
+            x.join()
+        return out["a"], out["b"]
+
+    def test_two_api_servers_race_for_one_exclusive_gpu(self):
+        c = self.c
+        n1, n2, n3 = c.agent("n1"), c.agent("n2"), c.agent("n3")
+        for name, a in (("ra", n2), ("rb", n3)):
+            st, b = install(a, manifest(name, "4Gi"),
+                            **bind("n1", "n1-mem", 4 * GiB))
+            self.assertTrue(won(st, b), b)
+            st, b = a.http("POST", "/api/apps/%s/suspend" % name)
+            self.assertEqual(st, 200, b)
+        wins = {"ra": 0, "rb": 0}
+        body = bind("n1", "n1-excl")
+        for i in range(RACES):
+            # both racers' views show the card free before they race
+            for a in (n2, n3):
+                c.wait(lambda: device_of(c, a, "n1-excl")["bindings"] == [],
+                       "n1-excl free on %s before race %d" % (a.node, i))
+            ra, rb = self._race_pair(n2, n3, body, body, "ra", "rb")
+            got = [won(*ra), won(*rb)]
+            self.assertEqual(sum(got), 1, (i, ra, rb))
+            loser = rb if got[0] else ra
+            self.assertEqual(loser[0], 200, loser)
+            self.assertEqual(loser[1].get("code"), 422, loser)
+            winner = "ra" if got[0] else "rb"
+            wins[winner] += 1
+            self.assertEqual(len(etcd_allocs(c, "n1-excl")), 1, i) \
+                if i % 100 == 0 else None
+            st, b = n1.http("POST", "/api/apps/%s/suspend" % winner)
+            self.assertEqual(st, 200, b)
+        # both sides won sometimes: the race was real
+        self.assertGreater(min(wins.values()), 0, wins)
+        for name in ("ra", "rb"):
+            n1.http("DELETE", "/api/apps/%s" % name)
+
+    def test_two_api_servers_race_for_the_last_vram(self):
+        """16 Gi on n1-mem, apps of 3 Gi bound there through n2 and n3 at
+        once: at most 5 fit; the card is never over-allocated, in etcd or
+        in any view."""
+        c = self.c
+        n2, n3 = c.agent("n2"), c.agent("n3")
+        names = []
+        for i in range(8):
+            for tag, a in (("p", n2), ("q", n3)):
+                name = "v%s%d" % (tag, i)
+                st, b = install(a, manifest(name, "3Gi"),
+                                **bind("n2", "n2-excl"))
+                self.assertTrue(won(st, b), b)
+                st, b = a.http("POST", "/api/apps/%s/suspend" % name)
+                names.append((name, a))
+        c.wait(lambda: device_of(c, n2, "n2-excl")["bindings"] == [] and
+               device_of(c, n3, "n2-excl")["bindings"] == [], "setup")
+        results = {}
+
+        def go(name, a):
+            results[name] = a.http("POST", "/api/apps/%s/resume" % name,
+                                   bind("n1", "n1-mem", 3 * GiB))
+        threads = [threading.Thread(target=go, args=x) for x in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [n for n, r in results.items() if won(*r)]
+        self.assertEqual(len(winners), 5, results)
+        rows = etcd_allocs(c, "n1-mem")
+        self.assertEqual(sum(r["memory"] for r in rows), 15 * GiB, rows)
+        for a in c.agents.values():
+            c.wait(lambda: len(device_of(c, a, "n1-mem")["bindings"]) == 5,
+                   "five bindings on " + a.node)
+        for name, a in names:
+            a.http("DELETE", "/api/apps/%s" % name)
+
+
+class LivenessTest(unittest.TestCase):
+    def setUp(self):
+        self.c = Cluster(["n1", "n2", "n3"])
+
+    def tearDown(self):
+        self.c.close()
+
+    def _reachable(self, viewer, node):
+        return self.c.nodes_of(self.c.agent(viewer))[node]["reachable"]
+
+    def test_agent_sigkilled_is_unreachable_within_the_ttl(self):
+        c = self.c
+        st, b = install(c.agent("n1"), manifest("on3", "4Gi"),
+                        **bind("n3", "n3-mem", 4 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: (c.app_of(c.agent("n2"), "on3") or {}).get(
+            "state") == "running", "on3 seen on n2")
+        c.agent("n3").kill9()
+        t0 = time.monotonic()
+        c.wait(lambda: not self._reachable("n1", "n3") and
+               not self._reachable("n2", "n3"), "n3 unreachable",
+               timeout=LEASE_TTL + 2, every=0.05)
+        self.assertLess(time.monotonic() - t0, LEASE_TTL + 2)
+        for viewer in ("n1", "n2"):
+            n = c.nodes_of(c.agent(viewer))["n3"]
+            self.assertEqual(n["health"], "no", n)
+            self.assertEqual(c.app_of(c.agent(viewer), "on3")["state"],
+                             "unknown")
+        # no placement on the unreachable node
+        st, b = install(c.agent("n1"), manifest("nope", "4Gi"),
+                        **bind("n3", "n3-excl"))
+        self.assertFalse(won(st, b), b)
+        # nothing was released on its behalf
+        self.assertEqual(len(etcd_allocs(c, "n3-mem")), 1)
+        c.agent("n3").restart()
+        c.wait(lambda: self._reachable("n1", "n3") and
+               self._reachable("n2", "n3"), "n3 back")
+        self.assertEqual(c.app_of(c.agent("n1"), "on3")["state"], "running")
+
+    def test_agent_stopped_past_its_ttl_then_continued(self):
+        """SIGSTOP n3 past its lease: unreachable everywhere; an app of n3
+        stopped meanwhile stays bound (nothing released on its behalf)
+        until n3 continues, comes back and stops and releases it."""
+        c = self.c
+        m = manifest("frozen", "2Gi", run=["/bin/sleep", "301"])
+        st, b = install(c.agent("n2"), m, **bind("n3", "n3-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: (c.app_of(c.agent("n1"), "frozen") or {}).get(
+            "state") == "running", "frozen running")
+        c.agent("n3").signal(signal.SIGSTOP)
+        try:
+            c.wait(lambda: not self._reachable("n1", "n3"), "n3 lapsed",
+                   timeout=LEASE_TTL + 2)
+            st, b = c.agent("n1").http("POST", "/api/apps/frozen/suspend")
+            self.assertEqual(st, 200, b)
+            self.assertEqual(b["data"]["state"], "unknown", b)
+            time.sleep(0.5)
+            self.assertEqual(len(etcd_allocs(c, "n3-mem")), 1)
+        finally:
+            c.agent("n3").signal(signal.SIGCONT)
+        c.wait(lambda: self._reachable("n1", "n3"), "n3 back", timeout=15)
+        c.wait(lambda: etcd_allocs(c, "n3-mem") == [], "released by n3",
+               timeout=15)
+        c.wait(lambda: c.app_of(c.agent("n2"), "frozen")["state"] ==
+               "stopped", "stopped as n2 sees it")
+        out = subprocess.run(["pgrep", "-f", "^/bin/sleep 301$"],
+                             capture_output=True, text=True).stdout
+        self.assertEqual(out.strip(), "")
+
+    def test_clean_stop_gives_the_lease_back_at_once(self):
+        c = self.c
+        c.agent("n2").stop()
+        c.wait(lambda: not self._reachable("n1", "n2"), "n2 gone",
+               timeout=2)
+        c.agent("n2").restart()
+        c.wait(lambda: self._reachable("n1", "n2"), "n2 back")
+
+    def test_a_second_agent_with_the_same_name_is_refused(self):
+        from cluster_harness import Agent
+        dup = Agent("n1", self.c.etcd.endpoints(), token=self.c.token)
+        dup.start_timeout = 3 * LEASE_TTL + 5
+        try:
+            with self.assertRaises(RuntimeError) as e:
+                dup.start()
+            self.assertIn("held by another running acceld", dup.log())
+        finally:
+            dup.close()
+        self.assertTrue(e.exception)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
