@@ -160,14 +160,16 @@ class Cluster:
         return False
 
 
-def manifest(name, gpu_mem="4Gi", run=None, multi=False):
-    """An app manifest (JSON) needing gpu_mem of an NVIDIA card."""
+def manifest(name, gpu_mem="4Gi", run=None, multi=False, cpu="1",
+             mem="1Gi"):
+    """An app manifest (JSON) needing gpu_mem of an NVIDIA card (and cpu
+    cores, mem of RAM and 1 Gi of disk on its node)."""
     m = {"apiVersion": "v2",
          "metadata": {"name": name, "title": name},
          "spec": {"accelerator": [{
              "mode": "nvidia", "requiredGPUMemory": gpu_mem,
-             "limitedGPUMemory": gpu_mem, "requiredMemory": "1Gi",
-             "limitedMemory": "1Gi", "requiredCpu": "1", "limitedCpu": "1",
+             "limitedGPUMemory": gpu_mem, "requiredMemory": mem,
+             "limitedMemory": mem, "requiredCpu": cpu, "limitedCpu": cpu,
              "requiredDisk": "1Gi", "limitedDisk": "1Gi"}]}}
     if run:
         m["run"] = {"command": list(run)}

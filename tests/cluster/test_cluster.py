@@ -321,5 +321,123 @@ class LivenessTest(unittest.TestCase):
         self.assertTrue(e.exception)
 
 
+MiB = 1 << 20
+
+
+class EtcdFaultTest(unittest.TestCase):
+    """etcd members killed under a stream of binds, and a restart of the
+    whole cluster: no acknowledged change is lost."""
+
+    def setUp(self):
+        self.c = Cluster(["n1", "n2", "n3"])
+
+    def tearDown(self):
+        self.c.close()
+
+    def _stream(self, n, on_half=None):
+        """n installs of 256 Mi apps through the three APIs in turn, each
+        bound to a MemorySlice card in turn; on_half() runs after n/2.
+        Returns (acknowledged names, the longest time writes failed)."""
+        c = self.c
+        nodes = ["n1", "n2", "n3"]
+        acked, fail_since, longest = [], None, 0.0
+        i = 0
+        while len(acked) < n:
+            if i == n // 2 and on_half:
+                on_half()
+                on_half = None
+            name = "s%d" % i
+            a = c.agent(nodes[i % 3])
+            dev = nodes[(i + 1) % 3]
+            try:
+                st, b = install(a, manifest(name, "256Mi", cpu="50m",
+                                            mem="64Mi"),
+                                **bind(dev, dev + "-mem", 256 * MiB))
+            except OSError:
+                st, b = 0, None
+            now = time.monotonic()
+            if won(st, b):
+                acked.append(name)
+                if fail_since is not None:
+                    longest = max(longest, now - fail_since)
+                    fail_since = None
+                i += 1
+            else:
+                if fail_since is None:
+                    fail_since = now
+                self.assertLess(now - fail_since, 30, str((st, b))[:600])
+                time.sleep(0.05)
+                # a write that failed may have applied: take the next name
+                i += 1
+        return acked, longest
+
+    def _all_present(self, names):
+        c = self.c
+        out = c.etcd.etcdctl("get", "--prefix", "/accel/apps/",
+                             "--keys-only").stdout
+        stored = {k.rsplit("/", 1)[1] for k in out.split()}
+        missing = [x for x in names if x not in stored]
+        self.assertEqual(missing, [], "acknowledged but not in etcd")
+        for a in c.agents.values():
+            c.wait(lambda: all(c.app_of(a, x) for x in names[-3:]),
+                   "the last binds on " + a.node)
+            st, b = a.http("GET", "/api/apps")
+            shown = {x["name"] for x in b["data"]}
+            self.assertEqual([x for x in names if x not in shown], [],
+                             "acknowledged but not shown by " + a.node)
+
+    def _kill_member(self, leader):
+        e = self.c.etcd
+        lead = e.leader()
+        victim = lead if leader else (lead + 1) % 3
+        e.kill(victim)
+        self.killed = victim
+
+    def test_a_follower_killed_mid_stream(self):
+        acked, gap = self._stream(60, lambda: self._kill_member(False))
+        self.assertLess(gap, 5.0)
+        self._all_present(acked)
+        self.c.etcd.restart(self.killed)
+
+    def test_the_leader_killed_mid_stream(self):
+        acked, gap = self._stream(60, lambda: self._kill_member(True))
+        self.assertLess(gap, 5.0, "writes resumed within 5 s")
+        self._all_present(acked)
+
+    def test_whole_cluster_restart(self):
+        c = self.c
+        m = manifest("keeps", "2Gi", run=["/bin/sleep", "302"])
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        acked, _ = self._stream(12)
+        c.wait(lambda: c.app_of(c.agent("n3"), "keeps")["state"] ==
+               "running", "keeps running")
+        pid = int(subprocess.run(["pgrep", "-f", "^/bin/sleep 302$"],
+                                 capture_output=True,
+                                 text=True).stdout.split()[0])
+        for a in c.agents.values():
+            a.stop()
+        for i in range(3):
+            c.etcd.stop(i)
+        for m_ in c.etcd.members:  # all at once: one alone has no quorum
+            c.etcd._spawn(m_, "existing")
+        c.etcd.wait_healthy()
+        for a in c.agents.values():
+            a.restart()
+        c.wait(lambda: all(all(x["reachable"] for x in
+                               c.nodes_of(a).values())
+                           for a in c.agents.values()), "all back")
+        self._all_present(acked + ["keeps"])
+        # the app's process ran on through it all and is n2's again
+        self.assertTrue(os.path.exists("/proc/%d" % pid))
+        self.assertEqual(c.app_of(c.agent("n1"), "keeps")["state"],
+                         "running")
+        st, b = c.agent("n3").http("POST", "/api/apps/keeps/suspend")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: not os.path.exists("/proc/%d" % pid) or
+               open("/proc/%d/stat" % pid).read().split()[2] == "Z",
+               "stopped by n2 after the restart")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
