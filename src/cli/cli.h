@@ -36,6 +36,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_FOLLOW (1u << 7)  /* --follow: keep printing new events */
 #define ACCEL_CLI_OPT_TIMESLICE (1u << 8) /* --quantum, --idle, --oversubscribed-quantum MS */
 #define ACCEL_CLI_OPT_LIMITS (1u << 9)  /* --max-apps N|default, --max-gpu-memory Q|none */
+#define ACCEL_CLI_OPT_FORCE (1u << 10)  /* --force */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -55,6 +56,7 @@ struct cli_args {
     unsigned seen;                          /* ACCEL_CLI_OPT_* given */
     bool yes;                               /* --yes */
     bool admin;                             /* --admin */
+    bool force;                             /* --force */
     const char *type;                       /* --type */
     const char *compute_mode;               /* --compute-mode */
     const char *owner;                      /* --owner */
@@ -93,6 +95,7 @@ int cmd_cluster_set_type(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_cluster_unbind(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_cluster_gpu_enable(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_cluster_gpu_disable(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_cluster_node_remove(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_gpu.c: the node's accelerators as acceld sees them. */
 int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args);

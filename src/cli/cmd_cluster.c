@@ -428,3 +428,30 @@ int cmd_cluster_gpu_disable(struct cli_ctx *ctx, const struct cli_args *args)
 {
     return set_node_enabled(ctx, args, false);
 }
+
+/* ---- node remove ---- */
+
+int cmd_cluster_node_remove(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    char *e = client_escape(args->pos[0]);
+    char *path = xasprintf("/api/nodes/%s%s", e,
+                           args->force ? "?force=true" : "");
+    struct client_resp r;
+    int rc = client_call(ctx, "DELETE", path, NULL, &r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = sentence_report_ctx(ctx, &r);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r.data);
+    else if (rc == CLI_EXIT_OK) {
+        size_t n = json_array_size(json_object_get(r.data, "stoppedApps"));
+        printf("Node %s was removed from the cluster", args->pos[0]);
+        if (n > 0)
+            printf("; %zu app%s bound there %s stopped and released", n,
+                   n == 1 ? "" : "s", n == 1 ? "was" : "were");
+        printf(".\n");
+    }
+    client_resp_release(&r);
+    free(path);
+    free(e);
+    return rc;
+}

@@ -84,6 +84,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "gpu disable", .usage = "[NODE]", .min_args = 0, .max_args = 1,
       .summary = "take a node's accelerators out of scheduling",
       .handler = cmd_cluster_gpu_disable },
+    { .name = "node remove", .usage = "NODE [--force]", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_FORCE,
+      .summary = "forget a cluster node that will not return (admin; "
+      "--force stops the apps bound there)",
+      .handler = cmd_cluster_node_remove },
     { .name = "user add", .usage = "NAME [--admin]", .min_args = 1,
       .max_args = 1, .flags = ACCEL_CLI_OPT_ADMIN,
       .summary = "create a user; prints the token once",
@@ -136,7 +141,7 @@ enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
-    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY,
+    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
     OPT_VERSION,
 };
 
@@ -161,6 +166,7 @@ static const struct opt options[] = {
     { "--compute-mode", 0, true, ACCEL_CLI_OPT_MODE, OPT_MODE },
     { "--compute-binding", 0, true, ACCEL_CLI_OPT_BINDING, OPT_BINDING },
     { "--admin", 0, false, ACCEL_CLI_OPT_ADMIN, OPT_ADMIN },
+    { "--force", 0, false, ACCEL_CLI_OPT_FORCE, OPT_FORCE },
     { "--since", 0, true, ACCEL_CLI_OPT_SINCE, OPT_SINCE },
     { "--limit", 0, true, ACCEL_CLI_OPT_SINCE, OPT_LIMIT },
     { "--app", 0, true, ACCEL_CLI_OPT_SINCE, OPT_APP },
@@ -222,6 +228,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_TYPE: a->type = v; break;
     case OPT_MODE: a->compute_mode = v; break;
     case OPT_ADMIN: a->admin = true; break;
+    case OPT_FORCE: a->force = true; break;
     case OPT_SINCE: a->since = v; break;
     case OPT_LIMIT: a->limit = v; break;
     case OPT_APP: a->app = v; break;

@@ -308,6 +308,41 @@ class LivenessTest(unittest.TestCase):
         c.agent("n2").restart()
         c.wait(lambda: self._reachable("n1", "n2"), "n2 back")
 
+    def test_node_remove(self):
+        c = self.c
+        n1 = c.agent("n1")
+        st, b = install(n1, manifest("there", "4Gi"),
+                        **bind("n3", "n3-mem", 4 * GiB))
+        self.assertTrue(won(st, b), b)
+        # a running node is not forgotten: it would register again
+        st, b = n1.http("DELETE", "/api/nodes/n2")
+        self.assertEqual(st, 409, b)
+        self.assertIn("stop its acceld first", b["message"])
+        c.agent("n3").kill9()
+        c.wait(lambda: not self._reachable("n1", "n3"), "n3 lapsed",
+               timeout=LEASE_TTL + 2)
+        r = n1.ctl("node", "remove", "n3")
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn("there", r.stdout + r.stderr)
+        self.assertIn("--force", r.stdout + r.stderr)
+        self.assertEqual(len(etcd_allocs(c, "n3-mem")), 1)
+        r = c.agent("n2").ctl("node", "remove", "n3", "--force")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("1 app bound there was stopped", r.stdout)
+        self.assertEqual(etcd_allocs(c, "n3-mem"), [])
+        for viewer in ("n1", "n2"):
+            c.wait(lambda: "n3" not in c.nodes_of(c.agent(viewer)),
+                   "n3 gone from " + viewer)
+            app = c.app_of(c.agent(viewer), "there")
+            self.assertEqual((app["state"], app["allocations"]),
+                             ("stopped", []))
+        st, b = n1.http("DELETE", "/api/nodes/n3")
+        self.assertEqual(st, 404, b)
+        # the node joins again by starting its acceld
+        c.agent("n3").restart()
+        c.wait(lambda: "n3" in c.nodes_of(n1) and
+               self._reachable("n1", "n3"), "n3 rejoined")
+
     def test_a_second_agent_with_the_same_name_is_refused(self):
         from cluster_harness import Agent
         dup = Agent("n1", self.c.etcd.endpoints(), token=self.c.token)

@@ -139,6 +139,19 @@ static void h_node_put(struct http_req *r)
     send_result(r, &res);
 }
 
+static void h_node_delete(struct http_req *r)
+{
+    struct op_result res = {0};
+    const char *f = http_query(r, "force");
+    bool force = f && (strcmp(f, "true") == 0 || strcmp(f, "1") == 0);
+    if (f && !force && strcmp(f, "false") != 0 && strcmp(f, "0") != 0) {
+        http_reply_error(r, ACCEL_EINVAL, "force must be true or false");
+        return;
+    }
+    ops_node_remove(r->d, r->params[0], force, &res);
+    send_result(r, &res);
+}
+
 static bool visible(const struct http_req *r, const struct app *a)
 {
     return r->user.admin || strcmp(a->owner, r->user.name) == 0 ||
@@ -1002,6 +1015,7 @@ const struct http_route api_routes[] = {
     {"GET", A "/nodes", h_nodes, 0},
     {"GET", A "/runtime", h_runtime, 0},
     {"PUT", A "/nodes/{}", h_node_put, ROUTE_ADMIN | ROUTE_BODY},
+    {"DELETE", A "/nodes/{}", h_node_delete, ROUTE_ADMIN},
     {"GET", A "/apps", h_apps, 0},
     {"POST", A "/apps", h_install, ROUTE_BODY},
     {"GET", A "/apps/{}", h_app, 0},

@@ -582,7 +582,10 @@ static json_t *node_list(struct accel_daemon *d, const char *type,
 {
     json_t *arr = json_array();
     for (uint32_t n = 0; n < d->snap.nnodes; n++) {
-        json_t *o = node_json(d, n);
+        json_t *o;
+        if (d->ninfo[n].removed)
+            continue;
+        o = node_json(d, n);
         const json_t *types = json_object_get(o, "type");
         bool keep = json_integer_value(json_object_get(o, "cardCnt")) > 0;
         size_t j;

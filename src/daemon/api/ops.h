@@ -59,6 +59,10 @@ void ops_availability(struct accel_daemon *d, const struct auth_user *u,
                       const char *name, struct op_result *res);
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res);
+/* Forget a cluster node whose agent is gone (SPEC 10); force: stop and
+ * release the apps bound there too. */
+void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
+                     struct op_result *res);
 void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
                      struct op_result *res);
 /* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs,

@@ -356,6 +356,103 @@ out:
     pthread_mutex_unlock(&d->lock);
 }
 
+/*
+ * Forget node (SPEC 10, `accelctl node remove`): its registration, its
+ * row and, with force, the bindings of every app bound there (those apps
+ * become `stopped`, reason node-removed, in the same transaction). Only a
+ * cluster has nodes to forget, and only one whose agent is gone: a node
+ * that still holds its lease would register again at once. Without force,
+ * apps bound there refuse it (409, naming them).
+ */
+void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
+                     struct op_result *res)
+{
+    int n;
+    enum accel_err rc;
+    json_t *stopped = json_array();
+    struct app **hit = NULL;
+    size_t nhit = 0;
+
+    pthread_mutex_lock(&d->lock);
+    n = state_node_find(d, node);
+    if (!store_is_cluster(d->store)) {
+        ops_res_error(res, 400, "not-supported",
+                      "this acceld keeps one machine (no --etcd): there is "
+                      "no cluster node to remove");
+        goto out;
+    }
+    if (n < 0 || d->ninfo[n].removed) {
+        ops_res_error(res, 404, "not-found", "node \"%s\" not found", node);
+        goto out;
+    }
+    if (d->ninfo[n].local || d->ninfo[n].reachable) {
+        ops_res_error(res, 409, "conflict",
+                      "node %s is running (its agent holds its lease): stop "
+                      "its acceld first, or it registers again at once",
+                      node);
+        goto out;
+    }
+    hit = xcalloc(d->napps + 1, sizeof(*hit));
+    for (size_t i = 0; i < d->napps; i++) {
+        struct app *a = d->apps[i];
+        for (size_t k = 0; k < a->nrows; k++) {
+            if (d->snap.devs[a->rows[k].dev].node == (uint32_t)n) {
+                hit[nhit++] = a;
+                json_array_append_new(stopped, json_string(a->name));
+                break;
+            }
+        }
+    }
+    if (nhit > 0 && !force) {
+        ops_res_error(res, 409, "conflict",
+                      "%zu app%s %s bound to node %s (%s%s): stop %s first, "
+                      "or remove the node with --force, which stops and "
+                      "releases %s",
+                      nhit, nhit == 1 ? "" : "s", nhit == 1 ? "is" : "are",
+                      node, hit[0]->name, nhit > 1 ? ", ..." : "",
+                      nhit == 1 ? "it" : "them", nhit == 1 ? "it" : "them");
+        goto out;
+    }
+    rc = state_tx_begin(d);
+    for (size_t i = 0; rc == ACCEL_OK && i < nhit; i++) {
+        rc = state_save_app(d, hit[i], APP_STOPPED, "node-removed");
+        if (rc == ACCEL_OK)
+            rc = state_save_rows(d, hit[i], NULL, 0);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.state", hit[i]->name, node, NULL, NULL,
+                        "app %s is stopped: its node %s was removed",
+                        hit[i]->name, node);
+    }
+    if (rc == ACCEL_OK)
+        rc = store_node_delete(d->store, node);
+    if (rc == ACCEL_OK)
+        rc = store_member_delete(d->store, "nodeinfo", node);
+    if (rc == ACCEL_OK) {
+        state_event(d, "node.remove", NULL, node, NULL, NULL,
+                    "node %s was removed from the cluster%s", node,
+                    nhit ? " and its apps stopped" : "");
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK) {
+        ops_res_store_failed(res, rc);
+        goto out;
+    }
+    for (size_t i = 0; i < nhit; i++) {
+        state_set_rows(d, hit[i], NULL, 0);
+        state_set_state(hit[i], APP_STOPPED, "node-removed");
+    }
+    /* the watch marks the node removed on every node, this one included,
+     * before the answer goes out (store_sync waits for it) */
+    ops_res_ok(res, 200, json_pack("{s:s, s:s, s:O}", "node", node, "status",
+                                   "removed", "stoppedApps", stopped));
+out:
+    json_decref(stopped);
+    free(hit);
+    pthread_mutex_unlock(&d->lock);
+}
+
 /* ---- time-slice settings (the brokers read them: node/broker_ops.c) ---- */
 
 static bool parse_ms(const json_t *b, const char *key, uint32_t lo,

@@ -377,10 +377,14 @@ struct view_stream *view_nodes_stream(struct accel_daemon *d,
 
     stream_static(s, head);
     stream_static(s, "[");
+    bool first = true;
     for (size_t i = 0; i < d->snap.nnodes; i++) {
         const struct adm_node *n = &d->snap.nodes[i];
-        if (i > 0)
+        if (d->ninfo[i].removed)
+            continue; /* forgotten (accelctl node remove) */
+        if (!first)
             stream_static(s, ",");
+        first = false;
         /* the node without its devices, then the devices' texts */
         stream_json(s, node_json_shell(d, (int)i), true);
         stream_static(s, ",\"devices\":[");
