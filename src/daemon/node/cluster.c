@@ -78,6 +78,7 @@ static void node_recompute(struct accel_daemon *d, int n)
                                     ni->reachable && !ni->removed;
         d->snap.devs[dev].present = !ni->removed;
     }
+    adm_index_update_node(&d->snap, (uint32_t)n);
     if (d->hooks.device_changed)
         d->hooks.device_changed(d, -1);
 }
@@ -147,6 +148,11 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
         }
         log_info("node %s joined the cluster with %u devices", node,
                  d->snap.nodes[n].ndev);
+        /* the placement index is built for a set of nodes: once loaded,
+         * a new one needs a new index (none yet at start-up: NULL) */
+        if (d->snap.index && adm_index_build(&d->snap) != ACCEL_OK)
+            log_error("the placement index could not be rebuilt; placement "
+                      "scans every card");
     }
     d->ninfo[n].member = true;
     d->ninfo[n].removed = false;
@@ -445,6 +451,7 @@ static void f_device(void *ctx, const char *id, const struct store_device *row)
         }
     }
     d->snap.devs[dev].st = st;
+    adm_index_update_dev(&d->snap, (uint32_t)dev);
     json_decref(d->dinfo[dev].settings);
     d->dinfo[dev].settings = settings;
     if (d->hooks.device_changed)
@@ -458,6 +465,7 @@ static void f_node(void *ctx, const char *name, const struct store_node *row)
     if (n < 0)
         return;
     d->snap.nodes[n].enabled = row ? row->enabled : true;
+    adm_index_update_node(&d->snap, (uint32_t)n);
     if (d->hooks.device_changed)
         d->hooks.device_changed(d, -1);
 }
