@@ -106,6 +106,69 @@ enum accel_err lifecycle_finish_release(struct accel_daemon *d, struct app *a)
     return lifecycle_commit_release(d, a, a->rel.to, a->reason);
 }
 
+/*
+ * The part of an app bound across nodes (SPEC 10) that ran here ended
+ * (stopped, or exited by itself). Its part row goes; while other parts run
+ * the app is `stopping` (an exit asks the other nodes to stop theirs); the
+ * last part to end releases every card of the app, on every node, in the
+ * same transaction (or deletes the app, for an uninstall).
+ */
+static enum accel_err multi_part_ended(struct accel_daemon *d, struct app *a,
+                                       enum app_state to, const char *reason,
+                                       bool uninstall)
+{
+    const char *me = d->cfg.node_name;
+    bool mine = state_part_has(a, me);
+    bool last = a->nparts == (mine ? 1u : 0u);
+    char *why = reason ? xstrdup(reason) : NULL;
+    enum accel_err rc = state_tx_begin(d);
+
+    if (rc == ACCEL_OK && mine)
+        rc = store_part_delete(d->store, a->name, me);
+    if (rc == ACCEL_OK && last && uninstall) {
+        rc = state_save_rows(d, a, NULL, 0);
+        if (rc == ACCEL_OK)
+            rc = store_app_delete(d->store, a->name);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.uninstall", a->name, me, NULL, NULL,
+                        "app %s uninstalled (its last part ended on %s)",
+                        a->name, me);
+    } else if (rc == ACCEL_OK && last) {
+        rc = state_save_app(d, a, to, why);
+        if (rc == ACCEL_OK)
+            rc = state_save_rows(d, a, NULL, 0);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.state", a->name, me, NULL, NULL,
+                        "app %s is %s: its last part ended on %s, every "
+                        "card released",
+                        a->name, app_state_name(to), me);
+    } else if (rc == ACCEL_OK && a->state != APP_STOPPING) {
+        rc = state_save_app(d, a, APP_STOPPING, why);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.state", a->name, me, NULL, NULL,
+                        "app %s is stopping: %s", a->name,
+                        why ? why : "its part here ended");
+    }
+    if (rc == ACCEL_OK)
+        rc = state_tx_commit(d);
+    else
+        state_tx_rollback(d);
+    if (rc == ACCEL_OK) {
+        state_part_set(a, me, false);
+        if (last && uninstall) {
+            state_set_rows(d, a, NULL, 0);
+            state_app_remove(d, a);
+        } else if (last) {
+            state_set_rows(d, a, NULL, 0);
+            state_set_state(a, to, why);
+        } else if (a->state != APP_STOPPING) {
+            state_set_state(a, APP_STOPPING, why);
+        }
+    }
+    free(why);
+    return rc;
+}
+
 void lifecycle_app_exited(struct accel_daemon *d, struct app *a, int status,
                           const char *why, bool oom, uint32_t linger)
 {
@@ -117,6 +180,17 @@ void lifecycle_app_exited(struct accel_daemon *d, struct app *a, int status,
     a->pid_start = 0;
     a->exit_status = status;
     a->leader_gone = false;
+    if (state_app_multi(d, a)) {
+        char *r = xasprintf("its part on node %s exited%s%s",
+                            d->cfg.node_name, ok ? "" : ": ",
+                            ok ? "" : (why ? why : "failed"));
+        if (multi_part_ended(d, a, ok ? APP_STOPPED : APP_FAILED, r,
+                             false) != ACCEL_OK)
+            log_error("app %s: the end of its part could not be saved",
+                      a->name);
+        free(r);
+        return;
+    }
     if (lifecycle_commit_release(d, a, ok ? APP_STOPPED : APP_FAILED,
                            ok ? NULL : why) != ACCEL_OK)
         log_error("app %s exited but its release could not be saved",
@@ -136,7 +210,12 @@ void lifecycle_stop_finished(struct accel_daemon *d, struct app *a,
     a->pid_start = 0;
     a->exit_status = status;
     a->leader_gone = false;
-    if (st.uninstall && linger > 0) {
+    if (state_app_multi(d, a)) {
+        /* a->reason: why the app was asked to stop (st.reason drops the
+         * uninstall marker) */
+        rc = multi_part_ended(d, a, st.to, st.uninstall ? NULL : a->reason,
+                              st.uninstall);
+    } else if (st.uninstall && linger > 0) {
         a->rel.uninstall = true;
         rc = lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling");
     } else if (st.uninstall) {

@@ -68,6 +68,9 @@ void state_app_free(struct app *a)
     free(a->rows);
     free(a->row_usage);
     free(a->stop.reason);
+    for (size_t i = 0; i < a->nparts; i++)
+        free(a->parts[i]);
+    free(a->parts);
     free(a);
 }
 
@@ -401,4 +404,57 @@ const char *state_app_shown(const struct accel_daemon *d, const struct app *a)
             return "unknown";
     }
     return app_state_name(a->state);
+}
+
+bool state_app_multi(const struct accel_daemon *d, const struct app *a)
+{
+    if (d->cfg.etcd == NULL || a->m.run.argv == NULL || a->nrows < 2)
+        return false;
+    for (size_t i = 1; i < a->nrows; i++)
+        if (d->snap.devs[a->rows[i].dev].node != d->snap.devs[a->rows[0].dev].node)
+            return true;
+    return false;
+}
+
+bool state_app_part_here(const struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++)
+        if (d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
+            return true;
+    return false;
+}
+
+bool state_part_has(const struct app *a, const char *node)
+{
+    for (size_t i = 0; i < a->nparts; i++)
+        if (strcmp(a->parts[i], node) == 0)
+            return true;
+    return false;
+}
+
+void state_part_set(struct app *a, const char *node, bool on)
+{
+    for (size_t i = 0; i < a->nparts; i++) {
+        if (strcmp(a->parts[i], node) != 0)
+            continue;
+        if (!on) {
+            free(a->parts[i]);
+            a->parts[i] = a->parts[--a->nparts];
+        }
+        return;
+    }
+    if (on) {
+        a->parts = xrealloc(a->parts, (a->nparts + 1) * sizeof(*a->parts));
+        a->parts[a->nparts++] = xstrdup(node);
+    }
+}
+
+bool state_parts_complete(const struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++) {
+        const char *n = d->snap.nodes[d->snap.devs[a->rows[i].dev].node].name;
+        if (!state_part_has(a, n))
+            return false;
+    }
+    return a->nrows > 0;
 }

@@ -152,6 +152,10 @@ struct app {
     bool leader_gone;            /* the leader exited; its cgroup still
                                     holds processes, so the app runs on */
     int leader_status;           /* its wait status then */
+    char **parts;                /* bound across nodes (SPEC 10): the nodes
+                                    whose part runs (parts/<app>/<node>);
+                                    this node's part's leader is pid */
+    size_t nparts;
 };
 
 struct accel_config {
@@ -331,6 +335,18 @@ char *state_app_decode(const struct store_app *row, struct app *a,
                        enum accel_type *sel_type);
 /* Is a bound to another node of the cluster (run by that node's agent)? */
 bool state_app_remote(const struct accel_daemon *d, const struct app *a);
+/* Is a bound across nodes of a cluster, with a command: one part (a
+ * process group) runs on each of its nodes (SPEC 10)? */
+bool state_app_multi(const struct accel_daemon *d, const struct app *a);
+/* Has a a row on this node (then a part of a multi-node app runs here)? */
+bool state_app_part_here(const struct accel_daemon *d, const struct app *a);
+/* Does node run a part of a (a->parts)? */
+bool state_part_has(const struct app *a, const char *node);
+/* Record that node's part runs (on) or not. */
+void state_part_set(struct app *a, const char *node, bool on);
+/* Do the parts cover every node a is bound to? */
+bool state_parts_complete(const struct accel_daemon *d, const struct app *a);
+
 /* The state the API shows: "unknown" while a node a is bound to is
  * unreachable (its processes may still run), else its state's name. */
 const char *state_app_shown(const struct accel_daemon *d, const struct app *a);

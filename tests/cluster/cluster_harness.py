@@ -174,5 +174,5 @@ def manifest(name, gpu_mem="4Gi", run=None, multi=False, cpu="1",
     if run:
         m["run"] = {"command": list(run)}
     if multi:
-        m["options"] = {"supportMultiNodes": True}
+        m["spec"]["accelerator"][0]["supportMultiNodes"] = True
     return m

@@ -5,9 +5,11 @@ different nodes. Races between API servers, agents killed and stopped past
 their lease, apps run by the agent of the node they are bound to."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -145,6 +147,74 @@ class AnyNodeTest(unittest.TestCase):
         self.assertEqual(etcd_allocs(c, "n2-mem"), [])
         c.agent("n1").http("DELETE", "/api/apps/sleeper")
         c.wait(lambda: c.app_of(c.agent("n2"), "sleeper") is None,
+               "uninstalled")
+
+    def test_an_app_across_nodes_runs_a_part_on_each(self):
+        """supportMultiNodes, bound to cards of n1 and n2 through n3: n1 and
+        n2 each run one part with its rank; a stop through n3 stops both
+        and releases every card."""
+        c = self.c
+        out = tempfile.mkdtemp(prefix="accel-multi-")
+        os.chmod(out, 0o777)  # the parts may run as their owner's uid
+        self.addCleanup(shutil.rmtree, out, True)
+        script = ('echo "$ACCEL_NODE_RANK $ACCEL_NODE_COUNT '
+                  '$ACCEL_NODE_PEERS $CUDA_VISIBLE_DEVICES" > %s/$ACCEL_NODE_NAME;'
+                  ' exec sleep 303' % out)
+        m = manifest("wide", "4Gi", run=["/bin/sh", "-c", script],
+                     multi=True)
+        st, b = c.agent("n3").http("POST", "/api/apps", {
+            "manifest": m, "computeBinding": [
+                {"nodeName": "n1", "deviceId": "n1-mem", "memory": 2 * GiB},
+                {"nodeName": "n2", "deviceId": "n2-mem", "memory": 2 * GiB}]})
+        self.assertTrue(won(st, b), b)
+        self.assertEqual(b["data"]["state"], "resuming")
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: (c.app_of(c.agent(n), "wide") or {}).get(
+                "state") == "running", "wide running as %s sees it" % n)
+        c.wait(lambda: sorted(os.listdir(out)) == ["n1", "n2"],
+               "both parts wrote their rank")
+        got = {}
+        for n in ("n1", "n2"):
+            with open(os.path.join(out, n)) as f:
+                got[n] = f.read().split()
+        self.assertEqual(got["n1"], ["0", "2", "n1,n2", "n1-mem"])
+        self.assertEqual(got["n2"], ["1", "2", "n1,n2", "n2-mem"])
+        pids = subprocess.run(["pgrep", "-f", "^sleep 303$"],
+                              capture_output=True, text=True).stdout.split()
+        self.assertEqual(len(pids), 2, pids)
+        st, b = c.agent("n3").http("POST", "/api/apps/wide/suspend")
+        self.assertEqual(st, 200, b)
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: (c.app_of(c.agent(n), "wide") or {}).get(
+                "state") == "stopped", "wide stopped as %s sees it" % n)
+        self.assertEqual(etcd_allocs(c, "n1-mem") + etcd_allocs(c, "n2-mem"),
+                         [])
+        c.wait(lambda: subprocess.run(["pgrep", "-f", "^sleep 303$"],
+                                      capture_output=True).returncode != 0,
+               "both parts stopped")
+        # a part that exits stops the others, and the last releases all
+        st, b = c.agent("n1").http("POST", "/api/apps/wide/resume", {
+            "computeBinding": [
+                {"nodeName": "n1", "deviceId": "n1-mem", "memory": 2 * GiB},
+                {"nodeName": "n2", "deviceId": "n2-mem", "memory": 2 * GiB}]})
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: len(subprocess.run(
+            ["pgrep", "-f", "^sleep 303$"], capture_output=True,
+            text=True).stdout.split()) == 2, "both parts again")
+        with open(os.path.join(out, "n2")) as f:
+            self.assertEqual(f.read().split()[0], "1")
+        for line in subprocess.run(["pgrep", "-a", "-f", "^sleep 303$"],
+                                   capture_output=True,
+                                   text=True).stdout.splitlines():
+            pid = int(line.split()[0])
+            env = open("/proc/%d/environ" % pid, "rb").read()
+            if b"ACCEL_NODE_NAME=n2" in env:
+                os.kill(pid, signal.SIGKILL)
+        c.wait(lambda: (c.app_of(c.agent("n3"), "wide") or {}).get(
+            "state") == "stopped" and etcd_allocs(c, "n1-mem") == [],
+            "the other part stopped and every card released")
+        c.agent("n2").http("DELETE", "/api/apps/wide")
+        c.wait(lambda: c.app_of(c.agent("n1"), "wide") is None,
                "uninstalled")
 
     def _race_pair(self, first, second, body_a, body_b, name_a, name_b):

@@ -215,7 +215,7 @@ static struct dump *load_all(struct store *s)
     struct dump *d = xcalloc(1, sizeof(*d));
     struct store_loader l = {d,         dump_app,  dump_alloc,    dump_device,
                              dump_node, dump_user, dump_identity, dump_limits,
-                             false, NULL, NULL};
+                             false, NULL, NULL, NULL};
     char *cause = NULL;
     enum accel_err err = store_load(s, &l, &cause);
     if (err != ACCEL_OK)
@@ -992,7 +992,7 @@ static enum accel_err load_with(struct store *s, struct dump *d, bool repair,
 {
     struct store_loader l = {d,         strict_app, dump_alloc,    dump_device,
                              dump_node, dump_user,  dump_identity, dump_limits,
-                             repair, NULL, NULL};
+                             repair, NULL, NULL, NULL};
     return store_load(s, &l, cause);
 }
 

@@ -21,6 +21,7 @@
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/cluster.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
@@ -337,7 +338,8 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
  * is `resuming` until it does. */
 static bool runs_somewhere(struct accel_daemon *d, const struct app *a)
 {
-    return runtime_runs_here(d, a) || runtime_runs_on_agent(d, a);
+    return runtime_runs_here(d, a) || runtime_runs_on_agent(d, a) ||
+           state_app_multi(d, a);
 }
 
 /* After rows are committed: start the process (or mark an external app
@@ -607,6 +609,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     }
     if (n > 0 && runtime_runs_here(d, a))
         ops_start_bound(d, a);
+    else if (n > 0 && state_app_multi(d, a))
+        cluster_act(d, a); /* this node's part, if it has one */
     ops_res_ok(res, 200, view_app(d, a));
     pthread_mutex_unlock(&d->lock);
     return;
@@ -653,6 +657,8 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
     }
     if (runtime_runs_here(d, a))
         ops_start_bound(d, a);
+    else if (state_app_multi(d, a))
+        cluster_act(d, a);
     ops_res_ok(res, 200, view_app(d, a));
 out:
     pthread_mutex_unlock(&d->lock);
@@ -673,12 +679,16 @@ static void stop_async(struct accel_daemon *d, struct app *a,
 {
     enum accel_err rc;
 
-    if (runtime_runs_on_agent(d, a)) {
+    if (runtime_runs_on_agent(d, a) || state_app_multi(d, a)) {
         rc = commit_state(d, a, APP_STOPPING, reason);
-        if (rc != ACCEL_OK)
+        if (rc != ACCEL_OK) {
             ops_res_store_failed(res, rc);
-        else
-            ops_res_ok(res, 200, view_app(d, a));
+            return;
+        }
+        if (state_app_multi(d, a))
+            cluster_act(d, a); /* stop this node's part, if any (a stop
+                                  releases, never deletes: a stays) */
+        ops_res_ok(res, 200, view_app(d, a));
         return;
     }
     if (a->pid <= 0) {
@@ -733,15 +743,18 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     a = ops_find_app(d, u, name, res);
     if (a == NULL || ops_busy(a, res))
         goto out;
-    if (a->pid > 0 || runtime_runs_on_agent(d, a)) {
-        /* the supervisor stops it, then deletes it (here or on the node
-         * whose agent runs it) */
+    if (a->pid > 0 || runtime_runs_on_agent(d, a) || state_app_multi(d, a)) {
+        /* the supervisor stops it, then deletes it (here or on the nodes
+         * whose agents run it) */
+        bool multi = state_app_multi(d, a);
         rc = commit_state(d, a, APP_STOPPING, "uninstalling");
         if (rc != ACCEL_OK) {
             ops_res_store_failed(res, rc);
             goto out;
         }
-        if (!runtime_runs_on_agent(d, a))
+        if (multi)
+            cluster_act(d, a); /* may delete a: not used after this */
+        else if (!runtime_runs_on_agent(d, a))
             runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
         ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
                                        "stopping"));

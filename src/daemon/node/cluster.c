@@ -207,10 +207,29 @@ static enum accel_err load_agent(void *ctx, const char *node,
     return ACCEL_OK;
 }
 
+/* A running part of an app bound across nodes; this node's own is the
+ * process it adopts (its leader). */
+static enum accel_err load_part(void *ctx, const char *app, const char *node,
+                                int64_t pid, uint64_t pid_start, char **why)
+{
+    struct accel_daemon *d = ctx;
+    struct app *a = state_app_find(d, app);
+    (void)why;
+    if (a == NULL)
+        return ACCEL_OK; /* a part left by an app that is gone */
+    state_part_set(a, node, true);
+    if (strcmp(node, d->cfg.node_name) == 0) {
+        a->pid = pid;
+        a->pid_start = pid_start;
+    }
+    return ACCEL_OK;
+}
+
 void cluster_loader(struct store_loader *l)
 {
     l->nodeinfo = load_nodeinfo;
     l->agent = load_agent;
+    l->part = load_part;
 }
 
 char *cluster_nodeinfo(struct accel_daemon *d)
@@ -265,10 +284,106 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
     return rc;
 }
 
+/* The end of the app when no part of it runs any more (none started, or
+ * every one ended): release every card, or delete it for an uninstall. */
+static void multi_finish(struct accel_daemon *d, struct app *a)
+{
+    bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+    char *r = a->reason ? xstrdup(a->reason) : NULL;
+    if (uninstall)
+        lifecycle_commit_uninstall(d, a);
+    else
+        lifecycle_commit_release(d, a, APP_STOPPED, r);
+    free(r);
+}
+
+/* Start this node's part of a: its rows here, ACCEL_NODE_RANK and the
+ * rest (runtime.c); the part row says it runs, and the part that makes
+ * the set complete makes the app `running`. */
+static void multi_start(struct accel_daemon *d, struct app *a)
+{
+    const char *me = d->cfg.node_name;
+    char *cause = NULL, *why;
+    bool all;
+    enum accel_err rc;
+
+    if (runtime_start(d, a, &cause) != ACCEL_OK) {
+        a->pid = 0;
+        why = xasprintf("its part could not start on node %s: %s", me,
+                        cause ? cause : "failed");
+        rc = state_tx_begin(d);
+        if (rc == ACCEL_OK)
+            rc = state_save_app(d, a, APP_STOPPING, why);
+        if (rc == ACCEL_OK && (rc = state_tx_commit(d)) == ACCEL_OK)
+            state_set_state(a, APP_STOPPING, why);
+        else if (rc != ACCEL_OK)
+            state_tx_rollback(d);
+        if (rc == ACCEL_OK && a->nparts == 0)
+            multi_finish(d, a);
+        free(why);
+        free(cause);
+        return;
+    }
+    state_part_set(a, me, true);
+    all = state_parts_complete(d, a);
+    state_part_set(a, me, false);
+    rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = store_part_put(d->store, a->name, me, a->pid, a->pid_start);
+    if (rc == ACCEL_OK && all && a->state == APP_RESUMING)
+        rc = state_save_app(d, a, APP_RUNNING, NULL);
+    if (rc == ACCEL_OK) {
+        state_event(d, "app.part", a->name, me, NULL, NULL,
+                    "app %s: its part on node %s started (pid %d)", a->name,
+                    me, (int)a->pid);
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK) {
+        /* unrecorded, it would run unseen: stop it again */
+        log_error("app %s: its part on %s started but could not be "
+                  "recorded (%s); stopping it",
+                  a->name, me, accel_strerror(rc));
+        runtime_stop_begin(a, a->state, a->reason, false);
+        return;
+    }
+    state_part_set(a, me, true);
+    if (all && a->state == APP_RESUMING)
+        state_set_state(a, APP_RUNNING, NULL);
+}
+
+/* An app bound across nodes, seen from one of its nodes (SPEC 10). */
+static void act_multi(struct accel_daemon *d, struct app *a)
+{
+    bool mine = state_part_has(a, d->cfg.node_name);
+    bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
+
+    if ((a->state == APP_RESUMING || a->state == APP_RUNNING) &&
+        a->pid <= 0 && !mine && !a->stop.active) {
+        multi_start(d, a);
+    } else if (a->state == APP_RESUMING && mine &&
+               state_parts_complete(d, a)) {
+        commit_state(d, a, APP_RUNNING, NULL);
+    } else if (a->state == APP_STOPPING && a->pid > 0 && !a->stop.active) {
+        runtime_stop_begin(a, APP_STOPPED, uninstall ? NULL : a->reason,
+                           uninstall);
+    } else if (a->state == APP_STOPPING && a->pid <= 0 && a->nparts == 0) {
+        multi_finish(d, a);
+    }
+}
+
 void cluster_act(struct accel_daemon *d, struct app *a)
 {
     char *cause = NULL;
-    if (d->cluster == NULL || a->nrows == 0 || !runtime_runs_here(d, a))
+    if (d->cluster == NULL || a->nrows == 0)
+        return;
+    if (state_app_multi(d, a)) {
+        if (state_app_part_here(d, a))
+            act_multi(d, a);
+        return;
+    }
+    if (!runtime_runs_here(d, a))
         return;
     if (a->state == APP_RESUMING && a->pid <= 0) {
         if (runtime_start(d, a, &cause) == ACCEL_OK) {
@@ -382,8 +497,11 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
     a->reason = row->reason ? xstrdup(row->reason) : NULL;
     a->updated_ms = row->updated_ms;
     a->exit_status = row->exit_status;
-    /* the process of an app run here is this node's to know */
-    if (!runtime_runs_here(d, a) || a->pid <= 0) {
+    /* the process of an app run here is this node's to know (and of an
+     * app bound across nodes, its part here: never another node's pid) */
+    if (state_app_multi(d, a) && state_app_part_here(d, a)) {
+        /* keep */
+    } else if (!runtime_runs_here(d, a) || a->pid <= 0) {
         a->pid = row->pid;
         a->pid_start = row->pid_start;
     }
@@ -527,6 +645,19 @@ static void f_event(void *ctx, const struct store_event *e)
     json_decref(data);
 }
 
+static void f_part(void *ctx, const char *app, const char *node,
+                   bool running, int64_t pid, uint64_t pid_start)
+{
+    struct accel_daemon *d = ctx;
+    struct app *a = state_app_find(d, app);
+    (void)pid;
+    (void)pid_start;
+    if (a == NULL || strcmp(node, d->cfg.node_name) == 0)
+        return; /* this node's own part is known from its own process */
+    state_part_set(a, node, running);
+    touch(d->cluster, app);
+}
+
 static void f_nodeinfo(void *ctx, const char *node, const char *json)
 {
     apply_nodeinfo(ctx, node, json);
@@ -568,6 +699,7 @@ static void *watcher_main(void *arg)
                                .event = f_event,
                                .nodeinfo = f_nodeinfo,
                                .agent = f_agent,
+                               .part = f_part,
                                .revision = f_revision};
     enum accel_err rc = store_follow(d->store, &f, &d->cluster->stop);
     if (rc != ACCEL_OK && !d->cluster->stop) {

@@ -61,13 +61,22 @@ bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
     return d->ninfo[node].member && !d->ninfo[node].local;
 }
 
-/* "GPU-a,GPU-b" of the app's NVIDIA devices. */
+/* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs
+ * one part per node, each with that node's devices only. */
+static bool row_local(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    return d->ninfo[d->snap.devs[a->rows[i].dev].node].local;
+}
+
+/* "GPU-a,GPU-b" of the app's NVIDIA devices (on this machine). */
 static char *visible_devices(struct accel_daemon *d, const struct app *a)
 {
     char *s = xstrdup("");
     for (size_t i = 0; i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
         char *n;
+        if (!row_local(d, a, i))
+            continue;
         if (x->type != ACCEL_TYPE_NVIDIA && x->type != ACCEL_TYPE_NVIDIA_GB10)
             continue;
         n = xasprintf("%s%s%s", s, s[0] ? "," : "", x->id);
@@ -81,7 +90,8 @@ static bool needs_shim(struct accel_daemon *d, const struct app *a)
 {
     for (size_t i = 0; i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-        if (x->type == ACCEL_TYPE_NVIDIA && x->st != ACCEL_SUPPORT_EXCLUSIVE)
+        if (row_local(d, a, i) && x->type == ACCEL_TYPE_NVIDIA &&
+            x->st != ACCEL_SUPPORT_EXCLUSIVE)
             return true;
     }
     return false;
@@ -94,7 +104,8 @@ static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
     int ord = 0;
     for (size_t k = 0; k < a->nrows; k++) {
         enum accel_type t = d->snap.devs[a->rows[k].dev].type;
-        bool cuda = t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10;
+        bool cuda = (t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10) &&
+                    row_local(d, a, k);
         if (k == i)
             return cuda ? ord : -1;
         ord += cuda;
@@ -161,6 +172,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = cuda_ordinal(d, a, i);
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (!row_local(d, a, i))
+            continue;
         if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
             n < ADM_MAX_SELECTION &&
             broker_socket_path(paths[n], sizeof paths[n], d->cfg.data_dir,
@@ -252,6 +265,44 @@ static char *preload_value(struct accel_daemon *d, const struct app *a,
  * key). A reserved key in a stored run.env (refused at install since SPEC
  * 3, but an older database may hold one) is dropped.
  */
+/* ACCEL_NODE_NAME, _RANK, _COUNT and _PEERS of a part of an app bound
+ * across nodes (SPEC 10): the nodes in name order, this one's place among
+ * them. Returns the variables written to env (4). */
+static size_t multi_env(struct accel_daemon *d, const struct app *a,
+                        char **env)
+{
+    const char *names[ADM_MAX_SELECTION];
+    size_t nn = 0, rank = 0;
+    char *peers = xstrdup("");
+    for (size_t i = 0; i < a->nrows && nn < ADM_MAX_SELECTION; i++) {
+        const char *name = d->snap.nodes[d->snap.devs[a->rows[i].dev].node].name;
+        size_t at = 0;
+        bool dup = false;
+        for (size_t k = 0; k < nn; k++)
+            dup = dup || strcmp(names[k], name) == 0;
+        if (dup)
+            continue;
+        while (at < nn && strcmp(names[at], name) < 0)
+            at++;
+        memmove(&names[at + 1], &names[at], (nn - at) * sizeof(*names));
+        names[at] = name;
+        nn++;
+    }
+    for (size_t k = 0; k < nn; k++) {
+        char *p = xasprintf("%s%s%s", peers, k ? "," : "", names[k]);
+        free(peers);
+        peers = p;
+        if (strcmp(names[k], d->cfg.node_name) == 0)
+            rank = k;
+    }
+    env[0] = xasprintf("ACCEL_NODE_NAME=%s", d->cfg.node_name);
+    env[1] = xasprintf("ACCEL_NODE_RANK=%zu", rank);
+    env[2] = xasprintf("ACCEL_NODE_COUNT=%zu", nn);
+    env[3] = xasprintf("ACCEL_NODE_PEERS=%s", peers);
+    free(peers);
+    return 4;
+}
+
 static char **build_env(struct accel_daemon *d, const struct app *a,
                         const char *cfg, const struct identity_run *who)
 {
@@ -269,6 +320,8 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
     if (log != NULL) /* acceld's own shim logging setting */
         env[n++] = xasprintf("ACCEL_LOG=%s", log);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
+    if (state_app_multi(d, a))
+        n += multi_env(d, a, env + n);
     if (cfg)
         env[n++] = xasprintf("ACCEL_CONFIG=%s", cfg);
     if (vis[0]) {
@@ -486,7 +539,7 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
         struct app *a = d->apps[i];
         if (a->pid <= 0 || (a->state == APP_STOPPING && !a->stop.active))
             continue; /* no process, or a blocking stop owns it */
-        if (state_app_remote(d, a))
+        if (state_app_remote(d, a) && !state_app_part_here(d, a))
             continue; /* its pid is another machine's */
         w[n] = (struct watch){.name = xstrdup(a->name),
                               .pid = (pid_t)a->pid,

@@ -1832,6 +1832,20 @@ enum accel_err store_member_delete(struct store *s, const char *kind,
     return s->es ? estore_member_delete(s->es, kind, node) : ACCEL_ENOTSUP;
 }
 
+enum accel_err store_part_put(struct store *s, const char *app,
+                              const char *node, int64_t pid,
+                              uint64_t pid_start)
+{
+    return s->es ? estore_part_put(s->es, app, node, pid, pid_start)
+                 : ACCEL_ENOTSUP;
+}
+
+enum accel_err store_part_delete(struct store *s, const char *app,
+                                 const char *node)
+{
+    return s->es ? estore_part_delete(s->es, app, node) : ACCEL_ENOTSUP;
+}
+
 enum accel_err store_follow(struct store *s, const struct store_follower *f,
                             volatile int *stop)
 {

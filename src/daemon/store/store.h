@@ -120,6 +120,9 @@ struct store_loader {
                                char **why);
     enum accel_err (*agent)(void *ctx, const char *node, const char *json,
                             char **why);
+    /* the running parts of apps bound across nodes (after the allocs) */
+    enum accel_err (*part)(void *ctx, const char *app, const char *node,
+                           int64_t pid, uint64_t pid_start, char **why);
 };
 
 /*
@@ -300,6 +303,14 @@ enum accel_err store_member_put(struct store *s, const char *kind,
 enum accel_err store_member_delete(struct store *s, const char *kind,
                                    const char *node);
 
+/* The part of an app bound across nodes that runs on node (its leader),
+ * or no longer does; inside a transaction, cluster stores only. */
+enum accel_err store_part_put(struct store *s, const char *app,
+                              const char *node, int64_t pid,
+                              uint64_t pid_start);
+enum accel_err store_part_delete(struct store *s, const char *app,
+                                 const char *node);
+
 /*
  * What other processes change, as it happens (cluster stores). Each
  * revision's changes are handed over under the caller's lock (lock/unlock
@@ -324,6 +335,8 @@ struct store_follower {
     void (*event)(void *ctx, const struct store_event *e);
     void (*nodeinfo)(void *ctx, const char *node, const char *json);
     void (*agent)(void *ctx, const char *node, const char *json);
+    void (*part)(void *ctx, const char *app, const char *node, bool running,
+                 int64_t pid, uint64_t pid_start);
     void (*revision)(void *ctx, int64_t rev);
 };
 /* Follow until *stop (ACCEL_OK) or a failure that needs a restart of the

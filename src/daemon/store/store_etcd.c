@@ -13,6 +13,8 @@
  *   events/<node>/<seq>      store_event (seq: 16 hex digits, increasing)
  *   nodeinfo/<node>          a node's registration: its devices
  *   agents/<node>            its agent's live key, on the agent's lease
+ *   parts/<app>/<node>       the part of an app bound across nodes that
+ *                            runs on node (its leader)
  *   devalloc/<device>        bumped by every change of a device's
  *                            allocations: the guard of decisions on it
  *   ownalloc/<owner>         the same for a user's allocations (quotas)
@@ -1018,6 +1020,43 @@ enum accel_err estore_limits_delete(struct estore *s, const char *name)
     return del_row(s, key2(s, "limits", name));
 }
 
+enum accel_err estore_part_put(struct estore *s, const char *app,
+                               const char *node, int64_t pid,
+                               uint64_t pid_start)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (app == NULL || node == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "part row without a key");
+    return put_row(s, key3(s, "parts", app, node),
+                   dump(json_pack("{s:s, s:s, s:I, s:I}", "app", app, "node",
+                                  node, "pid", (json_int_t)pid, "pidStart",
+                                  (json_int_t)pid_start)));
+}
+
+enum accel_err estore_part_delete(struct estore *s, const char *app,
+                                  const char *node)
+{
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (app == NULL || node == NULL)
+        return tx_fail(s, ACCEL_EINVAL, "part delete without a key");
+    return del_row(s, key3(s, "parts", app, node));
+}
+
+/* A part row: app, node, pid, pidStart. NULL or why not. */
+static const char *part_decode(const json_t *o, const char **app,
+                               const char **node, int64_t *pid,
+                               int64_t *start)
+{
+    *app = jstr(o, "app");
+    *node = jstr(o, "node");
+    if (!*app || !*node || !jint(o, "pid", 0, pid) ||
+        !jint(o, "pidStart", 0, start))
+        return "app, node, pid or pidStart is missing";
+    return NULL;
+}
+
 static bool member_kind(const char *kind)
 {
     return kind && (strcmp(kind, "nodeinfo") == 0 ||
@@ -1234,6 +1273,13 @@ static enum accel_err load_row(struct lrun *r, const char *table,
     } else if (strcmp(table, "apps") == 0) {
         if (!(bad = app_decode(o, &u.app)))
             return l->app ? l->app(l->ctx, &u.app, why) : ACCEL_OK;
+    } else if (strcmp(table, "parts") == 0) {
+        const char *app, *node;
+        int64_t pid, start;
+        if (!(bad = part_decode(o, &app, &node, &pid, &start)))
+            return l->part ? l->part(l->ctx, app, node, pid,
+                                     (uint64_t)start, why)
+                           : ACCEL_OK;
     } else if (strcmp(table, "allocs") == 0) {
         if (!(bad = alloc_decode(o, &u.alloc))) {
             if (strmap_get(r->dropped_apps, u.alloc.app, &(uint32_t){0})) {
@@ -1252,7 +1298,7 @@ static enum accel_err load_row(struct lrun *r, const char *table,
 /* The order of store_load: what later rows refer to comes first. */
 static const char *const load_order[] = {
     "nodeinfo", "agents", "nodes",  "devices", "users",
-    "identities", "limits", "apps", "allocs",
+    "identities", "limits", "apps", "allocs", "parts",
 };
 
 static enum accel_err load_event(struct estore *s, const struct etcd_kv *kv,
@@ -1542,6 +1588,16 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
             f->limits(f->ctx, name, NULL);
         else if (!limits_decode(o, &l))
             f->limits(f->ctx, name, &l);
+    } else if (strcmp(table, "parts") == 0 && f->part) {
+        char buf[512];
+        const char *app, *node, *a2, *n2;
+        int64_t pid = 0, start = 0;
+        if (!split_alloc(name, buf, sizeof buf, &app, &node))
+            goto out;
+        if (del)
+            f->part(f->ctx, app, node, false, 0, 0);
+        else if (!part_decode(o, &a2, &n2, &pid, &start))
+            f->part(f->ctx, app, node, true, pid, (uint64_t)start);
     } else if (strcmp(table, "nodeinfo") == 0 && f->nodeinfo) {
         f->nodeinfo(f->ctx, name, del ? NULL : kv->value);
     } else if (strcmp(table, "agents") == 0 && f->agent) {

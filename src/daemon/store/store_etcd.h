@@ -52,6 +52,11 @@ enum accel_err estore_member_put(struct estore *s, const char *kind,
                                  int64_t lease);
 enum accel_err estore_member_delete(struct estore *s, const char *kind,
                                     const char *node);
+enum accel_err estore_part_put(struct estore *s, const char *app,
+                               const char *node, int64_t pid,
+                               uint64_t pid_start);
+enum accel_err estore_part_delete(struct estore *s, const char *app,
+                                  const char *node);
 enum accel_err estore_event_append(struct estore *s,
                                    const struct store_event *e,
                                    int64_t keep_max);
