@@ -217,6 +217,67 @@ class AnyNodeTest(unittest.TestCase):
         c.wait(lambda: c.app_of(c.agent("n1"), "wide") is None,
                "uninstalled")
 
+    def test_the_1_12_5_steps_across_nodes(self):
+        """SPEC 2.9 in a cluster: a shared app on n2's Exclusive card,
+        installed through n1, whose server ignores SIGTERM. Stopped and
+        removed through n3: every view keeps the binding until n2 has
+        killed the server, then no view lists the app on the card, it
+        never comes back, and another app gets the card."""
+        c = self.c
+        m = manifest("ollama2", "8Gi",
+                     run=["/bin/sh", "-c", "trap '' TERM; exec sleep 304"])
+        m["apiVersion"] = "v3"
+        m["options"] = {"shared": True}
+        m["run"]["stopTimeoutSeconds"] = 2
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-excl"))
+        self.assertTrue(won(st, b), b)
+        self.assertEqual(b["data"]["owner"], "shared")
+        c.wait(lambda: subprocess.run(["pgrep", "-f", "^sleep 304$"],
+                                      capture_output=True).returncode == 0,
+               "the server runs")
+        c.wait(lambda: c.app_of(c.agent("n3"), "ollama2")["state"] ==
+               "running", "n3 sees it running")
+        # the stop waits (a slow operation) for the server to be gone
+        done = {}
+        t = threading.Thread(target=lambda: done.setdefault(
+            "r", c.agent("n3").http("POST", "/api/apps/ollama2/suspend")))
+        t.start()
+        c.wait(lambda: c.app_of(c.agent("n1"), "ollama2")["state"] ==
+               "stopping", "stopping as n1 sees it")
+        # the server ignores SIGTERM and still runs: the card is still its,
+        # in every view
+        self.assertEqual(subprocess.run(["pgrep", "-f", "^sleep 304$"],
+                                        capture_output=True).returncode, 0)
+        for n in ("n1", "n2", "n3"):
+            self.assertEqual([x["appName"] for x in device_of(
+                c, c.agent(n), "n2-excl")["bindings"]], ["ollama2"], n)
+        t.join()
+        st, b = done["r"]
+        self.assertEqual((st, b["data"]["state"]), (200, "stopped"), b)
+        self.assertNotEqual(subprocess.run(["pgrep", "-f", "^sleep 304$"],
+                                           capture_output=True).returncode,
+                            0, "n2 killed the server after its timeout")
+        st, b = c.agent("n3").http(
+            "DELETE", "/api/apps/ollama2/compute-resources/bindings")
+        self.assertEqual(st, 200, b)
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: device_of(c, c.agent(n), "n2-excl")["bindings"]
+                   == [], "the card free as %s sees it" % n)
+            st, lst = c.agent(n).http("GET", "/api/gpu/list")
+            self.assertEqual([x for x in lst["data"]
+                              if x["id"] == "n2-excl"][0]["apps"], [])
+        st, b = install(c.agent("n3"), manifest("other2", "8Gi"),
+                        **bind("n2", "n2-excl"))
+        self.assertTrue(won(st, b), b)
+        time.sleep(0.5)
+        for n in ("n1", "n2", "n3"):
+            self.assertEqual([x["appName"] for x in device_of(
+                c, c.agent(n), "n2-excl")["bindings"]], ["other2"])
+            self.assertEqual(c.app_of(c.agent(n), "ollama2")["state"],
+                             "stopped")
+        for name in ("ollama2", "other2"):
+            c.agent("n1").http("DELETE", "/api/apps/" + name)
+
     def _race_pair(self, first, second, body_a, body_b, name_a, name_b):
         out = {}
 
