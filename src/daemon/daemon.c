@@ -664,7 +664,12 @@ static int open_state(struct accel_daemon *d)
                                      .cert = d->cfg.etcd_cert,
                                      .key = d->cfg.etcd_key,
                                      .prefix = d->cfg.etcd_prefix,
-                                     .node = d->cfg.node_name};
+                                     .node = d->cfg.node_name,
+                                     /* a write stuck on a member that lost
+                                      * its leader gives up in time for the
+                                      * next to go through the new one
+                                      * (SPEC 11: writes resume within 5 s) */
+                                     .timeout_ms = 3000};
         rc = store_open_etcd(&eo, &d->store, &cause);
     } else {
         rc = store_open(path, &d->store, &cause);

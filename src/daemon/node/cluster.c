@@ -702,7 +702,7 @@ static void *watcher_main(void *arg)
                                .part = f_part,
                                .revision = f_revision};
     enum accel_err rc = store_follow(d->store, &f, &d->cluster->stop);
-    if (rc != ACCEL_OK && !d->cluster->stop) {
+    if (rc != ACCEL_OK && !__atomic_load_n(&d->cluster->stop, __ATOMIC_SEQ_CST)) {
         /* the history this view needs was compacted away: only a reload
          * can make it whole, and a restart is that reload */
         log_error("the cluster watch cannot continue (%s): etcd compacted "
@@ -795,7 +795,7 @@ static void *keeper_main(void *arg)
     int every = d->cfg.lease_ttl * 1000 / 3;
     int64_t next_info = 0;
 
-    while (!c->stop) {
+    while (!__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
         int64_t left = 0;
         enum accel_err rc = etcd_lease_keepalive(e, c->lease, &left);
         if (rc == ACCEL_OK && left == 0) {
@@ -817,7 +817,8 @@ static void *keeper_main(void *arg)
             publish_info(d);
             next_info = util_wall_ms() + CLUSTER_USAGE_MS;
         }
-        for (int t = 0; t < every && !c->stop; t += 50)
+        for (int t = 0; t < every && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST);
+             t += 50)
             sleep_ms(50);
     }
     return NULL;
@@ -870,7 +871,7 @@ void cluster_stop(struct accel_daemon *d)
     struct cluster *c = d->cluster;
     if (c == NULL)
         return;
-    c->stop = 1;
+    __atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST); /* etcd.h: read atomically */
     if (c->keeper_on)
         pthread_join(c->keeper, NULL);
     if (c->watcher_on)

@@ -1644,12 +1644,12 @@ enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
                              volatile int *stop)
 {
     struct frun fr = {s, f, s->load_rev + 1};
-    while (!*stop) {
+    while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
         enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
                                         &fr, stop);
         if (err == ACCEL_ESTORE_CORRUPT)
             return err;
-        if (err != ACCEL_OK && !*stop) {
+        if (err != ACCEL_OK && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
             /* a broken stream: watch again from where it broke, after a
              * pause so that a dead cluster is not hammered */
             struct timespec ts = {0, 200 * 1000000L};
