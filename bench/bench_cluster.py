@@ -11,7 +11,10 @@ run:
    servers never race for one guard), with one sequential client and with
    CLIENTS concurrent ones; next to the bare guarded etcd transaction loop
    (etcd_txn_bench, same client library, same members, same thread count),
-   the two interleaved, and the ratio (bar: at least 0.5);
+   the two interleaved, and the ratio (bar: at least 0.5); also the bare
+   loop with a bind's shape (6 puts, ~900 bytes), and the CPU each op cost
+   the etcd members, the agents and the client, to show where a bind's
+   time goes;
 2. watch latency: an install acknowledged by node A until node B's API
    shows its event (a long-poll GET /api/events?app=NAME&wait= parked on B
    before the install), A and B rotating over the three nodes; p50/p99;
@@ -27,11 +30,13 @@ Needs acceld, bench/bench_http and bench/etcd_txn_bench built in BUILD_DIR.
 """
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
@@ -41,6 +46,9 @@ import cluster_harness  # noqa: E402
 
 GiB = 1 << 30
 NODES = ("n1", "n2", "n3")
+# what one bind's transaction writes: app, allocation, two events and the
+# two guarded counters, about 900 bytes of values in all
+BIND_SHAPE = (6, 150)
 
 
 def devices(node):
@@ -63,6 +71,59 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) process pid has used so far."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            f = f.read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Cpu:
+    """CPU seconds spent by the etcd members, the agents and this script's
+    children (the load generators) between start() and stop()."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def sample(self):
+        members = [m.proc.pid for m in self.c.etcd.members if m.proc]
+        agents = [a.proc.pid for a in self.c.agents.values() if a.proc]
+        ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (sum(map(cpu_s, members)), sum(map(cpu_s, agents)),
+                ch.ru_utime + ch.ru_stime, time.monotonic())
+
+    def start(self):
+        self.t0 = self.sample()
+
+    def stop(self, ops):
+        """'etcd X ms, agents Y ms, client Z ms per op; N cores busy'."""
+        t1 = self.sample()
+        d = [b - a for a, b in zip(self.t0, t1)]
+        return ("CPU per op: etcd %.2f ms, agents %.2f ms, client %.2f ms; "
+                "%.2f cores busy" % (d[0] * 1000 / ops, d[1] * 1000 / ops,
+                                     d[2] * 1000 / ops,
+                                     (d[0] + d[1] + d[2]) / d[3]))
+
+
+def commit_stats(c):
+    """(sum of seconds, count) of store commits over every agent."""
+    tot = [0.0, 0.0]
+    for a in c.agents.values():
+        st, _ = a.http("GET", "/healthz", token="")
+        req = urllib.request.Request(a.url + "/metrics", headers={
+            "Authorization": "Bearer " + a.token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+        for k, name in enumerate(("sum", "count")):
+            m = re.search(r"^accel_store_commit_duration_seconds_%s (\S+)" %
+                          name, text, re.M)
+            tot[k] += float(m.group(1)) if m else 0.0
+    return tot
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -71,9 +132,9 @@ def run(cmd):
     return r.stdout
 
 
-def bare(build, endpoints, n, threads):
+def bare(build, endpoints, n, threads, shape=()):
     out = run([os.path.join(build, "bench", "etcd_txn_bench"), endpoints,
-               str(n // threads), str(threads)])
+               str(n // threads), str(threads)] + [str(x) for x in shape])
     rate = float(re.search(r"rate: ([\d.]+)", out).group(1))
     p50, p99 = map(float, re.search(r"p50 ([\d.]+) ms, p99 ([\d.]+)",
                                     out).groups())
@@ -118,15 +179,32 @@ def bind_figures(build, c, n, clients):
     print("\n1. durable binds through the API vs the bare etcd loop "
           "(%d each, interleaved)" % n)
     rows = []
+    cpu = Cpu(c)
     for threads in (1, clients):
         for rnd in range(2):
+            cpu.start()
             e = bare(build, endpoints, n, threads)
+            ecpu = cpu.stop(n)
+            c0 = commit_stats(c)
+            cpu.start()
             a = b.binds(n, threads)
+            acpu = cpu.stop(n)
+            c1 = commit_stats(c)
+            cpu.start()
+            s = bare(build, endpoints, n, threads, BIND_SHAPE)
+            scpu = cpu.stop(n)
             rows.append((threads, a, e))
             print("  %d client(s), round %d: API %.0f binds/s (p50 %.2f ms, "
                   "p99 %.2f ms), bare %.0f txns/s (p50 %.2f ms, p99 %.2f "
                   "ms), ratio %.2f" % (threads, rnd + 1, a[0], a[1], a[2],
                                        e[0], e[1], e[2], a[0] / e[0]))
+            print("    API: store commit (the etcd txn) mean %.2f ms of the "
+                  "bind; %s" % ((c1[0] - c0[0]) * 1000 /
+                                max(1.0, c1[1] - c0[1]), acpu))
+            print("    bare: %s" % ecpu)
+            print("    bare, bind-shaped (%d puts of %d bytes): %.0f txns/s "
+                  "(p50 %.2f ms, p99 %.2f ms); %s" %
+                  (BIND_SHAPE + s + (scpu,)))
             sys.stdout.flush()
     for threads in (1, clients):
         api = sum(r[1][0] for r in rows if r[0] == threads)
@@ -167,6 +245,9 @@ def watch_figures(c, rounds):
             late += 1
             continue
         lat.append((got["t"] - t_ack) * 1000)
+    if not lat:
+        print("  no round answered")
+        return
     # what the long-polls answered is really in B's view
     missing = [i for i in range(0, rounds, 25)
                if not c.app_of(c.agent(NODES[(i + 1) % 3]), "w-%05d" % i)]
@@ -182,6 +263,8 @@ def kill_figures(c, kills):
     print("\n3. agent SIGKILLed until unreachable in both other views "
           "(lease TTL %d s, bar %d s)" % (ttl, ttl + 2))
     took = []
+    if kills < 1:
+        return
     for k in range(kills):
         victim = NODES[(k + 2) % 3]
         viewers = [c.agent(x) for x in NODES if x != victim]

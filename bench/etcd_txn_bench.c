@@ -7,11 +7,15 @@
  * read from the previous answer's revision, so no read is spent between
  * two writes. The cluster bind benchmark compares against this rate.
  *
- *   etcd_txn_bench [endpoints] [n] [threads]
+ *   etcd_txn_bench [endpoints] [n] [threads] [puts] [bytes]
  *
  * endpoints: comma-separated client URLs, default $ACCEL_ETCD_ENDPOINTS;
  * n: transactions per thread (default 2000); threads: loops running at
- * once, each on a key of its own through one shared client (default 1).
+ * once, each on a key of its own through one shared client (default 1);
+ * puts: keys each transaction puts (default 1: the guarded key only; more
+ * are keys of the loop's own next to it, put unguarded, as a bind writes
+ * its app, allocation and event rows with the guarded counters); bytes:
+ * each value's size (default: the loop's counter, a few bytes).
  * Prints the rate and the latency percentiles; exits 1 if any guarded
  * transaction fails (nothing else writes the keys, so none should).
  */
@@ -28,10 +32,15 @@
 #include "common/util.h"
 
 #define MAX_THREADS 64
+#define MAX_PUTS 32
+#define MAX_BYTES 65536
 
 struct loop {
     struct etcd *e;   /* shared client */
     char key[64];     /* this loop's key */
+    char extra[MAX_PUTS][80]; /* the other keys each transaction puts */
+    long puts;        /* keys per transaction, the guarded one included */
+    const char *pad;  /* the value of every put when bytes is given */
     long n;           /* transactions to run */
     uint64_t *lat_ns; /* each one's latency */
     long failed;      /* guards that did not hold, or errors */
@@ -68,15 +77,21 @@ static void *loop_main(void *arg)
         struct etcd_cmp c = {
             .key = l->key, .target = ETCD_MOD, .result = ETCD_EQUAL, .num = mod
         };
-        struct etcd_op op = { .kind = ETCD_PUT, .key = l->key, .value = val };
+        struct etcd_op op[MAX_PUTS];
         bool ok = false;
         int64_t rev = 0;
         char *cause = NULL;
         uint64_t t0 = util_now_ns();
         enum accel_err rc;
+        size_t len = (size_t)snprintf(val, sizeof val, "%ld", i);
 
-        op.value_len = (size_t)snprintf(val, sizeof val, "%ld", i);
-        rc = etcd_txn(l->e, &c, 1, &op, 1, &ok, &rev, &cause);
+        for (long k = 0; k < l->puts; k++)
+            op[k] = (struct etcd_op){
+                .kind = ETCD_PUT, .key = k ? l->extra[k] : l->key,
+                .value = l->pad ? l->pad : val,
+                .value_len = l->pad ? strlen(l->pad) : len
+            };
+        rc = etcd_txn(l->e, &c, 1, op, (size_t)l->puts, &ok, &rev, &cause);
         l->lat_ns[i] = util_now_ns() - t0;
         if (rc != ACCEL_OK || !ok) {
             l->failed++;
@@ -133,6 +148,9 @@ int main(int argc, char **argv)
     const char *eps = argc > 1 ? argv[1] : getenv("ACCEL_ETCD_ENDPOINTS");
     long n = argc > 2 ? parse_count(argv[2], 10000000, "count") : 2000;
     long threads = argc > 3 ? parse_count(argv[3], MAX_THREADS, "threads") : 1;
+    long puts = argc > 4 ? parse_count(argv[4], MAX_PUTS, "puts") : 1;
+    long bytes = argc > 5 ? parse_count(argv[5], MAX_BYTES, "bytes") : 0;
+    char *pad = NULL;
     struct etcd_opts o = { .endpoints = eps };
     struct loop loops[MAX_THREADS];
     pthread_t th[MAX_THREADS];
@@ -143,18 +161,28 @@ int main(int argc, char **argv)
 
     if (eps == NULL || eps[0] == '\0') {
         fprintf(stderr, "usage: etcd_txn_bench [endpoints] [n] [threads] "
-                        "(or ACCEL_ETCD_ENDPOINTS)\n");
+                        "[puts] [bytes] (or ACCEL_ETCD_ENDPOINTS)\n");
         return 2;
     }
     if (etcd_open(&o, &e, &cause) != ACCEL_OK)
         die(cause);
     memset(loops, 0, sizeof loops);
+    if (bytes > 0) {
+        pad = xmalloc((size_t)bytes + 1);
+        memset(pad, 'x', (size_t)bytes);
+        pad[bytes] = '\0';
+    }
     for (long t = 0; t < threads; t++) {
         loops[t].e = e;
         loops[t].n = n;
         loops[t].lat_ns = xcalloc((size_t)n, sizeof(uint64_t));
         snprintf(loops[t].key, sizeof loops[t].key, "/accel-bench/txn/%ld/%ld",
                  (long)getpid(), t);
+        loops[t].puts = puts;
+        loops[t].pad = pad;
+        for (long k = 1; k < puts; k++)
+            snprintf(loops[t].extra[k], sizeof loops[t].extra[k], "%s/%ld",
+                     loops[t].key, k);
     }
     t0 = util_now_ns();
     for (long t = 0; t < threads; t++)
@@ -174,9 +202,14 @@ int main(int argc, char **argv)
         struct etcd_op del = { .kind = ETCD_DELETE, .key = loops[t].key };
         bool ok = false;
         etcd_txn(e, NULL, 0, &del, 1, &ok, NULL, NULL);
+        for (long k = 1; k < puts; k++) {
+            del.key = loops[t].extra[k];
+            etcd_txn(e, NULL, 0, &del, 1, &ok, NULL, NULL);
+        }
         free(loops[t].lat_ns);
         free(loops[t].cause);
     }
     etcd_close(e);
+    free(pad);
     return failed == 0 ? 0 : 1;
 }
