@@ -128,9 +128,11 @@ static void *bind_worker(void *arg)
         got.data[0] = '\0';
         curl_easy_setopt(c[l], CURLOPT_POSTFIELDS, body);
         if (curl_easy_perform(c[l]) != CURLE_OK ||
-            curl_easy_getinfo(c[l], CURLINFO_RESPONSE_CODE, &code) != CURLE_OK ||
-            code != 200 || (strstr(got.data, "\"code\":200") == NULL &&
-                            strstr(got.data, "\"code\": 200") == NULL)) {
+            curl_easy_getinfo(c[l], CURLINFO_RESPONSE_CODE, &code) !=
+                CURLE_OK ||
+            code != 200 ||
+            (strstr(got.data, "\"code\":200") == NULL &&
+             strstr(got.data, "\"code\": 200") == NULL)) {
             if (j->failed++ == 0)
                 fprintf(stderr, "bench_http: bind %ld: HTTP %ld %.300s\n", i,
                         code, got.data);
@@ -186,15 +188,20 @@ static int binds(char *url, char *token, long n, int threads, long first,
         return 2;
     }
     for (int l = 0; l < nl; l++)
-        lanes[l] = (struct lane){u[l], tok[nt == 1 ? 0 : l],
-                                 targets ? tg[l] : NULL};
+        lanes[l] =
+            (struct lane){ u[l], tok[nt == 1 ? 0 : l], targets ? tg[l] : NULL };
     ms = xcalloc((size_t)n, sizeof(double));
     t0 = util_now_ns();
     for (int i = 0; i < threads; i++) {
-        jobs[i] = (struct job){lanes, nl, first + i, threads, first + n, 0,
-                               xcalloc((size_t)n / (size_t)threads + 1,
-                                       sizeof(double)),
-                               0};
+        jobs[i] = (struct job){ lanes,
+                                nl,
+                                first + i,
+                                threads,
+                                first + n,
+                                0,
+                                xcalloc((size_t)n / (size_t)threads + 1,
+                                        sizeof(double)),
+                                0 };
         pthread_create(&t[i], NULL, bind_worker, &jobs[i]);
     }
     for (int i = 0; i < threads; i++) {
@@ -241,8 +248,7 @@ static int get_loop(const char *url, const char *token, long n)
     qsort(ms, (size_t)n, sizeof(double), cmp_double);
     printf("get /api/compute-resources %zu bytes: median %.1f ms, p99 %.1f "
            "ms over %ld\n",
-           got, ms[n / 2], ms[(n * 99) / 100 >= n ? n - 1 : (n * 99) / 100],
-           n);
+           got, ms[n / 2], ms[(n * 99) / 100 >= n ? n - 1 : (n * 99) / 100], n);
     free(ms);
     free(u);
     curl_slist_free_all(hdrs);

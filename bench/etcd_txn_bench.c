@@ -32,12 +32,12 @@
 #include "common/util.h"
 
 #define MAX_THREADS 64
-#define MAX_PUTS 32
-#define MAX_BYTES 65536
+#define MAX_PUTS    32
+#define MAX_BYTES   65536
 
 struct loop {
-    struct etcd *e;   /* shared client */
-    char key[64];     /* this loop's key */
+    struct etcd *e;           /* shared client */
+    char key[64];             /* this loop's key */
     char extra[MAX_PUTS][80]; /* the other keys each transaction puts */
     long puts;        /* keys per transaction, the guarded one included */
     const char *pad;  /* the value of every put when bytes is given */
@@ -86,11 +86,11 @@ static void *loop_main(void *arg)
         size_t len = (size_t)snprintf(val, sizeof val, "%ld", i);
 
         for (long k = 0; k < l->puts; k++)
-            op[k] = (struct etcd_op){
-                .kind = ETCD_PUT, .key = k ? l->extra[k] : l->key,
-                .value = l->pad ? l->pad : val,
-                .value_len = l->pad ? strlen(l->pad) : len
-            };
+            op[k] =
+                (struct etcd_op){ .kind = ETCD_PUT,
+                                  .key = k ? l->extra[k] : l->key,
+                                  .value = l->pad ? l->pad : val,
+                                  .value_len = l->pad ? strlen(l->pad) : len };
         rc = etcd_txn(l->e, &c, 1, op, (size_t)l->puts, &ok, &rev, &cause);
         l->lat_ns[i] = util_now_ns() - t0;
         if (rc != ACCEL_OK || !ok) {
