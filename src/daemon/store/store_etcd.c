@@ -638,7 +638,9 @@ void estore_close(struct estore *s)
 
 enum accel_err estore_begin(struct estore *s)
 {
-    if (s->in_tx) {
+    /* a failed transaction is over: the next begin starts afresh, as
+     * after a rollback (store.h) */
+    if (s->in_tx && !s->tx_failed) {
         set_err(s, "store_begin inside a transaction");
         return ACCEL_EINVAL;
     }
