@@ -263,6 +263,9 @@ struct store {
     char *path;                   /* file name, for messages */
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared once at open */
     bool in_tx;                   /* between store_begin and commit */
+    bool tx_failed;               /* a failure rolled the transaction
+                                     back: writes, events too, answer
+                                     EINVAL until begin or rollback */
     int prune_countdown;          /* appends until the next prune */
     int wal_fd;                   /* the WAL, for store_sync; -1 = none */
     bool group_commit;            /* synchronous=NORMAL + store_sync */
@@ -344,11 +347,14 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return (const char *)sqlite3_column_text(st, i);
 }
 
-/* Roll back the open transaction, if SQLite has not done so already. */
+/* Roll back the open transaction, if SQLite has not done so already. A
+ * transaction rolled back here (a failure) stays failed until the caller's
+ * next begin or rollback, so that nothing of it commits. */
 static void rollback_quiet(struct store *s)
 {
     if (!sqlite3_get_autocommit(s->db))
         step_done(s->stmt[ST_ROLLBACK]);
+    s->tx_failed = s->in_tx;
     s->in_tx = false;
     s->prune_countdown = 0; /* a rolled-back prune is redone next time */
 }
@@ -800,9 +806,11 @@ enum accel_err store_begin(struct store *s)
     if (rc != SQLITE_OK) {
         enum accel_err err = fail_rc(s, rc);
         rollback_quiet(s);
+        s->tx_failed = false;
         return err;
     }
     s->in_tx = true;
+    s->tx_failed = false;
     return ACCEL_OK;
 }
 
@@ -815,6 +823,7 @@ enum accel_err store_commit(struct store *s)
         return err;
     err = tx_result(s, step_done(s->stmt[ST_COMMIT]));
     s->in_tx = false;
+    s->tx_failed = false; /* a commit ends the transaction, failed or not */
     return err;
 }
 
@@ -860,6 +869,7 @@ void store_rollback(struct store *s)
     }
     if (s->in_tx)
         rollback_quiet(s);
+    s->tx_failed = false;
 }
 
 /* ------------------------------------------------------------ row writes */
@@ -1127,6 +1137,10 @@ enum accel_err store_event_append(struct store *s, const struct store_event *e,
     bool own_tx = !s->in_tx;
     int64_t id = 0;
     enum accel_err err;
+    if (s->tx_failed) /* not a transaction of its own: part of that one */
+        return fail_msg(s, ACCEL_EINVAL,
+                        "event in a transaction that a failure rolled "
+                        "back");
     if (e->kind == NULL || e->message == NULL) {
         if (s->in_tx)
             rollback_quiet(s);
@@ -1140,6 +1154,8 @@ enum accel_err store_event_append(struct store *s, const struct store_event *e,
     err = tx_result(s, event_insert(s, e, keep_max, &id));
     if (err == ACCEL_OK && own_tx)
         err = store_commit(s);
+    if (own_tx)
+        s->tx_failed = false; /* its own transaction: over either way */
     if (err == ACCEL_OK && out_id)
         *out_id = id;
     return err;
