@@ -1065,17 +1065,26 @@ static bool member_kind(const char *kind)
                     strcmp(kind, "agents") == 0);
 }
 
-/* Outside a transaction: one of its own, unguarded. */
+/* Outside a transaction: one of its own, unguarded. A commit like the
+ * others for store_sync, which waits until the view has it (an event
+ * appended alone is shown once the answer goes out). */
 static enum accel_err write_now(struct estore *s, const char *key,
                                 const char *value, int64_t lease)
 {
     struct etcd_op op = {value ? ETCD_PUT : ETCD_DELETE, key, value,
                          value ? strlen(value) : 0, lease};
     bool ok;
+    int64_t rev = 0;
     char *cause = NULL;
-    enum accel_err err = etcd_txn(s->e, NULL, 0, &op, 1, &ok, NULL, &cause);
-    if (err != ACCEL_OK)
+    enum accel_err err = etcd_txn(s->e, NULL, 0, &op, 1, &ok, &rev, &cause);
+    if (err != ACCEL_OK) {
         set_err(s, "etcd: %s", cause ? cause : accel_strerror(err));
+    } else {
+        pthread_mutex_lock(&s->vlock);
+        if (rev > s->commit_rev)
+            s->commit_rev = rev;
+        pthread_mutex_unlock(&s->vlock);
+    }
     free(cause);
     return err;
 }
