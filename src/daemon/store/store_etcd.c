@@ -414,6 +414,25 @@ static const char *event_decode(const json_t *o, struct store_event *e)
     return NULL;
 }
 
+/* An event key's value as store_load checks it (store.h: an event whose
+ * data is not a JSON object is refused too); NULL or why not. */
+static const char *event_check(const char *raw)
+{
+    json_t *o = json_loads(raw, JSON_REJECT_DUPLICATES, NULL), *data;
+    struct store_event e;
+    const char *bad = NULL;
+    if (!json_is_object(o))
+        bad = "the value is not a JSON object";
+    else if ((bad = event_decode(o, &e)) == NULL && e.data) {
+        data = json_loads(e.data, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(data))
+            bad = "data is not a JSON object";
+        json_decref(data);
+    }
+    json_decref(o);
+    return bad;
+}
+
 /* ---------------------------------------------------------- the events */
 
 static void eev_free(struct eev *x)
@@ -1317,7 +1336,7 @@ static enum accel_err load_event(struct estore *s, const struct etcd_kv *kv,
 {
     json_t *o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
     struct store_event e;
-    if (o && !event_decode(o, &e)) {
+    if (o && !event_check(kv->value) && !event_decode(o, &e)) {
         e.id = id;
         events_keep(s, kv->key, &e);
     }
@@ -1448,6 +1467,15 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
     }
     if (err != ACCEL_OK)
         goto out;
+    /* the events are checked like the rows (and loaded below) */
+    for (size_t i = 0; i < n; i++) {
+        const char *name = table_of(s, kvs[i].key, table, sizeof table);
+        const char *bad;
+        if (name == NULL || strcmp(table, "events") != 0)
+            continue;
+        if ((bad = event_check(kvs[i].value)) != NULL)
+            bad_add(&r, kvs[i].key, xstrdup(bad));
+    }
     if (r.nbad > 0) {
         char *list = bad_list(&r);
         if (!l->repair) {
