@@ -1237,6 +1237,7 @@ struct lrun {
     struct bad *bad;
     size_t nbad;
     struct strmap *dropped_apps;
+    struct strmap *apps;     /* the apps passed on */
 };
 
 static void bad_add(struct lrun *r, const char *key, char *why)
@@ -1314,6 +1315,11 @@ static enum accel_err load_row(struct lrun *r, const char *table,
         if (!(bad = alloc_decode(o, &u.alloc))) {
             if (strmap_get(r->dropped_apps, u.alloc.app, &(uint32_t){0})) {
                 *why = xasprintf("its app \"%s\" was dropped", u.alloc.app);
+                return ACCEL_ESTORE_CORRUPT;
+            }
+            if (!strmap_get(r->apps, u.alloc.app, &(uint32_t){0})) {
+                *why = xasprintf("its app \"%s\" has no key %sapps/%s",
+                                 u.alloc.app, r->s->prefix, u.alloc.app);
                 return ACCEL_ESTORE_CORRUPT;
             }
             return l->alloc ? l->alloc(l->ctx, &u.alloc, why) : ACCEL_OK;
@@ -1430,7 +1436,7 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t rev = 0;
-    struct lrun r = {s, l, NULL, 0, strmap_new()};
+    struct lrun r = {s, l, NULL, 0, strmap_new(), strmap_new()};
     enum accel_err err;
     char table[32];
 
@@ -1461,6 +1467,8 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
                 bad_add(&r, kvs[i].key, why ? why : xstrdup("undecodable"));
                 err = ACCEL_OK;
             } else {
+                if (err == ACCEL_OK && strcmp(table, "apps") == 0)
+                    strmap_put(r.apps, name, 1);
                 free(why);
             }
         }
@@ -1525,6 +1533,7 @@ out:
     }
     free(r.bad);
     strmap_free(r.dropped_apps);
+    strmap_free(r.apps);
     etcd_kvs_free(kvs, n);
     return err;
 }
