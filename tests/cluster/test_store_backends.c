@@ -18,10 +18,12 @@
  * Where the backends differ by design, each side's documented behaviour
  * is tested: event ids (SQLite: 1, 2, 3 and returned by the append;
  * etcd: revision * 1024 + rank, 0 from the append, shown once the watch
- * delivers them), device keys (SQLite: node and id; etcd: the id alone)
- * and how many events pruning leaves. Then etcd alone: two stores on one
- * prefix, guarded commits that lose with ACCEL_ECONFLICT, the follower's
- * callbacks, and the allocation guards of a device and an owner.
+ * delivers them, and handed to this process's own follower too) and
+ * device keys (SQLite: node and id; etcd: the id alone). Pruning is held
+ * to what both promise (the newest keep_max kept, at most keep_max + 63).
+ * Then etcd alone: two stores on one prefix, guarded commits that lose
+ * with ACCEL_ECONFLICT, the follower's callbacks, and the allocation
+ * guards of a device and an owner.
  *
  * The daemon's lock: the test thread holds fx->mu from open to close and
  * lets it go only while it waits for the watch (fx_settle, fx_wait_rev),

@@ -178,7 +178,9 @@ enum accel_err store_load(struct store *s, const struct store_loader *l,
  * between begin and commit, commit included, has already rolled the whole
  * transaction back when it returns (store_rollback is then a no-op) and
  * later puts answer ACCEL_EINVAL until the next begin, so nothing of a
- * failed transaction can be committed. Errors: ACCEL_EBUSY, ACCEL_ENOMEM,
+ * failed transaction can be committed; events too, until the next begin
+ * or store_rollback (after a failed commit the transaction is over, and
+ * an event is one of its own). Errors: ACCEL_EBUSY, ACCEL_ENOMEM,
  * ACCEL_EIO (I/O error, disk full, read-only file), ACCEL_ESTORE_CORRUPT,
  * ACCEL_EINVAL (no transaction, NULL required field), ACCEL_ESTORE.
  */
@@ -316,8 +318,10 @@ enum accel_err store_part_delete(struct store *s, const char *app,
  * revision's changes are handed over under the caller's lock (lock/unlock
  * around them, so that the view and the guards' revisions move together):
  * a row, or NULL for a deleted one (its key in the names). Changes this
- * process made itself are not handed back. revision() ends each revision
- * (and comes alone for progress). Any callback may be NULL.
+ * process made itself are not handed back, except events: every event is
+ * (this process's own too), since the view shows an event only once the
+ * watch has delivered it. revision() ends each revision (and comes alone
+ * for progress). Any callback may be NULL.
  */
 struct store_follower {
     void *ctx;
