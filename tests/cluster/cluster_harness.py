@@ -51,13 +51,14 @@ class Agent(Acceld):
     the others are ready when /healthz answers (token given)."""
 
     def __init__(self, node, endpoints, token=None, devices=None,
-                 extra_args=()):
+                 extra_args=(), env=None):
         self.node = node
         self.endpoints = endpoints
         args = ["--node-name", node, "--etcd", endpoints, "--no-cgroups",
                 "--lease-ttl", str(LEASE_TTL),
                 "--reconcile-interval-ms", "200"] + list(extra_args)
-        super().__init__(inventory=inventory(node, devices), extra_args=args)
+        super().__init__(inventory=inventory(node, devices), extra_args=args,
+                         env=env)
         self.given_token = token
 
     def _wait_ready(self):
@@ -94,14 +95,16 @@ class Agent(Acceld):
 
 
 class Cluster:
-    def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None):
+    def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None,
+                 envs=None, extra_args=()):
         self.etcd = EtcdCluster(members)
         self.agents = {}
         try:
             token = None
             for n in nodes:
                 a = Agent(n, self.etcd.endpoints(), token=token,
-                          devices=(devices or {}).get(n))
+                          devices=(devices or {}).get(n),
+                          env=(envs or {}).get(n), extra_args=extra_args)
                 a.start()
                 token = a.token
                 self.agents[n] = a

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_harness import (GiB, LEASE_TTL, Cluster,  # noqa: E402
@@ -488,6 +489,54 @@ class LivenessTest(unittest.TestCase):
 
 
 MiB = 1 << 20
+
+FAKE_NVML = os.path.join(os.environ.get("ACCEL_BUILD_DIR", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")),
+    "fake", "libnvidia-ml.so.1")
+GPU_N1 = "GPU-aaaaaaaa-0000-4000-8000-0000000000a1"
+
+
+class TelemetryTest(unittest.TestCase):
+    """What a node's NVML measures is every node's to show: the devices'
+    readings in the listings, /metrics and the metric history of the
+    other nodes (SPEC 10: the metric history is cluster-wide)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="accel-nvml-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        nvml = os.path.join(self.tmp, "nvml.txt")
+        with open(nvml, "w") as f:
+            f.write("driver 550.54.14\ncuda 12040\n"
+                    "gpu uuid=%s total=25769803776 used=3221225472 util=37 "
+                    "power=123456 limit=450000 temp=61 "
+                    "name=NVIDIA GeForce RTX 4090\n" % GPU_N1)
+        self.c = Cluster(
+            ["n1", "n2"], devices={"n1": [(GPU_N1, "24Gi", "MemorySlice")]},
+            envs={"n1": {"ACCEL_NVML_LIB": FAKE_NVML,
+                         "ACCEL_FAKE_NVML": nvml}},
+            extra_args=["--history-interval", "1"])
+        self.addCleanup(self.c.close)
+
+    def test_readings_of_one_node_show_on_the_other(self):
+        c = self.c
+        n2 = c.agent("n2")
+        c.wait(lambda: device_of(c, n2, GPU_N1).get("utilization") == 37,
+               "n1's GPU utilization on n2", timeout=30)
+
+        def history_has_it():
+            st, b = n2.http("GET", "/api/metrics/history?range=60&step=1")
+            devs = {x["id"]: x for x in b["data"]["devices"]}
+            return GPU_N1 in devs and 37 in devs[GPU_N1]["utilization"] \
+                and 61 in devs[GPU_N1]["temperature"]
+        c.wait(history_has_it, "n1's GPU in n2's metric history", timeout=30)
+        req = urllib.request.Request(n2.url + "/metrics", headers={
+            "Authorization": "Bearer " + n2.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        util = [line for line in text.splitlines()
+                if line.startswith("accel_device_utilization") and GPU_N1 in line]
+        self.assertEqual(len(util), 1, text[-3000:])
+        self.assertEqual(float(util[0].rsplit(" ", 1)[1]), 0.37)  # ratio
 
 
 class EtcdFaultTest(unittest.TestCase):

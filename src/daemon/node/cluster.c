@@ -33,6 +33,7 @@
 #include "daemon/log.h"
 #include "daemon/node/discovery.h"
 #include "daemon/node/identity.h"
+#include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/store/etcd.h"
 
@@ -88,6 +89,66 @@ static uint64_t jpair(const json_t *o, const char *k, size_t i)
     json_int_t v = json_integer_value(json_array_get(json_object_get(o, k),
                                                      i));
     return v > 0 ? (uint64_t)v : 0;
+}
+
+/* One NVML reading of another node's device: [value, why unknown]. */
+static void measure(const json_t *v, const char *k, int64_t *val,
+                    uint8_t *na)
+{
+    const json_t *p = json_object_get(v, k);
+    json_int_t x = json_integer_value(json_array_get(p, 0));
+    json_int_t why = json_integer_value(json_array_get(p, 1));
+    if (!json_is_array(p)) {
+        *val = -1;
+        *na = NVML_NA_NOT_SEEN; /* an agent of an older accel */
+        return;
+    }
+    *val = x;
+    *na = why >= NVML_NA_NONE && why <= NVML_NA_NOT_SEEN ? (uint8_t)why
+                                                        : NVML_NA_ERROR;
+}
+
+static void take_measures(struct dev_info *di, const json_t *v)
+{
+    int64_t x;
+    measure(v, "util", &x, &di->util_na);
+    di->util = x >= 0 && x <= 100 ? (int)x : -1;
+    measure(v, "power", &di->power_mw, &di->power_na);
+    measure(v, "limit", &di->power_limit_mw, &di->limit_na);
+    measure(v, "temp", &x, &di->temp_na);
+    di->temp = x >= -100 && x <= 1000 ? (int)x : -1;
+}
+
+/* What another node's apps use of its cards (its shim ledgers). */
+static void take_usage(struct accel_daemon *d, int n, const json_t *usage)
+{
+    size_t i;
+    json_t *u;
+    for (size_t k = 0; k < d->napps; k++) { /* unreported = 0 */
+        struct app *a = d->apps[k];
+        a->usage = 0;
+        for (size_t r = 0; a->row_usage && r < a->nrows; r++) {
+            if (d->snap.devs[a->rows[r].dev].node == (uint32_t)n)
+                a->row_usage[r] = 0;
+            a->usage += a->row_usage[r];
+        }
+    }
+    json_array_foreach(usage, i, u) {
+        const char *name = json_string_value(json_object_get(u, "app"));
+        struct app *a = name ? state_app_find(d, name) : NULL;
+        const char *id = json_string_value(json_object_get(u, "device"));
+        int dev = id ? state_dev_find(d, id) : -1;
+        json_int_t used = json_integer_value(json_object_get(u, "used"));
+        if (a == NULL || dev < 0 || (int)d->snap.devs[dev].node != n ||
+            used < 0 || a->row_usage == NULL)
+            continue;
+        for (size_t r = 0; r < a->nrows; r++) {
+            if (a->rows[r].dev != (uint32_t)dev)
+                continue;
+            a->usage += (uint64_t)used - a->row_usage[r];
+            a->row_usage[r] = (uint64_t)used;
+        }
+    }
 }
 
 /* Another node's registration: add it (and its devices) the first time,
@@ -165,7 +226,9 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
             json_is_true(json_object_get(v, "healthy"));
         d->dinfo[dev].used_mem =
             (uint64_t)json_integer_value(json_object_get(v, "used"));
+        take_measures(&d->dinfo[dev], v);
     }
+    take_usage(d, n, json_object_get(o, "usage"));
     d->snap.nodes[n].mem = (struct adm_res){jpair(o, "mem", 0),
                                             jpair(o, "mem", 1)};
     d->snap.nodes[n].cpu = (struct adm_res){jpair(o, "cpu", 0),
@@ -235,29 +298,56 @@ void cluster_loader(struct store_loader *l)
 char *cluster_nodeinfo(struct accel_daemon *d)
 {
     int n = state_node_find(d, d->cfg.node_name);
-    json_t *o, *devs = json_array();
+    json_t *o, *devs, *usage = NULL;
     const struct adm_node *x;
     char *text;
     if (n < 0)
         return NULL;
+    devs = json_array();
     x = &d->snap.nodes[n];
     for (uint32_t k = 0; k < x->ndev; k++) {
         uint32_t i = x->first_dev + k;
         const struct adm_device *dv = &d->snap.devs[i];
+        const struct dev_info *di = &d->dinfo[i];
         json_array_append_new(
-            devs, json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:I}", "id", dv->id,
-                            "type", accel_type_name(dv->type), "model",
-                            d->dinfo[i].model ? d->dinfo[i].model : "",
-                            "memory", (json_int_t)dv->memory, "support",
-                            accel_support_name(dv->st), "healthy",
-                            dv->healthy && dv->present, "used",
-                            (json_int_t)d->dinfo[i].used_mem));
+            devs,
+            json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:I, s:[i,i], s:[I,i],"
+                      " s:[I,i], s:[i,i]}",
+                      "id", dv->id, "type", accel_type_name(dv->type),
+                      "model", di->model ? di->model : "", "memory",
+                      (json_int_t)dv->memory, "support",
+                      accel_support_name(dv->st), "healthy",
+                      dv->healthy && dv->present, "used",
+                      (json_int_t)di->used_mem, "util", di->util,
+                      (int)di->util_na, "power", (json_int_t)di->power_mw,
+                      (int)di->power_na, "limit",
+                      (json_int_t)di->power_limit_mw, (int)di->limit_na,
+                      "temp", di->temp, (int)di->temp_na));
+    }
+    /* what the apps bound here use of each card (the shim's ledgers): the
+     * other nodes show it, sample it into their history and /metrics */
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        for (size_t k = 0; a->row_usage && k < a->nrows; k++) {
+            uint32_t dev = a->rows[k].dev;
+            if (d->snap.devs[dev].node != (uint32_t)n)
+                continue;
+            if (usage == NULL)
+                usage = json_array();
+            json_array_append_new(usage,
+                                  json_pack("{s:s, s:s, s:I}", "app", a->name,
+                                            "device", d->snap.devs[dev].id,
+                                            "used",
+                                            (json_int_t)a->row_usage[k]));
+        }
     }
     o = json_pack("{s:s, s:o, s:[I,I], s:[I,I], s:[I,I]}", "node",
                   d->cfg.node_name, "devices", devs, "mem",
                   (json_int_t)x->mem.total, (json_int_t)x->mem.used, "cpu",
                   (json_int_t)x->cpu.total, (json_int_t)x->cpu.used, "disk",
                   (json_int_t)x->disk.total, (json_int_t)x->disk.used);
+    if (usage)
+        json_object_set_new(o, "usage", usage);
     text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return text;

@@ -25,10 +25,15 @@ struct sampler {
     bool running;            /* the thread was started */
 };
 
+/* A device this node samples: its own, and in a cluster every reachable
+ * node's (their agents report their readings, cluster.c), so that each
+ * node's history covers the whole cluster (SPEC 10). */
 static bool local_device(struct accel_daemon *d, size_t i)
 {
     const struct adm_device *x = &d->snap.devs[i];
-    return d->ninfo[x->node].local && x->type != ACCEL_TYPE_CPU;
+    const struct node_info *n = &d->ninfo[x->node];
+    bool known = n->local || (n->member && n->reachable && !n->removed);
+    return known && x->type != ACCEL_TYPE_CPU;
 }
 
 static void dev_sample(struct accel_daemon *d, size_t i,
@@ -41,7 +46,7 @@ static void dev_sample(struct accel_daemon *d, size_t i,
         .id = x->id,
         .node = d->snap.nodes[x->node].name,
         .model = di->model ? di->model : "",
-        .driver = reconcile_driver(d),
+        .driver = d->ninfo[x->node].local ? reconcile_driver(d) : "",
         .index = di->index,
         .util = here && di->util >= 0 ? di->util : -1,
         .mem_used = here ? (double)di->used_mem : -1,
