@@ -128,7 +128,7 @@ export function AcceleratorPage({ nodes, offline }) {
               <div class="muted small">
                 {[...(n.gpuTypes || []).map(typeTitle), `${n.devices.length} device${n.devices.length === 1 ? '' : 's'}`].join(' · ')}
                 {n.enabled === false && ' · accelerator management disabled'}
-                {n.health === 'no' && ' · unhealthy'}
+                {n.reachable === false ? ' · unreachable: its acceld is not answering' : n.health === 'no' && ' · unhealthy'}
               </div>
             </div>
             <a class="btn" href={`#/accelerator/node/${encodeURIComponent(n.nodeName)}`} aria-label={`Manage ${n.nodeName}`}>Manage</a>

@@ -8,7 +8,7 @@ import { ResumeDialog } from './resume.jsx';
 import { removeAppFromGpu } from './accelerator.jsx';
 import { useOffline } from './offline.js';
 
-const STATE_KIND = { running: 'good', resuming: 'info', stopping: 'info', failed: 'bad', uninstalling: 'info', releasing: 'info' };
+const STATE_KIND = { running: 'good', resuming: 'info', stopping: 'info', failed: 'bad', uninstalling: 'info', releasing: 'info', unknown: 'bad' };
 const ACTIVE = new Set(['running', 'resuming']);
 
 function needText(app) {

@@ -55,6 +55,7 @@ export function requirementSummary(req, scope) {
 export const STATE_LABEL = {
   installed: 'Installed', resuming: 'Starting', running: 'Running', stopping: 'Stopping',
   stopped: 'Stopped', failed: 'Failed', uninstalling: 'Uninstalling', releasing: 'Releasing',
+  unknown: 'Unknown (node unreachable)',
 };
 export const stateLabel = (s) => STATE_LABEL[s] || s || '—';
 
