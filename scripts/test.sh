@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: installs what is needed,
 # builds, runs every test (unit, integration, shim, browser), then builds again
-# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the C and
-# integration tests under them. Usage: bash scripts/test.sh
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the C,
+# integration and cluster tests under them. Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -40,7 +40,7 @@ ACCEL_CMAKE_FLAGS="-DACCEL_ASAN=ON -DACCEL_UBSAN=ON -DCMAKE_BUILD_TYPE=Debug" \
     bash scripts/setup.sh build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TMPDIR="$SUITE_TMP" \
-    ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration)\.'
+    ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration|cluster)\.'
 check_tmp "the sanitizer build's tests"
 # The parsers under libFuzzer (clang), for a bounded time.
 CC=clang ACCEL_CMAKE_FLAGS="-DACCEL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug" \

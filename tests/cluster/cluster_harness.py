@@ -150,10 +150,18 @@ class Cluster:
                              (timeout, what, last, logs))
 
     def close(self):
+        """Close every agent and etcd; then raise what an agent's close
+        raised (a sanitizer report in its log), if anything."""
+        errors = []
         for a in self.agents.values():
-            a.close()
+            try:
+                a.close()
+            except AssertionError as e:
+                errors.append(e)
         self.agents = {}
         self.etcd.close()
+        if errors:
+            raise errors[0]
 
     def __enter__(self):
         return self

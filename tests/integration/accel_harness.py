@@ -296,8 +296,28 @@ class Acceld:
                 os.rmdir(d)
             except OSError:
                 pass
+        found = self.sanitizer_reports()
         shutil.rmtree(self.tmp, ignore_errors=True)
         _OPEN.pop(id(self), None)
+        if found:
+            raise AssertionError("acceld reported under the sanitizers:\n" +
+                                 found)
+
+    def sanitizer_reports(self):
+        """What ASan, LSan or UBSan wrote to acceld's log (in the
+        sanitizer build; "" when nothing): a report fails the test even
+        when the requests it served answered right."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return ""
+        for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "runtime error:"):
+            at = text.find(mark)
+            if at >= 0:
+                return text[max(0, at - 200):at + 3000]
+        return ""
 
     def cgroup_instance(self):
         """The <instance> part of this acceld's cgroup paths."""
