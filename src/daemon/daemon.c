@@ -306,6 +306,16 @@ static int ensure_admin(struct accel_daemon *d, bool created)
     if (have_admin)
         return 0;
     path = xasprintf("%s/admin.token", d->cfg.data_dir);
+    if (!created && !d->cfg.repair && d->cfg.etcd) {
+        /* the first acceld of a cluster creates the admin right after it
+         * wrote the layout: one started at that moment comes back later */
+        fprintf(stderr, "acceld: the cluster in etcd has no user \"admin\" "
+                        "yet (the acceld that created it writes it at once "
+                        "and its admin.token); refusing to start: start "
+                        "this one again in a moment\n");
+        free(path);
+        return 1;
+    }
     if (!created && !d->cfg.repair) {
         fprintf(stderr, "acceld: %s/accel.db: table users has no row "
                         "\"admin\"; refusing to start. `acceld --repair` "
