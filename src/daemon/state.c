@@ -458,3 +458,57 @@ bool state_parts_complete(const struct accel_daemon *d, const struct app *a)
     }
     return a->nrows > 0;
 }
+
+/* Refusal events held back by this thread (state_refusals_hold). */
+struct held_refusal {
+    char *app;
+    json_t *data;
+    char *msg;
+};
+static _Thread_local bool refusals_held;
+static _Thread_local struct held_refusal *held;
+static _Thread_local size_t nheld;
+
+void state_event_refusal(struct accel_daemon *d, const char *app,
+                         json_t *data, const char *fmt, ...)
+{
+    va_list ap;
+    char *msg;
+    va_start(ap, fmt);
+    msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    if (!refusals_held) {
+        state_event(d, "refusal", app, NULL, NULL, data, "%s", msg);
+        free(msg);
+        return;
+    }
+    held = xrealloc(held, (nheld + 1) * sizeof(*held));
+    held[nheld++] = (struct held_refusal){app ? xstrdup(app) : NULL, data,
+                                          msg};
+}
+
+void state_refusals_hold(void)
+{
+    refusals_held = true;
+}
+
+void state_refusals_release(struct accel_daemon *d, bool keep)
+{
+    refusals_held = false;
+    if (keep && nheld > 0)
+        pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < nheld; i++) {
+        if (keep)
+            state_event(d, "refusal", held[i].app, NULL, NULL, held[i].data,
+                        "%s", held[i].msg);
+        else
+            json_decref(held[i].data);
+        free(held[i].app);
+        free(held[i].msg);
+    }
+    if (keep && nheld > 0)
+        pthread_mutex_unlock(&d->lock);
+    free(held);
+    held = NULL;
+    nheld = 0;
+}

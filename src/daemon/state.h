@@ -328,6 +328,19 @@ void state_set_actor(const char *user);
 void state_event(struct accel_daemon *d, const char *kind, const char *app,
                  const char *node, const char *device, json_t *data,
                  const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/*
+ * A refusal's event (outside a transaction, lock held): appended at once,
+ * or, while this thread holds refusals back (state_refusals_hold), kept
+ * until state_refusals_release says whether the decision stands. A
+ * cluster's HTTP layer holds them while a refusal may yet be decided
+ * again on a fresher view (http.c): a decision taken back leaves no event.
+ */
+void state_event_refusal(struct accel_daemon *d, const char *app,
+                         json_t *data, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void state_refusals_hold(void);
+/* Append (keep) or drop what was held, and stop holding. Takes d->lock. */
+void state_refusals_release(struct accel_daemon *d, bool keep);
 
 /* Why a stored app row cannot be taken (allocated sentence), or NULL:
  * then a->m, a->state and *sel_type are filled from the row. */

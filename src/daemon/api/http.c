@@ -171,6 +171,7 @@ void http_reply_raw(struct http_req *r, int status, json_t *body)
 void http_reply_error_code(struct http_req *r, int status, const char *code,
                            const char *msg)
 {
+    r->refused = status == 409;
     set_reply(r, status,
               json_pack("{s:i, s:s, s:s}", "code", status, "error", code,
                         "message", msg));
@@ -191,6 +192,7 @@ void http_reply_error(struct http_req *r, enum accel_err err, const char *fmt,
 
 void http_reply_check(struct http_req *r, const char *type, json_t *data)
 {
+    r->refused = true;
     set_reply(r, 200,
               json_pack("{s:i, s:{s:s, s:o}}", "code", 422, "data", "type",
                         type, "Data", data ? data : json_null()));
@@ -309,24 +311,49 @@ static void dispatch(struct http_req *r)
 
 void http_run_handler(struct http_req *r, const struct http_route *rt)
 {
+    bool synced = false;
+    bool cluster = store_is_cluster(r->d->store) &&
+                   strcmp(r->method, "GET") != 0;
     for (int tries = 1;; tries++) {
-        int64_t rev;
+        int64_t rev, seen = store_view_rev(r->d->store);
+        r->refused = false;
+        if (cluster)
+            state_refusals_hold(); /* until the decision stands */
         state_set_actor(r->authed ? r->user.name : NULL);
         rt->handler(r);
         state_set_actor(NULL);
         rev = state_take_conflict();
-        if (rev == 0 || tries == HTTP_CONFLICT_TRIES)
+        if (tries == HTTP_CONFLICT_TRIES)
             break;
-        /* another acceld of the cluster changed what this request decided
-         * on, and nothing of it was written: once this node's view shows
-         * that change, decide again (the answer may now differ) */
-        store_wait_rev(r->d->store, rev, 2000);
+        if (rev != 0) {
+            /* another acceld of the cluster changed what this request
+             * decided on, and nothing of it was written: once this node's
+             * view shows that change, decide again (the answer may now
+             * differ) */
+            store_wait_rev(r->d->store, rev, 2000);
+        } else if (r->refused && !synced && cluster) {
+            /* a refusal decided on a view that may lag the cluster (a
+             * release acknowledged by another node a moment ago): bring
+             * the view up to etcd's current revision and, if it moved,
+             * decide again, so that a refusal is never older than the
+             * request */
+            bool moved = false;
+            synced = true;
+            if (store_view_sync(r->d->store, seen, 2000, &moved) !=
+                    ACCEL_OK ||
+                !moved)
+                break;
+        } else {
+            break;
+        }
+        state_refusals_release(r->d, false); /* decided again below */
         free(r->reply);
         r->reply = NULL;
         view_stream_free(r->reply_stream);
         r->reply_stream = NULL;
         r->status = 0;
     }
+    state_refusals_release(r->d, true); /* the decision that stands */
     /* nothing that changed is acknowledged before it is on disk */
     if (strcmp(r->method, "GET") != 0 && state_durable_wait(r->d) != ACCEL_OK)
         http_reply_error(r, ACCEL_EIO,

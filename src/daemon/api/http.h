@@ -47,6 +47,8 @@ struct http_req {
     struct slow_op *slow;             /* its slow operation (http_slow.c) */
     /* the reply */
     int status;
+    bool refused;                     /* a failed check or a 409: decided
+                                         on this node's view (http.c) */
     char *reply;                      /* allocated body */
     const char *reply_type;           /* content type */
     char *reply_file;                 /* or a static file to send (owned) */

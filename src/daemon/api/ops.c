@@ -265,9 +265,9 @@ static void refusal(struct accel_daemon *d, const struct app *a,
     char code[2 * ACCEL_ID_MAX + 64];
     adm_verdict_format(v, code, sizeof code);
     metrics_refusal(d, adm_code_name(v->code));
-    state_event(d, "refusal", a->name, NULL, NULL,
-                refusal_data(d, r, sel, n, v), "app %s refused: %s (%s)",
-                a->name, code, view_code_sentence(v->code));
+    state_event_refusal(d, a->name, refusal_data(d, r, sel, n, v),
+                        "app %s refused: %s (%s)", a->name, code,
+                        view_code_sentence(v->code));
 }
 
 /* Write rows + state in one transaction, then apply to memory. */

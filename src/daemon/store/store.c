@@ -1827,6 +1827,18 @@ enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms)
     return s->es ? estore_wait_rev(s->es, rev, ms) : ACCEL_OK;
 }
 
+int64_t store_view_rev(struct store *s)
+{
+    return s->es ? estore_view_rev(s->es) : 0;
+}
+
+enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
+                               bool *moved)
+{
+    *moved = false;
+    return s->es ? estore_view_sync(s->es, since, ms, moved) : ACCEL_OK;
+}
+
 enum accel_err store_node_delete(struct store *s, const char *name)
 {
     if (s->es)

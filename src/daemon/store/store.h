@@ -290,6 +290,17 @@ int64_t store_conflict_rev(const struct store *s);
  * or ACCEL_EBUSY on time-out. SQLite: ACCEL_OK at once. */
 enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms);
 
+/* The revision this process's view has applied (cluster stores; 0 for
+ * SQLite). */
+int64_t store_view_rev(struct store *s);
+/* Bring the view up to the cluster store's current revision: one read of
+ * etcd for its revision, then a wait (at most ms) for the watch to apply
+ * it. *moved says whether that revision is past since (a decision taken on
+ * a view at since may have missed something). SQLite: ACCEL_OK, not
+ * moved. */
+enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
+                               bool *moved);
+
 /* Forget a node's row (inside a transaction; both stores). */
 enum accel_err store_node_delete(struct store *s, const char *name);
 

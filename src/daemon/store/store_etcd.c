@@ -839,6 +839,31 @@ enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
     return err;
 }
 
+int64_t estore_view_rev(struct estore *s)
+{
+    int64_t rev;
+    pthread_mutex_lock(&s->vlock);
+    rev = s->applied_rev;
+    pthread_mutex_unlock(&s->vlock);
+    return rev;
+}
+
+enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
+                                bool *moved)
+{
+    char *k = key2(s, "meta", "schema");
+    struct etcd_kv *kv = NULL;
+    size_t n = 0;
+    int64_t rev = 0;
+    enum accel_err err = etcd_get(s->e, k, false, 0, &kv, &n, &rev);
+    etcd_kvs_free(kv, n);
+    free(k);
+    if (err != ACCEL_OK)
+        return err;
+    *moved = rev > since;
+    return *moved ? estore_wait_rev(s, rev, ms) : ACCEL_OK;
+}
+
 enum accel_err estore_sync(struct estore *s)
 {
     int64_t want;

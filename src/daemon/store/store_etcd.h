@@ -29,6 +29,9 @@ void estore_rollback(struct estore *s);
 enum accel_err estore_sync(struct estore *s);
 int64_t estore_conflict_rev(const struct estore *s);
 enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms);
+int64_t estore_view_rev(struct estore *s);
+enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
+                                bool *moved);
 
 enum accel_err estore_app_put(struct estore *s, const struct store_app *a);
 enum accel_err estore_app_delete(struct estore *s, const char *name);
