@@ -7,7 +7,7 @@
  * read from the previous answer's revision, so no read is spent between
  * two writes. The cluster bind benchmark compares against this rate.
  *
- *   etcd_txn_bench [endpoints] [n] [threads] [puts] [bytes]
+ *   etcd_txn_bench [endpoints] [n] [threads] [puts] [bytes] [guards]
  *
  * endpoints: comma-separated client URLs, default $ACCEL_ETCD_ENDPOINTS;
  * n: transactions per thread (default 2000); threads: loops running at
@@ -15,7 +15,12 @@
  * puts: keys each transaction puts (default 1: the guarded key only; more
  * are keys of the loop's own next to it, put unguarded, as a bind writes
  * its app, allocation and event rows with the guarded counters); bytes:
- * each value's size (default: the loop's counter, a few bytes).
+ * each value's size (default: the loop's counter, a few bytes); guards:
+ * how many of the transaction's keys it guards by their mod revision
+ * (default 1; a bind guards 7, the six it writes and its device's mode).
+ * The keys live under $ACCEL_BENCH_PREFIX (default /accel-bench/): under a
+ * prefix the cluster's agents watch (/accel/bench/), every transaction
+ * also reaches their watches, as a bind does.
  * Prints the rate and the latency percentiles; exits 1 if any guarded
  * transaction fails (nothing else writes the keys, so none should).
  */
@@ -40,6 +45,7 @@ struct loop {
     char key[64];             /* this loop's key */
     char extra[MAX_PUTS][80]; /* the other keys each transaction puts */
     long puts;        /* keys per transaction, the guarded one included */
+    long guards;      /* of those, guarded by their mod revision */
     const char *pad;  /* the value of every put when bytes is given */
     long n;           /* transactions to run */
     uint64_t *lat_ns; /* each one's latency */
@@ -53,16 +59,20 @@ static void die(const char *what)
     exit(1);
 }
 
-/* Put the loop's key once (no guard); its mod revision. */
+/* Put the loop's keys once (no guard); their mod revision. */
 static int64_t seed(struct loop *l)
 {
-    struct etcd_op op = {
-        .kind = ETCD_PUT, .key = l->key, .value = "0", .value_len = 1
-    };
+    struct etcd_op op[MAX_PUTS];
     bool ok = false;
     int64_t rev = 0;
     char *cause = NULL;
-    if (etcd_txn(l->e, NULL, 0, &op, 1, &ok, &rev, &cause) != ACCEL_OK)
+    for (long k = 0; k < l->puts; k++)
+        op[k] = (struct etcd_op){.kind = ETCD_PUT,
+                                 .key = k ? l->extra[k] : l->key,
+                                 .value = "0",
+                                 .value_len = 1};
+    if (etcd_txn(l->e, NULL, 0, op, (size_t)l->puts, &ok, &rev, &cause) !=
+        ACCEL_OK)
         die(cause ? cause : "the first put failed");
     return rev;
 }
@@ -74,9 +84,7 @@ static void *loop_main(void *arg)
     int64_t mod = seed(l);
 
     for (long i = 0; i < l->n; i++) {
-        struct etcd_cmp c = {
-            .key = l->key, .target = ETCD_MOD, .result = ETCD_EQUAL, .num = mod
-        };
+        struct etcd_cmp c[MAX_PUTS];
         struct etcd_op op[MAX_PUTS];
         bool ok = false;
         int64_t rev = 0;
@@ -85,13 +93,19 @@ static void *loop_main(void *arg)
         enum accel_err rc;
         size_t len = (size_t)snprintf(val, sizeof val, "%ld", i);
 
+        for (long k = 0; k < l->guards; k++)
+            c[k] = (struct etcd_cmp){.key = k ? l->extra[k] : l->key,
+                                     .target = ETCD_MOD,
+                                     .result = ETCD_EQUAL,
+                                     .num = mod};
         for (long k = 0; k < l->puts; k++)
             op[k] =
                 (struct etcd_op){ .kind = ETCD_PUT,
                                   .key = k ? l->extra[k] : l->key,
                                   .value = l->pad ? l->pad : val,
                                   .value_len = l->pad ? strlen(l->pad) : len };
-        rc = etcd_txn(l->e, &c, 1, op, (size_t)l->puts, &ok, &rev, &cause);
+        rc = etcd_txn(l->e, c, (size_t)l->guards, op, (size_t)l->puts, &ok,
+                      &rev, &cause);
         l->lat_ns[i] = util_now_ns() - t0;
         if (rc != ACCEL_OK || !ok) {
             l->failed++;
@@ -150,6 +164,9 @@ int main(int argc, char **argv)
     long threads = argc > 3 ? parse_count(argv[3], MAX_THREADS, "threads") : 1;
     long puts = argc > 4 ? parse_count(argv[4], MAX_PUTS, "puts") : 1;
     long bytes = argc > 5 ? parse_count(argv[5], MAX_BYTES, "bytes") : 0;
+    long guards = argc > 6 ? parse_count(argv[6], MAX_PUTS, "guards") : 1;
+    const char *prefix = getenv("ACCEL_BENCH_PREFIX") ? getenv("ACCEL_BENCH_PREFIX")
+                                                      : "/accel-bench/";
     char *pad = NULL;
     struct etcd_opts o = { .endpoints = eps };
     struct loop loops[MAX_THREADS];
@@ -176,9 +193,10 @@ int main(int argc, char **argv)
         loops[t].e = e;
         loops[t].n = n;
         loops[t].lat_ns = xcalloc((size_t)n, sizeof(uint64_t));
-        snprintf(loops[t].key, sizeof loops[t].key, "/accel-bench/txn/%ld/%ld",
+        snprintf(loops[t].key, sizeof loops[t].key, "%stxn/%ld/%ld", prefix,
                  (long)getpid(), t);
         loops[t].puts = puts;
+        loops[t].guards = guards < puts ? guards : puts;
         loops[t].pad = pad;
         for (long k = 1; k < puts; k++)
             snprintf(loops[t].extra[k], sizeof loops[t].extra[k], "%s/%ld",
