@@ -42,8 +42,8 @@
 
 struct loop {
     struct etcd *e;           /* shared client */
-    char key[64];             /* this loop's key */
-    char extra[MAX_PUTS][80]; /* the other keys each transaction puts */
+    char key[128];             /* this loop's key */
+    char extra[MAX_PUTS][160]; /* the other keys each transaction puts */
     long puts;        /* keys per transaction, the guarded one included */
     long guards;      /* of those, guarded by their mod revision */
     const char *pad;  /* the value of every put when bytes is given */
@@ -189,6 +189,8 @@ int main(int argc, char **argv)
         memset(pad, 'x', (size_t)bytes);
         pad[bytes] = '\0';
     }
+    if (strlen(prefix) > 64)
+        die("ACCEL_BENCH_PREFIX is longer than 64 bytes");
     for (long t = 0; t < threads; t++) {
         loops[t].e = e;
         loops[t].n = n;
@@ -198,9 +200,12 @@ int main(int argc, char **argv)
         loops[t].puts = puts;
         loops[t].guards = guards < puts ? guards : puts;
         loops[t].pad = pad;
-        for (long k = 1; k < puts; k++)
+        for (long k = 1; k < puts; k++) {
+            char base[sizeof loops[t].key]; /* not the struct it writes */
+            memcpy(base, loops[t].key, sizeof base);
             snprintf(loops[t].extra[k], sizeof loops[t].extra[k], "%s/%ld",
-                     loops[t].key, k);
+                     base, k);
+        }
     }
     t0 = util_now_ns();
     for (long t = 0; t < threads; t++)
