@@ -750,11 +750,20 @@ int daemon_main(int argc, char **argv)
     struct sigaction sa;
 
     /* Memory (SPEC 11: <= 50 MiB at 1,000 nodes x 8 GPUs): listings are
-     * megabytes, built on the HTTP threads; with glibc's defaults each
+     * megabytes, built on the HTTP threads. With glibc's defaults each
      * thread's arena keeps them resident, and the adaptive mmap threshold
-     * stops handing big buffers back. Fix both. */
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
+     * climbs to the largest buffer freed (so the next ones stay in the
+     * heap) and takes the trim threshold with it. A fixed threshold puts
+     * every buffer of 256 KiB or more in its own mapping, unmapped when
+     * freed, and a heap gives back a free top of more than 1 MiB. (The
+     * 64 MiB threshold set here before did the opposite: it kept every
+     * listing's text in the heap and trimmed nothing under 128 MiB.) The
+     * trees the listings build are many small blocks: http.c trims after
+     * a request whose trees took megabytes (HTTP_TRIM_AFTER). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
     mallopt(M_ARENA_MAX, 2);
+    http_count_trees(); /* before any thread: jansson's allocator */
     prom_proxy_init();
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->sync_lock, NULL);

@@ -76,6 +76,11 @@ struct http_route {
 extern const struct http_route api_routes[];
 extern const size_t api_nroutes;
 
+/* Count jansson's allocations per request thread, so that a request whose
+ * JSON trees took megabytes hands the freed pages back when it is done
+ * (http.c, HTTP_TRIM_AFTER). Call once, before any thread starts. */
+void http_count_trees(void);
+
 /*
  * Start listening on "HOST:PORT" (PORT 0 = any free port). *out_port gets
  * the bound port. Returns ACCEL_OK or ACCEL_ESYS with *cause.

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view_pack.h: a compact form of the cached device texts (view.c). Half of
+ * a device's JSON is the same key runs in every device and binding
+ * ("\",\"requiredMemory\":" and so on); a packed text stores each such run
+ * as one byte, which halves the cache (SPEC 11: <= 50 MiB resident at
+ * 1,000 nodes x 8 GPUs). Unpacking is two memcpy per run, so a listing
+ * costs little more than copying the plain text. Lossless for any bytes.
+ */
+#ifndef ACCEL_DAEMON_API_VIEW_PACK_H
+#define ACCEL_DAEMON_API_VIEW_PACK_H
+
+#include <stddef.h>
+
+/* s[0..n) packed into out, which holds view_pack_bound(n) bytes; returns
+ * the packed length. */
+size_t view_pack(const char *s, size_t n, char *out);
+/* The most bytes view_pack may write for n bytes of text. */
+size_t view_pack_bound(size_t n);
+/* p[0..n), packed by view_pack, unpacked into out, which holds the
+ * unpacked length; returns it. */
+size_t view_unpack(const char *p, size_t n, char *out);
+
+#endif /* ACCEL_DAEMON_API_VIEW_PACK_H */
