@@ -327,6 +327,72 @@ def demand(i, gpu="8Gi", mem="4Gi", mode="nvidia", **kw):
     return d
 
 
+def cluster_inventory(nodes, gpus):
+    out = ["nodes:"]
+    for n in range(nodes):
+        out += ["- name: c%03d" % n,
+                "  memory: {total: 512Gi, used: 16Gi}",
+                "  cpu: {total: \"64\", used: \"4\"}",
+                "  disk: {total: 8Ti, used: 1Ti}",
+                "  devices:"]
+        for g in range(gpus):
+            out += ["  - id: GPU-%03d-%02d" % (n, g), "    type: nvidia",
+                    "    model: NVIDIA H100", "    memory: 80Gi",
+                    "    supportType: %s" %
+                    ("MemorySlice" if g % 4 else "TimeSlice")]
+    return "\n".join(out) + "\n"
+
+
+class ListingCacheTest(unittest.TestCase):
+    """GET /api/compute-resources sends an admin the devices' cached texts,
+    packed and unpacked as they go out (api/view_pack.c), read by the HTTP
+    layer in 64 KiB pieces, so texts straddle the pieces; a member gets the
+    same devices built afresh. With every app the member's own, both must
+    be the same bytes, before and after changes (view_touch)."""
+
+    def raw(self, token):
+        req = urllib.request.Request(
+            self.d.url + "/api/compute-resources",
+            headers={"Authorization": "Bearer " + token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read()
+
+    def test_cached_listing_matches_fresh_bytes(self):
+        self.d = Acceld(inventory=cluster_inventory(24, 8)).start()
+        self.addCleanup(self.d.close)
+        st, b = self.d.http("POST", "/api/users", {"name": "carol"})
+        self.assertEqual(st, 200, b)
+        carol = b["data"]["token"]
+        names = []
+        for i in range(100):
+            # small apps: binpack stacks dozens on one card (a text of
+            # tens of KiB); every 10th asks for a card of its own
+            gpu = "40Gi" if i % 10 == 0 else "256Mi"
+            st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+                "ca%03d" % i, gpu=gpu, mem="16Mi", cpu="10m")}, token=carol)
+            self.assertEqual(st, 200, b)
+            names.append("ca%03d" % i)
+        for round_ in range(2):
+            fresh = self.raw(carol)
+            cached = self.raw(self.d.token)
+            again = self.raw(self.d.token)  # from the cache, warm
+            self.assertGreater(len(cached), 2 * 64 * 1024)
+            self.assertEqual(cached, fresh)
+            self.assertEqual(again, fresh)
+            body = json.loads(cached)["data"]
+            bound = sorted(x["appName"] for n in body for dev in n["devices"]
+                           for x in dev["bindings"])
+            self.assertEqual(bound, sorted(names))
+            longest = max(len(json.dumps(dev)) for n in body
+                          for dev in n["devices"])
+            self.assertGreater(longest, 16 * 1024)
+            # change some devices' bindings: their texts are rebuilt
+            for name in names[:15]:
+                st, b = self.d.http("DELETE", "/api/apps/" + name)
+                self.assertEqual(st, 200, b)
+            names = names[15:]
+
+
 class PreflightWireTest(unittest.TestCase):
     """POST /api/compute-resources/preflight in app-service's wire form."""
 
