@@ -284,8 +284,8 @@ json_t *view_node(struct accel_daemon *d, int node,
 }
 
 /* An immutable, reference-counted text: a device's cached JSON, packed
- * (view_pack.h: the key runs every device repeats take one byte each, half
- * the bytes at 1,000 nodes x 8 GPUs). A listing being sent holds
+ * (view_pack.h: the key runs every device repeats take one byte each, a
+ * third of the bytes at 1,000 nodes x 8 GPUs). A listing being sent holds
  * references, so a change (view_touch) never pulls text from under an
  * answer that is still going out. */
 struct view_piece {
