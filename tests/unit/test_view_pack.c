@@ -14,20 +14,41 @@
 
 #include "harness.h"
 
-/* Pack, check the bound, unpack, compare; returns the packed length. */
+/* Unpack into exactly cap bytes (followed by a guard that must stay). */
+static void unpack_into(const char *p, size_t plen, const char *s, size_t n,
+                        size_t cap)
+{
+    char *u = malloc(cap + 32);
+    ASSERT(u != NULL);
+    memset(u, 0x5a, cap + 32);
+    ASSERT_EQ(view_unpack(p, plen, u, cap), n);
+    ASSERT(memcmp(u, s, n) == 0);
+    for (size_t i = cap; i < cap + 32; i++)
+        ASSERT_EQ(u[i], 0x5a);
+    free(u);
+}
+
+/* Pack, check the bound, unpack into exactly the text's length and into
+ * more room (the fast copies), compare; returns the packed length. The
+ * packed text is copied to a block of its own size, so that reading past
+ * it would show under a sanitizer or valgrind. */
 static size_t round_trip(const char *s, size_t n)
 {
-    char *p = malloc(view_pack_bound(n));
-    char *u = malloc(n + 1);
-    size_t plen, ulen;
-    ASSERT(p != NULL && u != NULL);
-    plen = view_pack(s, n, p);
+    char *tmp = malloc(view_pack_bound(n)), *p;
+    size_t plen;
+    ASSERT(tmp != NULL);
+    plen = view_pack(s, n, tmp);
     ASSERT_LE(plen, view_pack_bound(n));
-    ulen = view_unpack(p, plen, u);
-    ASSERT_EQ(ulen, n);
-    ASSERT(memcmp(u, s, n) == 0);
+    p = malloc(plen);
+    ASSERT(p != NULL);
+    memcpy(p, tmp, plen);
+    free(tmp);
+    unpack_into(p, plen, s, n, n);
+    unpack_into(p, plen, s, n, n + 1);
+    unpack_into(p, plen, s, n, n + 15);
+    unpack_into(p, plen, s, n, n + 64);
+    unpack_into(p, plen, s, n, n + 200);
     free(p);
-    free(u);
     return plen;
 }
 

@@ -457,7 +457,7 @@ size_t view_stream_read(struct view_stream *s, char *buf, size_t max)
         size_t k = c->len - s->off;
         if (c->ref && s->off == 0 && k <= max - got) {
             /* a whole piece fits: unpack it in place */
-            view_unpack(c->ref->packed, c->ref->plen, buf + got);
+            view_unpack(c->ref->packed, c->ref->plen, buf + got, max - got);
             got += k;
             s->at++;
             continue;
@@ -466,7 +466,8 @@ size_t view_stream_read(struct view_stream *s, char *buf, size_t max)
             /* read in parts: unpacked once, beside the stream */
             if (s->unpacked == NULL) {
                 s->unpacked = xmalloc(c->len);
-                view_unpack(c->ref->packed, c->ref->plen, s->unpacked);
+                view_unpack(c->ref->packed, c->ref->plen, s->unpacked,
+                            c->len);
             }
             from = s->unpacked;
         }

@@ -16,6 +16,7 @@
 #include "daemon/api/view_pack.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PACK_END 0xff
@@ -87,15 +88,23 @@ static const struct run runs[] = {
 #define NRUNS (sizeof(runs) / sizeof(runs[0]))
 
 _Static_assert(NRUNS < PACK_END, "a run's code is one byte below PACK_END");
+#define LIT 16 /* literals up to this long are copied as one 16-byte block */
 
 /* For each first byte, the runs that start with it, longest first. */
 static unsigned char by_first[256][NRUNS];
 static unsigned char nby_first[256];
+/* Each run in a slot of its own, so that unpacking copies a whole slot
+ * (one fixed-size copy, no call) where the output has room. */
+#define SLOT 64
+static char slots[NRUNS][SLOT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void index_runs(void)
 {
     for (size_t i = 0; i < NRUNS; i++) {
+        if (runs[i].len > SLOT)
+            abort(); /* a run longer than a slot: make SLOT larger */
+        memcpy(slots[i], runs[i].s, runs[i].len);
         unsigned char f = (unsigned char)runs[i].s[0];
         size_t k = nby_first[f]++;
         while (k > 0 && runs[by_first[f][k - 1]].len < runs[i].len) {
@@ -156,10 +165,11 @@ size_t view_pack(const char *s, size_t n, char *out)
     return put_segment(out, o, s + lit, n - lit, PACK_END);
 }
 
-size_t view_unpack(const char *p, size_t n, char *out)
+size_t view_unpack(const char *p, size_t n, char *out, size_t cap)
 {
     size_t i = 0, o = 0;
 
+    pthread_once(&once, index_runs);
     while (i < n) {
         size_t len = 0;
         unsigned shift = 0;
@@ -169,14 +179,23 @@ size_t view_unpack(const char *p, size_t n, char *out)
             len |= (size_t)(b & 0x7f) << shift;
             shift += 7;
         } while (b & 0x80);
-        memcpy(out + o, p + i, len);
+        /* the short stretches between runs are most: copy a fixed block
+         * when both sides have room for it (the excess is overwritten
+         * next, or lies past what the caller reads) */
+        if (len <= LIT && i + LIT <= n && o + LIT <= cap)
+            memcpy(out + o, p + i, LIT);
+        else
+            memcpy(out + o, p + i, len);
         i += len;
         o += len;
         e = (unsigned char)p[i++];
-        if (e != PACK_END) {
+        if (e == PACK_END)
+            continue;
+        if (o + SLOT <= cap)
+            memcpy(out + o, slots[e], SLOT);
+        else
             memcpy(out + o, runs[e].s, runs[e].len);
-            o += runs[e].len;
-        }
+        o += runs[e].len;
     }
     return o;
 }

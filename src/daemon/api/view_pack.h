@@ -18,8 +18,9 @@
 size_t view_pack(const char *s, size_t n, char *out);
 /* The most bytes view_pack may write for n bytes of text. */
 size_t view_pack_bound(size_t n);
-/* p[0..n), packed by view_pack, unpacked into out, which holds the
- * unpacked length; returns it. */
-size_t view_unpack(const char *p, size_t n, char *out);
+/* p[0..n), packed by view_pack, unpacked into out, which holds cap bytes,
+ * at least the unpacked length; returns that length. The bytes of out
+ * past it, up to cap, may be overwritten (the more room, the faster). */
+size_t view_unpack(const char *p, size_t n, char *out, size_t cap);
 
 #endif /* ACCEL_DAEMON_API_VIEW_PACK_H */
