@@ -475,6 +475,41 @@ class LivenessTest(unittest.TestCase):
         c.wait(lambda: "n3" in c.nodes_of(n1) and
                self._reachable("n1", "n3"), "n3 rejoined")
 
+    def test_a_node_that_returns_with_a_new_gpu(self):
+        """n2 comes back with a third card: every view shows it, it takes
+        a binding, and the bindings of the node listed after n2 (whose
+        cards move up one place in n1's view) stay on the same cards."""
+        c = self.c
+        n1 = c.agent("n1")
+        st, b = install(n1, manifest("later", "4Gi"),
+                        **bind("n3", "n3-mem", 4 * GiB))
+        self.assertTrue(won(st, b), b)
+        a2 = c.agent("n2")
+        a2.stop()
+        with open(a2.inventory, "w") as f:
+            from cluster_harness import inventory
+            f.write(inventory("n2", [("n2-excl", "24Gi", "Exclusive"),
+                                     ("n2-mem", "16Gi", "MemorySlice"),
+                                     ("n2-new", "48Gi", "MemorySlice")]))
+        a2.restart()
+        for viewer in ("n1", "n3"):
+            c.wait(lambda: [x["id"] for x in
+                            c.nodes_of(c.agent(viewer))["n2"]["devices"]]
+                   == ["n2-excl", "n2-mem", "n2-new"],
+                   "n2-new on " + viewer)
+            self.assertEqual([x["appName"] for x in device_of(
+                c, c.agent(viewer), "n3-mem")["bindings"]], ["later"])
+            self.assertEqual(device_of(c, c.agent(viewer), "n3-excl")[
+                "bindings"], [])
+        st, b = install(n1, manifest("onnew", "40Gi"),
+                        **bind("n2", "n2-new", 40 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: [x["appName"] for x in device_of(
+            c, c.agent("n3"), "n2-new")["bindings"]] == ["onnew"],
+            "the new card's binding on n3")
+        self.assertEqual(c.app_of(n1, "later")["allocations"][0]["deviceId"],
+                         "n3-mem")
+
     def test_a_second_agent_with_the_same_name_is_refused(self):
         from cluster_harness import Agent
         dup = Agent("n1", self.c.etcd.endpoints(), token=self.c.token)

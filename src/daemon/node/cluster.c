@@ -151,6 +151,37 @@ static void take_usage(struct accel_daemon *d, int n, const json_t *usage)
     }
 }
 
+/* Devices a known node registers that this view lacks (a GPU added to
+ * that machine, which then restarted its acceld): inserted among that
+ * node's devices, and the placement index built again. */
+static void add_new_devices(struct accel_daemon *d, int n, const json_t *devs)
+{
+    size_t i;
+    json_t *v;
+    bool added = false;
+    json_array_foreach(devs, i, v) {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        const char *ty = json_string_value(json_object_get(v, "type"));
+        const char *su = json_string_value(json_object_get(v, "support"));
+        json_int_t mem = json_integer_value(json_object_get(v, "memory"));
+        enum accel_type t;
+        enum accel_support st;
+        if (!id || !id[0] || strlen(id) > ACCEL_ID_MAX ||
+            state_dev_find(d, id) >= 0 || !ty || !accel_type_parse(ty, &t) ||
+            !su || !accel_support_parse(su, &st) || mem < 0)
+            continue;
+        discovery_insert_device(
+            d, (uint32_t)n, id, t,
+            json_string_value(json_object_get(v, "model")), (uint64_t)mem, st,
+            false, -1);
+        log_info("node %s registered a new device %s", d->ninfo[n].name, id);
+        added = true;
+    }
+    if (added && d->snap.index && adm_index_build(&d->snap) != ACCEL_OK)
+        log_error("the placement index could not be rebuilt; placement "
+                  "scans every card");
+}
+
 /* Another node's registration: add it (and its devices) the first time,
  * then keep its devices' health and use current. NULL: it was removed. */
 static void apply_nodeinfo(struct accel_daemon *d, const char *node,
@@ -217,6 +248,7 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
     }
     d->ninfo[n].member = true;
     d->ninfo[n].removed = false;
+    add_new_devices(d, n, devs);
     json_array_foreach(devs, i, v) {
         const char *id = json_string_value(json_object_get(v, "id"));
         int dev = id ? state_dev_find(d, id) : -1;

@@ -74,6 +74,39 @@ void discovery_add_device(struct accel_daemon *d, const char *id,
     strmap_put(d->dev_index, id, (uint32_t)i);
 }
 
+void discovery_insert_device(struct accel_daemon *d, uint32_t node,
+                             const char *id, enum accel_type type,
+                             const char *model, uint64_t memory,
+                             enum accel_support st, bool healthy, int index)
+{
+    uint32_t at = d->snap.nodes[node].first_dev + d->snap.nodes[node].ndev;
+    size_t last = d->snap.ndevs;
+    struct adm_device moved;
+    struct dev_info moved_info;
+
+    /* append, then rotate the new last entry down into place: the devices
+     * from `at` on move one up, and every index that names them follows */
+    discovery_add_device(d, id, type, model, memory, st, healthy, index);
+    moved = d->snap.devs[last];
+    moved_info = d->dinfo[last];
+    d->snap.nodes[d->snap.nnodes - 1].ndev--; /* add_device counted it there */
+    memmove(&d->snap.devs[at + 1], &d->snap.devs[at],
+            (last - at) * sizeof(*d->snap.devs));
+    memmove(&d->dinfo[at + 1], &d->dinfo[at], (last - at) * sizeof(*d->dinfo));
+    moved.node = node;
+    d->snap.devs[at] = moved;
+    d->dinfo[at] = moved_info;
+    d->snap.nodes[node].ndev++;
+    for (size_t k = node + 1; k < d->snap.nnodes; k++)
+        d->snap.nodes[k].first_dev++; /* nodes' devices follow node order */
+    for (size_t i = at; i <= last; i++)
+        strmap_put(d->dev_index, d->dinfo[i].id, (uint32_t)i);
+    for (size_t i = 0; i < d->napps; i++)
+        for (size_t k = 0; k < d->apps[i]->nrows; k++)
+            if (d->apps[i]->rows[k].dev >= at)
+                d->apps[i]->rows[k].dev++;
+}
+
 static enum accel_support default_mode(enum accel_type t)
 {
     enum accel_support m[3];
@@ -193,18 +226,22 @@ void discovery_local(struct accel_daemon *d)
     free(cause);
 }
 
-/* The new GPUs of g[0..n) onto the local node (the last node, its
- * devices the last ones: add_device appends there); ids into added. */
-static void add_new_gpus(struct accel_daemon *d, const struct nvml_gpu *g,
-                         size_t n, json_t *added)
+/* The new GPUs of g[0..n) onto the local node (inserted after its
+ * devices, discovery_insert_device); ids into added. */
+static void add_new_gpus(struct accel_daemon *d, int node,
+                         const struct nvml_gpu *g, size_t n, json_t *added)
 {
     for (size_t i = 0; i < n; i++) {
         if (!g[i].uuid[0] || state_dev_find(d, g[i].uuid) >= 0)
             continue;
-        discovery_add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
-                   g[i].memory_total, default_mode(ACCEL_TYPE_NVIDIA),
-                   g[i].healthy == 1, (int)g[i].index);
-        d->dinfo[d->snap.ndevs - 1].discovered = true;
+        /* among the local node's devices, wherever that node is (in a
+         * cluster, other nodes' devices may follow it) */
+        discovery_insert_device(d, (uint32_t)node, g[i].uuid,
+                                ACCEL_TYPE_NVIDIA, g[i].name,
+                                g[i].memory_total,
+                                default_mode(ACCEL_TYPE_NVIDIA),
+                                g[i].healthy == 1, (int)g[i].index);
+        d->dinfo[state_dev_find(d, g[i].uuid)].discovered = true;
         json_array_append_new(added, json_string(g[i].uuid));
         state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
                     "GPU %s (%s) discovered; it takes placements", g[i].uuid,
@@ -224,8 +261,7 @@ json_t *discovery_rediscover(struct accel_daemon *d, char **status)
     *status = NULL;
     pthread_mutex_lock(&d->lock);
     node = state_node_find(d, d->cfg.node_name);
-    if (node < 0 || !d->ninfo[node].probed ||
-        (size_t)node != d->snap.nnodes - 1) {
+    if (node < 0 || !d->ninfo[node].probed) {
         *status = xasprintf("node %s is declared by the inventory: its "
                             "devices are the inventory's", d->cfg.node_name);
         goto out;
@@ -243,7 +279,7 @@ json_t *discovery_rediscover(struct accel_daemon *d, char **status)
         goto out;
     }
     added = json_array();
-    add_new_gpus(d, g, n, added);
+    add_new_gpus(d, node, g, n, added);
     /* new devices: the index is rebuilt for the grown snapshot (until
      * then, or without memory for it, placement scans) */
     if (json_array_size(added) > 0 && adm_index_build(&d->snap) != ACCEL_OK)

@@ -43,4 +43,13 @@ void discovery_add_device(struct accel_daemon *d, const char *id,
                           uint64_t memory, enum accel_support st,
                           bool healthy, int index);
 
+/* Add a device to node (any node, not only the last): the devices after
+ * its node's move one place up, and the apps' rows, the id index and the
+ * nodes' first_dev follow. The placement index must be built again
+ * (adm_index_build). Lock held, no device index kept across it. */
+void discovery_insert_device(struct accel_daemon *d, uint32_t node,
+                             const char *id, enum accel_type type,
+                             const char *model, uint64_t memory,
+                             enum accel_support st, bool healthy, int index);
+
 #endif /* ACCEL_DAEMON_NODE_DISCOVERY_H */
