@@ -154,7 +154,8 @@ static void take_usage(struct accel_daemon *d, int n, const json_t *usage)
 /* Devices a known node registers that this view lacks (a GPU added to
  * that machine, which then restarted its acceld): inserted among that
  * node's devices, and the placement index built again. */
-static void add_new_devices(struct accel_daemon *d, int n, const json_t *devs)
+static void add_new_devices(struct accel_daemon *d, int n, const json_t *devs,
+                            bool say)
 {
     size_t i;
     json_t *v;
@@ -166,15 +167,22 @@ static void add_new_devices(struct accel_daemon *d, int n, const json_t *devs)
         json_int_t mem = json_integer_value(json_object_get(v, "memory"));
         enum accel_type t;
         enum accel_support st;
-        if (!id || !id[0] || strlen(id) > ACCEL_ID_MAX ||
-            state_dev_find(d, id) >= 0 || !ty || !accel_type_parse(ty, &t) ||
-            !su || !accel_support_parse(su, &st) || mem < 0)
+        if (id && state_dev_find(d, id) >= 0)
+            continue; /* known (or another node's: its id is taken) */
+        if (!id || !id[0] || strlen(id) > ACCEL_ID_MAX || !ty ||
+            !accel_type_parse(ty, &t) || !su ||
+            !accel_support_parse(su, &st) || mem < 0) {
+            log_warn("node %s: a device that does not decode (%s) is not "
+                     "taken", d->ninfo[n].name, id ? id : "no id");
             continue;
+        }
         discovery_insert_device(
             d, (uint32_t)n, id, t,
             json_string_value(json_object_get(v, "model")), (uint64_t)mem, st,
             false, -1);
-        log_info("node %s registered a new device %s", d->ninfo[n].name, id);
+        if (say)
+            log_info("node %s registered a new device %s", d->ninfo[n].name,
+                     id);
         added = true;
     }
     if (added && d->snap.index && adm_index_build(&d->snap) != ACCEL_OK)
@@ -219,36 +227,20 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
         n = (int)d->snap.nnodes - 1;
         d->ninfo[n].member = true;
         d->ninfo[n].reachable = false; /* until its live key is seen */
-        json_array_foreach(devs, i, v) {
-            const char *id = json_string_value(json_object_get(v, "id"));
-            const char *ty = json_string_value(json_object_get(v, "type"));
-            const char *su = json_string_value(json_object_get(v, "support"));
-            json_int_t mem = json_integer_value(json_object_get(v, "memory"));
-            enum accel_type t;
-            enum accel_support st;
-            if (!id || !id[0] || strlen(id) > ACCEL_ID_MAX || !ty || !accel_type_parse(ty, &t) ||
-                !su || !accel_support_parse(su, &st) || mem < 0 ||
-                state_dev_find(d, id) >= 0) {
-                log_warn("node %s: device %s is not taken (undecodable, or "
-                         "its id is already another node's)",
-                         node, id ? id : "?");
-                continue;
-            }
-            discovery_add_device(
-                d, id, t, json_string_value(json_object_get(v, "model")),
-                (uint64_t)mem, st, false, -1);
-        }
+        add_new_devices(d, n, devs, false);
         log_info("node %s joined the cluster with %u devices", node,
                  d->snap.nodes[n].ndev);
         /* the placement index is built for a set of nodes: once loaded,
-         * a new one needs a new index (none yet at start-up: NULL) */
-        if (d->snap.index && adm_index_build(&d->snap) != ACCEL_OK)
+         * a new one needs a new index (none yet at start-up: NULL);
+         * add_new_devices built it when the node brought devices */
+        if (d->snap.nodes[n].ndev == 0 && d->snap.index &&
+            adm_index_build(&d->snap) != ACCEL_OK)
             log_error("the placement index could not be rebuilt; placement "
                       "scans every card");
     }
     d->ninfo[n].member = true;
     d->ninfo[n].removed = false;
-    add_new_devices(d, n, devs);
+    add_new_devices(d, n, devs, true);
     json_array_foreach(devs, i, v) {
         const char *id = json_string_value(json_object_get(v, "id"));
         int dev = id ? state_dev_find(d, id) : -1;
