@@ -87,7 +87,8 @@ static char *sorted_lines(const char *text)
         v[n++] = line;
         len += strlen(line) + 1;
     }
-    qsort(v, n, sizeof(*v), cmp_line);
+    if (n > 1) /* qsort must not be given NULL, even for nothing */
+        qsort(v, n, sizeof(*v), cmp_line);
     out = xmalloc(len);
     out[0] = '\0';
     for (size_t i = 0, at = 0; i < n; i++) {
