@@ -213,6 +213,10 @@ TEST(promql_semantics)
     ASSERT(eval1("hami_core_util{deviceuuid=~\"GPU\"}", &n, NULL) != 1);
     ASSERT_EQ(n, 0); /* regexes are anchored */
     ASSERT(eval1("hami_core_util{deviceuuid=~'GPU-a|GPU-b',}", &n, NULL) > 0);
+    /* a few repeats, as the clients and people write them, still work */
+    ASSERT(eval1("hami_core_util{deviceuuid=~\"GPU-.*\"}", &n, NULL) > 0);
+    ASSERT(eval1("hami_core_util{deviceuuid=~\"GPU-[a-z]+\"}", &n, NULL) >
+           0);
     ASSERT_EQ(n, 2);
     /* vector / vector on equal label sets; x / 0 is +Inf as in PromQL */
     ASSERT(eval1("hami_memory_used / hami_memory_size * 100", &n, NULL) ==
@@ -248,6 +252,13 @@ TEST(promql_refusals)
     refused("sum without (node) (hami_core_util)", "without");
     refused("hami_core_util{node=\"a\"", "expected");
     refused("hami_core_util{node=~\"(\"}", "regular expression");
+    /* stacked or nested repeats: glibc's regcomp copies what each repeats,
+     * and 40 pluses made it allocate gigabytes (a fuzzer's find) */
+    refused("hami_core_util{node=~\"p++++++++++++++++++++++++++++++++++++++++\"}",
+            "repeats too much");
+    refused("hami_core_util{node=~\"((((a{100}){100}){100}){100})\"}",
+            "repeats too much");
+    refused("hami_core_util{node=~\"a{999999999999}\"}", "repeats too much");
     refused("hami_core_util{node=a}", "quoted string");
     refused("sum(hami_core_util", "expected )");
     refused("", "expected a number");

@@ -179,10 +179,63 @@ static struct node *new_node(struct parser *ps, enum node_type t)
     return n;
 }
 
+#define RE_MAX_LEN 256        /* bytes of a label regex */
+#define RE_MAX_EXPANSION 4096 /* bound on what its repeats may multiply */
+
+/*
+ * Would glibc's regcomp build a reasonable automaton for re? It expands a
+ * repeat by copying what it repeats (x+ is x x*, x{2,5} five copies of x),
+ * so stacked or nested repeats multiply: "p++++...+" with forty pluses
+ * made it allocate gigabytes (the fuzzer found it; any user may send a
+ * query). Every repeat is counted as if it nested all the others, and the
+ * product of their copies is bounded: the client queries use one or two
+ * (".*", "a|b"). NULL, or why not.
+ */
+static const char *re_too_costly(const char *re)
+{
+    uint64_t product = 1;
+    size_t len = strlen(re);
+    if (len > RE_MAX_LEN)
+        return "the regular expression is longer than 256 bytes";
+    for (const char *p = re; *p; p++) {
+        uint64_t copies = 0;
+        if (*p == '\\' && p[1]) {
+            p++;
+            continue;
+        }
+        if (*p == '+' || *p == '*' || *p == '?') {
+            copies = 2;
+        } else if (*p == '{') {
+            char *end = NULL;
+            unsigned long lo = strtoul(p + 1, &end, 10), hi = lo;
+            if (end && *end == ',')
+                hi = end[1] == '}' ? lo : strtoul(end + 1, &end, 10);
+            copies = (lo > hi ? lo : hi) + 1;
+            if (copies > RE_MAX_EXPANSION)
+                copies = RE_MAX_EXPANSION + 1;
+        }
+        if (copies) {
+            product *= copies;
+            if (product > RE_MAX_EXPANSION)
+                return "the regular expression repeats too much (its "
+                       "repeats, stacked or nested, would expand past 4096 "
+                       "copies)";
+        }
+    }
+    return NULL;
+}
+
 static bool compile_re(struct parser *ps, struct matcher *m)
 {
-    char *anchored = xasprintf("^(%s)$", m->value);
-    int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
+    const char *why = re_too_costly(m->value);
+    char *anchored;
+    int rc;
+    if (why) {
+        fail(ps, why);
+        return false;
+    }
+    anchored = xasprintf("^(%s)$", m->value);
+    rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
     free(anchored);
     if (rc != 0) {
         fail(ps, "the regular expression does not compile");
