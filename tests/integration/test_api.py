@@ -554,7 +554,14 @@ class DurabilityTest(unittest.TestCase):
         tm = threading.Thread(target=mover)
         t.start()
         tm.start()
-        time.sleep(1.5)
+        # kill mid-stream: after 1.5 s, or sooner once 150 installs are
+        # acknowledged (64 Mi each: well inside the cards, so that every
+        # acknowledged install must come back placed; a fast machine once
+        # acknowledged 1,500 in 1.5 s, the later ones installed without a
+        # card for want of VRAM, which this test would take for a loss)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline and len(acked) < 150:
+            time.sleep(0.005)
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
         stop.set()
