@@ -16,6 +16,13 @@ if [ -n "$missing" ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+    # Debian's etcd-server starts a system etcd on localhost:2379 when it is
+    # installed; the tests start members of their own, so one installed
+    # here is stopped again (docs/cluster.md sets up a real one)
+    if echo " $missing " | grep -q " etcd-server " && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+        echo "setup: stopped and disabled the etcd service Debian's etcd-server started (accel's tests run their own members; docs/cluster.md sets up a cluster)"
+    fi
 fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${ACCEL_CMAKE_FLAGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
