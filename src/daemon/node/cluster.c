@@ -78,10 +78,12 @@ static void node_recompute(struct accel_daemon *d, int n)
         d->snap.devs[dev].healthy = d->dinfo[dev].reported_healthy &&
                                     ni->reachable && !ni->removed;
         d->snap.devs[dev].present = !ni->removed;
+        /* only this node's device texts go stale: every agent reports
+         * every few seconds, and a listing rebuilds what is stale */
+        if (d->hooks.device_changed)
+            d->hooks.device_changed(d, (int)dev);
     }
     adm_index_update_node(&d->snap, (uint32_t)n);
-    if (d->hooks.device_changed)
-        d->hooks.device_changed(d, -1);
 }
 
 static uint64_t jpair(const json_t *o, const char *k, size_t i)
