@@ -69,6 +69,24 @@ def app(name, *mib):
                         "verify_asan_link_order=0:detect_leaks=0"},
                 "stopTimeoutSeconds": 2}}
 
+# The hostile app of test_app_resizing_its_ledger_cannot_kill_acceld: it
+# finds its ledger in the shim config acceld gave it and flips the file's
+# size between one page and the whole ledger for 32 s, then says how often.
+FLIPPER = r"""
+import os, sys, time
+cfg = os.environ["ACCEL_CONFIG"]
+path = [ln.split()[3] for ln in open(cfg) if ln.startswith("device ")][0]
+fd = os.open(path, os.O_RDWR)
+print("flipping", path, flush=True)
+n, end = 0, time.time() + 32
+while time.time() < end:
+    os.ftruncate(fd, 4096)
+    os.ftruncate(fd, 16888)
+    n += 1
+print("flips", n, flush=True)
+time.sleep(3600)
+"""
+
 
 @unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
                      "cuda_hold or libaccelshim.so not built")
@@ -161,6 +179,44 @@ class ShimRuntimeTest(unittest.TestCase):
         self.assertEqual(out.count("alloc 600 MiB: 0"), 1, out)
         self.assertEqual(out.count("alloc 600 MiB: 2"), 1, out)
         self.d.http("DELETE", "/api/apps/pair")
+
+    def test_app_resizing_its_ledger_cannot_kill_acceld(self):
+        """Issue 25: the app's ledger is 0660 root:<app gid>, so its
+        processes can ftruncate it. acceld used to map it and walk its
+        slots; a loop flipping the size between one page and the full
+        ledger made it die of SIGBUS within seconds. For 30 s such a loop
+        runs as the app while every request must be answered."""
+        m = app("flipper")
+        m["spec"]["accelerator"][0]["limitedCpu"] = "500m"  # half a core
+        m["run"]["command"] = ["python3", "-c", FLIPPER]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: "flipping" in self.log("flipper"),
+                      "the app to open its ledger")
+        answered, deadline = 0, time.time() + 30
+        while time.time() < deadline:
+            for path in ("/healthz", "/api/apps/flipper",
+                         "/api/compute-resources"):
+                try:
+                    st, b = self.d.http("GET", path, timeout=10)
+                except OSError as e:
+                    self.fail("acceld stopped answering after %d requests "
+                              "(%s); exit status %s\n%s" %
+                              (answered, e, self.d.proc.poll(), self.d.log()))
+                self.assertEqual(st, 200, (path, b))
+                answered += 1
+            time.sleep(0.05)
+        self.assertIsNone(self.d.proc.poll(), self.d.log())
+        flips = self.wait_for(
+            lambda: [int(x.split()[1]) for x in
+                     self.log("flipper").splitlines()
+                     if x.startswith("flips ")], "the app's count")
+        self.assertGreater(flips[-1], 1000, "the loop hardly ran")
+        # acceld still reads the (now whole) ledger and still stops the app
+        a = self.d.http("GET", "/api/apps/flipper")[1]["data"]
+        self.assertEqual(a["state"], "running", a)
+        st, b = self.d.http("DELETE", "/api/apps/flipper")
+        self.assertEqual(st, 200, b)
 
 
 if __name__ == "__main__":

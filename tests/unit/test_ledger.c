@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ledger.c: the reclaim protocol of include/accel/ledger.h, as acceld
- * (ledger_read) and the shim run it. A slot is reclaimed only when its
+ * test_ledger.c: the reclaim protocol of include/accel/ledger.h, as the
+ * shim runs it, and acceld's reads of it (ledger_read, which never maps
+ * the file an app can resize). A slot is reclaimed only when its
  * owner is certainly dead: a /proc that cannot be read (EMFILE here) used
  * to count as "dead", and the live process's charge was given away for
  * good (the app's usage read 0 from then on, its quota no longer held).
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -82,7 +84,9 @@ TEST(ledger_unreadable_proc_is_not_death)
     free(path);
 }
 
-/* A dead owner's charge still comes back, and a live one's stays. */
+/* A dead owner's charge is left out of acceld's figures and still comes
+ * back at the shim's reclaim; a live one's stays. acceld only reads: the
+ * file is not changed by ledger_read. */
 TEST(ledger_dead_owner_reclaimed_live_kept)
 {
     char *path;
@@ -100,11 +104,129 @@ TEST(ledger_dead_owner_reclaimed_live_kept)
     ASSERT_EQ(waitpid(child, &status, 0), child);
     charge(l, 0, my_key(), (int64_t)(512 * MiB));
     ASSERT_EQ(atomic_load(&l->used), (int64_t)(768 * MiB));
-    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK); /* acceld's read reclaims */
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
     ASSERT_U64_EQ(u.used, 512 * MiB);
     ASSERT_EQ(u.processes, 1);
+    ASSERT(atomic_load(&l->slots[1].key) != 0); /* read, not reclaimed */
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(768 * MiB));
+    ASSERT_EQ(accel_ledger_reclaim_all(l), 1); /* the shim's reclaim */
     ASSERT(atomic_load(&l->slots[1].key) == 0);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(512 * MiB));
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 512 * MiB);
     munmap(l, ACCEL_LEDGER_SIZE);
+    free(path);
+}
+
+/* No process attached: a `used` left by one killed between its two
+ * updates reads 0, as the reclaim would leave it. */
+TEST(ledger_no_process_reads_zero)
+{
+    char *path;
+    struct accel_ledger *l = new_ledger(&path);
+    struct ledger_usage u;
+    atomic_store(&l->used, (int64_t)(64 * MiB));
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 0);
+    ASSERT_EQ(u.processes, 0);
+    ASSERT_U64_EQ(u.limit, 1024 * MiB);
+    munmap(l, ACCEL_LEDGER_SIZE);
+    free(path);
+}
+
+/* A ledger its app cut short (it holds the file open for writing) reads
+ * as "not a ledger"; acceld's create makes it whole again with the limit
+ * and a set limit on it is refused. With a mapping, acceld died of SIGBUS
+ * on the slots past the end of the file. */
+TEST(ledger_cut_short_is_not_a_ledger)
+{
+    char *path;
+    struct accel_ledger *l = new_ledger(&path);
+    struct ledger_usage u;
+    int fd;
+    munmap(l, ACCEL_LEDGER_SIZE);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_EPARSE);
+    ASSERT_EQ(ledger_set_limit(path, 1), ACCEL_EPARSE);
+    ASSERT_EQ(ftruncate(fd, 0), 0);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_EPARSE);
+    ASSERT_EQ(ledger_create(path, "app", 0, "GPU-x", 7 * MiB, (uid_t)-1,
+                            (gid_t)-1),
+              ACCEL_OK);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.limit, 7 * MiB);
+    ASSERT_EQ(ledger_set_limit(path, 5 * MiB), ACCEL_OK);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.limit, 5 * MiB);
+    close(fd);
+    free(path);
+}
+
+/* A restart of acceld keeps the slots and usage of a valid ledger and
+ * only gives it the new limit (bumping the epoch). */
+TEST(ledger_create_again_keeps_usage)
+{
+    char *path;
+    struct accel_ledger *l = new_ledger(&path);
+    struct ledger_usage u;
+    uint64_t epoch = atomic_load(&l->epoch);
+    charge(l, 3, my_key(), (int64_t)(100 * MiB));
+    ASSERT_EQ(ledger_create(path, "app", 0, "GPU-x", 2048 * MiB, (uid_t)-1,
+                            (gid_t)-1),
+              ACCEL_OK);
+    ASSERT_U64_EQ(atomic_load(&l->limit), 2048 * MiB);
+    ASSERT_U64_EQ(atomic_load(&l->epoch), epoch + 1);
+    ASSERT(atomic_load(&l->slots[3].key) == my_key());
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 100 * MiB);
+    ASSERT_EQ(u.processes, 1);
+    munmap(l, ACCEL_LEDGER_SIZE);
+    free(path);
+}
+
+/* The attack of issue 25 in miniature: a child flips the file's size
+ * between one page and the whole ledger while this process reads and
+ * re-creates it 20,000 times. Every call answers; none faults. */
+TEST(ledger_reads_survive_a_flipping_size)
+{
+    char *path;
+    struct accel_ledger *l = new_ledger(&path);
+    struct ledger_usage u;
+    int status, ok = 0, bad = 0;
+    pid_t child;
+    munmap(l, ACCEL_LEDGER_SIZE);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        /* gone with the test, even when a fault kills it */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+            _exit(1);
+        for (;;) {
+            if (fd < 0 || ftruncate(fd, 4096) != 0 ||
+                ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0)
+                _exit(1);
+        }
+    }
+    for (int i = 0; i < 20000; i++) {
+        enum accel_err rc = ledger_read(path, &u);
+        if (rc == ACCEL_OK)
+            ok++;
+        else if (rc == ACCEL_EPARSE)
+            bad++;
+        else
+            break;
+        if (i % 1000 == 0)
+            ASSERT_EQ(ledger_create(path, "app", 0, "GPU-x", MiB,
+                                    (uid_t)-1, (gid_t)-1),
+                      ACCEL_OK);
+    }
+    kill(child, SIGKILL);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFSIGNALED(status)); /* the child was still flipping */
+    ASSERT_EQ(ok + bad, 20000);
     free(path);
 }
 
@@ -124,5 +246,9 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
+    XX(ledger_no_process_reads_zero)                                           \
+    XX(ledger_cut_short_is_not_a_ledger)                                       \
+    XX(ledger_create_again_keeps_usage)                                        \
+    XX(ledger_reads_survive_a_flipping_size)                                   \
     XX(ledger_owner_without_start_time_kept_while_alive)
 TEST_MAIN(LIST)

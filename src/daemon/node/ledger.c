@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ledger.c: create, read, resize and remove memory-slicing ledgers, and
- * write the shim's read-only config. See ledger.h for the contracts and
+ * ledger.c: create, read, re-limit and remove memory-slicing ledgers, and
+ * write the shim's read-only config, all with pread/pwrite (never a
+ * mapping: see below). See ledger.h for the contracts and
  * include/accel/ledger.h for the shared layout and protocol.
  */
 #include "common/accel_setup.h"
@@ -11,8 +12,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,17 +47,85 @@ static void make_parents(const char *path)
     }
 }
 
-static struct accel_ledger *map_fd(int fd)
+/*
+ * acceld never maps a ledger. The app's processes hold the file open for
+ * writing (they must, to charge their slots), so any of them can ftruncate
+ * it; a mapping of ours would then fault with SIGBUS on the next access and
+ * take acceld down with it (issue 25: a loop flipping the size between 4096
+ * and 16888 bytes did so within seconds). What acceld needs it reads with
+ * pread into its own buffer and writes with pwrite: a file that shrank
+ * answers a short read, which is "not a ledger", never a signal.
+ */
+
+/* All of `len` bytes at `off`; -1 on error or end of file. */
+static int pread_all(int fd, void *buf, size_t len, off_t off)
 {
-    void *m = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd, 0);
-    return m == MAP_FAILED ? NULL : m;
+    char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * Open a ledger without following a link or blocking on a FIFO, and only
+ * if it is a regular file (the directory is acceld's, but the check costs
+ * nothing). -1 with errno set otherwise.
+ */
+static int open_file(const char *path, int flags)
+{
+    struct stat st;
+    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0660);
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+/* Read the whole ledger into *l: 0 when it is one of ours, -1 if it is
+ * short, unreadable or of another layout. */
+static int read_copy(int fd, struct accel_ledger *l)
+{
+    if (pread_all(fd, l, ACCEL_LEDGER_SIZE, 0) != 0)
+        return -1;
+    return accel_ledger_valid(l) ? 0 : -1;
 }
 
 static void format(struct accel_ledger *l, const char *app, int ordinal,
-                   const char *uuid)
+                   const char *uuid, uint64_t limit)
 {
     memset(l, 0, ACCEL_LEDGER_SIZE);
+    l->magic = ACCEL_LEDGER_MAGIC;
     l->major = ACCEL_LEDGER_MAJOR;
     l->minor = ACCEL_LEDGER_MINOR;
     l->header_size = (uint32_t)offsetof(struct accel_ledger, slots);
@@ -66,8 +133,26 @@ static void format(struct accel_ledger *l, const char *app, int ordinal,
     l->device = ordinal;
     snprintf(l->app, sizeof(l->app), "%s", app ? app : "");
     snprintf(l->uuid, sizeof(l->uuid), "%s", uuid ? uuid : "");
-    atomic_store_explicit((_Atomic uint64_t *)&l->magic, ACCEL_LEDGER_MAGIC,
-                          memory_order_release);
+    atomic_store(&l->limit, limit);
+    atomic_store(&l->epoch, 1);
+}
+
+/*
+ * Store a new limit in an existing ledger, then bump its epoch. Each is one
+ * aligned 8-byte pwrite; only acceld writes either field, and the shim
+ * reads the limit with one atomic load and obeys the lower of it and its
+ * read-only config.
+ */
+static int write_limit(int fd, const struct accel_ledger *l, uint64_t limit)
+{
+    uint64_t epoch = atomic_load(&l->epoch) + 1;
+
+    if (atomic_load(&l->limit) != limit &&
+        pwrite_all(fd, &limit, sizeof limit,
+                   (off_t)offsetof(struct accel_ledger, limit)) != 0)
+        return -1;
+    return pwrite_all(fd, &epoch, sizeof epoch,
+                      (off_t)offsetof(struct accel_ledger, epoch));
 }
 
 enum accel_err ledger_create(const char *path, const char *app, int ordinal,
@@ -75,90 +160,97 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
                              gid_t gid)
 {
     enum accel_err result = ACCEL_ESYS;
-    struct accel_ledger *l = NULL;
-    struct stat st;
+    struct accel_ledger copy, *l = &copy; /* 17 KB, on the stack */
     int fd;
 
     make_parents(path);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0660);
+    fd = open_file(path, O_RDWR | O_CREAT);
     if (fd < 0)
         return ACCEL_ESYS;
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0)
+    if (read_copy(fd, l) == 0) { /* a restart: keep slots and usage */
+        if (write_limit(fd, l, limit) != 0)
+            goto out;
+    } else { /* new, or not one of ours: the file is cut to a fresh one */
+        format(l, app, ordinal, uuid, limit);
+        if (ftruncate(fd, 0) != 0 ||
+            pwrite_all(fd, l, ACCEL_LEDGER_SIZE, 0) != 0)
+            goto out;
+    }
+    if (fchmod(fd, 0660) != 0)
         goto out;
-    if (st.st_size < (off_t)ACCEL_LEDGER_SIZE &&
-        ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0)
-        goto out;
-    fchmod(fd, 0660);
     if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) != 0)
         goto out;
-    l = map_fd(fd);
-    if (l == NULL)
-        goto out;
-    if (!accel_ledger_valid(l))
-        format(l, app, ordinal, uuid);
-    atomic_store(&l->limit, limit);
-    atomic_fetch_add(&l->epoch, 1);
     result = ACCEL_OK;
 out:
-    if (l != NULL)
-        munmap(l, ACCEL_LEDGER_SIZE);
     close(fd);
     return result;
 }
 
-/* Map an existing ledger; *out set only on ACCEL_OK. */
-static enum accel_err open_existing(const char *path, struct accel_ledger **out)
+/* Open and read an existing ledger into *l (caller's buffer); the fd is
+ * returned in *fdp (caller closes) on ACCEL_OK. */
+static enum accel_err read_existing(const char *path, int flags,
+                                    struct accel_ledger *l, int *fdp)
 {
-    struct accel_ledger *l;
-    struct stat st;
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open_file(path, flags);
 
     if (fd < 0)
         return errno == ENOENT ? ACCEL_ENOTFOUND : ACCEL_ESYS;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)ACCEL_LEDGER_SIZE) {
+    if (read_copy(fd, l) != 0) {
         close(fd);
         return ACCEL_EPARSE;
     }
-    l = map_fd(fd);
-    close(fd);
-    if (l == NULL)
-        return ACCEL_ESYS;
-    if (!accel_ledger_valid(l)) {
-        munmap(l, ACCEL_LEDGER_SIZE);
-        return ACCEL_EPARSE;
-    }
-    *out = l;
+    *fdp = fd;
     return ACCEL_OK;
 }
 
 enum accel_err ledger_set_limit(const char *path, uint64_t limit)
 {
-    struct accel_ledger *l;
-    enum accel_err rc = open_existing(path, &l);
+    struct accel_ledger l;
+    int fd;
+    enum accel_err rc = read_existing(path, O_RDWR, &l, &fd);
 
-    if (rc != ACCEL_OK)
-        return rc;
-    atomic_store(&l->limit, limit);
-    atomic_fetch_add(&l->epoch, 1);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    return ACCEL_OK;
+    if (rc == ACCEL_OK) {
+        if (write_limit(fd, &l, limit) != 0)
+            rc = ACCEL_ESYS;
+        close(fd);
+    }
+    return rc;
+}
+
+void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
+{
+    int64_t used = atomic_load(&l->used), dead = 0;
+    unsigned live = 0;
+
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        uint64_t key = atomic_load(&l->slots[i].key);
+        if (key == 0)
+            continue;
+        if (key == ACCEL_LEDGER_RECLAIMING || accel_ledger_key_alive(key))
+            live++;
+        else
+            dead += atomic_load(&l->slots[i].used);
+    }
+    /* what the reclaim would leave: the dead slots' charges given back,
+     * and nothing at all when no process is attached */
+    used = live == 0 ? 0 : used - dead;
+    out->processes = live;
+    out->used = used < 0 ? 0 : (uint64_t)used;
+    out->limit = atomic_load(&l->limit);
+    out->peak = atomic_load(&l->peak);
 }
 
 enum accel_err ledger_read(const char *path, struct ledger_usage *out)
 {
-    struct accel_ledger *l;
-    enum accel_err rc = open_existing(path, &l);
-    int64_t used;
+    struct accel_ledger l;
+    int fd;
+    enum accel_err rc = read_existing(path, O_RDONLY, &l, &fd);
 
-    if (rc != ACCEL_OK)
-        return rc;
-    out->processes = accel_ledger_reclaim_all(l);
-    used = atomic_load(&l->used);
-    out->used = used < 0 ? 0 : (uint64_t)used;
-    out->limit = atomic_load(&l->limit);
-    out->peak = atomic_load(&l->peak);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    return ACCEL_OK;
+    if (rc == ACCEL_OK) {
+        close(fd);
+        ledger_usage_of(&l, out);
+    }
+    return rc;
 }
 
 enum accel_err ledger_remove(const char *path)

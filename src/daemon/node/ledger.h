@@ -6,11 +6,20 @@
  * For each Memory-slicing binding (app, device) acceld creates one ledger
  * file under its runtime directory holding the limit, writes the app's
  * read-only shim config (ACCEL_CONFIG) naming the ledgers, reads the app's
- * live usage from the ledgers (reclaiming dead processes on the way) and
- * removes the files when the binding goes. No state is kept between calls:
- * every function works on paths, so acceld can restart and find the files
- * again. Not thread-safe per path unless stated; the ledger contents
- * themselves are safe against any number of shim processes.
+ * live usage from the ledgers and removes the files when the binding goes.
+ * No state is kept between calls: every function works on paths, so acceld
+ * can restart and find the files again. Not thread-safe per path unless
+ * stated; the ledger contents themselves are safe against any number of
+ * shim processes.
+ *
+ * acceld never maps a ledger: the app's processes can resize the file, and
+ * a mapping would fault (SIGBUS) once they shrink it. Every function here
+ * reads with pread into a buffer of its own and writes with pwrite, so a
+ * file an app cut short reads as "not a ledger" (ACCEL_EPARSE). It does
+ * not reclaim dead processes' slots either (that takes atomic updates of
+ * the shared counters, which only a mapping gives): the shim does it when
+ * a process attaches and when a charge is refused, and ledger_read reports
+ * the usage as it will stand once that is done.
  */
 #ifndef ACCEL_DAEMON_NODE_LEDGER_H
 #define ACCEL_DAEMON_NODE_LEDGER_H
@@ -48,7 +57,7 @@ enum accel_err ledger_path(char *out, size_t cap, const char *rundir,
                            const char *app, int ordinal);
 
 /*
- * Create (or re-format, when the existing one is invalid) the ledger at
+ * Create (or re-format, when the existing one is invalid or short) the ledger at
  * `path` (directories included, 0755) with `limit` bytes, the app name and
  * device UUID for display. An existing valid ledger keeps its slots and
  * usage and only gets the new limit (so a restart of acceld loses nothing).
@@ -66,12 +75,17 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
 enum accel_err ledger_set_limit(const char *path, uint64_t limit);
 
 /*
- * Read the usage of the ledger at `path` into *out (set only on success),
- * reclaiming the slots of processes that died first. Returns ACCEL_OK,
- * ACCEL_ENOTFOUND, ACCEL_EPARSE (not a ledger of this major version),
- * ACCEL_ESYS.
+ * Read the usage of the ledger at `path` into *out (set only on success):
+ * `used` leaves out the charges of slots whose processes died, and is 0
+ * when no process is attached, as if those slots had been reclaimed; the
+ * file is not changed. Returns ACCEL_OK, ACCEL_ENOTFOUND, ACCEL_EPARSE (not
+ * a ledger of this major version, or shorter than one), ACCEL_ESYS.
  */
 enum accel_err ledger_read(const char *path, struct ledger_usage *out);
+
+struct accel_ledger;
+/* The figures ledger_read reports, from a copy of a ledger in memory. */
+void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out);
 
 /* Remove the ledger file. ACCEL_OK (also when it did not exist), ACCEL_ESYS. */
 enum accel_err ledger_remove(const char *path);
