@@ -164,6 +164,29 @@ TEST(ledger_cut_short_is_not_a_ledger)
     free(path);
 }
 
+/* A ledger its app made longer (a write far past the end, on acceld's
+ * disk) is cut back to a ledger's size by the next read, and its content
+ * and the app's mapping stay whole. */
+TEST(ledger_grown_is_cut_back)
+{
+    char *path;
+    struct accel_ledger *l = new_ledger(&path);
+    struct ledger_usage u;
+    struct stat st;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    ASSERT(fd >= 0);
+    charge(l, 0, my_key(), (int64_t)(3 * MiB));
+    ASSERT_EQ(pwrite(fd, "x", 1, (off_t)(64 * MiB)), 1);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 3 * MiB);
+    ASSERT_EQ(fstat(fd, &st), 0);
+    ASSERT_EQ(st.st_size, (off_t)ACCEL_LEDGER_SIZE);
+    ASSERT_EQ(atomic_load(&l->slots[0].used), (int64_t)(3 * MiB));
+    close(fd);
+    munmap(l, ACCEL_LEDGER_SIZE);
+    free(path);
+}
+
 /* A restart of acceld keeps the slots and usage of a valid ledger and
  * only gives it the new limit (bumping the epoch). */
 TEST(ledger_create_again_keeps_usage)
@@ -249,6 +272,7 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
     XX(ledger_no_process_reads_zero)                                           \
     XX(ledger_cut_short_is_not_a_ledger)                                       \
     XX(ledger_create_again_keeps_usage)                                        \
+    XX(ledger_grown_is_cut_back)                                               \
     XX(ledger_reads_survive_a_flipping_size)                                   \
     XX(ledger_owner_without_start_time_kept_while_alive)
 TEST_MAIN(LIST)

@@ -170,6 +170,9 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
     if (read_copy(fd, l) == 0) { /* a restart: keep slots and usage */
         if (write_limit(fd, l, limit) != 0)
             goto out;
+        /* no longer than a ledger, as in read_existing */
+        if (ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0)
+            goto out;
     } else { /* new, or not one of ours: the file is cut to a fresh one */
         format(l, app, ordinal, uuid, limit);
         if (ftruncate(fd, 0) != 0 ||
@@ -186,15 +189,23 @@ out:
     return result;
 }
 
-/* Open and read an existing ledger into *l (caller's buffer); the fd is
- * returned in *fdp (caller closes) on ACCEL_OK. */
-static enum accel_err read_existing(const char *path, int flags,
-                                    struct accel_ledger *l, int *fdp)
+/*
+ * Open and read an existing ledger into *l (caller's buffer); the fd is
+ * returned in *fdp (caller closes) on ACCEL_OK. A file the app made longer
+ * than a ledger (it may write anywhere in a file it holds open) is cut back
+ * to one: the room past the end is not the app's to fill on acceld's disk,
+ * and the cut leaves every process's mapping of the ledger whole.
+ */
+static enum accel_err read_existing(const char *path, struct accel_ledger *l,
+                                    int *fdp)
 {
-    int fd = open_file(path, flags);
+    struct stat st;
+    int fd = open_file(path, O_RDWR);
 
     if (fd < 0)
         return errno == ENOENT ? ACCEL_ENOTFOUND : ACCEL_ESYS;
+    if (fstat(fd, &st) == 0 && st.st_size > (off_t)ACCEL_LEDGER_SIZE)
+        (void)!ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE);
     if (read_copy(fd, l) != 0) {
         close(fd);
         return ACCEL_EPARSE;
@@ -207,7 +218,7 @@ enum accel_err ledger_set_limit(const char *path, uint64_t limit)
 {
     struct accel_ledger l;
     int fd;
-    enum accel_err rc = read_existing(path, O_RDWR, &l, &fd);
+    enum accel_err rc = read_existing(path, &l, &fd);
 
     if (rc == ACCEL_OK) {
         if (write_limit(fd, &l, limit) != 0)
@@ -244,7 +255,7 @@ enum accel_err ledger_read(const char *path, struct ledger_usage *out)
 {
     struct accel_ledger l;
     int fd;
-    enum accel_err rc = read_existing(path, O_RDONLY, &l, &fd);
+    enum accel_err rc = read_existing(path, &l, &fd);
 
     if (rc == ACCEL_OK) {
         close(fd);
