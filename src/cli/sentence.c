@@ -71,14 +71,16 @@ static const struct sentence sentences[] = {
       "stays stopped until it is resumed with a GPU selection." },
     /* preflight reasons (app-service's vocabulary, SPEC 5.1) */
     { "cluster_capacity",
-      "The cluster does not have an accelerator large enough for this "
-      "demand." },
-    { "cluster_pressure", "The cluster as a whole would be overloaded." },
+      "The cluster does not have enough CPU, memory or disk in total for "
+      "this demand." },
+    { "cluster_pressure",
+      "The cluster's CPU, memory or disk would pass 90 % of its total." },
     { "owner_quota", "The owner's quota would be exceeded." },
     { "node_pressure",
       "Scheduling the demand would overload the node it fits on." },
     { "unschedulable",
-      "No accelerator has enough free resources for this demand." },
+      "No accelerator can take this demand: none of its type is large "
+      "enough, or free enough, for it." },
     /* request errors (docs/api.md envelopes) */
     { "unauthorized",
       "The token is missing or invalid. Pass --token, set ACCEL_TOKEN, or "

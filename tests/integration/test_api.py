@@ -409,12 +409,14 @@ class PreflightWireTest(unittest.TestCase):
                            {"demands": list(demands)})
 
     def test_real_form_is_read(self):
-        # 80 Gi fits no card: the old server read requiredGpu and saw 0
+        # 80 Gi fits no card: the old server read requiredGpu and saw 0;
+        # it fits the cluster's cpu, memory and disk, so it is
+        # unschedulable (app-service's cluster_capacity is about those)
         st, b = self.pre(demand(1, gpu="80Gi"))
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"], {"installable": False,
                                      "failedDemandId": "d1",
-                                     "reason": "cluster_capacity"})
+                                     "reason": "unschedulable"})
         st, b = self.pre(demand(1, gpu="8Gi"), demand(2, gpu="8Gi"))
         self.assertEqual(b["data"], {"installable": True}, b)
 
@@ -441,6 +443,119 @@ class PreflightWireTest(unittest.TestCase):
         st, b = self.pre(demand(1, limitedGPU="1Gi"))
         self.assertEqual(st, 400, b)
         self.assertIn("limitedGPU", b["message"])
+
+
+ORDER = """
+nodes:
+""" + "".join("""- name: n%d
+  memory: {total: 100Gi, used: 0}
+  cpu: {total: "16", used: "0"}
+  disk: {total: 1Ti, used: 0}
+  devices:
+  - id: GPU-order-%d
+    type: nvidia
+    model: RTX 4090
+    memory: 24Gi
+    supportType: MemorySlice
+""" % (i, i) for i in range(2))
+
+
+class PreflightOrderTest(unittest.TestCase):
+    """Issue 20: the preflight's reasons in app-service's order
+    (SimulatePreflight): cluster_capacity, cluster_pressure, owner_quota
+    on cpu, memory and disk whatever card the demand gets, then
+    unschedulable (no placement), then node_pressure. Two nodes of 100 Gi
+    memory (90 below the threshold), 16 cores, 1 Ti, one 24 Gi card each."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Acceld(inventory=ORDER,
+                       extra_args=["--node-name", "n0"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+    def pre(self, *demands):
+        st, b = self.d.http("POST", "/api/compute-resources/preflight",
+                            {"demands": list(demands)})
+        self.assertEqual(st, 200, b)
+        return b["data"]
+
+    def dims(self, r, source):
+        self.assertEqual([p["source"] for p in r["pressure"]], [source], r)
+        return {x["resource"]: x for x in r["pressure"][0]["dimensions"]}
+
+    def test_cluster_capacity_is_cpu_memory_disk(self):
+        gib = 1 << 30
+        r = self.pre(demand(1, gpu="1Gi", mem="201Gi"))
+        self.assertEqual((r["installable"], r["reason"]),
+                         (False, "cluster_capacity"), r)
+        d = self.dims(r, "cluster_capacity")
+        self.assertEqual(set(d), {"cpu", "memory", "disk"})
+        self.assertEqual((d["memory"]["capacity"], d["memory"]["required"],
+                          d["memory"]["available"], d["memory"]["pressured"]),
+                         (200 * gib, 201 * gib, 200 * gib, True))
+        self.assertFalse(d["cpu"]["pressured"])
+        r = self.pre(demand(1, gpu="1Gi", requiredCPU="33"))
+        self.assertEqual(r["reason"], "cluster_capacity", r)
+        self.assertTrue(self.dims(r, "cluster_capacity")["cpu"]["pressured"])
+        r = self.pre(demand(1, gpu="1Gi", requiredDisk="3Ti"))
+        self.assertEqual(r["reason"], "cluster_capacity", r)
+        # also before a GPU demand no card can hold
+        r = self.pre(demand(1, gpu="80Gi", mem="201Gi"))
+        self.assertEqual(r["reason"], "cluster_capacity", r)
+
+    def test_cluster_pressure(self):
+        # 190 Gi fits 200, not 90 % of it; no node could take it either
+        r = self.pre(demand(1, gpu="1Gi", mem="190Gi"))
+        self.assertEqual((r["installable"], r["reason"]),
+                         (False, "cluster_pressure"), r)
+        d = self.dims(r, "cluster_pressure")
+        self.assertTrue(d["memory"]["pressured"])
+        self.assertEqual(d["memory"]["available"], 180 << 30)
+        # earlier demands count: 60 + 60 Gi on two nodes, then 61
+        r = self.pre(demand(1, gpu="1Gi", mem="60Gi"),
+                     demand(2, gpu="1Gi", mem="60Gi"),
+                     demand(3, gpu="1Gi", mem="61Gi"))
+        self.assertEqual((r["failedDemandId"], r["reason"]),
+                         ("d3", "cluster_pressure"), r)
+
+    def test_unschedulable_then_node_pressure(self):
+        # fits the cluster's cpu, memory and disk; no card holds 80 Gi
+        r = self.pre(demand(1, gpu="80Gi"))
+        self.assertEqual(r, {"installable": False, "failedDemandId": "d1",
+                             "reason": "unschedulable"})
+        # a type the cluster has not
+        r = self.pre(demand(1, gpu="1Gi", mode="amd-gpu"))
+        self.assertEqual(r["reason"], "unschedulable", r)
+        # 95 Gi: below the cluster's 180, above either node's 90
+        r = self.pre(demand(1, gpu="1Gi", mem="95Gi"))
+        self.assertEqual(r["reason"], "node_pressure", r)
+        self.assertTrue(r["pressure"][0]["source"].startswith("node/n"), r)
+        # and an unschedulable demand with node pressure says unschedulable
+        r = self.pre(demand(1, gpu="80Gi", mem="95Gi"))
+        self.assertEqual(r["reason"], "unschedulable", r)
+
+    def test_owner_quota_before_placement(self):
+        st, b = self.d.http("POST", "/api/users", {"name": "olga"})
+        self.assertEqual(st, 200, b)
+        try:
+            st, b = self.d.http("PUT", "/api/users/olga",
+                                {"maxGpuMemory": "8Gi"})
+            self.assertEqual(st, 200, b)
+            # 80 Gi: past olga's 8 Gi before any card is looked at
+            r = self.pre(demand(1, gpu="80Gi", owner="olga"))
+            self.assertEqual(r["reason"], "owner_quota", r)
+            self.assertEqual(self.dims(r, "owner_quota")["gpu-memory"]
+                             ["required"], 80 << 30)
+            # the cluster's checks come first
+            r = self.pre(demand(1, gpu="80Gi", mem="201Gi", owner="olga"))
+            self.assertEqual(r["reason"], "cluster_capacity", r)
+            r = self.pre(demand(1, gpu="4Gi", owner="olga"))
+            self.assertEqual(r, {"installable": True})
+        finally:
+            self.d.http("DELETE", "/api/users/olga")
 
 
 class WorkedExampleTest(unittest.TestCase):

@@ -148,8 +148,15 @@ class AppServiceContractTest(unittest.TestCase):
         r = self.ok("POST", "/api/compute-resources/preflight",
                     {"demands": [d]}, cc.PREFLIGHT_REPORT, "preflight")
         self.assertEqual((r["installable"], r["reason"]),
+                         (False, "unschedulable"))
+        d.update(requiredMemory="1000Ti", limitedMemory="1000Ti")
+        r = self.ok("POST", "/api/compute-resources/preflight",
+                    {"demands": [d]}, cc.PREFLIGHT_REPORT, "preflight")
+        self.assertEqual((r["installable"], r["reason"]),
                          (False, "cluster_capacity"))
-        d.update(requiredGPU="1Gi", limitedGPU="1Gi")
+        self.assertEqual(r["pressure"][0]["source"], "cluster_capacity")
+        d.update(requiredGPU="1Gi", limitedGPU="1Gi", requiredMemory="1Gi",
+                 limitedMemory="1Gi")
         r = self.ok("POST", "/api/compute-resources/preflight",
                     {"demands": [d]}, cc.PREFLIGHT_REPORT, "preflight")
         self.assertIs(r["installable"], True)

@@ -1136,15 +1136,28 @@ TEST(admission_preflight)
     ASSERT_EQ(adm_preflight(&c.s, d, 2, ADM_POLICY_BINPACK, &p), ACCEL_OK);
     ASSERT(p.installable);
     ASSERT(p.reason == NULL);
-    /* 20 + 23 GiB of memory on a node with 42.2 below 90 % */
+    /* 20 + 23 GiB of memory on a one-node cluster with 42.2 below 90 %:
+     * the cluster's pressure, checked before any node's */
     d[1].req_mem = 23 * GiB;
     ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
     ASSERT(!p.installable);
     ASSERT_EQ(p.failed, 1);
+    ASSERT_STR_EQ(p.reason, "cluster-pressure");
+    ASSERT(p.has_cluster && !p.has_pressure);
+    ASSERT(p.cluster[ADM_DIM_MEMORY].pressured);
+    ASSERT(!p.cluster[ADM_DIM_CPU].pressured);
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].used, 20 * GiB);
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].required, 23 * GiB);
+    /* node pressure: the Time-slicing VRAM term is the node's alone */
+    c.devs[0].st = ACCEL_SUPPORT_TIMESLICE;
+    d[1].req_mem = 20 * GiB; /* 20 + 20 + 16 GiB > 42.2 on the node */
+    ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_EQ(p.failed, 1);
     ASSERT_STR_EQ(p.reason, "node-pressure");
-    ASSERT(p.has_pressure);
+    ASSERT(p.has_pressure && !p.has_cluster);
     adm_pressure_format(&p.pressure, b, sizeof(b));
-    ASSERT_STR_EQ(b, "Memory: Total 46.89 Gi, Used 20 Gi, Needed 23 Gi");
+    ASSERT_STR_EQ(b, "Memory: Total 46.89 Gi, Used 20 Gi, Needed 36 Gi");
+    c.devs[0].st = before.devs[0].st;
     /* the third 8 GiB slice no longer fits the 16 GiB card */
     d[1].req_mem = GiB;
     d[2].req_mem = GiB;
@@ -1152,14 +1165,17 @@ TEST(admission_preflight)
     ASSERT_EQ(p.failed, 2);
     ASSERT_STR_EQ(p.reason, "unschedulable");
     ASSERT(!p.has_pressure);
+    /* a type the cluster has not, a demand no card can hold: both fit
+     * the cluster's cpu, memory and disk, and cannot be placed */
     d[1].type = ACCEL_TYPE_AMD_GPU;
     ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_BINPACK, &p), ACCEL_OK);
     ASSERT_EQ(p.failed, 1);
-    ASSERT_STR_EQ(p.reason, "no-matching-node");
+    ASSERT_STR_EQ(p.reason, "unschedulable");
     d[0].req_gpu = 17 * GiB;
     ASSERT_EQ(adm_preflight(&c.s, d, 3, ADM_POLICY_SPREAD, &p), ACCEL_OK);
     ASSERT_EQ(p.failed, 0);
-    ASSERT_STR_EQ(p.reason, "insufficient-resources");
+    ASSERT_STR_EQ(p.reason, "unschedulable");
+    ASSERT(!p.has_cluster && !p.has_pressure);
     ASSERT_EQ(adm_preflight(&c.s, d, 0, ADM_POLICY_BINPACK, &p), ACCEL_OK);
     ASSERT(p.installable);
     /* the snapshot is never changed */
@@ -1175,7 +1191,141 @@ TEST(admission_preflight_empty_cluster)
     cl_init(&c);
     ASSERT_EQ(adm_preflight(&c.s, &d, 1, ADM_POLICY_BINPACK, &p), ACCEL_OK);
     ASSERT(!p.installable);
-    ASSERT_STR_EQ(p.reason, "no-matching-node");
+    ASSERT_STR_EQ(p.reason, "cluster-capacity"); /* 1 core of none */
+    d.req_cpu = d.req_mem = d.req_disk = 0;
+    ASSERT_EQ(adm_preflight(&c.s, &d, 1, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "unschedulable");
+}
+
+/* What the owner-quota hook of the order test saw and answers. */
+struct quota_probe {
+    int pre, post;      /* calls before placement, after */
+    uint64_t min_gpu;   /* last min_gpu before placement */
+    bool refuse_pre, refuse_post;
+};
+
+static bool quota_check(void *ctx, size_t i, const struct adm_row *rows,
+                        size_t n, uint64_t min_gpu)
+{
+    struct quota_probe *q = ctx;
+    (void)i;
+    (void)n;
+    if (rows == NULL) {
+        q->pre++;
+        q->min_gpu = min_gpu;
+        return !q->refuse_pre;
+    }
+    q->post++;
+    return !q->refuse_post;
+}
+
+/*
+ * The reasons in app-service's order (SimulatePreflight): cluster
+ * capacity, cluster pressure, owner quota, unschedulable, node pressure.
+ * Two nodes of 64 GiB (57.6 below 90 %), 64 cores and 1 TiB each, one
+ * 24 GiB Memory-slicing card each; each case fails exactly one check and
+ * passes every one before it.
+ */
+TEST(admission_preflight_order)
+{
+    struct cluster c;
+    struct adm_req d[3];
+    struct adm_preflight p;
+    struct quota_probe q = {0};
+    struct adm_preflight_hook hook = {quota_check, &q};
+    struct adm_res tot[3];
+
+    cl_init(&c);
+    cl_node(&c, 64 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    cl_node(&c, 64 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    adm_cluster_totals(&c.s, tot);
+    ASSERT_U64_EQ(tot[ADM_DIM_MEMORY].total, 128 * GiB);
+    ASSERT_U64_EQ(tot[ADM_DIM_CPU].total, 128000);
+    ASSERT_U64_EQ(tot[ADM_DIM_DISK].total, 2048 * GiB);
+    /* 1. cluster capacity: 129 GiB of memory, more than the cluster has;
+     * the quota would refuse too, and is not asked */
+    d[0] = nv(GiB, GiB);
+    d[0].req_mem = 129 * GiB;
+    q.refuse_pre = true;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "cluster-capacity");
+    ASSERT(p.has_cluster);
+    ASSERT(p.cluster[ADM_DIM_MEMORY].pressured);
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].capacity, 128 * GiB);
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].available, 128 * GiB);
+    ASSERT_EQ(q.pre, 0);
+    /* cpu and disk count too */
+    d[0].req_mem = GiB;
+    d[0].req_cpu = 128001;
+    ASSERT_EQ(adm_preflight(&c.s, d, 1, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "cluster-capacity");
+    ASSERT(p.cluster[ADM_DIM_CPU].pressured);
+    d[0].req_cpu = 1000;
+    d[0].req_disk = 2049 * GiB;
+    ASSERT_EQ(adm_preflight(&c.s, d, 1, ADM_POLICY_BINPACK, &p), ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "cluster-capacity");
+    ASSERT(p.cluster[ADM_DIM_DISK].pressured);
+    d[0].req_disk = GiB;
+    /* 2. cluster pressure: 120 GiB fits 128, not 90 % of it (115.2) */
+    d[0].req_mem = 120 * GiB;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "cluster-pressure");
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].available,
+                  128 * GiB / 1000 * 900 + 128 * GiB % 1000 * 900 / 1000);
+    ASSERT_EQ(q.pre, 0);
+    /* 3. owner quota, asked with the least GPU memory the demand holds,
+     * before placement: an 80 GiB demand no card can hold is refused by
+     * the quota first */
+    d[0].req_mem = GiB;
+    d[0].req_gpu = d[0].lim_gpu = 80 * GiB;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "owner-quota");
+    ASSERT_EQ(q.pre, 1);
+    ASSERT_U64_EQ(q.min_gpu, 80 * GiB);
+    ASSERT_EQ(q.post, 0);
+    /* 4. unschedulable: the same demand with the quota allowing it (it
+     * fits the cluster's cpu, memory and disk: not cluster-capacity) */
+    q.refuse_pre = false;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "unschedulable");
+    ASSERT(!p.has_cluster && !p.has_pressure);
+    ASSERT_EQ(q.post, 0);
+    /* 5. node pressure: 58 GiB fits the cluster below 90 % and no node */
+    d[0].req_gpu = d[0].lim_gpu = GiB;
+    d[0].req_mem = 58 * GiB;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "node-pressure");
+    ASSERT(p.has_pressure && !p.has_cluster);
+    ASSERT_EQ(q.post, 0);
+    /* the quota's second look, at the placed rows, comes last */
+    d[0].req_mem = GiB;
+    q.refuse_post = true;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 1, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_STR_EQ(p.reason, "owner-quota");
+    ASSERT_EQ(q.post, 1);
+    q.refuse_post = false;
+    /* demands add up: 50 + 50 GiB fit the cluster (one per node), a third
+     * 20 GiB passes 115.2 */
+    d[0].req_mem = d[1].req_mem = 50 * GiB;
+    d[1].req_gpu = d[1].lim_gpu = GiB;
+    d[2] = d[1];
+    d[2].req_mem = 20 * GiB;
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 2, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT(p.installable);
+    ASSERT_EQ(adm_preflight_hooked(&c.s, d, 3, ADM_POLICY_BINPACK, &hook, &p),
+              ACCEL_OK);
+    ASSERT_EQ(p.failed, 2);
+    ASSERT_STR_EQ(p.reason, "cluster-pressure");
+    ASSERT_U64_EQ(p.cluster[ADM_DIM_MEMORY].used, 100 * GiB);
 }
 
 /* ---- property: automatic picks pass validation ---- */
@@ -1908,6 +2058,7 @@ TEST(admission_index_follows_changes)
     XX(admission_plan_statuses)                                                \
     XX(admission_preflight)                                                    \
     XX(admission_preflight_empty_cluster)                                      \
+    XX(admission_preflight_order)                                              \
     XX(admission_property_pick_validates)                                      \
     XX(admission_property_place_matches_reference)                             \
     XX(admission_place_multi_headroom_edge)                                  \

@@ -61,6 +61,6 @@ struct ops_quota {
 };
 /* An adm_preflight_hook check; q->pressure is the caller's to release. */
 bool ops_limits_preflight(void *q, size_t i, const struct adm_row *rows,
-                          size_t n);
+                          size_t n, uint64_t min_gpu);
 
 #endif /* ACCEL_DAEMON_API_OPS_INT_H */

@@ -430,15 +430,33 @@ static bool demand_head(const struct auth_user *u, const json_t *demands,
 /* accel's preflight failures in app-service's reason vocabulary. */
 static const char *preflight_reason(const char *r)
 {
-    if (r == NULL)
-        return "unschedulable";
-    if (strcmp(r, "insufficient-resources") == 0)
-        return "cluster_capacity";
-    if (strcmp(r, "node-pressure") == 0)
-        return "node_pressure";
-    if (strcmp(r, "owner-quota") == 0)
-        return "owner_quota";
+    static const char *const map[][2] = {
+        {"cluster-capacity", "cluster_capacity"},
+        {"cluster-pressure", "cluster_pressure"},
+        {"owner-quota", "owner_quota"},
+        {"node-pressure", "node_pressure"},
+    };
+    for (size_t i = 0; r != NULL && i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(r, map[i][0]) == 0)
+            return map[i][1];
     return "unschedulable";
+}
+
+/* [{source, dimensions}] of a cluster check (app-service's form). */
+static json_t *cluster_pressure_json(const char *source,
+                                     const struct adm_dim dims[3])
+{
+    static const char *const names[] = {"cpu", "memory", "disk"};
+    json_t *a = json_array();
+    for (int i = 0; i < 3; i++)
+        json_array_append_new(
+            a, json_pack("{s:s, s:I, s:I, s:I, s:I, s:b}", "resource",
+                         names[i], "capacity", (json_int_t)dims[i].capacity,
+                         "used", (json_int_t)dims[i].used, "required",
+                         (json_int_t)dims[i].required, "available",
+                         (json_int_t)dims[i].available, "pressured",
+                         dims[i].pressured));
+    return json_pack("[{s:s, s:o}]", "source", source, "dimensions", a);
 }
 
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
@@ -491,6 +509,11 @@ void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                           json_object_get(np, "dimensions")));
             json_decref(np);
         }
+        if (pf.has_cluster)
+            json_object_set_new(
+                out, "pressure",
+                cluster_pressure_json(preflight_reason(pf.reason),
+                                      pf.cluster));
         if (q.pressure != NULL)
             json_object_set(out, "pressure", q.pressure);
     }

@@ -132,7 +132,7 @@ static json_t *quota_dim(const char *resource, uint64_t required,
 }
 
 bool ops_limits_preflight(void *ctx, size_t i, const struct adm_row *rows,
-                          size_t n)
+                          size_t n, uint64_t min_gpu)
 {
     struct ops_quota *q = ctx;
     const struct user_rec *u = limited(q->d, q->owners[i]);
@@ -145,7 +145,8 @@ bool ops_limits_preflight(void *ctx, size_t i, const struct adm_row *rows,
     owner_usage(q->d, use->owner, NULL, &apps, &bytes);
     apps += use->apps;
     bytes += use->bytes;
-    need = rows_bytes(q->d, rows, n);
+    /* before placement the least the demand can hold; then its rows */
+    need = rows != NULL ? rows_bytes(q->d, rows, n) : min_gpu;
     dims = json_array();
     if ((int64_t)apps + 1 > max_apps(u))
         json_array_append_new(dims,
@@ -155,8 +156,10 @@ bool ops_limits_preflight(void *ctx, size_t i, const struct adm_row *rows,
                                               (uint64_t)u->max_gpu_mem));
     if (json_array_size(dims) == 0) {
         json_decref(dims);
-        use->apps += 1;
-        use->bytes += need;
+        if (rows != NULL) { /* the demand is placed: it counts from now */
+            use->apps += 1;
+            use->bytes += need;
+        }
         return true;
     }
     q->pressure = json_pack("[{s:s, s:o}]", "source", "owner_quota",

@@ -319,6 +319,51 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+void adm_cluster_totals(const struct adm_snapshot *s, struct adm_res tot[3])
+{
+    memset(tot, 0, 3 * sizeof(*tot));
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const struct adm_node *n = &s->nodes[i];
+        const struct adm_res *r[3] = {&n->cpu, &n->mem, &n->disk};
+        for (int k = 0; k < 3; k++) {
+            tot[k].total = sat_add(tot[k].total, r[k]->total);
+            tot[k].used = sat_add(tot[k].used, r[k]->used);
+        }
+    }
+}
+
+/* The cluster checks: each dimension at `limit` of its capacity. */
+static bool cluster_eval(const struct adm_res tot[3], const struct adm_req *r,
+                         bool pressure, struct adm_dim out[3])
+{
+    const uint64_t req[3] = {r->req_cpu, r->req_mem, r->req_disk};
+    bool any = false;
+
+    for (int k = 0; k < 3; k++) {
+        uint64_t cap = tot[k].total, used = tot[k].used;
+        uint64_t t = pressure ? threshold(cap) : cap;
+        out[k].capacity = cap;
+        out[k].used = used;
+        out[k].required = req[k];
+        out[k].available = t > used ? t - used : 0;
+        out[k].pressured = used > UINT64_MAX - req[k] || used + req[k] > t;
+        any = any || out[k].pressured;
+    }
+    return any;
+}
+
+bool adm_cluster_capacity(const struct adm_res tot[3], const struct adm_req *r,
+                          struct adm_dim out[3])
+{
+    return cluster_eval(tot, r, false, out);
+}
+
+bool adm_cluster_pressure(const struct adm_res tot[3], const struct adm_req *r,
+                          struct adm_dim out[3])
+{
+    return cluster_eval(tot, r, true, out);
+}
+
 /* total-vram-below-requirement, device-vram-insufficient, aggregate. */
 static bool check_vram(struct vctx *c)
 {

@@ -289,23 +289,47 @@ enum adm_plan_status adm_plan(const struct adm_snapshot *s,
 struct adm_preflight {
     bool installable;
     size_t failed;                /* index of the failed demand */
-    const char *reason;           /* "no-matching-node", "unschedulable",
-                                     "node-pressure", "insufficient-resources",
-                                     "owner-quota" (the hook refused) */
+    const char *reason;           /* in check order: "cluster-capacity",
+                                     "cluster-pressure", "owner-quota" (the
+                                     hook refused), "unschedulable",
+                                     "node-pressure" */
     bool has_pressure;
     struct adm_pressure pressure; /* for node-pressure */
+    bool has_cluster;
+    struct adm_dim cluster[3];    /* for cluster-capacity and -pressure, by
+                                     enum adm_dim_kind */
 };
 enum accel_err adm_preflight(const struct adm_snapshot *s,
                              const struct adm_req *demands, size_t n,
                              enum adm_policy policy, struct adm_preflight *out);
-/* The owner quota of 2.8, which the snapshot does not know: check is
- * called for demand i once its rows[0..n) are placed and validated and
- * before they are applied, in demand order; false fails demand i with
- * reason "owner-quota". check keeps its own running totals in ctx. */
+/* The owner quota of 2.8, which the snapshot does not know. check is
+ * called twice for demand i, in demand order: first before placement with
+ * rows NULL and min_gpu the least GPU memory the demand can hold (its
+ * required target, 0 for types without VRAM); then once its rows[0..n)
+ * are placed and validated and before they are applied, with the rows
+ * (an Exclusive or Time-slicing card holds all of its memory). false fails
+ * demand i with reason "owner-quota". check keeps its own running totals
+ * in ctx, and counts a demand only at the second call. */
 struct adm_preflight_hook {
-    bool (*check)(void *ctx, size_t i, const struct adm_row *rows, size_t n);
+    bool (*check)(void *ctx, size_t i, const struct adm_row *rows, size_t n,
+                  uint64_t min_gpu);
     void *ctx;
 };
+
+/*
+ * The cluster as one pool (2.8): capacity and use of cpu, memory and disk
+ * summed over every node, into tot[] by enum adm_dim_kind (saturating).
+ */
+void adm_cluster_totals(const struct adm_snapshot *s, struct adm_res tot[3]);
+/*
+ * The cluster checks of 2.8 for r's cpu, memory and disk against tot[]:
+ * capacity (physical: used + required > capacity) or pressure (the 90 %
+ * threshold of 2.3). Fills out[3]; true when any dimension fails.
+ */
+bool adm_cluster_capacity(const struct adm_res tot[3], const struct adm_req *r,
+                          struct adm_dim out[3]);
+bool adm_cluster_pressure(const struct adm_res tot[3], const struct adm_req *r,
+                          struct adm_dim out[3]);
 /* adm_preflight with hook (NULL: none). */
 enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
                                     const struct adm_req *demands, size_t n,

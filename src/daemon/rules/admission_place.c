@@ -1093,9 +1093,24 @@ static bool preflight_fail(struct adm_preflight *out, const char *reason)
     return false;
 }
 
-/* Install one demand on the scratch snapshot; false with out's reason. */
-static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
-                          enum adm_policy policy,
+/* The demand's cpu, memory and disk added once to the cluster's use. */
+static void cluster_add(struct adm_res tot[3], const struct adm_req *r)
+{
+    tot[ADM_DIM_CPU].used = sat_add(tot[ADM_DIM_CPU].used, r->req_cpu);
+    tot[ADM_DIM_MEMORY].used = sat_add(tot[ADM_DIM_MEMORY].used, r->req_mem);
+    tot[ADM_DIM_DISK].used = sat_add(tot[ADM_DIM_DISK].used, r->req_disk);
+}
+
+/*
+ * Install one demand on the scratch snapshot; false with out's reason. The
+ * checks run in app-service's order (SimulatePreflight): cluster capacity,
+ * cluster pressure and the owner's quota on what the demand adds
+ * whatever card it gets, then placement without the pressure rule (no
+ * placement at all is "unschedulable": a GPU demand no card or node can
+ * hold, or a type the cluster has not), then with it ("node-pressure").
+ */
+static bool preflight_one(struct adm_snapshot *cp, struct adm_res tot[3],
+                          const struct adm_req *r, enum adm_policy policy,
                           const struct adm_preflight_hook *hook, size_t i,
                           struct adm_preflight *out)
 {
@@ -1103,15 +1118,24 @@ static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
     struct adm_row rows[ADM_MAX_SELECTION];
     struct adm_verdict v;
     struct pctx c;
-    enum adm_plan_status plan = adm_plan(cp, r);
     size_t n = 0;
+    uint64_t min_gpu = accel_type_has_vram(r->type)
+                           ? adm_target(r, ADM_LEVEL_REQUIRED)
+                           : 0;
 
-    if (plan == ADM_PLAN_NO_MATCHING_NODE)
-        return preflight_fail(out, "no-matching-node");
-    if (plan == ADM_PLAN_INSUFFICIENT)
-        return preflight_fail(out, "insufficient-resources");
+    if (adm_cluster_capacity(tot, r, out->cluster)) {
+        out->has_cluster = true;
+        return preflight_fail(out, "cluster-capacity");
+    }
+    if (adm_cluster_pressure(tot, r, out->cluster)) {
+        out->has_cluster = true;
+        return preflight_fail(out, "cluster-pressure");
+    }
+    if (hook != NULL && !hook->check(hook->ctx, i, NULL, 0, min_gpu))
+        return preflight_fail(out, "owner-quota");
     pctx_init(&c, cp, r, policy, false);
-    if (!place_impl(&c, sel, ADM_MAX_SELECTION, &n))
+    if (adm_plan(cp, r) != ADM_PLAN_INSTALLABLE ||
+        !place_impl(&c, sel, ADM_MAX_SELECTION, &n))
         return preflight_fail(out, "unschedulable");
     c.check = true;
     if (!place_impl(&c, sel, ADM_MAX_SELECTION, &n)) {
@@ -1124,9 +1148,10 @@ static bool preflight_one(struct adm_snapshot *cp, const struct adm_req *r,
     }
     if (!adm_validate(cp, r, sel, n, &v, rows))
         return preflight_fail(out, "unschedulable");
-    if (hook != NULL && !hook->check(hook->ctx, i, rows, n))
+    if (hook != NULL && !hook->check(hook->ctx, i, rows, n, min_gpu))
         return preflight_fail(out, "owner-quota");
     adm_snapshot_apply(cp, r, rows, n);
+    cluster_add(tot, r);
     return true;
 }
 
@@ -1144,6 +1169,7 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
                                     struct adm_preflight *out)
 {
     struct adm_snapshot cp = *s;
+    struct adm_res tot[3];
     enum accel_err rc = ACCEL_ENOMEM;
 
     cp.index = NULL;
@@ -1158,9 +1184,10 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
         memcpy(cp.devs, s->devs, s->ndevs * sizeof(*cp.devs));
     if (adm_index_clone(s, &cp) != ACCEL_OK)
         goto out; /* the copy applies rows: it needs its own index */
+    adm_cluster_totals(s, tot);
     out->installable = true;
     for (size_t i = 0; i < n && out->installable; i++) {
-        if (!preflight_one(&cp, &demands[i], policy, hook, i, out)) {
+        if (!preflight_one(&cp, tot, &demands[i], policy, hook, i, out)) {
             out->installable = false;
             out->failed = i;
         }
