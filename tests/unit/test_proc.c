@@ -405,6 +405,31 @@ TEST(proc_log_rotates_at_start)
     free(old);
 }
 
+/* A writer that seeked far ahead left a sparse log: the old log gets only
+ * its last cap bytes, not the hole written out in full. */
+TEST(proc_log_rotate_copies_the_tail_only)
+{
+    char *log = path_in("sparse.log"), *old = path_in("sparse.log.1");
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    struct stat sb;
+    char *s;
+
+    ASSERT(fd >= 0);
+    ASSERT(pwrite(fd, "head\n", 5, 0) == 5);
+    ASSERT(pwrite(fd, "tail\n", 5, 64 << 20) == 5); /* a 64 MiB hole */
+    close(fd);
+    ASSERT_EQ(proc_rotate_log(log, 4096), ACCEL_OK);
+    ASSERT_EQ(stat(old, &sb), 0);
+    ASSERT_EQ(sb.st_size, 4096);
+    s = slurp(old);
+    ASSERT(s[4096 - 5] == 't'); /* the last bytes are the tail */
+    free(s);
+    ASSERT_EQ(stat(log, &sb), 0);
+    ASSERT_EQ(sb.st_size, 0);
+    free(log);
+    free(old);
+}
+
 TEST(proc_log_rotates_while_running)
 {
     char *log = path_in("app.log"), *old = path_in("app.log.1");
@@ -586,6 +611,7 @@ TEST(proc_boot_id_read)
     XX(proc_empty_argv)                                                        \
     XX(proc_log_rotates_at_start)                                              \
     XX(proc_log_rotates_while_running)                                         \
+    XX(proc_log_rotate_copies_the_tail_only)                                   \
     XX(proc_stop_ignores_sigterm)                                              \
     XX(proc_stop_background_child)                                             \
     XX(proc_stop_escaped_by_env)                                               \

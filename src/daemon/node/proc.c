@@ -327,13 +327,17 @@ static void rotate_by_rename(const char *path, uint64_t max_bytes)
     free(old);
 }
 
-static int copy_fd(int in, int out)
+/* Copy at most max bytes of in to out. */
+static int copy_fd(int in, int out, uint64_t max)
 {
     char buf[65536];
     ssize_t n;
 
     for (;;) {
-        n = read(in, buf, sizeof(buf));
+        size_t want = max < sizeof(buf) ? (size_t)max : sizeof(buf);
+        if (want == 0)
+            return 0;
+        n = read(in, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -346,6 +350,7 @@ static int copy_fd(int in, int out)
                 return -1;
             off += w;
         }
+        max -= (uint64_t)n;
     }
 }
 
@@ -363,7 +368,12 @@ enum accel_err proc_rotate_log(const char *path, uint64_t max_bytes)
     }
     in = open(path, O_RDONLY | O_CLOEXEC);
     out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (in < 0 || out < 0 || copy_fd(in, out) < 0)
+    /* only the last cap bytes: a writer that seeked far ahead made a
+     * sparse file whose holes would be written out in full */
+    if (in < 0 || out < 0 ||
+        lseek(in, (off_t)(sb.st_size - (off_t)log_cap(max_bytes)),
+              SEEK_SET) < 0 ||
+        copy_fd(in, out, log_cap(max_bytes)) < 0)
         goto out;
     if (rename(tmp, old) < 0 || truncate(path, 0) < 0)
         goto out;

@@ -156,8 +156,12 @@ int proc_app_alive(const struct proc_handle *h, const char *env_key,
 
 /*
  * Rotate a log a process is writing to: when it is over max_bytes (0 =
- * PROC_LOG_MAX_DEFAULT), copy it to "<path>.1" (replacing the previous) and
- * truncate it; writers opened it with O_APPEND and carry on at the new end.
+ * PROC_LOG_MAX_DEFAULT), copy its last max_bytes to "<path>.1" (replacing
+ * the previous; only the tail, so a writer that seeked far ahead cannot
+ * make the copy write out a sparse file's holes) and truncate it; writers
+ * that opened it with O_APPEND carry on at the new end. The daemon's own
+ * apps write through a pipe instead (applog.h); this serves the apps an
+ * older acceld started with the file as their stdout.
  * Returns ACCEL_OK (rotated or small enough or absent) or ACCEL_EIO.
  */
 enum accel_err proc_rotate_log(const char *path, uint64_t max_bytes);
