@@ -26,6 +26,7 @@
 #include "daemon/rules/manifest.h"
 
 struct cgroup_sys;
+struct applog;
 
 struct store;
 struct store_app;
@@ -262,6 +263,8 @@ struct accel_daemon {
                                     (cluster.c); NULL outside a cluster */
     struct cgroup_sys *cg;       /* the cgroups of apps (cgroup.h); set
                                     before the threads start, then read-only */
+    struct applog *applog;       /* the apps' log writer (applog.h), from
+                                    the supervisor's start to its stop */
     volatile int stopping;       /* set at shutdown */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */

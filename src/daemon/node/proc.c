@@ -571,7 +571,9 @@ static enum accel_err open_fds(const struct proc_spec *spec, struct launch *l,
     const char *who = spec->name ? spec->name : spec->argv[0];
     int p[2];
 
-    if (spec->log_path != NULL) {
+    if (spec->has_out_fd) {
+        l->logfd = fcntl(spec->out_fd, F_DUPFD_CLOEXEC, 3);
+    } else if (spec->log_path != NULL) {
         rotate_by_rename(spec->log_path, spec->log_max_bytes);
         l->logfd = open(spec->log_path,
                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);

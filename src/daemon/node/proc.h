@@ -23,6 +23,7 @@
 #ifndef ACCEL_DAEMON_NODE_PROC_H
 #define ACCEL_DAEMON_NODE_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,10 @@ struct proc_spec {
     const char *workdir;     /* chdir here first (after the uid change);
                                 NULL = the daemon's cwd */
     const char *log_path;    /* stdout+stderr appended here; NULL = /dev/null */
+    bool has_out_fd;         /* stdout+stderr are out_fd instead (a pipe
+                                the daemon reads: applog.h); log_path is
+                                then only named in messages */
+    int out_fd;              /* with has_out_fd; the caller keeps it */
     uint64_t log_max_bytes;  /* rotate when larger; 0 = PROC_LOG_MAX_DEFAULT */
     int (*inherit)(const char *entry); /* which "KEY=VALUE" of the daemon's
                                 environment the child keeps (non-zero =

@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/applog.h"
 #include "daemon/node/broker.h"
 #include "daemon/node/cgroup.h"
 #include "daemon/node/identity.h"
@@ -387,7 +388,8 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
         .inherit = inherit_var,
         .log_path = logpath,
     };
-    bool have_who = false;
+    bool have_who = false, have_log = false;
+    int outfd = -1;
     enum accel_err rc;
 
     if (mkdir(logdir, 0700) != 0 && errno != EEXIST)
@@ -410,6 +412,14 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
             goto out;
         }
     }
+    if (d->applog != NULL) { /* acceld writes the log, the app a pipe */
+        rc = applog_open(d->applog, a->name, &outfd, cause);
+        if (rc != ACCEL_OK)
+            goto out;
+        have_log = true;
+        spec.has_out_fd = true;
+        spec.out_fd = outfd;
+    }
     cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
     spec.cred = who.drop ? &cred : NULL;
     spec.workdir = a->m.run.workdir ? a->m.run.workdir : who.home;
@@ -429,6 +439,10 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
 out:
     if (have_who)
         identity_run_release(&who);
+    if (outfd >= 0)
+        close(outfd); /* the app holds its own copy */
+    if (rc != ACCEL_OK && have_log)
+        applog_close(d->applog, a->name);
     if (rc != ACCEL_OK)
         cgroup_app_remove(d->cg, a->name);
     free(cfg);
@@ -487,6 +501,8 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
         if (rc == ACCEL_OK)
             cgroup_app_remove(d->cg, name);
     }
+    if (rc == ACCEL_OK && d->applog != NULL)
+        applog_close(d->applog, name);
     if (rc != ACCEL_OK)
         log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
     free(cause);
@@ -519,6 +535,7 @@ struct watch {
     pid_t pid;             /* its leader */
     uint64_t start;        /* the leader's start time */
     bool stopping;         /* a stop driven by us (else: watch for exit) */
+    bool logs;             /* look at its log this round */
     bool term_sent, killed; /* the stop's progress */
     int64_t kill_at_ms, give_up_ms;
     /* found outside the lock */
@@ -532,7 +549,7 @@ struct watch {
 };
 
 static size_t gather_watches(struct accel_daemon *d, struct watch *w,
-                             size_t max)
+                             size_t max, bool logs)
 {
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
@@ -545,6 +562,7 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
                               .pid = (pid_t)a->pid,
                               .start = a->pid_start,
                               .stopping = a->state == APP_STOPPING,
+                              .logs = logs,
                               .term_sent = a->stop.term_sent,
                               .killed = a->stop.killed,
                               .kill_at_ms = a->stop.kill_at_ms,
@@ -597,11 +615,30 @@ static void stop_step(struct accel_daemon *d, struct watch *w)
     }
 }
 
+/*
+ * The app's output: read by the log writer (adopted again after an acceld
+ * restart), or, for an app an older acceld started with the log file as
+ * its stdout, that file copy-truncated at the cap.
+ */
+static void watch_log(struct accel_daemon *d, const struct watch *w)
+{
+    char *path;
+
+    if (d->applog == NULL || applog_adopt(d->applog, w->name))
+        return;
+    path = xasprintf("%s/logs/%s.log", d->cfg.data_dir, w->name);
+    if (proc_rotate_log(path, 0) != ACCEL_OK)
+        log_warn("cannot rotate %s: %s", path, strerror(errno));
+    free(path);
+}
+
 /* Everything about one app that needs /proc, cgroups or NVML: no lock. */
 static void probe(struct accel_daemon *d, struct watch *w)
 {
     w->reaped = reap(w->pid, &w->status);
     w->gone = app_gone(d, w);
+    if (!w->gone && w->logs)
+        watch_log(d, w);
     if (w->gone && !w->reaped)
         w->reaped = reap(w->pid, &w->status);
     if (!w->gone && w->stopping)
@@ -663,6 +700,8 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
     status = a->leader_gone ? a->leader_status : -1;
     if (w->gone)
         cgroup_app_remove(d->cg, a->name);
+    if (w->gone && d->applog != NULL)
+        applog_close(d->applog, a->name);
     if (a->state == APP_STOPPING && a->stop.active)
         lifecycle_stop_finished(d, a, status, w->linger);
     else if (a->state != APP_STOPPING)
@@ -672,13 +711,13 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
 }
 
 /* One supervisor round over every app with a process. */
-static void supervise_round(struct accel_daemon *d)
+static void supervise_round(struct accel_daemon *d, bool logs)
 {
     struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
     size_t n;
 
     pthread_mutex_lock(&d->lock);
-    n = gather_watches(d, w, SUPERVISE_MAX);
+    n = gather_watches(d, w, SUPERVISE_MAX, logs);
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < n; i++)
         probe(d, &w[i]);
@@ -766,13 +805,19 @@ static void *supervise(void *arg)
         usleep(SUPERVISE_MS * 1000);
         if (++tick % 10 == 0)
             refresh_usage(d);
-        supervise_round(d);
+        supervise_round(d, tick % 10 == 0);
     }
     return NULL;
 }
 
 enum accel_err runtime_supervisor_start(struct accel_daemon *d)
 {
+    char *logdir = xasprintf("%s/logs", d->cfg.data_dir);
+
+    if (applog_start(logdir, 0, &d->applog) != ACCEL_OK)
+        log_error("cannot start the log writer: apps write their log "
+                  "files themselves (not rotated while they run)");
+    free(logdir);
     if (pthread_create(&d->supervisor, NULL, supervise, d) != 0)
         return ACCEL_ESYS;
     d->supervisor_running = true;
@@ -786,6 +831,8 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->stopping = 1;
     pthread_join(d->supervisor, NULL);
     d->supervisor_running = false;
+    applog_stop(d->applog);
+    d->applog = NULL;
 }
 
 /* ---- cgroups of the instance ---- */
