@@ -88,19 +88,22 @@ static void add_row(struct table *t, const json_t *dev)
     free(tier);
 }
 
-/* "App limits: containment cgroup-v2, memory cgroup-v1, ... (cgroup X)"
+/* "App limits: containment cgroup-v2, memory cgroup-v1, ..., disk watched
+ * (cgroup X)"
  * and a line per tier that is none, with its reason (SPEC 8.2). */
 static void print_limits(const json_t *e)
 {
     static const char *const keys[] = { "containment", "memory", "cpu",
-                                        "pids" };
+                                        "pids", "disk" };
     const json_t *why = json_object_get(e, "reasons");
 
     if (!json_is_object(e))
         return;
-    printf("App limits: containment %s, memory %s, cpu %s, pids %s",
-           jstr(e, "containment"), jstr(e, "memory"), jstr(e, "cpu"),
-           jstr(e, "pids"));
+    printf("App limits: containment %s, memory %s, cpu %s, pids %s, "
+           "disk %s", jstr(e, "containment"), jstr(e, "memory"),
+           jstr(e, "cpu"), jstr(e, "pids"),
+           json_is_string(json_object_get(e, "disk")) ? jstr(e, "disk")
+                                                      : "none");
     if (json_is_string(json_object_get(e, "cgroup")))
         printf(" (cgroups under %s)", jstr(e, "cgroup"));
     printf("\n");

@@ -135,10 +135,10 @@ class InstanceTest(CgroupBase):
         r = self.d.ctl("gpu", "status")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("App limits: containment %s, memory %s, cpu %s, "
-                      "pids %s (cgroups under %s)" % (
+                      "pids %s, disk %s (cgroups under %s)" % (
                           self.enf["containment"], self.enf["memory"],
                           self.enf["cpu"], self.enf["pids"],
-                          self.enf["cgroup"]), r.stdout)
+                          self.enf["disk"], self.enf["cgroup"]), r.stdout)
         # an app: its limits and which tier enforces them
         a = self.install_on(manifest("lim", ["sleep", "1000"]), 0)
         e = a["enforcement"]

@@ -6,9 +6,14 @@ binaries:
   log (the app holds a pipe, which it cannot seek), rotates it at the cap,
   and its logs stay bounded (<app>.log, .log.1, .log.2, each at most the
   cap); after an acceld SIGKILL and restart the running app's output still
-  reaches its log and the app was not killed by SIGPIPE."""
+  reaches its log and the app was not killed by SIGPIPE;
+- an app whose home goes past its limitedDisk is stopped and ends
+  `failed` with the reason said (the watched tier), in its status and in
+  the events; the tier is reported for the node, the app and in
+  `accelctl gpu status`."""
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +99,63 @@ class LogTest(RuntimeBase):
         self.assertTrue(alive(pid), "the app died with acceld (SIGPIPE?)")
         self.assertEqual(self.app("ticker")["state"], "running")
         self.stop_app("ticker")
+
+
+def disk_manifest(name, cmd, limit="4Mi"):
+    m = manifest(name, cmd)
+    m["spec"]["accelerator"][0]["limitedDisk"] = limit
+    return m
+
+
+class DiskWatchTest(RuntimeBase):
+    def test_home_past_limited_disk_is_stopped_with_the_reason(self):
+        a = self.install(disk_manifest("filler", [
+            "sh", "-c", "echo ready; "
+            "head -c 8000000 /dev/urandom > \"$HOME/filler.bin\"; "
+            "exec sleep 1000"]))
+        self.assertEqual(a["enforcement"]["disk"], "watched", a)
+        pid = a["pid"]
+        a = self.wait_state("filler", "failed", timeout=20)
+        self.assertIn("past limitedDisk 4Mi", a.get("reason", ""), a)
+        self.assertIn("/home/", a["reason"])
+        self.assertEqual(a["allocations"], [])
+        self.assertFalse(alive(pid))
+        ev = [e["message"] for e in self.events("app.state")
+              if e.get("app") == "filler"]
+        self.assertTrue(any("stopping: stopped: its home" in m and
+                            "past limitedDisk 4Mi" in m for m in ev), ev)
+
+    def test_home_within_the_limit_keeps_running(self):
+        self.install(disk_manifest("small", [
+            "sh", "-c", "head -c 100000 /dev/zero > \"$HOME/small.bin\"; "
+            "echo written; exec sleep 1000"], limit="64Mi"))
+        log = os.path.join(self.d.data_dir, "logs", "small.log")
+        def written():
+            try:
+                with open(log, "rb") as f:
+                    return b"written" in f.read()
+            except OSError:
+                return False
+        self.wait_for(written, "the write")
+        # three passes of the watch (one a second) find nothing to stop
+        time.sleep(3.0)
+        self.assertEqual(self.app("small")["state"], "running")
+        self.stop_app("small")
+
+    def test_the_tier_is_reported(self):
+        st, b = self.d.http("GET", "/api/compute-resources")
+        node = [n for n in b["data"] if n["nodeName"] == "rt"][0]
+        self.assertEqual(node["enforcement"]["disk"], "watched")
+        # an admin's run.user app has that user's home: not measured
+        m = manifest("asuser", ["sh", "-c", "sleep 1000"])
+        m["run"]["user"] = "nobody"
+        a = self.install(m)
+        self.assertEqual(a["enforcement"]["disk"], "none", a)
+        self.assertIn("run.user", a["enforcement"]["reasons"]["disk"])
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(", disk watched", r.stdout)
+        self.stop_app("asuser")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@
 #include "daemon/node/applog.h"
 #include "daemon/node/broker.h"
 #include "daemon/node/cgroup.h"
+#include "daemon/node/disk.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc.h"
@@ -39,6 +40,9 @@
 #define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
 #define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
 #define MAX_ENV 512
+#define DISK_CHECK_MS 1000   /* limitedDisk is checked at most so often */
+#define DISK_CHECK_COST 10   /* ...and spends at most 1/10 of the time */
+#define DISK_WATCH_MAX 256   /* apps with a limitedDisk checked per pass */
 
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 {
@@ -796,15 +800,157 @@ static void refresh_usage(struct accel_daemon *d)
     free(p);
 }
 
+/* ---- limitedDisk: the watched tier ---- */
+
+/* Does the supervisor measure a's home against its limitedDisk? Only the
+ * owner's private home under the data directory (not a run.user's). */
+static uint64_t disk_limit(const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    return r ? r->lim_disk : 0;
+}
+
+static bool disk_watched(const struct app *a)
+{
+    return a->m.run.user == NULL && disk_limit(a) > 0;
+}
+
+/* One app whose home is measured, copied under the lock. */
+struct disk_watch {
+    char *app;             /* its name (owned) */
+    char *home;            /* <data-dir>/home/<owner> (owned) */
+    uint64_t limit;        /* limitedDisk */
+    pid_t pid;             /* the run measured */
+    uint64_t used;         /* measured without the lock */
+    enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
+};
+
+static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
+                          size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        if (a->pid <= 0 || a->state != APP_RUNNING || !disk_watched(a) ||
+            !runtime_runs_here(d, a) || state_app_multi(d, a))
+            continue;
+        w[n] = (struct disk_watch){
+            .app = xstrdup(a->name),
+            .home = xasprintf("%s/home/%s", d->cfg.data_dir, a->owner),
+            .limit = disk_limit(a),
+            .pid = (pid_t)a->pid};
+        n++;
+    }
+    return n;
+}
+
+/* The sentence an app past its limitedDisk is stopped with. */
+static char *disk_reason(const struct disk_watch *w)
+{
+    char used[32], lim[32];
+
+    quantity_format_bytes(w->limit, lim, sizeof lim);
+    if (w->rc == ACCEL_ERANGE)
+        return xasprintf("stopped: its home %s holds more than %u entries "
+                         "or is more than %u directories deep, more than "
+                         "acceld measures for limitedDisk %s", w->home,
+                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH, lim);
+    disk_format(w->used, used, sizeof used);
+    return xasprintf("stopped: its home %s uses %s on disk, past "
+                     "limitedDisk %s", w->home, used, lim);
+}
+
+/* Stop a with reason, as a user's stop would but ending `failed` (lock
+ * held). The supervisor's next rounds drive it. */
+static void stop_for_disk(struct accel_daemon *d, struct app *a,
+                          const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+
+    if (rc == ACCEL_OK) {
+        rc = state_save_app(d, a, APP_STOPPING, reason);
+        if (rc != ACCEL_OK)
+            state_tx_rollback(d);
+    }
+    if (rc != ACCEL_OK) {
+        log_error("app %s: %s; the stop could not be saved (%s)", a->name,
+                  reason, accel_strerror(rc));
+        return;
+    }
+    state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                "app %s is stopping: %s", a->name, reason);
+    rc = state_tx_commit(d);
+    if (rc != ACCEL_OK) {
+        log_error("app %s: %s; the stop could not be saved (%s)", a->name,
+                  reason, accel_strerror(rc));
+        return;
+    }
+    state_set_state(a, APP_STOPPING, reason);
+    runtime_stop_begin(a, APP_FAILED, reason, false);
+}
+
+/*
+ * Measure the homes of the running apps with a limitedDisk (each home once
+ * a pass) and stop every app whose home is past its limit. Returns the
+ * milliseconds the pass took.
+ */
+static uint64_t watch_disk(struct accel_daemon *d)
+{
+    struct disk_watch *w = xcalloc(DISK_WATCH_MAX, sizeof(*w));
+    uint64_t t0 = util_now_ns();
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_disk(d, w, DISK_WATCH_MAX);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < i && strcmp(w[k].home, w[i].home) != 0)
+            k++;
+        if (k < i) { /* the owner's home, measured for another app */
+            w[i].used = w[k].used;
+            w[i].rc = w[k].rc;
+            continue;
+        }
+        w[i].rc = disk_usage(w[i].home, DISK_WALK_MAX_ENTRIES, &w[i].used,
+                             NULL);
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, w[i].app);
+        char *why;
+        if (a == NULL || a->pid != w[i].pid || a->state != APP_RUNNING ||
+            (w[i].rc != ACCEL_ERANGE &&
+             (w[i].rc != ACCEL_OK || w[i].used <= w[i].limit)))
+            continue;
+        why = disk_reason(&w[i]);
+        stop_for_disk(d, a, why);
+        free(why);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        free(w[i].app);
+        free(w[i].home);
+    }
+    free(w);
+    return (util_now_ns() - t0) / 1000000u;
+}
+
 static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
     unsigned tick = 0;
+    uint64_t disk_next = 0;
 
     while (!d->stopping) {
         usleep(SUPERVISE_MS * 1000);
         if (++tick % 10 == 0)
             refresh_usage(d);
+        if (util_now_ns() >= disk_next) {
+            uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
+            disk_next = util_now_ns() +
+                        (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
+        }
         supervise_round(d, tick % 10 == 0);
     }
     return NULL;
@@ -892,6 +1038,22 @@ static void put_limit(json_t *o, json_t *reasons, const char *key,
                         json_sprintf("the manifest sets no %s", field));
 }
 
+/* limitedDisk: "watched" (the supervisor measures the owner's home and
+ * stops the app past its limit: watch_disk), or none with the reason. */
+static void put_disk(json_t *o, json_t *reasons, const struct app *a)
+{
+    const char *why = NULL;
+
+    if (a != NULL && a->m.run.user != NULL)
+        why = "the app runs as run.user with that user's own home; acceld "
+              "measures only the owner's home under the data directory";
+    else if (a != NULL && disk_limit(a) == 0)
+        why = "the manifest sets no limitedDisk";
+    json_object_set_new(o, "disk", json_string(why ? "none" : "watched"));
+    if (why != NULL)
+        json_object_set_new(reasons, "disk", json_string(why));
+}
+
 static json_t *cgroup_path(struct accel_daemon *d, const char *app)
 {
     const struct cgroup_sys *cg = d->cg;
@@ -917,6 +1079,7 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
         put_cap(o, reasons, "memory", &outside);
         put_cap(o, reasons, "cpu", &outside);
         put_cap(o, reasons, "pids", &outside);
+        put_cap(o, reasons, "disk", &outside);
     } else if (a != NULL) {
         lim = app_limits(a);
         put_cap(o, reasons, "containment", &cg->containment);
@@ -924,12 +1087,14 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
                   "limitedMemory");
         put_limit(o, reasons, "cpu", &cg->cpu, lim.cpu_millis, "limitedCpu");
         put_cap(o, reasons, "pids", &cg->pids);
+        put_disk(o, reasons, a);
         json_object_set_new(o, "cgroup", cgroup_path(d, a->name));
     } else {
         put_cap(o, reasons, "containment", &cg->containment);
         put_cap(o, reasons, "memory", &cg->memory);
         put_cap(o, reasons, "cpu", &cg->cpu);
         put_cap(o, reasons, "pids", &cg->pids);
+        put_disk(o, reasons, NULL);
         json_object_set_new(o, "cgroup", cgroup_path(d, NULL));
         json_object_set_new(o, "pidsMax",
                             json_integer(CGROUP_PIDS_MAX_DEFAULT));

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk.c: a bounded measurement of a directory tree and the data
+ * directory's reserve (disk.h).
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/disk.h"
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+struct walk {
+    dev_t dev;            /* the tree's file system */
+    size_t entries, max;
+    uint64_t bytes;
+    bool over;            /* too many entries or too deep */
+};
+
+static void count(struct walk *w, const struct stat *sb)
+{
+    w->entries++;
+    w->bytes += (uint64_t)sb->st_blocks * 512u;
+    if (w->entries > w->max)
+        w->over = true;
+}
+
+/* Walk the open directory fd (closed here) at depth. */
+static void walk_dir(struct walk *w, int fd, unsigned depth)
+{
+    DIR *dir;
+    struct dirent *e;
+
+    if (depth > DISK_WALK_MAX_DEPTH) {
+        w->over = true;
+        close(fd);
+        return;
+    }
+    dir = fdopendir(fd);
+    if (dir == NULL) {
+        close(fd);
+        return;
+    }
+    while (!w->over && (e = readdir(dir)) != NULL) {
+        struct stat sb;
+        int sub;
+
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (fstatat(dirfd(dir), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* removed meanwhile */
+        count(w, &sb);
+        if (!S_ISDIR(sb.st_mode) || sb.st_dev != w->dev)
+            continue;
+        sub = openat(dirfd(dir), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            walk_dir(w, sub, depth + 1);
+    }
+    closedir(dir);
+}
+
+enum accel_err disk_usage(const char *path, size_t max_entries,
+                          uint64_t *out_bytes, size_t *out_entries)
+{
+    struct walk w = {.max = max_entries};
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd < 0 || fstat(fd, &sb) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return ACCEL_ENOTFOUND;
+    }
+    w.dev = sb.st_dev;
+    count(&w, &sb);
+    walk_dir(&w, fd, 1);
+    *out_bytes = w.bytes;
+    if (out_entries != NULL)
+        *out_entries = w.entries;
+    return w.over ? ACCEL_ERANGE : ACCEL_OK;
+}
+
+void disk_format(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB",
+                                        "PiB", "EiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+        return;
+    }
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof *units) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+}

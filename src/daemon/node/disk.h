@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk.h: the disk side of an app's limits (SPEC 8.2, limitedDisk). limitedDisk is enforced by the *watched* tier: the
+ * supervisor measures the owner's home with disk_usage (a bounded walk) and
+ * stops the app that is past its limit. See docs/internals/runtime.md.
+ *
+ * Thread-safety: no state; any thread.
+ */
+#ifndef ACCEL_DAEMON_NODE_DISK_H
+#define ACCEL_DAEMON_NODE_DISK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accel/accel.h"
+
+#define DISK_WALK_MAX_ENTRIES 200000u   /* entries one walk may visit */
+#define DISK_WALK_MAX_DEPTH 128u        /* directories deep */
+
+/*
+ * The bytes the tree at path takes on disk (st_blocks x 512 of every entry,
+ * path itself included), into *out_bytes. Links are not followed, no other
+ * file system is entered, every directory is opened relative to its parent
+ * with O_NOFOLLOW (a directory swapped for a link meanwhile is not
+ * entered). Returns ACCEL_OK; ACCEL_ERANGE when the tree has more than
+ * max_entries entries or is deeper than DISK_WALK_MAX_DEPTH (it cannot be
+ * measured at a bounded cost; *out_bytes is what was counted);
+ * ACCEL_ENOTFOUND when path is missing. *out_entries (may be NULL) gets the
+ * entries visited.
+ */
+enum accel_err disk_usage(const char *path, size_t max_entries,
+                          uint64_t *out_bytes, size_t *out_entries);
+
+/* "12.3 MiB" into buf. */
+void disk_format(uint64_t bytes, char *buf, size_t len);
+
+#endif /* ACCEL_DAEMON_NODE_DISK_H */

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_disk.c: disk.c: the bounded walk of a home (what it counts, what it
+ * does not follow, where it stops).
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "harness.h"
+
+static char *in_tmp(const char *name)
+{
+    return xasprintf("%s/%s", harness_tmp(), name);
+}
+
+static void write_file(const char *path, size_t n)
+{
+    char buf[4096];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+    ASSERT(fd >= 0);
+    memset(buf, 'x', sizeof buf);
+    for (size_t done = 0; done < n; done += sizeof buf)
+        ASSERT(write(fd, buf, sizeof buf) == (ssize_t)sizeof buf);
+    ASSERT(fsync(fd) == 0); /* blocks allocated now */
+    close(fd);
+}
+
+TEST(disk_usage_counts_files_and_directories)
+{
+    char *home = in_tmp("home"), *sub = in_tmp("home/a"),
+         *f = in_tmp("home/a/big");
+    uint64_t bytes = 0;
+    size_t entries = 0;
+
+    ASSERT_EQ(mkdir(home, 0700), 0);
+    ASSERT_EQ(mkdir(sub, 0700), 0);
+    write_file(f, 1 << 20);
+    ASSERT_EQ(disk_usage(home, 1000, &bytes, &entries), ACCEL_OK);
+    ASSERT_GE(bytes, 1 << 20);
+    ASSERT_LT(bytes, 2 << 20);
+    ASSERT_EQ(entries, 3); /* home, a, big */
+    free(home);
+    free(sub);
+    free(f);
+}
+
+TEST(disk_usage_does_not_follow_links)
+{
+    char *home = in_tmp("home"), *out = in_tmp("outside"),
+         *big = in_tmp("outside/big"), *l1 = in_tmp("home/dir-link"),
+         *l2 = in_tmp("home/file-link");
+    uint64_t bytes = 0;
+
+    ASSERT_EQ(mkdir(home, 0700), 0);
+    ASSERT_EQ(mkdir(out, 0700), 0);
+    write_file(big, 4 << 20);
+    ASSERT_EQ(symlink(out, l1), 0);
+    ASSERT_EQ(symlink(big, l2), 0);
+    ASSERT_EQ(disk_usage(home, 1000, &bytes, NULL), ACCEL_OK);
+    ASSERT_LT(bytes, 1 << 20); /* the 4 MiB outside are not counted */
+    free(home);
+    free(out);
+    free(big);
+    free(l1);
+    free(l2);
+}
+
+TEST(disk_usage_is_bounded)
+{
+    char *home = in_tmp("home");
+    char path[4096];
+    uint64_t bytes = 0;
+    size_t entries = 0;
+    int n;
+
+    ASSERT_EQ(mkdir(home, 0700), 0);
+    for (int i = 0; i < 50; i++) {
+        snprintf(path, sizeof path, "%s/f%d", home, i);
+        write_file(path, 0);
+    }
+    ASSERT_EQ(disk_usage(home, 20, &bytes, &entries), ACCEL_ERANGE);
+    ASSERT_EQ(entries, 21); /* it stopped past the bound */
+    ASSERT_EQ(disk_usage(home, 100, &bytes, &entries), ACCEL_OK);
+    ASSERT_EQ(entries, 51);
+    /* deeper than DISK_WALK_MAX_DEPTH: not measured, said so */
+    n = snprintf(path, sizeof path, "%s", home);
+    for (unsigned d = 0; d <= DISK_WALK_MAX_DEPTH + 1; d++) {
+        n += snprintf(path + n, sizeof path - (size_t)n, "/d");
+        ASSERT_EQ(mkdir(path, 0700), 0);
+    }
+    ASSERT_EQ(disk_usage(home, 100000, &bytes, NULL), ACCEL_ERANGE);
+    ASSERT_EQ(disk_usage("/nonexistent/home", 100, &bytes, NULL),
+              ACCEL_ENOTFOUND);
+    free(home);
+}
+
+#define TESTS(XX)                                                              \
+    XX(disk_usage_counts_files_and_directories)                                \
+    XX(disk_usage_does_not_follow_links)                                       \
+    XX(disk_usage_is_bounded)
+
+TEST_MAIN(TESTS)
