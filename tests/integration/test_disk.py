@@ -10,7 +10,10 @@ binaries:
 - an app whose home goes past its limitedDisk is stopped and ends
   `failed` with the reason said (the watched tier), in its status and in
   the events; the tier is reported for the node, the app and in
-  `accelctl gpu status`."""
+  `accelctl gpu status`;
+- below the data directory's reserve (ACCEL_DISK_RESERVE) an install and a
+  resume are refused with 507, naming the free space and the reserve, and
+  nothing changes; a reserve that is not a quantity is refused naming it."""
 import os
 import sys
 import time
@@ -156,6 +159,49 @@ class DiskWatchTest(RuntimeBase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(", disk watched", r.stdout)
         self.stop_app("asuser")
+
+
+class ReserveTest(RuntimeBase):
+    acceld_env = {"ACCEL_DISK_RESERVE": "1Ei"}  # above any disk's room
+
+    def test_install_refused_below_the_reserve(self):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+            "big", ["sh", "-c", "sleep 1000"])})
+        self.assertEqual(st, 507, b)
+        self.assertEqual(b.get("error"), "insufficient-storage", b)
+        msg = b.get("message", "")
+        self.assertIn("free, not more than the reserve of 1.0 EiB", msg)
+        self.assertIn("ACCEL_DISK_RESERVE", msg)
+        self.assertIn(self.d.data_dir, msg)
+        st, b = self.d.http("GET", "/api/apps/big")
+        self.assertEqual(st, 404, b)  # nothing was installed
+
+    def test_resume_refused_too(self):
+        # installed while there is room (no reserve), then the reserve rises
+        self.d.stop()
+        self.d.env["ACCEL_DISK_RESERVE"] = "0"
+        self.d.start()
+        self.install(manifest("later", ["sh", "-c", "sleep 1000"]))
+        self.stop_app("later")
+        self.d.stop()
+        self.d.env["ACCEL_DISK_RESERVE"] = "1Ei"
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/later/resume", {})
+        self.assertEqual(st, 507, b)
+        self.assertIn("reserve", b.get("message", ""))
+        self.assertEqual(self.app("later")["state"], "stopped")
+
+
+class BadReserveTest(RuntimeBase):
+    acceld_env = {"ACCEL_DISK_RESERVE": "lots"}
+
+    def test_a_reserve_that_is_no_quantity_is_refused_naming_it(self):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+            "big", ["sh", "-c", "sleep 1000"])})
+        self.assertEqual(st, 500, b)
+        self.assertIn('ACCEL_DISK_RESERVE="lots" is not a quantity',
+                      b.get("message", ""))
+        self.assertEqual(self.d.http("GET", "/api/apps/big")[0], 404)
 
 
 if __name__ == "__main__":

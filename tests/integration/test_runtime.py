@@ -108,6 +108,7 @@ class RuntimeBase(unittest.TestCase):
     gpus = (GPU_A, GPU_B)
     inventory = INVENTORY
     acceld_args = ()  # more acceld options (e.g. --no-cgroups)
+    acceld_env = {}   # more of acceld's environment
 
     def setUp(self):
         self.killed = []
@@ -123,6 +124,7 @@ class RuntimeBase(unittest.TestCase):
         self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
         self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,
                       "ACCEL_FAKE_NVML": self.nvml_path}
+        self.d.env.update(self.acceld_env)
         self.write_nvml(extra_lines)
         self.d.start()
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_disk.c: disk.c: the bounded walk of a home (what it counts, what it
- * does not follow, where it stops).
+ * does not follow, where it stops) and the data directory's reserve.
  */
 #include "common/accel_setup.h"
 #include "daemon/node/disk.h"
@@ -103,9 +103,33 @@ TEST(disk_usage_is_bounded)
     free(home);
 }
 
+TEST(disk_reserve)
+{
+    int status = 0;
+    char *why;
+
+    setenv(DISK_RESERVE_ENV, "0", 1);
+    ASSERT(disk_check_reserve(harness_tmp(), &status) == NULL);
+    setenv(DISK_RESERVE_ENV, "1Ei", 1);
+    why = disk_check_reserve(harness_tmp(), &status);
+    ASSERT(why != NULL);
+    ASSERT_EQ(status, 507);
+    ASSERT(strstr(why, harness_tmp()) != NULL);
+    ASSERT(strstr(why, "the reserve of 1.0 EiB (ACCEL_DISK_RESERVE)") != NULL);
+    free(why);
+    setenv(DISK_RESERVE_ENV, "12 bananas", 1);
+    why = disk_check_reserve(harness_tmp(), &status);
+    ASSERT(why != NULL);
+    ASSERT_EQ(status, 500);
+    ASSERT(strstr(why, "ACCEL_DISK_RESERVE=\"12 bananas\" is not a quantity")
+           != NULL);
+    free(why);
+}
+
 #define TESTS(XX)                                                              \
     XX(disk_usage_counts_files_and_directories)                                \
     XX(disk_usage_does_not_follow_links)                                       \
-    XX(disk_usage_is_bounded)
+    XX(disk_usage_is_bounded)                                                  \
+    XX(disk_reserve)
 
 TEST_MAIN(TESTS)

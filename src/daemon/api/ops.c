@@ -22,6 +22,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/cluster.h"
+#include "daemon/node/disk.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
@@ -556,6 +557,21 @@ int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
     return -1;
 }
 
+/* Room for the store's writes (SPEC 9): false with res set when the data
+ * directory's file system is at its reserve (disk.h). */
+static bool disk_room(struct accel_daemon *d, struct op_result *res)
+{
+    int status = 0;
+    char *why = disk_check_reserve(d->cfg.data_dir, &status);
+
+    if (why == NULL)
+        return true;
+    ops_res_error(res, status, status == 507 ? "insufficient-storage"
+                                             : "system-error", "%s", why);
+    free(why);
+    return false;
+}
+
 void ops_install(struct accel_daemon *d, const struct auth_user *u,
                  json_t *manifest, const char *owner, const char *type,
                  const struct op_binding *b, struct op_result *res)
@@ -571,6 +587,10 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
         ops_res_error(res, 400, "invalid-manifest", "%s", cause);
         free(cause);
+        return;
+    }
+    if (!disk_room(d, res)) {
+        manifest_release(&m);
         return;
     }
     pthread_mutex_lock(&d->lock);
@@ -632,7 +652,7 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
-    if (a == NULL || ops_busy(a, res))
+    if (a == NULL || ops_busy(a, res) || !disk_room(d, res))
         goto out;
     if (a->state == APP_RUNNING) {
         ops_res_error(res, 409, "conflict", "app \"%s\" is already running; stop "

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "common/quantity.h"
 #include "common/util.h"
 
 struct walk {
@@ -105,4 +107,31 @@ void disk_format(uint64_t bytes, char *buf, size_t len)
         u++;
     }
     snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+char *disk_check_reserve(const char *dir, int *out_status)
+{
+    const char *env = getenv(DISK_RESERVE_ENV);
+    uint64_t reserve = DISK_RESERVE_DEFAULT, avail;
+    struct statvfs vs;
+    char f[32], r[32];
+
+    if (env != NULL && quantity_parse_bytes(env, &reserve) != ACCEL_OK) {
+        *out_status = 500;
+        return xasprintf("%s=\"%s\" is not a quantity of bytes (e.g. 64Mi, "
+                         "or 0 for no reserve): nothing was changed; fix "
+                         "acceld's environment", DISK_RESERVE_ENV, env);
+    }
+    if (statvfs(dir, &vs) < 0)
+        return NULL; /* not ours to refuse: the store says what fails */
+    avail = (uint64_t)vs.f_bavail * (uint64_t)vs.f_frsize;
+    if (avail > reserve)
+        return NULL;
+    disk_format(avail, f, sizeof f);
+    disk_format(reserve, r, sizeof r);
+    *out_status = 507;
+    return xasprintf("the file system of the data directory %s has %s free, "
+                     "not more than the reserve of %s (%s): nothing was "
+                     "changed; free some space (or lower the reserve) and "
+                     "try again", dir, f, r, DISK_RESERVE_ENV);
 }

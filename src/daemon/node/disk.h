@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * disk.h: the disk side of an app's limits (SPEC 8.2, limitedDisk). limitedDisk is enforced by the *watched* tier: the
+ * disk.h: the disk side of an app's limits (SPEC 8.2, limitedDisk) and of
+ * acceld's own room. limitedDisk is enforced by the *watched* tier: the
  * supervisor measures the owner's home with disk_usage (a bounded walk) and
- * stops the app that is past its limit. See docs/internals/runtime.md.
+ * stops the app that is past its limit. The data directory keeps a reserve
+ * (disk_check_reserve): below it, installs and resumes are refused before
+ * SQLite would fail. See docs/internals/runtime.md.
  *
  * Thread-safety: no state; any thread.
  */
@@ -16,6 +19,8 @@
 
 #define DISK_WALK_MAX_ENTRIES 200000u   /* entries one walk may visit */
 #define DISK_WALK_MAX_DEPTH 128u        /* directories deep */
+#define DISK_RESERVE_DEFAULT (64ULL << 20) /* ACCEL_DISK_RESERVE unset */
+#define DISK_RESERVE_ENV "ACCEL_DISK_RESERVE"
 
 /*
  * The bytes the tree at path takes on disk (st_blocks x 512 of every entry,
@@ -30,6 +35,15 @@
  */
 enum accel_err disk_usage(const char *path, size_t max_entries,
                           uint64_t *out_bytes, size_t *out_entries);
+
+/*
+ * The data directory's room: NULL when the file system of dir has more
+ * than the reserve free for acceld (f_bavail), else a sentence the caller
+ * frees: "the file system of the data directory /d has 12.3 MiB free, below
+ * the reserve of 64.0 MiB (ACCEL_DISK_RESERVE): …" (*out_status 507), or
+ * one naming an ACCEL_DISK_RESERVE that is not a quantity (500).
+ */
+char *disk_check_reserve(const char *dir, int *out_status);
 
 /* "12.3 MiB" into buf. */
 void disk_format(uint64_t bytes, char *buf, size_t len);

@@ -959,11 +959,17 @@ static void *supervise(void *arg)
 enum accel_err runtime_supervisor_start(struct accel_daemon *d)
 {
     char *logdir = xasprintf("%s/logs", d->cfg.data_dir);
+    char *why;
+    int status;
 
     if (applog_start(logdir, 0, &d->applog) != ACCEL_OK)
         log_error("cannot start the log writer: apps write their log "
                   "files themselves (not rotated while they run)");
     free(logdir);
+    why = disk_check_reserve(d->cfg.data_dir, &status);
+    if (why != NULL) /* said at start, refused at each install */
+        log_warn("%s", why);
+    free(why);
     if (pthread_create(&d->supervisor, NULL, supervise, d) != 0)
         return ACCEL_ESYS;
     d->supervisor_running = true;
