@@ -621,18 +621,19 @@ static void stop_step(struct accel_daemon *d, struct watch *w)
 
 /*
  * The app's output: read by the log writer (adopted again after an acceld
- * restart), or, for an app an older acceld started with the log file as
- * its stdout, that file copy-truncated at the cap.
+ * restart), or, for an app started with the log file as its stdout (by an
+ * older acceld, or when the log writer could not start), that file
+ * copy-truncated at the cap.
  */
 static void watch_log(struct accel_daemon *d, const struct watch *w)
 {
     char *path;
 
-    if (d->applog == NULL || applog_adopt(d->applog, w->name))
+    if (d->applog != NULL && applog_adopt(d->applog, w->name))
         return;
     path = xasprintf("%s/logs/%s.log", d->cfg.data_dir, w->name);
     if (proc_rotate_log(path, 0) != ACCEL_OK)
-        log_warn("cannot rotate %s: %s", path, strerror(errno));
+        log_warn("cannot rotate %s", path);
     free(path);
 }
 
