@@ -103,6 +103,38 @@ TEST(disk_usage_is_bounded)
     free(home);
 }
 
+/* A directory the measuring process cannot open would hide what it holds:
+ * the tree counts as not measurable. Run as an unprivileged uid (root
+ * reads everything). */
+TEST(disk_usage_unreadable_directory_is_not_hidden)
+{
+    char *home = in_tmp("home"), *hid = in_tmp("home/hidden");
+    uint64_t bytes = 0;
+    int status = 0;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        printf("skipped: needs root to become another uid\n");
+        free(home);
+        free(hid);
+        return;
+    }
+    ASSERT_EQ(mkdir(home, 0755), 0);
+    ASSERT_EQ(mkdir(hid, 0000), 0);
+    pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(2);
+        _exit(disk_usage(home, 1000, &bytes, NULL) == ACCEL_ERANGE ? 0 : 1);
+    }
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+    free(home);
+    free(hid);
+}
+
 TEST(disk_reserve)
 {
     int status = 0;
@@ -130,6 +162,7 @@ TEST(disk_reserve)
     XX(disk_usage_counts_files_and_directories)                                \
     XX(disk_usage_does_not_follow_links)                                       \
     XX(disk_usage_is_bounded)                                                  \
+    XX(disk_usage_unreadable_directory_is_not_hidden)                          \
     XX(disk_reserve)
 
 TEST_MAIN(TESTS)

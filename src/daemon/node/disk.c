@@ -66,6 +66,8 @@ static void walk_dir(struct walk *w, int fd, unsigned depth)
                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub >= 0)
             walk_dir(w, sub, depth + 1);
+        else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+            w->over = true; /* unreadable (acceld not root): not hidden */
     }
     closedir(dir);
 }

@@ -27,9 +27,11 @@
  * path itself included), into *out_bytes. Links are not followed, no other
  * file system is entered, every directory is opened relative to its parent
  * with O_NOFOLLOW (a directory swapped for a link meanwhile is not
- * entered). Returns ACCEL_OK; ACCEL_ERANGE when the tree has more than
- * max_entries entries or is deeper than DISK_WALK_MAX_DEPTH (it cannot be
- * measured at a bounded cost; *out_bytes is what was counted);
+ * entered; one removed or swapped meanwhile is skipped). Returns
+ * ACCEL_OK; ACCEL_ERANGE when the tree has more than max_entries entries,
+ * is deeper than DISK_WALK_MAX_DEPTH, or holds a directory this process
+ * cannot open (it cannot be measured at a bounded cost, or at all: what it
+ * holds would go uncounted; *out_bytes is what was counted);
  * ACCEL_ENOTFOUND when path is missing. *out_entries (may be NULL) gets the
  * entries visited.
  */

@@ -852,10 +852,11 @@ static char *disk_reason(const struct disk_watch *w)
 
     quantity_format_bytes(w->limit, lim, sizeof lim);
     if (w->rc == ACCEL_ERANGE)
-        return xasprintf("stopped: its home %s holds more than %u entries "
-                         "or is more than %u directories deep, more than "
-                         "acceld measures for limitedDisk %s", w->home,
-                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH, lim);
+        return xasprintf("stopped: its home %s cannot be measured for "
+                         "limitedDisk %s (more than %u entries, more than "
+                         "%u directories deep, or a directory acceld "
+                         "cannot read)", w->home, lim,
+                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH);
     disk_format(w->used, used, sizeof used);
     return xasprintf("stopped: its home %s uses %s on disk, past "
                      "limitedDisk %s", w->home, used, lim);
