@@ -242,6 +242,10 @@ struct accel_daemon {
                                     owner's uid; false = containment by
                                     uid is off (reported, never claimed) */
     char *identity_status;       /* that decision as a sentence */
+    char *home_root;             /* the apps' homes are <home_root>/<owner>:
+                                    <data-dir>/home, or a fallback when
+                                    others cannot reach the data dir
+                                    (identity.c) */
     struct http_server *http;
     struct metrics *metrics;     /* counters (own lock) */
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */

@@ -442,7 +442,7 @@ static bool install_run_allowed(struct accel_daemon *d,
                                 const struct manifest *m, const char *owner,
                                 struct op_result *res)
 {
-    char *home = xasprintf("%s/home/%s", d->cfg.data_dir, owner);
+    char *home = identity_home(d, owner);
     char *cause = NULL;
     enum accel_err rc = manifest_check_install(m, u->admin, home, &cause);
     uid_t uid;

@@ -493,6 +493,15 @@ static void instance_name(const char *s, char *out)
              (unsigned long long)(h & 0xffffffffffffULL));
 }
 
+void cgroup_instance_of(const char *data_dir,
+                        char out[CGROUP_INSTANCE_LEN + 1])
+{
+    char *real = realpath(data_dir, NULL);
+
+    instance_name(real ? real : data_dir, out);
+    free(real);
+}
+
 void cgroup_detect(struct cgroup_sys *cs, const char *data_dir)
 {
     struct hier v2, v1[CGV1_COUNT];

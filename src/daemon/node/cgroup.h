@@ -105,6 +105,11 @@ int cgroup_leaf_move(const char *dir, pid_t pid, char **cause);
 
 /* No cgroups at all (acceld --no-cgroups): every tier "none" with reason
  * why, so that apps are contained by process group and ACCEL_APP only. */
+/* The <instance> of data_dir (which must exist): 12 hex digits of the
+ * FNV-1a hash of its realpath. Also names the homes' fallback directory
+ * (identity.c). */
+void cgroup_instance_of(const char *data_dir,
+                        char out[CGROUP_INSTANCE_LEN + 1]);
 void cgroup_disable(struct cgroup_sys *cs, const char *data_dir,
                     const char *why);
 

@@ -21,6 +21,7 @@
 
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/cgroup.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -250,6 +251,72 @@ static char *blocking_parent(const char *dir)
     return NULL;
 }
 
+/* Is path a directory acceld may keep other users' homes in: a real
+ * directory (not a link), owned by acceld's uid, writable by nobody else? */
+static bool safe_root_dir(const char *path)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+           st.st_uid == geteuid() && (st.st_mode & 022) == 0;
+}
+
+/*
+ * Where the apps' homes are (issue 20): <data-dir>/home, unless the apps'
+ * uids cannot reach it because a directory above the data directory is not
+ * searchable by others (a checkout in a 0700 home: Debian's adduser makes
+ * them so). Then they are kept in <IDENTITY_HOME_FALLBACK>/<instance>
+ * (root-owned, 0711; <instance> as the cgroups', from the data directory's
+ * realpath), and acceld says so. The choice sticks: once that directory
+ * exists it is used, so making the data directory reachable later does not
+ * hide the homes the apps have. block is the blocking parent or NULL.
+ */
+static void choose_home_root(struct accel_daemon *d, const char *block)
+{
+    const char *base = IDENTITY_HOME_FALLBACK;
+    char inst[CGROUP_INSTANCE_LEN + 1], *alt;
+
+    free(d->home_root);
+    d->home_root = xasprintf("%s/home", d->cfg.data_dir);
+    if (!d->uid_drop)
+        return;
+    cgroup_instance_of(d->cfg.data_dir, inst);
+    alt = xasprintf("%s/%s", base, inst);
+    if (block == NULL && !safe_root_dir(alt)) {
+        free(alt);
+        return;
+    }
+    if (mkdir(base, 0711) != 0 && errno != EEXIST)
+        log_warn("cannot create %s: %s", base, strerror(errno));
+    if (mkdir(alt, 0711) != 0 && errno != EEXIST)
+        log_warn("cannot create %s: %s", alt, strerror(errno));
+    if (!safe_root_dir(base) || !safe_root_dir(alt) || chmod(alt, 0711) != 0) {
+        if (block != NULL)
+            log_warn("%s is not searchable by other users, and %s cannot "
+                     "hold the apps' homes (it must be a directory of uid %u "
+                     "that no one else may write): apps, which run as their "
+                     "owner's uid, cannot reach their home under %s/home "
+                     "(chmod o+x %s)",
+                     block, alt, (unsigned)geteuid(), d->cfg.data_dir, block);
+        free(alt);
+        return;
+    }
+    if (block != NULL)
+        log_info("apps' homes are in %s: %s is not searchable by other "
+                 "users, so the apps' uids could not reach %s/home",
+                 alt, block, d->cfg.data_dir);
+    else
+        log_info("apps' homes are in %s (chosen when the data directory "
+                 "could not be reached by other users; it is kept)", alt);
+    free(d->home_root);
+    d->home_root = alt;
+}
+
+char *identity_home(const struct accel_daemon *d, const char *owner)
+{
+    return xasprintf("%s/%s", d->home_root, owner);
+}
+
 /*
  * The data directory as apps see it (docs/internals/runtime.md):
  * searchable but not listable (0711), the store and the token private to
@@ -285,10 +352,7 @@ static void lay_out_data_dir(struct accel_daemon *d)
     make_dir(p, 0711);
     free(p);
     block = blocking_parent(dir);
-    if (block != NULL && d->uid_drop)
-        log_warn("%s is not searchable by other users: apps, which run as "
-                 "their owner's uid, cannot reach their home under %s/home "
-                 "(chmod o+x %s)", block, dir, block);
+    choose_home_root(d, block);
     free(block);
 }
 
@@ -349,7 +413,7 @@ enum accel_err identity_resolve_user(const char *spec, uid_t *uid, gid_t *gid,
     return ACCEL_OK;
 }
 
-/* Create or repair <data-dir>/home/<owner>: a real directory (never a
+/* Create or repair <home root>/<owner>: a real directory (never a
  * link), 0700, owned by uid:gid when acceld may chown. */
 static enum accel_err ensure_home(const char *path, bool chown_it, uid_t uid,
                                   gid_t gid, char **cause)
@@ -422,7 +486,7 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
     }
     run_uid = d->uid_drop ? (uid_t)uid : geteuid();
     run_gid = d->uid_drop ? (gid_t)uid : getegid();
-    home = xasprintf("%s/home/%s", d->cfg.data_dir, a->owner);
+    home = identity_home(d, a->owner);
     if (ensure_home(home, d->uid_drop, run_uid, run_gid, cause) != ACCEL_OK) {
         free(home);
         return ACCEL_ESYS;

@@ -111,6 +111,12 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
                                 struct identity_run *out, char **cause);
 void identity_run_release(struct identity_run *r);
 
+/* Where the apps' homes go when others cannot reach the data directory
+ * (identity_start decides, d->home_root): one directory per data dir. */
+#define IDENTITY_HOME_FALLBACK "/var/lib/accel-homes"
+/* The home of owner's apps, <d->home_root>/<owner> (caller frees). */
+char *identity_home(const struct accel_daemon *d, const char *owner);
+
 /*
  * Resolve a run.user value: a user name of this machine or a decimal uid
  * (any uid, root included). *uid, *gid (the passwd group, or the uid's

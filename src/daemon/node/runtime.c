@@ -819,7 +819,7 @@ static bool disk_watched(const struct app *a)
 /* One app whose home is measured, copied under the lock. */
 struct disk_watch {
     char *app;             /* its name (owned) */
-    char *home;            /* <data-dir>/home/<owner> (owned) */
+    char *home;            /* <home root>/<owner> (owned) */
     uint64_t limit;        /* limitedDisk */
     pid_t pid;             /* the run measured */
     uint64_t used;         /* measured without the lock */
@@ -837,7 +837,7 @@ static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
             continue;
         w[n] = (struct disk_watch){
             .app = xstrdup(a->name),
-            .home = xasprintf("%s/home/%s", d->cfg.data_dir, a->owner),
+            .home = identity_home(d, a->owner),
             .limit = disk_limit(a),
             .pid = (pid_t)a->pid};
         n++;
