@@ -248,6 +248,58 @@ class ApiTest(unittest.TestCase):
         st, b = self.call("GET", "/api/apps")
         self.assertEqual(b["data"], [])
 
+    def test_nul_in_a_path_segment_is_400(self):
+        """Issue 25: /api/apps/alice1%00 reached alice1 (the name ended at
+        the NUL). Every route taking a name from the URL refuses it, names
+        the segment and the rule, and changes nothing."""
+        st, b = self.install(manifest("alice1", gpu="1Gi", mem="64Mi"))
+        self.assertEqual(st, 200, b)
+        st, b = self.call("POST", "/api/users", {"name": "bob"})
+        self.assertEqual(st, 200, b)
+        node_dev = "/api/compute-resources/nodes/homelab/devices/"
+        cases = [
+            ("GET", "/api/apps/alice1%00", None, 3, "alice1%00"),
+            ("DELETE", "/api/apps/alice1%00", None, 3, "alice1%00"),
+            ("DELETE", "/api/apps/alice1%00x", None, 3, "alice1%00x"),
+            ("POST", "/api/apps/alice1%00/suspend", None, 3, "alice1%00"),
+            ("POST", "/api/apps/alice1%00/resume", {}, 3, "alice1%00"),
+            ("DELETE", "/api/apps/alice1%00/compute-resources/bindings",
+             None, 3, "alice1%00"),
+            ("DELETE", "/api/users/bob%00", None, 3, "bob%00"),
+            ("PUT", "/api/users/bob%00", {"maxApps": 1}, 3, "bob%00"),
+            ("DELETE", "/api/nodes/homelab%00", None, 3, "homelab%00"),
+            ("PUT", node_dev + G4060 + "%00/support-type",
+             {"supportType": "Exclusive"}, 6, G4060 + "%00"),
+            ("PUT", "/api/compute-resources/nodes/home%00lab/devices/" +
+             G4060 + "/support-type", {"supportType": "Exclusive"}, 4,
+             "home%00lab"),
+        ]
+        for method, path, body, idx, seg in cases:
+            st, b = self.call(method, path, body)
+            self.assertEqual(st, 400, (method, path, b))
+            self.assertEqual(b["error"], "invalid-argument", b)
+            self.assertIn('path segment %d ("%s")' % (idx, seg), b["message"])
+            self.assertIn("NUL byte (%00)", b["message"])
+        # nothing changed: alice1 runs bound, bob is there without limits
+        st, b = self.call("GET", "/api/apps/alice1")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "running", b)
+        st, b = self.call("GET", "/api/users")
+        bob = [u for u in b["data"] if u["name"] == "bob"]
+        self.assertEqual(len(bob), 1, b)
+        st, b = self.call("GET", "/api/compute-resources")
+        modes = {x["id"]: x["supportType"] for n in b["data"]
+                 for x in n["devices"]}
+        self.assertEqual(modes[G4060], "TimeSlice", modes)
+        # nor may a query argument hold one (force=true%00x read "true")
+        st, b = self.call("GET", "/api/events?app=alice1%00x")
+        self.assertEqual(st, 400, b)
+        self.assertIn('query argument "alice1%00x" contains a NUL byte',
+                      b["message"])
+        # a connection that sent one serves its next request normally
+        st, b = self.call("GET", "/api/apps/alice1")
+        self.assertEqual(st, 200, b)
+
     def test_auth_and_members(self):
         st, _ = self.call("GET", "/api/apps", token="")
         self.assertEqual(st, 401)

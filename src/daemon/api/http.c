@@ -57,6 +57,15 @@ enum conn_phase {
     CONN_ANSWER,  /* dispatched: being answered or parked, no deadline */
 };
 
+#define HTTP_NUL_KEEP 4 /* NUL-decoding strings kept per request line */
+
+/* A string of a request line that decoded a NUL (http_conn.nul). */
+struct http_nul {
+    const char *buf;            /* MHD's decoded buffer (compared only) */
+    char *text;                 /* decoded, each NUL as %00 (owned) */
+    size_t at;                  /* offset of the first %00 in text */
+};
+
 /* One accepted socket (MHD's socket context), on the server's list. */
 struct http_conn {
     struct http_conn *prev, *next;
@@ -64,6 +73,12 @@ struct http_conn {
     _Atomic uint64_t since_ns;  /* when the current request began */
     _Atomic int phase;          /* enum conn_phase */
     bool cut;                   /* shut down by the sweep */
+    /* the strings of the request line being read (its path, its query
+     * arguments) that decoded a NUL (%00): MHD hands them on as C strings
+     * that end there. Each as MHD's buffer, and the whole decoded text
+     * with every NUL written back as %00 (owned); req_new takes them. */
+    struct http_nul nul[HTTP_NUL_KEEP];
+    size_t nnul;                /* entries used (more are dropped) */
 };
 
 struct http_server {
@@ -271,14 +286,49 @@ static bool content_type_ok(struct http_req *r)
            strncmp(ct, "application/x-yaml", 18) == 0;
 }
 
+/*
+ * A path whose decoding held a NUL (%00) is refused whatever route it
+ * would reach: a name read from it would end at the NUL (alice1%00 is not
+ * alice1). The message names the first such segment.
+ */
+static void refuse_nul_path(struct http_req *r)
+{
+    const char *p = r->path, *at = p + r->path_nul_at, *seg = at, *end;
+    int idx = 0;
+    size_t len;
+
+    while (seg > p && seg[-1] != '/')
+        seg--;
+    for (const char *q = p; q < seg; q++)
+        idx += *q == '/';
+    end = strchr(seg, '/');
+    len = end ? (size_t)(end - seg) : strlen(seg);
+    http_reply_error(r, ACCEL_EINVAL,
+                     "path segment %d (\"%.*s\") of %.200s contains a NUL "
+                     "byte (%%00): no segment of a path may contain one",
+                     idx, (int)(len > 200 ? 200 : len), seg, p);
+}
+
 static void dispatch(struct http_req *r)
 {
     bool mismatch;
     const char *offs[HTTP_MAX_PARAMS] = {0};
-    int i = http_route_match(api_routes, api_nroutes, r->method, r->path, offs,
-                             &mismatch);
+    int i;
     const struct http_route *rt;
 
+    if (r->path_nul) {
+        refuse_nul_path(r);
+        return;
+    }
+    if (r->arg_nul) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "query argument \"%.200s\" contains a NUL byte "
+                         "(%%00): no argument may contain one",
+                         r->arg_nul);
+        return;
+    }
+    i = http_route_match(api_routes, api_nroutes, r->method, r->path, offs,
+                         &mismatch);
     if (i < 0) {
         /* a path is echoed up to 200 bytes: no answer grows with it */
         if (mismatch)
@@ -413,6 +463,7 @@ static void req_free(struct http_req *r)
     free(r->park_app);
     view_stream_free(r->reply_stream);
     free((char *)r->path);
+    free(r->arg_nul);
     free(r);
 }
 
@@ -703,6 +754,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
     if (hc->next)
         hc->next->prev = hc->prev;
     pthread_mutex_unlock(&s->conn_lock);
+    for (size_t i = 0; i < hc->nnul; i++)
+        free(hc->nul[i].text);
     free(hc);
     *socket_context = NULL;
 }
@@ -712,6 +765,70 @@ static struct http_conn *conn_of(struct MHD_Connection *c)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/*
+ * MHD's unescaper (%HH), which also notes a path or argument that decodes
+ * to a NUL: MHD hands the url on as a C string that ends there, so
+ * "/api/apps/alice1%00" would reach the routes as "/api/apps/alice1". The
+ * url is decoded in place and handed to on_request as the same buffer:
+ * req_new recognises it by its address.
+ */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *s)
+{
+    size_t n = MHD_http_unescape(s), nnul = 0, k = 0;
+    struct http_conn *hc;
+    struct http_nul *e;
+    char *out;
+
+    (void)cls;
+    if (memchr(s, '\0', n) == NULL)
+        return n;
+    hc = conn_of(c);
+    if (hc == NULL || hc->nnul == HTTP_NUL_KEEP)
+        return n;
+    for (size_t i = 0; i < n; i++)
+        nnul += s[i] == '\0';
+    out = xmalloc(n + 2 * nnul + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\0') {
+            memcpy(out + k, "%00", 3);
+            k += 3;
+        } else {
+            out[k++] = s[i];
+        }
+    }
+    out[k] = '\0';
+    e = &hc->nul[hc->nnul++];
+    e->buf = s;
+    e->text = out;
+    e->at = (size_t)((char *)memchr(s, '\0', n) - s);
+    return n;
+}
+
+/* Hand r what the unescaper noted for this request line: the path with
+ * its NULs shown (r->path_nul), or the first argument with one
+ * (r->arg_nul). Clears the connection's notes. */
+static void take_nuls(struct http_req *r, const char *url)
+{
+    struct http_conn *hc = r->hc;
+
+    for (size_t i = 0; hc && i < hc->nnul; i++) {
+        struct http_nul *e = &hc->nul[i];
+        if (e->buf == url && !r->path_nul) {
+            free((char *)r->path);
+            r->path = e->text; /* takes it: never matches a route */
+            r->path_nul = true;
+            r->path_nul_at = e->at;
+        } else if (r->arg_nul == NULL) {
+            r->arg_nul = e->text;
+        } else {
+            free(e->text);
+        }
+        e->text = NULL;
+    }
+    if (hc)
+        hc->nnul = 0;
 }
 
 /* A body announced far larger than the cap (HTTP_DISCARD_MAX) is refused
@@ -742,6 +859,7 @@ static struct http_req *req_new(struct accel_daemon *d,
     r->method = method;
     r->path = xstrdup(url);
     r->hc = conn_of(c);
+    take_nuls(r, url);
     if (r->hc)
         atomic_store(&r->hc->phase, CONN_BODY);
     return r;
@@ -906,6 +1024,7 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
         MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
         MHD_OPTION_CONNECTION_LIMIT, limit,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer,

@@ -24,7 +24,11 @@ struct http_req {
     struct accel_daemon *d;
     void *conn;                       /* struct MHD_Connection */
     const char *method;
-    const char *path;
+    const char *path;                 /* decoded; a NUL shows as %00 */
+    bool path_nul;                    /* the path decoded a NUL: refused */
+    size_t path_nul_at;               /* where its first %00 is in path */
+    char *arg_nul;                    /* a query key or value that decoded
+                                         a NUL, %00 shown (owned): refused */
     const char *route;                /* matched pattern, for metrics */
     const char *params[HTTP_MAX_PARAMS]; /* {} segments of the route */
     char *pathbuf;                    /* backing store of params */
