@@ -843,6 +843,47 @@ static void identity_unique(enum kind k)
     fx_close(g);
 }
 
+/* A removed user's uid is retired (issue 25): the row is renamed, the
+ * uid stays taken (for the same name too), the name is free for a fresh
+ * uid; a retired name already taken is ACCEL_ECONFLICT and rolls back. */
+static void identity_retire(enum kind k)
+{
+    struct fx *f = fx_open(k, NULL, NULL, NULL), *g;
+    struct store_identity a = {"alice", 70001}, b = {"bob", 70002};
+    struct store_identity ra = {"~alice.70001", 70001};
+    struct store_identity rb = {"~alice.70001", 70002};
+    struct store_identity again = {"alice", 70001}, fresh = {"alice", 70000};
+
+    OK(store_begin(f->s));
+    OK(store_identity_put(f->s, &a));
+    OK(store_identity_put(f->s, &b));
+    OK(store_commit(f->s));
+    OK(store_begin(f->s));
+    OK(store_identity_retire(f->s, "alice", &ra));
+    OK(store_commit(f->s));
+    OK(store_begin(f->s));
+    ASSERT_EQ(store_identity_put(f->s, &again), ACCEL_ECONFLICT);
+    store_rollback(f->s);
+    OK(store_begin(f->s));
+    ASSERT_EQ(store_identity_retire(f->s, "bob", &rb), ACCEL_ECONFLICT);
+    store_rollback(f->s);
+    fx_settle(f);
+    ASSERT_RELOAD(f, "identity ~alice.70001 70001\nidentity bob 70002\n");
+
+    g = fx_open(k, f->loc, "n2", NULL);
+    fx_close(f);
+    OK(store_begin(g->s));
+    ASSERT_EQ(store_identity_put(g->s, &again), ACCEL_ECONFLICT);
+    store_rollback(g->s);
+    OK(store_begin(g->s));
+    OK(store_identity_put(g->s, &fresh));
+    OK(store_commit(g->s));
+    fx_settle(g);
+    ASSERT_RELOAD(g, "identity alice 70000\nidentity ~alice.70001 70001\n"
+                     "identity bob 70002\n");
+    fx_close(g);
+}
+
 /* Events inside and outside transactions, every filter, id order; the
  * fields round-trip; a callback's code stops the query. */
 static void events_query(enum kind k)
@@ -1436,6 +1477,7 @@ BOTH(delete_loaded)
 BOTH(rollback_writes_nothing)
 BOTH(failed_call_poisons_transaction)
 BOTH(identity_unique)
+BOTH(identity_retire)
 BOTH(events_query)
 BOTH(event_alone_is_synced)
 BOTH(event_ids)
@@ -1455,6 +1497,7 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, rollback_writes_nothing)                                         \
     PAIR_(XX, failed_call_poisons_transaction)                                 \
     PAIR_(XX, identity_unique)                                                 \
+    PAIR_(XX, identity_retire)                                                 \
     PAIR_(XX, events_query)                                                    \
     PAIR_(XX, event_alone_is_synced)                                           \
     PAIR_(XX, event_ids)                                                       \

@@ -183,6 +183,8 @@ static const char *const migrations[] = {
     XX(USER_DEL, "DELETE FROM users WHERE name = ?1")                          \
     XX(IDENTITY_PUT, "INSERT INTO identities (name, uid) VALUES (?1, ?2)")     \
     XX(IDENTITY_DEL, "DELETE FROM identities WHERE name = ?1")                 \
+    XX(IDENTITY_RETIRE, "UPDATE identities SET name = ?2"                      \
+                        " WHERE name = ?1 AND uid = ?3")                       \
     XX(DEVICE_DEL, "DELETE FROM devices WHERE node = ?1 AND id = ?2")          \
     XX(NODE_DEL, "DELETE FROM nodes WHERE name = ?1")                          \
     XX(EVENT_DEL, "DELETE FROM events WHERE id = ?1")                          \
@@ -1057,6 +1059,28 @@ enum accel_err store_identity_put(struct store *s,
     }
     rc = bind_text(st, 1, id->name);
     rc = rc ? rc : sqlite3_bind_int64(st, 2, id->uid);
+    rc = rc ? rc : step_done(st);
+    return tx_result(s, rc);
+}
+
+enum accel_err store_identity_retire(struct store *s, const char *name,
+                                     const struct store_identity *retired)
+{
+    if (s->es)
+        return estore_identity_retire(s->es, name, retired);
+    sqlite3_stmt *st = s->stmt[ST_IDENTITY_RETIRE];
+    int rc;
+    enum accel_err err = need_tx(s);
+    if (err != ACCEL_OK)
+        return err;
+    if (!name || !retired->name || retired->uid <= 0) {
+        rollback_quiet(s);
+        return fail_msg(s, ACCEL_EINVAL, "identity retirement without a "
+                                         "name or with uid <= 0");
+    }
+    rc = bind_text(st, 1, name);
+    rc = rc ? rc : bind_text(st, 2, retired->name);
+    rc = rc ? rc : sqlite3_bind_int64(st, 3, retired->uid);
     rc = rc ? rc : step_done(st);
     return tx_result(s, rc);
 }

@@ -219,6 +219,15 @@ enum accel_err store_user_delete(struct store *s, const char *name);
  * transaction back, like every failure); uid <= 0 is ACCEL_EINVAL. */
 enum accel_err store_identity_put(struct store *s,
                                   const struct store_identity *id);
+/*
+ * Retire name's uid (a removed user, SPEC 3): its row is renamed to
+ * retired->name (a name no user can have), uid retired->uid unchanged, so
+ * the uid stays taken for good and the name, if it comes back, gets a
+ * fresh one. ACCEL_ECONFLICT when retired->name is taken (the transaction
+ * is rolled back, like every failure); ACCEL_EINVAL without names or uid.
+ */
+enum accel_err store_identity_retire(struct store *s, const char *name,
+                                     const struct store_identity *retired);
 /* Set (insert or replace) or forget a user's limits. */
 enum accel_err store_limits_put(struct store *s,
                                 const struct store_limits *l);

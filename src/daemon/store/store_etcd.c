@@ -1043,6 +1043,33 @@ enum accel_err estore_identity_put(struct estore *s,
     return ACCEL_OK;
 }
 
+enum accel_err estore_identity_retire(struct estore *s, const char *name,
+                                      const struct store_identity *retired)
+{
+    char uid[24];
+    char *k;
+    uint32_t w;
+    if (need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    if (!name || !retired->name || retired->uid <= 0)
+        return tx_fail(s, ACCEL_EINVAL, "identity retirement without a "
+                                        "name or with uid <= 0");
+    k = key2(s, "identities", retired->name);
+    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
+        free(k);
+        return tx_fail(s, ACCEL_ECONFLICT, "the retired name is taken");
+    }
+    tx_write(s, k,
+             dump(json_pack("{s:s, s:I}", "name", retired->name, "uid",
+                            (json_int_t)retired->uid)),
+             0, true, true);
+    /* the name's row goes and the uid's holder changes, each guarded by
+     * the revision memory reflects: a concurrent change refuses all */
+    del_row(s, key2(s, "identities", name));
+    snprintf(uid, sizeof uid, "%" PRId64, retired->uid);
+    return put_row(s, key2(s, "uids", uid), xstrdup(retired->name));
+}
+
 enum accel_err estore_limits_put(struct estore *s,
                                  const struct store_limits *l)
 {
@@ -1653,7 +1680,9 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
             f->user(f->ctx, name, &u);
     } else if (strcmp(table, "identities") == 0 && f->identity) {
         struct store_identity id;
-        if (!del && !identity_decode(o, &id))
+        if (del) /* a removed user's name (its uid is retired) */
+            f->identity(f->ctx, name, NULL);
+        else if (!identity_decode(o, &id))
             f->identity(f->ctx, name, &id);
     } else if (strcmp(table, "limits") == 0 && f->limits) {
         struct store_limits l;

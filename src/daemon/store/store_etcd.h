@@ -45,6 +45,8 @@ enum accel_err estore_node_put(struct estore *s, const struct store_node *n);
 enum accel_err estore_node_delete(struct estore *s, const char *name);
 enum accel_err estore_user_put(struct estore *s, const struct store_user *u);
 enum accel_err estore_user_delete(struct estore *s, const char *name);
+enum accel_err estore_identity_retire(struct estore *s, const char *name,
+                                      const struct store_identity *retired);
 enum accel_err estore_identity_put(struct estore *s,
                                    const struct store_identity *id);
 enum accel_err estore_limits_put(struct estore *s,
