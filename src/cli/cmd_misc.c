@@ -272,10 +272,40 @@ int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
     return rc;
 }
 
+/* "Removed user carol; ... Uninstalled: carol1. Stopping, then
+ * uninstalled: carol2." from DELETE /api/users/NAME's answer. */
+static void print_removed(const char *name, const json_t *apps)
+{
+    static const char *const states[] = {"uninstalled", "stopping",
+                                         "releasing"};
+    static const char *const heads[] = {
+        "Uninstalled", "Stopping (uninstalled once stopped)",
+        "Releasing (uninstalled once its processes are gone)"};
+    const json_t *a;
+    size_t i;
+
+    printf("Removed user %s; their token no longer works.\n", name);
+    for (size_t k = 0; k < 3; k++) {
+        bool first = true;
+        json_array_foreach(apps, i, a) {
+            const char *st = json_string_value(json_object_get(a, "state"));
+            if (st == NULL || strcmp(st, states[k]) != 0)
+                continue;
+            printf("%s%s", first ? heads[k] : ", ",
+                   first ? ": " : "");
+            printf("%s", json_string_value(json_object_get(a, "name")));
+            first = false;
+        }
+        if (!first)
+            printf(".\n");
+    }
+}
+
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
 {
     char *e = client_escape(args->pos[0]);
-    char *path = xasprintf("/api/users/%s", e);
+    char *path = xasprintf("/api/users/%s%s", e,
+                           args->force ? "?force=true" : "");
     struct client_resp r;
     int rc = client_call(ctx, "DELETE", path, NULL, &r);
     if (rc == CLI_EXIT_REFUSED)
@@ -283,8 +313,7 @@ int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
     else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
         table_print_json(r.data);
     else if (rc == CLI_EXIT_OK)
-        printf("Removed user %s; their token no longer works.\n",
-               args->pos[0]);
+        print_removed(args->pos[0], json_object_get(r.data, "apps"));
     client_resp_release(&r);
     free(path);
     free(e);

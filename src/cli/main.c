@@ -95,8 +95,10 @@ static const struct accel_cli_cmd commands[] = {
       .handler = cmd_misc_user_add },
     { .name = "user list", .usage = "", .min_args = 0, .max_args = 0,
       .summary = "users and roles", .handler = cmd_misc_user_list },
-    { .name = "user remove", .usage = "NAME", .min_args = 1, .max_args = 1,
-      .summary = "delete a user and their token",
+    { .name = "user remove", .usage = "NAME [--force]", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_FORCE,
+      .summary = "delete a user, their token and uid (refused while they "
+      "own apps; --force stops and uninstalls those)",
       .handler = cmd_misc_user_remove },
     { .name = "user set-limits", .usage = "NAME [--max-apps N|default] "
       "[--max-gpu-memory QUANTITY|none]", .min_args = 1, .max_args = 1,

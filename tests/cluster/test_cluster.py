@@ -114,6 +114,62 @@ class AnyNodeTest(unittest.TestCase):
                                           token=tok)[0] == 401,
                "alice's token refused by n3 once she is removed")
 
+    def test_a_removed_users_uid_and_apps_go_everywhere(self):
+        """Issue 25 in the cluster: bea's app runs on n2; removing bea
+        through n3 is 409 while she owns it; forced, n2's agent stops and
+        uninstalls it, her uid is retired in etcd (never given again) and
+        n2 moves her home aside; a new bea gets a fresh uid on every
+        node."""
+        c = self.c
+        uid_of = (lambda a, n: {u["name"]: u["uid"] for u in a.http(
+            "GET", "/api/users")[1]["data"]}.get(n))
+        st, b = c.agent("n1").http("POST", "/api/users", {"name": "bea"})
+        self.assertEqual(st, 200, b)
+        tok = b["data"]["token"]
+        old = uid_of(c.agent("n1"), "bea")
+        self.assertTrue(old)
+        c.wait(lambda: uid_of(c.agent("n2"), "bea") == old, "bea on n2")
+        m = manifest("bea1", "2Gi", run=["sh", "-c", "touch $HOME/mine; "
+                                          "exec sleep 300"])
+        body = {"manifest": m}
+        body.update(bind("n2", "n2-mem", 2 * GiB))
+        st, b = c.agent("n1").http("POST", "/api/apps", body, token=tok)
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: (c.app_of(c.agent("n3"), "bea1") or {}).get(
+            "state") == "running", "bea1 running as n3 sees it")
+        home = os.path.join(c.agent("n2").data_dir, "home", "bea")
+        c.wait(lambda: os.path.exists(os.path.join(home, "mine")),
+               "bea1's file in its home on n2")
+        st, b = c.agent("n3").http("DELETE", "/api/users/bea")
+        self.assertEqual(st, 409, b)
+        self.assertIn("bea1", b["message"])
+        st, b = c.agent("n3").http("DELETE", "/api/users/bea?force=true")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["apps"],
+                         [{"name": "bea1", "state": "stopping"}], b)
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: c.app_of(c.agent(n), "bea1") is None,
+                   "bea1 uninstalled as %s sees it" % n)
+        self.assertEqual(etcd_allocs(c, "n2-mem"), [])
+        aside = os.path.join(c.agent("n2").data_dir, "removed-homes",
+                             "bea.%d" % old, "mine")
+        c.wait(lambda: os.path.exists(aside), "bea's home moved aside")
+        self.assertFalse(os.path.exists(home))
+        out = c.etcd.etcdctl("get", "/accel/uids/%d" % old,
+                             "--print-value-only").stdout.strip()
+        self.assertEqual(out, "~bea.%d" % old)
+        self.assertEqual(c.etcd.etcdctl(
+            "get", "/accel/identities/bea", "--print-value-only"
+        ).stdout.strip(), "")
+        st, b = c.agent("n2").http("POST", "/api/users", {"name": "bea"})
+        self.assertEqual(st, 200, b)
+        new = uid_of(c.agent("n2"), "bea")
+        self.assertNotEqual(new, old)
+        for n in ("n1", "n3"):
+            c.wait(lambda: uid_of(c.agent(n), "bea") == new,
+                   "bea's new uid on " + n)
+        c.agent("n1").http("DELETE", "/api/users/bea")
+
     def test_an_app_runs_on_the_node_it_is_bound_to(self):
         """Installed through n1, bound to n2: n2's agent starts it; stopped
         through n3: n2's agent stops it and releases the card."""

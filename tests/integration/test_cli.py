@@ -410,6 +410,34 @@ class CliTest(unittest.TestCase):
             self.d.http("DELETE", "/api/users/bob")
             self.d.http("DELETE", "/api/users/carol")
 
+    def test_user_remove_with_apps_needs_force(self):
+        """Issue 25: user remove is refused while the user owns apps (exit
+        1, naming them, nothing changed); --force uninstalls them."""
+        r = self.ok("user", "add", "dina")
+        token = r.stdout.strip().split()[-1]
+        try:
+            st, b = self.d.http("POST", "/api/apps", {"manifest": {
+                "apiVersion": "v2", "metadata": {"name": "dina1"},
+                "spec": {"accelerator": [{
+                    "mode": "nvidia", "requiredGPUMemory": "1Gi",
+                    "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
+                    "limitedMemory": "64Mi", "requiredCpu": "100m",
+                    "limitedCpu": "100m", "requiredDisk": "1Mi",
+                    "limitedDisk": "1Mi"}]}}}, token=token)
+            self.assertEqual(st, 200, b)
+            r = self.fails(1, "user", "remove", "dina")
+            self.assertIn("user dina owns 1 app (dina1)", r.stderr)
+            self.assertIn("--force", r.stderr)
+            self.assertEqual(self.app("dina1")["owner"], "dina")
+            self.ok("app", "list", token=token)
+            r = self.ok("user", "remove", "dina", "--force")
+            self.assertIn("Removed user dina", r.stdout)
+            self.assertIn("Uninstalled: dina1.", r.stdout)
+            st, _ = self.d.http("GET", "/api/apps/dina1")
+            self.assertEqual(st, 404)
+        finally:
+            self.d.http("DELETE", "/api/users/dina?force=true")
+
     def test_events(self):
         r = self.ok("events")
         self.assertIn("KIND", r.stdout)

@@ -304,6 +304,117 @@ class IdentityTest(unittest.TestCase):
         self.assertIn(b"libaccelshim.so", env[b"LD_PRELOAD"])
         self.assertEqual(env[b"KEEP"], b"yes")
 
+    def alive(self, pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open("/proc/%d/stat" % pid) as f:  # a zombie is gone too
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+    def test_removed_user_passes_nothing_on(self):
+        """Issue 25: after DELETE /api/users/carol, carol1 kept running on
+        its card, and a new carol got the same uid, the old HOME and the
+        app. Now the removal is 409 while carol owns apps; with force the
+        apps are stopped and uninstalled (cards released) in the same
+        step; a new carol gets a fresh uid and an empty home, and the old
+        home is moved aside, root-only."""
+        tok = self.member("carol")
+        old_uid = self.uid_of("carol")
+        self.install(manifest("carol1", [
+            "sh", "-c", "echo secret > $HOME/notes; trap '' TERM; "
+            "echo ready; while :; do sleep 1; done"],
+            stopTimeoutSeconds=4), token=tok)
+        self.wait_for(lambda: "ready" in self.log("carol1"), "carol1 ready")
+        pid = self.app_pid("carol1")
+        st, b = self.d.http("DELETE", "/api/users/carol")
+        self.assertEqual(st, 409, b)
+        self.assertEqual(b["error"], "conflict", b)
+        self.assertIn("user carol owns 1 app (carol1)", b["message"])
+        self.assertIn("force=true", b["message"])
+        st, b = self.d.http("DELETE", "/api/users/carol?force=maybe")
+        self.assertEqual(st, 400, b)
+        self.assertIn("force must be true or false", b["message"])
+        # nothing changed: carol and her running, bound app are there
+        self.assertEqual(self.uid_of("carol"), old_uid)
+        st, a = self.d.http("GET", "/api/apps/carol1")
+        self.assertEqual(a["data"]["state"], "running", a)
+        self.assertEqual(len(a["data"]["allocations"]), 1, a)
+        self.assertTrue(self.alive(pid))
+        st, b = self.d.http("DELETE", "/api/users/carol?force=true")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["apps"],
+                         [{"name": "carol1", "state": "stopping"}], b)
+        st, _ = self.d.http("GET", "/api/apps", token=tok)
+        self.assertEqual(st, 401)  # the token is gone at once
+        # while carol1 is still being stopped, the name cannot come back
+        # (a new carol would own it); checked only when carol1 is there
+        # before and after the attempt
+        before = self.d.http("GET", "/api/apps/carol1")[0] == 200
+        st, b = self.d.http("POST", "/api/users", {"name": "carol"})
+        after = self.d.http("GET", "/api/apps/carol1")[0] == 200
+        if before and after:
+            self.assertEqual(st, 409, b)
+            self.assertIn("still being uninstalled", b["message"])
+        elif st == 200:
+            self.d.http("DELETE", "/api/users/carol")
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/carol1")[0] ==
+                      404, "carol1 uninstalled", timeout=30)
+        self.assertFalse(self.alive(pid))
+        st, res = self.d.http("GET", "/api/compute-resources")
+        binds = [x for n in res["data"] for dv in n["devices"]
+                 for x in dv["bindings"]]
+        self.assertEqual(binds, [], res)
+        # the old home is aside, root-only, with its files
+        aside = os.path.join(self.d.data_dir, "removed-homes",
+                             "carol.%d" % old_uid)
+        self.assertTrue(os.path.isdir(aside), os.listdir(self.d.data_dir))
+        st = os.stat(os.path.dirname(aside))
+        self.assertEqual((st.st_mode & 0o777, st.st_uid), (0o700, 0))
+        with open(os.path.join(aside, "notes")) as f:
+            self.assertEqual(f.read(), "secret\n")
+        # a new carol: a fresh uid, an empty home
+        tok2 = self.member("carol")
+        new_uid = self.uid_of("carol")
+        self.assertNotEqual(new_uid, old_uid)
+        self.assertTrue(LO <= new_uid <= HI, new_uid)
+        self.install(manifest("carol2", [
+            "sh", "-c", "echo uid=$(id -u); ls -A $HOME; echo end; "
+            "exec sleep 1000"]), token=tok2)
+        out = self.wait_for(lambda: "end" in self.log("carol2") and
+                            self.log("carol2"), "carol2's output")
+        self.assertEqual(out.split(), ["uid=%d" % new_uid, "end"], out)
+        home = os.stat(os.path.join(self.d.data_dir, "home", "carol"))
+        self.assertEqual(home.st_uid, new_uid)
+        # the retired uid stays taken across a restart: no one gets it
+        kill_apps(self.d)
+        self.d.stop()
+        self.d.start()
+        self.assertEqual(self.uid_of("carol"), new_uid)
+        self.member("dora")
+        self.assertNotIn(old_uid, [self.uid_of(n) for n in
+                                   ("admin", "carol", "dora")])
+
+    def test_removed_user_without_apps_and_forced_idle_app(self):
+        """A user without apps goes with a plain DELETE; a forced removal
+        uninstalls an app without a process at once."""
+        tok = self.member("ivy")
+        m = manifest("ivy1", ["sleep", "1000"])
+        del m["run"]  # an external app: bound, no process
+        self.install(m, token=tok)
+        st, b = self.d.http("DELETE", "/api/users/ivy?force=1")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["apps"],
+                         [{"name": "ivy1", "state": "uninstalled"}], b)
+        st, _ = self.d.http("GET", "/api/apps/ivy1")
+        self.assertEqual(st, 404)
+        self.member("jon")
+        st, b = self.d.http("DELETE", "/api/users/jon")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["apps"], [], b)
+        st, b = self.d.http("DELETE", "/api/users/jon")
+        self.assertEqual(st, 404, b)
+
     def test_full_uid_range_is_a_clear_error(self):
         kill_apps(self.d)
         self.d.close()

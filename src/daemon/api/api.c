@@ -692,6 +692,9 @@ static void h_user_add(struct http_req *r)
     rc = users_add(r->d, name, admin, token);
     if (rc == ACCEL_EEXIST)
         http_reply_error(r, rc, "user \"%s\" already exists", name);
+    else if (rc == ACCEL_EBUSY)
+        http_reply_error(r, rc, "apps of the removed user \"%s\" are still "
+                         "being uninstalled; retry when they are gone", name);
     else if (rc == ACCEL_ECONFLICT)
         http_reply_error(r, rc, "no free uid left in --app-uid-range %u-%u "
                          "for user \"%s\" (every user runs its apps as a "
@@ -707,17 +710,33 @@ out:
     json_decref(b);
 }
 
+/* DELETE /api/users/{name}[?force=true]: refused while the user owns
+ * apps, unless forced (users_remove). */
 static void h_user_del(struct http_req *r)
 {
-    enum accel_err rc = users_remove(r->d, r->params[0]);
+    const char *f = http_query(r, "force");
+    bool force = f && (strcmp(f, "true") == 0 || strcmp(f, "1") == 0);
+    json_t *apps = NULL;
+    char *cause = NULL;
+    enum accel_err rc;
+
+    if (f && !force && strcmp(f, "false") != 0 && strcmp(f, "0") != 0) {
+        http_reply_error(r, ACCEL_EINVAL, "force must be true or false");
+        return;
+    }
+    rc = users_remove(r->d, r->params[0], force, &apps, &cause);
     if (rc == ACCEL_ENOTFOUND)
         http_reply_error(r, rc, "user \"%s\" not found", r->params[0]);
     else if (rc == ACCEL_EFORBIDDEN)
         http_reply_error(r, rc, "the admin user cannot be removed");
+    else if (cause != NULL)
+        http_reply_error(r, rc, "%s", cause);
     else if (rc != ACCEL_OK)
         http_reply_error(r, rc, "the user could not be removed");
     else
-        http_reply_data(r, 200, json_pack("{s:s}", "name", r->params[0]));
+        http_reply_data(r, 200, json_pack("{s:s, s:o}", "name", r->params[0],
+                                          "apps", apps));
+    free(cause);
 }
 
 static void h_metrics(struct http_req *r)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * users.c: the users of SPEC 3 as the API changes them: add (with a uid
- * from --app-uid-range, node/identity.c, in the same transaction), remove,
- * and a member's limits. Each takes d->lock and writes through the store.
+ * from --app-uid-range, node/identity.c, in the same transaction), remove
+ * (refused while the user owns apps, unless forced: then its apps are
+ * uninstalled in the same transaction, and its uid retired), and a
+ * member's limits. Each takes d->lock and writes through the store.
  */
 #include "common/accel_setup.h"
 #include "daemon/api/users.h"
@@ -12,7 +14,9 @@
 
 #include "common/util.h"
 #include "daemon/api/auth.h"
+#include "daemon/node/cluster.h"
 #include "daemon/node/identity.h"
+#include "daemon/node/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -32,6 +36,14 @@ enum accel_err users_add(struct accel_daemon *d, const char *name,
         if (strcmp(d->users[i].name, name) == 0) {
             pthread_mutex_unlock(&d->lock);
             return ACCEL_EEXIST;
+        }
+    }
+    /* a removed user's apps still being uninstalled: the new user must
+     * not inherit them */
+    for (size_t i = 0; i < d->napps; i++) {
+        if (strcmp(d->apps[i]->owner, name) == 0) {
+            pthread_mutex_unlock(&d->lock);
+            return ACCEL_EBUSY;
         }
     }
     row = (struct store_user){name, admin ? "admin" : "member", hash,
@@ -64,36 +76,211 @@ enum accel_err users_add(struct accel_daemon *d, const char *name,
     return rc;
 }
 
-enum accel_err users_remove(struct accel_daemon *d, const char *name)
+/* ---- remove ---- */
+
+/* What becomes of an app of a removed user (SPEC 3, users_remove). */
+enum rm_kind {
+    RM_DELETE,  /* no process: deleted, its bindings released, now */
+    RM_STOP,    /* processes run (here, on an agent, across nodes): it is
+                   `stopping` for an uninstall that finishes the rest */
+    RM_RELEASE, /* stopped, processes still hold its GPU: `releasing` for
+                   an uninstall (the reconciler finishes it) */
+};
+
+static const char *const rm_state[] = {"uninstalled", "stopping",
+                                       "releasing"};
+
+static enum rm_kind rm_kind_of(struct accel_daemon *d, const struct app *a)
 {
-    enum accel_err rc = ACCEL_ENOTFOUND;
-    pthread_mutex_lock(&d->lock);
-    for (size_t i = 0; i < d->nusers; i++) {
-        if (strcmp(d->users[i].name, name) != 0)
-            continue;
-        if (strcmp(name, "admin") == 0) {
-            rc = ACCEL_EFORBIDDEN;
-            break;
-        }
-        rc = state_tx_begin(d);
-        if (rc == ACCEL_OK)
-            rc = store_user_delete(d->store, name);
-        if (rc == ACCEL_OK)
-            rc = store_limits_delete(d->store, name);
-        if (rc == ACCEL_OK) {
-            state_event(d, "user.remove", NULL, NULL, NULL, NULL,
-                        "user %s removed", name);
-            rc = state_tx_commit(d);
-        } else {
-            state_tx_rollback(d);
-        }
-        if (rc == ACCEL_OK) {
-            free(d->users[i].name);
-            d->users[i] = d->users[--d->nusers];
-        }
-        break;
+    if (a->pid > 0 || runtime_runs_on_agent(d, a) || state_app_multi(d, a))
+        return RM_STOP;
+    return a->rel.linger > 0 ? RM_RELEASE : RM_DELETE;
+}
+
+/* The apps of owner (borrowed pointers); *out freed by the caller. */
+static size_t owned_apps(struct accel_daemon *d, const char *owner,
+                         struct app ***out)
+{
+    size_t n = 0;
+
+    *out = xcalloc(d->napps + 1, sizeof(**out));
+    for (size_t i = 0; i < d->napps; i++)
+        if (strcmp(d->apps[i]->owner, owner) == 0)
+            (*out)[n++] = d->apps[i];
+    return n;
+}
+
+/* "carol1, carol2" (the first ten, then "and N more"); allocated. */
+static char *app_names(struct app **apps, size_t n)
+{
+    char *out = xstrdup(""), *next;
+
+    for (size_t i = 0; i < n && i < 10; i++) {
+        next = xasprintf("%s%s%s", out, i ? ", " : "", apps[i]->name);
+        free(out);
+        out = next;
     }
+    if (n > 10) {
+        next = xasprintf("%s and %zu more", out, n - 10);
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+/* Can the user's apps go? ACCEL_OK, or ACCEL_ECONFLICT (not forced) or
+ * ACCEL_EBUSY (an app is in the middle of an operation) with *cause. */
+static enum accel_err rm_check(const char *name, bool force,
+                               struct app **apps, size_t n, char **cause)
+{
+    char *list;
+
+    if (n > 0 && !force) {
+        list = app_names(apps, n);
+        *cause = xasprintf(
+            "user %s owns %zu app%s (%s): uninstall %s first, or remove the "
+            "user with force (DELETE /api/users/%s?force=true, accelctl user "
+            "remove %s --force), which stops and uninstalls %s",
+            name, n, n == 1 ? "" : "s", list, n == 1 ? "it" : "them", name,
+            name, n == 1 ? "it" : "them");
+        free(list);
+        return ACCEL_ECONFLICT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        enum app_state st = apps[i]->state;
+        if (st == APP_STOPPING || st == APP_RESUMING ||
+            st == APP_UNINSTALLING || st == APP_RELEASING) {
+            *cause = xasprintf("app %s of user %s is %s; retry the removal "
+                               "when it has finished",
+                               apps[i]->name, name, app_state_name(st));
+            return ACCEL_EBUSY;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* The store writes of one app's end, inside the removal's transaction. */
+static enum accel_err rm_stage(struct accel_daemon *d, struct app *a,
+                               enum rm_kind k, const char *owner)
+{
+    enum accel_err rc;
+
+    if (k == RM_DELETE) {
+        rc = state_save_rows(d, a, NULL, 0);
+        if (rc == ACCEL_OK)
+            rc = store_app_delete(d->store, a->name);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
+                        "app %s uninstalled: its owner %s was removed",
+                        a->name, owner);
+        return rc;
+    }
+    rc = state_save_app(d, a, k == RM_STOP ? APP_STOPPING : APP_RELEASING,
+                        "uninstalling");
+    if (rc == ACCEL_OK)
+        state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                    "app %s is %s: uninstalling (its owner %s was removed)",
+                    a->name, rm_state[k], owner);
+    return rc;
+}
+
+/* After the commit: memory follows, and the stops begin. a may be freed. */
+static void rm_apply(struct accel_daemon *d, struct app *a, enum rm_kind k)
+{
+    bool multi;
+
+    if (k == RM_DELETE) {
+        state_set_rows(d, a, NULL, 0);
+        state_app_remove(d, a);
+    } else if (k == RM_RELEASE) {
+        a->rel.uninstall = true;
+        a->rel.to = APP_STOPPED;
+        a->rel.kill_at_ms =
+            util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
+        state_set_state(a, APP_RELEASING, "uninstalling");
+    } else {
+        multi = state_app_multi(d, a);
+        state_set_state(a, APP_STOPPING, "uninstalling");
+        if (multi)
+            cluster_act(d, a); /* may delete a */
+        else if (!runtime_runs_on_agent(d, a))
+            runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
+    }
+}
+
+/* The user's rows, its apps' ends and its uid's retirement, in one
+ * transaction; *out_uid gets the retired uid (0: none). */
+static enum accel_err rm_commit(struct accel_daemon *d, const char *name,
+                                struct app **apps, const enum rm_kind *kinds,
+                                size_t n, uint32_t *out_uid)
+{
+    enum accel_err rc = state_tx_begin(d);
+
+    for (size_t i = 0; rc == ACCEL_OK && i < n; i++)
+        rc = rm_stage(d, apps[i], kinds[i], name);
+    if (rc == ACCEL_OK)
+        rc = store_user_delete(d->store, name);
+    if (rc == ACCEL_OK)
+        rc = store_limits_delete(d->store, name);
+    if (rc == ACCEL_OK)
+        rc = identity_retire(d, name, out_uid);
+    if (rc == ACCEL_OK) {
+        state_event(d, "user.remove", NULL, NULL, NULL, NULL,
+                    "user %s removed%s", name,
+                    n ? " and its apps uninstalled" : "");
+        rc = state_tx_commit(d);
+    } else {
+        state_tx_rollback(d);
+    }
+    return rc;
+}
+
+enum accel_err users_remove(struct accel_daemon *d, const char *name,
+                            bool force, json_t **out_apps, char **cause)
+{
+    struct user_rec *u;
+    struct app **apps = NULL;
+    enum rm_kind *kinds = NULL;
+    json_t *list = NULL;
+    uint32_t uid = 0;
+    size_t n;
+    enum accel_err rc;
+
+    pthread_mutex_lock(&d->lock);
+    u = state_user_find(d, name);
+    rc = u == NULL ? ACCEL_ENOTFOUND
+         : strcmp(name, "admin") == 0 ? ACCEL_EFORBIDDEN
+                                      : ACCEL_OK;
+    if (rc != ACCEL_OK)
+        goto out;
+    n = owned_apps(d, name, &apps);
+    rc = rm_check(name, force, apps, n, cause);
+    if (rc != ACCEL_OK)
+        goto out;
+    kinds = xcalloc(n + 1, sizeof(*kinds));
+    list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        kinds[i] = rm_kind_of(d, apps[i]);
+        json_array_append_new(list,
+                              json_pack("{s:s, s:s}", "name", apps[i]->name,
+                                        "state", rm_state[kinds[i]]));
+    }
+    rc = rm_commit(d, name, apps, kinds, n, &uid);
+    if (rc != ACCEL_OK)
+        goto out;
+    free(u->name);
+    *u = d->users[--d->nusers];
+    for (size_t i = 0; i < n; i++)
+        rm_apply(d, apps[i], kinds[i]);
+    if (uid != 0)
+        identity_retired(d, name, uid);
+    *out_apps = list;
+    list = NULL;
+out:
     pthread_mutex_unlock(&d->lock);
+    json_decref(list);
+    free(apps);
+    free(kinds);
     return rc;
 }
 

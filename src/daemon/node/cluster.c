@@ -733,8 +733,11 @@ static void f_identity(void *ctx, const char *name,
                        const struct store_identity *row)
 {
     struct accel_daemon *d = ctx;
-    if (row && identity_uid(d, name) == 0)
+    uint32_t uid = identity_uid(d, name);
+    if (row && uid == 0)
         identity_load_row(d, name, row->uid);
+    else if (row == NULL && uid != 0) /* another node removed the user */
+        identity_retired(d, name, uid);
 }
 
 static void f_limits(void *ctx, const char *name,

@@ -356,6 +356,104 @@ static void lay_out_data_dir(struct accel_daemon *d)
     free(block);
 }
 
+/* ---- a removed user: its uid retired, its home moved aside ---- */
+
+enum accel_err identity_retire(struct accel_daemon *d, const char *name,
+                               uint32_t *out_uid)
+{
+    uint32_t uid = identity_uid(d, name);
+    struct store_identity row;
+    enum accel_err rc;
+    char *retired;
+
+    *out_uid = 0;
+    if (uid == 0)
+        return ACCEL_OK;
+    retired = xasprintf("~%s.%u", name, uid);
+    row = (struct store_identity){retired, (int64_t)uid};
+    rc = store_identity_retire(d->store, name, &row);
+    free(retired);
+    if (rc == ACCEL_OK)
+        *out_uid = uid;
+    return rc;
+}
+
+/* Where removed users' homes go, on the homes' file system:
+ * <data-dir>/removed-homes, or <home root>.removed beside a fallback home
+ * root (choose_home_root). */
+static char *removed_dir(const struct accel_daemon *d)
+{
+    char *def = xasprintf("%s/home", d->cfg.data_dir);
+    bool inside = strcmp(def, d->home_root) == 0;
+
+    free(def);
+    return inside ? xasprintf("%s/removed-homes", d->cfg.data_dir)
+                  : xasprintf("%s.removed", d->home_root);
+}
+
+/* Move a home aside to <removed dir>/<name>.<uid> (with the time appended
+ * if that is taken). */
+static void move_home_aside(struct accel_daemon *d, const char *home,
+                            const char *name, uint32_t uid)
+{
+    char *dir = removed_dir(d);
+    char *to = xasprintf("%s/%s.%u", dir, name, uid);
+    struct stat st;
+
+    if (lstat(home, &st) != 0) {
+        if (errno != ENOENT)
+            log_warn("cannot read the home %s of removed user %s: %s", home,
+                     name, strerror(errno));
+        goto out;
+    }
+    make_dir(dir, 0700);
+    if (lstat(to, &st) == 0) {
+        free(to);
+        to = xasprintf("%s/%s.%u.%lld", dir, name, uid,
+                       (long long)util_wall_ms());
+    }
+    if (rename(home, to) != 0)
+        log_error("cannot move the home %s of removed user %s (uid %u) "
+                  "aside to %s: %s", home, name, uid, to, strerror(errno));
+    else
+        log_info("the home of removed user %s (uid %u) is now %s (root "
+                 "only; delete it when it is no longer needed)", name, uid,
+                 to);
+out:
+    free(dir);
+    free(to);
+}
+
+void identity_retired(struct accel_daemon *d, const char *name, uint32_t uid)
+{
+    char *retired = xasprintf("~%s.%u", name, uid);
+    char *home = identity_home(d, name);
+
+    forget(d, name);
+    identity_remember(d, retired, uid);
+    move_home_aside(d, home, name, uid);
+    free(retired);
+    free(home);
+}
+
+/* Is a home there owned by the uid of another accel name (a removed
+ * user's, whose move aside failed)? Then it is not for uid. */
+static bool home_of_another(const struct accel_daemon *d, const char *home,
+                            uid_t uid, uid_t *owner)
+{
+    struct stat st;
+
+    if (lstat(home, &st) != 0 || st.st_uid == uid)
+        return false;
+    for (size_t i = 0; i < d->nids; i++) {
+        if ((uid_t)d->ids[i].uid == st.st_uid) {
+            *owner = st.st_uid;
+            return true;
+        }
+    }
+    return false;
+}
+
 enum accel_err identity_start(struct accel_daemon *d)
 {
     enum accel_err rc;
@@ -472,7 +570,7 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
 {
     uint32_t uid;
     char *home;
-    uid_t run_uid;
+    uid_t run_uid, other;
     gid_t run_gid;
 
     if (a->m.run.user != NULL)
@@ -487,6 +585,8 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
     run_uid = d->uid_drop ? (uid_t)uid : geteuid();
     run_gid = d->uid_drop ? (gid_t)uid : getegid();
     home = identity_home(d, a->owner);
+    if (d->uid_drop && home_of_another(d, home, run_uid, &other))
+        move_home_aside(d, home, a->owner, (uint32_t)other);
     if (ensure_home(home, d->uid_drop, run_uid, run_gid, cause) != ACCEL_OK) {
         free(home);
         return ACCEL_ESYS;

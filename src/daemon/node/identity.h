@@ -81,6 +81,30 @@ uint32_t identity_uid(const struct accel_daemon *d, const char *name);
 enum accel_err identity_assign(struct accel_daemon *d, const char *name,
                                uint32_t *out_uid, bool *out_new);
 
+/*
+ * Inside the caller's open store transaction: retire the uid of name (a
+ * user being removed, SPEC 3). Its row becomes "~<name>.<uid>", a name no
+ * user can have: the uid stays taken for good, and the name, if it comes
+ * back, gets a fresh uid. *out_uid gets the uid, 0 when name has none
+ * (then nothing is written). After a successful commit the caller calls
+ * identity_retired. Returns ACCEL_OK or the store's error (the
+ * transaction is then rolled back).
+ */
+enum accel_err identity_retire(struct accel_daemon *d, const char *name,
+                               uint32_t *out_uid);
+
+/*
+ * After the commit of identity_retire (or when another node's removal
+ * arrives through the watch): d->ids follows, and this node's
+ * <data-dir>/home/<name> is moved aside to
+ * <data-dir>/removed-homes/<name>.<uid> (that directory 0700, acceld's
+ * own; the files keep the retired uid, which no one is given again), so
+ * a new user of the name starts with an empty home. A failed move is
+ * logged; identity_for_app never hands a home owned by another accel uid
+ * to a name either.
+ */
+void identity_retired(struct accel_daemon *d, const char *name, uint32_t uid);
+
 /* Record name -> uid in d->ids (after the commit). Copies name. */
 void identity_remember(struct accel_daemon *d, const char *name, uint32_t uid);
 
