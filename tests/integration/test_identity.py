@@ -395,6 +395,32 @@ class IdentityTest(unittest.TestCase):
         self.assertNotIn(old_uid, [self.uid_of(n) for n in
                                    ("admin", "carol", "dora")])
 
+    def test_name_removed_by_an_older_acceld_gets_a_fresh_uid(self):
+        """An older acceld removed the user row and kept the identity row:
+        the name coming back must not get that uid (nor its home)."""
+        self.member("kim")
+        old_uid = self.uid_of("kim")
+        home = os.path.join(self.d.data_dir, "home", "kim")
+        os.makedirs(home)
+        os.chown(home, old_uid, old_uid)
+        self.d.stop()
+        db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
+        db.execute("DELETE FROM users WHERE name = 'kim'")
+        db.commit()
+        db.close()
+        self.d.start()
+        self.member("kim")
+        self.assertNotEqual(self.uid_of("kim"), old_uid)
+        self.assertFalse(os.path.exists(home))
+        self.assertTrue(os.path.isdir(os.path.join(
+            self.d.data_dir, "removed-homes", "kim.%d" % old_uid)))
+        self.d.stop()  # the database is acceld's while it runs
+        db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
+        rows = db.execute("SELECT name FROM identities WHERE uid = ?",
+                          (old_uid,)).fetchall()
+        db.close()
+        self.assertEqual(rows, [("~kim.%d" % old_uid,)])
+
     def test_removed_user_without_apps_and_forced_idle_app(self):
         """A user without apps goes with a plain DELETE; a forced removal
         uninstalls an app without a process at once."""

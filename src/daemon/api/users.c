@@ -20,6 +20,31 @@
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
+/*
+ * A name with a uid but no user: one removed by an acceld from before uids
+ * were retired (its identity row stayed). Retire that uid (and move the
+ * home aside) in a transaction of its own before the name is given again,
+ * so the new user never gets the old uid or its files. Lock held.
+ */
+static enum accel_err retire_leftover(struct accel_daemon *d, const char *name)
+{
+    uint32_t uid = 0;
+    enum accel_err rc;
+
+    if (identity_uid(d, name) == 0)
+        return ACCEL_OK;
+    rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = identity_retire(d, name, &uid);
+    if (rc == ACCEL_OK)
+        rc = state_tx_commit(d);
+    else
+        state_tx_rollback(d);
+    if (rc == ACCEL_OK && uid != 0)
+        identity_retired(d, name, uid);
+    return rc;
+}
+
 enum accel_err users_add(struct accel_daemon *d, const char *name,
                          bool admin, const char *token)
 {
@@ -45,6 +70,11 @@ enum accel_err users_add(struct accel_daemon *d, const char *name,
             pthread_mutex_unlock(&d->lock);
             return ACCEL_EBUSY;
         }
+    }
+    rc = retire_leftover(d, name);
+    if (rc != ACCEL_OK) {
+        pthread_mutex_unlock(&d->lock);
+        return rc;
     }
     row = (struct store_user){name, admin ? "admin" : "member", hash,
                               util_wall_ms()};
