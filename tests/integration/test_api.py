@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The HTTP API of the real acceld: lifecycle, refusals with numbers, bad
 input, permissions, legacy routes, and durability across kill -9."""
+import http.client
 import json
 import os
 import signal
@@ -296,9 +297,22 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 400, b)
         self.assertIn('query argument "alice1%00x" contains a NUL byte',
                       b["message"])
-        # a connection that sent one serves its next request normally
-        st, b = self.call("GET", "/api/apps/alice1")
-        self.assertEqual(st, 200, b)
+        # a kept-alive connection that sent one serves its next request
+        # normally (what was noted for one request is not the next one's)
+        conn = http.client.HTTPConnection(self.d.url.split("//")[1],
+                                          timeout=30)
+        try:
+            hdr = {"Authorization": "Bearer " + self.d.token}
+            for path, want in (("/api/apps/alice1%00", 400),
+                               ("/api/apps/alice1", 200),
+                               ("/api/events?app=a%00", 400),
+                               ("/api/events?app=alice1", 200)):
+                conn.request("GET", path, headers=hdr)
+                resp = conn.getresponse()
+                resp.read()
+                self.assertEqual(resp.status, want, path)
+        finally:
+            conn.close()
 
     def test_auth_and_members(self):
         st, _ = self.call("GET", "/api/apps", token="")

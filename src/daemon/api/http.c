@@ -806,6 +806,22 @@ static size_t unescape_url(void *cls, struct MHD_Connection *c, char *s)
     return n;
 }
 
+/* MHD's hook at the start of each request line, before it decodes the
+ * url: what the unescaper noted for an earlier request that never reached
+ * on_request is dropped. Returns NULL (*con_cls stays NULL). */
+static void *request_line_begins(void *cls, const char *uri,
+                                 struct MHD_Connection *c)
+{
+    struct http_conn *hc = conn_of(c);
+
+    (void)cls, (void)uri;
+    for (size_t i = 0; hc && i < hc->nnul; i++)
+        free(hc->nul[i].text);
+    if (hc)
+        hc->nnul = 0;
+    return NULL;
+}
+
 /* Hand r what the unescaper noted for this request line: the path with
  * its NULs shown (r->path_nul), or the first argument with one
  * (r->arg_nul). Clears the connection's notes. */
@@ -1025,6 +1041,7 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, request_line_begins, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
         MHD_OPTION_CONNECTION_LIMIT, limit,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer,
