@@ -378,6 +378,15 @@ class IdentityTest(unittest.TestCase):
         new_uid = self.uid_of("carol")
         self.assertNotEqual(new_uid, old_uid)
         self.assertTrue(LO <= new_uid <= HI, new_uid)
+        # a home of the old uid where the move aside did not happen (as
+        # on a node where it failed) is moved aside at the start, never
+        # handed to the new uid
+        left = os.path.join(self.d.data_dir, "home", "carol")
+        os.makedirs(left)
+        with open(os.path.join(left, "leak"), "w") as f:
+            f.write("old\n")
+        for p in (left, os.path.join(left, "leak")):
+            os.chown(p, old_uid, old_uid)
         self.install(manifest("carol2", [
             "sh", "-c", "echo uid=$(id -u); ls -A $HOME; echo end; "
             "exec sleep 1000"]), token=tok2)
@@ -386,6 +395,11 @@ class IdentityTest(unittest.TestCase):
         self.assertEqual(out.split(), ["uid=%d" % new_uid, "end"], out)
         home = os.stat(os.path.join(self.d.data_dir, "home", "carol"))
         self.assertEqual(home.st_uid, new_uid)
+        moved = [x for x in os.listdir(os.path.dirname(aside))
+                 if x.startswith("carol.%d." % old_uid)]
+        self.assertEqual(len(moved), 1, moved)
+        self.assertEqual(os.listdir(os.path.join(os.path.dirname(aside),
+                                                 moved[0])), ["leak"])
         # the retired uid stays taken across a restart: no one gets it
         kill_apps(self.d)
         self.d.stop()

@@ -392,13 +392,15 @@ static char *removed_dir(const struct accel_daemon *d)
 }
 
 /* Move a home aside to <removed dir>/<name>.<uid> (with the time appended
- * if that is taken). */
-static void move_home_aside(struct accel_daemon *d, const char *home,
-                            const char *name, uint32_t uid)
+ * if that is taken). False when it is still there; *err (may be NULL) then
+ * gets errno. */
+static bool move_home_aside(struct accel_daemon *d, const char *home,
+                            const char *name, uint32_t uid, int *err)
 {
     char *dir = removed_dir(d);
     char *to = xasprintf("%s/%s.%u", dir, name, uid);
     struct stat st;
+    bool moved = true;
 
     if (lstat(home, &st) != 0) {
         if (errno != ENOENT)
@@ -412,16 +414,21 @@ static void move_home_aside(struct accel_daemon *d, const char *home,
         to = xasprintf("%s/%s.%u.%lld", dir, name, uid,
                        (long long)util_wall_ms());
     }
-    if (rename(home, to) != 0)
+    if (rename(home, to) != 0) {
+        moved = false;
+        if (err != NULL)
+            *err = errno;
         log_error("cannot move the home %s of removed user %s (uid %u) "
                   "aside to %s: %s", home, name, uid, to, strerror(errno));
-    else
+    } else {
         log_info("the home of removed user %s (uid %u) is now %s (root "
                  "only; delete it when it is no longer needed)", name, uid,
                  to);
+    }
 out:
     free(dir);
     free(to);
+    return moved;
 }
 
 void identity_retired(struct accel_daemon *d, const char *name, uint32_t uid)
@@ -431,7 +438,7 @@ void identity_retired(struct accel_daemon *d, const char *name, uint32_t uid)
 
     forget(d, name);
     identity_remember(d, retired, uid);
-    move_home_aside(d, home, name, uid);
+    move_home_aside(d, home, name, uid, NULL);
     free(retired);
     free(home);
 }
@@ -572,6 +579,7 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
     char *home;
     uid_t run_uid, other;
     gid_t run_gid;
+    int err = 0;
 
     if (a->m.run.user != NULL)
         return for_run_user(d, a, out, cause);
@@ -585,8 +593,15 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
     run_uid = d->uid_drop ? (uid_t)uid : geteuid();
     run_gid = d->uid_drop ? (gid_t)uid : getegid();
     home = identity_home(d, a->owner);
-    if (d->uid_drop && home_of_another(d, home, run_uid, &other))
-        move_home_aside(d, home, a->owner, (uint32_t)other);
+    if (d->uid_drop && home_of_another(d, home, run_uid, &other) &&
+        !move_home_aside(d, home, a->owner, (uint32_t)other, &err)) {
+        *cause = xasprintf("'%s' cannot start: the home %s belongs to uid "
+                           "%u, a removed user's, and cannot be moved "
+                           "aside: %s", a->name, home, (unsigned)other,
+                           strerror(err));
+        free(home);
+        return ACCEL_ESYS;
+    }
     if (ensure_home(home, d->uid_drop, run_uid, run_gid, cause) != ACCEL_OK) {
         free(home);
         return ACCEL_ESYS;
