@@ -272,8 +272,9 @@ int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
     return rc;
 }
 
-/* "Removed user carol; ... Uninstalled: carol1. Stopping, then
- * uninstalled: carol2." from DELETE /api/users/NAME's answer. */
+/* "Removed user carol; …", then a line per fate of its apps
+ * ("Uninstalled: carol1.", "Stopping (uninstalled once stopped): carol2.")
+ * from DELETE /api/users/NAME's answer. */
 static void print_removed(const char *name, const json_t *apps)
 {
     static const char *const states[] = {"uninstalled", "stopping",
@@ -291,9 +292,8 @@ static void print_removed(const char *name, const json_t *apps)
             const char *st = json_string_value(json_object_get(a, "state"));
             if (st == NULL || strcmp(st, states[k]) != 0)
                 continue;
-            printf("%s%s", first ? heads[k] : ", ",
-                   first ? ": " : "");
-            printf("%s", json_string_value(json_object_get(a, "name")));
+            printf("%s%s%s", first ? heads[k] : ", ", first ? ": " : "",
+                   json_string_value(json_object_get(a, "name")));
             first = false;
         }
         if (!first)
