@@ -395,6 +395,7 @@ static void usage(FILE *f)
             "              [--no-cgroups] [--repair] [--version]\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
+            "              [--etcd-insecure]\n"
             "              [--lease-ttl SECONDS] with --node-name on every node\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
@@ -448,6 +449,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"etcd-cacert", required_argument, NULL, 'A'},
         {"etcd-cert", required_argument, NULL, 'C'},
         {"etcd-key", required_argument, NULL, 'K'},
+        {"etcd-insecure", no_argument, NULL, 'Y'},
         {"lease-ttl", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -550,6 +552,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'A': free(d->cfg.etcd_cacert); d->cfg.etcd_cacert = xstrdup(optarg); break;
         case 'C': free(d->cfg.etcd_cert); d->cfg.etcd_cert = xstrdup(optarg); break;
         case 'K': free(d->cfg.etcd_key); d->cfg.etcd_key = xstrdup(optarg); break;
+        case 'Y': d->cfg.etcd_insecure = true; break;
         case 'T':
             d->cfg.lease_ttl = (int)parse_seconds(optarg, 2, 300);
             if (d->cfg.lease_ttl <= 0) {
@@ -568,6 +571,14 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     }
     if (optind < argc) {
         usage(stderr);
+        return 2;
+    }
+    if (d->cfg.etcd == NULL &&
+        (d->cfg.etcd_cacert || d->cfg.etcd_cert || d->cfg.etcd_key ||
+         d->cfg.etcd_insecure || d->cfg.etcd_prefix)) {
+        fprintf(stderr, "acceld: --etcd-cacert, --etcd-cert, --etcd-key, "
+                        "--etcd-insecure and --etcd-prefix need --etcd (they "
+                        "are about the cluster's etcd)\n");
         return 2;
     }
     if (d->cfg.node_name == NULL) {
@@ -675,6 +686,7 @@ static int open_state(struct accel_daemon *d)
                                      .key = d->cfg.etcd_key,
                                      .prefix = d->cfg.etcd_prefix,
                                      .node = d->cfg.node_name,
+                                     .insecure = d->cfg.etcd_insecure,
                                      /* a write stuck on a member that lost
                                       * its leader gives up in time for the
                                       * next to go through the new one

@@ -180,6 +180,7 @@ struct accel_config {
     char *etcd_cacert;   /* --etcd-cacert, --etcd-cert, --etcd-key */
     char *etcd_cert;
     char *etcd_key;
+    bool etcd_insecure;  /* --etcd-insecure: accept an etcd open to all */
     int lease_ttl;       /* --lease-ttl seconds (default 5) */
 };
 

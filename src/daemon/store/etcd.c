@@ -40,6 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -56,9 +60,11 @@
 #define ETCD_WATCH_POLL_MS 100          /* a watch looks at *stop this often */
 
 /* gRPC status codes that the gateway puts in its error bodies */
-#define GRPC_DEADLINE_EXCEEDED 4
-#define GRPC_NOT_FOUND         5
-#define GRPC_UNAVAILABLE       14
+#define GRPC_DEADLINE_EXCEEDED   4
+#define GRPC_NOT_FOUND           5
+#define GRPC_PERMISSION_DENIED   7
+#define GRPC_UNAVAILABLE         14
+#define GRPC_UNAUTHENTICATED     16
 
 struct etcd {
     char *urls[ETCD_MAX_ENDPOINTS]; /* "http://h:2379", no trailing slash */
@@ -383,6 +389,90 @@ static struct curl_slist *request_headers(void)
     return h;
 }
 
+/*
+ * A file that curl will read for TLS: it must open for reading now, so a
+ * wrong path is a sentence naming the flag at start, not a TLS error on
+ * the first request.
+ */
+static enum accel_err check_readable(const char *flag, const char *path,
+                                     char **cause)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        give_cause(cause, xasprintf("%s %s: cannot read it: %s", flag, path,
+                                    strerror(errno)));
+        return ACCEL_EINVAL;
+    }
+    close(fd);
+    return ACCEL_OK;
+}
+
+/*
+ * The client key is the cluster's credential: whoever reads it may write
+ * every row under the prefix. It must be a regular file owned by root or
+ * by this process's uid that neither group nor others may read or write
+ * (mode 0600 or 0400), or the apps on this machine might take it.
+ */
+static enum accel_err check_key_file(const char *path, char **cause)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        give_cause(cause, xasprintf("--etcd-key %s: cannot read it: %s",
+                                    path, strerror(errno)));
+        if (fd >= 0)
+            close(fd);
+        return ACCEL_EINVAL;
+    }
+    close(fd);
+    if (!S_ISREG(sb.st_mode)) {
+        give_cause(cause, xasprintf("--etcd-key %s: not a regular file",
+                                    path));
+        return ACCEL_EINVAL;
+    }
+    if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
+        give_cause(cause, xasprintf(
+            "--etcd-key %s is owned by uid %u: the client key must be "
+            "owned by root or by acceld's uid (%u), or its owner could "
+            "hand it to anyone (chown root %s)",
+            path, (unsigned)sb.st_uid, (unsigned)geteuid(), path));
+        return ACCEL_EINVAL;
+    }
+    if (sb.st_mode & 077) {
+        give_cause(cause, xasprintf(
+            "--etcd-key %s has mode %04o: the client key must not be "
+            "readable or writable by group or others (0600 or 0400), or "
+            "any app on this machine could write to etcd with it "
+            "(chmod 600 %s)",
+            path, (unsigned)(sb.st_mode & 07777), path));
+        return ACCEL_EINVAL;
+    }
+    return ACCEL_OK;
+}
+
+/* The TLS files of o, before anything is set up. */
+static enum accel_err check_tls_files(const struct etcd_opts *o,
+                                      char **cause)
+{
+    bool cert = o->cert && o->cert[0], key = o->key && o->key[0];
+    enum accel_err rc = ACCEL_OK;
+
+    if (cert != key) {
+        give_cause(cause, xstrdup(
+            "--etcd-cert and --etcd-key go together: the client "
+            "certificate needs its key (give both, or neither)"));
+        return ACCEL_EINVAL;
+    }
+    if (o->cacert && o->cacert[0])
+        rc = check_readable("--etcd-cacert", o->cacert, cause);
+    if (rc == ACCEL_OK && cert)
+        rc = check_readable("--etcd-cert", o->cert, cause);
+    if (rc == ACCEL_OK && key)
+        rc = check_key_file(o->key, cause);
+    return rc;
+}
+
 enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
                          char **cause)
 {
@@ -394,6 +484,9 @@ enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
         give_cause(cause, xstrdup("no etcd endpoints given"));
         return ACCEL_EINVAL;
     }
+    rc = check_tls_files(o, cause);
+    if (rc != ACCEL_OK)
+        return rc;
     /* reference-counted, and thread-safe in the curl we build against */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         give_cause(cause, xstrdup("libcurl could not be initialised"));
@@ -437,6 +530,126 @@ void etcd_close(struct etcd *e)
 const char *etcd_endpoint(struct etcd *e)
 {
     return e->urls[atomic_load(&e->current)];
+}
+
+/* ------------------------------------------------------------------ */
+/* Is etcd closed to clients without credentials?                       */
+/* ------------------------------------------------------------------ */
+
+/* What a credential-less request to one member came to. */
+enum probe {
+    PROBE_CLOSED,  /* refused: TLS without a client certificate, or auth */
+    PROBE_OPEN,    /* served: anyone on the machine could write */
+    PROBE_UNKNOWN, /* no connection: this member cannot be judged now */
+};
+
+/*
+ * POST a read of probe_key to member i with nothing that identifies us:
+ * no client certificate, no key, and the member's certificate not checked
+ * either (nothing secret is sent; the question is only whether it serves
+ * strangers). An HTTP answer of any kind means the TLS handshake let us
+ * in; only etcd's own auth refusing the read (PermissionDenied,
+ * Unauthenticated) counts as closed then.
+ */
+static enum probe probe_member(struct etcd *e, size_t i,
+                               const char *probe_key, char **detail)
+{
+    char url[ETCD_URL_MAX + 32];
+    struct buf body = {0};
+    enum probe res;
+    long http = 0;
+    CURLcode cc;
+    json_t *req = json_object(), *doc;
+    char *text;
+    CURL *c = curl_easy_init();
+
+    json_object_set_new(req, "key",
+                        json_b64_new(probe_key, strlen(probe_key)));
+    json_object_set_new(req, "count_only", json_true());
+    text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (c == NULL || text == NULL) {
+        if (c)
+            curl_easy_cleanup(c);
+        free(text);
+        *detail = xstrdup("out of memory");
+        return PROBE_UNKNOWN;
+    }
+    snprintf(url, sizeof url, "%s/v3/kv/range", e->urls[i]);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, e->headers);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, e->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ETCD_CONNECT_MS);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+    cc = curl_easy_perform(c);
+    if (cc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+    if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+        cc == CURLE_OPERATION_TIMEDOUT) {
+        *detail = xstrdup(curl_easy_strerror(cc));
+        res = PROBE_UNKNOWN;
+    } else if (cc != CURLE_OK || http == 0) {
+        /* the handshake failed or the connection was dropped: the member
+         * wants a client certificate */
+        *detail = xstrdup(curl_easy_strerror(cc));
+        res = PROBE_CLOSED;
+    } else {
+        json_int_t code = 0;
+        doc = body.p ? json_loads(body.p, 0, NULL) : NULL;
+        if (doc)
+            code = json_integer_value(json_object_get(doc, "code"));
+        json_decref(doc);
+        res = http == 401 || http == 403 || code == GRPC_PERMISSION_DENIED ||
+                      code == GRPC_UNAUTHENTICATED
+                  ? PROBE_CLOSED
+                  : PROBE_OPEN;
+        *detail = xasprintf("HTTP %ld", http);
+    }
+    curl_easy_cleanup(c);
+    buf_release(&body);
+    free(text);
+    return res;
+}
+
+enum accel_err etcd_check_closed(struct etcd *e, const char *probe_key,
+                                 char **cause)
+{
+    for (size_t i = 0; i < e->nurls; i++) {
+        char *detail = NULL;
+        enum probe p;
+
+        if (strncmp(e->urls[i], "https://", 8) != 0) {
+            give_cause(cause, xasprintf(
+                "etcd endpoint %s is plain http: any process on a machine "
+                "that reaches it (every app acceld runs among them) could "
+                "rewrite the cluster's state; use https with client "
+                "certificates (--etcd-cacert, --etcd-cert, --etcd-key; "
+                "docs/cluster.md), or give --etcd-insecure to run so "
+                "anyway",
+                e->urls[i]));
+            return ACCEL_EFORBIDDEN;
+        }
+        p = probe_member(e, i, probe_key, &detail);
+        if (p == PROBE_OPEN) {
+            give_cause(cause, xasprintf(
+                "etcd endpoint %s answered a request made without a client "
+                "certificate (%s): any process on a machine that reaches it "
+                "(every app acceld runs among them) could rewrite the "
+                "cluster's state; run etcd with --client-cert-auth and "
+                "--trusted-ca-file (docs/cluster.md), or give "
+                "--etcd-insecure to run so anyway",
+                e->urls[i], detail));
+            free(detail);
+            return ACCEL_EFORBIDDEN;
+        }
+        free(detail);
+    }
+    return ACCEL_OK;
 }
 
 /* ------------------------------------------------------------------ */

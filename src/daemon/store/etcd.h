@@ -40,7 +40,9 @@ struct etcd_opts {
     const char *endpoints; /* "http://h1:2379,http://h2:2379" */
     const char *cacert;    /* PEM file, or NULL */
     const char *cert;      /* client certificate PEM, or NULL */
-    const char *key;       /* its private key PEM, or NULL */
+    const char *key;       /* its private key PEM, or NULL: a regular file
+                            * owned by root or this uid, mode 0600/0400,
+                            * or etcd_open refuses it (ACCEL_EINVAL) */
     int timeout_ms;        /* per request (not watches); <= 0: 5000 */
 };
 
@@ -49,6 +51,17 @@ struct etcd_opts {
 enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
                          char **cause);
 void etcd_close(struct etcd *e); /* accepts NULL */
+
+/*
+ * Is etcd closed to whoever lacks the client credentials? Every endpoint
+ * must be https, and every member that can be reached must refuse a read
+ * of probe_key sent without a client certificate (a failed TLS handshake,
+ * or etcd's auth refusing it). ACCEL_EFORBIDDEN with a sentence in *cause
+ * naming the endpoint otherwise. A member that cannot be reached now is
+ * not judged (the calls that follow find out whether any answers).
+ */
+enum accel_err etcd_check_closed(struct etcd *e, const char *probe_key,
+                                 char **cause);
 
 /* The member that answered last ("http://127.0.0.1:2379"); valid until
  * etcd_close. */

@@ -285,6 +285,9 @@ struct store_etcd_opts {
     const char *prefix;    /* of every key; NULL = "/accel/" */
     const char *node;      /* this node's name (its event keys) */
     int timeout_ms;        /* per request; <= 0: 5000 */
+    bool insecure;         /* false: refuse an etcd that serves clients
+                            * without a client certificate, or any http://
+                            * endpoint (etcd_check_closed) */
 };
 enum accel_err store_open_etcd(const struct store_etcd_opts *o,
                                struct store **out, char **cause);

@@ -590,6 +590,16 @@ enum accel_err estore_open(const struct store_etcd_opts *o,
         free(s);
         return err;
     }
+    if (!o->insecure) {
+        char *probe = xasprintf("%smeta/schema", p);
+        err = etcd_check_closed(s->e, probe, cause);
+        free(probe);
+        if (err != ACCEL_OK) {
+            etcd_close(s->e);
+            free(s);
+            return err;
+        }
+    }
     s->prefix = xstrdup(p);
     s->plen = strlen(p);
     s->node = xstrdup(o->node ? o->node : "node");
