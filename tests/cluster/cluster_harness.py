@@ -14,6 +14,13 @@ Every node gets two cards: <node>-excl (24 Gi, Exclusive) and <node>-mem
 started writes admin.token; the others get that token (users are
 cluster-wide). Agents run with --no-cgroups and --lease-ttl 3 (liveness
 within 5 s).
+
+etcd is plain http on loopback unless tls=True, so the agents say
+--etcd-insecure (acceld refuses an etcd that serves clients without a
+certificate otherwise). tls=True: the members speak TLS to clients and
+peers and require client certificates (etcd_harness), made once in
+cert_dir (etcd_harness.make_certs) when given; the agents present the
+client certificate (--etcd-cacert, --etcd-cert, --etcd-key).
 """
 import os
 import signal
@@ -96,15 +103,22 @@ class Agent(Acceld):
 
 class Cluster:
     def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None,
-                 envs=None, extra_args=()):
-        self.etcd = EtcdCluster(members)
+                 envs=None, extra_args=(), tls=False, cert_dir=None):
+        self.etcd = EtcdCluster(members, tls=tls, cert_dir=cert_dir)
         self.agents = {}
+        if tls:
+            etcd_args = ["--etcd-cacert", self.etcd.ca_file,
+                         "--etcd-cert", self.etcd.client_cert,
+                         "--etcd-key", self.etcd.client_key]
+        else:
+            etcd_args = ["--etcd-insecure"]
         try:
             token = None
             for n in nodes:
                 a = Agent(n, self.etcd.endpoints(), token=token,
                           devices=(devices or {}).get(n),
-                          env=(envs or {}).get(n), extra_args=extra_args)
+                          env=(envs or {}).get(n),
+                          extra_args=etcd_args + list(extra_args))
                 a.start()
                 token = a.token
                 self.agents[n] = a

@@ -32,7 +32,12 @@ that ends does not take the members it restarted with it).
 tls=True: the client URLs are https, with certificates made by openssl
 in the cluster's directory: a CA (ca_file), the members' certificate for
 127.0.0.1, and a client certificate (client_cert, client_key) that the
-members require (--client-cert-auth). Peers talk plain http.
+members require (--client-cert-auth). Peers talk https too, each
+presenting the members' certificate (--peer-client-cert-auth), as
+docs/cluster.md sets them up. cert_dir=D takes the certificates from D
+(made once with make_certs(D), shared by several clusters, left there);
+client_cert_auth=False makes members that serve clients without a
+certificate (an etcd acceld must refuse).
 
 etcd or etcdctl missing is an error (EtcdMissing, an AssertionError), not
 a skip: scripts/setup.sh installs them (etcd-server, etcd-client).
@@ -103,9 +108,11 @@ def _openssl(*args, cwd):
                    capture_output=True, timeout=60)
 
 
-def _make_certs(d):
-    """A CA, a certificate for 127.0.0.1 (the members) and a client
-    certificate, as PEM files in directory d (EC P-256, valid 2 days)."""
+def make_certs(d):
+    """A CA, a certificate for 127.0.0.1 (the members, for clients and
+    peers) and a client certificate, as PEM files in directory d (EC
+    P-256, valid 2 days): ca.pem, server.pem, server.key, client.pem,
+    client.key. The keys are 0600, the certificates 0644."""
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
           "-nodes"]
     _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
@@ -121,6 +128,9 @@ def _make_certs(d):
         _openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem",
                  "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
                  "-extfile", name + ".ext", "-out", name + ".pem", cwd=d)
+    for name in os.listdir(d):
+        os.chmod(os.path.join(d, name),
+                 0o600 if name.endswith(".key") else 0o644)
 
 
 def _post(url, path, body, timeout=2.0, context=None):
@@ -138,7 +148,7 @@ class Member:
         self.index = index
         self.name = "m%d" % index
         self.client_url = "%s://127.0.0.1:%d" % (scheme, client_port)
-        self.peer_url = "http://127.0.0.1:%d" % peer_port
+        self.peer_url = "%s://127.0.0.1:%d" % (scheme, peer_port)
         self.data_dir = os.path.join(root, self.name)
         self.log_path = os.path.join(root, self.name + ".log")
         self.proc = None
@@ -158,13 +168,16 @@ class Member:
 class EtcdCluster:
     """N etcd members on loopback; see the module docstring."""
 
-    def __init__(self, n=3, progress_interval="1s", start=True, tls=False):
+    def __init__(self, n=3, progress_interval="1s", start=True, tls=False,
+                 cert_dir=None, client_cert_auth=True):
         require_etcd()
         if n < 1:
             raise ValueError("a cluster needs at least one member")
         self.n = n
         self.progress_interval = progress_interval
         self.tls = tls
+        self.cert_dir = cert_dir
+        self.client_cert_auth = client_cert_auth
         self.ca_file = self.client_cert = self.client_key = None
         self._ssl = None
         self.root = None
@@ -212,9 +225,12 @@ class EtcdCluster:
         self._token = "accel-test-%d-%d" % (os.getpid(), ports[0])
 
     def _tls_setup(self):
-        d = os.path.join(self.root, "tls")
-        os.mkdir(d)
-        _make_certs(d)
+        d = self.cert_dir
+        if d is None:
+            d = os.path.join(self.root, "tls")
+            os.mkdir(d)
+            make_certs(d)
+        self._cert_dir = d
         self.ca_file = os.path.join(d, "ca.pem")
         self.client_cert = os.path.join(d, "client.pem")
         self.client_key = os.path.join(d, "client.key")
@@ -224,10 +240,16 @@ class EtcdCluster:
     def _tls_args(self):
         if not self.tls:
             return []
-        d = os.path.join(self.root, "tls")
-        return ["--cert-file", os.path.join(d, "server.pem"),
-                "--key-file", os.path.join(d, "server.key"),
-                "--trusted-ca-file", self.ca_file, "--client-cert-auth"]
+        d = self._cert_dir
+        cert, key = (os.path.join(d, "server.pem"),
+                     os.path.join(d, "server.key"))
+        args = ["--cert-file", cert, "--key-file", key,
+                "--peer-cert-file", cert, "--peer-key-file", key,
+                "--peer-trusted-ca-file", self.ca_file,
+                "--peer-client-cert-auth"]
+        if self.client_cert_auth:
+            args += ["--trusted-ca-file", self.ca_file, "--client-cert-auth"]
+        return args
 
     def _args(self, m, state):
         initial = ",".join("%s=%s" % (x.name, x.peer_url)

@@ -568,7 +568,8 @@ class LivenessTest(unittest.TestCase):
 
     def test_a_second_agent_with_the_same_name_is_refused(self):
         from cluster_harness import Agent
-        dup = Agent("n1", self.c.etcd.endpoints(), token=self.c.token)
+        dup = Agent("n1", self.c.etcd.endpoints(), token=self.c.token,
+                    extra_args=["--etcd-insecure"])
         dup.start_timeout = 3 * LEASE_TTL + 5
         try:
             with self.assertRaises(RuntimeError) as e:
