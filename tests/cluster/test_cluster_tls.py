@@ -28,7 +28,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster_harness import GiB, Cluster, manifest  # noqa: E402
+from cluster_harness import GiB, Agent, Cluster, manifest  # noqa: E402
 from etcd_harness import EtcdCluster, make_certs  # noqa: E402
 from accel_harness import ACCELD, free_port  # noqa: E402
 
@@ -222,6 +222,17 @@ class RefusalTest(unittest.TestCase):
                            "--etcd-cacert", cert("ca.pem"),
                            "--etcd-cert", cert("client.pem"),
                            "--etcd-key", cert("client.key")])
+            # --etcd-insecure: said explicitly, it starts
+            a = Agent("r2", e.endpoints(), extra_args=[
+                "--etcd-insecure", "--etcd-cacert", cert("ca.pem"),
+                "--etcd-cert", cert("client.pem"),
+                "--etcd-key", cert("client.key")])
+            try:
+                a.start()
+                st, _ = a.http("GET", "/healthz", token="")
+                self.assertEqual(st, 200)
+            finally:
+                a.close()
         self.assertIn("answered a request made without a client "
                       "certificate", err)
         self.assertIn("--client-cert-auth", err)

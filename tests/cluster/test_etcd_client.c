@@ -1133,6 +1133,41 @@ TEST(etcd_tls)
     ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
     ASSERT_EQ(etcd_get(e, "/t/tls/a", false, 0, &kvs, &n, NULL), ACCEL_EIO);
     etcd_close(e);
+    o.key = NULL; /* a certificate without its key */
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_EINVAL);
+}
+
+/* etcd_check_closed: the TLS members refuse a request without the client
+ * certificate; the plain cluster is refused for its http:// URLs; members
+ * that do not answer cannot be judged. */
+TEST(etcd_check_closed)
+{
+    struct etcd_opts o = { .endpoints = tls_env("ACCEL_ETCD_TLS_ENDPOINTS"),
+                           .cacert = tls_env("ACCEL_ETCD_TLS_CA"),
+                           .cert = tls_env("ACCEL_ETCD_TLS_CERT"),
+                           .key = tls_env("ACCEL_ETCD_TLS_KEY") };
+    struct etcd *e = NULL;
+    char *cause = NULL;
+
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    ASSERT_EQ(etcd_check_closed(e, "/t/probe", &cause), ACCEL_OK);
+    ASSERT(cause == NULL);
+    etcd_close(e);
+
+    o = (struct etcd_opts){ .endpoints = endpoints() };
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    ASSERT_EQ(etcd_check_closed(e, "/t/probe", &cause), ACCEL_EFORBIDDEN);
+    ASSERT(cause != NULL && strstr(cause, "is plain http") != NULL);
+    free(cause);
+    cause = NULL;
+    etcd_close(e);
+
+    o = (struct etcd_opts){ .endpoints = "https://127.0.0.1:9" };
+    ASSERT_EQ(etcd_open(&o, &e, NULL), ACCEL_OK);
+    ASSERT_EQ(etcd_check_closed(e, "/t/probe", &cause), ACCEL_EIO);
+    ASSERT(cause != NULL && strstr(cause, "no etcd member answered"));
+    free(cause);
+    etcd_close(e);
 }
 
 /* Order the client's endpoints so that it uses member `first`. */
@@ -1263,5 +1298,6 @@ TEST(etcd_failover)
     XX(etcd_guarded_race)         \
     XX(etcd_watch_compacted)      \
     XX(etcd_tls)                  \
+    XX(etcd_check_closed)         \
     XX(etcd_failover)
 TEST_MAIN(LIST)

@@ -619,6 +619,9 @@ static enum probe probe_member(struct etcd *e, size_t i,
 enum accel_err etcd_check_closed(struct etcd *e, const char *probe_key,
                                  char **cause)
 {
+    char *unreached = NULL; /* the last member that could not be judged */
+    size_t closed = 0;
+
     for (size_t i = 0; i < e->nurls; i++) {
         char *detail = NULL;
         enum probe p;
@@ -645,10 +648,28 @@ enum accel_err etcd_check_closed(struct etcd *e, const char *probe_key,
                 "--etcd-insecure to run so anyway",
                 e->urls[i], detail));
             free(detail);
+            free(unreached);
             return ACCEL_EFORBIDDEN;
+        }
+        if (p == PROBE_CLOSED) {
+            closed++;
+        } else {
+            free(unreached);
+            unreached = xasprintf("%s: %s", e->urls[i], detail);
         }
         free(detail);
     }
+    if (closed == 0) {
+        /* nothing judged: refuse rather than trust a member that comes up
+         * a moment later (acceld exits; systemd starts it again) */
+        give_cause(cause, xasprintf(
+            "no etcd member answered, so none could be checked for client "
+            "certificate authentication (%s)",
+            unreached ? unreached : "no endpoints"));
+        free(unreached);
+        return ACCEL_EIO;
+    }
+    free(unreached);
     return ACCEL_OK;
 }
 

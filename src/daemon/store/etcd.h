@@ -58,7 +58,7 @@ void etcd_close(struct etcd *e); /* accepts NULL */
  * of probe_key sent without a client certificate (a failed TLS handshake,
  * or etcd's auth refusing it). ACCEL_EFORBIDDEN with a sentence in *cause
  * naming the endpoint otherwise. A member that cannot be reached now is
- * not judged (the calls that follow find out whether any answers).
+ * not judged; when none can be, ACCEL_EIO (nothing was checked).
  */
 enum accel_err etcd_check_closed(struct etcd *e, const char *probe_key,
                                  char **cause);
