@@ -15,6 +15,7 @@ certificates required, even on loopback.
 
 The certificates are made once for the module (etcd_harness.make_certs)
 in a directory removed at the end, whatever happens."""
+import atexit
 import base64
 import json
 import os
@@ -39,6 +40,7 @@ def setUpModule():
     global CERTS
     root = tempfile.mkdtemp(prefix="accel-tls-")
     unittest.addModuleCleanup(shutil.rmtree, root, True)
+    atexit.register(shutil.rmtree, root, True)  # a run cut short too
     # the apps' uids may reach the CA and the client certificate (public)
     # but not the keys (0600, root's): as a node would keep them
     os.chmod(root, 0o711)
