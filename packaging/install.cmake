@@ -7,8 +7,8 @@
 #
 # Layout: acceld in sbin, accelctl in bin, the shim in <libdir>/accel/, the
 # page in share/accel/web; acceld finds the last two relative to itself
-# (src/daemon/paths.c). The unit goes to lib/systemd/system (Debian 12's
-# place) and the settings file to <sysconfdir>/default/accel, a conffile.
+# (src/daemon/paths.c). The unit and the settings file (a conffile) are
+# made at install time, for the prefix of that install (below).
 # docs/install.md describes the package; packaging/README.md its files.
 
 set(ACCEL_PKG_DIR ${CMAKE_SOURCE_DIR}/packaging)
@@ -35,8 +35,6 @@ install(FILES ${CMAKE_SOURCE_DIR}/docs/api.md ${CMAKE_SOURCE_DIR}/docs/cli.md
     ${CMAKE_SOURCE_DIR}/docs/web.md ${CMAKE_SOURCE_DIR}/docs/observability.md
     ${CMAKE_SOURCE_DIR}/README.md
     DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(FILES ${ACCEL_PKG_DIR}/debian/lintian-overrides
-    DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME accel)
 install(FILES ${ACCEL_PKG_DIR}/bash-completion/accelctl
     DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
@@ -52,20 +50,20 @@ add_custom_target(accel_changelog ALL DEPENDS ${ACCEL_CHANGELOG_GZ})
 install(FILES ${ACCEL_CHANGELOG_GZ} ${ACCEL_PKG_DIR}/copyright
     DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-# Man pages: docs/man/*.scd through scdoc, gzipped (Debian policy 12.1).
-# Without scdoc the pages are not built and a message says so.
+# Man pages: docs/man/*.scd through scdoc at build time (<build>/man), with
+# their @DATADIR@-style place holders; packaging/install-paths.cmake fills
+# those in for the prefix of the install and gzips them (Debian policy
+# 12.1). Without scdoc the pages are not built and a message says so.
 find_program(ACCEL_SCDOC scdoc)
+set(ACCEL_MAN_OUT "")
 if(ACCEL_SCDOC)
-    set(ACCEL_MAN_OUT "")
     foreach(page accelctl.1 acceld.8)
-        set(out ${CMAKE_BINARY_DIR}/man/${page}.gz)
+        set(out ${CMAKE_BINARY_DIR}/man/${page})
         add_custom_command(OUTPUT ${out}
             COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
-            COMMAND sh -c "${ACCEL_SCDOC} < '${CMAKE_SOURCE_DIR}/docs/man/${page}.scd' | ${ACCEL_GZIP} -9n > '${out}'"
+            COMMAND sh -c "${ACCEL_SCDOC} < '${CMAKE_SOURCE_DIR}/docs/man/${page}.scd' > '${out}'"
             DEPENDS ${CMAKE_SOURCE_DIR}/docs/man/${page}.scd VERBATIM)
         list(APPEND ACCEL_MAN_OUT ${out})
-        string(REGEX REPLACE "^.*\\.([0-9])$" "\\1" sect ${page})
-        install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sect})
     endforeach()
     add_custom_target(accel_man ALL DEPENDS ${ACCEL_MAN_OUT})
 else()
@@ -73,25 +71,38 @@ else()
         "(apt-get install scdoc)")
 endif()
 
-# systemd unit and its settings. For the prefix /usr (the package) they go
-# to /lib/systemd/system (Debian 12's place; usr-merged) and /etc/default;
-# for any other prefix under the prefix itself (lib/systemd/system,
-# etc/default), relative so that --prefix and DESTDIR move them too and an
-# install never writes outside its prefix.
-if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-    set(ACCEL_UNITDIR_DEFAULT /lib/systemd/system)
-    set(ACCEL_DEFAULTDIR /etc/default)
-else()
-    set(ACCEL_UNITDIR_DEFAULT lib/systemd/system)
-    set(ACCEL_DEFAULTDIR ${CMAKE_INSTALL_SYSCONFDIR}/default)
+# The files that name installed paths (the unit, the settings file's place,
+# the man pages, lintian's overrides) are made when installing, for the
+# prefix of that install: `cmake --install build --prefix DIR` gives a unit
+# whose ExecStart is DIR/sbin/acceld, whatever the configured prefix was
+# (packaging/install-paths.cmake). The unit goes to /lib/systemd/system for
+# the prefix /usr (Debian 12's place), else <prefix>/lib/systemd/system;
+# the settings to /etc/default/accel for /usr, else
+# <prefix>/<sysconfdir>/default/accel: an install never writes outside its
+# prefix but for the package's own places.
+#
+# A build directory configured before this kept the default of its
+# configure-time prefix in the cache: back to the install-time default.
+get_property(ACCEL_UNITDIR_HELP CACHE ACCEL_SYSTEMD_UNITDIR
+    PROPERTY HELPSTRING)
+if(ACCEL_UNITDIR_HELP MATCHES "^where acceld.service is installed \\("
+   AND ACCEL_SYSTEMD_UNITDIR MATCHES "^/?lib/systemd/system$")
+    unset(ACCEL_SYSTEMD_UNITDIR CACHE)
 endif()
-set(ACCEL_SYSTEMD_UNITDIR ${ACCEL_UNITDIR_DEFAULT} CACHE STRING
-    "where acceld.service is installed (relative: under the prefix)")
-configure_file(${ACCEL_PKG_DIR}/acceld.service.in
-    ${CMAKE_BINARY_DIR}/packaging/acceld.service @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/packaging/acceld.service
-    DESTINATION ${ACCEL_SYSTEMD_UNITDIR})
-install(FILES ${ACCEL_PKG_DIR}/default/accel DESTINATION ${ACCEL_DEFAULTDIR})
+set(ACCEL_SYSTEMD_UNITDIR "" CACHE STRING
+    "where acceld.service goes (relative: under the prefix; empty: default)")
+set(ACCEL_INSTALL_VARS "")
+foreach(d SBINDIR BINDIR LIBDIR DATADIR DOCDIR MANDIR SYSCONFDIR)
+    string(APPEND ACCEL_INSTALL_VARS
+        "set(ACCEL_DIR_${d} \"${CMAKE_INSTALL_${d}}\")\n")
+endforeach()
+install(CODE "${ACCEL_INSTALL_VARS}
+set(ACCEL_PKG_DIR \"${ACCEL_PKG_DIR}\")
+set(ACCEL_WORK_DIR \"${CMAKE_BINARY_DIR}/packaging\")
+set(ACCEL_GZIP \"${ACCEL_GZIP}\")
+set(ACCEL_MAN_PAGES \"${ACCEL_MAN_OUT}\")
+set(ACCEL_SYSTEMD_UNITDIR \"${ACCEL_SYSTEMD_UNITDIR}\")
+include(\"${ACCEL_PKG_DIR}/install-paths.cmake\")")
 
 # ---- the Debian package ----
 set(CPACK_GENERATOR DEB)

@@ -70,10 +70,10 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(os.path.isfile(self.path(p)), p)
         with open(self.path("lib/systemd/system/acceld.service")) as f:
             unit = f.read()
+        # the prefix of the install, not the configured one (issue 20)
         self.assertIn("ExecStart=%s --data-dir /var/lib/accel $ACCELD_OPTS"
-                      % self.path("sbin/acceld").replace(self.prefix,
-                                                         cache_value(
-                                                             "CMAKE_INSTALL_PREFIX")),
+                      % self.path("sbin/acceld"), unit)
+        self.assertIn("EnvironmentFile=-%s" % self.path("etc/default/accel"),
                       unit)
 
     def test_versions(self):
