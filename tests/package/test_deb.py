@@ -35,6 +35,7 @@ BUILD_DIR = os.environ.get("ACCEL_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 UNIT = "/lib/systemd/system/acceld.service"
 CONF = "/etc/default/accel"
 STATE = "/var/lib/accel"
+MAX_EXPOSURE = 4.0  # systemd-analyze security's "OK" (issue 20 item 5)
 
 
 def run(*args, check=True, **kw):
@@ -141,6 +142,16 @@ class DebTest(unittest.TestCase):
         (exec_start,) = u[("Service", "ExecStart")]
         argv = expand(exec_start, env)
         self.assertEqual(argv[0], "/usr/sbin/acceld")
+        # the unit's capability bounding set and no_new_privs, as systemd
+        # applies them (acceld must start with only those)
+        caps = " ".join(u.get(("Service", "CapabilityBoundingSet"), []))
+        if caps and shutil.which("setpriv"):
+            bset = ",".join("+" + c[4:].lower() for c in caps.split())
+            wrap = ["setpriv", "--bounding-set=-all," + bset,
+                    "--inh-caps=-all"]
+            if u.get(("Service", "NoNewPrivileges"), ["no"])[-1] == "yes":
+                wrap.append("--no-new-privs")
+            argv = wrap + argv
         self.proc = subprocess.Popen(
             argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, umask=umask)
@@ -184,6 +195,13 @@ class DebTest(unittest.TestCase):
             r = run("systemd-analyze", "verify", UNIT, check=False)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(r.stdout + r.stderr, "")
+            # the unit's sandbox (issue 20 item 5; docs/install.md)
+            r = run("systemd-analyze", "security", "--offline=yes", UNIT,
+                    check=False)
+            m = re.search(r"Overall exposure level for acceld.service: "
+                          r"(\d+\.\d+)", r.stdout)
+            self.assertIsNotNone(m, r.stdout + r.stderr)
+            self.assertLessEqual(float(m.group(1)), MAX_EXPOSURE, r.stdout)
 
         # the user edits the settings (a free port: 7390 may be taken)
         port = free_port()

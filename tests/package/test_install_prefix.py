@@ -14,9 +14,10 @@ tree, and that no installed file (binaries included; the Markdown copies
 of the docs, which describe every layout, excepted) names the configured
 prefix's paths when the prefix differs. `systemd-analyze verify --root=`
 checks each staged unit offline (given the few targets it wants, from the
-host's /lib/systemd/system; skipped when those are missing). Nothing is
-written outside the temporary directory (and the build directory's
-transient install-* directory, removed).
+host's /lib/systemd/system; skipped when those are missing), and
+`systemd-analyze security --offline=yes` must rate it 4.0 or lower (issue
+20 item 5). Nothing is written outside the temporary directory (and the
+build directory's transient install-* directory, removed).
 """
 import gzip
 import hashlib
@@ -35,6 +36,7 @@ BUILD_DIR = os.environ.get("ACCEL_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 OTHER_PREFIX = "/opt/accel-prefix-check"
 TARGETS = ("sysinit.target", "basic.target", "shutdown.target",
            "network.target", "multi-user.target")
+MAX_EXPOSURE = 4.0  # systemd-analyze security's "OK" (issue 20 item 5)
 
 
 def cache():
@@ -60,6 +62,17 @@ def parse_unit(path):
             k, _, v = line.partition("=")
             keys.setdefault((section, k.strip()), []).append(v.strip())
     return keys
+
+
+def exposure(unit_path):
+    """systemd-analyze security --offline=yes's overall exposure level."""
+    r = subprocess.run(["systemd-analyze", "security", "--offline=yes",
+                        unit_path], capture_output=True, text=True)
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout)
+    if m is None:
+        raise AssertionError("no overall exposure level (rc %d):\n%s%s" % (
+            r.returncode, r.stdout, r.stderr))
+    return float(m.group(1)), r.stdout
 
 
 class Layout:
@@ -175,6 +188,9 @@ class InstallPrefixTest(unittest.TestCase):
         if (prefix or self.configured) != self.configured:
             self.assert_no_leak(dest, lay)
         self.verify(dest, lay)
+        if shutil.which("systemd-analyze"):
+            level, out = exposure(unit_path)
+            self.assertLessEqual(level, MAX_EXPOSURE, out)
 
     def assert_no_leak(self, dest, lay):
         """No installed file names the configured prefix's paths."""
