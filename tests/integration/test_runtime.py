@@ -638,6 +638,66 @@ class ReconcilerTest(RuntimeBase):
         self.assertIsNotNone(a)
 
 
+class EnvironmentTest(RuntimeBase):
+    """Issue 25, item 4: an app starts from an allowlist, not from acceld's
+    environment. acceld runs with a secret, a PATH through /root and a
+    working directory of its own; none of them reaches the app, while the
+    locale, TZ, TERM, run.env and acceld's own variables do."""
+    SECRET = "s3cret-of-the-operator"
+    acceld_env = {
+        "OPERATOR_SECRET": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET,
+        "PATH": "/root/.local/bin:/root/bin:" + os.environ.get(
+            "PATH", "/usr/bin:/bin"),
+        "PWD": "/root/private", "OLDPWD": "/root", "SHELL": "/bin/bash",
+        "MAIL": "/var/mail/root", "LD_LIBRARY_PATH": "/root/lib",
+        "LANG": "C.UTF-8", "LC_TIME": "C", "TZ": "UTC", "TERM": "dumb"}
+
+    def environ_of(self, pid):
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(e.decode().split("=", 1)
+                        for e in f.read().split(b"\0") if e)
+
+    def test_app_environment_is_an_allowlist(self):
+        m = manifest("envdump", ["sleep", "1000"])
+        m["run"]["env"] = {"FROM_MANIFEST": "yes", "TZ": "Europe/Berlin"}
+        a = self.install(m)
+        self.assertEqual(a["state"], "running", a)
+        env = self.environ_of(a["pid"])
+        for k, v in env.items():
+            self.assertNotIn(self.SECRET, v, k)
+            self.assertNotIn("/root", v, k)
+        for k in ("OPERATOR_SECRET", "AWS_SECRET_ACCESS_KEY", "PWD",
+                  "OLDPWD", "MAIL", "LD_LIBRARY_PATH", "ACCEL_NVML_LIB",
+                  "ACCEL_FAKE_NVML"):
+            self.assertNotIn(k, env)
+        self.assertEqual(env["PATH"], "/usr/local/bin:/usr/bin:/bin")
+        self.assertEqual(env["SHELL"], "/bin/sh")
+        self.assertEqual(env["LANG"], "C.UTF-8")
+        self.assertEqual(env["LC_TIME"], "C")
+        self.assertEqual(env["TERM"], "dumb")
+        self.assertEqual(env["TZ"], "Europe/Berlin")  # run.env wins
+        self.assertEqual(env["FROM_MANIFEST"], "yes")
+        self.assertEqual(env["ACCEL_APP"], "envdump")
+        self.assertEqual(env["CUDA_VISIBLE_DEVICES"], GPU_A)
+        for k in ("HOME", "USER", "LOGNAME"):
+            self.assertTrue(env.get(k), k)
+        allowed = {"PATH", "SHELL", "HOME", "USER", "LOGNAME", "LANG",
+                   "LC_TIME", "TZ", "TERM", "FROM_MANIFEST",
+                   "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                   "LD_PRELOAD"}
+        extra = [k for k in env
+                 if k not in allowed and not k.startswith("ACCEL_")]
+        self.assertEqual(extra, [], env)
+
+    def test_run_env_path_is_searched(self):
+        m = manifest("envpath", ["sleep", "1000"])
+        m["run"]["env"] = {"PATH": "/nonexistent:/usr/bin:/bin"}
+        a = self.install(m)
+        self.assertEqual(a["state"], "running", a)
+        self.assertEqual(self.environ_of(a["pid"])["PATH"],
+                         "/nonexistent:/usr/bin:/bin")
+
+
 class NoNvmlTest(unittest.TestCase):
     def test_init_error_then_recovery(self):
         d = Acceld(inventory="", extra_args=[

@@ -43,6 +43,8 @@
 #define DISK_CHECK_MS 1000   /* limitedDisk is checked at most so often */
 #define DISK_CHECK_COST 10   /* ...and spends at most 1/10 of the time */
 #define DISK_WATCH_MAX 256   /* apps with a limitedDisk checked per pass */
+#define RUNTIME_APP_PATH "/usr/local/bin:/usr/bin:/bin" /* an app's PATH
+                                    unless run.env sets one */
 
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 {
@@ -233,20 +235,22 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     free(rundir);
 }
 
-/* Which of acceld's own variables an app inherits: none that carry
- * enforcement (acceld sets those itself) and none that describe acceld's
- * user (the app gets its own HOME, USER, LOGNAME). */
+/*
+ * Which of acceld's own variables an app inherits: an allowlist, the
+ * locale, the time zone and the terminal type, nothing else (not PWD,
+ * not root's PATH, not a secret the operator exported before starting
+ * acceld). Everything else an app sees is set by build_env.
+ */
 static int inherit_var(const char *entry)
 {
-    static const char *const own[] = {"HOME=", "USER=", "LOGNAME=",
-                                      "XDG_RUNTIME_DIR=", "MAIL="};
+    static const char *const keep[] = {"LANG=", "LANGUAGE=", "TZ=", "TERM="};
 
-    if (manifest_env_reserved(entry))
-        return 0;
-    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
-        if (strncmp(entry, own[i], strlen(own[i])) == 0)
-            return 0;
-    return 1;
+    if (strncmp(entry, "LC_", 3) == 0 && strchr(entry, '=') != NULL)
+        return 1; /* LC_ALL, LC_CTYPE, LC_TIME, ... */
+    for (size_t i = 0; i < sizeof(keep) / sizeof(*keep); i++)
+        if (strncmp(entry, keep[i], strlen(keep[i])) == 0)
+            return 1;
+    return 0;
 }
 
 /* LD_PRELOAD: the shim first (when it is needed), then run.preload. */
@@ -263,13 +267,6 @@ static char *preload_value(struct accel_daemon *d, const struct app *a,
     return v;
 }
 
-/*
- * The app's variables: identity first, then run.env (which may replace
- * HOME, USER or LOGNAME), then acceld's enforcement variables last, so
- * they win over anything before them (proc.c keeps the last entry of a
- * key). A reserved key in a stored run.env (refused at install since SPEC
- * 3, but an older database may hold one) is dropped.
- */
 /* ACCEL_NODE_NAME, _RANK, _COUNT and _PEERS of a part of an app bound
  * across nodes (SPEC 10): the nodes in name order, this one's place among
  * them. Returns the variables written to env (4). */
@@ -308,6 +305,15 @@ static size_t multi_env(struct accel_daemon *d, const struct app *a,
     return 4;
 }
 
+/*
+ * The app's variables: PATH, SHELL and the identity first, then run.env
+ * (which may replace PATH, SHELL, HOME, USER or LOGNAME), then acceld's
+ * enforcement variables last, so they win over anything before them
+ * (proc.c keeps the last entry of a key). A reserved key in a stored
+ * run.env (refused at install since SPEC 3, but an older database may
+ * hold one) is dropped. Of acceld's own environment only what
+ * inherit_var allows reaches the app, before all of these.
+ */
 static char **build_env(struct accel_daemon *d, const struct app *a,
                         const char *cfg, const struct identity_run *who)
 {
@@ -316,6 +322,8 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
     char *vis = visible_devices(d, a), *pre = preload_value(d, a, cfg);
     const char *log = getenv("ACCEL_LOG");
 
+    env[n++] = xstrdup("PATH=" RUNTIME_APP_PATH);
+    env[n++] = xstrdup("SHELL=/bin/sh");
     env[n++] = xasprintf("HOME=%s", who->home);
     env[n++] = xasprintf("USER=%s", who->user);
     env[n++] = xasprintf("LOGNAME=%s", who->user);
