@@ -796,6 +796,12 @@ int daemon_main(int argc, char **argv)
     rc = parse_options(d, argc, argv);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    if (identity_check_machine_range(d->cfg.uid_lo, d->cfg.uid_hi, &cause) !=
+        ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
+        return 2;
+    }
     log_set_level((enum log_level)d->cfg.log_level);
     find_shim(d);
     log_info("the web page is served from %s", d->cfg.web_dir);

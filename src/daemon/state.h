@@ -168,8 +168,8 @@ struct accel_config {
     int log_level;       /* --log-level */
     enum adm_policy policy; /* --placement binpack|spread */
     int reconcile_ms;    /* --reconcile-interval-ms (default 5000) */
-    uint32_t uid_lo;     /* --app-uid-range LO (default 61184) */
-    uint32_t uid_hi;     /* --app-uid-range HI (default 65519) */
+    uint32_t uid_lo;     /* --app-uid-range LO (default 65536) */
+    uint32_t uid_hi;     /* --app-uid-range HI (default 99999) */
     int history_interval;  /* --history-interval seconds (default 15) */
     int history_retention; /* --history-retention seconds (default 86400) */
     char *prometheus;    /* --prometheus URL: monitor queries go there */

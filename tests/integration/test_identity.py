@@ -16,18 +16,20 @@ import pwd
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+from accel_harness import ACCELD, Acceld, BUILD_DIR  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1d000000-0000-4000-8000-00000000000a"
 GPU2 = "GPU-1d000000-0000-4000-8000-00000000000b"
-LO, HI = 61184, 65519
+LO, HI = 65536, 99999  # the default --app-uid-range
 
 INVENTORY = """
 nodes:
@@ -459,14 +461,114 @@ class IdentityTest(unittest.TestCase):
         kill_apps(self.d)
         self.d.close()
         self.d = Acceld(inventory=INVENTORY, extra_args=[
-            "--node-name", "idn", "--app-uid-range", "62000-62001"]).start()
+            "--node-name", "idn", "--app-uid-range", "70000-70001"]).start()
         # admin and shared hold both uids: a new user cannot be made
-        self.assertEqual(self.uid_of("admin"), 62000)
+        self.assertEqual(self.uid_of("admin"), 70000)
         st, b = self.d.http("POST", "/api/users", {"name": "late"})
         self.assertEqual(st, 409, b)
-        self.assertIn("--app-uid-range 62000-62001", b["message"])
+        self.assertIn("--app-uid-range 70000-70001", b["message"])
         st, users = self.d.http("GET", "/api/users")
         self.assertNotIn("late", [u["name"] for u in users["data"]])
+
+
+class UidRangeCheckTest(unittest.TestCase):
+    """Issue 25, item 5: a --app-uid-range that the machine may hand to
+    others (systemd's DynamicUser= range, the old default; login.defs'
+    regular users) is refused at start, naming the option and the owner of
+    the range, before anything is created."""
+
+    def refused(self, rng):
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(tmp, "data")
+            p = subprocess.run(
+                [ACCELD, "--data-dir", data, "--listen", "127.0.0.1:0",
+                 "--node-name", "idn", "--app-uid-range", rng],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=30)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertFalse(os.path.exists(data))  # nothing was created
+            return p.stderr
+
+    def test_systemd_dynamic_range_refused(self):
+        err = self.refused("61184-65519")
+        self.assertIn("--app-uid-range 61184-65519 overlaps systemd's "
+                      "DynamicUser= service users (61184-65519)", err)
+
+    @unittest.skipUnless(os.path.exists("/etc/login.defs"), "no login.defs")
+    def test_login_defs_regular_users_refused(self):
+        err = self.refused("1000-1010")
+        self.assertIn("--app-uid-range 1000-1010 overlaps UID_MIN-UID_MAX of "
+                      "/etc/login.defs", err)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                     "needs root and unshare for a private /etc/passwd")
+class NssKnownUidTest(unittest.TestCase):
+    """A uid that NSS already knows is never given to an accel user (it is
+    skipped with a log line), and an app whose owner's uid NSS knows by now
+    (a systemd dynamic user holding a uid of the old range) does not start.
+    acceld runs in a mount namespace of its own where /etc/passwd and
+    /etc/group carry the squatters, so the machine's files stay as they
+    are."""
+    SCRIPT = ('mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group'
+              ' && shift 2 && exec "$@"')
+
+    def setUp(self):
+        self.d = None
+        self.tmp = tempfile.mkdtemp()
+        os.chmod(self.tmp, 0o755)
+
+    def tearDown(self):
+        if self.d is not None:
+            kill_apps(self.d)
+            self.d.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def squat(self, user_uid, group_gid):
+        """The wrapper that starts acceld with user 'squatter' at
+        user_uid and group 'squatgrp' at group_gid."""
+        files = []
+        for name, line in (("passwd", "squatter:x:%d:%d::/nonexistent:"
+                            "/usr/sbin/nologin\n" % (user_uid, user_uid)),
+                           ("group", "squatgrp:x:%d:\n" % group_gid)):
+            path = os.path.join(self.tmp, name)
+            with open("/etc/" + name) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(text + line)
+            os.chmod(path, 0o644)
+            files.append(path)
+        return ["unshare", "-m", "sh", "-c", self.SCRIPT, "sh"] + files
+
+    def uid_of(self, name):
+        st, users = self.d.http("GET", "/api/users")
+        self.assertEqual(st, 200, users)
+        return {u["name"]: u["uid"] for u in users["data"]}.get(name)
+
+    def test_known_uid_skipped_and_clash_refused(self):
+        lo = 65536  # the default range's first uids
+        self.d = Acceld(inventory=INVENTORY, extra_args=["--node-name", "idn"],
+                        wrapper=self.squat(lo, lo + 1)).start()
+        admin = self.uid_of("admin")
+        self.assertTrue(lo + 2 <= admin <= 99999, admin)
+        log = self.d.log()
+        self.assertIn("uid %d of --app-uid-range is already the system's "
+                      "user 'squatter': skipped" % lo, log)
+        self.assertIn("uid %d of --app-uid-range is already the system's "
+                      "group 'squatgrp': skipped" % (lo + 1), log)
+        # now the system gives the admin's uid to someone else
+        self.d.stop()
+        self.d.wrapper = self.squat(admin, 1)
+        self.d.start()
+        self.assertIn("uid %d of accel user admin is also the system's user "
+                      "'squatter'" % admin, self.d.log())
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+            "clash", ["sh", "-c", "id -u; exec sleep 1000"])})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "failed", b)
+        self.assertIn("'clash' cannot start: uid %d of its owner admin is "
+                      "also the system's user 'squatter'" % admin,
+                      b["data"]["reason"])
 
 
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_identity.c: the pure parts of who an app runs as (SPEC 3): the
- * --app-uid-range parser, the uid allocation (lowest free, skipping taken
+ * --app-uid-range parser and its check against the machine's ranges, the
+ * uid allocation (lowest free, skipping taken
  * and machine-used ids, a clear "full" answer), run.user resolution, and
  * the install-time manifest rules of manifest.c (reserved variables 400,
  * a member's run.user and outside-home run.workdir 403).
@@ -258,8 +259,95 @@ TEST(manifest_run_user_and_preload_parse)
     }
 }
 
+/* The default range collides with nothing; ranges that login.defs,
+ * systemd, base-passwd or nobody own are refused, naming the option and
+ * the owner; login.defs' own values count, and unmapped ids are refused. */
+TEST(identity_range_check_collisions)
+{
+    static const char debian_defs[] =
+        "# /etc/login.defs\n"
+        "MAIL_DIR        /var/mail\n"
+        "UID_MIN\t\t\t 1000\n"
+        "UID_MAX\t\t\t60000\n"
+        "#SYS_UID_MIN\t\t  100\n"
+        "GID_MIN\t\t\t 1000\n"
+        "GID_MAX\t\t\t60000\n"
+        "SUB_UID_MIN\t\t   100000\n"
+        "SUB_UID_MAX\t\t600100000\n";
+    static const struct {
+        uint32_t lo, hi;
+        const char *names;   /* in the sentence */
+    } bad[] = {
+        {61184, 65519, "DynamicUser="},
+        {65000, 70000, "DynamicUser="},
+        {59990, 59999, "UID_MIN-UID_MAX of /etc/login.defs (regular users), "
+                       "1000-60000"},
+        {500, 600, "SYS_UID_MIN-SYS_UID_MAX"},
+        {5, 10, "base-passwd"},
+        {65534, 65534, "nobody"},
+        {99990, 100010, "SUB_UID_MIN-SUB_UID_MAX"},
+        {524288, 600000, "SUB_UID_MIN"},
+        {60001, 60001, "systemd-homed"},
+    };
+    char *cause = NULL;
+
+    ASSERT_EQ(identity_range_check(IDENTITY_UID_LO_DEFAULT,
+                                   IDENTITY_UID_HI_DEFAULT, debian_defs,
+                                   "0 0 4294967295\n", "0 0 4294967295\n",
+                                   &cause), ACCEL_OK);
+    ASSERT(cause == NULL);
+    ASSERT_EQ(identity_range_check(IDENTITY_UID_LO_DEFAULT,
+                                   IDENTITY_UID_HI_DEFAULT, NULL, NULL, NULL,
+                                   NULL), ACCEL_OK); /* shadow's defaults */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        ASSERT_EQ(identity_range_check(bad[i].lo, bad[i].hi, debian_defs,
+                                       NULL, NULL, &cause), ACCEL_EINVAL);
+        ASSERT(strncmp(cause, "--app-uid-range ", 16) == 0);
+        ASSERT(strstr(cause, bad[i].names) != NULL);
+        free(cause);
+        cause = NULL;
+    }
+    /* login.defs' own values: regular users up to 70000 here */
+    ASSERT_EQ(identity_range_check(65536, 99999,
+                                   "UID_MIN 1000\nUID_MAX 0x11170\n", NULL,
+                                   NULL, &cause), ACCEL_EINVAL);
+    ASSERT(strstr(cause, "UID_MIN-UID_MAX of /etc/login.defs (regular "
+                         "users), 1000-70000") != NULL);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(identity_range_check(65536, 99999, "GID_MAX 80000\n", NULL,
+                                   NULL, &cause), ACCEL_EINVAL);
+    ASSERT(strstr(cause, "GID_MIN-GID_MAX") != NULL);
+    free(cause);
+    cause = NULL;
+    /* a user namespace of 65536 ids (an unprivileged LXC container) */
+    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
+                                   "         0     100000      65536\n",
+                                   NULL, &cause), ACCEL_EINVAL);
+    ASSERT(strstr(cause, "uid 65536 is not mapped") != NULL);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
+                                   "0 100000 65536\n65536 300000 20000\n",
+                                   "0 0 4294967295\n", &cause),
+              ACCEL_EINVAL);
+    ASSERT(strstr(cause, "uid 85536 is not mapped") != NULL);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
+                                   "0 100000 65536\n65536 300000 34464\n",
+                                   "0 0 65536\n", &cause), ACCEL_EINVAL);
+    ASSERT(strstr(cause, "gid 65536 is not mapped") != NULL);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
+                                   "0 100000 65536\n65536 300000 34464\n",
+                                   NULL, &cause), ACCEL_OK);
+}
+
 #define LIST(XX)                                                               \
     XX(identity_range_parse)                                                   \
+    XX(identity_range_check_collisions)                                        \
     XX(identity_pick_lowest_free)                                              \
     XX(identity_resolve_run_user)                                              \
     XX(identity_app_uid_owner_run_user_unprivileged)                           \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * identity.c: per-user uids (allocation from --app-uid-range, kept in the
- * store), the private homes under <data-dir>/home, the permissions of the
+ * store; the range checked against login.defs, systemd's ranges and the
+ * user namespace, each uid against NSS), the private homes under <data-dir>/home, the permissions of the
  * data directory, and the resolution of who an app runs as. See
  * identity.h for the contracts and docs/internals/runtime.md for the
  * permission table. errno becomes accel errors and sentences here.
@@ -54,6 +55,206 @@ bad:
     return ACCEL_EINVAL;
 }
 
+/* ---- is the range the machine's to give? ---- */
+
+#define DEFS_MAX (64u * 1024u) /* bytes of login.defs or a map read */
+
+/* A range of ids that something else on the machine hands out. */
+struct id_range {
+    uint64_t lo, hi;     /* inclusive */
+    const char *what;    /* "UID_MIN-UID_MAX of /etc/login.defs (...)" */
+};
+
+static const struct id_range fixed_ranges[] = {
+    {0, 99, "the static system ids of Debian's base-passwd (0-99)"},
+    {60001, 60513, "systemd-homed's users (60001-60513)"},
+    {60514, 60577, "the host users systemd-nspawn maps into containers "
+                   "(60514-60577)"},
+    {61184, 65519, "systemd's DynamicUser= service users (61184-65519)"},
+    {65534, 65535, "nobody and the 16-bit -1 (65534-65535)"},
+    {524288, 1879048191, "systemd-nspawn's container uid ranges "
+                         "(524288-1879048191)"},
+    {2147352576, 2147418111, "systemd's foreign uid range "
+                             "(2147352576-2147418111)"},
+};
+
+/* The value of key in the text of login.defs (a "KEY VALUE" line; the last
+ * one counts, as in shadow), or dflt when there is none or it is not a
+ * number. */
+static uint64_t defs_value(const char *defs, const char *key, uint64_t dflt)
+{
+    size_t kl = strlen(key);
+    uint64_t v = dflt;
+
+    for (const char *l = defs; l != NULL && *l; l = strchr(l, '\n')) {
+        unsigned long long n;
+        char *end = NULL;
+
+        l += *l == '\n';
+        l += strspn(l, " \t");
+        if (strncmp(l, key, kl) != 0 || (l[kl] != ' ' && l[kl] != '\t'))
+            continue;
+        errno = 0;
+        n = strtoull(l + kl, &end, 0);
+        if (errno == 0 && end != l + kl && (*end == '\n' || *end == '\0' ||
+                                            *end == ' ' || *end == '\t'))
+            v = n;
+    }
+    return v;
+}
+
+/* The six ranges of login.defs into out (6 entries). */
+static void defs_ranges(const char *defs, struct id_range *out)
+{
+    static const char *const what[] = {
+        "UID_MIN-UID_MAX of " IDENTITY_LOGIN_DEFS " (regular users)",
+        "SYS_UID_MIN-SYS_UID_MAX of " IDENTITY_LOGIN_DEFS " (system users)",
+        "SUB_UID_MIN-SUB_UID_MAX of " IDENTITY_LOGIN_DEFS
+        " (subordinate uids of /etc/subuid)",
+        "GID_MIN-GID_MAX of " IDENTITY_LOGIN_DEFS " (regular groups)",
+        "SYS_GID_MIN-SYS_GID_MAX of " IDENTITY_LOGIN_DEFS " (system groups)",
+        "SUB_GID_MIN-SUB_GID_MAX of " IDENTITY_LOGIN_DEFS
+        " (subordinate gids of /etc/subgid)"};
+    static const char *const pre[] = {"U", "G"};
+
+    for (int k = 0; k < 2; k++) {
+        char key[16];
+        uint64_t min, max, smin, smax, bmin, bmax;
+
+        snprintf(key, sizeof key, "%sID_MIN", pre[k]);
+        min = defs_value(defs, key, 1000);
+        snprintf(key, sizeof key, "%sID_MAX", pre[k]);
+        max = defs_value(defs, key, 60000);
+        snprintf(key, sizeof key, "SYS_%sID_MIN", pre[k]);
+        smin = defs_value(defs, key, 100);
+        snprintf(key, sizeof key, "SYS_%sID_MAX", pre[k]);
+        smax = defs_value(defs, key, min > 0 ? min - 1 : 0);
+        snprintf(key, sizeof key, "SUB_%sID_MIN", pre[k]);
+        bmin = defs_value(defs, key, 100000);
+        snprintf(key, sizeof key, "SUB_%sID_MAX", pre[k]);
+        bmax = defs_value(defs, key, 600100000);
+        out[3 * k] = (struct id_range){min, max, what[3 * k]};
+        out[3 * k + 1] = (struct id_range){smin, smax, what[3 * k + 1]};
+        out[3 * k + 2] = (struct id_range){bmin, bmax, what[3 * k + 2]};
+    }
+}
+
+/* The first id of [lo, hi] that the "inside outside count" lines of a
+ * user namespace map do not map, or -1 when all are mapped. */
+static int64_t first_unmapped(const char *map, uint32_t lo, uint32_t hi)
+{
+    uint64_t cur = lo;
+    bool moved = true;
+
+    while (cur <= hi && moved) {
+        moved = false;
+        for (const char *l = map; l != NULL && *l; l = strchr(l, '\n')) {
+            unsigned long long in, outside, count;
+
+            l += *l == '\n';
+            if (sscanf(l, "%llu %llu %llu", &in, &outside, &count) == 3 &&
+                in <= cur && cur < in + count) {
+                cur = in + count;
+                moved = true;
+                break;
+            }
+        }
+    }
+    return cur <= hi ? (int64_t)cur : -1;
+}
+
+static enum accel_err range_refused(char **cause, char *sentence)
+{
+    if (cause != NULL)
+        *cause = sentence;
+    else
+        free(sentence);
+    return ACCEL_EINVAL;
+}
+
+/* The sentence of a range that overlaps r; login.defs ranges say their
+ * values (the fixed ones have them in their text). */
+static enum accel_err overlap_refused(char **cause, uint32_t lo, uint32_t hi,
+                                      const struct id_range *r, bool values)
+{
+    char *where = values ? xasprintf("%s, %llu-%llu", r->what,
+                                     (unsigned long long)r->lo,
+                                     (unsigned long long)r->hi)
+                         : xstrdup(r->what);
+    char *s = xasprintf("--app-uid-range %u-%u overlaps %s: the machine may "
+                        "give those ids to others, who would then own the "
+                        "apps' files and processes; choose a range outside "
+                        "it (the default is %u-%u)", lo, hi, where,
+                        IDENTITY_UID_LO_DEFAULT, IDENTITY_UID_HI_DEFAULT);
+
+    free(where);
+    return range_refused(cause, s);
+}
+
+enum accel_err identity_range_check(uint32_t lo, uint32_t hi,
+                                    const char *login_defs,
+                                    const char *uid_map, const char *gid_map,
+                                    char **cause)
+{
+    struct id_range defs[6];
+    const struct id_range *r;
+    const char *maps[2] = {uid_map, gid_map};
+    int64_t miss;
+
+    defs_ranges(login_defs, defs);
+    for (size_t i = 0; i < 6 + sizeof(fixed_ranges) / sizeof(*fixed_ranges);
+         i++) {
+        r = i < 6 ? &defs[i] : &fixed_ranges[i - 6];
+        if (r->lo <= r->hi && lo <= r->hi && r->lo <= hi)
+            return overlap_refused(cause, lo, hi, r, i < 6);
+    }
+    for (int k = 0; k < 2; k++) {
+        miss = maps[k] != NULL ? first_unmapped(maps[k], lo, hi) : -1;
+        if (miss >= 0)
+            return range_refused(cause, xasprintf(
+                "--app-uid-range %u-%u: %s %lld is not mapped in acceld's "
+                "user namespace (/proc/self/%s), so no app could run as "
+                "it; choose a range that the map covers", lo, hi,
+                k ? "gid" : "uid", (long long)miss,
+                k ? "gid_map" : "uid_map"));
+    }
+    return ACCEL_OK;
+}
+
+/* The text of a small file (at most DEFS_MAX bytes), or NULL. Caller
+ * frees. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char *buf;
+    size_t n;
+
+    if (f == NULL)
+        return NULL;
+    buf = xmalloc(DEFS_MAX + 1);
+    n = fread(buf, 1, DEFS_MAX, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+enum accel_err identity_check_machine_range(uint32_t lo, uint32_t hi,
+                                            char **cause)
+{
+    char *defs = read_text(IDENTITY_LOGIN_DEFS), *um = NULL, *gm = NULL;
+    enum accel_err rc;
+
+    if (geteuid() == 0) { /* only root changes uids */
+        um = read_text("/proc/self/uid_map");
+        gm = read_text("/proc/self/gid_map");
+    }
+    rc = identity_range_check(lo, hi, defs, um, gm, cause);
+    free(defs);
+    free(um);
+    free(gm);
+    return rc;
+}
+
 static bool in_list(uint32_t v, const uint32_t *taken, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -77,23 +278,39 @@ enum accel_err identity_pick(uint32_t lo, uint32_t hi, const uint32_t *taken,
     return ACCEL_ECONFLICT;
 }
 
-/* A uid or gid the machine already uses (passwd or group entry). */
-static bool system_busy(uint32_t id, void *ctx)
+/* The passwd user or group that NSS knows with number id, as "user 'x'"
+ * or "group 'x'" (allocated), or NULL when NSS knows neither. */
+static char *nss_holder(uint32_t id)
 {
-    char *buf = xmalloc(PW_BUF);
+    char *buf = xmalloc(PW_BUF), *who = NULL;
     struct passwd pw, *pwp = NULL;
     struct group gr, *grp = NULL;
-    bool used;
 
-    (void)ctx;
     getpwuid_r((uid_t)id, &pw, buf, PW_BUF, &pwp);
-    used = pwp != NULL;
-    if (!used) {
+    if (pwp != NULL)
+        who = xasprintf("user '%s'", pwp->pw_name);
+    if (who == NULL) {
         getgrgid_r((gid_t)id, &gr, buf, PW_BUF, &grp);
-        used = grp != NULL;
+        if (grp != NULL)
+            who = xasprintf("group '%s'", grp->gr_name);
     }
     free(buf);
-    return used;
+    return who;
+}
+
+/* A uid or gid the machine already uses (NSS: passwd or group, LDAP,
+ * systemd's dynamic users...): skipped, and said so. */
+static bool system_busy(uint32_t id, void *ctx)
+{
+    char *who = nss_holder(id);
+
+    (void)ctx;
+    if (who == NULL)
+        return false;
+    log_warn("uid %u of --app-uid-range is already the system's %s: "
+             "skipped (not given to an accel user)", id, who);
+    free(who);
+    return true;
 }
 
 uint32_t identity_uid(const struct accel_daemon *d, const char *name)
@@ -461,6 +678,23 @@ static bool home_of_another(const struct accel_daemon *d, const char *home,
     return false;
 }
 
+/* Every uid already given that NSS now knows as someone else's (a passwd
+ * entry added since, or a systemd dynamic user, which nss-systemd shows
+ * while its service runs): the apps of that name do not start (see
+ * owner_uid_clash), and this says why at start. */
+static void warn_shared_uids(struct accel_daemon *d)
+{
+    for (size_t i = 0; d->uid_drop && i < d->nids; i++) {
+        char *who = nss_holder(d->ids[i].uid);
+
+        if (who != NULL)
+            log_warn("uid %u of accel user %s is also the system's %s: its "
+                     "apps will not start while the system knows that uid",
+                     d->ids[i].uid, d->ids[i].name, who);
+        free(who);
+    }
+}
+
 enum accel_err identity_start(struct accel_daemon *d)
 {
     enum accel_err rc;
@@ -478,6 +712,7 @@ enum accel_err identity_start(struct accel_daemon *d)
             "(containment by uid is off)",
             (unsigned)geteuid());
     rc = assign_all(d);
+    warn_shared_uids(d);
     lay_out_data_dir(d);
     if (!d->uid_drop)
         log_warn("%s", d->identity_status);
@@ -572,6 +807,21 @@ static enum accel_err for_run_user(struct accel_daemon *d, const struct app *a,
     return ACCEL_OK;
 }
 
+/* Is the owner's uid someone else's too by now (NSS knows it)? Then *cause
+ * says so: running the app as that uid would let it signal and read what
+ * the other one owns. */
+static bool owner_uid_clash(const struct app *a, uint32_t uid, char **cause)
+{
+    char *who = nss_holder(uid);
+
+    if (who == NULL)
+        return false;
+    *cause = xasprintf("'%s' cannot start: uid %u of its owner %s is also "
+                       "the system's %s", a->name, uid, a->owner, who);
+    free(who);
+    return true;
+}
+
 enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
                                 struct identity_run *out, char **cause)
 {
@@ -590,6 +840,8 @@ enum accel_err identity_for_app(struct accel_daemon *d, const struct app *a,
                            a->name, a->owner, d->cfg.uid_lo, d->cfg.uid_hi);
         return ACCEL_ECONFLICT;
     }
+    if (d->uid_drop && owner_uid_clash(a, uid, cause))
+        return ACCEL_ECONFLICT;
     run_uid = d->uid_drop ? (uid_t)uid : geteuid();
     run_gid = d->uid_drop ? (gid_t)uid : getegid();
     home = identity_home(d, a->owner);

@@ -30,8 +30,14 @@
 struct accel_daemon;
 struct app;
 
-#define IDENTITY_UID_LO_DEFAULT 61184u /* systemd's dynamic-user range */
-#define IDENTITY_UID_HI_DEFAULT 65519u
+/* The default --app-uid-range: accel's own, outside every range that the
+ * machine hands out (login.defs' regular, system and subordinate ids,
+ * systemd's homed, DynamicUser= and container ranges, nobody); see
+ * docs/internals/runtime.md. It used to be 61184-65519, systemd's
+ * DynamicUser= range: uids given from it then are kept. */
+#define IDENTITY_UID_LO_DEFAULT 65536u
+#define IDENTITY_UID_HI_DEFAULT 99999u
+#define IDENTITY_LOGIN_DEFS "/etc/login.defs"
 
 /* A name's uid, in memory (d->ids); loaded from and written to the store. */
 struct identity_rec {
@@ -57,6 +63,34 @@ enum accel_err identity_parse_range(const char *s, uint32_t *lo, uint32_t *hi,
                                     char **cause);
 
 /*
+ * Pure: may [lo, hi] be handed to apps on this machine? It may not
+ * overlap the ranges that login_defs (the text of /etc/login.defs; NULL
+ * or a missing key = shadow's defaults) gives to useradd and newuidmap
+ * (UID_MIN-UID_MAX, SYS_UID_MIN-SYS_UID_MAX, SUB_UID_MIN-SUB_UID_MAX and
+ * the GID ones, as the gid has the same number), nor systemd's allocation
+ * ranges (homed 60001-60513, nspawn's host users 60514-60577,
+ * DynamicUser= 61184-65519, containers 524288-1879048191, foreign
+ * 2147352576-2147418111), nor 0-99 (base-passwd's static ids) nor
+ * 65534-65535 (nobody, the 16-bit -1). With
+ * uid_map and gid_map (the text of /proc/self/uid_map and gid_map; NULL =
+ * not checked) every id must be mapped in acceld's user namespace.
+ * ACCEL_EINVAL with *cause (may be NULL) an allocated sentence naming
+ * --app-uid-range, the range it collides with and where that comes from.
+ */
+enum accel_err identity_range_check(uint32_t lo, uint32_t hi,
+                                    const char *login_defs,
+                                    const char *uid_map, const char *gid_map,
+                                    char **cause);
+
+/*
+ * identity_range_check of [lo, hi] against this machine's /etc/login.defs
+ * and, when acceld is root, its /proc/self/uid_map and gid_map. Called at
+ * start, before anything is opened or written.
+ */
+enum accel_err identity_check_machine_range(uint32_t lo, uint32_t hi,
+                                            char **cause);
+
+/*
  * Pure allocation: the lowest uid in [lo, hi] that is not in taken[0..n)
  * and for which busy (may be NULL) returns false (e.g. a uid or gid of
  * /etc/passwd or /etc/group). *out set only on success. ACCEL_ECONFLICT
@@ -71,8 +105,8 @@ uint32_t identity_uid(const struct accel_daemon *d, const char *name);
 
 /*
  * Inside the caller's open store transaction: give name a uid if it has
- * none (the lowest free one of the range, skipping the machine's own
- * users and groups) and write it. *out_uid gets the uid (set only on
+ * none (the lowest free one of the range, skipping, with a log line, each
+ * uid that NSS knows as a user or group) and write it. *out_uid gets the uid (set only on
  * success); *out_new is set to true when a row was written, and the caller
  * must then call identity_remember after a successful commit. Returns
  * ACCEL_OK, ACCEL_ECONFLICT (the range is full), or the store's error (the
@@ -127,7 +161,9 @@ enum accel_err identity_start(struct accel_daemon *d);
  * (created 0700 and owned by that uid when missing or wrong), or the
  * run.user of an admin's manifest (its passwd entry when there is one).
  * On failure *cause gets an allocated sentence and out is untouched:
- * ACCEL_ENOTFOUND (run.user unknown), ACCEL_ECONFLICT (no uid: range full),
+ * ACCEL_ENOTFOUND (run.user unknown), ACCEL_ECONFLICT (no uid: range full;
+ * or, when acceld is root, NSS knows the owner's uid as another user or
+ * group, e.g. a systemd dynamic user holding a uid of the old range),
  * ACCEL_EFORBIDDEN (run.user while acceld is not root), ACCEL_ESYS (home).
  * Release out with identity_run_release.
  */

@@ -90,7 +90,7 @@ struct proc_handle {
  *          "cannot run 'foo': No such file or directory",
  *          "cannot use workdir '/x' for 'app': No such file or directory",
  *          "cannot open log file '/l/app.log': Permission denied",
- *          "cannot run 'app' as uid 61184: Operation not permitted".
+ *          "cannot run 'app' as uid 65536: Operation not permitted".
  * Failures are reported here, synchronously (the child reports a failed
  * chdir or exec through a close-on-exec pipe and is reaped): ACCEL_EINVAL
  * (empty argv), ACCEL_ENOTFOUND (binary or workdir missing), ACCEL_EFORBIDDEN
