@@ -2,8 +2,9 @@
 /*
  * identity.c: per-user uids (allocation from --app-uid-range, kept in the
  * store; the range checked against login.defs, systemd's ranges and the
- * user namespace, each uid against NSS), the private homes under <data-dir>/home, the permissions of the
- * data directory, and the resolution of who an app runs as. See
+ * user namespace, each uid against NSS), the private homes under
+ * <data-dir>/home, the permissions of the data directory, and the
+ * resolution of who an app runs as. See
  * identity.h for the contracts and docs/internals/runtime.md for the
  * permission table. errno becomes accel errors and sentences here.
  */

@@ -106,11 +106,11 @@ uint32_t identity_uid(const struct accel_daemon *d, const char *name);
 /*
  * Inside the caller's open store transaction: give name a uid if it has
  * none (the lowest free one of the range, skipping, with a log line, each
- * uid that NSS knows as a user or group) and write it. *out_uid gets the uid (set only on
- * success); *out_new is set to true when a row was written, and the caller
- * must then call identity_remember after a successful commit. Returns
- * ACCEL_OK, ACCEL_ECONFLICT (the range is full), or the store's error (the
- * transaction is then rolled back).
+ * uid that NSS knows as a user or group) and write it. *out_uid gets the
+ * uid (set only on success); *out_new is set to true when a row was
+ * written, and the caller must then call identity_remember after a
+ * successful commit. Returns ACCEL_OK, ACCEL_ECONFLICT (the range is
+ * full), or the store's error (the transaction is then rolled back).
  */
 enum accel_err identity_assign(struct accel_daemon *d, const char *name,
                                uint32_t *out_uid, bool *out_new);
