@@ -389,7 +389,7 @@ static void usage(FILE *f)
             "[--placement binpack|spread]\n"
             "              [--log-level debug|info|warn|error] "
             "[--reconcile-interval-ms MS]\n"
-            "              [--app-uid-range LO-HI] "
+            "              [--app-uid-range LO-HI] [--userdb-dir DIR] "
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
@@ -444,6 +444,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
         {"no-cgroups", no_argument, NULL, 'G'},
+        {"userdb-dir", required_argument, NULL, 'U'},
         {"etcd", required_argument, NULL, 'E'},
         {"etcd-prefix", required_argument, NULL, 'F'},
         {"etcd-cacert", required_argument, NULL, 'A'},
@@ -538,6 +539,15 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             break;
         case 'X': d->cfg.repair = true; break;
         case 'G': d->cfg.no_cgroups = true; break;
+        case 'U':
+            if (optarg[0] != '/') {
+                fprintf(stderr, "acceld: --userdb-dir must be an absolute "
+                                "path (systemd's is /run/userdb)\n");
+                return 2;
+            }
+            free(d->cfg.userdb_dir);
+            d->cfg.userdb_dir = xstrdup(optarg);
+            break;
         case 'E':
             if (strncmp(optarg, "http://", 7) != 0 &&
                 strncmp(optarg, "https://", 8) != 0) {

@@ -175,6 +175,8 @@ struct accel_config {
     char *prometheus;    /* --prometheus URL: monitor queries go there */
     bool repair;         /* --repair: drop undecodable store rows */
     bool no_cgroups;     /* --no-cgroups: apps in no cgroup (runtime.c) */
+    char *userdb_dir;    /* --userdb-dir: register the apps' uids there as
+                            systemd userdb records (identity.c), or NULL */
     char *etcd;          /* --etcd URLS: the cluster store (SPEC 10) */
     char *etcd_prefix;   /* --etcd-prefix (default /accel/) */
     char *etcd_cacert;   /* --etcd-cacert, --etcd-cert, --etcd-key */

@@ -279,24 +279,164 @@ enum accel_err identity_pick(uint32_t lo, uint32_t hi, const uint32_t *taken,
     return ACCEL_ECONFLICT;
 }
 
+/* ---- the uids made visible to NSS (systemd userdb drop-ins) ---- */
+
+/*
+ * With --userdb-dir DIR (the package: /run/userdb, which nss-systemd reads
+ * without any daemon), every uid acceld gives is registered there: a user
+ * and a group record "accel-<name>" with that number, as the JSON files
+ * and <number>.user/.group links systemd's userdb drop-in format names.
+ * getent, ls -l and ps then show the apps' uids by name, and whatever
+ * allocates ids through NSS (systemd's DynamicUser=, useradd) skips them.
+ * A retired uid (its user removed) stays registered, as
+ * accel-removed-<uid>, since its files are kept. The records are written
+ * whole (temporary file + rename); a failure is logged, nothing else.
+ */
+#define USERDB_PREFIX "accel-"
+
+static void userdb_put(const char *dir, const char *file, const char *text)
+{
+    char *path = xasprintf("%s/%s", dir, file);
+    char *tmp = xasprintf("%s/.%s.tmp", dir, file);
+    size_t len = strlen(text);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                  0644);
+
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || close(fd) != 0 ||
+        rename(tmp, path) != 0) {
+        log_warn("cannot register %s in %s: %s", file, dir, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    free(path);
+    free(tmp);
+}
+
+static void userdb_link(const char *dir, uint32_t id, const char *kind,
+                        const char *target)
+{
+    char *path = xasprintf("%s/%u.%s", dir, id, kind);
+    char *tmp = xasprintf("%s/.%u.%s.tmp", dir, id, kind);
+
+    unlink(tmp);
+    if (symlink(target, tmp) != 0 || rename(tmp, path) != 0) {
+        log_warn("cannot register %u.%s in %s: %s", id, kind, dir,
+                 strerror(errno));
+        unlink(tmp);
+    }
+    free(path);
+    free(tmp);
+}
+
+/* The record name of an accel name: "accel-alice"; a retired one,
+ * "~alice.65537", is "accel-removed-65537". */
+static char *userdb_name(const char *name, uint32_t uid)
+{
+    return name[0] == '~' ? xasprintf(USERDB_PREFIX "removed-%u", uid)
+                          : xasprintf(USERDB_PREFIX "%s", name);
+}
+
+static void userdb_register(const struct accel_daemon *d, const char *name,
+                            uint32_t uid)
+{
+    const char *dir = d->cfg.userdb_dir;
+    char *un, *file, *text;
+
+    if (dir == NULL || !d->uid_drop)
+        return;
+    un = userdb_name(name, uid);
+    file = xasprintf("%s.user", un);
+    text = xasprintf("{\"userName\":\"%s\",\"uid\":%u,\"gid\":%u,"
+                     "\"realName\":\"accel user %s\",\"shell\":"
+                     "\"/usr/sbin/nologin\",\"disposition\":\"regular\","
+                     "\"locked\":true}\n", un, uid, uid, name);
+    userdb_put(dir, file, text);
+    userdb_link(dir, uid, "user", file);
+    free(file);
+    free(text);
+    file = xasprintf("%s.group", un);
+    text = xasprintf("{\"groupName\":\"%s\",\"gid\":%u,"
+                     "\"disposition\":\"regular\"}\n", un, uid);
+    userdb_put(dir, file, text);
+    userdb_link(dir, uid, "group", file);
+    free(file);
+    free(text);
+    free(un);
+}
+
+static void userdb_unregister(const struct accel_daemon *d, const char *name,
+                              uint32_t uid)
+{
+    static const char *const kinds[] = {"user", "group"};
+    char *un, *path;
+
+    if (d->cfg.userdb_dir == NULL || !d->uid_drop)
+        return;
+    un = userdb_name(name, uid);
+    for (int k = 0; k < 2; k++) {
+        path = xasprintf("%s/%s.%s", d->cfg.userdb_dir, un, kinds[k]);
+        unlink(path);
+        free(path);
+        path = xasprintf("%s/%u.%s", d->cfg.userdb_dir, uid, kinds[k]);
+        unlink(path);
+        free(path);
+    }
+    free(un);
+}
+
+/* At start: make the directory (0755), or turn registration off (and say
+ * so) when it is unusable; then register every uid known. */
+static void userdb_start(struct accel_daemon *d)
+{
+    struct stat st;
+
+    if (d->cfg.userdb_dir == NULL || !d->uid_drop)
+        return;
+    if (mkdir(d->cfg.userdb_dir, 0755) != 0 && errno != EEXIST)
+        log_warn("cannot create --userdb-dir %s: %s", d->cfg.userdb_dir,
+                 strerror(errno));
+    if (lstat(d->cfg.userdb_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+        log_warn("--userdb-dir %s is not a directory of uid %u that no one "
+                 "else may write: the apps' uids are not registered",
+                 d->cfg.userdb_dir, (unsigned)geteuid());
+        free(d->cfg.userdb_dir);
+        d->cfg.userdb_dir = NULL;
+        return;
+    }
+    for (size_t i = 0; i < d->nids; i++)
+        userdb_register(d, d->ids[i].name, d->ids[i].uid);
+    log_info("the apps' %zu uids are registered in %s (NSS shows them as "
+             USERDB_PREFIX "<name>)", d->nids, d->cfg.userdb_dir);
+}
+
 /* The passwd user or group that NSS knows with number id, as "user 'x'"
- * or "group 'x'" (allocated), or NULL when NSS knows neither. */
-static char *nss_holder(uint32_t id)
+ * or "group 'x'" (allocated), or NULL when NSS knows neither. A record of
+ * acceld's own for `mine` (accel-<mine>, see above; NULL: none is) is not
+ * someone else's and is not reported. */
+static char *nss_holder_but(uint32_t id, const char *mine)
 {
     char *buf = xmalloc(PW_BUF), *who = NULL;
+    char *own = mine ? userdb_name(mine, id) : NULL;
     struct passwd pw, *pwp = NULL;
     struct group gr, *grp = NULL;
 
     getpwuid_r((uid_t)id, &pw, buf, PW_BUF, &pwp);
-    if (pwp != NULL)
+    if (pwp != NULL && (own == NULL || strcmp(pwp->pw_name, own) != 0))
         who = xasprintf("user '%s'", pwp->pw_name);
     if (who == NULL) {
         getgrgid_r((gid_t)id, &gr, buf, PW_BUF, &grp);
-        if (grp != NULL)
+        if (grp != NULL && (own == NULL || strcmp(grp->gr_name, own) != 0))
             who = xasprintf("group '%s'", grp->gr_name);
     }
+    free(own);
     free(buf);
     return who;
+}
+
+static char *nss_holder(uint32_t id)
+{
+    return nss_holder_but(id, NULL);
 }
 
 /* A uid or gid the machine already uses (NSS: passwd or group, LDAP,
@@ -330,6 +470,7 @@ void identity_remember(struct accel_daemon *d, const char *name, uint32_t uid)
     d->ids[d->nids].name = xstrdup(name);
     d->ids[d->nids].uid = uid;
     d->nids++;
+    userdb_register(d, name, uid);
 }
 
 enum accel_err identity_load_row(void *ctx, const char *name, int64_t uid)
@@ -394,6 +535,7 @@ static void forget(struct accel_daemon *d, const char *name)
     for (size_t k = 0; k < d->nids; k++) {
         if (strcmp(d->ids[k].name, name) != 0)
             continue;
+        userdb_unregister(d, name, d->ids[k].uid);
         free(d->ids[k].name);
         d->ids[k] = d->ids[--d->nids];
         return;
@@ -686,7 +828,7 @@ static bool home_of_another(const struct accel_daemon *d, const char *home,
 static void warn_shared_uids(struct accel_daemon *d)
 {
     for (size_t i = 0; d->uid_drop && i < d->nids; i++) {
-        char *who = nss_holder(d->ids[i].uid);
+        char *who = nss_holder_but(d->ids[i].uid, d->ids[i].name);
 
         if (who != NULL)
             log_warn("uid %u of accel user %s is also the system's %s: its "
@@ -712,6 +854,7 @@ enum accel_err identity_start(struct accel_daemon *d)
             "acceld runs as uid %u, not root: apps run as that same uid "
             "(containment by uid is off)",
             (unsigned)geteuid());
+    userdb_start(d); /* the loaded uids; assign_all's new ones follow */
     rc = assign_all(d);
     warn_shared_uids(d);
     lay_out_data_dir(d);
@@ -813,7 +956,7 @@ static enum accel_err for_run_user(struct accel_daemon *d, const struct app *a,
  * the other one owns. */
 static bool owner_uid_clash(const struct app *a, uint32_t uid, char **cause)
 {
-    char *who = nss_holder(uid);
+    char *who = nss_holder_but(uid, a->owner);
 
     if (who == NULL)
         return false;
