@@ -20,7 +20,8 @@
  *       (except the UUID, which has uuid_err); ecc = uncorrected volatile
  *       ECC count; util (default 0), power and limit (milliwatts) and temp
  *       (degrees C) may be "ns": that query answers NOT_SUPPORTED, as it
- *       does for power, limit and temp when they are not given; name= must
+ *       does for power, limit and temp when they are not given; total=ns
+ *       makes the memory query NOT_SUPPORTED (a unified-memory GB10); name= must
  *       be last and takes the rest of the line
  *   proc GPU-a PID USED compute|graphics
  *   proc_err GPU-a N              the process queries of that device return N
@@ -59,6 +60,7 @@ struct fake_gpu {
     unsigned long long used;  /* bytes */
     unsigned util;            /* percent */
     int util_ns;              /* utilization query NOT_SUPPORTED */
+    int mem_ns;               /* memory query NOT_SUPPORTED (unified, GB10) */
     long long power;          /* milliwatts; -1 = NOT_SUPPORTED */
     long long limit;          /* milliwatts; -1 = NOT_SUPPORTED */
     long long temp;           /* degrees C; -1 = NOT_SUPPORTED */
@@ -106,6 +108,8 @@ static void parse_gpu_field(struct fake_gpu *g, const char *key,
 {
     if (strcmp(key, "uuid") == 0)
         snprintf(g->uuid, sizeof(g->uuid), "%s", val);
+    else if (strcmp(key, "total") == 0 && strcmp(val, "ns") == 0)
+        g->mem_ns = 1;
     else if (strcmp(key, "total") == 0)
         g->total = strtoull(val, NULL, 10);
     else if (strcmp(key, "used") == 0)
@@ -420,6 +424,8 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d,
         return rc;
     if (g->err != 0)
         return leave(g->err);
+    if (g->mem_ns)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
     m->total = g->total;
     m->used = g->used;
     m->free = g->total > g->used ? g->total - g->used : 0;

@@ -426,7 +426,28 @@ TEST(nvml_no_state_file_no_devices)
     nvml_close(n);
 }
 
+TEST(nvml_unified_memory_gb10)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    struct nvml *n;
+
+    /* a GB10 answers NOT_SUPPORTED for memory: unified, not unhealthy */
+    fake_state("", "driver 580.95.05\ncuda 13000\n"
+                   "gpu uuid=GPU-gb10 total=ns util=12 name=NVIDIA GB10\n");
+    n = open_ok();
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 1);
+    ASSERT_EQ(g[0].memory_unified, 1);
+    ASSERT_EQ(g[0].healthy, 1);
+    ASSERT_U64_EQ(g[0].memory_total, 0);
+    ASSERT_EQ(g[0].utilization, 12);
+    free(g);
+    nvml_close(n);
+}
+
 #define TESTS(XX)                                                              \
+    XX(nvml_unified_memory_gb10)                                               \
     XX(nvml_scan_two_gpus)                                                     \
     XX(nvml_telemetry)                                                         \
     XX(nvml_telemetry_old_driver)                                              \

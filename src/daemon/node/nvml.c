@@ -313,6 +313,8 @@ const char *nvml_na_reason(enum nvml_na na)
     case NVML_NA_ERROR: return "not reported by NVML (the query failed)";
     case NVML_NA_NOT_NVML: return "not an NVML device";
     case NVML_NA_NOT_SEEN: return "not measured (NVML has not reported this GPU)";
+    case NVML_NA_SYSFS_ABSENT: return "not reported by the driver (no such sysfs file)";
+    case NVML_NA_SYSFS_BAD: return "not reported (the driver's sysfs file is malformed; see the log)";
     }
     return "unknown";
 }
@@ -415,6 +417,8 @@ static void query_device(struct nvml *n, unsigned i, struct nvml_gpu *g)
     if (rc == NVML_SUCCESS) {
         g->memory_total = mem.total;
         g->memory_used = mem.used;
+    } else if (rc == NVML_ERROR_NOT_SUPPORTED) {
+        g->memory_unified = 1; /* GB10 and other unified-memory parts */
     } else {
         mark_unhealthy(n, g, "nvmlDeviceGetMemoryInfo", rc);
     }

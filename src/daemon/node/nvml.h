@@ -36,7 +36,9 @@ enum nvml_na {
     NVML_NA_UNSUPPORTED, /* NVML says this GPU does not support it */
     NVML_NA_ERROR,       /* the call failed */
     NVML_NA_NOT_NVML,    /* not an NVML device (inventory, other vendor) */
-    NVML_NA_NOT_SEEN     /* an NVML device not measured yet, or gone */
+    NVML_NA_NOT_SEEN,    /* an NVML device not measured yet, or gone */
+    NVML_NA_SYSFS_ABSENT, /* a DRM device whose driver offers no such file */
+    NVML_NA_SYSFS_BAD    /* a DRM device whose sysfs file is malformed */
 };
 
 /*
@@ -52,6 +54,9 @@ struct nvml_gpu {
     char name[NVML_NAME_LEN];  /* model, e.g. "NVIDIA GeForce RTX 4090"; "" if unknown */
     uint64_t memory_total;     /* bytes of VRAM; 0 if unknown */
     uint64_t memory_used;      /* bytes in use, all processes */
+    int memory_unified;        /* 1: the memory query answered NOT_SUPPORTED,
+                                  as on unified-memory parts (GB10); the
+                                  two figures above are then 0 */
     int utilization;           /* GPU busy %, 0..100; -1 when unknown */
     int64_t power_mw;          /* board power draw, milliwatts; -1 unknown */
     int64_t power_limit_mw;    /* enforced power limit, milliwatts; -1 unknown */
