@@ -56,6 +56,9 @@ static char *foreign_of(const json_t *dev)
 static char *tier_of(const json_t *dev)
 {
     const json_t *e = json_object_get(dev, "enforcement");
+    if (json_object_get(e, "memoryNote"))
+        return xasprintf("memory %s (%s), compute %s", jstr(e, "memory"),
+                         jstr(e, "memoryNote"), jstr(e, "compute"));
     return xasprintf("memory %s, compute %s", jstr(e, "memory"),
                      jstr(e, "compute"));
 }

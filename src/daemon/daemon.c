@@ -393,6 +393,7 @@ static void usage(FILE *f)
             "[--history-interval SECONDS]\n"
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
+            "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
@@ -433,6 +434,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"data-dir", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
         {"inventory", required_argument, NULL, 'i'},
+        {"sysfs-root", required_argument, NULL, 'S'},
+        {"proc-root", required_argument, NULL, 'O'},
         {"node-name", required_argument, NULL, 'n'},
         {"web-dir", required_argument, NULL, 'w'},
         {"log-level", required_argument, NULL, 'L'},
@@ -473,6 +476,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
         case 'l': free(d->cfg.listen); d->cfg.listen = xstrdup(optarg); break;
         case 'i': d->cfg.inventory = xstrdup(optarg); break;
+        case 'S': free(d->cfg.sysfs_root); d->cfg.sysfs_root = xstrdup(optarg); break;
+        case 'O': free(d->cfg.proc_root); d->cfg.proc_root = xstrdup(optarg); break;
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'w': free(d->cfg.web_dir); d->cfg.web_dir = xstrdup(optarg); break;
         case 'L':

@@ -94,6 +94,10 @@ struct dev_info {
                             the value beside it is unknown (nvml.h) */
     json_t *settings;    /* per-device settings object (time slice, ...) */
     bool discovered;     /* found through NVML: a refresh may mark it gone */
+    bool drm;            /* found in the DRM sysfs (drm.h): the
+                            reconciler refreshes it from there */
+    char *mem_source;    /* where `memory` came from (a sentence), NULL =
+                            the inventory */
     json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of
                             no app on it; NULL when none (SPEC 8.3) */
     struct app_util *autil; /* reconciler: per-app SM utilization from
@@ -163,6 +167,8 @@ struct accel_config {
     char *data_dir;      /* --data-dir */
     char *listen;        /* --listen HOST:PORT */
     char *inventory;     /* --inventory FILE or NULL */
+    char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
+    char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */
     char *node_name;     /* --node-name or host name */
     char *web_dir;       /* --web-dir */
     int log_level;       /* --log-level */

@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "daemon/api/view_pack.h"
 #include "daemon/node/broker_ops.h"
+#include "daemon/node/cgroup.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
@@ -143,6 +144,27 @@ static json_t *support_list(enum accel_type t)
     return arr;
 }
 
+/* A memory slice on a type no runtime of ours intercepts (the CPU
+ * fallback, AMD and Intel, a GB10 without the CUDA shim): only the app's
+ * cgroup (memory.max = limitedMemory) contains it, where there is one. */
+static json_t *cgroup_only(struct accel_daemon *d, const struct adm_device *x)
+{
+    bool cg = d->cg && d->cg->memory.tier != CGROUP_NONE;
+    const char *what = x->type == ACCEL_TYPE_CPU
+                           ? "the CPU fallback has no device runtime"
+                           : "no runtime of this type is intercepted";
+    char *note = xasprintf("%s: %s", what,
+                           cg ? "only the app's cgroup memory.max "
+                                "(limitedMemory) contains it; the quota "
+                                "itself is bookkeeping"
+                              : "nothing contains it (no cgroup memory "
+                                "controller); the quota is bookkeeping");
+    json_t *o = json_pack("{s:s, s:s, s:s}", "memory", cg ? "cgroup" : "none",
+                          "compute", "none", "memoryNote", note);
+    free(note);
+    return o;
+}
+
 static json_t *enforcement(struct accel_daemon *d, int dev)
 {
     const struct adm_device *x = &d->snap.devs[dev];
@@ -155,6 +177,8 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
         compute = "broker";
     if (real && x->st == ACCEL_SUPPORT_EXCLUSIVE)
         mem = "visible-devices";
+    if (!real && ni->local && x->st == ACCEL_SUPPORT_MEMSLICE)
+        return cgroup_only(d, x);
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
 }
 
@@ -212,6 +236,10 @@ static json_t *device_json(struct accel_daemon *d, int dev,
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
     add_telemetry(o, di);
+    /* where `memory` came from (SPEC 1: VRAM, or the RAM share) */
+    json_object_set_new(o, "memorySource",
+                        json_string(di->mem_source ? di->mem_source
+                                                   : "declared (inventory)"));
     /* processes NVML lists on it that hold no binding there (SPEC 8.3) */
     json_object_set_new(o, "foreignUsage", di->foreign
                                                ? json_deep_copy(di->foreign)

@@ -17,6 +17,7 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/drm.h"
 #include "daemon/node/nvml.h"
 #include "daemon/state.h"
 
@@ -120,6 +121,8 @@ static void add_cpu_fallback(struct accel_daemon *d, const char *node,
     char *id = xasprintf("%s-cpu-0", node);
     discovery_add_device(d, id, ACCEL_TYPE_CPU, "CPU", ram / 4 * 3, ACCEL_SUPPORT_MEMSLICE,
                true, -1);
+    d->dinfo[d->snap.ndevs - 1].mem_source =
+        xstrdup("75% of node RAM (the CPU fallback)");
     free(id);
 }
 
@@ -145,12 +148,24 @@ void discovery_inventory(struct accel_daemon *d,
     }
 }
 
-static void read_meminfo(uint64_t *total, uint64_t *used)
+static const char *sysfs_root(const struct accel_daemon *d)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
+    return d->cfg.sysfs_root ? d->cfg.sysfs_root : "/sys";
+}
+
+static const char *proc_root(const struct accel_daemon *d)
+{
+    return d->cfg.proc_root ? d->cfg.proc_root : "/proc";
+}
+
+static void read_meminfo(const char *proc, uint64_t *total, uint64_t *used)
+{
+    char path[4096], line[256];
     unsigned long long t = 0, avail = 0, v;
+    FILE *f;
     *total = *used = 0;
+    snprintf(path, sizeof path, "%.4000s/meminfo", proc);
+    f = fopen(path, "r");
     if (f == NULL)
         return;
     while (fgets(line, sizeof line, f)) {
@@ -180,6 +195,106 @@ static void read_load(uint64_t *total, uint64_t *used)
         *used = *total;
 }
 
+/* An NVML GPU's type: a GB10 (by name, or because NVML reports no memory
+ * of its own, as on unified-memory parts) is nvidia-gb10. */
+static enum accel_type nvml_type(const struct nvml_gpu *g)
+{
+    if (g->memory_unified || strstr(g->name, "GB10") != NULL)
+        return ACCEL_TYPE_NVIDIA_GB10;
+    return ACCEL_TYPE_NVIDIA;
+}
+
+/* Its memory (SPEC 1: a unified-memory type has 3/4 of node RAM) and the
+ * sentence that says where that figure came from (malloc'd). */
+static uint64_t nvml_memory(const struct nvml_gpu *g, uint64_t ram,
+                            char **source)
+{
+    if (nvml_type(g) == ACCEL_TYPE_NVIDIA) {
+        *source = xstrdup("NVML nvmlDeviceGetMemoryInfo");
+        return g->memory_total;
+    }
+    *source = xstrdup(g->memory_unified
+                          ? "75% of node RAM (unified memory: NVML answers "
+                            "NOT_SUPPORTED for the memory query)"
+                          : "75% of node RAM (unified memory; NVML's figure "
+                            "is the shared system RAM)");
+    return ram / 4 * 3;
+}
+
+/* Append one NVML GPU to the last node (the local one). */
+static void add_nvml_gpu(struct accel_daemon *d, const struct nvml_gpu *g,
+                         uint64_t ram)
+{
+    char *source = NULL;
+    enum accel_type t = nvml_type(g);
+    uint64_t mem = nvml_memory(g, ram, &source);
+    discovery_add_device(d, g->uuid, t, g->name, mem, default_mode(t),
+                         g->healthy == 1, (int)g->index);
+    d->dinfo[d->snap.ndevs - 1].mem_source = source;
+}
+
+static uint8_t drm_na_code(enum drm_na na)
+{
+    return (uint8_t)(na == DRM_NA_NONE     ? NVML_NA_NONE
+                     : na == DRM_NA_ABSENT ? NVML_NA_SYSFS_ABSENT
+                                           : NVML_NA_SYSFS_BAD);
+}
+
+void discovery_drm_readings(struct dev_info *di, const struct drm_gpu *g)
+{
+    di->used_mem = g->used == DRM_UNKNOWN ? 0 : g->used;
+    di->util = g->util;
+    di->power_mw = g->power_mw;
+    di->power_limit_mw = g->power_limit_mw;
+    di->temp = g->temp;
+    di->util_na = drm_na_code(g->util_na);
+    di->power_na = drm_na_code(g->power_na);
+    di->limit_na = drm_na_code(g->limit_na);
+    di->temp_na = drm_na_code(g->temp_na);
+}
+
+/* The AMD and Intel devices of the DRM sysfs, onto the last node; ids
+ * <node>-<type>-<k> in card order (discovery_drm_ids). */
+static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
+{
+    struct drm_gpu *g = NULL;
+    struct drm_client *c = NULL;
+    size_t n = 0, nc = 0;
+    char **ids;
+
+    if (drm_scan(sysfs_root(d), ram, &g, &n) != ACCEL_OK || n == 0)
+        return;
+    drm_clients(proc_root(d), g, n, &c, &nc);
+    ids = discovery_drm_ids(d->cfg.node_name, g, n);
+    for (size_t i = 0; i < n; i++) {
+        struct dev_info *di;
+        discovery_add_device(d, ids[i], g[i].type, g[i].name, g[i].memory,
+                             default_mode(g[i].type), g[i].healthy == 1, -1);
+        di = &d->dinfo[d->snap.ndevs - 1];
+        di->drm = true;
+        di->mem_source = xstrdup(g[i].mem_source);
+        discovery_drm_readings(di, &g[i]);
+        log_info("%s %s (%s, %s): %s, memory %.1f GiB from %s%s%s", ids[i],
+                 g[i].name, g[i].card, g[i].pci[0] ? g[i].pci : "no PCI "
+                 "address", accel_type_name(g[i].type),
+                 (double)g[i].memory / (1 << 30), g[i].mem_source,
+                 g[i].healthy ? "" : "; unhealthy: ", g[i].health_cause);
+        free(ids[i]);
+    }
+    free(ids);
+    free(c);
+    free(g);
+}
+
+char **discovery_drm_ids(const char *node, const struct drm_gpu *g, size_t n)
+{
+    unsigned k[ACCEL_TYPE_COUNT] = {0};
+    char **ids = xcalloc(n + 1, sizeof(*ids));
+    for (size_t i = 0; i < n; i++)
+        ids[i] = drm_device_id(node, g[i].type, k[g[i].type]++);
+    return ids;
+}
+
 void discovery_local(struct accel_daemon *d)
 {
     uint64_t mt, mu, ct, cu, dt = 0, du = 0;
@@ -187,7 +302,7 @@ void discovery_local(struct accel_daemon *d)
     struct nvml *nv = NULL;
     char *cause = NULL;
 
-    read_meminfo(&mt, &mu);
+    read_meminfo(proc_root(d), &mt, &mu);
     read_load(&ct, &cu);
     if (statvfs(d->cfg.data_dir, &vfs) == 0) {
         dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
@@ -205,9 +320,7 @@ void discovery_local(struct accel_daemon *d)
             for (size_t i = 0; i < n; i++) {
                 if (!g[i].uuid[0])
                     continue;
-                discovery_add_device(d, g[i].uuid, ACCEL_TYPE_NVIDIA, g[i].name,
-                           g[i].memory_total, ACCEL_SUPPORT_TIMESLICE,
-                           g[i].healthy == 1, (int)g[i].index);
+                add_nvml_gpu(d, &g[i], mt);
                 d->dinfo[d->snap.ndevs - 1].discovered = true;
             }
         }
@@ -221,6 +334,7 @@ void discovery_local(struct accel_daemon *d)
         d->nvml_status = cause ? cause : xstrdup("NVML is not available");
         cause = NULL;
     }
+    add_drm_devices(d, mt);
     if (d->snap.nodes[d->snap.nnodes - 1].ndev == 0)
         add_cpu_fallback(d, d->cfg.node_name, mt);
     free(cause);
@@ -236,12 +350,15 @@ static void add_new_gpus(struct accel_daemon *d, int node,
             continue;
         /* among the local node's devices, wherever that node is (in a
          * cluster, other nodes' devices may follow it) */
-        discovery_insert_device(d, (uint32_t)node, g[i].uuid,
-                                ACCEL_TYPE_NVIDIA, g[i].name,
-                                g[i].memory_total,
-                                default_mode(ACCEL_TYPE_NVIDIA),
-                                g[i].healthy == 1, (int)g[i].index);
+        char *source = NULL;
+        enum accel_type t = nvml_type(&g[i]);
+        uint64_t mem = nvml_memory(&g[i], d->snap.nodes[node].mem.total,
+                                   &source);
+        discovery_insert_device(d, (uint32_t)node, g[i].uuid, t, g[i].name,
+                                mem, default_mode(t), g[i].healthy == 1,
+                                (int)g[i].index);
         d->dinfo[state_dev_find(d, g[i].uuid)].discovered = true;
+        d->dinfo[state_dev_find(d, g[i].uuid)].mem_source = source;
         json_array_append_new(added, json_string(g[i].uuid));
         state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
                     "GPU %s (%s) discovered; it takes placements", g[i].uuid,
@@ -294,4 +411,65 @@ out:
     if (nv)
         nvml_close(nv);
     return added;
+}
+
+/* Apply a fresh scan to the local node's DRM devices (lock held). */
+static void apply_drm(struct accel_daemon *d, const struct drm_gpu *g,
+                      char **ids, size_t n)
+{
+    for (size_t i = 0; i < d->snap.ndevs; i++) {
+        struct adm_device *x = &d->snap.devs[i];
+        struct dev_info *di = &d->dinfo[i];
+        size_t k = 0;
+        if (!di->drm || !d->ninfo[x->node].local)
+            continue;
+        while (k < n && strcmp(ids[k], x->id) != 0)
+            k++;
+        if (k == n) {
+            struct drm_gpu gone = {.util = -1, .power_mw = -1,
+                                   .power_limit_mw = -1, .temp = -1,
+                                   .used = DRM_UNKNOWN,
+                                   .util_na = DRM_NA_ABSENT,
+                                   .power_na = DRM_NA_ABSENT,
+                                   .limit_na = DRM_NA_ABSENT,
+                                   .temp_na = DRM_NA_ABSENT};
+            discovery_drm_readings(di, &gone);
+            continue;
+        }
+        discovery_drm_readings(di, &g[k]);
+        if (x->healthy != (g[k].healthy == 1)) {
+            x->healthy = g[k].healthy == 1;
+            adm_index_update_dev(&d->snap, (uint32_t)i);
+        }
+    }
+}
+
+void discovery_drm_refresh(struct accel_daemon *d)
+{
+    struct drm_gpu *g = NULL;
+    struct drm_client *c = NULL;
+    size_t n = 0, nc = 0;
+    uint64_t mt, mu;
+    char **ids;
+    bool any = false;
+
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->snap.ndevs && !any; i++)
+        any = d->dinfo[i].drm;
+    pthread_mutex_unlock(&d->lock);
+    if (!any)
+        return;
+    read_meminfo(proc_root(d), &mt, &mu);
+    if (drm_scan(sysfs_root(d), mt, &g, &n) != ACCEL_OK)
+        return;
+    drm_clients(proc_root(d), g, n, &c, &nc);
+    ids = discovery_drm_ids(d->cfg.node_name, g, n);
+    pthread_mutex_lock(&d->lock);
+    apply_drm(d, g, ids, n);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(c);
+    free(g);
 }

@@ -32,6 +32,23 @@ void discovery_local(struct accel_daemon *d);
  */
 json_t *discovery_rediscover(struct accel_daemon *d, char **status);
 
+struct drm_gpu;
+struct dev_info;
+/*
+ * Read the DRM sysfs and fdinfo again (drm.h) and update the local node's
+ * DRM devices: used memory, utilization, power, temperature, health. A
+ * device no longer listed keeps its place with its readings unknown. The
+ * reconciler's pass calls it. Reads the files without d->lock, takes it to
+ * apply.
+ */
+void discovery_drm_refresh(struct accel_daemon *d);
+/* The readings of a DRM device into its dev_info (lock held). */
+void discovery_drm_readings(struct dev_info *di, const struct drm_gpu *g);
+/* The ids of g[0..n) on node: <node>-<type>-<k>, k counting per type in
+ * card order. New array of n strings, caller frees each and the array. */
+char **discovery_drm_ids(const char *node, const struct drm_gpu *g,
+                         size_t n);
+
 /* Append a node (then its devices: they must follow it, SPEC's snapshot
  * keeps a node's devices contiguous). */
 void discovery_add_node(struct accel_daemon *d, const char *name, bool local,

@@ -27,6 +27,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/cgroup.h"
+#include "daemon/node/discovery.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
@@ -686,6 +687,7 @@ static void run_pass(struct reconcile *r)
     struct app_ref *refs = gather_refs(d, &nrefs);
 
     memset(&p, 0, sizeof p);
+    discovery_drm_refresh(d); /* AMD and Intel devices: their sysfs */
     query_nvml(r, &p, refs, nrefs);
     refs_free(refs, nrefs);
     pthread_mutex_lock(&d->lock);
