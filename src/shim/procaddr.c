@@ -95,17 +95,20 @@ SHIM_HIDDEN __attribute__((used)) void *
 procaddr_dlsym_lookup(void *handle, const char *name)
 {
     void *p;
-    int cu, nvml;
+    int cu, nvml, hip;
 
     procaddr_dl_init(); /* the trampoline jumps through real_dlsym */
     if (name == NULL || handle == RTLD_NEXT)
         return NULL;
     cu = name[0] == 'c' && name[1] == 'u';
     nvml = name[0] == 'n' && strncmp(name, "nvml", 4) == 0;
-    if ((!cu && !nvml) || !hooked_name(name) || shim_in_init)
+    hip = name[0] == 'h' && strncmp(name, "hip", 3) == 0;
+    if ((!cu && !nvml && !hip) || !hooked_name(name) || shim_in_init)
         return NULL;
     if (cu)
         shim_cuda_init();
+    else if (hip)
+        shim_hip_init();
     else
         shim_nvml_init();
     p = shim_state.real_dlsym(handle, name);
@@ -184,6 +187,20 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
     if (fn == NULL)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = fn(symbol, pfn, cudaVersion, flags, symbolStatus);
+    swap_for_hook(rc, pfn);
+    return rc;
+}
+
+/* hipGetProcAddress (ROCm 6.2+): as cuGetProcAddress, the pointer the
+ * runtime hands out is swapped for our hook of the same function. */
+hipError_t hipGetProcAddress(const char *symbol, void **pfn, int hipVersion,
+                             uint64_t flags, int *symbolStatus)
+{
+    hipError_t (*fn)(const char *, void **, int, uint64_t, int *) =
+        SHIM_HIP_REAL(hipGetProcAddress);
+    if (fn == NULL)
+        return hipErrorNotFound;
+    hipError_t rc = fn(symbol, pfn, hipVersion, flags, symbolStatus);
     swap_for_hook(rc, pfn);
     return rc;
 }

@@ -154,7 +154,7 @@ void shim_core_init(void)
     if (lib_ == lib && handle != NULL)                                         \
         shim_state.real.name =                                                 \
             (ret(*) params)(uintptr_t)shim_state.real_dlsym(handle, #name);
-enum { CUDA = 1, NVML = 2 };
+enum { CUDA = 1, NVML = 2, HIP = 3 };
 
 static void resolve_lib(int lib, void *handle)
 {
@@ -201,6 +201,36 @@ void shim_nvml_init(void)
     if (shim_in_init)
         return;
     pthread_once(&shim_state.nvml_once, nvml_init_once);
+}
+
+/* The HIP runtime the process uses: its soname (ROCm 6, 7, 5), or the
+ * development name. A process that calls a hip* hook has it loaded
+ * already, so the dlopen only finds it. */
+static void hip_init_once(void)
+{
+    static const char *const names[] = { "libamdhip64.so.6",
+                                         "libamdhip64.so.7",
+                                         "libamdhip64.so.5",
+                                         "libamdhip64.so" };
+    shim_core_init();
+    procaddr_dl_init();
+    shim_in_init = 1;
+    for (size_t i = 0; shim_state.libhip == NULL &&
+                       i < sizeof(names) / sizeof(*names); i++)
+        shim_state.libhip = dlopen(names[i], RTLD_LAZY);
+    if (shim_state.libhip == NULL)
+        shim_log("libamdhip64.so not loaded: %s", dlerror());
+    if (shim_state.real_dlsym != NULL)
+        resolve_lib(HIP, shim_state.libhip);
+    atomic_store_explicit(&shim_state.hip_ready, 1, memory_order_release);
+    shim_in_init = 0;
+}
+
+void shim_hip_init(void)
+{
+    if (shim_in_init)
+        return;
+    pthread_once(&shim_state.hip_once, hip_init_once);
 }
 
 /* Give this process's slots back when it ends cleanly (the driver frees its

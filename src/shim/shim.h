@@ -12,7 +12,8 @@
  * Files: shim.c (state, init, resolution, logging), config.c (ACCEL_CONFIG and
  * the environment), quota.c (ledger attach, reserve/release, virtual view),
  * track.c (pointer/handle table), hooks.c (the interposed functions),
- * procaddr.c (dlsym and cuGetProcAddress).
+ * procaddr.c (dlsym and cuGetProcAddress), hooks_hip.c (the HIP runtime's
+ * allocation entry points, on the same ledger and quota rules).
  */
 #ifndef ACCEL_SHIM_SHIM_H
 #define ACCEL_SHIM_SHIM_H
@@ -97,9 +98,11 @@ struct accel_shim_state {
     pthread_once_t core_once;       /* config, limits, fork handler */
     pthread_once_t cuda_once;       /* libcuda.so.1 symbols */
     pthread_once_t nvml_once;       /* libnvidia-ml.so.1 symbols */
+    pthread_once_t hip_once;        /* libamdhip64.so symbols */
     _Atomic int core_ready;         /* 1 after core_once ran */
     _Atomic int cuda_ready;         /* 1 after cuda_once ran */
     _Atomic int nvml_ready;         /* 1 after nvml_once ran */
+    _Atomic int hip_ready;          /* 1 after hip_once ran */
     int any_limit;                  /* some device has a limit */
     int standalone;                 /* limits from env: shim creates ledgers */
     uint64_t env_limit;             /* standalone: ACCEL_MEMORY_LIMIT (or
@@ -115,6 +118,7 @@ struct accel_shim_state {
                                      * reclaim on a refusal (quota.c) */
     void *libcuda;                  /* dlopen handle or NULL */
     void *libnvml;                  /* dlopen handle or NULL */
+    void *libhip;                   /* dlopen handle or NULL */
     struct shim_real real;          /* typed real entry points, NULL missing */
     struct shim_dev dev[SHIM_MAX_DEV];
     struct shim_track_stripe track[SHIM_TRACK_STRIPES];
@@ -132,6 +136,7 @@ extern SHIM_HIDDEN _Thread_local int shim_in_init
 SHIM_HIDDEN void shim_core_init(void);
 SHIM_HIDDEN void shim_cuda_init(void);
 SHIM_HIDDEN void shim_nvml_init(void);
+SHIM_HIDDEN void shim_hip_init(void);
 /* dst = the NULL-terminated list of strings, concatenated and cut to
  * cap - 1 bytes; 0, or -1 if it was cut. No stdio: a process's first
  * snprintf faults in several pages of libc (~100 us on our VM), which the
@@ -147,6 +152,10 @@ SHIM_HIDDEN void shim_log(const char *fmt, ...)
     (atomic_load_explicit(&shim_state.cuda_ready, memory_order_acquire)        \
          ? shim_state.real.fn                                                  \
          : (shim_cuda_init(), shim_state.real.fn))
+#define SHIM_HIP_REAL(fn)                                                      \
+    (atomic_load_explicit(&shim_state.hip_ready, memory_order_acquire)         \
+         ? shim_state.real.fn                                                  \
+         : (shim_hip_init(), shim_state.real.fn))
 #define SHIM_NVML_REAL(fn)                                                     \
     (atomic_load_explicit(&shim_state.nvml_ready, memory_order_acquire)        \
          ? shim_state.real.fn                                                  \

@@ -3,7 +3,8 @@
  * symbols.h: the one list of driver and NVML symbols the shim knows.
  *
  * X(lib, hooked, ret, name, params):
- *   lib     CUDA (resolved from libcuda.so.1) or NVML (libnvidia-ml.so.1)
+ *   lib     CUDA (resolved from libcuda.so.1), NVML (libnvidia-ml.so.1) or
+ *           HIP (libamdhip64.so, the AMD runtime: hooks_hip.c)
  *   hooked  1 if libaccelshim.so exports a replacement of the same name (it is
  *           then also returned by dlsym and cuGetProcAddress in place of the
  *           real one), 0 if the shim only calls the real one itself
@@ -17,6 +18,7 @@
 #define ACCEL_SHIM_SYMBOLS_H
 
 #include "shim/cuda_types.h"
+#include "shim/hip_types.h"
 
 /* Work submission: every call that puts work on a device. S(X, name,
  * params, args): args forwards params. Time slicing (timeslice.c) makes
@@ -142,6 +144,35 @@
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetIndex,                               \
       (nvmlDevice_t device, unsigned int *index))                              \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetUUID,                                \
-      (nvmlDevice_t device, char *uuid, unsigned int length))
+      (nvmlDevice_t device, char *uuid, unsigned int length))                  \
+    X(HIP, 1, hipError_t, hipMalloc, (void **ptr, size_t size))                \
+    X(HIP, 1, hipError_t, hipMallocManaged,                                    \
+      (void **ptr, size_t size, unsigned int flags))                           \
+    X(HIP, 1, hipError_t, hipExtMallocWithFlags,                               \
+      (void **ptr, size_t size, unsigned int flags))                           \
+    X(HIP, 1, hipError_t, hipMallocPitch,                                      \
+      (void **ptr, size_t *pitch, size_t width, size_t height))                \
+    X(HIP, 1, hipError_t, hipMallocAsync,                                      \
+      (void **ptr, size_t size, hipStream_t stream))                           \
+    X(HIP, 1, hipError_t, hipMallocFromPoolAsync,                              \
+      (void **ptr, size_t size, hipMemPool_t pool, hipStream_t stream))        \
+    X(HIP, 1, hipError_t, hipMallocArray,                                      \
+      (hipArray_t * array, const struct hip_channel_desc *desc, size_t width,  \
+       size_t height, unsigned int flags))                                     \
+    X(HIP, 1, hipError_t, hipMalloc3DArray,                                    \
+      (hipArray_t * array, const struct hip_channel_desc *desc,                \
+       struct hip_extent extent, unsigned int flags))                          \
+    X(HIP, 1, hipError_t, hipArrayCreate,                                      \
+      (hipArray_t * array, const struct hip_array_desc *desc))                 \
+    X(HIP, 1, hipError_t, hipFree, (void *ptr))                                \
+    X(HIP, 1, hipError_t, hipFreeAsync, (void *ptr, hipStream_t stream))       \
+    X(HIP, 1, hipError_t, hipFreeArray, (hipArray_t array))                    \
+    X(HIP, 1, hipError_t, hipArrayDestroy, (hipArray_t array))                 \
+    X(HIP, 1, hipError_t, hipMemGetInfo, (size_t * free, size_t *total))       \
+    X(HIP, 1, hipError_t, hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev)) \
+    X(HIP, 1, hipError_t, hipGetProcAddress,                                   \
+      (const char *symbol, void **pfn, int hipVersion, uint64_t flags,         \
+       int *symbolStatus))                                                     \
+    X(HIP, 0, hipError_t, hipGetDevice, (int *device))
 
 #endif /* ACCEL_SHIM_SYMBOLS_H */

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hip_types.h: the slice of the HIP runtime ABI (hip_runtime_api.h, ROCm 6)
+ * that the shim interposes, declared here so that nothing of ROCm is needed
+ * to build. Only what the hooks read or pass through: error codes, opaque
+ * handles, and the array descriptors whose sizes are charged.
+ */
+#ifndef ACCEL_SHIM_HIP_TYPES_H
+#define ACCEL_SHIM_HIP_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int hipError_t;                /* enum hipError_t */
+typedef int hipDevice_t;               /* device ordinal */
+typedef struct ihipStream_t *hipStream_t;
+typedef struct ihipMemPoolHandle_t *hipMemPool_t;
+typedef struct hipArray *hipArray_t;
+
+#define hipSuccess 0
+#define hipErrorInvalidValue 1
+#define hipErrorOutOfMemory 2          /* the refusal, as CUDA's 2 */
+#define hipErrorNotFound 500           /* a real symbol the runtime lacks */
+
+/* hipChannelFormatDesc: bits per channel, then the kind (enum). */
+struct hip_channel_desc {
+    int x, y, z, w;
+    int f;
+};
+
+/* hipExtent, passed by value to hipMalloc3DArray. */
+struct hip_extent {
+    size_t width, height, depth;
+};
+
+/* HIP_ARRAY_DESCRIPTOR (hipArrayCreate), laid out as CUDA's. */
+struct hip_array_desc {
+    size_t Width;
+    size_t Height;
+    int Format;                        /* hipArray_Format, CUDA's values */
+    unsigned int NumChannels;
+};
+
+#endif /* ACCEL_SHIM_HIP_TYPES_H */

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hooks_hip.c: the interposed HIP runtime functions (libamdhip64.so), for a
+ * memory slice on AMD GPUs. Same ledger, same rules, same order as the CUDA
+ * hooks (hooks.c): reserve on the ledger first (a refusal is
+ * hipErrorOutOfMemory and the runtime is not called), call the runtime,
+ * then settle (the reservation goes back if the runtime failed, else the
+ * pointer or array is recorded). A free takes the record out, calls the
+ * runtime, and gives the charge back only if the runtime freed it. The
+ * device is the calling thread's (hipGetDevice), its quota the one of that
+ * ordinal (ACCEL_CONFIG, or ACCEL_MEMORY_LIMIT standalone).
+ *
+ * hipMemGetInfo and hipDeviceTotalMem answer the virtual view of quota.c:
+ * total = min(limit, physical), free = total - usage.
+ *
+ * A real symbol the runtime does not have gives hipErrorNotFound.
+ */
+#include "shim/shim.h"
+
+#define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
+#define HOOK_PROTO_0(ret, name, params)
+#define HOOK_PROTO(lib, hooked, ret, name, params)                             \
+    HOOK_PROTO_##hooked(ret, name, params)
+ACCEL_SHIM_SYMBOLS(HOOK_PROTO)
+
+/* The HIP ordinal of the calling thread (0 when it cannot be asked). */
+static int hip_ordinal(void)
+{
+    hipError_t (*fn)(int *) = SHIM_HIP_REAL(hipGetDevice);
+    int d = 0;
+
+    if (fn == NULL || fn(&d) != hipSuccess || d < 0)
+        return 0;
+    return d;
+}
+
+static int hip_quota_on(void)
+{
+    shim_core_init();
+    return shim_state.any_limit;
+}
+
+static int hip_begin(struct shim_charge *c, uint64_t bytes)
+{
+    return quota_begin(c, hip_quota_on() ? hip_ordinal() : 0, bytes);
+}
+
+#define HIP_REAL_OR_NOT_FOUND(var, name)                                       \
+    __typeof__(shim_state.real.name) var = SHIM_HIP_REAL(name);               \
+    if (var == NULL)                                                           \
+    return hipErrorNotFound
+
+#define HIP_OOM_IF_REFUSED(c, bytes)                                           \
+    do {                                                                       \
+        if (hip_begin(&(c), (bytes)) != 0)                                     \
+            return hipErrorOutOfMemory;                                        \
+    } while (0)
+
+/* The pointer an allocation wrote, as a tracking key. */
+static uint64_t key_of(void **ptr)
+{
+    return ptr ? (uint64_t)(uintptr_t)*ptr : 0;
+}
+
+/* Settle a release: the charge back on success, the record back else. */
+static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
+                                  uint64_t key, int ordinal, uint64_t bytes)
+{
+    if (!had)
+        return rc;
+    if (rc == hipSuccess)
+        quota_release(ordinal, bytes);
+    else
+        track_put(kind, key, ordinal, bytes);
+    return rc;
+}
+
+#define HIP_RELEASE(kind, key, call)                                           \
+    do {                                                                       \
+        int ord_ = 0, had_;                                                    \
+        uint64_t bytes_ = 0;                                                   \
+        shim_core_init();                                                      \
+        had_ = track_take(kind, (uint64_t)(uintptr_t)(key), &ord_, &bytes_);   \
+        return hip_end_release(call, had_, kind, (uint64_t)(uintptr_t)(key),   \
+                               ord_, bytes_);                                  \
+    } while (0)
+
+/* hipMalloc and the variants that take (ptr, size, ...): one body each. */
+#define HIP_ALLOC(name, params, call)                                          \
+    hipError_t name params                                                     \
+    {                                                                          \
+        struct shim_charge c;                                                  \
+        HIP_REAL_OR_NOT_FOUND(fn, name);                                       \
+        HIP_OOM_IF_REFUSED(c, size);                                           \
+        hipError_t rc = fn call;                                               \
+        return quota_end(&c, rc, SHIM_KIND_PTR, key_of(ptr));                  \
+    }
+HIP_ALLOC(hipMalloc, (void **ptr, size_t size), (ptr, size))
+HIP_ALLOC(hipMallocManaged, (void **ptr, size_t size, unsigned int flags),
+          (ptr, size, flags))
+HIP_ALLOC(hipExtMallocWithFlags, (void **ptr, size_t size, unsigned int flags),
+          (ptr, size, flags))
+/* Stream-ordered: charged when requested, given back when the free is
+ * enqueued (as the CUDA hooks). */
+HIP_ALLOC(hipMallocAsync, (void **ptr, size_t size, hipStream_t stream),
+          (ptr, size, stream))
+HIP_ALLOC(hipMallocFromPoolAsync,
+          (void **ptr, size_t size, hipMemPool_t pool, hipStream_t stream),
+          (ptr, size, pool, stream))
+
+/* Pitch: reserve a 512-byte-aligned estimate, settle on the real pitch
+ * (a pitch that passes the limit undoes the allocation). */
+hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width,
+                          size_t height)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocPitch);
+    HIP_OOM_IF_REFUSED(c, ((width + 511) & ~(size_t)511) * height);
+    hipError_t rc = fn(ptr, pitch, width, height);
+    if (rc == hipSuccess && pitch != NULL &&
+        quota_adjust(&c, (uint64_t)*pitch * height) != 0) {
+        hipError_t (*fr)(void *) = SHIM_HIP_REAL(hipFree);
+        if (fr != NULL && ptr != NULL)
+            fr(*ptr);
+        rc = hipErrorOutOfMemory;
+    }
+    return quota_end(&c, rc, SHIM_KIND_PTR, key_of(ptr));
+}
+
+/* Bytes of an element of a channel description (bits per channel). */
+static uint64_t channel_bytes(const struct hip_channel_desc *d)
+{
+    int bits = d ? d->x + d->y + d->z + d->w : 0;
+    return bits > 0 ? (uint64_t)(bits + 7) / 8 : 4;
+}
+
+static uint64_t dim(size_t v)
+{
+    return v ? v : 1;
+}
+
+static hipError_t array_end(struct shim_charge *c, hipError_t rc,
+                            hipArray_t *array)
+{
+    return quota_end(c, rc, SHIM_KIND_ARRAY,
+                     array ? (uint64_t)(uintptr_t)*array : 0);
+}
+
+hipError_t hipMallocArray(hipArray_t *array,
+                          const struct hip_channel_desc *desc, size_t width,
+                          size_t height, unsigned int flags)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocArray);
+    HIP_OOM_IF_REFUSED(c, channel_bytes(desc) * dim(width) * dim(height));
+    return array_end(&c, fn(array, desc, width, height, flags), array);
+}
+
+hipError_t hipMalloc3DArray(hipArray_t *array,
+                            const struct hip_channel_desc *desc,
+                            struct hip_extent extent, unsigned int flags)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMalloc3DArray);
+    HIP_OOM_IF_REFUSED(c, channel_bytes(desc) * dim(extent.width) *
+                              dim(extent.height) * dim(extent.depth));
+    return array_end(&c, fn(array, desc, extent, flags), array);
+}
+
+/* HIP_ARRAY_DESCRIPTOR formats are CUDA's: 8-bit 0x01/0x08, 16-bit
+ * 0x02/0x09/0x10, 32-bit 0x03/0x0a/0x20; others counted as 4 bytes. */
+static uint64_t format_bytes(int f)
+{
+    switch (f) {
+    case 0x01: case 0x08: return 1;
+    case 0x02: case 0x09: case 0x10: return 2;
+    default: return 4;
+    }
+}
+
+hipError_t hipArrayCreate(hipArray_t *array, const struct hip_array_desc *desc)
+{
+    struct shim_charge c;
+    uint64_t bytes = desc ? format_bytes(desc->Format) *
+                                dim(desc->NumChannels) * dim(desc->Width) *
+                                dim(desc->Height)
+                          : 0;
+    HIP_REAL_OR_NOT_FOUND(fn, hipArrayCreate);
+    HIP_OOM_IF_REFUSED(c, bytes);
+    return array_end(&c, fn(array, desc), array);
+}
+
+hipError_t hipFree(void *ptr)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipFree);
+    HIP_RELEASE(SHIM_KIND_PTR, ptr, fn(ptr));
+}
+
+hipError_t hipFreeAsync(void *ptr, hipStream_t stream)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipFreeAsync);
+    HIP_RELEASE(SHIM_KIND_PTR, ptr, fn(ptr, stream));
+}
+
+hipError_t hipFreeArray(hipArray_t array)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipFreeArray);
+    HIP_RELEASE(SHIM_KIND_ARRAY, array, fn(array));
+}
+
+hipError_t hipArrayDestroy(hipArray_t array)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipArrayDestroy);
+    HIP_RELEASE(SHIM_KIND_ARRAY, array, fn(array));
+}
+
+hipError_t hipMemGetInfo(size_t *pfree, size_t *ptotal)
+{
+    size_t f = 0, t = 0;
+    uint64_t vt = 0, vf = 0, vu = 0;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemGetInfo);
+    hipError_t rc = fn(&f, &t);
+    if (rc != hipSuccess)
+        return rc;
+    if (!hip_quota_on()) {
+        vf = f;
+        vt = t;
+    } else {
+        quota_view(hip_ordinal(), t, f, &vt, &vf, &vu);
+    }
+    if (pfree != NULL)
+        *pfree = (size_t)vf;
+    if (ptotal != NULL)
+        *ptotal = (size_t)vt;
+    return rc;
+}
+
+hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t dev)
+{
+    uint64_t vt = 0, vf = 0, vu = 0;
+    HIP_REAL_OR_NOT_FOUND(fn, hipDeviceTotalMem);
+    hipError_t rc = fn(bytes, dev);
+    if (rc != hipSuccess || bytes == NULL || !hip_quota_on())
+        return rc;
+    quota_view(dev, *bytes, *bytes, &vt, &vf, &vu);
+    *bytes = (size_t)vt;
+    return rc;
+}
