@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import Acceld, BUILD_DIR  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+HIP_HOLD = os.path.join(BUILD_DIR, "tests", "integration", "hip_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000000a"
 MiB = 1 << 20
@@ -30,6 +31,11 @@ nodes:
   - id: %s
     type: nvidia
     model: Fake GPU
+    memory: 16Gi
+    supportType: MemorySlice
+  - id: lab-amd-0
+    type: amd
+    model: Stand-in Strix Halo
     memory: 16Gi
     supportType: MemorySlice
 """ % GPU
@@ -165,6 +171,38 @@ class ShimRuntimeTest(unittest.TestCase):
         self.assertEqual(b["allocations"], [])
         self.assertFalse(os.path.exists(ledgers[0]))
         self.assertFalse(os.path.exists(cfg))
+
+    @unittest.skipUnless(os.path.exists(HIP_HOLD), "hip_hold not built")
+    def test_hip_quota_enforced_on_amd(self):
+        """Issue 22: a memory slice on an AMD APU (SPEC: `amd` allows
+        MemorySlice, `amd-gpu` only Exclusive), through the HIP hooks (the
+        stand-in libamdhip64, not ROCm). A unified-memory type's quota is
+        its RAM figure (SPEC 2.1)."""
+        m = app("hiphold", 512, 256, 512)
+        acc = m["spec"]["accelerator"][0]
+        acc["mode"] = "amd"
+        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
+        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
+        m["run"]["command"][0] = HIP_HOLD
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([x["deviceId"] for x in
+                          b["data"]["allocations"]], ["lab-amd-0"], b)
+        self.wait_for(lambda: "ready" in self.log("hiphold"), "the app")
+        out = self.log("hiphold")
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        self.assertIn("alloc 512 MiB: 2", out)  # hipErrorOutOfMemory
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        self.assertIn("HIP_VISIBLE_DEVICES=0", out)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/hiphold")[1][
+            "data"]["usage"]["memory"] == 768 * MiB, "usage from the ledger")
+        st, nodes = self.d.http("GET", "/api/compute-resources")
+        dev = [x for n in nodes["data"] for x in n["devices"]
+               if x["id"] == "lab-amd-0"][0]
+        self.assertEqual(dev["enforcement"]["memory"], "shim")
+        self.assertIn("HIP", dev["enforcement"]["memoryNote"])
+        self.d.http("DELETE", "/api/apps/hiphold")
 
     def test_two_processes_share_one_quota(self):
         """Two processes of one app draw on the same ledger."""

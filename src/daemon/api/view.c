@@ -177,6 +177,13 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
         compute = "broker";
     if (real && x->st == ACCEL_SUPPORT_EXCLUSIVE)
         mem = "visible-devices";
+    if (ni->local && d->shim_path && x->st == ACCEL_SUPPORT_MEMSLICE &&
+        (x->type == ACCEL_TYPE_AMD || x->type == ACCEL_TYPE_AMD_GPU))
+        return json_pack("{s:s, s:s, s:s}", "memory", "shim", "compute",
+                         "none", "memoryNote",
+                         "the shim holds HIP allocations to the quota; "
+                         "memory taken through Vulkan or OpenCL is not "
+                         "seen (only the app's cgroup contains it)");
     if (!real && ni->local && x->st == ACCEL_SUPPORT_MEMSLICE)
         return cgroup_only(d, x);
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);

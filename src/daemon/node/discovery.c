@@ -260,6 +260,7 @@ static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
     struct drm_gpu *g = NULL;
     struct drm_client *c = NULL;
     size_t n = 0, nc = 0;
+    int amd = 0;
     char **ids;
 
     if (drm_scan(sysfs_root(d), ram, &g, &n) != ACCEL_OK || n == 0)
@@ -268,8 +269,12 @@ static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
     ids = discovery_drm_ids(d->cfg.node_name, g, n);
     for (size_t i = 0; i < n; i++) {
         struct dev_info *di;
+        /* an AMD device's index: its place among the AMD cards in card
+         * order, the HIP ordinal of HIP_VISIBLE_DEVICES (runtime.c) */
+        int index = g[i].vendor == DRM_VENDOR_AMD ? amd++ : -1;
         discovery_add_device(d, ids[i], g[i].type, g[i].name, g[i].memory,
-                             default_mode(g[i].type), g[i].healthy == 1, -1);
+                             default_mode(g[i].type), g[i].healthy == 1,
+                             index);
         di = &d->dinfo[d->snap.ndevs - 1];
         di->drm = true;
         di->mem_source = xstrdup(g[i].mem_source);

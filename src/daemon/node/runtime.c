@@ -93,6 +93,12 @@ static char *visible_devices(struct accel_daemon *d, const struct app *a)
     return s;
 }
 
+/* AMD types, whose quota the shim holds through the HIP runtime. */
+static bool hip_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
+}
+
 static bool needs_shim(struct accel_daemon *d, const struct app *a)
 {
     for (size_t i = 0; i < a->nrows; i++) {
@@ -100,22 +106,28 @@ static bool needs_shim(struct accel_daemon *d, const struct app *a)
         if (row_local(d, a, i) && x->type == ACCEL_TYPE_NVIDIA &&
             x->st != ACCEL_SUPPORT_EXCLUSIVE)
             return true;
+        if (row_local(d, a, i) && hip_type(x->type) &&
+            x->st == ACCEL_SUPPORT_MEMSLICE)
+            return true;
     }
     return false;
 }
 
 /* The CUDA ordinal of row i inside the app: its position among the app's
- * NVIDIA rows, the order of CUDA_VISIBLE_DEVICES. -1 for other types. */
+ * NVIDIA rows, the order of CUDA_VISIBLE_DEVICES; for an AMD row its HIP
+ * ordinal, the position among the AMD rows (HIP_VISIBLE_DEVICES). -1 for
+ * other types. */
 static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
 {
+    enum accel_type ti = d->snap.devs[a->rows[i].dev].type;
     int ord = 0;
     for (size_t k = 0; k < a->nrows; k++) {
         enum accel_type t = d->snap.devs[a->rows[k].dev].type;
-        bool cuda = (t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10) &&
-                    row_local(d, a, k);
+        bool cuda = (t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10);
+        bool same = hip_type(ti) ? hip_type(t) : cuda;
         if (k == i)
-            return cuda ? ord : -1;
-        ord += cuda;
+            return same && row_local(d, a, k) ? ord : -1;
+        ord += same && row_local(d, a, k);
     }
     return -1;
 }
@@ -124,8 +136,27 @@ static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
 static bool quota_row(struct accel_daemon *d, const struct app *a, size_t i)
 {
     const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-    return x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_MEMSLICE &&
-           a->rows[i].memory > 0;
+    return (x->type == ACCEL_TYPE_NVIDIA || hip_type(x->type)) &&
+           x->st == ACCEL_SUPPORT_MEMSLICE && a->rows[i].memory > 0;
+}
+
+/* "0,1": the indexes of the app's local AMD devices (their position among
+ * the machine's AMD cards, discovery.c), "" when it has none. */
+static char *hip_visible(struct accel_daemon *d, const struct app *a)
+{
+    char *s = xstrdup("");
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        char *n;
+        if (!row_local(d, a, i) || !hip_type(x->type))
+            continue;
+        n = xasprintf("%s%s%d", s, s[0] ? "," : "",
+                      d->dinfo[a->rows[i].dev].index < 0
+                          ? 0 : d->dinfo[a->rows[i].dev].index);
+        free(s);
+        s = n;
+    }
+    return s;
 }
 
 static char *run_dir(struct accel_daemon *d)
@@ -346,6 +377,10 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
     if (pre[0])
         env[n++] = xasprintf("LD_PRELOAD=%s", pre);
     free(pre);
+    free(vis);
+    vis = hip_visible(d, a);
+    if (vis[0])
+        env[n++] = xasprintf("HIP_VISIBLE_DEVICES=%s", vis);
     free(vis);
     return env;
 }

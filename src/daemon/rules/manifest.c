@@ -566,7 +566,8 @@ json_t *manifest_req_json(const struct adm_req *r)
 bool manifest_env_reserved(const char *key)
 {
     static const char *const names[] = {"CUDA_VISIBLE_DEVICES",
-                                        "NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD"};
+                                        "NVIDIA_VISIBLE_DEVICES",
+                                        "HIP_VISIBLE_DEVICES", "LD_PRELOAD"};
     size_t len = strcspn(key, "=");
 
     if (len >= 6 && strncmp(key, "ACCEL_", 6) == 0)
