@@ -98,6 +98,8 @@ struct dev_info {
                             reconciler refreshes it from there */
     char *mem_source;    /* where `memory` came from (a sentence), NULL =
                             the inventory */
+    char *used_source;   /* where used_mem came from (DRM devices), NULL =
+                            not said */
     json_t *foreign;     /* reconciler: [{pid, usedMemory}] of processes of
                             no app on it; NULL when none (SPEC 8.3) */
     struct app_util *autil; /* reconciler: per-app SM utilization from

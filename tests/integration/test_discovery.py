@@ -126,6 +126,8 @@ class DiscoveryTest(unittest.TestCase):
         self.assertEqual(apu["temperature"], 51)
         self.assertEqual(apu["usedMemory"], GiB + 512 * MiB)
         self.assertIn("memoryNote", apu["enforcement"])
+        self.assertEqual(apu["readingsSource"]["usedMemory"],
+                         "amdgpu sysfs mem_info_vram_used + mem_info_gtt_used")
         dgpu = devs["box-amd-gpu-0"]
         self.assertEqual(dgpu["mode"], "amd-gpu")
         self.assertEqual(dgpu["memory"], 25753026560)
@@ -151,6 +153,27 @@ class DiscoveryTest(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(self.devices()["box-amd-0"]["utilization"], 88)
 
+    def test_intel_igpu_used_from_fdinfo(self):
+        put(self.sys, "class/drm/card0/device/vendor", "0x8086\n")
+        put(self.sys, "class/drm/card0/device/device", "0x7d55\n")
+        put(self.sys, "class/drm/card0/device/uevent",
+            "PCI_SLOT_NAME=0000:00:02.0\n")
+        link(self.sys, "class/drm/card0/device/driver",
+             "../../bus/pci/drivers/xe")
+        link(self.proc, "9/fd/4", "/dev/dri/renderD128")
+        put(self.proc, "9/fdinfo/4", "drm-driver:\txe\n"
+            "drm-pdev:\t0000:00:02.0\ndrm-client-id:\t1\n"
+            "drm-total-gtt:\t64 MiB\ndrm-total-vram0:\t0\n")
+        self.start()
+        dev = self.devices()["box-intel-0"]
+        self.assertEqual(dev["mode"], "intel")
+        self.assertEqual(dev["memory"], RAM // 4 * 3)
+        self.assertEqual(dev["usedMemory"], 64 * MiB)
+        self.assertIn("fdinfo", dev["readingsSource"]["usedMemory"])
+        self.assertEqual(dev["supportType"], "MemorySlice")
+        self.assertEqual(dev["enforcement"]["memory"] in ("cgroup", "none"),
+                         True, dev["enforcement"])
+
     def test_gb10_unified_memory(self):
         put(self.tmp, "nvml.txt", "driver 580.95.05\ncuda 13000\n"
             "gpu uuid=GPU-gb10 total=ns util=5 name=NVIDIA GB10\n")
@@ -163,6 +186,8 @@ class DiscoveryTest(unittest.TestCase):
         self.assertIn("NOT_SUPPORTED", gb["memorySource"])
         self.assertEqual(gb["health"], "yes")
         self.assertEqual(gb["supportType"], "MemorySlice")
+        self.assertEqual(gb["readingsSource"],
+                         {"usedMemory": "NVML", "telemetry": "NVML"})
 
     def test_no_accelerator_cpu_fallback_says_cgroup_only(self):
         self.start()

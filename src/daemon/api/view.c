@@ -247,6 +247,18 @@ static json_t *device_json(struct accel_daemon *d, int dev,
     json_object_set_new(o, "memorySource",
                         json_string(di->mem_source ? di->mem_source
                                                    : "declared (inventory)"));
+    if (di->drm) /* and where the readings came from */
+        json_object_set_new(o, "readingsSource",
+                            json_pack("{s:s, s:s}", "usedMemory",
+                                      di->used_source ? di->used_source
+                                                      : "not reported",
+                                      "telemetry",
+                                      "the driver's sysfs "
+                                      "(gpu_busy_percent, hwmon)"));
+    else if (di->discovered)
+        json_object_set_new(o, "readingsSource",
+                            json_pack("{s:s, s:s}", "usedMemory", "NVML",
+                                      "telemetry", "NVML"));
     /* processes NVML lists on it that hold no binding there (SPEC 8.3) */
     json_object_set_new(o, "foreignUsage", di->foreign
                                                ? json_deep_copy(di->foreign)

@@ -243,6 +243,8 @@ static uint8_t drm_na_code(enum drm_na na)
 void discovery_drm_readings(struct dev_info *di, const struct drm_gpu *g)
 {
     di->used_mem = g->used == DRM_UNKNOWN ? 0 : g->used;
+    free(di->used_source);
+    di->used_source = g->used_source[0] ? xstrdup(g->used_source) : NULL;
     di->util = g->util;
     di->power_mw = g->power_mw;
     di->power_limit_mw = g->power_limit_mw;

@@ -275,6 +275,9 @@ static void read_amd(const char *dev, uint64_t ram, struct drm_gpu *g)
         g->used = g->vram_used;
         snprintf(g->mem_source, sizeof g->mem_source,
                  "amdgpu sysfs mem_info_vram_total");
+        if (g->used != DRM_UNKNOWN)
+            snprintf(g->used_source, sizeof g->used_source,
+                     "amdgpu sysfs mem_info_vram_used");
         return;
     }
     /* APU: the carve-out is the GPU's alone; the GTT is system RAM the OS
@@ -283,8 +286,11 @@ static void read_amd(const char *dev, uint64_t ram, struct drm_gpu *g)
     if (gtt > share_of(ram))
         gtt = share_of(ram);
     g->memory = g->vram_total + gtt;
-    if (g->vram_used != DRM_UNKNOWN && g->gtt_used != DRM_UNKNOWN)
+    if (g->vram_used != DRM_UNKNOWN && g->gtt_used != DRM_UNKNOWN) {
         g->used = g->vram_used + g->gtt_used;
+        snprintf(g->used_source, sizeof g->used_source,
+                 "amdgpu sysfs mem_info_vram_used + mem_info_gtt_used");
+    }
     snprintf(g->mem_source, sizeof g->mem_source,
              "amdgpu sysfs: mem_info_vram_total (carve-out) + %s, at most "
              "75%% of node RAM",
@@ -331,8 +337,11 @@ static void read_intel(const char *card, const char *dev, uint64_t ram,
     g->type = ACCEL_TYPE_INTEL_GPU;
     g->memory = g->vram_total;
     avail = read_bytes(card, "lmem_avail_bytes");
-    if (avail != DRM_UNKNOWN && avail <= g->vram_total)
+    if (avail != DRM_UNKNOWN && avail <= g->vram_total) {
         g->used = g->vram_used = g->vram_total - avail;
+        snprintf(g->used_source, sizeof g->used_source,
+                 "i915 sysfs lmem_total_bytes - lmem_avail_bytes");
+    }
     snprintf(g->mem_source, sizeof g->mem_source, "%s sysfs %s",
              g->driver, strcmp(g->driver, "xe") == 0
                             ? "tile*/physical_vram_size_bytes"
@@ -659,9 +668,13 @@ void drm_clients(const char *proc_root, struct drm_gpu *g, size_t n,
     sum = xcalloc(n + 1, sizeof *sum);
     for (size_t i = 0; i < w.n; i++)
         sum[w.v[i].gpu] += w.v[i].bytes;
-    for (size_t i = 0; i < n; i++)
-        if (g[i].used == DRM_UNKNOWN)
-            g[i].used = sum[i];
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].used != DRM_UNKNOWN)
+            continue;
+        g[i].used = sum[i];
+        snprintf(g[i].used_source, sizeof g[i].used_source,
+                 "fdinfo: the DRM clients acceld can read");
+    }
     free(sum);
     free(w.ids);
     *out = w.v;

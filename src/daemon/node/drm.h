@@ -52,6 +52,7 @@ struct drm_gpu {
     uint64_t memory;           /* what the device offers (the rule), 0 unknown */
     uint64_t used;             /* bytes in use, DRM_UNKNOWN */
     char mem_source[DRM_SOURCE_LEN]; /* where memory came from */
+    char used_source[DRM_SOURCE_LEN]; /* where used came from, "" unknown */
     int util;                  /* gpu_busy_percent, -1 unknown */
     int64_t power_mw;          /* hwmon power1_average (or _input), -1 */
     int64_t power_limit_mw;    /* hwmon power1_cap (or _max), -1 */
