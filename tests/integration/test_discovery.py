@@ -174,6 +174,48 @@ class DiscoveryTest(unittest.TestCase):
         self.assertEqual(dev["enforcement"]["memory"] in ("cgroup", "none"),
                          True, dev["enforcement"])
 
+    def test_fdinfo_clients_are_the_apps_use_or_foreign(self):
+        """A process of an app with a DRM client on its device counts as
+        the binding's use there (usedMemory); one of no app is the
+        device's foreignUsage."""
+        put(self.sys, "class/drm/card0/device/vendor", "0x8086\n")
+        put(self.sys, "class/drm/card0/device/device", "0x7d55\n")
+        put(self.sys, "class/drm/card0/device/uevent",
+            "PCI_SLOT_NAME=0000:00:02.0\n")
+        self.start()
+        manifest = {
+            "apiVersion": "v2", "metadata": {"name": "igpu"},
+            "spec": {"accelerator": [{
+                "mode": "intel", "requiredMemory": "1Gi",
+                "limitedMemory": "1Gi", "requiredCpu": "100m",
+                "limitedCpu": "100m", "requiredDisk": "1Mi",
+                "limitedDisk": "1Mi"}]},
+            "run": {"command": ["sleep", "60"], "stopTimeoutSeconds": 1}}
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest})
+        self.assertEqual(st, 200, b)
+        self.addCleanup(self.d.http, "DELETE", "/api/apps/igpu")
+        pid = b["data"]["pid"]
+        client = ("drm-pdev:\t0000:00:02.0\ndrm-client-id:\t%d\n"
+                  "drm-total-system0:\t%d KiB\n")
+        link(self.proc, "%d/fd/3" % pid, "/dev/dri/renderD128")
+        put(self.proc, "%d/fdinfo/3" % pid, client % (1, 256 * 1024))
+        # pid 0x3fffff: above any pid_max this machine uses, so no process
+        link(self.proc, "4194303/fd/3", "/dev/dri/renderD128")
+        put(self.proc, "4194303/fdinfo/3", client % (2, 64 * 1024))
+        deadline = time.time() + 10
+        usage = None
+        while time.time() < deadline:
+            usage = self.d.http("GET", "/api/apps/igpu")[1]["data"][
+                "allocations"][0].get("usedMemory")
+            if usage == 256 * MiB:
+                break
+            time.sleep(0.1)
+        self.assertEqual(usage, 256 * MiB)
+        dev = self.devices()["box-intel-0"]
+        self.assertEqual(dev["usedMemory"], 320 * MiB)
+        self.assertEqual(dev["foreignUsage"],
+                         [{"pid": 4194303, "usedMemory": 64 * MiB}])
+
     def test_gb10_unified_memory(self):
         put(self.tmp, "nvml.txt", "driver 580.95.05\ncuda 13000\n"
             "gpu uuid=GPU-gb10 total=ns util=5 name=NVIDIA GB10\n")

@@ -17,6 +17,7 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/cgroup.h"
 #include "daemon/node/drm.h"
 #include "daemon/node/nvml.h"
 #include "daemon/state.h"
@@ -420,9 +421,69 @@ out:
     return added;
 }
 
+/* A DRM client with the app its process belongs to ("" none). */
+struct drm_seen {
+    struct drm_client c;           /* pid, device, bytes */
+    char app[ACCEL_NAME_MAX + 1];  /* by cgroup; leader pid under lock */
+};
+
+/* The app of client s: its cgroup's, else the app whose leader it is. */
+static struct app *seen_app(struct accel_daemon *d, const struct drm_seen *s)
+{
+    if (s->app[0])
+        return state_app_find(d, s->app);
+    for (size_t i = 0; i < d->napps; i++)
+        if (d->apps[i]->pid > 0 && d->apps[i]->pid == s->c.pid)
+            return d->apps[i];
+    return NULL;
+}
+
+/* An app's row on dev uses what its clients hold there, where no shim
+ * ledger measures it (a HIP slice on `amd` is the ledger's); the clients
+ * of no app bound there are the device's foreignUsage (SPEC 8.3). */
+static void apply_drm_clients(struct accel_daemon *d, size_t dev, size_t gpu,
+                              const struct drm_seen *s, size_t ns)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    bool ledger = d->shim_path && x->st == ACCEL_SUPPORT_MEMSLICE &&
+                  (x->type == ACCEL_TYPE_AMD || x->type == ACCEL_TYPE_AMD_GPU);
+    json_t *foreign = json_array();
+
+    for (size_t i = 0; i < d->napps && !ledger; i++)
+        for (size_t k = 0; d->apps[i]->row_usage && k < d->apps[i]->nrows; k++)
+            if (d->apps[i]->rows[k].dev == dev)
+                d->apps[i]->row_usage[k] = 0;
+    for (size_t i = 0; i < ns; i++) {
+        struct app *a;
+        size_t k = 0;
+        if (s[i].c.gpu != gpu)
+            continue;
+        a = seen_app(d, &s[i]);
+        while (a && k < a->nrows && a->rows[k].dev != dev)
+            k++;
+        if (a && k < a->nrows) {
+            if (!ledger && a->row_usage)
+                a->row_usage[k] += s[i].c.bytes;
+            continue;
+        }
+        json_array_append_new(foreign, json_pack("{s:i, s:I}", "pid",
+                                                 (int)s[i].c.pid, "usedMemory",
+                                                 (json_int_t)s[i].c.bytes));
+        if (a)
+            json_object_set_new(json_array_get(foreign,
+                                               json_array_size(foreign) - 1),
+                                "app", json_string(a->name));
+    }
+    json_decref(d->dinfo[dev].foreign);
+    d->dinfo[dev].foreign = json_array_size(foreign) ? foreign : NULL;
+    if (d->dinfo[dev].foreign == NULL)
+        json_decref(foreign);
+}
+
 /* Apply a fresh scan to the local node's DRM devices (lock held). */
 static void apply_drm(struct accel_daemon *d, const struct drm_gpu *g,
-                      char **ids, size_t n)
+                      char **ids, size_t n, const struct drm_seen *s,
+                      size_t ns)
 {
     for (size_t i = 0; i < d->snap.ndevs; i++) {
         struct adm_device *x = &d->snap.devs[i];
@@ -444,6 +505,7 @@ static void apply_drm(struct accel_daemon *d, const struct drm_gpu *g,
             continue;
         }
         discovery_drm_readings(di, &g[k]);
+        apply_drm_clients(d, i, k, s, ns);
         if (x->healthy != (g[k].healthy == 1)) {
             x->healthy = g[k].healthy == 1;
             adm_index_update_dev(&d->snap, (uint32_t)i);
@@ -458,6 +520,7 @@ void discovery_drm_refresh(struct accel_daemon *d)
     size_t n = 0, nc = 0;
     uint64_t mt, mu;
     char **ids;
+    struct drm_seen *seen;
     bool any = false;
 
     pthread_mutex_lock(&d->lock);
@@ -470,10 +533,18 @@ void discovery_drm_refresh(struct accel_daemon *d)
     if (drm_scan(sysfs_root(d), mt, &g, &n) != ACCEL_OK)
         return;
     drm_clients(proc_root(d), g, n, &c, &nc);
+    seen = xcalloc(nc + 1, sizeof(*seen));
+    for (size_t i = 0; i < nc; i++) { /* /proc reads without the lock */
+        seen[i].c = c[i];
+        if (!cgroup_pid_app(d->cg, c[i].pid, seen[i].app,
+                            sizeof seen[i].app))
+            seen[i].app[0] = '\0';
+    }
     ids = discovery_drm_ids(d->cfg.node_name, g, n);
     pthread_mutex_lock(&d->lock);
-    apply_drm(d, g, ids, n);
+    apply_drm(d, g, ids, n, seen, nc);
     pthread_mutex_unlock(&d->lock);
+    free(seen);
     for (size_t i = 0; i < n; i++)
         free(ids[i]);
     free(ids);
