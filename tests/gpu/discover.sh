@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # discover.sh: what acceld discovers on this machine through the real NVML
-# (SPEC 8.1). It starts acceld with NO inventory in a temporary data
+# (SPEC 8.1) and, for AMD and Intel GPUs, the real amdgpu/i915/xe sysfs
+# (docs/internals/discovery.md). It starts acceld with NO inventory in a temporary data
 # directory, then prints `accelctl gpu status`, GET /api/compute-resources and
 # GET /api/gpu/list, and stops acceld. Run it on a machine with an NVIDIA GPU
 # and driver; on a machine without one it says so plainly (and exits 0, since
