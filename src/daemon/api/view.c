@@ -246,7 +246,9 @@ static json_t *device_json(struct accel_daemon *d, int dev,
     /* where `memory` came from (SPEC 1: VRAM, or the RAM share) */
     json_object_set_new(o, "memorySource",
                         json_string(di->mem_source ? di->mem_source
-                                                   : "declared (inventory)"));
+                                    : d->ninfo[x->node].member
+                                        ? "reported by its node's acceld"
+                                        : "declared (inventory)"));
     if (di->drm) /* and where the readings came from */
         json_object_set_new(o, "readingsSource",
                             json_pack("{s:s, s:s}", "usedMemory",
