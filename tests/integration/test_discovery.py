@@ -199,9 +199,9 @@ class DiscoveryTest(unittest.TestCase):
                   "drm-total-system0:\t%d KiB\n")
         link(self.proc, "%d/fd/3" % pid, "/dev/dri/renderD128")
         put(self.proc, "%d/fdinfo/3" % pid, client % (1, 256 * 1024))
-        # pid 0x3fffff: above any pid_max this machine uses, so no process
-        link(self.proc, "4194303/fd/3", "/dev/dri/renderD128")
-        put(self.proc, "4194303/fdinfo/3", client % (2, 64 * 1024))
+        # pid 9999999: above Linux's PID_MAX_LIMIT (2^22), so no process
+        link(self.proc, "9999999/fd/3", "/dev/dri/renderD128")
+        put(self.proc, "9999999/fdinfo/3", client % (2, 64 * 1024))
         deadline = time.time() + 10
         usage = None
         while time.time() < deadline:
@@ -214,7 +214,7 @@ class DiscoveryTest(unittest.TestCase):
         dev = self.devices()["box-intel-0"]
         self.assertEqual(dev["usedMemory"], 320 * MiB)
         self.assertEqual(dev["foreignUsage"],
-                         [{"pid": 4194303, "usedMemory": 64 * MiB}])
+                         [{"pid": 9999999, "usedMemory": 64 * MiB}])
 
     def test_gb10_unified_memory(self):
         put(self.tmp, "nvml.txt", "driver 580.95.05\ncuda 13000\n"
