@@ -249,6 +249,25 @@ TEST(drm_intel_arc_and_igpu)
     free(g);
 }
 
+TEST(drm_intel_arc_without_lmem_file)
+{
+    struct drm_gpu *g = NULL;
+    size_t n = 0;
+
+    setup();
+    /* an Arc on a kernel whose i915 has no lmem_total_bytes: still a
+     * discrete intel-gpu (its id says so), memory not reported */
+    put(root, "class/drm/card0/device/vendor", "0x8086\n");
+    put(root, "class/drm/card0/device/device", "0x56a0\n");
+    link_at(root, "class/drm/card0/device/driver", "../../bus/pci/drivers/i915");
+    ASSERT_EQ(drm_scan(root, 64 * GIB, &g, &n), ACCEL_OK);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(g[0].type, ACCEL_TYPE_INTEL_GPU);
+    ASSERT_U64_EQ(g[0].memory, 0);
+    ASSERT(strstr(g[0].mem_source, "not reported") != NULL);
+    free(g);
+}
+
 /* Redirect stderr (acceld's log) to a file; returns the saved fd. */
 static int capture_log(const char *path)
 {
@@ -407,6 +426,7 @@ TEST(drm_device_ids)
     XX(drm_apu_gtt_capped_at_share)                                            \
     XX(drm_discrete_radeon)                                                    \
     XX(drm_intel_arc_and_igpu)                                                 \
+    XX(drm_intel_arc_without_lmem_file)                                        \
     XX(drm_malformed_files)                                                    \
     XX(drm_no_drm_directory)                                                   \
     XX(drm_parse_size_units)                                                   \

@@ -42,6 +42,16 @@ static const unsigned amd_apu_ids[] = {
     0x15d8, 0x15dd, /* Picasso, Raven */
 };
 
+/* Intel discrete GPUs by PCI id (Arc: DG1, DG2/Alchemist, Battlemage):
+ * [lo, hi] ranges. A card in them is intel-gpu even where the driver
+ * offers no local-memory size in sysfs. */
+static const unsigned intel_discrete_ids[][2] = {
+    {0x4905, 0x4909}, /* DG1 */
+    {0x5690, 0x56c1}, /* DG2: Arc A-series, Arc Pro */
+    {0xe202, 0xe20d}, /* Battlemage: Arc B-series */
+    {0xe210, 0xe216}, /* Battlemage: Arc Pro B */
+};
+
 /* ---- files ---- */
 
 /* snprintf into a path buffer; false (and "") when it does not fit. */
@@ -299,6 +309,16 @@ static void read_amd(const char *dev, uint64_t ram, struct drm_gpu *g)
                                          : "mem_info_gtt_total");
 }
 
+static bool is_intel_discrete(unsigned device)
+{
+    size_t n = sizeof intel_discrete_ids / sizeof *intel_discrete_ids;
+    for (size_t i = 0; i < n; i++)
+        if (device >= intel_discrete_ids[i][0] &&
+            device <= intel_discrete_ids[i][1])
+            return true;
+    return false;
+}
+
 /* xe: the VRAM of every tile (tileN/physical_vram_size_bytes). */
 static uint64_t xe_vram(const char *dev)
 {
@@ -326,6 +346,13 @@ static void read_intel(const char *card, const char *dev, uint64_t ram,
     g->vram_total = strcmp(g->driver, "xe") == 0
                         ? xe_vram(dev)
                         : read_bytes(card, "lmem_total_bytes");
+    if (g->vram_total == DRM_UNKNOWN && is_intel_discrete(g->device)) {
+        g->type = ACCEL_TYPE_INTEL_GPU;
+        snprintf(g->mem_source, sizeof g->mem_source,
+                 "not reported: %s offers no local-memory size in sysfs "
+                 "here", g->driver[0] ? g->driver : "the driver");
+        return;
+    }
     if (g->vram_total == DRM_UNKNOWN) {
         g->type = ACCEL_TYPE_INTEL;
         g->memory = share_of(ram);
