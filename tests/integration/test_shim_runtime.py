@@ -33,6 +33,11 @@ nodes:
     model: Fake GPU
     memory: 16Gi
     supportType: MemorySlice
+  - id: GPU-9b100000-0000-4000-8000-0000000000b1
+    type: nvidia-gb10
+    model: Stand-in GB10
+    memory: 16Gi
+    supportType: MemorySlice
   - id: lab-amd-0
     type: amd
     model: Stand-in Strix Halo
@@ -203,6 +208,30 @@ class ShimRuntimeTest(unittest.TestCase):
         self.assertEqual(dev["enforcement"]["memory"], "shim")
         self.assertIn("HIP", dev["enforcement"]["memoryNote"])
         self.d.http("DELETE", "/api/apps/hiphold")
+
+    def test_cuda_quota_enforced_on_gb10(self):
+        """Issue 22: a GB10's memory slice through the CUDA hooks (unified
+        memory: the quota is the RAM figure, SPEC 2.1)."""
+        m = app("gbhold", 512, 256, 512)
+        acc = m["spec"]["accelerator"][0]
+        acc["mode"] = "nvidia-gb10"
+        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
+        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+                         ["GPU-9b100000-0000-4000-8000-0000000000b1"], b)
+        self.wait_for(lambda: "ready" in self.log("gbhold"), "the app")
+        out = self.log("gbhold")
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        self.assertIn("alloc 512 MiB: 2", out)  # CUDA_ERROR_OUT_OF_MEMORY
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        st, nodes = self.d.http("GET", "/api/compute-resources")
+        dev = [x for n in nodes["data"] for x in n["devices"]
+               if x["mode"] == "nvidia-gb10"][0]
+        self.assertEqual(dev["enforcement"]["memory"], "shim")
+        self.d.http("DELETE", "/api/apps/gbhold")
 
     def test_two_processes_share_one_quota(self):
         """Two processes of one app draw on the same ledger."""

@@ -178,6 +178,13 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     if (real && x->st == ACCEL_SUPPORT_EXCLUSIVE)
         mem = "visible-devices";
     if (ni->local && d->shim_path && x->st == ACCEL_SUPPORT_MEMSLICE &&
+        x->type == ACCEL_TYPE_NVIDIA_GB10)
+        return json_pack("{s:s, s:s, s:s}", "memory", "shim", "compute",
+                         "none", "memoryNote",
+                         "the shim holds CUDA allocations to the quota in "
+                         "the shared RAM; host allocations of the app are "
+                         "its cgroup's (limitedMemory)");
+    if (ni->local && d->shim_path && x->st == ACCEL_SUPPORT_MEMSLICE &&
         (x->type == ACCEL_TYPE_AMD || x->type == ACCEL_TYPE_AMD_GPU))
         return json_pack("{s:s, s:s, s:s}", "memory", "shim", "compute",
                          "none", "memoryNote",

@@ -93,7 +93,8 @@ static char *visible_devices(struct accel_daemon *d, const struct app *a)
     return s;
 }
 
-/* AMD types, whose quota the shim holds through the HIP runtime. */
+/* AMD types, whose quota the shim holds through the HIP runtime (a GB10's
+ * it holds through CUDA, as an nvidia's). */
 static bool hip_type(enum accel_type t)
 {
     return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
@@ -106,8 +107,8 @@ static bool needs_shim(struct accel_daemon *d, const struct app *a)
         if (row_local(d, a, i) && x->type == ACCEL_TYPE_NVIDIA &&
             x->st != ACCEL_SUPPORT_EXCLUSIVE)
             return true;
-        if (row_local(d, a, i) && hip_type(x->type) &&
-            x->st == ACCEL_SUPPORT_MEMSLICE)
+        if (row_local(d, a, i) && x->st == ACCEL_SUPPORT_MEMSLICE &&
+            (hip_type(x->type) || x->type == ACCEL_TYPE_NVIDIA_GB10))
             return true;
     }
     return false;
@@ -136,7 +137,8 @@ static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
 static bool quota_row(struct accel_daemon *d, const struct app *a, size_t i)
 {
     const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-    return (x->type == ACCEL_TYPE_NVIDIA || hip_type(x->type)) &&
+    return (x->type == ACCEL_TYPE_NVIDIA ||
+            x->type == ACCEL_TYPE_NVIDIA_GB10 || hip_type(x->type)) &&
            x->st == ACCEL_SUPPORT_MEMSLICE && a->rows[i].memory > 0;
 }
 
