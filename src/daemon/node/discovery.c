@@ -180,10 +180,13 @@ static void read_meminfo(const char *proc, uint64_t *total, uint64_t *used)
     *used = t > avail ? t - avail : 0;
 }
 
-static void read_load(uint64_t *total, uint64_t *used)
+static void read_load(const char *proc, uint64_t *total, uint64_t *used)
 {
     double l = 0;
-    FILE *f = fopen("/proc/loadavg", "r");
+    char *path = xasprintf("%s/loadavg", proc);
+    FILE *f = fopen(path, "r");
+
+    free(path);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     *total = (uint64_t)(n > 0 ? n : 1) * 1000;
     if (f) {
@@ -311,7 +314,7 @@ void discovery_local(struct accel_daemon *d)
     char *cause = NULL;
 
     read_meminfo(proc_root(d), &mt, &mu);
-    read_load(&ct, &cu);
+    read_load(proc_root(d), &ct, &cu);
     if (statvfs(d->cfg.data_dir, &vfs) == 0) {
         dt = (uint64_t)vfs.f_blocks * vfs.f_frsize;
         du = dt - (uint64_t)vfs.f_bavail * vfs.f_frsize;
