@@ -192,6 +192,38 @@ class HamiTest(unittest.TestCase):
                           {"filters": {"isSchedulable": "false"}})
         self.assertEqual(b["list"], [])
 
+    def test_gpu_types_and_monitor_summary(self):
+        # card.proto GetAllGPUTypes: {list: [GPUReply]}, one per type; the
+        # cards and nodes pages read list[].type
+        for prefix in (H, "/api/vgpu/v1"):
+            for body in ({"filters": {}}, {}, b""):
+                st, b = self.call("POST", prefix + "/gpu-types", body)
+                self.assertEqual(st, 200, b)
+                types = [g["type"] for g in b["list"]]
+                self.assertEqual(len(types), len(set(types)), types)
+                self.assertEqual(len(types), 3, types)  # 4090, 4060, Apple
+                self.assertTrue(all(t for t in types), types)
+        st, b = self.call("POST", H + "/gpu-types",
+                          {"filters": {"provider": "Apple"}})
+        self.assertEqual(len(b["list"]), 1, b)
+        st, b = self.call("POST", H + "/gpu-types", {"filters": []})
+        self.assertEqual(st, 400, b)
+        self.assertIn("filters", b["message"])
+        # monitor.proto Summary: percent allocated, and the scaling
+        for prefix in (H, "/api/vgpu/v1"):
+            st, s = self.call("POST", prefix + "/monitor/summary", {})
+            self.assertEqual(st, 200, s)
+            self.assertEqual(set(s), {"distributionRate", "scaling"})
+            self.assertAlmostEqual(s["distributionRate"]["memory"],
+                                   10 * 100 / (24 + 16 + 24), places=3)
+            self.assertEqual(s["scaling"], {"vgpu": 1, "memory": 1, "core": 1})
+        st, s = self.call("POST", H + "/monitor/summary", {"device": G4090})
+        self.assertAlmostEqual(s["distributionRate"]["memory"], 10 * 100 / 24,
+                               places=3)
+        st, s = self.call("POST", H + "/monitor/summary", {"node": 3})
+        self.assertEqual(st, 400, s)
+        self.assertIn("node must be a string", s["message"])
+
     def test_token_required(self):
         for method, path in (("POST", "/gpus"), ("GET", "/gpu?uid=" + G4060),
                              ("POST", "/containers"),

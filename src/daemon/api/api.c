@@ -1021,7 +1021,9 @@ static void h_static(struct http_req *r)
     {"GET", P "/container", api_hami_container, 0},                            \
     {"POST", P "/summary", api_hami_summary, ROUTE_BODY},                      \
     {"POST", P "/nodes", api_hami_nodes, ROUTE_BODY},                          \
-    {"GET", P "/node", api_hami_node, 0}
+    {"GET", P "/node", api_hami_node, 0},                                      \
+    {"POST", P "/gpu-types", api_hami_gpu_types, ROUTE_BODY},                  \
+    {"POST", P "/monitor/summary", api_hami_monitor_summary, ROUTE_BODY}
 const struct http_route api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC},
     {"GET", "/metrics", h_metrics, 0},

@@ -256,6 +256,45 @@ void api_hami_gpu(struct http_req *r)
     json_decref(arr);
 }
 
+/* POST …/gpu-types (card.proto GetAllGPUTypes): one GPUReply per GPU type
+ * of the cluster, first seen first, only its type filled (the rest zero,
+ * as upstream's answer through protojson); filters.provider narrows it. */
+void api_hami_gpu_types(struct http_req *r)
+{
+    static const char *const keys[] = {"uid", "type", "nodeName", "provider"};
+    const char *v[4];
+    struct gpu_filter f;
+    json_t *b = http_body_json(r), *gpus, *out, *g;
+    size_t i;
+    if (b == NULL)
+        return;
+    if (read_filters(r, b, keys, v, 4)) {
+        f = (struct gpu_filter){NULL, false, NULL, NULL, v[3]};
+        pthread_mutex_lock(&r->d->lock);
+        gpus = gpu_list(r->d, &f);
+        pthread_mutex_unlock(&r->d->lock);
+        out = json_array();
+        json_array_foreach(gpus, i, g) {
+            const char *t = json_string_value(json_object_get(g, "type"));
+            size_t j;
+            const json_t *seen;
+            bool dup = false;
+            json_array_foreach(out, j, seen) dup = dup || strcmp(t,
+                json_string_value(json_object_get(seen, "type"))) == 0;
+            if (!dup)
+                json_array_append_new(out, json_pack(
+                    "{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, "
+                    "s:s}", "uuid", "", "nodeName", "", "type", t, "vgpuUsed",
+                    0, "vgpuTotal", 0, "coreUsed", 0, "coreTotal", 0,
+                    "memoryUsed", 0, "memoryTotal", 0, "nodeUid", "",
+                    "health", 0, "mode", ""));
+        }
+        json_decref(gpus);
+        http_reply_raw(r, 200, json_pack("{s:o}", "list", out));
+    }
+    json_decref(b);
+}
+
 /* ---- containers ---- */
 
 static bool sees(const struct http_req *r, const struct app *a)
@@ -532,6 +571,49 @@ void api_hami_summary(struct http_req *r)
         http_reply_raw(r, 200, summary_of(gpus));
         json_decref(gpus);
     }
+    json_decref(b);
+}
+
+/* allocated / total in percent, 0 without a total. */
+static double rate_of(const json_t *gpus, const char *used, const char *total)
+{
+    json_int_t t = sum_of(gpus, total);
+    return t > 0 ? (double)sum_of(gpus, used) * 100.0 / (double)t : 0.0;
+}
+
+/* POST …/monitor/summary {node?, device?} (monitor.proto Summary): the
+ * share of vGPUs, memory and cores allocated on the matching GPUs, in
+ * percent, and their scaling (accel oversubscribes nothing: 1). */
+void api_hami_monitor_summary(struct http_req *r)
+{
+    static const char *const keys[] = {"node", "device"};
+    const char *v[2] = {NULL, NULL};
+    struct gpu_filter f = {0};
+    json_t *b = http_body_json(r), *gpus;
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(b, keys[i]);
+        if (x != NULL && !json_is_null(x) && !json_is_string(x)) {
+            http_reply_error(r, ACCEL_EINVAL, "%s must be a string", keys[i]);
+            json_decref(b);
+            return;
+        }
+        if (json_string_length(x) > 0)
+            v[i] = json_string_value(x);
+    }
+    f.node = v[0];
+    f.uid = v[1];
+    pthread_mutex_lock(&r->d->lock);
+    gpus = gpu_list(r->d, &f);
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_raw(r, 200, json_pack(
+        "{s:{s:f, s:f, s:f}, s:{s:f, s:f, s:f}}", "distributionRate", "vgpu",
+        rate_of(gpus, "vgpuUsed", "vgpuTotal"), "memory",
+        rate_of(gpus, "memoryUsed", "memoryTotal"), "core",
+        rate_of(gpus, "coreUsed", "coreTotal"), "scaling", "vgpu", 1.0,
+        "memory", 1.0, "core", 1.0));
+    json_decref(gpus);
     json_decref(b);
 }
 

@@ -31,5 +31,11 @@ void api_hami_node(struct http_req *r);
 /* POST /hami/api/vgpu/v1/summary {filters?:{type,nodeUid,deviceId}} → the
  * sums of the matching GPUs plus gpuCount and nodeCount. */
 void api_hami_summary(struct http_req *r);
+/* POST …/gpu-types {filters?:{provider}} → {"list":[{type, …}]}: one entry
+ * per GPU type (card.proto GetAllGPUTypes). */
+void api_hami_gpu_types(struct http_req *r);
+/* POST …/monitor/summary {node?, device?} → {distributionRate:{vgpu,
+ * memory, core}, scaling:{…}} (monitor.proto Summary), percent. */
+void api_hami_monitor_summary(struct http_req *r);
 
 #endif /* ACCEL_DAEMON_API_API_HAMI_H */
