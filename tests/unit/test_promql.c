@@ -227,6 +227,37 @@ TEST(promql_semantics)
     ASSERT_EQ(n, 0); /* label sets differ: no match */
 }
 
+/* clamp_min(vector, number), which HAMi-WebUI's task page divides by, and
+ * the nestings of count and topk its overview sends. */
+TEST(promql_clamp_min_and_counts)
+{
+    size_t n = 0;
+    ASSERT(eval1("clamp_min(hami_core_util{deviceuuid=\"GPU-b\"}, 20)", &n,
+                 NULL) == 20);
+    ASSERT_EQ(n, 1);
+    ASSERT(eval1("clamp_min(hami_core_util{deviceuuid=\"GPU-a\"}, 20)", &n,
+                 NULL) == 37);
+    ASSERT(eval1("clamp_min(hami_core_util{deviceuuid=\"GPU-a\"}, 2 * 50)",
+                 &n, NULL) == 100);
+    eval1("sum(hami_container_vmemory_allocated) / clamp_min("
+          "sum(hami_container_vcore_allocated{node=\"none\"}), 1)", &n,
+          NULL); /* nothing to divide by: no sample */
+    ASSERT_EQ(n, 0);
+    ASSERT(eval1("sum(hami_container_vmemory_allocated) / clamp_min(sum("
+                 "hami_container_vcore_allocated{container_name=\"llm\"}), "
+                 "1) / 1024", &n, NULL) == (24576.0 + 8192) / 1024);
+    ASSERT(isnan(eval1("clamp_min(hami_core_util / 0 - hami_core_util / 0, "
+                       "1)", &n, NULL))); /* NaN stays NaN */
+    ASSERT(eval1("count(count by (instance, container_name) "
+                 "(hami_container_vcore_allocated)) by (instance)", &n,
+                 NULL) == 2);
+    ASSERT_EQ(n, 1);
+    ASSERT(eval1("topk(5, sum(hami_memory_used) by (deviceuuid) / "
+                 "sum(hami_memory_size) by (deviceuuid) * 100)", &n, NULL) ==
+           4096.0 / 16384 * 100);
+    ASSERT_EQ(n, 2);
+}
+
 static void refused(const char *q, const char *part)
 {
     struct promql_query *pq = NULL;
@@ -246,6 +277,12 @@ static void refused(const char *q, const char *part)
 TEST(promql_refusals)
 {
     refused("rate(hami_core_util[5m])", "functions are not supported");
+    refused("clamp_max(hami_core_util, 1)", "functions are not supported");
+    refused("clamp_min(hami_core_util)", "clamp_min(<vector>, <number>)");
+    refused("clamp_min(hami_core_util, 1", "expected ) after clamp_min");
+    refused("clamp_min(1, 1)", "clamp_min needs a vector");
+    refused("clamp_min(hami_core_util, hami_core_util)",
+            "clamp_min needs a number");
     refused("hami_core_util[5m]", "range selectors are not supported");
     refused("hami_core_util offset 5m", "offset is not supported");
     refused("hami_core_util > 1", "comparisons are not supported");
@@ -292,6 +329,7 @@ TEST(promql_refusals)
     XX(promql_client_queries)                                                  \
     XX(promql_by_labels)                                                       \
     XX(promql_semantics)                                                       \
+    XX(promql_clamp_min_and_counts)                                            \
     XX(promql_refusals)
 
 TEST_MAIN(TESTS)

@@ -5,7 +5,8 @@
  *   expr    := term (('+' | '-') term)*
  *   term    := unary (('*' | '/') unary)*
  *   unary   := '-' unary | primary
- *   primary := NUMBER | '(' expr ')' | aggr | selector
+ *   primary := NUMBER | '(' expr ')' | aggr | clamp | selector
+ *   clamp   := 'clamp_min' '(' expr ',' expr ')'
  *   aggr    := AGGOP [grouping] '(' [NUMBER ','] expr ')' [grouping]
  *   grouping:= ('by' | 'without') '(' [IDENT (',' IDENT)*] ')'
  *   selector:= IDENT ['{' [matcher (',' matcher)* [',']] '}']
@@ -27,7 +28,7 @@
 #define MAX_DEPTH 64    /* nesting */
 #define MAX_NODES 512   /* nodes per query */
 
-enum node_type { N_NUM, N_SEL, N_AGG, N_BIN, N_NEG };
+enum node_type { N_NUM, N_SEL, N_AGG, N_BIN, N_NEG, N_CLAMP_MIN };
 enum match_op { M_EQ, M_NE, M_RE, M_NRE };
 enum agg_op { A_SUM, A_AVG, A_MAX, A_MIN, A_COUNT, A_TOPK, A_BOTTOMK };
 
@@ -50,7 +51,8 @@ struct node {
     size_t nby;
     double k;                          /* N_AGG topk/bottomk parameter */
     char op;                           /* N_BIN: + - * / */
-    struct node *a, *b;                /* operands / argument */
+    struct node *a, *b;                /* operands / argument; N_CLAMP_MIN:
+                                          the vector and the minimum */
 };
 
 struct promql_query {
@@ -283,7 +285,7 @@ static struct node *selector(struct parser *ps, char *name)
     n->metric = name;
     skip_ws(ps);
     if (*ps->p == '(') {
-        fail(ps, "functions are not supported");
+        fail(ps, "functions are not supported (only clamp_min is)");
         return n;
     }
     if (!accept(ps, "{"))
@@ -398,6 +400,31 @@ static double number(struct parser *ps, bool *ok)
     return v;
 }
 
+/* clamp_min(vector, scalar), the one function the clients send (HAMi-WebUI's
+ * task page divides by clamp_min(..., 1)). Both arguments are expressions;
+ * their kinds are checked when evaluated. */
+static struct node *clamp_min(struct parser *ps)
+{
+    struct node *n = new_node(ps, N_CLAMP_MIN);
+    if (!accept(ps, "(")) {
+        fail(ps, "expected ( after clamp_min");
+        return n;
+    }
+    n->a = expr(ps);
+    if (ps->err)
+        return n;
+    if (!accept(ps, ",")) {
+        fail(ps, "expected clamp_min(<vector>, <number>)");
+        return n;
+    }
+    n->b = expr(ps);
+    if (ps->err)
+        return n;
+    if (!accept(ps, ")"))
+        fail(ps, "expected ) after clamp_min's arguments");
+    return n;
+}
+
 static struct node *primary(struct parser *ps)
 {
     struct node *n;
@@ -426,6 +453,10 @@ static struct node *primary(struct parser *ps)
     if (agg_of(w, &op)) {
         free(w);
         return aggregation(ps, op);
+    }
+    if (strcmp(w, "clamp_min") == 0 && (skip_ws(ps), *ps->p == '(')) {
+        free(w);
+        return clamp_min(ps);
     }
     return selector(ps, w);
 }
@@ -841,6 +872,29 @@ static void eval_bin(struct ev *e, const struct node *n,
     promql_value_release(&b);
 }
 
+/* clamp_min: every sample's value, at least the minimum (NaN stays NaN,
+ * as PromQL's math.Max). The labels are kept. */
+static void eval_clamp_min(struct ev *e, const struct node *n,
+                           struct promql_value *out)
+{
+    struct promql_value lo = {0};
+    eval(e, n->a, out);
+    eval(e, n->b, &lo);
+    if (e->err == NULL && out->scalar)
+        e->err = xstrdup("clamp_min needs a vector as its first argument, "
+                         "not a number");
+    else if (e->err == NULL && !lo.scalar)
+        e->err = xstrdup("clamp_min needs a number as its second argument, "
+                         "not a vector");
+    if (e->err == NULL)
+        for (size_t i = 0; i < out->n; i++) {
+            double v = out->s[i].v;
+            out->s[i].v = isnan(v) || isnan(lo.v) ? NAN
+                          : v < lo.v ? lo.v : v;
+        }
+    promql_value_release(&lo);
+}
+
 static void eval(struct ev *e, const struct node *n, struct promql_value *out)
 {
     memset(out, 0, sizeof(*out));
@@ -854,6 +908,7 @@ static void eval(struct ev *e, const struct node *n, struct promql_value *out)
     case N_SEL: eval_selector(e, n, out); break;
     case N_AGG: eval_agg(e, n, out); break;
     case N_BIN: eval_bin(e, n, out); break;
+    case N_CLAMP_MIN: eval_clamp_min(e, n, out); break;
     case N_NEG:
         eval(e, n->a, out);
         out->v = -out->v;

@@ -7,8 +7,9 @@
  * aggregations `sum|avg|max|min|count [by|without (labels)] (expr)` (the
  * `by` clause before or after the argument) and `topk|bottomk(k, expr)`;
  * `+ - * /` between numbers and vectors (vector-vector matching on equal
- * label sets, as PromQL's one-to-one default) and unary minus; parentheses.
- * Anything else (functions, range selectors, offsets, comparisons, `on`,
+ * label sets, as PromQL's one-to-one default) and unary minus; parentheses;
+ * `clamp_min(vector, number)` (HAMi-WebUI's task page).
+ * Anything else (other functions, range selectors, offsets, comparisons, `on`,
  * `ignoring`) is refused with a sentence naming the part not understood.
  *
  * Pure: no I/O, no daemon state. Not thread-safe per query object; several
