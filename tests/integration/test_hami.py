@@ -224,6 +224,108 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(st, 400, s)
         self.assertIn("node must be a string", s["message"])
 
+    def instant(self, q, token=None):
+        st, b = self.call("POST", "/api/vgpu/v1/monitor/query/instant-vector",
+                          {"query": q}, token=token)
+        self.assertEqual(st, 200, (q, b))
+        return b["data"]
+
+    def value(self, q, token=None):
+        data = self.instant(q, token)
+        self.assertEqual(len(data), 1, (q, data))
+        return data[0]["value"]
+
+    def test_monitor_allocation_metrics(self):
+        # the metrics HAMi-WebUI's pages query, from the inventory, the
+        # nodes and the manifests: two rows on the 4090 (comfy 8 Gi, bobs
+        # 2 Gi, Memory slicing: no cores)
+        self.assertEqual(self.value(
+            "sum(hami_container_vgpu_allocated)"), 2)
+        self.assertEqual(self.value(
+            'sum(hami_container_vgpu_allocated{container_name="comfy",'
+            'pod_name=~"comfy",namespace_name="admin"})'), 1)
+        self.assertAlmostEqual(self.value(
+            'sum(hami_container_vmemory_allocated{container_name="comfy",'
+            'pod_name=~"comfy",namespace_name="admin"}) / clamp_min(sum('
+            'hami_container_vgpu_allocated{container_name="comfy",'
+            'pod_name=~"comfy",namespace_name="admin"}), 1) / 1024'), 8)
+        # the vendor and type pies
+        pies = {x["metric"]["provider"]: x["value"] for x in self.instant(
+            "count by (provider) (sum by (node,provider) (hami_vgpu_count))")}
+        self.assertEqual(pies, {"NVIDIA": 1, "Apple": 1})
+        types = {x["metric"]["device_type"]: x["value"] for x in self.instant(
+            "count by (device_type) (sum by (device_uuid, device_type) "
+            "(hami_vgpu_count))")}
+        self.assertEqual(types, {"NVIDIA GeForce RTX 4090": 1,
+                                 "NVIDIA GeForce RTX 4060 Ti": 1,
+                                 "Apple M4 Pro": 1})
+        # total cores and memory (kube-state-metrics' names), of every
+        # node: homelab, macmini and this machine's own
+        st, b = self.call("GET", "/api/nodes")
+        nodes = {n["nodeName"]: n for n in b["data"]}
+        self.assertEqual(len(nodes), 3)
+        self.assertEqual(self.value(
+            'sum(kube_node_status_allocatable{resource="cpu"})'),
+            sum(n["cpu"]["total"] for n in nodes.values()) / 1000)
+        self.assertEqual(self.value(
+            'sum(kube_node_status_allocatable{resource="memory"})'),
+            sum(n["memory"]["total"] for n in nodes.values()))
+        self.assertEqual(self.value(
+            'kube_node_status_allocatable{resource="cpu",node="macmini"}'),
+            10)
+        # the task's CPU and memory limits (manifest: 1 core, 1 Gi)
+        self.assertEqual(self.value(
+            'sum(kube_pod_container_resource_limits{resource="cpu", '
+            'namespace="admin", pod=~"comfy", container="comfy"})'), 1)
+        self.assertEqual(self.value(
+            'sum(kube_pod_container_resource_limits{resource="memory", '
+            'namespace="admin", pod=~"comfy", container="comfy"}) '
+            '/ 1024 / 1024 / 1024'), 1)
+        # a member sees the series of its own apps only
+        self.assertEqual(self.value(
+            "sum(hami_container_vgpu_allocated)", token=self.bob), 1)
+
+    def test_monitor_container_labels(self):
+        # HAMi-WebUI's exporter labels; container_pod_uuid is
+        # "<container>:<pod uid>", so the task Top5 has a bar per workload
+        st, b = self.call("POST", H + "/containers", {})
+        uids = {c["name"]: c["podUid"] for c in b["items"]}
+        data = self.instant("topk(5, avg by (container_pod_uuid) "
+                            "(hami_container_vgpu_allocated))")
+        self.assertEqual({x["metric"]["container_pod_uuid"] for x in data},
+                         {"%s:%s" % (n, u) for n, u in uids.items()})
+        for m in ("hami_container_vgpu_allocated",
+                  "hami_container_vcore_allocated",
+                  "hami_container_vmemory_allocated"):
+            for x in self.instant(m):
+                self.assertTrue({"node", "provider", "device_type",
+                                 "device_uuid", "pod_name", "container_name",
+                                 "namespace_name", "container_pod_uuid"}
+                                <= set(x["metric"]), (m, x))
+        for m in ("hami_core_size", "hami_memory_size", "hami_vgpu_count"):
+            for x in self.instant(m):
+                self.assertTrue({"node", "provider", "device_type",
+                                 "device_uuid", "driver_version", "device_no"}
+                                <= set(x["metric"]), (m, x))
+
+    def test_monitor_capacity_of_every_device(self):
+        # every device of every node has capacity series, the Apple card too,
+        # and the total agrees with /v1/summary on the same page
+        sizes = {x["metric"]["device_uuid"]: x["value"]
+                 for x in self.instant("hami_memory_size")}
+        self.assertEqual(sizes, {G4090: 24 * 1024, G4060: 16 * 1024,
+                                 "macmini-apple-m-0": 24 * 1024})
+        st, s = self.call("POST", "/api/vgpu/v1/summary", {})
+        self.assertEqual(self.value(
+            "avg(sum(hami_memory_size) by (instance))") * 2,
+            s["memoryTotal"])  # two nodes: 40 Gi and 24 Gi
+        self.assertEqual(self.value("sum(hami_memory_size)"),
+                         s["memoryTotal"])
+        self.assertEqual(len(self.instant("hami_core_size")), 3)
+        self.assertEqual(self.value(
+            'sum(hami_container_vmemory_allocated{node=~"homelab"})'),
+            10 * 1024)
+
     def test_token_required(self):
         for method, path in (("POST", "/gpus"), ("GET", "/gpu?uid=" + G4060),
                              ("POST", "/containers"),

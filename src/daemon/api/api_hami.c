@@ -31,6 +31,8 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/api/http.h"
+#include "daemon/api/monitor.h"
+#include "daemon/node/reconcile.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -720,4 +722,141 @@ void api_hami_node(struct http_req *r)
                                ? json_object()
                                : json_incref(json_array_get(arr, 0)));
     json_decref(arr);
+}
+
+/* ---- the facts of the monitor metrics (monitor.h) ---- */
+
+/* HAMi's device_no: nvidia<NVML index>, else <type><position on node>. */
+static void device_no(struct accel_daemon *d, size_t i, char out[48])
+{
+    const struct adm_device *x = &d->snap.devs[i];
+    int idx = d->dinfo[i].index;
+    if (idx < 0)
+        idx = (int)(i - d->snap.nodes[x->node].first_dev);
+    if (strcmp(vendor_of(x->type), "NVIDIA") == 0)
+        snprintf(out, 48, "nvidia%d", idx);
+    else
+        snprintf(out, 48, "%s%d", accel_type_name(x->type), idx);
+}
+
+static void fact_devices(struct accel_daemon *d, struct monitor_facts *f)
+{
+    for (size_t i = 0; i < d->snap.ndevs; i++) {
+        const struct adm_device *x = &d->snap.devs[i];
+        const char *node = d->snap.nodes[x->node].name, *type;
+        const char *drv = "";
+        char no[48];
+        if (x->type == ACCEL_TYPE_CPU || d->ninfo[x->node].removed)
+            continue;
+        type = gpu_type(d, (int)i);
+        if (d->ninfo[x->node].local && strcmp(vendor_of(x->type), "NVIDIA") == 0)
+            drv = reconcile_driver(d);
+        device_no(d, i, no);
+        const char *kv[] = {"deviceuuid", x->id, "device_uuid", x->id,
+                            "node", node, "instance", node,
+                            "provider", vendor_of(x->type), "devicetype", type,
+                            "device_type", type, "device_no", no,
+                            "driver_version", drv ? drv : ""};
+        size_t n = sizeof kv / sizeof kv[0] / 2;
+        promql_add(&f->v[MF_CORE_SIZE], kv, n, 100);
+        promql_add(&f->v[MF_MEMORY_SIZE], kv, n, (double)(x->memory / MIB));
+        promql_add(&f->v[MF_VGPU_COUNT], kv, n,
+                   x->st == ACCEL_SUPPORT_EXCLUSIVE ? 1 : SPLIT_COUNT);
+    }
+}
+
+static bool fact_sees(const struct app *a, const char *user, bool admin)
+{
+    return admin || strcmp(a->owner, user) == 0 ||
+           strcmp(a->owner, ACCEL_SHARED_OWNER) == 0;
+}
+
+/* One series per allocation row: container_pod_uuid is "<container>:<pod
+ * uid>" as HAMi-WebUI's exporter writes it. */
+static void fact_rows(struct accel_daemon *d, const struct app *a,
+                      struct monitor_facts *f)
+{
+    char uid[37], *cpu;
+    pod_uid(a, uid);
+    cpu = xasprintf("%s:%s", a->name, uid);
+    for (size_t k = 0; k < a->nrows; k++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[k].dev];
+        const char *node = d->snap.nodes[x->node].name;
+        const char *kv[] = {"container_name", a->name, "pod_name", a->name,
+                            "namespace_name", a->owner,
+                            "container_pod_uuid", cpu, "deviceuuid", x->id,
+                            "device_uuid", x->id, "node", node,
+                            "instance", node, "provider", vendor_of(x->type),
+                            "device_type", gpu_type(d, (int)a->rows[k].dev)};
+        size_t n = sizeof kv / sizeof kv[0] / 2;
+        if (x->type == ACCEL_TYPE_CPU)
+            continue;
+        promql_add(&f->v[MF_C_VGPU], kv, n, 1);
+        promql_add(&f->v[MF_C_VCORE], kv, n, whole_card(x) ? 100 : 0);
+        promql_add(&f->v[MF_C_VMEMORY], kv, n,
+                   (double)((whole_card(x) ? x->memory : a->rows[k].memory) /
+                            MIB));
+    }
+    free(cpu);
+}
+
+/* kube-state-metrics' limits of the app's selected requirement: cpu in
+ * cores, memory in bytes, where the manifest sets them. */
+static void fact_limits(struct accel_daemon *d, const struct app *a,
+                        struct monitor_facts *f)
+{
+    const struct adm_req *q;
+    const char *node = a->nrows
+        ? d->snap.nodes[d->snap.devs[a->rows[0].dev].node].name : "";
+    char uid[37];
+    if (a->sel < 0 || (size_t)a->sel >= a->m.nreq)
+        return;
+    q = &a->m.req[a->sel];
+    pod_uid(a, uid);
+    for (int r = 0; r < 2; r++) {
+        double v = r == 0 ? (double)q->lim_cpu / 1000.0 : (double)q->lim_mem;
+        const char *kv[] = {"namespace", a->owner, "pod", a->name,
+                            "container", a->name, "uid", uid, "node", node,
+                            "resource", r == 0 ? "cpu" : "memory",
+                            "unit", r == 0 ? "core" : "byte"};
+        if (v > 0)
+            promql_add(&f->v[MF_POD_LIMITS], kv, sizeof kv / sizeof kv[0] / 2,
+                       v);
+    }
+}
+
+static void fact_nodes(struct accel_daemon *d, struct monitor_facts *f)
+{
+    for (size_t n = 0; n < d->snap.nnodes; n++) {
+        const struct adm_node *nd = &d->snap.nodes[n];
+        const char *cpu[] = {"node", nd->name, "resource", "cpu", "unit",
+                             "core"};
+        const char *mem[] = {"node", nd->name, "resource", "memory", "unit",
+                             "byte"};
+        if (d->ninfo[n].removed)
+            continue;
+        if (nd->cpu.total > 0)
+            promql_add(&f->v[MF_NODE_ALLOCATABLE], cpu, 3,
+                       (double)nd->cpu.total / 1000.0);
+        if (nd->mem.total > 0)
+            promql_add(&f->v[MF_NODE_ALLOCATABLE], mem, 3,
+                       (double)nd->mem.total);
+    }
+}
+
+void api_hami_facts(struct accel_daemon *d, const char *user, bool admin,
+                    struct monitor_facts *out)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&d->lock);
+    fact_devices(d, out);
+    fact_nodes(d, out);
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        if (!fact_sees(a, user, admin))
+            continue;
+        fact_rows(d, a, out);
+        fact_limits(d, a, out);
+    }
+    pthread_mutex_unlock(&d->lock);
 }

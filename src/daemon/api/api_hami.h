@@ -8,7 +8,11 @@
 #ifndef ACCEL_DAEMON_API_API_HAMI_H
 #define ACCEL_DAEMON_API_API_HAMI_H
 
+#include <stdbool.h>
+
 struct http_req;
+struct accel_daemon;
+struct monitor_facts;
 
 /* Each route is served under /hami/api/vgpu/v1 (Olares's path) and
  * /api/vgpu/v1 (upstream HAMi-WebUI's). */
@@ -37,5 +41,11 @@ void api_hami_gpu_types(struct http_req *r);
 /* POST …/monitor/summary {node?, device?} → {distributionRate:{vgpu,
  * memory, core}, scaling:{…}} (monitor.proto Summary), percent. */
 void api_hami_monitor_summary(struct http_req *r);
+
+/* The facts of the monitor metrics (monitor.h) as the state holds them
+ * now, the container series those user (admin: every app) sees; takes
+ * d->lock. Release with monitor_facts_release. */
+void api_hami_facts(struct accel_daemon *d, const char *user, bool admin,
+                    struct monitor_facts *out);
 
 #endif /* ACCEL_DAEMON_API_API_HAMI_H */

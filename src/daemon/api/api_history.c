@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "daemon/api/api_hami.h"
 #include "daemon/api/monitor.h"
 #include "daemon/api/prom_proxy.h"
 #include "daemon/api/promql.h"
@@ -259,12 +260,14 @@ static bool body_query(struct http_req *r, const json_t *b, const char **q)
     return true;
 }
 
-/* Parse and evaluate q at t over the history (caller holds its lock). */
+/* Evaluate q at t over the history (caller holds its lock) and facts. */
 static enum accel_err run_query(struct http_req *r,
                                 const struct promql_query *pq, int64_t t,
+                                const struct monitor_facts *facts,
                                 struct promql_value *out, char **cause)
 {
-    struct monitor_ctx c = {r->d->history, r->user.name, r->user.admin};
+    struct monitor_ctx c = {r->d->history, r->user.name, r->user.admin,
+                            facts};
     return promql_eval(pq, t, monitor_fetch, &c, out, cause);
 }
 
@@ -304,6 +307,7 @@ void api_history_instant(struct http_req *r)
     json_t *b = http_body_json(r);
     struct promql_query *pq = NULL;
     struct promql_value v = {0};
+    struct monitor_facts facts;
     const char *q;
     char *cause = NULL;
     int64_t t = (int64_t)time(NULL);
@@ -320,9 +324,11 @@ void api_history_instant(struct http_req *r)
     pq = parse_or_reply(r, q);
     if (pq == NULL)
         goto out;
+    api_hami_facts(r->d, r->user.name, r->user.admin, &facts);
     history_lock(r->d->history);
-    err = run_query(r, pq, t, &v, &cause);
+    err = run_query(r, pq, t, &facts, &v, &cause);
     history_unlock(r->d->history);
+    monitor_facts_release(&facts);
     if (err != ACCEL_OK)
         http_reply_error(r, err, "%s", cause);
     else
@@ -513,13 +519,15 @@ static void put_point(struct streams *st, const struct promql_labels *l,
 static enum accel_err range_eval(struct http_req *r,
                                  const struct promql_query *pq,
                                  const struct range_req *rr,
+                                 const struct monitor_facts *facts,
                                  struct streams *st, char **cause)
 {
     static const struct promql_labels none = {0};
     for (size_t k = 0; k < st->npoints; k++) {
         struct promql_value v = {0};
         enum accel_err err = run_query(r, pq, rr->start +
-                                       (int64_t)k * rr->step, &v, cause);
+                                       (int64_t)k * rr->step, facts, &v,
+                                       cause);
         if (err != ACCEL_OK) {
             promql_value_release(&v);
             return err;
@@ -537,6 +545,7 @@ static void range_local(struct http_req *r, const char *q,
                         const struct range_req *rr)
 {
     struct promql_query *pq = parse_or_reply(r, q);
+    struct monitor_facts facts;
     struct streams st;
     char *cause = NULL;
     enum accel_err err;
@@ -545,9 +554,11 @@ static void range_local(struct http_req *r, const char *q,
     st.bykey = json_object();
     st.order = json_array();
     st.npoints = (size_t)((rr->end - rr->start) / rr->step) + 1;
+    api_hami_facts(r->d, r->user.name, r->user.admin, &facts);
     history_lock(r->d->history);
-    err = range_eval(r, pq, rr, &st, &cause);
+    err = range_eval(r, pq, rr, &facts, &st, &cause);
     history_unlock(r->d->history);
+    monitor_facts_release(&facts);
     if (err != ACCEL_OK)
         http_reply_error(r, err, "%s", cause);
     else

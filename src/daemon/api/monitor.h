@@ -20,11 +20,43 @@
 
 #define MONITOR_LOOKBACK 300 /* seconds: PromQL's default staleness */
 
-/* The source context: a history locked by the caller, and who asks. */
+/*
+ * The facts accel holds rather than measures (capacity and allocation), for
+ * every device of every node, read out of the state at the query's start
+ * (api_hami_facts) and answered at every step of a query as they are now.
+ * v[i] holds the series of monitor_fact_names()[i], with the labels of
+ * HAMi-WebUI's exporter; the hami_core_size samples also give the labels
+ * of the measured series of their device, the hami_container_vgpu_allocated
+ * ones those of the measured series of their container.
+ */
+enum monitor_fact {
+    MF_CORE_SIZE,        /* hami_core_size: 100 per GPU */
+    MF_MEMORY_SIZE,      /* hami_memory_size: memory, MiB */
+    MF_VGPU_COUNT,       /* hami_vgpu_count: vgpuTotal (1 or 10) */
+    MF_C_VGPU,           /* hami_container_vgpu_allocated: 1 per row */
+    MF_C_VCORE,          /* hami_container_vcore_allocated: 100 or 0 */
+    MF_C_VMEMORY,        /* hami_container_vmemory_allocated: MiB */
+    MF_NODE_ALLOCATABLE, /* kube_node_status_allocatable: cores, bytes */
+    MF_POD_LIMITS,       /* kube_pod_container_resource_limits */
+    MF_COUNT
+};
+
+struct monitor_facts {
+    struct promql_value v[MF_COUNT];
+};
+
+/* Their metric names, by enum monitor_fact (static). */
+const char *monitor_fact_name(enum monitor_fact f);
+
+void monitor_facts_release(struct monitor_facts *f);
+
+/* The source context: a history locked by the caller, the facts, and who
+ * asks. */
 struct monitor_ctx {
     struct history *h;     /* locked (history_lock) while queries run */
     const char *user;      /* the asking user's name */
     bool admin;            /* sees every app */
+    const struct monitor_facts *facts; /* or NULL: no fact metric known */
 };
 
 /*
