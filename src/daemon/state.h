@@ -72,6 +72,8 @@ struct node_info {
     bool reachable;      /* cluster: its agent's lease holds (always true
                             for this node and outside a cluster) */
     bool removed;        /* cluster: forgotten (accelctl node remove) */
+    json_t *host;        /* cluster: what its agent registered of its
+                            machine (hostinfo_json), NULL when unknown */
 };
 
 /* The SM utilization NVML attributes to one app's processes on a device. */

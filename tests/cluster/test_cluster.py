@@ -80,6 +80,22 @@ class AnyNodeTest(unittest.TestCase):
         self.assertEqual([n for n, x in c.nodes_of(c.agent("n2")).items()
                           if x["local"]], ["n2"])
 
+    def test_hami_node_fields_of_other_nodes(self):
+        # each agent registers its machine; every node's HAMi node list
+        # shows it (one machine here: the same uname for all three)
+        c = self.c
+        u = os.uname()
+        for a in c.agents.values():
+            st, b = a.http("POST", "/api/vgpu/v1/nodes", {"filters": {}})
+            self.assertEqual(st, 200, b)
+            nodes = {x["name"]: x for x in b["list"]}
+            self.assertEqual(sorted(nodes), ["n1", "n2", "n3"])
+            for n in nodes.values():
+                self.assertEqual(n["kernelVersion"], u.release, n)
+                self.assertEqual(n["architecture"], u.machine, n)
+                self.assertEqual(n["operatingSystem"], u.sysname.lower(), n)
+                self.assertEqual(n["ip"], "127.0.0.1", n)
+
     def test_bind_on_one_node_shows_on_the_others(self):
         c = self.c
         st, b = install(c.agent("n1"), manifest("shown", "4Gi"),

@@ -360,6 +360,51 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+def os_image():
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("PRETTY_NAME="):
+                        return line[12:].strip().strip('"').strip("'")
+        except OSError:
+            pass
+    return ""
+
+
+class NodeFieldsTest(unittest.TestCase):
+    """NodeReply's machine fields: what the node knows of itself (uname,
+    os-release, the address it listens on); "" for Kubernetes' own."""
+
+    def test_local_node_fields(self):
+        with Acceld(extra_args=("--node-name", "homelab")) as d:
+            st, b = d.http("POST", "/api/vgpu/v1/nodes", {"filters": {}})
+            self.assertEqual(st, 200, b)
+            n = {x["name"]: x for x in b["list"]}
+            u = os.uname()
+            home = n["homelab"]  # this machine (--node-name)
+            self.assertEqual(home["kernelVersion"], u.release)
+            self.assertEqual(home["architecture"], u.machine)
+            self.assertEqual(home["operatingSystem"], u.sysname.lower())
+            self.assertEqual(home["osImage"], os_image())
+            self.assertEqual(home["ip"], "127.0.0.1")  # its --listen
+            for k in ("kubeletVersion", "kubeProxyVersion",
+                      "containerRuntimeVersion"):
+                self.assertEqual(home[k], "", k)
+            # macmini is only declared: nothing known of its machine
+            self.assertEqual((n["macmini"]["kernelVersion"],
+                              n["macmini"]["ip"]), ("", ""))
+            st, one = d.http("GET", "/api/vgpu/v1/node?uid=homelab")
+            self.assertEqual(one, home)
+            # the ip filter now finds the node by its address
+            st, b = d.http("POST", "/api/vgpu/v1/nodes",
+                           {"filters": {"ip": "127.0.0.1"}})
+            self.assertEqual([x["name"] for x in b["list"]], ["homelab"])
+            st, b = d.http("POST", "/api/vgpu/v1/nodes",
+                           {"filters": {"ip": "10.9.9.9"}})
+            self.assertEqual(b["list"], [])
+
+
 class EventsTest(unittest.TestCase):
     def setUp(self):
         self.d = Acceld().start()

@@ -32,6 +32,7 @@
 #include "daemon/api/auth.h"
 #include "daemon/api/http.h"
 #include "daemon/api/monitor.h"
+#include "daemon/node/hostinfo.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/state.h"
 
@@ -621,14 +622,31 @@ void api_hami_monitor_summary(struct http_req *r)
 
 /* ---- nodes ---- */
 
+/* The machine of node n: this one's read here, another's as its agent
+ * registered it; NULL when unknown (a node only declared). */
+static json_t *node_host(struct accel_daemon *d, uint32_t n)
+{
+    if (d->ninfo[n].local)
+        return hostinfo_json(d->cfg.listen, NULL);
+    return d->ninfo[n].host ? json_incref(d->ninfo[n].host) : NULL;
+}
+
+static const char *host_field(const json_t *host, const char *k)
+{
+    const char *v = json_string_value(json_object_get(host, k));
+    return v ? v : "";
+}
+
 /* One NodeReply (HAMi node.proto, every field) for node n: its GPUs'
- * figures summed; what Kubernetes would report and accel does not know
- * is "" (the proto has no null). Caller holds d->lock. */
+ * figures summed; what the node knows of its machine (architecture,
+ * kernel, OS, the address it listens on); what only Kubernetes has
+ * (kubelet, kube-proxy, container runtime, creation) is "" (the proto has
+ * no null). Caller holds d->lock. */
 static json_t *node_json(struct accel_daemon *d, uint32_t n)
 {
     const struct adm_node *nd = &d->snap.nodes[n];
     struct gpu_filter f = {.node = nd->name};
-    json_t *gpus = gpu_list(d, &f), *types = json_array(), *o;
+    json_t *gpus = gpu_list(d, &f), *types = json_array(), *o, *host;
     size_t i;
     const json_t *g;
     bool healthy = false;
@@ -642,19 +660,23 @@ static json_t *node_json(struct accel_daemon *d, uint32_t n)
             json_array_append(types, (json_t *)t);
         healthy = healthy || json_is_true(json_object_get(g, "health"));
     }
+    host = node_host(d, n);
     o = summary_of(gpus);
     json_object_del(o, "gpuCount");
     json_object_del(o, "nodeCount");
     json_object_update_new(o, json_pack(
         "{s:s, s:b, s:b, s:o, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, "
         "s:s, s:s, s:s}",
-        "ip", "", "isSchedulable", nd->enabled, "isReady",
-        healthy || json_array_size(gpus) == 0, "type", types, "uid",
-        nd->name, "name", nd->name, "cardCnt",
-        (json_int_t)json_array_size(gpus), "osImage", "", "operatingSystem",
-        d->ninfo[n].local ? "linux" : "", "kernelVersion", "",
+        "ip", host_field(host, "ip"), "isSchedulable", nd->enabled,
+        "isReady", healthy || json_array_size(gpus) == 0, "type", types,
+        "uid", nd->name, "name", nd->name, "cardCnt",
+        (json_int_t)json_array_size(gpus), "osImage",
+        host_field(host, "osImage"), "operatingSystem",
+        host_field(host, "os"), "kernelVersion", host_field(host, "kernel"),
         "containerRuntimeVersion", "", "kubeletVersion", "",
-        "kubeProxyVersion", "", "architecture", "", "creationTimestamp", ""));
+        "kubeProxyVersion", "", "architecture", host_field(host, "arch"),
+        "creationTimestamp", ""));
+    json_decref(host);
     json_decref(gpus);
     return o;
 }
@@ -662,7 +684,7 @@ static json_t *node_json(struct accel_daemon *d, uint32_t n)
 /* Nodes holding at least one GPU, filtered by type (a GPU type of the
  * node) and isSchedulable ("true"/"false"). Caller holds d->lock. */
 static json_t *node_list(struct accel_daemon *d, const char *type,
-                         const char *sched, const char *uid)
+                         const char *sched, const char *uid, const char *ip)
 {
     json_t *arr = json_array();
     for (uint32_t n = 0; n < d->snap.nnodes; n++) {
@@ -679,6 +701,8 @@ static json_t *node_list(struct accel_daemon *d, const char *type,
             type_ok = type_ok || strcmp(json_string_value(t), type) == 0;
         keep = keep && type_ok &&
                (uid == NULL || strcmp(uid, d->snap.nodes[n].name) == 0) &&
+               (ip == NULL || strcmp(ip, json_string_value(json_object_get(
+                                             o, "ip"))) == 0) &&
                (sched == NULL ||
                 strcmp(sched, json_is_true(json_object_get(
                                   o, "isSchedulable")) ? "true" : "false") == 0);
@@ -699,8 +723,7 @@ void api_hami_nodes(struct http_req *r)
         return;
     if (read_filters(r, b, keys, v, 3)) {
         pthread_mutex_lock(&r->d->lock);
-        /* accel knows no node addresses: an ip filter matches nothing */
-        arr = v[0] ? json_array() : node_list(r->d, v[1], v[2], NULL);
+        arr = node_list(r->d, v[1], v[2], NULL, v[0]);
         pthread_mutex_unlock(&r->d->lock);
         http_reply_raw(r, 200, json_pack("{s:o}", "list", arr));
     }
@@ -716,7 +739,7 @@ void api_hami_node(struct http_req *r)
         return;
     }
     pthread_mutex_lock(&r->d->lock);
-    arr = node_list(r->d, NULL, NULL, uid);
+    arr = node_list(r->d, NULL, NULL, uid, NULL);
     pthread_mutex_unlock(&r->d->lock);
     http_reply_raw(r, 200, json_array_size(arr) == 0
                                ? json_object()

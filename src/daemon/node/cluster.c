@@ -32,6 +32,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/discovery.h"
+#include "daemon/node/hostinfo.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
@@ -255,6 +256,10 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
         take_measures(&d->dinfo[dev], v);
     }
     take_usage(d, n, json_object_get(o, "usage"));
+    if (json_is_object(json_object_get(o, "host"))) {
+        json_decref(d->ninfo[n].host);
+        d->ninfo[n].host = json_incref(json_object_get(o, "host"));
+    }
     d->snap.nodes[n].mem = (struct adm_res){jpair(o, "mem", 0),
                                             jpair(o, "mem", 1)};
     d->snap.nodes[n].cpu = (struct adm_res){jpair(o, "cpu", 0),
@@ -374,6 +379,8 @@ char *cluster_nodeinfo(struct accel_daemon *d)
                   (json_int_t)x->disk.total, (json_int_t)x->disk.used);
     if (usage)
         json_object_set_new(o, "usage", usage);
+    /* the machine, for the other nodes' HAMi node fields */
+    json_object_set_new(o, "host", hostinfo_json(d->cfg.listen, NULL));
     text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return text;
