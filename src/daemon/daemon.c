@@ -394,6 +394,7 @@ static void usage(FILE *f)
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
+            "              [--hami-listen HOST:PORT [--hami-listen-any]]\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
@@ -455,6 +456,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"etcd-key", required_argument, NULL, 'K'},
         {"etcd-insecure", no_argument, NULL, 'Y'},
         {"lease-ttl", required_argument, NULL, 'T'},
+        {"hami-listen", required_argument, NULL, 'W'},
+        {"hami-listen-any", no_argument, NULL, 'Z'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -479,6 +482,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'S': free(d->cfg.sysfs_root); d->cfg.sysfs_root = xstrdup(optarg); break;
         case 'O': free(d->cfg.proc_root); d->cfg.proc_root = xstrdup(optarg); break;
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
+        case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;
+        case 'Z': d->cfg.hami_any = true; break;
         case 'w': free(d->cfg.web_dir); d->cfg.web_dir = xstrdup(optarg); break;
         case 'L':
             d->cfg.log_level = log_level_parse(optarg);
@@ -594,6 +599,13 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         fprintf(stderr, "acceld: --etcd-cacert, --etcd-cert, --etcd-key, "
                         "--etcd-insecure and --etcd-prefix need --etcd (they "
                         "are about the cluster's etcd)\n");
+        return 2;
+    }
+    if (d->cfg.hami_listen &&
+        http_check_hami(d->cfg.hami_listen, d->cfg.hami_any, &cause) !=
+            ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
         return 2;
     }
     if (d->cfg.node_name == NULL) {
@@ -773,7 +785,7 @@ int daemon_main(int argc, char **argv)
     static struct accel_daemon daemon; /* the one context */
     struct accel_daemon *d = &daemon;
     char *cause = NULL;
-    int port, rc;
+    int port, port_hami, rc;
     struct sigaction sa;
 
     /* Memory (SPEC 11: <= 50 MiB at 1,000 nodes x 8 GPUs): listings are
@@ -839,6 +851,16 @@ int daemon_main(int argc, char **argv)
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
+        cluster_stop(d);
+        runtime_supervisor_stop(d);
+        return 1;
+    }
+    if (d->cfg.hami_listen &&
+        http_start_hami(d, d->cfg.hami_listen, d->cfg.hami_any, &port_hami,
+                        &cause) != ACCEL_OK) {
+        fprintf(stderr, "acceld: %s\n", cause);
+        free(cause);
+        http_stop(d);
         cluster_stop(d);
         runtime_supervisor_stop(d);
         return 1;

@@ -170,6 +170,8 @@ struct app {
 struct accel_config {
     char *data_dir;      /* --data-dir */
     char *listen;        /* --listen HOST:PORT */
+    char *hami_listen;   /* --hami-listen HOST:PORT or NULL (http.h) */
+    bool hami_any;       /* --hami-listen-any: not loopback only */
     char *inventory;     /* --inventory FILE or NULL */
     char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
     char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */

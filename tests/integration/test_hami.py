@@ -405,6 +405,126 @@ class NodeFieldsTest(unittest.TestCase):
             self.assertEqual(b["list"], [])
 
 
+# A stand-in for HAMi-WebUI's own server (its NestJS proxy): what reaches
+# /api/vgpu/... goes to the backend with /api/vgpu stripped, no token, the
+# JSON body re-sent with its length. Written here, not upstream's code.
+STAND_IN = r"""
+const http = require('http');
+const [port, backend] = process.argv.slice(2).map(Number);
+http.createServer((req, res) => {
+  if (!req.url.startsWith('/api/vgpu/')) { res.writeHead(404); res.end(); return; }
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = {'content-type': 'application/json'};
+    if (body.length) headers['content-length'] = body.length;
+    const up = http.request({host: '127.0.0.1', port: backend, method: req.method,
+                             path: req.url.slice('/api/vgpu'.length), headers}, (r) => {
+      res.writeHead(r.statusCode, {'content-type': 'application/json'});
+      r.pipe(res);
+    });
+    up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
+    up.end(body);
+  });
+}).listen(port, '127.0.0.1', () => console.log('ready'));
+"""
+
+
+class HamiListenTest(unittest.TestCase):
+    """--hami-listen: HAMi-WebUI's backend, behind its own server."""
+
+    @classmethod
+    def setUpClass(cls):
+        from accel_harness import free_port
+        cls.hport = free_port()
+        cls.d = Acceld(extra_args=("--hami-listen",
+                                   "127.0.0.1:%d" % cls.hport)).start()
+        st, b = cls.d.http("POST", "/api/apps", {"manifest": manifest("comfy")})
+        assert st == 200, b
+        cls.script = os.path.join(cls.d.tmp, "stand_in.js")
+        with open(cls.script, "w") as f:
+            f.write(STAND_IN)
+        cls.pport = free_port()
+        cls.node = subprocess.Popen(
+            ["node", cls.script, str(cls.pport), str(cls.hport)],
+            stdout=subprocess.PIPE, text=True)
+        assert cls.node.stdout.readline().strip() == "ready"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.node.terminate()
+        cls.node.wait(timeout=10)
+        cls.node.stdout.close()
+        cls.d.close()
+
+    def raw(self, port, method, path, body=None):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        data = None if body is None else json.dumps(body)
+        c.request(method, path, body=data,
+                  headers={"Content-Type": "application/json"}
+                  if data is not None else {})
+        r = c.getresponse()
+        text = r.read()
+        c.close()
+        return r.status, json.loads(text) if text else None
+
+    def test_through_hami_webuis_server(self):
+        p = self.pport
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/gpus", {"filters": {}})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(len(b["list"]), 3)
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/gpu-types", {"filters": {}})
+        self.assertEqual((st, len(b["list"])), (200, 3), b)
+        st, b = self.raw(p, "GET", "/api/vgpu/v1/gpu?uid=" + G4090)
+        self.assertEqual(b["uuid"], G4090)
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/containers", {"filters": {}})
+        self.assertEqual([c["name"] for c in b["items"]], ["comfy"])
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/nodes", {"filters": {}})
+        self.assertEqual({n["name"] for n in b["list"]}, {"homelab", "macmini"})
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/monitor/query/instant-vector",
+                         {"query": "sum(hami_memory_size)"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"][0]["value"], 64 * 1024)
+        st, b = self.raw(p, "POST", "/api/vgpu/v1/monitor/summary", {})
+        self.assertEqual(st, 200, b)
+
+    def test_only_the_hami_routes_and_read_only(self):
+        h = self.hport
+        st, b = self.raw(h, "GET", "/v1/gpu?uid=" + G4090)
+        self.assertEqual((st, b["uuid"]), (200, G4090))  # no token asked
+        for method, path, body in (("GET", "/api/apps", None),
+                                   ("POST", "/api/apps",
+                                    {"manifest": manifest("x")}),
+                                   ("GET", "/api/vgpu/v1/nodes", None),
+                                   ("POST", "/v1/../api/users",
+                                    {"name": "eve"}),
+                                   ("GET", "/v1/apps", None),
+                                   ("GET", "/metrics", None)):
+            st, b = self.raw(h, method, path, body)
+            self.assertEqual(st, 404, (path, b))
+        st, b = self.d.http("GET", "/api/apps")
+        self.assertEqual([a["name"] for a in b["data"]], ["comfy"])
+        st, b = self.d.http("GET", "/api/users")
+        self.assertNotIn("eve", [u["name"] for u in b["data"]])
+        # a HAMi route with another method: 405 as on the main listener
+        st, b = self.raw(h, "GET", "/v1/gpus")
+        self.assertEqual(st, 405, b)
+
+    def test_loopback_only_unless_told(self):
+        from accel_harness import free_port
+        d = Acceld(extra_args=("--hami-listen",
+                               "0.0.0.0:%d" % free_port()))
+        try:
+            with self.assertRaises(RuntimeError) as e:
+                d.start()
+            self.assertIn("loopback address (127.0.0.0/8) only",
+                          str(e.exception))
+        finally:
+            d.close()
+
+
 class EventsTest(unittest.TestCase):
     def setUp(self):
         self.d = Acceld().start()

@@ -83,6 +83,7 @@ struct http_conn {
 
 struct http_server {
     struct MHD_Daemon *mhd;
+    struct MHD_Daemon *hami;  /* --hami-listen, or NULL */
     pthread_t waker;      /* deadlines of parked requests and connections */
     bool waker_running;
     pthread_mutex_t conn_lock; /* guards conns */
@@ -309,6 +310,49 @@ static void refuse_nul_path(struct http_req *r)
                      idx, (int)(len > 200 ? 200 : len), seg, p);
 }
 
+#define HAMI_PREFIX "/api/vgpu" /* what HAMi-WebUI's server strips */
+
+/* The HAMi routes of api_routes, in their order (built once). */
+static struct http_route hami_table[64];
+static size_t nhami_routes;
+static pthread_once_t hami_once = PTHREAD_ONCE_INIT;
+
+static void hami_build(void)
+{
+    for (size_t i = 0; i < api_nroutes && nhami_routes < 64; i++)
+        if (strncmp(api_routes[i].pattern, HAMI_PREFIX "/v1/",
+                    sizeof HAMI_PREFIX + 3) == 0)
+            hami_table[nhami_routes++] = api_routes[i];
+}
+
+static const struct http_route *hami_routes(void)
+{
+    pthread_once(&hami_once, hami_build);
+    return hami_table;
+}
+
+/* A request of the --hami-listen listener: /v1/... is the HAMi route
+ * /api/vgpu/v1/..., served with an admin's view and no token (those
+ * routes only read). false after replying 404 to anything else. */
+static bool hami_rewrite(struct http_req *r)
+{
+    char *full;
+    /* once: no HAMi route parks, so none is dispatched again */
+    if (strncmp(r->path, "/v1/", 4) != 0) {
+        http_reply_error(r, ACCEL_ENOTFOUND, "the HAMi listener serves "
+                         "HAMi-WebUI's backend routes only (/v1/...), not "
+                         "%.200s", r->path);
+        return false;
+    }
+    full = xasprintf(HAMI_PREFIX "%s", r->path);
+    free((char *)r->path);
+    r->path = full;
+    util_strlcpy(r->user.name, "hami-webui", sizeof r->user.name);
+    r->user.admin = true;
+    r->authed = true;
+    return true;
+}
+
 static void dispatch(struct http_req *r)
 {
     bool mismatch;
@@ -327,8 +371,17 @@ static void dispatch(struct http_req *r)
                          r->arg_nul);
         return;
     }
+    if (r->hami && !hami_rewrite(r))
+        return;
     i = http_route_match(api_routes, api_nroutes, r->method, r->path, offs,
                          &mismatch);
+    if (r->hami && (i >= 0 || mismatch)) {
+        /* only the HAMi routes: matched among them alone */
+        const struct http_route *hr = hami_routes(); /* sets the count */
+        int j = http_route_match(hr, nhami_routes, r->method, r->path, offs,
+                                 &mismatch);
+        i = j < 0 ? -1 : i;
+    }
     if (i < 0) {
         /* a path is echoed up to 200 bytes: no answer grows with it */
         if (mismatch)
@@ -357,7 +410,7 @@ static void dispatch(struct http_req *r)
                          "request body exceeds %d bytes", ACCEL_MAX_BODY);
         return;
     }
-    if (!(rt->flags & ROUTE_PUBLIC)) {
+    if (!(rt->flags & ROUTE_PUBLIC) && !r->hami) {
         if (!auth_check(r))
             return;
         if ((rt->flags & ROUTE_ADMIN) && !r->user.admin) {
@@ -944,6 +997,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     return ret;
 }
 
+/* The --hami-listen listener's requests: marked, then as any other. */
+static enum MHD_Result on_request_hami(void *cls, struct MHD_Connection *c,
+                                       const char *url, const char *method,
+                                       const char *version, const char *upload,
+                                       size_t *upload_size, void **con_cls)
+{
+    if (*con_cls == NULL) {
+        enum MHD_Result ret = on_request(cls, c, url, method, version, upload,
+                                         upload_size, con_cls);
+        struct http_req *r = *con_cls;
+        if (r)
+            r->hami = true;
+        return ret;
+    }
+    return on_request(cls, c, url, method, version, upload, upload_size,
+                      con_cls);
+}
+
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
                     enum MHD_RequestTerminationCode toe)
 {
@@ -1064,10 +1135,66 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
     return ACCEL_OK;
 }
 
+enum accel_err http_check_hami(const char *listen, bool any, char **cause)
+{
+    struct sockaddr_in sa;
+    if (parse_listen(listen, &sa, cause) != ACCEL_OK) {
+        char *why = *cause;
+        *cause = xasprintf("--hami-listen: %s", why);
+        free(why);
+        return ACCEL_EINVAL;
+    }
+    if (!any && (ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+        *cause = xasprintf("--hami-listen %s: the HAMi listener asks no "
+                           "credentials, so it takes a loopback address "
+                           "(127.0.0.0/8) only; add --hami-listen-any to "
+                           "serve other addresses", listen);
+        return ACCEL_EINVAL;
+    }
+    return ACCEL_OK;
+}
+
+enum accel_err http_start_hami(struct accel_daemon *d, const char *listen,
+                               bool any, int *out_port, char **cause)
+{
+    struct sockaddr_in sa;
+    const union MHD_DaemonInfo *info;
+    struct http_server *s = d->http;
+
+    if (s == NULL) {
+        *cause = xstrdup("the HAMi listener starts after the API's");
+        return ACCEL_EINVAL;
+    }
+    if (http_check_hami(listen, any, cause) != ACCEL_OK)
+        return ACCEL_EINVAL;
+    parse_listen(listen, &sa, cause);
+    s->hami = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
+        0, NULL, NULL, on_request_hami, d, MHD_OPTION_SOCK_ADDR, &sa,
+        MHD_OPTION_THREAD_POOL_SIZE, 2u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, 256u,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 256u, MHD_OPTION_END);
+    if (s->hami == NULL) {
+        *cause = xasprintf("cannot listen on %s for --hami-listen (address "
+                           "in use or not available)", listen);
+        return ACCEL_ESYS;
+    }
+    info = MHD_get_daemon_info(s->hami, MHD_DAEMON_INFO_BIND_PORT);
+    *out_port = info ? info->port : ntohs(sa.sin_port);
+    log_info("HAMi-WebUI backend routes (read-only, no token) on %s", listen);
+    return ACCEL_OK;
+}
+
 void http_stop(struct accel_daemon *d)
 {
     if (d->http == NULL)
         return;
+    if (d->http->hami)
+        MHD_stop_daemon(d->http->hami); /* no request of it parks */
     d->stopping = 1;
     if (d->http->waker_running)
         pthread_join(d->http->waker, NULL);

@@ -37,6 +37,7 @@ struct http_req {
     bool too_big;                     /* body went over the cap */
     struct auth_user user;            /* set when authenticated */
     bool authed;
+    bool hami;                        /* came through --hami-listen */
     struct http_conn *hc;             /* its connection (http.c) */
     /* a request parked without a thread (http_park, http_park_app) */
     bool park;                        /* the handler asked to wait */
@@ -92,6 +93,19 @@ void http_count_trees(void);
 enum accel_err http_start(struct accel_daemon *d, const char *listen,
                           int *out_port, char **cause);
 void http_stop(struct accel_daemon *d);
+
+/*
+ * --hami-listen: a second listener, started after http_start, for
+ * HAMi-WebUI's own server, which strips /api/vgpu and forwards to its
+ * backend without credentials. It serves only the HAMi routes, at
+ * /v1/... (the /api/vgpu/v1/... routes), every one read-only, with an
+ * admin's view and no token; any other path is 404. listen must be a
+ * loopback address (127.0.0.0/8) unless any is true (--hami-listen-any).
+ */
+enum accel_err http_start_hami(struct accel_daemon *d, const char *listen,
+                               bool any, int *out_port, char **cause);
+/* That rule alone (acceld checks it before it listens at all). */
+enum accel_err http_check_hami(const char *listen, bool any, char **cause);
 
 #define HTTP_PARK_EVENTS 0 /* woken by the events its user may see */
 #define HTTP_PARK_APP 1    /* woken by the events of one app, or directly */
