@@ -412,15 +412,20 @@ STAND_IN = r"""
 const http = require('http');
 const [port, backend] = process.argv.slice(2).map(Number);
 http.createServer((req, res) => {
-  if (!req.url.startsWith('/api/vgpu/')) { res.writeHead(404); res.end(); return; }
+  if (!req.url.startsWith('/api/vgpu/')) {
+    res.writeHead(404);
+    res.end();
+    return;
+  }
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
     const body = Buffer.concat(chunks);
     const headers = {'content-type': 'application/json'};
     if (body.length) headers['content-length'] = body.length;
-    const up = http.request({host: '127.0.0.1', port: backend, method: req.method,
-                             path: req.url.slice('/api/vgpu'.length), headers}, (r) => {
+    const path = req.url.slice('/api/vgpu'.length);
+    const up = http.request({host: '127.0.0.1', port: backend,
+                             method: req.method, path, headers}, (r) => {
       res.writeHead(r.statusCode, {'content-type': 'application/json'});
       r.pipe(res);
     });

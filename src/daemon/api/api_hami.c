@@ -772,7 +772,8 @@ static void fact_devices(struct accel_daemon *d, struct monitor_facts *f)
         if (x->type == ACCEL_TYPE_CPU || d->ninfo[x->node].removed)
             continue;
         type = gpu_type(d, (int)i);
-        if (d->ninfo[x->node].local && strcmp(vendor_of(x->type), "NVIDIA") == 0)
+        if (d->ninfo[x->node].local &&
+            strcmp(vendor_of(x->type), "NVIDIA") == 0)
             drv = reconcile_driver(d);
         device_no(d, i, no);
         const char *kv[] = {"deviceuuid", x->id, "device_uuid", x->id,
