@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * monitor.h: the HAMi metrics (the names HAMi's exporters publish and the
- * Olares Dashboard and olares-cli query) as series read out of accel's
- * metric history, for the PromQL evaluator (promql.h). Device metrics
- * carry the labels deviceuuid, device_uuid, node, instance, provider,
- * devicetype, device_no, driver_version; container metrics (one app on one
- * device) carry container_name and pod_name (the app), namespace_name (its
- * owner), deviceuuid, device_uuid, node, instance. The mapping is in
- * docs/compat.md.
+ * Olares Dashboard, olares-cli and HAMi-WebUI query) for the PromQL
+ * evaluator (promql.h): capacity, allocation and limits as facts of the
+ * state (struct monitor_facts), measurements as series read out of accel's
+ * metric history. Device metrics carry the labels node, provider,
+ * device_type, device_uuid, driver_version, device_no (and deviceuuid,
+ * devicetype, instance); container metrics (one app on one device) carry
+ * container_name and pod_name (the app), namespace_name (its owner),
+ * container_pod_uuid, node, provider, device_type, device_uuid (and
+ * deviceuuid, instance). The mapping is in docs/compat.md.
  */
 #ifndef ACCEL_DAEMON_API_MONITOR_H
 #define ACCEL_DAEMON_API_MONITOR_H
