@@ -674,6 +674,10 @@ static void choose_home_root(struct accel_daemon *d, const char *block)
 
 char *identity_home(const struct accel_daemon *d, const char *owner)
 {
+    /* before identity_start has chosen (a user removed while the store
+     * opens): the place every acceld before the fallback used */
+    if (d->home_root == NULL)
+        return xasprintf("%s/home/%s", d->cfg.data_dir, owner);
     return xasprintf("%s/%s", d->home_root, owner);
 }
 
@@ -744,7 +748,7 @@ enum accel_err identity_retire(struct accel_daemon *d, const char *name,
 static char *removed_dir(const struct accel_daemon *d)
 {
     char *def = xasprintf("%s/home", d->cfg.data_dir);
-    bool inside = strcmp(def, d->home_root) == 0;
+    bool inside = d->home_root == NULL || strcmp(def, d->home_root) == 0;
 
     free(def);
     return inside ? xasprintf("%s/removed-homes", d->cfg.data_dir)
