@@ -18,9 +18,15 @@ export function enforcementNote(d) {
   const e = d.enforcement || {};
   const unit = hasVram(d.mode) ? 'VRAM' : 'Memory';
   if (d.supportType === 'MemorySlice') {
-    return e.memory === 'shim'
-      ? { kind: 'ok', text: `${unit} quotas enforced`, title: "accel's CUDA shim stops an app from allocating more than its quota." }
-      : { kind: 'warn', text: `${unit} quotas are not enforced here`, title: 'Nothing on this node stops an app from using more than its quota: each app is trusted to stay within it.' };
+    // the node says what holds the quota and what it does not see
+    // (memoryNote: HIP only, the shared RAM of a GB10, a cgroup alone)
+    if (e.memory === 'shim') {
+      return { kind: 'ok', text: `${unit} quotas enforced`, title: e.memoryNote || "accel's CUDA shim stops an app from allocating more than its quota." };
+    }
+    if (e.memory === 'cgroup') {
+      return { kind: 'warn', text: `${unit} quotas held by the app's memory limit only`, title: e.memoryNote || "Only the app's cgroup memory limit contains it; nothing intercepts this device's allocations." };
+    }
+    return { kind: 'warn', text: `${unit} quotas are not enforced here`, title: e.memoryNote || 'Nothing on this node stops an app from using more than its quota: each app is trusted to stay within it.' };
   }
   if (d.supportType === 'TimeSlice') {
     return e.compute === 'broker'
