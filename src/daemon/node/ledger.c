@@ -9,6 +9,7 @@
 #include "daemon/node/ledger.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,13 +58,14 @@ static void make_parents(const char *path)
  * answers a short read, which is "not a ledger", never a signal.
  */
 
-/* All of `len` bytes at `off`; -1 on error or end of file. */
-static int pread_all(int fd, void *buf, size_t len, off_t off)
+/* All of `len` bytes at `off`, read (or written, `out`); -1 on an error
+ * or, reading, at the end of the file. */
+static int io_all(int fd, void *buf, size_t len, off_t off, bool out)
 {
     char *p = buf;
 
     while (len > 0) {
-        ssize_t n = pread(fd, p, len, off);
+        ssize_t n = out ? pwrite(fd, p, len, off) : pread(fd, p, len, off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -75,21 +77,14 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
     return 0;
 }
 
+static int pread_all(int fd, void *buf, size_t len, off_t off)
+{
+    return io_all(fd, buf, len, off, false);
+}
+
 static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        off += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return io_all(fd, (void *)buf, len, off, true);
 }
 
 /*
