@@ -280,6 +280,9 @@ struct accel_daemon {
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
     struct cluster *cluster;     /* the node agent's lease and watch
                                     (cluster.c); NULL outside a cluster */
+    int64_t registered_ms;       /* this node's first registration (ms
+                                    since the epoch; cluster: kept in its
+                                    nodeinfo across restarts), 0 = not yet */
     struct cgroup_sys *cg;       /* the cgroups of apps (cgroup.h); set
                                     before the threads start, then read-only */
     struct applog *applog;       /* the apps' log writer (applog.h), from

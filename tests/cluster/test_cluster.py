@@ -96,6 +96,30 @@ class AnyNodeTest(unittest.TestCase):
                 self.assertEqual(n["operatingSystem"], u.sysname.lower(), n)
                 self.assertEqual(n["ip"], "127.0.0.1", n)
 
+    def _created(self, agent):
+        st, b = agent.http("POST", "/api/vgpu/v1/nodes", {"filters": {}})
+        self.assertEqual(st, 200, b)
+        return {x["name"]: x["creationTimestamp"] for x in b["list"]}
+
+    def test_hami_node_creation_is_the_first_registration(self):
+        # creationTimestamp: the node's first registration, RFC 3339, the
+        # same in every agent's view, and not renewed by a restart
+        c = self.c
+        views = [self._created(a) for a in c.agents.values()]
+        for v in views:
+            self.assertEqual(v, views[0])
+        now = time.time()
+        for node, ts in views[0].items():
+            t = time.mktime(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")) \
+                - time.timezone
+            self.assertLess(abs(now - t), 3600, (node, ts))
+        time.sleep(1.1)  # a renewed time would differ in its seconds
+        c.agent("n2").restart()
+        c.wait(lambda: c.nodes_of(c.agent("n1"))["n2"]["reachable"],
+               "n2 back")
+        self.assertEqual(self._created(c.agent("n2"))["n2"], views[0]["n2"])
+        self.assertEqual(self._created(c.agent("n1")), views[0])
+
     def test_bind_on_one_node_shows_on_the_others(self):
         c = self.c
         st, b = install(c.agent("n1"), manifest("shown", "4Gi"),

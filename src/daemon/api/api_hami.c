@@ -626,9 +626,12 @@ void api_hami_monitor_summary(struct http_req *r)
  * registered it; NULL when unknown (a node only declared). */
 static json_t *node_host(struct accel_daemon *d, uint32_t n)
 {
-    if (d->ninfo[n].local)
-        return hostinfo_json(d->cfg.listen, NULL);
-    return d->ninfo[n].host ? json_incref(d->ninfo[n].host) : NULL;
+    json_t *host;
+    if (!d->ninfo[n].local)
+        return d->ninfo[n].host ? json_incref(d->ninfo[n].host) : NULL;
+    host = hostinfo_json(d->cfg.listen, NULL);
+    json_object_set_new(host, "registered", json_integer(d->registered_ms));
+    return host;
 }
 
 static const char *host_field(const json_t *host, const char *k)
@@ -639,9 +642,9 @@ static const char *host_field(const json_t *host, const char *k)
 
 /* One NodeReply (HAMi node.proto, every field) for node n: its GPUs'
  * figures summed; what the node knows of its machine (architecture,
- * kernel, OS, the address it listens on); what only Kubernetes has
- * (kubelet, kube-proxy, container runtime, creation) is "" (the proto has
- * no null). Caller holds d->lock. */
+ * kernel, OS, the address it listens on, its first registration); what
+ * only Kubernetes has (kubelet, kube-proxy, container runtime) is "" (the
+ * proto has no null). Caller holds d->lock. */
 static json_t *node_json(struct accel_daemon *d, uint32_t n)
 {
     const struct adm_node *nd = &d->snap.nodes[n];
@@ -650,6 +653,7 @@ static json_t *node_json(struct accel_daemon *d, uint32_t n)
     size_t i;
     const json_t *g;
     bool healthy = false;
+    char created[32];
     json_array_foreach(gpus, i, g) {
         const json_t *t = json_object_get(g, "type");
         size_t j;
@@ -661,6 +665,8 @@ static json_t *node_json(struct accel_daemon *d, uint32_t n)
         healthy = healthy || json_is_true(json_object_get(g, "health"));
     }
     host = node_host(d, n);
+    iso_time(json_integer_value(json_object_get(host, "registered")),
+             created);
     o = summary_of(gpus);
     json_object_del(o, "gpuCount");
     json_object_del(o, "nodeCount");
@@ -675,7 +681,7 @@ static json_t *node_json(struct accel_daemon *d, uint32_t n)
         host_field(host, "os"), "kernelVersion", host_field(host, "kernel"),
         "containerRuntimeVersion", "", "kubeletVersion", "",
         "kubeProxyVersion", "", "architecture", host_field(host, "arch"),
-        "creationTimestamp", ""));
+        "creationTimestamp", created));
     json_decref(host);
     json_decref(gpus);
     return o;

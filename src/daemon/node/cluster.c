@@ -193,6 +193,18 @@ static void add_new_devices(struct accel_daemon *d, int n, const json_t *devs,
                   "scans every card");
 }
 
+/* This node's own registration as the store holds it (loaded at start):
+ * the time of its first one carries over, so a restart is not a new node. */
+static void keep_registered(struct accel_daemon *d, const char *text)
+{
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    json_int_t ms = json_integer_value(
+        json_object_get(json_object_get(o, "host"), "registered"));
+    if (d->registered_ms == 0 && ms > 0)
+        d->registered_ms = ms;
+    json_decref(o);
+}
+
 /* Another node's registration: add it (and its devices) the first time,
  * then keep its devices' health and use current. NULL: it was removed. */
 static void apply_nodeinfo(struct accel_daemon *d, const char *node,
@@ -203,8 +215,10 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
     size_t i;
     json_t *v;
 
-    if (strcmp(node, d->cfg.node_name) == 0)
+    if (strcmp(node, d->cfg.node_name) == 0) {
+        keep_registered(d, text);
         return;
+    }
     n = state_node_find(d, node);
     if (text == NULL) {
         if (n >= 0) {
@@ -329,7 +343,7 @@ void cluster_loader(struct store_loader *l)
 char *cluster_nodeinfo(struct accel_daemon *d)
 {
     int n = state_node_find(d, d->cfg.node_name);
-    json_t *o, *devs, *usage = NULL;
+    json_t *o, *devs, *usage = NULL, *host;
     const struct adm_node *x;
     char *text;
     if (n < 0)
@@ -380,7 +394,11 @@ char *cluster_nodeinfo(struct accel_daemon *d)
     if (usage)
         json_object_set_new(o, "usage", usage);
     /* the machine, for the other nodes' HAMi node fields */
-    json_object_set_new(o, "host", hostinfo_json(d->cfg.listen, NULL));
+    if (d->registered_ms == 0)
+        d->registered_ms = util_wall_ms(); /* the first registration */
+    host = hostinfo_json(d->cfg.listen, NULL);
+    json_object_set_new(host, "registered", json_integer(d->registered_ms));
+    json_object_set_new(o, "host", host);
     text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return text;
