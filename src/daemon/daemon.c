@@ -664,6 +664,8 @@ static int load_state(struct accel_daemon *d)
     char *cause = NULL;
     if (d->cfg.etcd)
         cluster_loader(&l);
+    else
+        d->registered_ms = store_created_ms(d->store); /* one machine */
     enum accel_err rc = store_set_group_commit(d->store, true);
     if (rc == ACCEL_OK)
         rc = store_load(d->store, &l, &cause);

@@ -3,6 +3,7 @@
 loopback ports and three acceld agents, driven through the APIs of
 different nodes. Races between API servers, agents killed and stopped past
 their lease, apps run by the agent of the node they are bound to."""
+import calendar
 import json
 import os
 import shutil
@@ -110,8 +111,7 @@ class AnyNodeTest(unittest.TestCase):
             self.assertEqual(v, views[0])
         now = time.time()
         for node, ts in views[0].items():
-            t = time.mktime(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")) \
-                - time.timezone
+            t = calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ"))
             self.assertLess(abs(now - t), 3600, (node, ts))
         time.sleep(1.1)  # a renewed time would differ in its seconds
         c.agent("n2").restart()

@@ -3,6 +3,7 @@
 HAMi-WebUI and olares-cli send (with and without filters, empty), the fields
 and MiB units they read, tokens; `accelctl dashboard`; the events long-poll
 and `accelctl events --follow` seeing an event appended after it started."""
+import calendar
 import json
 import os
 import queue
@@ -393,7 +394,20 @@ class NodeFieldsTest(unittest.TestCase):
                 self.assertEqual(home[k], "", k)
             # macmini is only declared: nothing known of its machine
             self.assertEqual((n["macmini"]["kernelVersion"],
-                              n["macmini"]["ip"]), ("", ""))
+                              n["macmini"]["ip"],
+                              n["macmini"]["creationTimestamp"]),
+                             ("", "", ""))
+            # this machine's first registration: the store's creation,
+            # the same after a restart
+            created = home["creationTimestamp"]
+            t = calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+            self.assertLess(abs(time.time() - t), 3600, created)
+            time.sleep(1.1)  # a renewed time would differ in its seconds
+            d.stop()
+            d.start()
+            st, b = d.http("POST", "/api/vgpu/v1/nodes", {"filters": {}})
+            home = {x["name"]: x for x in b["list"]}["homelab"]
+            self.assertEqual(home["creationTimestamp"], created)
             st, one = d.http("GET", "/api/vgpu/v1/node?uid=homelab")
             self.assertEqual(one, home)
             # the ip filter now finds the node by its address

@@ -248,7 +248,7 @@ class IdentityTest(unittest.TestCase):
         self.d.stop()
         db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
         db.executescript("DROP TABLE identities; DROP TABLE user_limits; "
-                        "PRAGMA user_version = 2;")
+                        "DROP TABLE meta; PRAGMA user_version = 2;")
         db.close()
         self.d.start()
         st, b = self.d.http("GET", "/api/apps", token=tok)

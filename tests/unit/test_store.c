@@ -248,6 +248,12 @@ TEST(store_open_create)
     struct dump *d = load_all(s);
     ASSERT_EQ(d->len, 0);
     ASSERT_STR_EQ(store_errmsg(s), "");
+    /* schema 5: a new store's creation time is now (within a day: the
+     * test checks the clock was read, not how fast it ran) */
+    {
+        int64_t now = (int64_t)time(NULL) * 1000, ms = store_created_ms(s);
+        ASSERT(ms > now - 86400000 && ms < now + 86400000);
+    }
     store_close(s);
     ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
     ASSERT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
@@ -335,10 +341,10 @@ TEST(store_migrate_v2_keeps_users_adds_identities)
     store_close(s);
     /* make it the schema-2 file an older acceld wrote */
     raw_exec(path, "DROP TABLE identities; DROP TABLE user_limits; "
-                   "PRAGMA user_version = 2;");
+                   "DROP TABLE meta; PRAGMA user_version = 2;");
     s = open_ok(path);
     ASSERT_EQ(raw_int(path, "PRAGMA user_version"), store_schema_version());
-    ASSERT_EQ(store_schema_version(), 4);
+    ASSERT_EQ(store_schema_version(), 5);
     d = load_all(s);
     ASSERT_EQ(d->users, 1);
     ASSERT_EQ(d->apps, 1);
@@ -380,9 +386,12 @@ TEST(store_migrate_v3_adds_user_limits)
     ASSERT_EQ(store_user_put(s, &u), ACCEL_OK);
     ASSERT_EQ(store_commit(s), ACCEL_OK);
     store_close(s);
-    raw_exec(path, "DROP TABLE user_limits; PRAGMA user_version = 3;");
+    raw_exec(path, "DROP TABLE user_limits; DROP TABLE meta; "
+                   "PRAGMA user_version = 3;");
     s = open_ok(path);
-    ASSERT_EQ(raw_int(path, "PRAGMA user_version"), 4);
+    ASSERT_EQ(raw_int(path, "PRAGMA user_version"), 5);
+    /* schema 5: an older store's creation is its first user's */
+    ASSERT_EQ(store_created_ms(s), 7);
     d = load_all(s);
     ASSERT_EQ(d->users, 1);
     ASSERT_EQ(d->limits, 0);

@@ -153,6 +153,16 @@ static const char *const migrations[] = {
     " name TEXT PRIMARY KEY NOT NULL,"
     " max_apps INTEGER,"
     " max_gpu_memory INTEGER) WITHOUT ROWID;",
+    /* 4 -> 5: facts of the store itself. created_ms: when this machine's
+     * accel first started (HAMi's node creationTimestamp): now for a new
+     * store; for an older one the first user's creation, which the first
+     * start wrote (its admin), or now when no user is left. */
+    "CREATE TABLE meta ("
+    " key TEXT PRIMARY KEY NOT NULL,"
+    " value INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO meta (key, value) SELECT 'created_ms',"
+    " COALESCE((SELECT MIN(created_ms) FROM users),"
+    " CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));",
 };
 #define STORE_SCHEMA_VERSION                                                   \
     ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -761,6 +771,21 @@ bool store_created(const struct store *s)
     if (s->es)
         return estore_created(s->es);
     return s->created;
+}
+
+int64_t store_created_ms(struct store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t ms = 0;
+    if (s->es)
+        return 0; /* a cluster's nodes keep theirs in nodeinfo */
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT value FROM meta WHERE key = 'created_ms'",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        ms = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return ms;
 }
 
 void store_close(struct store *s)

@@ -140,6 +140,9 @@ struct store_loader {
 enum accel_err store_open(const char *path, struct store **out, char **cause);
 /* Whether store_open created the file (the first start). */
 bool store_created(const struct store *s);
+/* When the store was first created (ms since the epoch; SQLite only: the
+ * meta table), 0 for a cluster store or when it cannot be read. */
+int64_t store_created_ms(struct store *s);
 void store_close(struct store *s); /* accepts NULL */
 
 /* The last SQLite message (with its rc) behind a failure, for logs; "" if
