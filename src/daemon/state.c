@@ -120,12 +120,12 @@ enum accel_err state_tx_begin(struct accel_daemon *d)
 
 /* The revision of the last commit this thread lost to another node (0:
  * none since it was taken): the HTTP layer decides again (http.c). */
-static _Thread_local int64_t conflict_rev;
+static _Thread_local int64_t lost_rev;
 
 int64_t state_take_conflict(void)
 {
-    int64_t rev = conflict_rev;
-    conflict_rev = 0;
+    int64_t rev = lost_rev;
+    lost_rev = 0;
     return rev;
 }
 
@@ -139,7 +139,7 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
         atomic_fetch_add(&d->commit_seq, 1);
     if (rc == ACCEL_ECONFLICT) {
         int64_t rev = store_conflict_rev(d->store);
-        conflict_rev = rev > 0 ? rev : 1;
+        lost_rev = rev > 0 ? rev : 1;
         log_info("store commit lost a race with another node; deciding again");
         store_rollback(d->store);
     } else if (rc != ACCEL_OK) {
@@ -461,7 +461,7 @@ bool state_parts_complete(const struct accel_daemon *d, const struct app *a)
 
 /* Refusal events held back by this thread (state_refusals_hold). */
 struct held_refusal {
-    char *app;
+    char *app_name;
     json_t *data;
     char *msg;
 };
@@ -499,11 +499,11 @@ void state_refusals_release(struct accel_daemon *d, bool keep)
         pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < nheld; i++) {
         if (keep)
-            state_event(d, "refusal", held[i].app, NULL, NULL, held[i].data,
+            state_event(d, "refusal", held[i].app_name, NULL, NULL, held[i].data,
                         "%s", held[i].msg);
         else
             json_decref(held[i].data);
-        free(held[i].app);
+        free(held[i].app_name);
         free(held[i].msg);
     }
     if (keep && nheld > 0)
