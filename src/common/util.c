@@ -3,10 +3,13 @@
 #include "common/accel_setup.h"
 #include "common/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void oom(size_t n)
 {
@@ -88,4 +91,24 @@ void util_strlcpy(char *dst, const char *src, size_t len)
         n = len - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+ssize_t util_read_small(const char *path, char *buf, size_t len)
+{
+    size_t n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    while (n + 1 < len) {
+        ssize_t k = read(fd, buf + n, len - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    buf[n] = '\0';
+    return (ssize_t)n;
 }

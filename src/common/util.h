@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * util.h: allocation helpers for the programs (acceld, accelctl). They log
- * and abort on exhaustion (STYLE 9); the shim never uses them.
+ * and abort on exhaustion (STYLE 9); the shim never uses them. Also the
+ * clocks, a bounded string copy and a small file's read.
  */
 #ifndef ACCEL_COMMON_UTIL_H
 #define ACCEL_COMMON_UTIL_H
@@ -9,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
@@ -23,5 +25,9 @@ uint64_t util_now_ns(void);
 int64_t util_wall_ms(void);
 /* Copy at most len-1 bytes of src into dst and terminate it. */
 void util_strlcpy(char *dst, const char *src, size_t len);
+/* Read at most len-1 bytes of a small file (/proc, /sys, cgroup files) into
+ * buf and terminate it; the bytes read, or -1 (errno set) when it cannot be
+ * opened. A read error ends the read with what was read so far. */
+ssize_t util_read_small(const char *path, char *buf, size_t len);
 
 #endif /* ACCEL_COMMON_UTIL_H */

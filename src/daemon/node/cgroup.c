@@ -39,26 +39,6 @@ struct hier {
 
 /* ---- small file helpers ---- */
 
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n, total = 0;
-
-    if (fd < 0)
-        return -1;
-    while ((size_t)total + 1 < len) {
-        n = read(fd, buf + total, len - 1 - (size_t)total);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        total += n;
-    }
-    close(fd);
-    buf[total] = '\0';
-    return total;
-}
-
 /* Write s to an existing file in one write(). 0 or -1 (errno kept). */
 static int write_file(const char *path, const char *s)
 {
@@ -255,7 +235,7 @@ static bool v2_enable(const char *base, const char *inst, const char *c)
     ok = false;
     {
         char *path = join(inst, "cgroup.subtree_control");
-        if (read_file(path, buf, sizeof buf) > 0) {
+        if (util_read_small(path, buf, sizeof buf) > 0) {
             for (char *s = buf; *s; s++)
                 if (*s == ' ' || *s == '\n')
                     *s = ',';
@@ -281,7 +261,7 @@ static int v2_setup(const char *base, const char *instance, char **out_inst)
     if (inst == NULL)
         return -1;
     avail = join(base, "cgroup.controllers");
-    if (read_file(avail, buf, sizeof buf) < 0)
+    if (util_read_small(avail, buf, sizeof buf) < 0)
         buf[0] = '\0';
     free(avail);
     for (char *s = buf; *s; s++)
@@ -310,7 +290,7 @@ static int procs_only(const char *dir, pid_t pid)
     ssize_t n = -1;
     int rc = -1;
 
-    if (read_file(path, buf, CG_FILE_MAX) >= 0) {
+    if (util_read_small(path, buf, CG_FILE_MAX) >= 0) {
         n = parse_procs(buf, &v);
         rc = n == 1 && v[0] == pid;
     }
@@ -361,7 +341,7 @@ static bool offers_controllers(const char *dir)
     char *path = join(dir, "cgroup.controllers"), buf[512];
     bool any = false;
 
-    if (read_file(path, buf, sizeof buf) > 0) {
+    if (util_read_small(path, buf, sizeof buf) > 0) {
         for (char *s = buf; *s; s++)
             if (*s == ' ' || *s == '\n')
                 *s = ',';
@@ -809,7 +789,7 @@ ssize_t cgroup_app_procs(const struct cgroup_sys *cs, const char *app,
         return -1;
     path = join(dir, "cgroup.procs");
     buf = xmalloc(CG_FILE_MAX);
-    if (read_file(path, buf, CG_FILE_MAX) >= 0)
+    if (util_read_small(path, buf, CG_FILE_MAX) >= 0)
         n = parse_procs(buf, out);
     free(buf);
     free(path);
@@ -829,7 +809,7 @@ int cgroup_app_populated(const struct cgroup_sys *cs, const char *app)
         return n < 0 ? -1 : n > 0;
     }
     path = xasprintf("%s/%s/cgroup.events", cs->v2_dir, app);
-    n = read_file(path, buf, sizeof buf);
+    n = util_read_small(path, buf, sizeof buf);
     free(path);
     if (n < 0)
         return -1;
@@ -858,7 +838,7 @@ static void kill_frozen(const struct cgroup_sys *cs, const char *app)
 
     state = join(dir, "freezer.state");
     if (write_file(state, "FROZEN") == 0)
-        while (read_file(state, buf, sizeof buf) > 0 &&
+        while (util_read_small(state, buf, sizeof buf) > 0 &&
                strncmp(buf, "FROZEN", 6) != 0 && util_now_ns() < deadline)
             sleep_ms(5);
     cgroup_app_signal(cs, app, SIGKILL);
@@ -891,7 +871,7 @@ static uint64_t keyed_value(const char *path, const char *key)
     char buf[2048];
     size_t kn = strlen(key);
 
-    if (read_file(path, buf, sizeof buf) <= 0)
+    if (util_read_small(path, buf, sizeof buf) <= 0)
         return 0;
     for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
         if (strncmp(p, key, kn) == 0 && p[kn] == ' ')
@@ -957,7 +937,7 @@ static bool pid_box_path(const struct cgroup_sys *cs, pid_t pid, char *out,
 
     *rel = hier < 0 ? cs->v2_rel : cs->v1_rel[hier];
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    if (*rel == NULL || read_file(path, buf, CG_LINE_MAX * 4) <= 0) {
+    if (*rel == NULL || util_read_small(path, buf, CG_LINE_MAX * 4) <= 0) {
         free(buf);
         return false;
     }

@@ -69,20 +69,6 @@ static bool fmt_path(char *out, size_t len, const char *f, ...)
     }
     return true;
 }
-
-/* Read path (at most max-1 bytes) into buf, NUL-terminated. -1 if none. */
-static ssize_t read_file(const char *path, char *buf, size_t max)
-{
-    FILE *f = fopen(path, "r");
-    size_t n;
-    if (f == NULL)
-        return -1;
-    n = fread(buf, 1, max - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return (ssize_t)n;
-}
-
 /* Strip trailing white space in place. */
 static void rstrip(char *s)
 {
@@ -100,7 +86,7 @@ static enum drm_na read_u64(const char *dir, const char *name, uint64_t *out)
     unsigned long long v;
 
     fmt_path(path, sizeof path, "%s/%s", dir, name);
-    if (read_file(path, buf, sizeof buf) < 0)
+    if (util_read_small(path, buf, sizeof buf) < 0)
         return DRM_NA_ABSENT;
     rstrip(buf);
     errno = 0;
@@ -191,7 +177,7 @@ static void product_name(const char *dev, struct drm_gpu *g)
 {
     char path[PATH_MAX], buf[DRM_NAME_LEN];
     fmt_path(path, sizeof path, "%s/product_name", dev);
-    if (read_file(path, buf, sizeof buf) > 0) {
+    if (util_read_small(path, buf, sizeof buf) > 0) {
         rstrip(buf);
         if (buf[0] != '\0') {
             util_strlcpy(g->name, buf, sizeof g->name);
@@ -400,7 +386,7 @@ static void find_pci(const char *card, const char *dev, struct drm_gpu *g)
         return;
     g->pci[0] = '\0';
     fmt_path(path, sizeof path, "%s/uevent", dev);
-    if (read_file(path, buf, sizeof buf) < 0)
+    if (util_read_small(path, buf, sizeof buf) < 0)
         return;
     p = strstr(buf, "PCI_SLOT_NAME=");
     if (p == NULL)
@@ -575,7 +561,7 @@ static bool parse_fdinfo(const char *path, struct fdinfo *fi)
 {
     char *buf = xmalloc(FDINFO_MAX), *line, *next;
     memset(fi, 0, sizeof *fi);
-    if (read_file(path, buf, FDINFO_MAX) < 0) {
+    if (util_read_small(path, buf, FDINFO_MAX) < 0) {
         free(buf);
         return false;
     }

@@ -72,28 +72,6 @@ static void sleep_ms(unsigned ms)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
 }
-
-/* Read a small file into buf (terminated); returns bytes or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n, total = 0;
-
-    if (fd < 0)
-        return -1;
-    while ((size_t)total + 1 < len) {
-        n = read(fd, buf + total, len - 1 - (size_t)total);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        total += n;
-    }
-    close(fd);
-    buf[total] = '\0';
-    return total;
-}
-
 /* Parse /proc/<pid>/stat; the comm field may hold spaces and ')'. */
 static int read_stat(pid_t pid, struct stat_info *si)
 {
@@ -102,7 +80,7 @@ static int read_stat(pid_t pid, struct stat_info *si)
     unsigned long long v;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof(buf)) <= 0)
+    if (util_read_small(path, buf, sizeof(buf)) <= 0)
         return -1;
     p = strrchr(buf, ')');
     if (p == NULL || p[1] != ' ')
@@ -240,7 +218,7 @@ static int env_match(pid_t pid, void *ctx)
         return 0;
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
     buf = xmalloc(PROC_ENVIRON_MAX);
-    n = read_small(path, buf, PROC_ENVIRON_MAX);
+    n = util_read_small(path, buf, PROC_ENVIRON_MAX);
     found = n > 0 && env_has(buf, (size_t)n, l->needle, l->needle_len);
     free(buf);
     return found ? list_add(l, pid) : 0;
@@ -299,7 +277,7 @@ void proc_exit_status(int status, char *buf, size_t len)
 
 enum accel_err proc_boot_id(char *buf, size_t len)
 {
-    ssize_t n = read_small("/proc/sys/kernel/random/boot_id", buf, len);
+    ssize_t n = util_read_small("/proc/sys/kernel/random/boot_id", buf, len);
 
     if (n <= 0)
         return ACCEL_EIO;

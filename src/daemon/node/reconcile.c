@@ -90,27 +90,6 @@ struct pass {
 };
 
 /* ---- /proc ---- */
-
-/* Read at most max-1 bytes of path into buf (NUL-terminated). -1 if none. */
-static ssize_t read_small(const char *path, char *buf, size_t max)
-{
-    size_t n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    while (n + 1 < max) {
-        ssize_t k = read(fd, buf + n, max - 1 - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    close(fd);
-    buf[n] = '\0';
-    return (ssize_t)n;
-}
-
 /* Process group of pid, or -1 when there is no such process or it is a
  * zombie (it has exited: it holds nothing; its cgroup line still shows
  * the app's cgroup until it is reaped). */
@@ -120,7 +99,7 @@ static pid_t read_pgrp(pid_t pid)
     int ppid, pgrp;
     const char *p;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (util_read_small(path, buf, sizeof buf) <= 0)
         return -1;
     p = strrchr(buf, ')');
     if (p == NULL || sscanf(p + 1, " %c %d %d", &st, &ppid, &pgrp) != 3 ||
@@ -139,7 +118,7 @@ static bool env_app(pid_t pid, char *out, size_t len)
     bool found = false;
 
     snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    n = read_small(path, buf, ENVIRON_MAX);
+    n = util_read_small(path, buf, ENVIRON_MAX);
     for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(buf + i) + 1) {
         if (strncmp(buf + i, key, sizeof key - 1) == 0) {
             util_strlcpy(out, buf + i + sizeof key - 1, len);
