@@ -690,6 +690,15 @@ static void lay_out_data_dir(struct accel_daemon *d)
 {
     static const char *const private_files[] = {
         "accel.db", "accel.db-wal", "accel.db-shm", "admin.token"};
+    /* in this order: run before run/apps */
+    static const struct {
+        const char *name;
+        mode_t mode;
+    } subdirs[] = {{"logs", 0700},
+                   {"home", 0711},
+                   {"run", 0711},
+                   {"run/apps", 0711},
+                   {"run/ledgers", 0711}};
     const char *dir = d->cfg.data_dir;
     char *p, *block;
 
@@ -700,21 +709,11 @@ static void lay_out_data_dir(struct accel_daemon *d)
         set_mode(p, 0600);
         free(p);
     }
-    p = xasprintf("%s/logs", dir);
-    make_dir(p, 0700);
-    free(p);
-    p = xasprintf("%s/home", dir);
-    make_dir(p, 0711);
-    free(p);
-    p = xasprintf("%s/run", dir);
-    make_dir(p, 0711);
-    free(p);
-    p = xasprintf("%s/run/apps", dir);
-    make_dir(p, 0711);
-    free(p);
-    p = xasprintf("%s/run/ledgers", dir);
-    make_dir(p, 0711);
-    free(p);
+    for (size_t i = 0; i < sizeof(subdirs) / sizeof(*subdirs); i++) {
+        p = xasprintf("%s/%s", dir, subdirs[i].name);
+        make_dir(p, subdirs[i].mode);
+        free(p);
+    }
     block = blocking_parent(dir);
     choose_home_root(d, block);
     free(block);
