@@ -169,17 +169,25 @@ static enum accel_err multi_part_ended(struct accel_daemon *d, struct app *a,
     return rc;
 }
 
-void lifecycle_app_exited(struct accel_daemon *d, struct app *a, int status,
-                          const char *why, bool oom, uint32_t linger)
+/* What every end of an app's run records: the leader it had and the
+ * processes still seen on its devices (the reconciler's release waits on
+ * them), and its exit status. */
+static void note_exit(struct app *a, int status, uint32_t linger)
 {
-    bool ok = status == 0 && !oom;
-
     a->rel.last_pid = a->pid;
     a->rel.linger = linger;
     a->pid = 0;
     a->pid_start = 0;
     a->exit_status = status;
     a->leader_gone = false;
+}
+
+void lifecycle_app_exited(struct accel_daemon *d, struct app *a, int status,
+                          const char *why, bool oom, uint32_t linger)
+{
+    bool ok = status == 0 && !oom;
+
+    note_exit(a, status, linger);
     if (state_app_multi(d, a)) {
         char *r = xasprintf("its part on node %s exited%s%s",
                             d->cfg.node_name, ok ? "" : ": ",
@@ -204,12 +212,7 @@ void lifecycle_stop_finished(struct accel_daemon *d, struct app *a,
     enum accel_err rc;
 
     a->stop = (struct app_stop){0};
-    a->rel.last_pid = a->pid;
-    a->rel.linger = linger;
-    a->pid = 0;
-    a->pid_start = 0;
-    a->exit_status = status;
-    a->leader_gone = false;
+    note_exit(a, status, linger);
     if (state_app_multi(d, a)) {
         /* a->reason: why the app was asked to stop (st.reason drops the
          * uninstall marker) */
