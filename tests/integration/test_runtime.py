@@ -616,6 +616,18 @@ class ReconcilerTest(RuntimeBase):
                                   for e in self.events("device.new")),
                       "an event about the new GPU")
 
+    def test_nvml_error_before_the_first_pass_is_an_event(self):
+        # NVML loads but its device count fails from the start: the first
+        # reconciler pass tells it (before, only a change after the first
+        # pass was an event, and an error that came first was never told)
+        self.d.close()
+        self.start_acceld("count_err 999\n")
+        ev = self.wait_for(lambda: self.events("nvml.error"), "nvml.error")
+        self.assertIn("NVML error", ev[0]["message"], ev)
+        time.sleep(0.5)  # five more passes (100 ms each): told once, not each
+        self.assertEqual(len(self.events("nvml.error")), 1)
+        self.assertTrue(self.device(GPU_A)["present"])
+
     def test_nvml_errors(self):
         # the device count fails: an event, devices keep their presence
         self.write_nvml("count_err 999\n")

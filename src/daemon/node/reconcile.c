@@ -307,10 +307,15 @@ static void apply_status(struct accel_daemon *d, struct reconcile *r,
     if (p->status == NULL ||
         (d->nvml_status && strcmp(d->nvml_status, p->status) == 0))
         return;
-    if (r->passes > 0) /* the start-up status is in acceld's first line */
+    /* The start-up status is in acceld's first lines, so the first pass
+     * is quiet, but not about a loaded NVML whose scan fails: that is news
+     * however early it comes (a failure before the first pass would
+     * otherwise never be told). */
+    bool failed = p->loaded && !p->scan_ok;
+    if (r->passes > 0 || failed)
         state_event(d, p->scan_ok ? "nvml.status" : "nvml.error", NULL,
                     d->cfg.node_name, NULL, NULL, "%s", p->status);
-    if (!p->scan_ok && r->passes > 0)
+    if (!p->scan_ok && (r->passes > 0 || failed))
         log_warn("%s", p->status);
     free(d->nvml_status);
     d->nvml_status = p->status;
