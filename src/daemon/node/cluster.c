@@ -572,6 +572,19 @@ static void touch(struct cluster *c, const char *app)
     c->touched[c->ntouched++] = xstrdup(app);
 }
 
+/* Act on every app touched since the last time (d->lock held), and forget
+ * them. An app gone meanwhile is skipped. */
+static void act_on_touched(struct accel_daemon *d, struct cluster *c)
+{
+    for (size_t i = 0; i < c->ntouched; i++) {
+        struct app *a = state_app_find(d, c->touched[i]);
+        if (a)
+            cluster_act(d, a);
+        free(c->touched[i]);
+    }
+    c->ntouched = 0;
+}
+
 /* Rows of a under a new requirement (a resume chose another type): the
  * snapshot's accounting follows the requirement, so release, switch, and
  * apply again. */
@@ -818,13 +831,7 @@ static void f_revision(void *ctx, int64_t rev)
     struct cluster *c = d->cluster;
     (void)rev;
     apply_allocs(d);
-    for (size_t i = 0; i < c->ntouched; i++) {
-        struct app *a = state_app_find(d, c->touched[i]);
-        if (a)
-            cluster_act(d, a);
-        free(c->touched[i]);
-    }
-    c->ntouched = 0;
+    act_on_touched(d, c);
 }
 
 static void *watcher_main(void *arg)
@@ -988,13 +995,7 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps; i++)
         touch(c, d->apps[i]->name);
-    for (size_t i = 0; i < c->ntouched; i++) {
-        struct app *a = state_app_find(d, c->touched[i]);
-        if (a)
-            cluster_act(d, a);
-        free(c->touched[i]);
-    }
-    c->ntouched = 0;
+    act_on_touched(d, c);
     pthread_mutex_unlock(&d->lock);
     if (pthread_create(&c->watcher, NULL, watcher_main, d) == 0)
         c->watcher_on = true;
