@@ -20,7 +20,6 @@ const BUILD = resolve(process.env.ACCEL_BUILD_DIR || join(SRC, 'build'));
 const CHROMIUM = process.env.CHROMIUM || ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const WEB = join(SRC, 'web');
 const DIST = join(WEB, 'dist');
-const SHOTS = join(SRC, 'docs', 'screenshots');
 const GI = 1024 ** 3;
 
 function skip(why) { console.log(`SKIP: ${why}`); process.exit(77); }
@@ -41,6 +40,10 @@ async function freePort() {
   });
 }
 const tmp = mkdtempSync(join(tmpdir(), 'accel-web-'));
+// The pictures of docs/ are refreshed only when asked
+// (ACCEL_SCREENSHOTS=docs/screenshots); a plain run keeps its screenshots in
+// its temporary directory, so the suite never rewrites the source tree.
+const SHOTS = process.env.ACCEL_SCREENSHOTS ? resolve(process.env.ACCEL_SCREENSHOTS) : join(tmp, 'screenshots');
 // apps run as their owner's uid (SPEC 3): they must be able to pass through
 chmodSync(tmp, 0o711);
 const dataDir = join(tmp, 'data');
