@@ -125,18 +125,10 @@ class CliTest(unittest.TestCase):
         return r
 
     def app(self, name):
-        status, body = self.d.http("GET", "/api/apps/" + name)
-        self.assertEqual(status, 200, body)
-        return body["data"]
+        return self.d.data("/api/apps/" + name)
 
     def device(self, dev_id):
-        status, body = self.d.http("GET", "/api/compute-resources")
-        self.assertEqual(status, 200, body)
-        for node in body["data"]:
-            for dev in node["devices"]:
-                if dev["id"] == dev_id:
-                    return dev
-        self.fail("no device %s" % dev_id)
+        return self.d.device(dev_id)
 
     def uninstall(self, name):
         self.d.http("DELETE", "/api/apps/" + name)

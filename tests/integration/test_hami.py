@@ -14,6 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
 from accel_harness import Acceld, require_binaries, ACCELCTL  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
@@ -30,12 +31,7 @@ CTR_FIELDS = {"name", "status", "appName", "nodeName", "allocatedDevices",
 
 
 def manifest(name, gpu="8Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
-         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu)
 
 
 class HamiTest(unittest.TestCase):

@@ -13,7 +13,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, device, inventory, manifest,  # noqa: E402
+                           node, wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 HIP_HOLD = os.path.join(BUILD_DIR, "tests", "integration", "hip_hold")
@@ -21,29 +23,11 @@ SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000000a"
 MiB = 1 << 20
 
-INVENTORY = """
-nodes:
-- name: lab
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - id: %s
-    type: nvidia
-    model: Fake GPU
-    memory: 16Gi
-    supportType: MemorySlice
-  - id: GPU-9b100000-0000-4000-8000-0000000000b1
-    type: nvidia-gb10
-    model: Stand-in GB10
-    memory: 16Gi
-    supportType: MemorySlice
-  - id: lab-amd-0
-    type: amd
-    model: Stand-in Strix Halo
-    memory: 16Gi
-    supportType: MemorySlice
-""" % GPU
+INVENTORY = inventory(node(
+    "lab", device(GPU),
+    device("GPU-9b100000-0000-4000-8000-0000000000b1", "Stand-in GB10",
+           type="nvidia-gb10"),
+    device("lab-amd-0", "Stand-in Strix Halo", type="amd")))
 
 
 def ledger_state(path):
@@ -67,18 +51,12 @@ def ledger_state(path):
 
 
 def app(name, *mib):
-    return {
-        "apiVersion": "v2", "metadata": {"name": name},
-        "spec": {"accelerator": [{
-            "mode": "nvidia", "requiredGPUMemory": "1Gi",
-            "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
-            "limitedMemory": "64Mi", "requiredCpu": "100m",
-            "limitedCpu": "100m", "requiredDisk": "1Mi",
-            "limitedDisk": "1Mi"}]},
-        "run": {"command": [HOLD] + [str(m) for m in mib],
+    m = manifest(name, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+    m["run"] = {"command": [HOLD] + [str(x) for x in mib],
                 "env": {"ASAN_OPTIONS":
                         "verify_asan_link_order=0:detect_leaks=0"},
-                "stopTimeoutSeconds": 2}}
+                "stopTimeoutSeconds": 2}
+    return m
 
 # The hostile app of test_app_resizing_its_ledger_cannot_kill_acceld: it
 # finds its ledger in the shim config acceld gave it and flips the file's
@@ -101,29 +79,15 @@ time.sleep(3600)
 
 @unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
                      "cuda_hold or libaccelshim.so not built")
-class ShimRuntimeTest(unittest.TestCase):
-    def setUp(self):
-        self.d = Acceld(inventory=INVENTORY,
-                        extra_args=["--node-name", "lab"]).start()
-
-    def tearDown(self):
-        self.d.close()
+class ShimRuntimeTest(accel_harness.OwnAcceld):
+    inventory = INVENTORY
+    acceld_args = ("--node-name", "lab")
 
     def wait_for(self, pred, what, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.1)
-        self.fail("timed out waiting for " + what)
+        return wait_for(self, pred, what, timeout, step=0.1)
 
     def log(self, name):
-        path = os.path.join(self.d.data_dir, "logs", name + ".log")
-        if not os.path.exists(path):
-            return ""
-        with open(path) as f:
-            return f.read()
+        return self.d.app_log(name)
 
     def test_quota_enforced_and_usage_reported(self):
         st, b = self.d.http("POST", "/api/apps",
