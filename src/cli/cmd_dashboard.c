@@ -21,12 +21,6 @@
 #define HAMI "/hami/api/vgpu/v1"
 #define MIB (1024LL * 1024LL)
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 static json_int_t jint(const json_t *o, const char *k)
 {
     return json_integer_value(json_object_get(o, k));
@@ -90,10 +84,10 @@ static void print_gpus(const json_t *list)
         used_total(g, "vgpuUsed", "vgpuTotal", false, vgpu, sizeof(vgpu));
         used_total(g, "coreUsed", "coreTotal", false, core, sizeof(core));
         used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
-        const char *row[] = { jstr(g, "uuid"),
-                              jstr(g, "nodeName"),
-                              jstr(g, "type"),
-                              mode_label(jstr(g, "shareMode")),
+        const char *row[] = { table_str(g, "uuid"),
+                              table_str(g, "nodeName"),
+                              table_str(g, "type"),
+                              mode_label(table_str(g, "shareMode")),
                               vgpu,
                               core,
                               mem,
@@ -120,13 +114,13 @@ static void print_tasks(const json_t *items)
         snprintf(core, sizeof(core), "%lld", (long long)jint(c, "allocatedCores"));
         table_fmt_gib(jint(c, "allocatedMem") * MIB, mem, sizeof(mem));
         const char *row[] = {
-            jstr(c, "name"),
+            table_str(c, "name"),
             /* accel's own state word; HAMi's status from another server */
-            jstr(c, jstr(c, "state")[0] != '\0' ? "state" : "status"),
-            jstr(c, "namespace"),
-            jstr(c, "nodeName"),
+            table_str(c, table_str(c, "state")[0] != '\0' ? "state" : "status"),
+            table_str(c, "namespace"),
+            table_str(c, "nodeName"),
             json_string_value(json_array_get(json_object_get(c, "deviceIds"), 0)),
-            core, mem, jstr(c, "podUid")
+            core, mem, table_str(c, "podUid")
         };
         table_add(&t, row);
     }
@@ -188,8 +182,8 @@ static void print_gpu(const json_t *g, const json_t *tasks)
     used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
     printf("UUID:    %s\nNode:    %s\nType:    %s\nMode:    %s\n"
            "Health:  %s\nvGPU:    %s\nCore %%:  %s\nMemory:  %s\n",
-           jstr(g, "uuid"), jstr(g, "nodeName"), jstr(g, "type"),
-           mode_label(jstr(g, "shareMode")),
+           table_str(g, "uuid"), table_str(g, "nodeName"), table_str(g, "type"),
+           mode_label(table_str(g, "shareMode")),
            json_is_true(json_object_get(g, "health")) ? "healthy"
                                                        : "unhealthy",
            vgpu, core, mem);

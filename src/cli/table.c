@@ -81,6 +81,26 @@ void table_fmt_gib(int64_t bytes, char *buf, size_t len)
     snprintf(buf, len, "%s Gi", num);
 }
 
+const char *table_str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+void table_append_item(char **list, size_t i, const char *item, int64_t mem)
+{
+    char q[48] = "";
+    char *next;
+    if (mem > 0) {
+        char g[40]; /* table_fmt_gib's number (32) and " Gi" */
+        table_fmt_gib(mem, g, sizeof(g));
+        snprintf(q, sizeof(q), " (%s)", g);
+    }
+    next = xasprintf("%s%s%s%s", *list, i ? ", " : "", item, q);
+    free(*list);
+    *list = next;
+}
+
 void table_print_json(const json_t *v)
 {
     if (v == NULL) {
