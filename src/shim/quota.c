@@ -412,3 +412,24 @@ void quota_detach_all(void)
             slot_release(d);
     }
 }
+
+void quota_meminfo(int on, int (*ordinal)(void), size_t f, size_t t,
+                   size_t *pfree, size_t *ptotal)
+{
+    uint64_t vt = t, vf = f, vu;
+
+    if (on)
+        quota_view(ordinal(), t, f, &vt, &vf, &vu);
+    if (pfree != NULL)
+        *pfree = (size_t)vf;
+    if (ptotal != NULL)
+        *ptotal = (size_t)vt;
+}
+
+size_t quota_total(int ordinal, size_t bytes)
+{
+    uint64_t vt, vf, vu;
+
+    quota_view(ordinal, bytes, bytes, &vt, &vf, &vu);
+    return (size_t)vt;
+}

@@ -141,60 +141,49 @@ class ShimRuntimeTest(accel_harness.OwnAcceld):
         self.assertFalse(os.path.exists(ledgers[0]))
         self.assertFalse(os.path.exists(cfg))
 
+    def unified_hold(self, name, mode, hold, device_id):
+        """App name of a unified-memory mode (its quota the RAM figure,
+        1 Gi, SPEC 2.1) running hold (512, 256, then 512 MiB more), placed
+        on device_id: the third allocation is refused (code 2 in both
+        APIs) and the view is the quota. Returns the app's log."""
+        m = app(name, 512, 256, 512)
+        acc = m["spec"]["accelerator"][0]
+        acc["mode"] = mode
+        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
+        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
+        m["run"]["command"][0] = hold
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+                         [device_id], b)
+        self.wait_for(lambda: "ready" in self.log(name), "the app")
+        out = self.log(name)
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        # hipErrorOutOfMemory, CUDA_ERROR_OUT_OF_MEMORY
+        self.assertIn("alloc 512 MiB: 2", out)
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        return out
+
     @unittest.skipUnless(os.path.exists(HIP_HOLD), "hip_hold not built")
     def test_hip_quota_enforced_on_amd(self):
         """Issue 22: a memory slice on an AMD APU (SPEC: `amd` allows
         MemorySlice, `amd-gpu` only Exclusive), through the HIP hooks (the
-        stand-in libamdhip64, not ROCm). A unified-memory type's quota is
-        its RAM figure (SPEC 2.1)."""
-        m = app("hiphold", 512, 256, 512)
-        acc = m["spec"]["accelerator"][0]
-        acc["mode"] = "amd"
-        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
-        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
-        m["run"]["command"][0] = HIP_HOLD
-        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
-        self.assertEqual(st, 200, b)
-        self.assertEqual([x["deviceId"] for x in
-                          b["data"]["allocations"]], ["lab-amd-0"], b)
-        self.wait_for(lambda: "ready" in self.log("hiphold"), "the app")
-        out = self.log("hiphold")
-        self.assertIn("alloc 512 MiB: 0", out)
-        self.assertIn("alloc 256 MiB: 0", out)
-        self.assertIn("alloc 512 MiB: 2", out)  # hipErrorOutOfMemory
-        self.assertIn("total 1024 MiB free 256 MiB", out)
+        stand-in libamdhip64, not ROCm)."""
+        out = self.unified_hold("hiphold", "amd", HIP_HOLD, "lab-amd-0")
         self.assertIn("HIP_VISIBLE_DEVICES=0", out)
         self.wait_for(lambda: self.d.http("GET", "/api/apps/hiphold")[1][
             "data"]["usage"]["memory"] == 768 * MiB, "usage from the ledger")
-        st, nodes = self.d.http("GET", "/api/compute-resources")
-        dev = [x for n in nodes["data"] for x in n["devices"]
-               if x["id"] == "lab-amd-0"][0]
-        self.assertEqual(dev["enforcement"]["memory"], "shim")
-        self.assertIn("HIP", dev["enforcement"]["memoryNote"])
+        enf = self.d.device("lab-amd-0")["enforcement"]
+        self.assertEqual(enf["memory"], "shim")
+        self.assertIn("HIP", enf["memoryNote"])
         self.d.http("DELETE", "/api/apps/hiphold")
 
     def test_cuda_quota_enforced_on_gb10(self):
-        """Issue 22: a GB10's memory slice through the CUDA hooks (unified
-        memory: the quota is the RAM figure, SPEC 2.1)."""
-        m = app("gbhold", 512, 256, 512)
-        acc = m["spec"]["accelerator"][0]
-        acc["mode"] = "nvidia-gb10"
-        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
-        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
-        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
-        self.assertEqual(st, 200, b)
-        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
-                         ["GPU-9b100000-0000-4000-8000-0000000000b1"], b)
-        self.wait_for(lambda: "ready" in self.log("gbhold"), "the app")
-        out = self.log("gbhold")
-        self.assertIn("alloc 512 MiB: 0", out)
-        self.assertIn("alloc 256 MiB: 0", out)
-        self.assertIn("alloc 512 MiB: 2", out)  # CUDA_ERROR_OUT_OF_MEMORY
-        self.assertIn("total 1024 MiB free 256 MiB", out)
-        st, nodes = self.d.http("GET", "/api/compute-resources")
-        dev = [x for n in nodes["data"] for x in n["devices"]
-               if x["mode"] == "nvidia-gb10"][0]
-        self.assertEqual(dev["enforcement"]["memory"], "shim")
+        """Issue 22: a GB10's memory slice through the CUDA hooks."""
+        gb10 = "GPU-9b100000-0000-4000-8000-0000000000b1"
+        self.unified_hold("gbhold", "nvidia-gb10", HOLD, gb10)
+        self.assertEqual(self.d.device(gb10)["enforcement"]["memory"], "shim")
         self.d.http("DELETE", "/api/apps/gbhold")
 
     def test_two_processes_share_one_quota(self):
