@@ -63,6 +63,20 @@ static char *app_path(const char *name, const char *suffix)
     return client_path("/api/apps/", name, suffix);
 }
 
+/* Send body (taken) to path through the compute dialogue (compute_send,
+ * label naming the app in its questions) and print the App it answers. */
+static int send_app(struct cli_ctx *ctx, const char *path, json_t *body,
+                    const char *label)
+{
+    struct client_resp r;
+    int rc = compute_send(ctx, path, body, label, &r);
+    if (rc == CLI_EXIT_OK)
+        rc = print_app(ctx, r.data);
+    client_resp_release(&r);
+    json_decref(body);
+    return rc;
+}
+
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
 {
     json_t *manifest = NULL, *binding = NULL;
@@ -85,12 +99,7 @@ int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
         json_object_set_new(body, "computeBinding", binding);
     if (args->owner != NULL)
         json_object_set_new(body, "owner", json_string(args->owner));
-    struct client_resp r;
-    rc = compute_send(ctx, "/api/apps", body, label, &r);
-    if (rc == CLI_EXIT_OK)
-        rc = print_app(ctx, r.data);
-    client_resp_release(&r);
-    json_decref(body);
+    rc = send_app(ctx, "/api/apps", body, label);
     free(label);
     return rc;
 }
@@ -229,12 +238,7 @@ int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args)
     if (binding != NULL)
         json_object_set_new(body, "computeBinding", binding);
     char *path = app_path(args->pos[0], "/resume");
-    struct client_resp r;
-    rc = compute_send(ctx, path, body, args->pos[0], &r);
-    if (rc == CLI_EXIT_OK)
-        rc = print_app(ctx, r.data);
-    client_resp_release(&r);
-    json_decref(body);
+    rc = send_app(ctx, path, body, args->pos[0]);
     free(path);
     return rc;
 }

@@ -226,26 +226,23 @@ static void fmt_held(const json_t *u, const char *held, const char *max,
     snprintf(buf, len, "%s/%s", h, m);
 }
 
+static void user_row(struct table *t, const json_t *u)
+{
+    char when[32], apps[48], mem[72];
+    fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
+           sizeof(when));
+    fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
+    fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
+    const char *row[] = { table_str(u, "name"), table_str(u, "role"), apps,
+                          mem, when };
+    table_add(t, row);
+}
+
 static void print_users(const json_t *users)
 {
     static const char *const head[] = { "NAME", "ROLE", "APPS", "GPU MEMORY",
                                         "CREATED" };
-    struct table t;
-    size_t i;
-    json_t *u;
-    table_init(&t, 5, head);
-    json_array_foreach(users, i, u) {
-        char when[32], apps[48], mem[72];
-        fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
-               sizeof(when));
-        fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
-        fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
-        const char *row[] = { table_str(u, "name"), table_str(u, "role"), apps,
-                              mem, when };
-        table_add(&t, row);
-    }
-    table_print(&t, stdout);
-    table_release(&t);
+    table_print_items(5, head, users, user_row);
 }
 
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)

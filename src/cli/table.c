@@ -74,6 +74,21 @@ void table_release(struct table *t)
     t->nrows = t->cap = 0;
 }
 
+void table_print_items(size_t ncols, const char *const *head,
+                       const json_t *items,
+                       void (*row)(struct table *t, const json_t *item))
+{
+    struct table t;
+    size_t i;
+    json_t *item;
+
+    table_init(&t, ncols, head);
+    json_array_foreach(items, i, item)
+        row(&t, item);
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
 void table_fmt_gib(int64_t bytes, char *buf, size_t len)
 {
     char num[32];

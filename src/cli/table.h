@@ -39,6 +39,12 @@ void table_print(const struct table *t, FILE *f);
 /* Free the cells; t can be table_init'ed again. */
 void table_release(struct table *t);
 
+/* Print a table of ncols headings and one row per item of the JSON array
+ * items, each added by row (which fills its cells and calls table_add). */
+void table_print_items(size_t ncols, const char *const *head,
+                       const json_t *items,
+                       void (*row)(struct table *t, const json_t *item));
+
 /* bytes as "24 Gi" / "7.41 Gi" (two decimals, as SPEC 7), into buf. */
 void table_fmt_gib(int64_t bytes, char *buf, size_t len);
 
