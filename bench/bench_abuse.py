@@ -21,16 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from accel_harness import Acceld  # noqa: E402
-
-
-def fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def cpu(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        x = f.read().rsplit(")", 1)[1].split()
-    return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
+from accel_harness import cpu_seconds as cpu, open_fds as fds  # noqa: E402
 
 
 def timed(d, path, token=None):

@@ -22,16 +22,9 @@ if len(sys.argv) > 1:
     os.environ["ACCEL_BUILD_DIR"] = os.path.abspath(sys.argv[1])
 import accel_harness  # noqa: E402
 
-INVENTORY = """
-nodes:
-- name: bench
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - {id: GPU-bench-0, type: nvidia, model: bench, memory: 24Gi,
-     supportType: Exclusive, index: 0}
-"""
+INVENTORY = accel_harness.inventory(accel_harness.node(
+    "bench", accel_harness.device("GPU-bench-0", "bench", "24Gi",
+                                  "Exclusive", index=0)))
 
 
 def manifest(name, cpu):

@@ -162,6 +162,24 @@ char *client_escape(const char *segment)
     return copy;
 }
 
+char *client_path(const char *prefix, const char *name, const char *suffix)
+{
+    char *e = client_escape(name);
+    char *p = xasprintf("%s%s%s", prefix, e, suffix);
+    free(e);
+    return p;
+}
+
+char *client_device_path(const char *node, const char *dev, const char *what)
+{
+    char *en = client_escape(node), *ed = client_escape(dev);
+    char *p = xasprintf("/api/compute-resources/nodes/%s/devices/%s/%s", en,
+                        ed, what);
+    free(en);
+    free(ed);
+    return p;
+}
+
 const char *client_check_type(const struct client_resp *resp)
 {
     const json_t *c = json_object_get(resp->body, "code");

@@ -48,6 +48,14 @@ void client_resp_release(struct client_resp *resp);
  */
 char *client_escape(const char *segment);
 
+/* prefix, then name escaped as one path segment, then suffix (a query or
+ * a further path, as it is): "/api/apps/" "my app" "/resume". Allocated. */
+char *client_path(const char *prefix, const char *name, const char *suffix);
+
+/* "/api/compute-resources/nodes/NODE/devices/DEV/what", both names
+ * escaped: a device's settings (what: "support-type", "time-slice"). */
+char *client_device_path(const char *node, const char *dev, const char *what);
+
 /* The failed check of an answer, {"code":422,"data":{"type","Data"}}
  * (SPEC 5): its type ("computeModeSelect"...), or NULL when it is none. */
 const char *client_check_type(const struct client_resp *resp);

@@ -18,12 +18,6 @@
 #include "cli/table.h"
 #include "common/util.h"
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 /* "node/device" or "node/device (8 Gi)" per allocation, comma separated. */
 static char *devices_of(const json_t *app)
 {
@@ -31,17 +25,11 @@ static char *devices_of(const json_t *app)
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(app, "allocations"), i, a) {
-        json_int_t mem = json_integer_value(json_object_get(a, "memory"));
-        char q[40] = "";
-        if (mem > 0) {
-            char g[32];
-            table_fmt_gib(mem, g, sizeof(g));
-            snprintf(q, sizeof(q), " (%s)", g);
-        }
-        char *next = xasprintf("%s%s%s/%s%s", out, i ? ", " : "",
-                               jstr(a, "nodeName"), jstr(a, "deviceId"), q);
-        free(out);
-        out = next;
+        char *dev = xasprintf("%s/%s", table_str(a, "nodeName"),
+                              table_str(a, "deviceId"));
+        table_append_item(&out, i, dev,
+                          json_integer_value(json_object_get(a, "memory")));
+        free(dev);
     }
     return out;
 }
@@ -50,8 +38,8 @@ static char *devices_of(const json_t *app)
 static void print_app_line(const json_t *app)
 {
     char *devs = devices_of(app);
-    const char *reason = jstr(app, "reason");
-    printf("App %s is %s", jstr(app, "name"), jstr(app, "state"));
+    const char *reason = table_str(app, "reason");
+    printf("App %s is %s", table_str(app, "name"), table_str(app, "state"));
     if (devs[0] != '\0')
         printf(" on %s", devs);
     if (reason[0] != '\0')
@@ -72,10 +60,21 @@ static int print_app(const struct cli_ctx *ctx, const json_t *app)
 
 static char *app_path(const char *name, const char *suffix)
 {
-    char *e = client_escape(name);
-    char *p = xasprintf("/api/apps/%s%s", e, suffix);
-    free(e);
-    return p;
+    return client_path("/api/apps/", name, suffix);
+}
+
+/* Send body (taken) to path through the compute dialogue (compute_send,
+ * label naming the app in its questions) and print the App it answers. */
+static int send_app(struct cli_ctx *ctx, const char *path, json_t *body,
+                    const char *label)
+{
+    struct client_resp r;
+    int rc = compute_send(ctx, path, body, label, &r);
+    if (rc == CLI_EXIT_OK)
+        rc = print_app(ctx, r.data);
+    client_resp_release(&r);
+    json_decref(body);
+    return rc;
 }
 
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
@@ -100,12 +99,7 @@ int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
         json_object_set_new(body, "computeBinding", binding);
     if (args->owner != NULL)
         json_object_set_new(body, "owner", json_string(args->owner));
-    struct client_resp r;
-    rc = compute_send(ctx, "/api/apps", body, label, &r);
-    if (rc == CLI_EXIT_OK)
-        rc = print_app(ctx, r.data);
-    client_resp_release(&r);
-    json_decref(body);
+    rc = send_app(ctx, "/api/apps", body, label);
     free(label);
     return rc;
 }
@@ -113,12 +107,12 @@ int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args)
 static void add_app_row(struct table *t, const json_t *app)
 {
     char *devs = devices_of(app);
-    const char *type = jstr(app, "selectedType");
+    const char *type = table_str(app, "selectedType");
     if (type[0] == '\0')
-        type = jstr(json_object_get(app, "requirement"), "mode");
-    const char *row[] = { jstr(app, "name"), jstr(app, "owner"),
-                          jstr(app, "state"), type, devs,
-                          jstr(app, "reason") };
+        type = table_str(json_object_get(app, "requirement"), "mode");
+    const char *row[] = { table_str(app, "name"), table_str(app, "owner"),
+                          table_str(app, "state"), type, devs,
+                          table_str(app, "reason") };
     table_add(t, row);
     free(devs);
 }
@@ -130,11 +124,7 @@ int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args)
     (void)args;
     struct client_resp r;
     int rc = client_call(ctx, "GET", "/api/apps", NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK) {
+    if (request_outcome(ctx, &rc, &r)) {
         struct table t;
         size_t i;
         json_t *app;
@@ -163,7 +153,7 @@ static void print_requirement(const char *label, const json_t *req)
         (double)json_integer_value(json_object_get(req, "requiredCpu")) /
         1000.0;
     printf("%-12s %s: GPU memory %s (limit %s), memory %s (limit %s), "
-           "CPU %.2f Core%s%s\n", label, jstr(req, "mode"), rg, lg, rm, lm,
+           "CPU %.2f Core%s%s\n", label, table_str(req, "mode"), rg, lg, rm, lm,
            cpu,
            json_is_true(json_object_get(req, "supportMultiCards"))
                ? ", multi-card" : "",
@@ -188,8 +178,9 @@ static void print_allocations(const json_t *app)
         json_int_t mem = json_integer_value(json_object_get(a, "memory"));
         if (mem > 0)
             table_fmt_gib(mem, q, sizeof(q));
-        const char *row[] = { jstr(a, "nodeName"), jstr(a, "deviceId"),
-                              jstr(a, "mode"), q };
+        const char *row[] = { table_str(a, "nodeName"),
+                              table_str(a, "deviceId"), table_str(a, "mode"),
+                              q };
         table_add(&t, row);
     }
     table_print(&t, stdout);
@@ -198,17 +189,17 @@ static void print_allocations(const json_t *app)
 
 static void print_app_details(const json_t *app)
 {
-    printf("Name:        %s\n", jstr(app, "name"));
-    if (jstr(app, "title")[0] != '\0')
-        printf("Title:       %s\n", jstr(app, "title"));
-    printf("Owner:       %s\n", jstr(app, "owner"));
-    printf("State:       %s\n", jstr(app, "state"));
-    if (jstr(app, "reason")[0] != '\0')
-        printf("Reason:      %s\n", jstr(app, "reason"));
+    printf("Name:        %s\n", table_str(app, "name"));
+    if (table_str(app, "title")[0] != '\0')
+        printf("Title:       %s\n", table_str(app, "title"));
+    printf("Owner:       %s\n", table_str(app, "owner"));
+    printf("State:       %s\n", table_str(app, "state"));
+    if (table_str(app, "reason")[0] != '\0')
+        printf("Reason:      %s\n", table_str(app, "reason"));
     printf("External:    %s\n",
            json_is_true(json_object_get(app, "external")) ? "yes" : "no");
-    if (jstr(app, "selectedType")[0] != '\0')
-        printf("Type:        %s\n", jstr(app, "selectedType"));
+    if (table_str(app, "selectedType")[0] != '\0')
+        printf("Type:        %s\n", table_str(app, "selectedType"));
     size_t i;
     json_t *req;
     json_array_foreach(json_object_get(app, "requirements"), i, req)
@@ -247,12 +238,7 @@ int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args)
     if (binding != NULL)
         json_object_set_new(body, "computeBinding", binding);
     char *path = app_path(args->pos[0], "/resume");
-    struct client_resp r;
-    rc = compute_send(ctx, path, body, args->pos[0], &r);
-    if (rc == CLI_EXIT_OK)
-        rc = print_app(ctx, r.data);
-    client_resp_release(&r);
-    json_decref(body);
+    rc = send_app(ctx, path, body, args->pos[0]);
     free(path);
     return rc;
 }

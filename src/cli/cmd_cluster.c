@@ -17,6 +17,7 @@
 
 #include "accel/accel.h"
 #include "cli/client.h"
+#include "cli/compute.h"
 #include "cli/request.h"
 #include "cli/prompt.h"
 #include "cli/sentence.h"
@@ -30,31 +31,15 @@
     "Removing an app from a GPU stops the app and releases all its GPU "      \
     "resources."
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 /* "app (8 Gi), other" from a device's bindings; the caller frees it. */
 static char *apps_of(const json_t *dev)
 {
     char *out = xstrdup("");
     size_t i;
     json_t *b;
-    json_array_foreach(json_object_get(dev, "bindings"), i, b) {
-        json_int_t mem = json_integer_value(json_object_get(b, "memory"));
-        char q[40] = "";
-        if (mem > 0) {
-            char g[32];
-            table_fmt_gib(mem, g, sizeof(g));
-            snprintf(q, sizeof(q), " (%s)", g);
-        }
-        char *next = xasprintf("%s%s%s%s", out, i ? ", " : "",
-                               jstr(b, "appName"), q);
-        free(out);
-        out = next;
-    }
+    json_array_foreach(json_object_get(dev, "bindings"), i, b)
+        table_append_item(&out, i, table_str(b, "appName"),
+                          json_integer_value(json_object_get(b, "memory")));
     return out;
 }
 
@@ -73,13 +58,13 @@ static void add_device_row(struct table *t, const json_t *node,
                   sizeof(free_));
     char *apps = apps_of(dev);
     bool off = json_is_false(json_object_get(node, "enabled"));
-    bool sick = strcmp(jstr(dev, "health"), "no") == 0;
-    char *nodename = xasprintf("%s%s", jstr(node, "nodeName"),
+    bool sick = strcmp(table_str(dev, "health"), "no") == 0;
+    char *nodename = xasprintf("%s%s", table_str(node, "nodeName"),
                                off ? " (disabled)" : "");
-    char *mode = xasprintf("%s%s", jstr(dev, "supportType"),
+    char *mode = xasprintf("%s%s", table_str(dev, "supportType"),
                            sick ? " (unhealthy)" : "");
-    const char *row[] = { nodename,          jstr(dev, "id"),
-                          jstr(dev, "cardModel"), vram, mode, alloc, free_,
+    const char *row[] = { nodename,          table_str(dev, "id"),
+                          table_str(dev, "cardModel"), vram, mode, alloc, free_,
                           apps };
     table_add(t, row);
     free(apps);
@@ -94,12 +79,12 @@ static void print_device_warnings(const json_t *dev)
     json_t *e;
     if (json_is_false(json_object_get(dev, "present")))
         printf("warning: %s on %s is gone (NVML no longer lists it)\n",
-               jstr(dev, "id"), jstr(dev, "nodeName"));
+               table_str(dev, "id"), table_str(dev, "nodeName"));
     json_array_foreach(json_object_get(dev, "foreignUsage"), i, e) {
         const char *app = json_string_value(json_object_get(e, "app"));
         printf("warning: %s on %s: process %lld %s%s uses it without a "
-               "binding (foreign usage)\n", jstr(dev, "id"),
-               jstr(dev, "nodeName"),
+               "binding (foreign usage)\n", table_str(dev, "id"),
+               table_str(dev, "nodeName"),
                (long long)json_integer_value(json_object_get(e, "pid")),
                app ? "of app " : "of no app", app ? app : "");
     }
@@ -156,31 +141,6 @@ static const char *support_type_arg(const char *s)
     return NULL;
 }
 
-/* The device node/id in a compute-resources answer, or NULL (printed). */
-static const json_t *find_device(const json_t *nodes, const char *node,
-                                 const char *id)
-{
-    char buf[256];
-    size_t i, j;
-    json_t *n, *d;
-    json_array_foreach(nodes, i, n) {
-        if (strcmp(jstr(n, "nodeName"), node) != 0)
-            continue;
-        json_array_foreach(json_object_get(n, "devices"), j, d) {
-            if (strcmp(jstr(d, "id"), id) == 0)
-                return d;
-        }
-        char *code = xasprintf("device-not-found:%s", id);
-        fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
-        free(code);
-        return NULL;
-    }
-    char *code = xasprintf("node-not-found:%s", node);
-    fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
-    free(code);
-    return NULL;
-}
-
 static bool type_allowed(const json_t *dev, const char *type)
 {
     size_t i;
@@ -217,7 +177,7 @@ static bool confirm_switch(const struct cli_ctx *ctx, const json_t *dev,
 {
     char *apps = apps_of(dev);
     char *what = xasprintf("Apps that will be stopped: %s", apps);
-    char *q = xasprintf("Switch device %s to %s?", jstr(dev, "id"), type);
+    char *q = xasprintf("Switch device %s to %s?", table_str(dev, "id"), type);
     bool ok = confirm_stop(ctx, SWITCH_WARNING, what, q);
     free(q);
     free(what);
@@ -228,7 +188,7 @@ static bool confirm_switch(const struct cli_ctx *ctx, const json_t *dev,
 static void print_switched(const json_t *data, const char *node,
                            const char *dev, const char *type)
 {
-    if (strcmp(jstr(data, "status"), "unchanged") == 0) {
+    if (strcmp(table_str(data, "status"), "unchanged") == 0) {
         printf("Device %s on node %s already uses %s; nothing changed.\n",
                dev, node, type);
         return;
@@ -238,30 +198,22 @@ static void print_switched(const json_t *data, const char *node,
     json_t *a;
     const json_t *stopped = json_object_get(data, "stoppedApps");
     json_array_foreach(stopped, i, a)
-        printf("%s%s", i ? ", " : " (stopped apps: ", jstr(a, "appName"));
+        printf("%s%s", i ? ", " : " (stopped apps: ", table_str(a, "appName"));
     printf("%s.\n", json_array_size(stopped) ? ")" : "");
 }
 
 static int put_support_type(struct cli_ctx *ctx, const char *node,
                             const char *dev, const char *type)
 {
-    char *en = client_escape(node), *ed = client_escape(dev);
-    char *path = xasprintf("/api/compute-resources/nodes/%s/devices/%s/"
-                           "support-type", en, ed);
+    char *path = client_device_path(node, dev, "support-type");
     json_t *body = json_pack("{s:s}", "supportType", type);
     struct client_resp r;
     int rc = client_call(ctx, "PUT", path, body, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         print_switched(r.data, node, dev, type);
     client_resp_release(&r);
     json_decref(body);
     free(path);
-    free(en);
-    free(ed);
     return rc;
 }
 
@@ -277,7 +229,7 @@ static int check_switch(struct cli_ctx *ctx, const struct cli_args *args,
         client_resp_release(&r);
         return rc;
     }
-    const json_t *dev = find_device(r.data, args->pos[0], args->pos[1]);
+    const json_t *dev = compute_find_device(r.data, args->pos[0], args->pos[1]);
     if (dev == NULL) {
         rc = CLI_EXIT_REFUSED;
     } else if (!type_allowed(dev, type)) {
@@ -288,7 +240,7 @@ static int check_switch(struct cli_ctx *ctx, const struct cli_args *args,
         fputc('\n', stderr);
         rc = CLI_EXIT_REFUSED;
     } else if (json_array_size(json_object_get(dev, "bindings")) > 0 &&
-               strcmp(jstr(dev, "supportType"), type) != 0 && !args->yes &&
+               strcmp(table_str(dev, "supportType"), type) != 0 && !args->yes &&
                !confirm_switch(ctx, dev, type)) {
         rc = CLI_EXIT_REFUSED;
     }
@@ -323,8 +275,9 @@ static char *cards_of(const json_t *allocs)
     size_t i;
     json_t *a;
     json_array_foreach(allocs, i, a) {
-        char *next = xasprintf("%s%s%s/%s", out, i ? ", " : "",
-                               jstr(a, "nodeName"), jstr(a, "deviceId"));
+        char *next =
+            xasprintf("%s%s%s/%s", out, i ? ", " : "", table_str(a, "nodeName"),
+                      table_str(a, "deviceId"));
         free(out);
         out = next;
     }
@@ -405,11 +358,7 @@ static int set_node_enabled(struct cli_ctx *ctx, const struct cli_args *args,
     json_t *body = json_pack("{s:b}", "enabled", enabled);
     struct client_resp r;
     int rc = client_call(ctx, "PUT", path, body, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         printf("Accelerators of node %s are %s scheduling.\n", node,
                enabled ? "back in" : "out of");
     client_resp_release(&r);
@@ -431,27 +380,24 @@ int cmd_cluster_gpu_disable(struct cli_ctx *ctx, const struct cli_args *args)
 
 /* ---- node remove ---- */
 
+/* "Node x was removed ...; 2 apps bound there were stopped ..." (arg:
+ * the node's name). */
+static void print_node_removed(const json_t *data, const void *arg)
+{
+    size_t n = json_array_size(json_object_get(data, "stoppedApps"));
+    printf("Node %s was removed from the cluster", (const char *)arg);
+    if (n > 0)
+        printf("; %zu app%s bound there %s stopped and released", n,
+               n == 1 ? "" : "s", n == 1 ? "was" : "were");
+    printf(".\n");
+}
+
 int cmd_cluster_node_remove(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    char *e = client_escape(args->pos[0]);
-    char *path = xasprintf("/api/nodes/%s%s", e,
-                           args->force ? "?force=true" : "");
-    struct client_resp r;
-    int rc = client_call(ctx, "DELETE", path, NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK) {
-        size_t n = json_array_size(json_object_get(r.data, "stoppedApps"));
-        printf("Node %s was removed from the cluster", args->pos[0]);
-        if (n > 0)
-            printf("; %zu app%s bound there %s stopped and released", n,
-                   n == 1 ? "" : "s", n == 1 ? "was" : "were");
-        printf(".\n");
-    }
-    client_resp_release(&r);
+    char *path = client_path("/api/nodes/", args->pos[0],
+                             args->force ? "?force=true" : "");
+    int rc = request_report(ctx, "DELETE", path, NULL, print_node_removed,
+                            args->pos[0]);
     free(path);
-    free(e);
     return rc;
 }

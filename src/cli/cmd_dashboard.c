@@ -21,12 +21,6 @@
 #define HAMI "/hami/api/vgpu/v1"
 #define MIB (1024LL * 1024LL)
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 static json_int_t jint(const json_t *o, const char *k)
 {
     return json_integer_value(json_object_get(o, k));
@@ -76,34 +70,48 @@ static int hami_call(struct cli_ctx *ctx, const char *method,
     return rc;
 }
 
+static void gpu_row(struct table *t, const json_t *g)
+{
+    char vgpu[80], core[80], mem[80];
+    used_total(g, "vgpuUsed", "vgpuTotal", false, vgpu, sizeof(vgpu));
+    used_total(g, "coreUsed", "coreTotal", false, core, sizeof(core));
+    used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
+    const char *row[] = { table_str(g, "uuid"),
+                          table_str(g, "nodeName"),
+                          table_str(g, "type"),
+                          mode_label(table_str(g, "shareMode")),
+                          vgpu,
+                          core,
+                          mem,
+                          json_is_true(json_object_get(g, "health"))
+                              ? "healthy"
+                              : "unhealthy" };
+    table_add(t, row);
+}
+
 static void print_gpus(const json_t *list)
 {
     static const char *const head[] = { "UUID",  "NODE",   "TYPE",
                                         "MODE",  "VGPU",   "CORE %",
                                         "MEMORY", "HEALTH" };
-    struct table t;
-    size_t i;
-    json_t *g;
-    table_init(&t, 8, head);
-    json_array_foreach(list, i, g) {
-        char vgpu[80], core[80], mem[80];
-        used_total(g, "vgpuUsed", "vgpuTotal", false, vgpu, sizeof(vgpu));
-        used_total(g, "coreUsed", "coreTotal", false, core, sizeof(core));
-        used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
-        const char *row[] = { jstr(g, "uuid"),
-                              jstr(g, "nodeName"),
-                              jstr(g, "type"),
-                              mode_label(jstr(g, "shareMode")),
-                              vgpu,
-                              core,
-                              mem,
-                              json_is_true(json_object_get(g, "health"))
-                                  ? "healthy"
-                                  : "unhealthy" };
-        table_add(&t, row);
-    }
-    table_print(&t, stdout);
-    table_release(&t);
+    table_print_items(8, head, list, gpu_row);
+}
+
+static void task_row(struct table *t, const json_t *c)
+{
+    char core[24], mem[32];
+    snprintf(core, sizeof(core), "%lld", (long long)jint(c, "allocatedCores"));
+    table_fmt_gib(jint(c, "allocatedMem") * MIB, mem, sizeof(mem));
+    const char *row[] = {
+        table_str(c, "name"),
+        /* accel's own state word; HAMi's status from another server */
+        table_str(c, table_str(c, "state")[0] != '\0' ? "state" : "status"),
+        table_str(c, "namespace"),
+        table_str(c, "nodeName"),
+        json_string_value(json_array_get(json_object_get(c, "deviceIds"), 0)),
+        core, mem, table_str(c, "podUid")
+    };
+    table_add(t, row);
 }
 
 static void print_tasks(const json_t *items)
@@ -111,27 +119,7 @@ static void print_tasks(const json_t *items)
     static const char *const head[] = { "NAME",   "STATUS", "NAMESPACE",
                                         "NODE",   "DEVICE", "CORE %",
                                         "MEMORY", "POD UID" };
-    struct table t;
-    size_t i;
-    json_t *c;
-    table_init(&t, 8, head);
-    json_array_foreach(items, i, c) {
-        char core[24], mem[32];
-        snprintf(core, sizeof(core), "%lld", (long long)jint(c, "allocatedCores"));
-        table_fmt_gib(jint(c, "allocatedMem") * MIB, mem, sizeof(mem));
-        const char *row[] = {
-            jstr(c, "name"),
-            /* accel's own state word; HAMi's status from another server */
-            jstr(c, jstr(c, "state")[0] != '\0' ? "state" : "status"),
-            jstr(c, "namespace"),
-            jstr(c, "nodeName"),
-            json_string_value(json_array_get(json_object_get(c, "deviceIds"), 0)),
-            core, mem, jstr(c, "podUid")
-        };
-        table_add(&t, row);
-    }
-    table_print(&t, stdout);
-    table_release(&t);
+    table_print_items(8, head, items, task_row);
 }
 
 /* POST a {"filters":{...}} body (filters may be empty) to path. */
@@ -147,36 +135,36 @@ static int post_filtered(struct cli_ctx *ctx, const char *path,
     return rc;
 }
 
-static int gpu_list(struct cli_ctx *ctx)
+/* An unfiltered HAMI list (path): -o json as it is, else the array
+ * `member` by print, or the sentence `none` when it is empty. */
+static int print_list(struct cli_ctx *ctx, const char *path,
+                      const char *member, const char *none,
+                      void (*print)(const json_t *items))
 {
     json_t *ans = NULL;
-    int rc = post_filtered(ctx, HAMI "/gpus", NULL, NULL, &ans);
+    int rc = post_filtered(ctx, path, NULL, NULL, &ans);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (ctx->output == CLI_OUTPUT_JSON)
         table_print_json(ans);
-    else if (json_array_size(json_object_get(ans, "list")) == 0)
-        printf("no GPU detected\n");
+    else if (json_array_size(json_object_get(ans, member)) == 0)
+        printf("%s\n", none);
     else
-        print_gpus(json_object_get(ans, "list"));
+        print(json_object_get(ans, member));
     json_decref(ans);
     return CLI_EXIT_OK;
 }
 
+static int gpu_list(struct cli_ctx *ctx)
+{
+    return print_list(ctx, HAMI "/gpus", "list", "no GPU detected",
+                      print_gpus);
+}
+
 static int gpu_tasks(struct cli_ctx *ctx)
 {
-    json_t *ans = NULL;
-    int rc = post_filtered(ctx, HAMI "/containers", NULL, NULL, &ans);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(ans);
-    else if (json_array_size(json_object_get(ans, "items")) == 0)
-        printf("no tasks use a GPU\n");
-    else
-        print_tasks(json_object_get(ans, "items"));
-    json_decref(ans);
-    return CLI_EXIT_OK;
+    return print_list(ctx, HAMI "/containers", "items", "no tasks use a GPU",
+                      print_tasks);
 }
 
 /* The fields of one GPU, one per line, then the tasks on it. */
@@ -188,8 +176,8 @@ static void print_gpu(const json_t *g, const json_t *tasks)
     used_total(g, "memoryUsed", "memoryTotal", true, mem, sizeof(mem));
     printf("UUID:    %s\nNode:    %s\nType:    %s\nMode:    %s\n"
            "Health:  %s\nvGPU:    %s\nCore %%:  %s\nMemory:  %s\n",
-           jstr(g, "uuid"), jstr(g, "nodeName"), jstr(g, "type"),
-           mode_label(jstr(g, "shareMode")),
+           table_str(g, "uuid"), table_str(g, "nodeName"), table_str(g, "type"),
+           mode_label(table_str(g, "shareMode")),
            json_is_true(json_object_get(g, "health")) ? "healthy"
                                                        : "unhealthy",
            vgpu, core, mem);

@@ -20,12 +20,6 @@
 #include "cli/table.h"
 #include "common/util.h"
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 /* "pid 4242 (512 Mi), pid 7 of app x" or "-"; the caller frees it. */
 static char *foreign_of(const json_t *dev)
 {
@@ -57,10 +51,10 @@ static char *tier_of(const json_t *dev)
 {
     const json_t *e = json_object_get(dev, "enforcement");
     if (json_object_get(e, "memoryNote"))
-        return xasprintf("memory %s (%s), compute %s", jstr(e, "memory"),
-                         jstr(e, "memoryNote"), jstr(e, "compute"));
-    return xasprintf("memory %s, compute %s", jstr(e, "memory"),
-                     jstr(e, "compute"));
+        return xasprintf("memory %s (%s), compute %s", table_str(e, "memory"),
+                         table_str(e, "memoryNote"), table_str(e, "compute"));
+    return xasprintf("memory %s, compute %s", table_str(e, "memory"),
+                     table_str(e, "compute"));
 }
 
 static void add_row(struct table *t, const json_t *dev)
@@ -77,12 +71,12 @@ static void add_row(struct table *t, const json_t *dev)
         snprintf(idx, sizeof idx, "%lld", (long long)index);
     else
         snprintf(idx, sizeof idx, "-");
-    row[0] = jstr(dev, "id");
+    row[0] = table_str(dev, "id");
     row[1] = idx;
-    row[2] = jstr(dev, "cardModel");
+    row[2] = table_str(dev, "cardModel");
     row[3] = vram;
-    row[4] = jstr(dev, "supportType");
-    row[5] = jstr(dev, "health");
+    row[4] = table_str(dev, "supportType");
+    row[5] = table_str(dev, "health");
     row[6] = present ? "yes" : "NO (gone)";
     row[7] = tier;
     row[8] = foreign;
@@ -103,16 +97,16 @@ static void print_limits(const json_t *e)
     if (!json_is_object(e))
         return;
     printf("App limits: containment %s, memory %s, cpu %s, pids %s, "
-           "disk %s", jstr(e, "containment"), jstr(e, "memory"),
-           jstr(e, "cpu"), jstr(e, "pids"),
-           json_is_string(json_object_get(e, "disk")) ? jstr(e, "disk")
+           "disk %s", table_str(e, "containment"), table_str(e, "memory"),
+           table_str(e, "cpu"), table_str(e, "pids"),
+           json_is_string(json_object_get(e, "disk")) ? table_str(e, "disk")
                                                       : "none");
     if (json_is_string(json_object_get(e, "cgroup")))
-        printf(" (cgroups under %s)", jstr(e, "cgroup"));
+        printf(" (cgroups under %s)", table_str(e, "cgroup"));
     printf("\n");
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (json_is_string(json_object_get(why, keys[i])))
-            printf("  %s not enforced: %s\n", keys[i], jstr(why, keys[i]));
+            printf("  %s not enforced: %s\n", keys[i], table_str(why, keys[i]));
 }
 
 static void print_status(const json_t *data)
@@ -127,13 +121,13 @@ static void print_status(const json_t *data)
     size_t i;
     json_t *dev;
 
-    printf("Node %s\n", jstr(data, "nodeName"));
+    printf("Node %s\n", table_str(data, "nodeName"));
     if (json_is_true(json_object_get(nv, "loaded")))
-        printf("NVML: loaded (driver %s, CUDA %s)\n", jstr(nv, "driver"),
-               jstr(nv, "cuda"));
+        printf("NVML: loaded (driver %s, CUDA %s)\n", table_str(nv, "driver"),
+               table_str(nv, "cuda"));
     else
         printf("NVML: not loaded: no NVIDIA GPU can be used on this node\n");
-    printf("Status: %s\n", jstr(nv, "status"));
+    printf("Status: %s\n", table_str(nv, "status"));
     print_limits(json_object_get(data, "enforcement"));
     if (json_array_size(devs) == 0) {
         printf("No devices on this node.\n");
@@ -147,7 +141,7 @@ static void print_status(const json_t *data)
     json_array_foreach(devs, i, dev)
         if (json_array_size(json_object_get(dev, "foreignUsage")) > 0)
             printf("warning: %s is used by processes that hold no binding "
-                   "on it (see FOREIGN PROCESSES)\n", jstr(dev, "id"));
+                   "on it (see FOREIGN PROCESSES)\n", table_str(dev, "id"));
 }
 
 static void show_status(const json_t *data, const void *arg)

@@ -15,16 +15,11 @@
 
 #include "cli/client.h"
 #include "cli/compute.h"
+#include "cli/request.h"
 #include "cli/sentence.h"
 #include "cli/table.h"
 #include "common/quantity.h"
 #include "common/util.h"
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
 
 /* ---- preflight ---- */
 
@@ -53,7 +48,7 @@ static const json_t *pick_entry(const json_t *manifest, const char *mode)
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e) {
-        if (mode == NULL || strcmp(jstr(e, "mode"), mode) == 0)
+        if (mode == NULL || strcmp(table_str(e, "mode"), mode) == 0)
             return e;
     }
     return NULL;
@@ -86,7 +81,7 @@ static json_t *demand_of(json_t *manifest, const char *id, const char *owner,
         json_int_t lg = qty(e, "limitedGPUMemory", false);
         json_int_t rm = qty(e, "requiredMemory", false);
         json_int_t lm = qty(e, "limitedMemory", false);
-        json_object_set_new(d, "mode", json_string(jstr(e, "mode")));
+        json_object_set_new(d, "mode", json_string(table_str(e, "mode")));
         json_object_set_new(d, "requiredCPU",
                             qty_string(qty(e, "requiredCpu", true), true));
         json_object_set_new(d, "requiredGPU", qty_string(rg, false));
@@ -131,7 +126,7 @@ static void print_pressure(const json_t *p)
     size_t i;
     json_t *item;
     json_array_foreach(p, i, item) {
-        fprintf(stderr, "%s:\n", jstr(item, "source"));
+        fprintf(stderr, "%s:\n", table_str(item, "source"));
         sentence_print_dimensions(json_object_get(item, "dimensions"));
     }
 }
@@ -142,10 +137,10 @@ static int print_preflight(const json_t *data, int n)
         printf("Installable: all %d app(s) fit, in this order.\n", n);
         return CLI_EXIT_OK;
     }
-    const char *id = jstr(data, "failedDemandId");
+    const char *id = table_str(data, "failedDemandId");
     printf("Not installable: %s does not fit.\n", id[0] ? id : "a demand");
     char buf[512];
-    const char *reason = jstr(data, "reason");
+    const char *reason = table_str(data, "reason");
     const char *s = sentence_for_code(reason, buf, sizeof(buf));
     fprintf(stderr, "%s\n", s != NULL ? s : reason);
     print_pressure(json_object_get(data, "pressure"));
@@ -187,15 +182,11 @@ int cmd_misc_user_add(struct cli_ctx *ctx, const struct cli_args *args)
         json_pack("{s:s, s:s}", "name", args->pos[0], "role", role);
     struct client_resp r;
     int rc = client_call(ctx, "POST", "/api/users", body, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         printf("Created user %s (%s).\nToken (shown only once; keep it): "
-               "%s\n", jstr(r.data, "name"),
-               jstr(r.data, "role")[0] ? jstr(r.data, "role") : role,
-               jstr(r.data, "token"));
+               "%s\n", table_str(r.data, "name"),
+               table_str(r.data, "role")[0] ? table_str(r.data, "role") : role,
+               table_str(r.data, "token"));
     client_resp_release(&r);
     json_decref(body);
     return rc;
@@ -235,26 +226,23 @@ static void fmt_held(const json_t *u, const char *held, const char *max,
     snprintf(buf, len, "%s/%s", h, m);
 }
 
+static void user_row(struct table *t, const json_t *u)
+{
+    char when[32], apps[48], mem[72];
+    fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
+           sizeof(when));
+    fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
+    fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
+    const char *row[] = { table_str(u, "name"), table_str(u, "role"), apps,
+                          mem, when };
+    table_add(t, row);
+}
+
 static void print_users(const json_t *users)
 {
     static const char *const head[] = { "NAME", "ROLE", "APPS", "GPU MEMORY",
                                         "CREATED" };
-    struct table t;
-    size_t i;
-    json_t *u;
-    table_init(&t, 5, head);
-    json_array_foreach(users, i, u) {
-        char when[32], apps[48], mem[72];
-        fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
-               sizeof(when));
-        fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
-        fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
-        const char *row[] = { jstr(u, "name"), jstr(u, "role"), apps, mem,
-                              when };
-        table_add(&t, row);
-    }
-    table_print(&t, stdout);
-    table_release(&t);
+    table_print_items(5, head, users, user_row);
 }
 
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
@@ -262,11 +250,7 @@ int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
     (void)args;
     struct client_resp r;
     int rc = client_call(ctx, "GET", "/api/users", NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         print_users(r.data);
     client_resp_release(&r);
     return rc;
@@ -303,20 +287,14 @@ static void print_removed(const char *name, const json_t *apps)
 
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    char *e = client_escape(args->pos[0]);
-    char *path = xasprintf("/api/users/%s%s", e,
-                           args->force ? "?force=true" : "");
+    char *path = client_path("/api/users/", args->pos[0],
+                             args->force ? "?force=true" : "");
     struct client_resp r;
     int rc = client_call(ctx, "DELETE", path, NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         print_removed(args->pos[0], json_object_get(r.data, "apps"));
     client_resp_release(&r);
     free(path);
-    free(e);
     return rc;
 }
 
@@ -425,11 +403,11 @@ static void print_events(const json_t *events)
                sizeof(when));
         const char *row[] = { id,
                               when,
-                              jstr(ev, "kind"),
-                              jstr(ev, "app"),
-                              jstr(ev, "node"),
-                              jstr(ev, "device"),
-                              jstr(ev, "message") };
+                              table_str(ev, "kind"),
+                              table_str(ev, "app"),
+                              table_str(ev, "node"),
+                              table_str(ev, "device"),
+                              table_str(ev, "message") };
         table_add(&t, row);
     }
     table_print(&t, stdout);
@@ -452,8 +430,9 @@ static void print_event_line(const json_t *ev, bool json)
                sizeof(when));
         printf("%s  %6lld  %-18s %-16s %s\n", when,
                (long long)json_integer_value(json_object_get(ev, "id")),
-               jstr(ev, "kind"), *jstr(ev, "app") ? jstr(ev, "app") : "-",
-               jstr(ev, "message"));
+               table_str(ev, "kind"),
+               *table_str(ev, "app") ? table_str(ev, "app") : "-",
+               table_str(ev, "message"));
     }
     fflush(stdout);
 }
@@ -507,11 +486,7 @@ int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args)
     char *path = events_path(args, args->since, 0);
     struct client_resp r;
     int rc = client_call(ctx, "GET", path, NULL, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = sentence_report_ctx(ctx, &r);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    if (request_outcome(ctx, &rc, &r))
         print_events(r.data);
     client_resp_release(&r);
     free(path);

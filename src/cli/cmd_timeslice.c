@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli/client.h"
+#include "cli/compute.h"
 #include "cli/sentence.h"
 #include "cli/table.h"
 #include "common/util.h"
@@ -31,12 +32,6 @@ struct ts_opt {
     const char *field; /* "quantumMs" */
     const char *value; /* from the command line, NULL = not given */
 };
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
 
 /*
  * Parse a positive whole number of milliseconds; prints why not (naming
@@ -124,7 +119,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     const size_t nopts = sizeof(opts) / sizeof(opts[0]);
     json_t *body = json_object();
     struct client_resp r;
-    char *en, *ed, *path;
+    char *path;
     int rc;
 
     for (size_t i = 0; i < nopts; i++) {
@@ -143,10 +138,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
         json_decref(body);
         return CLI_EXIT_USAGE;
     }
-    en = client_escape(args->pos[0]);
-    ed = client_escape(args->pos[1]);
-    path = xasprintf("/api/compute-resources/nodes/%s/devices/%s/time-slice",
-                     en, ed);
+    path = client_device_path(args->pos[0], args->pos[1], "time-slice");
     rc = client_call(ctx, "PUT", path, body, &r);
     if (rc == CLI_EXIT_REFUSED)
         rc = report_refusal(&r, opts, nopts);
@@ -157,36 +149,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     client_resp_release(&r);
     json_decref(body);
     free(path);
-    free(en);
-    free(ed);
     return rc;
-}
-
-/* The device in a compute-resources answer, or NULL (printed why). */
-static const json_t *find_device(const json_t *nodes, const char *node,
-                                 const char *id)
-{
-    char buf[256];
-    size_t i, j;
-    json_t *n, *d;
-    char *code;
-
-    json_array_foreach(nodes, i, n) {
-        if (strcmp(jstr(n, "nodeName"), node) != 0)
-            continue;
-        json_array_foreach(json_object_get(n, "devices"), j, d) {
-            if (strcmp(jstr(d, "id"), id) == 0)
-                return d;
-        }
-        code = xasprintf("device-not-found:%s", id);
-        fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
-        free(code);
-        return NULL;
-    }
-    code = xasprintf("node-not-found:%s", node);
-    fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
-    free(code);
-    return NULL;
 }
 
 static double jnum(const json_t *o, const char *k)
@@ -217,7 +180,7 @@ static void print_apps(const json_t *ts)
         snprintf(turns, sizeof turns, "%lld",
                  (long long)json_integer_value(json_object_get(a, "turns")));
         snprintf(waited, sizeof waited, "%.3f s", jnum(a, "waitSeconds"));
-        row[0] = jstr(a, "app");
+        row[0] = table_str(a, "app");
         row[1] = procs;
         row[2] = json_is_true(json_object_get(a, "holding")) ? "yes" : "no";
         row[3] = json_is_true(json_object_get(a, "waiting")) ? "yes" : "no";
@@ -284,7 +247,7 @@ int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args)
         client_resp_release(&r);
         return rc;
     }
-    dev = find_device(r.data, args->pos[0], args->pos[1]);
+    dev = compute_find_device(r.data, args->pos[0], args->pos[1]);
     ts = dev != NULL ? json_object_get(dev, "timeSlice") : NULL;
     if (dev == NULL) {
         rc = CLI_EXIT_REFUSED;
@@ -292,7 +255,7 @@ int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args)
         fprintf(stderr, "Device %s on node %s is not time-sliced (mode %s, "
                 "or not on the node acceld runs on); `accelctl set-type %s %s "
                 "--type TimeSlice` switches it.\n", args->pos[1],
-                args->pos[0], jstr(dev, "supportType"), args->pos[0],
+                args->pos[0], table_str(dev, "supportType"), args->pos[0],
                 args->pos[1]);
         rc = CLI_EXIT_REFUSED;
     } else if (ctx->output == CLI_OUTPUT_JSON) {

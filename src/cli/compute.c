@@ -215,18 +215,12 @@ static int64_t jint(const json_t *o, const char *k)
     return (int64_t)json_integer_value(json_object_get(o, k));
 }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
 /* "NVIDIA GPU, single card, requires 8 Gi" (the Resume dialog's summary). */
 static char *summary(const json_t *av)
 {
     const json_t *req = json_object_get(av, "requirement");
-    const char *mode = jstr(req, "mode");
-    const char *scope = jstr(av, "scope");
+    const char *mode = table_str(req, "mode");
+    const char *scope = table_str(av, "scope");
     enum accel_type t;
     bool known = accel_type_parse(mode, &t);
     const char *title = known ? accel_type_title(t) : mode;
@@ -271,11 +265,11 @@ static void print_choices(const struct choice *c, size_t n)
         snprintf(idx, sizeof(idx), "%zu", i + 1);
         table_fmt_gib(jint(c[i].dev, "capacity"), vram, sizeof(vram));
         table_fmt_gib(jint(c[i].dev, "available"), free_, sizeof(free_));
-        const char *fit = jstr(c[i].dev, "fitLevel");
-        const char *row[] = { idx, jstr(c[i].dev, "nodeName"),
-                              jstr(c[i].dev, "deviceId"),
-                              jstr(c[i].dev, "cardModel"),
-                              jstr(c[i].dev, "supportType"), vram, free_,
+        const char *fit = table_str(c[i].dev, "fitLevel");
+        const char *row[] = { idx, table_str(c[i].dev, "nodeName"),
+                              table_str(c[i].dev, "deviceId"),
+                              table_str(c[i].dev, "cardModel"),
+                              table_str(c[i].dev, "supportType"), vram, free_,
                               fit[0] ? fit : "no" };
         table_add(&t, row);
     }
@@ -298,9 +292,10 @@ static bool ask_quota(const json_t *dev, int64_t def, uint64_t *out)
     char d[32], m[32], buf[64];
     table_fmt_gib(def, d, sizeof(d));
     table_fmt_gib(max, m, sizeof(m));
-    char *q = xasprintf("Memory quota on %s:%s (Gi by default, or 512Mi) "
-                        "[default %s, at most %s]: ", jstr(dev, "nodeName"),
-                        jstr(dev, "deviceId"), d, m);
+    char *q =
+        xasprintf("Memory quota on %s:%s (Gi by default, or 512Mi) "
+                  "[default %s, at most %s]: ",
+                  table_str(dev, "nodeName"), table_str(dev, "deviceId"), d, m);
     bool ok = false;
     for (int tries = 0; tries < 3 && !ok; tries++) {
         uint64_t v = (uint64_t)def;
@@ -324,9 +319,9 @@ static bool ask_quota(const json_t *dev, int64_t def, uint64_t *out)
 static json_t *binding_for(const json_t *av, const json_t *dev)
 {
     json_t *b = json_object();
-    json_object_set_new(b, "nodeName", json_string(jstr(dev, "nodeName")));
-    json_object_set_new(b, "deviceId", json_string(jstr(dev, "deviceId")));
-    if (strcmp(jstr(dev, "supportType"), "MemorySlice") == 0) {
+    json_object_set_new(b, "nodeName", json_string(table_str(dev, "nodeName")));
+    json_object_set_new(b, "deviceId", json_string(table_str(dev, "deviceId")));
+    if (strcmp(table_str(dev, "supportType"), "MemorySlice") == 0) {
         uint64_t q = 0;
         if (!ask_quota(dev, default_quota(av), &q)) {
             json_decref(b);
@@ -368,7 +363,7 @@ static json_t *ask_binding(const char *app, const json_t *data)
         return NULL;
     }
     print_choices(c, n);
-    bool multi = strcmp(jstr(av, "scope"), "card") != 0;
+    bool multi = strcmp(table_str(av, "scope"), "card") != 0;
     char buf[256];
     size_t picks[MAX_CHOICES], k = 0;
     for (int tries = 0; tries < 3 && k == 0; tries++) {
@@ -403,7 +398,7 @@ static void explain_binding(const char *app, const json_t *data)
     size_t n = gather(av, c, MAX_CHOICES);
     char *sum = summary(av);
     char buf[512];
-    const char *reason = jstr(av, "reason");
+    const char *reason = table_str(av, "reason");
     const char *s = sentence_for_code(reason, buf, sizeof(buf));
     fprintf(stderr, "App \"%s\" needs a GPU selection (%s); re-run with "
             "--compute-binding NODE:DEVICE[:MEM].\n", app, sum);
@@ -459,4 +454,30 @@ int compute_send(const struct cli_ctx *ctx, const char *path, json_t *body,
             return CLI_EXIT_REFUSED;
         client_resp_release(out);
     }
+}
+
+const json_t *compute_find_device(const json_t *nodes, const char *node,
+                                  const char *id)
+{
+    char buf[256];
+    size_t i, j;
+    json_t *n, *d;
+    char *code;
+
+    json_array_foreach(nodes, i, n) {
+        if (strcmp(table_str(n, "nodeName"), node) != 0)
+            continue;
+        json_array_foreach(json_object_get(n, "devices"), j, d) {
+            if (strcmp(table_str(d, "id"), id) == 0)
+                return d;
+        }
+        code = xasprintf("device-not-found:%s", id);
+        fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+        free(code);
+        return NULL;
+    }
+    code = xasprintf("node-not-found:%s", node);
+    fprintf(stderr, "%s\n", sentence_for_code(code, buf, sizeof(buf)));
+    free(code);
+    return NULL;
 }

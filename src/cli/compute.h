@@ -61,4 +61,11 @@ const char *compute_manifest_name(const json_t *manifest,
 int compute_send(const struct cli_ctx *ctx, const char *path, json_t *body,
                  const char *app, struct client_resp *out);
 
+/*
+ * The device node/id in a GET /api/compute-resources answer (nodes, its
+ * data), or NULL after saying on stderr which of the two is not there.
+ */
+const json_t *compute_find_device(const json_t *nodes, const char *node,
+                                  const char *id);
+
 #endif /* ACCEL_CLI_COMPUTE_H */

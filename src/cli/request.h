@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/client.h"
 
 /* Prints the data of a successful answer; arg is the command's own. */
 typedef void (*request_print_fn)(const json_t *data, const void *arg);
@@ -20,5 +21,15 @@ typedef void (*request_print_fn)(const json_t *data, const void *arg);
  */
 int request_report(struct cli_ctx *ctx, const char *method, const char *path,
                    json_t *body, request_print_fn print, const void *arg);
+
+/*
+ * The same report of an answer already in hand (client_call's rc and
+ * resp), for a command whose printer needs more than one argument: a
+ * refusal reported (*rc becomes sentence_report_ctx's status), -o json's
+ * data printed; true when the request succeeded in text output, for the
+ * caller to print its own sentence.
+ */
+bool request_outcome(const struct cli_ctx *ctx, int *rc,
+                     const struct client_resp *resp);
 
 #endif /* ACCEL_CLI_REQUEST_H */

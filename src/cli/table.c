@@ -74,11 +74,46 @@ void table_release(struct table *t)
     t->nrows = t->cap = 0;
 }
 
+void table_print_items(size_t ncols, const char *const *head,
+                       const json_t *items,
+                       void (*row)(struct table *t, const json_t *item))
+{
+    struct table t;
+    size_t i;
+    json_t *item;
+
+    table_init(&t, ncols, head);
+    json_array_foreach(items, i, item)
+        row(&t, item);
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
 void table_fmt_gib(int64_t bytes, char *buf, size_t len)
 {
     char num[32];
     quantity_format_gib(bytes > 0 ? (uint64_t)bytes : 0, num, sizeof(num));
     snprintf(buf, len, "%s Gi", num);
+}
+
+const char *table_str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+void table_append_item(char **list, size_t i, const char *item, int64_t mem)
+{
+    char q[48] = "";
+    char *next;
+    if (mem > 0) {
+        char g[40]; /* table_fmt_gib's number (32) and " Gi" */
+        table_fmt_gib(mem, g, sizeof(g));
+        snprintf(q, sizeof(q), " (%s)", g);
+    }
+    next = xasprintf("%s%s%s%s", *list, i ? ", " : "", item, q);
+    free(*list);
+    *list = next;
 }
 
 void table_print_json(const json_t *v)

@@ -39,8 +39,23 @@ void table_print(const struct table *t, FILE *f);
 /* Free the cells; t can be table_init'ed again. */
 void table_release(struct table *t);
 
+/* Print a table of ncols headings and one row per item of the JSON array
+ * items, each added by row (which fills its cells and calls table_add). */
+void table_print_items(size_t ncols, const char *const *head,
+                       const json_t *items,
+                       void (*row)(struct table *t, const json_t *item));
+
 /* bytes as "24 Gi" / "7.41 Gi" (two decimals, as SPEC 7), into buf. */
 void table_fmt_gib(int64_t bytes, char *buf, size_t len);
+
+/* o's string member k, or "" when it is absent or not a string: what a
+ * cell or a sentence shows for a field the answer lacks. */
+const char *table_str(const json_t *o, const char *k);
+
+/* Append item number i, "item" or "item (8 Gi)" when mem > 0, to the
+ * comma-separated list *list (allocated; replaced by a longer one): a
+ * comma before every item but number 0, even one whose text is empty. */
+void table_append_item(char **list, size_t i, const char *item, int64_t mem);
 
 /* Print v as indented JSON and a newline to stdout (-o json). */
 void table_print_json(const json_t *v);

@@ -321,33 +321,21 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 CUresult cuMemGetInfo_v2(size_t *pfree, size_t *ptotal)
 {
     size_t f = 0, t = 0;
-    uint64_t vt, vf, vu;
     REAL_OR_NOT_FOUND(fn, cuMemGetInfo_v2);
     CUresult rc = fn(&f, &t);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!quota_on()) {
-        vf = f;
-        vt = t;
-    } else {
-        quota_view(current_ordinal(), t, f, &vt, &vf, &vu);
-    }
-    if (pfree != NULL)
-        *pfree = (size_t)vf;
-    if (ptotal != NULL)
-        *ptotal = (size_t)vt;
+    quota_meminfo(quota_on(), current_ordinal, f, t, pfree, ptotal);
     return rc;
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    uint64_t vt, vf, vu;
     REAL_OR_NOT_FOUND(fn, cuDeviceTotalMem_v2);
     CUresult rc = fn(bytes, dev);
     if (rc != CUDA_SUCCESS || bytes == NULL || !quota_on())
         return rc;
-    quota_view(dev, *bytes, *bytes, &vt, &vf, &vu);
-    *bytes = (size_t)vt;
+    *bytes = quota_total(dev, *bytes);
     return rc;
 }
 
@@ -388,9 +376,20 @@ static int nvml_ordinal(nvmlDevice_t device)
     return -1;
 }
 
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+/* What NVML answered for device (total, free, used: either struct's),
+ * replaced by the quota's view of it. Not an allocation path. */
+static void nvml_quota_view(nvmlDevice_t device, unsigned long long *total,
+                            unsigned long long *free_, unsigned long long *used)
 {
     uint64_t t, f, u;
+    quota_view(nvml_ordinal(device), *total, *free_, &t, &f, &u);
+    *total = t;
+    *free_ = f;
+    *used = u;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
     nvmlReturn_t (*fn)(nvmlDevice_t, nvmlMemory_t *) =
         SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
     if (fn == NULL)
@@ -398,30 +397,24 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
     nvmlReturn_t rc = fn(device, memory);
     if (rc != NVML_SUCCESS || memory == NULL || !quota_on())
         return rc;
-    quota_view(nvml_ordinal(device), memory->total, memory->free, &t, &f, &u);
-    memory->total = t;
-    memory->free = f;
-    memory->used = u;
+    nvml_quota_view(device, &memory->total, &memory->free, &memory->used);
     return rc;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                         nvmlMemory_v2_t *memory)
 {
-    uint64_t t, f, u;
     nvmlReturn_t (*fn)(nvmlDevice_t, nvmlMemory_v2_t *) =
         SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo_v2);
     if (fn == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = fn(device, memory);
+    unsigned long long driver_total;
     if (rc != NVML_SUCCESS || memory == NULL || !quota_on())
         return rc;
-    quota_view(nvml_ordinal(device), memory->total, memory->free, &t, &f, &u);
-    if (t != memory->total) { /* limited: the driver's reserve is ours */
-        memory->reserved = 0;
-    }
-    memory->total = t;
-    memory->free = f;
-    memory->used = u;
+    driver_total = memory->total;
+    nvml_quota_view(device, &memory->total, &memory->free, &memory->used);
+    if (memory->total != driver_total) /* limited: the driver's reserve */
+        memory->reserved = 0;          /* is ours */
     return rc;
 }

@@ -217,32 +217,20 @@ hipError_t hipArrayDestroy(hipArray_t array)
 hipError_t hipMemGetInfo(size_t *pfree, size_t *ptotal)
 {
     size_t f = 0, t = 0;
-    uint64_t vt = 0, vf = 0, vu = 0;
     HIP_REAL_OR_NOT_FOUND(fn, hipMemGetInfo);
     hipError_t rc = fn(&f, &t);
     if (rc != hipSuccess)
         return rc;
-    if (!hip_quota_on()) {
-        vf = f;
-        vt = t;
-    } else {
-        quota_view(hip_ordinal(), t, f, &vt, &vf, &vu);
-    }
-    if (pfree != NULL)
-        *pfree = (size_t)vf;
-    if (ptotal != NULL)
-        *ptotal = (size_t)vt;
+    quota_meminfo(hip_quota_on(), hip_ordinal, f, t, pfree, ptotal);
     return rc;
 }
 
 hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t dev)
 {
-    uint64_t vt = 0, vf = 0, vu = 0;
     HIP_REAL_OR_NOT_FOUND(fn, hipDeviceTotalMem);
     hipError_t rc = fn(bytes, dev);
     if (rc != hipSuccess || bytes == NULL || !hip_quota_on())
         return rc;
-    quota_view(dev, *bytes, *bytes, &vt, &vf, &vu);
-    *bytes = (size_t)vt;
+    *bytes = quota_total(dev, *bytes);
     return rc;
 }

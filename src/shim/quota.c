@@ -35,6 +35,19 @@ static void ledger_format(struct accel_ledger *l, int ordinal, uint64_t limit)
                           memory_order_release);
 }
 
+/* m, a mapping of a ledger file (or MAP_FAILED), when it holds a valid
+ * ledger; else NULL, and m unmapped. */
+static struct accel_ledger *checked_ledger(void *m)
+{
+    if (m == MAP_FAILED)
+        return NULL;
+    if (!accel_ledger_valid(m)) {
+        munmap(m, ACCEL_LEDGER_SIZE);
+        return NULL;
+    }
+    return m;
+}
+
 /* Map an existing, valid ledger; NULL if missing or not one of ours. */
 static struct accel_ledger *ledger_map_existing(const char *path)
 {
@@ -48,15 +61,9 @@ static struct accel_ledger *ledger_map_existing(const char *path)
     l = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
-    if (l == MAP_FAILED)
-        return NULL;
     /* a file shorter than the ledger would fault on access: size is
      * checked by acceld (creator) and below (standalone creation) */
-    if (!accel_ledger_valid(l)) {
-        munmap(l, ACCEL_LEDGER_SIZE);
-        return NULL;
-    }
-    return l;
+    return checked_ledger(l);
 }
 
 /* Create (standalone use) and map; the flock only serialises formatting and
@@ -86,13 +93,7 @@ static struct accel_ledger *ledger_create_map(struct shim_dev *d,
     flock(fd, LOCK_UN);
     atomic_store(&d->attach_fd, 0);
     close(fd);
-    if (m == MAP_FAILED)
-        return NULL;
-    if (!accel_ledger_valid(m)) {
-        munmap(m, ACCEL_LEDGER_SIZE);
-        return NULL;
-    }
-    return m;
+    return checked_ledger(m);
 }
 
 static struct accel_ledger *ledger_map(struct shim_dev *d, const char *path,
@@ -411,4 +412,25 @@ void quota_detach_all(void)
         if (atomic_load(&d->state) == SHIM_DEV_READY)
             slot_release(d);
     }
+}
+
+void quota_meminfo(int on, int (*ordinal)(void), size_t f, size_t t,
+                   size_t *pfree, size_t *ptotal)
+{
+    uint64_t vt = t, vf = f, vu;
+
+    if (on)
+        quota_view(ordinal(), t, f, &vt, &vf, &vu);
+    if (pfree != NULL)
+        *pfree = (size_t)vf;
+    if (ptotal != NULL)
+        *ptotal = (size_t)vt;
+}
+
+size_t quota_total(int ordinal, size_t bytes)
+{
+    uint64_t vt, vf, vu;
+
+    quota_view(ordinal, bytes, bytes, &vt, &vf, &vu);
+    return (size_t)vt;
 }

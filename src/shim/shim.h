@@ -178,6 +178,12 @@ SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
                             uint64_t *out_free, uint64_t *out_used);
+/* A meminfo answer (the runtime's free f and total t) as the app sees it:
+ * the quota's view of ordinal() when on, else as it is; NULLs skipped. */
+SHIM_HIDDEN void quota_meminfo(int on, int (*ordinal)(void), size_t f,
+                               size_t t, size_t *pfree, size_t *ptotal);
+/* A device's total memory (bytes as the runtime says) in the quota's view. */
+SHIM_HIDDEN size_t quota_total(int ordinal, size_t bytes);
 SHIM_HIDDEN void quota_fork_child(void);
 SHIM_HIDDEN void quota_detach_all(void);
 

@@ -297,15 +297,22 @@ FAKE_EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
     }
 }
 
+/* Copy s into buf (len bytes) as NVML does, a buffer too short being
+ * INSUFFICIENT_SIZE, and leave. */
+static nvmlReturn_t leave_string(char *buf, unsigned len, const char *s)
+{
+    if (buf == NULL || len <= strlen(s))
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    snprintf(buf, len, "%s", s);
+    return leave(NVML_SUCCESS);
+}
+
 FAKE_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *buf, unsigned len)
 {
     nvmlReturn_t rc = enter();
     if (rc != NVML_SUCCESS)
         return rc;
-    if (buf == NULL || len <= strlen(st.driver))
-        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-    snprintf(buf, len, "%s", st.driver);
-    return leave(NVML_SUCCESS);
+    return leave_string(buf, len, st.driver);
 }
 
 #ifndef FAKE_NVML_OLD
@@ -367,7 +374,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid,
     return leave(NVML_ERROR_NOT_FOUND);
 }
 
-/* Lock, reload, resolve the handle and apply the device's error code. */
+/* Lock, reload and resolve the handle (a lost GPU is an error). */
 static nvmlReturn_t enter_dev(nvmlDevice_t d, struct fake_gpu **g)
 {
     nvmlReturn_t rc = enter();
@@ -376,6 +383,17 @@ static nvmlReturn_t enter_dev(nvmlDevice_t d, struct fake_gpu **g)
     *g = gpu_of(d);
     if (*g == NULL)
         return leave(NVML_ERROR_GPU_IS_LOST);
+    return NVML_SUCCESS;
+}
+
+/* enter_dev, then the device's error code (err=) if it has one. */
+static nvmlReturn_t enter_gpu(nvmlDevice_t d, struct fake_gpu **g)
+{
+    nvmlReturn_t rc = enter_dev(d, g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if ((*g)->err != 0)
+        return leave((*g)->err);
     return NVML_SUCCESS;
 }
 
@@ -389,10 +407,7 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *buf,
         return rc;
     if (g->uuid_err != 0)
         return leave(g->uuid_err);
-    if (len <= strlen(g->uuid))
-        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-    snprintf(buf, len, "%s", g->uuid);
-    return leave(NVML_SUCCESS);
+    return leave_string(buf, len, g->uuid);
 }
 #endif
 
@@ -400,15 +415,10 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *buf,
                                            unsigned len)
 {
     struct fake_gpu *g;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
-    if (len <= strlen(g->name))
-        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-    snprintf(buf, len, "%s", g->name);
-    return leave(NVML_SUCCESS);
+    return leave_string(buf, len, g->name);
 }
 
 struct fake_memory {
@@ -419,11 +429,9 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d,
                                                  struct fake_memory *m)
 {
     struct fake_gpu *g;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
     if (g->mem_ns)
         return leave(NVML_ERROR_NOT_SUPPORTED);
     m->total = g->total;
@@ -440,11 +448,9 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d,
                                                        struct fake_util *u)
 {
     struct fake_gpu *g;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
     if (g->util_ns)
         return leave(NVML_ERROR_NOT_SUPPORTED);
     u->gpu = g->util;
@@ -465,12 +471,10 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
 {
     struct fake_gpu *g;
     unsigned n = 0, k = 0;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     (void)since;
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
     for (unsigned i = 0; i < st.nputil; i++)
         n += strcmp(st.putil[i].uuid, g->uuid) == 0;
     if (n == 0)
@@ -492,11 +496,9 @@ static nvmlReturn_t reading(nvmlDevice_t d, size_t off, unsigned *out)
 {
     struct fake_gpu *g;
     long long v;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
     memcpy(&v, (const char *)g + off, sizeof v);
     if (v < 0)
         return leave(NVML_ERROR_NOT_SUPPORTED);
@@ -535,11 +537,9 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type,
                                                      unsigned long long *n)
 {
     struct fake_gpu *g;
-    nvmlReturn_t rc = enter_dev(d, &g);
+    nvmlReturn_t rc = enter_gpu(d, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (g->err != 0)
-        return leave(g->err);
     *n = (type == 1 && counter == 0) ? g->ecc : 0;
     return leave(NVML_SUCCESS);
 }

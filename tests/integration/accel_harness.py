@@ -54,11 +54,133 @@ def failed_check(status, body, want_type=None):
     return d["type"], d["Data"]
 
 
+def _flow(fields):
+    """A YAML flow mapping of fields whose values are written as JSON
+    scalars (a quoted string, a number): YAML reads them as JSON does."""
+    return "{%s}" % ", ".join("%s: %s" % (k, json.dumps(v))
+                              for k, v in fields.items())
+
+
+def device(dev_id, model="Fake GPU", memory="16Gi", support="MemorySlice",
+           type="nvidia", index=None):
+    """One inventory device, as a line of YAML; support None (an Apple or
+    AMD device without a supportType) and memory None leave the field out,
+    index None too."""
+    fields = {"id": dev_id, "type": type, "model": model, "memory": memory,
+              "supportType": support, "index": index}
+    return "  - %s\n" % _flow({k: v for k, v in fields.items()
+                               if v is not None})
+
+
+def node(name, *devices, memory=("64Gi", "4Gi"), cpu=("16", "1"),
+         disk=("1Ti", "10Gi")):
+    """One inventory node, as YAML: its (total, used) memory, CPUs and
+    disk, and its device() lines."""
+    def pair(v):
+        return _flow({"total": v[0], "used": v[1]})
+    return ("- name: %s\n  memory: %s\n  cpu: %s\n  disk: %s\n  devices:\n"
+            % (name, pair(memory), pair(cpu), pair(disk)) + "".join(devices))
+
+
+def inventory(*nodes):
+    """Inventory text (SPEC 1.1) of node() texts, for Acceld(inventory=)."""
+    return "nodes:\n" + "".join(nodes)
+
+
+def manifest(name, gpu="8Gi", mem="1Gi", cpu="1", disk="1Gi", mode="nvidia",
+             shared=False):
+    """A manifest with one accelerator entry that limits each resource to
+    what it requires: gpu (GPU memory; None for a mode without), memory,
+    CPU and disk; shared: a v3 manifest with options.shared (SPEC 1.1)."""
+    e = {"mode": mode, "requiredMemory": mem, "limitedMemory": mem,
+         "requiredCpu": cpu, "limitedCpu": cpu, "requiredDisk": disk,
+         "limitedDisk": disk}
+    if gpu is not None:
+        e.update({"requiredGPUMemory": gpu, "limitedGPUMemory": gpu})
+    m = {"apiVersion": "v3" if shared else "v2", "metadata": {"name": name},
+         "spec": {"accelerator": [e]}}
+    if shared:
+        m["options"] = {"shared": True}
+    return m
+
+
+def poll(pred, timeout, step=0.05):
+    """pred()'s first true value, polled every step seconds; after timeout
+    seconds, its value then (false unless it just came true)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+def wait_for(test, pred, what, timeout=10, step=0.05, log=None):
+    """pred()'s first true value (poll); fails test (a TestCase) naming
+    what when it stays false, with log (an Acceld)'s tail when given."""
+    v = poll(pred, timeout, step)
+    if v:
+        return v
+    if log is None:
+        test.fail("timed out waiting for " + what)
+    test.fail("timed out waiting for %s\n--- acceld log ---\n%s" %
+              (what, log.log()))
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def open_fds(pid):
+    """How many file descriptors process pid has open."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def cpu_seconds(pid):
+    """The CPU time (user + system, seconds) process pid has used."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def end_process(proc, grace):
+    """Stop a child (SIGTERM, then SIGKILL after grace seconds) and reap
+    it; nothing for None or one that has exited."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def start_prometheus(prom, tmp, d, port):
+    """Debian's prometheus (the binary prom) on 127.0.0.1:port, its files
+    in tmp (log: prometheus.log), scraping d (an Acceld) every second with
+    d's admin token as a bearer token file."""
+    tok = os.path.join(tmp, "token")
+    with open(tok, "w") as f:
+        f.write(d.token + "\n")
+    conf = os.path.join(tmp, "prometheus.yml")
+    with open(conf, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n"
+                "scrape_configs:\n- job_name: accel\n"
+                "  authorization:\n    type: Bearer\n"
+                "    credentials_file: %s\n"
+                "  static_configs:\n  - targets: ['127.0.0.1:%d']\n"
+                % (tok, d.port))
+    with open(os.path.join(tmp, "prometheus.log"), "wb") as log:
+        return subprocess.Popen(
+            [prom, "--config.file=" + conf,
+             "--storage.tsdb.path=" + os.path.join(tmp, "data"),
+             "--web.listen-address=127.0.0.1:%d" % port],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
 
 
 def require_binaries(*paths):
@@ -262,13 +384,7 @@ class Acceld:
 
     def stop(self):
         """Stop acceld (SIGTERM, then SIGKILL after 5 s)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, 5)
         self.proc = None
 
     def close(self):
@@ -336,6 +452,39 @@ class Acceld:
         except OSError:
             return ""
 
+    def kill(self):
+        """SIGKILL acceld (a crash: none of its shutdown runs) and reap it;
+        start() brings it back on the same data directory."""
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def data(self, path):
+        """GET path as the admin: the answer's data; AssertionError naming
+        the path and the answer unless it is 200."""
+        status, body = self.http("GET", path)
+        if status != 200:
+            raise AssertionError("GET %s: %s %r" % (path, status, body))
+        return body["data"]
+
+    def device(self, dev_id):
+        """Device dev_id as GET /api/compute-resources lists it;
+        AssertionError when no node lists it."""
+        for n in self.data("/api/compute-resources"):
+            for x in n["devices"]:
+                if x["id"] == dev_id:
+                    return x
+        raise AssertionError("device %s not listed" % dev_id)
+
+    def app_log(self, name):
+        """What app name wrote to its log under the data dir ("" before it
+        wrote anything)."""
+        path = os.path.join(self.data_dir, "logs", name + ".log")
+        if not os.path.exists(path):
+            return ""
+        with open(path) as f:
+            return f.read()
+
     def http(self, method, path, body=None, token=None, timeout=30):
         """One request; returns (status, parsed JSON or None).
 
@@ -390,3 +539,34 @@ class Acceld:
         return subprocess.run(self.ctl_args(*args, token=token), input=input,
                               capture_output=True, text=True, env=e,
                               timeout=timeout)
+
+
+class SharedAcceld(unittest.TestCase):
+    """A TestCase whose tests share one acceld, started once for the class
+    with the class's inventory (as Acceld's) and acceld_args; tests here
+    must leave it as they found it."""
+    inventory = None
+    acceld_args = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Acceld(inventory=cls.inventory,
+                       extra_args=cls.acceld_args).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.close()
+
+
+class OwnAcceld(unittest.TestCase):
+    """A TestCase whose every test gets an acceld of its own, with the
+    class's inventory (as Acceld's) and acceld_args, closed when the test
+    ends (after tearDown), passed or failed."""
+    inventory = None
+    acceld_args = ()
+
+    def setUp(self):
+        self.d = Acceld(inventory=self.inventory,
+                        extra_args=self.acceld_args)
+        self.addCleanup(self.d.close)
+        self.d.start()

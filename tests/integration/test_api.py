@@ -16,38 +16,25 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
-from accel_harness import Acceld, failed_check  # noqa: E402
+from accel_harness import (Acceld, device, failed_check, inventory,  # noqa: E402
+                           node)
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
 
-WORKED = """
-nodes:
-- name: olares
-  memory: {total: 46.89Gi, used: 7.41Gi}
-  cpu: {total: "16", used: "2"}
-  disk: {total: 1Ti, used: 100Gi}
-  devices:
-  - id: GPU-7f0c3c2e-1a2b-4c3d-9e8f-0123456789ab
-    type: nvidia
-    model: NVIDIA GeForce RTX 4060 Ti
-    memory: 16Gi
-    supportType: TimeSlice
-"""
+WORKED = inventory(node(
+    "olares", device("GPU-7f0c3c2e-1a2b-4c3d-9e8f-0123456789ab",
+                     "NVIDIA GeForce RTX 4060 Ti", support="TimeSlice"),
+    memory=("46.89Gi", "7.41Gi"), cpu=("16", "2"), disk=("1Ti", "100Gi")))
 
 
 def manifest(name, gpu="8Gi", mem="4Gi", mode="nvidia", shared=False,
              multi=False, cpu="1"):
-    e = {"mode": mode, "requiredMemory": mem, "limitedMemory": mem,
-         "requiredCpu": cpu, "limitedCpu": cpu, "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi"}
-    if mode == "nvidia":
-        e.update({"requiredGPUMemory": gpu, "limitedGPUMemory": gpu,
-                  "supportMultiCards": multi})
-    m = {"apiVersion": "v3" if shared else "v2",
-         "metadata": {"name": name}, "spec": {"accelerator": [e]}}
-    if shared:
-        m["options"] = {"shared": True}
+    nvidia = mode == "nvidia"
+    m = accel_harness.manifest(name, gpu if nvidia else None, mem, cpu,
+                               mode=mode, shared=shared)
+    if nvidia:
+        m["spec"]["accelerator"][0]["supportMultiCards"] = multi
     return m
 
 
@@ -459,16 +446,8 @@ class ListingCacheTest(unittest.TestCase):
             names = names[15:]
 
 
-class PreflightWireTest(unittest.TestCase):
+class PreflightWireTest(accel_harness.SharedAcceld):
     """POST /api/compute-resources/preflight in app-service's wire form."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Acceld().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
 
     def pre(self, *demands):
         return self.d.http("POST", "/api/compute-resources/preflight",
@@ -511,36 +490,21 @@ class PreflightWireTest(unittest.TestCase):
         self.assertIn("limitedGPU", b["message"])
 
 
-ORDER = """
-nodes:
-""" + "".join("""- name: n%d
-  memory: {total: 100Gi, used: 0}
-  cpu: {total: "16", used: "0"}
-  disk: {total: 1Ti, used: 0}
-  devices:
-  - id: GPU-order-%d
-    type: nvidia
-    model: RTX 4090
-    memory: 24Gi
-    supportType: MemorySlice
-""" % (i, i) for i in range(2))
+ORDER = inventory(*(node("n%d" % i, device("GPU-order-%d" % i, "RTX 4090",
+                                            "24Gi"),
+                          memory=("100Gi", 0), cpu=("16", "0"),
+                          disk=("1Ti", 0)) for i in range(2)))
 
 
-class PreflightOrderTest(unittest.TestCase):
+class PreflightOrderTest(accel_harness.SharedAcceld):
     """Issue 20: the preflight's reasons in app-service's order
     (SimulatePreflight): cluster_capacity, cluster_pressure, owner_quota
     on cpu, memory and disk whatever card the demand gets, then
     unschedulable (no placement), then node_pressure. Two nodes of 100 Gi
     memory (90 below the threshold), 16 cores, 1 Ti, one 24 Gi card each."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Acceld(inventory=ORDER,
-                       extra_args=["--node-name", "n0"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
+    inventory = ORDER
+    acceld_args = ("--node-name", "n0")
 
     def pre(self, *demands):
         st, b = self.d.http("POST", "/api/compute-resources/preflight",

@@ -23,24 +23,17 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import cgroup_dirs, cgroup_instance  # noqa: E402
+from accel_harness import (cgroup_dirs, cgroup_instance, device,  # noqa: E402
+                           inventory, node)
 from test_runtime import (NODE, RuntimeBase, alive, manifest,  # noqa: E402
                           proc_stat)
 
 GPUS = tuple("GPU-%08x-0000-4000-8000-%012x" % (0xc0000000 + i, i)
              for i in range(1, 5))
 
-INVENTORY4 = """
-nodes:
-- name: %s
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-%s""" % (NODE, "".join(
-    "  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, "
-    "memory: 24Gi, supportType: Exclusive, index: %d}\n" % (g, i)
-    for i, g in enumerate(GPUS)))
+INVENTORY4 = inventory(node(NODE, *(
+    device(g, "NVIDIA GeForce RTX 4090", "24Gi", "Exclusive", index=i)
+    for i, g in enumerate(GPUS))))
 
 
 def app_procs(instance, name):
@@ -89,15 +82,8 @@ class CgroupBase(RuntimeBase):
     def wait_ready(self, name):
         """Wait until the app printed "ready" (a SIGTERM before its trap
         would end it at once)."""
-        path = os.path.join(self.d.data_dir, "logs", name + ".log")
-
-        def ready():
-            try:
-                with open(path) as f:
-                    return "ready" in f.read()
-            except OSError:
-                return False
-        self.wait_for(ready, "app %s to be ready" % name)
+        self.wait_for(lambda: "ready" in self.d.app_log(name),
+                      "app %s to be ready" % name)
 
     def in_background(self, method, path):
         """Send a request that parks (a stop) from a thread; the thread's
@@ -345,9 +331,7 @@ class AsyncStopTest(CgroupBase):
 
 class AdoptTest(CgroupBase):
     def kill_acceld(self):
-        self.d.proc.kill()
-        self.d.proc.wait()
-        self.d.proc = None
+        self.d.kill()
 
     def test_restart_adopts_by_cgroup_after_the_leader_died(self):
         a = self.install_on(manifest(

@@ -42,30 +42,24 @@ nodes:
 """
 
 
+def entry(mode, mem_gi, **gpu):
+    """One accelerator entry: mem_gi GiB of memory, 1 CPU (2 at most),
+    1 Gi of disk, and gpu's fields (an NVIDIA card's memory)."""
+    e = {"mode": mode,
+         "requiredMemory": "%dGi" % mem_gi, "limitedMemory": "%dGi" % mem_gi,
+         "requiredCpu": "1", "limitedCpu": "2",
+         "requiredDisk": "1Gi", "limitedDisk": "1Gi"}
+    e.update(gpu)
+    return e
+
+
 def nvidia_entry(gpu_gi, mem_gi=2):
-    return {
-        "mode": "nvidia",
-        "requiredGPUMemory": "%dGi" % gpu_gi,
-        "limitedGPUMemory": "%dGi" % gpu_gi,
-        "requiredMemory": "%dGi" % mem_gi,
-        "limitedMemory": "%dGi" % mem_gi,
-        "requiredCpu": "1",
-        "limitedCpu": "2",
-        "requiredDisk": "1Gi",
-        "limitedDisk": "1Gi",
-    }
+    gi = "%dGi" % gpu_gi
+    return entry("nvidia", mem_gi, requiredGPUMemory=gi, limitedGPUMemory=gi)
 
 
 def apple_entry(mem_gi=4):
-    return {
-        "mode": "apple-m",
-        "requiredMemory": "%dGi" % mem_gi,
-        "limitedMemory": "%dGi" % mem_gi,
-        "requiredCpu": "1",
-        "limitedCpu": "2",
-        "requiredDisk": "1Gi",
-        "limitedDisk": "1Gi",
-    }
+    return entry("apple-m", mem_gi)
 
 
 def manifest(name, *entries):
@@ -125,21 +119,24 @@ class CliTest(unittest.TestCase):
         return r
 
     def app(self, name):
-        status, body = self.d.http("GET", "/api/apps/" + name)
-        self.assertEqual(status, 200, body)
-        return body["data"]
+        return self.d.data("/api/apps/" + name)
 
     def device(self, dev_id):
-        status, body = self.d.http("GET", "/api/compute-resources")
-        self.assertEqual(status, 200, body)
-        for node in body["data"]:
-            for dev in node["devices"]:
-                if dev["id"] == dev_id:
-                    return dev
-        self.fail("no device %s" % dev_id)
+        return self.d.device(dev_id)
 
     def uninstall(self, name):
         self.d.http("DELETE", "/api/apps/" + name)
+
+    def install_nvidia(self, name, gpu_gi, binding=None):
+        """accelctl app install of an app asking gpu_gi GiB of an NVIDIA
+        GPU (--compute-binding binding when given); it is uninstalled when
+        the test ends, passed or failed."""
+        path = self.write(name + ".json", manifest(name, nvidia_entry(gpu_gi)))
+        self.addCleanup(self.uninstall, name)
+        args = ["app", "install", path]
+        if binding is not None:
+            args += ["--compute-binding", binding]
+        return self.ok(*args)
 
     # the tests
 
@@ -249,14 +246,9 @@ class CliTest(unittest.TestCase):
             self.uninstall("comfy")
 
     def test_install_with_mib_quota(self):
-        path = self.write("small.json", manifest("small", nvidia_entry(1)))
-        try:
-            self.ok("app", "install", path, "--compute-binding",
-                    "lab:GPU-4090:1536Mi")
-            allocs = self.app("small")["allocations"]
-            self.assertEqual([a["memory"] for a in allocs], [1536 << 20])
-        finally:
-            self.uninstall("small")
+        self.install_nvidia("small", 1, "lab:GPU-4090:1536Mi")
+        allocs = self.app("small")["allocations"]
+        self.assertEqual([a["memory"] for a in allocs], [1536 << 20])
 
     def test_mode_select_off_terminal(self):
         path = self.write("dual.json", manifest("dual", nvidia_entry(4),
@@ -324,56 +316,47 @@ class CliTest(unittest.TestCase):
             self.uninstall("ex2")
 
     def test_binding_required_off_terminal(self):
-        hog = self.write("hog2.json", manifest("hog2", nvidia_entry(12)))
-        need = self.write("need.json", manifest("need", nvidia_entry(20)))
-        try:
-            self.ok("app", "install", hog, "--compute-binding",
-                    "lab:GPU-4090:12")
-            # 12 GiB free on the 4090, 16 GiB total on the 4060: a 20 GiB
-            # app installs but cannot be placed, so it stays stopped
-            self.ok("app", "install", need)
-            self.assertEqual(self.app("need")["allocations"], [])
-            r = self.fails(1, "app", "resume", "need")
-            self.assertIn("--compute-binding NODE:DEVICE[:MEM]", r.stderr)
-            self.assertIn("GPU-4090", r.stderr)
-        finally:
-            self.uninstall("hog2")
-            self.uninstall("need")
+        self.install_nvidia("hog2", 12, "lab:GPU-4090:12")
+        # 12 GiB free on the 4090, 16 GiB total on the 4060: a 20 GiB
+        # app installs but cannot be placed, so it stays stopped
+        self.install_nvidia("need", 20)
+        self.assertEqual(self.app("need")["allocations"], [])
+        r = self.fails(1, "app", "resume", "need")
+        self.assertIn("--compute-binding NODE:DEVICE[:MEM]", r.stderr)
+        self.assertIn("GPU-4090", r.stderr)
 
     def test_set_type_confirms_and_stops(self):
-        path = self.write("sw.json", manifest("sw", nvidia_entry(4)))
-        try:
-            self.ok("app", "install", path, "--compute-binding",
-                    "lab:GPU-4060")
-            r = self.fails(1, "set-type", "lab", "GPU-4060", "--type",
-                           "TimeSlice")
-            self.assertIn("Switching modes stops all apps currently using "
-                          "this GPU and removes their assigned GPU resources.",
-                          r.stderr)
-            self.assertIn("sw", r.stderr)
-            self.assertIn("--yes", r.stderr)
-            self.assertEqual(self.device("GPU-4060")["supportType"],
-                             "Exclusive")
-            r = self.ok("set-type", "lab", "GPU-4060", "--type", "TimeSlice",
-                        "--yes")
-            self.assertIn("Switched device GPU-4060", r.stdout)
-            self.assertIn("sw", r.stdout)
-            dev = self.device("GPU-4060")
-            self.assertEqual(dev["supportType"], "TimeSlice")
-            self.assertEqual(dev["bindings"], [])
-            self.assertEqual(self.app("sw")["allocations"], [])
-            r = self.ok("set-type", "lab", "GPU-4060", "--type", "TimeSlice")
-            self.assertIn("nothing changed", r.stdout)
-            r = self.fails(1, "set-type", "lab", "GPU-nope", "--type",
-                           "Exclusive", "--yes")
-            self.assertIn("does not exist", r.stderr)
-            r = self.fails(1, "set-type", "mini", "mini-apple-m-0", "--type",
-                           "TimeSlice", "--yes")
-            self.assertIn("does not offer TimeSlice", r.stderr)
-        finally:
-            self.uninstall("sw")
-            self.d.http("PUT", "/api/compute-resources/nodes/lab/devices/"
-                        "GPU-4060/support-type", {"supportType": "Exclusive"})
+        # back to Exclusive at the end, after sw's uninstall (cleanups run
+        # last registered first)
+        self.addCleanup(self.d.http, "PUT", "/api/compute-resources/nodes/"
+                        "lab/devices/GPU-4060/support-type",
+                        {"supportType": "Exclusive"})
+        self.install_nvidia("sw", 4, "lab:GPU-4060")
+        r = self.fails(1, "set-type", "lab", "GPU-4060", "--type",
+                       "TimeSlice")
+        self.assertIn("Switching modes stops all apps currently using "
+                      "this GPU and removes their assigned GPU resources.",
+                      r.stderr)
+        self.assertIn("sw", r.stderr)
+        self.assertIn("--yes", r.stderr)
+        self.assertEqual(self.device("GPU-4060")["supportType"],
+                         "Exclusive")
+        r = self.ok("set-type", "lab", "GPU-4060", "--type", "TimeSlice",
+                    "--yes")
+        self.assertIn("Switched device GPU-4060", r.stdout)
+        self.assertIn("sw", r.stdout)
+        dev = self.device("GPU-4060")
+        self.assertEqual(dev["supportType"], "TimeSlice")
+        self.assertEqual(dev["bindings"], [])
+        self.assertEqual(self.app("sw")["allocations"], [])
+        r = self.ok("set-type", "lab", "GPU-4060", "--type", "TimeSlice")
+        self.assertIn("nothing changed", r.stdout)
+        r = self.fails(1, "set-type", "lab", "GPU-nope", "--type",
+                       "Exclusive", "--yes")
+        self.assertIn("does not exist", r.stderr)
+        r = self.fails(1, "set-type", "mini", "mini-apple-m-0", "--type",
+                       "TimeSlice", "--yes")
+        self.assertIn("does not offer TimeSlice", r.stderr)
 
     def test_preflight(self):
         a = self.write("pa.yaml", manifest("pa", nvidia_entry(8)), yaml=True)

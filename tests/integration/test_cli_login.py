@@ -12,18 +12,17 @@ import subprocess
 import tempfile
 import unittest
 
-from accel_harness import ACCELCTL, Acceld, require_binaries
+import accel_harness
+from accel_harness import ACCELCTL, require_binaries
 
 
-class LoginTest(unittest.TestCase):
+class LoginTest(accel_harness.SharedAcceld):
+    inventory = ""
+
     @classmethod
     def setUpClass(cls):
         require_binaries(ACCELCTL)
-        cls.d = Acceld(inventory="").start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
+        super().setUpClass()
 
     def setUp(self):
         self.home = tempfile.mkdtemp(prefix="accel-login-")

@@ -87,9 +87,7 @@ class CliPtyTest(unittest.TestCase):
         return path
 
     def app(self, name):
-        status, body = self.d.http("GET", "/api/apps/" + name)
-        self.assertEqual(status, 200, body)
-        return body["data"]
+        return self.d.data("/api/apps/" + name)
 
     def install(self, name, m, binding):
         status, body = self.d.http("POST", "/api/apps", {

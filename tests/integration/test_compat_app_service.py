@@ -19,7 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_contract as cc  # noqa: E402
 import test_runtime  # noqa: E402
-from accel_harness import Acceld  # noqa: E402
+import accel_harness  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -40,14 +40,7 @@ def manifest(name, *entries):
             "spec": {"accelerator": list(entries) or [entry()]}}
 
 
-class AppServiceContractTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Acceld().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
+class AppServiceContractTest(accel_harness.SharedAcceld):
 
     def ok(self, method, path, body, model, what):
         st, b = self.d.http(method, path, body)

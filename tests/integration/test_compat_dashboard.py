@@ -18,7 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_contract as cc  # noqa: E402
-from accel_harness import Acceld  # noqa: E402
+import accel_harness  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -31,22 +31,11 @@ TASK_BODY = {"filters": {}, "pageRequest": {"pageSize": 10, "pageNo": 1}}
 
 
 def manifest(name, gpu="2Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "64Mi", "limitedMemory": "64Mi",
-         "requiredCpu": "100m", "limitedCpu": "100m", "requiredDisk": "1Mi",
-         "limitedDisk": "1Mi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu, mem="64Mi", cpu="100m",
+                                  disk="1Mi")
 
 
-class DashboardContractTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Acceld().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
+class DashboardContractTest(accel_harness.SharedAcceld):
 
     def bare(self, method, path, body=None):
         st, b = self.d.http(method, path, body)

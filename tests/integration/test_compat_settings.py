@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compat_contract as cc  # noqa: E402
-from accel_harness import Acceld  # noqa: E402
+import accel_harness  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
@@ -22,27 +22,19 @@ MODES = (("0", "Exclusive"), ("1", "MemorySlice"), ("2", "TimeSlice"))
 
 
 def manifest(name, gpu="1Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "64Mi", "limitedMemory": "64Mi",
-         "requiredCpu": "100m", "limitedCpu": "100m", "requiredDisk": "1Mi",
-         "limitedDisk": "1Mi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu, mem="64Mi", cpu="100m",
+                                  disk="1Mi")
 
 
-class SettingsGpuContractTest(unittest.TestCase):
+class SettingsGpuContractTest(accel_harness.SharedAcceld):
     @classmethod
     def setUpClass(cls):
-        cls.d = Acceld().start()
+        super().setUpClass()
         st, b = cls.d.http("POST", "/api/apps", {
             "manifest": manifest("comfy"),
             "computeBinding": [{"nodeName": "homelab", "deviceId": G4090,
                                 "memory": 1 << 30}]})
         assert st == 200 and b["code"] == 200, b
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
 
     def page_call(self, method, path, body=None):
         """A call as the page makes it; the interceptor's rule: HTTP 200

@@ -12,6 +12,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, GiB, MiB, Acceld, require_binaries,
                            temp_dir)
 
@@ -186,14 +187,10 @@ class DiscoveryTest(unittest.TestCase):
         put(self.sys, "class/drm/card0/device/uevent",
             "PCI_SLOT_NAME=0000:00:02.0\n")
         self.start()
-        manifest = {
-            "apiVersion": "v2", "metadata": {"name": "igpu"},
-            "spec": {"accelerator": [{
-                "mode": "intel", "requiredMemory": "1Gi",
-                "limitedMemory": "1Gi", "requiredCpu": "100m",
-                "limitedCpu": "100m", "requiredDisk": "1Mi",
-                "limitedDisk": "1Mi"}]},
-            "run": {"command": ["sleep", "60"], "stopTimeoutSeconds": 1}}
+        manifest = accel_harness.manifest("igpu", None, "1Gi", "100m", "1Mi",
+                                          mode="intel")
+        manifest["run"] = {"command": ["sleep", "60"],
+                           "stopTimeoutSeconds": 1}
         st, b = self.d.http("POST", "/api/apps", {"manifest": manifest})
         self.assertEqual(st, 200, b)
         self.addCleanup(self.d.http, "DELETE", "/api/apps/igpu")

@@ -14,11 +14,16 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
 from accel_harness import Acceld, require_binaries, ACCELCTL  # noqa: E402
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
 H = "/hami/api/vgpu/v1"
+# comfy's series as HAMi-WebUI's task pages select them, and as the
+# kube-state-metrics queries do
+COMFY_TASK = 'container_name="comfy",pod_name=~"comfy",namespace_name="admin"'
+COMFY_POD = 'namespace="admin", pod=~"comfy", container="comfy"'
 GPU_FIELDS = {"uuid", "nodeName", "type", "vgpuUsed", "vgpuTotal", "coreUsed",
               "coreTotal", "memoryUsed", "memoryTotal", "health", "mode",
               "shareMode", "coreUtilizedPercent", "memoryUtilized",
@@ -30,12 +35,7 @@ CTR_FIELDS = {"name", "status", "appName", "nodeName", "allocatedDevices",
 
 
 def manifest(name, gpu="8Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
-         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu)
 
 
 class HamiTest(unittest.TestCase):
@@ -243,13 +243,11 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(self.value(
             "sum(hami_container_vgpu_allocated)"), 2)
         self.assertEqual(self.value(
-            'sum(hami_container_vgpu_allocated{container_name="comfy",'
-            'pod_name=~"comfy",namespace_name="admin"})'), 1)
+            "sum(hami_container_vgpu_allocated{%s})" % COMFY_TASK), 1)
         self.assertAlmostEqual(self.value(
-            'sum(hami_container_vmemory_allocated{container_name="comfy",'
-            'pod_name=~"comfy",namespace_name="admin"}) / clamp_min(sum('
-            'hami_container_vgpu_allocated{container_name="comfy",'
-            'pod_name=~"comfy",namespace_name="admin"}), 1) / 1024'), 8)
+            "sum(hami_container_vmemory_allocated{%s}) / clamp_min(sum("
+            "hami_container_vgpu_allocated{%s}), 1) / 1024"
+            % (COMFY_TASK, COMFY_TASK)), 8)
         # the vendor and type pies
         pies = {x["metric"]["provider"]: x["value"] for x in self.instant(
             "count by (provider) (sum by (node,provider) (hami_vgpu_count))")}
@@ -276,12 +274,11 @@ class HamiTest(unittest.TestCase):
             10)
         # the task's CPU and memory limits (manifest: 1 core, 1 Gi)
         self.assertEqual(self.value(
-            'sum(kube_pod_container_resource_limits{resource="cpu", '
-            'namespace="admin", pod=~"comfy", container="comfy"})'), 1)
+            'sum(kube_pod_container_resource_limits{resource="cpu", %s})'
+            % COMFY_POD), 1)
         self.assertEqual(self.value(
-            'sum(kube_pod_container_resource_limits{resource="memory", '
-            'namespace="admin", pod=~"comfy", container="comfy"}) '
-            '/ 1024 / 1024 / 1024'), 1)
+            'sum(kube_pod_container_resource_limits{resource="memory", %s}) '
+            "/ 1024 / 1024 / 1024" % COMFY_POD), 1)
         # a member sees the series of its own apps only
         self.assertEqual(self.value(
             "sum(hami_container_vgpu_allocated)", token=self.bob), 1)

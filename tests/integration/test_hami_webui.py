@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_runtime as rt  # noqa: E402
-from accel_harness import SOURCE_DIR  # noqa: E402
+from accel_harness import SOURCE_DIR, device, inventory, node  # noqa: E402
 
 GPU_A, GPU_B, NODE = rt.GPU_A, rt.GPU_B, rt.NODE
 AMD = "GPU-amd00000-0000-4000-8000-000000000003"
@@ -25,30 +25,16 @@ APPLE = "macmini-apple-m-0"
 DATA = os.path.join(SOURCE_DIR, "tests", "data")
 PREFIX = "/api/vgpu"
 
-INVENTORY = """
-nodes:
-- name: %s
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
-     supportType: MemorySlice, index: 0}
-  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
-     supportType: Exclusive, index: 1}
-- name: macmini
-  memory: {total: 32Gi, used: 6Gi}
-  cpu: {total: "10", used: "1"}
-  disk: {total: 1Ti, used: 200Gi}
-  devices:
-  - {id: %s, type: apple-m, model: Apple M4 Pro}
-- name: amdbox
-  memory: {total: 128Gi, used: 8Gi}
-  cpu: {total: "32", used: "2"}
-  disk: {total: 2Ti, used: 100Gi}
-  devices:
-  - {id: %s, type: amd-gpu, model: AMD Radeon RX 7900 XTX, memory: 24Gi}
-""" % (NODE, GPU_A, GPU_B, APPLE, AMD)
+INVENTORY = inventory(
+    node(NODE, device(GPU_A, "NVIDIA GeForce RTX 4090", "24Gi", index=0),
+         device(GPU_B, "NVIDIA GeForce RTX 4090", "24Gi", "Exclusive",
+                index=1)),
+    node("macmini", device(APPLE, "Apple M4 Pro", None, None,
+                           type="apple-m"),
+         memory=("32Gi", "6Gi"), cpu=("10", "1"), disk=("1Ti", "200Gi")),
+    node("amdbox", device(AMD, "AMD Radeon RX 7900 XTX", "24Gi", None,
+                          type="amd-gpu"),
+         memory=("128Gi", "8Gi"), cpu=("32", "2"), disk=("2Ti", "100Gi")))
 
 LINE_A = ("gpu uuid=%s total=25769803776 used=2147483648 util=37 "
           "power=123456 limit=450000 temp=61 name=NVIDIA GeForce RTX 4090\n"

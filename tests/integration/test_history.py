@@ -9,7 +9,6 @@ olares-cli send."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,7 +18,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_runtime as rt  # noqa: E402
-from accel_harness import SOURCE_DIR, free_port, temp_dir  # noqa: E402
+from accel_harness import (SOURCE_DIR, end_process, free_port,  # noqa: E402
+                           start_prometheus, temp_dir)
 
 GPU_A, GPU_B, NODE = rt.GPU_A, rt.GPU_B, rt.NODE
 HAMI = "/hami/api/vgpu/v1/monitor/query/"
@@ -401,35 +401,13 @@ class PrometheusProxyTest(HistoryBase):
         super().start_acceld(extra_lines)
 
     def tearDown(self):
-        if self.pproc is not None:
-            self.pproc.terminate()
-            try:
-                self.pproc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.pproc.kill()
-                self.pproc.wait()
+        end_process(self.pproc, 10)
         shutil.rmtree(self.ptmp, ignore_errors=True)
         super().tearDown()
 
     def start_prometheus(self):
-        tok = os.path.join(self.ptmp, "token")
-        with open(tok, "w") as f:
-            f.write(self.d.token + "\n")
-        conf = os.path.join(self.ptmp, "prometheus.yml")
-        with open(conf, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n"
-                    "scrape_configs:\n- job_name: accel\n"
-                    "  authorization:\n    type: Bearer\n"
-                    "    credentials_file: %s\n"
-                    "  static_configs:\n  - targets: ['127.0.0.1:%d']\n"
-                    % (tok, self.d.port))
-        log = open(os.path.join(self.ptmp, "prometheus.log"), "wb")
-        self.pproc = subprocess.Popen(
-            [self.prom, "--config.file=" + conf,
-             "--storage.tsdb.path=" + os.path.join(self.ptmp, "data"),
-             "--web.listen-address=127.0.0.1:%d" % self.pport],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        log.close()
+        self.pproc = start_prometheus(self.prom, self.ptmp, self.d,
+                                      self.pport)
 
     def test_proxy(self):
         q = 'accel_device_memory_total_bytes{device="%s"}' % GPU_A

@@ -23,7 +23,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import ACCELD, Acceld, BUILD_DIR  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (ACCELD, Acceld, BUILD_DIR, device, inventory,  # noqa: E402
+                           node, wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -31,29 +33,13 @@ GPU = "GPU-1d000000-0000-4000-8000-00000000000a"
 GPU2 = "GPU-1d000000-0000-4000-8000-00000000000b"
 LO, HI = 65536, 99999  # the default --app-uid-range
 
-INVENTORY = """
-nodes:
-- name: idn
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - {id: %s, type: nvidia, model: Fake GPU, memory: 16Gi,
-     supportType: MemorySlice}
-  - {id: %s, type: nvidia, model: Fake GPU, memory: 16Gi,
-     supportType: MemorySlice}
-""" % (GPU, GPU2)
+INVENTORY = inventory(node("idn", device(GPU), device(GPU2)))
 
 
 def manifest(name, cmd, **run):
-    m = {"apiVersion": "v2", "metadata": {"name": name},
-         "spec": {"accelerator": [{
-             "mode": "nvidia", "requiredGPUMemory": "1Gi",
-             "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
-             "limitedMemory": "64Mi", "requiredCpu": "100m",
-             "limitedCpu": "100m", "requiredDisk": "1Mi",
-             "limitedDisk": "1Mi"}]},
-         "run": {"command": cmd, "stopTimeoutSeconds": 2}}
+    m = accel_harness.manifest(name, "1Gi", mem="64Mi", cpu="100m",
+                               disk="1Mi")
+    m["run"] = {"command": cmd, "stopTimeoutSeconds": 2}
     m["run"].update(run)
     return m
 
@@ -90,20 +76,10 @@ class IdentityTest(unittest.TestCase):
         self.d.close()
 
     def wait_for(self, pred, what, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        self.fail("timed out waiting for " + what)
+        return wait_for(self, pred, what, timeout)
 
     def log(self, name):
-        path = os.path.join(self.d.data_dir, "logs", name + ".log")
-        if not os.path.exists(path):
-            return ""
-        with open(path) as f:
-            return f.read()
+        return self.d.app_log(name)
 
     def member(self, name):
         st, b = self.d.http("POST", "/api/users", {"name": name})

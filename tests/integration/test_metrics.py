@@ -15,34 +15,21 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, free_port, temp_dir  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (Acceld, end_process, free_port,  # noqa: E402
+                           start_prometheus, temp_dir)
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"
 
 # A model name with every character the exposition format escapes.
-ODD = """
-nodes:
-- name: box
-  memory: {total: 64Gi, used: 8Gi}
-  cpu: {total: "16", used: "2"}
-  disk: {total: 2Ti, used: 300Gi}
-  devices:
-  - id: GPU-4090aaaa-0000-4000-8000-000000000001
-    type: nvidia
-    model: 'Odd "quoted" \\ card'
-    memory: 24Gi
-    supportType: MemorySlice
-"""
+ODD = accel_harness.inventory(accel_harness.node(
+    "box", accel_harness.device(G4090, 'Odd "quoted" \\ card', "24Gi"),
+    memory=("64Gi", "8Gi"), cpu=("16", "2"), disk=("2Ti", "300Gi")))
 
 
 def manifest(name, gpu="8Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
-         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu)
 
 
 def scrape(d, token=None):
@@ -117,35 +104,12 @@ class PrometheusTest(unittest.TestCase):
         self.proc = None
 
     def tearDown(self):
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, 10)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def start_prometheus(self, d):
-        tok = os.path.join(self.tmp, "token")
-        with open(tok, "w") as f:
-            f.write(d.token + "\n")
-        conf = os.path.join(self.tmp, "prometheus.yml")
-        with open(conf, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n"
-                    "scrape_configs:\n- job_name: accel\n"
-                    "  authorization:\n    type: Bearer\n"
-                    "    credentials_file: %s\n"
-                    "  static_configs:\n  - targets: ['127.0.0.1:%d']\n"
-                    % (tok, d.port))
         self.port = free_port()
-        log = open(os.path.join(self.tmp, "prometheus.log"), "wb")
-        self.proc = subprocess.Popen(
-            [self.prom, "--config.file=" + conf,
-             "--storage.tsdb.path=" + os.path.join(self.tmp, "data"),
-             "--web.listen-address=127.0.0.1:%d" % self.port],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        log.close()
+        self.proc = start_prometheus(self.prom, self.tmp, d, self.port)
 
     def query(self, q):
         url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (

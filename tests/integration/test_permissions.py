@@ -9,6 +9,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
 from accel_harness import Acceld  # noqa: E402
 import compat_contract as cc  # noqa: E402
 
@@ -18,15 +19,7 @@ HIDDEN_KEYS = {"appName": "", "owner": "", "hidden": True}
 
 
 def manifest(name, gpu="4Gi", shared=False):
-    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
-         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    m = {"apiVersion": "v3" if shared else "v2", "metadata": {"name": name},
-         "spec": {"accelerator": [e]}}
-    if shared:
-        m["options"] = {"shared": True}
-    return m
+    return accel_harness.manifest(name, gpu, shared=shared)
 
 
 class PermissionTest(unittest.TestCase):

@@ -16,7 +16,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR, failed_check  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (Acceld, BUILD_DIR, device, failed_check,  # noqa: E402
+                           inventory, node, wait_for)
 
 FAKE_NVML = os.path.join(BUILD_DIR, "fake", "libnvidia-ml.so.1")
 NODE = "rt"
@@ -32,32 +34,16 @@ GPU_LINE = ("gpu uuid=%s total=25769803776 used=1073741824 util=37 ecc=0 "
 # The local node is declared (so the machine's own load cannot refuse an
 # install); its GPUs carry the UUIDs the fake NVML lists, so the reconciler
 # treats them as the driver's.
-INVENTORY = """
-nodes:
-- name: %s
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
-     supportType: Exclusive, index: 0}
-  - {id: %s, type: nvidia, model: NVIDIA GeForce RTX 4090, memory: 24Gi,
-     supportType: Exclusive, index: 1}
-""" % (NODE, GPU_A, GPU_B)
+INVENTORY = inventory(node(NODE, *(
+    device(g, "NVIDIA GeForce RTX 4090", "24Gi", "Exclusive", index=i)
+    for i, g in enumerate((GPU_A, GPU_B)))))
 
 
 def manifest(name, cmd, stop=2, shared=False):
-    m = {"apiVersion": "v3" if shared else "v2",
-         "metadata": {"name": name, "title": name},
-         "spec": {"accelerator": [{
-             "mode": "nvidia", "requiredGPUMemory": "1Gi",
-             "limitedGPUMemory": "1Gi", "requiredMemory": "16Mi",
-             "limitedMemory": "16Mi", "requiredCpu": "10m",
-             "limitedCpu": "10m", "requiredDisk": "1Mi",
-             "limitedDisk": "1Mi"}]},
-         "run": {"command": cmd, "stopTimeoutSeconds": stop}}
-    if shared:
-        m["options"] = {"shared": True}
+    m = accel_harness.manifest(name, "1Gi", mem="16Mi", cpu="10m",
+                               disk="1Mi", shared=shared)
+    m["metadata"]["title"] = name
+    m["run"] = {"command": cmd, "stopTimeoutSeconds": stop}
     return m
 
 
@@ -172,18 +158,10 @@ class RuntimeBase(unittest.TestCase):
         return b["data"]
 
     def app(self, name):
-        st, b = self.d.http("GET", "/api/apps/" + name)
-        self.assertEqual(st, 200, b)
-        return b["data"]
+        return self.d.data("/api/apps/" + name)
 
     def device(self, gpu):
-        st, b = self.d.http("GET", "/api/compute-resources")
-        self.assertEqual(st, 200, b)
-        for n in b["data"]:
-            for x in n["devices"]:
-                if x["id"] == gpu:
-                    return x
-        self.fail("device %s not listed" % gpu)
+        return self.d.device(gpu)
 
     def events(self, kind=None):
         st, b = self.d.http("GET", "/api/events?limit=1000")
@@ -191,14 +169,7 @@ class RuntimeBase(unittest.TestCase):
         return [e for e in b["data"] if kind is None or e["kind"] == kind]
 
     def wait_for(self, pred, what, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        self.fail("timed out waiting for %s\n--- acceld log ---\n%s" %
-                  (what, self.d.log()))
+        return wait_for(self, pred, what, timeout, log=self.d)
 
     def wait_state(self, name, state, timeout=10):
         return self.wait_for(
@@ -274,15 +245,9 @@ class LifecycleTest(RuntimeBase):
             "stubborn", ["sh", "-c", "trap '' TERM; echo ready; "
                          "while :; do sleep 0.1; done"], stop=1))
         pid = a["pid"]
-        log = os.path.join(self.d.data_dir, "logs", "stubborn.log")
         # a SIGTERM before the trap would end it at once
-        def ready():
-            try:
-                with open(log) as f:
-                    return "ready" in f.read()
-            except OSError:
-                return False
-        self.wait_for(ready, "the trap")
+        self.wait_for(lambda: "ready" in self.d.app_log("stubborn"),
+                      "the trap")
         t0 = time.time()
         st, b = self.stop_app("stubborn")
         took = time.time() - t0
@@ -316,9 +281,7 @@ class LifecycleTest(RuntimeBase):
 
 class RestartTest(RuntimeBase):
     def kill_acceld(self):
-        self.d.proc.kill()
-        self.d.proc.wait()
-        self.d.proc = None
+        self.d.kill()
 
     def test_sigkill_restart_keeps_running_apps(self):
         a = self.install(manifest("keep", ["sh", "-c", "sleep 1000"]))

@@ -13,18 +13,15 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import Acceld, cpu_seconds, open_fds  # noqa: E402
+from accel_harness import poll as wait_for  # noqa: E402
 
 SLOW_CONNECTIONS = 2000
 
 
 def manifest(name, gpu="1Gi"):
-    e = {"mode": "nvidia", "requiredMemory": "1Gi", "limitedMemory": "1Gi",
-         "requiredCpu": "1", "limitedCpu": "1", "requiredDisk": "1Gi",
-         "limitedDisk": "1Gi", "requiredGPUMemory": gpu,
-         "limitedGPUMemory": gpu}
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [e]}}
+    return accel_harness.manifest(name, gpu)
 
 
 def raise_fd_limit(want):
@@ -35,27 +32,10 @@ def raise_fd_limit(want):
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def open_fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
+class SocketsBase(unittest.TestCase):
+    """An acceld of its own and the raw sockets a test opened on it, all
+    closed when the test ends."""
 
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for(cond, timeout, step=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    return cond()
-
-
-class ServerTest(unittest.TestCase):
     def setUp(self):
         self.d = Acceld().start()
         self.socks = []
@@ -64,6 +44,9 @@ class ServerTest(unittest.TestCase):
         for s in self.socks:
             s.close()
         self.d.close()
+
+
+class ServerTest(SocketsBase):
 
     def connect(self):
         s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5)
@@ -194,15 +177,7 @@ class ServerTest(unittest.TestCase):
         self.assertIn(b'"error":"too-large"', body)
 
 
-class MemberEventsTest(unittest.TestCase):
-    def setUp(self):
-        self.d = Acceld().start()
-        self.socks = []
-
-    def tearDown(self):
-        for s in self.socks:
-            s.close()
-        self.d.close()
+class MemberEventsTest(SocketsBase):
 
     def invisible_events(self, n):
         """n events a member may not see (node enable/disable)."""

@@ -13,7 +13,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, device, inventory, manifest,  # noqa: E402
+                           node, wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 HIP_HOLD = os.path.join(BUILD_DIR, "tests", "integration", "hip_hold")
@@ -21,29 +23,11 @@ SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000000a"
 MiB = 1 << 20
 
-INVENTORY = """
-nodes:
-- name: lab
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - id: %s
-    type: nvidia
-    model: Fake GPU
-    memory: 16Gi
-    supportType: MemorySlice
-  - id: GPU-9b100000-0000-4000-8000-0000000000b1
-    type: nvidia-gb10
-    model: Stand-in GB10
-    memory: 16Gi
-    supportType: MemorySlice
-  - id: lab-amd-0
-    type: amd
-    model: Stand-in Strix Halo
-    memory: 16Gi
-    supportType: MemorySlice
-""" % GPU
+INVENTORY = inventory(node(
+    "lab", device(GPU),
+    device("GPU-9b100000-0000-4000-8000-0000000000b1", "Stand-in GB10",
+           type="nvidia-gb10"),
+    device("lab-amd-0", "Stand-in Strix Halo", type="amd")))
 
 
 def ledger_state(path):
@@ -67,18 +51,12 @@ def ledger_state(path):
 
 
 def app(name, *mib):
-    return {
-        "apiVersion": "v2", "metadata": {"name": name},
-        "spec": {"accelerator": [{
-            "mode": "nvidia", "requiredGPUMemory": "1Gi",
-            "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
-            "limitedMemory": "64Mi", "requiredCpu": "100m",
-            "limitedCpu": "100m", "requiredDisk": "1Mi",
-            "limitedDisk": "1Mi"}]},
-        "run": {"command": [HOLD] + [str(m) for m in mib],
+    m = manifest(name, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+    m["run"] = {"command": [HOLD] + [str(x) for x in mib],
                 "env": {"ASAN_OPTIONS":
                         "verify_asan_link_order=0:detect_leaks=0"},
-                "stopTimeoutSeconds": 2}}
+                "stopTimeoutSeconds": 2}
+    return m
 
 # The hostile app of test_app_resizing_its_ledger_cannot_kill_acceld: it
 # finds its ledger in the shim config acceld gave it and flips the file's
@@ -101,29 +79,15 @@ time.sleep(3600)
 
 @unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
                      "cuda_hold or libaccelshim.so not built")
-class ShimRuntimeTest(unittest.TestCase):
-    def setUp(self):
-        self.d = Acceld(inventory=INVENTORY,
-                        extra_args=["--node-name", "lab"]).start()
-
-    def tearDown(self):
-        self.d.close()
+class ShimRuntimeTest(accel_harness.OwnAcceld):
+    inventory = INVENTORY
+    acceld_args = ("--node-name", "lab")
 
     def wait_for(self, pred, what, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.1)
-        self.fail("timed out waiting for " + what)
+        return wait_for(self, pred, what, timeout, step=0.1)
 
     def log(self, name):
-        path = os.path.join(self.d.data_dir, "logs", name + ".log")
-        if not os.path.exists(path):
-            return ""
-        with open(path) as f:
-            return f.read()
+        return self.d.app_log(name)
 
     def test_quota_enforced_and_usage_reported(self):
         st, b = self.d.http("POST", "/api/apps",
@@ -177,60 +141,49 @@ class ShimRuntimeTest(unittest.TestCase):
         self.assertFalse(os.path.exists(ledgers[0]))
         self.assertFalse(os.path.exists(cfg))
 
+    def unified_hold(self, name, mode, hold, device_id):
+        """App name of a unified-memory mode (its quota the RAM figure,
+        1 Gi, SPEC 2.1) running hold (512, 256, then 512 MiB more), placed
+        on device_id: the third allocation is refused (code 2 in both
+        APIs) and the view is the quota. Returns the app's log."""
+        m = app(name, 512, 256, 512)
+        acc = m["spec"]["accelerator"][0]
+        acc["mode"] = mode
+        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
+        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
+        m["run"]["command"][0] = hold
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
+                         [device_id], b)
+        self.wait_for(lambda: "ready" in self.log(name), "the app")
+        out = self.log(name)
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        # hipErrorOutOfMemory, CUDA_ERROR_OUT_OF_MEMORY
+        self.assertIn("alloc 512 MiB: 2", out)
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        return out
+
     @unittest.skipUnless(os.path.exists(HIP_HOLD), "hip_hold not built")
     def test_hip_quota_enforced_on_amd(self):
         """Issue 22: a memory slice on an AMD APU (SPEC: `amd` allows
         MemorySlice, `amd-gpu` only Exclusive), through the HIP hooks (the
-        stand-in libamdhip64, not ROCm). A unified-memory type's quota is
-        its RAM figure (SPEC 2.1)."""
-        m = app("hiphold", 512, 256, 512)
-        acc = m["spec"]["accelerator"][0]
-        acc["mode"] = "amd"
-        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
-        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
-        m["run"]["command"][0] = HIP_HOLD
-        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
-        self.assertEqual(st, 200, b)
-        self.assertEqual([x["deviceId"] for x in
-                          b["data"]["allocations"]], ["lab-amd-0"], b)
-        self.wait_for(lambda: "ready" in self.log("hiphold"), "the app")
-        out = self.log("hiphold")
-        self.assertIn("alloc 512 MiB: 0", out)
-        self.assertIn("alloc 256 MiB: 0", out)
-        self.assertIn("alloc 512 MiB: 2", out)  # hipErrorOutOfMemory
-        self.assertIn("total 1024 MiB free 256 MiB", out)
+        stand-in libamdhip64, not ROCm)."""
+        out = self.unified_hold("hiphold", "amd", HIP_HOLD, "lab-amd-0")
         self.assertIn("HIP_VISIBLE_DEVICES=0", out)
         self.wait_for(lambda: self.d.http("GET", "/api/apps/hiphold")[1][
             "data"]["usage"]["memory"] == 768 * MiB, "usage from the ledger")
-        st, nodes = self.d.http("GET", "/api/compute-resources")
-        dev = [x for n in nodes["data"] for x in n["devices"]
-               if x["id"] == "lab-amd-0"][0]
-        self.assertEqual(dev["enforcement"]["memory"], "shim")
-        self.assertIn("HIP", dev["enforcement"]["memoryNote"])
+        enf = self.d.device("lab-amd-0")["enforcement"]
+        self.assertEqual(enf["memory"], "shim")
+        self.assertIn("HIP", enf["memoryNote"])
         self.d.http("DELETE", "/api/apps/hiphold")
 
     def test_cuda_quota_enforced_on_gb10(self):
-        """Issue 22: a GB10's memory slice through the CUDA hooks (unified
-        memory: the quota is the RAM figure, SPEC 2.1)."""
-        m = app("gbhold", 512, 256, 512)
-        acc = m["spec"]["accelerator"][0]
-        acc["mode"] = "nvidia-gb10"
-        del acc["requiredGPUMemory"], acc["limitedGPUMemory"]
-        acc["requiredMemory"] = acc["limitedMemory"] = "1Gi"
-        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
-        self.assertEqual(st, 200, b)
-        self.assertEqual([x["deviceId"] for x in b["data"]["allocations"]],
-                         ["GPU-9b100000-0000-4000-8000-0000000000b1"], b)
-        self.wait_for(lambda: "ready" in self.log("gbhold"), "the app")
-        out = self.log("gbhold")
-        self.assertIn("alloc 512 MiB: 0", out)
-        self.assertIn("alloc 256 MiB: 0", out)
-        self.assertIn("alloc 512 MiB: 2", out)  # CUDA_ERROR_OUT_OF_MEMORY
-        self.assertIn("total 1024 MiB free 256 MiB", out)
-        st, nodes = self.d.http("GET", "/api/compute-resources")
-        dev = [x for n in nodes["data"] for x in n["devices"]
-               if x["mode"] == "nvidia-gb10"][0]
-        self.assertEqual(dev["enforcement"]["memory"], "shim")
+        """Issue 22: a GB10's memory slice through the CUDA hooks."""
+        gb10 = "GPU-9b100000-0000-4000-8000-0000000000b1"
+        self.unified_hold("gbhold", "nvidia-gb10", HOLD, gb10)
+        self.assertEqual(self.d.device(gb10)["enforcement"]["memory"], "shim")
         self.d.http("DELETE", "/api/apps/gbhold")
 
     def test_two_processes_share_one_quota(self):

@@ -15,32 +15,17 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import ACCELD, GiB, Acceld, require_binaries  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (ACCELD, GiB, Acceld, device, inventory,  # noqa: E402
+                           node, require_binaries)
 
 CARD = "GPU-24aaaaaa-0000-4000-8000-000000000001"
-ONE_CARD = """
-nodes:
-- name: box
-  memory: {total: 64Gi, used: 1Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - id: %s
-    type: nvidia
-    model: NVIDIA GeForce RTX 3090
-    memory: 24Gi
-    supportType: MemorySlice
-""" % CARD
+ONE_CARD = inventory(node("box", device(CARD, "NVIDIA GeForce RTX 3090",
+                                         "24Gi"), memory=("64Gi", "1Gi")))
 
 
 def manifest(name, gpu):
-    return {"apiVersion": "v2", "metadata": {"name": name},
-            "spec": {"accelerator": [{
-                "mode": "nvidia", "requiredGPUMemory": gpu,
-                "limitedGPUMemory": gpu, "requiredMemory": "1Gi",
-                "limitedMemory": "1Gi", "requiredCpu": "1",
-                "limitedCpu": "1", "requiredDisk": "1Gi",
-                "limitedDisk": "1Gi"}]}}
+    return accel_harness.manifest(name, gpu)
 
 
 def digest(path):
@@ -287,8 +272,8 @@ class StoreTrustTest(unittest.TestCase):
         self.d.stop()
         inv = os.path.join(self.d.tmp, "dup.yaml")
         with open(inv, "w") as f:
-            f.write(ONE_CARD.replace("    memory: 24Gi\n",
-                                     "    memory: 24Gi\n    memory: 48Gi\n"))
+            f.write(ONE_CARD.replace('memory: "24Gi"',
+                                     'memory: "24Gi", memory: "48Gi"'))
         self.d.inventory = inv
         self.refused(needles=("nodes[0].devices[0].memory: duplicate key",))
 

@@ -11,41 +11,25 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, ACCELCTL, require_binaries  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (ACCELCTL, device, inventory, node,  # noqa: E402
+                           require_binaries)
 
 GPU = "GPU-1ab00000-0000-4000-8000-0000000000ts"
 OTHER = "GPU-1ab00000-0000-4000-8000-0000000000ms"
 
-INVENTORY = """
-nodes:
-- name: lab
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - id: %s
-    type: nvidia
-    model: Fake GPU
-    memory: 16Gi
-    supportType: TimeSlice
-  - id: %s
-    type: nvidia
-    model: Fake GPU
-    memory: 16Gi
-    supportType: MemorySlice
-""" % (GPU, OTHER)
+INVENTORY = inventory(node("lab", device(GPU, support="TimeSlice"),
+                           device(OTHER)))
 
 
-class TimesliceCliTest(unittest.TestCase):
+class TimesliceCliTest(accel_harness.SharedAcceld):
+    inventory = INVENTORY
+    acceld_args = ("--node-name", "lab")
+
     @classmethod
     def setUpClass(cls):
         require_binaries(ACCELCTL)
-        cls.d = Acceld(inventory=INVENTORY,
-                       extra_args=["--node-name", "lab"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.close()
+        super().setUpClass()
 
     def ok(self, *args, **kw):
         r = self.d.ctl(*args, **kw)

@@ -17,56 +17,38 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, BUILD_DIR  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, device, inventory, manifest,  # noqa: E402
+                           node)
 
 SPIN = os.path.join(BUILD_DIR, "tests", "integration", "cuda_spin")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000001b"
 
-INVENTORY = """
-nodes:
-- name: lab
-  memory: {total: 64Gi, used: 4Gi}
-  cpu: {total: "16", used: "1"}
-  disk: {total: 1Ti, used: 10Gi}
-  devices:
-  - id: %s
-    type: nvidia
-    model: Fake GPU
-    memory: 16Gi
-    supportType: TimeSlice
-""" % GPU
+INVENTORY = inventory(node("lab", device(GPU, support="TimeSlice")))
 
 
 def app(name):
-    return {
-        "apiVersion": "v2", "metadata": {"name": name},
-        "spec": {"accelerator": [{
-            "mode": "nvidia", "requiredGPUMemory": "1Gi",
-            "limitedGPUMemory": "1Gi", "requiredMemory": "64Mi",
-            "limitedMemory": "64Mi", "requiredCpu": "100m",
-            "limitedCpu": "100m", "requiredDisk": "1Mi",
-            "limitedDisk": "1Mi"}]},
-        # 2 ms simulated kernels, synchronized every 8: the process sleeps
-        # most of the time (the fake driver's simulated GPU time)
-        "run": {"command": [SPIN, "2000"],
+    m = manifest(name, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+    # 2 ms simulated kernels, synchronized every 8: the process sleeps
+    # most of the time (the fake driver's simulated GPU time)
+    m["run"] = {"command": [SPIN, "2000"],
                 "env": {"FAKE_CUDA_LOG": "/dev/null",
                         "ASAN_OPTIONS":
                         "verify_asan_link_order=0:detect_leaks=0"},
-                "stopTimeoutSeconds": 2}}
+                "stopTimeoutSeconds": 2}
+    return m
 
 
 @unittest.skipUnless(os.path.exists(SPIN) and os.path.exists(SHIM),
                      "cuda_spin or libaccelshim.so not built")
-class TimesliceRuntimeTest(unittest.TestCase):
-    def setUp(self):
-        self.d = Acceld(inventory=INVENTORY,
-                        extra_args=["--node-name", "lab"]).start()
+class TimesliceRuntimeTest(accel_harness.OwnAcceld):
+    inventory = INVENTORY
+    acceld_args = ("--node-name", "lab")
 
     def tearDown(self):
         for a in ("ts-a", "ts-b"):
             self.d.http("DELETE", "/api/apps/" + a)
-        self.d.close()
 
     def wait_for(self, pred, what, timeout=15):
         deadline = time.time() + timeout
@@ -80,11 +62,7 @@ class TimesliceRuntimeTest(unittest.TestCase):
                   (what, last, self.d.log()[-1500:]))
 
     def log(self, name):
-        path = os.path.join(self.d.data_dir, "logs", name + ".log")
-        if not os.path.exists(path):
-            return ""
-        with open(path) as f:
-            return f.read()
+        return self.d.app_log(name)
 
     def dev(self):
         st, b = self.d.http("GET", "/api/compute-resources")

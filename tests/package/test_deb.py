@@ -45,7 +45,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -53,6 +52,10 @@ import tempfile
 import time
 import unittest
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "integration"))
+from accel_harness import end_process, free_port  # noqa: E402
 
 SOURCE_DIR = os.environ.get(
     "ACCEL_SOURCE_DIR",
@@ -88,12 +91,6 @@ def run(*args, check=True, **kw):
 def installed():
     r = run("dpkg-query", "-W", "-f=${Status}", "accel", check=False)
     return "installed" in r.stdout or "config-files" in r.stdout
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def signature(path, dir_fd=None):
@@ -261,13 +258,7 @@ class InRootTest(unittest.TestCase):
         self.addCleanup(self.cleanup)
 
     def cleanup(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, 10)
         if installed():  # the root's dpkg; the root goes anyway
             run("dpkg", "-P", "accel", check=False)
 

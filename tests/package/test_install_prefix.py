@@ -29,6 +29,8 @@ import sys
 import tempfile
 import unittest
 
+from test_deb import parse_unit  # noqa: E402
+
 SOURCE_DIR = os.environ.get(
     "ACCEL_SOURCE_DIR",
     os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -47,21 +49,6 @@ def cache():
             if m:
                 vals[m.group(1)] = m.group(2)
     return vals
-
-
-def parse_unit(path):
-    keys, section = {}, None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#;":
-                continue
-            if line.startswith("["):
-                section = line.strip("[]")
-                continue
-            k, _, v = line.partition("=")
-            keys.setdefault((section, k.strip()), []).append(v.strip())
-    return keys
 
 
 def exposure(unit_path):

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fake_cuda.c: a stand-in libcuda.so.1 for the shim tests. Simulated device
- * memory of FAKE_CUDA_TOTAL bytes (default 16 GiB), unique pointers, a
- * record of calls (fake_cuda.h), FAKE_CUDA_FAIL=1 to make every allocation
- * fail in the driver. Built twice: the full library and, with FAKE_MINIMAL,
- * one lacking cuMemAllocManaged and cuMemCreate (missing-symbol tests).
+ * fake_cuda.c: a stand-in libcuda.so.1 for the shim tests, over simulated
+ * device memory (fake_alloc.h: FAKE_CUDA_TOTAL bytes, unique pointers, the
+ * record of calls of fake_cuda.h, FAKE_CUDA_FAIL=1 to make every
+ * allocation fail in the driver). Built twice: the full library and,
+ * with FAKE_MINIMAL, one lacking cuMemAllocManaged and cuMemCreate
+ * (missing-symbol tests).
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -13,100 +14,34 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_cuda.h"
+#include "fake_alloc.h"
 #include "shim/cuda_types.h"
 
-#define FAKE_SLOTS (1u << 22)
-#define EXPORT __attribute__((visibility("default")))
-
-static struct {
-    pthread_once_t once;
-    struct fake_cuda_stats *st;
-    uint64_t total;
-    int fail;
-    _Atomic uint64_t next;  /* next pointer index */
-    uint64_t *sizes;        /* bytes by pointer index, 0 = free */
-} fk = { .once = PTHREAD_ONCE_INIT };
-
-static void fake_init(void)
-{
-    const char *shm = getenv("FAKE_CUDA_SHM"), *t = getenv("FAKE_CUDA_TOTAL");
-    void *m = MAP_FAILED;
-    int fd;
-
-    fk.total = t ? strtoull(t, NULL, 0) : (16ULL << 30);
-    fk.fail = getenv("FAKE_CUDA_FAIL") != NULL;
-    if (shm != NULL && (fd = open(shm, O_RDWR | O_CREAT, 0600)) >= 0) {
-        if (ftruncate(fd, 4096) == 0)
-            m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-    }
-    if (m == MAP_FAILED)
-        m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    fk.st = m;
-    fk.sizes = mmap(NULL, FAKE_SLOTS * sizeof(uint64_t),
-                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    fk.next = 1;
-}
-
-static void init(void)
-{
-    pthread_once(&fk.once, fake_init);
-}
-
-/* Take `bytes` of simulated memory; returns a pointer-ish key or 0. */
-static uint64_t take(uint64_t bytes)
-{
-    int64_t now;
-
-    init();
-    if (fk.fail)
-        return 0;
-    now = atomic_fetch_add(&fk.st->used, (int64_t)bytes) + (int64_t)bytes;
-    if ((uint64_t)now > fk.total) {
-        atomic_fetch_sub(&fk.st->used, (int64_t)bytes);
-        return 0;
-    }
-    int64_t m = atomic_load(&fk.st->max_used);
-    while (now > m && !atomic_compare_exchange_weak(&fk.st->max_used, &m, now))
-        ;
-    uint64_t idx = atomic_fetch_add(&fk.next, 1) % FAKE_SLOTS;
-    fk.sizes[idx] = bytes ? bytes : 1;
-    atomic_fetch_add(&fk.st->allocs, 1);
-    return 0x700000000000ULL + (idx << 12);
-}
+const uint64_t fake_base = 0x700000000000ULL;
 
 static CUresult give(uint64_t key)
 {
-    uint64_t idx = (key - 0x700000000000ULL) >> 12;
-
-    init();
-    atomic_store(&fk.st->last_free, key);
-    if (key < 0x700000000000ULL || idx >= FAKE_SLOTS || fk.sizes[idx] == 0) {
-        atomic_fetch_add(&fk.st->unknown_frees, 1);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    atomic_fetch_sub(&fk.st->used, (int64_t)fk.sizes[idx]);
-    fk.sizes[idx] = 0;
-    atomic_fetch_add(&fk.st->frees, 1);
-    return CUDA_SUCCESS;
+    return fake_give(key) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 #define ALLOC_INTO(out, bytes)                                                 \
     do {                                                                       \
-        uint64_t k_ = take(bytes);                                             \
+        uint64_t k_ = fake_take(bytes);                                        \
         if (k_ == 0)                                                           \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         *(out) = k_;                                                           \
         return CUDA_SUCCESS;                                                   \
     } while (0)
 
-EXPORT CUresult cuInit(unsigned int flags) { (void)flags; init(); return 0; }
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    (void)flags;
+    fake_record();
+    return 0;
+}
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *d)
 {
@@ -175,7 +110,8 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return give(h); }
 EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
 {
-    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4);
+    uint64_t k =
+        fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUarray)(uintptr_t)k;
@@ -183,8 +119,8 @@ EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
 }
 EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
-                      (d->Depth ? d->Depth : 1) * 4);
+    uint64_t k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                           (d->Depth ? d->Depth : 1) * 4);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUarray)(uintptr_t)k;
@@ -195,8 +131,8 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a,
                                        const CUDA_ARRAY3D_DESCRIPTOR *d,
                                        unsigned int n)
 {
-    uint64_t k = take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4 *
-                      (n ? n : 1));
+    uint64_t k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                           4 * (n ? n : 1));
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUmipmappedArray)(uintptr_t)k;
@@ -208,7 +144,7 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 }
 static CUresult ctx_new(CUcontext *c)
 {
-    uint64_t k = take(64ULL << 20);
+    uint64_t k = fake_take(64ULL << 20);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (CUcontext)(uintptr_t)k;
@@ -240,17 +176,13 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
 EXPORT CUresult cuCtxDestroy_v2(CUcontext c) { return give((uintptr_t)c); }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
-    init();
-    int64_t u = atomic_load(&fk.st->used);
-    *t = fk.total;
-    *f = fk.total - (size_t)(u < 0 ? 0 : u);
+    fake_mem_info(f, t);
     return 0;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
 {
     (void)d;
-    init();
-    *b = fk.total;
+    fake_mem_info(NULL, b);
     return 0;
 }
 /* Simulated execution for the time-slicing tests (FAKE_CUDA_LOG set): a
@@ -425,6 +357,5 @@ EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
 /* Test-only: the record, for programs that want to read it in-process. */
 EXPORT struct fake_cuda_stats *fake_cuda_stats(void)
 {
-    init();
-    return fk.st;
+    return fake_record();
 }

@@ -1,107 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fake_hip.c: a stand-in libamdhip64.so.6 for the shim's HIP tests: the
- * HIP runtime entry points the shim interposes, over simulated device
- * memory of FAKE_CUDA_TOTAL bytes (default 16 GiB), with the same shared
- * record as the fake libcuda (fake_cuda.h, FAKE_CUDA_SHM). FAKE_CUDA_FAIL=1
- * makes every allocation fail in the runtime. Built twice: the full
+ * HIP runtime entry points the shim interposes, over the same simulated
+ * device memory and shared record as the fake libcuda (fake_alloc.h:
+ * FAKE_CUDA_TOTAL, FAKE_CUDA_SHM, FAKE_CUDA_FAIL). Built twice: the full
  * library, and with FAKE_MINIMAL one that lacks hipMallocManaged and
  * hipGetProcAddress (an older runtime: the shim must answer
  * hipErrorNotFound, never call through NULL). It is not a model of ROCm.
  */
 #define _GNU_SOURCE 1
-#include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "fake_cuda.h"
+#include "fake_alloc.h"
 #include "shim/hip_types.h"
 
-#define FAKE_SLOTS (1u << 22)
-#define EXPORT __attribute__((visibility("default")))
-#define BASE 0x500000000000ULL
-
-static struct {
-    pthread_once_t once;
-    struct fake_cuda_stats *st;
-    uint64_t total;
-    int fail;
-    _Atomic uint64_t next;  /* next pointer index */
-    uint64_t *sizes;        /* bytes by pointer index, 0 = free */
-} fk = { .once = PTHREAD_ONCE_INIT };
-
-static void fake_init(void)
-{
-    const char *shm = getenv("FAKE_CUDA_SHM"), *t = getenv("FAKE_CUDA_TOTAL");
-    void *m = MAP_FAILED;
-    int fd;
-
-    fk.total = t ? strtoull(t, NULL, 0) : (16ULL << 30);
-    fk.fail = getenv("FAKE_CUDA_FAIL") != NULL;
-    if (shm != NULL && (fd = open(shm, O_RDWR | O_CREAT, 0600)) >= 0) {
-        if (ftruncate(fd, 4096) == 0)
-            m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-    }
-    if (m == MAP_FAILED)
-        m = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    fk.st = m;
-    fk.sizes = mmap(NULL, FAKE_SLOTS * sizeof(uint64_t),
-                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    fk.next = 1;
-}
-
-static void init(void)
-{
-    pthread_once(&fk.once, fake_init);
-}
-
-/* Take `bytes` of simulated memory; a pointer-ish key, or 0 when full. */
-static uint64_t take(uint64_t bytes)
-{
-    int64_t now, m;
-    uint64_t idx;
-
-    init();
-    if (fk.fail)
-        return 0;
-    now = atomic_fetch_add(&fk.st->used, (int64_t)bytes) + (int64_t)bytes;
-    if ((uint64_t)now > fk.total) {
-        atomic_fetch_sub(&fk.st->used, (int64_t)bytes);
-        return 0;
-    }
-    m = atomic_load(&fk.st->max_used);
-    while (now > m && !atomic_compare_exchange_weak(&fk.st->max_used, &m, now))
-        ;
-    idx = atomic_fetch_add(&fk.next, 1) % FAKE_SLOTS;
-    fk.sizes[idx] = bytes ? bytes : 1;
-    atomic_fetch_add(&fk.st->allocs, 1);
-    return BASE + (idx << 12);
-}
+const uint64_t fake_base = 0x500000000000ULL;
 
 static hipError_t give(uint64_t key)
 {
-    uint64_t idx = (key - BASE) >> 12;
-
-    init();
-    atomic_store(&fk.st->last_free, key);
-    if (key < BASE || idx >= FAKE_SLOTS || fk.sizes[idx] == 0) {
-        atomic_fetch_add(&fk.st->unknown_frees, 1);
-        return hipErrorInvalidValue;
-    }
-    atomic_fetch_sub(&fk.st->used, (int64_t)fk.sizes[idx]);
-    fk.sizes[idx] = 0;
-    atomic_fetch_add(&fk.st->frees, 1);
-    return hipSuccess;
+    return fake_give(key) == 0 ? hipSuccess : hipErrorInvalidValue;
 }
 
 static hipError_t into(void **p, uint64_t bytes)
 {
-    uint64_t k = take(bytes);
+    uint64_t k = fake_take(bytes);
     if (k == 0)
         return hipErrorOutOfMemory;
     *p = (void *)(uintptr_t)k;
@@ -176,18 +99,13 @@ EXPORT hipError_t hipFreeArray(hipArray_t a) { return give((uintptr_t)a); }
 EXPORT hipError_t hipArrayDestroy(hipArray_t a) { return give((uintptr_t)a); }
 EXPORT hipError_t hipMemGetInfo(size_t *f, size_t *t)
 {
-    int64_t u;
-    init();
-    u = atomic_load(&fk.st->used);
-    *t = fk.total;
-    *f = fk.total - (size_t)(u < 0 ? 0 : u);
+    fake_mem_info(f, t);
     return hipSuccess;
 }
 EXPORT hipError_t hipDeviceTotalMem(size_t *b, hipDevice_t d)
 {
     (void)d;
-    init();
-    *b = fk.total;
+    fake_mem_info(NULL, b);
     return hipSuccess;
 }
 #ifndef FAKE_MINIMAL
@@ -224,6 +142,5 @@ EXPORT hipError_t hipGetProcAddress(const char *sym, void **pfn, int ver,
 /* The record, for the tests (as fake_cuda_stats). */
 EXPORT struct fake_cuda_stats *fake_hip_stats(void)
 {
-    init();
-    return fk.st;
+    return fake_record();
 }

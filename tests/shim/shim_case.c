@@ -3,7 +3,10 @@
  * shim_case.c: the snippet program of the shim tests. It is linked against
  * the fake libcuda.so.1 and run under LD_PRELOAD=libaccelshim.so by CTest;
  * argv[1] picks the case, the environment (set per test in CMakeLists.txt)
- * the limit. Exit status 0 = pass; each failed check prints why.
+ * the limit. Exit status 0 = pass; each failed check prints why. The cases
+ * HIP shares are quota_cases.c's, run here through CUDA's table (`cuda`);
+ * the ones below are CUDA's own (NVML's view, contexts, the config file,
+ * the fork races).
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -22,11 +25,8 @@
 #include <unistd.h>
 
 #include "daemon/node/ledger.h"
-#include "fake_cuda.h"
+#include "quota_cases.h"
 #include "shim/cuda_types.h"
-
-#define MiB (1ULL << 20)
-#define GiB (1ULL << 30)
 
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
@@ -56,165 +56,127 @@ CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, int *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 struct fake_cuda_stats *fake_cuda_stats(void);
 
-static int failures;
-
-#define CHECK(c, ...)                                                          \
-    do {                                                                       \
-        if (!(c)) {                                                            \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c);       \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-        }                                                                      \
-    } while (0)
-
-static char ledger_file[512];
-
-static const char *ledger_path_env(void)
+/* The allocation paths (quota_cases.h): their keys are CUDA's numbers. */
+static int a_alloc(uint64_t b, union gpu_key *k)
 {
-    snprintf(ledger_file, sizeof(ledger_file), "%s/accel/shim-%s-dev0.ledger",
-             getenv("XDG_RUNTIME_DIR"), getenv("ACCEL_APP"));
-    return ledger_file;
+    return cuMemAlloc_v2(&k->dptr, b);
 }
-
-static uint64_t ledger_used(void)
+static int a_managed(uint64_t b, union gpu_key *k)
 {
-    struct ledger_usage u = { 0 };
-    enum accel_err rc = ledger_read(ledger_path_env(), &u);
-    if (rc == ACCEL_ENOTFOUND) /* nothing was ever charged */
-        return 0;
-    if (rc != ACCEL_OK)
-        return (uint64_t)-1;
-    return u.used;
+    return cuMemAllocManaged(&k->dptr, b, 1);
 }
-
-/* One allocation path: a first allocation within, one beyond the limit. */
-struct path {
-    const char *name;
-    CUresult (*alloc)(uint64_t bytes, CUdeviceptr *key);
-    CUresult (*release)(uint64_t key);
-};
-
-static CUresult a_alloc(uint64_t b, CUdeviceptr *k) { return cuMemAlloc_v2(k, b); }
-static CUresult a_managed(uint64_t b, CUdeviceptr *k)
-{
-    return cuMemAllocManaged(k, b, 1);
-}
-static CUresult a_pitch(uint64_t b, CUdeviceptr *k)
+static int a_pitch(uint64_t b, union gpu_key *k)
 {
     size_t pitch;
-    return cuMemAllocPitch_v2(k, &pitch, 1000, b / 1000, 4);
+    return cuMemAllocPitch_v2(&k->dptr, &pitch, 1000, b / 1000, 4);
 }
-static CUresult a_async(uint64_t b, CUdeviceptr *k)
+static int a_async(uint64_t b, union gpu_key *k)
 {
-    return cuMemAllocAsync(k, b, NULL);
+    return cuMemAllocAsync(&k->dptr, b, NULL);
 }
-static CUresult a_async_ptsz(uint64_t b, CUdeviceptr *k)
+static int a_async_ptsz(uint64_t b, union gpu_key *k)
 {
-    return cuMemAllocAsync_ptsz(k, b, NULL);
+    return cuMemAllocAsync_ptsz(&k->dptr, b, NULL);
 }
-static CUresult a_pool(uint64_t b, CUdeviceptr *k)
+static int a_pool(uint64_t b, union gpu_key *k)
 {
-    return cuMemAllocFromPoolAsync(k, b, NULL, NULL);
+    return cuMemAllocFromPoolAsync(&k->dptr, b, NULL, NULL);
 }
-static CUresult a_pool_ptsz(uint64_t b, CUdeviceptr *k)
+static int a_pool_ptsz(uint64_t b, union gpu_key *k)
 {
-    return cuMemAllocFromPoolAsync_ptsz(k, b, NULL, NULL);
+    return cuMemAllocFromPoolAsync_ptsz(&k->dptr, b, NULL, NULL);
 }
-static CUresult a_create(uint64_t b, CUdeviceptr *k)
+static int a_create(uint64_t b, union gpu_key *k)
 {
     CUmemAllocationProp p = { .type = 1, .location = { 1, 0 } };
-    return cuMemCreate(k, b, &p, 0);
+    return cuMemCreate(&k->dptr, b, &p, 0);
 }
-static CUresult a_array(uint64_t b, CUdeviceptr *k)
+static int a_array(uint64_t b, union gpu_key *k)
 {
     CUDA_ARRAY_DESCRIPTOR d = { .Width = 1024, .Height = b / 4096,
                                 .Format = 0x20, .NumChannels = 1 };
     CUarray a;
     CUresult rc = cuArrayCreate_v2(&a, &d);
-    *k = (uint64_t)(uintptr_t)a;
+    k->dptr = (uintptr_t)a;
     return rc;
 }
-static CUresult a_array3d(uint64_t b, CUdeviceptr *k)
+static int a_array3d(uint64_t b, union gpu_key *k)
 {
     CUDA_ARRAY3D_DESCRIPTOR d = { .Width = 1024, .Height = 1024,
                                   .Depth = b / (4 * MiB), .Format = 0x20,
                                   .NumChannels = 1 };
     CUarray a;
     CUresult rc = cuArray3DCreate_v2(&a, &d);
-    *k = (uint64_t)(uintptr_t)a;
+    k->dptr = (uintptr_t)a;
     return rc;
 }
-static CUresult a_mipmap(uint64_t b, CUdeviceptr *k)
+static int a_mipmap(uint64_t b, union gpu_key *k)
 {
     CUDA_ARRAY3D_DESCRIPTOR d = { .Width = 1024, .Height = b / 4096,
                                   .Format = 0x20, .NumChannels = 1 };
     CUmipmappedArray a;
     CUresult rc = cuMipmappedArrayCreate(&a, &d, 1);
-    *k = (uint64_t)(uintptr_t)a;
+    k->dptr = (uintptr_t)a;
     return rc;
 }
-static CUresult a_ctx(uint64_t b, CUdeviceptr *k)
+static int a_ctx(uint64_t b, union gpu_key *k) /* 256 MiB, whatever b */
 {
     CUcontext c;
-    CUresult rc = CUDA_SUCCESS;
+    CUresult rc;
     (void)b;
     rc = cuCtxCreate_v2(&c, 0, 0);
-    *k = (uint64_t)(uintptr_t)c;
+    k->dptr = (uintptr_t)c;
     return rc;
 }
-static CUresult r_free(uint64_t k) { return cuMemFree_v2(k); }
-static CUresult r_free_async(uint64_t k) { return cuMemFreeAsync(k, NULL); }
-static CUresult r_free_ptsz(uint64_t k) { return cuMemFreeAsync_ptsz(k, NULL); }
-static CUresult r_release(uint64_t k) { return cuMemRelease(k); }
-static CUresult r_array(uint64_t k) { return cuArrayDestroy((CUarray)k); }
-static CUresult r_mipmap(uint64_t k)
+static int r_free(union gpu_key k) { return cuMemFree_v2(k.dptr); }
+static int r_free_async(union gpu_key k)
 {
-    return cuMipmappedArrayDestroy((CUmipmappedArray)k);
+    return cuMemFreeAsync(k.dptr, NULL);
 }
-static CUresult r_ctx(uint64_t k) { return cuCtxDestroy_v2((CUcontext)k); }
+static int r_free_ptsz(union gpu_key k)
+{
+    return cuMemFreeAsync_ptsz(k.dptr, NULL);
+}
+static int r_release(union gpu_key k) { return cuMemRelease(k.dptr); }
+static int r_array(union gpu_key k)
+{
+    return cuArrayDestroy((CUarray)(uintptr_t)k.dptr);
+}
+static int r_mipmap(union gpu_key k)
+{
+    return cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)k.dptr);
+}
+static int r_ctx(union gpu_key k)
+{
+    return cuCtxDestroy_v2((CUcontext)(uintptr_t)k.dptr);
+}
 
-static const struct path paths[] = {
-    { "alloc", a_alloc, r_free },         { "managed", a_managed, r_free },
-    { "pitch", a_pitch, r_free },         { "async", a_async, r_free_async },
-    { "async_ptsz", a_async_ptsz, r_free_ptsz },
-    { "pool", a_pool, r_free_async },     { "pool_ptsz", a_pool_ptsz, r_free },
-    { "create", a_create, r_release },    { "array", a_array, r_array },
-    { "array3d", a_array3d, r_array },    { "mipmap", a_mipmap, r_mipmap },
-    { "ctx", a_ctx, r_ctx },
+/* fill: four contexts of 256 MiB take the 1 GiB, the fifth is refused. */
+static const struct alloc_path paths[] = {
+    { "alloc", a_alloc, r_free, 0 },
+    { "managed", a_managed, r_free, 0 },
+    { "pitch", a_pitch, r_free, 0 },
+    { "async", a_async, r_free_async, 0 },
+    { "async_ptsz", a_async_ptsz, r_free_ptsz, 0 },
+    { "pool", a_pool, r_free_async, 0 },
+    { "pool_ptsz", a_pool_ptsz, r_free, 0 },
+    { "create", a_create, r_release, 0 },
+    { "array", a_array, r_array, 0 },
+    { "array3d", a_array3d, r_array, 0 },
+    { "mipmap", a_mipmap, r_mipmap, 0 },
+    { "ctx", a_ctx, r_ctx, 3 },
 };
 
-/* Limit 1 GiB: 768 MiB fits, 512 MiB more does not and never reaches the
- * driver; after the free the ledger is back at 0. Contexts cost 256 MiB. */
-static void case_refuse(const char *which)
-{
-    struct fake_cuda_stats *st = fake_cuda_stats();
-    CUdeviceptr k1 = 0, k2 = 0, k3 = 0, k4 = 0, k5 = 0;
-    int ctx = strcmp(which, "ctx") == 0;
-
-    for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++) {
-        const struct path *p = &paths[i];
-        if (strcmp(p->name, which) != 0)
-            continue;
-        CHECK(p->alloc(768 * MiB, &k1) == CUDA_SUCCESS, "first %s", which);
-        if (ctx) { /* 4 x 256 MiB fit in 1 GiB, the 5th not */
-            CHECK(p->alloc(0, &k2) == 0 && p->alloc(0, &k3) == 0 &&
-                      p->alloc(0, &k4) == 0, "ctx 2-4");
-        }
-        uint64_t allocs = atomic_load(&st->allocs);
-        CUresult rc = p->alloc(512 * MiB, &k5);
-        CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY, "%s beyond: rc %d", which, rc);
-        CHECK(atomic_load(&st->allocs) == allocs, "refused call reached driver");
-        CHECK(p->release(k1) == CUDA_SUCCESS, "release");
-        if (ctx)
-            p->release(k2), p->release(k3), p->release(k4);
-        CHECK(ledger_used() == 0, "ledger after free: %llu",
-              (unsigned long long)ledger_used());
-        CHECK(atomic_load(&st->used) == 0, "driver still holds memory");
-        return;
-    }
-    CHECK(0, "no path %s", which);
-}
+static const struct gpu_api cuda = {
+    .prog = "shim_case",
+    .fake = "driver",
+    .oom = CUDA_ERROR_OUT_OF_MEMORY,
+    .alloc = a_alloc,
+    .release = r_free,
+    .record = fake_cuda_stats,
+    .paths = paths,
+    .npaths = sizeof(paths) / sizeof(*paths),
+};
 
 /* Host-located cuMemCreate takes no VRAM and is not charged. */
 static void case_create_host(void)
@@ -224,15 +186,6 @@ static void case_create_host(void)
     CHECK(cuMemCreate(&h, 2 * GiB, &p, 0) == 0, "host create");
     CHECK(ledger_used() == 0, "host create was charged");
     CHECK(cuMemRelease(h) == 0, "release");
-}
-
-/* Driver failure gives the reservation back. */
-static void case_driver_fail(void)
-{
-    CUdeviceptr d;
-    CHECK(cuMemAlloc_v2(&d, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "fail");
-    CHECK(ledger_used() == 0, "reservation kept: %llu",
-          (unsigned long long)ledger_used());
 }
 
 /* The runtime's path: entry points from cuGetProcAddress(_v2). */
@@ -377,164 +330,6 @@ static void case_config(void)
     CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 0, "after free");
     CHECK(ledger_remove(led) == ACCEL_OK && ledger_remove(led) == ACCEL_OK,
           "remove");
-}
-
-static unsigned rnd(unsigned *s)
-{
-    *s ^= *s << 13; /* xorshift32: the low bits of an LCG cycle too fast */
-    *s ^= *s >> 17;
-    *s ^= *s << 5;
-    return *s;
-}
-
-/* A worker: `iters` rounds of alloc (random size up to max) and free,
- * keeping up to 8 live buffers (16 of 256 MiB in the SPEC 11 case). */
-static void case_worker(int iters, uint64_t max, unsigned seed, long start)
-{
-    CUdeviceptr live[16] = { 0 };
-    unsigned slots = max == 256 * MiB ? 16 : 8; /* 256 MiB case: 4 GiB each */
-    struct timespec now;
-
-    do { /* all workers start together, so they really contend */
-        clock_gettime(CLOCK_REALTIME, &now);
-    } while (now.tv_sec * 1000L + now.tv_nsec / 1000000L < start);
-    for (int i = 0; i < iters; i++) {
-        int s = (int)(rnd(&seed) % slots);
-        sched_yield(); /* interleave with the other workers while holding */
-        if (live[s] != 0) {
-            CHECK(cuMemFree_v2(live[s]) == 0, "free");
-            live[s] = 0;
-        } else {
-            uint64_t b = max == 256 * MiB ? max : 1 + rnd(&seed) % max;
-            CUresult rc = cuMemAlloc_v2(&live[s], b);
-            CHECK(rc == 0 || rc == CUDA_ERROR_OUT_OF_MEMORY, "rc %d", rc);
-            if (rc != 0)
-                live[s] = 0;
-        }
-    }
-    for (unsigned s = 0; s < slots; s++)
-        if (live[s] != 0)
-            cuMemFree_v2(live[s]);
-}
-
-static pid_t spawn(char *const argv[], int out_fd)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (out_fd >= 0)
-            dup2(out_fd, 1);
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static int wait_ok(pid_t pid)
-{
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        ;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static void case_stress(int nproc, const char *iters, const char *max,
-                        uint64_t limit)
-{
-    struct fake_cuda_stats *st = fake_cuda_stats();
-    pid_t pids[64];
-    char seed[16], start[32];
-    struct timespec now;
-    struct ledger_usage lu = { 0 };
-
-    clock_gettime(CLOCK_REALTIME, &now);
-    snprintf(start, sizeof(start), "%ld",
-             now.tv_sec * 1000L + now.tv_nsec / 1000000L + 300);
-    for (int i = 0; i < nproc && i < 64; i++) {
-        snprintf(seed, sizeof(seed), "%d", i + 1);
-        char *argv[] = { "shim_case", "worker", (char *)iters, (char *)max,
-                         seed, start, NULL };
-        pids[i] = spawn(argv, -1);
-    }
-    for (int i = 0; i < nproc && i < 64; i++)
-        CHECK(wait_ok(pids[i]), "worker %d failed", i);
-    CHECK((uint64_t)atomic_load(&st->max_used) <= limit,
-          "driver held %lld > limit %llu", (long long)atomic_load(&st->max_used),
-          (unsigned long long)limit);
-    CHECK(atomic_load(&st->used) == 0, "driver still holds memory");
-    CHECK(ledger_used() == 0, "ledger ends at %llu",
-          (unsigned long long)ledger_used());
-    CHECK(ledger_read(ledger_path_env(), &lu) == ACCEL_OK, "ledger");
-    CHECK(lu.peak >= limit / 2, "no contention (peak %llu): test too weak",
-          (unsigned long long)lu.peak);
-    printf("max held by the driver %lld of %llu, ledger peak %llu, "
-           "%llu allocations\n",
-           (long long)atomic_load(&st->max_used), (unsigned long long)limit,
-           (unsigned long long)lu.peak,
-           (unsigned long long)atomic_load(&st->allocs));
-}
-
-/* Allocate, say "ready", wait to be killed. */
-static void case_hold(uint64_t bytes)
-{
-    CUdeviceptr d;
-    CHECK(cuMemAlloc_v2(&d, bytes) == 0, "hold alloc");
-    printf("ready\n");
-    fflush(stdout);
-    pause();
-}
-
-static void case_kill(void)
-{
-    int fds[2];
-    char buf[8] = { 0 };
-    struct timespec ts;
-    CHECK(pipe(fds) == 0, "pipe");
-    char *hold[] = { "shim_case", "hold", NULL };
-    pid_t pid = spawn(hold, fds[1]);
-    close(fds[1]);
-    CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0, "hold");
-    CHECK(ledger_used() == 768 * MiB, "held %llu",
-          (unsigned long long)ledger_used());
-    kill(pid, SIGKILL);
-    wait_ok(pid);
-    CHECK(ledger_used() == 0, "dead process not reclaimed: %llu",
-          (unsigned long long)ledger_used());
-    /* Kill processes at random moments, start-up included. */
-    for (int i = 0; i < 40; i++) {
-        char *full[] = { "shim_case", "full", NULL };
-        pid = spawn(full, -1);
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)(rand() % 3000) * 1000;
-        nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        wait_ok(pid);
-    }
-    char *full[] = { "shim_case", "full", NULL };
-    CHECK(wait_ok(spawn(full, -1)), "a process after the kills was blocked");
-}
-
-/* The whole 1 GiB quota, then free. */
-static void case_full(void)
-{
-    CUdeviceptr d;
-    CHECK(cuMemAlloc_v2(&d, GiB) == 0, "full quota not available");
-    CHECK(cuMemFree_v2(d) == 0, "free");
-}
-
-static void case_fork(void)
-{
-    CUdeviceptr d, e;
-    CHECK(cuMemAlloc_v2(&d, 512 * MiB) == 0, "parent");
-    pid_t pid = fork();
-    if (pid == 0) {
-        CHECK(cuMemAlloc_v2(&e, 512 * MiB) == 0, "child within");
-        CHECK(cuMemAlloc_v2(&e, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "child over");
-        _exit(failures ? 1 : 0);
-    }
-    CHECK(wait_ok(pid), "child");
-    CHECK(ledger_used() == 512 * MiB, "child's charge not given back: %llu",
-          (unsigned long long)ledger_used());
-    CHECK(cuMemFree_v2(d) == 0, "free");
 }
 
 /* Wait up to ms for pid; 1 = exited with status 0. Kills it on time-out. */
@@ -709,7 +504,7 @@ static void case_reclaim(void)
             if (pid == 0) {
                 close(fds[0]);
                 dup2(fds[1], 1);
-                case_hold(768 * MiB);
+                case_hold(&cuda);
                 _exit(1);
             }
         }
@@ -735,12 +530,10 @@ int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
 
-    if (strcmp(c, "refuse") == 0 && argc > 2)
-        case_refuse(argv[2]);
-    else if (strcmp(c, "create_host") == 0)
+    if (run_quota_case(&cuda, argc, argv))
+        return cases_done(c);
+    if (strcmp(c, "create_host") == 0)
         case_create_host();
-    else if (strcmp(c, "driver_fail") == 0)
-        case_driver_fail();
     else if (strcmp(c, "procaddr") == 0)
         case_procaddr();
     else if (strcmp(c, "unknown_free") == 0)
@@ -749,21 +542,6 @@ int main(int argc, char **argv)
         case_missing();
     else if (strcmp(c, "view") == 0)
         case_view(argc > 2 && strcmp(argv[2], "limited") == 0);
-    else if (strcmp(c, "worker") == 0 && argc > 5)
-        case_worker((int)strtol(argv[2], NULL, 10), strtoull(argv[3], NULL, 0),
-                    (unsigned)strtol(argv[4], NULL, 10),
-                    strtol(argv[5], NULL, 10));
-    else if (strcmp(c, "stress") == 0 && argc > 5)
-        case_stress((int)strtol(argv[2], NULL, 10), argv[3], argv[4],
-                    strtoull(argv[5], NULL, 0));
-    else if (strcmp(c, "hold") == 0)
-        case_hold(768 * MiB);
-    else if (strcmp(c, "kill") == 0)
-        case_kill();
-    else if (strcmp(c, "full") == 0)
-        case_full();
-    else if (strcmp(c, "fork") == 0)
-        case_fork();
     else if (strcmp(c, "reclaim") == 0)
         case_reclaim();
     else if (strcmp(c, "fork_attach") == 0)
@@ -776,6 +554,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
     }
-    printf("%s: %d failed\n", c, failures);
-    return failures ? 1 : 0;
+    return cases_done(c);
 }

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "fake_cuda.h"
 #include "shim/cuda_types.h"
 
@@ -50,19 +51,9 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuCtxSynchronize(void);
 
-static int failures;
+int failures;
 static char dir[160], sock[200], logpath[200], shimlog[200], brokerout[200];
 static char self_exe[512];
-
-#define CHECK(c, ...)                                                          \
-    do {                                                                       \
-        if (!(c)) {                                                            \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c);       \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-        }                                                                      \
-    } while (0)
 
 static int64_t mono_ns(void)
 {

@@ -50,6 +50,26 @@ static void conn(int k, const char *app)
     ASSERT_EQ(broker_core_hello(&core, k, app, 0), ACCEL_OK);
 }
 
+/* Two processes of app a (conns 0 and 1) and one of b (conn 2). */
+static void a_twice_and_b(uint32_t quantum, uint32_t idle)
+{
+    setup(quantum, idle);
+    conn(0, "a");
+    conn(1, "a");
+    conn(2, "b");
+}
+
+/* Two apps, one process each: a (conn 0) asks at 1 ms and gets the turn,
+ * b (conn 1) asks at 2 ms and waits. */
+static void a_holds_b_waits(uint32_t quantum, uint32_t idle)
+{
+    setup(quantum, idle);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+}
+
 TEST(broker_alone_keeps_turn)
 {
     setup(100, 10);
@@ -65,11 +85,7 @@ TEST(broker_alone_keeps_turn)
 TEST(broker_second_app_waits_then_gets_turn)
 {
     struct broker_stats st;
-    setup(100, 10);
-    conn(0, "a");
-    conn(1, "b");
-    broker_core_request(&core, 0, 1 * MS);
-    broker_core_request(&core, 1, 2 * MS);
+    a_holds_b_waits(100, 10);
     ASSERT_STR_EQ(sink.last[1], "");   /* b waits */
     ASSERT_STR_EQ(sink.last[0], "C");  /* a told someone waits */
     ASSERT_U64_EQ(broker_core_tick(&core, 50 * MS), 101 * MS);
@@ -87,10 +103,7 @@ TEST(broker_second_app_waits_then_gets_turn)
 
 TEST(broker_app_processes_share_turn)
 {
-    setup(100, 10);
-    conn(0, "a");
-    conn(1, "a");
-    conn(2, "b");
+    a_twice_and_b(100, 10);
     broker_core_request(&core, 0, 1 * MS);
     broker_core_request(&core, 1, 2 * MS);
     ASSERT_STR_EQ(sink.last[1], "G 0 100 10"); /* joins a's turn */
@@ -106,22 +119,14 @@ TEST(broker_app_processes_share_turn)
 
 TEST(broker_crash_frees_turn_at_once)
 {
-    setup(100000, 10);
-    conn(0, "a");
-    conn(1, "b");
-    broker_core_request(&core, 0, 1 * MS);
-    broker_core_request(&core, 1, 2 * MS);
+    a_holds_b_waits(100000, 10);
     broker_core_close(&core, 0, 3 * MS);  /* killed mid-turn */
     ASSERT_STR_EQ(sink.last[1], "G 0 100000 10");
 }
 
 TEST(broker_idle_release_early)
 {
-    setup(1000, 10);
-    conn(0, "a");
-    conn(1, "b");
-    broker_core_request(&core, 0, 1 * MS);
-    broker_core_request(&core, 1, 2 * MS);
+    a_holds_b_waits(1000, 10);
     broker_core_done(&core, 0, 15 * MS); /* a was idle: gave it back */
     ASSERT_STR_EQ(sink.last[1], "G 0 1000 10");
     /* a wants it again: queued, b is told */
@@ -158,10 +163,7 @@ TEST(broker_round_robin_three)
 
 TEST(broker_rejoin_while_asked_queues)
 {
-    setup(10, 5);
-    conn(0, "a");
-    conn(1, "a");
-    conn(2, "b");
+    a_twice_and_b(10, 5);
     broker_core_request(&core, 0, 1 * MS);
     broker_core_request(&core, 2, 2 * MS);
     broker_core_tick(&core, 20 * MS);            /* a asked back */

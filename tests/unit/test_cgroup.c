@@ -99,6 +99,20 @@ static uint64_t memory_limit(const struct cgroup_sys *cs)
     return strtoull(buf, NULL, 10);
 }
 
+/* Kill app's cgroup (its leader, pid, the test's child): the cgroup is
+ * empty within 5 s and the leader died of SIGKILL. */
+static void kill_and_reap(struct cgroup_sys *cs, const char *app, pid_t pid)
+{
+    int st;
+
+    cgroup_app_kill(cs, app);
+    for (int i = 0; i < 500 && cgroup_app_populated(cs, app) != 0; i++)
+        msleep(10);
+    ASSERT_EQ(cgroup_app_populated(cs, app), 0);
+    ASSERT_EQ(proc_reap(pid, &st), ACCEL_OK);
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
 TEST(cgroup_detect_names_instance)
 {
     struct cgroup_sys cs;
@@ -128,7 +142,6 @@ TEST(cgroup_contains_escaped_child_and_kills_all)
     struct proc_handle h;
     pid_t *v = NULL;
     ssize_t n;
-    int st;
 
     if (cs.containment.tier == CGROUP_NONE || geteuid() != 0) {
         fprintf(stderr, "skipped: %s\n", cs.containment.reason);
@@ -151,12 +164,7 @@ TEST(cgroup_contains_escaped_child_and_kills_all)
     for (ssize_t i = 0; i < n; i++) /* the escaped child too */
         ASSERT(cgroup_pid_in_app(&cs, v[i], "app1"));
     free(v);
-    cgroup_app_kill(&cs, "app1");
-    for (int i = 0; i < 500 && cgroup_app_populated(&cs, "app1") != 0; i++)
-        msleep(10);
-    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 0);
-    ASSERT_EQ(proc_reap(h.pid, &st), ACCEL_OK);
-    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    kill_and_reap(&cs, "app1", h.pid);
     ASSERT_U64_EQ(cgroup_app_oom_kills(&cs, "app1"), 0);
     cgroup_app_remove(&cs, "app1");
     ASSERT_EQ(cgroup_app_populated(&cs, "app1"), -1);
@@ -226,7 +234,6 @@ TEST(cgroup_v1_freezer_containment)
     struct proc_spec spec = { .name = "app1", .argv = argv,
                               .place = place, .place_arg = &cs };
     struct proc_handle h;
-    int st;
 
     memset(&cs, 0, sizeof cs);
     if (geteuid() != 0 || !own_freezer(own, sizeof own) ||
@@ -251,12 +258,7 @@ TEST(cgroup_v1_freezer_containment)
     ASSERT(cgroup_pid_app(&cs, h.pid, name, sizeof name));
     ASSERT_STR_EQ(name, "app1");
     ASSERT(!cgroup_pid_in_app(&cs, getpid(), "app1"));
-    cgroup_app_kill(&cs, "app1");
-    for (int i = 0; i < 500 && cgroup_app_populated(&cs, "app1") != 0; i++)
-        msleep(10);
-    ASSERT_EQ(cgroup_app_populated(&cs, "app1"), 0);
-    ASSERT_EQ(proc_reap(h.pid, &st), ACCEL_OK);
-    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    kill_and_reap(&cs, "app1", h.pid);
     cgroup_app_remove(&cs, "app1");
     cgroup_instance_remove(&cs);
     ASSERT(access(cs.v1_dir[CGV1_FREEZER], F_OK) != 0);

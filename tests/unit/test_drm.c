@@ -68,6 +68,22 @@ static void link_at(const char *base, const char *rel, const char *target)
     ASSERT(symlink(target, path) == 0);
 }
 
+/* cardN: an Intel PCI device (its device id, "0x56a0") bound to driver
+ * (i915, xe), as sysfs shows one. */
+static void intel_card(int n, const char *device, const char *driver)
+{
+    char rel[64], text[64];
+
+    snprintf(rel, sizeof rel, "class/drm/card%d/device/vendor", n);
+    put(root, rel, "0x8086\n");
+    snprintf(rel, sizeof rel, "class/drm/card%d/device/device", n);
+    snprintf(text, sizeof text, "%s\n", device);
+    put(root, rel, text);
+    snprintf(rel, sizeof rel, "class/drm/card%d/device/driver", n);
+    snprintf(text, sizeof text, "../../bus/pci/drivers/%s", driver);
+    link_at(root, rel, text);
+}
+
 static void setup(void)
 {
     snprintf(root, sizeof root, "%s/sys", harness_tmp());
@@ -214,22 +230,16 @@ TEST(drm_intel_arc_and_igpu)
 
     setup();
     /* card0: Arc A770 on i915 with local memory */
-    put(root, "class/drm/card0/device/vendor", "0x8086\n");
-    put(root, "class/drm/card0/device/device", "0x56a0\n");
-    link_at(root, "class/drm/card0/device/driver", "../../bus/pci/drivers/i915");
+    intel_card(0, "0x56a0", "i915");
     put(root, "class/drm/card0/lmem_total_bytes", "17179869184\n");
     put(root, "class/drm/card0/lmem_avail_bytes", "16106127360\n");
     put(root, "class/drm/card0/device/hwmon/hwmon2/power1_max", "190000000\n");
     /* card1: Arc B580 on xe, VRAM per tile */
-    put(root, "class/drm/card1/device/vendor", "0x8086\n");
-    put(root, "class/drm/card1/device/device", "0xe20b\n");
-    link_at(root, "class/drm/card1/device/driver", "../../bus/pci/drivers/xe");
+    intel_card(1, "0xe20b", "xe");
     put(root, "class/drm/card1/device/tile0/physical_vram_size_bytes",
         "12884901888\n");
     /* card2: an integrated GPU (i915, no local memory) */
-    put(root, "class/drm/card2/device/vendor", "0x8086\n");
-    put(root, "class/drm/card2/device/device", "0x7d55\n");
-    link_at(root, "class/drm/card2/device/driver", "../../bus/pci/drivers/i915");
+    intel_card(2, "0x7d55", "i915");
     ASSERT_EQ(drm_scan(root, 64 * GIB, &g, &n), ACCEL_OK);
     ASSERT_EQ(n, 3);
     ASSERT_EQ(g[0].type, ACCEL_TYPE_INTEL_GPU);
@@ -257,9 +267,7 @@ TEST(drm_intel_arc_without_lmem_file)
     setup();
     /* an Arc on a kernel whose i915 has no lmem_total_bytes: still a
      * discrete intel-gpu (its id says so), memory not reported */
-    put(root, "class/drm/card0/device/vendor", "0x8086\n");
-    put(root, "class/drm/card0/device/device", "0x56a0\n");
-    link_at(root, "class/drm/card0/device/driver", "../../bus/pci/drivers/i915");
+    intel_card(0, "0x56a0", "i915");
     ASSERT_EQ(drm_scan(root, 64 * GIB, &g, &n), ACCEL_OK);
     ASSERT_EQ(n, 1);
     ASSERT_EQ(g[0].type, ACCEL_TYPE_INTEL_GPU);

@@ -262,6 +262,20 @@ TEST(manifest_run_user_and_preload_parse)
 /* The default range collides with nothing; ranges that login.defs,
  * systemd, base-passwd or nobody own are refused, naming the option and
  * the owner; login.defs' own values count, and unmapped ids are refused. */
+/* identity_range_check refuses lo-hi (login.defs text defs, uid_map and
+ * gid_map as /proc shows them; NULL for none) with a cause naming names. */
+static void range_refused(uint32_t lo, uint32_t hi, const char *defs,
+                          const char *uid_map, const char *gid_map,
+                          const char *names)
+{
+    char *cause = NULL;
+
+    ASSERT_EQ(identity_range_check(lo, hi, defs, uid_map, gid_map, &cause),
+              ACCEL_EINVAL);
+    ASSERT(strstr(cause, names) != NULL);
+    free(cause);
+}
+
 TEST(identity_range_check_collisions)
 {
     static const char debian_defs[] =
@@ -308,38 +322,21 @@ TEST(identity_range_check_collisions)
         cause = NULL;
     }
     /* login.defs' own values: regular users up to 70000 here */
-    ASSERT_EQ(identity_range_check(65536, 99999,
-                                   "UID_MIN 1000\nUID_MAX 0x11170\n", NULL,
-                                   NULL, &cause), ACCEL_EINVAL);
-    ASSERT(strstr(cause, "UID_MIN-UID_MAX of /etc/login.defs (regular "
-                         "users), 1000-70000") != NULL);
-    free(cause);
-    cause = NULL;
-    ASSERT_EQ(identity_range_check(65536, 99999, "GID_MAX 80000\n", NULL,
-                                   NULL, &cause), ACCEL_EINVAL);
-    ASSERT(strstr(cause, "GID_MIN-GID_MAX") != NULL);
-    free(cause);
-    cause = NULL;
+    range_refused(65536, 99999, "UID_MIN 1000\nUID_MAX 0x11170\n", NULL, NULL,
+                  "UID_MIN-UID_MAX of /etc/login.defs (regular users), "
+                  "1000-70000");
+    range_refused(65536, 99999, "GID_MAX 80000\n", NULL, NULL,
+                  "GID_MIN-GID_MAX");
     /* a user namespace of 65536 ids (an unprivileged LXC container) */
-    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
-                                   "         0     100000      65536\n",
-                                   NULL, &cause), ACCEL_EINVAL);
-    ASSERT(strstr(cause, "uid 65536 is not mapped") != NULL);
-    free(cause);
-    cause = NULL;
-    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
-                                   "0 100000 65536\n65536 300000 20000\n",
-                                   "0 0 4294967295\n", &cause),
-              ACCEL_EINVAL);
-    ASSERT(strstr(cause, "uid 85536 is not mapped") != NULL);
-    free(cause);
-    cause = NULL;
-    ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
-                                   "0 100000 65536\n65536 300000 34464\n",
-                                   "0 0 65536\n", &cause), ACCEL_EINVAL);
-    ASSERT(strstr(cause, "gid 65536 is not mapped") != NULL);
-    free(cause);
-    cause = NULL;
+    range_refused(65536, 99999, debian_defs,
+                  "         0     100000      65536\n", NULL,
+                  "uid 65536 is not mapped");
+    range_refused(65536, 99999, debian_defs,
+                  "0 100000 65536\n65536 300000 20000\n", "0 0 4294967295\n",
+                  "uid 85536 is not mapped");
+    range_refused(65536, 99999, debian_defs,
+                  "0 100000 65536\n65536 300000 34464\n", "0 0 65536\n",
+                  "gid 65536 is not mapped");
     ASSERT_EQ(identity_range_check(65536, 99999, debian_defs,
                                    "0 100000 65536\n65536 300000 34464\n",
                                    NULL, &cause), ACCEL_OK);

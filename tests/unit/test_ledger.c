@@ -41,6 +41,14 @@ static struct accel_ledger *new_ledger(char **path)
     return l;
 }
 
+/* Undo new_ledger: unmap l and free its path (the file goes with the
+ * test's directory). */
+static void drop_ledger(struct accel_ledger *l, char *path)
+{
+    munmap(l, ACCEL_LEDGER_SIZE);
+    free(path);
+}
+
 /* Charge `bytes` to slot i under key (what the shim's reserve does). */
 static void charge(struct accel_ledger *l, unsigned i, uint64_t key,
                    int64_t bytes)
@@ -80,8 +88,7 @@ TEST(ledger_unreadable_proc_is_not_death)
     rl.rlim_cur = rl.rlim_max;
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
     ASSERT(atomic_load(&l->slots[0].key) == my_key());
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 /* A dead owner's charge is left out of acceld's figures and still comes
@@ -114,8 +121,7 @@ TEST(ledger_dead_owner_reclaimed_live_kept)
     ASSERT_EQ(atomic_load(&l->used), (int64_t)(512 * MiB));
     ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
     ASSERT_U64_EQ(u.used, 512 * MiB);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 /* No process attached: a `used` left by one killed between its two
@@ -130,8 +136,7 @@ TEST(ledger_no_process_reads_zero)
     ASSERT_U64_EQ(u.used, 0);
     ASSERT_EQ(u.processes, 0);
     ASSERT_U64_EQ(u.limit, 1024 * MiB);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 /* A ledger its app cut short (it holds the file open for writing) reads
@@ -183,8 +188,7 @@ TEST(ledger_grown_is_cut_back)
     ASSERT_EQ(st.st_size, (off_t)ACCEL_LEDGER_SIZE);
     ASSERT_EQ(atomic_load(&l->slots[0].used), (int64_t)(3 * MiB));
     close(fd);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 /* A restart of acceld keeps the slots and usage of a valid ledger and
@@ -205,8 +209,7 @@ TEST(ledger_create_again_keeps_usage)
     ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
     ASSERT_U64_EQ(u.used, 100 * MiB);
     ASSERT_EQ(u.processes, 1);
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 /* The attack of issue 25 in miniature: a child flips the file's size
@@ -262,8 +265,7 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
     charge(l, 0, accel_ledger_key(getpid(), 0), (int64_t)(64 * MiB));
     ASSERT_EQ(accel_ledger_reclaim_all(l), 1);
     ASSERT_EQ(atomic_load(&l->used), (int64_t)(64 * MiB));
-    munmap(l, ACCEL_LEDGER_SIZE);
-    free(path);
+    drop_ledger(l, path);
 }
 
 #define LIST(XX)                                                               \

@@ -214,6 +214,20 @@ static enum accel_err start_with(const struct proc_spec *spec,
     return proc_start(spec, h, cause);
 }
 
+/* spec starts, its process exits within 5 s, and its log (spec's
+ * log_path) then reads exactly want. */
+static void ran_and_logged(const struct proc_spec *spec, const char *want)
+{
+    struct proc_handle h = { 0, 0 };
+    char *cause = NULL, *s;
+
+    ASSERT_EQ(start_with(spec, &h, &cause), ACCEL_OK);
+    reap_within(h.pid, 5000);
+    s = slurp(spec->log_path);
+    ASSERT_STR_EQ(s, want);
+    free(s);
+}
+
 TEST(proc_runs_as_cred_without_new_privs)
 {
     char *argv[] = { "/bin/sh", "-c",
@@ -223,18 +237,12 @@ TEST(proc_runs_as_cred_without_new_privs)
     struct proc_cred cred = { 61990, 61991 };
     struct proc_spec spec = { .name = "app", .argv = argv, .workdir = "/",
                               .log_path = log, .cred = &cred };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL, *s;
 
     if (geteuid() != 0) {
         free(log);
         return; /* only root can change uids: covered by the next test */
     }
-    ASSERT_EQ(start_with(&spec, &h, &cause), ACCEL_OK);
-    reap_within(h.pid, 5000);
-    s = slurp(log);
-    ASSERT_STR_EQ(s, "61990\n61991\n61991\nNoNewPrivs:\t1\nend\n");
-    free(s);
+    ran_and_logged(&spec, "61990\n61991\n61991\nNoNewPrivs:\t1\nend\n");
     free(log);
 }
 
@@ -276,40 +284,43 @@ TEST(proc_env_last_wins_and_inherit_filter)
     char *log = path_in("env.log");
     struct proc_spec spec = { .name = "app", .argv = argv, .env = env,
                               .log_path = log, .inherit = drop_marked };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL, *s;
 
     setenv("ACCEL_TEST_DROP", "inherited", 1);
     setenv("ACCEL_TEST_KEEP", "1", 1);
-    ASSERT_EQ(start_with(&spec, &h, &cause), ACCEL_OK);
-    reap_within(h.pid, 5000);
-    s = slurp(log);
-    ASSERT_STR_EQ(s, "a=acceld drop=unset keep=2\n");
-    free(s);
+    ran_and_logged(&spec, "a=acceld drop=unset keep=2\n");
     free(log);
     unsetenv("ACCEL_TEST_DROP");
     unsetenv("ACCEL_TEST_KEEP");
+}
+
+/* proc_start refuses app's argv (run in workdir, logging to log_path; NULL
+ * for none) with want and says exactly why; nothing was started. */
+static void start_refused(char **argv, const char *workdir,
+                          const char *log_path, enum accel_err want,
+                          const char *why)
+{
+    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
+                              .workdir = workdir, .log_path = log_path,
+                              .log_max_bytes = 0 };
+    struct proc_handle h = { 0, 0 };
+    char *cause = NULL;
+
+    ASSERT_EQ(proc_start(&spec, &h, &cause), want);
+    ASSERT_STR_EQ(cause, why);
+    ASSERT_EQ(h.pid, 0); /* untouched */
+    free(cause);
 }
 
 TEST(proc_missing_binary)
 {
     char *argv[] = { "accel-no-such-binary", "x", NULL };
     char *abs[] = { "/nonexistent/foo", NULL };
-    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
-                              .workdir = NULL, .log_path = NULL,
-                              .log_max_bytes = 0 };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL;
 
-    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_ENOTFOUND);
-    ASSERT_STR_EQ(cause,
-                  "cannot run 'accel-no-such-binary': No such file or directory");
-    ASSERT_EQ(h.pid, 0); /* untouched */
-    free(cause);
-    spec.argv = abs;
-    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_ENOTFOUND);
-    ASSERT_STR_EQ(cause, "cannot run '/nonexistent/foo': No such file or directory");
-    free(cause);
+    start_refused(argv, NULL, NULL, ACCEL_ENOTFOUND,
+                  "cannot run 'accel-no-such-binary': No such file or "
+                  "directory");
+    start_refused(abs, NULL, NULL, ACCEL_ENOTFOUND,
+                  "cannot run '/nonexistent/foo': No such file or directory");
     ASSERT_EQ(proc_reap(-1, NULL), ACCEL_ENOTFOUND); /* failed child reaped */
 }
 
@@ -317,52 +328,34 @@ TEST(proc_not_executable)
 {
     char *file = path_in("plain.txt");
     char *argv[] = { file, NULL };
-    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
-                              .workdir = NULL, .log_path = NULL,
-                              .log_max_bytes = 0 };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL, *want;
+    char *want;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
     ASSERT_GE(fd, 0);
     close(fd);
-    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_EFORBIDDEN);
     want = xasprintf("cannot run '%s': Permission denied", file);
-    ASSERT_STR_EQ(cause, want);
+    start_refused(argv, NULL, NULL, ACCEL_EFORBIDDEN, want);
     free(want);
-    free(cause);
     free(file);
 }
 
 TEST(proc_bad_workdir)
 {
     char *argv[] = { "/bin/true", NULL };
-    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
-                              .workdir = "/nonexistent/dir", .log_path = NULL,
-                              .log_max_bytes = 0 };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL;
 
-    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_ENOTFOUND);
-    ASSERT_STR_EQ(cause, "cannot use workdir '/nonexistent/dir' for 'app': "
-                         "No such file or directory");
-    free(cause);
+    start_refused(argv, "/nonexistent/dir", NULL, ACCEL_ENOTFOUND,
+                  "cannot use workdir '/nonexistent/dir' for 'app': "
+                  "No such file or directory");
     ASSERT_EQ(proc_reap(-1, NULL), ACCEL_ENOTFOUND);
 }
 
 TEST(proc_bad_log_dir)
 {
     char *argv[] = { "/bin/true", NULL };
-    struct proc_spec spec = { .name = "app", .argv = argv, .env = NULL,
-                              .workdir = NULL, .log_path = "/nonexistent/logs/app.log",
-                              .log_max_bytes = 0 };
-    struct proc_handle h = { 0, 0 };
-    char *cause = NULL;
 
-    ASSERT_EQ(proc_start(&spec, &h, &cause), ACCEL_EIO);
-    ASSERT_STR_EQ(cause, "cannot open log file '/nonexistent/logs/app.log' "
-                         "for 'app': No such file or directory");
-    free(cause);
+    start_refused(argv, NULL, "/nonexistent/logs/app.log", ACCEL_EIO,
+                  "cannot open log file '/nonexistent/logs/app.log' "
+                  "for 'app': No such file or directory");
 }
 
 TEST(proc_empty_argv)

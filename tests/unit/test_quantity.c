@@ -11,39 +11,37 @@
 
 #include "harness.h"
 
+/* parse(s) succeeds with want (bytes or millicores): two checks, reported
+ * at the caller's line. */
+#define PARSES_TO(parse, s, want)                                              \
+    do {                                                                       \
+        uint64_t v_ = 0;                                                       \
+        ASSERT_EQ(parse(s, &v_), ACCEL_OK);                                    \
+        ASSERT_U64_EQ(v_, want);                                               \
+    } while (0)
+#define BYTES_ARE(s, want) PARSES_TO(quantity_parse_bytes, s, want)
+#define MILLICORES_ARE(s, want) PARSES_TO(quantity_parse_millicores, s, want)
+
 TEST(quantity_binary_suffixes)
 {
-    uint64_t v = 0;
-    ASSERT_EQ(quantity_parse_bytes("8Gi", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 8ULL << 30);
-    ASSERT_EQ(quantity_parse_bytes("512Mi", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 512ULL << 20);
-    ASSERT_EQ(quantity_parse_bytes("1.5Gi", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 3ULL << 29);
-    ASSERT_EQ(quantity_parse_bytes("46.89Gi", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 50347754128ULL); /* ceil(46.89 * 2^30) */
+    BYTES_ARE("8Gi", 8ULL << 30);
+    BYTES_ARE("512Mi", 512ULL << 20);
+    BYTES_ARE("1.5Gi", 3ULL << 29);
+    BYTES_ARE("46.89Gi", 50347754128ULL); /* ceil(46.89 * 2^30) */
 }
 
 TEST(quantity_decimal_and_plain)
 {
-    uint64_t v = 0;
-    ASSERT_EQ(quantity_parse_bytes("1.5G", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 1500000000ULL);
-    ASSERT_EQ(quantity_parse_bytes("12345", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 12345);
-    ASSERT_EQ(quantity_parse_bytes("0", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 0);
+    BYTES_ARE("1.5G", 1500000000ULL);
+    BYTES_ARE("12345", 12345);
+    BYTES_ARE("0", 0);
 }
 
 TEST(quantity_cpu)
 {
-    uint64_t v = 0;
-    ASSERT_EQ(quantity_parse_millicores("2", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 2000);
-    ASSERT_EQ(quantity_parse_millicores("500m", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 500);
-    ASSERT_EQ(quantity_parse_millicores("1.5", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 1500);
+    MILLICORES_ARE("2", 2000);
+    MILLICORES_ARE("500m", 500);
+    MILLICORES_ARE("1.5", 1500);
 }
 
 TEST(quantity_rejects)
@@ -142,54 +140,44 @@ TEST(quantity_wrap_regressions)
               ACCEL_ERANGE);
     /* 1E cores = 1e21 millicores: the multiplier alone passes 64 bits */
     ASSERT_EQ(quantity_parse_millicores("1E", &v), ACCEL_ERANGE);
-    ASSERT_EQ(quantity_parse_millicores("0E", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 0);
+    MILLICORES_ARE("0E", 0);
     v = 7;
     ASSERT_EQ(quantity_parse_bytes("18446744073709551616", &v), ACCEL_ERANGE);
     ASSERT_EQ(quantity_parse_bytes("9223372036854775807Ki", &v),
               ACCEL_ERANGE);
     ASSERT_U64_EQ(v, 7);
     /* the mantissa itself may be QUANTITY_MAX exactly, not one more */
-    ASSERT_EQ(quantity_parse_bytes("4611686018427387904", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    BYTES_ARE("4611686018427387904", QUANTITY_MAX);
 }
 
 TEST(quantity_decimal_boundaries)
 {
     uint64_t v = 0;
     /* QUANTITY_MAX is exactly 4Ei */
-    ASSERT_EQ(quantity_parse_bytes("4Ei", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    BYTES_ARE("4Ei", QUANTITY_MAX);
     ASSERT_EQ(quantity_parse_bytes("3.999999999Ei", &v), ACCEL_OK);
     ASSERT(v < QUANTITY_MAX);
     ASSERT_EQ(quantity_parse_bytes("4.000000001Ei", &v), ACCEL_ERANGE);
     ASSERT_EQ(quantity_parse_bytes("4.0000000000000001Ei", &v), ACCEL_ERANGE);
-    ASSERT_EQ(quantity_parse_bytes("4.000000000000Ei", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    BYTES_ARE("4.000000000000Ei", QUANTITY_MAX);
     /* 4.611686018427387904E = QUANTITY_MAX bytes exactly; past 9
      * fraction digits rounds up */
-    ASSERT_EQ(quantity_parse_bytes("4.611686018E", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 4611686018000000000ULL);
+    BYTES_ARE("4.611686018E", 4611686018000000000ULL);
     ASSERT_EQ(quantity_parse_bytes("4.611686019E", &v), ACCEL_ERANGE);
     /* millicores: 4611686018427387.904 cores */
-    ASSERT_EQ(quantity_parse_millicores("4611686018427387.904", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    MILLICORES_ARE("4611686018427387.904", QUANTITY_MAX);
     ASSERT_EQ(quantity_parse_millicores("4611686018427387.905", &v),
               ACCEL_ERANGE);
     /* 9 fraction digits kept, any further non-zero digit rounds up */
     ASSERT_EQ(quantity_parse_millicores("4.611686018427387904P", &v),
               ACCEL_ERANGE);
-    ASSERT_EQ(quantity_parse_millicores("0.001E", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 1000000000000000000ULL); /* 1e15 cores */
+    MILLICORES_ARE("0.001E", 1000000000000000000ULL); /* 1e15 cores */
     ASSERT_EQ(quantity_parse_millicores("0.005E", &v), ACCEL_ERANGE);
     /* "m": thousandths, rounded up */
-    ASSERT_EQ(quantity_parse_bytes("1m", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 1);
-    ASSERT_EQ(quantity_parse_bytes("4611686018427387904m", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, 4611686018427388ULL);
+    BYTES_ARE("1m", 1);
+    BYTES_ARE("4611686018427387904m", 4611686018427388ULL);
     ASSERT_EQ(quantity_parse_bytes("4611686018427387905m", &v), ACCEL_ERANGE);
-    ASSERT_EQ(quantity_parse_millicores("4611686018427387904m", &v), ACCEL_OK);
-    ASSERT_U64_EQ(v, QUANTITY_MAX);
+    MILLICORES_ARE("4611686018427387904m", QUANTITY_MAX);
     ASSERT_EQ(quantity_parse_millicores("4611686018427387905m", &v),
               ACCEL_ERANGE);
     /* exponent forms are not supported: a parse error, never a value */
@@ -197,9 +185,7 @@ TEST(quantity_decimal_boundaries)
     ASSERT_EQ(quantity_parse_bytes("1E3", &v), ACCEL_EPARSE);
     ASSERT_EQ(quantity_parse_bytes("1e99", &v), ACCEL_EPARSE);
     /* leading zeros are digits of the same value, not an overflow */
-    ASSERT_EQ(quantity_parse_bytes("0000000000000000000000000001Ki", &v),
-              ACCEL_OK);
-    ASSERT_U64_EQ(v, 1024);
+    BYTES_ARE("0000000000000000000000000001Ki", 1024);
 }
 
 TEST(quantity_format)

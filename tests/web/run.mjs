@@ -419,14 +419,20 @@ try {
     return dialog(`Resume ${name}`);
   }
 
-  await step('resume dialog: total-vram-below-requirement', async () => {
-    await stoppedApp(manifest('bigmodel', [nv('20Gi')]));
-    const dlg = await openResume('bigmodel');
-    await dlg.getByText('NVIDIA GPU, single card, requires 20 Gi').waitFor();
-    await pick(dlg, d4060).locator('input').click();
-    await advice(dlg).filter({ hasText: "This GPU's total VRAM is below the app's requirement. Removing apps will not help; select another GPU." }).waitFor();
+  // The resume dialog of a stopped app m: its summary line, then the advice
+  // under the one GPU picked (dev), then Cancel.
+  async function resumeAdvice(m, summary, dev, text) {
+    await stoppedApp(m);
+    const dlg = await openResume(m.metadata.name);
+    await dlg.getByText(summary).waitFor();
+    await pick(dlg, dev).locator('input').click();
+    await advice(dlg).filter({ hasText: text }).waitFor();
     await dlg.getByRole('button', { name: 'Cancel' }).click();
-  });
+  }
+
+  await step('resume dialog: total-vram-below-requirement', () => resumeAdvice(
+    manifest('bigmodel', [nv('20Gi')]), 'NVIDIA GPU, single card, requires 20 Gi', d4060,
+    "This GPU's total VRAM is below the app's requirement. Removing apps will not help; select another GPU."));
 
   await step('resume dialog: node-pressure with the Memory: Total/Used/Needed detail (Time slicing)', async () => {
     const n = (await ok('GET', '/api/compute-resources')).find((x) => x.nodeName === d4060.nodeName);
@@ -467,14 +473,9 @@ try {
     await dlg.getByRole('button', { name: 'Cancel' }).click();
   });
 
-  await step('resume dialog: device-memory-insufficient (unified memory)', async () => {
-    await stoppedApp(manifest('macbig', [unified('apple-m', '200Gi')]));
-    const dlg = await openResume('macbig');
-    await dlg.getByText('Apple M-series, single card, requires 200 Gi').waitFor();
-    await pick(dlg, dMac).locator('input').click();
-    await advice(dlg).filter({ hasText: 'The node for this GPU does not have enough memory. Pick another GPU or node.' }).waitFor();
-    await dlg.getByRole('button', { name: 'Cancel' }).click();
-  });
+  await step('resume dialog: device-memory-insufficient (unified memory)', () => resumeAdvice(
+    manifest('macbig', [unified('apple-m', '200Gi')]), 'Apple M-series, single card, requires 200 Gi', dMac,
+    'The node for this GPU does not have enough memory. Pick another GPU or node.'));
 
   await step('manage node: mode dropdown lists only the allowed modes', async () => {
     await page.goto(`${BASE}/#/accelerator`);
