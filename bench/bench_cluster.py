@@ -208,8 +208,10 @@ def bind_figures(build, c, n, clients):
             # the same transaction as a bind: its puts, its guards, and
             # under the prefix the three agents watch (each reaches their
             # watches, as a bind's rows do): SPEC 11's "same guards"
+            cpu.start()
             g = bare(build, endpoints, n, threads, BIND_SHAPE + (6,),
                      prefix="/accel/bench/")
+            gcpu = cpu.stop(n)
             rows.append((threads, a, e, g))
             print("  %d client(s), round %d: API %.0f binds/s (p50 %.2f ms, "
                   "p99 %.2f ms), bare %.0f txns/s (p50 %.2f ms, p99 %.2f "
@@ -224,8 +226,8 @@ def bind_figures(build, c, n, clients):
                   (BIND_SHAPE + s + (scpu,)))
             print("    bare, a bind's transaction (%d puts of %d bytes, 6 "
                   "guards, watched by the agents): %.0f txns/s (p50 %.2f "
-                  "ms, p99 %.2f ms); API ratio to it %.2f" %
-                  (BIND_SHAPE + g + (a[0] / g[0],)))
+                  "ms, p99 %.2f ms); API ratio to it %.2f; %s" %
+                  (BIND_SHAPE + g + (a[0] / g[0], gcpu)))
             sys.stdout.flush()
     for threads in (1,) + clients:
         api = sum(r[1][0] for r in rows if r[0] == threads)

@@ -1074,8 +1074,10 @@ enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
     enum accel_err err = need_tx(s);
     struct ebatch *b;
 
-    if (err != ACCEL_OK)
+    if (err != ACCEL_OK) {
+        s->unsettled++; /* the caller settles whatever the answer */
         return err;
+    }
     b = batch_enqueue(s);
     /* whoever finds no batch on its way sends the oldest waiting one,
      * its own or not */
@@ -1124,17 +1126,23 @@ static bool batch_touches(const struct estore *s, const char *key)
     return false;
 }
 
-/* The watch, about to apply events (mu held): when one touches a queued
- * batch, wait until every queued commit is answered and settled. */
+/* The watch, about to apply the events of revision rev (mu held): when
+ * one touches a queued batch, wait until every queued commit is answered
+ * and settled. A change this process's own answered commit wrote is
+ * skipped by follow_one (seen): it needs no wait, though the next batch
+ * writes the same devalloc/ownalloc keys. */
 static void watch_drain(struct estore *s, const struct etcd_event *ev,
-                        size_t n, pthread_mutex_t *mu)
+                        size_t n, int64_t rev, pthread_mutex_t *mu)
 {
     bool touched = false;
     if (mu == NULL || (s->unsettled == 0 && s->flying == NULL &&
                        s->pending == NULL))
         return;
-    for (size_t i = 0; i < n && !touched; i++)
-        touched = batch_touches(s, ev[i].kv.key);
+    for (size_t i = 0; i < n && !touched; i++) {
+        const struct kinfo *k = kinfo_get(s, ev[i].kv.key, false);
+        if (k == NULL || k->seen < rev)
+            touched = batch_touches(s, ev[i].kv.key);
+    }
     if (!touched)
         return;
     s->drain = true;
@@ -2044,7 +2052,7 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
 
     if (f->lock)
         f->lock(f->ctx);
-    watch_drain(s, ev, n, f->mutex);
+    watch_drain(s, ev, n, rev, f->mutex);
     for (size_t i = 0; i < n; i++) {
         const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
         follow_one(fr, &ev[i], rev, rank);
