@@ -901,7 +901,10 @@ int64_t estore_conflict_rev(const struct estore *s)
  * The watch must not apply a change to a key a queued batch writes or
  * compares while the batch's reservations are in memory (it could be this
  * process's own write, applied twice, or another node's, applied over a
- * reservation that is about to be taken back): it sets drain, waits until
+ * reservation that is about to be taken back). A revision that wrote one
+ * of the flying batch's event keys is that batch's commit: the watch
+ * records it as the answer would (the answer, when it comes, changes
+ * nothing). For any other change to such a key it sets drain, waits until
  * every queued commit is answered and settled, and new decisions wait for
  * the drain to end (estore_queue_gate).
  */
@@ -1020,33 +1023,10 @@ static void batch_rebase(struct estore *s, const struct ebatch *done,
         }
 }
 
-/* Send the oldest waiting batch, with mu (held) released meanwhile;
- * record its answer and wake every waiter. */
-static void batch_fly(struct estore *s, pthread_mutex_t *mu)
+/* Record batch b's answer (mu held) and wake every waiter. */
+static void batch_done(struct estore *s, struct ebatch *b, enum accel_err err,
+                       bool ok, int64_t rev, const char *cause)
 {
-    struct ebatch *b = s->pending;
-    struct etcd_cmp *cmps = xcalloc(b->nc + 1, sizeof(*cmps));
-    struct etcd_op *ops = xcalloc(b->nw + 1, sizeof(*ops));
-    bool ok = false;
-    int64_t rev = 0;
-    char *cause = NULL;
-    enum accel_err err;
-
-    s->pending = b->next;
-    b->next = NULL;
-    s->flying = b;
-    for (size_t i = 0; i < b->nc; i++)
-        cmps[i] = (struct etcd_cmp){b->c[i].key, ETCD_MOD, ETCD_EQUAL,
-                                    b->c[i].mod, NULL, 0};
-    for (size_t i = 0; i < b->nw; i++) {
-        const struct wop *w = &b->w[i];
-        ops[i] = w->value ? (struct etcd_op){ETCD_PUT, w->key, w->value,
-                                             strlen(w->value), w->lease}
-                          : (struct etcd_op){ETCD_DELETE, w->key, NULL, 0, 0};
-    }
-    pthread_mutex_unlock(mu);
-    err = etcd_txn(s->e, cmps, b->nc, ops, b->nw, &ok, &rev, &cause);
-    pthread_mutex_lock(mu);
     if (err == ACCEL_OK && !ok) {
         s->conflict_rev = rev;
         set_err(s, "another acceld changed what this decision read "
@@ -1061,11 +1041,70 @@ static void batch_fly(struct estore *s, pthread_mutex_t *mu)
     b->err = err;
     b->rev = rev;
     b->done = true;
-    s->flying = NULL;
+    if (s->flying == b)
+        s->flying = NULL;
     pthread_cond_broadcast(&s->bcond);
+}
+
+/* Send the oldest waiting batch, with mu (held) released meanwhile, and
+ * record its answer, unless the watch has already seen it applied
+ * (watch_own_commit). */
+static void batch_fly(struct estore *s, pthread_mutex_t *mu)
+{
+    struct ebatch *b = s->pending;
+    struct etcd_cmp *cmps = xcalloc(b->nc + 1, sizeof(*cmps));
+    struct etcd_op *ops = xcalloc(b->nw + 1, sizeof(*ops));
+    bool ok = false;
+    int64_t rev = 0;
+    char *cause = NULL;
+    enum accel_err err;
+
+    s->pending = b->next;
+    b->next = NULL;
+    s->flying = b;
+    b->waiting++; /* this sender's hold on it */
+    for (size_t i = 0; i < b->nc; i++)
+        cmps[i] = (struct etcd_cmp){b->c[i].key, ETCD_MOD, ETCD_EQUAL,
+                                    b->c[i].mod, NULL, 0};
+    for (size_t i = 0; i < b->nw; i++) {
+        const struct wop *w = &b->w[i];
+        ops[i] = w->value ? (struct etcd_op){ETCD_PUT, w->key, w->value,
+                                             strlen(w->value), w->lease}
+                          : (struct etcd_op){ETCD_DELETE, w->key, NULL, 0, 0};
+    }
+    pthread_mutex_unlock(mu);
+    err = etcd_txn(s->e, cmps, b->nc, ops, b->nw, &ok, &rev, &cause);
+    pthread_mutex_lock(mu);
+    if (!b->done)
+        batch_done(s, b, err, ok, rev, cause);
+    if (--b->waiting == 0)
+        batch_free(b);
     free(cause);
     free(cmps);
     free(ops);
+}
+
+static const char *table_of(const struct estore *s, const char *key,
+                            char *table, size_t len);
+
+/* Is revision rev (its events ev) the flying batch's own commit? It is
+ * when it wrote one of the batch's event keys: this process alone writes
+ * its events/<node>/<seq> keys, each once, and only a successful batch
+ * writes them. */
+static bool watch_own_commit(const struct estore *s,
+                             const struct etcd_event *ev, size_t n)
+{
+    char table[32];
+    if (s->flying == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
+        if (rest && strcmp(table, "events") == 0 &&
+            ev[i].type != ETCD_EV_DELETE &&
+            strmap_get(s->flying->widx, ev[i].kv.key, &(uint32_t){0}))
+            return true;
+    }
+    return false;
 }
 
 enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
@@ -1138,6 +1177,11 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     if (mu == NULL || (s->unsettled == 0 && s->flying == NULL &&
                        s->pending == NULL))
         return;
+    /* the batch on its way, seen applied before its answer came: what
+     * the answer would have recorded, recorded now (memory already shows
+     * it: the reservations), so that nothing below waits for it */
+    if (watch_own_commit(s, ev, n))
+        batch_done(s, s->flying, ACCEL_OK, true, rev, NULL);
     for (size_t i = 0; i < n && !touched; i++) {
         const struct kinfo *k = kinfo_get(s, ev[i].kv.key, false);
         if (k == NULL || k->seen < rev)
