@@ -25,7 +25,8 @@ run:
 
 usage: bench/bench_cluster.py BUILD_DIR [BINDS CLIENTS WATCH KILLS]
   BINDS binds per measurement (default 2000), CLIENTS concurrent clients
-  (default 4), WATCH watch rounds (default 300), KILLS kills (default 5).
+  (default 4; a comma-separated list, e.g. 4,16, measures each), WATCH
+  watch rounds (default 300), KILLS kills (default 5).
 Needs acceld, bench/bench_http and bench/etcd_txn_bench built in BUILD_DIR.
 """
 import os
@@ -182,6 +183,8 @@ class Binder:
 
 
 def bind_figures(build, c, n, clients):
+    """clients: the concurrent client counts measured after the
+    sequential one."""
     b = Binder(build, c)
     endpoints = c.etcd.endpoints()
     b.binds(60, 3)  # warm up: connections, first rows
@@ -189,7 +192,7 @@ def bind_figures(build, c, n, clients):
           "(%d each, interleaved)" % n)
     rows = []
     cpu = Cpu(c)
-    for threads in (1, clients):
+    for threads in (1,) + clients:
         for rnd in range(2):
             cpu.start()
             e = bare(build, endpoints, n, threads)
@@ -205,8 +208,10 @@ def bind_figures(build, c, n, clients):
             # the same transaction as a bind: its puts, its guards, and
             # under the prefix the three agents watch (each reaches their
             # watches, as a bind's rows do): SPEC 11's "same guards"
+            cpu.start()
             g = bare(build, endpoints, n, threads, BIND_SHAPE + (6,),
                      prefix="/accel/bench/")
+            gcpu = cpu.stop(n)
             rows.append((threads, a, e, g))
             print("  %d client(s), round %d: API %.0f binds/s (p50 %.2f ms, "
                   "p99 %.2f ms), bare %.0f txns/s (p50 %.2f ms, p99 %.2f "
@@ -221,16 +226,16 @@ def bind_figures(build, c, n, clients):
                   (BIND_SHAPE + s + (scpu,)))
             print("    bare, a bind's transaction (%d puts of %d bytes, 6 "
                   "guards, watched by the agents): %.0f txns/s (p50 %.2f "
-                  "ms, p99 %.2f ms); API ratio to it %.2f" %
-                  (BIND_SHAPE + g + (a[0] / g[0],)))
+                  "ms, p99 %.2f ms); API ratio to it %.2f; %s" %
+                  (BIND_SHAPE + g + (a[0] / g[0], gcpu)))
             sys.stdout.flush()
-    for threads in (1, clients):
+    for threads in (1,) + clients:
         api = sum(r[1][0] for r in rows if r[0] == threads)
         etc = sum(r[2][0] for r in rows if r[0] == threads)
         same = sum(r[3][0] for r in rows if r[0] == threads)
         print("  %d client(s), both rounds: API %.0f/s, bare one-put %.0f/s "
               "(ratio %.2f), bare with a bind's puts and guards %.0f/s "
-              "(ratio %.2f; bar 0.5)" % (threads, api / 2, etc / 2,
+              "(ratio %.2f)" % (threads, api / 2, etc / 2,
                                           api / etc, same / 2, api / same))
 
 
@@ -321,8 +326,9 @@ def main():
         print(__doc__.strip())
         return 2
     build = os.path.abspath(sys.argv[1])
-    binds, clients, watch, kills = (list(map(int, sys.argv[2:6])) +
-                                    [2000, 4, 300, 5][len(sys.argv[2:6]):])
+    args = sys.argv[2:6] + ["2000", "4", "300", "5"][len(sys.argv[2:6]):]
+    binds, watch, kills = int(args[0]), int(args[2]), int(args[3])
+    clients = tuple(int(x) for x in args[1].split(","))
     accel_harness.BUILD_DIR = build
     accel_harness.ACCELD = os.path.join(build, "acceld")
     for tool in ("etcd_txn_bench", "bench_http"):

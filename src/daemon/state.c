@@ -149,6 +149,25 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
     return rc;
 }
 
+enum accel_err state_tx_commit_queued(struct accel_daemon *d)
+{
+    uint64_t t0 = util_now_ns();
+    int64_t rev = 0;
+    enum accel_err rc = store_commit_queued(d->store, &d->lock, &rev);
+    if (d->hooks.commit_timed)
+        d->hooks.commit_timed(d, util_now_ns() - t0);
+    if (rc == ACCEL_OK)
+        atomic_fetch_add(&d->commit_seq, 1);
+    if (rc == ACCEL_ECONFLICT) {
+        conflict_rev = rev > 0 ? rev : 1;
+        log_info("store commit lost a race with another node; deciding again");
+    } else if (rc != ACCEL_OK) {
+        log_error("store commit failed: %s", accel_strerror(rc));
+    }
+    store_rollback(d->store); /* the transaction is over either way */
+    return rc;
+}
+
 void state_tx_rollback(struct accel_daemon *d)
 {
     store_rollback(d->store);

@@ -165,6 +165,9 @@ struct app {
                                     whose part runs (parts/<app>/<node>);
                                     this node's part's leader is pid */
     size_t nparts;
+    bool committing;             /* installed in memory, its transaction on
+                                    its way to etcd (ops.c): other changes
+                                    to it wait (409) */
 };
 
 struct accel_config {
@@ -327,6 +330,10 @@ const struct adm_req *state_app_req(const struct app *a);
 /* Store writes (inside a transaction). */
 enum accel_err state_tx_begin(struct accel_daemon *d);
 enum accel_err state_tx_commit(struct accel_daemon *d);
+/* state_tx_commit with d->lock released while a cluster store's etcd
+ * answers (store_commit_queued): memory already shows the change, and the
+ * caller takes it back on failure, then calls store_queued_settled. */
+enum accel_err state_tx_commit_queued(struct accel_daemon *d);
 void state_tx_rollback(struct accel_daemon *d);
 /* The revision to wait for when this thread's last commit lost a race
  * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if

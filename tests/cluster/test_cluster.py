@@ -459,6 +459,80 @@ class AnyNodeTest(unittest.TestCase):
             a.http("DELETE", "/api/apps/%s" % name)
 
 
+    def _installs_at_once(self, per_node, gpu_mem, target):
+        """per_node installs through each of n2 and n3, all at once, each
+        bound to target; {name: (status, body)}."""
+        c = self.c
+        results = {}
+
+        def go(name, a):
+            results[name] = install(a, manifest(name, gpu_mem), **target)
+        threads = [threading.Thread(target=go, args=("i%s%02d" % (a.node, k),
+                                                     a))
+                   for k in range(per_node)
+                   for a in (c.agent("n2"), c.agent("n3"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
+    def _uninstall_all(self, results):
+        n1 = self.c.agent("n1")
+        for name, (st, b) in results.items():
+            if won(st, b):
+                st, b = n1.http("DELETE", "/api/apps/%s" % name)
+                self.assertEqual(st, 200, b)
+        for a in self.c.agents.values():
+            self.c.wait(lambda: not any(self.c.app_of(a, n) for n in results),
+                        "the race's apps gone on " + a.node)
+
+    def test_installs_through_one_node_race_for_the_last_vram(self):
+        """Issue 19: an API server sends its binds' transactions outside
+        its lock, several at once merged in one. 12 installs of 3 Gi
+        through each of n2 and n3 at once, for n1-mem's 16 Gi: exactly 5
+        acknowledged, in etcd and in every view, whether the losers lost
+        to a bind of their own server (decided on its reservation) or of
+        the other (its guards)."""
+        c = self.c
+        for rnd in range(3):
+            results = self._installs_at_once(12, "3Gi",
+                                             bind("n1", "n1-mem", 3 * GiB))
+            try:
+                winners = sorted(n for n, r in results.items() if won(*r))
+                self.assertEqual(len(winners), 5, (rnd, results))
+                for name, (st, b) in results.items():
+                    if name not in winners:
+                        self.assertEqual((st, b.get("code")), (200, 422),
+                                         (name, b))
+                rows = etcd_allocs(c, "n1-mem")
+                self.assertEqual(sum(r["memory"] for r in rows), 15 * GiB,
+                                 rows)
+                self.assertEqual(sorted(r["app"] for r in rows), winners)
+                for a in c.agents.values():
+                    c.wait(lambda: sorted(
+                        b["appName"] for b in
+                        device_of(c, a, "n1-mem")["bindings"]) == winners,
+                        "the five winners on %s" % a.node)
+            finally:
+                self._uninstall_all(results)
+
+    def test_installs_through_one_node_race_for_one_exclusive_gpu(self):
+        """8 installs through each of n2 and n3 at once, for n1-excl:
+        exactly one acknowledged, every round."""
+        c = self.c
+        for rnd in range(10):
+            results = self._installs_at_once(8, "4Gi",
+                                             bind("n1", "n1-excl"))
+            try:
+                winners = [n for n, r in results.items() if won(*r)]
+                self.assertEqual(len(winners), 1, (rnd, results))
+                self.assertEqual([r["app"] for r in
+                                  etcd_allocs(c, "n1-excl")], winners)
+            finally:
+                self._uninstall_all(results)
+
+
 class LivenessTest(unittest.TestCase):
     def setUp(self):
         self.c = Cluster(["n1", "n2", "n3"])

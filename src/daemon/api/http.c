@@ -45,6 +45,10 @@
 #define HTTP_BODY_DEADLINE_S 30   /* the whole body, from the request's start */
 #define HTTP_IDLE_TIMEOUT_S 30    /* MHD's inactivity timeout */
 #define HTTP_THREADS 4u           /* epoll threads; no request blocks one */
+#define HTTP_THREADS_CLUSTER 16u  /* with an etcd store: a change waits in
+                                     its handler for etcd's round trip, and
+                                     the installs waiting together are sent
+                                     as one transaction (store.h) */
 #define HTTP_MAX_CONNECTIONS 16384u /* in total, if the fd limit allows */
 #define HTTP_MAX_PER_PEER 8192u   /* per client address: above the 2,000
                                      slow connections one local client may
@@ -1108,7 +1112,8 @@ enum accel_err http_start(struct accel_daemon *d, const char *listen,
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
         0, NULL, NULL, on_request, d, MHD_OPTION_SOCK_ADDR, &sa,
-        MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS,
+        MHD_OPTION_THREAD_POOL_SIZE,
+        store_is_cluster(d->store) ? HTTP_THREADS_CLUSTER : HTTP_THREADS,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, d,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,

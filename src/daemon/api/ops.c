@@ -189,6 +189,12 @@ struct app *ops_find_app(struct accel_daemon *d, const struct auth_user *u,
 
 bool ops_busy(struct app *a, struct op_result *res)
 {
+    if (a->committing) {
+        ops_res_error(res, 409, "ops_busy",
+                      "app \"%s\" is being installed; retry when it has "
+                      "finished", a->name);
+        return true;
+    }
     if (a->state == APP_STOPPING || a->state == APP_RESUMING ||
         a->state == APP_UNINSTALLING || a->state == APP_RELEASING) {
         ops_res_error(res, 409, "ops_busy",
@@ -271,6 +277,51 @@ static void refusal(struct accel_daemon *d, const struct app *a,
                         view_code_sentence(v->code));
 }
 
+/* Begin the transaction of a bind: app row, allocation rows, events.
+ * a->sel is sel when it succeeds (state_save_* read the selected type). */
+static enum accel_err bind_tx_write(struct accel_daemon *d, struct app *a,
+                                    int sel, const struct adm_row *rows,
+                                    size_t n, enum app_state st,
+                                    const char *reason)
+{
+    enum accel_err rc = state_tx_begin(d);
+    if (rc != ACCEL_OK)
+        return rc;
+    a->sel = sel;
+    rc = state_save_app(d, a, st, reason);
+    if (rc == ACCEL_OK)
+        rc = state_save_rows(d, a, rows, n);
+    if (rc != ACCEL_OK) {
+        state_tx_rollback(d);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct adm_device *x = &d->snap.devs[rows[i].dev];
+        state_event(d, "binding.add", a->name, d->snap.nodes[x->node].name,
+                    x->id,
+                    json_pack("{s:I}", "memory", (json_int_t)rows[i].memory),
+                    "app %s bound to %s (%s)", a->name, x->id,
+                    accel_support_label(x->st));
+    }
+    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s",
+                a->name, app_state_name(st));
+    return ACCEL_OK;
+}
+
+/* Memory after a bind's commit: release the old rows under the old
+ * requirement first. */
+static void bind_apply(struct accel_daemon *d, struct app *a, int old_sel,
+                       int sel, const struct adm_row *rows, size_t n,
+                       enum app_state st, const char *reason)
+{
+    a->rel = (struct app_release){0};
+    a->sel = old_sel;
+    state_set_rows(d, a, NULL, 0);
+    a->sel = sel;
+    state_set_rows(d, a, rows, n);
+    state_set_state(a, st, reason);
+}
+
 /* Write rows + state in one transaction, then apply to memory. */
 enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
                                   int sel, const struct adm_row *rows,
@@ -278,40 +329,51 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
                                   const char *reason)
 {
     int old_sel = a->sel;
-    enum accel_err rc = state_tx_begin(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    a->sel = sel; /* state_save_* read the selected type */
-    rc = state_save_app(d, a, st, reason);
+    enum accel_err rc = bind_tx_write(d, a, sel, rows, n, st, reason);
     if (rc == ACCEL_OK)
-        rc = state_save_rows(d, a, rows, n);
-    if (rc == ACCEL_OK) {
-        for (size_t i = 0; i < n; i++) {
-            const struct adm_device *x = &d->snap.devs[rows[i].dev];
-            state_event(d, "binding.add", a->name,
-                        d->snap.nodes[x->node].name, x->id,
-                        json_pack("{s:I}", "memory", (json_int_t)rows[i].memory),
-                        "app %s bound to %s (%s)", a->name, x->id,
-                        accel_support_label(x->st));
-        }
-        state_event(d, "app.state", a->name, NULL, NULL, NULL,
-                    "app %s is %s", a->name, app_state_name(st));
         rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
     if (rc != ACCEL_OK) {
         a->sel = old_sel;
         return rc;
     }
-    /* memory: release the old rows under the old requirement first */
-    a->rel = (struct app_release){0};
-    a->sel = old_sel;
-    state_set_rows(d, a, NULL, 0);
-    a->sel = sel;
-    state_set_rows(d, a, rows, n);
-    state_set_state(a, st, reason);
+    bind_apply(d, a, old_sel, sel, rows, n, st, reason);
     return ACCEL_OK;
+}
+
+/*
+ * ops_commit_bind for a new app a (just added to memory) of a cluster
+ * store, with d->lock released while etcd answers (issue 19). The bind is
+ * applied to memory before the lock is released, as a reservation: binds
+ * decided meanwhile on this node count its memory, quota and app name;
+ * the app is `committing` (other operations on it answer 409). On failure
+ * the reservation is taken back and the app removed (a is gone) before
+ * anything else sees the view: nothing stays in memory that etcd does not
+ * hold. An ambiguous failure (ACCEL_EIO) is left to the watch, which
+ * brings the rows if they were written.
+ */
+static enum accel_err commit_install_queued(struct accel_daemon *d,
+                                            struct app *a, int sel,
+                                            const struct adm_row *rows,
+                                            size_t n, enum app_state st,
+                                            const char *reason)
+{
+    int old_sel = a->sel;
+    enum accel_err rc = bind_tx_write(d, a, sel, rows, n, st, reason);
+    if (rc != ACCEL_OK) {
+        a->sel = old_sel;
+        state_app_remove(d, a);
+        return rc;
+    }
+    bind_apply(d, a, old_sel, sel, rows, n, st, reason);
+    a->committing = true;
+    rc = state_tx_commit_queued(d);
+    a->committing = false;
+    if (rc != ACCEL_OK) {
+        state_set_rows(d, a, NULL, 0);
+        state_app_remove(d, a);
+    }
+    store_queued_settled(d->store);
+    return rc;
 }
 
 /* Persist a state change only. */
@@ -572,6 +634,22 @@ static bool disk_room(struct accel_daemon *d, struct op_result *res)
     return false;
 }
 
+/* A failed install's answer. A cluster store's ACCEL_EIO is ambiguous:
+ * etcd may have written it (store.h); the watch will show which. */
+static void install_store_failed(struct op_result *res, enum accel_err rc,
+                                 bool cluster)
+{
+    if (cluster && rc == ACCEL_EIO) {
+        ops_res_error(res, 500, accel_err_name(rc),
+                      "no etcd member answered in time (%s): the app may "
+                      "or may not have been installed; the cluster's view "
+                      "will show it within moments if it was",
+                      accel_strerror(rc));
+        return;
+    }
+    ops_res_store_failed(res, rc);
+}
+
 void ops_install(struct accel_daemon *d, const struct auth_user *u,
                  json_t *manifest, const char *owner, const char *type,
                  const struct op_binding *b, struct op_result *res)
@@ -582,6 +660,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     struct app *a;
     struct adm_row rows[ADM_MAX_SELECTION];
     int sel, n;
+    enum app_state st = APP_INSTALLED;
+    bool cluster = store_is_cluster(d->store);
     enum accel_err rc;
 
     if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
@@ -594,6 +674,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         return;
     }
     pthread_mutex_lock(&d->lock);
+    if (cluster) /* a decision that will be queued (store.h) */
+        store_queue_gate(d->store, &d->lock);
     if (!install_owner(d, u, &m, owner, &own, res) ||
         !install_run_allowed(d, u, &m, own, res) ||
         !ops_limits_apps(d, own, res))
@@ -614,16 +696,18 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         goto fail;
     }
     state_app_add(d, a);
-    if (n == 0)
-        rc = ops_commit_bind(d, a, sel, NULL, 0, APP_INSTALLED,
-                         "insufficient-resources");
+    if (n > 0)
+        st = runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING;
+    if (cluster)
+        rc = commit_install_queued(d, a, sel, rows, (size_t)n, st,
+                                   n ? NULL : "insufficient-resources");
     else
-        rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
-                         runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING,
-                         NULL);
+        rc = ops_commit_bind(d, a, sel, rows, (size_t)n, st,
+                             n ? NULL : "insufficient-resources");
     if (rc != ACCEL_OK) {
-        state_app_remove(d, a);
-        ops_res_store_failed(res, rc);
+        if (!cluster) /* the queued commit has removed it already */
+            state_app_remove(d, a);
+        install_store_failed(res, rc, cluster);
         pthread_mutex_unlock(&d->lock);
         return;
     }

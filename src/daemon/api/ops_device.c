@@ -148,7 +148,8 @@ static json_t *blocked_list(struct app **apps, size_t n)
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         enum app_state s = apps[i]->state;
-        if (s == APP_UNINSTALLING || s == APP_RESUMING || s == APP_RELEASING)
+        if (s == APP_UNINSTALLING || s == APP_RESUMING ||
+            s == APP_RELEASING || apps[i]->committing)
             json_array_append_new(
                 arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
                                apps[i]->name, "owner", apps[i]->owner, "state",

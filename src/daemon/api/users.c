@@ -179,10 +179,13 @@ static enum accel_err rm_check(const char *name, bool force,
     for (size_t i = 0; i < n; i++) {
         enum app_state st = apps[i]->state;
         if (st == APP_STOPPING || st == APP_RESUMING ||
-            st == APP_UNINSTALLING || st == APP_RELEASING) {
+            st == APP_UNINSTALLING || st == APP_RELEASING ||
+            apps[i]->committing) {
             *cause = xasprintf("app %s of user %s is %s; retry the removal "
                                "when it has finished",
-                               apps[i]->name, name, app_state_name(st));
+                               apps[i]->name, name,
+                               apps[i]->committing ? "being installed"
+                                                   : app_state_name(st));
             return ACCEL_EBUSY;
         }
     }

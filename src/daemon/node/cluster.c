@@ -517,7 +517,8 @@ static void act_multi(struct accel_daemon *d, struct app *a)
 void cluster_act(struct accel_daemon *d, struct app *a)
 {
     char *cause = NULL;
-    if (d->cluster == NULL || a->nrows == 0)
+    /* an install still on its way to etcd acts once it is there (ops.c) */
+    if (d->cluster == NULL || a->nrows == 0 || a->committing)
         return;
     if (state_app_multi(d, a)) {
         if (state_app_part_here(d, a))
@@ -840,6 +841,7 @@ static void *watcher_main(void *arg)
     struct store_follower f = {.ctx = d,
                                .lock = f_lock,
                                .unlock = f_unlock,
+                               .mutex = &d->lock,
                                .app = f_app,
                                .alloc = f_alloc,
                                .device = f_device,

@@ -1866,6 +1866,26 @@ char *store_key(const struct store *s, const char *kind, const char *name)
                      name);
 }
 
+enum accel_err store_commit_queued(struct store *s, pthread_mutex_t *mu,
+                                   int64_t *conflict_rev)
+{
+    if (s->es)
+        return estore_commit_queued(s->es, mu, conflict_rev);
+    return store_commit(s);
+}
+
+void store_queued_settled(struct store *s)
+{
+    if (s->es)
+        estore_queued_settled(s->es);
+}
+
+void store_queue_gate(struct store *s, pthread_mutex_t *mu)
+{
+    if (s->es)
+        estore_queue_gate(s->es, mu);
+}
+
 int64_t store_conflict_rev(const struct store *s)
 {
     return s->es ? estore_conflict_rev(s->es) : 0;

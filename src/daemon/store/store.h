@@ -16,6 +16,7 @@
 #ifndef ACCEL_DAEMON_STORE_STORE_H
 #define ACCEL_DAEMON_STORE_STORE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -301,6 +302,23 @@ struct etcd *store_etcd(struct store *s);
 char *store_key(const struct store *s, const char *kind, const char *name);
 /* After ACCEL_ECONFLICT: the revision the guards were checked at. */
 int64_t store_conflict_rev(const struct store *s);
+/*
+ * store_commit with the caller's lock mu (held, the one every other store
+ * call of this process is made under) released while etcd answers. The
+ * caller has already made memory show the change (a reservation: other
+ * decisions taken meanwhile count it); transactions queued while another
+ * is on its way are sent together after it, as one etcd transaction, and
+ * fail together when a guard of one fails. Returns with mu held, the
+ * transaction over (as store_commit); *conflict_rev set on
+ * ACCEL_ECONFLICT. Whatever the answer, once memory matches it (the
+ * reservation kept, or taken back) the caller calls store_queued_settled.
+ * store_queue_gate (mu held) waits, before a decision that will be queued,
+ * while the watch waits for queued commits to settle. SQLite: store_commit.
+ */
+enum accel_err store_commit_queued(struct store *s, pthread_mutex_t *mu,
+                                   int64_t *conflict_rev);
+void store_queued_settled(struct store *s);
+void store_queue_gate(struct store *s, pthread_mutex_t *mu);
 /* Wait (at most ms) until the view has applied revision rev: ACCEL_OK,
  * or ACCEL_EBUSY on time-out. SQLite: ACCEL_OK at once. */
 enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms);
@@ -353,6 +371,9 @@ struct store_follower {
     void *ctx;
     void (*lock)(void *ctx);
     void (*unlock)(void *ctx);
+    pthread_mutex_t *mutex; /* what lock() takes, or NULL: the watch waits
+                             * on it for queued commits that touch what it
+                             * is about to apply (store_commit_queued) */
     void (*app)(void *ctx, const char *name, const struct store_app *row);
     void (*alloc)(void *ctx, const char *app, const char *device,
                   const struct store_alloc *row);

@@ -72,6 +72,31 @@ struct wguard {
     char *key;
 };
 
+/* A compare of a queued batch: key's mod revision as the view of the
+ * decision that queued it knew it. */
+struct bcmp {
+    char *key;
+    int64_t mod;
+};
+
+/* Queued commits sent together as one etcd transaction (the section
+ * "queued commits" below). */
+struct ebatch {
+    uint64_t id;
+    struct wop *w;           /* writes, merged per key */
+    size_t nw, cw;
+    struct strmap *widx;
+    struct bcmp *c;          /* compares, one per key */
+    size_t nc, cc;
+    struct strmap *cidx;
+    size_t commits;          /* queued transactions in it */
+    size_t waiting;          /* of those, not yet told the answer */
+    bool done;
+    enum accel_err err;      /* the answer, once done */
+    int64_t rev;
+    struct ebatch *next;
+};
+
 /* An event as kept in memory (the newest keep_max). */
 struct eev {
     char *key;
@@ -118,6 +143,15 @@ struct estore {
     pthread_cond_t vcond;
     int64_t applied_rev;     /* the watch has applied up to here */
     int64_t commit_rev;      /* this process's last commit */
+    /* queued commits (caller's lock; estore_commit_queued) */
+    struct ebatch *pending;  /* waiting to be sent, oldest first */
+    struct ebatch *flying;   /* on its way to etcd, or NULL */
+    uint64_t batch_seq;
+    size_t unsettled;        /* queued commits whose caller has not yet
+                              * made memory match the answer */
+    bool drain;              /* the watch waits for every queued commit */
+    pthread_cond_t bcond;    /* with the caller's lock: a batch answered,
+                              * a commit settled, a drain over */
 };
 
 static void set_err(struct estore *s, const char *fmt, ...)
@@ -608,6 +642,7 @@ enum accel_err estore_open(const struct store_etcd_opts *o,
     s->widx = strmap_new();
     pthread_mutex_init(&s->vlock, NULL);
     pthread_cond_init(&s->vcond, NULL);
+    pthread_cond_init(&s->bcond, NULL);
     /* event keys of this node increase across restarts: microseconds */
     clock_gettime(CLOCK_REALTIME, &ts);
     s->ev_seq = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
@@ -658,6 +693,7 @@ void estore_close(struct estore *s)
     etcd_close(s->e);
     pthread_mutex_destroy(&s->vlock);
     pthread_cond_destroy(&s->vcond);
+    pthread_cond_destroy(&s->bcond);
     free(s->prefix);
     free(s->node);
     free(s);
@@ -755,6 +791,34 @@ static void tx_alloc_guards(struct estore *s, const char *dev,
                  true);
 }
 
+/* After a commit at rev: memory will reflect these writes, so must the
+ * guards; and store_sync waits for the watch to reach rev. */
+static void record_commit(struct estore *s, const struct wop *ws, size_t n,
+                          int64_t rev)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct wop *w = &ws[i];
+        struct kinfo *k;
+        const char *rest = w->key + s->plen;
+        if (!w->cache)
+            continue;
+        k = kinfo_get(s, w->key, true);
+        k->mod = w->value ? rev : 0;
+        if (rev > k->seen)
+            k->seen = rev;
+        if (strncmp(rest, "allocs/", 7) == 0) {
+            char buf[512];
+            const char *app, *dev;
+            if (split_alloc(rest + 7, buf, sizeof buf, &app, &dev))
+                applist_set(s, app, dev, w->value != NULL);
+        }
+    }
+    pthread_mutex_lock(&s->vlock);
+    if (rev > s->commit_rev)
+        s->commit_rev = rev;
+    pthread_mutex_unlock(&s->vlock);
+}
+
 enum accel_err estore_commit(struct estore *s)
 {
     enum accel_err err = need_tx(s);
@@ -796,27 +860,7 @@ enum accel_err estore_commit(struct estore *s)
     } else if (err != ACCEL_OK) {
         set_err(s, "etcd transaction: %s", cause ? cause : accel_strerror(err));
     } else {
-        /* memory will reflect these writes: so must the guards */
-        for (size_t i = 0; i < s->nw; i++) {
-            const struct wop *w = &s->w[i];
-            struct kinfo *k;
-            const char *rest = w->key + s->plen;
-            if (!w->cache)
-                continue;
-            k = kinfo_get(s, w->key, true);
-            k->mod = w->value ? rev : 0;
-            k->seen = rev;
-            if (strncmp(rest, "allocs/", 7) == 0) {
-                char buf[512];
-                const char *app, *dev;
-                if (split_alloc(rest + 7, buf, sizeof buf, &app, &dev))
-                    applist_set(s, app, dev, w->value != NULL);
-            }
-        }
-        pthread_mutex_lock(&s->vlock);
-        if (rev > s->commit_rev)
-            s->commit_rev = rev;
-        pthread_mutex_unlock(&s->vlock);
+        record_commit(s, s->w, s->nw, rev);
     }
     free(cause);
     free(cmps);
@@ -828,6 +872,328 @@ enum accel_err estore_commit(struct estore *s)
 int64_t estore_conflict_rev(const struct estore *s)
 {
     return s->conflict_rev;
+}
+
+/* ------------------------------------------------------ queued commits */
+
+/*
+ * A bind's transaction is sent with the caller's lock released (issue 19):
+ * the caller decides and reserves the decision in memory under its lock,
+ * then estore_commit_queued queues the transaction and sends it, dropping
+ * the lock while etcd answers, so that other binds decide meanwhile
+ * (counting the reservation). One batch is on its way at a time; the
+ * transactions queued during its round trip are merged into the next
+ * batch and sent together as one etcd transaction when it has answered.
+ * That is what lets one API server keep etcd busy: a server's binds
+ * mostly share their devalloc/ownalloc guards, so two of its transactions
+ * in flight at once would fail each other's guards.
+ *
+ * Each queued transaction's compares are taken when it is queued: the
+ * revisions the view of its decision knew. A key a later transaction of
+ * the same batch compares with another revision keeps the first one, so a
+ * batch with a decision on an older view fails as a whole. When a batch
+ * succeeds, the batches still waiting compare the keys it wrote with
+ * their new revisions: their decisions were taken with its reservations
+ * in memory. A failed guard fails every transaction of the batch
+ * (ACCEL_ECONFLICT: each decides again); ACCEL_EIO leaves each unknown,
+ * as estore_commit does.
+ *
+ * The watch must not apply a change to a key a queued batch writes or
+ * compares while the batch's reservations are in memory (it could be this
+ * process's own write, applied twice, or another node's, applied over a
+ * reservation that is about to be taken back). A revision that wrote one
+ * of the flying batch's event keys is that batch's commit: the watch
+ * records it as the answer would (the answer, when it comes, changes
+ * nothing). For any other change to such a key it sets drain, waits until
+ * every queued commit is answered and settled, and new decisions wait for
+ * the drain to end (estore_queue_gate).
+ */
+
+#define ESTORE_BATCH_MAX 16 /* queued transactions merged into one */
+
+static struct ebatch *batch_new(struct estore *s)
+{
+    struct ebatch *b = xcalloc(1, sizeof(*b));
+    b->id = ++s->batch_seq;
+    b->widx = strmap_new();
+    b->cidx = strmap_new();
+    return b;
+}
+
+static void batch_free(struct ebatch *b)
+{
+    for (size_t i = 0; i < b->nw; i++) {
+        free(b->w[i].key);
+        free(b->w[i].value);
+    }
+    for (size_t i = 0; i < b->nc; i++)
+        free(b->c[i].key);
+    free(b->w);
+    free(b->c);
+    strmap_free(b->widx);
+    strmap_free(b->cidx);
+    free(b);
+}
+
+/* Compare key at mod, unless the batch already compares it (the older
+ * view wins: see above). */
+static void batch_cmp(struct ebatch *b, const char *key, int64_t mod)
+{
+    if (strmap_get(b->cidx, key, &(uint32_t){0}))
+        return;
+    if (b->nc == b->cc) {
+        b->cc = b->cc ? b->cc * 2 : 16;
+        b->c = xrealloc(b->c, b->cc * sizeof(*b->c));
+    }
+    b->c[b->nc] = (struct bcmp){xstrdup(key), mod};
+    strmap_put(b->cidx, key, (uint32_t)b->nc);
+    b->nc++;
+}
+
+/* Merge write w into the batch (the later value of a key wins, as within
+ * one transaction); takes w's strings. */
+static void batch_write(struct ebatch *b, struct wop *w)
+{
+    uint32_t i;
+    if (strmap_get(b->widx, w->key, &i)) {
+        free(b->w[i].value);
+        b->w[i].value = w->value;
+        b->w[i].lease = w->lease;
+        b->w[i].guarded |= w->guarded;
+        b->w[i].cache |= w->cache;
+        free(w->key);
+    } else {
+        if (b->nw == b->cw) {
+            b->cw = b->cw ? b->cw * 2 : 16;
+            b->w = xrealloc(b->w, b->cw * sizeof(*b->w));
+        }
+        b->w[b->nw] = *w;
+        strmap_put(b->widx, w->key, (uint32_t)b->nw);
+        b->nw++;
+    }
+    w->key = w->value = NULL;
+}
+
+/* Can the current transaction join batch b within etcd's limits? */
+static bool batch_fits(const struct estore *s, const struct ebatch *b)
+{
+    return b->commits < ESTORE_BATCH_MAX &&
+           b->nw + s->nw <= ETCD_TXN_MAX_OPS &&
+           b->nc + s->nw + s->ng <= ETCD_TXN_MAX_OPS;
+}
+
+/* Move the current transaction into the newest waiting batch (a new one
+ * when it is full or none waits), its compares taken now. */
+static struct ebatch *batch_enqueue(struct estore *s)
+{
+    struct ebatch *b = s->pending, **tail = &s->pending;
+    while (b && b->next)
+        b = b->next;
+    if (b == NULL || !batch_fits(s, b)) {
+        while (*tail)
+            tail = &(*tail)->next;
+        b = *tail = batch_new(s);
+    }
+    for (size_t i = 0; i < s->nw; i++)
+        if (s->w[i].guarded)
+            batch_cmp(b, s->w[i].key, kmod(s, s->w[i].key));
+    for (size_t i = 0; i < s->ng; i++)
+        if (!strmap_get(s->widx, s->g[i].key, &(uint32_t){0}))
+            batch_cmp(b, s->g[i].key, kmod(s, s->g[i].key));
+    for (size_t i = 0; i < s->nw; i++)
+        batch_write(b, &s->w[i]);
+    b->commits++;
+    b->waiting++;
+    s->unsettled++;
+    tx_clear(s);
+    return b;
+}
+
+/* A batch succeeded at rev: the batches still waiting decided with its
+ * reservations, so they compare what it wrote with what it wrote. */
+static void batch_rebase(struct estore *s, const struct ebatch *done,
+                         int64_t rev)
+{
+    for (struct ebatch *b = s->pending; b; b = b->next)
+        for (size_t i = 0; i < done->nw; i++) {
+            uint32_t k;
+            if (done->w[i].cache &&
+                strmap_get(b->cidx, done->w[i].key, &k))
+                b->c[k].mod = done->w[i].value ? rev : 0;
+        }
+}
+
+/* Record batch b's answer (mu held) and wake every waiter. */
+static void batch_done(struct estore *s, struct ebatch *b, enum accel_err err,
+                       bool ok, int64_t rev, const char *cause)
+{
+    if (err == ACCEL_OK && !ok) {
+        s->conflict_rev = rev;
+        set_err(s, "another acceld changed what this decision read "
+                   "(revision %" PRId64 ")", rev);
+        err = ACCEL_ECONFLICT;
+    } else if (err != ACCEL_OK) {
+        set_err(s, "etcd transaction: %s", cause ? cause : accel_strerror(err));
+    } else {
+        record_commit(s, b->w, b->nw, rev);
+        batch_rebase(s, b, rev);
+    }
+    b->err = err;
+    b->rev = rev;
+    b->done = true;
+    if (s->flying == b)
+        s->flying = NULL;
+    pthread_cond_broadcast(&s->bcond);
+}
+
+/* Send the oldest waiting batch, with mu (held) released meanwhile, and
+ * record its answer, unless the watch has already seen it applied
+ * (watch_own_commit). */
+static void batch_fly(struct estore *s, pthread_mutex_t *mu)
+{
+    struct ebatch *b = s->pending;
+    struct etcd_cmp *cmps = xcalloc(b->nc + 1, sizeof(*cmps));
+    struct etcd_op *ops = xcalloc(b->nw + 1, sizeof(*ops));
+    bool ok = false;
+    int64_t rev = 0;
+    char *cause = NULL;
+    enum accel_err err;
+
+    s->pending = b->next;
+    b->next = NULL;
+    s->flying = b;
+    b->waiting++; /* this sender's hold on it */
+    for (size_t i = 0; i < b->nc; i++)
+        cmps[i] = (struct etcd_cmp){b->c[i].key, ETCD_MOD, ETCD_EQUAL,
+                                    b->c[i].mod, NULL, 0};
+    for (size_t i = 0; i < b->nw; i++) {
+        const struct wop *w = &b->w[i];
+        ops[i] = w->value ? (struct etcd_op){ETCD_PUT, w->key, w->value,
+                                             strlen(w->value), w->lease}
+                          : (struct etcd_op){ETCD_DELETE, w->key, NULL, 0, 0};
+    }
+    pthread_mutex_unlock(mu);
+    err = etcd_txn(s->e, cmps, b->nc, ops, b->nw, &ok, &rev, &cause);
+    pthread_mutex_lock(mu);
+    if (!b->done)
+        batch_done(s, b, err, ok, rev, cause);
+    if (--b->waiting == 0)
+        batch_free(b);
+    free(cause);
+    free(cmps);
+    free(ops);
+}
+
+static const char *table_of(const struct estore *s, const char *key,
+                            char *table, size_t len);
+
+/* Is revision rev (its events ev) the flying batch's own commit? It is
+ * when it wrote one of the batch's event keys: this process alone writes
+ * its events/<node>/<seq> keys, each once, and only a successful batch
+ * writes them. */
+static bool watch_own_commit(const struct estore *s,
+                             const struct etcd_event *ev, size_t n)
+{
+    char table[32];
+    if (s->flying == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
+        if (rest && strcmp(table, "events") == 0 &&
+            ev[i].type != ETCD_EV_DELETE &&
+            strmap_get(s->flying->widx, ev[i].kv.key, &(uint32_t){0}))
+            return true;
+    }
+    return false;
+}
+
+enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
+                                    int64_t *conflict_rev)
+{
+    enum accel_err err = need_tx(s);
+    struct ebatch *b;
+
+    if (err != ACCEL_OK) {
+        s->unsettled++; /* the caller settles whatever the answer */
+        return err;
+    }
+    b = batch_enqueue(s);
+    /* whoever finds no batch on its way sends the oldest waiting one,
+     * its own or not */
+    while (!b->done) {
+        if (s->flying == NULL && s->pending != NULL)
+            batch_fly(s, mu);
+        else
+            pthread_cond_wait(&s->bcond, mu);
+    }
+    err = b->err;
+    if (err == ACCEL_ECONFLICT && conflict_rev)
+        *conflict_rev = b->rev;
+    if (--b->waiting == 0)
+        batch_free(b);
+    return err;
+}
+
+void estore_queued_settled(struct estore *s)
+{
+    if (s->unsettled > 0)
+        s->unsettled--;
+    pthread_cond_broadcast(&s->bcond);
+}
+
+void estore_queue_gate(struct estore *s, pthread_mutex_t *mu)
+{
+    while (s->drain)
+        pthread_cond_wait(&s->bcond, mu);
+}
+
+/* Does batch b (or NULL) write or compare key? */
+static bool batch_has(const struct ebatch *b, const char *key)
+{
+    return b && (strmap_get(b->widx, key, &(uint32_t){0}) ||
+                 strmap_get(b->cidx, key, &(uint32_t){0}));
+}
+
+/* Does a queued batch write or compare key? */
+static bool batch_touches(const struct estore *s, const char *key)
+{
+    if (batch_has(s->flying, key))
+        return true;
+    for (const struct ebatch *b = s->pending; b; b = b->next)
+        if (batch_has(b, key))
+            return true;
+    return false;
+}
+
+/* The watch, about to apply the events of revision rev (mu held): when
+ * one touches a queued batch, wait until every queued commit is answered
+ * and settled. A change this process's own answered commit wrote is
+ * skipped by follow_one (seen): it needs no wait, though the next batch
+ * writes the same devalloc/ownalloc keys. */
+static void watch_drain(struct estore *s, const struct etcd_event *ev,
+                        size_t n, int64_t rev, pthread_mutex_t *mu)
+{
+    bool touched = false;
+    if (mu == NULL || (s->unsettled == 0 && s->flying == NULL &&
+                       s->pending == NULL))
+        return;
+    /* the batch on its way, seen applied before its answer came: what
+     * the answer would have recorded, recorded now (memory already shows
+     * it: the reservations), so that nothing below waits for it */
+    if (watch_own_commit(s, ev, n))
+        batch_done(s, s->flying, ACCEL_OK, true, rev, NULL);
+    for (size_t i = 0; i < n && !touched; i++) {
+        const struct kinfo *k = kinfo_get(s, ev[i].kv.key, false);
+        if (k == NULL || k->seen < rev)
+            touched = batch_touches(s, ev[i].kv.key);
+    }
+    if (!touched)
+        return;
+    s->drain = true;
+    while (s->unsettled > 0 || s->flying != NULL || s->pending != NULL)
+        pthread_cond_wait(&s->bcond, mu);
+    s->drain = false;
+    pthread_cond_broadcast(&s->bcond);
 }
 
 enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
@@ -1730,6 +2096,7 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
 
     if (f->lock)
         f->lock(f->ctx);
+    watch_drain(s, ev, n, rev, f->mutex);
     for (size_t i = 0; i < n; i++) {
         const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
         follow_one(fr, &ev[i], rev, rank);

@@ -8,6 +8,8 @@
 #ifndef ACCEL_DAEMON_STORE_STORE_ETCD_H
 #define ACCEL_DAEMON_STORE_STORE_ETCD_H
 
+#include <pthread.h>
+
 #include "daemon/store/etcd.h"
 #include "daemon/store/store.h"
 
@@ -28,6 +30,10 @@ enum accel_err estore_commit(struct estore *s);
 void estore_rollback(struct estore *s);
 enum accel_err estore_sync(struct estore *s);
 int64_t estore_conflict_rev(const struct estore *s);
+enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
+                                    int64_t *conflict_rev);
+void estore_queued_settled(struct estore *s);
+void estore_queue_gate(struct estore *s, pthread_mutex_t *mu);
 enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms);
 int64_t estore_view_rev(struct estore *s);
 enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
