@@ -52,6 +52,8 @@ struct cluster {
     bool keeper_on, watcher_on;
     volatile int stop;
     int64_t lease;
+    int64_t renewed_ns;           /* util_now_ns of the last renewal that
+                                     etcd's quorum answered (atomic) */
     char *info;                   /* the nodeinfo last written */
     /* the revision being applied (d->lock) */
     struct pending_alloc *pa;
@@ -942,6 +944,9 @@ static void *keeper_main(void *arg)
     while (!__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
         int64_t left = 0;
         enum accel_err rc = etcd_lease_keepalive(e, c->lease, &left);
+        if (rc == ACCEL_OK && left > 0)
+            __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(),
+                             __ATOMIC_SEQ_CST);
         if (rc == ACCEL_OK && left == 0) {
             char *cause = NULL;
             log_warn("node %s: its lease lapsed (acceld was stopped or cut "
@@ -984,6 +989,7 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
     rc = take_lease(d, cause);
     if (rc != ACCEL_OK)
         return rc;
+    __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(), __ATOMIC_SEQ_CST);
     /* what other nodes asked of this one while it was away */
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps; i++)
@@ -1008,6 +1014,21 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
              d->cfg.node_name, etcd_endpoint(store_etcd(d->store)), c->lease,
              d->cfg.lease_ttl);
     return ACCEL_OK;
+}
+
+int64_t cluster_stale_ms(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    int64_t since, age;
+    if (c == NULL)
+        return 0;
+    since = __atomic_load_n(&c->renewed_ns, __ATOMIC_SEQ_CST);
+    if (since == 0)
+        return 0; /* not started yet: nothing is served from a view */
+    age = ((int64_t)util_now_ns() - since) / 1000000;
+    /* within the TTL the lease holds, so etcd answered this node's renewal
+     * less than a TTL ago and the others still count it in */
+    return age >= (int64_t)d->cfg.lease_ttl * 1000 ? age : 0;
 }
 
 void cluster_stop(struct accel_daemon *d)
