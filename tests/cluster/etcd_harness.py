@@ -459,10 +459,12 @@ class EtcdCluster:
                                      "members")
             time.sleep(0.05)
 
-    def etcdctl(self, *args, check=True, timeout=30.0):
-        """Run etcdctl (API v3) against the running members; the
+    def etcdctl(self, *args, check=True, timeout=30.0, members=None):
+        """Run etcdctl (API v3) against the running members (or those of
+        the indexes in members: not one cut off); the
         subprocess.CompletedProcess (text). check: raise on failure."""
-        live = [m.client_url for m in self.members if m.running()]
+        live = [m.client_url for m in self.members if m.running() and
+                (members is None or m.index in members)]
         env = dict(os.environ, ETCDCTL_API="3")
         tls = ["--cacert", self.ca_file, "--cert", self.client_cert,
                "--key", self.client_key] if self.tls else []

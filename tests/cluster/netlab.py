@@ -148,6 +148,21 @@ class Machine:
                              "%.0f s" % (self.index, timeout))
 
     def stop(self):
+        """Kill whatever still runs in this machine (an app whose acceld
+        is gone, a member or agent a failed test left), then its holder:
+        the namespace goes with the last of them."""
+        try:
+            mine = os.readlink(self.ns)
+        except OSError:
+            mine = None
+        for pid in os.listdir("/proc") if mine else []:
+            if not pid.isdigit() or int(pid) == self.holder.pid:
+                continue
+            try:
+                if os.readlink("/proc/%s/ns/net" % pid) == mine:
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
         if self.holder.poll() is None:
             self.holder.kill()
         self.holder.wait()
@@ -156,8 +171,12 @@ class Machine:
 class NetLab:
     """n machines routed through the hub; see the module docstring."""
 
+    _labs = 0  # labs made in this process: each names its veths apart
+
     def __init__(self, n):
         enter_private_net()
+        NetLab._labs += 1
+        self.lab = NetLab._labs
         self.machines = []
         self.cuts = {}       # (src index, dst index) -> ip rule priority
         self.proxies = []
@@ -173,7 +192,7 @@ class NetLab:
     def _machine(self, k):
         m = Machine(k)
         m.wait_own_ns()
-        hub_end = "vm%d" % k
+        hub_end = "vm%d.%d" % (self.lab, k)
         _run("ip", "link", "add", hub_end, "type", "veth", "peer", "name",
              "eth0", "netns", str(m.holder.pid))
         _run("ip", "addr", "add", m.gw + "/24", "dev", hub_end)

@@ -902,6 +902,11 @@ static enum accel_err etcd_call(struct etcd *e, const char *path, json_t *req,
         attempt(e, c, i, path, body, idempotent, &a);
         if (a.out == OUT_OK || a.out == OUT_REFUSED)
             atomic_store(&e->current, i);
+        /* a write this member may hold is not sent again, but the next
+         * call should not wait on the same silent member (cut off, an
+         * isolated old leader) when another may answer */
+        else if (a.out == OUT_UNKNOWN)
+            atomic_store(&e->current, (i + 1) % e->nurls);
     }
     pool_give(e, c);
     free(body);
