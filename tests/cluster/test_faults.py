@@ -8,7 +8,8 @@ with its bounds:
 
 - a node cut off from etcd's majority answers reads from its last view
   with X-Accel-Stale within the lease TTL + 1 s, refuses writes with
-  503 store-unavailable within 5 s, and its apps keep running; the others
+  503 store-unavailable within 6 s (5 s with quorum lost), and its apps
+  keep running; the others
   show it unreachable within the TTL + 2 s; after the heal every view
   and etcd agree;
 - no acknowledged change is ever missing from etcd or a view.
@@ -33,7 +34,11 @@ netlab.enter_private_net()
 from cluster_harness import (GiB, LEASE_TTL, Cluster,  # noqa: E402
                              manifest)
 
-WRITE_BOUND = 5.0      # s: a write etcd cannot take answers 503 within this
+# s: a write etcd cannot take answers 503 within this: with quorum lost
+# (the issue's bound), and on a node cut off, where a write already sent
+# on a kept-alive connection waits out the 5 s request timeout
+WRITE_BOUND = 5.0
+CUT_WRITE_BOUND = 6.0
 STALE_BOUND = LEASE_TTL + 1.0   # s: reads carry X-Accel-Stale within this
 UNREACH_BOUND = LEASE_TTL + 2.0  # s: the others show a cut node unreachable
 
@@ -225,7 +230,7 @@ class Faults(unittest.TestCase):
         _, st, b, took = self.write(victim, "cutw")
         self.assertEqual(st, 503, b)
         self.assertEqual(b["error"], "store-unavailable", b)
-        self.assertLess(took, WRITE_BOUND + (0 if outbound else 1.5), b)
+        self.assertLess(took, CUT_WRITE_BOUND, b)
         # the majority goes on; nothing of the cut node released
         _, st, b, _ = self.write(other, "majw")
         self.assertTrue(acked(st, b), b)
@@ -299,7 +304,7 @@ class Faults(unittest.TestCase):
         unreach_s = time.monotonic() - t0
         _, st, b, took = self.write(victim, "lcut")
         self.assertEqual(st, 503, b)
-        self.assertLess(took, WRITE_BOUND)
+        self.assertLess(took, CUT_WRITE_BOUND)
         self.heal()
         t1 = time.monotonic()
         self.converged()
@@ -344,6 +349,30 @@ class Faults(unittest.TestCase):
         self.report("quorum lost", {"slowest 503": worst, "stale": stale,
                                     "members back": members_s,
                                     "writes back": recover_s})
+
+    def test_mode_switch_of_a_cut_off_nodes_card_is_refused(self):
+        """A mode switch stops and releases the apps on its card: for the
+        card of a node cut off it is refused (409), its app stays bound
+        and keeps running (the randomized test found it released)."""
+        c = self.c
+        k = (c.etcd.leader() + 1) % 3
+        victim, other = self.agent_on(k), self.agent_on((k + 1) % 3)
+        name, pid = self.sleeper(k, "%d.%d" % (os.getpid(), Faults.seq))
+        self.isolate(k)
+        c.wait(lambda: not self.reachable(other, victim.node),
+               victim.node + " unreachable", timeout=UNREACH_BOUND)
+        st, b = other.http("PUT", "/api/compute-resources/nodes/%s/devices/"
+                           "%s-mem/support-type" % (victim.node, victim.node),
+                           {"supportType": "Exclusive"})
+        self.assertEqual(st, 409, b)
+        self.assertEqual(b["error"], "node-unreachable", b)
+        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
+                       "--keys-only").stdout
+        self.assertEqual(len(out.split()), 1, "its card is still bound")
+        self.heal()
+        self.converged()
+        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
+        self.assertEqual(c.app_of(other, name)["state"], "running")
 
     def test_watch_behind_compaction_recovers_a_correct_view(self):
         """A node cut off while the others write and etcd compacts past

@@ -933,6 +933,45 @@ static void publish_info(struct accel_daemon *d)
     }
 }
 
+/*
+ * Drive again what this node's apps were left in the middle of. A start or
+ * a stop whose state change etcd did not take (this node cut off, no
+ * quorum) leaves the app `resuming` or `stopping` in every view, and no
+ * watch event comes to retry it until someone touches the app again; the
+ * keeper calls this once etcd renews the lease again, every round. What
+ * it does is what a watch event on the app would do (cluster_act), plus
+ * the one step cluster_act does not repeat: saving `running` for an app
+ * whose process started while the save failed.
+ */
+static void redrive(struct accel_daemon *d)
+{
+    char **names;
+    size_t n = 0;
+
+    pthread_mutex_lock(&d->lock);
+    names = xcalloc(d->napps + 1, sizeof(*names));
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        if (a->state == APP_RESUMING || a->state == APP_STOPPING)
+            names[n++] = xstrdup(a->name);
+    }
+    /* by name: cluster_act may uninstall (free) an app and move the rest */
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, names[i]);
+        if (a == NULL)
+            continue;
+        if (a->state == APP_RESUMING && a->pid > 0 &&
+            !state_app_multi(d, a) && runtime_runs_here(d, a))
+            (void)commit_state(d, a, APP_RUNNING, NULL);
+        else
+            cluster_act(d, a);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 static void *keeper_main(void *arg)
 {
     struct accel_daemon *d = arg;
@@ -944,9 +983,11 @@ static void *keeper_main(void *arg)
     while (!__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
         int64_t left = 0;
         enum accel_err rc = etcd_lease_keepalive(e, c->lease, &left);
-        if (rc == ACCEL_OK && left > 0)
+        if (rc == ACCEL_OK && left > 0) {
             __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(),
                              __ATOMIC_SEQ_CST);
+            redrive(d);
+        }
         if (rc == ACCEL_OK && left == 0) {
             char *cause = NULL;
             log_warn("node %s: its lease lapsed (acceld was stopped or cut "
