@@ -28,7 +28,7 @@ interleaving of threads), ACCEL_JEPSEN_CLIENTS (default 8, 8-16).
 The history (JSON lines: one per request with its answer, one per fault)
 lives in TMPDIR while the test runs; it is removed when the test passes
 and kept, its path printed, when it fails (with the seed and every
-violation). The counts go to stderr: operations, acknowledged, refused
+violation), each agent's log beside it (<history>.<node>.log). The counts go to stderr: operations, acknowledged, refused
 (a 4xx: a check, a conflict), unavailable (503), errors (no answer, 5xx),
 violations."""
 import collections
@@ -203,6 +203,14 @@ class Jepsen(unittest.TestCase):
 
     def tearDown(self):
         failed = not self.passed
+        if failed:  # the agents' logs go with the history
+            for n, a in self.c.agents.items():
+                try:
+                    with open(a.log_path, "rb") as f, open(
+                            "%s.%s.log" % (self.hist.path, n), "wb") as o:
+                        o.write(f.read())
+                except OSError:
+                    pass
         try:
             self.c.close()
         finally:
@@ -229,17 +237,31 @@ class Jepsen(unittest.TestCase):
             i for i in range(3) if i not in self.cut and
             i not in self.down_members])
 
-    def etcd_rows(self, kind):
-        out = self.ctl("get", "--prefix", "/accel/%s/" % kind).stdout
-        lines = out.splitlines()
-        return {lines[i]: json.loads(lines[i + 1])
-                for i in range(0, len(lines) - 1, 2)}
+    def etcd_rows(self, kind, snap=None):
+        """{key: row} of one kind; from snap (a snapshot()) when given."""
+        rows = snap if snap is not None else self.snapshot("/accel/%s/" %
+                                                           kind)
+        pre = "/accel/%s/" % kind
+        return {k: v for k, v in rows.items() if k.startswith(pre)}
 
-    def modes(self):
+    def snapshot(self, prefix="/accel/"):
+        """Every row under prefix, read in one range: one revision (rows
+        read in two ranges may straddle a change made between them)."""
+        out = self.ctl("get", "--prefix", prefix).stdout
+        lines = out.splitlines()
+        rows = {}
+        for i in range(0, len(lines) - 1, 2):
+            try:
+                rows[lines[i]] = json.loads(lines[i + 1])
+            except ValueError:
+                pass  # not a row of JSON (meta/schema)
+        return rows
+
+    def modes(self, snap=None):
         """device id -> its mode (etcd's row, else the inventory's)."""
         m = {n + "-excl": "Exclusive" for n in NODES}
         m.update({n + "-mem": "MemorySlice" for n in NODES})
-        for row in self.etcd_rows("devices").values():
+        for row in self.etcd_rows("devices", snap).values():
             m[row["id"]] = row["support"]
         return m
 
@@ -260,10 +282,11 @@ class Jepsen(unittest.TestCase):
                                          held))
 
     def check_etcd_cards(self):
+        snap = self.snapshot()
         binds = collections.defaultdict(list)
-        for row in self.etcd_rows("allocs").values():
+        for row in self.etcd_rows("allocs", snap).values():
             binds[row["device"]].append((row["app"], row["memory"]))
-        self.check_cards("etcd", binds, self.modes())
+        self.check_cards("etcd", binds, self.modes(snap))
 
     def machine_of_pid(self, pid):
         try:
@@ -518,6 +541,8 @@ class Jepsen(unittest.TestCase):
 
     def test_random_faults_keep_the_invariants(self):
         self.t0 = time.monotonic()
+        self.hist.add({"kind": "start", "seed": SEED, "clients": CLIENTS,
+                       "seconds": SECONDS, "wall": time.time()})
         self.counts = collections.Counter()
         deadline = self.t0 + SECONDS
         clients = [Client(self, i, deadline) for i in range(CLIENTS)]

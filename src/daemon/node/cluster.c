@@ -943,11 +943,20 @@ static void publish_info(struct accel_daemon *d)
  * the one step cluster_act does not repeat: saving `running` for an app
  * whose process started while the save failed.
  */
+#define REDRIVE_SYNC_MS 2000 /* at most, for the view to catch up */
+
 static void redrive(struct accel_daemon *d)
 {
     char **names;
     size_t n = 0;
+    bool moved = false;
 
+    /* act only on a view as fresh as etcd now: one that lags (a watch
+     * resuming after its member died) may still show an app resuming here
+     * that another node has since moved, and starting it then would run
+     * it on two nodes (the randomized test saw it) */
+    if (store_view_sync(d->store, 0, REDRIVE_SYNC_MS, &moved) != ACCEL_OK)
+        return;
     pthread_mutex_lock(&d->lock);
     names = xcalloc(d->napps + 1, sizeof(*names));
     for (size_t i = 0; i < d->napps; i++) {
