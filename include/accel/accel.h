@@ -35,7 +35,8 @@
     XX(EMEDIA, "unsupported-media-type", "unsupported media type", 415)        \
     XX(EBUSY, "busy", "resource busy", 409)                                    \
     XX(ESYS, "system-error", "system call failed", 500)                        \
-    XX(ENOTSUP, "not-supported", "not supported", 400)
+    XX(ENOTSUP, "not-supported", "not supported", 400)                         \
+    XX(EUNAVAIL, "store-unavailable", "the cluster store did not answer", 503)
 
 enum accel_err {
 #define ACCEL_ERR_ENUM_(name, str, msg, http) ACCEL_##name,

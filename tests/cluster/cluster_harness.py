@@ -21,6 +21,12 @@ certificate otherwise). tls=True: the members speak TLS to clients and
 peers and require client certificates (etcd_harness), made once in
 cert_dir (etcd_harness.make_certs) when given; the agents present the
 client certificate (--etcd-cacert, --etcd-cert, --etcd-key).
+
+net=True: every node is a machine of its own (netlab.NetLab, a network
+namespace each): node k and etcd member k share machine k, as in
+docs/cluster.md, and c.net cuts, heals and delays the links between
+machines. proxied=True (with net): the agents reach etcd through the
+lab's delaying proxies (c.proxies, one per member; delay_ms 0 at first).
 """
 import os
 import signal
@@ -33,8 +39,15 @@ sys.path.insert(0, HERE)
 
 from accel_harness import Acceld, GiB  # noqa: E402
 from etcd_harness import EtcdCluster  # noqa: E402
+from netlab import NetLab  # noqa: E402
 
 LEASE_TTL = 3
+AGENT_PORT = 7390  # net=True: each agent on its machine's own address
+
+
+def _host_port(url):
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
+    return host, int(port)
 
 
 def inventory(node, devices=None):
@@ -58,14 +71,15 @@ class Agent(Acceld):
     the others are ready when /healthz answers (token given)."""
 
     def __init__(self, node, endpoints, token=None, devices=None,
-                 extra_args=(), env=None):
+                 extra_args=(), env=None, wrapper=(), host="127.0.0.1",
+                 port=None):
         self.node = node
         self.endpoints = endpoints
         args = ["--node-name", node, "--etcd", endpoints, "--no-cgroups",
                 "--lease-ttl", str(LEASE_TTL),
                 "--reconcile-interval-ms", "200"] + list(extra_args)
         super().__init__(inventory=inventory(node, devices), extra_args=args,
-                         env=env)
+                         env=env, wrapper=wrapper, host=host, port=port)
         self.given_token = token
 
     def _wait_ready(self):
@@ -103,8 +117,19 @@ class Agent(Acceld):
 
 class Cluster:
     def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None,
-                 envs=None, extra_args=(), tls=False, cert_dir=None):
-        self.etcd = EtcdCluster(members, tls=tls, cert_dir=cert_dir)
+                 envs=None, extra_args=(), tls=False, cert_dir=None,
+                 net=False, proxied=False):
+        self.net = None
+        self.proxies = []
+        if net:
+            self.net = NetLab(max(len(nodes), members))
+        try:
+            self.etcd = EtcdCluster(members, tls=tls, cert_dir=cert_dir,
+                                    net=self.net)
+        except BaseException:
+            if self.net:
+                self.net.close()
+            raise
         self.agents = {}
         if tls:
             etcd_args = ["--etcd-cacert", self.etcd.ca_file,
@@ -114,11 +139,20 @@ class Cluster:
             etcd_args = ["--etcd-insecure"]
         try:
             token = None
-            for n in nodes:
-                a = Agent(n, self.etcd.endpoints(), token=token,
+            endpoints = self.etcd.endpoints()
+            if proxied:
+                self.proxies = [self.net.proxy(_host_port(u))
+                                for u in self.etcd.urls()]
+                endpoints = ",".join(p.url for p in self.proxies)
+            for k, n in enumerate(nodes):
+                where = {}
+                if self.net:
+                    where = dict(wrapper=self.net.wrapper(k),
+                                 host=self.net.ip(k), port=AGENT_PORT)
+                a = Agent(n, endpoints, token=token,
                           devices=(devices or {}).get(n),
                           env=(envs or {}).get(n),
-                          extra_args=etcd_args + list(extra_args))
+                          extra_args=etcd_args + list(extra_args), **where)
                 a.start()
                 token = a.token
                 self.agents[n] = a
@@ -174,6 +208,8 @@ class Cluster:
                 errors.append(e)
         self.agents = {}
         self.etcd.close()
+        if self.net:
+            self.net.close()
         if errors:
             raise errors[0]
 

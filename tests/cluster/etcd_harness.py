@@ -14,6 +14,10 @@ standard library only.
     with EtcdCluster(1, tls=True) as c:   # https client URLs
         c.ca_file, c.client_cert, c.client_key    # PEM files for clients
 
+net=NetLab (netlab.py): member i runs in machine i of the lab, on that
+machine's address and etcd's own ports (2379, 2380), so that links between
+members can be cut for real.
+
 Members are m0..m{N-1}; index i is stable for the cluster's life. Every
 member runs with --heartbeat-interval 50 --election-timeout 500, auto
 compaction off, --pre-vote (a restarted member does not depose a working
@@ -144,11 +148,13 @@ def _post(url, path, body, timeout=2.0, context=None):
 class Member:
     """One etcd process: its name, ports, data directory and log."""
 
-    def __init__(self, index, root, client_port, peer_port, scheme="http"):
+    def __init__(self, index, root, client_port, peer_port, scheme="http",
+                 host="127.0.0.1", wrapper=()):
         self.index = index
         self.name = "m%d" % index
-        self.client_url = "%s://127.0.0.1:%d" % (scheme, client_port)
-        self.peer_url = "%s://127.0.0.1:%d" % (scheme, peer_port)
+        self.client_url = "%s://%s:%d" % (scheme, host, client_port)
+        self.peer_url = "%s://%s:%d" % (scheme, host, peer_port)
+        self.wrapper = list(wrapper)  # e.g. netlab's: run it in a machine
         self.data_dir = os.path.join(root, self.name)
         self.log_path = os.path.join(root, self.name + ".log")
         self.proc = None
@@ -169,8 +175,12 @@ class EtcdCluster:
     """N etcd members on loopback; see the module docstring."""
 
     def __init__(self, n=3, progress_interval="1s", start=True, tls=False,
-                 cert_dir=None, client_cert_auth=True):
+                 cert_dir=None, client_cert_auth=True, net=None):
         require_etcd()
+        if net is not None and tls:
+            raise ValueError("net= members are plain http (the certificates "
+                             "name 127.0.0.1)")
+        self.net = net
         if n < 1:
             raise ValueError("a cluster needs at least one member")
         self.n = n
@@ -216,6 +226,13 @@ class EtcdCluster:
 
     def _create(self):
         self.root = tempfile.mkdtemp(prefix="accel-etcd-")
+        if self.net is not None:
+            # a machine of its own each (netlab): etcd's own ports are free
+            self.members = [Member(i, self.root, 2379, 2380, "http",
+                                   self.net.ip(i), self.net.wrapper(i))
+                            for i in range(self.n)]
+            self._token = "accel-test-%d-net" % os.getpid()
+            return
         ports = _free_ports(2 * self.n)
         self.members = [Member(i, self.root, ports[2 * i], ports[2 * i + 1],
                                "https" if self.tls else "http")
@@ -254,7 +271,8 @@ class EtcdCluster:
     def _args(self, m, state):
         initial = ",".join("%s=%s" % (x.name, x.peer_url)
                            for x in self.members)
-        return [ETCD, "--name", m.name, "--data-dir", m.data_dir,
+        return m.wrapper + [
+                ETCD, "--name", m.name, "--data-dir", m.data_dir,
                 "--listen-client-urls", m.client_url,
                 "--advertise-client-urls", m.client_url,
                 "--listen-peer-urls", m.peer_url,
@@ -441,10 +459,12 @@ class EtcdCluster:
                                      "members")
             time.sleep(0.05)
 
-    def etcdctl(self, *args, check=True, timeout=30.0):
-        """Run etcdctl (API v3) against the running members; the
+    def etcdctl(self, *args, check=True, timeout=30.0, members=None):
+        """Run etcdctl (API v3) against the running members (or those of
+        the indexes in members: not one cut off); the
         subprocess.CompletedProcess (text). check: raise on failure."""
-        live = [m.client_url for m in self.members if m.running()]
+        live = [m.client_url for m in self.members if m.running() and
+                (members is None or m.index in members)]
         env = dict(os.environ, ETCDCTL_API="3")
         tls = ["--cacert", self.ca_file, "--cert", self.client_cert,
                "--key", self.client_key] if self.tls else []

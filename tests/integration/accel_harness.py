@@ -308,12 +308,14 @@ class Acceld:
     """
 
     def __init__(self, inventory=None, extra_args=(), start_timeout=20.0,
-                 env=None, wrapper=()):
+                 env=None, wrapper=(), host="127.0.0.1", port=None):
         self.tmp = tempfile.mkdtemp(prefix="accel-it-")
         # apps run as their owner's uid (SPEC 3) and must reach their home
         # under <data-dir>/home: others may search (not list) the tmp dir
         os.chmod(self.tmp, 0o711)
         self.data_dir = os.path.join(self.tmp, "data")
+        self.host = host          # the address it listens on
+        self.fixed_port = port    # None: a free port of 127.0.0.1
         self.port = None
         self.proc = None
         self.log_path = os.path.join(self.tmp, "acceld.log")
@@ -335,7 +337,7 @@ class Acceld:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "http://%s:%d" % (self.host, self.port)
 
     def start(self):
         """Start acceld and wait until /healthz answers and admin.token exists."""
@@ -343,9 +345,10 @@ class Acceld:
         os.makedirs(self.data_dir, exist_ok=True)
         last = None
         for _ in range(3):  # a port taken between free_port() and bind
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             args = self.wrapper + [ACCELD, "--data-dir", self.data_dir,
-                                   "--listen", "127.0.0.1:%d" % self.port]
+                                   "--listen", "%s:%d" % (self.host,
+                                                          self.port)]
             if self.inventory:
                 args += ["--inventory", self.inventory]
             args += self.extra_args

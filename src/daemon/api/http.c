@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -38,6 +39,7 @@
 #include "daemon/api/metrics.h"
 #include "daemon/api/view.h"
 #include "daemon/log.h"
+#include "daemon/node/cluster.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -587,6 +589,20 @@ static enum MHD_Result queue_stream(struct MHD_Connection *c,
     return ret;
 }
 
+/* A cluster node cut off from etcd still answers from its last view
+ * (docs/cluster.md): X-Accel-Stale says so, with the milliseconds since
+ * etcd last renewed its lease, so that a client can tell a stale answer
+ * from a current one. */
+static void stale_header(struct MHD_Response *resp, struct accel_daemon *d)
+{
+    int64_t ms = cluster_stale_ms(d);
+    char v[32];
+    if (ms <= 0)
+        return;
+    snprintf(v, sizeof v, "%" PRId64, ms);
+    MHD_add_response_header(resp, "X-Accel-Stale", v);
+}
+
 static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
 {
     struct MHD_Response *resp;
@@ -605,6 +621,7 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct http_req *r)
     resp = MHD_create_response_from_buffer_with_free_callback(
         strlen(body), (void *)body, reply_free);
     MHD_add_response_header(resp, "Content-Type", r->reply_type);
+    stale_header(resp, r->d);
     if (r->status == 304) /* a static file the browser already has */
         static_headers(resp, r);
     ret = MHD_queue_response(c, (unsigned)r->status, resp);

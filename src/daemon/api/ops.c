@@ -73,6 +73,15 @@ void ops_res_store_failed(struct op_result *res, enum accel_err rc)
                       "again");
         return;
     }
+    if (rc == ACCEL_EUNAVAIL) {
+        /* no etcd member with a quorum answered in time (cut off, quorum
+         * lost): a write sent may still apply, so do not say it did not */
+        ops_res_error(res, 503, accel_err_name(rc),
+                      "the cluster's store (etcd) did not answer in time; "
+                      "the change is not acknowledged and may or may not "
+                      "have been saved: read it back before trying again");
+        return;
+    }
     ops_res_error(res, 500, accel_err_name(rc),
               "the change could not be saved (%s); nothing was changed",
               accel_strerror(rc));

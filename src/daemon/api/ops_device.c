@@ -241,6 +241,23 @@ static json_t *settle_stopped(struct accel_daemon *d, struct app **apps,
     return arr;
 }
 
+/* A switch stops and releases the apps bound to the card: on a node that
+ * does not answer (its lease lapsed) they may still run, and nothing is
+ * released on an unreachable node's behalf (SPEC 10). The jepsen test
+ * found the switch doing it. Refuses (409) when dev's node is away. */
+static bool away(struct accel_daemon *d, int dev, struct op_result *res)
+{
+    uint32_t n = d->snap.devs[dev].node;
+    if (d->ninfo[n].local || d->ninfo[n].reachable)
+        return false;
+    ops_res_error(res, 409, "node-unreachable",
+                  "node %s is unreachable: the apps bound to %s may still "
+                  "run there, and nothing is released on an unreachable "
+                  "node's behalf; switch its mode once the node is back",
+                  d->snap.nodes[n].name, d->snap.devs[dev].id);
+    return true;
+}
+
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res)
 {
@@ -275,6 +292,8 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
+    if (n > 0 && away(d, dev, res))
+        goto out;
     blocked = blocked_list(apps, n);
     if (json_array_size(blocked) > 0) {
         ops_res_check(res, "computeDeviceSwitchBlocked",

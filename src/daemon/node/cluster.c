@@ -52,6 +52,8 @@ struct cluster {
     bool keeper_on, watcher_on;
     volatile int stop;
     int64_t lease;
+    int64_t renewed_ns;           /* util_now_ns of the last renewal that
+                                     etcd's quorum answered (atomic) */
     char *info;                   /* the nodeinfo last written */
     /* the revision being applied (d->lock) */
     struct pending_alloc *pa;
@@ -940,6 +942,54 @@ static void publish_info(struct accel_daemon *d)
     }
 }
 
+/*
+ * Drive again what this node's apps were left in the middle of. A start or
+ * a stop whose state change etcd did not take (this node cut off, no
+ * quorum) leaves the app `resuming` or `stopping` in every view, and no
+ * watch event comes to retry it until someone touches the app again; the
+ * keeper calls this once etcd renews the lease again, every round. What
+ * it does is what a watch event on the app would do (cluster_act), plus
+ * the one step cluster_act does not repeat: saving `running` for an app
+ * whose process started while the save failed.
+ */
+#define REDRIVE_SYNC_MS 2000 /* at most, for the view to catch up */
+
+static void redrive(struct accel_daemon *d)
+{
+    char **names;
+    size_t n = 0;
+    bool moved = false;
+
+    /* act only on a view as fresh as etcd now: one that lags (a watch
+     * resuming after its member died) may still show an app resuming here
+     * that another node has since moved, and starting it then would run
+     * it on two nodes (the randomized test saw it) */
+    if (store_view_sync(d->store, 0, REDRIVE_SYNC_MS, &moved) != ACCEL_OK)
+        return;
+    pthread_mutex_lock(&d->lock);
+    names = xcalloc(d->napps + 1, sizeof(*names));
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct app *a = d->apps[i];
+        if (a->state == APP_RESUMING || a->state == APP_STOPPING)
+            names[n++] = xstrdup(a->name);
+    }
+    /* by name: cluster_act may uninstall (free) an app and move the rest */
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, names[i]);
+        if (a == NULL)
+            continue;
+        if (a->state == APP_RESUMING && a->pid > 0 &&
+            !state_app_multi(d, a) && runtime_runs_here(d, a))
+            (void)commit_state(d, a, APP_RUNNING, NULL);
+        else
+            cluster_act(d, a);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 static void *keeper_main(void *arg)
 {
     struct accel_daemon *d = arg;
@@ -951,6 +1001,11 @@ static void *keeper_main(void *arg)
     while (!__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
         int64_t left = 0;
         enum accel_err rc = etcd_lease_keepalive(e, c->lease, &left);
+        if (rc == ACCEL_OK && left > 0) {
+            __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(),
+                             __ATOMIC_SEQ_CST);
+            redrive(d);
+        }
         if (rc == ACCEL_OK && left == 0) {
             char *cause = NULL;
             log_warn("node %s: its lease lapsed (acceld was stopped or cut "
@@ -993,6 +1048,7 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
     rc = take_lease(d, cause);
     if (rc != ACCEL_OK)
         return rc;
+    __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(), __ATOMIC_SEQ_CST);
     /* what other nodes asked of this one while it was away */
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps; i++)
@@ -1011,6 +1067,21 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
              d->cfg.node_name, etcd_endpoint(store_etcd(d->store)), c->lease,
              d->cfg.lease_ttl);
     return ACCEL_OK;
+}
+
+int64_t cluster_stale_ms(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    int64_t since, age;
+    if (c == NULL)
+        return 0;
+    since = __atomic_load_n(&c->renewed_ns, __ATOMIC_SEQ_CST);
+    if (since == 0)
+        return 0; /* not started yet: nothing is served from a view */
+    age = ((int64_t)util_now_ns() - since) / 1000000;
+    /* within the TTL the lease holds, so etcd answered this node's renewal
+     * less than a TTL ago and the others still count it in */
+    return age >= (int64_t)d->cfg.lease_ttl * 1000 ? age : 0;
 }
 
 void cluster_stop(struct accel_daemon *d)

@@ -23,6 +23,12 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause);
  * at once; its apps keep running). Accepts a daemon without a cluster. */
 void cluster_stop(struct accel_daemon *d);
 
+/* How long ago (ms) etcd's quorum last renewed this node's lease, when
+ * that is a whole lease TTL or more: the view it answers reads from may
+ * miss what the other nodes changed since (they may count this node gone).
+ * 0 while the lease holds, and without a cluster. Any thread. */
+int64_t cluster_stale_ms(struct accel_daemon *d);
+
 /* Apply what a node returned to this view after an app's rows changed
  * hands: start an app bound here that another node resumed, begin the
  * stop of one another node stopped. Lock held. */

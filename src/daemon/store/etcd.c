@@ -41,6 +41,9 @@
 #include <string.h>
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,6 +61,8 @@
 #define ETCD_TIMEOUT_MS    5000         /* per request when opts say <= 0 */
 #define ETCD_CONNECT_MS    2000         /* at most, per connection attempt */
 #define ETCD_WATCH_POLL_MS 100          /* a watch looks at *stop this often */
+#define ETCD_WATCH_DEAD_MS 2000         /* unanswered keepalive probes of a
+                                           watch: the path is gone */
 
 /* gRPC status codes that the gateway puts in its error bodies */
 #define GRPC_DEADLINE_EXCEEDED   4
@@ -897,6 +902,11 @@ static enum accel_err etcd_call(struct etcd *e, const char *path, json_t *req,
         attempt(e, c, i, path, body, idempotent, &a);
         if (a.out == OUT_OK || a.out == OUT_REFUSED)
             atomic_store(&e->current, i);
+        /* a write this member may hold is not sent again, but the next
+         * call should not wait on the same silent member (cut off, an
+         * isolated old leader) when another may answer */
+        else if (a.out == OUT_UNKNOWN)
+            atomic_store(&e->current, (i + 1) % e->nurls);
     }
     pool_give(e, c);
     free(body);
@@ -1538,6 +1548,30 @@ static enum accel_err watch_loop(CURLM *m, struct watch *w, volatile int *stop)
     }
 }
 
+/*
+ * A member cut off by the network (no reset, no FIN: a pulled cable, a
+ * partition) leaves its watch stream silent, and the view behind it stops
+ * without a word: curl's keepalive alone (9 probes) would notice only after
+ * ~23 s, long after the lease of a node whose loss the view then hides.
+ * Probes every second, and TCP_USER_TIMEOUT ends the connection when they go
+ * unanswered ETCD_WATCH_DEAD_MS: the stream breaks within ~3 s of the path.
+ */
+static int watch_sockopt(void *ctx, curl_socket_t fd, curlsocktype purpose)
+{
+    int one = 1, count = 2;
+    unsigned int dead = ETCD_WATCH_DEAD_MS;
+
+    (void)ctx;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKOPT_OK;
+    /* best effort: without them the stream still ends, only later */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof one);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof one);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &dead, sizeof dead);
+    return CURL_SOCKOPT_OK;
+}
+
 /* One watch stream on member i. */
 static enum accel_err watch_on(struct etcd *e, size_t i, const char *body,
                                struct watch *w, volatile int *stop)
@@ -1553,14 +1587,19 @@ static enum accel_err watch_on(struct etcd *e, size_t i, const char *body,
     curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
     /* a member that vanishes without a reset is noticed within seconds */
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 5L);
-    curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 1L);
+    curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, watch_sockopt);
     if (curl_multi_add_handle(m, c) != CURLM_OK)
         goto out;
     rc = watch_loop(m, w, stop);
     curl_multi_remove_handle(m, c);
+    /* a stream that broke leaves its member suspect (cut off, it would
+     * stall the resumed watch on its connect timeout): the resumed watch,
+     * and the next requests, start from the next member */
     if (w->created)
-        atomic_store(&e->current, i);
+        atomic_store(&e->current, rc == ACCEL_EIO && !stop_requested(stop)
+                                      ? (i + 1) % e->nurls : i);
 out:
     if (m)
         curl_multi_cleanup(m);

@@ -841,10 +841,18 @@ enum accel_err store_begin(struct store *s)
     return ACCEL_OK;
 }
 
+/* etcd's "no member answered in time" (cut off, no quorum) differs from a
+ * disk error of SQLite's: the transaction may still apply, and the API
+ * answers 503 saying so (docs/cluster.md). */
+static enum accel_err unanswered(enum accel_err err)
+{
+    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+}
+
 enum accel_err store_commit(struct store *s)
 {
     if (s->es)
-        return estore_commit(s->es);
+        return unanswered(estore_commit(s->es));
     enum accel_err err = need_tx(s);
     if (err != ACCEL_OK)
         return err;
