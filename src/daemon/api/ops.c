@@ -357,8 +357,9 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
  * the app is `committing` (other operations on it answer 409). On failure
  * the reservation is taken back and the app removed (a is gone) before
  * anything else sees the view: nothing stays in memory that etcd does not
- * hold. An ambiguous failure (ACCEL_EIO) is left to the watch, which
- * brings the rows if they were written.
+ * hold. An ambiguous failure (ACCEL_EUNAVAIL, answered as a 503 that
+ * says so) is left to the watch, which brings the rows if they were
+ * written.
  */
 static enum accel_err commit_install_queued(struct accel_daemon *d,
                                             struct app *a, int sel,
@@ -643,22 +644,6 @@ static bool disk_room(struct accel_daemon *d, struct op_result *res)
     return false;
 }
 
-/* A failed install's answer. A cluster store's ACCEL_EIO is ambiguous:
- * etcd may have written it (store.h); the watch will show which. */
-static void install_store_failed(struct op_result *res, enum accel_err rc,
-                                 bool cluster)
-{
-    if (cluster && rc == ACCEL_EIO) {
-        ops_res_error(res, 500, accel_err_name(rc),
-                      "no etcd member answered in time (%s): the app may "
-                      "or may not have been installed; the cluster's view "
-                      "will show it within moments if it was",
-                      accel_strerror(rc));
-        return;
-    }
-    ops_res_store_failed(res, rc);
-}
-
 void ops_install(struct accel_daemon *d, const struct auth_user *u,
                  json_t *manifest, const char *owner, const char *type,
                  const struct op_binding *b, struct op_result *res)
@@ -716,7 +701,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     if (rc != ACCEL_OK) {
         if (!cluster) /* the queued commit has removed it already */
             state_app_remove(d, a);
-        install_store_failed(res, rc, cluster);
+        ops_res_store_failed(res, rc);
         pthread_mutex_unlock(&d->lock);
         return;
     }

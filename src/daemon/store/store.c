@@ -1878,7 +1878,7 @@ enum accel_err store_commit_queued(struct store *s, pthread_mutex_t *mu,
                                    int64_t *conflict_rev)
 {
     if (s->es)
-        return estore_commit_queued(s->es, mu, conflict_rev);
+        return unanswered(estore_commit_queued(s->es, mu, conflict_rev));
     return store_commit(s);
 }
 

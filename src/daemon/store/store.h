@@ -274,8 +274,9 @@ enum accel_err store_events_query(struct store *s,
  *   node and its owner's allocations). Another acceld that changed one of
  *   them first makes it fail with ACCEL_ECONFLICT, nothing written, and
  *   store_conflict_rev says the revision to wait for (store_wait_rev)
- *   before deciding again. ACCEL_EIO: no member answered; whether the
- *   transaction applied is then unknown, and the watch will tell.
+ *   before deciding again. ACCEL_EUNAVAIL: no member answered; whether
+ *   the transaction applied is then unknown, and the watch will tell
+ *   (store_commit and store_commit_queued alike; the API answers 503).
  * - store_sync waits until the watch has brought this process's view up
  *   to its own last commit (etcd made it durable before answering).
  * - Events are shown once the watch delivers them; their ids are
