@@ -837,6 +837,7 @@ int daemon_main(int argc, char **argv)
     if (open_state(d) != 0)
         return 1;
     runtime_cgroups_init(d);
+    runtime_end_orphans(d);
     /* before the routes that read it: a request never sees no history */
     if (sampler_start(d) != ACCEL_OK)
         log_error("cannot start the metric history");

@@ -202,16 +202,18 @@ class DiscoveryTest(unittest.TestCase):
         # pid 9999999: above Linux's PID_MAX_LIMIT (2^22), so no process
         link(self.proc, "9999999/fd/3", "/dev/dri/renderD128")
         put(self.proc, "9999999/fdinfo/3", client % (2, 64 * 1024))
+        # the two fdinfo files are written one after the other, so a scan
+        # may see the first alone: wait for one that saw both
         deadline = time.time() + 10
-        usage = None
+        usage = dev = None
         while time.time() < deadline:
             usage = self.d.http("GET", "/api/apps/igpu")[1]["data"][
                 "allocations"][0].get("usedMemory")
-            if usage == 256 * MiB:
+            dev = self.devices()["box-intel-0"]
+            if usage == 256 * MiB and dev["usedMemory"] == 320 * MiB:
                 break
             time.sleep(0.1)
         self.assertEqual(usage, 256 * MiB)
-        dev = self.devices()["box-intel-0"]
         self.assertEqual(dev["usedMemory"], 320 * MiB)
         self.assertEqual(dev["foreignUsage"],
                          [{"pid": 9999999, "usedMemory": 64 * MiB}])

@@ -10,6 +10,7 @@ state file (ACCEL_FAKE_NVML) the tests edit while it runs, and with
 --reconcile-interval-ms 100 so a reconciler pass comes quickly."""
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -312,6 +313,99 @@ class RestartTest(RuntimeBase):
         self.assertEqual(b["state"], "stopped")
         self.assertFalse(group_alive(pid))
         self.assertEqual(self.device(GPU_A)["bindings"], [])
+
+
+    def test_orphan_of_an_unrecorded_resume_is_killed(self):
+        """acceld died after starting an app but before its leader reached
+        the store (a cluster node cut off from etcd, killed meanwhile): the
+        store says resuming with no pid. The next acceld kills what runs of
+        the app, in its cgroup or with its tag, and releases it; nothing
+        runs untracked while the app may be placed elsewhere."""
+        a = self.install(manifest("lost", ["sh", "-c", "sleep 1000"]))
+        keep = self.install(manifest("kept", ["sh", "-c", "sleep 1000"]),
+                            gpu=GPU_B)
+        pid = a["pid"]
+        self.kill_acceld()
+        db = sqlite3.connect(os.path.join(self.d.data_dir, "accel.db"))
+        with db:
+            db.execute("UPDATE apps SET state = 'resuming', pid = 0, "
+                       "pid_start = 0 WHERE name = 'lost'")
+        db.close()
+        self.assertTrue(group_alive(pid))
+        self.d.start()
+        self.wait_for(lambda: not group_alive(pid), "the orphan killed")
+        ev = self.wait_for(lambda: self.events("runtime.orphan"),
+                           "the orphan event")
+        self.assertEqual([e["app"] for e in ev], ["lost"], ev)
+        g = self.wait_for(lambda: self.app("lost")["state"] == "stopped" and
+                          self.app("lost"), "the orphan's app released")
+        self.assertEqual(g["allocations"], [])
+        # the app acceld did record is adopted, untouched
+        k = self.app("kept")
+        self.assertEqual((k["state"], k["pid"]), ("running", keep["pid"]))
+        self.assertTrue(alive(keep["pid"]))
+
+
+def tagged(key, value):
+    """Live pids whose environment holds key=value exactly."""
+    want = ("%s=%s" % (key, value)).encode()
+    out = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % e, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if want in env and alive(int(e)):
+            out.append(int(e))
+    return out
+
+
+class TwoInstancesTest(RuntimeBase):
+    """Two accelds on one machine without cgroups (a test cluster, a second
+    instance) each run an app named twin whose child left its process
+    group: stopping one's finds its own child by its instance's tag and
+    never touches the other's."""
+    acceld_args = ("--no-cgroups",)
+
+    def test_a_stop_reaches_only_its_own_instance(self):
+        first = self.d
+        self.start_acceld()
+        second = self.d
+        self.d = first
+        self.addCleanup(second.close)
+        m = manifest("twin", ["sh", "-c", "setsid sleep 1000 & exec sleep 1000"])
+        a = self.install(m)
+        self.d = second
+        b = self.install(m)
+        self.d = first
+        self.assertEqual((a["state"], b["state"]), ("running", "running"))
+        tags = []
+        for d, x in ((first, a), (second, b)):
+            env = {}
+            with open("/proc/%d/environ" % x["pid"], "rb") as f:
+                for kv in f.read().split(b"\0"):
+                    if b"=" in kv:
+                        k, v = kv.decode().split("=", 1)
+                        env[k] = v
+            tags.append(env["ACCEL_APP_ID"])
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for t in tags
+                                 for p in tagged("ACCEL_APP_ID", t)])
+        self.assertNotEqual(tags[0], tags[1])
+        self.assertTrue(tags[0].endswith("/twin"), tags)
+        self.wait_for(lambda: len(tagged("ACCEL_APP_ID", tags[1])) == 2,
+                      "the second's leader and its child")
+        st, r = self.stop_app("twin")
+        self.assertEqual(r["state"], "stopped", r)
+        self.assertEqual(tagged("ACCEL_APP_ID", tags[0]), [])
+        self.assertEqual(len(tagged("ACCEL_APP_ID", tags[1])), 2)
+        self.d = second
+        self.assertEqual(self.app("twin")["state"], "running")
+        st, r = self.stop_app("twin")
+        self.d = first
+        self.assertEqual(tagged("ACCEL_APP_ID", tags[1]), [])
 
 
 class NoCgroupLifecycleTest(LifecycleTest):

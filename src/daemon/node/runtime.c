@@ -339,6 +339,22 @@ static size_t multi_env(struct accel_daemon *d, const struct app *a,
 }
 
 /*
+ * The tag every process of an app carries in its environment, and the one
+ * acceld looks for where no cgroup holds the app (--no-cgroups, a machine
+ * without them): ACCEL_APP_ID=<instance>/<app>, the instance being the hash
+ * of this acceld's data directory (cgroup.h). ACCEL_APP alone names the app
+ * for the shim and the reconciler, but two accelds on one machine (a test
+ * cluster, a second instance) may each run an app of that name, and a
+ * stop must not reach the other's.
+ */
+#define APP_TAG_KEY "ACCEL_APP_ID"
+
+static char *app_tag(const struct accel_daemon *d, const char *name)
+{
+    return xasprintf("%s/%s", d->cg ? d->cg->instance : "", name);
+}
+
+/*
  * The app's variables: PATH, SHELL and the identity first, then run.env
  * (which may replace PATH, SHELL, HOME, USER or LOGNAME), then acceld's
  * enforcement variables last, so they win over anything before them
@@ -366,6 +382,11 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
     if (log != NULL) /* acceld's own shim logging setting */
         env[n++] = xasprintf("ACCEL_LOG=%s", log);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
+    {
+        char *tag = app_tag(d, a->name);
+        env[n++] = xasprintf(APP_TAG_KEY "=%s", tag);
+        free(tag);
+    }
     if (state_app_multi(d, a))
         n += multi_env(d, a, env + n);
     if (cfg)
@@ -534,8 +555,10 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
     enum accel_err rc = ACCEL_OK;
 
     if (cgroup_app_populated(d->cg, name) < 0) { /* no cgroup: groups */
-        rc = proc_stop(&h, "ACCEL_APP", name, (unsigned)timeout_s * 1000u,
+        char *tag = app_tag(d, name);
+        rc = proc_stop(&h, APP_TAG_KEY, tag, (unsigned)timeout_s * 1000u,
                        KILL_GRACE_MS, out_status, &cause);
+        free(tag);
     } else {
         cgroup_app_signal(d->cg, name, SIGTERM);
         if (!wait_empty(d, name, pid, (unsigned)timeout_s * 1000u,
@@ -627,9 +650,11 @@ static void signal_app(struct accel_daemon *d, const struct watch *w,
                        int sig)
 {
     struct proc_handle h = {.pid = w->pid, .start_time = w->start};
-    if (cgroup_app_populated(d->cg, w->name) < 0)
-        proc_signal_app(&h, "ACCEL_APP", w->name, sig);
-    else if (sig == SIGKILL)
+    if (cgroup_app_populated(d->cg, w->name) < 0) {
+        char *tag = app_tag(d, w->name);
+        proc_signal_app(&h, APP_TAG_KEY, tag, sig);
+        free(tag);
+    } else if (sig == SIGKILL)
         cgroup_app_kill(d->cg, w->name);
     else
         cgroup_app_signal(d->cg, w->name, sig);
@@ -643,8 +668,12 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
 
     if (pop >= 0)
         return pop == 0;
-    if (w->stopping)
-        return !proc_app_alive(&h, "ACCEL_APP", w->name);
+    if (w->stopping) {
+        char *tag = app_tag(d, w->name);
+        bool alive = proc_app_alive(&h, APP_TAG_KEY, tag);
+        free(tag);
+        return !alive;
+    }
     return w->reaped || (!proc_alive(w->pid, w->start) &&
                          !proc_group_alive(w->pid));
 }
@@ -1032,6 +1061,46 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->supervisor_running = false;
     applog_stop(d->applog);
     d->applog = NULL;
+}
+
+/*
+ * At start, before the supervisor: an app this acceld runs no process of
+ * (no leader recorded: stopped, failed, or a resume whose leader never
+ * reached the store because acceld died first) must have none. Any process
+ * still in its cgroup or carrying its tag is a run nobody tracks; it could
+ * hold the app's cards on this machine while the cluster places the app
+ * elsewhere. It gets SIGKILL, and an event says so.
+ */
+void runtime_end_orphans(struct accel_daemon *d)
+{
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++) {
+        struct app *a = d->apps[i];
+        pid_t *v = NULL;
+        size_t n = 0;
+        bool any = false;
+        char *tag;
+
+        if (a->pid > 0 || state_app_remote(d, a))
+            continue;
+        if (cgroup_app_populated(d->cg, a->name) == 1) {
+            cgroup_app_kill(d->cg, a->name);
+            any = true;
+        }
+        tag = app_tag(d, a->name);
+        if (proc_find_by_env(APP_TAG_KEY, tag, &v, &n) == ACCEL_OK)
+            for (size_t k = 0; k < n; k++)
+                any |= kill(v[k], SIGKILL) == 0;
+        free(tag);
+        free(v);
+        if (any)
+            state_event(d, "runtime.orphan", a->name, d->cfg.node_name, NULL,
+                        NULL, "app %s is %s but processes of it were still "
+                        "running (acceld stopped before it recorded them): "
+                        "they were killed", a->name,
+                        app_state_name(a->state));
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 /* ---- cgroups of the instance ---- */

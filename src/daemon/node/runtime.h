@@ -79,6 +79,9 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a);
  * instance's directories (running apps keep theirs). */
 void runtime_cgroups_init(struct accel_daemon *d);
 void runtime_cgroups_fini(struct accel_daemon *d);
+/* At start: kill what is left of an app this acceld runs no process of (no
+ * leader recorded), in its cgroup or with its tag; an event says so. */
+void runtime_end_orphans(struct accel_daemon *d);
 
 /* Remove the quota ledgers and shim config of a's current rows (lock
  * held). Called whenever rows are dropped. */
