@@ -159,7 +159,7 @@ enum accel_err state_tx_commit_queued(struct accel_daemon *d)
     if (rc == ACCEL_OK)
         atomic_fetch_add(&d->commit_seq, 1);
     if (rc == ACCEL_ECONFLICT) {
-        conflict_rev = rev > 0 ? rev : 1;
+        lost_rev = rev > 0 ? rev : 1;
         log_info("store commit lost a race with another node; deciding again");
     } else if (rc != ACCEL_OK) {
         log_error("store commit failed: %s", accel_strerror(rc));
