@@ -31,7 +31,7 @@
  * transaction are merged per key (the last one wins) before they are sent.
  */
 #include "common/accel_setup.h"
-#include "daemon/store/store_etcd.h"
+#include "daemon/store/store_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +46,7 @@
 
 #include "common/strmap.h"
 #include "common/util.h"
+#include "daemon/store/etcd.h"
 
 #define ESTORE_LAYOUT 1          /* the key layout this build writes */
 #define ESTORE_EVENT_RANK 1024   /* event id = revision * this + rank */
@@ -111,6 +112,7 @@ struct applist {
 };
 
 struct estore {
+    struct store base;       /* first: store.c's view (store_int.h) */
     struct etcd *e;
     char *prefix;
     size_t plen;
@@ -143,7 +145,7 @@ struct estore {
     pthread_cond_t vcond;
     int64_t applied_rev;     /* the watch has applied up to here */
     int64_t commit_rev;      /* this process's last commit */
-    /* queued commits (caller's lock; estore_commit_queued) */
+    /* queued commits (caller's lock; store_commit_queued) */
     struct ebatch *pending;  /* waiting to be sent, oldest first */
     struct ebatch *flying;   /* on its way to etcd, or NULL */
     uint64_t batch_seq;
@@ -165,23 +167,27 @@ static void set_err(struct estore *s, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *estore_errmsg(const struct estore *s)
+static const char *es_errmsg(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s ? s->errmsg : "";
 }
 
-struct etcd *estore_client(struct estore *s)
+static struct etcd *es_client(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     return s->e;
 }
 
-const char *estore_prefix(const struct estore *s)
+static const char *es_prefix(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s->prefix;
 }
 
-bool estore_created(const struct estore *s)
+static bool es_created(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s->created;
 }
 
@@ -602,8 +608,11 @@ out:
     return err;
 }
 
-enum accel_err estore_open(const struct store_etcd_opts *o,
-                           struct estore **out, char **cause)
+static const struct store_ops etcd_ops;
+static void es_close(struct store *base);
+
+enum accel_err store_etcd_open(const struct store_etcd_opts *o,
+                               struct store **out, char **cause)
 {
     struct etcd_opts eo = {o->endpoints, o->cacert, o->cert, o->key,
                            o->timeout_ms};
@@ -646,12 +655,13 @@ enum accel_err estore_open(const struct store_etcd_opts *o,
     /* event keys of this node increase across restarts: microseconds */
     clock_gettime(CLOCK_REALTIME, &ts);
     s->ev_seq = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+    s->base.ops = &etcd_ops;
     err = check_layout(s, cause);
     if (err != ACCEL_OK) {
-        estore_close(s);
+        es_close(&s->base);
         return err;
     }
-    *out = s;
+    *out = &s->base;
     return ACCEL_OK;
 }
 
@@ -670,8 +680,9 @@ static void tx_clear(struct estore *s)
     s->tx_failed = false;
 }
 
-void estore_close(struct estore *s)
+static void es_close(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     if (s == NULL)
         return;
     tx_clear(s);
@@ -701,8 +712,9 @@ void estore_close(struct estore *s)
 
 /* -------------------------------------------------------- transactions */
 
-enum accel_err estore_begin(struct estore *s)
+static enum accel_err es_begin(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     /* a failed transaction is over: the next begin starts afresh, as
      * after a rollback (store.h) */
     if (s->in_tx && !s->tx_failed) {
@@ -714,8 +726,9 @@ enum accel_err estore_begin(struct estore *s)
     return ACCEL_OK;
 }
 
-void estore_rollback(struct estore *s)
+static void es_rollback(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     tx_clear(s);
 }
 
@@ -819,8 +832,9 @@ static void record_commit(struct estore *s, const struct wop *ws, size_t n,
     pthread_mutex_unlock(&s->vlock);
 }
 
-enum accel_err estore_commit(struct estore *s)
+static enum accel_err commit_tx(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     enum accel_err err = need_tx(s);
     struct etcd_cmp *cmps;
     struct etcd_op *ops;
@@ -869,8 +883,18 @@ enum accel_err estore_commit(struct estore *s)
     return err;
 }
 
-int64_t estore_conflict_rev(const struct estore *s)
+/* etcd's "no member answered in time" (cut off, no quorum) differs from a
+ * disk error of SQLite's: the transaction may still apply, and the API
+ * answers 503 saying so (docs/cluster.md). */
+static enum accel_err es_commit(struct store *base)
 {
+    enum accel_err err = commit_tx(base);
+    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+}
+
+static int64_t es_conflict_rev(const struct store *base)
+{
+    const struct estore *s = (const struct estore *)base;
     return s->conflict_rev;
 }
 
@@ -879,7 +903,7 @@ int64_t estore_conflict_rev(const struct estore *s)
 /*
  * A bind's transaction is sent with the caller's lock released (issue 19):
  * the caller decides and reserves the decision in memory under its lock,
- * then estore_commit_queued queues the transaction and sends it, dropping
+ * then store_commit_queued queues the transaction and sends it, dropping
  * the lock while etcd answers, so that other binds decide meanwhile
  * (counting the reservation). One batch is on its way at a time; the
  * transactions queued during its round trip are merged into the next
@@ -896,7 +920,7 @@ int64_t estore_conflict_rev(const struct estore *s)
  * their new revisions: their decisions were taken with its reservations
  * in memory. A failed guard fails every transaction of the batch
  * (ACCEL_ECONFLICT: each decides again); ACCEL_EIO leaves each unknown,
- * as estore_commit does.
+ * as store_commit does.
  *
  * The watch must not apply a change to a key a queued batch writes or
  * compares while the batch's reservations are in memory (it could be this
@@ -906,7 +930,7 @@ int64_t estore_conflict_rev(const struct estore *s)
  * records it as the answer would (the answer, when it comes, changes
  * nothing). For any other change to such a key it sets drain, waits until
  * every queued commit is answered and settled, and new decisions wait for
- * the drain to end (estore_queue_gate).
+ * the drain to end (store_queue_gate).
  */
 
 #define ESTORE_BATCH_MAX 16 /* queued transactions merged into one */
@@ -1107,9 +1131,10 @@ static bool watch_own_commit(const struct estore *s,
     return false;
 }
 
-enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
-                                    int64_t *conflict_rev)
+static enum accel_err es_commit_queued(struct store *base, pthread_mutex_t *mu,
+                                       int64_t *conflict_rev)
 {
+    struct estore *s = (struct estore *)base;
     enum accel_err err = need_tx(s);
     struct ebatch *b;
 
@@ -1134,15 +1159,17 @@ enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
     return err;
 }
 
-void estore_queued_settled(struct estore *s)
+static void es_queued_settled(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     if (s->unsettled > 0)
         s->unsettled--;
     pthread_cond_broadcast(&s->bcond);
 }
 
-void estore_queue_gate(struct estore *s, pthread_mutex_t *mu)
+static void es_queue_gate(struct store *base, pthread_mutex_t *mu)
 {
+    struct estore *s = (struct estore *)base;
     while (s->drain)
         pthread_cond_wait(&s->bcond, mu);
 }
@@ -1196,8 +1223,9 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     pthread_cond_broadcast(&s->bcond);
 }
 
-enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
+static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
 {
+    struct estore *s = (struct estore *)base;
     struct timespec until;
     enum accel_err err = ACCEL_OK;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -1215,8 +1243,9 @@ enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
     return err;
 }
 
-int64_t estore_view_rev(struct estore *s)
+static int64_t es_view_rev(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     int64_t rev;
     pthread_mutex_lock(&s->vlock);
     rev = s->applied_rev;
@@ -1224,9 +1253,10 @@ int64_t estore_view_rev(struct estore *s)
     return rev;
 }
 
-enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
-                                bool *moved)
+static enum accel_err es_view_sync(struct store *base, int64_t since, int ms,
+                                   bool *moved)
 {
+    struct estore *s = (struct estore *)base;
     char *k = key2(s, "meta", "schema");
     struct etcd_kv *kv = NULL;
     size_t n = 0;
@@ -1237,18 +1267,19 @@ enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
     if (err != ACCEL_OK)
         return err;
     *moved = rev > since;
-    return *moved ? estore_wait_rev(s, rev, ms) : ACCEL_OK;
+    return *moved ? es_wait_rev(&s->base, rev, ms) : ACCEL_OK;
 }
 
-enum accel_err estore_sync(struct estore *s)
+static enum accel_err es_sync(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     int64_t want;
     pthread_mutex_lock(&s->vlock);
     want = s->commit_rev;
     pthread_mutex_unlock(&s->vlock);
     /* the change is in etcd (durable on a quorum); the answer waits until
      * this node's view shows it too, so a read after it sees it */
-    return estore_wait_rev(s, want, ESTORE_SYNC_WAIT_MS) == ACCEL_OK
+    return es_wait_rev(&s->base, want, ESTORE_SYNC_WAIT_MS) == ACCEL_OK
                ? ACCEL_OK
                : ACCEL_EIO;
 }
@@ -1272,8 +1303,9 @@ static enum accel_err del_row(struct estore *s, char *key)
     return put_row(s, key, NULL);
 }
 
-enum accel_err estore_app_put(struct estore *s, const struct store_app *a)
+static enum accel_err es_app_put(struct store *base, const struct store_app *a)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!a->name || !a->owner || !a->state || !a->manifest)
@@ -1282,8 +1314,9 @@ enum accel_err estore_app_put(struct estore *s, const struct store_app *a)
     return put_row(s, key2(s, "apps", a->name), app_json(a));
 }
 
-enum accel_err estore_app_delete(struct estore *s, const char *name)
+static enum accel_err es_app_delete(struct store *base, const char *name)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (name == NULL)
@@ -1291,8 +1324,9 @@ enum accel_err estore_app_delete(struct estore *s, const char *name)
     return del_row(s, key2(s, "apps", name));
 }
 
-enum accel_err estore_alloc_put(struct estore *s, const struct store_alloc *a)
+static enum accel_err es_alloc_put(struct store *base, const struct store_alloc *a)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!a->app || !a->owner || !a->type || !a->node || !a->device)
@@ -1301,9 +1335,10 @@ enum accel_err estore_alloc_put(struct estore *s, const struct store_alloc *a)
     return put_row(s, key3(s, "allocs", a->app, a->device), alloc_json(a));
 }
 
-enum accel_err estore_alloc_delete(struct estore *s, const char *app,
-                                   const char *device)
+static enum accel_err es_alloc_delete(struct store *base, const char *app,
+                                      const char *device)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (app == NULL || device == NULL)
@@ -1312,8 +1347,9 @@ enum accel_err estore_alloc_delete(struct estore *s, const char *app,
     return del_row(s, key3(s, "allocs", app, device));
 }
 
-enum accel_err estore_alloc_delete_app(struct estore *s, const char *app)
+static enum accel_err es_alloc_delete_app(struct store *base, const char *app)
 {
+    struct estore *s = (struct estore *)base;
     const struct applist *l;
     enum accel_err err = ACCEL_OK;
     if (need_tx(s) != ACCEL_OK)
@@ -1328,14 +1364,15 @@ enum accel_err estore_alloc_delete_app(struct estore *s, const char *app)
         bool written = strmap_get(s->widx, k, &w);
         free(k);
         if (!written)
-            err = estore_alloc_delete(s, app, l->dev[i]);
+            err = es_alloc_delete(&s->base, app, l->dev[i]);
     }
     return err;
 }
 
-enum accel_err estore_device_put(struct estore *s,
-                                 const struct store_device *d)
+static enum accel_err es_device_put(struct store *base,
+                                    const struct store_device *d)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!d->node || !d->id || !d->support)
@@ -1345,8 +1382,9 @@ enum accel_err estore_device_put(struct estore *s,
     return put_row(s, key2(s, "devices", d->id), device_json(d));
 }
 
-enum accel_err estore_node_put(struct estore *s, const struct store_node *n)
+static enum accel_err es_node_put(struct store *base, const struct store_node *n)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!n->name)
@@ -1356,8 +1394,9 @@ enum accel_err estore_node_put(struct estore *s, const struct store_node *n)
                                   n->enabled)));
 }
 
-enum accel_err estore_node_delete(struct estore *s, const char *name)
+static enum accel_err es_node_delete(struct store *base, const char *name)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (name == NULL)
@@ -1365,8 +1404,9 @@ enum accel_err estore_node_delete(struct estore *s, const char *name)
     return del_row(s, key2(s, "nodes", name));
 }
 
-enum accel_err estore_user_put(struct estore *s, const struct store_user *u)
+static enum accel_err es_user_put(struct store *base, const struct store_user *u)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!u->name || !u->role || !u->token_hash)
@@ -1378,8 +1418,9 @@ enum accel_err estore_user_put(struct estore *s, const struct store_user *u)
                                   (json_int_t)u->created_ms)));
 }
 
-enum accel_err estore_user_delete(struct estore *s, const char *name)
+static enum accel_err es_user_delete(struct store *base, const char *name)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (name == NULL)
@@ -1387,9 +1428,10 @@ enum accel_err estore_user_delete(struct estore *s, const char *name)
     return del_row(s, key2(s, "users", name));
 }
 
-enum accel_err estore_identity_put(struct estore *s,
-                                   const struct store_identity *id)
+static enum accel_err es_identity_put(struct store *base,
+                                      const struct store_identity *id)
 {
+    struct estore *s = (struct estore *)base;
     char uid[24];
     char *k;
     uint32_t w;
@@ -1419,9 +1461,10 @@ enum accel_err estore_identity_put(struct estore *s,
     return ACCEL_OK;
 }
 
-enum accel_err estore_identity_retire(struct estore *s, const char *name,
-                                      const struct store_identity *retired)
+static enum accel_err es_identity_retire(struct store *base, const char *name,
+                                         const struct store_identity *retired)
 {
+    struct estore *s = (struct estore *)base;
     char uid[24];
     char *k;
     uint32_t w;
@@ -1446,9 +1489,10 @@ enum accel_err estore_identity_retire(struct estore *s, const char *name,
     return put_row(s, key2(s, "uids", uid), xstrdup(retired->name));
 }
 
-enum accel_err estore_limits_put(struct estore *s,
-                                 const struct store_limits *l)
+static enum accel_err es_limits_put(struct store *base,
+                                    const struct store_limits *l)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (!l->name)
@@ -1460,8 +1504,9 @@ enum accel_err estore_limits_put(struct estore *s,
                                   (json_int_t)l->max_gpu_memory)));
 }
 
-enum accel_err estore_limits_delete(struct estore *s, const char *name)
+static enum accel_err es_limits_delete(struct store *base, const char *name)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (name == NULL)
@@ -1469,10 +1514,11 @@ enum accel_err estore_limits_delete(struct estore *s, const char *name)
     return del_row(s, key2(s, "limits", name));
 }
 
-enum accel_err estore_part_put(struct estore *s, const char *app,
-                               const char *node, int64_t pid,
-                               uint64_t pid_start)
+static enum accel_err es_part_put(struct store *base, const char *app,
+                                  const char *node, int64_t pid,
+                                  uint64_t pid_start)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (app == NULL || node == NULL)
@@ -1483,9 +1529,10 @@ enum accel_err estore_part_put(struct estore *s, const char *app,
                                   (json_int_t)pid_start)));
 }
 
-enum accel_err estore_part_delete(struct estore *s, const char *app,
-                                  const char *node)
+static enum accel_err es_part_delete(struct store *base, const char *app,
+                                     const char *node)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (app == NULL || node == NULL)
@@ -1536,10 +1583,11 @@ static enum accel_err write_now(struct estore *s, const char *key,
     return err;
 }
 
-enum accel_err estore_member_put(struct estore *s, const char *kind,
-                                 const char *node, const char *json,
-                                 int64_t lease)
+static enum accel_err es_member_put(struct store *base, const char *kind,
+                                    const char *node, const char *json,
+                                    int64_t lease)
 {
+    struct estore *s = (struct estore *)base;
     char *k;
     enum accel_err err;
     if (!member_kind(kind) || node == NULL || json == NULL)
@@ -1558,9 +1606,10 @@ enum accel_err estore_member_put(struct estore *s, const char *kind,
     return err;
 }
 
-enum accel_err estore_member_delete(struct estore *s, const char *kind,
-                                    const char *node)
+static enum accel_err es_member_delete(struct store *base, const char *kind,
+                                       const char *node)
 {
+    struct estore *s = (struct estore *)base;
     char *k;
     enum accel_err err;
     if (!member_kind(kind) || node == NULL)
@@ -1579,14 +1628,17 @@ enum accel_err estore_member_delete(struct estore *s, const char *kind,
     return err;
 }
 
-enum accel_err estore_event_append(struct estore *s,
-                                   const struct store_event *e,
-                                   int64_t keep_max)
+static enum accel_err es_event_append(struct store *base,
+                                      const struct store_event *e,
+                                      int64_t keep_max, int64_t *out_id)
 {
+    struct estore *s = (struct estore *)base;
     json_t *o;
     char seq[24], *k, *v;
     enum accel_err err = ACCEL_OK;
 
+    if (out_id)
+        *out_id = 0; /* known once the watch delivers it */
     if (!e->kind || !e->message) {
         set_err(s, "event without kind or message");
         if (s->in_tx)
@@ -1615,12 +1667,13 @@ enum accel_err estore_event_append(struct estore *s,
     return err;
 }
 
-enum accel_err estore_events_query(struct estore *s,
-                                   const struct store_event_filter *f,
-                                   enum accel_err (*cb)(void *ctx,
-                                                        const struct store_event *e),
-                                   void *ctx)
+static enum accel_err es_events_query(struct store *base,
+                                      const struct store_event_filter *f,
+                                      enum accel_err (*cb)(void *ctx,
+                                                           const struct store_event *e),
+                                      void *ctx)
 {
+    struct estore *s = (struct estore *)base;
     int64_t sent = 0;
     size_t lo = 0, hi = s->nev;
     /* the first event after since_id */
@@ -1835,7 +1888,7 @@ static enum accel_err repair(struct lrun *r)
     e = (struct store_event){0,    util_wall_ms(), "store.repair", NULL,
                              NULL, NULL,           msg,            data};
     if (err == ACCEL_OK)
-        err = estore_event_append(s, &e, 0);
+        err = es_event_append(&s->base, &e, 0, NULL);
     free(data);
     free(msg);
     return err;
@@ -1858,9 +1911,10 @@ static char *bad_list(const struct lrun *r)
     return out;
 }
 
-enum accel_err estore_load(struct estore *s, const struct store_loader *l,
-                           char **cause)
+static enum accel_err es_load(struct store *base, const struct store_loader *l,
+                              char **cause)
 {
+    struct estore *s = (struct estore *)base;
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t rev = 0;
@@ -2119,9 +2173,10 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     return ACCEL_OK;
 }
 
-enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
-                             volatile int *stop)
+static enum accel_err es_follow(struct store *base, const struct store_follower *f,
+                                volatile int *stop)
 {
+    struct estore *s = (struct estore *)base;
     struct frun fr = {s, f, s->load_rev + 1};
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
         enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
@@ -2137,3 +2192,48 @@ enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
     }
     return ACCEL_OK;
 }
+
+static const struct store_ops etcd_ops = {
+    .cluster = true,
+    .close = es_close,
+    .errmsg = es_errmsg,
+    .created = es_created,
+    .load = es_load,
+    .begin = es_begin,
+    .commit = es_commit,
+    .rollback = es_rollback,
+    .sync = es_sync,
+    .app_put = es_app_put,
+    .app_delete = es_app_delete,
+    .alloc_put = es_alloc_put,
+    .alloc_delete_app = es_alloc_delete_app,
+    .alloc_delete = es_alloc_delete,
+    .device_put = es_device_put,
+    .node_put = es_node_put,
+    .node_delete = es_node_delete,
+    .user_put = es_user_put,
+    .user_delete = es_user_delete,
+    .identity_put = es_identity_put,
+    .identity_retire = es_identity_retire,
+    .limits_put = es_limits_put,
+    .limits_delete = es_limits_delete,
+    .event_append = es_event_append,
+    .events_query = es_events_query,
+    /* no meta table, no busy timeout, no group commit: etcd made every
+     * commit durable before it answered (created_ms, set_busy_timeout and
+     * set_group_commit stay NULL) */
+    .client = es_client,
+    .prefix = es_prefix,
+    .conflict_rev = es_conflict_rev,
+    .commit_queued = es_commit_queued,
+    .queued_settled = es_queued_settled,
+    .queue_gate = es_queue_gate,
+    .wait_rev = es_wait_rev,
+    .view_rev = es_view_rev,
+    .view_sync = es_view_sync,
+    .member_put = es_member_put,
+    .member_delete = es_member_delete,
+    .part_put = es_part_put,
+    .part_delete = es_part_delete,
+    .follow = es_follow,
+};
