@@ -90,76 +90,146 @@ enum accel_err store_sync(struct store *s)
 
 /* ------------------------------------------------------------ row writes */
 
+/*
+ * What every backend checks of a write, before its own work: a
+ * transaction that no failure has ended (else ACCEL_EINVAL, nothing
+ * changes), then the row's required fields (else the whole transaction
+ * fails: nothing of it can commit, store.h). why names the fields.
+ */
+static enum accel_err check_write(struct store *s, bool complete,
+                                  const char *why)
+{
+    enum accel_err err = s->ops->writable(s);
+    if (err == ACCEL_OK && !complete)
+        err = s->ops->fail(s, ACCEL_EINVAL, why);
+    return err;
+}
+
 enum accel_err store_app_put(struct store *s, const struct store_app *a)
 {
+    enum accel_err err =
+        check_write(s, a->name && a->owner && a->state && a->manifest,
+                    "app row without name, owner, "
+                    "state or manifest");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->app_put(s, a);
 }
 
 enum accel_err store_app_delete(struct store *s, const char *name)
 {
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->app_delete(s, name);
 }
 
 enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
 {
+    enum accel_err err =
+        check_write(s, a->app && a->owner && a->type && a->node && a->device,
+                    "allocation row with a NULL field");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->alloc_put(s, a);
 }
 
 enum accel_err store_alloc_delete_app(struct store *s, const char *app)
 {
+    enum accel_err err = check_write(s, app, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->alloc_delete_app(s, app);
 }
 
 enum accel_err store_alloc_delete(struct store *s, const char *app,
                                   const char *device)
 {
+    enum accel_err err =
+        check_write(s, app && device, "allocation delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->alloc_delete(s, app, device);
 }
 
 enum accel_err store_device_put(struct store *s, const struct store_device *d)
 {
+    enum accel_err err = check_write(s, d->node && d->id && d->support,
+                                     "device row with a NULL key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->device_put(s, d);
 }
 
 enum accel_err store_node_put(struct store *s, const struct store_node *n)
 {
+    enum accel_err err = check_write(s, n->name, "node row without a name");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->node_put(s, n);
 }
 
 enum accel_err store_node_delete(struct store *s, const char *name)
 {
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->node_delete(s, name);
 }
 
 enum accel_err store_user_put(struct store *s, const struct store_user *u)
 {
+    enum accel_err err = check_write(s, u->name && u->role && u->token_hash,
+                                     "user row with a NULL field");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->user_put(s, u);
 }
 
 enum accel_err store_user_delete(struct store *s, const char *name)
 {
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->user_delete(s, name);
 }
 
 enum accel_err store_identity_put(struct store *s,
                                   const struct store_identity *id)
 {
+    enum accel_err err = check_write(s, id->name && id->uid > 0,
+                                     "identity row without a name or "
+                                     "with uid <= 0");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->identity_put(s, id);
 }
 
 enum accel_err store_identity_retire(struct store *s, const char *name,
                                      const struct store_identity *retired)
 {
+    enum accel_err err =
+        check_write(s, name && retired->name && retired->uid > 0,
+                    "identity retirement without a "
+                    "name or with uid <= 0");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->identity_retire(s, name, retired);
 }
 
 enum accel_err store_limits_put(struct store *s, const struct store_limits *l)
 {
+    enum accel_err err = check_write(s, l->name, "limits row without a name");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->limits_put(s, l);
 }
 
 enum accel_err store_limits_delete(struct store *s, const char *name)
 {
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
     return s->ops->limits_delete(s, name);
 }
 
@@ -168,14 +238,15 @@ enum accel_err store_limits_delete(struct store *s, const char *name)
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id)
 {
+    if (e->kind == NULL || e->message == NULL)
+        return s->ops->fail(s, ACCEL_EINVAL, "event without kind or message");
     return s->ops->event_append(s, e, keep_max, out_id);
 }
 
-enum accel_err store_events_query(struct store *s,
-                                  const struct store_event_filter *f,
-                                  enum accel_err (*cb)(void *ctx,
-                                                       const struct store_event *e),
-                                  void *ctx)
+enum accel_err
+store_events_query(struct store *s, const struct store_event_filter *f,
+                   enum accel_err (*cb)(void *ctx, const struct store_event *e),
+                   void *ctx)
 {
     return s->ops->events_query(s, f, cb, ctx);
 }
@@ -194,8 +265,8 @@ struct etcd *store_etcd(struct store *s)
 
 char *store_key(const struct store *s, const char *kind, const char *name)
 {
-    return xasprintf("%s%s/%s", s->ops->prefix ? s->ops->prefix(s) : "/",
-                     kind, name);
+    return xasprintf("%s%s/%s", s->ops->prefix ? s->ops->prefix(s) : "/", kind,
+                     name);
 }
 
 int64_t store_conflict_rev(const struct store *s)
@@ -257,8 +328,7 @@ enum accel_err store_member_delete(struct store *s, const char *kind,
 }
 
 enum accel_err store_part_put(struct store *s, const char *app,
-                              const char *node, int64_t pid,
-                              uint64_t pid_start)
+                              const char *node, int64_t pid, uint64_t pid_start)
 {
     return s->ops->part_put ? s->ops->part_put(s, app, node, pid, pid_start)
                             : ACCEL_ENOTSUP;

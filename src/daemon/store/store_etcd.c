@@ -753,6 +753,21 @@ static enum accel_err tx_fail(struct estore *s, enum accel_err err,
     return err;
 }
 
+static enum accel_err es_writable(struct store *base)
+{
+    return need_tx((struct estore *)base);
+}
+
+static enum accel_err es_fail(struct store *base, enum accel_err err,
+                              const char *why)
+{
+    struct estore *s = (struct estore *)base;
+    if (s->in_tx)
+        return tx_fail(s, err, why);
+    set_err(s, "%s", why);
+    return err;
+}
+
 /* Add (or replace) the write of key; takes key and value. */
 static void tx_write(struct estore *s, char *key, char *value, int64_t lease,
                      bool guarded, bool cache)
@@ -1306,31 +1321,19 @@ static enum accel_err del_row(struct estore *s, char *key)
 static enum accel_err es_app_put(struct store *base, const struct store_app *a)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!a->name || !a->owner || !a->state || !a->manifest)
-        return tx_fail(s, ACCEL_EINVAL, "app row without name, owner, "
-                                        "state or manifest");
     return put_row(s, key2(s, "apps", a->name), app_json(a));
 }
 
 static enum accel_err es_app_delete(struct store *base, const char *name)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     return del_row(s, key2(s, "apps", name));
 }
 
-static enum accel_err es_alloc_put(struct store *base, const struct store_alloc *a)
+static enum accel_err es_alloc_put(struct store *base,
+                                   const struct store_alloc *a)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!a->app || !a->owner || !a->type || !a->node || !a->device)
-        return tx_fail(s, ACCEL_EINVAL, "allocation row with a NULL field");
     tx_alloc_guards(s, a->device, a->node, a->owner);
     return put_row(s, key3(s, "allocs", a->app, a->device), alloc_json(a));
 }
@@ -1339,10 +1342,6 @@ static enum accel_err es_alloc_delete(struct store *base, const char *app,
                                       const char *device)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (app == NULL || device == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "allocation delete without a key");
     tx_alloc_guards(s, device, NULL, NULL);
     return del_row(s, key3(s, "allocs", app, device));
 }
@@ -1352,10 +1351,6 @@ static enum accel_err es_alloc_delete_app(struct store *base, const char *app)
     struct estore *s = (struct estore *)base;
     const struct applist *l;
     enum accel_err err = ACCEL_OK;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (app == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     l = applist_get(s, app, false);
     for (size_t i = 0; l && err == ACCEL_OK && i < l->n; i++) {
         /* a put of the same key later in this transaction replaces it */
@@ -1373,58 +1368,39 @@ static enum accel_err es_device_put(struct store *base,
                                     const struct store_device *d)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!d->node || !d->id || !d->support)
-        return tx_fail(s, ACCEL_EINVAL, "device row with a NULL key");
     /* a mode switch decides on the device's allocations */
     tx_guard(s, key2(s, "devalloc", d->id));
     return put_row(s, key2(s, "devices", d->id), device_json(d));
 }
 
-static enum accel_err es_node_put(struct store *base, const struct store_node *n)
+static enum accel_err es_node_put(struct store *base,
+                                  const struct store_node *n)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!n->name)
-        return tx_fail(s, ACCEL_EINVAL, "node row without a name");
-    return put_row(s, key2(s, "nodes", n->name),
-                   dump(json_pack("{s:s, s:b}", "name", n->name, "enabled",
-                                  n->enabled)));
+    return put_row(
+        s, key2(s, "nodes", n->name),
+        dump(json_pack("{s:s, s:b}", "name", n->name, "enabled", n->enabled)));
 }
 
 static enum accel_err es_node_delete(struct store *base, const char *name)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     return del_row(s, key2(s, "nodes", name));
 }
 
-static enum accel_err es_user_put(struct store *base, const struct store_user *u)
+static enum accel_err es_user_put(struct store *base,
+                                  const struct store_user *u)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!u->name || !u->role || !u->token_hash)
-        return tx_fail(s, ACCEL_EINVAL, "user row with a NULL field");
     return put_row(s, key2(s, "users", u->name),
                    dump(json_pack("{s:s, s:s, s:s, s:I}", "name", u->name,
-                                  "role", u->role, "tokenHash",
-                                  u->token_hash, "createdMs",
-                                  (json_int_t)u->created_ms)));
+                                  "role", u->role, "tokenHash", u->token_hash,
+                                  "createdMs", (json_int_t)u->created_ms)));
 }
 
 static enum accel_err es_user_delete(struct store *base, const char *name)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     return del_row(s, key2(s, "users", name));
 }
 
@@ -1435,11 +1411,6 @@ static enum accel_err es_identity_put(struct store *base,
     char uid[24];
     char *k;
     uint32_t w;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!id->name || id->uid <= 0)
-        return tx_fail(s, ACCEL_EINVAL, "identity row without a name or "
-                                        "with uid <= 0");
     /* never replaced: both keys must be new (mod 0 guards, unless memory
      * already knows them, which is a conflict here as in SQLite) */
     k = key2(s, "identities", id->name);
@@ -1468,11 +1439,6 @@ static enum accel_err es_identity_retire(struct store *base, const char *name,
     char uid[24];
     char *k;
     uint32_t w;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!name || !retired->name || retired->uid <= 0)
-        return tx_fail(s, ACCEL_EINVAL, "identity retirement without a "
-                                        "name or with uid <= 0");
     k = key2(s, "identities", retired->name);
     if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
         free(k);
@@ -1493,10 +1459,6 @@ static enum accel_err es_limits_put(struct store *base,
                                     const struct store_limits *l)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!l->name)
-        return tx_fail(s, ACCEL_EINVAL, "limits row without a name");
     return put_row(s, key2(s, "limits", l->name),
                    dump(json_pack("{s:s, s:I, s:I}", "name", l->name,
                                   "maxApps", (json_int_t)l->max_apps,
@@ -1507,10 +1469,6 @@ static enum accel_err es_limits_put(struct store *base,
 static enum accel_err es_limits_delete(struct store *base, const char *name)
 {
     struct estore *s = (struct estore *)base;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     return del_row(s, key2(s, "limits", name));
 }
 
@@ -1639,12 +1597,6 @@ static enum accel_err es_event_append(struct store *base,
 
     if (out_id)
         *out_id = 0; /* known once the watch delivers it */
-    if (!e->kind || !e->message) {
-        set_err(s, "event without kind or message");
-        if (s->in_tx)
-            return tx_fail(s, ACCEL_EINVAL, s->errmsg);
-        return ACCEL_EINVAL;
-    }
     if (s->in_tx && s->tx_failed)
         return ACCEL_EINVAL;
     s->keep_max = keep_max;
@@ -1667,11 +1619,10 @@ static enum accel_err es_event_append(struct store *base,
     return err;
 }
 
-static enum accel_err es_events_query(struct store *base,
-                                      const struct store_event_filter *f,
-                                      enum accel_err (*cb)(void *ctx,
-                                                           const struct store_event *e),
-                                      void *ctx)
+static enum accel_err
+es_events_query(struct store *base, const struct store_event_filter *f,
+                enum accel_err (*cb)(void *ctx, const struct store_event *e),
+                void *ctx)
 {
     struct estore *s = (struct estore *)base;
     int64_t sent = 0;
@@ -2173,7 +2124,8 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     return ACCEL_OK;
 }
 
-static enum accel_err es_follow(struct store *base, const struct store_follower *f,
+static enum accel_err es_follow(struct store *base,
+                                const struct store_follower *f,
                                 volatile int *stop)
 {
     struct estore *s = (struct estore *)base;
@@ -2219,6 +2171,8 @@ static const struct store_ops etcd_ops = {
     .limits_delete = es_limits_delete,
     .event_append = es_event_append,
     .events_query = es_events_query,
+    .writable = es_writable,
+    .fail = es_fail,
     /* no meta table, no busy timeout, no group commit: etcd made every
      * commit durable before it answered (created_ms, set_busy_timeout and
      * set_group_commit stay NULL) */

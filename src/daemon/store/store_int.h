@@ -47,6 +47,17 @@ struct store_ops {
     enum accel_err (*commit)(struct store *s);
     void (*rollback)(struct store *s);
     enum accel_err (*sync)(struct store *s);
+    /* ACCEL_OK inside a transaction that no failure has ended, else
+     * ACCEL_EINVAL (why kept for errmsg), nothing changed */
+    enum accel_err (*writable)(struct store *s);
+    /* A call store.c refuses (a required field missing): the open
+     * transaction, if any, fails as a whole (store.h); why is kept for
+     * errmsg; returns err. */
+    enum accel_err (*fail)(struct store *s, enum accel_err err,
+                           const char *why);
+
+    /* The writes below are called once store.c's checks passed: inside a
+     * transaction, every required field set. */
 
     enum accel_err (*app_put)(struct store *s, const struct store_app *a);
     enum accel_err (*app_delete)(struct store *s, const char *name);
@@ -54,8 +65,7 @@ struct store_ops {
     enum accel_err (*alloc_delete_app)(struct store *s, const char *app);
     enum accel_err (*alloc_delete)(struct store *s, const char *app,
                                    const char *device);
-    enum accel_err (*device_put)(struct store *s,
-                                 const struct store_device *d);
+    enum accel_err (*device_put)(struct store *s, const struct store_device *d);
     enum accel_err (*node_put)(struct store *s, const struct store_node *n);
     enum accel_err (*node_delete)(struct store *s, const char *name);
     enum accel_err (*user_put)(struct store *s, const struct store_user *u);
@@ -64,11 +74,9 @@ struct store_ops {
                                    const struct store_identity *id);
     enum accel_err (*identity_retire)(struct store *s, const char *name,
                                       const struct store_identity *retired);
-    enum accel_err (*limits_put)(struct store *s,
-                                 const struct store_limits *l);
+    enum accel_err (*limits_put)(struct store *s, const struct store_limits *l);
     enum accel_err (*limits_delete)(struct store *s, const char *name);
-    enum accel_err (*event_append)(struct store *s,
-                                   const struct store_event *e,
+    enum accel_err (*event_append)(struct store *s, const struct store_event *e,
                                    int64_t keep_max, int64_t *out_id);
     enum accel_err (*events_query)(struct store *s,
                                    const struct store_event_filter *f,
@@ -80,17 +88,17 @@ struct store_ops {
     enum accel_err (*set_group_commit)(struct store *s, bool on); /* OK */
 
     /* ---- cluster stores only: NULL for a local one */
-    struct etcd *(*client)(struct store *s);      /* NULL: NULL */
-    const char *(*prefix)(const struct store *s); /* NULL: "/" */
+    struct etcd *(*client)(struct store *s);        /* NULL: NULL */
+    const char *(*prefix)(const struct store *s);   /* NULL: "/" */
     int64_t (*conflict_rev)(const struct store *s); /* NULL: 0 */
     enum accel_err (*commit_queued)(struct store *s, pthread_mutex_t *mu,
                                     int64_t *conflict_rev); /* commit */
-    void (*queued_settled)(struct store *s);             /* NULL: nothing */
+    void (*queued_settled)(struct store *s);                /* NULL: nothing */
     void (*queue_gate)(struct store *s, pthread_mutex_t *mu); /* nothing */
     enum accel_err (*wait_rev)(struct store *s, int64_t rev, int ms); /* OK */
-    int64_t (*view_rev)(struct store *s);                /* NULL: 0 */
+    int64_t (*view_rev)(struct store *s); /* NULL: 0 */
     enum accel_err (*view_sync)(struct store *s, int64_t since, int ms,
-                                bool *moved);          /* OK, not moved */
+                                bool *moved); /* OK, not moved */
     /* NULL: ACCEL_ENOTSUP, for the five below */
     enum accel_err (*member_put)(struct store *s, const char *kind,
                                  const char *node, const char *json,

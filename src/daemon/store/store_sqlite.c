@@ -891,19 +891,25 @@ static void sq_rollback(struct store *base)
 
 /* ------------------------------------------------------------ row writes */
 
+static enum accel_err sq_writable(struct store *base)
+{
+    return need_tx((struct sqlstore *)base);
+}
+
+static enum accel_err sq_fail(struct store *base, enum accel_err err,
+                              const char *why)
+{
+    struct sqlstore *s = (struct sqlstore *)base;
+    if (s->in_tx)
+        rollback_quiet(s);
+    return fail_msg(s, err, why);
+}
+
 static enum accel_err sq_app_put(struct store *base, const struct store_app *a)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_APP_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!a->name || !a->owner || !a->state || !a->manifest) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "app row without name, owner, "
-                                         "state or manifest");
-    }
     rc = bind_text(st, 1, a->name);
     rc = rc ? rc : bind_text(st, 2, a->owner);
     rc = rc ? rc : bind_text(st, 3, a->state);
@@ -925,13 +931,6 @@ static enum accel_err write_keys(struct sqlstore *s, enum stmt_id id,
 {
     sqlite3_stmt *st = s->stmt[id];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (k1 == NULL) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "store delete without a key");
-    }
     rc = bind_text(st, 1, k1);
     if (rc == SQLITE_OK && k2)
         rc = bind_text(st, 2, k2);
@@ -945,18 +944,12 @@ static enum accel_err sq_app_delete(struct store *base, const char *name)
     return write_keys(s, ST_APP_DEL, name, NULL);
 }
 
-static enum accel_err sq_alloc_put(struct store *base, const struct store_alloc *a)
+static enum accel_err sq_alloc_put(struct store *base,
+                                   const struct store_alloc *a)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_ALLOC_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!a->app || !a->owner || !a->type || !a->node || !a->device) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "allocation row with a NULL field");
-    }
     rc = bind_text(st, 1, a->app);
     rc = rc ? rc : bind_text(st, 2, a->owner);
     rc = rc ? rc : bind_text(st, 3, a->type);
@@ -977,25 +970,15 @@ static enum accel_err sq_alloc_delete(struct store *base, const char *app,
                                   const char *device)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    if (device == NULL && s->in_tx) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "allocation delete without device");
-    }
     return write_keys(s, ST_ALLOC_DEL, app, device);
 }
 
-static enum accel_err sq_device_put(struct store *base, const struct store_device *d)
+static enum accel_err sq_device_put(struct store *base,
+                                    const struct store_device *d)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_DEVICE_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!d->node || !d->id || !d->support) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "device row with a NULL key");
-    }
     rc = bind_text(st, 1, d->node);
     rc = rc ? rc : bind_text(st, 2, d->id);
     rc = rc ? rc : bind_text(st, 3, d->support);
@@ -1004,36 +987,24 @@ static enum accel_err sq_device_put(struct store *base, const struct store_devic
     return tx_result(s, rc);
 }
 
-static enum accel_err sq_node_put(struct store *base, const struct store_node *n)
+static enum accel_err sq_node_put(struct store *base,
+                                  const struct store_node *n)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_NODE_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!n->name) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "node row without a name");
-    }
     rc = bind_text(st, 1, n->name);
     rc = rc ? rc : sqlite3_bind_int(st, 2, n->enabled ? 1 : 0);
     rc = rc ? rc : step_done(st);
     return tx_result(s, rc);
 }
 
-static enum accel_err sq_user_put(struct store *base, const struct store_user *u)
+static enum accel_err sq_user_put(struct store *base,
+                                  const struct store_user *u)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_USER_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!u->name || !u->role || !u->token_hash) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "user row with a NULL field");
-    }
     rc = bind_text(st, 1, u->name);
     rc = rc ? rc : bind_text(st, 2, u->role);
     rc = rc ? rc : bind_text(st, 3, u->token_hash);
@@ -1054,14 +1025,6 @@ static enum accel_err sq_identity_put(struct store *base,
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_IDENTITY_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!id->name || id->uid <= 0) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "identity row without a name or "
-                                         "with uid <= 0");
-    }
     rc = bind_text(st, 1, id->name);
     rc = rc ? rc : sqlite3_bind_int64(st, 2, id->uid);
     rc = rc ? rc : step_done(st);
@@ -1074,14 +1037,6 @@ static enum accel_err sq_identity_retire(struct store *base, const char *name,
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_IDENTITY_RETIRE];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!name || !retired->name || retired->uid <= 0) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "identity retirement without a "
-                                         "name or with uid <= 0");
-    }
     rc = bind_text(st, 1, name);
     rc = rc ? rc : bind_text(st, 2, retired->name);
     rc = rc ? rc : sqlite3_bind_int64(st, 3, retired->uid);
@@ -1101,13 +1056,6 @@ static enum accel_err sq_limits_put(struct store *base,
     struct sqlstore *s = (struct sqlstore *)base;
     sqlite3_stmt *st = s->stmt[ST_LIMITS_PUT];
     int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!l->name) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "limits row without a name");
-    }
     rc = bind_text(st, 1, l->name);
     rc = rc ? rc : bind_opt_int64(st, 2, l->max_apps);
     rc = rc ? rc : bind_opt_int64(st, 3, l->max_gpu_memory);
@@ -1152,8 +1100,9 @@ static int event_insert(struct sqlstore *s, const struct store_event *e,
     return SQLITE_OK;
 }
 
-static enum accel_err sq_event_append(struct store *base, const struct store_event *e,
-                                  int64_t keep_max, int64_t *out_id)
+static enum accel_err sq_event_append(struct store *base,
+                                      const struct store_event *e,
+                                      int64_t keep_max, int64_t *out_id)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     bool own_tx = !s->in_tx;
@@ -1163,11 +1112,6 @@ static enum accel_err sq_event_append(struct store *base, const struct store_eve
         return fail_msg(s, ACCEL_EINVAL,
                         "event in a transaction that a failure rolled "
                         "back");
-    if (e->kind == NULL || e->message == NULL) {
-        if (s->in_tx)
-            rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "event without kind or message");
-    }
     if (own_tx) {
         err = sq_begin(&s->base);
         if (err != ACCEL_OK)
@@ -1195,11 +1139,10 @@ static void event_from_row(sqlite3_stmt *st, struct store_event *e)
     e->data = col_text(st, 7);
 }
 
-static enum accel_err sq_events_query(struct store *base,
-                                  const struct store_event_filter *f,
-                                  enum accel_err (*cb)(void *ctx,
-                                                       const struct store_event *e),
-                                  void *ctx)
+static enum accel_err
+sq_events_query(struct store *base, const struct store_event_filter *f,
+                enum accel_err (*cb)(void *ctx, const struct store_event *e),
+                void *ctx)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     int variant = (f->app ? 1 : 0) | (f->device ? 2 : 0) | (f->kind ? 4 : 0);
@@ -1837,6 +1780,8 @@ static const struct store_ops sqlite_ops = {
     .limits_delete = sq_limits_delete,
     .event_append = sq_event_append,
     .events_query = sq_events_query,
+    .writable = sq_writable,
+    .fail = sq_fail,
     .created_ms = sq_created_ms,
     .set_busy_timeout = sq_set_busy_timeout,
     .set_group_commit = sq_set_group_commit,
