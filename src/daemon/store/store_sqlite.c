@@ -1290,138 +1290,6 @@ static char *check_enum(sqlite3_stmt *st, int i, const char *const *set)
                      sqlite3_column_name(st, i), v);
 }
 
-/* The first failing check of a list, freeing none (all but one are NULL
- * because each is evaluated only while the ones before passed). */
-#define FIRST_BAD(why, expr)                                                   \
-    do {                                                                       \
-        if ((why) == NULL)                                                     \
-            (why) = (expr);                                                    \
-    } while (0)
-
-#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
-
-static char *check_app(sqlite3_stmt *st)
-{
-    char *why = NULL;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_text(st, 2, false, true));
-    FIRST_BAD(why, check_text(st, 3, true, false));
-    FIRST_BAD(why, check_text(st, 4, false, true));
-    FIRST_BAD(why, check_text(st, 5, true, false));
-    FIRST_BAD(why, check_int(st, 6, 0, TIME_MAX));
-    FIRST_BAD(why, check_int(st, 7, 0, TIME_MAX));
-    FIRST_BAD(why, check_int(st, 8, 0, INT32_MAX));
-    FIRST_BAD(why, check_int(st, 9, INT64_MIN, INT64_MAX));
-    FIRST_BAD(why, check_int(st, 10, INT32_MIN, INT32_MAX));
-    return why;
-}
-
-static enum accel_err load_apps(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_app a;
-    char *why = check_app(st);
-    enum accel_err err;
-    if (why == NULL) {
-        a.name = col_text(st, 0);
-        a.owner = col_text(st, 1);
-        a.state = col_text(st, 2);
-        a.reason = col_text(st, 3);
-        a.manifest = col_text(st, 4);
-        a.selected_type = col_text(st, 5);
-        a.created_ms = sqlite3_column_int64(st, 6);
-        a.updated_ms = sqlite3_column_int64(st, 7);
-        a.pid = sqlite3_column_int64(st, 8);
-        a.pid_start = (uint64_t)sqlite3_column_int64(st, 9);
-        a.exit_status = sqlite3_column_int64(st, 10);
-        err = r->l->app(r->l->ctx, &a, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "apps", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_allocs(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_alloc a;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_text(st, 2, false, true));
-    FIRST_BAD(why, check_text(st, 3, false, true));
-    FIRST_BAD(why, check_text(st, 4, false, true));
-    FIRST_BAD(why, check_int(st, 5, 0, INT64_MAX));
-    if (why == NULL && sqlite3_column_int(st, 6) == 0)
-        why = xasprintf("its app \"%s\" has no row in apps", col_text(st, 0));
-    if (why == NULL && bad_has(r, "apps", col_text(st, 0)))
-        why = xasprintf("its app \"%s\" does not decode", col_text(st, 0));
-    if (why == NULL) {
-        a.app = col_text(st, 0);
-        a.owner = col_text(st, 1);
-        a.type = col_text(st, 2);
-        a.node = col_text(st, 3);
-        a.device = col_text(st, 4);
-        a.memory = (uint64_t)sqlite3_column_int64(st, 5);
-        err = r->l->alloc(r->l->ctx, &a, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "allocations", st, 0, 4, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_devices(struct load_run *r, sqlite3_stmt *st)
-{
-    static const char *const supports[] = {"Exclusive", "MemorySlice",
-                                           "TimeSlice", NULL};
-    struct store_device d;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_enum(st, 2, supports));
-    FIRST_BAD(why, check_text(st, 3, true, false));
-    if (why == NULL) {
-        d.node = col_text(st, 0);
-        d.id = col_text(st, 1);
-        d.support = col_text(st, 2);
-        d.settings = col_text(st, 3);
-        err = r->l->device(r->l->ctx, &d, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "devices", st, 0, 1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_nodes(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_node n;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_int(st, 1, 0, 1));
-    if (why == NULL) {
-        n.name = col_text(st, 0);
-        n.enabled = sqlite3_column_int(st, 1) != 0;
-        err = r->l->node(r->l->ctx, &n, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "nodes", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
 /* NULL when column i is 64 lowercase hex digits (a SHA-256). */
 static char *check_hash(sqlite3_stmt *st, int i)
 {
@@ -1436,51 +1304,6 @@ static char *check_hash(sqlite3_stmt *st, int i)
     return NULL;
 }
 
-static enum accel_err load_users(struct load_run *r, sqlite3_stmt *st)
-{
-    static const char *const roles[] = {"admin", "member", NULL};
-    struct store_user u;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_enum(st, 1, roles));
-    FIRST_BAD(why, check_hash(st, 2));
-    FIRST_BAD(why, check_int(st, 3, 0, TIME_MAX));
-    if (why == NULL) {
-        u.name = col_text(st, 0);
-        u.role = col_text(st, 1);
-        u.token_hash = col_text(st, 2);
-        u.created_ms = sqlite3_column_int64(st, 3);
-        err = r->l->user(r->l->ctx, &u, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "users", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_identities(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_identity id;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_int(st, 1, 1, INT64_C(4294967294)));
-    if (why == NULL) {
-        id.name = col_text(st, 0);
-        id.uid = sqlite3_column_int64(st, 1);
-        err = r->l->identity(r->l->ctx, &id, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "identities", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
 /* A limit column: NULL (-1: the default / none) or a non-negative int. */
 static int64_t col_opt_int64(sqlite3_stmt *st, int i)
 {
@@ -1489,56 +1312,242 @@ static int64_t col_opt_int64(sqlite3_stmt *st, int i)
                : sqlite3_column_int64(st, i);
 }
 
-static char *check_opt_int(sqlite3_stmt *st, int i)
+/*
+ * What a column of a loaded row must hold. The checks are the same for
+ * every table, so each table lists its columns' rules (below) and one
+ * function applies them; only the decoding into each table's struct is
+ * written per table.
+ */
+enum col_kind {
+    COL_KEY,     /* a non-empty text without NUL */
+    COL_TEXT,    /* NULL or a text without NUL */
+    COL_INT,     /* an integer in [min, max] */
+    COL_OPT_INT, /* NULL or an integer in [0, INT64_MAX] */
+    COL_ENUM,    /* one of the words in set */
+    COL_HASH,    /* a SHA-256 in lowercase hex */
+};
+
+struct col_rule {
+    enum col_kind kind;
+    int64_t min, max;       /* COL_INT */
+    const char *const *set; /* COL_ENUM, NULL-terminated */
+};
+
+#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
+#define KEY {COL_KEY, 0, 0, NULL}
+#define TEXT {COL_TEXT, 0, 0, NULL}
+#define INT(lo, hi) {COL_INT, (lo), (hi), NULL}
+#define TIME INT(0, TIME_MAX)
+
+/* NULL when column i keeps its rule, else why. */
+static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
 {
-    if (sqlite3_column_type(st, i) == SQLITE_NULL)
-        return NULL;
-    return check_int(st, i, 0, INT64_MAX);
+    switch (c->kind) {
+    case COL_KEY: return check_text(st, i, false, true);
+    case COL_TEXT: return check_text(st, i, true, false);
+    case COL_INT: return check_int(st, i, c->min, c->max);
+    case COL_OPT_INT:
+        return sqlite3_column_type(st, i) == SQLITE_NULL
+                   ? NULL
+                   : check_int(st, i, 0, INT64_MAX);
+    case COL_ENUM: return check_enum(st, i, c->set);
+    case COL_HASH: return check_hash(st, i);
+    }
+    return NULL;
 }
 
-static enum accel_err load_limits(struct load_run *r, sqlite3_stmt *st)
+/* Hand a checked row to the loader's callback (none: the row is taken);
+ * *why gets the callback's reason when it refuses the row. */
+typedef enum accel_err (*give_fn)(struct load_run *r, sqlite3_stmt *st,
+                                  char **why);
+
+static enum accel_err give_app(struct load_run *r, sqlite3_stmt *st,
+                               char **why)
 {
-    struct store_limits lim;
+    struct store_app a = {
+        .name = col_text(st, 0),
+        .owner = col_text(st, 1),
+        .state = col_text(st, 2),
+        .reason = col_text(st, 3),
+        .manifest = col_text(st, 4),
+        .selected_type = col_text(st, 5),
+        .created_ms = sqlite3_column_int64(st, 6),
+        .updated_ms = sqlite3_column_int64(st, 7),
+        .pid = sqlite3_column_int64(st, 8),
+        .pid_start = (uint64_t)sqlite3_column_int64(st, 9),
+        .exit_status = sqlite3_column_int64(st, 10),
+    };
+    return r->l->app ? r->l->app(r->l->ctx, &a, why) : ACCEL_OK;
+}
+
+static enum accel_err give_alloc(struct load_run *r, sqlite3_stmt *st,
+                                 char **why)
+{
+    struct store_alloc a = {
+        .app = col_text(st, 0),
+        .owner = col_text(st, 1),
+        .type = col_text(st, 2),
+        .node = col_text(st, 3),
+        .device = col_text(st, 4),
+        .memory = (uint64_t)sqlite3_column_int64(st, 5),
+    };
+    return r->l->alloc ? r->l->alloc(r->l->ctx, &a, why) : ACCEL_OK;
+}
+
+static enum accel_err give_device(struct load_run *r, sqlite3_stmt *st,
+                                  char **why)
+{
+    struct store_device d = {
+        .node = col_text(st, 0),
+        .id = col_text(st, 1),
+        .support = col_text(st, 2),
+        .settings = col_text(st, 3),
+    };
+    return r->l->device ? r->l->device(r->l->ctx, &d, why) : ACCEL_OK;
+}
+
+static enum accel_err give_node(struct load_run *r, sqlite3_stmt *st,
+                                char **why)
+{
+    struct store_node n = {
+        .name = col_text(st, 0),
+        .enabled = sqlite3_column_int(st, 1) != 0,
+    };
+    return r->l->node ? r->l->node(r->l->ctx, &n, why) : ACCEL_OK;
+}
+
+static enum accel_err give_user(struct load_run *r, sqlite3_stmt *st,
+                                char **why)
+{
+    struct store_user u = {
+        .name = col_text(st, 0),
+        .role = col_text(st, 1),
+        .token_hash = col_text(st, 2),
+        .created_ms = sqlite3_column_int64(st, 3),
+    };
+    return r->l->user ? r->l->user(r->l->ctx, &u, why) : ACCEL_OK;
+}
+
+static enum accel_err give_identity(struct load_run *r, sqlite3_stmt *st,
+                                    char **why)
+{
+    struct store_identity id = {
+        .name = col_text(st, 0),
+        .uid = sqlite3_column_int64(st, 1),
+    };
+    return r->l->identity ? r->l->identity(r->l->ctx, &id, why) : ACCEL_OK;
+}
+
+static enum accel_err give_limits(struct load_run *r, sqlite3_stmt *st,
+                                  char **why)
+{
+    struct store_limits l = {
+        .name = col_text(st, 0),
+        .max_apps = col_opt_int64(st, 1),
+        .max_gpu_memory = col_opt_int64(st, 2),
+    };
+    return r->l->limits ? r->l->limits(r->l->ctx, &l, why) : ACCEL_OK;
+}
+
+/* An allocation also needs its app: a row in apps that decoded. */
+static char *check_alloc_app(struct load_run *r, sqlite3_stmt *st)
+{
+    if (sqlite3_column_int(st, 6) == 0)
+        return xasprintf("its app \"%s\" has no row in apps",
+                         col_text(st, 0));
+    if (bad_has(r, "apps", col_text(st, 0)))
+        return xasprintf("its app \"%s\" does not decode", col_text(st, 0));
+    return NULL;
+}
+
+/* Events are not loaded, only checked: the query returns only the bad
+ * ones, and names why in its second column. */
+static char *check_event(struct load_run *r, sqlite3_stmt *st)
+{
+    (void)r;
+    return xstrdup(col_text(st, 1));
+}
+
+#define MAX_COLS 11
+
+/* One table's load: its query, its key columns (k1 < 0: one), its
+ * columns' rules, what else it checks, and how a row is handed over. */
+struct table_load {
+    enum stmt_id id;
+    const char *table;
+    int k0, k1;
+    size_t ncols;
+    struct col_rule cols[MAX_COLS];
+    char *(*check)(struct load_run *r, sqlite3_stmt *st); /* or NULL */
+    give_fn give; /* NULL: never handed over (events) */
+};
+
+static const char *const supports[] = {"Exclusive", "MemorySlice",
+                                       "TimeSlice", NULL};
+static const char *const roles[] = {"admin", "member", NULL};
+
+/* Every table in load order (allocations after apps: they check theirs). */
+static const struct table_load tables[] = {
+    {ST_LOAD_NODES, "nodes", 0, -1, 2, {KEY, INT(0, 1)}, NULL, give_node},
+    {ST_LOAD_DEVICES, "devices", 0, 1, 4,
+     {KEY, KEY, {COL_ENUM, 0, 0, supports}, TEXT}, NULL, give_device},
+    {ST_LOAD_USERS, "users", 0, -1, 4,
+     {KEY, {COL_ENUM, 0, 0, roles}, {COL_HASH, 0, 0, NULL}, TIME}, NULL,
+     give_user},
+    {ST_LOAD_IDENTITIES, "identities", 0, -1, 2,
+     {KEY, INT(1, INT64_C(4294967294))}, NULL, give_identity},
+    {ST_LOAD_LIMITS, "user_limits", 0, -1, 3,
+     {KEY, {COL_OPT_INT, 0, 0, NULL}, {COL_OPT_INT, 0, 0, NULL}}, NULL,
+     give_limits},
+    {ST_LOAD_APPS, "apps", 0, -1, 11,
+     {KEY, KEY, KEY, TEXT, KEY, TEXT, TIME, TIME, INT(0, INT32_MAX),
+      INT(INT64_MIN, INT64_MAX), INT(INT32_MIN, INT32_MAX)},
+     NULL, give_app},
+    {ST_LOAD_ALLOCS, "allocations", 0, 4, 6,
+     {KEY, KEY, KEY, KEY, KEY, INT(0, INT64_MAX)}, check_alloc_app,
+     give_alloc},
+    {ST_LOAD_BAD_EVENTS, "events", 0, -1, 0, {KEY}, check_event, NULL},
+};
+
+#undef KEY
+#undef TEXT
+#undef INT
+#undef TIME
+
+/* Check one row by its table's rules and hand it over; a row that fails
+ * a check or that the callback refuses is recorded as undecodable. */
+static enum accel_err load_row(struct load_run *r, sqlite3_stmt *st,
+                               const struct table_load *t)
+{
     char *why = NULL;
     enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_opt_int(st, 1));
-    FIRST_BAD(why, check_opt_int(st, 2));
-    if (why == NULL) {
-        lim.name = col_text(st, 0);
-        lim.max_apps = col_opt_int64(st, 1);
-        lim.max_gpu_memory = col_opt_int64(st, 2);
-        err = r->l->limits(r->l->ctx, &lim, &why);
+    for (size_t i = 0; why == NULL && i < t->ncols; i++)
+        why = check_col(st, (int)i, &t->cols[i]);
+    if (why == NULL && t->check)
+        why = t->check(r, st);
+    if (why == NULL && t->give) {
+        err = t->give(r, st, &why);
         if (err != ACCEL_ESTORE_CORRUPT)
             return err;
         if (why == NULL)
             why = xstrdup("refused by the daemon");
     }
-    bad_add(r, "user_limits", st, 0, -1, why);
+    bad_add(r, t->table, st, t->k0, t->k1, why);
     return ACCEL_OK;
 }
 
-/* Events are not loaded, only checked: the query names each bad one. */
-static enum accel_err load_events(struct load_run *r, sqlite3_stmt *st)
+/* Step one load query, checking each row; stops on the first non-OK. */
+static enum accel_err load_table(struct load_run *r,
+                                 const struct table_load *t)
 {
-    bad_add(r, "events", st, 0, -1, xstrdup(col_text(st, 1)));
-    return ACCEL_OK;
-}
-
-typedef enum accel_err (*row_fn)(struct load_run *r, sqlite3_stmt *st);
-
-/* Step one load query, calling fn per row; stops on the first non-OK. */
-static enum accel_err load_table(struct load_run *r, enum stmt_id id,
-                                 row_fn fn)
-{
-    sqlite3_stmt *st = r->s->stmt[id];
+    sqlite3_stmt *st = r->s->stmt[t->id];
     enum accel_err err = ACCEL_OK;
     int rc;
     for (;;) {
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW)
             break;
-        err = fn(r, st);
+        err = load_row(r, st, t);
         if (err != ACCEL_OK)
             break;
     }
@@ -1548,65 +1557,12 @@ static enum accel_err load_table(struct load_run *r, enum stmt_id id,
     return err;
 }
 
-/* Loader callbacks that accept every row (for a NULL callback). */
-static enum accel_err take_app(void *c, const struct store_app *a, char **w)
-{
-    (void)c, (void)a, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_alloc(void *c, const struct store_alloc *a,
-                                 char **w)
-{
-    (void)c, (void)a, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_device(void *c, const struct store_device *d,
-                                  char **w)
-{
-    (void)c, (void)d, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_node(void *c, const struct store_node *n, char **w)
-{
-    (void)c, (void)n, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_user(void *c, const struct store_user *u, char **w)
-{
-    (void)c, (void)u, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_identity(void *c, const struct store_identity *i,
-                                    char **w)
-{
-    (void)c, (void)i, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_limits(void *c, const struct store_limits *l,
-                                  char **w)
-{
-    (void)c, (void)l, (void)w;
-    return ACCEL_OK;
-}
-
-/* Every table in load order, with its query and row function. */
 static enum accel_err load_tables(struct load_run *r)
 {
-    static const struct {
-        enum stmt_id id;
-        row_fn fn;
-    } tables[] = {
-        {ST_LOAD_NODES, load_nodes},   {ST_LOAD_DEVICES, load_devices},
-        {ST_LOAD_USERS, load_users},   {ST_LOAD_IDENTITIES, load_identities},
-        {ST_LOAD_LIMITS, load_limits}, {ST_LOAD_APPS, load_apps},
-        {ST_LOAD_ALLOCS, load_allocs}, {ST_LOAD_BAD_EVENTS, load_events},
-    };
     enum accel_err err = ACCEL_OK;
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-        err = load_table(r, tables[i].id, tables[i].fn);
-        if (err != ACCEL_OK)
-            break;
-    }
+    for (size_t i = 0; err == ACCEL_OK && i < sizeof tables / sizeof tables[0];
+         i++)
+        err = load_table(r, &tables[i]);
     return err;
 }
 
@@ -1694,20 +1650,12 @@ static enum accel_err sq_load(struct store *base, const struct store_loader *l,
                           char **cause)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    struct store_loader all = *l;
-    struct load_run r = {s, &all, NULL, 0};
+    struct load_run r = {s, l, NULL, 0};
     enum accel_err err;
     char *list;
     int rc;
 
     *cause = NULL;
-    all.app = l->app ? l->app : take_app;
-    all.alloc = l->alloc ? l->alloc : take_alloc;
-    all.device = l->device ? l->device : take_device;
-    all.node = l->node ? l->node : take_node;
-    all.user = l->user ? l->user : take_user;
-    all.identity = l->identity ? l->identity : take_identity;
-    all.limits = l->limits ? l->limits : take_limits;
     if (s->in_tx)
         return fail_msg(s, ACCEL_EINVAL, "store_load inside a transaction");
     rc = step_done(s->stmt[ST_READ_BEGIN]); /* one snapshot for all tables */
