@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -905,24 +906,201 @@ static enum accel_err sq_fail(struct store *base, enum accel_err err,
     return fail_msg(s, err, why);
 }
 
-static enum accel_err sq_app_put(struct store *base, const struct store_app *a)
+/*
+ * Row layouts. A table's put statement binds its row's fields as ?1, ?2,
+ * ... in the order its load query returns them as columns 0, 1, ..., so
+ * one list per table, of each field's kind and place in its struct,
+ * serves both: bind_fields for the writes, read_fields for the load.
+ */
+enum field_kind {
+    F_TEXT,    /* const char *, NULL as SQL NULL */
+    F_I64,     /* int64_t */
+    F_U64,     /* uint64_t, stored as int64 */
+    F_BOOL,    /* bool, stored as 0 or 1 */
+    F_OPT_I64, /* int64_t, < 0 ("none") stored as NULL */
+};
+
+struct field {
+    enum field_kind kind;
+    size_t off; /* offsetof the member in its row struct */
+};
+
+#define FIELD(kind, type, member) {(kind), offsetof(type, member)}
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct field app_fields[] = {
+    FIELD(F_TEXT, struct store_app, name),
+    FIELD(F_TEXT, struct store_app, owner),
+    FIELD(F_TEXT, struct store_app, state),
+    FIELD(F_TEXT, struct store_app, reason),
+    FIELD(F_TEXT, struct store_app, manifest),
+    FIELD(F_TEXT, struct store_app, selected_type),
+    FIELD(F_I64, struct store_app, created_ms),
+    FIELD(F_I64, struct store_app, updated_ms),
+    FIELD(F_I64, struct store_app, pid),
+    FIELD(F_U64, struct store_app, pid_start),
+    FIELD(F_I64, struct store_app, exit_status),
+};
+static const struct field alloc_fields[] = {
+    FIELD(F_TEXT, struct store_alloc, app),
+    FIELD(F_TEXT, struct store_alloc, owner),
+    FIELD(F_TEXT, struct store_alloc, type),
+    FIELD(F_TEXT, struct store_alloc, node),
+    FIELD(F_TEXT, struct store_alloc, device),
+    FIELD(F_U64, struct store_alloc, memory),
+};
+static const struct field device_fields[] = {
+    FIELD(F_TEXT, struct store_device, node),
+    FIELD(F_TEXT, struct store_device, id),
+    FIELD(F_TEXT, struct store_device, support),
+    FIELD(F_TEXT, struct store_device, settings),
+};
+static const struct field node_fields[] = {
+    FIELD(F_TEXT, struct store_node, name),
+    FIELD(F_BOOL, struct store_node, enabled),
+};
+static const struct field user_fields[] = {
+    FIELD(F_TEXT, struct store_user, name),
+    FIELD(F_TEXT, struct store_user, role),
+    FIELD(F_TEXT, struct store_user, token_hash),
+    FIELD(F_I64, struct store_user, created_ms),
+};
+static const struct field identity_fields[] = {
+    FIELD(F_TEXT, struct store_identity, name),
+    FIELD(F_I64, struct store_identity, uid),
+};
+static const struct field limits_fields[] = {
+    FIELD(F_TEXT, struct store_limits, name),
+    FIELD(F_OPT_I64, struct store_limits, max_apps),
+    FIELD(F_OPT_I64, struct store_limits, max_gpu_memory),
+};
+/* an event's columns start with its id, which its insert does not bind */
+static const struct field event_fields[] = {
+    FIELD(F_I64, struct store_event, ts_ms),
+    FIELD(F_TEXT, struct store_event, kind),
+    FIELD(F_TEXT, struct store_event, app),
+    FIELD(F_TEXT, struct store_event, node),
+    FIELD(F_TEXT, struct store_event, device),
+    FIELD(F_TEXT, struct store_event, message),
+    FIELD(F_TEXT, struct store_event, data),
+};
+
+/* Bind the fields of row as ?1 .. ?n; an SQLite rc. */
+static int bind_fields(sqlite3_stmt *st, const void *row, const struct field *f,
+                       size_t n)
+{
+    int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const char *p = (const char *)row + f[i].off;
+        int k = (int)i + 1;
+        int64_t v;
+        switch (f[i].kind) {
+        case F_TEXT:
+            rc = bind_text(st, k, *(const char *const *)p);
+            break;
+        case F_I64:
+            rc = sqlite3_bind_int64(st, k, *(const int64_t *)p);
+            break;
+        case F_U64:
+            rc = sqlite3_bind_int64(st, k, (int64_t)*(const uint64_t *)p);
+            break;
+        case F_BOOL:
+            rc = sqlite3_bind_int(st, k, *(const bool *)p);
+            break;
+        case F_OPT_I64:
+            v = *(const int64_t *)p;
+            rc = v < 0 ? sqlite3_bind_null(st, k)
+                       : sqlite3_bind_int64(st, k, v);
+            break;
+        }
+    }
+    return rc;
+}
+
+/* Fill row's fields from columns first .. first + n - 1 of st (already
+ * checked by the table's rules); texts point into st. */
+static void read_fields(sqlite3_stmt *st, int first, void *row,
+                        const struct field *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *p = (char *)row + f[i].off;
+        int c = first + (int)i;
+        switch (f[i].kind) {
+        case F_TEXT:
+            *(const char **)p = col_text(st, c);
+            break;
+        case F_I64:
+            *(int64_t *)p = sqlite3_column_int64(st, c);
+            break;
+        case F_U64:
+            *(uint64_t *)p = (uint64_t)sqlite3_column_int64(st, c);
+            break;
+        case F_BOOL:
+            *(bool *)p = sqlite3_column_int(st, c) != 0;
+            break;
+        case F_OPT_I64:
+            *(int64_t *)p = sqlite3_column_type(st, c) == SQLITE_NULL
+                                ? -1
+                                : sqlite3_column_int64(st, c);
+            break;
+        }
+    }
+}
+
+/* A put inside the transaction: bind the row, run, finish the write. */
+static enum accel_err put_row(struct store *base, enum stmt_id id,
+                              const void *row, const struct field *f, size_t n)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_APP_PUT];
-    int rc;
-    rc = bind_text(st, 1, a->name);
-    rc = rc ? rc : bind_text(st, 2, a->owner);
-    rc = rc ? rc : bind_text(st, 3, a->state);
-    rc = rc ? rc : bind_text(st, 4, a->reason);
-    rc = rc ? rc : bind_text(st, 5, a->manifest);
-    rc = rc ? rc : bind_text(st, 6, a->selected_type);
-    rc = rc ? rc : sqlite3_bind_int64(st, 7, a->created_ms);
-    rc = rc ? rc : sqlite3_bind_int64(st, 8, a->updated_ms);
-    rc = rc ? rc : sqlite3_bind_int64(st, 9, a->pid);
-    rc = rc ? rc : sqlite3_bind_int64(st, 10, (int64_t)a->pid_start);
-    rc = rc ? rc : sqlite3_bind_int64(st, 11, a->exit_status);
+    sqlite3_stmt *st = s->stmt[id];
+    int rc = bind_fields(st, row, f, n);
     rc = rc ? rc : step_done(st);
     return tx_result(s, rc);
+}
+
+static enum accel_err sq_app_put(struct store *base, const struct store_app *a)
+{
+    return put_row(base, ST_APP_PUT, a, app_fields, NFIELDS(app_fields));
+}
+
+static enum accel_err sq_alloc_put(struct store *base,
+                                   const struct store_alloc *a)
+{
+    return put_row(base, ST_ALLOC_PUT, a, alloc_fields,
+                   NFIELDS(alloc_fields));
+}
+
+static enum accel_err sq_device_put(struct store *base,
+                                    const struct store_device *d)
+{
+    return put_row(base, ST_DEVICE_PUT, d, device_fields,
+                   NFIELDS(device_fields));
+}
+
+static enum accel_err sq_node_put(struct store *base,
+                                  const struct store_node *n)
+{
+    return put_row(base, ST_NODE_PUT, n, node_fields, NFIELDS(node_fields));
+}
+
+static enum accel_err sq_user_put(struct store *base,
+                                  const struct store_user *u)
+{
+    return put_row(base, ST_USER_PUT, u, user_fields, NFIELDS(user_fields));
+}
+
+static enum accel_err sq_identity_put(struct store *base,
+                                      const struct store_identity *id)
+{
+    return put_row(base, ST_IDENTITY_PUT, id, identity_fields,
+                   NFIELDS(identity_fields));
+}
+
+static enum accel_err sq_limits_put(struct store *base,
+                                    const struct store_limits *l)
+{
+    return put_row(base, ST_LIMITS_PUT, l, limits_fields,
+                   NFIELDS(limits_fields));
 }
 
 /* Run a cached statement with up to two text keys inside the transaction. */
@@ -944,22 +1122,6 @@ static enum accel_err sq_app_delete(struct store *base, const char *name)
     return write_keys(s, ST_APP_DEL, name, NULL);
 }
 
-static enum accel_err sq_alloc_put(struct store *base,
-                                   const struct store_alloc *a)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_ALLOC_PUT];
-    int rc;
-    rc = bind_text(st, 1, a->app);
-    rc = rc ? rc : bind_text(st, 2, a->owner);
-    rc = rc ? rc : bind_text(st, 3, a->type);
-    rc = rc ? rc : bind_text(st, 4, a->node);
-    rc = rc ? rc : bind_text(st, 5, a->device);
-    rc = rc ? rc : sqlite3_bind_int64(st, 6, (int64_t)a->memory);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
-}
-
 static enum accel_err sq_alloc_delete_app(struct store *base, const char *app)
 {
     struct sqlstore *s = (struct sqlstore *)base;
@@ -973,62 +1135,10 @@ static enum accel_err sq_alloc_delete(struct store *base, const char *app,
     return write_keys(s, ST_ALLOC_DEL, app, device);
 }
 
-static enum accel_err sq_device_put(struct store *base,
-                                    const struct store_device *d)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_DEVICE_PUT];
-    int rc;
-    rc = bind_text(st, 1, d->node);
-    rc = rc ? rc : bind_text(st, 2, d->id);
-    rc = rc ? rc : bind_text(st, 3, d->support);
-    rc = rc ? rc : bind_text(st, 4, d->settings);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
-}
-
-static enum accel_err sq_node_put(struct store *base,
-                                  const struct store_node *n)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_NODE_PUT];
-    int rc;
-    rc = bind_text(st, 1, n->name);
-    rc = rc ? rc : sqlite3_bind_int(st, 2, n->enabled ? 1 : 0);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
-}
-
-static enum accel_err sq_user_put(struct store *base,
-                                  const struct store_user *u)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_USER_PUT];
-    int rc;
-    rc = bind_text(st, 1, u->name);
-    rc = rc ? rc : bind_text(st, 2, u->role);
-    rc = rc ? rc : bind_text(st, 3, u->token_hash);
-    rc = rc ? rc : sqlite3_bind_int64(st, 4, u->created_ms);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
-}
-
 static enum accel_err sq_user_delete(struct store *base, const char *name)
 {
     struct sqlstore *s = (struct sqlstore *)base;
     return write_keys(s, ST_USER_DEL, name, NULL);
-}
-
-static enum accel_err sq_identity_put(struct store *base,
-                                  const struct store_identity *id)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_IDENTITY_PUT];
-    int rc;
-    rc = bind_text(st, 1, id->name);
-    rc = rc ? rc : sqlite3_bind_int64(st, 2, id->uid);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
 }
 
 static enum accel_err sq_identity_retire(struct store *base, const char *name,
@@ -1040,25 +1150,6 @@ static enum accel_err sq_identity_retire(struct store *base, const char *name,
     rc = bind_text(st, 1, name);
     rc = rc ? rc : bind_text(st, 2, retired->name);
     rc = rc ? rc : sqlite3_bind_int64(st, 3, retired->uid);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
-}
-
-/* Bind an int64 that may be "none" (< 0) as NULL. */
-static int bind_opt_int64(sqlite3_stmt *st, int i, int64_t v)
-{
-    return v < 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
-}
-
-static enum accel_err sq_limits_put(struct store *base,
-                                const struct store_limits *l)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = s->stmt[ST_LIMITS_PUT];
-    int rc;
-    rc = bind_text(st, 1, l->name);
-    rc = rc ? rc : bind_opt_int64(st, 2, l->max_apps);
-    rc = rc ? rc : bind_opt_int64(st, 3, l->max_gpu_memory);
     rc = rc ? rc : step_done(st);
     return tx_result(s, rc);
 }
@@ -1077,13 +1168,7 @@ static int event_insert(struct sqlstore *s, const struct store_event *e,
 {
     sqlite3_stmt *st = s->stmt[ST_EVENT_ADD];
     int64_t id;
-    int rc = sqlite3_bind_int64(st, 1, e->ts_ms);
-    rc = rc ? rc : bind_text(st, 2, e->kind);
-    rc = rc ? rc : bind_text(st, 3, e->app);
-    rc = rc ? rc : bind_text(st, 4, e->node);
-    rc = rc ? rc : bind_text(st, 5, e->device);
-    rc = rc ? rc : bind_text(st, 6, e->message);
-    rc = rc ? rc : bind_text(st, 7, e->data);
+    int rc = bind_fields(st, e, event_fields, NFIELDS(event_fields));
     rc = rc ? rc : step_done(st);
     if (rc != SQLITE_OK)
         return rc;
@@ -1130,13 +1215,7 @@ static enum accel_err sq_event_append(struct store *base,
 static void event_from_row(sqlite3_stmt *st, struct store_event *e)
 {
     e->id = sqlite3_column_int64(st, 0);
-    e->ts_ms = sqlite3_column_int64(st, 1);
-    e->kind = col_text(st, 2);
-    e->app = col_text(st, 3);
-    e->node = col_text(st, 4);
-    e->device = col_text(st, 5);
-    e->message = col_text(st, 6);
-    e->data = col_text(st, 7);
+    read_fields(st, 1, e, event_fields, NFIELDS(event_fields));
 }
 
 static enum accel_err
@@ -1304,14 +1383,6 @@ static char *check_hash(sqlite3_stmt *st, int i)
     return NULL;
 }
 
-/* A limit column: NULL (-1: the default / none) or a non-negative int. */
-static int64_t col_opt_int64(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-               ? -1
-               : sqlite3_column_int64(st, i);
-}
-
 /*
  * What a column of a loaded row must hold. The checks are the same for
  * every table, so each table lists its columns' rules (below) and one
@@ -1356,97 +1427,51 @@ static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
     return NULL;
 }
 
-/* Hand a checked row to the loader's callback (none: the row is taken);
+/* Hand a decoded row to the loader's callback (none: the row is taken);
  * *why gets the callback's reason when it refuses the row. */
-typedef enum accel_err (*give_fn)(struct load_run *r, sqlite3_stmt *st,
-                                  char **why);
+typedef enum accel_err (*give_fn)(const struct store_loader *l,
+                                  const void *row, char **why);
 
-static enum accel_err give_app(struct load_run *r, sqlite3_stmt *st,
-                               char **why)
+static enum accel_err give_app(const struct store_loader *l,
+                               const void *row, char **why)
 {
-    struct store_app a = {
-        .name = col_text(st, 0),
-        .owner = col_text(st, 1),
-        .state = col_text(st, 2),
-        .reason = col_text(st, 3),
-        .manifest = col_text(st, 4),
-        .selected_type = col_text(st, 5),
-        .created_ms = sqlite3_column_int64(st, 6),
-        .updated_ms = sqlite3_column_int64(st, 7),
-        .pid = sqlite3_column_int64(st, 8),
-        .pid_start = (uint64_t)sqlite3_column_int64(st, 9),
-        .exit_status = sqlite3_column_int64(st, 10),
-    };
-    return r->l->app ? r->l->app(r->l->ctx, &a, why) : ACCEL_OK;
+    return l->app ? l->app(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_alloc(struct load_run *r, sqlite3_stmt *st,
-                                 char **why)
+static enum accel_err give_alloc(const struct store_loader *l,
+                                 const void *row, char **why)
 {
-    struct store_alloc a = {
-        .app = col_text(st, 0),
-        .owner = col_text(st, 1),
-        .type = col_text(st, 2),
-        .node = col_text(st, 3),
-        .device = col_text(st, 4),
-        .memory = (uint64_t)sqlite3_column_int64(st, 5),
-    };
-    return r->l->alloc ? r->l->alloc(r->l->ctx, &a, why) : ACCEL_OK;
+    return l->alloc ? l->alloc(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_device(struct load_run *r, sqlite3_stmt *st,
-                                  char **why)
+static enum accel_err give_device(const struct store_loader *l,
+                                  const void *row, char **why)
 {
-    struct store_device d = {
-        .node = col_text(st, 0),
-        .id = col_text(st, 1),
-        .support = col_text(st, 2),
-        .settings = col_text(st, 3),
-    };
-    return r->l->device ? r->l->device(r->l->ctx, &d, why) : ACCEL_OK;
+    return l->device ? l->device(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_node(struct load_run *r, sqlite3_stmt *st,
-                                char **why)
+static enum accel_err give_node(const struct store_loader *l,
+                                const void *row, char **why)
 {
-    struct store_node n = {
-        .name = col_text(st, 0),
-        .enabled = sqlite3_column_int(st, 1) != 0,
-    };
-    return r->l->node ? r->l->node(r->l->ctx, &n, why) : ACCEL_OK;
+    return l->node ? l->node(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_user(struct load_run *r, sqlite3_stmt *st,
-                                char **why)
+static enum accel_err give_user(const struct store_loader *l,
+                                const void *row, char **why)
 {
-    struct store_user u = {
-        .name = col_text(st, 0),
-        .role = col_text(st, 1),
-        .token_hash = col_text(st, 2),
-        .created_ms = sqlite3_column_int64(st, 3),
-    };
-    return r->l->user ? r->l->user(r->l->ctx, &u, why) : ACCEL_OK;
+    return l->user ? l->user(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_identity(struct load_run *r, sqlite3_stmt *st,
-                                    char **why)
+static enum accel_err give_identity(const struct store_loader *l,
+                                    const void *row, char **why)
 {
-    struct store_identity id = {
-        .name = col_text(st, 0),
-        .uid = sqlite3_column_int64(st, 1),
-    };
-    return r->l->identity ? r->l->identity(r->l->ctx, &id, why) : ACCEL_OK;
+    return l->identity ? l->identity(l->ctx, row, why) : ACCEL_OK;
 }
 
-static enum accel_err give_limits(struct load_run *r, sqlite3_stmt *st,
-                                  char **why)
+static enum accel_err give_limits(const struct store_loader *l,
+                                  const void *row, char **why)
 {
-    struct store_limits l = {
-        .name = col_text(st, 0),
-        .max_apps = col_opt_int64(st, 1),
-        .max_gpu_memory = col_opt_int64(st, 2),
-    };
-    return r->l->limits ? r->l->limits(r->l->ctx, &l, why) : ACCEL_OK;
+    return l->limits ? l->limits(l->ctx, row, why) : ACCEL_OK;
 }
 
 /* An allocation also needs its app: a row in apps that decoded. */
@@ -1471,7 +1496,8 @@ static char *check_event(struct load_run *r, sqlite3_stmt *st)
 #define MAX_COLS 11
 
 /* One table's load: its query, its key columns (k1 < 0: one), its
- * columns' rules, what else it checks, and how a row is handed over. */
+ * columns' rules, what else it checks, its row layout (ncols fields) and
+ * how a row is handed over. */
 struct table_load {
     enum stmt_id id;
     const char *table;
@@ -1479,6 +1505,7 @@ struct table_load {
     size_t ncols;
     struct col_rule cols[MAX_COLS];
     char *(*check)(struct load_run *r, sqlite3_stmt *st); /* or NULL */
+    const struct field *fields;
     give_fn give; /* NULL: never handed over (events) */
 };
 
@@ -1487,32 +1514,45 @@ static const char *const supports[] = {"Exclusive", "MemorySlice",
 static const char *const roles[] = {"admin", "member", NULL};
 
 /* Every table in load order (allocations after apps: they check theirs). */
+#define ENUM(set) {COL_ENUM, 0, 0, (set)}
+#define HASH {COL_HASH, 0, 0, NULL}
+#define OPT_INT {COL_OPT_INT, 0, 0, NULL}
+
 static const struct table_load tables[] = {
-    {ST_LOAD_NODES, "nodes", 0, -1, 2, {KEY, INT(0, 1)}, NULL, give_node},
+    {ST_LOAD_NODES, "nodes", 0, -1, 2,
+     {KEY, INT(0, 1)},
+     NULL, node_fields, give_node},
     {ST_LOAD_DEVICES, "devices", 0, 1, 4,
-     {KEY, KEY, {COL_ENUM, 0, 0, supports}, TEXT}, NULL, give_device},
+     {KEY, KEY, ENUM(supports), TEXT},
+     NULL, device_fields, give_device},
     {ST_LOAD_USERS, "users", 0, -1, 4,
-     {KEY, {COL_ENUM, 0, 0, roles}, {COL_HASH, 0, 0, NULL}, TIME}, NULL,
-     give_user},
+     {KEY, ENUM(roles), HASH, TIME},
+     NULL, user_fields, give_user},
     {ST_LOAD_IDENTITIES, "identities", 0, -1, 2,
-     {KEY, INT(1, INT64_C(4294967294))}, NULL, give_identity},
+     {KEY, INT(1, INT64_C(4294967294))},
+     NULL, identity_fields, give_identity},
     {ST_LOAD_LIMITS, "user_limits", 0, -1, 3,
-     {KEY, {COL_OPT_INT, 0, 0, NULL}, {COL_OPT_INT, 0, 0, NULL}}, NULL,
-     give_limits},
+     {KEY, OPT_INT, OPT_INT},
+     NULL, limits_fields, give_limits},
     {ST_LOAD_APPS, "apps", 0, -1, 11,
      {KEY, KEY, KEY, TEXT, KEY, TEXT, TIME, TIME, INT(0, INT32_MAX),
       INT(INT64_MIN, INT64_MAX), INT(INT32_MIN, INT32_MAX)},
-     NULL, give_app},
+     NULL, app_fields, give_app},
     {ST_LOAD_ALLOCS, "allocations", 0, 4, 6,
-     {KEY, KEY, KEY, KEY, KEY, INT(0, INT64_MAX)}, check_alloc_app,
-     give_alloc},
-    {ST_LOAD_BAD_EVENTS, "events", 0, -1, 0, {KEY}, check_event, NULL},
+     {KEY, KEY, KEY, KEY, KEY, INT(0, INT64_MAX)},
+     check_alloc_app, alloc_fields, give_alloc},
+    {ST_LOAD_BAD_EVENTS, "events", 0, -1, 0,
+     {KEY},
+     check_event, NULL, NULL},
 };
 
 #undef KEY
 #undef TEXT
 #undef INT
 #undef TIME
+#undef ENUM
+#undef HASH
+#undef OPT_INT
 
 /* Check one row by its table's rules and hand it over; a row that fails
  * a check or that the callback refuses is recorded as undecodable. */
@@ -1526,7 +1566,17 @@ static enum accel_err load_row(struct load_run *r, sqlite3_stmt *st,
     if (why == NULL && t->check)
         why = t->check(r, st);
     if (why == NULL && t->give) {
-        err = t->give(r, st, &why);
+        union {
+            struct store_app app;
+            struct store_alloc alloc;
+            struct store_device device;
+            struct store_node node;
+            struct store_user user;
+            struct store_identity identity;
+            struct store_limits limits;
+        } row;
+        read_fields(st, 0, &row, t->fields, t->ncols);
+        err = t->give(r->l, &row, &why);
         if (err != ACCEL_ESTORE_CORRUPT)
             return err;
         if (why == NULL)
