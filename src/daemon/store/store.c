@@ -11,6 +11,9 @@
 #include "daemon/store/store_int.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
 
 #include "common/util.h"
 
@@ -249,6 +252,74 @@ store_events_query(struct store *s, const struct store_event_filter *f,
                    void *ctx)
 {
     return s->ops->events_query(s, f, cb, ctx);
+}
+
+/* ------------------------------------------------- undecodable rows */
+
+void store_bads_add(struct store_bads *b, const char *table, char *key,
+                    char *why)
+{
+    b->v = xrealloc(b->v, (b->n + 1) * sizeof(*b->v));
+    b->v[b->n++] = (struct store_bad){table, key, why};
+}
+
+bool store_bads_has(const struct store_bads *b, const char *table,
+                    const char *key)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->v[i].table && strcmp(b->v[i].table, table) == 0 &&
+            strcmp(b->v[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+char *store_bads_list(const struct store_bads *b)
+{
+    char *out = xstrdup("");
+    for (size_t i = 0; i < b->n && i < 20; i++) {
+        const struct store_bad *r = &b->v[i];
+        char *n = r->table ? xasprintf("%s%stable %s, row \"%s\": %s", out,
+                                       i ? "; " : "", r->table, r->key, r->why)
+                           : xasprintf("%s%skey %s: %s", out, i ? "; " : "",
+                                       r->key, r->why);
+        free(out);
+        out = n;
+    }
+    if (b->n > 20) {
+        char *n = xasprintf("%s; and %zu more", out, b->n - 20);
+        free(out);
+        out = n;
+    }
+    return out;
+}
+
+char *store_bads_json(const struct store_bads *b)
+{
+    json_t *list = json_array(), *o;
+    char *text;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct store_bad *r = &b->v[i];
+        json_array_append_new(
+            list, r->table ? json_pack("{s:s, s:s, s:s}", "table", r->table,
+                                       "key", r->key, "reason", r->why)
+                           : json_pack("{s:s, s:s}", "key", r->key, "reason",
+                                       r->why));
+    }
+    o = json_pack("{s:o}", "dropped", list);
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+void store_bads_free(struct store_bads *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->v[i].key);
+        free(b->v[i].why);
+    }
+    free(b->v);
+    b->v = NULL;
+    b->n = 0;
 }
 
 /* ----------------------------------------------------- the cluster store */

@@ -1658,24 +1658,17 @@ es_events_query(struct store *base, const struct store_event_filter *f,
 
 /* ------------------------------------------------------------ load */
 
-struct bad {
-    char *key;
-    char *why;
-};
-
 struct lrun {
     struct estore *s;
     const struct store_loader *l;
-    struct bad *bad;
-    size_t nbad;
+    struct store_bads bad;   /* keys (store_int.h) */
     struct strmap *dropped_apps;
     struct strmap *apps;     /* the apps passed on */
 };
 
 static void bad_add(struct lrun *r, const char *key, char *why)
 {
-    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
-    r->bad[r->nbad++] = (struct bad){xstrdup(key), why};
+    store_bads_add(&r->bad, NULL, xstrdup(key), why);
 }
 
 /* The table of a key ("apps", ...) and what follows it, or NULL. */
@@ -1816,26 +1809,21 @@ static enum accel_err repair(struct lrun *r)
 {
     struct estore *s = r->s;
     enum accel_err err = ACCEL_OK;
-    json_t *list = json_array();
     char *data, *msg;
     struct store_event e;
-    for (size_t i = 0; i < r->nbad && err == ACCEL_OK; i += 100) {
+    for (size_t i = 0; i < r->bad.n && err == ACCEL_OK; i += 100) {
         struct etcd_op ops[100];
         size_t n = 0;
         bool ok;
-        for (size_t j = i; j < r->nbad && n < 100; j++)
+        for (size_t j = i; j < r->bad.n && n < 100; j++)
             ops[n++] = (struct etcd_op){.kind = ETCD_DELETE,
-                                        .key = r->bad[j].key};
+                                        .key = r->bad.v[j].key};
         err = etcd_txn(s->e, NULL, 0, ops, n, &ok, NULL, NULL);
     }
-    for (size_t i = 0; i < r->nbad; i++)
-        json_array_append_new(list, json_pack("{s:s, s:s}", "key",
-                                              r->bad[i].key, "reason",
-                                              r->bad[i].why));
-    data = dump(json_pack("{s:o}", "dropped", list));
+    data = store_bads_json(&r->bad);
     msg = xasprintf("acceld --repair dropped %zu undecodable key%s of etcd "
                     "prefix %s",
-                    r->nbad, r->nbad == 1 ? "" : "s", s->prefix);
+                    r->bad.n, r->bad.n == 1 ? "" : "s", s->prefix);
     e = (struct store_event){0,    util_wall_ms(), "store.repair", NULL,
                              NULL, NULL,           msg,            data};
     if (err == ACCEL_OK)
@@ -1845,23 +1833,6 @@ static enum accel_err repair(struct lrun *r)
     return err;
 }
 
-static char *bad_list(const struct lrun *r)
-{
-    char *out = xstrdup("");
-    for (size_t i = 0; i < r->nbad && i < 20; i++) {
-        char *n = xasprintf("%s%skey %s: %s", out, i ? "; " : "",
-                            r->bad[i].key, r->bad[i].why);
-        free(out);
-        out = n;
-    }
-    if (r->nbad > 20) {
-        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
-        free(out);
-        out = n;
-    }
-    return out;
-}
-
 static enum accel_err es_load(struct store *base, const struct store_loader *l,
                               char **cause)
 {
@@ -1869,7 +1840,7 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t rev = 0;
-    struct lrun r = {s, l, NULL, 0, strmap_new(), strmap_new()};
+    struct lrun r = {s, l, {NULL, 0}, strmap_new(), strmap_new()};
     enum accel_err err;
     char table[32];
 
@@ -1917,15 +1888,15 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
         if ((bad = event_check(kvs[i].value)) != NULL)
             bad_add(&r, kvs[i].key, xstrdup(bad));
     }
-    if (r.nbad > 0) {
-        char *list = bad_list(&r);
+    if (r.bad.n > 0) {
+        char *list = store_bads_list(&r.bad);
         if (!l->repair) {
             *cause = xasprintf("etcd prefix %s: %zu key%s do%s not decode: "
                                "%s; refusing to start, nothing was loaded or "
                                "changed. `acceld --repair` drops these keys "
                                "and says what it dropped",
-                               s->prefix, r.nbad, r.nbad == 1 ? "" : "s",
-                               r.nbad == 1 ? "es" : "", list);
+                               s->prefix, r.bad.n, r.bad.n == 1 ? "" : "s",
+                               r.bad.n == 1 ? "es" : "", list);
             free(list);
             err = ACCEL_ESTORE_CORRUPT;
             goto out;
@@ -1933,7 +1904,7 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
         err = repair(&r);
         *cause = xasprintf("dropped %zu undecodable key%s of etcd prefix "
                            "%s: %s",
-                           r.nbad, r.nbad == 1 ? "" : "s", s->prefix, list);
+                           r.bad.n, r.bad.n == 1 ? "" : "s", s->prefix, list);
         free(list);
         if (err != ACCEL_OK)
             goto out;
@@ -1960,11 +1931,7 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
     s->applied_rev = rev;
     pthread_mutex_unlock(&s->vlock);
 out:
-    for (size_t i = 0; i < r.nbad; i++) {
-        free(r.bad[i].key);
-        free(r.bad[i].why);
-    }
-    free(r.bad);
+    store_bads_free(&r.bad);
     strmap_free(r.dropped_apps);
     strmap_free(r.apps);
     etcd_kvs_free(kvs, n);

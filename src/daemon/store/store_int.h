@@ -114,6 +114,33 @@ struct store_ops {
                              volatile int *stop);
 };
 
+/*
+ * The rows (SQLite) or keys (etcd) a load found undecodable: both
+ * backends refuse to start naming them, or with repair drop them and say
+ * so in a "store.repair" event, in the same words.
+ */
+struct store_bad {
+    const char *table; /* the row's table, or NULL: key is an etcd key */
+    char *key;         /* the row's key as shown in messages */
+    char *why;
+};
+struct store_bads {
+    struct store_bad *v;
+    size_t n;
+};
+/* Append one; takes key and why. */
+void store_bads_add(struct store_bads *b, const char *table, char *key,
+                    char *why);
+bool store_bads_has(const struct store_bads *b, const char *table,
+                    const char *key);
+/* "table apps, row "x": why; key /accel/y: why; ... and N more" (at most
+ * 20 named), for messages; caller frees. */
+char *store_bads_list(const struct store_bads *b);
+/* The repair event's data, {"dropped": [{table, key, reason}]} (no table
+ * for a key); caller frees. */
+char *store_bads_json(const struct store_bads *b);
+void store_bads_free(struct store_bads *b);
+
 /* The backends' constructors: *out (its ops set) only on success. */
 enum accel_err store_sqlite_open(const char *path, struct store **out,
                                  char **cause);

@@ -1256,58 +1256,40 @@ sq_events_query(struct store *base, const struct store_event_filter *f,
 
 /* ------------------------------------------------------------------ load */
 
-/* One row that does not decode: its table, its key as shown in messages,
- * the key's values as stored (to delete it in a repair) and why. */
-struct bad_row {
-    const char *table;
-    char *key;
-    char *why;
-    sqlite3_value *k[2];
-};
-
-/* One run of store_load. */
+/* One run of store_load: the rows that do not decode (store_int.h) and,
+ * for each, its key's values as stored (to delete it in a repair). */
 struct load_run {
     struct sqlstore *s;
     const struct store_loader *l;
-    struct bad_row *bad;
-    size_t nbad;
+    struct store_bads bad;
+    sqlite3_value *(*keyv)[2];
 };
 
 /* Record the current row of st as undecodable; takes why. */
 static void bad_add(struct load_run *r, const char *table, sqlite3_stmt *st,
                     int k0, int k1, char *why)
 {
-    struct bad_row *b;
     const char *t0 = col_text(st, k0), *t1 = k1 >= 0 ? col_text(st, k1) : "";
-    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
-    b = &r->bad[r->nbad++];
-    b->table = table;
-    b->key = k1 >= 0 ? xasprintf("%s/%s", t0 ? t0 : "NULL", t1 ? t1 : "NULL")
-                     : xstrdup(t0 ? t0 : "NULL");
-    b->why = why;
-    b->k[0] = sqlite3_value_dup(sqlite3_column_value(st, k0));
-    b->k[1] = k1 >= 0 ? sqlite3_value_dup(sqlite3_column_value(st, k1)) : NULL;
-}
-
-static bool bad_has(const struct load_run *r, const char *table,
-                    const char *key)
-{
-    for (size_t i = 0; i < r->nbad; i++)
-        if (strcmp(r->bad[i].table, table) == 0 &&
-            strcmp(r->bad[i].key, key) == 0)
-            return true;
-    return false;
+    sqlite3_value **kv;
+    r->keyv = xrealloc(r->keyv, (r->bad.n + 1) * sizeof(*r->keyv));
+    kv = r->keyv[r->bad.n];
+    kv[0] = sqlite3_value_dup(sqlite3_column_value(st, k0));
+    kv[1] = k1 >= 0 ? sqlite3_value_dup(sqlite3_column_value(st, k1)) : NULL;
+    store_bads_add(&r->bad, table,
+                   k1 >= 0 ? xasprintf("%s/%s", t0 ? t0 : "NULL",
+                                       t1 ? t1 : "NULL")
+                           : xstrdup(t0 ? t0 : "NULL"),
+                   why);
 }
 
 static void bad_free(struct load_run *r)
 {
-    for (size_t i = 0; i < r->nbad; i++) {
-        free(r->bad[i].key);
-        free(r->bad[i].why);
-        sqlite3_value_free(r->bad[i].k[0]);
-        sqlite3_value_free(r->bad[i].k[1]);
+    for (size_t i = 0; i < r->bad.n; i++) {
+        sqlite3_value_free(r->keyv[i][0]);
+        sqlite3_value_free(r->keyv[i][1]);
     }
-    free(r->bad);
+    free(r->keyv);
+    store_bads_free(&r->bad);
 }
 
 static const char *type_name(int t)
@@ -1480,7 +1462,7 @@ static char *check_alloc_app(struct load_run *r, sqlite3_stmt *st)
     if (sqlite3_column_int(st, 6) == 0)
         return xasprintf("its app \"%s\" has no row in apps",
                          col_text(st, 0));
-    if (bad_has(r, "apps", col_text(st, 0)))
+    if (store_bads_has(&r->bad, "apps", col_text(st, 0)))
         return xasprintf("its app \"%s\" does not decode", col_text(st, 0));
     return NULL;
 }
@@ -1616,25 +1598,6 @@ static enum accel_err load_tables(struct load_run *r)
     return err;
 }
 
-/* "table apps, row "x": why; ..." for messages (at most 20 rows named). */
-static char *bad_list(const struct load_run *r)
-{
-    char *out = xstrdup("");
-    for (size_t i = 0; i < r->nbad && i < 20; i++) {
-        char *n = xasprintf("%s%stable %s, row \"%s\": %s", out,
-                            i ? "; " : "", r->bad[i].table, r->bad[i].key,
-                            r->bad[i].why);
-        free(out);
-        out = n;
-    }
-    if (r->nbad > 20) {
-        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
-        free(out);
-        out = n;
-    }
-    return out;
-}
-
 /* The statement that deletes one row of table by its key values. */
 static enum stmt_id delete_stmt(const char *table)
 {
@@ -1652,38 +1615,22 @@ static enum stmt_id delete_stmt(const char *table)
     return ST_COUNT;
 }
 
-/* The "store.repair" event's data: {"dropped": [{table, key, reason}]}. */
-static char *repair_data(const struct load_run *r)
-{
-    json_t *list = json_array(), *o;
-    char *text;
-    for (size_t i = 0; i < r->nbad; i++)
-        json_array_append_new(list,
-                              json_pack("{s:s, s:s, s:s}", "table",
-                                        r->bad[i].table, "key", r->bad[i].key,
-                                        "reason", r->bad[i].why));
-    o = json_pack("{s:o}", "dropped", list);
-    text = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    return text;
-}
-
 /* Delete every bad row and append the event, in one transaction. */
 static enum accel_err repair(struct load_run *r, const char *list)
 {
     struct sqlstore *s = r->s;
     char *msg = xasprintf("acceld --repair dropped %zu undecodable row%s of "
                           "%s: %s",
-                          r->nbad, r->nbad == 1 ? "" : "s", s->path, list);
-    char *data = repair_data(r);
+                          r->bad.n, r->bad.n == 1 ? "" : "s", s->path, list);
+    char *data = store_bads_json(&r->bad);
     struct store_event e = {0, util_wall_ms(), "store.repair", NULL, NULL,
                             NULL, msg, data};
     enum accel_err err = sq_begin(&s->base);
-    for (size_t i = 0; err == ACCEL_OK && i < r->nbad; i++) {
-        sqlite3_stmt *st = s->stmt[delete_stmt(r->bad[i].table)];
-        int rc = sqlite3_bind_value(st, 1, r->bad[i].k[0]);
-        if (rc == SQLITE_OK && r->bad[i].k[1])
-            rc = sqlite3_bind_value(st, 2, r->bad[i].k[1]);
+    for (size_t i = 0; err == ACCEL_OK && i < r->bad.n; i++) {
+        sqlite3_stmt *st = s->stmt[delete_stmt(r->bad.v[i].table)];
+        int rc = sqlite3_bind_value(st, 1, r->keyv[i][0]);
+        if (rc == SQLITE_OK && r->keyv[i][1])
+            rc = sqlite3_bind_value(st, 2, r->keyv[i][1]);
         rc = rc ? rc : step_done(st);
         err = tx_result(s, rc);
     }
@@ -1700,7 +1647,7 @@ static enum accel_err sq_load(struct store *base, const struct store_loader *l,
                           char **cause)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    struct load_run r = {s, l, NULL, 0};
+    struct load_run r = {s, l, {NULL, 0}, NULL};
     enum accel_err err;
     char *list;
     int rc;
@@ -1720,24 +1667,24 @@ static enum accel_err sq_load(struct store *base, const struct store_loader *l,
     }
     if (err == ACCEL_OK && rc != SQLITE_OK)
         err = fail_rc(s, rc);
-    if (err != ACCEL_OK || r.nbad == 0)
+    if (err != ACCEL_OK || r.bad.n == 0)
         goto out;
-    list = bad_list(&r);
+    list = store_bads_list(&r.bad);
     if (!l->repair) {
         *cause = xasprintf("%s: %zu row%s do%s not decode: %s; refusing to "
                            "start, nothing was loaded or changed. `acceld "
                            "--repair` drops these rows (and what depends on "
                            "them) and says what it dropped",
-                           s->path, r.nbad, r.nbad == 1 ? "" : "s",
-                           r.nbad == 1 ? "es" : "", list);
+                           s->path, r.bad.n, r.bad.n == 1 ? "" : "s",
+                           r.bad.n == 1 ? "es" : "", list);
         free(list);
         err = ACCEL_ESTORE_CORRUPT;
         goto out;
     }
     err = repair(&r, list);
     if (err == ACCEL_OK)
-        *cause = xasprintf("dropped %zu undecodable row%s of %s: %s", r.nbad,
-                           r.nbad == 1 ? "" : "s", s->path, list);
+        *cause = xasprintf("dropped %zu undecodable row%s of %s: %s",
+                           r.bad.n, r.bad.n == 1 ? "" : "s", s->path, list);
     else
         *cause = xasprintf("cannot drop the undecodable rows of %s: %s",
                            s->path, s->errmsg);
