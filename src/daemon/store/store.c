@@ -241,6 +241,9 @@ enum accel_err store_limits_delete(struct store *s, const char *name)
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id)
 {
+    if (s->ops->failed(s)) /* not a transaction of its own: part of that one */
+        return s->ops->fail(s, ACCEL_EINVAL, "event in a transaction that a "
+                                             "failure rolled back");
     if (e->kind == NULL || e->message == NULL)
         return s->ops->fail(s, ACCEL_EINVAL, "event without kind or message");
     return s->ops->event_append(s, e, keep_max, out_id);

@@ -753,6 +753,12 @@ static enum accel_err tx_fail(struct estore *s, enum accel_err err,
     return err;
 }
 
+static bool es_failed(const struct store *base)
+{
+    const struct estore *s = (const struct estore *)base;
+    return s->in_tx && s->tx_failed;
+}
+
 static enum accel_err es_writable(struct store *base)
 {
     return need_tx((struct estore *)base);
@@ -1597,8 +1603,6 @@ static enum accel_err es_event_append(struct store *base,
 
     if (out_id)
         *out_id = 0; /* known once the watch delivers it */
-    if (s->in_tx && s->tx_failed)
-        return ACCEL_EINVAL;
     s->keep_max = keep_max;
     o = json_pack("{s:I, s:s, s:s}", "ts", (json_int_t)e->ts_ms, "kind",
                   e->kind, "message", e->message);
@@ -2139,6 +2143,7 @@ static const struct store_ops etcd_ops = {
     .event_append = es_event_append,
     .events_query = es_events_query,
     .writable = es_writable,
+    .failed = es_failed,
     .fail = es_fail,
     /* no meta table, no busy timeout, no group commit: etcd made every
      * commit durable before it answered (created_ms, set_busy_timeout and

@@ -50,6 +50,9 @@ struct store_ops {
     /* ACCEL_OK inside a transaction that no failure has ended, else
      * ACCEL_EINVAL (why kept for errmsg), nothing changed */
     enum accel_err (*writable)(struct store *s);
+    /* A failure ended the open transaction, and neither begin nor
+     * rollback has come since (an event then belongs to that one). */
+    bool (*failed)(const struct store *s);
     /* A call store.c refuses (a required field missing): the open
      * transaction, if any, fails as a whole (store.h); why is kept for
      * errmsg; returns err. */

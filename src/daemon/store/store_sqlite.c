@@ -892,6 +892,11 @@ static void sq_rollback(struct store *base)
 
 /* ------------------------------------------------------------ row writes */
 
+static bool sq_failed(const struct store *base)
+{
+    return ((const struct sqlstore *)base)->tx_failed;
+}
+
 static enum accel_err sq_writable(struct store *base)
 {
     return need_tx((struct sqlstore *)base);
@@ -1193,10 +1198,6 @@ static enum accel_err sq_event_append(struct store *base,
     bool own_tx = !s->in_tx;
     int64_t id = 0;
     enum accel_err err;
-    if (s->tx_failed) /* not a transaction of its own: part of that one */
-        return fail_msg(s, ACCEL_EINVAL,
-                        "event in a transaction that a failure rolled "
-                        "back");
     if (own_tx) {
         err = sq_begin(&s->base);
         if (err != ACCEL_OK)
@@ -1726,6 +1727,7 @@ static const struct store_ops sqlite_ops = {
     .event_append = sq_event_append,
     .events_query = sq_events_query,
     .writable = sq_writable,
+    .failed = sq_failed,
     .fail = sq_fail,
     .created_ms = sq_created_ms,
     .set_busy_timeout = sq_set_busy_timeout,
