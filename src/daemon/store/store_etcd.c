@@ -906,11 +906,15 @@ static enum accel_err commit_tx(struct store *base)
 
 /* etcd's "no member answered in time" (cut off, no quorum) differs from a
  * disk error of SQLite's: the transaction may still apply, and the API
- * answers 503 saying so (docs/cluster.md). */
+ * answers 503 saying so (docs/cluster.md). Both commits answer it so. */
+static enum accel_err unanswered(enum accel_err err)
+{
+    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+}
+
 static enum accel_err es_commit(struct store *base)
 {
-    enum accel_err err = commit_tx(base);
-    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+    return unanswered(commit_tx(base));
 }
 
 static int64_t es_conflict_rev(const struct store *base)
@@ -1177,7 +1181,7 @@ static enum accel_err es_commit_queued(struct store *base, pthread_mutex_t *mu,
         *conflict_rev = b->rev;
     if (--b->waiting == 0)
         batch_free(b);
-    return err;
+    return unanswered(err);
 }
 
 static void es_queued_settled(struct store *base)
@@ -1410,55 +1414,64 @@ static enum accel_err es_user_delete(struct store *base, const char *name)
     return del_row(s, key2(s, "users", name));
 }
 
+/* Write v at k, a key that must be new: neither known to memory (a mod
+ * revision: the guard would be 0) nor written earlier in this
+ * transaction; else the transaction fails with taken. Takes k and v. */
+static enum accel_err tx_create(struct estore *s, char *k, char *v,
+                                const char *taken)
+{
+    uint32_t w;
+    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
+        free(k);
+        free(v);
+        return tx_fail(s, ACCEL_ECONFLICT, taken);
+    }
+    tx_write(s, k, v, 0, true, true);
+    return ACCEL_OK;
+}
+
+static char *identity_json(const char *name, int64_t uid)
+{
+    return dump(
+        json_pack("{s:s, s:I}", "name", name, "uid", (json_int_t)uid));
+}
+
+static char *uid_key(const struct estore *s, int64_t uid)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%" PRId64, uid);
+    return key2(s, "uids", buf);
+}
+
 static enum accel_err es_identity_put(struct store *base,
                                       const struct store_identity *id)
 {
     struct estore *s = (struct estore *)base;
-    char uid[24];
-    char *k;
-    uint32_t w;
     /* never replaced: both keys must be new (mod 0 guards, unless memory
      * already knows them, which is a conflict here as in SQLite) */
-    k = key2(s, "identities", id->name);
-    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
-        free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the name already has a uid");
-    }
-    tx_write(s, k,
-             dump(json_pack("{s:s, s:I}", "name", id->name, "uid",
-                            (json_int_t)id->uid)),
-             0, true, true);
-    snprintf(uid, sizeof uid, "%" PRId64, id->uid);
-    k = key2(s, "uids", uid);
-    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
-        free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the uid is taken");
-    }
-    tx_write(s, k, xstrdup(id->name), 0, true, true);
-    return ACCEL_OK;
+    enum accel_err err = tx_create(s, key2(s, "identities", id->name),
+                                   identity_json(id->name, id->uid),
+                                   "the name already has a uid");
+    if (err != ACCEL_OK)
+        return err;
+    return tx_create(s, uid_key(s, id->uid), xstrdup(id->name),
+                     "the uid is taken");
 }
 
 static enum accel_err es_identity_retire(struct store *base, const char *name,
                                          const struct store_identity *retired)
 {
     struct estore *s = (struct estore *)base;
-    char uid[24];
-    char *k;
-    uint32_t w;
-    k = key2(s, "identities", retired->name);
-    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
-        free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the retired name is taken");
-    }
-    tx_write(s, k,
-             dump(json_pack("{s:s, s:I}", "name", retired->name, "uid",
-                            (json_int_t)retired->uid)),
-             0, true, true);
+    enum accel_err err =
+        tx_create(s, key2(s, "identities", retired->name),
+                  identity_json(retired->name, retired->uid),
+                  "the retired name is taken");
+    if (err != ACCEL_OK)
+        return err;
     /* the name's row goes and the uid's holder changes, each guarded by
      * the revision memory reflects: a concurrent change refuses all */
     del_row(s, key2(s, "identities", name));
-    snprintf(uid, sizeof uid, "%" PRId64, retired->uid);
-    return put_row(s, key2(s, "uids", uid), xstrdup(retired->name));
+    return put_row(s, uid_key(s, retired->uid), xstrdup(retired->name));
 }
 
 static enum accel_err es_limits_put(struct store *base,
