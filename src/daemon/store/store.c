@@ -1,1958 +1,422 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store.c: the SQLite implementation of store.h (SPEC 9). One connection,
- * WAL, synchronous=FULL, foreign_keys=ON, a busy timeout, the schema version
- * in PRAGMA user_version and ordered migrations (migrations[] below, each in
- * its own transaction). Every statement is prepared once in store_open and
- * kept in the struct. SQLite result codes are translated into enum accel_err
- * here and nowhere else (STYLE 6); the last SQLite message is kept for logs.
- *
- * What it is not: a cache or a query engine. The daemon keeps its state in
- * memory; this file only writes rows through and reads them back at start.
- * See docs/internals/store.md for the schema and the durability argument.
+ * store.c: the public functions of store.h, over the table of operations
+ * of the store's backend (store_int.h): store_sqlite.c (SPEC 9) or
+ * store_etcd.c (SPEC 10). What every backend shares is here; what one
+ * backend does not have (its operation is NULL) is answered here too, in
+ * the one function that calls it, as store.h says ("SQLite: ACCEL_OK at
+ * once"). Nothing here knows SQL or keys.
  */
 #include "common/accel_setup.h"
-#include "daemon/store/store.h"
+#include "daemon/store/store_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
-#include <sqlite3.h>
 
 #include "common/util.h"
-#include "daemon/store/store_etcd.h"
 
-#define STORE_BUSY_TIMEOUT_MS 5000 /* default wait for another writer */
-#define STORE_PRUNE_EVERY 64       /* events appended between two prunes */
-#define STORE_APPLICATION_ID 0x61636365 /* "acce": PRAGMA application_id */
-
-/*
- * Ordered migrations: migrations[i] takes the schema from version i to i+1.
- * Append only; never edit a step that has shipped. Each runs in its own
- * transaction together with the user_version bump.
- */
-static const char *const migrations[] = {
-    /* 0 -> 1: the initial schema. */
-    "PRAGMA application_id = 1633903461;" /* STORE_APPLICATION_ID */
-    "CREATE TABLE apps ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " state TEXT NOT NULL,"
-    " reason TEXT,"
-    " manifest TEXT NOT NULL,"
-    " selected_type TEXT,"
-    " created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL,"
-    " pid INTEGER NOT NULL DEFAULT 0,"
-    " pid_start INTEGER NOT NULL DEFAULT 0," /* uint64 stored as int64 */
-    " exit_status INTEGER NOT NULL DEFAULT -1);"
-    "CREATE TABLE allocations ("
-    " app TEXT NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " type TEXT NOT NULL,"
-    " node TEXT NOT NULL,"
-    " device TEXT NOT NULL,"
-    " memory INTEGER NOT NULL," /* uint64 stored as int64 */
-    " PRIMARY KEY (app, device));"
-    "CREATE INDEX allocations_by_device ON allocations(node, device);"
-    "CREATE TABLE devices ("
-    " node TEXT NOT NULL,"
-    " id TEXT NOT NULL,"
-    " support TEXT NOT NULL,"
-    " settings TEXT,"
-    " PRIMARY KEY (node, id));"
-    "CREATE TABLE nodes ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " enabled INTEGER NOT NULL);"
-    "CREATE TABLE users ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " role TEXT NOT NULL,"
-    " token_hash TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL);"
-    "CREATE TABLE events ("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT," /* never reused */
-    " ts_ms INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " app TEXT,"
-    " node TEXT,"
-    " device TEXT,"
-    " message TEXT NOT NULL,"
-    " data TEXT);"
-    "CREATE INDEX events_by_app ON events(app, id);"
-    "CREATE INDEX events_by_device ON events(device, id);"
-    "CREATE INDEX events_by_kind ON events(kind, id);"
-    "CREATE INDEX events_by_ts ON events(ts_ms);",
-    /* 1 -> 2: fewer pages per durable change. Each page a commit dirties is
-     * one more WAL frame written and synced; a bind used to dirty about 14
-     * (two tables with a separate primary-key index each, an event in four
-     * indexes, sqlite_sequence). apps and allocations become WITHOUT ROWID
-     * (the primary key is the only b-tree), events drop AUTOINCREMENT (ids
-     * still never repeat: pruning never deletes the newest event) and the
-     * indexes that only served filtered queries (with at most 20,000 events
-     * kept, scanning them by id costs milliseconds). */
-    "CREATE TABLE apps2 ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " state TEXT NOT NULL,"
-    " reason TEXT,"
-    " manifest TEXT NOT NULL,"
-    " selected_type TEXT,"
-    " created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL,"
-    " pid INTEGER NOT NULL DEFAULT 0,"
-    " pid_start INTEGER NOT NULL DEFAULT 0,"
-    " exit_status INTEGER NOT NULL DEFAULT -1) WITHOUT ROWID;"
-    "INSERT INTO apps2 SELECT * FROM apps;"
-    "DROP TABLE apps;"
-    "ALTER TABLE apps2 RENAME TO apps;"
-    "CREATE TABLE allocations2 ("
-    " app TEXT NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " type TEXT NOT NULL,"
-    " node TEXT NOT NULL,"
-    " device TEXT NOT NULL,"
-    " memory INTEGER NOT NULL,"
-    " PRIMARY KEY (app, device)) WITHOUT ROWID;"
-    "INSERT INTO allocations2 SELECT * FROM allocations;"
-    "DROP TABLE allocations;"
-    "ALTER TABLE allocations2 RENAME TO allocations;"
-    "CREATE TABLE events2 ("
-    " id INTEGER PRIMARY KEY,"
-    " ts_ms INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " app TEXT,"
-    " node TEXT,"
-    " device TEXT,"
-    " message TEXT NOT NULL,"
-    " data TEXT);"
-    "INSERT INTO events2 SELECT * FROM events;"
-    "DROP TABLE events;"
-    "ALTER TABLE events2 RENAME TO events;",
-    /* 2 -> 3: who an app runs as (SPEC 3). One Unix uid per accel user
-     * name (the "shared" owner included), allocated by acceld from
-     * --app-uid-range and kept for good: a name keeps its uid across
-     * restarts, a removed user's row stays so that its files are never
-     * handed to another name, and UNIQUE makes two names sharing a uid
-     * impossible at the database level. Existing users keep their rows;
-     * acceld allocates their uids at the next start. */
-    "CREATE TABLE identities ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " uid INTEGER NOT NULL UNIQUE) WITHOUT ROWID;",
-    /* 3 -> 4: per-member limits (SPEC 3, PUT /api/users/{name}). A table of
-     * its own rather than columns of users: a user without a row has the
-     * defaults, and the users rows stay as they are. NULL = the default
-     * (max_apps) or no limit (max_gpu_memory). */
-    "CREATE TABLE user_limits ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " max_apps INTEGER,"
-    " max_gpu_memory INTEGER) WITHOUT ROWID;",
-    /* 4 -> 5: facts of the store itself. created_ms: when this machine's
-     * accel first started (HAMi's node creationTimestamp): now for a new
-     * store; for an older one the first user's creation, which the first
-     * start wrote (its admin), or now when no user is left. */
-    "CREATE TABLE meta ("
-    " key TEXT PRIMARY KEY NOT NULL,"
-    " value INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO meta (key, value) SELECT 'created_ms',"
-    " COALESCE((SELECT MIN(created_ms) FROM users),"
-    " CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));",
-};
-#define STORE_SCHEMA_VERSION                                                   \
-    ((int)(sizeof(migrations) / sizeof(migrations[0])))
-
-#define EV_COLS "id, ts_ms, kind, app, node, device, message, data"
-
-/* Every cached statement: XX(NAME, "SQL"). */
-#define STORE_STMT_MAP(XX)                                                     \
-    XX(BEGIN, "BEGIN IMMEDIATE")                                               \
-    XX(COMMIT, "COMMIT")                                                       \
-    XX(ROLLBACK, "ROLLBACK")                                                   \
-    XX(APP_PUT,                                                                \
-       "INSERT OR REPLACE INTO apps (name, owner, state, reason, manifest,"    \
-       " selected_type, created_ms, updated_ms, pid, pid_start, exit_status)"  \
-       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")               \
-    XX(APP_DEL, "DELETE FROM apps WHERE name = ?1")                            \
-    XX(ALLOC_PUT,                                                              \
-       "INSERT OR REPLACE INTO allocations (app, owner, type, node, device,"   \
-       " memory) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                             \
-    XX(ALLOC_DEL_APP, "DELETE FROM allocations WHERE app = ?1")                \
-    XX(ALLOC_DEL, "DELETE FROM allocations WHERE app = ?1 AND device = ?2")    \
-    XX(DEVICE_PUT, "INSERT OR REPLACE INTO devices (node, id, support,"        \
-                   " settings) VALUES (?1, ?2, ?3, ?4)")                       \
-    XX(NODE_PUT, "INSERT OR REPLACE INTO nodes (name, enabled)"                \
-                 " VALUES (?1, ?2)")                                           \
-    XX(USER_PUT, "INSERT OR REPLACE INTO users (name, role, token_hash,"       \
-                 " created_ms) VALUES (?1, ?2, ?3, ?4)")                       \
-    XX(USER_DEL, "DELETE FROM users WHERE name = ?1")                          \
-    XX(IDENTITY_PUT, "INSERT INTO identities (name, uid) VALUES (?1, ?2)")     \
-    XX(IDENTITY_DEL, "DELETE FROM identities WHERE name = ?1")                 \
-    XX(IDENTITY_RETIRE, "UPDATE identities SET name = ?2"                      \
-                        " WHERE name = ?1 AND uid = ?3")                       \
-    XX(DEVICE_DEL, "DELETE FROM devices WHERE node = ?1 AND id = ?2")          \
-    XX(NODE_DEL, "DELETE FROM nodes WHERE name = ?1")                          \
-    XX(EVENT_DEL, "DELETE FROM events WHERE id = ?1")                          \
-    XX(LIMITS_PUT, "INSERT OR REPLACE INTO user_limits (name, max_apps,"       \
-                   " max_gpu_memory) VALUES (?1, ?2, ?3)")                     \
-    XX(LIMITS_DEL, "DELETE FROM user_limits WHERE name = ?1")                  \
-    XX(EVENT_ADD, "INSERT INTO events (ts_ms, kind, app, node, device,"        \
-                  " message, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")       \
-    XX(EVENT_PRUNE, "DELETE FROM events WHERE id <= ?1")                       \
-    XX(LOAD_APPS, "SELECT name, owner, state, reason, manifest,"               \
-                  " selected_type, created_ms, updated_ms, pid, pid_start,"    \
-                  " exit_status FROM apps ORDER BY name")                      \
-    XX(LOAD_ALLOCS, "SELECT app, owner, type, node, device, memory,"           \
-                    " EXISTS (SELECT 1 FROM apps WHERE apps.name ="            \
-                    " allocations.app) FROM allocations ORDER BY app, device") \
-    /* an event's columns have no other check: name the bad ones here */     \
-    XX(LOAD_BAD_EVENTS,                                                        \
-       "SELECT id, CASE"                                                       \
-       " WHEN typeof(ts_ms) != 'integer' THEN 'ts_ms is not an integer'"       \
-       " WHEN typeof(kind) != 'text' OR kind = '' THEN 'kind is not a text'"   \
-       " WHEN typeof(message) != 'text' THEN 'message is not a text'"          \
-       " WHEN typeof(app) NOT IN ('text', 'null') OR typeof(node) NOT IN"      \
-       " ('text', 'null') OR typeof(device) NOT IN ('text', 'null')"           \
-       " THEN 'app, node or device is not a text'"                             \
-       " WHEN instr(kind || message || ifnull(app, '') || ifnull(node, '')"    \
-       " || ifnull(device, '') || ifnull(data, ''), char(0)) > 0"              \
-       " THEN 'a text contains a NUL character'"                               \
-       " WHEN data IS NOT NULL AND (typeof(data) != 'text' OR"                 \
-       " NOT json_valid(data)) THEN 'data is not valid JSON'"                  \
-       " WHEN data IS NOT NULL AND json_type(data) != 'object'"                \
-       " THEN 'data is not a JSON object'"                                     \
-       " END AS why FROM events WHERE why IS NOT NULL ORDER BY id")            \
-    XX(LOAD_DEVICES, "SELECT node, id, support, settings FROM devices"         \
-                     " ORDER BY node, id")                                     \
-    XX(LOAD_NODES, "SELECT name, enabled FROM nodes ORDER BY name")            \
-    XX(LOAD_USERS, "SELECT name, role, token_hash, created_ms FROM users"      \
-                   " ORDER BY name")                                           \
-    XX(LOAD_IDENTITIES, "SELECT name, uid FROM identities ORDER BY uid")       \
-    XX(LOAD_LIMITS, "SELECT name, max_apps, max_gpu_memory FROM user_limits"   \
-                    " ORDER BY name")                                          \
-    XX(READ_BEGIN, "BEGIN")                                                    \
-    XX(READ_END, "COMMIT")                                                     \
-    /* Event queries, one per combination of the optional string filters */   \
-    /* (bit 0 app, bit 1 device, bit 2 kind) so each can use its index. */    \
-    XX(EVQ0, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " ORDER BY id LIMIT ?6")                                          \
-    XX(EVQ1, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 ORDER BY id LIMIT ?6")                             \
-    XX(EVQ2, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND device = ?4 ORDER BY id LIMIT ?6")                          \
-    XX(EVQ3, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND device = ?4 ORDER BY id LIMIT ?6")             \
-    XX(EVQ4, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND kind = ?5 ORDER BY id LIMIT ?6")                            \
-    XX(EVQ5, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND kind = ?5 ORDER BY id LIMIT ?6")               \
-    XX(EVQ6, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND device = ?4 AND kind = ?5 ORDER BY id LIMIT ?6")            \
-    XX(EVQ7, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND device = ?4 AND kind = ?5 ORDER BY id"         \
-             " LIMIT ?6")
-
-enum stmt_id {
-#define STMT_ENUM_(name, sql) ST_##name,
-    STORE_STMT_MAP(STMT_ENUM_)
-#undef STMT_ENUM_
-    ST_COUNT
-};
-
-static const char *const stmt_sql[ST_COUNT] = {
-#define STMT_SQL_(name, sql) sql,
-    STORE_STMT_MAP(STMT_SQL_)
-#undef STMT_SQL_
-};
-
-struct store {
-    sqlite3 *db;                  /* the one connection */
-    char *path;                   /* file name, for messages */
-    sqlite3_stmt *stmt[ST_COUNT]; /* prepared once at open */
-    bool in_tx;                   /* between store_begin and commit */
-    bool tx_failed;               /* a failure rolled the transaction
-                                     back: writes, events too, answer
-                                     EINVAL until begin or rollback */
-    int prune_countdown;          /* appends until the next prune */
-    int wal_fd;                   /* the WAL, for store_sync; -1 = none */
-    bool group_commit;            /* synchronous=NORMAL + store_sync */
-    bool created;                 /* this open created the file */
-    char errmsg[256];             /* last SQLite message, "" if none */
-    struct estore *es;            /* a cluster store: every call goes
-                                     there (store_etcd.c) */
-};
-
-/* The one place where SQLite result codes become accel codes. */
-static enum accel_err map_rc(int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_OK:
-    case SQLITE_DONE:
-    case SQLITE_ROW:
-        return ACCEL_OK;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return ACCEL_EBUSY;
-    case SQLITE_NOMEM:
-        return ACCEL_ENOMEM;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-        return ACCEL_ESTORE_CORRUPT;
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-        return ACCEL_EIO;
-    case SQLITE_CONSTRAINT:
-        return ACCEL_ECONFLICT;
-    default:
-        return ACCEL_ESTORE;
-    }
-}
-
-/* Remember SQLite's message for rc (store_errmsg) and translate rc. */
-static enum accel_err fail_rc(struct store *s, int rc)
-{
-    const char *m = s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
-    snprintf(s->errmsg, sizeof(s->errmsg), "%s (sqlite rc %d)", m, rc);
-    return map_rc(rc);
-}
-
-static enum accel_err fail_msg(struct store *s, enum accel_err err,
-                               const char *msg)
-{
-    util_strlcpy(s->errmsg, msg, sizeof(s->errmsg));
-    return err;
-}
-
-const char *store_errmsg(const struct store *s)
-{
-    if (s && s->es)
-        return estore_errmsg(s->es);
-    return s ? s->errmsg : "";
-}
-
-/* Run a statement that returns no rows, then reset it. */
-static int step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
-}
-
-static int bind_text(sqlite3_stmt *st, int i, const char *v)
-{
-    if (v == NULL)
-        return sqlite3_bind_null(st, i);
-    return sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
-}
-
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
-/* Roll back the open transaction, if SQLite has not done so already. A
- * transaction rolled back here (a failure) stays failed until the caller's
- * next begin or rollback, so that nothing of it commits. */
-static void rollback_quiet(struct store *s)
-{
-    if (!sqlite3_get_autocommit(s->db))
-        step_done(s->stmt[ST_ROLLBACK]);
-    s->tx_failed = s->in_tx;
-    s->in_tx = false;
-    s->prune_countdown = 0; /* a rolled-back prune is redone next time */
-}
-
-/*
- * Finish a write inside a transaction: on failure remember the message, roll
- * the whole transaction back and translate rc.
- */
-static enum accel_err tx_result(struct store *s, int rc)
-{
-    enum accel_err err;
-    if (rc == SQLITE_OK)
-        return ACCEL_OK;
-    err = fail_rc(s, rc);
-    rollback_quiet(s);
-    return err;
-}
-
-static enum accel_err need_tx(struct store *s)
-{
-    if (!s->in_tx)
-        return fail_msg(s, ACCEL_EINVAL,
-                        "store write outside a transaction (or after a "
-                        "failure rolled it back)");
-    return ACCEL_OK;
-}
-
-/* ------------------------------------------------------------------ open */
-
-/* Run one SQL text (no rows wanted) on the raw connection. */
-static int exec_sql(sqlite3 *db, const char *sql)
-{
-    return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-/* Read one integer from a single-row query (a PRAGMA). */
-static int query_int(sqlite3 *db, const char *sql, int64_t *out)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        *out = 0;
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* Read one text from a single-row query into buf (a PRAGMA). */
-static int query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    buf[0] = '\0';
-    if (rc == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        util_strlcpy(buf, t ? t : "", len);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/*
- * Look at the file before SQLite does: an existing file must be non-empty
- * and start with the SQLite header. A file that is not is refused untouched.
- */
-static enum accel_err check_header(const char *path, char **cause)
-{
-    static const char magic[16] = "SQLite format 3";
-    char head[100];
-    struct stat sb;
-    ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ACCEL_OK; /* missing (created below) or unreadable */
-    if (fstat(fd, &sb) != 0) {
-        close(fd);
-        return ACCEL_OK;
-    }
-    if (sb.st_size == 0) {
-        close(fd);
-        *cause = xasprintf("%s is empty (0 bytes): an empty file is not a "
-                           "first start, the state that was there is gone; "
-                           "refusing to start. Restore it from a backup, or "
-                           "remove it to start afresh (every app, binding "
-                           "and user is then forgotten)",
-                           path);
-        return ACCEL_ESTORE_CORRUPT;
-    }
-    n = read(fd, head, sizeof(head));
-    close(fd);
-    if (n == (ssize_t)sizeof(head) && memcmp(head, magic, 16) == 0)
-        return ACCEL_OK;
-    *cause = xasprintf("%s is not an SQLite database or is corrupt (%jd "
-                       "bytes, bad header); refusing to open it, the file "
-                       "is left as it is",
-                       path, (intmax_t)sb.st_size);
-    return ACCEL_ESTORE_CORRUPT;
-}
-
-/* Turn an SQLite failure during open into (code, cause). */
-static enum accel_err open_fail(sqlite3 *db, const char *path, int rc,
-                                const char *what, char **cause)
-{
-    enum accel_err err = map_rc(rc);
-    const char *m = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    if (err == ACCEL_ESTORE_CORRUPT)
-        *cause = xasprintf("%s is not an SQLite database or is corrupt (%s "
-                           "while %s); refusing to open it, the file is "
-                           "left as it is",
-                           path, m, what);
-    else if (err == ACCEL_EBUSY)
-        *cause = xasprintf("the state database %s is in use by another "
-                           "process (is another acceld running on this data "
-                           "directory?)",
-                           path);
-    else
-        *cause = xasprintf("cannot open the state database %s: %s while %s",
-                           path, m, what);
-    if (err == ACCEL_OK)
-        err = ACCEL_ESTORE;
-    return err;
-}
-
-/*
- * Read-only checks before anything is written: the schema version is one
- * this build knows, the file is ours, and PRAGMA quick_check says "ok".
- */
-static enum accel_err check_existing(sqlite3 *db, const char *path,
-                                     int64_t *out_version, char **cause)
-{
-    int64_t version = 0, appid = 0, tables = 0;
-    char qc[256];
-    int rc = query_int(db, "PRAGMA user_version", &version);
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "reading user_version", cause);
-    if (version > STORE_SCHEMA_VERSION) {
-        *cause = xasprintf("%s was written by a newer accel (schema %jd, "
-                           "this build knows %d); refusing to open it",
-                           path, (intmax_t)version, STORE_SCHEMA_VERSION);
-        return ACCEL_ESTORE_NEWER;
-    }
-    rc = query_int(db, "PRAGMA application_id", &appid);
-    if (rc == SQLITE_OK)
-        rc = query_int(db, "SELECT count(*) FROM sqlite_master", &tables);
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "reading the schema", cause);
-    if (version == 0 && tables == 0 && appid == 0) {
-        *cause = xasprintf("%s holds no accel schema (an empty SQLite "
-                           "database where the state was); refusing to "
-                           "start. Restore it from a backup, or remove it "
-                           "to start afresh",
-                           path);
-        return ACCEL_ESTORE_CORRUPT;
-    }
-    if ((appid != 0 && appid != STORE_APPLICATION_ID) || version == 0) {
-        *cause = xasprintf("%s is an SQLite database of another program "
-                           "(application_id %jd, schema %jd, %jd tables); "
-                           "refusing to open it",
-                           path, (intmax_t)appid, (intmax_t)version,
-                           (intmax_t)tables);
-        return ACCEL_ESTORE_CORRUPT;
-    }
-    rc = query_text(db, "PRAGMA quick_check", qc, sizeof(qc));
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "running quick_check", cause);
-    if (strcmp(qc, "ok") != 0) {
-        *cause = xasprintf("%s is corrupt (quick_check: %s); refusing to "
-                           "open it, the file is left as it is",
-                           path, qc);
-        return ACCEL_ESTORE_CORRUPT;
-    }
-    *out_version = version;
-    return ACCEL_OK;
-}
-
-static enum accel_err set_pragmas(sqlite3 *db, const char *path, char **cause)
-{
-    char mode[32];
-    int rc = query_text(db, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "setting journal_mode=WAL", cause);
-    if (strcmp(mode, "wal") != 0) {
-        *cause = xasprintf("cannot open the state database %s: journal_mode "
-                           "is %s, not wal (no shared memory here?)",
-                           path, mode);
-        return ACCEL_ESTORE;
-    }
-    rc = exec_sql(db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "setting pragmas", cause);
-    return ACCEL_OK;
-}
-
-/*
- * Apply migrations[from..] in order, each in its own transaction. The
- * version is read again under the write lock, so two processes opening the
- * same file at once do not both migrate.
- */
-static enum accel_err migrate(sqlite3 *db, const char *path, char **cause)
-{
-    for (;;) {
-        int64_t v = 0;
-        char *sql;
-        int rc = exec_sql(db, "BEGIN IMMEDIATE");
-        if (rc != SQLITE_OK)
-            return open_fail(db, path, rc, "starting a migration", cause);
-        rc = query_int(db, "PRAGMA user_version", &v);
-        if (rc != SQLITE_OK || v >= STORE_SCHEMA_VERSION || v < 0) {
-            exec_sql(db, "ROLLBACK");
-            if (rc != SQLITE_OK)
-                return open_fail(db, path, rc, "reading user_version",
-                                 cause);
-            return ACCEL_OK;
-        }
-        sql = xasprintf("%s; PRAGMA user_version = %jd;", migrations[v],
-                        (intmax_t)v + 1);
-        rc = exec_sql(db, sql);
-        free(sql);
-        if (rc == SQLITE_OK)
-            rc = exec_sql(db, "COMMIT");
-        if (rc != SQLITE_OK) {
-            enum accel_err err =
-                open_fail(db, path, rc, "migrating the schema", cause);
-            if (!sqlite3_get_autocommit(db))
-                exec_sql(db, "ROLLBACK");
-            return err;
-        }
-    }
-}
-
-static enum accel_err prepare_all(struct store *s, char **cause)
-{
-    for (int i = 0; i < ST_COUNT; i++) {
-        int rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1,
-                                    SQLITE_PREPARE_PERSISTENT, &s->stmt[i],
-                                    NULL);
-        if (rc != SQLITE_OK)
-            return open_fail(s->db, s->path, rc, "preparing statements",
-                             cause);
-    }
-    return ACCEL_OK;
-}
-
-/* Open path read-write (never creating it) with our connection settings. */
-static int open_db(const char *path, bool create, sqlite3 **db)
-{
-    int rc = sqlite3_open_v2(path, db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-                                 (create ? SQLITE_OPEN_CREATE : 0),
-                             NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_extended_result_codes(*db, 1);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_busy_timeout(*db, STORE_BUSY_TIMEOUT_MS);
-    return rc;
-}
-
-/* Remove a temporary database and its WAL and shared-memory files. */
-static void unlink_db(const char *tmp)
-{
-    char *p;
-    unlink(tmp);
-    p = xasprintf("%s-wal", tmp);
-    unlink(p);
-    free(p);
-    p = xasprintf("%s-shm", tmp);
-    unlink(p);
-    free(p);
-}
-
-/* fsync the directory holding path, so a new name in it is durable. */
-static int sync_dir(const char *path)
-{
-    char *dir = xstrdup(path), *slash = strrchr(dir, '/');
-    int fd, rc;
-    if (slash == dir)
-        slash[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0)
-        return -1;
-    rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-/*
- * First start: build the whole schema in <path>.new-<pid>, close it (the
- * WAL is checkpointed into the file) and link it to path, which fails
- * rather than replace a file another process created meanwhile. *created
- * says whether ours is the one now at path.
- */
-static enum accel_err create_fresh(const char *path, bool *created,
-                                   char **cause)
-{
-    char *tmp = xasprintf("%s.new-%ld", path, (long)getpid());
-    sqlite3 *db = NULL;
-    enum accel_err result;
-    int rc;
-
-    *created = false;
-    unlink_db(tmp); /* a leftover of a crashed first start of this pid */
-    rc = open_db(tmp, true, &db);
-    if (rc != SQLITE_OK) {
-        result = open_fail(db, path, rc, "creating it", cause);
-        goto out;
-    }
-    result = set_pragmas(db, path, cause);
-    if (result == ACCEL_OK)
-        result = migrate(db, path, cause);
-    if (result != ACCEL_OK)
-        goto out;
-    rc = sqlite3_close(db);
-    db = NULL;
-    if (rc != SQLITE_OK) {
-        result = open_fail(NULL, path, rc, "closing the new database",
-                           cause);
-        goto out;
-    }
-    if (link(tmp, path) == 0) {
-        *created = true;
-    } else if (errno != EEXIST) {
-        *cause = xasprintf("cannot create the state database %s: %s", path,
-                           strerror(errno));
-        result = ACCEL_EIO;
-        goto out;
-    }
-    if (sync_dir(path) != 0) {
-        *cause = xasprintf("cannot create the state database %s: fsync of "
-                           "its directory: %s",
-                           path, strerror(errno));
-        result = ACCEL_EIO;
-    }
-out:
-    sqlite3_close(db);
-    unlink_db(tmp);
-    free(tmp);
-    return result;
-}
+/* ------------------------------------------------------------- lifetime */
 
 enum accel_err store_open(const char *path, struct store **out, char **cause)
 {
-    enum accel_err result = ACCEL_ESTORE;
-    struct store *s = NULL;
-    int64_t version = 0;
-    bool created = false;
-    struct stat sb;
-    int rc;
-
-    *cause = NULL;
-    if (stat(path, &sb) != 0 && errno == ENOENT) {
-        result = create_fresh(path, &created, cause);
-        if (result != ACCEL_OK)
-            goto out;
-    }
-    result = check_header(path, cause);
-    if (result != ACCEL_OK)
-        goto out;
-    s = xcalloc(1, sizeof(*s));
-    s->path = xstrdup(path);
-    s->wal_fd = -1;
-    s->created = created;
-    rc = open_db(path, false, &s->db);
-    if (rc != SQLITE_OK) {
-        result = open_fail(s->db, path, rc, "opening", cause);
-        goto out;
-    }
-    result = check_existing(s->db, path, &version, cause);
-    if (result == ACCEL_OK)
-        result = set_pragmas(s->db, path, cause);
-    if (result == ACCEL_OK)
-        result = migrate(s->db, path, cause);
-    if (result == ACCEL_OK)
-        result = prepare_all(s, cause);
-    if (result != ACCEL_OK)
-        goto out;
-    *out = s;
-    s = NULL;
-    result = ACCEL_OK;
-out:
-    store_close(s);
-    return result;
+    return store_sqlite_open(path, out, cause);
 }
 
-bool store_created(const struct store *s)
+enum accel_err store_open_etcd(const struct store_etcd_opts *o,
+                               struct store **out, char **cause)
 {
-    if (s->es)
-        return estore_created(s->es);
-    return s->created;
-}
-
-int64_t store_created_ms(struct store *s)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t ms = 0;
-    if (s->es)
-        return 0; /* a cluster's nodes keep theirs in nodeinfo */
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT value FROM meta WHERE key = 'created_ms'",
-                           -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        ms = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return ms;
+    return store_etcd_open(o, out, cause);
 }
 
 void store_close(struct store *s)
 {
-    if (s == NULL)
-        return;
-    if (s->es) {
-        estore_close(s->es);
-        free(s);
-        return;
-    }
-    if (s->db && s->in_tx)
-        rollback_quiet(s);
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(s->stmt[i]);
-    sqlite3_close_v2(s->db);
-    if (s->wal_fd >= 0)
-        close(s->wal_fd);
-    free(s->path);
-    free(s);
+    if (s)
+        s->ops->close(s);
+}
+
+bool store_created(const struct store *s)
+{
+    return s->ops->created(s);
+}
+
+int64_t store_created_ms(struct store *s)
+{
+    return s->ops->created_ms ? s->ops->created_ms(s) : 0;
+}
+
+const char *store_errmsg(const struct store *s)
+{
+    return s ? s->ops->errmsg(s) : "";
 }
 
 void store_set_busy_timeout(struct store *s, int ms)
 {
-    if (s->es)
-        return;
-    sqlite3_busy_timeout(s->db, ms);
+    if (s->ops->set_busy_timeout)
+        s->ops->set_busy_timeout(s, ms);
 }
 
-int store_schema_version(void)
+enum accel_err store_load(struct store *s, const struct store_loader *l,
+                          char **cause)
 {
-    return STORE_SCHEMA_VERSION;
+    return s->ops->load(s, l, cause);
 }
 
 /* ---------------------------------------------------------- transactions */
 
 enum accel_err store_begin(struct store *s)
 {
-    if (s->es)
-        return estore_begin(s->es);
-    int rc;
-    if (s->in_tx)
-        return fail_msg(s, ACCEL_EINVAL, "store_begin inside a transaction");
-    rc = step_done(s->stmt[ST_BEGIN]);
-    if (rc != SQLITE_OK) {
-        enum accel_err err = fail_rc(s, rc);
-        rollback_quiet(s);
-        s->tx_failed = false;
-        return err;
-    }
-    s->in_tx = true;
-    s->tx_failed = false;
-    return ACCEL_OK;
-}
-
-/* etcd's "no member answered in time" (cut off, no quorum) differs from a
- * disk error of SQLite's: the transaction may still apply, and the API
- * answers 503 saying so (docs/cluster.md). */
-static enum accel_err unanswered(enum accel_err err)
-{
-    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+    return s->ops->begin(s);
 }
 
 enum accel_err store_commit(struct store *s)
 {
-    if (s->es)
-        return unanswered(estore_commit(s->es));
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    err = tx_result(s, step_done(s->stmt[ST_COMMIT]));
-    s->in_tx = false;
-    s->tx_failed = false; /* a commit ends the transaction, failed or not */
-    return err;
-}
-
-enum accel_err store_set_group_commit(struct store *s, bool on)
-{
-    if (s->es)
-        return ACCEL_OK;
-    /* acceld is the only writer of its database: exclusive locking drops
-     * the file-lock system calls of every transaction and makes a second
-     * acceld on the same data directory fail instead of interleaving */
-    int rc = exec_sql(s->db, on ? "PRAGMA synchronous=NORMAL;"
-                                  "PRAGMA locking_mode=EXCLUSIVE"
-                                : "PRAGMA synchronous=FULL");
-    if (rc != SQLITE_OK)
-        return map_rc(rc);
-    s->group_commit = on;
-    return ACCEL_OK;
-}
-
-enum accel_err store_sync(struct store *s)
-{
-    if (s->es)
-        return estore_sync(s->es);
-    if (!s->group_commit)
-        return ACCEL_OK;
-    if (s->wal_fd < 0) {
-        char *wal = xasprintf("%s-wal", s->path);
-        s->wal_fd = open(wal, O_RDONLY | O_CLOEXEC);
-        free(wal);
-        if (s->wal_fd < 0)
-            return errno == ENOENT ? ACCEL_OK : ACCEL_EIO; /* nothing yet */
-    }
-    /* fsync of any descriptor flushes the file: every WAL frame written
-     * before this call is on disk when it returns */
-    return fdatasync(s->wal_fd) == 0 ? ACCEL_OK : ACCEL_EIO;
+    return s->ops->commit(s);
 }
 
 void store_rollback(struct store *s)
 {
-    if (s->es) {
-        estore_rollback(s->es);
-        return;
-    }
-    if (s->in_tx)
-        rollback_quiet(s);
-    s->tx_failed = false;
+    s->ops->rollback(s);
+}
+
+enum accel_err store_set_group_commit(struct store *s, bool on)
+{
+    return s->ops->set_group_commit ? s->ops->set_group_commit(s, on)
+                                    : ACCEL_OK;
+}
+
+enum accel_err store_sync(struct store *s)
+{
+    return s->ops->sync(s);
 }
 
 /* ------------------------------------------------------------ row writes */
 
-enum accel_err store_app_put(struct store *s, const struct store_app *a)
+/*
+ * What every backend checks of a write, before its own work: a
+ * transaction that no failure has ended (else ACCEL_EINVAL, nothing
+ * changes), then the row's required fields (else the whole transaction
+ * fails: nothing of it can commit, store.h). why names the fields.
+ */
+static enum accel_err check_write(struct store *s, bool complete,
+                                  const char *why)
 {
-    if (s->es)
-        return estore_app_put(s->es, a);
-    sqlite3_stmt *st = s->stmt[ST_APP_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
-    if (err != ACCEL_OK)
-        return err;
-    if (!a->name || !a->owner || !a->state || !a->manifest) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "app row without name, owner, "
-                                         "state or manifest");
-    }
-    rc = bind_text(st, 1, a->name);
-    rc = rc ? rc : bind_text(st, 2, a->owner);
-    rc = rc ? rc : bind_text(st, 3, a->state);
-    rc = rc ? rc : bind_text(st, 4, a->reason);
-    rc = rc ? rc : bind_text(st, 5, a->manifest);
-    rc = rc ? rc : bind_text(st, 6, a->selected_type);
-    rc = rc ? rc : sqlite3_bind_int64(st, 7, a->created_ms);
-    rc = rc ? rc : sqlite3_bind_int64(st, 8, a->updated_ms);
-    rc = rc ? rc : sqlite3_bind_int64(st, 9, a->pid);
-    rc = rc ? rc : sqlite3_bind_int64(st, 10, (int64_t)a->pid_start);
-    rc = rc ? rc : sqlite3_bind_int64(st, 11, a->exit_status);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    enum accel_err err = s->ops->writable(s);
+    if (err == ACCEL_OK && !complete)
+        err = s->ops->fail(s, ACCEL_EINVAL, why);
+    return err;
 }
 
-/* Run a cached statement with up to two text keys inside the transaction. */
-static enum accel_err write_keys(struct store *s, enum stmt_id id,
-                                 const char *k1, const char *k2)
+enum accel_err store_app_put(struct store *s, const struct store_app *a)
 {
-    sqlite3_stmt *st = s->stmt[id];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err =
+        check_write(s, a->name && a->owner && a->state && a->manifest,
+                    "app row without name, owner, "
+                    "state or manifest");
     if (err != ACCEL_OK)
         return err;
-    if (k1 == NULL) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "store delete without a key");
-    }
-    rc = bind_text(st, 1, k1);
-    if (rc == SQLITE_OK && k2)
-        rc = bind_text(st, 2, k2);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->app_put(s, a);
 }
 
 enum accel_err store_app_delete(struct store *s, const char *name)
 {
-    if (s->es)
-        return estore_app_delete(s->es, name);
-    return write_keys(s, ST_APP_DEL, name, NULL);
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->app_delete(s, name);
 }
 
 enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
 {
-    if (s->es)
-        return estore_alloc_put(s->es, a);
-    sqlite3_stmt *st = s->stmt[ST_ALLOC_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err =
+        check_write(s, a->app && a->owner && a->type && a->node && a->device,
+                    "allocation row with a NULL field");
     if (err != ACCEL_OK)
         return err;
-    if (!a->app || !a->owner || !a->type || !a->node || !a->device) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "allocation row with a NULL field");
-    }
-    rc = bind_text(st, 1, a->app);
-    rc = rc ? rc : bind_text(st, 2, a->owner);
-    rc = rc ? rc : bind_text(st, 3, a->type);
-    rc = rc ? rc : bind_text(st, 4, a->node);
-    rc = rc ? rc : bind_text(st, 5, a->device);
-    rc = rc ? rc : sqlite3_bind_int64(st, 6, (int64_t)a->memory);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->alloc_put(s, a);
 }
 
 enum accel_err store_alloc_delete_app(struct store *s, const char *app)
 {
-    if (s->es)
-        return estore_alloc_delete_app(s->es, app);
-    return write_keys(s, ST_ALLOC_DEL_APP, app, NULL);
+    enum accel_err err = check_write(s, app, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->alloc_delete_app(s, app);
 }
 
 enum accel_err store_alloc_delete(struct store *s, const char *app,
                                   const char *device)
 {
-    if (s->es)
-        return estore_alloc_delete(s->es, app, device);
-    if (device == NULL && s->in_tx) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "allocation delete without device");
-    }
-    return write_keys(s, ST_ALLOC_DEL, app, device);
+    enum accel_err err =
+        check_write(s, app && device, "allocation delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->alloc_delete(s, app, device);
 }
 
 enum accel_err store_device_put(struct store *s, const struct store_device *d)
 {
-    if (s->es)
-        return estore_device_put(s->es, d);
-    sqlite3_stmt *st = s->stmt[ST_DEVICE_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err = check_write(s, d->node && d->id && d->support,
+                                     "device row with a NULL key");
     if (err != ACCEL_OK)
         return err;
-    if (!d->node || !d->id || !d->support) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "device row with a NULL key");
-    }
-    rc = bind_text(st, 1, d->node);
-    rc = rc ? rc : bind_text(st, 2, d->id);
-    rc = rc ? rc : bind_text(st, 3, d->support);
-    rc = rc ? rc : bind_text(st, 4, d->settings);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->device_put(s, d);
 }
 
 enum accel_err store_node_put(struct store *s, const struct store_node *n)
 {
-    if (s->es)
-        return estore_node_put(s->es, n);
-    sqlite3_stmt *st = s->stmt[ST_NODE_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err = check_write(s, n->name, "node row without a name");
     if (err != ACCEL_OK)
         return err;
-    if (!n->name) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "node row without a name");
-    }
-    rc = bind_text(st, 1, n->name);
-    rc = rc ? rc : sqlite3_bind_int(st, 2, n->enabled ? 1 : 0);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->node_put(s, n);
+}
+
+enum accel_err store_node_delete(struct store *s, const char *name)
+{
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->node_delete(s, name);
 }
 
 enum accel_err store_user_put(struct store *s, const struct store_user *u)
 {
-    if (s->es)
-        return estore_user_put(s->es, u);
-    sqlite3_stmt *st = s->stmt[ST_USER_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err = check_write(s, u->name && u->role && u->token_hash,
+                                     "user row with a NULL field");
     if (err != ACCEL_OK)
         return err;
-    if (!u->name || !u->role || !u->token_hash) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "user row with a NULL field");
-    }
-    rc = bind_text(st, 1, u->name);
-    rc = rc ? rc : bind_text(st, 2, u->role);
-    rc = rc ? rc : bind_text(st, 3, u->token_hash);
-    rc = rc ? rc : sqlite3_bind_int64(st, 4, u->created_ms);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->user_put(s, u);
 }
 
 enum accel_err store_user_delete(struct store *s, const char *name)
 {
-    if (s->es)
-        return estore_user_delete(s->es, name);
-    return write_keys(s, ST_USER_DEL, name, NULL);
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->user_delete(s, name);
 }
 
 enum accel_err store_identity_put(struct store *s,
                                   const struct store_identity *id)
 {
-    if (s->es)
-        return estore_identity_put(s->es, id);
-    sqlite3_stmt *st = s->stmt[ST_IDENTITY_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err = check_write(s, id->name && id->uid > 0,
+                                     "identity row without a name or "
+                                     "with uid <= 0");
     if (err != ACCEL_OK)
         return err;
-    if (!id->name || id->uid <= 0) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "identity row without a name or "
-                                         "with uid <= 0");
-    }
-    rc = bind_text(st, 1, id->name);
-    rc = rc ? rc : sqlite3_bind_int64(st, 2, id->uid);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->identity_put(s, id);
 }
 
 enum accel_err store_identity_retire(struct store *s, const char *name,
                                      const struct store_identity *retired)
 {
-    if (s->es)
-        return estore_identity_retire(s->es, name, retired);
-    sqlite3_stmt *st = s->stmt[ST_IDENTITY_RETIRE];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err =
+        check_write(s, name && retired->name && retired->uid > 0,
+                    "identity retirement without a "
+                    "name or with uid <= 0");
     if (err != ACCEL_OK)
         return err;
-    if (!name || !retired->name || retired->uid <= 0) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "identity retirement without a "
-                                         "name or with uid <= 0");
-    }
-    rc = bind_text(st, 1, name);
-    rc = rc ? rc : bind_text(st, 2, retired->name);
-    rc = rc ? rc : sqlite3_bind_int64(st, 3, retired->uid);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->identity_retire(s, name, retired);
 }
 
-/* Bind an int64 that may be "none" (< 0) as NULL. */
-static int bind_opt_int64(sqlite3_stmt *st, int i, int64_t v)
+enum accel_err store_limits_put(struct store *s, const struct store_limits *l)
 {
-    return v < 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
-}
-
-enum accel_err store_limits_put(struct store *s,
-                                const struct store_limits *l)
-{
-    if (s->es)
-        return estore_limits_put(s->es, l);
-    sqlite3_stmt *st = s->stmt[ST_LIMITS_PUT];
-    int rc;
-    enum accel_err err = need_tx(s);
+    enum accel_err err = check_write(s, l->name, "limits row without a name");
     if (err != ACCEL_OK)
         return err;
-    if (!l->name) {
-        rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "limits row without a name");
-    }
-    rc = bind_text(st, 1, l->name);
-    rc = rc ? rc : bind_opt_int64(st, 2, l->max_apps);
-    rc = rc ? rc : bind_opt_int64(st, 3, l->max_gpu_memory);
-    rc = rc ? rc : step_done(st);
-    return tx_result(s, rc);
+    return s->ops->limits_put(s, l);
 }
 
 enum accel_err store_limits_delete(struct store *s, const char *name)
 {
-    if (s->es)
-        return estore_limits_delete(s->es, name);
-    return write_keys(s, ST_LIMITS_DEL, name, NULL);
+    enum accel_err err = check_write(s, name, "store delete without a key");
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->limits_delete(s, name);
 }
 
 /* ---------------------------------------------------------------- events */
 
-/* Insert the row and, every STORE_PRUNE_EVERY appends, prune; in a tx. */
-static int event_insert(struct store *s, const struct store_event *e,
-                        int64_t keep_max, int64_t *out_id)
-{
-    sqlite3_stmt *st = s->stmt[ST_EVENT_ADD];
-    int64_t id;
-    int rc = sqlite3_bind_int64(st, 1, e->ts_ms);
-    rc = rc ? rc : bind_text(st, 2, e->kind);
-    rc = rc ? rc : bind_text(st, 3, e->app);
-    rc = rc ? rc : bind_text(st, 4, e->node);
-    rc = rc ? rc : bind_text(st, 5, e->device);
-    rc = rc ? rc : bind_text(st, 6, e->message);
-    rc = rc ? rc : bind_text(st, 7, e->data);
-    rc = rc ? rc : step_done(st);
-    if (rc != SQLITE_OK)
-        return rc;
-    id = sqlite3_last_insert_rowid(s->db);
-    if (keep_max > 0 && --s->prune_countdown <= 0 && id > keep_max) {
-        st = s->stmt[ST_EVENT_PRUNE];
-        rc = sqlite3_bind_int64(st, 1, id - keep_max);
-        rc = rc ? rc : step_done(st);
-        if (rc != SQLITE_OK)
-            return rc;
-        s->prune_countdown = STORE_PRUNE_EVERY;
-    }
-    *out_id = id;
-    return SQLITE_OK;
-}
-
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id)
 {
-    if (s->es) {
-        if (out_id)
-            *out_id = 0; /* known once the watch delivers it */
-        return estore_event_append(s->es, e, keep_max);
-    }
-    bool own_tx = !s->in_tx;
-    int64_t id = 0;
-    enum accel_err err;
-    if (s->tx_failed) /* not a transaction of its own: part of that one */
-        return fail_msg(s, ACCEL_EINVAL,
-                        "event in a transaction that a failure rolled "
-                        "back");
-    if (e->kind == NULL || e->message == NULL) {
-        if (s->in_tx)
-            rollback_quiet(s);
-        return fail_msg(s, ACCEL_EINVAL, "event without kind or message");
-    }
-    if (own_tx) {
-        err = store_begin(s);
-        if (err != ACCEL_OK)
-            return err;
-    }
-    err = tx_result(s, event_insert(s, e, keep_max, &id));
-    if (err == ACCEL_OK && own_tx)
-        err = store_commit(s);
-    if (own_tx)
-        s->tx_failed = false; /* its own transaction: over either way */
-    if (err == ACCEL_OK && out_id)
-        *out_id = id;
-    return err;
+    if (s->ops->failed(s)) /* not a transaction of its own: part of that one */
+        return s->ops->fail(s, ACCEL_EINVAL, "event in a transaction that a "
+                                             "failure rolled back");
+    if (e->kind == NULL || e->message == NULL)
+        return s->ops->fail(s, ACCEL_EINVAL, "event without kind or message");
+    return s->ops->event_append(s, e, keep_max, out_id);
 }
 
-static void event_from_row(sqlite3_stmt *st, struct store_event *e)
+enum accel_err
+store_events_query(struct store *s, const struct store_event_filter *f,
+                   enum accel_err (*cb)(void *ctx, const struct store_event *e),
+                   void *ctx)
 {
-    e->id = sqlite3_column_int64(st, 0);
-    e->ts_ms = sqlite3_column_int64(st, 1);
-    e->kind = col_text(st, 2);
-    e->app = col_text(st, 3);
-    e->node = col_text(st, 4);
-    e->device = col_text(st, 5);
-    e->message = col_text(st, 6);
-    e->data = col_text(st, 7);
+    return s->ops->events_query(s, f, cb, ctx);
 }
 
-enum accel_err store_events_query(struct store *s,
-                                  const struct store_event_filter *f,
-                                  enum accel_err (*cb)(void *ctx,
-                                                       const struct store_event *e),
-                                  void *ctx)
+/* ------------------------------------------------- undecodable rows */
+
+void store_bads_add(struct store_bads *b, const char *table, char *key,
+                    char *why)
 {
-    if (s->es)
-        return estore_events_query(s->es, f, cb, ctx);
-    int variant = (f->app ? 1 : 0) | (f->device ? 2 : 0) | (f->kind ? 4 : 0);
-    sqlite3_stmt *st = s->stmt[ST_EVQ0 + variant];
-    enum accel_err err = ACCEL_OK;
-    int rc = sqlite3_bind_int64(st, 1, f->since_id);
-    rc = rc ? rc : sqlite3_bind_int64(st, 2, f->since_ms);
-    if (rc == SQLITE_OK && f->app)
-        rc = bind_text(st, 3, f->app);
-    if (rc == SQLITE_OK && f->device)
-        rc = bind_text(st, 4, f->device);
-    if (rc == SQLITE_OK && f->kind)
-        rc = bind_text(st, 5, f->kind);
-    rc = rc ? rc : sqlite3_bind_int64(st, 6, f->limit > 0 ? f->limit : -1);
-    while (rc == SQLITE_OK) {
-        struct store_event e;
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-            break;
-        event_from_row(st, &e);
-        rc = SQLITE_OK;
-        err = cb(ctx, &e);
-        if (err != ACCEL_OK)
-            break;
-    }
-    if (rc != SQLITE_OK && rc != SQLITE_DONE)
-        err = fail_rc(s, rc);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return err;
+    b->v = xrealloc(b->v, (b->n + 1) * sizeof(*b->v));
+    b->v[b->n++] = (struct store_bad){table, key, why};
 }
 
-/* ------------------------------------------------------------------ load */
-
-/* One row that does not decode: its table, its key as shown in messages,
- * the key's values as stored (to delete it in a repair) and why. */
-struct bad_row {
-    const char *table;
-    char *key;
-    char *why;
-    sqlite3_value *k[2];
-};
-
-/* One run of store_load. */
-struct load_run {
-    struct store *s;
-    const struct store_loader *l;
-    struct bad_row *bad;
-    size_t nbad;
-};
-
-/* Record the current row of st as undecodable; takes why. */
-static void bad_add(struct load_run *r, const char *table, sqlite3_stmt *st,
-                    int k0, int k1, char *why)
-{
-    struct bad_row *b;
-    const char *t0 = col_text(st, k0), *t1 = k1 >= 0 ? col_text(st, k1) : "";
-    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
-    b = &r->bad[r->nbad++];
-    b->table = table;
-    b->key = k1 >= 0 ? xasprintf("%s/%s", t0 ? t0 : "NULL", t1 ? t1 : "NULL")
-                     : xstrdup(t0 ? t0 : "NULL");
-    b->why = why;
-    b->k[0] = sqlite3_value_dup(sqlite3_column_value(st, k0));
-    b->k[1] = k1 >= 0 ? sqlite3_value_dup(sqlite3_column_value(st, k1)) : NULL;
-}
-
-static bool bad_has(const struct load_run *r, const char *table,
+bool store_bads_has(const struct store_bads *b, const char *table,
                     const char *key)
 {
-    for (size_t i = 0; i < r->nbad; i++)
-        if (strcmp(r->bad[i].table, table) == 0 &&
-            strcmp(r->bad[i].key, key) == 0)
+    for (size_t i = 0; i < b->n; i++)
+        if (b->v[i].table && strcmp(b->v[i].table, table) == 0 &&
+            strcmp(b->v[i].key, key) == 0)
             return true;
     return false;
 }
 
-static void bad_free(struct load_run *r)
-{
-    for (size_t i = 0; i < r->nbad; i++) {
-        free(r->bad[i].key);
-        free(r->bad[i].why);
-        sqlite3_value_free(r->bad[i].k[0]);
-        sqlite3_value_free(r->bad[i].k[1]);
-    }
-    free(r->bad);
-}
-
-static const char *type_name(int t)
-{
-    switch (t) {
-    case SQLITE_INTEGER: return "an integer";
-    case SQLITE_FLOAT: return "a real";
-    case SQLITE_BLOB: return "a blob";
-    case SQLITE_NULL: return "NULL";
-    default: return "text";
-    }
-}
-
-/* NULL when column i holds a NUL-free text (or NULL, if nullable; a key
- * must also be non-empty), else why. Call before any other column_* on i. */
-static char *check_text(sqlite3_stmt *st, int i, bool nullable, bool key)
-{
-    int t = sqlite3_column_type(st, i);
-    const char *name = sqlite3_column_name(st, i), *v;
-    if (t == SQLITE_NULL && nullable)
-        return NULL;
-    if (t != SQLITE_TEXT)
-        return xasprintf("%s is %s, not text", name, type_name(t));
-    v = col_text(st, i);
-    if (v == NULL || strlen(v) != (size_t)sqlite3_column_bytes(st, i))
-        return xasprintf("%s contains a NUL character", name);
-    if (key && v[0] == '\0')
-        return xasprintf("%s is empty", name);
-    return NULL;
-}
-
-/* NULL when column i holds an integer in [min, max], else why. */
-static char *check_int(sqlite3_stmt *st, int i, int64_t min, int64_t max)
-{
-    int t = sqlite3_column_type(st, i);
-    const char *name = sqlite3_column_name(st, i);
-    int64_t v;
-    if (t != SQLITE_INTEGER)
-        return xasprintf("%s is %s, not an integer", name, type_name(t));
-    v = sqlite3_column_int64(st, i);
-    if (v < min || v > max)
-        return xasprintf("%s is %jd, outside [%jd, %jd]", name, (intmax_t)v,
-                         (intmax_t)min, (intmax_t)max);
-    return NULL;
-}
-
-/* NULL when column i is one of the words in set (NULL-terminated). */
-static char *check_enum(sqlite3_stmt *st, int i, const char *const *set)
-{
-    char *why = check_text(st, i, false, true);
-    const char *v;
-    if (why)
-        return why;
-    v = col_text(st, i);
-    for (size_t k = 0; set[k]; k++)
-        if (strcmp(v, set[k]) == 0)
-            return NULL;
-    return xasprintf("%s \"%s\" is not one this build knows",
-                     sqlite3_column_name(st, i), v);
-}
-
-/* The first failing check of a list, freeing none (all but one are NULL
- * because each is evaluated only while the ones before passed). */
-#define FIRST_BAD(why, expr)                                                   \
-    do {                                                                       \
-        if ((why) == NULL)                                                     \
-            (why) = (expr);                                                    \
-    } while (0)
-
-#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
-
-static char *check_app(sqlite3_stmt *st)
-{
-    char *why = NULL;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_text(st, 2, false, true));
-    FIRST_BAD(why, check_text(st, 3, true, false));
-    FIRST_BAD(why, check_text(st, 4, false, true));
-    FIRST_BAD(why, check_text(st, 5, true, false));
-    FIRST_BAD(why, check_int(st, 6, 0, TIME_MAX));
-    FIRST_BAD(why, check_int(st, 7, 0, TIME_MAX));
-    FIRST_BAD(why, check_int(st, 8, 0, INT32_MAX));
-    FIRST_BAD(why, check_int(st, 9, INT64_MIN, INT64_MAX));
-    FIRST_BAD(why, check_int(st, 10, INT32_MIN, INT32_MAX));
-    return why;
-}
-
-static enum accel_err load_apps(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_app a;
-    char *why = check_app(st);
-    enum accel_err err;
-    if (why == NULL) {
-        a.name = col_text(st, 0);
-        a.owner = col_text(st, 1);
-        a.state = col_text(st, 2);
-        a.reason = col_text(st, 3);
-        a.manifest = col_text(st, 4);
-        a.selected_type = col_text(st, 5);
-        a.created_ms = sqlite3_column_int64(st, 6);
-        a.updated_ms = sqlite3_column_int64(st, 7);
-        a.pid = sqlite3_column_int64(st, 8);
-        a.pid_start = (uint64_t)sqlite3_column_int64(st, 9);
-        a.exit_status = sqlite3_column_int64(st, 10);
-        err = r->l->app(r->l->ctx, &a, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "apps", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_allocs(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_alloc a;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_text(st, 2, false, true));
-    FIRST_BAD(why, check_text(st, 3, false, true));
-    FIRST_BAD(why, check_text(st, 4, false, true));
-    FIRST_BAD(why, check_int(st, 5, 0, INT64_MAX));
-    if (why == NULL && sqlite3_column_int(st, 6) == 0)
-        why = xasprintf("its app \"%s\" has no row in apps", col_text(st, 0));
-    if (why == NULL && bad_has(r, "apps", col_text(st, 0)))
-        why = xasprintf("its app \"%s\" does not decode", col_text(st, 0));
-    if (why == NULL) {
-        a.app = col_text(st, 0);
-        a.owner = col_text(st, 1);
-        a.type = col_text(st, 2);
-        a.node = col_text(st, 3);
-        a.device = col_text(st, 4);
-        a.memory = (uint64_t)sqlite3_column_int64(st, 5);
-        err = r->l->alloc(r->l->ctx, &a, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "allocations", st, 0, 4, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_devices(struct load_run *r, sqlite3_stmt *st)
-{
-    static const char *const supports[] = {"Exclusive", "MemorySlice",
-                                           "TimeSlice", NULL};
-    struct store_device d;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_text(st, 1, false, true));
-    FIRST_BAD(why, check_enum(st, 2, supports));
-    FIRST_BAD(why, check_text(st, 3, true, false));
-    if (why == NULL) {
-        d.node = col_text(st, 0);
-        d.id = col_text(st, 1);
-        d.support = col_text(st, 2);
-        d.settings = col_text(st, 3);
-        err = r->l->device(r->l->ctx, &d, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "devices", st, 0, 1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_nodes(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_node n;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_int(st, 1, 0, 1));
-    if (why == NULL) {
-        n.name = col_text(st, 0);
-        n.enabled = sqlite3_column_int(st, 1) != 0;
-        err = r->l->node(r->l->ctx, &n, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "nodes", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-/* NULL when column i is 64 lowercase hex digits (a SHA-256). */
-static char *check_hash(sqlite3_stmt *st, int i)
-{
-    char *why = check_text(st, i, false, true);
-    const char *v;
-    if (why)
-        return why;
-    v = col_text(st, i);
-    if (strlen(v) != 64 || strspn(v, "0123456789abcdef") != 64)
-        return xasprintf("%s is not a SHA-256 in hex",
-                         sqlite3_column_name(st, i));
-    return NULL;
-}
-
-static enum accel_err load_users(struct load_run *r, sqlite3_stmt *st)
-{
-    static const char *const roles[] = {"admin", "member", NULL};
-    struct store_user u;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_enum(st, 1, roles));
-    FIRST_BAD(why, check_hash(st, 2));
-    FIRST_BAD(why, check_int(st, 3, 0, TIME_MAX));
-    if (why == NULL) {
-        u.name = col_text(st, 0);
-        u.role = col_text(st, 1);
-        u.token_hash = col_text(st, 2);
-        u.created_ms = sqlite3_column_int64(st, 3);
-        err = r->l->user(r->l->ctx, &u, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "users", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-static enum accel_err load_identities(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_identity id;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_int(st, 1, 1, INT64_C(4294967294)));
-    if (why == NULL) {
-        id.name = col_text(st, 0);
-        id.uid = sqlite3_column_int64(st, 1);
-        err = r->l->identity(r->l->ctx, &id, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "identities", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-/* A limit column: NULL (-1: the default / none) or a non-negative int. */
-static int64_t col_opt_int64(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-               ? -1
-               : sqlite3_column_int64(st, i);
-}
-
-static char *check_opt_int(sqlite3_stmt *st, int i)
-{
-    if (sqlite3_column_type(st, i) == SQLITE_NULL)
-        return NULL;
-    return check_int(st, i, 0, INT64_MAX);
-}
-
-static enum accel_err load_limits(struct load_run *r, sqlite3_stmt *st)
-{
-    struct store_limits lim;
-    char *why = NULL;
-    enum accel_err err;
-    FIRST_BAD(why, check_text(st, 0, false, true));
-    FIRST_BAD(why, check_opt_int(st, 1));
-    FIRST_BAD(why, check_opt_int(st, 2));
-    if (why == NULL) {
-        lim.name = col_text(st, 0);
-        lim.max_apps = col_opt_int64(st, 1);
-        lim.max_gpu_memory = col_opt_int64(st, 2);
-        err = r->l->limits(r->l->ctx, &lim, &why);
-        if (err != ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (why == NULL)
-            why = xstrdup("refused by the daemon");
-    }
-    bad_add(r, "user_limits", st, 0, -1, why);
-    return ACCEL_OK;
-}
-
-/* Events are not loaded, only checked: the query names each bad one. */
-static enum accel_err load_events(struct load_run *r, sqlite3_stmt *st)
-{
-    bad_add(r, "events", st, 0, -1, xstrdup(col_text(st, 1)));
-    return ACCEL_OK;
-}
-
-typedef enum accel_err (*row_fn)(struct load_run *r, sqlite3_stmt *st);
-
-/* Step one load query, calling fn per row; stops on the first non-OK. */
-static enum accel_err load_table(struct load_run *r, enum stmt_id id,
-                                 row_fn fn)
-{
-    sqlite3_stmt *st = r->s->stmt[id];
-    enum accel_err err = ACCEL_OK;
-    int rc;
-    for (;;) {
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-            break;
-        err = fn(r, st);
-        if (err != ACCEL_OK)
-            break;
-    }
-    if (err == ACCEL_OK && rc != SQLITE_DONE)
-        err = fail_rc(r->s, rc);
-    sqlite3_reset(st);
-    return err;
-}
-
-/* Loader callbacks that accept every row (for a NULL callback). */
-static enum accel_err take_app(void *c, const struct store_app *a, char **w)
-{
-    (void)c, (void)a, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_alloc(void *c, const struct store_alloc *a,
-                                 char **w)
-{
-    (void)c, (void)a, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_device(void *c, const struct store_device *d,
-                                  char **w)
-{
-    (void)c, (void)d, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_node(void *c, const struct store_node *n, char **w)
-{
-    (void)c, (void)n, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_user(void *c, const struct store_user *u, char **w)
-{
-    (void)c, (void)u, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_identity(void *c, const struct store_identity *i,
-                                    char **w)
-{
-    (void)c, (void)i, (void)w;
-    return ACCEL_OK;
-}
-static enum accel_err take_limits(void *c, const struct store_limits *l,
-                                  char **w)
-{
-    (void)c, (void)l, (void)w;
-    return ACCEL_OK;
-}
-
-/* Every table in load order, with its query and row function. */
-static enum accel_err load_tables(struct load_run *r)
-{
-    static const struct {
-        enum stmt_id id;
-        row_fn fn;
-    } tables[] = {
-        {ST_LOAD_NODES, load_nodes},   {ST_LOAD_DEVICES, load_devices},
-        {ST_LOAD_USERS, load_users},   {ST_LOAD_IDENTITIES, load_identities},
-        {ST_LOAD_LIMITS, load_limits}, {ST_LOAD_APPS, load_apps},
-        {ST_LOAD_ALLOCS, load_allocs}, {ST_LOAD_BAD_EVENTS, load_events},
-    };
-    enum accel_err err = ACCEL_OK;
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-        err = load_table(r, tables[i].id, tables[i].fn);
-        if (err != ACCEL_OK)
-            break;
-    }
-    return err;
-}
-
-/* "table apps, row "x": why; ..." for messages (at most 20 rows named). */
-static char *bad_list(const struct load_run *r)
+char *store_bads_list(const struct store_bads *b)
 {
     char *out = xstrdup("");
-    for (size_t i = 0; i < r->nbad && i < 20; i++) {
-        char *n = xasprintf("%s%stable %s, row \"%s\": %s", out,
-                            i ? "; " : "", r->bad[i].table, r->bad[i].key,
-                            r->bad[i].why);
+    for (size_t i = 0; i < b->n && i < 20; i++) {
+        const struct store_bad *r = &b->v[i];
+        char *n = r->table ? xasprintf("%s%stable %s, row \"%s\": %s", out,
+                                       i ? "; " : "", r->table, r->key, r->why)
+                           : xasprintf("%s%skey %s: %s", out, i ? "; " : "",
+                                       r->key, r->why);
         free(out);
         out = n;
     }
-    if (r->nbad > 20) {
-        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
+    if (b->n > 20) {
+        char *n = xasprintf("%s; and %zu more", out, b->n - 20);
         free(out);
         out = n;
     }
     return out;
 }
 
-/* The statement that deletes one row of table by its key values. */
-static enum stmt_id delete_stmt(const char *table)
-{
-    static const struct {
-        const char *table;
-        enum stmt_id id;
-    } map[] = {{"apps", ST_APP_DEL},         {"allocations", ST_ALLOC_DEL},
-               {"devices", ST_DEVICE_DEL},   {"nodes", ST_NODE_DEL},
-               {"users", ST_USER_DEL},       {"events", ST_EVENT_DEL},
-               {"identities", ST_IDENTITY_DEL},
-               {"user_limits", ST_LIMITS_DEL}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(map[i].table, table) == 0)
-            return map[i].id;
-    return ST_COUNT;
-}
-
-/* The "store.repair" event's data: {"dropped": [{table, key, reason}]}. */
-static char *repair_data(const struct load_run *r)
+char *store_bads_json(const struct store_bads *b)
 {
     json_t *list = json_array(), *o;
     char *text;
-    for (size_t i = 0; i < r->nbad; i++)
-        json_array_append_new(list,
-                              json_pack("{s:s, s:s, s:s}", "table",
-                                        r->bad[i].table, "key", r->bad[i].key,
-                                        "reason", r->bad[i].why));
+    for (size_t i = 0; i < b->n; i++) {
+        const struct store_bad *r = &b->v[i];
+        json_array_append_new(
+            list, r->table ? json_pack("{s:s, s:s, s:s}", "table", r->table,
+                                       "key", r->key, "reason", r->why)
+                           : json_pack("{s:s, s:s}", "key", r->key, "reason",
+                                       r->why));
+    }
     o = json_pack("{s:o}", "dropped", list);
     text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;
 }
 
-/* Delete every bad row and append the event, in one transaction. */
-static enum accel_err repair(struct load_run *r, const char *list)
+void store_bads_free(struct store_bads *b)
 {
-    struct store *s = r->s;
-    char *msg = xasprintf("acceld --repair dropped %zu undecodable row%s of "
-                          "%s: %s",
-                          r->nbad, r->nbad == 1 ? "" : "s", s->path, list);
-    char *data = repair_data(r);
-    struct store_event e = {0, util_wall_ms(), "store.repair", NULL, NULL,
-                            NULL, msg, data};
-    enum accel_err err = store_begin(s);
-    for (size_t i = 0; err == ACCEL_OK && i < r->nbad; i++) {
-        sqlite3_stmt *st = s->stmt[delete_stmt(r->bad[i].table)];
-        int rc = sqlite3_bind_value(st, 1, r->bad[i].k[0]);
-        if (rc == SQLITE_OK && r->bad[i].k[1])
-            rc = sqlite3_bind_value(st, 2, r->bad[i].k[1]);
-        rc = rc ? rc : step_done(st);
-        err = tx_result(s, rc);
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->v[i].key);
+        free(b->v[i].why);
     }
-    if (err == ACCEL_OK)
-        err = store_event_append(s, &e, 0, NULL);
-    if (err == ACCEL_OK)
-        err = store_commit(s);
-    free(msg);
-    free(data);
-    return err;
-}
-
-enum accel_err store_load(struct store *s, const struct store_loader *l,
-                          char **cause)
-{
-    if (s->es)
-        return estore_load(s->es, l, cause);
-    struct store_loader all = *l;
-    struct load_run r = {s, &all, NULL, 0};
-    enum accel_err err;
-    char *list;
-    int rc;
-
-    *cause = NULL;
-    all.app = l->app ? l->app : take_app;
-    all.alloc = l->alloc ? l->alloc : take_alloc;
-    all.device = l->device ? l->device : take_device;
-    all.node = l->node ? l->node : take_node;
-    all.user = l->user ? l->user : take_user;
-    all.identity = l->identity ? l->identity : take_identity;
-    all.limits = l->limits ? l->limits : take_limits;
-    if (s->in_tx)
-        return fail_msg(s, ACCEL_EINVAL, "store_load inside a transaction");
-    rc = step_done(s->stmt[ST_READ_BEGIN]); /* one snapshot for all tables */
-    if (rc != SQLITE_OK)
-        return fail_rc(s, rc);
-    err = load_tables(&r);
-    rc = SQLITE_OK;
-    if (!sqlite3_get_autocommit(s->db)) {
-        rc = step_done(s->stmt[ST_READ_END]);
-        if (rc != SQLITE_OK)
-            step_done(s->stmt[ST_ROLLBACK]);
-    }
-    if (err == ACCEL_OK && rc != SQLITE_OK)
-        err = fail_rc(s, rc);
-    if (err != ACCEL_OK || r.nbad == 0)
-        goto out;
-    list = bad_list(&r);
-    if (!l->repair) {
-        *cause = xasprintf("%s: %zu row%s do%s not decode: %s; refusing to "
-                           "start, nothing was loaded or changed. `acceld "
-                           "--repair` drops these rows (and what depends on "
-                           "them) and says what it dropped",
-                           s->path, r.nbad, r.nbad == 1 ? "" : "s",
-                           r.nbad == 1 ? "es" : "", list);
-        free(list);
-        err = ACCEL_ESTORE_CORRUPT;
-        goto out;
-    }
-    err = repair(&r, list);
-    if (err == ACCEL_OK)
-        *cause = xasprintf("dropped %zu undecodable row%s of %s: %s", r.nbad,
-                           r.nbad == 1 ? "" : "s", s->path, list);
-    else
-        *cause = xasprintf("cannot drop the undecodable rows of %s: %s",
-                           s->path, s->errmsg);
-    free(list);
-out:
-    bad_free(&r);
-    return err;
+    free(b->v);
+    b->v = NULL;
+    b->n = 0;
 }
 
 /* ----------------------------------------------------- the cluster store */
 
-enum accel_err store_open_etcd(const struct store_etcd_opts *o,
-                               struct store **out, char **cause)
-{
-    struct estore *es = NULL;
-    enum accel_err err = estore_open(o, &es, cause);
-    if (err != ACCEL_OK)
-        return err;
-    *out = xcalloc(1, sizeof(**out));
-    (*out)->es = es;
-    (*out)->wal_fd = -1;
-    return ACCEL_OK;
-}
-
 bool store_is_cluster(const struct store *s)
 {
-    return s && s->es;
+    return s && s->ops->cluster;
 }
 
 struct etcd *store_etcd(struct store *s)
 {
-    return s && s->es ? estore_client(s->es) : NULL;
+    return s && s->ops->client ? s->ops->client(s) : NULL;
 }
 
 char *store_key(const struct store *s, const char *kind, const char *name)
 {
-    return xasprintf("%s%s/%s", s->es ? estore_prefix(s->es) : "/", kind,
+    return xasprintf("%s%s/%s", s->ops->prefix ? s->ops->prefix(s) : "/", kind,
                      name);
+}
+
+int64_t store_conflict_rev(const struct store *s)
+{
+    return s->ops->conflict_rev ? s->ops->conflict_rev(s) : 0;
 }
 
 enum accel_err store_commit_queued(struct store *s, pthread_mutex_t *mu,
                                    int64_t *conflict_rev)
 {
-    if (s->es)
-        return unanswered(estore_commit_queued(s->es, mu, conflict_rev));
-    return store_commit(s);
+    if (s->ops->commit_queued)
+        return s->ops->commit_queued(s, mu, conflict_rev);
+    return s->ops->commit(s);
 }
 
 void store_queued_settled(struct store *s)
 {
-    if (s->es)
-        estore_queued_settled(s->es);
+    if (s->ops->queued_settled)
+        s->ops->queued_settled(s);
 }
 
 void store_queue_gate(struct store *s, pthread_mutex_t *mu)
 {
-    if (s->es)
-        estore_queue_gate(s->es, mu);
-}
-
-int64_t store_conflict_rev(const struct store *s)
-{
-    return s->es ? estore_conflict_rev(s->es) : 0;
+    if (s->ops->queue_gate)
+        s->ops->queue_gate(s, mu);
 }
 
 enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms)
 {
-    return s->es ? estore_wait_rev(s->es, rev, ms) : ACCEL_OK;
+    return s->ops->wait_rev ? s->ops->wait_rev(s, rev, ms) : ACCEL_OK;
 }
 
 int64_t store_view_rev(struct store *s)
 {
-    return s->es ? estore_view_rev(s->es) : 0;
+    return s->ops->view_rev ? s->ops->view_rev(s) : 0;
 }
 
 enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
                                bool *moved)
 {
     *moved = false;
-    return s->es ? estore_view_sync(s->es, since, ms, moved) : ACCEL_OK;
-}
-
-enum accel_err store_node_delete(struct store *s, const char *name)
-{
-    if (s->es)
-        return estore_node_delete(s->es, name);
-    return write_keys(s, ST_NODE_DEL, name, NULL);
+    return s->ops->view_sync ? s->ops->view_sync(s, since, ms, moved)
+                             : ACCEL_OK;
 }
 
 enum accel_err store_member_put(struct store *s, const char *kind,
                                 const char *node, const char *json,
                                 int64_t lease)
 {
-    return s->es ? estore_member_put(s->es, kind, node, json, lease)
-                 : ACCEL_ENOTSUP;
+    return s->ops->member_put ? s->ops->member_put(s, kind, node, json, lease)
+                              : ACCEL_ENOTSUP;
 }
 
 enum accel_err store_member_delete(struct store *s, const char *kind,
                                    const char *node)
 {
-    return s->es ? estore_member_delete(s->es, kind, node) : ACCEL_ENOTSUP;
+    return s->ops->member_delete ? s->ops->member_delete(s, kind, node)
+                                 : ACCEL_ENOTSUP;
 }
 
 enum accel_err store_part_put(struct store *s, const char *app,
-                              const char *node, int64_t pid,
-                              uint64_t pid_start)
+                              const char *node, int64_t pid, uint64_t pid_start)
 {
-    return s->es ? estore_part_put(s->es, app, node, pid, pid_start)
-                 : ACCEL_ENOTSUP;
+    return s->ops->part_put ? s->ops->part_put(s, app, node, pid, pid_start)
+                            : ACCEL_ENOTSUP;
 }
 
 enum accel_err store_part_delete(struct store *s, const char *app,
                                  const char *node)
 {
-    return s->es ? estore_part_delete(s->es, app, node) : ACCEL_ENOTSUP;
+    return s->ops->part_delete ? s->ops->part_delete(s, app, node)
+                               : ACCEL_ENOTSUP;
 }
 
 enum accel_err store_follow(struct store *s, const struct store_follower *f,
                             volatile int *stop)
 {
-    return s->es ? estore_follow(s->es, f, stop) : ACCEL_ENOTSUP;
+    return s->ops->follow ? s->ops->follow(s, f, stop) : ACCEL_ENOTSUP;
 }

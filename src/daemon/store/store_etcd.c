@@ -31,7 +31,7 @@
  * transaction are merged per key (the last one wins) before they are sent.
  */
 #include "common/accel_setup.h"
-#include "daemon/store/store_etcd.h"
+#include "daemon/store/store_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +46,7 @@
 
 #include "common/strmap.h"
 #include "common/util.h"
+#include "daemon/store/etcd.h"
 
 #define ESTORE_LAYOUT 1          /* the key layout this build writes */
 #define ESTORE_EVENT_RANK 1024   /* event id = revision * this + rank */
@@ -111,6 +112,7 @@ struct applist {
 };
 
 struct estore {
+    struct store base;       /* first: store.c's view (store_int.h) */
     struct etcd *e;
     char *prefix;
     size_t plen;
@@ -143,7 +145,7 @@ struct estore {
     pthread_cond_t vcond;
     int64_t applied_rev;     /* the watch has applied up to here */
     int64_t commit_rev;      /* this process's last commit */
-    /* queued commits (caller's lock; estore_commit_queued) */
+    /* queued commits (caller's lock; store_commit_queued) */
     struct ebatch *pending;  /* waiting to be sent, oldest first */
     struct ebatch *flying;   /* on its way to etcd, or NULL */
     uint64_t batch_seq;
@@ -165,23 +167,27 @@ static void set_err(struct estore *s, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *estore_errmsg(const struct estore *s)
+static const char *es_errmsg(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s ? s->errmsg : "";
 }
 
-struct etcd *estore_client(struct estore *s)
+static struct etcd *es_client(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     return s->e;
 }
 
-const char *estore_prefix(const struct estore *s)
+static const char *es_prefix(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s->prefix;
 }
 
-bool estore_created(const struct estore *s)
+static bool es_created(const struct store *base)
 {
+    const struct estore *s = (const struct estore *)base;
     return s->created;
 }
 
@@ -602,8 +608,11 @@ out:
     return err;
 }
 
-enum accel_err estore_open(const struct store_etcd_opts *o,
-                           struct estore **out, char **cause)
+static const struct store_ops etcd_ops;
+static void es_close(struct store *base);
+
+enum accel_err store_etcd_open(const struct store_etcd_opts *o,
+                               struct store **out, char **cause)
 {
     struct etcd_opts eo = {o->endpoints, o->cacert, o->cert, o->key,
                            o->timeout_ms};
@@ -646,12 +655,13 @@ enum accel_err estore_open(const struct store_etcd_opts *o,
     /* event keys of this node increase across restarts: microseconds */
     clock_gettime(CLOCK_REALTIME, &ts);
     s->ev_seq = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+    s->base.ops = &etcd_ops;
     err = check_layout(s, cause);
     if (err != ACCEL_OK) {
-        estore_close(s);
+        es_close(&s->base);
         return err;
     }
-    *out = s;
+    *out = &s->base;
     return ACCEL_OK;
 }
 
@@ -670,8 +680,9 @@ static void tx_clear(struct estore *s)
     s->tx_failed = false;
 }
 
-void estore_close(struct estore *s)
+static void es_close(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     if (s == NULL)
         return;
     tx_clear(s);
@@ -701,8 +712,9 @@ void estore_close(struct estore *s)
 
 /* -------------------------------------------------------- transactions */
 
-enum accel_err estore_begin(struct estore *s)
+static enum accel_err es_begin(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     /* a failed transaction is over: the next begin starts afresh, as
      * after a rollback (store.h) */
     if (s->in_tx && !s->tx_failed) {
@@ -714,8 +726,9 @@ enum accel_err estore_begin(struct estore *s)
     return ACCEL_OK;
 }
 
-void estore_rollback(struct estore *s)
+static void es_rollback(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     tx_clear(s);
 }
 
@@ -736,6 +749,27 @@ static enum accel_err tx_fail(struct estore *s, enum accel_err err,
     tx_clear(s);
     s->in_tx = true;
     s->tx_failed = true;
+    set_err(s, "%s", why);
+    return err;
+}
+
+static bool es_failed(const struct store *base)
+{
+    const struct estore *s = (const struct estore *)base;
+    return s->in_tx && s->tx_failed;
+}
+
+static enum accel_err es_writable(struct store *base)
+{
+    return need_tx((struct estore *)base);
+}
+
+static enum accel_err es_fail(struct store *base, enum accel_err err,
+                              const char *why)
+{
+    struct estore *s = (struct estore *)base;
+    if (s->in_tx)
+        return tx_fail(s, err, why);
     set_err(s, "%s", why);
     return err;
 }
@@ -819,8 +853,9 @@ static void record_commit(struct estore *s, const struct wop *ws, size_t n,
     pthread_mutex_unlock(&s->vlock);
 }
 
-enum accel_err estore_commit(struct estore *s)
+static enum accel_err commit_tx(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     enum accel_err err = need_tx(s);
     struct etcd_cmp *cmps;
     struct etcd_op *ops;
@@ -869,8 +904,22 @@ enum accel_err estore_commit(struct estore *s)
     return err;
 }
 
-int64_t estore_conflict_rev(const struct estore *s)
+/* etcd's "no member answered in time" (cut off, no quorum) differs from a
+ * disk error of SQLite's: the transaction may still apply, and the API
+ * answers 503 saying so (docs/cluster.md). Both commits answer it so. */
+static enum accel_err unanswered(enum accel_err err)
 {
+    return err == ACCEL_EIO ? ACCEL_EUNAVAIL : err;
+}
+
+static enum accel_err es_commit(struct store *base)
+{
+    return unanswered(commit_tx(base));
+}
+
+static int64_t es_conflict_rev(const struct store *base)
+{
+    const struct estore *s = (const struct estore *)base;
     return s->conflict_rev;
 }
 
@@ -879,7 +928,7 @@ int64_t estore_conflict_rev(const struct estore *s)
 /*
  * A bind's transaction is sent with the caller's lock released (issue 19):
  * the caller decides and reserves the decision in memory under its lock,
- * then estore_commit_queued queues the transaction and sends it, dropping
+ * then store_commit_queued queues the transaction and sends it, dropping
  * the lock while etcd answers, so that other binds decide meanwhile
  * (counting the reservation). One batch is on its way at a time; the
  * transactions queued during its round trip are merged into the next
@@ -896,7 +945,7 @@ int64_t estore_conflict_rev(const struct estore *s)
  * their new revisions: their decisions were taken with its reservations
  * in memory. A failed guard fails every transaction of the batch
  * (ACCEL_ECONFLICT: each decides again); ACCEL_EIO leaves each unknown,
- * as estore_commit does.
+ * as store_commit does.
  *
  * The watch must not apply a change to a key a queued batch writes or
  * compares while the batch's reservations are in memory (it could be this
@@ -906,7 +955,7 @@ int64_t estore_conflict_rev(const struct estore *s)
  * records it as the answer would (the answer, when it comes, changes
  * nothing). For any other change to such a key it sets drain, waits until
  * every queued commit is answered and settled, and new decisions wait for
- * the drain to end (estore_queue_gate).
+ * the drain to end (store_queue_gate).
  */
 
 #define ESTORE_BATCH_MAX 16 /* queued transactions merged into one */
@@ -1107,9 +1156,10 @@ static bool watch_own_commit(const struct estore *s,
     return false;
 }
 
-enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
-                                    int64_t *conflict_rev)
+static enum accel_err es_commit_queued(struct store *base, pthread_mutex_t *mu,
+                                       int64_t *conflict_rev)
 {
+    struct estore *s = (struct estore *)base;
     enum accel_err err = need_tx(s);
     struct ebatch *b;
 
@@ -1131,18 +1181,20 @@ enum accel_err estore_commit_queued(struct estore *s, pthread_mutex_t *mu,
         *conflict_rev = b->rev;
     if (--b->waiting == 0)
         batch_free(b);
-    return err;
+    return unanswered(err);
 }
 
-void estore_queued_settled(struct estore *s)
+static void es_queued_settled(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     if (s->unsettled > 0)
         s->unsettled--;
     pthread_cond_broadcast(&s->bcond);
 }
 
-void estore_queue_gate(struct estore *s, pthread_mutex_t *mu)
+static void es_queue_gate(struct store *base, pthread_mutex_t *mu)
 {
+    struct estore *s = (struct estore *)base;
     while (s->drain)
         pthread_cond_wait(&s->bcond, mu);
 }
@@ -1196,8 +1248,9 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     pthread_cond_broadcast(&s->bcond);
 }
 
-enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
+static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
 {
+    struct estore *s = (struct estore *)base;
     struct timespec until;
     enum accel_err err = ACCEL_OK;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -1215,8 +1268,9 @@ enum accel_err estore_wait_rev(struct estore *s, int64_t rev, int ms)
     return err;
 }
 
-int64_t estore_view_rev(struct estore *s)
+static int64_t es_view_rev(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     int64_t rev;
     pthread_mutex_lock(&s->vlock);
     rev = s->applied_rev;
@@ -1224,9 +1278,10 @@ int64_t estore_view_rev(struct estore *s)
     return rev;
 }
 
-enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
-                                bool *moved)
+static enum accel_err es_view_sync(struct store *base, int64_t since, int ms,
+                                   bool *moved)
 {
+    struct estore *s = (struct estore *)base;
     char *k = key2(s, "meta", "schema");
     struct etcd_kv *kv = NULL;
     size_t n = 0;
@@ -1237,18 +1292,19 @@ enum accel_err estore_view_sync(struct estore *s, int64_t since, int ms,
     if (err != ACCEL_OK)
         return err;
     *moved = rev > since;
-    return *moved ? estore_wait_rev(s, rev, ms) : ACCEL_OK;
+    return *moved ? es_wait_rev(&s->base, rev, ms) : ACCEL_OK;
 }
 
-enum accel_err estore_sync(struct estore *s)
+static enum accel_err es_sync(struct store *base)
 {
+    struct estore *s = (struct estore *)base;
     int64_t want;
     pthread_mutex_lock(&s->vlock);
     want = s->commit_rev;
     pthread_mutex_unlock(&s->vlock);
     /* the change is in etcd (durable on a quorum); the answer waits until
      * this node's view shows it too, so a read after it sees it */
-    return estore_wait_rev(s, want, ESTORE_SYNC_WAIT_MS) == ACCEL_OK
+    return es_wait_rev(&s->base, want, ESTORE_SYNC_WAIT_MS) == ACCEL_OK
                ? ACCEL_OK
                : ACCEL_EIO;
 }
@@ -1272,54 +1328,39 @@ static enum accel_err del_row(struct estore *s, char *key)
     return put_row(s, key, NULL);
 }
 
-enum accel_err estore_app_put(struct estore *s, const struct store_app *a)
+static enum accel_err es_app_put(struct store *base, const struct store_app *a)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!a->name || !a->owner || !a->state || !a->manifest)
-        return tx_fail(s, ACCEL_EINVAL, "app row without name, owner, "
-                                        "state or manifest");
+    struct estore *s = (struct estore *)base;
     return put_row(s, key2(s, "apps", a->name), app_json(a));
 }
 
-enum accel_err estore_app_delete(struct estore *s, const char *name)
+static enum accel_err es_app_delete(struct store *base, const char *name)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    struct estore *s = (struct estore *)base;
     return del_row(s, key2(s, "apps", name));
 }
 
-enum accel_err estore_alloc_put(struct estore *s, const struct store_alloc *a)
+static enum accel_err es_alloc_put(struct store *base,
+                                   const struct store_alloc *a)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!a->app || !a->owner || !a->type || !a->node || !a->device)
-        return tx_fail(s, ACCEL_EINVAL, "allocation row with a NULL field");
+    struct estore *s = (struct estore *)base;
     tx_alloc_guards(s, a->device, a->node, a->owner);
     return put_row(s, key3(s, "allocs", a->app, a->device), alloc_json(a));
 }
 
-enum accel_err estore_alloc_delete(struct estore *s, const char *app,
-                                   const char *device)
+static enum accel_err es_alloc_delete(struct store *base, const char *app,
+                                      const char *device)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (app == NULL || device == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "allocation delete without a key");
+    struct estore *s = (struct estore *)base;
     tx_alloc_guards(s, device, NULL, NULL);
     return del_row(s, key3(s, "allocs", app, device));
 }
 
-enum accel_err estore_alloc_delete_app(struct estore *s, const char *app)
+static enum accel_err es_alloc_delete_app(struct store *base, const char *app)
 {
+    struct estore *s = (struct estore *)base;
     const struct applist *l;
     enum accel_err err = ACCEL_OK;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (app == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
     l = applist_get(s, app, false);
     for (size_t i = 0; l && err == ACCEL_OK && i < l->n; i++) {
         /* a put of the same key later in this transaction replaces it */
@@ -1328,131 +1369,115 @@ enum accel_err estore_alloc_delete_app(struct estore *s, const char *app)
         bool written = strmap_get(s->widx, k, &w);
         free(k);
         if (!written)
-            err = estore_alloc_delete(s, app, l->dev[i]);
+            err = es_alloc_delete(&s->base, app, l->dev[i]);
     }
     return err;
 }
 
-enum accel_err estore_device_put(struct estore *s,
-                                 const struct store_device *d)
+static enum accel_err es_device_put(struct store *base,
+                                    const struct store_device *d)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!d->node || !d->id || !d->support)
-        return tx_fail(s, ACCEL_EINVAL, "device row with a NULL key");
+    struct estore *s = (struct estore *)base;
     /* a mode switch decides on the device's allocations */
     tx_guard(s, key2(s, "devalloc", d->id));
     return put_row(s, key2(s, "devices", d->id), device_json(d));
 }
 
-enum accel_err estore_node_put(struct estore *s, const struct store_node *n)
+static enum accel_err es_node_put(struct store *base,
+                                  const struct store_node *n)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!n->name)
-        return tx_fail(s, ACCEL_EINVAL, "node row without a name");
-    return put_row(s, key2(s, "nodes", n->name),
-                   dump(json_pack("{s:s, s:b}", "name", n->name, "enabled",
-                                  n->enabled)));
+    struct estore *s = (struct estore *)base;
+    return put_row(
+        s, key2(s, "nodes", n->name),
+        dump(json_pack("{s:s, s:b}", "name", n->name, "enabled", n->enabled)));
 }
 
-enum accel_err estore_node_delete(struct estore *s, const char *name)
+static enum accel_err es_node_delete(struct store *base, const char *name)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    struct estore *s = (struct estore *)base;
     return del_row(s, key2(s, "nodes", name));
 }
 
-enum accel_err estore_user_put(struct estore *s, const struct store_user *u)
+static enum accel_err es_user_put(struct store *base,
+                                  const struct store_user *u)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!u->name || !u->role || !u->token_hash)
-        return tx_fail(s, ACCEL_EINVAL, "user row with a NULL field");
+    struct estore *s = (struct estore *)base;
     return put_row(s, key2(s, "users", u->name),
                    dump(json_pack("{s:s, s:s, s:s, s:I}", "name", u->name,
-                                  "role", u->role, "tokenHash",
-                                  u->token_hash, "createdMs",
-                                  (json_int_t)u->created_ms)));
+                                  "role", u->role, "tokenHash", u->token_hash,
+                                  "createdMs", (json_int_t)u->created_ms)));
 }
 
-enum accel_err estore_user_delete(struct estore *s, const char *name)
+static enum accel_err es_user_delete(struct store *base, const char *name)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    struct estore *s = (struct estore *)base;
     return del_row(s, key2(s, "users", name));
 }
 
-enum accel_err estore_identity_put(struct estore *s,
-                                   const struct store_identity *id)
+/* Write v at k, a key that must be new: neither known to memory (a mod
+ * revision: the guard would be 0) nor written earlier in this
+ * transaction; else the transaction fails with taken. Takes k and v. */
+static enum accel_err tx_create(struct estore *s, char *k, char *v,
+                                const char *taken)
 {
-    char uid[24];
-    char *k;
     uint32_t w;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!id->name || id->uid <= 0)
-        return tx_fail(s, ACCEL_EINVAL, "identity row without a name or "
-                                        "with uid <= 0");
-    /* never replaced: both keys must be new (mod 0 guards, unless memory
-     * already knows them, which is a conflict here as in SQLite) */
-    k = key2(s, "identities", id->name);
     if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
         free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the name already has a uid");
+        free(v);
+        return tx_fail(s, ACCEL_ECONFLICT, taken);
     }
-    tx_write(s, k,
-             dump(json_pack("{s:s, s:I}", "name", id->name, "uid",
-                            (json_int_t)id->uid)),
-             0, true, true);
-    snprintf(uid, sizeof uid, "%" PRId64, id->uid);
-    k = key2(s, "uids", uid);
-    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
-        free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the uid is taken");
-    }
-    tx_write(s, k, xstrdup(id->name), 0, true, true);
+    tx_write(s, k, v, 0, true, true);
     return ACCEL_OK;
 }
 
-enum accel_err estore_identity_retire(struct estore *s, const char *name,
-                                      const struct store_identity *retired)
+static char *identity_json(const char *name, int64_t uid)
 {
-    char uid[24];
-    char *k;
-    uint32_t w;
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!name || !retired->name || retired->uid <= 0)
-        return tx_fail(s, ACCEL_EINVAL, "identity retirement without a "
-                                        "name or with uid <= 0");
-    k = key2(s, "identities", retired->name);
-    if (kmod(s, k) != 0 || strmap_get(s->widx, k, &w)) {
-        free(k);
-        return tx_fail(s, ACCEL_ECONFLICT, "the retired name is taken");
-    }
-    tx_write(s, k,
-             dump(json_pack("{s:s, s:I}", "name", retired->name, "uid",
-                            (json_int_t)retired->uid)),
-             0, true, true);
+    return dump(
+        json_pack("{s:s, s:I}", "name", name, "uid", (json_int_t)uid));
+}
+
+static char *uid_key(const struct estore *s, int64_t uid)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%" PRId64, uid);
+    return key2(s, "uids", buf);
+}
+
+static enum accel_err es_identity_put(struct store *base,
+                                      const struct store_identity *id)
+{
+    struct estore *s = (struct estore *)base;
+    /* never replaced: both keys must be new (mod 0 guards, unless memory
+     * already knows them, which is a conflict here as in SQLite) */
+    enum accel_err err = tx_create(s, key2(s, "identities", id->name),
+                                   identity_json(id->name, id->uid),
+                                   "the name already has a uid");
+    if (err != ACCEL_OK)
+        return err;
+    return tx_create(s, uid_key(s, id->uid), xstrdup(id->name),
+                     "the uid is taken");
+}
+
+static enum accel_err es_identity_retire(struct store *base, const char *name,
+                                         const struct store_identity *retired)
+{
+    struct estore *s = (struct estore *)base;
+    enum accel_err err =
+        tx_create(s, key2(s, "identities", retired->name),
+                  identity_json(retired->name, retired->uid),
+                  "the retired name is taken");
+    if (err != ACCEL_OK)
+        return err;
     /* the name's row goes and the uid's holder changes, each guarded by
      * the revision memory reflects: a concurrent change refuses all */
     del_row(s, key2(s, "identities", name));
-    snprintf(uid, sizeof uid, "%" PRId64, retired->uid);
-    return put_row(s, key2(s, "uids", uid), xstrdup(retired->name));
+    return put_row(s, uid_key(s, retired->uid), xstrdup(retired->name));
 }
 
-enum accel_err estore_limits_put(struct estore *s,
-                                 const struct store_limits *l)
+static enum accel_err es_limits_put(struct store *base,
+                                    const struct store_limits *l)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (!l->name)
-        return tx_fail(s, ACCEL_EINVAL, "limits row without a name");
+    struct estore *s = (struct estore *)base;
     return put_row(s, key2(s, "limits", l->name),
                    dump(json_pack("{s:s, s:I, s:I}", "name", l->name,
                                   "maxApps", (json_int_t)l->max_apps,
@@ -1460,19 +1485,17 @@ enum accel_err estore_limits_put(struct estore *s,
                                   (json_int_t)l->max_gpu_memory)));
 }
 
-enum accel_err estore_limits_delete(struct estore *s, const char *name)
+static enum accel_err es_limits_delete(struct store *base, const char *name)
 {
-    if (need_tx(s) != ACCEL_OK)
-        return ACCEL_EINVAL;
-    if (name == NULL)
-        return tx_fail(s, ACCEL_EINVAL, "store delete without a key");
+    struct estore *s = (struct estore *)base;
     return del_row(s, key2(s, "limits", name));
 }
 
-enum accel_err estore_part_put(struct estore *s, const char *app,
-                               const char *node, int64_t pid,
-                               uint64_t pid_start)
+static enum accel_err es_part_put(struct store *base, const char *app,
+                                  const char *node, int64_t pid,
+                                  uint64_t pid_start)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (app == NULL || node == NULL)
@@ -1483,9 +1506,10 @@ enum accel_err estore_part_put(struct estore *s, const char *app,
                                   (json_int_t)pid_start)));
 }
 
-enum accel_err estore_part_delete(struct estore *s, const char *app,
-                                  const char *node)
+static enum accel_err es_part_delete(struct store *base, const char *app,
+                                     const char *node)
 {
+    struct estore *s = (struct estore *)base;
     if (need_tx(s) != ACCEL_OK)
         return ACCEL_EINVAL;
     if (app == NULL || node == NULL)
@@ -1536,10 +1560,11 @@ static enum accel_err write_now(struct estore *s, const char *key,
     return err;
 }
 
-enum accel_err estore_member_put(struct estore *s, const char *kind,
-                                 const char *node, const char *json,
-                                 int64_t lease)
+static enum accel_err es_member_put(struct store *base, const char *kind,
+                                    const char *node, const char *json,
+                                    int64_t lease)
 {
+    struct estore *s = (struct estore *)base;
     char *k;
     enum accel_err err;
     if (!member_kind(kind) || node == NULL || json == NULL)
@@ -1558,9 +1583,10 @@ enum accel_err estore_member_put(struct estore *s, const char *kind,
     return err;
 }
 
-enum accel_err estore_member_delete(struct estore *s, const char *kind,
-                                    const char *node)
+static enum accel_err es_member_delete(struct store *base, const char *kind,
+                                       const char *node)
 {
+    struct estore *s = (struct estore *)base;
     char *k;
     enum accel_err err;
     if (!member_kind(kind) || node == NULL)
@@ -1579,22 +1605,17 @@ enum accel_err estore_member_delete(struct estore *s, const char *kind,
     return err;
 }
 
-enum accel_err estore_event_append(struct estore *s,
-                                   const struct store_event *e,
-                                   int64_t keep_max)
+static enum accel_err es_event_append(struct store *base,
+                                      const struct store_event *e,
+                                      int64_t keep_max, int64_t *out_id)
 {
+    struct estore *s = (struct estore *)base;
     json_t *o;
     char seq[24], *k, *v;
     enum accel_err err = ACCEL_OK;
 
-    if (!e->kind || !e->message) {
-        set_err(s, "event without kind or message");
-        if (s->in_tx)
-            return tx_fail(s, ACCEL_EINVAL, s->errmsg);
-        return ACCEL_EINVAL;
-    }
-    if (s->in_tx && s->tx_failed)
-        return ACCEL_EINVAL;
+    if (out_id)
+        *out_id = 0; /* known once the watch delivers it */
     s->keep_max = keep_max;
     o = json_pack("{s:I, s:s, s:s}", "ts", (json_int_t)e->ts_ms, "kind",
                   e->kind, "message", e->message);
@@ -1615,12 +1636,12 @@ enum accel_err estore_event_append(struct estore *s,
     return err;
 }
 
-enum accel_err estore_events_query(struct estore *s,
-                                   const struct store_event_filter *f,
-                                   enum accel_err (*cb)(void *ctx,
-                                                        const struct store_event *e),
-                                   void *ctx)
+static enum accel_err
+es_events_query(struct store *base, const struct store_event_filter *f,
+                enum accel_err (*cb)(void *ctx, const struct store_event *e),
+                void *ctx)
 {
+    struct estore *s = (struct estore *)base;
     int64_t sent = 0;
     size_t lo = 0, hi = s->nev;
     /* the first event after since_id */
@@ -1654,24 +1675,17 @@ enum accel_err estore_events_query(struct estore *s,
 
 /* ------------------------------------------------------------ load */
 
-struct bad {
-    char *key;
-    char *why;
-};
-
 struct lrun {
     struct estore *s;
     const struct store_loader *l;
-    struct bad *bad;
-    size_t nbad;
+    struct store_bads bad;   /* keys (store_int.h) */
     struct strmap *dropped_apps;
     struct strmap *apps;     /* the apps passed on */
 };
 
 static void bad_add(struct lrun *r, const char *key, char *why)
 {
-    r->bad = xrealloc(r->bad, (r->nbad + 1) * sizeof(*r->bad));
-    r->bad[r->nbad++] = (struct bad){xstrdup(key), why};
+    store_bads_add(&r->bad, NULL, xstrdup(key), why);
 }
 
 /* The table of a key ("apps", ...) and what follows it, or NULL. */
@@ -1812,59 +1826,38 @@ static enum accel_err repair(struct lrun *r)
 {
     struct estore *s = r->s;
     enum accel_err err = ACCEL_OK;
-    json_t *list = json_array();
     char *data, *msg;
     struct store_event e;
-    for (size_t i = 0; i < r->nbad && err == ACCEL_OK; i += 100) {
+    for (size_t i = 0; i < r->bad.n && err == ACCEL_OK; i += 100) {
         struct etcd_op ops[100];
         size_t n = 0;
         bool ok;
-        for (size_t j = i; j < r->nbad && n < 100; j++)
+        for (size_t j = i; j < r->bad.n && n < 100; j++)
             ops[n++] = (struct etcd_op){.kind = ETCD_DELETE,
-                                        .key = r->bad[j].key};
+                                        .key = r->bad.v[j].key};
         err = etcd_txn(s->e, NULL, 0, ops, n, &ok, NULL, NULL);
     }
-    for (size_t i = 0; i < r->nbad; i++)
-        json_array_append_new(list, json_pack("{s:s, s:s}", "key",
-                                              r->bad[i].key, "reason",
-                                              r->bad[i].why));
-    data = dump(json_pack("{s:o}", "dropped", list));
+    data = store_bads_json(&r->bad);
     msg = xasprintf("acceld --repair dropped %zu undecodable key%s of etcd "
                     "prefix %s",
-                    r->nbad, r->nbad == 1 ? "" : "s", s->prefix);
+                    r->bad.n, r->bad.n == 1 ? "" : "s", s->prefix);
     e = (struct store_event){0,    util_wall_ms(), "store.repair", NULL,
                              NULL, NULL,           msg,            data};
     if (err == ACCEL_OK)
-        err = estore_event_append(s, &e, 0);
+        err = es_event_append(&s->base, &e, 0, NULL);
     free(data);
     free(msg);
     return err;
 }
 
-static char *bad_list(const struct lrun *r)
+static enum accel_err es_load(struct store *base, const struct store_loader *l,
+                              char **cause)
 {
-    char *out = xstrdup("");
-    for (size_t i = 0; i < r->nbad && i < 20; i++) {
-        char *n = xasprintf("%s%skey %s: %s", out, i ? "; " : "",
-                            r->bad[i].key, r->bad[i].why);
-        free(out);
-        out = n;
-    }
-    if (r->nbad > 20) {
-        char *n = xasprintf("%s; and %zu more", out, r->nbad - 20);
-        free(out);
-        out = n;
-    }
-    return out;
-}
-
-enum accel_err estore_load(struct estore *s, const struct store_loader *l,
-                           char **cause)
-{
+    struct estore *s = (struct estore *)base;
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t rev = 0;
-    struct lrun r = {s, l, NULL, 0, strmap_new(), strmap_new()};
+    struct lrun r = {s, l, {NULL, 0}, strmap_new(), strmap_new()};
     enum accel_err err;
     char table[32];
 
@@ -1912,15 +1905,15 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
         if ((bad = event_check(kvs[i].value)) != NULL)
             bad_add(&r, kvs[i].key, xstrdup(bad));
     }
-    if (r.nbad > 0) {
-        char *list = bad_list(&r);
+    if (r.bad.n > 0) {
+        char *list = store_bads_list(&r.bad);
         if (!l->repair) {
             *cause = xasprintf("etcd prefix %s: %zu key%s do%s not decode: "
                                "%s; refusing to start, nothing was loaded or "
                                "changed. `acceld --repair` drops these keys "
                                "and says what it dropped",
-                               s->prefix, r.nbad, r.nbad == 1 ? "" : "s",
-                               r.nbad == 1 ? "es" : "", list);
+                               s->prefix, r.bad.n, r.bad.n == 1 ? "" : "s",
+                               r.bad.n == 1 ? "es" : "", list);
             free(list);
             err = ACCEL_ESTORE_CORRUPT;
             goto out;
@@ -1928,7 +1921,7 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
         err = repair(&r);
         *cause = xasprintf("dropped %zu undecodable key%s of etcd prefix "
                            "%s: %s",
-                           r.nbad, r.nbad == 1 ? "" : "s", s->prefix, list);
+                           r.bad.n, r.bad.n == 1 ? "" : "s", s->prefix, list);
         free(list);
         if (err != ACCEL_OK)
             goto out;
@@ -1955,11 +1948,7 @@ enum accel_err estore_load(struct estore *s, const struct store_loader *l,
     s->applied_rev = rev;
     pthread_mutex_unlock(&s->vlock);
 out:
-    for (size_t i = 0; i < r.nbad; i++) {
-        free(r.bad[i].key);
-        free(r.bad[i].why);
-    }
-    free(r.bad);
+    store_bads_free(&r.bad);
     strmap_free(r.dropped_apps);
     strmap_free(r.apps);
     etcd_kvs_free(kvs, n);
@@ -2119,9 +2108,11 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     return ACCEL_OK;
 }
 
-enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
-                             volatile int *stop)
+static enum accel_err es_follow(struct store *base,
+                                const struct store_follower *f,
+                                volatile int *stop)
 {
+    struct estore *s = (struct estore *)base;
     struct frun fr = {s, f, s->load_rev + 1};
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
         enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
@@ -2137,3 +2128,51 @@ enum accel_err estore_follow(struct estore *s, const struct store_follower *f,
     }
     return ACCEL_OK;
 }
+
+static const struct store_ops etcd_ops = {
+    .cluster = true,
+    .close = es_close,
+    .errmsg = es_errmsg,
+    .created = es_created,
+    .load = es_load,
+    .begin = es_begin,
+    .commit = es_commit,
+    .rollback = es_rollback,
+    .sync = es_sync,
+    .app_put = es_app_put,
+    .app_delete = es_app_delete,
+    .alloc_put = es_alloc_put,
+    .alloc_delete_app = es_alloc_delete_app,
+    .alloc_delete = es_alloc_delete,
+    .device_put = es_device_put,
+    .node_put = es_node_put,
+    .node_delete = es_node_delete,
+    .user_put = es_user_put,
+    .user_delete = es_user_delete,
+    .identity_put = es_identity_put,
+    .identity_retire = es_identity_retire,
+    .limits_put = es_limits_put,
+    .limits_delete = es_limits_delete,
+    .event_append = es_event_append,
+    .events_query = es_events_query,
+    .writable = es_writable,
+    .failed = es_failed,
+    .fail = es_fail,
+    /* no meta table, no busy timeout, no group commit: etcd made every
+     * commit durable before it answered (created_ms, set_busy_timeout and
+     * set_group_commit stay NULL) */
+    .client = es_client,
+    .prefix = es_prefix,
+    .conflict_rev = es_conflict_rev,
+    .commit_queued = es_commit_queued,
+    .queued_settled = es_queued_settled,
+    .queue_gate = es_queue_gate,
+    .wait_rev = es_wait_rev,
+    .view_rev = es_view_rev,
+    .view_sync = es_view_sync,
+    .member_put = es_member_put,
+    .member_delete = es_member_delete,
+    .part_put = es_part_put,
+    .part_delete = es_part_delete,
+    .follow = es_follow,
+};
