@@ -73,9 +73,9 @@ def group_alive(pgid):
     return False
 
 
-def pids_of_app(name):
-    """Live processes whose environment holds ACCEL_APP=name."""
-    key = ("ACCEL_APP=%s" % name).encode()
+def tagged(key, value):
+    """Live pids whose environment holds key=value exactly."""
+    want = ("%s=%s" % (key, value)).encode()
     out = []
     for e in os.listdir("/proc"):
         if not e.isdigit():
@@ -85,9 +85,20 @@ def pids_of_app(name):
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if key in env and alive(int(e)):
+        if want in env and alive(int(e)):
             out.append(int(e))
     return out
+
+
+def pids_of_app(name):
+    """Live processes whose environment holds ACCEL_APP=name."""
+    return tagged("ACCEL_APP", name)
+
+
+def environ_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        return dict(e.decode().split("=", 1)
+                    for e in f.read().split(b"\0") if e)
 
 
 @unittest.skipUnless(os.path.exists(FAKE_NVML), "fake NVML not built")
@@ -346,23 +357,6 @@ class RestartTest(RuntimeBase):
         self.assertTrue(alive(keep["pid"]))
 
 
-def tagged(key, value):
-    """Live pids whose environment holds key=value exactly."""
-    want = ("%s=%s" % (key, value)).encode()
-    out = []
-    for e in os.listdir("/proc"):
-        if not e.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % e, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if want in env and alive(int(e)):
-            out.append(int(e))
-    return out
-
-
 class TwoInstancesTest(RuntimeBase):
     """Two accelds on one machine without cgroups (a test cluster, a second
     instance) each run an app named twin whose child left its process
@@ -382,15 +376,7 @@ class TwoInstancesTest(RuntimeBase):
         b = self.install(m)
         self.d = first
         self.assertEqual((a["state"], b["state"]), ("running", "running"))
-        tags = []
-        for d, x in ((first, a), (second, b)):
-            env = {}
-            with open("/proc/%d/environ" % x["pid"], "rb") as f:
-                for kv in f.read().split(b"\0"):
-                    if b"=" in kv:
-                        k, v = kv.decode().split("=", 1)
-                        env[k] = v
-            tags.append(env["ACCEL_APP_ID"])
+        tags = [environ_of(x["pid"])["ACCEL_APP_ID"] for x in (a, b)]
         self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for t in tags
                                  for p in tagged("ACCEL_APP_ID", t)])
         self.assertNotEqual(tags[0], tags[1])
@@ -726,17 +712,12 @@ class EnvironmentTest(RuntimeBase):
         "MAIL": "/var/mail/root", "LD_LIBRARY_PATH": "/root/lib",
         "LANG": "C.UTF-8", "LC_TIME": "C", "TZ": "UTC", "TERM": "dumb"}
 
-    def environ_of(self, pid):
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            return dict(e.decode().split("=", 1)
-                        for e in f.read().split(b"\0") if e)
-
     def test_app_environment_is_an_allowlist(self):
         m = manifest("envdump", ["sleep", "1000"])
         m["run"]["env"] = {"FROM_MANIFEST": "yes", "TZ": "Europe/Berlin"}
         a = self.install(m)
         self.assertEqual(a["state"], "running", a)
-        env = self.environ_of(a["pid"])
+        env = environ_of(a["pid"])
         for k, v in env.items():  # (the build tree may be under /root)
             for leak in (self.SECRET, "/root/.local/bin", "/root/private"):
                 self.assertNotIn(leak, v, k)
@@ -768,7 +749,7 @@ class EnvironmentTest(RuntimeBase):
         m["run"]["env"] = {"PATH": "/nonexistent:/usr/bin:/bin"}
         a = self.install(m)
         self.assertEqual(a["state"], "running", a)
-        self.assertEqual(self.environ_of(a["pid"])["PATH"],
+        self.assertEqual(environ_of(a["pid"])["PATH"],
                          "/nonexistent:/usr/bin:/bin")
 
 

@@ -244,6 +244,79 @@ enum accel_err proc_find_by_env(const char *key, const char *value,
     return ACCEL_OK;
 }
 
+struct tagged_list {
+    struct proc_tagged *v;
+    size_t n;
+    const char *needle;          /* "KEY=PREFIX" */
+    size_t needle_len;           /* strlen(needle) */
+};
+
+/* The value after needle of the environment's entry that starts with it. */
+static const char *env_rest(const char *env, size_t len, const char *needle,
+                            size_t needle_len)
+{
+    size_t i = 0;
+
+    while (i < len) {
+        size_t n = strnlen(env + i, len - i);
+        if (i + n < len && n >= needle_len &&
+            memcmp(env + i, needle, needle_len) == 0)
+            return env + i + needle_len;
+        i += n + 1;
+    }
+    return NULL;
+}
+
+static int env_prefix_match(pid_t pid, void *ctx)
+{
+    struct tagged_list *l = ctx;
+    char path[64];
+    char *buf;
+    const char *rest = NULL;
+    ssize_t n;
+
+    if (pid == getpid())
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    buf = xmalloc(PROC_ENVIRON_MAX);
+    n = util_read_small(path, buf, PROC_ENVIRON_MAX);
+    if (n > 0)
+        rest = env_rest(buf, (size_t)n, l->needle, l->needle_len);
+    if (rest != NULL) {
+        l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+        l->v[l->n++] = (struct proc_tagged){pid, xstrdup(rest)};
+    }
+    free(buf);
+    return 0;
+}
+
+enum accel_err proc_find_by_env_prefix(const char *key, const char *prefix,
+                                       struct proc_tagged **out, size_t *n)
+{
+    struct tagged_list l;
+    char *needle = xasprintf("%s=%s", key, prefix);
+
+    memset(&l, 0, sizeof(l));
+    l.needle = needle;
+    l.needle_len = strlen(needle);
+    if (for_each_pid(env_prefix_match, &l) < 0) {
+        free(needle);
+        proc_tagged_free(l.v, l.n);
+        return ACCEL_ESYS;
+    }
+    free(needle);
+    *out = l.v;
+    *n = l.n;
+    return ACCEL_OK;
+}
+
+void proc_tagged_free(struct proc_tagged *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].rest);
+    free(v);
+}
+
 enum accel_err proc_reap(pid_t pid, int *status)
 {
     int st = 0;

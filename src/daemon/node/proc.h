@@ -135,6 +135,19 @@ enum accel_err proc_find_by_env(const char *key, const char *value,
                                 pid_t **out, size_t *n);
 
 /*
+ * The same for many values in one /proc scan: every process whose
+ * environment holds key=<prefix>..., with the rest of its value after
+ * prefix (owned). out: new array for proc_tagged_free, NULL when none.
+ */
+struct proc_tagged {
+    pid_t pid;
+    char *rest;
+};
+enum accel_err proc_find_by_env_prefix(const char *key, const char *prefix,
+                                       struct proc_tagged **out, size_t *n);
+void proc_tagged_free(struct proc_tagged *v, size_t n);
+
+/*
  * Stop an app: SIGTERM to its process group (and to the processes carrying
  * env_key=env_value when env_key is non-NULL), wait up to term_ms for all of
  * them to exit, then SIGKILL the survivors, and wait up to kill_ms more

@@ -1073,13 +1073,18 @@ void runtime_supervisor_stop(struct accel_daemon *d)
  */
 void runtime_end_orphans(struct accel_daemon *d)
 {
+    struct proc_tagged *t = NULL;
+    size_t nt = 0;
+    char *prefix = app_tag(d, ""); /* "<instance>/": this acceld's apps */
+
+    /* one /proc scan for every app, not one per app */
+    if (proc_find_by_env_prefix(APP_TAG_KEY, prefix, &t, &nt) != ACCEL_OK)
+        nt = 0;
+    free(prefix);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
-        pid_t *v = NULL;
-        size_t n = 0;
         bool any = false;
-        char *tag;
 
         if (a->pid > 0 || state_app_remote(d, a))
             continue;
@@ -1087,12 +1092,9 @@ void runtime_end_orphans(struct accel_daemon *d)
             cgroup_app_kill(d->cg, a->name);
             any = true;
         }
-        tag = app_tag(d, a->name);
-        if (proc_find_by_env(APP_TAG_KEY, tag, &v, &n) == ACCEL_OK)
-            for (size_t k = 0; k < n; k++)
-                any |= kill(v[k], SIGKILL) == 0;
-        free(tag);
-        free(v);
+        for (size_t k = 0; k < nt; k++)
+            if (strcmp(t[k].rest, a->name) == 0)
+                any |= kill(t[k].pid, SIGKILL) == 0;
         if (any)
             state_event(d, "runtime.orphan", a->name, d->cfg.node_name, NULL,
                         NULL, "app %s is %s but processes of it were still "
@@ -1101,6 +1103,7 @@ void runtime_end_orphans(struct accel_daemon *d)
                         app_state_name(a->state));
     }
     pthread_mutex_unlock(&d->lock);
+    proc_tagged_free(t, nt);
 }
 
 /* ---- cgroups of the instance ---- */
