@@ -516,9 +516,42 @@ static void act_multi(struct accel_daemon *d, struct app *a)
     }
 }
 
-void cluster_act(struct accel_daemon *d, struct app *a)
+/*
+ * Start an app bound to this node's cards. The view this runs on may lag
+ * etcd (a watch catching up after a cut or a member's death) and still
+ * show the app resuming here when another node has since stopped it and
+ * started it on its own card: started now, it would run on two machines
+ * (the randomized test saw it). So the start is claimed first: the app's
+ * row is written again, guarded by the revision this view read, and only
+ * when that succeeds is the process started (a newer row fails the
+ * guard; the watch then brings it, and this node acts on that). Once
+ * claimed, nobody can move the app without stopping it first (it is
+ * `resuming`: busy), and a stop that comes meanwhile finds the pid here.
+ */
+static void start_here(struct accel_daemon *d, struct app *a)
 {
     char *cause = NULL;
+    enum accel_err rc = commit_state(d, a, APP_RESUMING, a->reason);
+    if (rc != ACCEL_OK) {
+        log_info("app %s: not started on %s: its row is not the one this "
+                 "view read (%s); the newer one decides",
+                 a->name, d->cfg.node_name, accel_strerror(rc));
+        return;
+    }
+    if (runtime_start(d, a, &cause) != ACCEL_OK) {
+        a->pid = 0;
+        lifecycle_commit_release(d, a, APP_FAILED, cause);
+        free(cause);
+        return;
+    }
+    /* unsaved, the pid is still this node's: a stop finds it here, and the
+     * redrive saves `running` once the row is read again */
+    if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
+        log_error("app %s started but its state was not saved", a->name);
+}
+
+void cluster_act(struct accel_daemon *d, struct app *a)
+{
     /* an install still on its way to etcd acts once it is there (ops.c) */
     if (d->cluster == NULL || a->nrows == 0 || a->committing)
         return;
@@ -530,15 +563,7 @@ void cluster_act(struct accel_daemon *d, struct app *a)
     if (!runtime_runs_here(d, a))
         return;
     if (a->state == APP_RESUMING && a->pid <= 0) {
-        if (runtime_start(d, a, &cause) == ACCEL_OK) {
-            if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
-                log_error("app %s started but its state was not saved",
-                          a->name);
-        } else {
-            a->pid = 0;
-            lifecycle_commit_release(d, a, APP_FAILED, cause);
-        }
-        free(cause);
+        start_here(d, a);
     } else if (a->state == APP_STOPPING && !a->stop.active) {
         bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
         if (a->pid > 0) {
