@@ -246,6 +246,45 @@ class AnyNodeTest(unittest.TestCase):
         c.wait(lambda: c.app_of(c.agent("n2"), "sleeper") is None,
                "uninstalled")
 
+    def test_a_mode_switch_through_another_node_has_the_agent_stop(self):
+        """A card's mode switched through n1 while an app runs on it on
+        n2: n2's agent stops the app (the pid is n2's: signalled from n1 it
+        would name whatever process n1's machine has under that number),
+        then the card switches. The app records who sent its SIGTERM."""
+        c = self.c
+        box = tempfile.mkdtemp(prefix="accel-switch-")
+        self.addCleanup(shutil.rmtree, box, True)
+        os.chmod(box, 0o777)
+        said = os.path.join(box, "sender")
+        script = ("import signal,sys\n"
+                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
+                  "i = signal.sigwaitinfo([signal.SIGTERM])\n"
+                  "open(sys.argv[1], 'w').write(str(i.si_pid))\n")
+        m = manifest("switched", "2Gi",
+                     run=["/usr/bin/python3", "-c", script, said])
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: (c.app_of(c.agent("n1"), "switched") or {}).get(
+            "state") == "running", "switched running as n1 sees it")
+        path = "/api/compute-resources/nodes/n2/devices/n2-mem/support-type"
+        self.addCleanup(c.agent("n1").http, "PUT", path,
+                        {"supportType": "MemorySlice"})
+        self.addCleanup(c.agent("n1").http, "DELETE", "/api/apps/switched")
+        st, b = c.agent("n1").http("PUT", path, {"supportType": "Exclusive"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched", b)
+        self.assertEqual([(x["appName"], x["state"])
+                          for x in b["data"]["stoppedApps"]],
+                         [("switched", "stopped")], b)
+        with open(said) as f:
+            self.assertEqual(int(f.read()), c.agent("n2").proc.pid,
+                             "SIGTERM came from n2's acceld, not n1's (%d)"
+                             % c.agent("n1").proc.pid)
+        self.assertEqual(etcd_allocs(c, "n2-mem"), [])
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: (c.app_of(c.agent(n), "switched") or {}).get(
+                "state") == "stopped", "switched stopped on " + n)
+
     def test_an_app_across_nodes_runs_a_part_on_each(self):
         """supportMultiNodes, bound to cards of n1 and n2 through n3: n1 and
         n2 each run one part with its rank; a stop through n3 stops both

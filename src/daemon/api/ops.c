@@ -434,6 +434,43 @@ void ops_start_bound(struct accel_daemon *d, struct app *a)
     free(cause);
 }
 
+#define STOP_ELSEWHERE_SLACK_MS 10000 /* past the app's stop timeout */
+
+/*
+ * ops_stop_processes for an app another node's agent runs (or one bound
+ * across nodes): its pid is that machine's, and signalling it here would
+ * hit whatever process this machine has under that number. So the app is
+ * made `stopping`, as a suspend does, and its agent stops it and releases
+ * it; this waits (lock released) until the app has left `stopping`, for
+ * its stop timeout and some slack. An app still stopping then is its
+ * agent's to finish; the caller sees it still bound.
+ */
+static struct app *stop_elsewhere(struct accel_daemon *d, struct app *a)
+{
+    char *name = xstrdup(a->name);
+    uint64_t until = util_now_ns() +
+                     ((uint64_t)a->m.run.stop_timeout_s * 1000 +
+                      STOP_ELSEWHERE_SLACK_MS) * 1000000ULL;
+
+    if (commit_state(d, a, APP_STOPPING, NULL) == ACCEL_OK &&
+        state_app_multi(d, a))
+        cluster_act(d, a); /* this node's part, if it has one */
+    while ((a = state_app_find(d, name)) != NULL &&
+           a->state == APP_STOPPING) {
+        uint64_t now = util_now_ns();
+        int64_t rev = store_view_rev(d->store);
+        if (now >= until)
+            break;
+        pthread_mutex_unlock(&d->lock);
+        /* woken by the next change the watch applies */
+        (void)store_wait_rev(d->store, rev + 1,
+                             (int)((until - now) / 1000000ULL) + 1);
+        pthread_mutex_lock(&d->lock);
+    }
+    free(name);
+    return a;
+}
+
 /*
  * Stop a's processes with the lock released. Returns the app again (found
  * by name) or NULL if it vanished. The app is `stopping` meanwhile.
@@ -449,6 +486,8 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
 
     if (a->pid <= 0)
         return a;
+    if (d->cluster && (runtime_runs_on_agent(d, a) || state_app_multi(d, a)))
+        return stop_elsewhere(d, a);
     commit_state(d, a, APP_STOPPING, NULL);
     name = xstrdup(a->name);
     pthread_mutex_unlock(&d->lock);

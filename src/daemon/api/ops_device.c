@@ -20,6 +20,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/broker.h"
+#include "daemon/node/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -198,19 +199,57 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
 
 /* Apps whose processes still hold the GPU after the stop wait in
  * `releasing` with their rows (SPEC 2.7, 8.3); the others are switched. */
+static bool on_device(const struct app *a, int dev)
+{
+    for (size_t k = 0; k < a->nrows; k++)
+        if ((int)a->rows[k].dev == dev)
+            return true;
+    return false;
+}
+
+static json_t *stopped_entry(const struct app *a)
+{
+    return json_pack("{s:s, s:s, s:s}", "appName", a->name, "owner",
+                     a->owner, "state", app_state_name(a->state));
+}
+
 /* Stop the processes of the bound apps (the lock is released while each
- * stops; apps are found again by name afterwards). */
-static void stop_bound(struct accel_daemon *d, struct app **apps, size_t n)
+ * stops; apps are found again by name afterwards). Lists the ones that
+ * have left dev meanwhile: another node's agent stopped and released
+ * them (ops_stop_processes). */
+static json_t *stop_bound(struct accel_daemon *d, int dev, struct app **apps,
+                          size_t n)
 {
     char *names[SWITCH_MAX_APPS];
+    json_t *gone = json_array();
     for (size_t i = 0; i < n; i++)
         names[i] = xstrdup(apps[i]->name);
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);
         if (a)
-            ops_stop_processes(d, a);
+            a = ops_stop_processes(d, a);
+        if (a && !on_device(a, dev))
+            json_array_append_new(gone, stopped_entry(a));
         free(names[i]);
     }
+    return gone;
+}
+
+/* The apps another node runs still `stopping` after the switch's stop:
+ * their agents have not finished (ops_stop_processes waited its bound).
+ * This node's own stopped apps stay `stopping` until the switch commits. */
+static json_t *still_stopping(struct accel_daemon *d, struct app **apps,
+                              size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        if (apps[i]->state == APP_STOPPING &&
+            (runtime_runs_on_agent(d, apps[i]) || state_app_multi(d, apps[i])))
+            json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
+                               apps[i]->name, "owner", apps[i]->owner, "state",
+                               "stopping", "reason", "stop-still-in-progress"));
+    return arr;
 }
 
 /* Did the switch's own stop leave processes of some app on the GPU? */
@@ -263,7 +302,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
 {
     enum accel_support st;
     struct app *apps[SWITCH_MAX_APPS];
-    json_t *blocked, *stopped;
+    json_t *blocked, *stopped, *gone;
     size_t n;
     int dev;
     enum accel_err rc;
@@ -303,14 +342,28 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     json_decref(blocked);
-    stop_bound(d, apps, n);
+    gone = stop_bound(d, dev, apps, n);
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
+    /* one another node's agent has not stopped yet keeps its card: that
+     * agent releases it once it has (nothing on its behalf here) */
+    blocked = still_stopping(d, apps, n);
+    if (json_array_size(blocked) > 0) {
+        ops_res_check(res, "computeDeviceSwitchBlocked",
+                      json_pack("{s:s, s:o, s:o, s:o}", "status",
+                                "bound-apps-stop-blocked", "device",
+                                view_device(d, dev, NULL), "blockedApps", blocked,
+                                "stoppedApps", gone));
+        goto out;
+    }
+    json_decref(blocked);
     /* an app whose processes still hold the GPU after its stop (releasing)
      * could not be stopped: the mode stays (SPEC 2.7); the apps that did
      * stop cannot be restarted behind the user's back, so they are
      * released and named */
     if (any_lingering(apps, n)) {
         stopped = settle_stopped(d, apps, n);
+        json_array_extend(stopped, gone);
+        json_decref(gone);
         blocked = blocked_list(apps, n);
         ops_res_check(res, "computeDeviceSwitchBlocked",
                       json_pack("{s:s, s:o, s:o, s:o}", "status",
@@ -319,7 +372,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                                 "stoppedApps", stopped));
         goto out;
     }
-    stopped = json_array();
+    stopped = gone;
     for (size_t i = 0; i < n; i++)
         json_array_append_new(stopped,
                               json_pack("{s:s, s:s, s:s}", "appName",
