@@ -19,6 +19,7 @@ The whole test process runs in a network namespace of its own
 namespace, link and rule dies with it however it ends."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -261,6 +262,30 @@ class Faults(unittest.TestCase):
         t = self.cut_off(k)
         self.assertLess(t["unreachable"], UNREACH_BOUND + 0.5)
         self.report("partition", t)
+
+    def test_an_app_that_exits_cut_off_is_released_after_the_heal(self):
+        """A cut-off node's app exits: the save of its end fails (no
+        quorum there), and once the cut heals the node saves it again by
+        itself: the app is not left `running` with its card held."""
+        c = self.c
+        k = (c.etcd.leader() + 1) % 3
+        victim = self.agent_on(k)
+        other = self.agent_on((k + 1) % 3)
+        name, pid = self.sleeper(k, "%d.%d" % (os.getpid(), Faults.seq))
+        self.isolate(k)
+        self.wait_stale(victim, time.monotonic())
+        os.kill(pid, signal.SIGKILL)
+        c.wait(lambda: "%s exited but its release could not be saved" %
+               name in victim.log(), "the failed save of the exit",
+               timeout=CUT_WRITE_BOUND + 5)
+        self.heal()
+        c.wait(lambda: (c.app_of(other, name) or {}).get("state") ==
+               "failed", name + " failed as " + other.node + " sees it",
+               timeout=LEASE_TTL + 10)
+        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
+                       "--keys-only").stdout
+        self.assertEqual(out.split(), [], "its card is released")
+        self.converged()
 
     def test_asymmetric_cut_requests_out_answers_dropped(self):
         """A follower's machine whose packets reach the others while

@@ -974,10 +974,32 @@ static void publish_info(struct accel_daemon *d)
  * watch event comes to retry it until someone touches the app again; the
  * keeper calls this once etcd renews the lease again, every round. What
  * it does is what a watch event on the app would do (cluster_act), plus
- * the one step cluster_act does not repeat: saving `running` for an app
- * whose process started while the save failed.
+ * the two steps cluster_act does not repeat: saving `running` for an app
+ * whose process started while the save failed, and the release of an app
+ * left `running` whose process ended while the save of its end failed
+ * (its card would stay held by nothing).
  */
 #define REDRIVE_SYNC_MS 2000 /* at most, for the view to catch up */
+
+/* Is a `running` here with no process (it exited; the save failed)? */
+static bool ended_unsaved(struct accel_daemon *d, const struct app *a)
+{
+    return a->state == APP_RUNNING && a->pid <= 0 && !a->stop.active &&
+           !state_app_multi(d, a) && runtime_runs_here(d, a);
+}
+
+static void release_ended(struct accel_daemon *d, struct app *a)
+{
+    char *why = a->exit_status == 0 ? NULL
+                : a->exit_status < 0
+                    ? xstrdup("its process ended")
+                    : xasprintf("its process exited (status %" PRId64 ")",
+                                a->exit_status);
+    if (lifecycle_commit_release(d, a, why ? APP_FAILED : APP_STOPPED, why) ==
+        ACCEL_OK)
+        log_info("app %s: the end of its process saved again", a->name);
+    free(why);
+}
 
 static void redrive(struct accel_daemon *d)
 {
@@ -995,7 +1017,8 @@ static void redrive(struct accel_daemon *d)
     names = xcalloc(d->napps + 1, sizeof(*names));
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        if (a->state == APP_RESUMING || a->state == APP_STOPPING)
+        if (a->state == APP_RESUMING || a->state == APP_STOPPING ||
+            ended_unsaved(d, a))
             names[n++] = xstrdup(a->name);
     }
     /* by name: cluster_act may uninstall (free) an app and move the rest */
@@ -1006,6 +1029,8 @@ static void redrive(struct accel_daemon *d)
         if (a->state == APP_RESUMING && a->pid > 0 &&
             !state_app_multi(d, a) && runtime_runs_here(d, a))
             (void)commit_state(d, a, APP_RUNNING, NULL);
+        else if (ended_unsaved(d, a))
+            release_ended(d, a);
         else
             cluster_act(d, a);
     }
