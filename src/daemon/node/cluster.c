@@ -641,6 +641,12 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
 
     if (row == NULL) {
         if (a) {
+            /* never left running unseen: a delete this node did not make
+             * (it deletes only what it has stopped) */
+            if (a->pid > 0 && !state_app_multi(d, a) &&
+                runtime_runs_here(d, a))
+                runtime_kill_unowned(d, a, "the app was deleted while it "
+                                           "ran here");
             state_set_rows(d, a, NULL, 0);
             state_app_remove(d, a);
         }

@@ -1106,6 +1106,20 @@ void runtime_end_orphans(struct accel_daemon *d)
     proc_tagged_free(t, nt);
 }
 
+void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
+                          const char *why)
+{
+    struct proc_handle h = {.pid = (pid_t)a->pid, .start_time = a->pid_start};
+    char *tag = app_tag(d, a->name);
+    if (cgroup_app_populated(d->cg, a->name) == 1)
+        cgroup_app_kill(d->cg, a->name);
+    proc_signal_app(&h, APP_TAG_KEY, tag, SIGKILL);
+    free(tag);
+    state_event(d, "runtime.orphan", a->name, d->cfg.node_name, NULL, NULL,
+                "app %s: its process %d on node %s was killed: %s", a->name,
+                (int)a->pid, d->cfg.node_name, why);
+}
+
 /* ---- cgroups of the instance ---- */
 
 void runtime_cgroups_init(struct accel_daemon *d)

@@ -83,6 +83,12 @@ void runtime_cgroups_fini(struct accel_daemon *d);
  * leader recorded), in its cgroup or with its tag; an event says so. */
 void runtime_end_orphans(struct accel_daemon *d);
 
+/* a's process here belongs to no app any more (another node of the
+ * cluster deleted the app while it ran here): SIGKILL to its cgroup, its
+ * group and its tagged processes now, and an event with why (lock held). */
+void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
+                          const char *why);
+
 /* Remove the quota ledgers and shim config of a's current rows (lock
  * held). Called whenever rows are dropped. */
 void runtime_release_files(struct accel_daemon *d, const struct app *a);
