@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,22 @@ static const char *jstr(const json_t *o, const char *k)
     return json_string_value(v);
 }
 
+/* A string member of a row struct and the key that holds it. */
+struct jtext {
+    const char *key;
+    size_t off; /* offsetof the const char * member */
+};
+#define JT(row, member, key) {(key), offsetof(struct store_##row, member)}
+#define NJT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Set each of row's string members in f from o (jstr: NULL when missing). */
+static void jtexts(const json_t *o, void *row, const struct jtext *f,
+                   size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        *(const char **)((char *)row + f[i].off) = jstr(o, f[i].key);
+}
+
 static bool jint(const json_t *o, const char *k, int64_t min, int64_t *out)
 {
     const json_t *v = json_object_get(o, k);
@@ -331,13 +348,12 @@ static const char *app_decode(const json_t *o, void *row)
 {
     struct store_app *a = row;
     int64_t ps = 0;
+    static const struct jtext texts[] = {
+        JT(app, name, "name"),         JT(app, owner, "owner"),
+        JT(app, state, "state"),       JT(app, manifest, "manifest"),
+        JT(app, reason, "reason"),     JT(app, selected_type, "selectedType")};
     *a = (struct store_app){0};
-    a->name = jstr(o, "name");
-    a->owner = jstr(o, "owner");
-    a->state = jstr(o, "state");
-    a->manifest = jstr(o, "manifest");
-    a->reason = jstr(o, "reason");
-    a->selected_type = jstr(o, "selectedType");
+    jtexts(o, a, texts, NJT(texts));
     if (!a->name || !a->owner || !a->state || !a->manifest)
         return "name, owner, state or manifest is missing or not a string";
     if (!jint(o, "createdMs", 0, &a->created_ms) ||
@@ -361,12 +377,12 @@ static const char *alloc_decode(const json_t *o, void *row)
 {
     struct store_alloc *a = row;
     int64_t mem;
+    static const struct jtext texts[] = {
+        JT(alloc, app, "app"),   JT(alloc, owner, "owner"),
+        JT(alloc, type, "type"), JT(alloc, node, "node"),
+        JT(alloc, device, "device")};
     *a = (struct store_alloc){0};
-    a->app = jstr(o, "app");
-    a->owner = jstr(o, "owner");
-    a->type = jstr(o, "type");
-    a->node = jstr(o, "node");
-    a->device = jstr(o, "device");
+    jtexts(o, a, texts, NJT(texts));
     if (!a->app || !a->owner || !a->type || !a->node || !a->device)
         return "app, owner, type, node or device is missing";
     if (!jint(o, "memory", 0, &mem))
@@ -386,11 +402,11 @@ static char *device_json(const struct store_device *d)
 static const char *device_decode(const json_t *o, void *row)
 {
     struct store_device *d = row;
+    static const struct jtext texts[] = {
+        JT(device, node, "node"), JT(device, id, "id"),
+        JT(device, support, "support"), JT(device, settings, "settings")};
     *d = (struct store_device){0};
-    d->node = jstr(o, "node");
-    d->id = jstr(o, "id");
-    d->support = jstr(o, "support");
-    d->settings = jstr(o, "settings");
+    jtexts(o, d, texts, NJT(texts));
     return d->node && d->id && d->support ? NULL
                                           : "node, id or support is missing";
 }
@@ -449,13 +465,12 @@ static const char *limits_decode(const json_t *o, void *row)
 
 static const char *event_decode(const json_t *o, struct store_event *e)
 {
+    static const struct jtext texts[] = {
+        JT(event, kind, "kind"),     JT(event, message, "message"),
+        JT(event, app, "app"),       JT(event, node, "node"),
+        JT(event, device, "device"), JT(event, data, "data")};
     *e = (struct store_event){0};
-    e->kind = jstr(o, "kind");
-    e->message = jstr(o, "message");
-    e->app = jstr(o, "app");
-    e->node = jstr(o, "node");
-    e->device = jstr(o, "device");
-    e->data = jstr(o, "data");
+    jtexts(o, e, texts, NJT(texts));
     if (!e->kind || !e->message || !jint(o, "ts", 0, &e->ts_ms))
         return "kind, message or ts is missing";
     return NULL;

@@ -905,8 +905,9 @@ static enum accel_err sq_fail(struct store *base, enum accel_err err,
 /*
  * Row layouts. A table's put statement binds its row's fields as ?1, ?2,
  * ... in the order its load query returns them as columns 0, 1, ..., so
- * one list per table, of each field's kind and place in its struct,
- * serves both: bind_fields for the writes, read_fields for the load.
+ * one list per table, of each field's kind, place in its struct and what
+ * its column must hold when loaded, serves all three: bind_fields for the
+ * writes, check_col and read_fields for the load.
  */
 enum field_kind {
     F_TEXT,    /* const char *, NULL as SQL NULL */
@@ -916,70 +917,94 @@ enum field_kind {
     F_OPT_I64, /* int64_t, < 0 ("none") stored as NULL */
 };
 
+/* What a column of a loaded row must hold: the checks are the same for
+ * every table, so one function applies them (check_col). */
+enum col_kind {
+    COL_KEY,      /* a non-empty text without NUL */
+    COL_TEXT,     /* NULL or a text without NUL */
+    COL_INT,      /* an integer in [min, max] */
+    COL_OPT_INT,  /* NULL or an integer in [0, INT64_MAX] */
+    COL_ENUM,     /* one of the words in set */
+    COL_HASH,     /* a SHA-256 in lowercase hex */
+    COL_BY_QUERY, /* checked by the table's load query (events) */
+};
+
+struct col_rule {
+    enum col_kind kind;
+    int64_t min, max;       /* COL_INT */
+    const char *const *set; /* COL_ENUM, NULL-terminated */
+};
+
 struct field {
     enum field_kind kind;
     size_t off; /* offsetof the member in its row struct */
+    struct col_rule rule;
 };
 
-#define FIELD(kind, type, member) {(kind), offsetof(type, member)}
+#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
+#define KEY {COL_KEY, 0, 0, NULL}
+#define TEXT {COL_TEXT, 0, 0, NULL}
+#define INT(lo, hi) {COL_INT, (lo), (hi), NULL}
+#define TIME INT(0, TIME_MAX)
+#define ENUM(set) {COL_ENUM, 0, 0, (set)}
+#define HASH {COL_HASH, 0, 0, NULL}
+#define OPT_INT {COL_OPT_INT, 0, 0, NULL}
+
+/* A column of struct store_<row>: its kind, member and rule. */
+#define COL(row, kind, member, rule)                                           \
+    {(kind), offsetof(struct store_##row, member), rule}
+#define EV_COL(kind, member)                                                   \
+    {(kind), offsetof(struct store_event, member), {COL_BY_QUERY, 0, 0, NULL}}
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
 
+static const char *const supports[] = {"Exclusive", "MemorySlice",
+                                       "TimeSlice", NULL};
+static const char *const roles[] = {"admin", "member", NULL};
+
+/* Two columns a line, as the rule lists these took over were written. */
 static const struct field app_fields[] = {
-    FIELD(F_TEXT, struct store_app, name),
-    FIELD(F_TEXT, struct store_app, owner),
-    FIELD(F_TEXT, struct store_app, state),
-    FIELD(F_TEXT, struct store_app, reason),
-    FIELD(F_TEXT, struct store_app, manifest),
-    FIELD(F_TEXT, struct store_app, selected_type),
-    FIELD(F_I64, struct store_app, created_ms),
-    FIELD(F_I64, struct store_app, updated_ms),
-    FIELD(F_I64, struct store_app, pid),
-    FIELD(F_U64, struct store_app, pid_start),
-    FIELD(F_I64, struct store_app, exit_status),
-};
+    COL(app, F_TEXT, name, KEY), COL(app, F_TEXT, owner, KEY),
+    COL(app, F_TEXT, state, KEY), COL(app, F_TEXT, reason, TEXT),
+    COL(app, F_TEXT, manifest, KEY), COL(app, F_TEXT, selected_type, TEXT),
+    COL(app, F_I64, created_ms, TIME), COL(app, F_I64, updated_ms, TIME),
+    COL(app, F_I64, pid, INT(0, INT32_MAX)),
+    COL(app, F_U64, pid_start, INT(INT64_MIN, INT64_MAX)),
+    COL(app, F_I64, exit_status, INT(INT32_MIN, INT32_MAX))};
 static const struct field alloc_fields[] = {
-    FIELD(F_TEXT, struct store_alloc, app),
-    FIELD(F_TEXT, struct store_alloc, owner),
-    FIELD(F_TEXT, struct store_alloc, type),
-    FIELD(F_TEXT, struct store_alloc, node),
-    FIELD(F_TEXT, struct store_alloc, device),
-    FIELD(F_U64, struct store_alloc, memory),
-};
+    COL(alloc, F_TEXT, app, KEY), COL(alloc, F_TEXT, owner, KEY),
+    COL(alloc, F_TEXT, type, KEY), COL(alloc, F_TEXT, node, KEY),
+    COL(alloc, F_TEXT, device, KEY),
+    COL(alloc, F_U64, memory, INT(0, INT64_MAX))};
 static const struct field device_fields[] = {
-    FIELD(F_TEXT, struct store_device, node),
-    FIELD(F_TEXT, struct store_device, id),
-    FIELD(F_TEXT, struct store_device, support),
-    FIELD(F_TEXT, struct store_device, settings),
-};
+    COL(device, F_TEXT, node, KEY), COL(device, F_TEXT, id, KEY),
+    COL(device, F_TEXT, support, ENUM(supports)),
+    COL(device, F_TEXT, settings, TEXT)};
 static const struct field node_fields[] = {
-    FIELD(F_TEXT, struct store_node, name),
-    FIELD(F_BOOL, struct store_node, enabled),
-};
+    COL(node, F_TEXT, name, KEY), COL(node, F_BOOL, enabled, INT(0, 1))};
 static const struct field user_fields[] = {
-    FIELD(F_TEXT, struct store_user, name),
-    FIELD(F_TEXT, struct store_user, role),
-    FIELD(F_TEXT, struct store_user, token_hash),
-    FIELD(F_I64, struct store_user, created_ms),
-};
+    COL(user, F_TEXT, name, KEY), COL(user, F_TEXT, role, ENUM(roles)),
+    COL(user, F_TEXT, token_hash, HASH), COL(user, F_I64, created_ms, TIME)};
 static const struct field identity_fields[] = {
-    FIELD(F_TEXT, struct store_identity, name),
-    FIELD(F_I64, struct store_identity, uid),
-};
+    COL(identity, F_TEXT, name, KEY),
+    COL(identity, F_I64, uid, INT(1, INT64_C(4294967294)))};
 static const struct field limits_fields[] = {
-    FIELD(F_TEXT, struct store_limits, name),
-    FIELD(F_OPT_I64, struct store_limits, max_apps),
-    FIELD(F_OPT_I64, struct store_limits, max_gpu_memory),
-};
+    COL(limits, F_TEXT, name, KEY), COL(limits, F_OPT_I64, max_apps, OPT_INT),
+    COL(limits, F_OPT_I64, max_gpu_memory, OPT_INT)};
 /* an event's columns start with its id, which its insert does not bind */
 static const struct field event_fields[] = {
-    FIELD(F_I64, struct store_event, ts_ms),
-    FIELD(F_TEXT, struct store_event, kind),
-    FIELD(F_TEXT, struct store_event, app),
-    FIELD(F_TEXT, struct store_event, node),
-    FIELD(F_TEXT, struct store_event, device),
-    FIELD(F_TEXT, struct store_event, message),
-    FIELD(F_TEXT, struct store_event, data),
-};
+    EV_COL(F_I64, ts_ms),  EV_COL(F_TEXT, kind),   EV_COL(F_TEXT, app),
+    EV_COL(F_TEXT, node),  EV_COL(F_TEXT, device), EV_COL(F_TEXT, message),
+    EV_COL(F_TEXT, data)};
+
+#undef KEY
+#undef TEXT
+#undef INT
+#undef TIME
+#undef ENUM
+#undef HASH
+#undef OPT_INT
+#undef COL
+#undef EV_COL
 
 /* Bind the fields of row as ?1 .. ?n; an SQLite rc. */
 static int bind_fields(sqlite3_stmt *st, const void *row, const struct field *f,
@@ -1322,33 +1347,6 @@ static char *check_hash(sqlite3_stmt *st, int i)
     return NULL;
 }
 
-/*
- * What a column of a loaded row must hold. The checks are the same for
- * every table, so each table lists its columns' rules (below) and one
- * function applies them; only the decoding into each table's struct is
- * written per table.
- */
-enum col_kind {
-    COL_KEY,     /* a non-empty text without NUL */
-    COL_TEXT,    /* NULL or a text without NUL */
-    COL_INT,     /* an integer in [min, max] */
-    COL_OPT_INT, /* NULL or an integer in [0, INT64_MAX] */
-    COL_ENUM,    /* one of the words in set */
-    COL_HASH,    /* a SHA-256 in lowercase hex */
-};
-
-struct col_rule {
-    enum col_kind kind;
-    int64_t min, max;       /* COL_INT */
-    const char *const *set; /* COL_ENUM, NULL-terminated */
-};
-
-#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
-#define KEY {COL_KEY, 0, 0, NULL}
-#define TEXT {COL_TEXT, 0, 0, NULL}
-#define INT(lo, hi) {COL_INT, (lo), (hi), NULL}
-#define TIME INT(0, TIME_MAX)
-
 /* NULL when column i keeps its rule, else why. */
 static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
 {
@@ -1362,6 +1360,7 @@ static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
                    : check_int(st, i, 0, INT64_MAX);
     case COL_ENUM: return check_enum(st, i, c->set);
     case COL_HASH: return check_hash(st, i);
+    case COL_BY_QUERY: return NULL;
     }
     return NULL;
 }
@@ -1385,66 +1384,41 @@ static char *check_event(struct load_run *r, sqlite3_stmt *st)
     return xstrdup(col_text(st, 1));
 }
 
-#define MAX_COLS 11
-
-/* One table's load: its query, its key columns (k1 < 0: one), its
- * columns' rules, what else it checks, its row layout (ncols fields) and
- * how a row is handed over. */
+/* One table's load: its query, its key columns (k1 < 0: one), its row
+ * layout (ncols fields, with their columns' rules), what else it checks
+ * and which kind of row it hands over. */
 struct table_load {
     enum stmt_id id;
     const char *table;
     int k0, k1;
-    size_t ncols;
-    struct col_rule cols[MAX_COLS];
-    char *(*check)(struct load_run *r, sqlite3_stmt *st); /* or NULL */
     const struct field *fields; /* NULL: never handed over (events) */
+    size_t ncols;
+    char *(*check)(struct load_run *r, sqlite3_stmt *st); /* or NULL */
     enum store_row kind;
 };
 
-static const char *const supports[] = {"Exclusive", "MemorySlice",
-                                       "TimeSlice", NULL};
-static const char *const roles[] = {"admin", "member", NULL};
-
 /* Every table in load order (allocations after apps: they check theirs). */
-#define ENUM(set) {COL_ENUM, 0, 0, (set)}
-#define HASH {COL_HASH, 0, 0, NULL}
-#define OPT_INT {COL_OPT_INT, 0, 0, NULL}
+
+#define LAYOUT(fields) (fields), NFIELDS(fields)
 
 static const struct table_load tables[] = {
-    {ST_LOAD_NODES, "nodes", 0, -1, 2,
-     {KEY, INT(0, 1)},
-     NULL, node_fields, STORE_ROW_NODE},
-    {ST_LOAD_DEVICES, "devices", 0, 1, 4,
-     {KEY, KEY, ENUM(supports), TEXT},
-     NULL, device_fields, STORE_ROW_DEVICE},
-    {ST_LOAD_USERS, "users", 0, -1, 4,
-     {KEY, ENUM(roles), HASH, TIME},
-     NULL, user_fields, STORE_ROW_USER},
-    {ST_LOAD_IDENTITIES, "identities", 0, -1, 2,
-     {KEY, INT(1, INT64_C(4294967294))},
-     NULL, identity_fields, STORE_ROW_IDENTITY},
-    {ST_LOAD_LIMITS, "user_limits", 0, -1, 3,
-     {KEY, OPT_INT, OPT_INT},
-     NULL, limits_fields, STORE_ROW_LIMITS},
-    {ST_LOAD_APPS, "apps", 0, -1, 11,
-     {KEY, KEY, KEY, TEXT, KEY, TEXT, TIME, TIME, INT(0, INT32_MAX),
-      INT(INT64_MIN, INT64_MAX), INT(INT32_MIN, INT32_MAX)},
-     NULL, app_fields, STORE_ROW_APP},
-    {ST_LOAD_ALLOCS, "allocations", 0, 4, 6,
-     {KEY, KEY, KEY, KEY, KEY, INT(0, INT64_MAX)},
-     check_alloc_app, alloc_fields, STORE_ROW_ALLOC},
-    {ST_LOAD_BAD_EVENTS, "events", 0, -1, 0,
-     {KEY},
-     check_event, NULL, STORE_ROW_APP /* unused */},
+    {ST_LOAD_NODES, "nodes", 0, -1, LAYOUT(node_fields), NULL, STORE_ROW_NODE},
+    {ST_LOAD_DEVICES, "devices", 0, 1, LAYOUT(device_fields), NULL,
+     STORE_ROW_DEVICE},
+    {ST_LOAD_USERS, "users", 0, -1, LAYOUT(user_fields), NULL, STORE_ROW_USER},
+    {ST_LOAD_IDENTITIES, "identities", 0, -1, LAYOUT(identity_fields), NULL,
+     STORE_ROW_IDENTITY},
+    {ST_LOAD_LIMITS, "user_limits", 0, -1, LAYOUT(limits_fields), NULL,
+     STORE_ROW_LIMITS},
+    {ST_LOAD_APPS, "apps", 0, -1, LAYOUT(app_fields), NULL, STORE_ROW_APP},
+    {ST_LOAD_ALLOCS, "allocations", 0, 4, LAYOUT(alloc_fields),
+     check_alloc_app, STORE_ROW_ALLOC},
+    /* the query returns only the bad events, and why in its column 1 */
+    {ST_LOAD_BAD_EVENTS, "events", 0, -1, NULL, 0, check_event,
+     STORE_ROW_APP /* unused: fields NULL */},
 };
 
-#undef KEY
-#undef TEXT
-#undef INT
-#undef TIME
-#undef ENUM
-#undef HASH
-#undef OPT_INT
+#undef LAYOUT
 
 /* Check one row by its table's rules and hand it over; a row that fails
  * a check or that the callback refuses is recorded as undecodable. */
@@ -1454,7 +1428,7 @@ static enum accel_err load_row(struct load_run *r, sqlite3_stmt *st,
     char *why = NULL;
     enum accel_err err;
     for (size_t i = 0; why == NULL && i < t->ncols; i++)
-        why = check_col(st, (int)i, &t->cols[i]);
+        why = check_col(st, (int)i, &t->fields[i].rule);
     if (why == NULL && t->check)
         why = t->check(r, st);
     if (why == NULL && t->fields) {
