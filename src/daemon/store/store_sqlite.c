@@ -775,10 +775,8 @@ static bool sq_created(const struct store *base)
 static int64_t sq_created_ms(struct store *base)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    int64_t ms = 0;
-    if (query_int(s->db, "SELECT value FROM meta WHERE key = 'created_ms'",
-                  &ms) != SQLITE_OK)
-        ms = 0;
+    int64_t ms = 0; /* query_int: 0 without the row, or when it fails */
+    query_int(s->db, "SELECT value FROM meta WHERE key = 'created_ms'", &ms);
     return ms;
 }
 
