@@ -497,15 +497,17 @@ struct erow_table {
     const char *table;
     enum store_row kind;
     const char *(*decode)(const json_t *o, void *row);
+    bool named; /* the watch takes a row only when its name (the first
+                   member, a const char *) is the key's */
 };
 
 static const struct erow_table erow_tables[] = {
-    {"nodes", STORE_ROW_NODE, node_decode},
-    {"devices", STORE_ROW_DEVICE, device_decode},
-    {"users", STORE_ROW_USER, user_decode},
-    {"identities", STORE_ROW_IDENTITY, identity_decode},
-    {"limits", STORE_ROW_LIMITS, limits_decode},
-    {"apps", STORE_ROW_APP, app_decode},
+    {"nodes", STORE_ROW_NODE, node_decode, false},
+    {"devices", STORE_ROW_DEVICE, device_decode, false},
+    {"users", STORE_ROW_USER, user_decode, false},
+    {"identities", STORE_ROW_IDENTITY, identity_decode, false},
+    {"limits", STORE_ROW_LIMITS, limits_decode, false},
+    {"apps", STORE_ROW_APP, app_decode, true},
 };
 
 static const struct erow_table *erow_table_of(const char *table)
@@ -2081,7 +2083,7 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
         if (del)
             follower_give(f, t->kind, name, NULL);
         else if (!t->decode(o, &u) &&
-                 (t->kind != STORE_ROW_APP || strcmp(u.app.name, name) == 0))
+                 (!t->named || strcmp(u.app.name, name) == 0))
             follower_give(f, t->kind, name, &u);
     } else if (strcmp(table, "allocs") == 0 && f->alloc) {
         char buf[512];
