@@ -1208,18 +1208,27 @@ enum accel_err etcd_compact(struct etcd *e, int64_t rev, char **cause)
 /* Leases                                                              */
 /* ------------------------------------------------------------------ */
 
+/* The lease routes take one number, {field: v}: call route with it and
+ * return the answer in *doc (caller frees). Idempotent for failover: a
+ * grant sent twice leaves one spare lease that simply expires, and a
+ * keepalive or revoke repeated means the same. */
+static enum accel_err lease_call(struct etcd *e, const char *route,
+                                 const char *field, int64_t v, json_t **doc)
+{
+    json_t *req = json_object();
+    json_object_set_new(req, field, json_i64_new(v));
+    return etcd_call(e, route, req, true, doc, NULL);
+}
+
 enum accel_err etcd_lease_grant(struct etcd *e, int64_t ttl, int64_t *id)
 {
-    json_t *req, *doc = NULL;
+    json_t *doc = NULL;
     enum accel_err rc;
     const char *err;
 
     if (e == NULL || ttl <= 0 || id == NULL)
         return ACCEL_EINVAL;
-    req = json_object();
-    json_object_set_new(req, "TTL", json_i64_new(ttl));
-    /* a grant sent twice leaves one spare lease that simply expires */
-    rc = etcd_call(e, "/v3/lease/grant", req, true, &doc, NULL);
+    rc = lease_call(e, "/v3/lease/grant", "TTL", ttl, &doc);
     if (rc != ACCEL_OK)
         return rc;
     err = json_string_value(json_object_get(doc, "error"));
@@ -1236,15 +1245,13 @@ enum accel_err etcd_lease_grant(struct etcd *e, int64_t ttl, int64_t *id)
 enum accel_err etcd_lease_keepalive(struct etcd *e, int64_t id,
                                     int64_t *ttl_left)
 {
-    json_t *req, *doc = NULL;
+    json_t *doc = NULL;
     const json_t *res;
     enum accel_err rc;
 
     if (e == NULL || id == 0 || ttl_left == NULL)
         return ACCEL_EINVAL;
-    req = json_object();
-    json_object_set_new(req, "ID", json_i64_new(id));
-    rc = etcd_call(e, "/v3/lease/keepalive", req, true, &doc, NULL);
+    rc = lease_call(e, "/v3/lease/keepalive", "ID", id, &doc);
     if (rc != ACCEL_OK)
         return rc;
     res = json_object_get(doc, "result");
@@ -1260,14 +1267,12 @@ enum accel_err etcd_lease_keepalive(struct etcd *e, int64_t id,
 
 enum accel_err etcd_lease_revoke(struct etcd *e, int64_t id)
 {
-    json_t *req, *doc = NULL;
+    json_t *doc = NULL;
     enum accel_err rc;
 
     if (e == NULL || id == 0)
         return ACCEL_EINVAL;
-    req = json_object();
-    json_object_set_new(req, "ID", json_i64_new(id));
-    rc = etcd_call(e, "/v3/lease/revoke", req, true, &doc, NULL);
+    rc = lease_call(e, "/v3/lease/revoke", "ID", id, &doc);
     json_decref(doc);
     return rc;
 }

@@ -108,23 +108,27 @@ static enum accel_err check_write(struct store *s, bool complete,
     return err;
 }
 
+/* A delete by one key: the key must be there. */
+static enum accel_err delete_key(struct store *s, const char *key,
+                                 enum accel_err (*op)(struct store *s,
+                                                      const char *key))
+{
+    enum accel_err err = check_write(s, key, "store delete without a key");
+    return err != ACCEL_OK ? err : op(s, key);
+}
+
 enum accel_err store_app_put(struct store *s, const struct store_app *a)
 {
     enum accel_err err =
         check_write(s, a->name && a->owner && a->state && a->manifest,
                     "app row without name, owner, "
                     "state or manifest");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->app_put(s, a);
+    return err != ACCEL_OK ? err : s->ops->app_put(s, a);
 }
 
 enum accel_err store_app_delete(struct store *s, const char *name)
 {
-    enum accel_err err = check_write(s, name, "store delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->app_delete(s, name);
+    return delete_key(s, name, s->ops->app_delete);
 }
 
 enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
@@ -132,17 +136,12 @@ enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
     enum accel_err err =
         check_write(s, a->app && a->owner && a->type && a->node && a->device,
                     "allocation row with a NULL field");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->alloc_put(s, a);
+    return err != ACCEL_OK ? err : s->ops->alloc_put(s, a);
 }
 
 enum accel_err store_alloc_delete_app(struct store *s, const char *app)
 {
-    enum accel_err err = check_write(s, app, "store delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->alloc_delete_app(s, app);
+    return delete_key(s, app, s->ops->alloc_delete_app);
 }
 
 enum accel_err store_alloc_delete(struct store *s, const char *app,
@@ -150,51 +149,37 @@ enum accel_err store_alloc_delete(struct store *s, const char *app,
 {
     enum accel_err err =
         check_write(s, app && device, "allocation delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->alloc_delete(s, app, device);
+    return err != ACCEL_OK ? err : s->ops->alloc_delete(s, app, device);
 }
 
 enum accel_err store_device_put(struct store *s, const struct store_device *d)
 {
     enum accel_err err = check_write(s, d->node && d->id && d->support,
                                      "device row with a NULL key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->device_put(s, d);
+    return err != ACCEL_OK ? err : s->ops->device_put(s, d);
 }
 
 enum accel_err store_node_put(struct store *s, const struct store_node *n)
 {
     enum accel_err err = check_write(s, n->name, "node row without a name");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->node_put(s, n);
+    return err != ACCEL_OK ? err : s->ops->node_put(s, n);
 }
 
 enum accel_err store_node_delete(struct store *s, const char *name)
 {
-    enum accel_err err = check_write(s, name, "store delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->node_delete(s, name);
+    return delete_key(s, name, s->ops->node_delete);
 }
 
 enum accel_err store_user_put(struct store *s, const struct store_user *u)
 {
     enum accel_err err = check_write(s, u->name && u->role && u->token_hash,
                                      "user row with a NULL field");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->user_put(s, u);
+    return err != ACCEL_OK ? err : s->ops->user_put(s, u);
 }
 
 enum accel_err store_user_delete(struct store *s, const char *name)
 {
-    enum accel_err err = check_write(s, name, "store delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->user_delete(s, name);
+    return delete_key(s, name, s->ops->user_delete);
 }
 
 enum accel_err store_identity_put(struct store *s,
@@ -203,9 +188,7 @@ enum accel_err store_identity_put(struct store *s,
     enum accel_err err = check_write(s, id->name && id->uid > 0,
                                      "identity row without a name or "
                                      "with uid <= 0");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->identity_put(s, id);
+    return err != ACCEL_OK ? err : s->ops->identity_put(s, id);
 }
 
 enum accel_err store_identity_retire(struct store *s, const char *name,
@@ -215,25 +198,18 @@ enum accel_err store_identity_retire(struct store *s, const char *name,
         check_write(s, name && retired->name && retired->uid > 0,
                     "identity retirement without a "
                     "name or with uid <= 0");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->identity_retire(s, name, retired);
+    return err != ACCEL_OK ? err : s->ops->identity_retire(s, name, retired);
 }
 
 enum accel_err store_limits_put(struct store *s, const struct store_limits *l)
 {
     enum accel_err err = check_write(s, l->name, "limits row without a name");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->limits_put(s, l);
+    return err != ACCEL_OK ? err : s->ops->limits_put(s, l);
 }
 
 enum accel_err store_limits_delete(struct store *s, const char *name)
 {
-    enum accel_err err = check_write(s, name, "store delete without a key");
-    if (err != ACCEL_OK)
-        return err;
-    return s->ops->limits_delete(s, name);
+    return delete_key(s, name, s->ops->limits_delete);
 }
 
 /* ---------------------------------------------------------------- events */
@@ -256,6 +232,30 @@ store_events_query(struct store *s, const struct store_event_filter *f,
 {
     return s->ops->events_query(s, f, cb, ctx);
 }
+
+/* ------------------------------------------------------- loaded rows */
+
+/* The callbacks take different structs, so each kind is named once here:
+ * GIVE(cb) is l->cb's answer for row, or ACCEL_OK when l has none. */
+#define GIVE(cb) (l->cb ? l->cb(l->ctx, row, why) : ACCEL_OK)
+
+enum accel_err store_loader_give(const struct store_loader *l,
+                                 enum store_row kind, const void *row,
+                                 char **why)
+{
+    switch (kind) {
+    case STORE_ROW_APP: return GIVE(app);
+    case STORE_ROW_ALLOC: return GIVE(alloc);
+    case STORE_ROW_DEVICE: return GIVE(device);
+    case STORE_ROW_NODE: return GIVE(node);
+    case STORE_ROW_USER: return GIVE(user);
+    case STORE_ROW_IDENTITY: return GIVE(identity);
+    case STORE_ROW_LIMITS: return GIVE(limits);
+    }
+    return ACCEL_OK;
+}
+
+#undef GIVE
 
 /* ------------------------------------------------- undecodable rows */
 
@@ -386,37 +386,40 @@ enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
                              : ACCEL_OK;
 }
 
+/* A cluster operation: what it answers, or ACCEL_ENOTSUP on a local
+ * store (its op is NULL). */
+#define CLUSTER_OP(op, ...)                                                    \
+    (s->ops->op ? s->ops->op(s, __VA_ARGS__) : ACCEL_ENOTSUP)
+
 enum accel_err store_member_put(struct store *s, const char *kind,
                                 const char *node, const char *json,
                                 int64_t lease)
 {
-    return s->ops->member_put ? s->ops->member_put(s, kind, node, json, lease)
-                              : ACCEL_ENOTSUP;
+    return CLUSTER_OP(member_put, kind, node, json, lease);
 }
 
 enum accel_err store_member_delete(struct store *s, const char *kind,
                                    const char *node)
 {
-    return s->ops->member_delete ? s->ops->member_delete(s, kind, node)
-                                 : ACCEL_ENOTSUP;
+    return CLUSTER_OP(member_delete, kind, node);
 }
 
 enum accel_err store_part_put(struct store *s, const char *app,
                               const char *node, int64_t pid, uint64_t pid_start)
 {
-    return s->ops->part_put ? s->ops->part_put(s, app, node, pid, pid_start)
-                            : ACCEL_ENOTSUP;
+    return CLUSTER_OP(part_put, app, node, pid, pid_start);
 }
 
 enum accel_err store_part_delete(struct store *s, const char *app,
                                  const char *node)
 {
-    return s->ops->part_delete ? s->ops->part_delete(s, app, node)
-                               : ACCEL_ENOTSUP;
+    return CLUSTER_OP(part_delete, app, node);
 }
 
 enum accel_err store_follow(struct store *s, const struct store_follower *f,
                             volatile int *stop)
 {
-    return s->ops->follow ? s->ops->follow(s, f, stop) : ACCEL_ENOTSUP;
+    return CLUSTER_OP(follow, f, stop);
 }
+
+#undef CLUSTER_OP

@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,13 @@ struct applist {
     size_t n;
 };
 
+/* An array of fixed-size elements found by name through a strmap. */
+struct keyed {
+    struct strmap *idx; /* name -> place in v */
+    void *v;
+    size_t n, cap;
+};
+
 struct estore {
     struct store base;       /* first: store.c's view (store_int.h) */
     struct etcd *e;
@@ -120,12 +128,8 @@ struct estore {
     bool created;
     char errmsg[512];
     /* key knowledge (caller's lock) */
-    struct strmap *kidx;
-    struct kinfo *kinfo;
-    size_t nk, ck;
-    struct strmap *aidx;     /* app -> applists index */
-    struct applist *al;
-    size_t nal, cal;
+    struct keyed keys;       /* key -> struct kinfo */
+    struct keyed apps;       /* app -> struct applist */
     /* the transaction */
     bool in_tx, tx_failed;
     struct strmap *widx;     /* key -> wops index */
@@ -204,20 +208,28 @@ static char *key3(const struct estore *s, const char *kind, const char *a,
     return xasprintf("%s%s/%s/%s", s->prefix, kind, a, b);
 }
 
-static struct kinfo *kinfo_get(struct estore *s, const char *key, bool add)
+/* The element of k named key, of size bytes; a zeroed one appended when
+ * add and k has none (the array starts at first elements and doubles),
+ * else NULL. */
+static void *keyed_get(struct keyed *k, size_t size, size_t first,
+                       const char *key, bool add)
 {
     uint32_t i;
-    if (strmap_get(s->kidx, key, &i))
-        return &s->kinfo[i];
+    if (strmap_get(k->idx, key, &i))
+        return (char *)k->v + (size_t)i * size;
     if (!add)
         return NULL;
-    if (s->nk == s->ck) {
-        s->ck = s->ck ? s->ck * 2 : 256;
-        s->kinfo = xrealloc(s->kinfo, s->ck * sizeof(*s->kinfo));
+    if (k->n == k->cap) {
+        k->cap = k->cap ? k->cap * 2 : first;
+        k->v = xrealloc(k->v, k->cap * size);
     }
-    s->kinfo[s->nk] = (struct kinfo){0, 0};
-    strmap_put(s->kidx, key, (uint32_t)s->nk);
-    return &s->kinfo[s->nk++];
+    strmap_put(k->idx, key, (uint32_t)k->n);
+    return memset((char *)k->v + k->n++ * size, 0, size);
+}
+
+static struct kinfo *kinfo_get(struct estore *s, const char *key, bool add)
+{
+    return keyed_get(&s->keys, sizeof(struct kinfo), 256, key, add);
 }
 
 static int64_t kmod(struct estore *s, const char *key)
@@ -228,18 +240,7 @@ static int64_t kmod(struct estore *s, const char *key)
 
 static struct applist *applist_get(struct estore *s, const char *app, bool add)
 {
-    uint32_t i;
-    if (strmap_get(s->aidx, app, &i))
-        return &s->al[i];
-    if (!add)
-        return NULL;
-    if (s->nal == s->cal) {
-        s->cal = s->cal ? s->cal * 2 : 64;
-        s->al = xrealloc(s->al, s->cal * sizeof(*s->al));
-    }
-    s->al[s->nal] = (struct applist){NULL, 0};
-    strmap_put(s->aidx, app, (uint32_t)s->nal);
-    return &s->al[s->nal++];
+    return keyed_get(&s->apps, sizeof(struct applist), 64, app, add);
 }
 
 static void applist_set(struct estore *s, const char *app, const char *dev,
@@ -291,6 +292,22 @@ static const char *jstr(const json_t *o, const char *k)
     return json_string_value(v);
 }
 
+/* A string member of a row struct and the key that holds it. */
+struct jtext {
+    const char *key;
+    size_t off; /* offsetof the const char * member */
+};
+#define JT(row, member, key) {(key), offsetof(struct store_##row, member)}
+#define NJT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Set each of row's string members in f from o (jstr: NULL when missing). */
+static void jtexts(const json_t *o, void *row, const struct jtext *f,
+                   size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        *(const char **)((char *)row + f[i].off) = jstr(o, f[i].key);
+}
+
 static bool jint(const json_t *o, const char *k, int64_t min, int64_t *out)
 {
     const json_t *v = json_object_get(o, k);
@@ -327,16 +344,16 @@ static char *app_json(const struct store_app *a)
     return dump(o);
 }
 
-static const char *app_decode(const json_t *o, struct store_app *a)
+static const char *app_decode(const json_t *o, void *row)
 {
+    struct store_app *a = row;
     int64_t ps = 0;
+    static const struct jtext texts[] = {
+        JT(app, name, "name"),         JT(app, owner, "owner"),
+        JT(app, state, "state"),       JT(app, manifest, "manifest"),
+        JT(app, reason, "reason"),     JT(app, selected_type, "selectedType")};
     *a = (struct store_app){0};
-    a->name = jstr(o, "name");
-    a->owner = jstr(o, "owner");
-    a->state = jstr(o, "state");
-    a->manifest = jstr(o, "manifest");
-    a->reason = jstr(o, "reason");
-    a->selected_type = jstr(o, "selectedType");
+    jtexts(o, a, texts, NJT(texts));
     if (!a->name || !a->owner || !a->state || !a->manifest)
         return "name, owner, state or manifest is missing or not a string";
     if (!jint(o, "createdMs", 0, &a->created_ms) ||
@@ -356,15 +373,16 @@ static char *alloc_json(const struct store_alloc *a)
                           (json_int_t)a->memory));
 }
 
-static const char *alloc_decode(const json_t *o, struct store_alloc *a)
+static const char *alloc_decode(const json_t *o, void *row)
 {
+    struct store_alloc *a = row;
     int64_t mem;
+    static const struct jtext texts[] = {
+        JT(alloc, app, "app"),   JT(alloc, owner, "owner"),
+        JT(alloc, type, "type"), JT(alloc, node, "node"),
+        JT(alloc, device, "device")};
     *a = (struct store_alloc){0};
-    a->app = jstr(o, "app");
-    a->owner = jstr(o, "owner");
-    a->type = jstr(o, "type");
-    a->node = jstr(o, "node");
-    a->device = jstr(o, "device");
+    jtexts(o, a, texts, NJT(texts));
     if (!a->app || !a->owner || !a->type || !a->node || !a->device)
         return "app, owner, type, node or device is missing";
     if (!jint(o, "memory", 0, &mem))
@@ -381,19 +399,21 @@ static char *device_json(const struct store_device *d)
     return dump(o);
 }
 
-static const char *device_decode(const json_t *o, struct store_device *d)
+static const char *device_decode(const json_t *o, void *row)
 {
+    struct store_device *d = row;
+    static const struct jtext texts[] = {
+        JT(device, node, "node"), JT(device, id, "id"),
+        JT(device, support, "support"), JT(device, settings, "settings")};
     *d = (struct store_device){0};
-    d->node = jstr(o, "node");
-    d->id = jstr(o, "id");
-    d->support = jstr(o, "support");
-    d->settings = jstr(o, "settings");
+    jtexts(o, d, texts, NJT(texts));
     return d->node && d->id && d->support ? NULL
                                           : "node, id or support is missing";
 }
 
-static const char *node_decode(const json_t *o, struct store_node *n)
+static const char *node_decode(const json_t *o, void *row)
 {
+    struct store_node *n = row;
     const json_t *en = json_object_get(o, "enabled");
     *n = (struct store_node){0};
     n->name = jstr(o, "name");
@@ -403,8 +423,9 @@ static const char *node_decode(const json_t *o, struct store_node *n)
     return NULL;
 }
 
-static const char *user_decode(const json_t *o, struct store_user *u)
+static const char *user_decode(const json_t *o, void *row)
 {
+    struct store_user *u = row;
     *u = (struct store_user){0};
     u->name = jstr(o, "name");
     u->role = jstr(o, "role");
@@ -421,8 +442,9 @@ static const char *user_decode(const json_t *o, struct store_user *u)
     return NULL;
 }
 
-static const char *identity_decode(const json_t *o, struct store_identity *i)
+static const char *identity_decode(const json_t *o, void *row)
 {
+    struct store_identity *i = row;
     *i = (struct store_identity){0};
     i->name = jstr(o, "name");
     if (!i->name || !jint(o, "uid", 1, &i->uid) || i->uid > UINT32_MAX)
@@ -430,8 +452,9 @@ static const char *identity_decode(const json_t *o, struct store_identity *i)
     return NULL;
 }
 
-static const char *limits_decode(const json_t *o, struct store_limits *l)
+static const char *limits_decode(const json_t *o, void *row)
 {
+    struct store_limits *l = row;
     *l = (struct store_limits){0};
     l->name = jstr(o, "name");
     if (!l->name || !jint(o, "maxApps", -1, &l->max_apps) ||
@@ -442,15 +465,56 @@ static const char *limits_decode(const json_t *o, struct store_limits *l)
 
 static const char *event_decode(const json_t *o, struct store_event *e)
 {
+    static const struct jtext texts[] = {
+        JT(event, kind, "kind"),     JT(event, message, "message"),
+        JT(event, app, "app"),       JT(event, node, "node"),
+        JT(event, device, "device"), JT(event, data, "data")};
     *e = (struct store_event){0};
-    e->kind = jstr(o, "kind");
-    e->message = jstr(o, "message");
-    e->app = jstr(o, "app");
-    e->node = jstr(o, "node");
-    e->device = jstr(o, "device");
-    e->data = jstr(o, "data");
+    jtexts(o, e, texts, NJT(texts));
     if (!e->kind || !e->message || !jint(o, "ts", 0, &e->ts_ms))
         return "kind, message or ts is missing";
+    return NULL;
+}
+
+/* Any one row, decoded (store_load, the watch). */
+union erow {
+    struct store_app app;
+    struct store_alloc alloc;
+    struct store_device dev;
+    struct store_node node;
+    struct store_user user;
+    struct store_identity id;
+    struct store_limits lim;
+};
+
+/*
+ * The tables whose key is <prefix><table>/<name> with one row struct:
+ * what decodes a value and which loader and follower callback takes it.
+ * allocs (two names in the key, checked against the apps), parts,
+ * events, nodeinfo and agents are handled where they are used.
+ */
+struct erow_table {
+    const char *table;
+    enum store_row kind;
+    const char *(*decode)(const json_t *o, void *row);
+    bool named; /* the watch takes a row only when its name (the first
+                   member, a const char *) is the key's */
+};
+
+static const struct erow_table erow_tables[] = {
+    {"nodes", STORE_ROW_NODE, node_decode, false},
+    {"devices", STORE_ROW_DEVICE, device_decode, false},
+    {"users", STORE_ROW_USER, user_decode, false},
+    {"identities", STORE_ROW_IDENTITY, identity_decode, false},
+    {"limits", STORE_ROW_LIMITS, limits_decode, false},
+    {"apps", STORE_ROW_APP, app_decode, true},
+};
+
+static const struct erow_table *erow_table_of(const char *table)
+{
+    for (size_t i = 0; i < sizeof erow_tables / sizeof erow_tables[0]; i++)
+        if (strcmp(erow_tables[i].table, table) == 0)
+            return &erow_tables[i];
     return NULL;
 }
 
@@ -646,8 +710,8 @@ enum accel_err store_etcd_open(const struct store_etcd_opts *o,
     s->prefix = xstrdup(p);
     s->plen = strlen(p);
     s->node = xstrdup(o->node ? o->node : "node");
-    s->kidx = strmap_new();
-    s->aidx = strmap_new();
+    s->keys.idx = strmap_new();
+    s->apps.idx = strmap_new();
     s->widx = strmap_new();
     pthread_mutex_init(&s->vlock, NULL);
     pthread_cond_init(&s->vcond, NULL);
@@ -665,12 +729,18 @@ enum accel_err store_etcd_open(const struct store_etcd_opts *o,
     return ACCEL_OK;
 }
 
+/* Free the keys and values of n writes (the array stays). */
+static void wops_clear(struct wop *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(w[i].key);
+        free(w[i].value);
+    }
+}
+
 static void tx_clear(struct estore *s)
 {
-    for (size_t i = 0; i < s->nw; i++) {
-        free(s->w[i].key);
-        free(s->w[i].value);
-    }
+    wops_clear(s->w, s->nw);
     for (size_t i = 0; i < s->ng; i++)
         free(s->g[i].key);
     s->nw = s->ng = 0;
@@ -689,15 +759,16 @@ static void es_close(struct store *base)
     free(s->w);
     free(s->g);
     strmap_free(s->widx);
-    strmap_free(s->kidx);
-    free(s->kinfo);
-    for (size_t i = 0; i < s->nal; i++) {
-        for (size_t j = 0; j < s->al[i].n; j++)
-            free(s->al[i].dev[j]);
-        free(s->al[i].dev);
+    strmap_free(s->keys.idx);
+    free(s->keys.v);
+    for (size_t i = 0; i < s->apps.n; i++) {
+        struct applist *al = (struct applist *)s->apps.v + i;
+        for (size_t j = 0; j < al->n; j++)
+            free(al->dev[j]);
+        free(al->dev);
     }
-    free(s->al);
-    strmap_free(s->aidx);
+    free(s->apps.v);
+    strmap_free(s->apps.idx);
     for (size_t i = 0; i < s->nev; i++)
         eev_free(&s->ev[i]);
     free(s->ev);
@@ -1328,6 +1399,14 @@ static enum accel_err del_row(struct estore *s, char *key)
     return put_row(s, key, NULL);
 }
 
+/* Delete the row <prefix><table>/<name>: the one-name tables' deletes. */
+static enum accel_err del_named(struct store *base, const char *table,
+                                const char *name)
+{
+    struct estore *s = (struct estore *)base;
+    return del_row(s, key2(s, table, name));
+}
+
 static enum accel_err es_app_put(struct store *base, const struct store_app *a)
 {
     struct estore *s = (struct estore *)base;
@@ -1336,8 +1415,7 @@ static enum accel_err es_app_put(struct store *base, const struct store_app *a)
 
 static enum accel_err es_app_delete(struct store *base, const char *name)
 {
-    struct estore *s = (struct estore *)base;
-    return del_row(s, key2(s, "apps", name));
+    return del_named(base, "apps", name);
 }
 
 static enum accel_err es_alloc_put(struct store *base,
@@ -1394,8 +1472,7 @@ static enum accel_err es_node_put(struct store *base,
 
 static enum accel_err es_node_delete(struct store *base, const char *name)
 {
-    struct estore *s = (struct estore *)base;
-    return del_row(s, key2(s, "nodes", name));
+    return del_named(base, "nodes", name);
 }
 
 static enum accel_err es_user_put(struct store *base,
@@ -1410,8 +1487,7 @@ static enum accel_err es_user_put(struct store *base,
 
 static enum accel_err es_user_delete(struct store *base, const char *name)
 {
-    struct estore *s = (struct estore *)base;
-    return del_row(s, key2(s, "users", name));
+    return del_named(base, "users", name);
 }
 
 /* Write v at k, a key that must be new: neither known to memory (a mod
@@ -1487,8 +1563,7 @@ static enum accel_err es_limits_put(struct store *base,
 
 static enum accel_err es_limits_delete(struct store *base, const char *name)
 {
-    struct estore *s = (struct estore *)base;
-    return del_row(s, key2(s, "limits", name));
+    return del_named(base, "limits", name);
 }
 
 static enum accel_err es_part_put(struct store *base, const char *app,
@@ -1560,31 +1635,11 @@ static enum accel_err write_now(struct estore *s, const char *key,
     return err;
 }
 
-static enum accel_err es_member_put(struct store *base, const char *kind,
-                                    const char *node, const char *json,
-                                    int64_t lease)
-{
-    struct estore *s = (struct estore *)base;
-    char *k;
-    enum accel_err err;
-    if (!member_kind(kind) || node == NULL || json == NULL)
-        return ACCEL_EINVAL;
-    k = key2(s, kind, node);
-    if (s->in_tx) {
-        if (s->tx_failed) {
-            free(k);
-            return ACCEL_EINVAL;
-        }
-        tx_write(s, k, xstrdup(json), lease, false, false);
-        return ACCEL_OK;
-    }
-    err = write_now(s, k, json, lease);
-    free(k);
-    return err;
-}
-
-static enum accel_err es_member_delete(struct store *base, const char *kind,
-                                       const char *node)
+/* A member key (nodeinfo, agents) written or (json NULL) deleted: in the
+ * open transaction if there is one, else at once in one of its own. */
+static enum accel_err member_write(struct store *base, const char *kind,
+                                   const char *node, const char *json,
+                                   int64_t lease)
 {
     struct estore *s = (struct estore *)base;
     char *k;
@@ -1597,12 +1652,25 @@ static enum accel_err es_member_delete(struct store *base, const char *kind,
             free(k);
             return ACCEL_EINVAL;
         }
-        tx_write(s, k, NULL, 0, false, false);
+        tx_write(s, k, json ? xstrdup(json) : NULL, lease, false, false);
         return ACCEL_OK;
     }
-    err = write_now(s, k, NULL, 0);
+    err = write_now(s, k, json, lease);
     free(k);
     return err;
+}
+
+static enum accel_err es_member_put(struct store *base, const char *kind,
+                                    const char *node, const char *json,
+                                    int64_t lease)
+{
+    return json ? member_write(base, kind, node, json, lease) : ACCEL_EINVAL;
+}
+
+static enum accel_err es_member_delete(struct store *base, const char *kind,
+                                       const char *node)
+{
+    return member_write(base, kind, node, NULL, 0);
 }
 
 static enum accel_err es_event_append(struct store *base,
@@ -1709,16 +1777,9 @@ static enum accel_err load_row(struct lrun *r, const char *table,
                                const char *raw, char **why)
 {
     const struct store_loader *l = r->l;
+    const struct erow_table *t = erow_table_of(table);
     const char *bad = NULL;
-    union {
-        struct store_app app;
-        struct store_alloc alloc;
-        struct store_device dev;
-        struct store_node node;
-        struct store_user user;
-        struct store_identity id;
-        struct store_limits lim;
-    } u;
+    union erow u;
 
     if (strcmp(table, "nodeinfo") == 0)
         return l->nodeinfo ? l->nodeinfo(l->ctx, name, raw, why) : ACCEL_OK;
@@ -1728,24 +1789,9 @@ static enum accel_err load_row(struct lrun *r, const char *table,
         *why = xstrdup("the value is not a JSON object");
         return ACCEL_ESTORE_CORRUPT;
     }
-    if (strcmp(table, "nodes") == 0) {
-        if (!(bad = node_decode(o, &u.node)))
-            return l->node ? l->node(l->ctx, &u.node, why) : ACCEL_OK;
-    } else if (strcmp(table, "devices") == 0) {
-        if (!(bad = device_decode(o, &u.dev)))
-            return l->device ? l->device(l->ctx, &u.dev, why) : ACCEL_OK;
-    } else if (strcmp(table, "users") == 0) {
-        if (!(bad = user_decode(o, &u.user)))
-            return l->user ? l->user(l->ctx, &u.user, why) : ACCEL_OK;
-    } else if (strcmp(table, "identities") == 0) {
-        if (!(bad = identity_decode(o, &u.id)))
-            return l->identity ? l->identity(l->ctx, &u.id, why) : ACCEL_OK;
-    } else if (strcmp(table, "limits") == 0) {
-        if (!(bad = limits_decode(o, &u.lim)))
-            return l->limits ? l->limits(l->ctx, &u.lim, why) : ACCEL_OK;
-    } else if (strcmp(table, "apps") == 0) {
-        if (!(bad = app_decode(o, &u.app)))
-            return l->app ? l->app(l->ctx, &u.app, why) : ACCEL_OK;
+    if (t) {
+        if (!(bad = t->decode(o, &u)))
+            return store_loader_give(l, t->kind, &u, why);
     } else if (strcmp(table, "parts") == 0) {
         const char *app, *node;
         int64_t pid, start;
@@ -1764,7 +1810,7 @@ static enum accel_err load_row(struct lrun *r, const char *table,
                                  u.alloc.app, r->s->prefix, u.alloc.app);
                 return ACCEL_ESTORE_CORRUPT;
             }
-            return l->alloc ? l->alloc(l->ctx, &u.alloc, why) : ACCEL_OK;
+            return store_loader_give(l, STORE_ROW_ALLOC, &u.alloc, why);
         }
     } else {
         return ACCEL_OK;
@@ -1963,6 +2009,27 @@ struct frun {
     int64_t next;   /* the revision to watch from after a break */
 };
 
+/* Hand row (NULL: its key was deleted) of an erow_tables kind to f's
+ * callback for it, if f has one. The callbacks take different structs, so
+ * each kind is named once here. */
+#define FOLLOW(cb) (f->cb ? f->cb(f->ctx, name, row) : (void)0)
+
+static void follower_give(const struct store_follower *f, enum store_row kind,
+                          const char *name, const void *row)
+{
+    switch (kind) {
+    case STORE_ROW_APP: FOLLOW(app); break;
+    case STORE_ROW_DEVICE: FOLLOW(device); break;
+    case STORE_ROW_NODE: FOLLOW(node); break;
+    case STORE_ROW_USER: FOLLOW(user); break;
+    case STORE_ROW_IDENTITY: FOLLOW(identity); break;
+    case STORE_ROW_LIMITS: FOLLOW(limits); break;
+    case STORE_ROW_ALLOC: break; /* its key has two names: follow_one */
+    }
+}
+
+#undef FOLLOW
+
 /* One changed key, handed to the follower when it is news. */
 static void follow_one(struct frun *fr, const struct etcd_event *ev,
                        int64_t rev, int64_t rank)
@@ -1973,11 +2040,13 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
     bool del = ev->type == ETCD_EV_DELETE;
     char table[32];
     const char *name = table_of(s, kv->key, table, sizeof table);
+    const struct erow_table *t;
     json_t *o = NULL;
     struct kinfo *k;
 
     if (name == NULL)
         return;
+    t = erow_table_of(table);
     if (strcmp(table, "events") == 0) {
         struct store_event e;
         if (del)
@@ -2009,12 +2078,13 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
             strcmp(table, "agents") != 0)
             goto out;
     }
-    if (strcmp(table, "apps") == 0 && f->app) {
-        struct store_app a;
+    if (t) {
+        union erow u;
         if (del)
-            f->app(f->ctx, name, NULL);
-        else if (!app_decode(o, &a) && strcmp(a.name, name) == 0)
-            f->app(f->ctx, name, &a);
+            follower_give(f, t->kind, name, NULL);
+        else if (!t->decode(o, &u) &&
+                 (!t->named || strcmp(u.app.name, name) == 0))
+            follower_give(f, t->kind, name, &u);
     } else if (strcmp(table, "allocs") == 0 && f->alloc) {
         char buf[512];
         const char *app, *dev;
@@ -2025,36 +2095,6 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
             f->alloc(f->ctx, app, dev, NULL);
         else if (!alloc_decode(o, &a))
             f->alloc(f->ctx, app, dev, &a);
-    } else if (strcmp(table, "devices") == 0 && f->device) {
-        struct store_device d;
-        if (del)
-            f->device(f->ctx, name, NULL);
-        else if (!device_decode(o, &d))
-            f->device(f->ctx, name, &d);
-    } else if (strcmp(table, "nodes") == 0 && f->node) {
-        struct store_node nd;
-        if (del)
-            f->node(f->ctx, name, NULL);
-        else if (!node_decode(o, &nd))
-            f->node(f->ctx, name, &nd);
-    } else if (strcmp(table, "users") == 0 && f->user) {
-        struct store_user u;
-        if (del)
-            f->user(f->ctx, name, NULL);
-        else if (!user_decode(o, &u))
-            f->user(f->ctx, name, &u);
-    } else if (strcmp(table, "identities") == 0 && f->identity) {
-        struct store_identity id;
-        if (del) /* a removed user's name (its uid is retired) */
-            f->identity(f->ctx, name, NULL);
-        else if (!identity_decode(o, &id))
-            f->identity(f->ctx, name, &id);
-    } else if (strcmp(table, "limits") == 0 && f->limits) {
-        struct store_limits l;
-        if (del)
-            f->limits(f->ctx, name, NULL);
-        else if (!limits_decode(o, &l))
-            f->limits(f->ctx, name, &l);
     } else if (strcmp(table, "parts") == 0 && f->part) {
         char buf[512];
         const char *app, *node, *a2, *n2;

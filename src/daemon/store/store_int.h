@@ -144,6 +144,26 @@ char *store_bads_list(const struct store_bads *b);
 char *store_bads_json(const struct store_bads *b);
 void store_bads_free(struct store_bads *b);
 
+/*
+ * The kinds of row a loader takes, one callback each (store_loader). Both
+ * backends decode a row into its struct and hand it over by kind, through
+ * the one function that knows which callback takes which struct.
+ */
+enum store_row {
+    STORE_ROW_APP,
+    STORE_ROW_ALLOC,
+    STORE_ROW_DEVICE,
+    STORE_ROW_NODE,
+    STORE_ROW_USER,
+    STORE_ROW_IDENTITY,
+    STORE_ROW_LIMITS,
+};
+/* Hand row (a struct store_<kind>) to l's callback for kind: what it
+ * answers, or ACCEL_OK when l has none (the row is taken). */
+enum accel_err store_loader_give(const struct store_loader *l,
+                                 enum store_row kind, const void *row,
+                                 char **why);
+
 /* The backends' constructors: *out (its ops set) only on success. */
 enum accel_err store_sqlite_open(const char *path, struct store **out,
                                  char **cause);

@@ -35,6 +35,41 @@
 #define STORE_APPLICATION_ID 0x61636365 /* "acce": PRAGMA application_id */
 
 /*
+ * Columns of schema 1's tables, which the 1 -> 2 migration rebuilds with
+ * the same columns (only the table options change). They belong to those
+ * two steps: a later schema change is a new step, never an edit here.
+ */
+#define SCHEMA1_APPS_COLUMNS                                                   \
+    " name TEXT PRIMARY KEY NOT NULL,"                                         \
+    " owner TEXT NOT NULL,"                                                    \
+    " state TEXT NOT NULL,"                                                    \
+    " reason TEXT,"                                                            \
+    " manifest TEXT NOT NULL,"                                                 \
+    " selected_type TEXT,"                                                     \
+    " created_ms INTEGER NOT NULL,"                                            \
+    " updated_ms INTEGER NOT NULL,"                                            \
+    " pid INTEGER NOT NULL DEFAULT 0,"                                         \
+    " pid_start INTEGER NOT NULL DEFAULT 0," /* uint64 stored as int64 */     \
+    " exit_status INTEGER NOT NULL DEFAULT -1"
+#define SCHEMA1_ALLOCATIONS_COLUMNS                                            \
+    " app TEXT NOT NULL,"                                                      \
+    " owner TEXT NOT NULL,"                                                    \
+    " type TEXT NOT NULL,"                                                     \
+    " node TEXT NOT NULL,"                                                     \
+    " device TEXT NOT NULL,"                                                   \
+    " memory INTEGER NOT NULL," /* uint64 stored as int64 */                  \
+    " PRIMARY KEY (app, device)"
+/* the events' columns after id, whose definition 1 -> 2 changes */
+#define SCHEMA1_EVENTS_COLUMNS_AFTER_ID                                        \
+    " ts_ms INTEGER NOT NULL,"                                                 \
+    " kind TEXT NOT NULL,"                                                     \
+    " app TEXT,"                                                               \
+    " node TEXT,"                                                              \
+    " device TEXT,"                                                            \
+    " message TEXT NOT NULL,"                                                  \
+    " data TEXT"
+
+/*
  * Ordered migrations: migrations[i] takes the schema from version i to i+1.
  * Append only; never edit a step that has shipped. Each runs in its own
  * transaction together with the user_version bump.
@@ -42,26 +77,8 @@
 static const char *const migrations[] = {
     /* 0 -> 1: the initial schema. */
     "PRAGMA application_id = 1633903461;" /* STORE_APPLICATION_ID */
-    "CREATE TABLE apps ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " state TEXT NOT NULL,"
-    " reason TEXT,"
-    " manifest TEXT NOT NULL,"
-    " selected_type TEXT,"
-    " created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL,"
-    " pid INTEGER NOT NULL DEFAULT 0,"
-    " pid_start INTEGER NOT NULL DEFAULT 0," /* uint64 stored as int64 */
-    " exit_status INTEGER NOT NULL DEFAULT -1);"
-    "CREATE TABLE allocations ("
-    " app TEXT NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " type TEXT NOT NULL,"
-    " node TEXT NOT NULL,"
-    " device TEXT NOT NULL,"
-    " memory INTEGER NOT NULL," /* uint64 stored as int64 */
-    " PRIMARY KEY (app, device));"
+    "CREATE TABLE apps (" SCHEMA1_APPS_COLUMNS ");"
+    "CREATE TABLE allocations (" SCHEMA1_ALLOCATIONS_COLUMNS ");"
     "CREATE INDEX allocations_by_device ON allocations(node, device);"
     "CREATE TABLE devices ("
     " node TEXT NOT NULL,"
@@ -79,13 +96,7 @@ static const char *const migrations[] = {
     " created_ms INTEGER NOT NULL);"
     "CREATE TABLE events ("
     " id INTEGER PRIMARY KEY AUTOINCREMENT," /* never reused */
-    " ts_ms INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " app TEXT,"
-    " node TEXT,"
-    " device TEXT,"
-    " message TEXT NOT NULL,"
-    " data TEXT);"
+    SCHEMA1_EVENTS_COLUMNS_AFTER_ID ");"
     "CREATE INDEX events_by_app ON events(app, id);"
     "CREATE INDEX events_by_device ON events(device, id);"
     "CREATE INDEX events_by_kind ON events(kind, id);"
@@ -98,41 +109,17 @@ static const char *const migrations[] = {
      * still never repeat: pruning never deletes the newest event) and the
      * indexes that only served filtered queries (with at most 20,000 events
      * kept, scanning them by id costs milliseconds). */
-    "CREATE TABLE apps2 ("
-    " name TEXT PRIMARY KEY NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " state TEXT NOT NULL,"
-    " reason TEXT,"
-    " manifest TEXT NOT NULL,"
-    " selected_type TEXT,"
-    " created_ms INTEGER NOT NULL,"
-    " updated_ms INTEGER NOT NULL,"
-    " pid INTEGER NOT NULL DEFAULT 0,"
-    " pid_start INTEGER NOT NULL DEFAULT 0,"
-    " exit_status INTEGER NOT NULL DEFAULT -1) WITHOUT ROWID;"
+    "CREATE TABLE apps2 (" SCHEMA1_APPS_COLUMNS ") WITHOUT ROWID;"
     "INSERT INTO apps2 SELECT * FROM apps;"
     "DROP TABLE apps;"
     "ALTER TABLE apps2 RENAME TO apps;"
-    "CREATE TABLE allocations2 ("
-    " app TEXT NOT NULL,"
-    " owner TEXT NOT NULL,"
-    " type TEXT NOT NULL,"
-    " node TEXT NOT NULL,"
-    " device TEXT NOT NULL,"
-    " memory INTEGER NOT NULL,"
-    " PRIMARY KEY (app, device)) WITHOUT ROWID;"
+    "CREATE TABLE allocations2 (" SCHEMA1_ALLOCATIONS_COLUMNS ") WITHOUT ROWID;"
     "INSERT INTO allocations2 SELECT * FROM allocations;"
     "DROP TABLE allocations;"
     "ALTER TABLE allocations2 RENAME TO allocations;"
     "CREATE TABLE events2 ("
     " id INTEGER PRIMARY KEY,"
-    " ts_ms INTEGER NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " app TEXT,"
-    " node TEXT,"
-    " device TEXT,"
-    " message TEXT NOT NULL,"
-    " data TEXT);"
+    SCHEMA1_EVENTS_COLUMNS_AFTER_ID ");"
     "INSERT INTO events2 SELECT * FROM events;"
     "DROP TABLE events;"
     "ALTER TABLE events2 RENAME TO events;",
@@ -169,6 +156,10 @@ static const char *const migrations[] = {
     ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 #define EV_COLS "id, ts_ms, kind, app, node, device, message, data"
+/* The event query with the string filters in where (see EVQ0..EVQ7). */
+#define EVQ(where)                                                             \
+    "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2" where       \
+    " ORDER BY id LIMIT ?6"
 
 /* Every cached statement: XX(NAME, "SQL"). */
 #define STORE_STMT_MAP(XX)                                                     \
@@ -240,23 +231,14 @@ static const char *const migrations[] = {
     XX(READ_END, "COMMIT")                                                     \
     /* Event queries, one per combination of the optional string filters */   \
     /* (bit 0 app, bit 1 device, bit 2 kind) so each can use its index. */    \
-    XX(EVQ0, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " ORDER BY id LIMIT ?6")                                          \
-    XX(EVQ1, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 ORDER BY id LIMIT ?6")                             \
-    XX(EVQ2, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND device = ?4 ORDER BY id LIMIT ?6")                          \
-    XX(EVQ3, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND device = ?4 ORDER BY id LIMIT ?6")             \
-    XX(EVQ4, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND kind = ?5 ORDER BY id LIMIT ?6")                            \
-    XX(EVQ5, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND kind = ?5 ORDER BY id LIMIT ?6")               \
-    XX(EVQ6, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND device = ?4 AND kind = ?5 ORDER BY id LIMIT ?6")            \
-    XX(EVQ7, "SELECT " EV_COLS " FROM events WHERE id > ?1 AND ts_ms >= ?2"    \
-             " AND app = ?3 AND device = ?4 AND kind = ?5 ORDER BY id"         \
-             " LIMIT ?6")
+    XX(EVQ0, EVQ(""))                                                          \
+    XX(EVQ1, EVQ(" AND app = ?3"))                                             \
+    XX(EVQ2, EVQ(" AND device = ?4"))                                          \
+    XX(EVQ3, EVQ(" AND app = ?3 AND device = ?4"))                             \
+    XX(EVQ4, EVQ(" AND kind = ?5"))                                            \
+    XX(EVQ5, EVQ(" AND app = ?3 AND kind = ?5"))                               \
+    XX(EVQ6, EVQ(" AND device = ?4 AND kind = ?5"))                            \
+    XX(EVQ7, EVQ(" AND app = ?3 AND device = ?4 AND kind = ?5"))
 
 enum stmt_id {
 #define STMT_ENUM_(name, sql) ST_##name,
@@ -404,43 +386,40 @@ static int exec_sql(sqlite3 *db, const char *sql)
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
 }
 
-/* Read one integer from a single-row query (a PRAGMA). */
+/* Prepare sql and step it once: SQLITE_ROW, SQLITE_DONE or the failure;
+ * the caller finalizes *st (NULL when it did not prepare). */
+static int query_step(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
+    return rc == SQLITE_OK ? sqlite3_step(*st) : rc;
+}
+
+static int query_rc(int rc)
+{
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Read one integer from a single-row query (a PRAGMA); 0 without a row. */
 static int query_int(sqlite3 *db, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        *out = 0;
-        rc = SQLITE_OK;
-    }
+    int rc = query_step(db, sql, &st);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_finalize(st);
-    return rc;
+    return query_rc(rc);
 }
 
-/* Read one text from a single-row query into buf (a PRAGMA). */
+/* Read one text from a single-row query into buf (a PRAGMA); "" without
+ * a row. */
 static int query_text(sqlite3 *db, const char *sql, char *buf, size_t len)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    buf[0] = '\0';
-    if (rc == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        util_strlcpy(buf, t ? t : "", len);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
-        rc = SQLITE_OK;
-    }
+    int rc = query_step(db, sql, &st);
+    const char *t =
+        rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    util_strlcpy(buf, t ? t : "", len);
     sqlite3_finalize(st);
-    return rc;
+    return query_rc(rc);
 }
 
 /*
@@ -506,6 +485,26 @@ static enum accel_err open_fail(sqlite3 *db, const char *path, int rc,
 }
 
 /*
+ * Run the PRAGMA sql that answers one word (what: the step, for messages).
+ * ACCEL_OK when the word is want; else err, *cause from mismatch: a format
+ * taking the path and the word, in that order.
+ */
+static enum accel_err pragma_expect(sqlite3 *db, const char *path,
+                                    const char *sql, const char *want,
+                                    const char *what, enum accel_err err,
+                                    const char *mismatch, char **cause)
+{
+    char got[256];
+    int rc = query_text(db, sql, got, sizeof(got));
+    if (rc != SQLITE_OK)
+        return open_fail(db, path, rc, what, cause);
+    if (strcmp(got, want) == 0)
+        return ACCEL_OK;
+    *cause = xasprintf(mismatch, path, got);
+    return err;
+}
+
+/*
  * Read-only checks before anything is written: the schema version is one
  * this build knows, the file is ours, and PRAGMA quick_check says "ok".
  */
@@ -513,7 +512,7 @@ static enum accel_err check_existing(sqlite3 *db, const char *path,
                                      int64_t *out_version, char **cause)
 {
     int64_t version = 0, appid = 0, tables = 0;
-    char qc[256];
+    enum accel_err err;
     int rc = query_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return open_fail(db, path, rc, "reading user_version", cause);
@@ -544,31 +543,27 @@ static enum accel_err check_existing(sqlite3 *db, const char *path,
                            (intmax_t)tables);
         return ACCEL_ESTORE_CORRUPT;
     }
-    rc = query_text(db, "PRAGMA quick_check", qc, sizeof(qc));
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "running quick_check", cause);
-    if (strcmp(qc, "ok") != 0) {
-        *cause = xasprintf("%s is corrupt (quick_check: %s); refusing to "
-                           "open it, the file is left as it is",
-                           path, qc);
-        return ACCEL_ESTORE_CORRUPT;
-    }
-    *out_version = version;
-    return ACCEL_OK;
+    err = pragma_expect(db, path, "PRAGMA quick_check", "ok",
+                        "running quick_check", ACCEL_ESTORE_CORRUPT,
+                        "%s is corrupt (quick_check: %s); refusing to "
+                        "open it, the file is left as it is",
+                        cause);
+    if (err == ACCEL_OK)
+        *out_version = version;
+    return err;
 }
 
 static enum accel_err set_pragmas(sqlite3 *db, const char *path, char **cause)
 {
-    char mode[32];
-    int rc = query_text(db, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, rc, "setting journal_mode=WAL", cause);
-    if (strcmp(mode, "wal") != 0) {
-        *cause = xasprintf("cannot open the state database %s: journal_mode "
-                           "is %s, not wal (no shared memory here?)",
-                           path, mode);
-        return ACCEL_ESTORE;
-    }
+    enum accel_err err = pragma_expect(
+        db, path, "PRAGMA journal_mode=WAL", "wal", "setting journal_mode=WAL",
+        ACCEL_ESTORE,
+        "cannot open the state database %s: journal_mode "
+        "is %s, not wal (no shared memory here?)",
+        cause);
+    int rc;
+    if (err != ACCEL_OK)
+        return err;
     rc = exec_sql(db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
     if (rc != SQLITE_OK)
         return open_fail(db, path, rc, "setting pragmas", cause);
@@ -780,14 +775,8 @@ static bool sq_created(const struct store *base)
 static int64_t sq_created_ms(struct store *base)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    sqlite3_stmt *st = NULL;
-    int64_t ms = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT value FROM meta WHERE key = 'created_ms'",
-                           -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        ms = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    int64_t ms = 0; /* query_int: 0 without the row, or when it fails */
+    query_int(s->db, "SELECT value FROM meta WHERE key = 'created_ms'", &ms);
     return ms;
 }
 
@@ -914,8 +903,9 @@ static enum accel_err sq_fail(struct store *base, enum accel_err err,
 /*
  * Row layouts. A table's put statement binds its row's fields as ?1, ?2,
  * ... in the order its load query returns them as columns 0, 1, ..., so
- * one list per table, of each field's kind and place in its struct,
- * serves both: bind_fields for the writes, read_fields for the load.
+ * one list per table, of each field's kind, place in its struct and what
+ * its column must hold when loaded, serves all three: bind_fields for the
+ * writes, check_col and read_fields for the load.
  */
 enum field_kind {
     F_TEXT,    /* const char *, NULL as SQL NULL */
@@ -925,70 +915,94 @@ enum field_kind {
     F_OPT_I64, /* int64_t, < 0 ("none") stored as NULL */
 };
 
+/* What a column of a loaded row must hold: the checks are the same for
+ * every table, so one function applies them (check_col). */
+enum col_kind {
+    COL_KEY,      /* a non-empty text without NUL */
+    COL_TEXT,     /* NULL or a text without NUL */
+    COL_INT,      /* an integer in [min, max] */
+    COL_OPT_INT,  /* NULL or an integer in [0, INT64_MAX] */
+    COL_ENUM,     /* one of the words in set */
+    COL_HASH,     /* a SHA-256 in lowercase hex */
+    COL_BY_QUERY, /* checked by the table's load query (events) */
+};
+
+struct col_rule {
+    enum col_kind kind;
+    int64_t min, max;       /* COL_INT */
+    const char *const *set; /* COL_ENUM, NULL-terminated */
+};
+
 struct field {
     enum field_kind kind;
     size_t off; /* offsetof the member in its row struct */
+    struct col_rule rule;
 };
 
-#define FIELD(kind, type, member) {(kind), offsetof(type, member)}
+#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
+#define KEY {COL_KEY, 0, 0, NULL}
+#define TEXT {COL_TEXT, 0, 0, NULL}
+#define INT(lo, hi) {COL_INT, (lo), (hi), NULL}
+#define TIME INT(0, TIME_MAX)
+#define ENUM(set) {COL_ENUM, 0, 0, (set)}
+#define HASH {COL_HASH, 0, 0, NULL}
+#define OPT_INT {COL_OPT_INT, 0, 0, NULL}
+
+/* A column of struct store_<row>: its kind, member and rule. */
+#define COL(row, kind, member, rule)                                           \
+    {(kind), offsetof(struct store_##row, member), rule}
+#define EV_COL(kind, member)                                                   \
+    {(kind), offsetof(struct store_event, member), {COL_BY_QUERY, 0, 0, NULL}}
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
 
+static const char *const supports[] = {"Exclusive", "MemorySlice",
+                                       "TimeSlice", NULL};
+static const char *const roles[] = {"admin", "member", NULL};
+
+/* Two columns a line, as the rule lists these took over were written. */
 static const struct field app_fields[] = {
-    FIELD(F_TEXT, struct store_app, name),
-    FIELD(F_TEXT, struct store_app, owner),
-    FIELD(F_TEXT, struct store_app, state),
-    FIELD(F_TEXT, struct store_app, reason),
-    FIELD(F_TEXT, struct store_app, manifest),
-    FIELD(F_TEXT, struct store_app, selected_type),
-    FIELD(F_I64, struct store_app, created_ms),
-    FIELD(F_I64, struct store_app, updated_ms),
-    FIELD(F_I64, struct store_app, pid),
-    FIELD(F_U64, struct store_app, pid_start),
-    FIELD(F_I64, struct store_app, exit_status),
-};
+    COL(app, F_TEXT, name, KEY), COL(app, F_TEXT, owner, KEY),
+    COL(app, F_TEXT, state, KEY), COL(app, F_TEXT, reason, TEXT),
+    COL(app, F_TEXT, manifest, KEY), COL(app, F_TEXT, selected_type, TEXT),
+    COL(app, F_I64, created_ms, TIME), COL(app, F_I64, updated_ms, TIME),
+    COL(app, F_I64, pid, INT(0, INT32_MAX)),
+    COL(app, F_U64, pid_start, INT(INT64_MIN, INT64_MAX)),
+    COL(app, F_I64, exit_status, INT(INT32_MIN, INT32_MAX))};
 static const struct field alloc_fields[] = {
-    FIELD(F_TEXT, struct store_alloc, app),
-    FIELD(F_TEXT, struct store_alloc, owner),
-    FIELD(F_TEXT, struct store_alloc, type),
-    FIELD(F_TEXT, struct store_alloc, node),
-    FIELD(F_TEXT, struct store_alloc, device),
-    FIELD(F_U64, struct store_alloc, memory),
-};
+    COL(alloc, F_TEXT, app, KEY), COL(alloc, F_TEXT, owner, KEY),
+    COL(alloc, F_TEXT, type, KEY), COL(alloc, F_TEXT, node, KEY),
+    COL(alloc, F_TEXT, device, KEY),
+    COL(alloc, F_U64, memory, INT(0, INT64_MAX))};
 static const struct field device_fields[] = {
-    FIELD(F_TEXT, struct store_device, node),
-    FIELD(F_TEXT, struct store_device, id),
-    FIELD(F_TEXT, struct store_device, support),
-    FIELD(F_TEXT, struct store_device, settings),
-};
+    COL(device, F_TEXT, node, KEY), COL(device, F_TEXT, id, KEY),
+    COL(device, F_TEXT, support, ENUM(supports)),
+    COL(device, F_TEXT, settings, TEXT)};
 static const struct field node_fields[] = {
-    FIELD(F_TEXT, struct store_node, name),
-    FIELD(F_BOOL, struct store_node, enabled),
-};
+    COL(node, F_TEXT, name, KEY), COL(node, F_BOOL, enabled, INT(0, 1))};
 static const struct field user_fields[] = {
-    FIELD(F_TEXT, struct store_user, name),
-    FIELD(F_TEXT, struct store_user, role),
-    FIELD(F_TEXT, struct store_user, token_hash),
-    FIELD(F_I64, struct store_user, created_ms),
-};
+    COL(user, F_TEXT, name, KEY), COL(user, F_TEXT, role, ENUM(roles)),
+    COL(user, F_TEXT, token_hash, HASH), COL(user, F_I64, created_ms, TIME)};
 static const struct field identity_fields[] = {
-    FIELD(F_TEXT, struct store_identity, name),
-    FIELD(F_I64, struct store_identity, uid),
-};
+    COL(identity, F_TEXT, name, KEY),
+    COL(identity, F_I64, uid, INT(1, INT64_C(4294967294)))};
 static const struct field limits_fields[] = {
-    FIELD(F_TEXT, struct store_limits, name),
-    FIELD(F_OPT_I64, struct store_limits, max_apps),
-    FIELD(F_OPT_I64, struct store_limits, max_gpu_memory),
-};
+    COL(limits, F_TEXT, name, KEY), COL(limits, F_OPT_I64, max_apps, OPT_INT),
+    COL(limits, F_OPT_I64, max_gpu_memory, OPT_INT)};
 /* an event's columns start with its id, which its insert does not bind */
 static const struct field event_fields[] = {
-    FIELD(F_I64, struct store_event, ts_ms),
-    FIELD(F_TEXT, struct store_event, kind),
-    FIELD(F_TEXT, struct store_event, app),
-    FIELD(F_TEXT, struct store_event, node),
-    FIELD(F_TEXT, struct store_event, device),
-    FIELD(F_TEXT, struct store_event, message),
-    FIELD(F_TEXT, struct store_event, data),
-};
+    EV_COL(F_I64, ts_ms),  EV_COL(F_TEXT, kind),   EV_COL(F_TEXT, app),
+    EV_COL(F_TEXT, node),  EV_COL(F_TEXT, device), EV_COL(F_TEXT, message),
+    EV_COL(F_TEXT, data)};
+
+#undef KEY
+#undef TEXT
+#undef INT
+#undef TIME
+#undef ENUM
+#undef HASH
+#undef OPT_INT
+#undef COL
+#undef EV_COL
 
 /* Bind the fields of row as ?1 .. ?n; an SQLite rc. */
 static int bind_fields(sqlite3_stmt *st, const void *row, const struct field *f,
@@ -1063,50 +1077,25 @@ static enum accel_err put_row(struct store *base, enum stmt_id id,
     return tx_result(s, rc);
 }
 
-static enum accel_err sq_app_put(struct store *base, const struct store_app *a)
-{
-    return put_row(base, ST_APP_PUT, a, app_fields, NFIELDS(app_fields));
-}
+/* The put operation of table: its statement ST_<ID>_PUT binds the row
+ * by <table>_fields. C has no generic functions: one line per table. */
+#define SQ_PUT(table, ID)                                                      \
+    static enum accel_err sq_##table##_put(struct store *base,                 \
+                                           const struct store_##table *row)    \
+    {                                                                          \
+        return put_row(base, ST_##ID##_PUT, row, table##_fields,               \
+                       NFIELDS(table##_fields));                               \
+    }
 
-static enum accel_err sq_alloc_put(struct store *base,
-                                   const struct store_alloc *a)
-{
-    return put_row(base, ST_ALLOC_PUT, a, alloc_fields,
-                   NFIELDS(alloc_fields));
-}
+SQ_PUT(app, APP)
+SQ_PUT(alloc, ALLOC)
+SQ_PUT(device, DEVICE)
+SQ_PUT(node, NODE)
+SQ_PUT(user, USER)
+SQ_PUT(identity, IDENTITY)
+SQ_PUT(limits, LIMITS)
 
-static enum accel_err sq_device_put(struct store *base,
-                                    const struct store_device *d)
-{
-    return put_row(base, ST_DEVICE_PUT, d, device_fields,
-                   NFIELDS(device_fields));
-}
-
-static enum accel_err sq_node_put(struct store *base,
-                                  const struct store_node *n)
-{
-    return put_row(base, ST_NODE_PUT, n, node_fields, NFIELDS(node_fields));
-}
-
-static enum accel_err sq_user_put(struct store *base,
-                                  const struct store_user *u)
-{
-    return put_row(base, ST_USER_PUT, u, user_fields, NFIELDS(user_fields));
-}
-
-static enum accel_err sq_identity_put(struct store *base,
-                                      const struct store_identity *id)
-{
-    return put_row(base, ST_IDENTITY_PUT, id, identity_fields,
-                   NFIELDS(identity_fields));
-}
-
-static enum accel_err sq_limits_put(struct store *base,
-                                    const struct store_limits *l)
-{
-    return put_row(base, ST_LIMITS_PUT, l, limits_fields,
-                   NFIELDS(limits_fields));
-}
+#undef SQ_PUT
 
 /* Run a cached statement with up to two text keys inside the transaction. */
 static enum accel_err write_keys(struct sqlstore *s, enum stmt_id id,
@@ -1121,29 +1110,25 @@ static enum accel_err write_keys(struct sqlstore *s, enum stmt_id id,
     return tx_result(s, rc);
 }
 
-static enum accel_err sq_app_delete(struct store *base, const char *name)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    return write_keys(s, ST_APP_DEL, name, NULL);
-}
+/* A delete operation by one key: statement id binds it as ?1. */
+#define SQ_DELETE(op, id)                                                      \
+    static enum accel_err sq_##op(struct store *base, const char *key)         \
+    {                                                                          \
+        return write_keys((struct sqlstore *)base, id, key, NULL);             \
+    }
 
-static enum accel_err sq_alloc_delete_app(struct store *base, const char *app)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    return write_keys(s, ST_ALLOC_DEL_APP, app, NULL);
-}
+SQ_DELETE(app_delete, ST_APP_DEL)
+SQ_DELETE(alloc_delete_app, ST_ALLOC_DEL_APP)
+SQ_DELETE(node_delete, ST_NODE_DEL)
+SQ_DELETE(user_delete, ST_USER_DEL)
+SQ_DELETE(limits_delete, ST_LIMITS_DEL)
+
+#undef SQ_DELETE
 
 static enum accel_err sq_alloc_delete(struct store *base, const char *app,
-                                  const char *device)
+                                      const char *device)
 {
-    struct sqlstore *s = (struct sqlstore *)base;
-    return write_keys(s, ST_ALLOC_DEL, app, device);
-}
-
-static enum accel_err sq_user_delete(struct store *base, const char *name)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    return write_keys(s, ST_USER_DEL, name, NULL);
+    return write_keys((struct sqlstore *)base, ST_ALLOC_DEL, app, device);
 }
 
 static enum accel_err sq_identity_retire(struct store *base, const char *name,
@@ -1157,12 +1142,6 @@ static enum accel_err sq_identity_retire(struct store *base, const char *name,
     rc = rc ? rc : sqlite3_bind_int64(st, 3, retired->uid);
     rc = rc ? rc : step_done(st);
     return tx_result(s, rc);
-}
-
-static enum accel_err sq_limits_delete(struct store *base, const char *name)
-{
-    struct sqlstore *s = (struct sqlstore *)base;
-    return write_keys(s, ST_LIMITS_DEL, name, NULL);
 }
 
 /* ---------------------------------------------------------------- events */
@@ -1366,33 +1345,6 @@ static char *check_hash(sqlite3_stmt *st, int i)
     return NULL;
 }
 
-/*
- * What a column of a loaded row must hold. The checks are the same for
- * every table, so each table lists its columns' rules (below) and one
- * function applies them; only the decoding into each table's struct is
- * written per table.
- */
-enum col_kind {
-    COL_KEY,     /* a non-empty text without NUL */
-    COL_TEXT,    /* NULL or a text without NUL */
-    COL_INT,     /* an integer in [min, max] */
-    COL_OPT_INT, /* NULL or an integer in [0, INT64_MAX] */
-    COL_ENUM,    /* one of the words in set */
-    COL_HASH,    /* a SHA-256 in lowercase hex */
-};
-
-struct col_rule {
-    enum col_kind kind;
-    int64_t min, max;       /* COL_INT */
-    const char *const *set; /* COL_ENUM, NULL-terminated */
-};
-
-#define TIME_MAX INT64_C(253402300799999) /* 9999-12-31, in ms */
-#define KEY {COL_KEY, 0, 0, NULL}
-#define TEXT {COL_TEXT, 0, 0, NULL}
-#define INT(lo, hi) {COL_INT, (lo), (hi), NULL}
-#define TIME INT(0, TIME_MAX)
-
 /* NULL when column i keeps its rule, else why. */
 static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
 {
@@ -1406,55 +1358,9 @@ static char *check_col(sqlite3_stmt *st, int i, const struct col_rule *c)
                    : check_int(st, i, 0, INT64_MAX);
     case COL_ENUM: return check_enum(st, i, c->set);
     case COL_HASH: return check_hash(st, i);
+    case COL_BY_QUERY: return NULL;
     }
     return NULL;
-}
-
-/* Hand a decoded row to the loader's callback (none: the row is taken);
- * *why gets the callback's reason when it refuses the row. */
-typedef enum accel_err (*give_fn)(const struct store_loader *l,
-                                  const void *row, char **why);
-
-static enum accel_err give_app(const struct store_loader *l,
-                               const void *row, char **why)
-{
-    return l->app ? l->app(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_alloc(const struct store_loader *l,
-                                 const void *row, char **why)
-{
-    return l->alloc ? l->alloc(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_device(const struct store_loader *l,
-                                  const void *row, char **why)
-{
-    return l->device ? l->device(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_node(const struct store_loader *l,
-                                const void *row, char **why)
-{
-    return l->node ? l->node(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_user(const struct store_loader *l,
-                                const void *row, char **why)
-{
-    return l->user ? l->user(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_identity(const struct store_loader *l,
-                                    const void *row, char **why)
-{
-    return l->identity ? l->identity(l->ctx, row, why) : ACCEL_OK;
-}
-
-static enum accel_err give_limits(const struct store_loader *l,
-                                  const void *row, char **why)
-{
-    return l->limits ? l->limits(l->ctx, row, why) : ACCEL_OK;
 }
 
 /* An allocation also needs its app: a row in apps that decoded. */
@@ -1476,66 +1382,41 @@ static char *check_event(struct load_run *r, sqlite3_stmt *st)
     return xstrdup(col_text(st, 1));
 }
 
-#define MAX_COLS 11
-
-/* One table's load: its query, its key columns (k1 < 0: one), its
- * columns' rules, what else it checks, its row layout (ncols fields) and
- * how a row is handed over. */
+/* One table's load: its query, its key columns (k1 < 0: one), its row
+ * layout (ncols fields, with their columns' rules), what else it checks
+ * and which kind of row it hands over. */
 struct table_load {
     enum stmt_id id;
     const char *table;
     int k0, k1;
+    const struct field *fields; /* NULL: never handed over (events) */
     size_t ncols;
-    struct col_rule cols[MAX_COLS];
     char *(*check)(struct load_run *r, sqlite3_stmt *st); /* or NULL */
-    const struct field *fields;
-    give_fn give; /* NULL: never handed over (events) */
+    enum store_row kind;
 };
-
-static const char *const supports[] = {"Exclusive", "MemorySlice",
-                                       "TimeSlice", NULL};
-static const char *const roles[] = {"admin", "member", NULL};
 
 /* Every table in load order (allocations after apps: they check theirs). */
-#define ENUM(set) {COL_ENUM, 0, 0, (set)}
-#define HASH {COL_HASH, 0, 0, NULL}
-#define OPT_INT {COL_OPT_INT, 0, 0, NULL}
+
+#define LAYOUT(fields) (fields), NFIELDS(fields)
 
 static const struct table_load tables[] = {
-    {ST_LOAD_NODES, "nodes", 0, -1, 2,
-     {KEY, INT(0, 1)},
-     NULL, node_fields, give_node},
-    {ST_LOAD_DEVICES, "devices", 0, 1, 4,
-     {KEY, KEY, ENUM(supports), TEXT},
-     NULL, device_fields, give_device},
-    {ST_LOAD_USERS, "users", 0, -1, 4,
-     {KEY, ENUM(roles), HASH, TIME},
-     NULL, user_fields, give_user},
-    {ST_LOAD_IDENTITIES, "identities", 0, -1, 2,
-     {KEY, INT(1, INT64_C(4294967294))},
-     NULL, identity_fields, give_identity},
-    {ST_LOAD_LIMITS, "user_limits", 0, -1, 3,
-     {KEY, OPT_INT, OPT_INT},
-     NULL, limits_fields, give_limits},
-    {ST_LOAD_APPS, "apps", 0, -1, 11,
-     {KEY, KEY, KEY, TEXT, KEY, TEXT, TIME, TIME, INT(0, INT32_MAX),
-      INT(INT64_MIN, INT64_MAX), INT(INT32_MIN, INT32_MAX)},
-     NULL, app_fields, give_app},
-    {ST_LOAD_ALLOCS, "allocations", 0, 4, 6,
-     {KEY, KEY, KEY, KEY, KEY, INT(0, INT64_MAX)},
-     check_alloc_app, alloc_fields, give_alloc},
-    {ST_LOAD_BAD_EVENTS, "events", 0, -1, 0,
-     {KEY},
-     check_event, NULL, NULL},
+    {ST_LOAD_NODES, "nodes", 0, -1, LAYOUT(node_fields), NULL, STORE_ROW_NODE},
+    {ST_LOAD_DEVICES, "devices", 0, 1, LAYOUT(device_fields), NULL,
+     STORE_ROW_DEVICE},
+    {ST_LOAD_USERS, "users", 0, -1, LAYOUT(user_fields), NULL, STORE_ROW_USER},
+    {ST_LOAD_IDENTITIES, "identities", 0, -1, LAYOUT(identity_fields), NULL,
+     STORE_ROW_IDENTITY},
+    {ST_LOAD_LIMITS, "user_limits", 0, -1, LAYOUT(limits_fields), NULL,
+     STORE_ROW_LIMITS},
+    {ST_LOAD_APPS, "apps", 0, -1, LAYOUT(app_fields), NULL, STORE_ROW_APP},
+    {ST_LOAD_ALLOCS, "allocations", 0, 4, LAYOUT(alloc_fields),
+     check_alloc_app, STORE_ROW_ALLOC},
+    /* the query returns only the bad events, and why in its column 1 */
+    {ST_LOAD_BAD_EVENTS, "events", 0, -1, NULL, 0, check_event,
+     STORE_ROW_APP /* unused: fields NULL */},
 };
 
-#undef KEY
-#undef TEXT
-#undef INT
-#undef TIME
-#undef ENUM
-#undef HASH
-#undef OPT_INT
+#undef LAYOUT
 
 /* Check one row by its table's rules and hand it over; a row that fails
  * a check or that the callback refuses is recorded as undecodable. */
@@ -1545,10 +1426,10 @@ static enum accel_err load_row(struct load_run *r, sqlite3_stmt *st,
     char *why = NULL;
     enum accel_err err;
     for (size_t i = 0; why == NULL && i < t->ncols; i++)
-        why = check_col(st, (int)i, &t->cols[i]);
+        why = check_col(st, (int)i, &t->fields[i].rule);
     if (why == NULL && t->check)
         why = t->check(r, st);
-    if (why == NULL && t->give) {
+    if (why == NULL && t->fields) {
         union {
             struct store_app app;
             struct store_alloc alloc;
@@ -1559,7 +1440,7 @@ static enum accel_err load_row(struct load_run *r, sqlite3_stmt *st,
             struct store_limits limits;
         } row;
         read_fields(st, 0, &row, t->fields, t->ncols);
-        err = t->give(r->l, &row, &why);
+        err = store_loader_give(r->l, t->kind, &row, &why);
         if (err != ACCEL_ESTORE_CORRUPT)
             return err;
         if (why == NULL)
@@ -1693,11 +1574,6 @@ static enum accel_err sq_load(struct store *base, const struct store_loader *l,
 out:
     bad_free(&r);
     return err;
-}
-
-static enum accel_err sq_node_delete(struct store *base, const char *name)
-{
-    return write_keys((struct sqlstore *)base, ST_NODE_DEL, name, NULL);
 }
 
 static const struct store_ops sqlite_ops = {
