@@ -235,20 +235,26 @@ static json_t *stop_bound(struct accel_daemon *d, int dev, struct app **apps,
     return gone;
 }
 
-/* The apps another node runs still `stopping` after the switch's stop:
- * their agents have not finished (ops_stop_processes waited its bound).
- * This node's own stopped apps stay `stopping` until the switch commits. */
-static json_t *still_stopping(struct accel_daemon *d, struct app **apps,
-                              size_t n)
+/* The apps another node runs that still run after the switch's stop:
+ * their agents have not finished (ops_stop_processes waited its bound), or
+ * the stop could not be saved. An agent that has stopped one has released
+ * it too, so it is no longer bound; this node's own stopped apps stay
+ * `stopping` until the switch commits. */
+static json_t *still_running_elsewhere(struct accel_daemon *d,
+                                       struct app **apps, size_t n)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        if (apps[i]->state == APP_STOPPING &&
-            (runtime_runs_on_agent(d, apps[i]) || state_app_multi(d, apps[i])))
+    for (size_t i = 0; i < n; i++) {
+        const struct app *a = apps[i];
+        if ((runtime_runs_on_agent(d, a) || state_app_multi(d, a)) &&
+            (a->pid > 0 || a->state == APP_STOPPING ||
+             a->state == APP_RUNNING))
             json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
-                               apps[i]->name, "owner", apps[i]->owner, "state",
-                               "stopping", "reason", "stop-still-in-progress"));
+                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name,
+                               "owner", a->owner, "state",
+                               app_state_name(a->state), "reason",
+                               "stop-still-in-progress"));
+    }
     return arr;
 }
 
@@ -344,9 +350,9 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
     json_decref(blocked);
     gone = stop_bound(d, dev, apps, n);
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
-    /* one another node's agent has not stopped yet keeps its card: that
-     * agent releases it once it has (nothing on its behalf here) */
-    blocked = still_stopping(d, apps, n);
+    /* one another node's agent has not stopped keeps its card: that agent
+     * releases it once it has (nothing on its behalf here) */
+    blocked = still_running_elsewhere(d, apps, n);
     if (json_array_size(blocked) > 0) {
         ops_res_check(res, "computeDeviceSwitchBlocked",
                       json_pack("{s:s, s:o, s:o, s:o}", "status",

@@ -1115,9 +1115,10 @@ void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
         cgroup_app_kill(d->cg, a->name);
     proc_signal_app(&h, APP_TAG_KEY, tag, SIGKILL);
     free(tag);
-    state_event(d, "runtime.orphan", a->name, d->cfg.node_name, NULL, NULL,
-                "app %s: its process %d on node %s was killed: %s", a->name,
-                (int)a->pid, d->cfg.node_name, why);
+    /* logged, not an event: this runs inside the watch's apply, where no
+     * store write belongs */
+    log_warn("app %s: its process %d on node %s was killed: %s", a->name,
+             (int)a->pid, d->cfg.node_name, why);
 }
 
 /* ---- cgroups of the instance ---- */

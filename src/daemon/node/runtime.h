@@ -85,7 +85,8 @@ void runtime_end_orphans(struct accel_daemon *d);
 
 /* a's process here belongs to no app any more (another node of the
  * cluster deleted the app while it ran here): SIGKILL to its cgroup, its
- * group and its tagged processes now, and an event with why (lock held). */
+ * group and its tagged processes now, and a warning with why (lock held;
+ * no store access: the watch calls it while it applies a revision). */
 void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
                           const char *why);
 
