@@ -286,6 +286,19 @@ static json_t *settle_stopped(struct accel_daemon *d, struct app **apps,
     return arr;
 }
 
+/* The switch refused (422) for the apps of blocked; stopped (or NULL)
+ * names the apps it stopped before it found them. Takes both. */
+static void answer_blocked(struct accel_daemon *d, int dev, json_t *blocked,
+                           json_t *stopped, struct op_result *res)
+{
+    json_t *v = json_pack("{s:s, s:o, s:o}", "status",
+                          "bound-apps-stop-blocked", "device",
+                          view_device(d, dev, NULL), "blockedApps", blocked);
+    if (stopped)
+        json_object_set_new(v, "stoppedApps", stopped);
+    ops_res_check(res, "computeDeviceSwitchBlocked", v);
+}
+
 /* A switch stops and releases the apps bound to the card: on a node that
  * does not answer (its lease lapsed) they may still run, and nothing is
  * released on an unreachable node's behalf (SPEC 10). The jepsen test
@@ -341,10 +354,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     blocked = blocked_list(apps, n);
     if (json_array_size(blocked) > 0) {
-        ops_res_check(res, "computeDeviceSwitchBlocked",
-                      json_pack("{s:s, s:o, s:o}", "status",
-                                "bound-apps-stop-blocked", "device",
-                                view_device(d, dev, NULL), "blockedApps", blocked));
+        answer_blocked(d, dev, blocked, NULL, res);
         goto out;
     }
     json_decref(blocked);
@@ -354,11 +364,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
      * releases it once it has (nothing on its behalf here) */
     blocked = still_running_elsewhere(d, apps, n);
     if (json_array_size(blocked) > 0) {
-        ops_res_check(res, "computeDeviceSwitchBlocked",
-                      json_pack("{s:s, s:o, s:o, s:o}", "status",
-                                "bound-apps-stop-blocked", "device",
-                                view_device(d, dev, NULL), "blockedApps", blocked,
-                                "stoppedApps", gone));
+        answer_blocked(d, dev, blocked, gone, res);
         goto out;
     }
     json_decref(blocked);
@@ -371,11 +377,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         json_array_extend(stopped, gone);
         json_decref(gone);
         blocked = blocked_list(apps, n);
-        ops_res_check(res, "computeDeviceSwitchBlocked",
-                      json_pack("{s:s, s:o, s:o, s:o}", "status",
-                                "bound-apps-stop-blocked", "device",
-                                view_device(d, dev, NULL), "blockedApps", blocked,
-                                "stoppedApps", stopped));
+        answer_blocked(d, dev, blocked, stopped, res);
         goto out;
     }
     stopped = gone;
