@@ -632,6 +632,22 @@ static void switch_sel(struct accel_daemon *d, struct app *a, int sel)
     free(rows);
 }
 
+/*
+ * Does this node run a process of a (its pid, its rows here, before this
+ * change is applied) that the row now arriving says is not running? Its
+ * own saves never come back through the watch, and a node that stops
+ * another's app asks its agent (`stopping`); so only a change decided on
+ * a view that had not seen the process yet says so, and the process it
+ * leaves would run unseen, on a card the cluster gives to others.
+ */
+static bool runs_unowned(struct accel_daemon *d, const struct app *a,
+                         enum app_state st)
+{
+    return a->pid > 0 && !a->stop.active && !state_app_multi(d, a) &&
+           runtime_runs_here(d, a) &&
+           (st == APP_STOPPED || st == APP_FAILED || st == APP_INSTALLED);
+}
+
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
     struct accel_daemon *d = ctx;
@@ -676,6 +692,11 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
         enum app_state st;
         if (!app_state_parse(row->state, &st))
             return;
+        if (runs_unowned(d, a, st)) {
+            runtime_kill_unowned(d, a, "another node saved it as not "
+                                       "running while it ran here");
+            a->pid = 0; /* the row's, below */
+        }
         if (row->selected_type && accel_type_parse(row->selected_type, &t) &&
             manifest_req(&a->m, t))
             switch_sel(d, a, (int)(manifest_req(&a->m, t) - a->m.req));
