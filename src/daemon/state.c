@@ -46,6 +46,25 @@ struct app *state_app_find(struct accel_daemon *d, const char *name)
     return d->apps[i];
 }
 
+/* Count one app more (+1) or fewer (-1) for owner; an owner's entry
+ * goes when its last app does. */
+static void owner_count(struct accel_daemon *d, const char *owner, int by)
+{
+    uint32_t n = 0;
+    strmap_get(d->owner_apps, owner, &n);
+    if (by < 0 && n <= 1)
+        strmap_del(d->owner_apps, owner);
+    else
+        strmap_put(d->owner_apps, owner, by < 0 ? n - 1 : n + 1);
+}
+
+size_t state_owner_apps(const struct accel_daemon *d, const char *owner)
+{
+    uint32_t n = 0;
+    strmap_get(d->owner_apps, owner, &n);
+    return n;
+}
+
 void state_app_add(struct accel_daemon *d, struct app *a)
 {
     if (d->napps == d->capps) {
@@ -54,6 +73,7 @@ void state_app_add(struct accel_daemon *d, struct app *a)
     }
     strmap_put(d->app_index, a->name, (uint32_t)d->napps);
     d->apps[d->napps++] = a;
+    owner_count(d, a->owner, +1);
 }
 
 void state_app_free(struct app *a)
@@ -80,6 +100,7 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     if (!strmap_get(d->app_index, a->name, &i))
         return;
     strmap_del(d->app_index, a->name);
+    owner_count(d, a->owner, -1);
     d->apps[i] = d->apps[--d->napps];
     if (i < d->napps)
         strmap_put(d->app_index, d->apps[i]->name, i);

@@ -251,6 +251,7 @@ struct accel_daemon {
     struct app **apps;
     size_t napps, capps;
     struct strmap *app_index;    /* name → index in apps */
+    struct strmap *owner_apps;   /* owner → how many of apps it owns */
     struct user_rec *users;      /* all users, admin first */
     size_t nusers;
     struct identity_rec *ids;    /* name -> uid of every user and
@@ -317,6 +318,9 @@ struct user_rec *state_user_find(struct accel_daemon *d, const char *name);
 void state_app_add(struct accel_daemon *d, struct app *a);
 /* Removes and frees a (its rows must be released first). */
 void state_app_remove(struct accel_daemon *d, struct app *a);
+/* How many apps owner owns, in O(1): a limit check on every install must
+ * not scan every app of the cluster. */
+size_t state_owner_apps(const struct accel_daemon *d, const char *owner);
 void state_app_free(struct app *a);
 
 /* Index of a node / device, or -1. */

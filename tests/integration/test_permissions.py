@@ -321,6 +321,17 @@ class LimitsTest(unittest.TestCase):
         self.d.start()
         u = self.user("alice")
         self.assertEqual((u["maxApps"], u["maxGpuMemory"]), (3, 3 << 30))
+        # the count is rebuilt at start and follows uninstalls
+        st, b = self.install("a4", "1Gi", self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertIn("at most 3 apps (has 3)", b["message"])
+        st, b = self.d.http("DELETE", "/api/apps/mid", token=self.alice)
+        self.assertEqual(st, 200, b)
+        st, b = self.install("a4", "1Gi", self.alice)
+        self.assertEqual(st, 200, b)
+        st, b = self.install("a5", "1Gi", self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertIn("at most 3 apps (has 3)", b["message"])
         st, b = self.d.http("PUT", "/api/users/alice",
                             {"maxApps": None, "maxGpuMemory": None})
         self.assertEqual((b["data"]["maxApps"], b["data"]["maxGpuMemory"]),

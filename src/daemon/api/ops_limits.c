@@ -42,12 +42,11 @@ bool ops_limits_apps(struct accel_daemon *d, const char *owner,
 {
     const struct user_rec *u = limited(d, owner);
     int64_t max;
-    size_t n = 0;
+    size_t n;
     if (u == NULL)
         return true;
     max = max_apps(u);
-    for (size_t i = 0; i < d->napps; i++)
-        n += strcmp(d->apps[i]->owner, owner) == 0;
+    n = state_owner_apps(d, owner);
     if ((int64_t)n < max)
         return true;
     ops_res_error(res, 403, "user-limit",
