@@ -814,7 +814,7 @@ int daemon_main(int argc, char **argv)
     d->node_index = strmap_new();
     d->dev_index = strmap_new();
     d->app_index = strmap_new();
-    d->owner_apps = strmap_new();
+    d->owner_index = strmap_new();
     d->snap.node_index = d->node_index;
     d->snap.dev_index = d->dev_index;
     d->metrics = metrics_new();

@@ -46,22 +46,51 @@ struct app *state_app_find(struct accel_daemon *d, const char *name)
     return d->apps[i];
 }
 
-/* Count one app more (+1) or fewer (-1) for owner; an owner's entry
- * goes when its last app does. */
-static void owner_count(struct accel_daemon *d, const char *owner, int by)
+/* The list of owner's apps, or NULL when owner has never had one. */
+static struct owned *owned_of(const struct accel_daemon *d, const char *owner)
 {
-    uint32_t n = 0;
-    strmap_get(d->owner_apps, owner, &n);
-    if (by < 0 && n <= 1)
-        strmap_del(d->owner_apps, owner);
-    else
-        strmap_put(d->owner_apps, owner, by < 0 ? n - 1 : n + 1);
+    uint32_t i;
+    return strmap_get(d->owner_index, owner, &i) ? &d->owned[i] : NULL;
+}
+
+static void owned_add(struct accel_daemon *d, struct app *a)
+{
+    struct owned *o = owned_of(d, a->owner);
+    if (o == NULL) {
+        d->owned = xrealloc(d->owned, (d->nowned + 1) * sizeof(*d->owned));
+        o = &d->owned[d->nowned];
+        *o = (struct owned){0};
+        strmap_put(d->owner_index, a->owner, (uint32_t)d->nowned++);
+    }
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 8;
+        o->v = xrealloc(o->v, o->cap * sizeof(*o->v));
+    }
+    a->owner_pos = o->n;
+    o->v[o->n++] = a;
+}
+
+static void owned_remove(struct accel_daemon *d, struct app *a)
+{
+    struct owned *o = owned_of(d, a->owner);
+    if (o == NULL || a->owner_pos >= o->n || o->v[a->owner_pos] != a)
+        return;
+    o->v[a->owner_pos] = o->v[--o->n];
+    o->v[a->owner_pos]->owner_pos = a->owner_pos;
+}
+
+struct app *const *state_owned(const struct accel_daemon *d,
+                               const char *owner, size_t *n)
+{
+    const struct owned *o = owned_of(d, owner);
+    *n = o ? o->n : 0;
+    return o ? o->v : NULL;
 }
 
 size_t state_owner_apps(const struct accel_daemon *d, const char *owner)
 {
-    uint32_t n = 0;
-    strmap_get(d->owner_apps, owner, &n);
+    size_t n;
+    state_owned(d, owner, &n);
     return n;
 }
 
@@ -73,7 +102,7 @@ void state_app_add(struct accel_daemon *d, struct app *a)
     }
     strmap_put(d->app_index, a->name, (uint32_t)d->napps);
     d->apps[d->napps++] = a;
-    owner_count(d, a->owner, +1);
+    owned_add(d, a);
 }
 
 void state_app_free(struct app *a)
@@ -100,7 +129,7 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     if (!strmap_get(d->app_index, a->name, &i))
         return;
     strmap_del(d->app_index, a->name);
-    owner_count(d, a->owner, -1);
+    owned_remove(d, a);
     d->apps[i] = d->apps[--d->napps];
     if (i < d->napps)
         strmap_put(d->app_index, d->apps[i]->name, i);

@@ -142,6 +142,7 @@ struct app_stop {
 struct app {
     char *name;                  /* app name */
     char *owner;                 /* owner user or "shared" */
+    size_t owner_pos;            /* index in its owner's list (owned) */
     enum app_state state;        /* lifecycle state */
     char *reason;                /* why (failed, insufficient-resources) */
     char *manifest_text;         /* the manifest as installed, compact JSON
@@ -251,7 +252,12 @@ struct accel_daemon {
     struct app **apps;
     size_t napps, capps;
     struct strmap *app_index;    /* name → index in apps */
-    struct strmap *owner_apps;   /* owner → how many of apps it owns */
+    struct strmap *owner_index;  /* owner → index in owned */
+    struct owned {               /* the apps of one owner, any order */
+        struct app **v;
+        size_t n, cap;
+    } *owned;
+    size_t nowned;               /* owners seen (a list may be empty) */
     struct user_rec *users;      /* all users, admin first */
     size_t nusers;
     struct identity_rec *ids;    /* name -> uid of every user and
@@ -318,8 +324,11 @@ struct user_rec *state_user_find(struct accel_daemon *d, const char *name);
 void state_app_add(struct accel_daemon *d, struct app *a);
 /* Removes and frees a (its rows must be released first). */
 void state_app_remove(struct accel_daemon *d, struct app *a);
-/* How many apps owner owns, in O(1): a limit check on every install must
- * not scan every app of the cluster. */
+/* The apps owner owns (borrowed; valid until an app is added or removed)
+ * and their number in *n, without a scan of every app of the cluster: the
+ * limit checks of every install and the users' holdings use it. */
+struct app *const *state_owned(const struct accel_daemon *d,
+                               const char *owner, size_t *n);
 size_t state_owner_apps(const struct accel_daemon *d, const char *owner);
 void state_app_free(struct app *a);
 

@@ -321,17 +321,30 @@ class LimitsTest(unittest.TestCase):
         self.d.start()
         u = self.user("alice")
         self.assertEqual((u["maxApps"], u["maxGpuMemory"]), (3, 3 << 30))
-        # the count is rebuilt at start and follows uninstalls
+        # the holdings are rebuilt at start and follow uninstalls (a1 is
+        # the first of alice's apps: the others move up in her list)
         st, b = self.install("a4", "1Gi", self.alice)
         self.assertEqual(st, 403, b)
         self.assertIn("at most 3 apps (has 3)", b["message"])
-        st, b = self.d.http("DELETE", "/api/apps/mid", token=self.alice)
+        st, b = self.d.http("DELETE", "/api/apps/a1", token=self.alice)
         self.assertEqual(st, 200, b)
+        u = self.user("alice")
+        self.assertEqual((u["apps"], u["gpuMemory"]), (2, 2 << 30))
         st, b = self.install("a4", "1Gi", self.alice)
         self.assertEqual(st, 200, b)
         st, b = self.install("a5", "1Gi", self.alice)
         self.assertEqual(st, 403, b)
         self.assertIn("at most 3 apps (has 3)", b["message"])
+        self.d.http("PUT", "/api/users/alice", {"maxApps": 4})
+        st, b = self.install("a5", "1Gi", self.alice)
+        self.assertEqual(st, 403, b)
+        self.assertIn("holds 3Gi; a5 needs 1Gi more", b["message"])
+        u = self.user("alice")
+        self.assertEqual((u["apps"], u["gpuMemory"]), (3, 3 << 30))
+        st, b = self.d.http("DELETE", "/api/apps/mid", token=self.alice)
+        self.assertEqual(st, 200, b)  # moved to a1's place above
+        u = self.user("alice")
+        self.assertEqual((u["apps"], u["gpuMemory"]), (2, 1 << 30))
         st, b = self.d.http("PUT", "/api/users/alice",
                             {"maxApps": None, "maxGpuMemory": None})
         self.assertEqual((b["data"]["maxApps"], b["data"]["maxGpuMemory"]),

@@ -531,13 +531,11 @@ static void h_events(struct http_req *r)
 static void add_limits(struct accel_daemon *d, const struct user_rec *u,
                        json_t *o)
 {
-    size_t napps = 0;
+    size_t napps;
     uint64_t held = 0;
-    for (size_t i = 0; i < d->napps; i++) {
-        const struct app *a = d->apps[i];
-        if (strcmp(a->owner, u->name) != 0)
-            continue;
-        napps++;
+    struct app *const *owned = state_owned(d, u->name, &napps);
+    for (size_t i = 0; i < napps; i++) {
+        const struct app *a = owned[i];
         for (size_t k = 0; k < a->nrows; k++)
             held += a->rows[k].memory
                         ? a->rows[k].memory

@@ -62,12 +62,12 @@ static void owner_usage(struct accel_daemon *d, const char *owner,
                         const struct app *skip, uint64_t *apps,
                         uint64_t *bytes)
 {
-    *apps = *bytes = 0;
-    for (size_t i = 0; i < d->napps; i++) {
-        const struct app *x = d->apps[i];
-        if (strcmp(x->owner, owner) != 0)
-            continue;
-        *apps += 1;
+    size_t n;
+    struct app *const *v = state_owned(d, owner, &n);
+    *apps = n;
+    *bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct app *x = v[i];
         if (x == skip)
             continue;
         for (size_t k = 0; k < x->nrows; k++)

@@ -65,11 +65,9 @@ enum accel_err users_add(struct accel_daemon *d, const char *name,
     }
     /* a removed user's apps still being uninstalled: the new user must
      * not inherit them */
-    for (size_t i = 0; i < d->napps; i++) {
-        if (strcmp(d->apps[i]->owner, name) == 0) {
-            pthread_mutex_unlock(&d->lock);
-            return ACCEL_EBUSY;
-        }
+    if (state_owner_apps(d, name) > 0) {
+        pthread_mutex_unlock(&d->lock);
+        return ACCEL_EBUSY;
     }
     rc = retire_leftover(d, name);
     if (rc != ACCEL_OK) {
