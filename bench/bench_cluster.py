@@ -338,8 +338,8 @@ def main():
             return 2
     cluster_harness.inventory = big_inventory
     # the agents as deployed: acceld's reconcile pass every 5 s, not the
-    # tests' 200 ms (25 passes a second over every app would be charged
-    # to the binds)
+    # tests' 200 ms (five passes a second on each agent, over every app,
+    # would be charged to the binds)
     cluster_harness.RECONCILE_MS = None
     c = cluster_harness.Cluster(NODES, devices={n: devices(n) for n in NODES})
     try:
