@@ -183,6 +183,16 @@ class RuntimeBase(unittest.TestCase):
     def wait_for(self, pred, what, timeout=10):
         return wait_for(self, pred, what, timeout, log=self.d)
 
+    def environ(self, pid):
+        """The environment app process pid runs with. An install answers
+        with the pid of a child that may still be between fork and exec,
+        with acceld's own environment: wait for the exec (every app has
+        ACCEL_APP)."""
+        def env():
+            e = environ_of(pid)
+            return e if "ACCEL_APP" in e else None
+        return self.wait_for(env, "process %d to exec" % pid)
+
     def wait_state(self, name, state, timeout=10):
         return self.wait_for(
             lambda: self.app(name)["state"] == state and self.app(name),
@@ -218,10 +228,9 @@ class LifecycleTest(RuntimeBase):
         pid = a["pid"]
         self.assertTrue(alive(pid))
         self.assertEqual(proc_stat(pid)[1], pid)  # own group
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            env = f.read().split(b"\0")
-        self.assertIn(("CUDA_VISIBLE_DEVICES=%s" % GPU_A).encode(), env)
-        self.assertIn(b"ACCEL_APP=web", env)
+        env = self.environ(pid)
+        self.assertEqual(env["CUDA_VISIBLE_DEVICES"], GPU_A)
+        self.assertEqual(env["ACCEL_APP"], "web")
         self.assertEqual([b["appName"] for b in
                           self.device(GPU_A)["bindings"]], ["web"])
         st, b = self.stop_app("web")
@@ -376,7 +385,7 @@ class TwoInstancesTest(RuntimeBase):
         b = self.install(m)
         self.d = first
         self.assertEqual((a["state"], b["state"]), ("running", "running"))
-        tags = [environ_of(x["pid"])["ACCEL_APP_ID"] for x in (a, b)]
+        tags = [self.environ(x["pid"])["ACCEL_APP_ID"] for x in (a, b)]
         self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for t in tags
                                  for p in tagged("ACCEL_APP_ID", t)])
         self.assertNotEqual(tags[0], tags[1])
@@ -717,7 +726,7 @@ class EnvironmentTest(RuntimeBase):
         m["run"]["env"] = {"FROM_MANIFEST": "yes", "TZ": "Europe/Berlin"}
         a = self.install(m)
         self.assertEqual(a["state"], "running", a)
-        env = environ_of(a["pid"])
+        env = self.environ(a["pid"])
         for k, v in env.items():  # (the build tree may be under /root)
             for leak in (self.SECRET, "/root/.local/bin", "/root/private"):
                 self.assertNotIn(leak, v, k)
@@ -749,7 +758,7 @@ class EnvironmentTest(RuntimeBase):
         m["run"]["env"] = {"PATH": "/nonexistent:/usr/bin:/bin"}
         a = self.install(m)
         self.assertEqual(a["state"], "running", a)
-        self.assertEqual(environ_of(a["pid"])["PATH"],
+        self.assertEqual(self.environ(a["pid"])["PATH"],
                          "/nonexistent:/usr/bin:/bin")
 
 
