@@ -211,6 +211,10 @@ class Jepsen(unittest.TestCase):
                         o.write(f.read())
                 except OSError:
                     pass
+            try:
+                self.report()
+            except Exception as e:  # never in the way of the cleanup
+                print("jepsen: no report: %r" % e, file=sys.stderr)
         try:
             self.c.close()
         finally:
@@ -218,6 +222,36 @@ class Jepsen(unittest.TestCase):
             if failed:
                 print("jepsen: FAILED, seed %d; history kept in %s" %
                       (SEED, self.hist.path), file=sys.stderr)
+
+    def report(self):
+        """On stderr, for each app a violation names: its operations and
+        what each agent's log says of it. The history and logs are kept in
+        $TMPDIR, but a CI run removes its temporary directory, and its
+        output is all that is left."""
+        named = sorted({w for v in getattr(self, "violations", [])
+                        for w in v.replace(":", " ").split()
+                        if w[:1] == "j" and w[1:].isdigit()})
+        for app in named:
+            print("jepsen: report: the operations of %s" % app,
+                  file=sys.stderr)
+            for o in self.hist.ops:
+                if o["app"] == app:
+                    print("  %8.3f-%8.3f %-9s via %s: %s %s %s" % (
+                        o["start"], o["end"], o["op"], o["node"],
+                        o["outcome"], o["state"] or "",
+                        o["answer"].get("message") or ""), file=sys.stderr)
+            for n, a in self.c.agents.items():
+                try:
+                    with open(a.log_path, errors="replace") as f:
+                        lines = [x.rstrip() for x in f
+                                 if " %s " % app in x or
+                                 " %s:" % app in x]
+                except OSError:
+                    continue
+                print("jepsen: report: %s's log on %s (last 40)" % (app, n),
+                      file=sys.stderr)
+                for x in lines[-40:]:
+                    print("  " + x, file=sys.stderr)
 
     def tag(self, app):
         """The sleep argument of app's process: names it among every
@@ -434,7 +468,12 @@ class Jepsen(unittest.TestCase):
                     return False
                 if not all(x["reachable"] for x in c.nodes_of(a).values()):
                     return False
-                if any(x["state"] in ("unknown", "resuming", "stopping")
+                # releasing too: an acknowledged uninstall may pass
+                # through it (its acceld restarted mid-stop, or the stop
+                # had to kill) until its node's reconcile pass deletes the
+                # app; checked in that window it would read as undone
+                if any(x["state"] in ("unknown", "resuming", "stopping",
+                                      "uninstalling", "releasing")
                        for x in b["data"]):
                     return False
             return True

@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -541,6 +542,44 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.wait_state("linger", "stopped")
         st, b = self.switch(GPU_A, "TimeSlice")
         self.assertEqual(st, 200, b)
+
+    def test_an_uninstall_under_way_blocks_the_switch(self):
+        """An app already stopping (an uninstall's stop, waiting out the
+        stop timeout of an app that ignores SIGTERM) blocks the switch:
+        stopped again as the switch's own and saved `stopped`, the app
+        would stay installed (the randomized test saw an acknowledged
+        uninstall undone so)."""
+        a = self.install(manifest(
+            "leaving", ["sh", "-c", "trap '' TERM; echo ready; "
+                        "while :; do sleep 0.1; done"], stop=3))
+        self.assertEqual(a["state"], "running", a)
+        self.wait_for(lambda: "ready" in self.d.app_log("leaving"),
+                      "the trap")
+        # the uninstall answers once the stop is over: meanwhile the app
+        # is stopping
+        done = {}
+        t = threading.Thread(target=lambda: done.update(
+            r=self.d.http("DELETE", "/api/apps/leaving", timeout=30)))
+        t.start()
+        self.addCleanup(t.join)
+        self.wait_for(lambda: self.app("leaving")["state"] == "stopping",
+                      "the uninstall's stop")
+        st, b = self.switch(GPU_A, "TimeSlice")
+        _, data = failed_check(st, b, "computeDeviceSwitchBlocked")
+        self.assertEqual([(x["appName"], x["state"], x["reason"])
+                          for x in data["blockedApps"]],
+                         [("leaving", "stopping", "stop-still-in-progress")],
+                         b)
+        self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
+        # the uninstall ends with the app gone; then the switch goes through
+        t.join(30)
+        st, b = done["r"]
+        self.assertEqual((st, b["data"]["state"]), (200, "uninstalled"), b)
+        st, b = self.d.http("GET", "/api/apps/leaving")
+        self.assertEqual(st, 404, b)
+        st, b = self.switch(GPU_A, "TimeSlice")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.device(GPU_A)["supportType"], "TimeSlice")
 
     def test_releasing_app_blocks_the_switch_until_released(self):
         a = self.install(manifest("holder", ["sh", "-c", "sleep 1000"]))
