@@ -581,6 +581,49 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.assertEqual(st, 200, b)
         self.assertEqual(self.device(GPU_A)["supportType"], "TimeSlice")
 
+    def test_an_uninstall_under_way_blocks_a_forced_replace(self):
+        """The legacy forced assign of a GPU in App exclusive mode replaces
+        its holder by stopping it; a holder already stopping (its uninstall
+        waiting out the stop timeout) is not replaced: 409 ops_busy, and the
+        uninstall ends with the app gone, not saved `stopped` as the
+        replaced one."""
+        a = self.install(manifest(
+            "leaving", ["sh", "-c", "trap '' TERM; echo ready; "
+                        "while :; do sleep 0.1; done"], stop=3))
+        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
+        b = self.install(manifest("newcomer", ["sh", "-c", "sleep 1000"]),
+                         gpu=GPU_B)
+        self.assertEqual([x["deviceId"] for x in b["allocations"]], [GPU_B])
+        self.wait_for(lambda: "ready" in self.d.app_log("leaving"),
+                      "the trap")
+        done = {}
+        t = threading.Thread(target=lambda: done.update(
+            r=self.d.http("DELETE", "/api/apps/leaving", timeout=30)))
+        t.start()
+        self.addCleanup(t.join)
+        self.wait_for(lambda: self.app("leaving")["state"] == "stopping",
+                      "the uninstall's stop")
+        force = {"id": GPU_A, "mode": "0", "appName": "newcomer",
+                 "force": True}
+        st, b = self.d.http("POST", "/api/gpu/update/app", force)
+        self.assertEqual(st, 409, b)
+        self.assertIn("leaving", b["message"])
+        self.assertIn("stopping", b["message"])
+        h = self.app("newcomer")
+        self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_B])
+        t.join(30)
+        st, b = done["r"]
+        self.assertEqual((st, b["data"]["state"]), (200, "uninstalled"), b)
+        st, b = self.d.http("GET", "/api/apps/leaving")
+        self.assertEqual(st, 404, b)
+        # the GPU is free now: the same assign goes through
+        st, b = self.d.http("POST", "/api/gpu/update/app", force)
+        self.assertEqual(st, 200, b)
+        h = self.app("newcomer")
+        self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_A])
+        st, b = self.d.http("GET", "/api/apps/leaving")
+        self.assertEqual(st, 404, b)
+
     def test_releasing_app_blocks_the_switch_until_released(self):
         a = self.install(manifest("holder", ["sh", "-c", "sleep 1000"]))
         self.assertEqual(a["state"], "running", a)

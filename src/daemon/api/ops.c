@@ -196,22 +196,27 @@ struct app *ops_find_app(struct accel_daemon *d, const struct auth_user *u,
     return a;
 }
 
+bool ops_in_transition(const struct app *a)
+{
+    return a->committing || a->state == APP_STOPPING ||
+           a->state == APP_RESUMING || a->state == APP_UNINSTALLING ||
+           a->state == APP_RELEASING;
+}
+
 bool ops_busy(struct app *a, struct op_result *res)
 {
+    if (!ops_in_transition(a))
+        return false;
     if (a->committing) {
         ops_res_error(res, 409, "ops_busy",
                       "app \"%s\" is being installed; retry when it has "
                       "finished", a->name);
         return true;
     }
-    if (a->state == APP_STOPPING || a->state == APP_RESUMING ||
-        a->state == APP_UNINSTALLING || a->state == APP_RELEASING) {
-        ops_res_error(res, 409, "ops_busy",
+    ops_res_error(res, 409, "ops_busy",
                   "app \"%s\" is %s; retry when it has finished", a->name,
                   app_state_name(a->state));
-        return true;
-    }
-    return false;
+    return true;
 }
 
 /* The requirement a selection is validated against: the selected type, or

@@ -155,8 +155,7 @@ static json_t *blocked_list(struct app **apps, size_t n)
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         enum app_state s = apps[i]->state;
-        if (s == APP_UNINSTALLING || s == APP_RESUMING ||
-            s == APP_RELEASING || s == APP_STOPPING || apps[i]->committing)
+        if (ops_in_transition(apps[i]))
             json_array_append_new(
                 arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
                                apps[i]->name, "owner", apps[i]->owner, "state",

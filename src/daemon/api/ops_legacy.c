@@ -118,6 +118,17 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
                               : "its owner or an admin");
             goto out;
         }
+        if (ops_in_transition(h)) {
+            /* its stop, uninstall or install is under way: replacing it
+             * now would undo that (a stopped app must not come back bound,
+             * an uninstalled one must not come back at all) */
+            ops_res_error(res, 409, "ops_busy",
+                          "GPU %s is held by %s%s, which is %s; retry when "
+                          "it has finished", id, view_hides(u, h) ? "" : "app ",
+                          hn, h->committing ? "being installed"
+                                            : app_state_name(h->state));
+            goto out;
+        }
         h = ops_stop_processes(d, h);
         if (h && lifecycle_commit_release(d, h, APP_STOPPED, "replaced-by-force") !=
                      ACCEL_OK) {
