@@ -531,21 +531,11 @@ static void h_events(struct http_req *r)
 static void add_limits(struct accel_daemon *d, const struct user_rec *u,
                        json_t *o)
 {
-    size_t napps;
-    uint64_t held = 0;
-    struct app *const *owned = state_owned(d, u->name, &napps);
-    for (size_t i = 0; i < napps; i++) {
-        const struct app *a = owned[i];
-        for (size_t k = 0; k < a->nrows; k++)
-            held += a->rows[k].memory
-                        ? a->rows[k].memory
-                        : d->snap.devs[a->rows[k].dev].memory;
-    }
+    uint64_t napps, held;
+    ops_limits_held(d, u->name, &napps, &held);
     json_object_set_new(o, "maxApps",
                         u->admin ? json_null()
-                                 : json_integer(u->max_apps >= 0
-                                                    ? u->max_apps
-                                                    : ACCEL_MEMBER_MAX_APPS_DEFAULT));
+                                 : json_integer(ops_limits_max_apps(u)));
     json_object_set_new(o, "maxGpuMemory",
                         u->admin || u->max_gpu_mem < 0
                             ? json_null()

@@ -80,6 +80,12 @@ void ops_legacy_unassign(struct accel_daemon *d, const struct auth_user *u,
 void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
               const char *app, const json_t *unassign, const json_t *assign,
               struct op_result *res);
+/* Per-member limits (ops_limits.c, d->lock held): the apps u may hold
+ * (its maxApps, or the default), and the apps owner holds with the GPU
+ * memory bound to them (a whole-card binding counts the card). */
+int64_t ops_limits_max_apps(const struct user_rec *u);
+void ops_limits_held(struct accel_daemon *d, const char *owner,
+                     uint64_t *apps, uint64_t *bytes);
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
 

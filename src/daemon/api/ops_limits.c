@@ -26,7 +26,7 @@ static const struct user_rec *limited(struct accel_daemon *d,
     return u && !u->admin ? u : NULL;
 }
 
-static int64_t max_apps(const struct user_rec *u)
+int64_t ops_limits_max_apps(const struct user_rec *u)
 {
     return u->max_apps >= 0 ? u->max_apps : ACCEL_MEMBER_MAX_APPS_DEFAULT;
 }
@@ -45,7 +45,7 @@ bool ops_limits_apps(struct accel_daemon *d, const char *owner,
     size_t n;
     if (u == NULL)
         return true;
-    max = max_apps(u);
+    max = ops_limits_max_apps(u);
     n = state_owner_apps(d, owner);
     if ((int64_t)n < max)
         return true;
@@ -73,6 +73,12 @@ static void owner_usage(struct accel_daemon *d, const char *owner,
         for (size_t k = 0; k < x->nrows; k++)
             *bytes += row_bytes(d, &x->rows[k]);
     }
+}
+
+void ops_limits_held(struct accel_daemon *d, const char *owner,
+                     uint64_t *apps, uint64_t *bytes)
+{
+    owner_usage(d, owner, NULL, apps, bytes);
 }
 
 static uint64_t rows_bytes(struct accel_daemon *d, const struct adm_row *rows,
@@ -147,9 +153,9 @@ bool ops_limits_preflight(void *ctx, size_t i, const struct adm_row *rows,
     /* before placement the least the demand can hold; then its rows */
     need = rows != NULL ? rows_bytes(q->d, rows, n) : min_gpu;
     dims = json_array();
-    if ((int64_t)apps + 1 > max_apps(u))
-        json_array_append_new(dims,
-                              quota_dim("apps", 1, apps, (uint64_t)max_apps(u)));
+    if ((int64_t)apps + 1 > ops_limits_max_apps(u))
+        json_array_append_new(
+            dims, quota_dim("apps", 1, apps, (uint64_t)ops_limits_max_apps(u)));
     if (u->max_gpu_mem >= 0 && bytes + need > (uint64_t)u->max_gpu_mem)
         json_array_append_new(dims, quota_dim("gpu-memory", need, bytes,
                                               (uint64_t)u->max_gpu_mem));
