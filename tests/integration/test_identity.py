@@ -290,6 +290,25 @@ class IdentityTest(unittest.TestCase):
         with open("/proc/%d/stat" % pid) as f:  # a zombie is gone too
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
+    def test_refused_removal_names_the_apps_by_name(self):
+        """The 409 of a removal names the user's apps in name order, the
+        first ten and then how many more, whatever order they came in."""
+        tok = self.member("erin")
+        names = ["erin%02d" % k for k in (7, 12, 1, 10, 3, 11, 5, 2, 9,
+                                          4, 8, 6)]
+        for n in names:
+            m = accel_harness.manifest(n, "1Gi", mem="16Mi", cpu="10m",
+                                       disk="1Mi")
+            self.install(m, token=tok)
+        # one app gone from the middle of the owner's list
+        st, b = self.d.http("DELETE", "/api/apps/erin12", token=tok)
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("DELETE", "/api/users/erin")
+        self.assertEqual(st, 409, b)
+        self.assertIn("user erin owns 11 apps (%s and 1 more)" %
+                      ", ".join("erin%02d" % k for k in range(1, 11)),
+                      b["message"])
+
     def test_removed_user_passes_nothing_on(self):
         """Issue 25: after DELETE /api/users/carol, carol1 kept running on
         its card, and a new carol got the same uid, the old HOME and the

@@ -15,9 +15,6 @@ void ops_res_store_failed(struct op_result *res, enum accel_err rc);
 /* The app if it exists and u may see and act on it; else res is set. */
 struct app *ops_find_app(struct accel_daemon *d, const struct auth_user *u,
                          const char *name, struct op_result *res);
-/* true when the app is in a transition: being installed, or stopping,
- * resuming, uninstalling or releasing. Nothing else may act on it then. */
-bool ops_in_transition(const struct app *a);
 /* true (and res set to 409) when the app is in a transition. */
 bool ops_busy(struct app *a, struct op_result *res);
 int ops_pick_req(struct accel_daemon *d, const struct app *a,

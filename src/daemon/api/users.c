@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/ops.h"
 #include "daemon/node/cluster.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/runtime.h"
@@ -125,16 +126,24 @@ static enum rm_kind rm_kind_of(struct accel_daemon *d, const struct app *a)
     return a->rel.linger > 0 ? RM_RELEASE : RM_DELETE;
 }
 
-/* The apps of owner (borrowed pointers); *out freed by the caller. */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(struct app *const *)a)->name,
+                  (*(struct app *const *)b)->name);
+}
+
+/* The apps of owner (borrowed pointers) by name, copied out of the owner's
+ * list (the removal changes that list); *out freed by the caller. */
 static size_t owned_apps(struct accel_daemon *d, const char *owner,
                          struct app ***out)
 {
-    size_t n = 0;
+    size_t n;
+    struct app *const *v = state_owned(d, owner, &n);
 
-    *out = xcalloc(d->napps + 1, sizeof(**out));
-    for (size_t i = 0; i < d->napps; i++)
-        if (strcmp(d->apps[i]->owner, owner) == 0)
-            (*out)[n++] = d->apps[i];
+    *out = xcalloc(n + 1, sizeof(**out));
+    if (n > 0)
+        memcpy(*out, v, n * sizeof(**out));
+    qsort(*out, n, sizeof(**out), by_name);
     return n;
 }
 
@@ -175,15 +184,13 @@ static enum accel_err rm_check(const char *name, bool force,
         return ACCEL_ECONFLICT;
     }
     for (size_t i = 0; i < n; i++) {
-        enum app_state st = apps[i]->state;
-        if (st == APP_STOPPING || st == APP_RESUMING ||
-            st == APP_UNINSTALLING || st == APP_RELEASING ||
-            apps[i]->committing) {
+        if (ops_in_transition(apps[i])) {
             *cause = xasprintf("app %s of user %s is %s; retry the removal "
                                "when it has finished",
                                apps[i]->name, name,
-                               apps[i]->committing ? "being installed"
-                                                   : app_state_name(st));
+                               apps[i]->committing
+                                   ? "being installed"
+                                   : app_state_name(apps[i]->state));
             return ACCEL_EBUSY;
         }
     }
