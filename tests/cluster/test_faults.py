@@ -148,18 +148,19 @@ class Faults(unittest.TestCase):
         st, _, b = get(a, "/api/apps")
         return {x["name"] for x in b["data"]} if st == 200 else None
 
-    def sleeper(self, k, tag):
-        """An app bound to machine k's MemorySlice card, running
-        /bin/sleep <tag>: (name, pid)."""
+    def sleeper(self, k, tag, card="mem"):
+        """An app bound to machine k's MemorySlice card (or its Exclusive
+        one, card="excl"), running /bin/sleep <tag>: (name, pid)."""
         c = self.c
         a = self.agent_on(k)
         name = self.name("run")
         node = a.node
         m = manifest(name, "1Gi", run=["/bin/sleep", tag])
+        bind = {"nodeName": node, "deviceId": "%s-%s" % (node, card)}
+        if card == "mem":
+            bind["memory"] = GiB
         st, b = a.http("POST", "/api/apps", {
-            "manifest": m, "computeBinding": [{
-                "nodeName": node, "deviceId": node + "-mem",
-                "memory": GiB}]})
+            "manifest": m, "computeBinding": [bind]})
         self.assertTrue(acked(st, b), b)
         c.wait(lambda: c.app_of(a, name)["state"] == "running",
                name + " running")
@@ -398,6 +399,73 @@ class Faults(unittest.TestCase):
         self.converged()
         self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
         self.assertEqual(c.app_of(other, name)["state"], "running")
+
+    def test_forced_replace_of_a_cut_off_nodes_app_is_refused(self):
+        """The legacy forced assign (POST /api/gpu/update/app, force)
+        stops and releases the holder of an App exclusive card: for an
+        app on a node cut off it is refused (409) as the mode switch is,
+        the holder stays bound and running, the newcomer where it was."""
+        c = self.c
+        k = (c.etcd.leader() + 1) % 3
+        victim, other = self.agent_on(k), self.agent_on((k + 1) % 3)
+        name, pid = self.sleeper(k, "%d.%d" % (os.getpid(), Faults.seq),
+                                 card="excl")
+        newcomer = self.name("new")
+        st, b = other.http("POST", "/api/apps", {
+            "manifest": manifest(newcomer, "1Gi"), "computeBinding": [{
+                "nodeName": other.node, "deviceId": other.node + "-mem",
+                "memory": GiB}]})
+        self.assertTrue(acked(st, b), b)
+        self.acked.append(newcomer)
+        self.isolate(k)
+        c.wait(lambda: not self.reachable(other, victim.node),
+               victim.node + " unreachable", timeout=UNREACH_BOUND)
+        st, b = other.http("POST", "/api/gpu/update/app", {
+            "id": victim.node + "-excl", "mode": "0", "appName": newcomer,
+            "force": True})
+        self.assertEqual(st, 409, b)
+        self.assertIn("node-unreachable", json.dumps(b))
+        self.assertIn(victim.node + " is unreachable", b["message"])
+        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
+                       "--keys-only").stdout
+        self.assertEqual(len(out.split()), 1, "its card is still bound")
+        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % newcomer,
+                       "--keys-only").stdout
+        self.assertEqual(out.split(), ["/accel/allocs/%s/%s-mem" %
+                                       (newcomer, other.node)])
+        self.heal()
+        self.converged()
+        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
+        self.assertEqual(c.app_of(other, name)["state"], "running")
+
+    def test_legacy_move_of_a_cut_off_nodes_app_is_refused(self):
+        """The legacy moves (POST /api/gpu/update/app) stop a running app
+        and start it on its new card: for an app whose node is cut off
+        that would run it twice. Refused (409); it stays where it was."""
+        c = self.c
+        k = (c.etcd.leader() + 1) % 3
+        victim, other = self.agent_on(k), self.agent_on((k + 1) % 3)
+        name, pid = self.sleeper(k, "%d.%d" % (os.getpid(), Faults.seq))
+        self.isolate(k)
+        c.wait(lambda: not self.reachable(other, victim.node),
+               victim.node + " unreachable", timeout=UNREACH_BOUND)
+        st, b = other.http("POST", "/api/gpu/update/app", {
+            "id": other.node + "-mem", "mode": "1", "appName": name,
+            "memory": 1024})
+        self.assertEqual(st, 409, b)
+        self.assertIn("node-unreachable", json.dumps(b))
+        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
+                       "--keys-only").stdout
+        self.assertEqual(out.split(), ["/accel/allocs/%s/%s-mem" %
+                                       (name, victim.node)])
+        self.heal()
+        self.converged()
+        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
+        self.assertEqual(c.app_of(other, name)["state"], "running")
+        out = subprocess.run(["pgrep", "-f", "^/bin/sleep %d.%d$" % (
+            os.getpid(), Faults.seq - 1)], capture_output=True,
+            text=True).stdout
+        self.assertEqual(out.split(), [str(pid)], "one process, not two")
 
     def test_watch_behind_compaction_recovers_a_correct_view(self):
         """A node cut off while the others write and etcd compacts past

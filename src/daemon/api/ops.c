@@ -441,6 +441,40 @@ void ops_start_bound(struct accel_daemon *d, struct app *a)
 
 #define STOP_ELSEWHERE_SLACK_MS 10000 /* past the app's stop timeout */
 
+/* A change that stops and releases the apps bound to a card: on a node
+ * that does not answer (its lease lapsed) they may still run, and nothing
+ * is released on an unreachable node's behalf (SPEC 10); the randomized
+ * test found a mode switch doing it. */
+bool ops_node_away(struct accel_daemon *d, int dev, const char *retry,
+                   struct op_result *res)
+{
+    uint32_t n = d->snap.devs[dev].node;
+    if (d->ninfo[n].local || d->ninfo[n].reachable)
+        return false;
+    ops_res_error(res, 409, "node-unreachable",
+                  "node %s is unreachable: the apps bound to %s may still "
+                  "run there, and nothing is released on an unreachable "
+                  "node's behalf; %s once the node is back",
+                  d->snap.nodes[n].name, d->snap.devs[dev].id, retry);
+    return true;
+}
+
+bool ops_app_away(struct accel_daemon *d, const struct app *a,
+                  const char *retry, struct op_result *res)
+{
+    for (size_t k = 0; k < a->nrows; k++)
+        if (ops_node_away(d, (int)a->rows[k].dev, retry, res))
+            return true;
+    return false;
+}
+
+bool ops_runs_elsewhere_still(struct accel_daemon *d, const struct app *a)
+{
+    return (runtime_runs_on_agent(d, a) || state_app_multi(d, a)) &&
+           (a->pid > 0 || a->state == APP_STOPPING ||
+            a->state == APP_RUNNING);
+}
+
 /*
  * ops_stop_processes for an app another node's agent runs (or one bound
  * across nodes): its pid is that machine's, and signalling it here would

@@ -252,9 +252,7 @@ static json_t *still_running_elsewhere(struct accel_daemon *d,
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         const struct app *a = apps[i];
-        if ((runtime_runs_on_agent(d, a) || state_app_multi(d, a)) &&
-            (a->pid > 0 || a->state == APP_STOPPING ||
-             a->state == APP_RUNNING))
+        if (ops_runs_elsewhere_still(d, a))
             json_array_append_new(
                 arr, json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name,
                                "owner", a->owner, "state",
@@ -305,23 +303,6 @@ static void answer_blocked(struct accel_daemon *d, int dev, json_t *blocked,
     ops_res_check(res, "computeDeviceSwitchBlocked", v);
 }
 
-/* A switch stops and releases the apps bound to the card: on a node that
- * does not answer (its lease lapsed) they may still run, and nothing is
- * released on an unreachable node's behalf (SPEC 10). The jepsen test
- * found the switch doing it. Refuses (409) when dev's node is away. */
-static bool away(struct accel_daemon *d, int dev, struct op_result *res)
-{
-    uint32_t n = d->snap.devs[dev].node;
-    if (d->ninfo[n].local || d->ninfo[n].reachable)
-        return false;
-    ops_res_error(res, 409, "node-unreachable",
-                  "node %s is unreachable: the apps bound to %s may still "
-                  "run there, and nothing is released on an unreachable "
-                  "node's behalf; switch its mode once the node is back",
-                  d->snap.nodes[n].name, d->snap.devs[dev].id);
-    return true;
-}
-
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res)
 {
@@ -356,7 +337,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
-    if (n > 0 && away(d, dev, res))
+    if (n > 0 && ops_node_away(d, dev, "switch its mode", res))
         goto out;
     blocked = blocked_list(apps, n);
     if (json_array_size(blocked) > 0) {

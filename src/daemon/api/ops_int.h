@@ -34,6 +34,19 @@ int ops_select_rows(struct accel_daemon *d, const struct auth_user *u,
                     const struct adm_req *r, const struct op_binding *b,
                     struct adm_row *rows, struct op_result *res);
 
+/* true (and res set to 409 node-unreachable, naming what to do again
+ * (retry) once it is back) when dev's node is another one that does not
+ * answer: the apps bound to dev may still run there. */
+bool ops_node_away(struct accel_daemon *d, int dev, const char *retry,
+                   struct op_result *res);
+/* ops_node_away for each card a is bound to. */
+bool ops_app_away(struct accel_daemon *d, const struct app *a,
+                  const char *retry, struct op_result *res);
+/* true when a runs on another node's agent (or across nodes) and that
+ * agent has not stopped it: after ops_stop_processes, its agent's to
+ * finish and release; nothing here may release it on its behalf. */
+bool ops_runs_elsewhere_still(struct accel_daemon *d, const struct app *a);
+
 /* Per-member limits (ops_limits.c). Each returns false with res set to a
  * 403 "user-limit" naming the numbers. */
 /* owner may hold one more app. */

@@ -59,9 +59,19 @@ static void rebind(struct accel_daemon *d, struct app *a,
         return;
     }
     if (was_running && a->pid > 0) {
+        /* another node's agent stops it there: never moved while that
+         * node is away or has not stopped it (it would run twice) */
+        if (ops_app_away(d, a, "move it", res))
+            return;
         a = ops_stop_processes(d, a);
         if (a == NULL) {
             ops_res_error(res, 404, "not-found", "the app is gone");
+            return;
+        }
+        if (ops_runs_elsewhere_still(d, a)) {
+            ops_res_error(res, 409, "ops_busy",
+                          "app %s has not been stopped by its node yet; "
+                          "retry when it has", a->name);
             return;
         }
     }
@@ -129,16 +139,34 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
                                             : app_state_name(h->state));
             goto out;
         }
+        if (ops_node_away(d, dev, "assign it", res))
+            goto out;
         h = ops_stop_processes(d, h);
-        if (h && lifecycle_commit_release(d, h, APP_STOPPED, "replaced-by-force") !=
-                     ACCEL_OK) {
+        if (h && ops_runs_elsewhere_still(d, h)) {
+            /* its agent has not stopped it within the wait: that agent
+             * releases it once it has, nothing here on its behalf */
+            ops_res_error(res, 409, "ops_busy",
+                          "GPU %s is held by %s%s, whose node has not "
+                          "stopped it yet; retry when it has", id,
+                          view_hides(u, h) ? "" : "app ",
+                          view_hides(u, h) ? "another user's app" : h->name);
+            goto out;
+        }
+        /* an app its agent stopped has been released there already */
+        if (h && h->nrows > 0 &&
+            lifecycle_commit_release(d, h, APP_STOPPED,
+                                     "replaced-by-force") != ACCEL_OK) {
             ops_res_error(res, 500, "store-error", "could not release %s",
                           h->name);
             goto out;
         }
         a = state_app_find(d, name);
-        if (a == NULL)
+        if (a == NULL) {
+            ops_res_error(res, 404, "not-found",
+                          "app %s is gone (uninstalled while %s stopped)",
+                          name, id);
             goto out;
+        }
     }
     if (d->snap.devs[dev].st == ACCEL_SUPPORT_MEMSLICE && mem_mib == 0) {
         ops_res_error(res, 400, "memory-required",
