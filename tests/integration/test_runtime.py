@@ -8,6 +8,7 @@ vanishing, NVML errors, releases that wait for the GPU to be free).
 acceld runs with the tests' fake libnvidia-ml.so.1 (ACCEL_NVML_LIB), whose
 state file (ACCEL_FAKE_NVML) the tests edit while it runs, and with
 --reconcile-interval-ms 100 so a reconciler pass comes quickly."""
+import json
 import os
 import signal
 import sqlite3
@@ -623,6 +624,41 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_A])
         st, b = self.d.http("GET", "/api/apps/leaving")
         self.assertEqual(st, 404, b)
+
+    def test_a_card_taken_while_a_move_stops_its_app_refuses_the_move(self):
+        """A legacy move stops a running app (lock released while it
+        stops), then binds it to the new card: a card given to another app
+        meanwhile refuses the move (409, exclusive-already-bound) instead
+        of a second holder, and the app, stopped by then, is released."""
+        a = self.install(manifest(
+            "mover", ["sh", "-c", "trap '' TERM; echo ready; "
+                      "while :; do sleep 0.1; done"], stop=3))
+        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
+        self.wait_for(lambda: "ready" in self.d.app_log("mover"),
+                      "the trap")
+        done = {}
+        t = threading.Thread(target=lambda: done.update(
+            r=self.d.http("POST", "/api/gpu/update/app",
+                          {"id": GPU_B, "mode": "0", "appName": "mover"},
+                          timeout=30)))
+        t.start()
+        self.addCleanup(t.join)
+        self.wait_for(lambda: self.app("mover")["state"] == "stopping",
+                      "the move's stop")
+        b = self.install(manifest("taker", ["sh", "-c", "sleep 1000"]),
+                         gpu=GPU_B)
+        self.assertEqual(b["state"], "running", b)
+        t.join(30)
+        st, b = done["r"]
+        self.assertEqual(st, 409, b)
+        self.assertIn("exclusive-already-bound", json.dumps(b))
+        self.assertEqual([x["appName"] for x in
+                          self.device(GPU_B)["bindings"]], ["taker"])
+        m = self.app("mover")
+        self.assertEqual((m["state"], m.get("reason")),
+                         ("stopped", "move-refused"), m)
+        self.assertEqual(m["allocations"], [])
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
 
     def test_releasing_app_blocks_the_switch_until_released(self):
         a = self.install(manifest("holder", ["sh", "-c", "sleep 1000"]))

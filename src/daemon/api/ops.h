@@ -17,6 +17,8 @@
 struct op_result {
     int status;             /* HTTP status */
     const char *code;       /* machine code for errors, NULL on success */
+    char code_buf[2 * ACCEL_ID_MAX + 64]; /* a code made for this answer
+                                             ("<check>:<subject>") */
     char *message;          /* sentence for errors (allocated) */
     const char *check_type; /* 422 check type, or NULL */
     json_t *data;           /* success data, or the 422 payload */

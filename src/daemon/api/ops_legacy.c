@@ -17,6 +17,7 @@
 #include "daemon/api/ops_int.h"
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
+#include "daemon/log.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -35,29 +36,39 @@ static struct app *holder(struct accel_daemon *d, int dev, const struct app *a)
     return NULL;
 }
 
+/* May a hold sel[0..n) (its own rows taken out)? rows gets the rows;
+ * else res is set. */
+static bool move_allowed(struct accel_daemon *d, struct app *a, int ri,
+                         const struct adm_sel *sel, size_t n,
+                         struct adm_row *rows, struct op_result *res)
+{
+    struct adm_verdict v;
+
+    if (!ops_validate_own(d, a, &a->m.req[ri], sel, n, &v, rows)) {
+        /* res keeps the code it answers with (a local buffer would be
+         * gone by the time the answer is written) */
+        adm_verdict_format(&v, res->code_buf, sizeof res->code_buf);
+        ops_res_error(res, v.code == ADM_DEVICE_NOT_FOUND ? 404 : 409,
+                      res->code_buf, "%s", view_code_sentence(v.code));
+        return false;
+    }
+    return ops_limits_gpu(d, a, rows, n, res);
+}
+
 /* Validate rows for a with its own rows taken out; commit; restart. */
 static void rebind(struct accel_daemon *d, struct app *a,
                    const struct adm_sel *sel, size_t n, struct op_result *res)
 {
-    struct adm_verdict v;
     struct adm_row rows[ADM_MAX_SELECTION];
     struct op_binding b = {.n = n};
     int ri;
-    bool ok, restart, was_running = a->state == APP_RUNNING;
+    bool restart, was_running = a->state == APP_RUNNING;
     enum accel_err rc;
 
     memcpy(b.sel, sel, n * sizeof(*sel));
     ri = ops_pick_req(d, a, &b);
-    ok = ops_validate_own(d, a, &a->m.req[ri], sel, n, &v, rows);
-    if (ok && !ops_limits_gpu(d, a, rows, n, res))
+    if (!move_allowed(d, a, ri, sel, n, rows, res))
         return;
-    if (!ok) {
-        char code[2 * ACCEL_ID_MAX + 64];
-        adm_verdict_format(&v, code, sizeof code);
-        ops_res_error(res, v.code == ADM_DEVICE_NOT_FOUND ? 404 : 409, code,
-                      "%s", view_code_sentence(v.code));
-        return;
-    }
     if (was_running && a->pid > 0) {
         /* another node's agent stops it there: never moved while that
          * node is away or has not stopped it (it would run twice) */
@@ -72,6 +83,17 @@ static void rebind(struct accel_daemon *d, struct app *a,
             ops_res_error(res, 409, "ops_busy",
                           "app %s has not been stopped by its node yet; "
                           "retry when it has", a->name);
+            return;
+        }
+        /* the lock was released while it stopped: the cards may have
+         * been given to others meanwhile. Then the move is refused and
+         * the app, stopped by now, is released (as a mode switch's
+         * stopped apps are), not started where it no longer fits. */
+        if (!move_allowed(d, a, ri, sel, n, rows, res)) {
+            if (a->state == APP_STOPPING &&
+                lifecycle_commit_release(d, a, APP_STOPPED,
+                                         "move-refused") != ACCEL_OK)
+                log_warn("app %s: could not save its stop", a->name);
             return;
         }
     }
