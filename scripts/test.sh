@@ -34,11 +34,13 @@ bash scripts/setup.sh build
 bash scripts/setup-web.sh
 TMPDIR="$SUITE_TMP" ctest --test-dir build --output-on-failure -j"$JOBS"
 check_tmp "the plain build's tests"
-# Sanitizers: the preload-library tests need the ASan runtime loaded first,
-# so under ASan the shim suite is left to the plain build above (STYLE 24).
+# Sanitizers (with stack-use-after-return: a pointer into a frame that has
+# returned, as a refusal's code once was): the preload-library tests need
+# the ASan runtime loaded first, so under ASan the shim suite is left to
+# the plain build above (STYLE 24).
 ACCEL_CMAKE_FLAGS="-DACCEL_ASAN=ON -DACCEL_UBSAN=ON -DCMAKE_BUILD_TYPE=Debug" \
     bash scripts/setup.sh build-san
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TMPDIR="$SUITE_TMP" \
     ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration|cluster)\.' -LE jepsen
 # (-LE jepsen: the randomized fault test runs in the plain build above;

@@ -175,6 +175,20 @@ class Faults(unittest.TestCase):
         self.acked.append(name)
         return name, pid[0]
 
+    def allocs(self, name):
+        """The keys of app name's allocation rows, as etcd has them."""
+        return self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
+                        "--keys-only").stdout.split()
+
+    def heal_and_find_running(self, viewer, name, pid):
+        """Heal, wait for every view to converge, then check that app
+        name's process pid ran on through it all and viewer shows it
+        running."""
+        self.heal()
+        self.converged()
+        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
+        self.assertEqual(self.c.app_of(viewer, name)["state"], "running")
+
     def _uninstall(self, name):
         c = self.c
 
@@ -236,9 +250,7 @@ class Faults(unittest.TestCase):
         # the majority goes on; nothing of the cut node released
         _, st, b, _ = self.write(other, "majw")
         self.assertTrue(acked(st, b), b)
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
-                       "--keys-only").stdout
-        self.assertEqual(len(out.split()), 1, "its card is still bound")
+        self.assertEqual(len(self.allocs(name)), 1, "its card is still bound")
         self.assertEqual(c.app_of(other, name)["state"], "unknown")
         self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
         self.heal()
@@ -283,9 +295,7 @@ class Faults(unittest.TestCase):
         c.wait(lambda: (c.app_of(other, name) or {}).get("state") ==
                "failed", name + " failed as " + other.node + " sees it",
                timeout=LEASE_TTL + 10)
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
-                       "--keys-only").stdout
-        self.assertEqual(out.split(), [], "its card is released")
+        self.assertEqual(self.allocs(name), [], "its card is released")
         self.converged()
 
     def test_asymmetric_cut_requests_out_answers_dropped(self):
@@ -392,13 +402,8 @@ class Faults(unittest.TestCase):
                            {"supportType": "Exclusive"})
         self.assertEqual(st, 409, b)
         self.assertEqual(b["error"], "node-unreachable", b)
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
-                       "--keys-only").stdout
-        self.assertEqual(len(out.split()), 1, "its card is still bound")
-        self.heal()
-        self.converged()
-        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
-        self.assertEqual(c.app_of(other, name)["state"], "running")
+        self.assertEqual(len(self.allocs(name)), 1, "its card is still bound")
+        self.heal_and_find_running(other, name, pid)
 
     def test_forced_replace_of_a_cut_off_nodes_app_is_refused(self):
         """The legacy forced assign (POST /api/gpu/update/app, force)
@@ -426,17 +431,10 @@ class Faults(unittest.TestCase):
         self.assertEqual(st, 409, b)
         self.assertIn("node-unreachable", json.dumps(b))
         self.assertIn(victim.node + " is unreachable", b["message"])
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
-                       "--keys-only").stdout
-        self.assertEqual(len(out.split()), 1, "its card is still bound")
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % newcomer,
-                       "--keys-only").stdout
-        self.assertEqual(out.split(), ["/accel/allocs/%s/%s-mem" %
-                                       (newcomer, other.node)])
-        self.heal()
-        self.converged()
-        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
-        self.assertEqual(c.app_of(other, name)["state"], "running")
+        self.assertEqual(len(self.allocs(name)), 1, "its card is still bound")
+        self.assertEqual(self.allocs(newcomer), [
+            "/accel/allocs/%s/%s-mem" % (newcomer, other.node)])
+        self.heal_and_find_running(other, name, pid)
 
     def test_legacy_move_of_a_cut_off_nodes_app_is_refused(self):
         """The legacy moves (POST /api/gpu/update/app) stop a running app
@@ -445,7 +443,8 @@ class Faults(unittest.TestCase):
         c = self.c
         k = (c.etcd.leader() + 1) % 3
         victim, other = self.agent_on(k), self.agent_on((k + 1) % 3)
-        name, pid = self.sleeper(k, "%d.%d" % (os.getpid(), Faults.seq))
+        tag = "%d.%d" % (os.getpid(), Faults.seq)
+        name, pid = self.sleeper(k, tag)
         self.isolate(k)
         c.wait(lambda: not self.reachable(other, victim.node),
                victim.node + " unreachable", timeout=UNREACH_BOUND)
@@ -454,17 +453,11 @@ class Faults(unittest.TestCase):
             "memory": 1024})
         self.assertEqual(st, 409, b)
         self.assertIn("node-unreachable", json.dumps(b))
-        out = self.ctl("get", "--prefix", "/accel/allocs/%s/" % name,
-                       "--keys-only").stdout
-        self.assertEqual(out.split(), ["/accel/allocs/%s/%s-mem" %
-                                       (name, victim.node)])
-        self.heal()
-        self.converged()
-        self.assertTrue(os.path.exists("/proc/%d" % pid), "app still runs")
-        self.assertEqual(c.app_of(other, name)["state"], "running")
-        out = subprocess.run(["pgrep", "-f", "^/bin/sleep %d.%d$" % (
-            os.getpid(), Faults.seq - 1)], capture_output=True,
-            text=True).stdout
+        self.assertEqual(self.allocs(name), [
+            "/accel/allocs/%s/%s-mem" % (name, victim.node)])
+        self.heal_and_find_running(other, name, pid)
+        out = subprocess.run(["pgrep", "-f", "^/bin/sleep %s$" % tag],
+                             capture_output=True, text=True).stdout
         self.assertEqual(out.split(), [str(pid)], "one process, not two")
 
     def test_watch_behind_compaction_recovers_a_correct_view(self):

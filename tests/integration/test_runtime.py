@@ -523,6 +523,33 @@ class ModeSwitchBlockedTest(RuntimeBase):
             "PUT", "/api/compute-resources/nodes/%s/devices/%s/support-type"
             % (NODE, gpu), {"supportType": mode})
 
+    def stubborn(self, name):
+        """An app on GPU_A that ignores SIGTERM (its stop waits out the
+        3 s stop timeout), once its trap is set."""
+        a = self.install(manifest(
+            name, ["sh", "-c", "trap '' TERM; echo ready; "
+                   "while :; do sleep 0.1; done"], stop=3))
+        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
+        self.wait_for(lambda: "ready" in self.d.app_log(name), "the trap")
+        return a
+
+    def while_it_stops(self, name, method, path, body=None):
+        """Send a request that stops app name on a thread of its own and
+        wait until the app is stopping; a function that waits for that
+        request's (status, body)."""
+        done = {}
+        t = threading.Thread(target=lambda: done.update(
+            r=self.d.http(method, path, body, timeout=30)))
+        t.start()
+        self.addCleanup(t.join)
+        self.wait_for(lambda: self.app(name)["state"] == "stopping",
+                      "the stop of " + name)
+
+        def answer():
+            t.join(30)
+            return done["r"]
+        return answer
+
     def test_running_app_that_lingers_blocks_the_switch(self):
         """The switch's own stop leaves the app's process on the GPU: the
         mode stays, the app is named as blocked and keeps its binding."""
@@ -550,21 +577,11 @@ class ModeSwitchBlockedTest(RuntimeBase):
         stopped again as the switch's own and saved `stopped`, the app
         would stay installed (the randomized test saw an acknowledged
         uninstall undone so)."""
-        a = self.install(manifest(
-            "leaving", ["sh", "-c", "trap '' TERM; echo ready; "
-                        "while :; do sleep 0.1; done"], stop=3))
-        self.assertEqual(a["state"], "running", a)
-        self.wait_for(lambda: "ready" in self.d.app_log("leaving"),
-                      "the trap")
+        self.stubborn("leaving")
         # the uninstall answers once the stop is over: meanwhile the app
         # is stopping
-        done = {}
-        t = threading.Thread(target=lambda: done.update(
-            r=self.d.http("DELETE", "/api/apps/leaving", timeout=30)))
-        t.start()
-        self.addCleanup(t.join)
-        self.wait_for(lambda: self.app("leaving")["state"] == "stopping",
-                      "the uninstall's stop")
+        uninstalled = self.while_it_stops("leaving", "DELETE",
+                                          "/api/apps/leaving")
         st, b = self.switch(GPU_A, "TimeSlice")
         _, data = failed_check(st, b, "computeDeviceSwitchBlocked")
         self.assertEqual([(x["appName"], x["state"], x["reason"])
@@ -573,8 +590,7 @@ class ModeSwitchBlockedTest(RuntimeBase):
                          b)
         self.assertEqual(self.device(GPU_A)["supportType"], "Exclusive")
         # the uninstall ends with the app gone; then the switch goes through
-        t.join(30)
-        st, b = done["r"]
+        st, b = uninstalled()
         self.assertEqual((st, b["data"]["state"]), (200, "uninstalled"), b)
         st, b = self.d.http("GET", "/api/apps/leaving")
         self.assertEqual(st, 404, b)
@@ -588,22 +604,12 @@ class ModeSwitchBlockedTest(RuntimeBase):
         waiting out the stop timeout) is not replaced: 409 ops_busy, and the
         uninstall ends with the app gone, not saved `stopped` as the
         replaced one."""
-        a = self.install(manifest(
-            "leaving", ["sh", "-c", "trap '' TERM; echo ready; "
-                        "while :; do sleep 0.1; done"], stop=3))
-        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
+        self.stubborn("leaving")
         b = self.install(manifest("newcomer", ["sh", "-c", "sleep 1000"]),
                          gpu=GPU_B)
         self.assertEqual([x["deviceId"] for x in b["allocations"]], [GPU_B])
-        self.wait_for(lambda: "ready" in self.d.app_log("leaving"),
-                      "the trap")
-        done = {}
-        t = threading.Thread(target=lambda: done.update(
-            r=self.d.http("DELETE", "/api/apps/leaving", timeout=30)))
-        t.start()
-        self.addCleanup(t.join)
-        self.wait_for(lambda: self.app("leaving")["state"] == "stopping",
-                      "the uninstall's stop")
+        uninstalled = self.while_it_stops("leaving", "DELETE",
+                                          "/api/apps/leaving")
         force = {"id": GPU_A, "mode": "0", "appName": "newcomer",
                  "force": True}
         st, b = self.d.http("POST", "/api/gpu/update/app", force)
@@ -612,8 +618,7 @@ class ModeSwitchBlockedTest(RuntimeBase):
         self.assertIn("stopping", b["message"])
         h = self.app("newcomer")
         self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_B])
-        t.join(30)
-        st, b = done["r"]
+        st, b = uninstalled()
         self.assertEqual((st, b["data"]["state"]), (200, "uninstalled"), b)
         st, b = self.d.http("GET", "/api/apps/leaving")
         self.assertEqual(st, 404, b)
@@ -630,26 +635,14 @@ class ModeSwitchBlockedTest(RuntimeBase):
         stops), then binds it to the new card: a card given to another app
         meanwhile refuses the move (409, exclusive-already-bound) instead
         of a second holder, and the app, stopped by then, is released."""
-        a = self.install(manifest(
-            "mover", ["sh", "-c", "trap '' TERM; echo ready; "
-                      "while :; do sleep 0.1; done"], stop=3))
-        self.assertEqual([x["deviceId"] for x in a["allocations"]], [GPU_A])
-        self.wait_for(lambda: "ready" in self.d.app_log("mover"),
-                      "the trap")
-        done = {}
-        t = threading.Thread(target=lambda: done.update(
-            r=self.d.http("POST", "/api/gpu/update/app",
-                          {"id": GPU_B, "mode": "0", "appName": "mover"},
-                          timeout=30)))
-        t.start()
-        self.addCleanup(t.join)
-        self.wait_for(lambda: self.app("mover")["state"] == "stopping",
-                      "the move's stop")
+        self.stubborn("mover")
+        moved = self.while_it_stops("mover", "POST", "/api/gpu/update/app",
+                                    {"id": GPU_B, "mode": "0",
+                                     "appName": "mover"})
         b = self.install(manifest("taker", ["sh", "-c", "sleep 1000"]),
                          gpu=GPU_B)
         self.assertEqual(b["state"], "running", b)
-        t.join(30)
-        st, b = done["r"]
+        st, b = moved()
         self.assertEqual(st, 409, b)
         self.assertIn("exclusive-already-bound", json.dumps(b))
         self.assertEqual([x["appName"] for x in
