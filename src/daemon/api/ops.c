@@ -203,19 +203,18 @@ bool ops_in_transition(const struct app *a)
            a->state == APP_RELEASING;
 }
 
+const char *ops_transition_name(const struct app *a)
+{
+    return a->committing ? "being installed" : app_state_name(a->state);
+}
+
 bool ops_busy(struct app *a, struct op_result *res)
 {
     if (!ops_in_transition(a))
         return false;
-    if (a->committing) {
-        ops_res_error(res, 409, "ops_busy",
-                      "app \"%s\" is being installed; retry when it has "
-                      "finished", a->name);
-        return true;
-    }
     ops_res_error(res, 409, "ops_busy",
                   "app \"%s\" is %s; retry when it has finished", a->name,
-                  app_state_name(a->state));
+                  ops_transition_name(a));
     return true;
 }
 

@@ -85,6 +85,8 @@ void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
 /* true when the app is in a transition: being installed, or stopping,
  * resuming, uninstalling or releasing. Nothing else may act on it then. */
 bool ops_in_transition(const struct app *a);
+/* What an app in a transition is doing: "being installed", or its state. */
+const char *ops_transition_name(const struct app *a);
 /* Per-member limits (ops_limits.c, d->lock held): the apps u may hold
  * (its maxApps, or the default), and the apps owner holds with the GPU
  * memory bound to them (a whole-card binding counts the card). */

@@ -36,6 +36,16 @@ static struct app *holder(struct accel_daemon *d, int dev, const struct app *a)
     return NULL;
 }
 
+/* How h is named to u: *pre "app " and its name, or "" and "another
+ * user's app" for a member who may not see it (SPEC 3). */
+static const char *holder_name(const struct auth_user *u, const struct app *h,
+                               const char **pre)
+{
+    bool hidden = view_hides(u, h);
+    *pre = hidden ? "" : "app ";
+    return hidden ? "another user's app" : h->name;
+}
+
 /* May a hold sel[0..n) (its own rows taken out)? rows gets the rows;
  * else res is set. */
 static bool move_allowed(struct accel_daemon *d, struct app *a, int ri,
@@ -130,21 +140,20 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
     }
     h = holder(d, dev, a);
     if (d->snap.devs[dev].st == ACCEL_SUPPORT_EXCLUSIVE && h) {
-        /* a member sees another user's app only as such (SPEC 3) */
-        const char *hn = view_hides(u, h) ? "another user's app" : h->name;
+        const char *pre, *hn = holder_name(u, h, &pre);
         if (!force) {
             ops_res_error(res, 409, "exclusive-already-bound",
                           "GPU %s is in App exclusive mode and already "
                           "assigned to %s%s; refusing to assign it to app "
                           "%s (send force: true to replace it)",
-                          id, view_hides(u, h) ? "" : "app ", hn, name);
+                          id, pre, hn, name);
             goto out;
         }
         if (!auth_may_act(u, h->owner)) {
             /* force never evicts what the caller may not stop */
             ops_res_error(res, 403, "forbidden",
                           "GPU %s is held by %s%s; only %s may replace it",
-                          id, view_hides(u, h) ? "" : "app ", hn,
+                          id, pre, hn,
                           strcmp(h->owner, ACCEL_SHARED_OWNER) == 0
                               ? "an admin"
                               : "its owner or an admin");
@@ -156,9 +165,8 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
              * an uninstalled one must not come back at all) */
             ops_res_error(res, 409, "ops_busy",
                           "GPU %s is held by %s%s, which is %s; retry when "
-                          "it has finished", id, view_hides(u, h) ? "" : "app ",
-                          hn, h->committing ? "being installed"
-                                            : app_state_name(h->state));
+                          "it has finished", id, pre, hn,
+                          ops_transition_name(h));
             goto out;
         }
         if (ops_node_away(d, dev, "assign it", res))
@@ -166,12 +174,12 @@ void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
         h = ops_stop_processes(d, h);
         if (h && ops_runs_elsewhere_still(d, h)) {
             /* its agent has not stopped it within the wait: that agent
-             * releases it once it has, nothing here on its behalf */
+             * releases it once it has, nothing here on its behalf (h was
+             * found again: its name is named afresh) */
+            hn = holder_name(u, h, &pre);
             ops_res_error(res, 409, "ops_busy",
                           "GPU %s is held by %s%s, whose node has not "
-                          "stopped it yet; retry when it has", id,
-                          view_hides(u, h) ? "" : "app ",
-                          view_hides(u, h) ? "another user's app" : h->name);
+                          "stopped it yet; retry when it has", id, pre, hn);
             goto out;
         }
         /* an app its agent stopped has been released there already */

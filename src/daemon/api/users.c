@@ -188,9 +188,7 @@ static enum accel_err rm_check(const char *name, bool force,
             *cause = xasprintf("app %s of user %s is %s; retry the removal "
                                "when it has finished",
                                apps[i]->name, name,
-                               apps[i]->committing
-                                   ? "being installed"
-                                   : app_state_name(apps[i]->state));
+                               ops_transition_name(apps[i]));
             return ACCEL_EBUSY;
         }
     }
