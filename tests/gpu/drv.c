@@ -28,7 +28,7 @@
 
 typedef struct {
     CUmemLocation location;
-    unsigned long long flags;
+    int flags; /* CUmemAccess_flags */
 } access_desc; /* CUmemAccessDesc */
 
 static struct {
