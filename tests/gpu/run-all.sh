@@ -175,7 +175,20 @@ native() { env -u LD_PRELOAD "$@"; }
 # watch_start / watch_stop: the device's used memory sampled every 5 ms by
 # the meter (outside every app, without the preload) between the two;
 # watch_stop sets W_BASE, W_PEAK and W_DELTA (peak - base).
+# settle: waits (5 s at most) until the device is back to what it used when
+# the run began (a process's memory leaves the count a moment after it ends)
+settle() {
+    local u
+    [ -n "${used0:-}" ] || return 0
+    for _ in $(seq 50); do
+        u=$(env -u LD_PRELOAD "$meter" once | sed -n 's/^used \([0-9]*\).*/\1/p')
+        [ -n "$u" ] && [ "$u" -le $((used0 + 64 * MIB)) ] && return 0
+        sleep 0.1
+    done
+    echo "    (the device still uses $(mib "$u"), $(mib "$used0") at the start)"
+}
 watch_start() {
+    settle
     env -u LD_PRELOAD "$meter" watch > "$work/watch.out" 2>&1 &
     W_PID=$!
     bg_pids="$bg_pids $W_PID"
@@ -238,7 +251,8 @@ probe_judge() {
     esc=${esc% }
     [ "$n_nat" -gt 0 ] || esc="nothing probed: $(grep -m1 -v '^probe ' "$nat")"
     local shown
-    shown=$(printf '%s\n' $esc | head -12 | tr '\n' ' ')
+    shown=
+    [ -n "$esc" ] && shown=$(printf '%s\n' $esc | head -12 | tr '\n' ' ')
     [ "$(printf '%s\n' $esc | grep -c .)" -gt 12 ] && shown="$shown... ($(printf '%s\n' $esc | grep -c .) in all)"
     verdict_if "$name" "$(wc -l < "$work/p.nat") answered; held $held; said unheld:${told:- none}; escaped silently: ${shown:-none}" \
         '[ "$n_nat" -gt 0 ] && [ "$n_nat" = "$n_sh" ] && [ -z "$esc" ] &&
@@ -375,6 +389,7 @@ if [ "$(field total "$work/info.out")" = "" ]; then
 fi
 sed 's/^/    /' "$work/info.out"
 free0=$(field free "$work/info.out")
+used0=$(field used "$work/info.out")
 uuid=$(field uuid "$work/info.out")
 budget=$((free0 / 2)) # managed memory, all apps together, stays under it
 echo "    managed-memory budget (half of free): $(mib "$budget")"
@@ -385,214 +400,260 @@ done
 names_list || finish
 torch_version=$(T 120 native python3 -c 'import torch; assert torch.cuda.is_available(); print(torch.__version__)' 2>/dev/null)
 
+# in_time NAME: whether there is time for a case (the whole check stays
+# within 8 minutes; a case after 7 is skipped, saying so)
+t_start=$(date +%s)
+in_time() {
+    [ $(($(date +%s) - t_start)) -lt 420 ] && return 0
+    skip "$1" "no time left within the check's 8 minutes"
+    return 1
+}
+
 # 1. the lookups: every hooked name x version x flag
-T 60 native "$bin/probe" "$work/names.txt" > "$work/probe.nat" 2>&1
-T 60 under probe "$bin/probe" "$work/names.txt" > "$work/probe.shim" 2>&1
-probe_judge "cuGetProcAddress_v2: every hooked name x version x flag gives the shim's address" \
-    "$work/probe.nat" "$work/probe.shim" "$work/probe.shimlog"
-T 60 native "$bin/probe_rt" "$work/names.txt" > "$work/probert.nat" 2>&1
-T 60 under probert "$bin/probe_rt" "$work/names.txt" > "$work/probert.shim" 2>&1
-probe_judge "cudaGetDriverEntryPointByVersion: every hooked name x version x flag gives the shim's address" \
-    "$work/probert.nat" "$work/probert.shim" "$work/probert.shimlog"
+case_1() {
+    T 60 native "$bin/probe" "$work/names.txt" > "$work/probe.nat" 2>&1
+    T 60 under probe "$bin/probe" "$work/names.txt" > "$work/probe.shim" 2>&1
+    probe_judge "cuGetProcAddress_v2: every hooked name x version x flag gives the shim's address" \
+        "$work/probe.nat" "$work/probe.shim" "$work/probe.shimlog"
+    T 60 native "$bin/probe_rt" "$work/names.txt" > "$work/probert.nat" 2>&1
+    T 60 under probert "$bin/probe_rt" "$work/names.txt" > "$work/probert.shim" 2>&1
+    probe_judge "cudaGetDriverEntryPointByVersion: every hooked name x version x flag gives the shim's address" \
+        "$work/probert.nat" "$work/probert.shim" "$work/probert.shimlog"
+}
 
 # 2. the bare context's cost, with and without cuBLAS, and whether it is charged
-for m in ctx cublas; do
-    T 60 native "$bin/rt" "$m" 0 > "$work/$m.nat" 2>&1
-    T 60 under "$m" "$bin/rt" "$m" 0 > "$work/$m.shim" 2>&1
-    if grep -q '^skipped: ' "$work/$m.nat"; then
-        skip "the context's cost ($m)" "$(sed -n 's/^skipped: //p' "$work/$m.nat")"
-        continue
-    fi
-    p=$(field physical "$work/$m.shim"); c=$(field charged "$work/$m.shim")
-    verdict_if "the context ($m) is charged at what the device takes" \
-        "native: $(mib "$(field physical "$work/$m.nat")"); under the shim: device $(mib "$p"), charged $(mib "$c")" \
-        '[ "$p" -ge 0 ] && [ "$c" -ge $((p - TOL)) ]'
-done
-
-# 3. fills to the quota: driver API, runtime, per-thread default stream
-measured drv-fill 90 under drv-fill "$bin/drv" fill 64 500
-judge_fill "driver API cuMemAlloc filled to the quota" "$(field held "$work/drv-fill.out")"
-measured rt-fill 90 under rt-fill "$bin/rt" fill 64 500
-judge_fill "runtime cudaMalloc filled to the quota" "$(field held "$work/rt-fill.out")"
-verdict "a kernel still runs after the refusal" "$(field launch_after_fill "$work/rt-fill.out")" \
-    [ "$(field launch_after_fill "$work/rt-fill.out")" = cudaSuccess ]
-measured ptds-fill 90 under ptds-fill "$bin/rt_ptds" fill 64 500
-judge_fill "built with --default-stream per-thread: filled to the quota" "$(field held "$work/ptds-fill.out")"
-
-# 4. two processes of one app share the quota
-watch_start
-T 90 under share "$bin/drv" fill 64 2500 2048 > "$work/share-a.out" 2>&1 &
-a=$!
-for _ in $(seq 100); do grep -q '^held' "$work/share-a.out" && break; sleep 0.1; done
-T 90 under share "$bin/drv" fill 64 500 > "$work/share-b.out" 2>&1
-RC=$?
-wait "$a"
-watch_stop
-verdict_if "two processes of one app share one quota" \
-    "first $(mib "$(field held "$work/share-a.out")"), second $(mib "$(field held "$work/share-b.out")"); device peak - base $(mib "$W_DELTA")" \
-    '[ "$RC" = 0 ] && [ "$W_DELTA" -ge 0 ] && [ "$W_DELTA" -le "$Q" ] && [ "$W_DELTA" -ge $((Q - NEAR)) ]'
-
-# 5. PyTorch three ways
-if [ -n "$torch_version" ]; then
-    for conf in "default|" "expandable|expandable_segments:True" "async|backend:cudaMallocAsync"; do
-        n=${conf%%|*}; c=${conf#*|}; slack=0
-        [ "$n" = async ] && slack=3072 # 3 GiB made and freed: the pool keeps it
-        measured "torch-$n" 180 env PYTORCH_CUDA_ALLOC_CONF="$c" \
-            LD_PRELOAD="$shim" ACCEL_MEMORY_LIMIT=4Gi ACCEL_APP="gc-torch-$n-$run_id" \
-            python3 "$here/torch_fill.py" fill 64 500 "$slack"
-        h=$(field held "$work/torch-$n.out"); r=$(field raw "$work/torch-$n.out")
-        judge_fill "PyTorch ${c:-default allocator}${slack:+ (slack ${slack} MiB)}: OutOfMemoryError at the quota" \
-            "$(( $(num "$h") + $(num "$r") ))"
-        [ "$(field oom "$work/torch-$n.out")" = 1 ] || bad "PyTorch $n: the fill ended in torch.cuda.OutOfMemoryError"
-    done
-else
-    skip "PyTorch filled to the quota three ways" "python3 -c 'import torch' with CUDA fails"
-fi
-
-# 6. llama.cpp / Ollama's VMM pool, then cudaMalloc to the quota
-measured vmm 90 under vmm "$bin/rt" vmm 1024 64 500
-judge_fill "llama.cpp VMM pool (released while mapped), then cudaMalloc to the quota" \
-    "$(( $(num "$(field vmm "$work/vmm.out")") + $(num "$(field held "$work/vmm.out")") ))"
-
-# 7. each runtime allocation call's effect on the charge
-if [ "$budget" -ge $((512 * MIB)) ]; then
-    T 120 under calls "$bin/rt" calls 256 > "$work/calls.out" 2>&1
-    sed 's/^/    /' "$work/calls.out"
-    while read -r _ name _ bytes _ cd _ pd _ fc _ fp; do
-        fig="charge +$(mib "$cd"), device +$(mib "$pd"); after the free: charge $(mib "$fc"), device $(mib "$fp")"
-        case "$name" in
-        cudaMallocHost | "cudaHostAlloc(mapped)")
-            verdict_if "$name (host memory) leaves the charge alone" "$fig" \
-                '[ "${cd#-}" -lt "$MIB" ]' ;;
-        cudaMemPoolTrimTo)
-            verdict_if "$name: the charge follows what the pool gives back" "$fig" \
-                '[ "$cd" -ge $((pd - TOL)) ] && [ "$cd" -le $((pd + TOL)) ]' ;;
-        *)
-            verdict_if "$name is charged at what the device holds, also after its free" "$fig" \
-                '[ "$cd" -ge $((pd - TOL)) ] && [ "$fc" -ge $((fp - TOL)) ] && [ "$pd" -gt 0 ]' ;;
-        esac
-    done < <(grep '^call ' "$work/calls.out")
-    grep -q '^error' "$work/calls.out" && bad "each runtime allocation call ran" "$(grep '^error' "$work/calls.out")"
-else
-    skip "each runtime allocation call" "under 1 GiB free on the device"
-fi
-
-# 8. a captured graph with a 1 GiB memory node, 512 MiB under the quota
-measured graph 90 under graph "$bin/rt" graph 500
-verdict_if "a captured graph's memory node is charged or refused" \
-    "instantiate $(field instantiate "$work/graph.out"), launch $(field launch "$work/graph.out"); device peak - base $(mib "$W_DELTA")" \
-    '[ "$RC" = 0 ] && [ "$W_DELTA" -ge 0 ] && [ "$W_DELTA" -le "$Q" ]'
-
-# 9. the views under CUDA_VISIBLE_DEVICES (index and UUID)
-for cvd in 0 "$uuid"; do
-    export cvd
-    v() { env CUDA_VISIBLE_DEVICES="$cvd" LD_PRELOAD="$shim" ACCEL_MEMORY_LIMIT=4Gi ACCEL_APP="gc-view-$run_id" "$@"; }
-    physfree=$(T 30 native "$meter" info | sed -n 's/^free //p')
-    if command -v nvidia-smi > /dev/null; then
-        smi=$(T 30 v nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits 2>&1 | head -1)
-        st=${smi%%,*}; sf=${smi#*, }
-        verdict "nvidia-smi under the shim (CUDA_VISIBLE_DEVICES=$cvd) shows 4096 MiB" "total ${st} MiB, free ${sf} MiB" \
-            [ "${st// /}" = 4096 ]
-    else
-        skip "nvidia-smi under the shim (CUDA_VISIBLE_DEVICES=$cvd)" "no nvidia-smi on this machine"
-    fi
-    T 30 v "$meter" view > "$work/view.out" 2>&1
-    for k in v1 v2 uuid; do
-        t=$(field "${k}_total" "$work/view.out"); f=$(field "${k}_free" "$work/view.out")
-        if [ "$t" = none ]; then
-            skip "NVML $k view (CUDA_VISIBLE_DEVICES=$cvd)" "this NVML lacks the call"
+case_2() {
+    for m in ctx cublas; do
+        T 60 native "$bin/rt" "$m" 0 > "$work/$m.nat" 2>&1
+        T 60 under "$m" "$bin/rt" "$m" 0 > "$work/$m.shim" 2>&1
+        if grep -q '^skipped: ' "$work/$m.nat"; then
+            skip "the context's cost ($m)" "$(sed -n 's/^skipped: //p' "$work/$m.nat")"
             continue
         fi
-        verdict_if "NVML $k view (CUDA_VISIBLE_DEVICES=$cvd): total is the quota, free is no more than the device has" \
-            "total $(mib "$t"), free $(mib "$f"), device free $(mib "$physfree")" \
-            '[ "$t" = "$Q" ] && [ "$f" -le "$physfree" ]'
+        p=$(field physical "$work/$m.shim"); c=$(field charged "$work/$m.shim")
+        verdict_if "the context ($m) is charged at what the device takes" \
+            "native: $(mib "$(field physical "$work/$m.nat")"); under the shim: device $(mib "$p"), charged $(mib "$c")" \
+            '[ "$p" -ge 0 ] && [ "$c" -ge $((p - TOL)) ]'
     done
-    T 30 v "$bin/rt" view > "$work/rtview.out" 2>&1
-    verdict "cudaMemGetInfo (CUDA_VISIBLE_DEVICES=$cvd): total is the quota" \
-        "total $(mib "$(field rt_total "$work/rtview.out")"), free $(mib "$(field rt_free "$work/rtview.out")")" \
-        [ "$(field rt_total "$work/rtview.out")" = "$Q" ]
+}
+
+# 3. fills to the quota: driver API, runtime, per-thread default stream
+case_3() {
+    measured drv-fill 90 under drv-fill "$bin/drv" fill 64 500
+    judge_fill "driver API cuMemAlloc filled to the quota" "$(field held "$work/drv-fill.out")"
+    measured rt-fill 90 under rt-fill "$bin/rt" fill 64 500
+    judge_fill "runtime cudaMalloc filled to the quota" "$(field held "$work/rt-fill.out")"
+    verdict "a kernel still runs after the refusal" "$(field launch_after_fill "$work/rt-fill.out")" \
+        [ "$(field launch_after_fill "$work/rt-fill.out")" = cudaSuccess ]
+    measured ptds-fill 90 under ptds-fill "$bin/rt_ptds" fill 64 500
+    judge_fill "built with --default-stream per-thread: filled to the quota" "$(field held "$work/ptds-fill.out")"
+}
+
+# 4. two processes of one app share the quota
+case_4() {
+    watch_start
+    T 90 under share "$bin/drv" fill 64 2500 2048 > "$work/share-a.out" 2>&1 &
+    a=$!
+    for _ in $(seq 100); do grep -q '^held' "$work/share-a.out" && break; sleep 0.1; done
+    T 90 under share "$bin/drv" fill 64 500 > "$work/share-b.out" 2>&1
+    RC=$?
+    wait "$a"
+    watch_stop
+    verdict_if "two processes of one app share one quota" \
+        "first $(mib "$(field held "$work/share-a.out")"), second $(mib "$(field held "$work/share-b.out")"); device peak - base $(mib "$W_DELTA")" \
+        '[ "$RC" = 0 ] && [ "$W_DELTA" -ge 0 ] && [ "$W_DELTA" -le "$Q" ] && [ "$W_DELTA" -ge $((Q - NEAR)) ]'
+}
+
+# 5. PyTorch three ways
+case_5() {
     if [ -n "$torch_version" ]; then
-        T 120 v python3 "$here/torch_fill.py" view > "$work/tview.out" 2>&1
-        verdict "torch total_memory (CUDA_VISIBLE_DEVICES=$cvd) is the quota" \
-            "total_memory $(mib "$(field torch_total "$work/tview.out")"), mem_get_info free $(mib "$(field torch_free "$work/tview.out")")" \
-            [ "$(field torch_total "$work/tview.out")" = "$Q" ]
+        for conf in "default|" "expandable|expandable_segments:True" "async|backend:cudaMallocAsync"; do
+            n=${conf%%|*}; c=${conf#*|}; slack=0
+            [ "$n" = async ] && slack=3072 # 3 GiB made and freed: the pool keeps it
+            measured "torch-$n" 180 env PYTORCH_CUDA_ALLOC_CONF="$c" \
+                LD_PRELOAD="$shim" ACCEL_MEMORY_LIMIT=4Gi ACCEL_APP="gc-torch-$n-$run_id" \
+                python3 "$here/torch_fill.py" fill 64 500 "$slack"
+            h=$(field held "$work/torch-$n.out"); r=$(field raw "$work/torch-$n.out")
+            judge_fill "PyTorch ${c:-default allocator}$([ "$slack" = 0 ] || echo ", $slack MiB made and freed first"): OutOfMemoryError at the quota" \
+                "$(( $(num "$h") + $(num "$r") ))"
+            [ "$(field oom "$work/torch-$n.out")" = 1 ] || bad "PyTorch $n: the fill ended in torch.cuda.OutOfMemoryError"
+        done
+    else
+        skip "PyTorch filled to the quota three ways" "python3 -c 'import torch' with CUDA fails"
     fi
-done
+}
+
+# 6. llama.cpp / Ollama's VMM pool, then cudaMalloc to the quota
+case_6() {
+    measured vmm 90 under vmm "$bin/rt" vmm 1024 64 500
+    judge_fill "llama.cpp VMM pool (released while mapped), then cudaMalloc to the quota" \
+        "$(( $(num "$(field vmm "$work/vmm.out")") + $(num "$(field held "$work/vmm.out")") ))"
+}
+
+# 7. each runtime allocation call's effect on the charge
+case_7() {
+    if [ "$budget" -ge $((512 * MIB)) ]; then
+        T 120 under calls "$bin/rt" calls 256 > "$work/calls.out" 2>&1
+        sed 's/^/    /' "$work/calls.out"
+        while read -r _ name _ bytes _ cd _ pd _ fc _ fp; do
+            fig="charge +$(mib "$cd"), device +$(mib "$pd"); after the free: charge $(mib "$fc"), device $(mib "$fp")"
+            case "$name" in
+            cudaMallocHost | "cudaHostAlloc(mapped)")
+                verdict_if "$name (host memory) leaves the charge alone" "$fig" \
+                    '[ "${cd#-}" -lt "$MIB" ]' ;;
+            cudaMemPoolTrimTo)
+                verdict_if "$name: the charge follows what the pool gives back" "$fig" \
+                    '[ "$cd" -ge $((pd - TOL)) ] && [ "$cd" -le $((pd + TOL)) ]' ;;
+            *)
+                verdict_if "$name is charged at what the device holds, also after its free" "$fig" \
+                    '[ "$cd" -ge $((pd - TOL)) ] && [ "$fc" -ge $((fp - TOL)) ] && [ "$pd" -gt 0 ]' ;;
+            esac
+        done < <(grep '^call ' "$work/calls.out")
+        grep -q '^error' "$work/calls.out" && bad "each runtime allocation call ran" "$(grep '^error' "$work/calls.out")"
+    else
+        skip "each runtime allocation call" "under 1 GiB free on the device"
+    fi
+}
+
+# 8. a captured graph with a 1 GiB memory node, 512 MiB under the quota
+case_8() {
+    measured graph 90 under graph "$bin/rt" graph 500
+    verdict_if "a captured graph's memory node is charged or refused" \
+        "instantiate $(field instantiate "$work/graph.out"), launch $(field launch "$work/graph.out"); device peak - base $(mib "$W_DELTA")" \
+        '[ "$RC" = 0 ] && [ "$W_DELTA" -ge 0 ] && [ "$W_DELTA" -le "$Q" ]'
+}
+
+# 9. the views under CUDA_VISIBLE_DEVICES (index and UUID)
+case_9() {
+    for cvd in 0 "$uuid"; do
+        export cvd
+        v() { env CUDA_VISIBLE_DEVICES="$cvd" LD_PRELOAD="$shim" ACCEL_MEMORY_LIMIT=4Gi ACCEL_APP="gc-view-$run_id" "$@"; }
+        physfree=$(T 30 native "$meter" info | sed -n 's/^free //p')
+        if command -v nvidia-smi > /dev/null; then
+            smi=$(T 30 v nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits 2>&1 | head -1)
+            st=${smi%%,*}; sf=${smi#*, }
+            verdict "nvidia-smi under the shim (CUDA_VISIBLE_DEVICES=$cvd) shows 4096 MiB" "total ${st} MiB, free ${sf} MiB" \
+                [ "${st// /}" = 4096 ]
+        else
+            skip "nvidia-smi under the shim (CUDA_VISIBLE_DEVICES=$cvd)" "no nvidia-smi on this machine"
+        fi
+        T 30 v "$meter" view > "$work/view.out" 2>&1
+        for k in v1 v2 uuid; do
+            t=$(field "${k}_total" "$work/view.out"); f=$(field "${k}_free" "$work/view.out")
+            if [ "$t" = none ]; then
+                skip "NVML $k view (CUDA_VISIBLE_DEVICES=$cvd)" "this NVML lacks the call"
+                continue
+            fi
+            verdict_if "NVML $k view (CUDA_VISIBLE_DEVICES=$cvd): total is the quota, free is no more than the device has" \
+                "total $(mib "$t"), free $(mib "$f"), device free $(mib "$physfree")" \
+                '[ "$t" = "$Q" ] && [ "$f" -le "$physfree" ]'
+        done
+        T 30 v "$bin/rt" view > "$work/rtview.out" 2>&1
+        verdict "cudaMemGetInfo (CUDA_VISIBLE_DEVICES=$cvd): total is the quota" \
+            "total $(mib "$(field rt_total "$work/rtview.out")"), free $(mib "$(field rt_free "$work/rtview.out")")" \
+            [ "$(field rt_total "$work/rtview.out")" = "$Q" ]
+        if [ -n "$torch_version" ]; then
+            T 120 v python3 "$here/torch_fill.py" view > "$work/tview.out" 2>&1
+            verdict "torch total_memory (CUDA_VISIBLE_DEVICES=$cvd) is the quota" \
+                "total_memory $(mib "$(field torch_total "$work/tview.out")"), mem_get_info free $(mib "$(field torch_free "$work/tview.out")")" \
+                [ "$(field torch_total "$work/tview.out")" = "$Q" ]
+        fi
+    done
+}
 
 # 10. time slicing seen in the kernels' own clocks
-quantum=250
-if [ "$budget" -ge $((256 * MIB)) ]; then
-    export sock=$work/ts.sock
-    timeout -k 5 120 "$broker" "$sock" "$quantum" 100 > "$work/broker.out" 2>&1 &
-    bpid=$!
-    bg_pids="$bg_pids $bpid"
-    for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-    tsu() { env LD_PRELOAD="$shim" ACCEL_TS_SOCKET_0="$sock" ACCEL_APP="$1" ACCEL_LOG="$work/$1.shimlog" "${@:2}"; }
-    T 60 tsu ts-a "$bin/rt" ts 4 "$work/ts-a.iv" > "$work/ts-a.out" 2>&1 &
-    a=$!
-    T 60 tsu ts-b "$bin/rt" ts 4 "$work/ts-b.iv" > "$work/ts-b.out" 2>&1
-    wait "$a"
-    kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null
-    sed 's/^/    /' "$work/ts-a.out" "$work/ts-b.out"
-    if [ -s "$work/ts-a.iv" ] && [ -s "$work/ts-b.iv" ]; then
-        python3 "$here/ts_overlap.py" "$quantum" "$work/ts-a.iv" "$work/ts-b.iv" > "$work/ts.judge" 2>&1
+case_10() {
+    quantum=250
+    if [ "$budget" -ge $((256 * MIB)) ]; then
+        export sock=$work/ts.sock
+        timeout -k 5 120 "$broker" "$sock" "$quantum" 100 > "$work/broker.out" 2>&1 &
+        bpid=$!
+        bg_pids="$bg_pids $bpid"
+        for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+        tsu() { env LD_PRELOAD="$shim" ACCEL_TS_SOCKET_0="$sock" ACCEL_APP="$1" ACCEL_LOG="$work/$1.shimlog" "${@:2}"; }
+        T 60 tsu ts-a "$bin/rt" ts 4 "$work/ts-a.iv" > "$work/ts-a.out" 2>&1 &
+        a=$!
+        T 60 tsu ts-b "$bin/rt" ts 4 "$work/ts-b.iv" > "$work/ts-b.out" 2>&1
+        wait "$a"
+        kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null
+        sed 's/^/    /' "$work/ts-a.out" "$work/ts-b.out"
+        if [ -s "$work/ts-a.iv" ] && [ -s "$work/ts-b.iv" ]; then
+            python3 "$here/ts_overlap.py" "$quantum" "$work/ts-a.iv" "$work/ts-b.iv" > "$work/ts.judge" 2>&1
+        else
+            echo "the apps wrote no kernel times: $(head -1 "$work/ts-a.out") / $(head -1 "$work/ts-b.out")" > "$work/ts.judge"
+        fi
+        sed 's/^/    /' "$work/ts.judge"
+        verdict "time slicing: the two apps' kernels never overlap outside handoffs (%globaltimer)" \
+            "$(grep -v verdict "$work/ts.judge" | tr '\n' ' ')" grep -q '^verdict pass' "$work/ts.judge"
+        # the contrast, a figure only: the same two without the shim
+        T 60 native "$bin/rt" ts 4 "$work/na.iv" > /dev/null 2>&1 &
+        a=$!
+        T 60 native "$bin/rt" ts 4 "$work/nb.iv" > /dev/null 2>&1
+        wait "$a"
+        python3 "$here/ts_overlap.py" "$quantum" "$work/na.iv" "$work/nb.iv" > "$work/tsn.judge" 2>&1
+        row "contrast, not a check: the same two apps without the shim" figure \
+            "$(tr '\n' ' ' < "$work/tsn.judge")"
     else
-        echo "the apps wrote no kernel times: $(head -1 "$work/ts-a.out") / $(head -1 "$work/ts-b.out")" > "$work/ts.judge"
+        skip "time slicing" "under 512 MiB free on the device"
     fi
-    sed 's/^/    /' "$work/ts.judge"
-    verdict "time slicing: the two apps' kernels never overlap outside handoffs (%globaltimer)" \
-        "$(grep -v verdict "$work/ts.judge" | tr '\n' ' ')" grep -q '^verdict pass' "$work/ts.judge"
-    # the contrast, a figure only: the same two without the shim
-    T 60 native "$bin/rt" ts 4 "$work/na.iv" > /dev/null 2>&1 &
-    a=$!
-    T 60 native "$bin/rt" ts 4 "$work/nb.iv" > /dev/null 2>&1
-    wait "$a"
-    python3 "$here/ts_overlap.py" "$quantum" "$work/na.iv" "$work/nb.iv" > "$work/tsn.judge" 2>&1
-    row "contrast, not a check: the same two apps without the shim" figure \
-        "$(tr '\n' ' ' < "$work/tsn.judge")"
-else
-    skip "time slicing" "under 512 MiB free on the device"
-fi
+}
 
 # 11. overhead against native, same run: medians of 3 alternating runs
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
-bench() { # NAME BAR_NS CMD...: "X_ns" figure of rt, native vs shim
-    local name=$1 bar=$2 key=$3 i nat=() shm=(); shift 3
-    for i in 1 2 3; do
-        nat+=("$(T 120 native "$@" | sed -n "s/^$key //p")")
-        shm+=("$(T 120 under bench "$@" | sed -n "s/^$key //p")")
-    done
-    local n s
-    n=$(median3 "${nat[@]}"); s=$(median3 "${shm[@]}")
-    verdict_if "$name: added at most $bar ns (SPEC 11)" \
-        "native $n ns, under the shim $s ns, ratio $(awk -v a="$s" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" \
-        '[ -n "$n" ] && [ -n "$s" ] && awk -v a="$s" -v b="$n" -v bar="$bar" "BEGIN { exit !(a - b <= bar) }"'
+case_11() {
+    median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+    bench() { # NAME BAR_NS CMD...: "X_ns" figure of rt, native vs shim
+        local name=$1 bar=$2 key=$3 i nat=() shm=(); shift 3
+        for i in 1 2 3; do
+            nat+=("$(T 120 native "$@" | sed -n "s/^$key //p")")
+            shm+=("$(T 120 under bench "$@" | sed -n "s/^$key //p")")
+        done
+        local n s
+        n=$(median3 "${nat[@]}"); s=$(median3 "${shm[@]}")
+        verdict_if "$name: added at most $bar ns (SPEC 11)" \
+            "native $n ns, under the shim $s ns, ratio $(awk -v a="$s" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b }')" \
+            '[ -n "$n" ] && [ -n "$s" ] && awk -v a="$s" -v b="$n" -v bar="$bar" "BEGIN { exit !(a - b <= bar) }"'
+    }
+    bench "kernel launch" 10 launch_ns "$bin/rt" launch 200000
+    bench "1 MiB cudaMalloc+cudaFree" 300 allocfree_ns "$bin/rt" allocfree 20000
+    if [ -n "$torch_version" ]; then
+        z='import torch; torch.zeros(1, device="cuda")'
+        tn=() ts=()
+        for i in 1 2 3; do
+            s0=$(date +%s%N); T 120 native python3 -c "$z"; s1=$(date +%s%N)
+            T 120 under zeros python3 -c "$z"; s2=$(date +%s%N)
+            tn+=($(( (s1 - s0) / 1000000 ))); ts+=($(( (s2 - s1) / 1000000 )))
+        done
+        n=$(median3 "${tn[@]}"); s=$(median3 "${ts[@]}")
+        verdict "import torch; torch.zeros(1, device='cuda'): at most 1.10x native" \
+            "native $n ms, under the shim $s ms, ratio $(awk -v a="$s" -v b="$n" 'BEGIN { printf "%.3f", a / b }')" \
+            awk -v a="$s" -v b="$n" 'BEGIN { exit !(b > 0 && a / b <= 1.10) }'
+    fi
 }
-bench "kernel launch" 10 launch_ns "$bin/rt" launch 200000
-bench "1 MiB cudaMalloc+cudaFree" 300 allocfree_ns "$bin/rt" allocfree 20000
-if [ -n "$torch_version" ]; then
-    z='import torch; torch.zeros(1, device="cuda")'
-    tn=() ts=()
-    for i in 1 2 3; do
-        s0=$(date +%s%N); T 120 native python3 -c "$z"; s1=$(date +%s%N)
-        T 120 under zeros python3 -c "$z"; s2=$(date +%s%N)
-        tn+=($(( (s1 - s0) / 1000000 ))); ts+=($(( (s2 - s1) / 1000000 )))
-    done
-    n=$(median3 "${tn[@]}"); s=$(median3 "${ts[@]}")
-    verdict "import torch; torch.zeros(1, device='cuda'): at most 1.10x native" \
-        "native $n ms, under the shim $s ms, ratio $(awk -v a="$s" -v b="$n" 'BEGIN { printf "%.3f", a / b }')" \
-        awk -v a="$s" -v b="$n" 'BEGIN { exit !(b > 0 && a / b <= 1.10) }'
-fi
 
 # 12. acceld discovers the card through NVML
-if ! [ -x "$build/acceld" ]; then
-    skip "acceld discovers the GPU through NVML (discover.sh)" "no $build/acceld"
-elif ldd "$build/acceld" | grep -q 'not found'; then
-    skip "acceld discovers the GPU through NVML (discover.sh)" \
-        "acceld lacks libraries here: $(ldd "$build/acceld" | sed -n 's/ *\(.*\) => not found/\1/p' | tr '\n' ' ')"
-else
-    T 60 sh "$here/discover.sh" "$build" > "$work/discover.out" 2>&1
-    verdict "acceld discovers the GPU through NVML (discover.sh)" \
-        "$(grep '^RESULT' "$work/discover.out")" grep -q '^RESULT: NVML loaded' "$work/discover.out"
-fi
+case_12() {
+    if ! [ -x "$build/acceld" ]; then
+        skip "acceld discovers the GPU through NVML (discover.sh)" "no $build/acceld"
+    elif ldd "$build/acceld" | grep -q 'not found'; then
+        skip "acceld discovers the GPU through NVML (discover.sh)" \
+            "acceld lacks libraries here: $(ldd "$build/acceld" | sed -n 's/ *\(.*\) => not found/\1/p' | tr '\n' ' ')"
+    else
+        T 60 sh "$here/discover.sh" "$build" > "$work/discover.out" 2>&1
+        verdict "acceld discovers the GPU through NVML (discover.sh)" \
+            "$(grep '^RESULT' "$work/discover.out")" grep -q '^RESULT: NVML loaded' "$work/discover.out"
+    fi
+}
+
+in_time "case 1: the lookups: every hooked name x version x flag" && case_1
+in_time "case 2: the bare context's cost, with and without cuBLAS, and whether it is charged" && case_2
+in_time "case 3: fills to the quota: driver API, runtime, per-thread default stream" && case_3
+in_time "case 4: two processes of one app share the quota" && case_4
+in_time "case 5: PyTorch three ways" && case_5
+in_time "case 6: llama.cpp / Ollama's VMM pool, then cudaMalloc to the quota" && case_6
+in_time "case 7: each runtime allocation call's effect on the charge" && case_7
+in_time "case 8: a captured graph with a 1 GiB memory node, 512 MiB under the quota" && case_8
+in_time "case 9: the views under CUDA_VISIBLE_DEVICES (index and UUID)" && case_9
+in_time "case 10: time slicing seen in the kernels' own clocks" && case_10
+in_time "case 11: overhead against native, same run: medians of 3 alternating runs" && case_11
+in_time "case 12: acceld discovers the card through NVML" && case_12
 finish
