@@ -187,9 +187,8 @@ static int vmm(size_t pool, size_t chunk, unsigned hold_ms)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    unsigned long long a = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
-    unsigned long long b = argc > 3 ? strtoull(argv[3], NULL, 10) : 0;
-    unsigned long long c = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
+    unsigned long long a = gc_arg(argc, argv, 2), b = gc_arg(argc, argv, 3);
+    unsigned long long c = gc_arg(argc, argv, 4);
     int rc = start();
 
     if (rc != 0)

@@ -49,6 +49,12 @@ static inline void gc_sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
+/* argv[i] as a number, 0 when absent */
+static inline unsigned long long gc_arg(int argc, char **argv, int i)
+{
+    return argc > i ? strtoull(argv[i], NULL, 10) : 0;
+}
+
 /* Device memory used (bytes) and, when the driver lists processes, what
  * this process holds (-1 when not listed), from `meter once PID`.
  * Returns 0, or -1 when the meter could not be run. */

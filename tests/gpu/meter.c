@@ -119,30 +119,26 @@ static int load(void)
     return 0;
 }
 
+/* the entry of pid in a process list of type T read by fn */
+#define FIND_PID(T, fn, d, pid)                                                \
+    do {                                                                       \
+        T p_[64];                                                              \
+        unsigned n_ = 64;                                                      \
+        if ((fn)((d), &n_, p_) == 0)                                           \
+            for (unsigned i_ = 0; i_ < n_ && i_ < 64; i_++)                    \
+                if ((long)p_[i_].pid == (pid))                                 \
+                    return (long long)p_[i_].used;                             \
+    } while (0)
+
 /* What pid holds per the driver's process list; -1 when not listed. */
 static long long proc_used(ndev d, long pid)
 {
-    unsigned n = 64;
-
     if (pid <= 0)
         return -1;
-    if (nv.procs2 != NULL) {
-        struct proc_v2 p[64];
-
-        if (nv.procs2(d, &n, p) == 0)
-            for (unsigned i = 0; i < n && i < 64; i++)
-                if ((long)p[i].pid == pid)
-                    return (long long)p[i].used;
-        return -1;
-    }
-    if (nv.procs1 != NULL) {
-        struct proc_v1 p[64];
-
-        if (nv.procs1(d, &n, p) == 0)
-            for (unsigned i = 0; i < n && i < 64; i++)
-                if ((long)p[i].pid == pid)
-                    return (long long)p[i].used;
-    }
+    if (nv.procs2 != NULL)
+        FIND_PID(struct proc_v2, nv.procs2, d, pid);
+    else if (nv.procs1 != NULL)
+        FIND_PID(struct proc_v1, nv.procs1, d, pid);
     return -1;
 }
 

@@ -144,6 +144,30 @@ static void report(const char *name, size_t bytes, const step &a,
     fflush(stdout);
 }
 
+// a stream-ordered allocation (from the default pool, or from pool) and its
+// free, each measured after a synchronize; *a: the allocation's step
+static cudaError_t async_step(const char *name, size_t s, cudaMemPool_t pool,
+                              cudaStream_t st, step *a)
+{
+    step f;
+    void *p;
+    cudaError_t e;
+
+    before(a);
+    e = pool ? cudaMallocFromPoolAsync(&p, s, pool, st)
+             : cudaMallocAsync(&p, s, st);
+    if (e != cudaSuccess || (e = cudaStreamSynchronize(st)) != cudaSuccess)
+        return e;
+    after(a);
+    before(&f);
+    if ((e = cudaFreeAsync(p, st)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(st)) != cudaSuccess)
+        return e;
+    after(&f);
+    report(name, s, *a, f);
+    return cudaSuccess;
+}
+
 static int calls(size_t s)
 {
     step a, f;
@@ -176,15 +200,7 @@ static int calls(size_t s)
     before(&f); TRY(cudaFreeArray(arr)); after(&f);
     report("cudaMalloc3DArray", s, a, f);
 
-    before(&a);
-    TRY(cudaMallocAsync(&p, s, st));
-    TRY(cudaStreamSynchronize(st));
-    after(&a);
-    before(&f);
-    TRY(cudaFreeAsync(p, st));
-    TRY(cudaStreamSynchronize(st));
-    after(&f);
-    report("cudaMallocAsync", s, a, f);
+    TRY(async_step("cudaMallocAsync", s, NULL, st, &a));
 
     // a pool that keeps what is freed into it (PyTorch's cudaMallocAsync
     // backend sets the default pool so): freed memory stays on the device
@@ -196,15 +212,7 @@ static int calls(size_t s)
     uint64_t keep = UINT64_MAX;
     TRY(cudaMemPoolCreate(&pool, &props));
     TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    before(&a);
-    TRY(cudaMallocFromPoolAsync(&p, s, pool, st));
-    TRY(cudaStreamSynchronize(st));
-    after(&a);
-    before(&f);
-    TRY(cudaFreeAsync(p, st));
-    TRY(cudaStreamSynchronize(st));
-    after(&f);
-    report("cudaMallocFromPoolAsync(slack)", s, a, f);
+    TRY(async_step("cudaMallocFromPoolAsync(slack)", s, pool, st, &a));
     step t = a;
     TRY(cudaMemPoolTrimTo(pool, 0));
     after(&t);
@@ -284,9 +292,8 @@ static int ts(double seconds, const char *file)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    unsigned long long a = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
-    unsigned long long b = argc > 3 ? strtoull(argv[3], NULL, 10) : 0;
-    unsigned long long c = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
+    unsigned long long a = gc_arg(argc, argv, 2), b = gc_arg(argc, argv, 3);
+    unsigned long long c = gc_arg(argc, argv, 4);
     long long proc;
 
     if (gc_outside(&base_used, &proc) != 0)
