@@ -338,21 +338,8 @@ stand_in() {
     unset LD_LIBRARY_PATH FAKE_CUDA_SHM FAKE_CUDA_TOTAL
 }
 
-if [ "$compile_only" = 1 ]; then
-    stand_in
-    echo "$passed passed, $failed failed, $skipped skipped"
-    [ "$failed" = 0 ]
-    exit
-fi
-
-# -------------------------------------------------------------- the GPU
-echo "== the GPU"
-finish() {
-    echo "$passed passed, $failed failed, $skipped skipped"
-    write_results
-    [ "$failed" = 0 ]
-    exit
-}
+# write_results: this run's table into $results below the marker (newest
+# first), everything else in the file kept
 write_results() {
     local when machine
     when=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -380,6 +367,36 @@ write_results() {
         { echo; echo "## Runs"; echo; echo "$mark"; echo; cat "$work/run.md"; } >> "$results"
     fi
     echo "results written to $results"
+}
+
+# results_check: write_results on a copy of docs/gpu-results.md keeps what
+# was there and puts the run right below the marker
+results_check() {
+    local copy=$work/results-copy.md mark
+    mark='<!-- run-all.sh writes each run below this line, newest first -->'
+    cp "$root/docs/gpu-results.md" "$copy" || return 1
+    echo "an earlier run" >> "$copy"
+    results=$copy write_results > /dev/null
+    [ "$(grep -A2 -F "$mark" "$copy" | sed -n 3p | cut -c1-4)" = "### " ] &&
+        grep -q '^an earlier run$' "$copy" &&
+        [ "$(head -1 "$copy")" = "$(head -1 "$root/docs/gpu-results.md")" ]
+}
+
+if [ "$compile_only" = 1 ]; then
+    stand_in
+    verdict "the results go below docs/gpu-results.md's marker, the rest kept" "" results_check
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" = 0 ]
+    exit
+fi
+
+# -------------------------------------------------------------- the GPU
+echo "== the GPU"
+finish() {
+    echo "$passed passed, $failed failed, $skipped skipped"
+    write_results
+    [ "$failed" = 0 ]
+    exit
 }
 
 T 30 native "$meter" info > "$work/info.out" 2>&1
