@@ -5,7 +5,8 @@
 // cuGetProcAddress, as PyTorch does; the VMM mode also calls the driver
 // directly (linked -lcuda), as llama.cpp does.
 //
-//   rt ctx | cublas           context (and cuBLAS handle): "ctx|cublas
+//   rt ctx | cublas           context (and cuBLAS handle; GPUCHECK_CUBLAS names
+//                             the library when it is off the path): "ctx|cublas
 //                             physical P charged C"
 //   rt fill CHUNK_MIB HOLD_MS cudaMalloc until refused: "held H err E
 //                             physical P charged C"
@@ -301,8 +302,10 @@ int main(int argc, char **argv)
     TRY(cudaFree(0)); // the primary context
     if (strcmp(mode, "ctx") == 0 || strcmp(mode, "cublas") == 0) {
         if (strcmp(mode, "cublas") == 0) {
-            const char *libs[] = { "libcublas.so", "libcublas.so.13",
-                                   "libcublas.so.12", NULL };
+            const char *libs[] = { getenv("GPUCHECK_CUBLAS"), "libcublas.so",
+                                   "libcublas.so.13", "libcublas.so.12", NULL };
+            if (libs[0] == NULL || libs[0][0] == '\0')
+                libs[0] = "libcublas.so";
             void *l = NULL, *hd = NULL;
             int (*create)(void **) = NULL;
             for (int i = 0; libs[i] && l == NULL; i++)

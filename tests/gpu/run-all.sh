@@ -129,6 +129,9 @@ cuda_built=0
 if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
     echo "nvcc: $nvcc"
     cudadir=$(cd "$(dirname "$nvcc")/.." && pwd)
+    # the toolkit's cuBLAS, for the context-with-cuBLAS case (rt cublas)
+    GPUCHECK_CUBLAS=$(ls "$cudadir"/lib64/libcublas.so.* "$cudadir"/targets/*/lib/libcublas.so.* 2>/dev/null | head -1)
+    export GPUCHECK_CUBLAS
     arch=${GPUCHECK_ARCH:-sm_90}
     nv="$nvcc -O2 -arch=$arch -I$here"
     lcuda="-L$cudadir/lib64/stubs -L$cudadir/targets/x86_64-linux/lib/stubs -lcuda -ldl"
