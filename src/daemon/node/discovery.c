@@ -235,6 +235,7 @@ static void add_nvml_gpu(struct accel_daemon *d, const struct nvml_gpu *g,
     discovery_add_device(d, g->uuid, t, g->name, mem, default_mode(t),
                          g->healthy == 1, (int)g->index);
     d->dinfo[d->snap.ndevs - 1].mem_source = source;
+    d->dinfo[d->snap.ndevs - 1].pci = g->pci[0] ? xstrdup(g->pci) : NULL;
 }
 
 static uint8_t drm_na_code(enum drm_na na)
@@ -284,6 +285,7 @@ static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
         di = &d->dinfo[d->snap.ndevs - 1];
         di->drm = true;
         di->mem_source = xstrdup(g[i].mem_source);
+        di->pci = g[i].pci[0] ? xstrdup(g[i].pci) : NULL;
         discovery_drm_readings(di, &g[i]);
         log_info("%s %s (%s, %s): %s, memory %.1f GiB from %s%s%s", ids[i],
                  g[i].name, g[i].card, g[i].pci[0] ? g[i].pci : "no PCI "
