@@ -122,10 +122,12 @@ enum accel_err dmem_read_capacity(const char *root, struct dmem_region **out,
     return rc;
 }
 
-/* Write s to an existing file in one write(); 0 or -1 (errno kept). */
+/* Write s to an existing file in one write(); 0 or -1 (errno kept).
+ * O_TRUNC as a shell's redirection does: the kernel's files ignore it, a
+ * fixture's file then holds what was written. */
 static int put(const char *path, const char *s)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC), err;
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), err;
     ssize_t w;
 
     if (fd < 0)
