@@ -207,6 +207,22 @@ class KernelTierTest(DmemBase):
         self.assertEqual(self.read(self.app_dir("held"), "dmem.max"),
                          AMD_REGION + " max")
 
+    def test_mode_switch_lifts_the_limit(self):
+        """A mode switch stops the device's apps and releases their rows:
+        their limits go with them."""
+        self.set_mode(AMD, "MemorySlice")
+        self.kernel_files("switched")
+        self.install(manifest("switched", "1Gi"), AMD)
+        self.assertEqual(self.read(self.app_dir("switched"), "dmem.max"),
+                         "%s %d" % (AMD_REGION, GiB))
+        self.set_mode(AMD, "Exclusive")
+        a = self.wait_for(lambda: self.app("switched")["state"] != "running"
+                          and self.app("switched"), "the app to stop")
+        self.assertEqual(a["allocations"], [], a)
+        self.assertEqual(self.read(self.app_dir("switched"), "dmem.max"),
+                         AMD_REGION + " max")
+        self.uninstall("switched")
+
     def test_exclusive_sets_no_limit(self):
         self.kernel_files("whole", dmem_max="%s 1024" % DGPU_REGION)
         a = self.install(manifest("whole", "1Gi", "amd-gpu"), DGPU)
