@@ -693,18 +693,29 @@ struct fake_get_limits {          /* nvmlGetMemoryLimits_v1_t */
     unsigned long long soft, hard, used;
 };
 
+/* Lock, reload, resolve the device of a memory-limit call: its error,
+ * a NULL argument's, or limits_err. */
+static nvmlReturn_t enter_limits(nvmlDevice_t d, const void *l,
+                                 const char *name_space, struct fake_gpu **g)
+{
+    nvmlReturn_t rc = enter_gpu(d, g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (l == NULL || name_space == NULL)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (st.limits_err != 0)
+        return leave(st.limits_err);
+    return NVML_SUCCESS;
+}
+
 FAKE_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(
     nvmlDevice_t d, struct fake_set_limits *l)
 {
     struct fake_gpu *g;
     FILE *f;
-    nvmlReturn_t rc = enter_gpu(d, &g);
+    nvmlReturn_t rc = enter_limits(d, l, l ? l->name_space : NULL, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (l == NULL || l->name_space == NULL)
-        return leave(NVML_ERROR_INVALID_ARGUMENT);
-    if (st.limits_err != 0)
-        return leave(st.limits_err);
     f = st.limits_log[0] ? fopen(st.limits_log, "ae") : NULL;
     if (f != NULL) {
         fprintf(f, "set %s %s %llu %llu\n", g->uuid, l->name_space, l->soft,
@@ -718,13 +729,9 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(
     nvmlDevice_t d, struct fake_get_limits *l)
 {
     struct fake_gpu *g;
-    nvmlReturn_t rc = enter_gpu(d, &g);
+    nvmlReturn_t rc = enter_limits(d, l, l ? l->name_space : NULL, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (l == NULL || l->name_space == NULL)
-        return leave(NVML_ERROR_INVALID_ARGUMENT);
-    if (st.limits_err != 0)
-        return leave(st.limits_err);
     l->used = st.limits_used;
     return leave(NVML_SUCCESS);
 }

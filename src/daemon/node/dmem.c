@@ -9,7 +9,6 @@
 #include "daemon/node/dmem.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,25 +121,6 @@ enum accel_err dmem_read_capacity(const char *root, struct dmem_region **out,
     return rc;
 }
 
-/* Write s to an existing file in one write(); 0 or -1 (errno kept).
- * O_TRUNC as a shell's redirection does: the kernel's files ignore it, a
- * fixture's file then holds what was written. */
-static int put(const char *path, const char *s)
-{
-    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), err;
-    ssize_t w;
-
-    if (fd < 0)
-        return -1;
-    do {
-        w = write(fd, s, strlen(s));
-    } while (w < 0 && errno == EINTR);
-    err = errno;
-    close(fd);
-    errno = err;
-    return w < 0 ? -1 : 0;
-}
-
 /* Does dir's cgroup.subtree_control list dmem? */
 static bool lists_dmem(const char *dir)
 {
@@ -169,7 +149,7 @@ static enum accel_err enable_down(const char *root, const char *rel,
         const char *next = strchr(p + 1, '/');
         if (!lists_dmem(dir)) {
             path = xasprintf("%s/cgroup.subtree_control", dir);
-            if (put(path, "+dmem") < 0) {
+            if (util_write_small(path, "+dmem") < 0) {
                 *cause = xasprintf("cannot enable dmem in %s: %s", path,
                                    strerror(errno));
                 rc = ACCEL_ESYS;
@@ -236,7 +216,7 @@ enum accel_err dmem_set_max(const char *root, const char *rel,
     }
     line = limit ? xasprintf("%s %llu", region, (unsigned long long)limit)
                  : xasprintf("%s max", region);
-    if (put(path, line) < 0) {
+    if (util_write_small(path, line) < 0) {
         *cause = xasprintf("the kernel refused \"%s\" in %s: %s", line, path,
                            strerror(errno));
         free(line);

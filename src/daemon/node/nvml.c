@@ -715,6 +715,29 @@ bool nvml_has_memory_limits(const struct nvml *n)
     return n != NULL && n->fn.nvmlDeviceSetMemoryLimits_v1 != NULL;
 }
 
+/* The device for a memory-limit call: ACCEL_ENOTSUP when the driver lacks
+ * the call, else find_device's answer. */
+static enum accel_err limits_device(struct nvml *n, bool present,
+                                    const char *call, const char *uuid,
+                                    nvmlDevice_t *d, char **cause)
+{
+    if (!present) {
+        set_cause(cause, xasprintf("this driver's NVML has no %s", call));
+        return ACCEL_ENOTSUP;
+    }
+    return find_device(n, uuid, d, cause);
+}
+
+/* NVML's answer to a memory-limit call as an accel error. */
+static enum accel_err limits_result(struct nvml *n, const char *call,
+                                    nvmlReturn_t rc, char **cause)
+{
+    if (rc == NVML_SUCCESS)
+        return ACCEL_OK;
+    set_cause(cause, call_failed(n, call, rc));
+    return ACCEL_EIO;
+}
+
 enum accel_err nvml_set_memory_limit(struct nvml *n, const char *uuid,
                                      const char *cgroup_dir, uint64_t hard,
                                      char **cause)
@@ -723,23 +746,14 @@ enum accel_err nvml_set_memory_limit(struct nvml *n, const char *uuid,
                                       hard ? hard
                                            : NVML_DEVICE_MEMORY_LIMIT_MAX};
     nvmlDevice_t d = NULL;
-    nvmlReturn_t rc;
-    enum accel_err err;
+    enum accel_err err = limits_device(
+        n, n->fn.nvmlDeviceSetMemoryLimits_v1 != NULL,
+        "nvmlDeviceSetMemoryLimits_v1", uuid, &d, cause);
 
-    if (!nvml_has_memory_limits(n)) {
-        set_cause(cause, xstrdup("this driver's NVML has no "
-                                 "nvmlDeviceSetMemoryLimits_v1"));
-        return ACCEL_ENOTSUP;
-    }
-    err = find_device(n, uuid, &d, cause);
     if (err != ACCEL_OK)
         return err;
-    rc = n->fn.nvmlDeviceSetMemoryLimits_v1(d, &lim);
-    if (rc != NVML_SUCCESS) {
-        set_cause(cause, call_failed(n, "nvmlDeviceSetMemoryLimits_v1", rc));
-        return ACCEL_EIO;
-    }
-    return ACCEL_OK;
+    return limits_result(n, "nvmlDeviceSetMemoryLimits_v1",
+                         n->fn.nvmlDeviceSetMemoryLimits_v1(d, &lim), cause);
 }
 
 enum accel_err nvml_cgroup_memory_used(struct nvml *n, const char *uuid,
@@ -748,22 +762,15 @@ enum accel_err nvml_cgroup_memory_used(struct nvml *n, const char *uuid,
 {
     struct nvml_get_limits_abi lim = {cgroup_dir, 0, 0, 0};
     nvmlDevice_t d = NULL;
-    nvmlReturn_t rc;
-    enum accel_err err;
+    enum accel_err err = limits_device(
+        n, n->fn.nvmlDeviceGetMemoryLimits_v1 != NULL,
+        "nvmlDeviceGetMemoryLimits_v1", uuid, &d, cause);
 
-    if (n->fn.nvmlDeviceGetMemoryLimits_v1 == NULL) {
-        set_cause(cause, xstrdup("this driver's NVML has no "
-                                 "nvmlDeviceGetMemoryLimits_v1"));
-        return ACCEL_ENOTSUP;
-    }
-    err = find_device(n, uuid, &d, cause);
-    if (err != ACCEL_OK)
-        return err;
-    rc = n->fn.nvmlDeviceGetMemoryLimits_v1(d, &lim);
-    if (rc != NVML_SUCCESS) {
-        set_cause(cause, call_failed(n, "nvmlDeviceGetMemoryLimits_v1", rc));
-        return ACCEL_EIO;
-    }
-    *out = lim.used;
-    return ACCEL_OK;
+    if (err == ACCEL_OK)
+        err = limits_result(n, "nvmlDeviceGetMemoryLimits_v1",
+                            n->fn.nvmlDeviceGetMemoryLimits_v1(d, &lim),
+                            cause);
+    if (err == ACCEL_OK)
+        *out = lim.used;
+    return err;
 }

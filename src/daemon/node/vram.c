@@ -395,10 +395,12 @@ bool vram_device_holds(struct accel_daemon *d, int dev, const char **tier,
         return false;
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        for (size_t k = 0; a->pid > 0 && a->row_vram && k < a->nrows; k++)
+        /* refused at that app's last start: not claimed until its next
+         * start or its release (the cached device JSON changes only then) */
+        for (size_t k = 0; a->row_vram && k < a->nrows; k++)
             if (a->rows[k].dev == (uint32_t)dev &&
                 a->row_vram[k] == VRAM_SHIM)
-                return false; /* refused for that app: not the kernel's */
+                return false;
     }
     *tier = vram_tier_name((enum vram_tier)di->vram_tier);
     *note = di->vram_tier == VRAM_KERNEL
