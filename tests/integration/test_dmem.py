@@ -223,6 +223,23 @@ class KernelTierTest(DmemBase):
                          AMD_REGION + " max")
         self.uninstall("switched")
 
+    def test_restart_finds_the_limit_again(self):
+        """acceld SIGKILLed and restarted: the app it finds running again
+        gets its limit written and read back (here the file had lost it),
+        and is reported by what the file says, not by memory."""
+        self.set_mode(AMD, "MemorySlice")
+        self.kernel_files("kept")
+        a = self.install(manifest("kept", "1Gi"), AMD)
+        self.d.kill()
+        put(self.app_dir("kept"), "dmem.max", AMD_REGION + " max")
+        self.d.start()
+        b = self.app("kept")
+        self.assertEqual((b["state"], b["pid"]), ("running", a["pid"]), b)
+        self.assertEqual(self.read(self.app_dir("kept"), "dmem.max"),
+                         "%s %d" % (AMD_REGION, GiB))
+        self.assertEqual(b["enforcement"]["vram"][0]["memory"], "kernel", b)
+        self.uninstall("kept")
+
     def test_exclusive_sets_no_limit(self):
         self.kernel_files("whole", dmem_max="%s 1024" % DGPU_REGION)
         a = self.install(manifest("whole", "1Gi", "amd-gpu"), DGPU)
