@@ -372,6 +372,8 @@ static void add_new_gpus(struct accel_daemon *d, int node,
                                 (int)g[i].index);
         d->dinfo[state_dev_find(d, g[i].uuid)].discovered = true;
         d->dinfo[state_dev_find(d, g[i].uuid)].mem_source = source;
+        d->dinfo[state_dev_find(d, g[i].uuid)].pci =
+            g[i].pci[0] ? xstrdup(g[i].pci) : NULL;
         json_array_append_new(added, json_string(g[i].uuid));
         state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
                     "GPU %s (%s) discovered; it takes placements", g[i].uuid,
