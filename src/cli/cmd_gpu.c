@@ -4,7 +4,9 @@
  * sees of its accelerators: whether NVML is loaded (and if not, why, so a
  * machine without a GPU says so plainly), the driver and CUDA versions,
  * and each device of the node with its sharing mode, health, presence,
- * processes that use it without a binding, and the enforcement tier. It
+ * processes that use it without a binding, and the enforcement tier (and
+ * per device which tier holds its VRAM quotas: the kernel's dmem, the
+ * driver's limits, or why neither). It
  * reads GET /api/runtime. `gpu enable|disable` live in cmd_cluster.c.
  */
 #include "common/accel_setup.h"
@@ -138,6 +140,14 @@ static void print_status(const json_t *data)
         add_row(&t, dev);
     table_print(&t, stdout);
     table_release(&t);
+    /* per device, which tier holds its VRAM quotas, or why no stronger
+     * one than the shim (the kernel's dmem, the driver's limits) */
+    json_array_foreach(devs, i, dev) {
+        const json_t *e = json_object_get(dev, "enforcement");
+        if (json_is_string(json_object_get(e, "vramQuotas")))
+            printf("%s: %s\n", table_str(dev, "id"),
+                   table_str(e, "vramQuotas"));
+    }
     json_array_foreach(devs, i, dev)
         if (json_array_size(json_object_get(dev, "foreignUsage")) > 0)
             printf("warning: %s is used by processes that hold no binding "

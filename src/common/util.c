@@ -93,6 +93,22 @@ void util_strlcpy(char *dst, const char *src, size_t len)
     dst[n] = '\0';
 }
 
+int util_write_small(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), err;
+    ssize_t w;
+
+    if (fd < 0)
+        return -1;
+    do {
+        w = write(fd, s, strlen(s));
+    } while (w < 0 && errno == EINTR);
+    err = errno;
+    close(fd);
+    errno = err;
+    return w < 0 ? -1 : 0;
+}
+
 ssize_t util_read_small(const char *path, char *buf, size_t len)
 {
     size_t n = 0;

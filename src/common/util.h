@@ -29,5 +29,9 @@ void util_strlcpy(char *dst, const char *src, size_t len);
  * buf and terminate it; the bytes read, or -1 (errno set) when it cannot be
  * opened. A read error ends the read with what was read so far. */
 ssize_t util_read_small(const char *path, char *buf, size_t len);
+/* Write s to an existing file (a cgroup or sysfs file: never created) in
+ * one write(), as a shell's redirection does (O_TRUNC, which the kernel's
+ * files ignore and a test's fixture file obeys). 0, or -1 with errno. */
+int util_write_small(const char *path, const char *s);
 
 #endif /* ACCEL_COMMON_UTIL_H */

@@ -36,6 +36,7 @@
 #include "daemon/node/reconcile.h"
 #include "daemon/node/runtime.h"
 #include "daemon/node/sampler.h"
+#include "daemon/node/vram.h"
 #include "daemon/paths.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -394,6 +395,8 @@ static void usage(FILE *f)
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
+            "              [--cgroup-root DIR] (dmem.capacity, the apps' "
+            "dmem files)\n"
             "              [--hami-listen HOST:PORT [--hami-listen-any]]\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
@@ -437,6 +440,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"inventory", required_argument, NULL, 'i'},
         {"sysfs-root", required_argument, NULL, 'S'},
         {"proc-root", required_argument, NULL, 'O'},
+        {"cgroup-root", required_argument, NULL, 'g'},
         {"node-name", required_argument, NULL, 'n'},
         {"web-dir", required_argument, NULL, 'w'},
         {"log-level", required_argument, NULL, 'L'},
@@ -481,6 +485,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'i': d->cfg.inventory = xstrdup(optarg); break;
         case 'S': free(d->cfg.sysfs_root); d->cfg.sysfs_root = xstrdup(optarg); break;
         case 'O': free(d->cfg.proc_root); d->cfg.proc_root = xstrdup(optarg); break;
+        case 'g': free(d->cfg.cgroup_root); d->cfg.cgroup_root = xstrdup(optarg); break;
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;
         case 'Z': d->cfg.hami_any = true; break;
@@ -839,6 +844,7 @@ int daemon_main(int argc, char **argv)
         return 1;
     runtime_cgroups_init(d);
     runtime_end_orphans(d);
+    vram_init(d); /* which tier holds each device's VRAM quotas */
     /* before the routes that read it: a request never sees no history */
     if (sampler_start(d) != ACCEL_OK)
         log_error("cannot start the metric history");
@@ -905,8 +911,10 @@ int daemon_main(int argc, char **argv)
      * here on it finds d->lock held and the process gone; the cgroups and
      * the store are closed only when no such thread could still use them
      * (no new one starts: the server is stopped) */
-    if (atomic_load(&d->slow_ops) == 0)
+    if (atomic_load(&d->slow_ops) == 0) {
+        vram_fini(d);
         runtime_cgroups_fini(d);
+    }
     pthread_mutex_lock(&d->lock);
     if (atomic_load(&d->slow_ops) == 0)
         store_close(d->store);

@@ -116,6 +116,8 @@ void state_app_free(struct app *a)
     manifest_release(&a->m);
     free(a->rows);
     free(a->row_usage);
+    free(a->row_vram);
+    free(a->vram_refused);
     free(a->stop.reason);
     for (size_t i = 0; i < a->nparts; i++)
         free(a->parts[i]);
@@ -408,8 +410,10 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
     }
     free(a->rows);
     free(a->row_usage);
+    free(a->row_vram);
     a->rows = NULL;
     a->row_usage = NULL;
+    a->row_vram = NULL;
     a->nrows = 0;
     a->usage = 0;
     if (n > 0) {

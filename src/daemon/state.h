@@ -34,6 +34,7 @@ struct cluster;
 struct strmap;
 struct http_server;
 struct metrics;
+struct vram;
 struct view_piece;
 struct broker_set;
 struct reconcile;
@@ -109,6 +110,13 @@ struct dev_info {
     size_t nautil;       /* entries of autil */
     bool reported_healthy; /* cluster: health as its agent reported it
                             (snap health = this and the node reachable) */
+    char *pci;           /* PCI address "0000:03:00.0" (NVML, the DRM
+                            sysfs), NULL unknown: names its dmem region */
+    uint8_t vram_tier;   /* enum vram_tier this node offers the device's
+                            quotas (node/vram.h); 0 = not looked at */
+    char *vram_region;   /* its dmem region (the kernel tier), NULL none */
+    char *vram_note;     /* that tier, or why no stronger one, as a
+                            sentence (vram.c); NULL = not looked at */
 };
 
 /* Reconciler bookkeeping of an app whose processes still hold a device
@@ -169,6 +177,11 @@ struct app {
     bool committing;             /* installed in memory, its transaction on
                                     its way to etcd (ops.c): other changes
                                     to it wait (409) */
+    uint8_t *row_vram;           /* [nrows] enum vram_tier holding each
+                                    row's quota on this node (node/vram.c),
+                                    NULL = none applied */
+    char *vram_refused;          /* why a stronger tier was refused at its
+                                    start (vram.c), NULL = none was */
 };
 
 struct accel_config {
@@ -179,6 +192,8 @@ struct accel_config {
     char *inventory;     /* --inventory FILE or NULL */
     char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
     char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */
+    char *cgroup_root;   /* --cgroup-root DIR: dmem.capacity and the apps'
+                            dmem files (default: the cgroup v2 mount) */
     char *node_name;     /* --node-name or host name */
     char *web_dir;       /* --web-dir */
     int log_level;       /* --log-level */
@@ -272,6 +287,8 @@ struct accel_daemon {
                                     others cannot reach the data dir
                                     (identity.c) */
     struct http_server *http;
+    struct vram *vram;           /* the kernel's and the driver's VRAM
+                                    limits (node/vram.c), NULL = none */
     struct metrics *metrics;     /* counters (own lock) */
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */

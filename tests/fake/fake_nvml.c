@@ -27,6 +27,13 @@
  *   proc_err GPU-a N              the process queries of that device return N
  *   putil GPU-a PID SM            a per-process utilization sample (percent);
  *                                 none on a device: NOT_FOUND, as NVML says
+ *   limits_log PATH               nvmlDeviceSetMemoryLimits_v1 appends
+ *                                 "set <uuid> <nameSpace> <soft> <hard>" there
+ *   limits_err N                  nvmlDevice{Set,Get}MemoryLimits_v1 return N
+ *   limits_used N                 nvmlDeviceGetMemoryLimits_v1's currentUsed
+ * A gpu may say pci=0000:03:00.0: nvmlDeviceGetPciInfo_v3 answers it as
+ * NVML spells it ("00000000:03:00.0"); without it, NOT_SUPPORTED. The old
+ * driver lacks the PCI and memory-limit calls (a driver before r615).
  * A missing or empty file means a driver with no devices.
  */
 #include "common/accel_setup.h"
@@ -68,6 +75,7 @@ struct fake_gpu {
     int err;                  /* every query returns this when non-zero */
     int uuid_err;             /* nvmlDeviceGetUUID returns this */
     int proc_err;             /* process queries return this */
+    char pci[32];             /* "0000:03:00.0", "" none */
 };
 
 struct fake_proc {
@@ -97,6 +105,9 @@ struct fake_state {
     unsigned nprocs;
     struct fake_putil putil[FAKE_MAX_PUTIL];
     unsigned nputil;
+    char limits_log[256];     /* where the memory limits set are logged */
+    int limits_err;           /* the memory-limit calls return this */
+    unsigned long long limits_used; /* currentUsed of every cgroup */
 };
 
 /* The fake is a library mimicking a process-global driver: one state. */
@@ -130,6 +141,8 @@ static void parse_gpu_field(struct fake_gpu *g, const char *key,
         g->err = (int)strtol(val, NULL, 10);
     else if (strcmp(key, "uuid_err") == 0)
         g->uuid_err = (int)strtol(val, NULL, 10);
+    else if (strcmp(key, "pci") == 0)
+        snprintf(g->pci, sizeof(g->pci), "%s", val);
 }
 
 /* "gpu k=v k=v ... name=Rest Of Line" */
@@ -208,6 +221,13 @@ static void parse_line(char *line)
              sscanf(line + 6, "%95s %u %u", st.putil[st.nputil].uuid,
                     &st.putil[st.nputil].pid, &st.putil[st.nputil].sm) == 3)
         st.nputil++;
+    else if (strncmp(line, "limits_log ", 11) == 0)
+        snprintf(st.limits_log, sizeof(st.limits_log), "%.*s",
+                 (int)sizeof(st.limits_log) - 1, line + 11);
+    else if (strncmp(line, "limits_err ", 11) == 0)
+        st.limits_err = (int)strtol(line + 11, NULL, 10);
+    else if (strncmp(line, "limits_used ", 12) == 0)
+        st.limits_used = strtoull(line + 12, NULL, 10);
     else if (sscanf(line, "proc_err %95s %d", uuid, &code) == 2 &&
              gpu_by_uuid(uuid) != NULL)
         gpu_by_uuid(uuid)->proc_err = code;
@@ -631,5 +651,88 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(
     nvmlDevice_t d, unsigned *count, void *infos)
 {
     return procs(d, count, infos, 1, 1);
+}
+#endif
+
+#ifndef FAKE_NVML_OLD
+struct fake_pci {                 /* nvmlPciInfo_t */
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d,
+                                                 struct fake_pci *p)
+{
+    struct fake_gpu *g;
+    unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+    nvmlReturn_t rc = enter_gpu(d, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (g->pci[0] == '\0' ||
+        sscanf(g->pci, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+        return leave(NVML_ERROR_NOT_SUPPORTED);
+    memset(p, 0, sizeof(*p));
+    p->domain = dom;
+    p->bus = bus;
+    p->device = dev;
+    snprintf(p->bus_id, sizeof(p->bus_id), "%08X:%02X:%02X.%X", dom, bus,
+             dev, fn);
+    snprintf(p->bus_id_legacy, sizeof(p->bus_id_legacy), "%04X:%02X:%02X.%X",
+             dom, bus, dev, fn);
+    return leave(NVML_SUCCESS);
+}
+
+struct fake_set_limits {          /* nvmlSetMemoryLimits_v1_t */
+    const char *name_space;
+    unsigned long long soft, hard;
+};
+
+struct fake_get_limits {          /* nvmlGetMemoryLimits_v1_t */
+    const char *name_space;
+    unsigned long long soft, hard, used;
+};
+
+/* Lock, reload, resolve the device of a memory-limit call: its error,
+ * a NULL argument's, or limits_err. */
+static nvmlReturn_t enter_limits(nvmlDevice_t d, const void *l,
+                                 const char *name_space, struct fake_gpu **g)
+{
+    nvmlReturn_t rc = enter_gpu(d, g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (l == NULL || name_space == NULL)
+        return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (st.limits_err != 0)
+        return leave(st.limits_err);
+    return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(
+    nvmlDevice_t d, struct fake_set_limits *l)
+{
+    struct fake_gpu *g;
+    FILE *f;
+    nvmlReturn_t rc = enter_limits(d, l, l ? l->name_space : NULL, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    f = st.limits_log[0] ? fopen(st.limits_log, "ae") : NULL;
+    if (f != NULL) {
+        fprintf(f, "set %s %s %llu %llu\n", g->uuid, l->name_space, l->soft,
+                l->hard);
+        fclose(f);
+    }
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(
+    nvmlDevice_t d, struct fake_get_limits *l)
+{
+    struct fake_gpu *g;
+    nvmlReturn_t rc = enter_limits(d, l, l ? l->name_space : NULL, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    l->used = st.limits_used;
+    return leave(NVML_SUCCESS);
 }
 #endif

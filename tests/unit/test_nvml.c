@@ -446,7 +446,115 @@ TEST(nvml_unified_memory_gb10)
     nvml_close(n);
 }
 
+/* The fake's log of the limits set, "" when none (buf has len bytes). */
+static void limits_log(char *buf, size_t len)
+{
+    char path[300];
+    FILE *f;
+    size_t n = 0;
+
+    snprintf(path, sizeof path, "%s/limits.log", harness_tmp());
+    f = fopen(path, "r");
+    if (f != NULL) {
+        n = fread(buf, 1, len - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+}
+
+/*
+ * Per-cgroup memory limits (driver r615): the PCI address read as the
+ * kernel spells it, the limit set for a cgroup's full path (soft = hard =
+ * the quota), cleared with soft 0 and hard NVML_DEVICE_MEMORY_LIMIT_MAX,
+ * the driver's count for the cgroup read back, and a refusal an error
+ * with NVML's sentence.
+ */
+TEST(nvml_memory_limits)
+{
+    char text[1024], log[1024];
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    uint64_t used = 0;
+    char *cause = NULL;
+    struct nvml *n;
+
+    snprintf(text, sizeof text,
+             "gpu uuid=GPU-aaaa total=25769803776 pci=0000:3B:00.0 "
+             "name=NVIDIA RTX 6000\n"
+             "gpu uuid=GPU-bbbb total=25769803776 name=NVIDIA RTX 6000\n"
+             "limits_log %s/limits.log\nlimits_used 123456\n",
+             harness_tmp());
+    fake_state("", text);
+    n = open_ok();
+    ASSERT(nvml_has_memory_limits(n));
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_EQ(count, 2);
+    ASSERT_STR_EQ(g[0].pci, "0000:3b:00.0");
+    ASSERT_STR_EQ(g[1].pci, ""); /* NOT_SUPPORTED: unknown, still healthy */
+    ASSERT_EQ(g[1].healthy, 1);
+    free(g);
+    ASSERT_EQ(nvml_set_memory_limit(n, "GPU-aaaa", "/sys/fs/cgroup/a/app1",
+                                    4 * GIB, &cause), ACCEL_OK);
+    ASSERT_EQ(nvml_set_memory_limit(n, "GPU-aaaa", "/sys/fs/cgroup/a/app1", 0,
+                                    &cause), ACCEL_OK);
+    limits_log(log, sizeof log);
+    ASSERT_STR_EQ(log, "set GPU-aaaa /sys/fs/cgroup/a/app1 4294967296 "
+                       "4294967296\n"
+                       "set GPU-aaaa /sys/fs/cgroup/a/app1 0 "
+                       "18446744073709551615\n");
+    ASSERT_EQ(nvml_cgroup_memory_used(n, "GPU-aaaa", "/sys/fs/cgroup/a/app1",
+                                      &used, &cause), ACCEL_OK);
+    ASSERT_U64_EQ(used, 123456);
+    ASSERT_EQ(nvml_set_memory_limit(n, "GPU-none", "/x", GIB, &cause),
+              ACCEL_ENOTFOUND);
+    free(cause);
+    cause = NULL;
+    nvml_close(n);
+    /* the driver refuses (not root: NO_PERMISSION, 4) */
+    snprintf(text, sizeof text,
+             "gpu uuid=GPU-aaaa total=25769803776 name=NVIDIA RTX 6000\n"
+             "limits_err 4\n");
+    fake_state("", text);
+    n = open_ok();
+    ASSERT_EQ(nvml_set_memory_limit(n, "GPU-aaaa", "/x", GIB, &cause),
+              ACCEL_EIO);
+    ASSERT(cause != NULL &&
+           strstr(cause, "nvmlDeviceSetMemoryLimits_v1") != NULL &&
+           strstr(cause, "Insufficient Permissions") != NULL);
+    free(cause);
+    nvml_close(n);
+}
+
+/* A driver before r615: no memory limits, said, never a call through NULL. */
+TEST(nvml_memory_limits_old_driver)
+{
+    struct nvml_gpu *g = NULL;
+    size_t count = 0;
+    uint64_t used = 0;
+    char *cause = NULL;
+    struct nvml *n;
+
+    fake_state("/old", "gpu uuid=GPU-aaaa total=1024 pci=0000:01:00.0 "
+                       "name=Old\n");
+    n = open_ok();
+    ASSERT(!nvml_has_memory_limits(n));
+    ASSERT_EQ(nvml_scan(n, &g, &count, NULL), ACCEL_OK);
+    ASSERT_STR_EQ(g[0].pci, ""); /* no nvmlDeviceGetPciInfo_v3 */
+    free(g);
+    ASSERT_EQ(nvml_set_memory_limit(n, "GPU-aaaa", "/x", GIB, &cause),
+              ACCEL_ENOTSUP);
+    ASSERT(cause != NULL);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(nvml_cgroup_memory_used(n, "GPU-aaaa", "/x", &used, &cause),
+              ACCEL_ENOTSUP);
+    free(cause);
+    nvml_close(n);
+}
+
 #define TESTS(XX)                                                              \
+    XX(nvml_memory_limits)                                                     \
+    XX(nvml_memory_limits_old_driver)                                          \
     XX(nvml_unified_memory_gb10)                                               \
     XX(nvml_scan_two_gpus)                                                     \
     XX(nvml_telemetry)                                                         \

@@ -19,9 +19,14 @@ export function enforcementNote(d) {
   const unit = hasVram(d.mode) ? 'VRAM' : 'Memory';
   if (d.supportType === 'MemorySlice') {
     // the node says what holds the quota and what it does not see
-    // (memoryNote: HIP only, the shared RAM of a GB10, a cgroup alone)
+    // (memoryNote: HIP only, the shared RAM of a GB10, a cgroup alone);
+    // the kernel's dmem or the driver's limits where they hold the apps
+    if (e.memory === 'kernel' || e.memory === 'driver') {
+      return { kind: 'ok', text: `${unit} quotas enforced by the ${e.memory === 'kernel' ? 'kernel (dmem)' : 'driver'}`, title: e.memoryNote || e.vramQuotas || '' };
+    }
     if (e.memory === 'shim') {
-      return { kind: 'ok', text: `${unit} quotas enforced`, title: e.memoryNote || "accel's CUDA shim stops an app from allocating more than its quota." };
+      // vramQuotas: why neither the kernel nor the driver holds them here
+      return { kind: 'ok', text: `${unit} quotas enforced`, title: [e.memoryNote || "accel's CUDA shim stops an app from allocating more than its quota.", e.vramQuotas].filter(Boolean).join(' ') };
     }
     if (e.memory === 'cgroup') {
       return { kind: 'warn', text: `${unit} quotas held by the app's memory limit only`, title: e.memoryNote || "Only the app's cgroup memory limit contains it; nothing intercepts this device's allocations." };

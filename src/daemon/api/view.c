@@ -18,6 +18,7 @@
 #include "daemon/node/cgroup.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
+#include "daemon/node/vram.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -165,7 +166,7 @@ static json_t *cgroup_only(struct accel_daemon *d, const struct adm_device *x)
     return o;
 }
 
-static json_t *enforcement(struct accel_daemon *d, int dev)
+static json_t *shim_enforcement(struct accel_daemon *d, int dev)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const struct node_info *ni = &d->ninfo[x->node];
@@ -194,6 +195,33 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     if (!real && ni->local && x->st == ACCEL_SUPPORT_MEMSLICE)
         return cgroup_only(d, x);
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
+}
+
+/* The kernel or the driver where they hold the device's Memory-slicing
+ * apps (vram.h), else what the shim and the cgroup do; and on a local
+ * device, the tier the node offers its quotas (vramTier) and why
+ * (vramQuotas). */
+static json_t *enforcement(struct accel_daemon *d, int dev)
+{
+    const struct dev_info *di = &d->dinfo[dev];
+    const char *tier = NULL;
+    char *note = NULL;
+    json_t *o;
+
+    if (d->snap.devs[dev].st == ACCEL_SUPPORT_MEMSLICE &&
+        vram_device_holds(d, dev, &tier, &note)) {
+        o = json_pack("{s:s, s:s, s:s}", "memory", tier, "compute", "none",
+                      "memoryNote", note);
+        free(note);
+    } else {
+        o = shim_enforcement(d, dev);
+    }
+    if (di->vram_note != NULL) {
+        json_object_set_new(o, "vramTier", json_string(vram_tier_name(
+                                               (enum vram_tier)di->vram_tier)));
+        json_object_set_new(o, "vramQuotas", json_string(di->vram_note));
+    }
+    return o;
 }
 
 /* A measured value, or null when it is unknown (v < 0). */

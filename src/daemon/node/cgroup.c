@@ -39,27 +39,10 @@ struct hier {
 
 /* ---- small file helpers ---- */
 
-/* Write s to an existing file in one write(). 0 or -1 (errno kept). */
-static int write_file(const char *path, const char *s)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC), err;
-    ssize_t w;
-
-    if (fd < 0)
-        return -1;
-    do {
-        w = write(fd, s, strlen(s));
-    } while (w < 0 && errno == EINTR);
-    err = errno;
-    close(fd);
-    errno = err;
-    return w < 0 ? -1 : 0;
-}
-
 static int write_at(const char *dir, const char *file, const char *s)
 {
     char *path = xasprintf("%s/%s", dir, file);
-    int rc = write_file(path, s);
+    int rc = util_write_small(path, s);
     int err = errno;
     free(path);
     errno = err;
@@ -837,12 +820,12 @@ static void kill_frozen(const struct cgroup_sys *cs, const char *app)
     uint64_t deadline = util_now_ns() + CG_FREEZE_WAIT_MS * 1000000ULL;
 
     state = join(dir, "freezer.state");
-    if (write_file(state, "FROZEN") == 0)
+    if (util_write_small(state, "FROZEN") == 0)
         while (util_read_small(state, buf, sizeof buf) > 0 &&
                strncmp(buf, "FROZEN", 6) != 0 && util_now_ns() < deadline)
             sleep_ms(5);
     cgroup_app_signal(cs, app, SIGKILL);
-    write_file(state, "THAWED");
+    util_write_small(state, "THAWED");
     free(state);
     free(dir);
 }

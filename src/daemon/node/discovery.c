@@ -235,6 +235,7 @@ static void add_nvml_gpu(struct accel_daemon *d, const struct nvml_gpu *g,
     discovery_add_device(d, g->uuid, t, g->name, mem, default_mode(t),
                          g->healthy == 1, (int)g->index);
     d->dinfo[d->snap.ndevs - 1].mem_source = source;
+    d->dinfo[d->snap.ndevs - 1].pci = g->pci[0] ? xstrdup(g->pci) : NULL;
 }
 
 static uint8_t drm_na_code(enum drm_na na)
@@ -284,6 +285,7 @@ static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
         di = &d->dinfo[d->snap.ndevs - 1];
         di->drm = true;
         di->mem_source = xstrdup(g[i].mem_source);
+        di->pci = g[i].pci[0] ? xstrdup(g[i].pci) : NULL;
         discovery_drm_readings(di, &g[i]);
         log_info("%s %s (%s, %s): %s, memory %.1f GiB from %s%s%s", ids[i],
                  g[i].name, g[i].card, g[i].pci[0] ? g[i].pci : "no PCI "
@@ -370,6 +372,8 @@ static void add_new_gpus(struct accel_daemon *d, int node,
                                 (int)g[i].index);
         d->dinfo[state_dev_find(d, g[i].uuid)].discovered = true;
         d->dinfo[state_dev_find(d, g[i].uuid)].mem_source = source;
+        d->dinfo[state_dev_find(d, g[i].uuid)].pci =
+            g[i].pci[0] ? xstrdup(g[i].pci) : NULL;
         json_array_append_new(added, json_string(g[i].uuid));
         state_event(d, "device.new", NULL, d->cfg.node_name, g[i].uuid, NULL,
                     "GPU %s (%s) discovered; it takes placements", g[i].uuid,

@@ -59,6 +59,26 @@ struct nvml_proc_v2_abi {      /* nvmlProcessInfo_t, used by _v2 and _v3 */
 
 typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
 
+struct nvml_pci_abi {          /* nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3) */
+    char bus_id_legacy[16];    /* NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE */
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];           /* "00000000:03:00.0" */
+};
+
+struct nvml_set_limits_abi {   /* nvmlSetMemoryLimits_v1_t */
+    const char *name_space;    /* the cgroup's full path */
+    unsigned long long soft;   /* bytes */
+    unsigned long long hard;   /* bytes */
+};
+
+struct nvml_get_limits_abi {   /* nvmlGetMemoryLimits_v1_t */
+    const char *name_space;    /* the cgroup's full path */
+    unsigned long long soft, hard; /* bytes */
+    unsigned long long used;   /* currentUsed, bytes */
+};
+
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL /* no limit */
+
 /*
  * XX(name, return, params, required). A required symbol missing makes
  * nvml_open fail; an optional one makes only the call that needs it fail.
@@ -93,6 +113,12 @@ typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
        (nvmlDevice_t, int, int, unsigned long long *), 0)                      \
     XX(nvmlDeviceGetHandleByUUID, nvmlReturn_t,                                \
        (const char *, nvmlDevice_t *), 0)                                      \
+    XX(nvmlDeviceGetPciInfo_v3, nvmlReturn_t,                                  \
+       (nvmlDevice_t, struct nvml_pci_abi *), 0)                               \
+    XX(nvmlDeviceSetMemoryLimits_v1, nvmlReturn_t,                             \
+       (nvmlDevice_t, struct nvml_set_limits_abi *), 0)                        \
+    XX(nvmlDeviceGetMemoryLimits_v1, nvmlReturn_t,                             \
+       (nvmlDevice_t, struct nvml_get_limits_abi *), 0)                        \
     XX(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *, unsigned int), 0)    \
     XX(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int *), 0)            \
     XX(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *), 0)               \
@@ -383,6 +409,23 @@ static void query_temperature(struct nvml *n, nvmlDevice_t d,
         g->temperature = (int)c;
 }
 
+/* The PCI address, lower case "dddd:bb:dd.f" (the kernel's spelling, as
+ * dmem.capacity names regions); "" when unknown. Not a health matter. */
+static void query_pci(struct nvml *n, nvmlDevice_t d, struct nvml_gpu *g)
+{
+    struct nvml_pci_abi pci;
+    unsigned dom, bus, dev, fn;
+
+    memset(&pci, 0, sizeof pci);
+    if (n->fn.nvmlDeviceGetPciInfo_v3 == NULL ||
+        n->fn.nvmlDeviceGetPciInfo_v3(d, &pci) != NVML_SUCCESS)
+        return;
+    pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+    if (sscanf(pci.bus_id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) == 4)
+        snprintf(g->pci, sizeof g->pci, "%04x:%02x:%02x.%x", dom & 0xffff,
+                 bus & 0xff, dev & 0x1f, fn & 7);
+}
+
 /* Fill one entry; every failure marks the device unhealthy. */
 static void query_device(struct nvml *n, unsigned i, struct nvml_gpu *g)
 {
@@ -422,6 +465,7 @@ static void query_device(struct nvml *n, unsigned i, struct nvml_gpu *g)
     } else {
         mark_unhealthy(n, g, "nvmlDeviceGetMemoryInfo", rc);
     }
+    query_pci(n, d, g);
     query_utilization(n, d, g);
     query_power(n, d, g);
     query_temperature(n, d, g);
@@ -662,4 +706,71 @@ enum accel_err nvml_process_util(struct nvml *n, const char *uuid,
     }
     free(v);
     return ACCEL_OK;
+}
+
+/* ---- per-cgroup memory limits (driver r615 on) ---- */
+
+bool nvml_has_memory_limits(const struct nvml *n)
+{
+    return n != NULL && n->fn.nvmlDeviceSetMemoryLimits_v1 != NULL;
+}
+
+/* The device for a memory-limit call: ACCEL_ENOTSUP when the driver lacks
+ * the call, else find_device's answer. */
+static enum accel_err limits_device(struct nvml *n, bool present,
+                                    const char *call, const char *uuid,
+                                    nvmlDevice_t *d, char **cause)
+{
+    if (!present) {
+        set_cause(cause, xasprintf("this driver's NVML has no %s", call));
+        return ACCEL_ENOTSUP;
+    }
+    return find_device(n, uuid, d, cause);
+}
+
+/* NVML's answer to a memory-limit call as an accel error. */
+static enum accel_err limits_result(struct nvml *n, const char *call,
+                                    nvmlReturn_t rc, char **cause)
+{
+    if (rc == NVML_SUCCESS)
+        return ACCEL_OK;
+    set_cause(cause, call_failed(n, call, rc));
+    return ACCEL_EIO;
+}
+
+enum accel_err nvml_set_memory_limit(struct nvml *n, const char *uuid,
+                                     const char *cgroup_dir, uint64_t hard,
+                                     char **cause)
+{
+    struct nvml_set_limits_abi lim = {cgroup_dir, hard,
+                                      hard ? hard
+                                           : NVML_DEVICE_MEMORY_LIMIT_MAX};
+    nvmlDevice_t d = NULL;
+    enum accel_err err = limits_device(
+        n, n->fn.nvmlDeviceSetMemoryLimits_v1 != NULL,
+        "nvmlDeviceSetMemoryLimits_v1", uuid, &d, cause);
+
+    if (err != ACCEL_OK)
+        return err;
+    return limits_result(n, "nvmlDeviceSetMemoryLimits_v1",
+                         n->fn.nvmlDeviceSetMemoryLimits_v1(d, &lim), cause);
+}
+
+enum accel_err nvml_cgroup_memory_used(struct nvml *n, const char *uuid,
+                                       const char *cgroup_dir, uint64_t *out,
+                                       char **cause)
+{
+    struct nvml_get_limits_abi lim = {cgroup_dir, 0, 0, 0};
+    nvmlDevice_t d = NULL;
+    enum accel_err err = limits_device(
+        n, n->fn.nvmlDeviceGetMemoryLimits_v1 != NULL,
+        "nvmlDeviceGetMemoryLimits_v1", uuid, &d, cause);
+
+    if (err == ACCEL_OK)
+        err = limits_result(n, "nvmlDeviceGetMemoryLimits_v1",
+                            n->fn.nvmlDeviceGetMemoryLimits_v1(d, &lim),
+                            cause);
+    if (err == ACCEL_OK)
+        *out = lim.used;
+    return err;
 }

@@ -17,6 +17,7 @@
 #ifndef ACCEL_DAEMON_NODE_NVML_H
 #define ACCEL_DAEMON_NODE_NVML_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,6 +27,7 @@
 #define NVML_UUID_LEN 96  /* NVML_DEVICE_UUID_V2_BUFFER_SIZE is 96 */
 #define NVML_NAME_LEN 96  /* NVML_DEVICE_NAME_V2_BUFFER_SIZE is 96 */
 #define NVML_CAUSE_LEN 160 /* room for one "nvmlX failed: Y" sentence */
+#define NVML_PCI_LEN 16    /* "0000:03:00.0" */
 
 struct nvml; /* opaque: the loaded library and its resolved symbols */
 
@@ -67,6 +69,8 @@ struct nvml_gpu {
     enum nvml_na temp_na;      /* why temperature is unknown */
     int healthy;               /* 1 healthy, 0 not (see health_cause) */
     char health_cause[NVML_CAUSE_LEN]; /* why unhealthy; "" when healthy */
+    char pci[NVML_PCI_LEN];    /* PCI address "0000:03:00.0" (nvmlDeviceGet
+                                  PciInfo_v3, lower case), "" unknown */
 };
 
 /* One process that holds a context on a device. */
@@ -149,5 +153,32 @@ enum accel_err nvml_processes(struct nvml *n, const char *uuid,
 enum accel_err nvml_process_util(struct nvml *n, const char *uuid,
                                  uint64_t since_us, struct nvml_putil **out,
                                  size_t *count, char **cause);
+
+/*
+ * Per-cgroup memory limits (driver r615 on): does this driver's NVML export
+ * nvmlDeviceSetMemoryLimits_v1? Looked up at load, never required.
+ */
+bool nvml_has_memory_limits(const struct nvml *n);
+
+/*
+ * Hold the cgroup whose directory is cgroup_dir (the full path, as NVML's
+ * nameSpace wants it) to hard bytes of the device with this UUID (soft =
+ * hard: the quota acceld admitted is the app's); hard 0 clears the limits
+ * (soft 0, hard NVML_DEVICE_MEMORY_LIMIT_MAX). Root only, no MIG handle.
+ * Returns ACCEL_OK; ACCEL_ENOTSUP (no such call in this driver);
+ * ACCEL_ENOTFOUND (no such UUID); ACCEL_EIO (NVML refused), each with *cause.
+ */
+enum accel_err nvml_set_memory_limit(struct nvml *n, const char *uuid,
+                                     const char *cgroup_dir, uint64_t hard,
+                                     char **cause);
+
+/*
+ * The device memory the driver counts for that cgroup on the device
+ * (nvmlDeviceGetMemoryLimits_v1's currentUsed), set only on success. Same
+ * errors as nvml_set_memory_limit.
+ */
+enum accel_err nvml_cgroup_memory_used(struct nvml *n, const char *uuid,
+                                       const char *cgroup_dir, uint64_t *out,
+                                       char **cause);
 
 #endif /* ACCEL_DAEMON_NODE_NVML_H */

@@ -33,6 +33,7 @@
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
+#include "daemon/node/vram.h"
 #include "daemon/state.h"
 
 #define SUPERVISE_MS 100     /* a supervisor round */
@@ -257,6 +258,8 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
     char *rundir = run_dir(d), *cfg = config_path(d, a->name);
     char path[512];
+
+    vram_app_clear(d, a);
     for (size_t i = 0; i < a->nrows; i++) {
         if (quota_row(d, a, i) &&
             ledger_path(path, sizeof path, rundir, a->name,
@@ -471,6 +474,8 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     rc = cgroup_app_prepare(d->cg, a->name, &lim, cause);
     if (rc != ACCEL_OK)
         goto out;
+    if (d->cg->v2_dir != NULL)
+        vram_app_apply(d, a); /* the kernel's or the driver's VRAM limits */
     if (d->cg->containment.tier != CGROUP_NONE) {
         spec.place = place_child; /* before the uid drop and the exec */
         spec.place_arg = &pl;
@@ -1020,8 +1025,10 @@ static void *supervise(void *arg)
 
     while (!d->stopping) {
         usleep(SUPERVISE_MS * 1000);
-        if (++tick % 10 == 0)
+        if (++tick % 10 == 0) {
             refresh_usage(d);
+            vram_refresh_usage(d); /* the kernel's or the driver's count */
+        }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
             disk_next = util_now_ns() +
@@ -1229,6 +1236,7 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
         put_cap(o, reasons, "pids", &cg->pids);
         put_disk(o, reasons, a);
         json_object_set_new(o, "cgroup", cgroup_path(d, a->name));
+        json_object_set_new(o, "vram", vram_app_json(d, a));
     } else {
         put_cap(o, reasons, "containment", &cg->containment);
         put_cap(o, reasons, "memory", &cg->memory);
