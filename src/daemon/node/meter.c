@@ -214,9 +214,9 @@ static void report(struct accel_daemon *d, size_t dev,
                           (json_int_t)m->charged, "untrackedMemory",
                           (json_int_t)m->untracked, "quota",
                           (json_int_t)m->limit),
-                "app %s is over its quota on %s by %llu MiB: memory the "
-                "shim cannot see (the driver holds %llu MiB, the shim "
-                "charged %llu MiB, quota %llu MiB)%s",
+                "app %s on %s is over quota by %llu MiB: memory the "
+                "shim cannot see (the driver holds %llu MiB for it, the "
+                "shim charged %llu MiB, quota %llu MiB)%s",
                 m->app, x->id, (unsigned long long)(m->over / MIB),
                 (unsigned long long)(m->driver / MIB),
                 (unsigned long long)(m->charged / MIB),
