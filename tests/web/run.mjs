@@ -165,6 +165,15 @@ async function startGpuDaemon(nodeName, gpu) {
       await new Promise((r) => setTimeout(r, 100));
     }
   };
+  // a page of browser context ctx on its web page, logged in; its uncaught
+  // errors go into errors
+  g.open = async (ctx, errors) => {
+    const pg = await ctx.newPage();
+    pg.setDefaultTimeout(15000);
+    pg.on('pageerror', (e) => errors.push(String(e)));
+    await pg.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+    return pg;
+  };
   g.stop = async () => {
     for (const pid of g.appPids) { try { process.kill(-pid, 'SIGKILL'); } catch { /* gone */ } }
     if (!g.exited) {
@@ -568,10 +577,7 @@ try {
 
     const c2 = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     try {
-      const p2 = await c2.newPage();
-      p2.setDefaultTimeout(15000);
-      p2.on('pageerror', (e) => consoleErrors.push(String(e)));
-      await p2.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+      const p2 = await g.open(c2, consoleErrors);
       await p2.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
       await p2.getByRole('link', { name: `Manage ${node}` }).click();
       await p2.getByRole('heading', { name: `Manage node ${node}` }).waitFor();
@@ -639,10 +645,7 @@ try {
     await g.until('the meter to report encoder', async () => (await g.ok('GET', '/api/apps/encoder')).allocations.some((x) => x.overQuotaReported));
     const c2 = await browser.newContext({ viewport: { width: 390, height: 844 } });
     try {
-      const p2 = await c2.newPage();
-      p2.setDefaultTimeout(15000);
-      p2.on('pageerror', (e) => consoleErrors.push(String(e)));
-      await p2.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+      const p2 = await g.open(c2, consoleErrors);
       const card = p2.locator(`article[data-device="${gpu}"]`);
       await card.getByRole('note').filter({ hasText: 'encoder: over quota by 176 MiB: memory the shim cannot see.' }).waitFor();
       await shot(p2, 'over-quota');
