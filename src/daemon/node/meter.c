@@ -44,12 +44,11 @@ json_t *meter_settings_json(const struct accel_daemon *d, size_t dev)
     const json_t *act = json_object_get(m, "overQuotaAction");
     const json_t *tol = json_object_get(m, "tolerance");
 
-    return json_pack("{s:s, s:I}", "overQuotaAction",
-                     json_is_string(act) ? json_string_value(act) : "report",
-                     "tolerance",
-                     json_is_integer(tol)
-                         ? json_integer_value(tol)
-                         : (json_int_t)METER_DEFAULT_TOLERANCE);
+    return json_pack(
+        "{s:s, s:I}", "overQuotaAction",
+        json_is_string(act) ? json_string_value(act) : "report", "tolerance",
+        json_is_integer(tol) ? json_integer_value(tol)
+                             : (json_int_t)METER_DEFAULT_TOLERANCE);
 }
 
 /* ---- gathering, under d->lock ---- */
@@ -83,8 +82,8 @@ static void target_init(struct accel_daemon *d, const struct app *a, size_t k,
     t->dev = dev;
     util_strlcpy(t->uuid, d->snap.devs[dev].id, sizeof t->uuid);
     t->in.limit = a->rows[k].memory;
-    t->in.tolerance = (uint64_t)json_integer_value(
-        json_object_get(s, "tolerance"));
+    t->in.tolerance =
+        (uint64_t)json_integer_value(json_object_get(s, "tolerance"));
     t->stop = strcmp(json_string_value(json_object_get(s, "overQuotaAction")),
                      "stop") == 0;
     t->had = m != NULL;
@@ -189,8 +188,7 @@ static void stop_over(struct accel_daemon *d, struct app *a)
 
 /* Tell what changed for m (the reading now) against was (the last one). */
 static void report(struct accel_daemon *d, size_t dev,
-                   const struct meter_target *t, struct app_meter *m,
-                   bool was)
+                   const struct meter_target *t, struct app_meter *m, bool was)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const char *node = d->snap.nodes[x->node].name;
@@ -207,23 +205,22 @@ static void report(struct accel_daemon *d, size_t dev,
     if (was)
         return;
     a = state_app_find(d, m->app);
-    state_event(d, "meter.over-quota", m->app, node, x->id,
-                json_pack("{s:I, s:I, s:I, s:I, s:I}", "over",
-                          (json_int_t)m->over, "driverMemory",
-                          (json_int_t)m->driver, "usedMemory",
-                          (json_int_t)m->charged, "untrackedMemory",
-                          (json_int_t)m->untracked, "quota",
-                          (json_int_t)m->limit),
-                "app %s on %s is over quota by %llu MiB: memory the "
-                "shim cannot see (the driver holds %llu MiB for it, the "
-                "shim charged %llu MiB, quota %llu MiB)%s",
-                m->app, x->id, (unsigned long long)(m->over / MIB),
-                (unsigned long long)(m->driver / MIB),
-                (unsigned long long)(m->charged / MIB),
-                (unsigned long long)(m->limit / MIB),
-                t->stop && a && a->state == APP_RUNNING
-                    ? "; the device's setting stops it"
-                    : "");
+    state_event(
+        d, "meter.over-quota", m->app, node, x->id,
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "over", (json_int_t)m->over,
+                  "driverMemory", (json_int_t)m->driver, "usedMemory",
+                  (json_int_t)m->charged, "untrackedMemory",
+                  (json_int_t)m->untracked, "quota", (json_int_t)m->limit),
+        "app %s on %s is over quota by %llu MiB: memory the "
+        "shim cannot see (the driver holds %llu MiB for it, the "
+        "shim charged %llu MiB, quota %llu MiB)%s",
+        m->app, x->id, (unsigned long long)(m->over / MIB),
+        (unsigned long long)(m->driver / MIB),
+        (unsigned long long)(m->charged / MIB),
+        (unsigned long long)(m->limit / MIB),
+        t->stop && a && a->state == APP_RUNNING
+            ? "; the device's setting stops it"
+            : "");
     if (t->stop && a)
         stop_over(d, a);
 }
@@ -255,7 +252,7 @@ static struct old_list *take_lists(struct accel_daemon *d, size_t *no)
         if (di->nmeter == 0)
             continue;
         o = xrealloc(o, (*no + 1) * sizeof(*o));
-        o[(*no)++] = (struct old_list){i, di->meter, di->nmeter};
+        o[(*no)++] = (struct old_list){ i, di->meter, di->nmeter };
         di->meter = NULL;
         di->nmeter = 0;
     }
@@ -283,15 +280,14 @@ static bool next_reading(const struct meter_target *t,
         m->app = xstrdup(prev->app);
         return true;
     }
-    *m = (struct app_meter){
-        .app = xstrdup(t->app),
-        .driver = t->in.driver,
-        .charged = t->in.charged,
-        .excess = t->out.excess,
-        .untracked = t->out.untracked,
-        .limit = t->in.limit,
-        .over = t->out.over,
-        .reported = prev ? prev->reported : false};
+    *m = (struct app_meter){ .app = xstrdup(t->app),
+                             .driver = t->in.driver,
+                             .charged = t->in.charged,
+                             .excess = t->out.excess,
+                             .untracked = t->out.untracked,
+                             .limit = t->in.limit,
+                             .over = t->out.over,
+                             .reported = prev ? prev->reported : false };
     return true;
 }
 

@@ -53,16 +53,16 @@ void meter_compute(const struct meter_in *in, struct meter_out *out);
 
 /* One (app, device) metered this pass. */
 struct meter_target {
-    char *app;              /* app name (owned) */
-    size_t dev;             /* device index at gather time */
-    char uuid[96];          /* its id (NVML UUID) */
-    char path[512];         /* the app's ledger for it */
-    struct meter_in in;     /* limit, tolerance, last_excess from d */
-    bool stop;              /* the device's setting stops an app beyond */
-    bool had;               /* d had a reading of it (last_excess real) */
-    bool ledger_ok;         /* the ledger read, both times */
-    bool seen;              /* NVML listed the device's processes */
-    struct meter_out out;   /* meter_charge's decision */
+    char *app;            /* app name (owned) */
+    size_t dev;           /* device index at gather time */
+    char uuid[96];        /* its id (NVML UUID) */
+    char path[512];       /* the app's ledger for it */
+    struct meter_in in;   /* limit, tolerance, last_excess from d */
+    bool stop;            /* the device's setting stops an app beyond */
+    bool had;             /* d had a reading of it (last_excess real) */
+    bool ledger_ok;       /* the ledger read, both times */
+    bool seen;            /* NVML listed the device's processes */
+    struct meter_out out; /* meter_charge's decision */
 };
 
 /*
