@@ -20,6 +20,11 @@
  *     process attaching, or acceld): CAS the key to ACCEL_LEDGER_RECLAIMING,
  *     subtract the slot's charge from `used`, zero it, free the slot.
  *   - slots never move, so an index a process caches stays valid.
+ *   - `untracked` (minor 1) is what the driver holds for the app on the
+ *     device beyond `used` (a video session, a Vulkan or OpenGL context),
+ *     measured by acceld from NVML's per-process figures; only acceld
+ *     writes it, and a reserve counts used + untracked against the limit
+ *     (docs/internals/meter.md).
  *
  * This header is the ABI: magic + major/minor + sizes, _Atomic counters,
  * reserved space. A reader refuses a different major; a newer minor may only
@@ -41,7 +46,7 @@
 
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
-#define ACCEL_LEDGER_MINOR 0
+#define ACCEL_LEDGER_MINOR 1                     /* 1: `untracked` */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
 #define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
@@ -73,11 +78,30 @@ struct accel_ledger {
     _Atomic uint64_t epoch;  /* bumped by acceld when it rewrites the limit */
     char uuid[64];           /* device UUID, NUL-terminated, may be empty */
     char app[64];            /* app name, NUL-terminated, may be empty */
-    uint64_t unused[40];     /* reserved, zero */
+    _Atomic int64_t untracked; /* minor 1: bytes the driver holds for the
+                                  app beyond `used` (acceld's outside
+                                  meter writes it); charged like `used` */
+    uint64_t unused[39];     /* reserved, zero */
     struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
 };
 
 #define ACCEL_LEDGER_SIZE sizeof(struct accel_ledger)
+
+/* The header never grows: new fields take reserved space (minor bump). */
+_Static_assert(offsetof(struct accel_ledger, slots) == 504,
+               "the ledger header is 504 bytes in every minor version");
+
+/*
+ * What the outside meter charges on top of `used` (0 when it charges
+ * nothing, or a ledger of minor 0 whose reserved space is zero). The shim
+ * counts used + this against the limit, in its reserve and its views.
+ */
+static inline uint64_t accel_ledger_untracked(const struct accel_ledger *l)
+{
+    int64_t v = atomic_load_explicit(&((struct accel_ledger *)l)->untracked,
+                                     memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
 
 /* accel_ledger_proc_start's answer when it cannot tell (see there). */
 #define ACCEL_LEDGER_START_UNKNOWN UINT64_MAX

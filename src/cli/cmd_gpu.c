@@ -4,9 +4,10 @@
  * sees of its accelerators: whether NVML is loaded (and if not, why, so a
  * machine without a GPU says so plainly), the driver and CUDA versions,
  * and each device of the node with its sharing mode, health, presence,
- * processes that use it without a binding, and the enforcement tier (and
- * per device which tier holds its VRAM quotas: the kernel's dmem, the
- * driver's limits, or why neither). It
+ * processes that use it without a binding, the enforcement tier (and per
+ * device which tier holds its VRAM quotas: the kernel's dmem, the driver's
+ * limits, or why neither), and the apps the outside meter found over their
+ * quota. It
  * reads GET /api/runtime. `gpu enable|disable` live in cmd_cluster.c.
  */
 #include "common/accel_setup.h"
@@ -111,6 +112,31 @@ static void print_limits(const json_t *e)
             printf("  %s not enforced: %s\n", keys[i], table_str(why, keys[i]));
 }
 
+/* A line per app the outside meter found over its quota beyond the
+ * device's tolerance (docs/api.md, Allocation.overQuota). */
+static void print_over_quota(const json_t *dev)
+{
+    size_t i;
+    json_t *b;
+
+    json_array_foreach(json_object_get(dev, "bindings"), i, b) {
+        const char *app = table_str(b, "appName");
+        if (!json_is_true(json_object_get(b, "overQuotaReported")))
+            continue;
+        printf("warning: %s over quota by %lld MiB: memory the shim cannot "
+               "see (on %s the driver holds %lld MiB for it, quota %lld "
+               "MiB)\n",
+               app[0] ? app : "another user's app",
+               (long long)(json_integer_value(json_object_get(b, "overQuota"))
+                           >> 20),
+               table_str(dev, "id"),
+               (long long)(json_integer_value(
+                               json_object_get(b, "driverMemory")) >> 20),
+               (long long)(json_integer_value(json_object_get(b, "memory")) >>
+                           20));
+    }
+}
+
 static void print_status(const json_t *data)
 {
     static const char *const head[] = { "DEVICE", "INDEX",   "MODEL",
@@ -152,6 +178,8 @@ static void print_status(const json_t *data)
         if (json_array_size(json_object_get(dev, "foreignUsage")) > 0)
             printf("warning: %s is used by processes that hold no binding "
                    "on it (see FOREIGN PROCESSES)\n", table_str(dev, "id"));
+    json_array_foreach(devs, i, dev)
+        print_over_quota(dev);
 }
 
 static void show_status(const json_t *data, const void *arg)

@@ -17,6 +17,14 @@
 #include "daemon/state.h"
 
 /*
+ * Record state st (reason may be NULL) of a and its app.state event in one
+ * transaction, then set it in memory; rows untouched (a stop under way:
+ * `stopping`, then runtime_stop_begin). d->lock held.
+ */
+enum accel_err lifecycle_commit_state(struct accel_daemon *d, struct app *a,
+                                      enum app_state st, const char *reason);
+
+/*
  * Release every row of a and give it state st (reason may be NULL), in one
  * transaction with its events; when processes of a still hold its GPU
  * (a->rel.linger > 0, stopped or failed) it goes `releasing` instead and

@@ -83,6 +83,20 @@ struct app_util {
     int sm;              /* percent of the device, summed over its pids */
 };
 
+/* The outside meter's reading of one app on a Memory-slicing device
+ * (node/meter.c, docs/internals/meter.md). */
+struct app_meter {
+    char *app;           /* app name (owned) */
+    uint64_t driver;     /* bytes NVML lists for the app's processes */
+    uint64_t charged;    /* bytes the shim charged (the ledger's used) */
+    uint64_t excess;     /* this pass: driver - charged, 0 if below */
+    uint64_t untracked;  /* charged into the ledger: the lower of this
+                            pass's excess and the last one's */
+    uint64_t limit;      /* the quota */
+    uint64_t over;       /* charged + untracked - limit, 0 within it */
+    bool reported;       /* over beyond the tolerance: event sent */
+};
+
 struct dev_info {
     char *id;            /* device id */
     char *model;         /* card model */
@@ -108,6 +122,9 @@ struct dev_info {
     struct app_util *autil; /* reconciler: per-app SM utilization from
                             NVML's per-process samples; NULL when none */
     size_t nautil;       /* entries of autil */
+    struct app_meter *meter; /* reconciler: the outside meter per app
+                            bound with a quota here; NULL when none */
+    size_t nmeter;       /* entries of meter */
     bool reported_healthy; /* cluster: health as its agent reported it
                             (snap health = this and the node reachable) */
     char *pci;           /* PCI address "0000:03:00.0" (NVML, the DRM

@@ -215,8 +215,12 @@ static void peak_note(struct accel_ledger *l, uint64_t now)
 static int reserve(struct shim_dev *d, uint64_t bytes)
 {
     struct accel_ledger *l = d->ledger;
-    uint64_t lim = dev_limit(d);
+    uint64_t lim = dev_limit(d), out = accel_ledger_untracked(l);
     int64_t cur = atomic_load_explicit(&l->used, memory_order_relaxed);
+
+    /* what acceld's outside meter saw the driver hold beyond our charges
+     * takes room from the limit (include/accel/ledger.h) */
+    lim = out < lim ? lim - out : 0;
 
     do {
         if (bytes > lim || (cur > 0 && (uint64_t)cur > lim - bytes))
@@ -353,7 +357,8 @@ void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
     }
     total = dev_limit(d) < phys_total ? dev_limit(d) : phys_total;
     u = atomic_load_explicit(&d->ledger->used, memory_order_acquire);
-    used = u < 0 ? 0 : ((uint64_t)u > total ? total : (uint64_t)u);
+    used = (u < 0 ? 0 : (uint64_t)u) + accel_ledger_untracked(d->ledger);
+    used = used > total ? total : used;
     *out_total = total;
     *out_free = total - used;
     *out_used = used;

@@ -4,12 +4,17 @@
  * sizes given on the command line (MiB) with cuMemAlloc_v2, prints one line
  * per allocation ("alloc 512 MiB: 0"; 2 = CUDA_ERROR_OUT_OF_MEMORY) and the
  * total the driver reports through cuMemGetInfo_v2, then holds the memory
- * until it is stopped. Linked against the tests' fake libcuda.so.1; acceld
+ * until it is stopped. An argument "@PATH" waits until PATH exists (a test
+ * changes something meanwhile), printing "waiting" and then the
+ * cuMemGetInfo_v2 figures ("info total 1024 MiB free 202 MiB"). Linked against the tests' fake libcuda.so.1; acceld
  * preloads libaccelshim.so into it.
  */
+#include "common/accel_setup.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim/cuda_types.h"
@@ -18,15 +23,34 @@ CUresult cuInit(unsigned flags);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 
+/* "@PATH": wait for PATH, then say what cuMemGetInfo_v2 says. */
+static void wait_for_file(const char *path)
+{
+    size_t fr = 0, total = 0;
+    printf("waiting\n");
+    fflush(stdout);
+    while (access(path, F_OK) != 0)
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    cuMemGetInfo_v2(&fr, &total);
+    printf("info total %zu MiB free %zu MiB\n", total >> 20, fr >> 20);
+}
+
 int main(int argc, char **argv)
 {
     size_t fr = 0, total = 0;
     cuInit(0);
     for (int i = 1; i < argc; i++) {
         CUdeviceptr p;
-        unsigned long long mib = strtoull(argv[i], NULL, 10);
-        CUresult rc = cuMemAlloc_v2(&p, (size_t)mib << 20);
+        unsigned long long mib;
+        CUresult rc;
+        if (argv[i][0] == '@') {
+            wait_for_file(argv[i] + 1);
+            continue;
+        }
+        mib = strtoull(argv[i], NULL, 10);
+        rc = cuMemAlloc_v2(&p, (size_t)mib << 20);
         printf("alloc %llu MiB: %d\n", mib, (int)rc);
+        fflush(stdout);
     }
     cuMemGetInfo_v2(&fr, &total);
     printf("total %zu MiB free %zu MiB\n", total >> 20, fr >> 20);

@@ -145,6 +145,35 @@ async function startGpuDaemon(nodeName, gpu) {
   proc.stdout.on('data', (d) => { g.log += d; });
   proc.stderr.on('data', (d) => { g.log += d; });
   proc.on('exit', (c, s) => { g.exited = `exit ${c} ${s || ''}`; });
+  // the data of an API call to it, failing unless 2xx; what pred returns
+  // once it is truthy (within ms)
+  g.ok = async (method, path, body) => {
+    const r = await fetch(`${g.api}${path}`, {
+      method, headers: { Authorization: `Bearer ${g.token}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const b = await r.json().catch(() => null);
+    assert.ok(r.status >= 200 && r.status < 300, `GPU acceld: ${method} ${path} → ${r.status} ${JSON.stringify(b)}`);
+    return b.data;
+  };
+  g.until = async (what, pred, ms = 30000) => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const last = await pred();
+      if (last) return last;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n--- GPU acceld log ---\n${g.log.slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  // a page of browser context ctx on its web page, logged in; its uncaught
+  // errors go into errors
+  g.open = async (ctx, errors) => {
+    const pg = await ctx.newPage();
+    pg.setDefaultTimeout(15000);
+    pg.on('pageerror', (e) => errors.push(String(e)));
+    await pg.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+    return pg;
+  };
   g.stop = async () => {
     for (const pid of g.appPids) { try { process.kill(-pid, 'SIGKILL'); } catch { /* gone */ } }
     if (!g.exited) {
@@ -526,29 +555,8 @@ try {
     const gpu = 'GPU-b10cced0-0000-4000-8000-000000000001';
     gpuDaemon = await startGpuDaemon(node, gpu);
     const g = gpuDaemon;
-    const gcall = async (method, path, body) => {
-      const r = await fetch(`${g.api}${path}`, {
-        method, headers: { Authorization: `Bearer ${g.token}`, 'Content-Type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: r.status, body: await r.json().catch(() => null) };
-    };
-    const gok = async (method, path, body) => {
-      const r = await gcall(method, path, body);
-      assert.ok(r.status >= 200 && r.status < 300, `GPU acceld: ${method} ${path} → ${r.status} ${JSON.stringify(r.body)}`);
-      return r.body.data;
-    };
+    const gok = g.ok, waitApi = g.until;
     const gdev = async () => (await gok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((d) => d.id === gpu);
-    const waitApi = async (what, pred, ms = 30000) => {
-      const deadline = Date.now() + ms;
-      let last;
-      for (;;) {
-        last = await pred();
-        if (last) return last;
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n--- GPU acceld log ---\n${g.log.slice(-3000)}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
     const m = { ...manifest('trainer', [nv('8Gi')], { title: 'Model trainer' }), run: { command: ['sh', '-c', 'sleep 1000'], stopTimeoutSeconds: 2 } };
     const inst = await gok('POST', '/api/apps', { manifest: m, computeBinding: [{ nodeName: node, deviceId: gpu }] });
     assert.equal(inst.state, 'running', JSON.stringify(inst));
@@ -569,10 +577,7 @@ try {
 
     const c2 = await browser.newContext({ viewport: { width: 1360, height: 900 } });
     try {
-      const p2 = await c2.newPage();
-      p2.setDefaultTimeout(15000);
-      p2.on('pageerror', (e) => consoleErrors.push(String(e)));
-      await p2.goto(`${g.base}/#token=${encodeURIComponent(g.token)}`);
+      const p2 = await g.open(c2, consoleErrors);
       await p2.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
       await p2.getByRole('link', { name: `Manage ${node}` }).click();
       await p2.getByRole('heading', { name: `Manage node ${node}` }).waitFor();
@@ -620,6 +625,40 @@ try {
       return a.state === 'stopped' && (a.allocations || []).length === 0;
     });
     assert.deepEqual((await gdev()).bindings, []);
+    await g.stop();
+    gpuDaemon = null;
+  });
+
+  await step('accelerator: an app over its quota by memory the shim cannot see is warned about', async () => {
+    // The outside meter (docs/internals/meter.md): NVML counts 1200 MiB for
+    // the processes of an app whose Memory-slicing quota is 1 GiB and whose
+    // shim charged nothing: 176 MiB over, beyond the 64 MiB tolerance.
+    const node = 'render';
+    const gpu = 'GPU-0e7e0000-0000-4000-8000-000000000001';
+    gpuDaemon = await startGpuDaemon(node, gpu);
+    const g = gpuDaemon;
+    await g.ok('PUT', `/api/compute-resources/nodes/${node}/devices/${gpu}/support-type`, { supportType: 'MemorySlice' });
+    const m = { ...manifest('encoder', [nv('1Gi')]), run: { command: ['sh', '-c', 'sleep 1000'], stopTimeoutSeconds: 2 } };
+    const inst = await g.ok('POST', '/api/apps', { manifest: m, computeBinding: [{ nodeName: node, deviceId: gpu }] });
+    g.appPids.push(inst.pid);
+    g.writeNvml(`proc ${gpu} ${inst.pid} ${1200 * 1048576} compute\n`);
+    await g.until('the meter to report encoder', async () => (await g.ok('GET', '/api/apps/encoder')).allocations.some((x) => x.overQuotaReported));
+    const c2 = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    try {
+      const p2 = await g.open(c2, consoleErrors);
+      const card = p2.locator(`article[data-device="${gpu}"]`);
+      await card.getByRole('note').filter({ hasText: 'encoder: over quota by 176 MiB: memory the shim cannot see.' }).waitFor();
+      await shot(p2, 'over-quota');
+      // the driver lets go: the warning goes with the next refresh
+      g.writeNvml();
+      await g.until('the meter to clear', async () => !(await g.ok('GET', '/api/apps/encoder')).allocations.some((x) => x.overQuotaReported));
+      await p2.reload();
+      await p2.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
+      await card.waitFor();
+      assert.equal(await card.getByText('over quota by').count(), 0);
+    } finally {
+      await c2.close();
+    }
     await g.stop();
     gpuDaemon = null;
   });

@@ -121,6 +121,11 @@ function DeviceCard({ d, offline }) {
           {foreign.some((f) => measured(f.usedMemory)) ? ` (${gi(foreign.reduce((s, f) => s + (f.usedMemory || 0), 0))})` : ''}.
         </p>
       )}
+      {apps.filter((b) => b.overQuotaReported).map((b, i) => (
+        <p class="warn small" role="note" key={`over${i}`}>
+          {bindingName(b)}: over quota by {Math.round(b.overQuota / 1048576)} MiB: memory the shim cannot see.
+        </p>
+      ))}
     </article>
   );
 }

@@ -92,15 +92,29 @@ static void h_switch(struct http_req *r)
     send_result(r, &res);
 }
 
-static void h_timeslice(struct http_req *r)
+/* PUT of one of a device's settings objects through op. */
+static void device_setting(struct http_req *r,
+                           void (*op)(struct accel_daemon *, const char *,
+                                      const char *, const json_t *,
+                                      struct op_result *))
 {
     struct op_result res = {0};
     json_t *b = http_body_json(r);
     if (b == NULL)
         return;
-    ops_timeslice_set(r->d, r->params[0], r->params[1], b, &res);
+    op(r->d, r->params[0], r->params[1], b, &res);
     json_decref(b);
     send_result(r, &res);
+}
+
+static void h_timeslice(struct http_req *r)
+{
+    device_setting(r, ops_timeslice_set);
+}
+
+static void h_meter(struct http_req *r)
+{
+    device_setting(r, ops_meter_set);
 }
 
 static void h_preflight(struct http_req *r)
@@ -890,6 +904,8 @@ const struct http_route api_routes[] = {
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/support-type", h_switch,
      ROUTE_ADMIN | ROUTE_BODY | ROUTE_SLOW},
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/time-slice", h_timeslice,
+     ROUTE_ADMIN | ROUTE_BODY},
+    {"PUT", A "/compute-resources/nodes/{}/devices/{}/meter", h_meter,
      ROUTE_ADMIN | ROUTE_BODY},
     {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
     {"GET", A "/nodes", h_nodes, 0},

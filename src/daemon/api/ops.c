@@ -394,21 +394,7 @@ static enum accel_err commit_install_queued(struct accel_daemon *d,
 static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
                                    enum app_state st, const char *reason)
 {
-    enum accel_err rc = state_tx_begin(d);
-    if (rc != ACCEL_OK)
-        return rc;
-    rc = state_save_app(d, a, st, reason);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
-                a->name, app_state_name(st), reason ? ": " : "",
-                reason ? reason : "");
-    rc = state_tx_commit(d);
-    if (rc == ACCEL_OK)
-        state_set_state(a, st, reason);
-    return rc;
+    return lifecycle_commit_state(d, a, st, reason);
 }
 
 /* Will a process start for a (here, or by another node's agent)? Then it

@@ -72,6 +72,11 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
 void ops_timeslice_set(struct accel_daemon *d, const char *node,
                        const char *device, const json_t *body,
                        struct op_result *res);
+/* PUT .../devices/{device}/meter: {overQuotaAction: "report"|"stop",
+ * tolerance: bytes}, each optional (node/meter.h). Takes d->lock. */
+void ops_meter_set(struct accel_daemon *d, const char *node,
+                   const char *device, const json_t *body,
+                   struct op_result *res);
 /* Legacy routes (SPEC 5.3); memory in MiB. */
 void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
                      const char *id, const char *app, uint64_t mem_mib,

@@ -20,6 +20,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/broker.h"
+#include "daemon/node/meter.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -539,29 +540,70 @@ static bool parse_ms(const json_t *b, const char *key, uint32_t lo,
     return true;
 }
 
+/* Device `device` of `node` (lock held) and a copy of its settings with
+ * the object `key` in it (*sub); -1 with a 404 in res when there is no
+ * such device. */
+static int settings_edit(struct accel_daemon *d, const char *node,
+                         const char *device, const char *key,
+                         json_t **settings, json_t **sub,
+                         struct op_result *res)
+{
+    int n = state_node_find(d, node), dev = state_dev_find(d, device);
+
+    if (n < 0 || dev < 0 || (int)d->snap.devs[dev].node != n) {
+        ops_res_error(res, 404, "not-found", "device \"%s\" not found on "
+                      "node %s", device, node);
+        return -1;
+    }
+    *settings = d->dinfo[dev].settings
+                    ? json_deep_copy(d->dinfo[dev].settings)
+                    : json_object();
+    *sub = json_object_get(*settings, key);
+    if (!json_is_object(*sub)) {
+        *sub = json_object();
+        json_object_set_new(*settings, key, *sub);
+    }
+    return dev;
+}
+
+/* Store *settings as dev's (lock held); on success they are the device's
+ * and *settings holds the old ones for the caller to drop. false with a
+ * 500 in res when the store refused (nothing changed). */
+static bool settings_store(struct accel_daemon *d, int dev, json_t **settings,
+                           struct op_result *res)
+{
+    json_t *old = d->dinfo[dev].settings;
+    enum accel_err rc;
+
+    d->dinfo[dev].settings = *settings; /* state_save_device reads it */
+    rc = state_tx_begin(d);
+    if (rc == ACCEL_OK)
+        rc = state_save_device(d, dev, d->snap.devs[dev].st);
+    if (rc == ACCEL_OK)
+        rc = state_tx_commit(d);
+    else
+        state_tx_rollback(d);
+    if (rc != ACCEL_OK) {
+        d->dinfo[dev].settings = old;
+        ops_res_error(res, 500, accel_err_name(rc), "%s", accel_strerror(rc));
+        return false;
+    }
+    *settings = old;
+    view_touch(d, dev);
+    return true;
+}
+
 void ops_timeslice_set(struct accel_daemon *d, const char *node,
                        const char *device, const json_t *body,
                        struct op_result *res)
 {
-    int n, dev;
+    int dev;
     json_t *settings = NULL, *ts;
-    enum accel_err rc;
 
     pthread_mutex_lock(&d->lock);
-    n = state_node_find(d, node);
-    dev = state_dev_find(d, device);
-    if (n < 0 || dev < 0 || (int)d->snap.devs[dev].node != n) {
-        ops_res_error(res, 404, "not-found", "device \"%s\" not found on "
-                      "node %s", device, node);
+    dev = settings_edit(d, node, device, "timeSlice", &settings, &ts, res);
+    if (dev < 0)
         goto out;
-    }
-    settings = d->dinfo[dev].settings ? json_deep_copy(d->dinfo[dev].settings)
-                                      : json_object();
-    ts = json_object_get(settings, "timeSlice");
-    if (!json_is_object(ts)) {
-        ts = json_object();
-        json_object_set_new(settings, "timeSlice", ts);
-    }
     if (!parse_ms(body, "quantumMs", BROKER_MIN_QUANTUM_MS,
                   BROKER_MAX_QUANTUM_MS, ts, res) ||
         !parse_ms(body, "idleReleaseMs", 1, BROKER_MAX_IDLE_MS, ts, res) ||
@@ -570,28 +612,114 @@ void ops_timeslice_set(struct accel_daemon *d, const char *node,
         !parse_ms(body, "oversubscribedQuantumMs", BROKER_MIN_QUANTUM_MS,
                   BROKER_MAX_QUANTUM_MS, ts, res))
         goto out;
-    {
-        json_t *old = d->dinfo[dev].settings;
-        d->dinfo[dev].settings = settings; /* state_save_device reads it */
-        rc = state_tx_begin(d);
-        if (rc == ACCEL_OK)
-            rc = state_save_device(d, dev, d->snap.devs[dev].st);
-        if (rc == ACCEL_OK)
-            rc = state_tx_commit(d);
-        else
-            state_tx_rollback(d);
-        if (rc != ACCEL_OK) {
-            d->dinfo[dev].settings = old;
-            ops_res_error(res, 500, accel_err_name(rc), "%s",
-                          accel_strerror(rc));
-            goto out;
-        }
-        settings = old;
-    }
+    if (!settings_store(d, dev, &settings, res))
+        goto out;
     ops_res_ok(res, 200,
                json_pack("{s:s, s:O}", "device", device, "timeSlice",
                          json_object_get(d->dinfo[dev].settings,
                                          "timeSlice")));
+out:
+    json_decref(settings);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- the outside meter's settings (node/meter.c reads them) ---- */
+
+/* Every key of body is one of `keys`; else a 400 naming the first that is
+ * not. */
+static bool known_keys(const json_t *body, const char *const *keys,
+                       struct op_result *res)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)body, k, v) {
+        size_t i = 0;
+        while (keys[i] != NULL && strcmp(keys[i], k) != 0)
+            i++;
+        if (keys[i] == NULL) {
+            ops_res_error(res, 400, "invalid-argument",
+                          "%s is not a meter setting (overQuotaAction, "
+                          "tolerance)", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* tolerance: bytes as an integer or a quantity ("64Mi"), 0 to the
+ * device's memory, into m. */
+static bool parse_tolerance(const json_t *body, uint64_t max, json_t *m,
+                            struct op_result *res)
+{
+    json_t *v = json_object_get(body, "tolerance");
+    uint64_t b = 0;
+    bool ok;
+
+    if (v == NULL)
+        return true;
+    if (json_is_integer(v)) {
+        ok = json_integer_value(v) >= 0;
+        b = ok ? (uint64_t)json_integer_value(v) : 0;
+    } else {
+        ok = json_is_string(v) &&
+             quantity_parse_bytes(json_string_value(v), &b) == ACCEL_OK;
+    }
+    if (!ok || b > max) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "tolerance must be bytes (an integer, or a quantity "
+                      "such as \"64Mi\") from 0 to the device's memory "
+                      "(%llu)", (unsigned long long)max);
+        return false;
+    }
+    json_object_set_new(m, "tolerance", json_integer((json_int_t)b));
+    return true;
+}
+
+static bool parse_action(const json_t *body, json_t *m, struct op_result *res)
+{
+    json_t *v = json_object_get(body, "overQuotaAction");
+    const char *s = json_string_value(v);
+
+    if (v == NULL)
+        return true;
+    if (s == NULL || (strcmp(s, "report") != 0 && strcmp(s, "stop") != 0)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "overQuotaAction must be \"report\" or \"stop\"");
+        return false;
+    }
+    json_object_set(m, "overQuotaAction", v);
+    return true;
+}
+
+void ops_meter_set(struct accel_daemon *d, const char *node,
+                   const char *device, const json_t *body,
+                   struct op_result *res)
+{
+    static const char *const keys[] = {"overQuotaAction", "tolerance", NULL};
+    int dev;
+    json_t *settings = NULL, *m;
+    enum accel_type t;
+
+    pthread_mutex_lock(&d->lock);
+    dev = settings_edit(d, node, device, "meter", &settings, &m, res);
+    if (dev < 0)
+        goto out;
+    t = d->snap.devs[dev].type;
+    if (t != ACCEL_TYPE_NVIDIA && t != ACCEL_TYPE_NVIDIA_GB10) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "device %s is not an NVIDIA GPU: the outside meter "
+                      "reads NVML", device);
+        goto out;
+    }
+    if (!json_is_object(body) || !known_keys(body, keys, res) ||
+        !parse_action(body, m, res) ||
+        !parse_tolerance(body, d->snap.devs[dev].memory, m, res))
+        goto out;
+    if (!settings_store(d, dev, &settings, res))
+        goto out;
+    ops_res_ok(res, 200, json_pack("{s:s, s:o}", "device", device, "meter",
+                                   meter_settings_json(d, (size_t)dev)));
 out:
     json_decref(settings);
     pthread_mutex_unlock(&d->lock);

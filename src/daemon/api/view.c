@@ -16,12 +16,29 @@
 #include "daemon/api/view_pack.h"
 #include "daemon/node/broker_ops.h"
 #include "daemon/node/cgroup.h"
+#include "daemon/node/meter.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/node/vram.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
+
+/* The outside meter's reading of a row (docs/api.md): what the driver
+ * holds for the app there, what of it the shim cannot see, and by how much
+ * the app is over its quota. */
+static void meter_fields(struct accel_daemon *d, const struct app *a,
+                         const struct adm_row *row, json_t *o)
+{
+    const struct app_meter *m = meter_find(d, row->dev, a->name);
+    if (m == NULL)
+        return;
+    json_object_set_new(o, "driverMemory", json_integer((json_int_t)m->driver));
+    json_object_set_new(o, "untrackedMemory",
+                        json_integer((json_int_t)m->untracked));
+    json_object_set_new(o, "overQuota", json_integer((json_int_t)m->over));
+    json_object_set_new(o, "overQuotaReported", json_boolean(m->reported));
+}
 
 json_t *view_allocation(struct accel_daemon *d, const struct app *a,
                         const struct adm_row *row, bool with_spec)
@@ -39,6 +56,7 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
         json_object_set_new(
             o, "usedMemory",
             json_integer((json_int_t)a->row_usage[row - a->rows]));
+    meter_fields(d, a, row, o);
     return o;
 }
 
@@ -277,6 +295,10 @@ static json_t *device_json(struct accel_daemon *d, int dev,
         (json_int_t)di->used_mem, "utilization", opt_int(di->util), "present",
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
+    json_object_set_new(o, "meter", x->type == ACCEL_TYPE_NVIDIA ||
+                                            x->type == ACCEL_TYPE_NVIDIA_GB10
+                                        ? meter_settings_json(d, (size_t)dev)
+                                        : json_null());
     add_telemetry(o, di);
     /* where `memory` came from (SPEC 1: VRAM, or the RAM share) */
     json_object_set_new(o, "memorySource",
@@ -583,6 +605,21 @@ void view_stream_free(struct view_stream *s)
     free(s);
 }
 
+/* usage: the shim's charges, and the outside meter's untracked memory and
+ * excess over the quota summed over the app's devices. */
+static json_t *app_usage(struct accel_daemon *d, const struct app *a)
+{
+    uint64_t untracked = 0, over = 0;
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct app_meter *m = meter_find(d, a->rows[i].dev, a->name);
+        untracked += m ? m->untracked : 0;
+        over += m ? m->over : 0;
+    }
+    return json_pack("{s:I, s:I, s:I}", "memory", (json_int_t)a->usage,
+                     "untrackedMemory", (json_int_t)untracked, "overQuota",
+                     (json_int_t)over);
+}
+
 json_t *view_app(struct accel_daemon *d, const struct app *a)
 {
     const struct adm_req *r = state_app_req(a);
@@ -599,8 +636,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
                   "state", state_app_shown(d, a), "external",
                   a->m.run.argv == NULL, "requirements", reqs, "allocations",
                   allocs, "createdAt", (json_int_t)a->created_ms, "updatedAt",
-                  (json_int_t)a->updated_ms, "usage",
-                  json_pack("{s:I}", "memory", (json_int_t)a->usage));
+                  (json_int_t)a->updated_ms, "usage", app_usage(d, a));
     if (a->reason)
         json_object_set_new(o, "reason", json_string(a->reason));
     if (r) {

@@ -223,6 +223,23 @@ enum accel_err ledger_set_limit(const char *path, uint64_t limit)
     return rc;
 }
 
+enum accel_err ledger_set_untracked(const char *path, uint64_t bytes)
+{
+    struct accel_ledger l;
+    int64_t v = bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes;
+    int fd;
+    enum accel_err rc = read_existing(path, &l, &fd);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    if (atomic_load(&l.untracked) != v &&
+        pwrite_all(fd, &v, sizeof v,
+                   (off_t)offsetof(struct accel_ledger, untracked)) != 0)
+        rc = ACCEL_ESYS;
+    close(fd);
+    return rc;
+}
+
 void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
 {
     int64_t used = atomic_load(&l->used), dead = 0;
@@ -244,6 +261,7 @@ void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
     out->used = used < 0 ? 0 : (uint64_t)used;
     out->limit = atomic_load(&l->limit);
     out->peak = atomic_load(&l->peak);
+    out->untracked = accel_ledger_untracked(l);
 }
 
 enum accel_err ledger_read(const char *path, struct ledger_usage *out)

@@ -36,6 +36,7 @@ struct ledger_usage {
     uint64_t used;      /* bytes charged by live processes (clamped >= 0) */
     uint64_t peak;      /* highest charge ever seen */
     unsigned processes; /* live processes attached */
+    uint64_t untracked; /* what the outside meter charges on top of used */
 };
 
 /* One device line of the shim config. */
@@ -73,6 +74,15 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
  * lower of this and their config value). ACCEL_OK, ACCEL_ENOTFOUND,
  * ACCEL_EPARSE (not a ledger), ACCEL_ESYS. */
 enum accel_err ledger_set_limit(const char *path, uint64_t limit);
+
+/*
+ * Charge `bytes` of untracked memory (the outside meter's reading: what the
+ * driver holds for the app beyond `used`) into the ledger at `path`, in
+ * place of what was there; the shim counts used + untracked against the
+ * limit. One aligned 8-byte pwrite, as for the limit. Returns ACCEL_OK,
+ * ACCEL_ENOTFOUND, ACCEL_EPARSE (not a ledger), ACCEL_ESYS.
+ */
+enum accel_err ledger_set_untracked(const char *path, uint64_t bytes);
 
 /*
  * Read the usage of the ledger at `path` into *out (set only on success):

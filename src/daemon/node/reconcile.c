@@ -28,6 +28,7 @@
 #include "daemon/log.h"
 #include "daemon/node/cgroup.h"
 #include "daemon/node/discovery.h"
+#include "daemon/node/meter.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
@@ -663,22 +664,47 @@ static void refs_free(struct app_ref *refs, size_t n)
     free(refs);
 }
 
+/* The outside meter's driver figure of each target: the memory NVML lists
+ * for the target app's processes on its device (meter.h). */
+static void meter_driver(struct pass *p, struct meter_target *t,
+                         size_t n)
+{
+    for (size_t i = 0; p->scan_ok && i < n; i++) {
+        const struct seen_gpu *s = find_gpu(p, t[i].uuid);
+        if (s == NULL || !s->procs_ok || s->procs == NULL)
+            continue; /* no process figures: nothing is charged */
+        t[i].seen = true;
+        for (size_t k = 0; k < s->nprocs; k++)
+            if (s->procs[k].app && strcmp(s->procs[k].app, t[i].app) == 0)
+                t[i].in.driver += s->procs[k].used;
+    }
+}
+
 static void run_pass(struct reconcile *r)
 {
     struct accel_daemon *d = r->d;
     struct pass p;
-    size_t nrefs;
+    size_t nrefs, nmeter;
     struct app_ref *refs = gather_refs(d, &nrefs);
+    struct meter_target *meter;
 
     memset(&p, 0, sizeof p);
+    pthread_mutex_lock(&d->lock);
+    meter = meter_gather(d, &nmeter);
+    pthread_mutex_unlock(&d->lock);
     discovery_drm_refresh(d); /* AMD and Intel devices: their sysfs */
+    meter_read(meter, nmeter, false);
     query_nvml(r, &p, refs, nrefs);
+    meter_read(meter, nmeter, true);
     refs_free(refs, nrefs);
+    meter_driver(&p, meter, nmeter);
+    meter_charge(meter, nmeter);
     pthread_mutex_lock(&d->lock);
     apply_status(d, r, &p);
     apply_devices(d, &p);
     report_new(d, r, &p);
     apply_processes(d, &p);
+    meter_apply(d, meter, nmeter);
     finish_releases(d, &p);
     r->passes++;
     pthread_mutex_unlock(&d->lock);
@@ -687,6 +713,7 @@ static void run_pass(struct reconcile *r)
             log_warn("cannot signal process %d: %s", (int)p.kill_pid[i],
                      strerror(errno));
     pass_release(&p);
+    meter_free(meter, nmeter);
 }
 
 static void *loop(void *arg)

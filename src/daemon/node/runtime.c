@@ -814,6 +814,21 @@ static void supervise_round(struct accel_daemon *d, bool logs)
     free(w);
 }
 
+bool runtime_ledger_of(struct accel_daemon *d, const struct app *a,
+                       size_t row, char *out, size_t cap)
+{
+    char *rundir;
+    bool ok;
+
+    if (row >= a->nrows || !quota_row(d, a, row))
+        return false;
+    rundir = run_dir(d);
+    ok = ledger_path(out, cap, rundir, a->name, cuda_ordinal(d, a, row)) ==
+         ACCEL_OK;
+    free(rundir);
+    return ok;
+}
+
 /* One ledger to read: which app row it belongs to. */
 struct usage_probe {
     char *app;         /* app name */
@@ -827,23 +842,19 @@ struct usage_probe {
 static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
                             size_t max)
 {
-    char *rundir = run_dir(d);
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
         if (a->pid <= 0)
             continue;
         for (size_t k = 0; k < a->nrows && n < max; k++) {
-            if (!quota_row(d, a, k) ||
-                ledger_path(p[n].path, sizeof p[n].path, rundir, a->name,
-                            cuda_ordinal(d, a, k)) != ACCEL_OK)
+            if (!runtime_ledger_of(d, a, k, p[n].path, sizeof p[n].path))
                 continue;
             p[n].app = xstrdup(a->name);
             p[n].row = k;
             n++;
         }
     }
-    free(rundir);
     return n;
 }
 

@@ -58,6 +58,14 @@ void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
                         bool uninstall);
 
 /*
+ * The ledger file of a's allocation row `row` into out (cap bytes): true
+ * when that row is a Memory-slicing quota the shim enforces (it has a
+ * ledger while a runs), false otherwise. Caller holds d->lock.
+ */
+bool runtime_ledger_of(struct accel_daemon *d, const struct app *a,
+                       size_t row, char *out, size_t cap);
+
+/*
  * Is process pid one of app's (is it in the app's cgroup, read from
  * /proc/<pid>/cgroup)? false when it is not, when there is no such process
  * and when the machine has no cgroup containment. Any thread, no lock.

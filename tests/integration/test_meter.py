@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: MIT
+"""The outside meter (SPEC 4.2, issue 35 item 3): acceld reads what the
+driver holds for a Memory-slicing app (NVML's per-process figures, host
+pids) every reconcile pass, charges what it holds beyond the shim's charges
+into the app's ledger as untracked memory so the app's next allocation is
+refused, reports an app over its quota beyond the device's tolerance and
+stops it where the device's setting says so.
+
+The driver is the tests' stand-in NVML (tests/fake/fake_nvml.c), whose
+state file the test writes as a real driver would count the app: the
+shim's charges plus what it cannot see (an NVENC session, a Vulkan
+context). The app is cuda_hold on the stand-in libcuda with the shim
+preloaded. This proves acceld's and the shim's logic, not the real
+driver's figures (tests/gpu/ does that on a GPU)."""
+import os
+import struct
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import (BUILD_DIR, device, inventory, node,  # noqa: E402
+                           wait_for)
+import accel_harness  # noqa: E402
+from test_runtime import NODE, RuntimeBase  # noqa: E402
+
+HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+GPU_A = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
+GPU_B = "GPU-bbbbbbbb-0000-4000-8000-000000000002"
+MiB = 1 << 20
+
+INVENTORY = inventory(node(NODE, *(
+    device(g, "NVIDIA GeForce RTX 4090", "24Gi", "MemorySlice", index=i)
+    for i, g in enumerate((GPU_A, GPU_B))),
+    device("rt-amd-0", "Stand-in Strix Halo", type="amd")))
+
+UNTRACKED_AT = 184  # include/accel/ledger.h: the first reserved word
+
+
+def ledger_untracked(path):
+    with open(path, "rb") as f:
+        b = f.read(UNTRACKED_AT + 8)
+    minor = struct.unpack_from("<H", b, 10)[0]
+    return minor, struct.unpack_from("<q", b, UNTRACKED_AT)[0]
+
+
+@unittest.skipUnless(os.path.exists(HOLD) and os.path.exists(SHIM),
+                     "cuda_hold or libaccelshim.so not built")
+class MeterTest(RuntimeBase):
+    inventory = INVENTORY
+
+    def hold(self, name, *steps, quota="1Gi"):
+        """Install cuda_hold as app name on GPU_A with a quota, its steps
+        (MiB to allocate, or "@PATH" to wait for PATH); returns its pid
+        once it waits at its first "@"."""
+        m = accel_harness.manifest(name, quota, mem="64Mi", cpu="100m",
+                                   disk="1Mi")
+        m["run"] = {"command": [HOLD] + [str(s) for s in steps],
+                    "env": {"ASAN_OPTIONS":
+                            "verify_asan_link_order=0:detect_leaks=0"},
+                    "stopTimeoutSeconds": 2}
+        a = self.install(m, GPU_A)
+        self.wait_for(lambda: "waiting" in self.d.app_log(name),
+                      "app %s to wait" % name)
+        return a["pid"]
+
+    def driver_holds(self, pid, mib):
+        """The stand-in driver lists pid on GPU_A with mib MiB."""
+        self.write_nvml("proc %s %d %d compute\n" % (GPU_A, pid, mib * MiB))
+
+    def row(self, name):
+        return self.app(name)["allocations"][0]
+
+    def ledger(self, name):
+        return os.path.join(self.d.data_dir, "run", "ledgers",
+                            "%s-dev0.ledger" % name)
+
+    def go(self, name):
+        path = os.path.join(self.d.tmp, "go-" + name)
+        open(path, "w").close()
+        return path
+
+    def test_untracked_memory_refuses_the_next_allocation(self):
+        """The app holds 512 MiB through the shim; the driver counts 310
+        MiB more for it (what a video session takes). The meter charges
+        310 MiB into the ledger, so 256 MiB more (768 + 310 > 1024) is
+        refused and the app is told 202 MiB are free. Without the meter
+        the allocation passes (768 <= 1024)."""
+        go = os.path.join(self.d.tmp, "go-enc")
+        pid = self.hold("enc", 512, "@" + go, 256)
+        self.driver_holds(pid, 512 + 310)
+        row = self.wait_for(
+            lambda: (lambda r: r.get("untrackedMemory") == 310 * MiB and
+                     r["usedMemory"] == 512 * MiB and r)(self.row("enc")),
+            "310 MiB charged as untracked")
+        self.assertEqual(row["driverMemory"], 822 * MiB, row)
+        self.assertEqual(row["usedMemory"], 512 * MiB, row)
+        self.assertEqual(row["overQuota"], 0, row)
+        self.assertEqual(ledger_untracked(self.ledger("enc")),
+                         (1, 310 * MiB))
+        self.assertEqual(self.app("enc")["usage"]["untrackedMemory"],
+                         310 * MiB)
+        self.go("enc")
+        self.wait_for(lambda: "alloc 256 MiB: " in self.d.app_log("enc"),
+                      "the second allocation")
+        out = self.d.app_log("enc")
+        self.assertIn("info total 1024 MiB free 202 MiB", out)
+        self.assertIn("alloc 256 MiB: 2", out)  # CUDA_ERROR_OUT_OF_MEMORY
+        # within the quota: no over-quota event
+        self.assertEqual(self.events("meter.over-quota"), [])
+        # the driver lets go of it: the charge goes at the next pass
+        self.driver_holds(pid, 512)
+        self.wait_for(lambda: self.row("enc").get("untrackedMemory") == 0,
+                      "the untracked charge to go")
+        self.assertEqual(ledger_untracked(self.ledger("enc"))[1], 0)
+
+    def test_over_quota_is_reported_and_told_by_gpu_status(self):
+        """900 MiB through the shim, then 310 MiB the shim cannot see: 186
+        MiB over the 1 GiB quota, beyond the default 64 MiB tolerance: an
+        event, the row's overQuota and a line in `accelctl gpu status`;
+        the app keeps running (the device says report)."""
+        pid = self.hold("vk", 900, "@" + os.path.join(self.d.tmp, "never"))
+        self.driver_holds(pid, 900 + 310)
+        ev = self.wait_for(lambda: self.events("meter.over-quota"),
+                           "the over-quota event")
+        self.assertEqual(len(ev), 1, ev)
+        self.assertEqual(ev[0]["app"], "vk")
+        self.assertIn("over quota by 186 MiB: memory the shim cannot see",
+                      ev[0]["message"])
+        row = self.row("vk")
+        self.assertEqual(row["overQuota"], 186 * MiB, row)
+        self.assertTrue(row["overQuotaReported"], row)
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("vk over quota by 186 MiB: memory the shim cannot see",
+                      r.stdout)
+        self.assertEqual(self.app("vk")["state"], "running")
+        # back within: one event, the line goes
+        self.driver_holds(pid, 900)
+        self.wait_for(lambda: self.events("meter.within-quota"),
+                      "the within-quota event")
+        self.assertNotIn("over quota", self.d.ctl("gpu", "status").stdout)
+        self.assertEqual(len(self.events("meter.over-quota")), 1)
+
+    def test_the_device_setting_stops_an_app_over_quota(self):
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/%s/devices/%s/meter"
+            % (NODE, GPU_A), {"overQuotaAction": "stop", "tolerance": "16Mi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["meter"],
+                         {"overQuotaAction": "stop", "tolerance": 16 * MiB})
+        self.assertEqual(self.device(GPU_A)["meter"], b["data"]["meter"])
+        pid = self.hold("gl", 1000, "@" + os.path.join(self.d.tmp, "never"))
+        self.driver_holds(pid, 1000 + 48)  # 24 MiB over, beyond 16 MiB
+        ev = self.wait_for(lambda: self.events("meter.over-quota"),
+                           "the over-quota event")
+        self.wait_for(lambda: self.app("gl")["state"] != "running",
+                      "the stop")
+        self.write_nvml()  # the driver lets go of its context
+        a = self.wait_state("gl", "stopped")
+        self.assertEqual(a["reason"], "over-quota")
+        self.assertEqual(a["allocations"], [])
+        self.assertEqual(len(ev), 1, ev)
+        self.assertIn("over quota by 24 MiB", ev[0]["message"])
+        self.assertIn("the device's setting stops it", ev[0]["message"])
+
+    def test_a_tolerance_keeps_a_small_excess_quiet(self):
+        pid = self.hold("small", 1000, "@" +
+                        os.path.join(self.d.tmp, "never"))
+        self.driver_holds(pid, 1000 + 48)  # 24 MiB over, within 64 MiB
+        self.wait_for(lambda: self.row("small").get("overQuota") == 24 * MiB,
+                      "the excess measured")
+        self.assertFalse(self.row("small")["overQuotaReported"])
+        self.assertEqual(self.events("meter.over-quota"), [])
+        self.assertNotIn("over quota", self.d.ctl("gpu", "status").stdout)
+
+    def test_meter_settings_are_validated(self):
+        url = ("/api/compute-resources/nodes/%s/devices/%%s/meter" % NODE)
+        before = self.device(GPU_B)["meter"]
+        self.assertEqual(before, {"overQuotaAction": "report",
+                                  "tolerance": 64 * MiB})
+        for body, field in (
+                ({"overQuotaAction": "kill"}, "overQuotaAction"),
+                ({"overQuotaAction": 1}, "overQuotaAction"),
+                ({"tolerance": -1}, "tolerance"),
+                ({"tolerance": "lots"}, "tolerance"),
+                ({"tolerance": "25Gi"}, "tolerance"),
+                ({"overQuotaAction": "stop", "tolerance": "1Ti"},
+                 "tolerance"),
+                ({"stop": True}, "stop")):
+            st, b = self.d.http("PUT", url % GPU_B, body)
+            self.assertEqual(st, 400, (body, b))
+            self.assertIn(field, b["message"], (body, b))
+            self.assertEqual(self.device(GPU_B)["meter"], before, body)
+        st, b = self.d.http("PUT", url % "rt-amd-0", {"tolerance": 0})
+        self.assertEqual(st, 400, b)
+        self.assertIn("NVML", b["message"])
+        st, b = self.d.http("PUT", url % "GPU-nope", {"tolerance": 0})
+        self.assertEqual(st, 404, b)
+        # an absent field keeps its value
+        self.assertEqual(self.d.http("PUT", url % GPU_B,
+                                     {"tolerance": 0})[0], 200)
+        st, b = self.d.http("PUT", url % GPU_B, {"overQuotaAction": "stop"})
+        self.assertEqual(b["data"]["meter"],
+                         {"overQuotaAction": "stop", "tolerance": 0})
+        # members may not
+        st, b = self.d.http("POST", "/api/users", {"name": "mia"})
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("PUT", url % GPU_B, {"tolerance": 0},
+                            token=b["data"]["token"])
+        self.assertEqual(st, 403, b)
+
+
+if __name__ == "__main__":
+    unittest.main()
