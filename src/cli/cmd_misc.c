@@ -421,10 +421,8 @@ static void print_event_line(const json_t *ev, bool json)
 {
     char when[32];
     if (json) {
-        char *s = json_dumps(ev, JSON_COMPACT);
-        if (s != NULL)
-            puts(s);
-        free(s);
+        table_dump_json(ev, JSON_COMPACT, stdout);
+        fputc('\n', stdout);
     } else {
         fmt_ms(json_integer_value(json_object_get(ev, "ts")), when,
                sizeof(when));

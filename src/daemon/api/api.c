@@ -667,6 +667,14 @@ static void h_user_add(struct http_req *r)
                          "(not \"shared\")");
         goto out;
     }
+    if (strncmp(name, IDENTITY_RETIRED_PREFIX,
+                strlen(IDENTITY_RETIRED_PREFIX)) == 0) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "name must not begin with \"" IDENTITY_RETIRED_PREFIX
+                         "\" (a removed user's uid keeps the record "
+                         "accel-" IDENTITY_RETIRED_PREFIX "<uid>)");
+        goto out;
+    }
     if (role && !admin && strcmp(role, "member") != 0) {
         http_reply_error(r, ACCEL_EINVAL, "role must be admin or member");
         goto out;
