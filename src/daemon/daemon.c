@@ -394,7 +394,8 @@ static void usage(FILE *f)
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
-            "              [--hami-listen HOST:PORT [--hami-listen-any]]\n"
+            "              [--hami-listen HOST:PORT [--hami-listen-any]\n"
+            "               [--hami-users NAME|UID[,NAME|UID...]]]\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
@@ -458,6 +459,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"lease-ttl", required_argument, NULL, 'T'},
         {"hami-listen", required_argument, NULL, 'W'},
         {"hami-listen-any", no_argument, NULL, 'Z'},
+        {"hami-users", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -484,6 +486,15 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;
         case 'Z': d->cfg.hami_any = true; break;
+        case 'M':
+            free(d->cfg.hami_uids);
+            if (http_hami_users_parse(optarg, &d->cfg.hami_uids,
+                                      &d->cfg.nhami_uids, &cause) != ACCEL_OK) {
+                fprintf(stderr, "acceld: %s\n", cause);
+                free(cause);
+                return 2;
+            }
+            break;
         case 'w': free(d->cfg.web_dir); d->cfg.web_dir = xstrdup(optarg); break;
         case 'L':
             d->cfg.log_level = log_level_parse(optarg);
@@ -599,6 +610,11 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         fprintf(stderr, "acceld: --etcd-cacert, --etcd-cert, --etcd-key, "
                         "--etcd-insecure and --etcd-prefix need --etcd (they "
                         "are about the cluster's etcd)\n");
+        return 2;
+    }
+    if (d->cfg.hami_uids != NULL && d->cfg.hami_listen == NULL) {
+        fprintf(stderr, "acceld: --hami-users needs --hami-listen (it says "
+                        "who may use that listener)\n");
         return 2;
     }
     if (d->cfg.hami_listen &&

@@ -176,6 +176,9 @@ struct accel_config {
     char *listen;        /* --listen HOST:PORT */
     char *hami_listen;   /* --hami-listen HOST:PORT or NULL (http.h) */
     bool hami_any;       /* --hami-listen-any: not loopback only */
+    uint32_t *hami_uids; /* --hami-users: the local uids it serves, or
+                            NULL: those outside uid_lo-uid_hi (http_hami.c) */
+    size_t nhami_uids;   /* how many */
     char *inventory;     /* --inventory FILE or NULL */
     char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
     char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */

@@ -14,6 +14,7 @@ test fails on c2a7133):
   an app that ignores SIGTERM is measured while it stops;
 - an app's logs go with it at uninstall, and with its user's home when the
   user is removed; a member's logs together are bounded (--user-logs-max)."""
+import http.client
 import json
 import os
 import re
@@ -22,7 +23,10 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld, manifest  # noqa: E402
+from accel_harness import (Acceld, SOURCE_DIR, free_port, manifest,  # noqa: E402
+                           wait_for)
+
+NOGPU = os.path.join(SOURCE_DIR, "examples", "nogpu.yaml")
 
 # what a terminal takes as a control: C0 but the newline, DEL, C1
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f\x80-\x9f]")
@@ -91,6 +95,100 @@ class ControlBytesTest(unittest.TestCase):
                       "\\u009b1m", r.stdout)
         r = self.d.ctl("-o", "json", "app", "show", "old")
         self.assertEqual(json.loads(r.stdout)["title"], NASTY)
+
+
+def cpu_app(name, cmd, disk="16Mi", stop=2):
+    """An app of the nogpu node (box) running cmd."""
+    return {"apiVersion": "v2", "metadata": {"name": name},
+            "spec": {"accelerator": [{
+                "mode": "cpu", "requiredMemory": "16Mi",
+                "limitedMemory": "128Mi", "requiredCpu": "10m",
+                "limitedCpu": "500m", "requiredDisk": "1Mi",
+                "limitedDisk": disk}]},
+            "run": {"command": cmd, "stopTimeoutSeconds": stop}}
+
+
+# an app that asks the HAMi listener for every app, and says what it got
+PEEK = """
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+c.request("POST", "/v1/containers", body="{}",
+          headers={"Content-Type": "application/json"})
+r = c.getresponse()
+print("hami-answer", r.status, r.read().decode(), flush=True)
+"""
+
+
+def hami(port, path="/v1/containers"):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("POST", path, body="{}",
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = json.loads(r.read() or b"null")
+    c.close()
+    return r.status, body
+
+
+@unittest.skipUnless(os.geteuid() == 0, "apps run as their owner's uid as "
+                     "root only")
+class HamiPeersTest(unittest.TestCase):
+    def start(self, *more):
+        self.hport = free_port()
+        self.d = Acceld(inventory=NOGPU, extra_args=[
+            "--node-name", "box", "--hami-listen",
+            "127.0.0.1:%d" % self.hport] + list(more)).start()
+        self.addCleanup(self.d.close)
+
+    def install(self, m, token=None):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m},
+                            token=token)
+        self.assertEqual(st, 200, b)
+        return b["data"]
+
+    def stop_app(self, name):
+        st, b = self.d.http("POST", "/api/apps/%s/suspend" % name)
+        self.assertIn(st, (200, 202), b)
+        wait_for(self, lambda: self.d.data("/api/apps/" + name)["state"]
+                 in ("stopped", "failed"), name + " stopped", timeout=20)
+
+    def test_a_members_app_is_refused_an_operator_served(self):
+        self.start()
+        st, b = self.d.http("POST", "/api/users", {"name": "mia"})
+        self.assertEqual(st, 200, b)
+        self.install(cpu_app("secret", ["sleep", "600"]))
+        self.install(cpu_app("peek", ["python3", "-c", PEEK,
+                                      str(self.hport)]),
+                     token=b["data"]["token"])
+        log = wait_for(self, lambda: "hami-answer" in
+                       self.d.app_log("peek") and self.d.app_log("peek"),
+                       "peek's answer", timeout=20)
+        self.assertIn("hami-answer 403", log)
+        self.assertIn("is an app's (--app-uid-range 65536-99999)", log)
+        self.assertNotIn("secret", log)
+        # the operator's own process (root here) is served as before
+        st, b = hami(self.hport)
+        self.assertEqual(st, 200, b)
+        self.assertIn("secret", [c["name"] for c in b["items"]])
+        self.stop_app("secret")
+
+    def test_only_the_users_named(self):
+        self.start("--hami-users", "nobody,4242")
+        st, b = hami(self.hport)
+        self.assertEqual(st, 403, b)
+        self.assertIn("uid 0 is not one --hami-users names", b["message"])
+        # the main API is untouched
+        self.assertEqual(self.d.http("GET", "/api/apps")[0], 200)
+
+    def test_bad_users_are_refused_at_start(self):
+        for args, said in ((["--hami-users", "no-such-user-39"],
+                            "is no user of this machine"),
+                           (["--hami-users", "0"],
+                            "--hami-users needs --hami-listen")):
+            d = Acceld(inventory=NOGPU, extra_args=args)
+            self.addCleanup(d.close)
+            with self.assertRaises(RuntimeError):
+                d.start()
+            self.assertIn(said, d.log())
 
 
 if __name__ == "__main__":

@@ -339,7 +339,8 @@ static const struct http_route *hami_routes(void)
 
 /* A request of the --hami-listen listener: /v1/... is the HAMi route
  * /api/vgpu/v1/..., served with an admin's view and no token (those
- * routes only read). false after replying 404 to anything else. */
+ * routes only read), to the peers http_hami.c lets in. false after
+ * replying 404 to anything else, 403 to another peer. */
 static bool hami_rewrite(struct http_req *r)
 {
     char *full;
@@ -350,6 +351,8 @@ static bool hami_rewrite(struct http_req *r)
                          "%.200s", r->path);
         return false;
     }
+    if (!http_hami_peer_allowed(r))
+        return false;
     full = xasprintf(HAMI_PREFIX "%s", r->path);
     free((char *)r->path);
     r->path = full;
