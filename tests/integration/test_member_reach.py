@@ -191,5 +191,83 @@ class HamiPeersTest(unittest.TestCase):
             self.assertIn(said, d.log())
 
 
+# holds 64 MiB in a file of its home that it has deleted
+UNLINKED = """
+import os, time
+f = open(os.path.join(os.environ["HOME"], "hidden"), "wb")
+os.unlink(f.name)
+for _ in range(64):
+    f.write(b"x" * (1 << 20))
+f.flush()
+print("written", flush=True)
+time.sleep(600)
+"""
+
+# ignores SIGTERM, then writes 32 MiB into its home while it stops
+STUBBORN = """
+import os, signal, time
+asked = []
+signal.signal(signal.SIGTERM, lambda *a: asked.append(1))
+print("ready", flush=True)
+while not asked:
+    time.sleep(0.05)
+with open(os.path.join(os.environ["HOME"], "late"), "wb") as f:
+    for _ in range(32):
+        f.write(b"x" * (1 << 20))
+print("written", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "apps run as their owner's uid as "
+                     "root only")
+class DiskEvasionTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld(inventory=NOGPU,
+                        extra_args=["--node-name", "box"]).start()
+        self.addCleanup(self.d.close)
+        st, b = self.d.http("POST", "/api/users", {"name": "mia"})
+        self.assertEqual(st, 200, b)
+        self.tok = b["data"]["token"]
+
+    def app(self, name):
+        return self.d.http("GET", "/api/apps/" + name, token=self.tok)[1][
+            "data"]
+
+    def install(self, name, prog, stop=2):
+        m = cpu_app(name, ["python3", "-c", prog], disk="8Mi", stop=stop)
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m},
+                            token=self.tok)
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["enforcement"]["disk"], "watched", b)
+
+    def test_a_deleted_file_held_open_counts(self):
+        self.install("hider", UNLINKED)
+        a = wait_for(self, lambda: self.app("hider")["state"] == "failed" and
+                     self.app("hider"), "hider stopped for its disk",
+                     timeout=30, log=self.d)
+        self.assertIn("past limitedDisk 8Mi", a["reason"])
+
+    def test_an_app_that_stops_is_measured_too(self):
+        self.install("stubborn", STUBBORN, stop=3600)
+        wait_for(self, lambda: "ready" in self.d.app_log("stubborn"),
+                 "stubborn ready", timeout=20)
+        st, b = self.d.http("POST", "/api/apps/stubborn/suspend",
+                            token=self.tok)
+        self.assertEqual(st, 200, b)
+        wait_for(self, lambda: "written" in self.d.app_log("stubborn"),
+                 "the write while it stops", timeout=20)
+        # killed within the watch's passes, not after an hour
+        a = wait_for(self, lambda: self.app("stubborn")["state"] in
+                     ("stopped", "failed") and self.app("stubborn"),
+                     "stubborn killed for its disk", timeout=30, log=self.d)
+        ev = [e["message"] for e in self.d.data("/api/events?limit=1000")
+              if e.get("app") == "stubborn"]
+        self.assertTrue(any("killed while it stops" in m and
+                            "past limitedDisk 8Mi" in m for m in ev), ev)
+        self.assertNotEqual(a["state"], "stopping")
+
+
 if __name__ == "__main__":
     unittest.main()
