@@ -269,5 +269,90 @@ class DiskEvasionTest(unittest.TestCase):
         self.assertNotEqual(a["state"], "stopping")
 
 
+# writes n bytes of output, then leaves a mark in its home, then waits
+def chatty(n):
+    return ("import os, sys, time\n"
+            "for _ in range(%d):\n"
+            "    sys.stdout.write('y' * 65535 + '\\n')\n"
+            "sys.stdout.flush()\n"
+            "open(os.path.join(os.environ['HOME'], 'done'), 'w').close()\n"
+            "time.sleep(600)\n" % (n // 65536))
+
+
+@unittest.skipUnless(os.geteuid() == 0, "apps run as their owner's uid as "
+                     "root only")
+class LogsTest(unittest.TestCase):
+    def start(self, *more):
+        self.d = Acceld(inventory=NOGPU, extra_args=[
+            "--node-name", "box"] + list(more)).start()
+        self.addCleanup(self.d.close)
+        self.logs = os.path.join(self.d.data_dir, "logs")
+        st, b = self.d.http("POST", "/api/users", {"name": "mia"})
+        self.assertEqual(st, 200, b)
+        self.tok = b["data"]["token"]
+
+    def install(self, name, prog):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": cpu_app(
+            name, ["python3", "-c", prog])}, token=self.tok)
+        self.assertEqual(st, 200, b)
+
+    def files(self, *apps):
+        """{file: size} of the apps' logs."""
+        out = {}
+        for f in os.listdir(self.logs):
+            if any(f == a + ".log" or f.startswith(a + ".log.")
+                   for a in apps):
+                try:
+                    out[f] = os.stat(os.path.join(self.logs, f)).st_size
+                except OSError:
+                    pass
+        return out
+
+    def done(self):
+        return os.path.exists(os.path.join(self.d.data_dir, "home", "mia",
+                                           "done"))
+
+    def user(self):
+        return [u for u in self.d.data("/api/users")
+                if u["name"] == "mia"][0]
+
+    def test_a_users_logs_are_bounded_together(self):
+        self.start("--user-logs-max", "2Mi")
+        self.install("one", chatty(3 << 20))
+        self.install("two", chatty(3 << 20))
+        wait_for(self, self.done, "the output written", timeout=30)
+        u = self.user()
+        self.assertEqual(u["maxLogBytes"], 2 << 20, u)
+
+        def bounded():
+            f = self.files("one", "two")
+            u = self.user()
+            return (sum(f.values()) <= 2 << 20 and
+                    u["logBytes"] == sum(f.values()) and f)
+        wait_for(self, bounded, "mia's logs within 2 MiB", timeout=20)
+
+    def test_logs_go_with_the_app_and_with_the_user(self):
+        self.start()
+        self.assertEqual(self.user()["maxLogBytes"], 100 << 20)
+        self.install("one", chatty(100000))
+        wait_for(self, lambda: self.files("one").get("one.log", 0) > 0,
+                 "one's log")
+        st, b = self.d.http("DELETE", "/api/apps/one", token=self.tok)
+        self.assertIn(st, (200, 202), b)
+        wait_for(self, lambda: self.d.http("GET", "/api/apps/one")[0] == 404,
+                 "one uninstalled", timeout=20)
+        wait_for(self, lambda: self.files("one") == {}, "one's logs gone")
+        self.assertFalse(os.path.exists(os.path.join(self.logs, "one.pipe")))
+        # the user removed with its apps: their logs go with them
+        self.install("two", chatty(100000))
+        wait_for(self, lambda: self.files("two").get("two.log", 0) > 0,
+                 "two's log")
+        st, b = self.d.http("DELETE", "/api/users/mia?force=true")
+        self.assertIn(st, (200, 202), b)
+        wait_for(self, lambda: self.d.http("GET", "/api/apps/two")[0] == 404,
+                 "two uninstalled", timeout=20)
+        wait_for(self, lambda: self.files("two") == {}, "two's logs gone")
+
+
 if __name__ == "__main__":
     unittest.main()

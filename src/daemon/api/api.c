@@ -552,6 +552,12 @@ static json_t *user_json(struct accel_daemon *d, const struct user_rec *u)
                           "uid", /* its apps' uid (SPEC 3), 0 = none */
                           (json_int_t)identity_uid(d, u->name));
     add_limits(d, u, o);
+    /* its apps' logs on this node, and the bound (--user-logs-max) */
+    json_object_set_new(o, "logBytes", json_integer((json_int_t)u->log_bytes));
+    json_object_set_new(o, "maxLogBytes",
+                        d->cfg.user_logs_max
+                            ? json_integer((json_int_t)d->cfg.user_logs_max)
+                            : json_null());
     return o;
 }
 

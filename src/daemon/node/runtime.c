@@ -30,6 +30,7 @@
 #include "daemon/node/cgroup.h"
 #include "daemon/node/disk.h"
 #include "daemon/node/identity.h"
+#include "daemon/node/logs.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
@@ -1069,6 +1070,7 @@ static void *supervise(void *arg)
             refresh_usage(d);
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
+            logs_bound_users(d);
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
         }
