@@ -165,6 +165,16 @@ class HamiPeersTest(unittest.TestCase):
         self.assertIn("hami-answer 403", log)
         self.assertIn("is an app's (--app-uid-range 65536-99999)", log)
         self.assertNotIn("secret", log)
+        # an admin's run.user app is an app too, outside the range
+        m = cpu_app("peek2", ["python3", "-c", PEEK, str(self.hport)])
+        m["run"]["user"] = "nobody"
+        m["run"]["workdir"] = "/"  # nobody's home is /nonexistent
+        self.install(m)
+        log = wait_for(self, lambda: "hami-answer" in
+                       self.d.app_log("peek2") and self.d.app_log("peek2"),
+                       "peek2's answer", timeout=20)
+        self.assertIn("hami-answer 403", log)
+        self.assertIn("is one an app runs as", log)
         # the operator's own process (root here) is served as before
         st, b = hami(self.hport)
         self.assertEqual(st, 200, b)

@@ -5,7 +5,8 @@
  * node is on the loopback too. A local peer is known by the uid owning its
  * socket (peer.h, as the broker knows its peers by SO_PEERCRED): with
  * --hami-users only the uids named there are served, else every uid
- * outside --app-uid-range (the accel users' apps). A peer in neither TCP
+ * outside --app-uid-range (the accel users' apps); never a uid an app
+ * runs as (an admin's run.user, acceld's own when it is not root). A peer in neither TCP
  * table of acceld's namespace is another machine's, reached only with
  * --hami-listen-any. Not the routes: http.c serves them.
  */
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
+#include "daemon/node/identity.h"
 #include "daemon/node/peer.h"
 #include "daemon/state.h"
 
@@ -81,20 +84,38 @@ enum accel_err http_hami_users_parse(const char *list, uint32_t **out,
     return ACCEL_OK;
 }
 
-/* Why uid may not use the listener, or NULL when it may. */
-static char *uid_refusal(const struct accel_daemon *d, uint32_t uid)
+/* Whether uid is one that an app runs as (an admin's run.user, or
+ * acceld's own when it is not root and its apps share it). */
+static bool an_apps_uid(struct accel_daemon *d, uint32_t uid)
 {
-    if (d->cfg.hami_uids != NULL) {
-        for (size_t i = 0; i < d->cfg.nhami_uids; i++)
-            if (d->cfg.hami_uids[i] == uid)
-                return NULL;
-        return xasprintf("uid %u is not one --hami-users names", uid);
+    bool found = false;
+
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps && !found; i++) {
+        uid_t u;
+        gid_t g;
+        found = identity_app_uid(d, d->apps[i], &u, &g) == ACCEL_OK &&
+                (uint32_t)u == uid;
     }
+    pthread_mutex_unlock(&d->lock);
+    return found;
+}
+
+/* Why uid may not use the listener, or NULL when it may. */
+static char *uid_refusal(struct accel_daemon *d, uint32_t uid)
+{
     if (uid >= d->cfg.uid_lo && uid <= d->cfg.uid_hi)
         return xasprintf("uid %u is an app's (--app-uid-range %u-%u); "
                          "--hami-users names who may use it", uid,
                          d->cfg.uid_lo, d->cfg.uid_hi);
-    return NULL;
+    if (an_apps_uid(d, uid))
+        return xasprintf("uid %u is one an app runs as", uid);
+    if (d->cfg.hami_uids == NULL)
+        return NULL;
+    for (size_t i = 0; i < d->cfg.nhami_uids; i++)
+        if (d->cfg.hami_uids[i] == uid)
+            return NULL;
+    return xasprintf("uid %u is not one --hami-users names", uid);
 }
 
 bool http_hami_peer_allowed(struct http_req *r)
