@@ -3,8 +3,8 @@
  * test_peer.c: peer.c, the uid behind a local TCP peer: a table's lines
  * (IPv4, IPv6 and IPv4-mapped, a listening socket never taken for a
  * peer), and real connections of this process to a listener of its own,
- * over AF_INET and over an AF_INET6 socket to ::ffff:127.0.0.1 (found in
- * tcp6), whose uid is this process's.
+ * over AF_INET and over an AF_INET6 socket to ::ffff:127.0.0.1, whose uid
+ * is this process's (asked of netlink's sock_diag).
  */
 #include "common/accel_setup.h"
 #include "daemon/node/peer.h"
@@ -82,12 +82,12 @@ static void connect_and_find(int fam)
     s = accept(ls, (struct sockaddr *)&peer, &len);
     ASSERT(s >= 0);
     ASSERT_EQ(peer_tcp_uid("/proc", (struct sockaddr *)&peer,
-                           ntohs(sa.sin_port), &uid), ACCEL_OK);
+                           (struct sockaddr *)&sa, &uid), ACCEL_OK);
     ASSERT_EQ(uid, geteuid());
     /* a port nobody connects from is no peer of this machine */
-    ((struct sockaddr_in *)&peer)->sin_port = 0;
+    ((struct sockaddr_in *)&peer)->sin_port = htons(1);
     ASSERT_EQ(peer_tcp_uid("/proc", (struct sockaddr *)&peer,
-                           ntohs(sa.sin_port), &uid), ACCEL_ENOTFOUND);
+                           (struct sockaddr *)&sa, &uid), ACCEL_ENOTFOUND);
     close(s);
     close(c);
     close(ls);

@@ -85,6 +85,8 @@ struct http_conn {
      * with every NUL written back as %00 (owned); req_new takes them. */
     struct http_nul nul[HTTP_NUL_KEEP];
     size_t nnul;                /* entries used (more are dropped) */
+    bool peer_ok;               /* --hami-listen let its peer in: not
+                                   looked up again (http_hami.c) */
 };
 
 struct http_server {
@@ -351,8 +353,12 @@ static bool hami_rewrite(struct http_req *r)
                          "%.200s", r->path);
         return false;
     }
-    if (!http_hami_peer_allowed(r))
-        return false;
+    if (r->hc == NULL || !r->hc->peer_ok) {
+        if (!http_hami_peer_allowed(r))
+            return false;
+        if (r->hc != NULL)
+            r->hc->peer_ok = true; /* its uid cannot change */
+    }
     full = xasprintf(HAMI_PREFIX "%s", r->path);
     free((char *)r->path);
     r->path = full;

@@ -127,18 +127,14 @@ bool http_hami_peer_allowed(struct http_req *r)
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     struct sockaddr_storage here;
     socklen_t len = sizeof here;
-    uint16_t port = 0;
     uint32_t uid;
     char *why = NULL;
     enum accel_err rc = ACCEL_EIO;
 
-    if (fi != NULL && getsockname(fi->connect_fd, (struct sockaddr *)&here,
-                                  &len) == 0)
-        port = ntohs(here.ss_family == AF_INET6
-                         ? ((struct sockaddr_in6 *)&here)->sin6_port
-                         : ((struct sockaddr_in *)&here)->sin_port);
-    if (ci != NULL && port != 0)
-        rc = peer_tcp_uid("/proc", ci->client_addr, port, &uid);
+    if (ci != NULL && fi != NULL &&
+        getsockname(fi->connect_fd, (struct sockaddr *)&here, &len) == 0)
+        rc = peer_tcp_uid("/proc", ci->client_addr,
+                          (const struct sockaddr *)&here, &uid);
     if (rc == ACCEL_OK)
         why = uid_refusal(r->d, uid);
     else if (rc != ACCEL_ENOTFOUND || !r->d->cfg.hami_any)

@@ -8,10 +8,17 @@
 #include "common/accel_setup.h"
 #include "daemon/node/peer.h"
 
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -92,33 +99,138 @@ static int search(const char *proc_root, const char *file, bool v6,
     return found;
 }
 
-enum accel_err peer_tcp_uid(const char *proc_root, const struct sockaddr *peer,
-                            uint16_t local_port, uint32_t *out_uid)
-{
-    uint32_t v4[4] = {0}, v6[4];
+/* One address of a connection, as the kernel's tables hold it: 4 words
+ * (IPv6, or IPv4 in the first) and the port. */
+struct end {
+    int family;
+    uint32_t addr[4];
     uint16_t port;
+};
+
+static bool end_of(const struct sockaddr *sa, struct end *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->family = sa->sa_family;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+        memcpy(&e->addr[0], &sin->sin_addr, 4);
+        e->port = ntohs(sin->sin_port);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        memcpy(e->addr, &s6->sin6_addr, 16);
+        e->port = ntohs(s6->sin6_port);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * The uid of the TCP socket whose local end is src and remote end dst
+ * (one family), by one exact NETLINK_SOCK_DIAG query (the kernel's hash
+ * lookup, whatever the number of sockets): 1 with *out_uid, 0 when there
+ * is none, -1 when netlink does not answer.
+ */
+static int diag_lookup(const struct end *src, const struct end *dst,
+                       uint32_t *out_uid)
+{
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req;
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    union {
+        struct nlmsghdr h;
+        char buf[4096];
+    } ans;
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    struct timeval tv = {.tv_sec = 1};
+    ssize_t n;
+    int found = -1;
+
+    if (fd < 0)
+        return -1;
+    memset(&req, 0, sizeof req);
+    req.nlh.nlmsg_len = sizeof req;
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = (uint8_t)src->family;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_sport = htons(src->port);
+    req.r.id.idiag_dport = htons(dst->port);
+    memcpy(req.r.id.idiag_src, src->addr, sizeof src->addr);
+    memcpy(req.r.id.idiag_dst, dst->addr, sizeof dst->addr);
+    req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel,
+               sizeof kernel) != (ssize_t)sizeof req)
+        goto out;
+    n = recv(fd, ans.buf, sizeof ans.buf, 0);
+    if (n < (ssize_t)sizeof(struct nlmsghdr) || !NLMSG_OK(&ans.h, (size_t)n))
+        goto out;
+    if (ans.h.nlmsg_type == NLMSG_ERROR) {
+        const struct nlmsgerr *e = NLMSG_DATA(&ans.h);
+        found = e->error == -ENOENT ? 0 : -1;
+    } else if (ans.h.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+               ans.h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+        const struct inet_diag_msg *m = NLMSG_DATA(&ans.h);
+        *out_uid = m->idiag_uid;
+        found = 1;
+    }
+out:
+    close(fd);
+    return found;
+}
+
+/* The same question of the text tables: 1, 0, or -1 when neither can be
+ * read. */
+static int table_lookup(const char *proc_root, const struct end *src,
+                        const struct end *dst, uint32_t *out_uid)
+{
+    uint32_t mapped[4] = {0, 0, 0, 0};
     int r4 = -1, r6;
 
-    if (peer->sa_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)peer;
-        struct in6_addr mapped = {0};
-        memcpy(&v4[0], &sin->sin_addr, 4);
-        mapped.s6_addr[10] = mapped.s6_addr[11] = 0xff;
-        memcpy(&mapped.s6_addr[12], &sin->sin_addr, 4);
-        memcpy(v6, &mapped, 16);
-        port = ntohs(sin->sin_port);
-        r4 = search(proc_root, "tcp", false, v4, port, local_port, out_uid);
+    if (src->family == AF_INET) {
+        r4 = search(proc_root, "tcp", false, src->addr, src->port, dst->port,
+                    out_uid);
         if (r4 == 1)
-            return ACCEL_OK;
-    } else if (peer->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)peer;
-        memcpy(v6, &s6->sin6_addr, 16);
-        port = ntohs(s6->sin6_port);
+            return 1;
+        memcpy(&mapped[3], &src->addr[0], 4); /* ::ffff:a.b.c.d */
+        ((unsigned char *)mapped)[10] = ((unsigned char *)mapped)[11] = 0xff;
+        r6 = search(proc_root, "tcp6", true, mapped, src->port, dst->port,
+                    out_uid);
     } else {
-        return ACCEL_ENOTFOUND;
+        r6 = search(proc_root, "tcp6", true, src->addr, src->port, dst->port,
+                    out_uid);
     }
-    r6 = search(proc_root, "tcp6", true, v6, port, local_port, out_uid);
-    if (r6 == 1)
-        return ACCEL_OK;
-    return r4 < 0 && r6 < 0 ? ACCEL_EIO : ACCEL_ENOTFOUND;
+    return r6 == 1 ? 1 : r4 < 0 && r6 < 0 ? -1 : 0;
+}
+
+enum accel_err peer_tcp_uid(const char *proc_root, const struct sockaddr *peer,
+                            const struct sockaddr *local, uint32_t *out_uid)
+{
+    struct end src, dst;
+    int r;
+
+    if (!end_of(peer, &src) || !end_of(local, &dst) ||
+        src.family != dst.family)
+        return ACCEL_ENOTFOUND;
+    r = diag_lookup(&src, &dst, out_uid);
+    if (r == 0 && src.family == AF_INET) {
+        /* a dual-stack client socket that connected to ::ffff:a.b.c.d */
+        struct end s6 = src, d6 = dst;
+        s6.family = d6.family = AF_INET6;
+        memset(s6.addr, 0, sizeof s6.addr);
+        memset(d6.addr, 0, sizeof d6.addr);
+        memcpy(&s6.addr[3], &src.addr[0], 4);
+        memcpy(&d6.addr[3], &dst.addr[0], 4);
+        ((unsigned char *)s6.addr)[10] = ((unsigned char *)s6.addr)[11] = 0xff;
+        ((unsigned char *)d6.addr)[10] = ((unsigned char *)d6.addr)[11] = 0xff;
+        r = diag_lookup(&s6, &d6, out_uid);
+    }
+    if (r < 0) /* no netlink (a filter): the tables, line by line */
+        r = table_lookup(proc_root, &src, &dst, out_uid);
+    return r == 1 ? ACCEL_OK : r == 0 ? ACCEL_ENOTFOUND : ACCEL_EIO;
 }

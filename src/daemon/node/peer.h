@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * peer.h: who is at the other end of a TCP connection that a process of
- * this machine opened to one of acceld's listeners. The kernel lists every
- * TCP socket of acceld's network namespace in /proc/net/tcp and
- * /proc/net/tcp6 with the uid that created it; the peer's socket is the
- * one whose local address is the peer's address and whose remote port is
- * the listener's. A peer on another machine (or in another network
- * namespace, behind a bridge) is in neither table. Not for UNIX sockets
- * (SO_PEERCRED answers those, broker.c).
+ * this machine opened to one of acceld's listeners: the uid that created
+ * the peer's socket, which is the socket whose local end is the peer's
+ * address and whose remote end is the listener's. Asked of the kernel
+ * with one exact NETLINK_SOCK_DIAG query (its hash lookup), or, where
+ * netlink is refused, found in /proc/net/tcp and tcp6 (every TCP socket
+ * of acceld's network namespace with its uid). A peer on another machine
+ * (or in another network namespace, behind a bridge) is found in neither.
+ * Not for UNIX sockets (SO_PEERCRED answers those, broker.c).
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -22,13 +23,14 @@
 
 /*
  * The uid owning the socket of peer (an AF_INET or AF_INET6 address, an
- * IPv4 one also found as ::ffff:a.b.c.d in tcp6) connected to local_port.
- * proc_root: "/proc" or a test's copy. ACCEL_OK with *out_uid (set only on
+ * IPv4 one also found as a dual-stack socket's ::ffff:a.b.c.d) connected
+ * to local (the accepted socket's getsockname, same family). proc_root:
+ * "/proc" or a test's, for the tables. ACCEL_OK with *out_uid (set only on
  * success); ACCEL_ENOTFOUND when no socket of this namespace is that peer
- * (a remote one), ACCEL_EIO when neither table can be read.
+ * (a remote one); ACCEL_EIO when neither netlink nor the tables answer.
  */
 enum accel_err peer_tcp_uid(const char *proc_root, const struct sockaddr *peer,
-                            uint16_t local_port, uint32_t *out_uid);
+                            const struct sockaddr *local, uint32_t *out_uid);
 
 /*
  * One table's text (the contents of /proc/net/tcp, v6 false, or tcp6):
