@@ -90,6 +90,44 @@ static bool body_refuses(const json_t *body)
     return v != 0 && (v < 200 || v > 299);
 }
 
+/* A string of v (a value, or its key kept in key) with its control
+ * characters escaped, or NULL when it has none. */
+static char *escaped(const char *s, size_t len)
+{
+    return s != NULL ? util_ctrl_escape(s, len) : NULL;
+}
+
+void client_escape_controls(json_t *v)
+{
+    size_t i;
+    const char *k;
+    json_t *e, *renamed;
+    void *tmp;
+
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, e)
+            client_escape_controls(e);
+    } else if (json_is_object(v)) {
+        renamed = json_object();
+        json_object_foreach_safe(v, tmp, k, e) {
+            char *ek = escaped(k, strlen(k));
+            client_escape_controls(e);
+            if (ek != NULL) {
+                json_object_set(renamed, ek, e);
+                json_object_del(v, k);
+                free(ek);
+            }
+        }
+        json_object_update(v, renamed);
+        json_decref(renamed);
+    } else if (json_is_string(v)) {
+        char *es = escaped(json_string_value(v), json_string_length(v));
+        if (es != NULL)
+            json_string_set(v, es);
+        free(es);
+    }
+}
+
 /* Turn a finished transfer into *out and an exit status. */
 static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
                   struct recvbuf *rb, struct client_resp *out)
@@ -107,6 +145,8 @@ static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
     if (rb->len > 0) {
         out->body = json_loadb(rb->buf, rb->len, 0, NULL);
+        if (ctx->output != CLI_OUTPUT_JSON) /* JSON: escaped when shown */
+            client_escape_controls(out->body);
         if (json_is_object(out->body))
             out->data = json_object_get(out->body, "data");
     }

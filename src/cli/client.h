@@ -39,6 +39,13 @@ struct client_resp {
 int client_call(const struct cli_ctx *ctx, const char *method,
                 const char *path, json_t *body, struct client_resp *out);
 
+/* Write every control character (a C0 byte, DEL, a C1 character) of v's
+ * strings and keys escaped, as "\x1b" or "\u009b" (util_ctrl_escape), so
+ * that nothing acceld answers can drive the terminal it is printed on:
+ * what client_call answers is escaped so, but with -o json (whose output
+ * escapes them the JSON way, table_dump_json). */
+void client_escape_controls(json_t *v);
+
 /* Free what *resp holds; the struct can be reused. NULL-safe. */
 void client_resp_release(struct client_resp *resp);
 

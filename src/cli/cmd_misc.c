@@ -228,21 +228,22 @@ static void fmt_held(const json_t *u, const char *held, const char *max,
 
 static void user_row(struct table *t, const json_t *u)
 {
-    char when[32], apps[48], mem[72];
+    char when[32], apps[48], mem[72], logs[72];
     fmt_ms(json_integer_value(json_object_get(u, "createdAt")), when,
            sizeof(when));
     fmt_held(u, "apps", "maxApps", false, apps, sizeof apps);
     fmt_held(u, "gpuMemory", "maxGpuMemory", true, mem, sizeof mem);
+    fmt_held(u, "logBytes", "maxLogBytes", true, logs, sizeof logs);
     const char *row[] = { table_str(u, "name"), table_str(u, "role"), apps,
-                          mem, when };
+                          mem, logs, when };
     table_add(t, row);
 }
 
 static void print_users(const json_t *users)
 {
     static const char *const head[] = { "NAME", "ROLE", "APPS", "GPU MEMORY",
-                                        "CREATED" };
-    table_print_items(5, head, users, user_row);
+                                        "LOGS", "CREATED" };
+    table_print_items(6, head, users, user_row);
 }
 
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args)
@@ -421,10 +422,8 @@ static void print_event_line(const json_t *ev, bool json)
 {
     char when[32];
     if (json) {
-        char *s = json_dumps(ev, JSON_COMPACT);
-        if (s != NULL)
-            puts(s);
-        free(s);
+        table_dump_json(ev, JSON_COMPACT, stdout);
+        fputc('\n', stdout);
     } else {
         fmt_ms(json_integer_value(json_object_get(ev, "ts")), when,
                sizeof(when));

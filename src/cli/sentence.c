@@ -13,6 +13,7 @@
 
 #include "common/quantity.h"
 #include "common/util.h"
+#include "cli/table.h"
 
 /* One refusal code and what accelctl says about it. */
 struct sentence {
@@ -269,8 +270,18 @@ int sentence_report_ctx(const struct cli_ctx *ctx,
 {
     if (ctx->output == CLI_OUTPUT_JSON && resp->body != NULL) {
         const json_t *v = resp->data != NULL ? resp->data : resp->body;
-        json_dumpf(v, stdout, JSON_INDENT(2));
+        struct client_resp shown = *resp;
+        int rc;
+
+        table_dump_json(v, JSON_INDENT(2), stdout);
         fputc('\n', stdout);
+        /* the sentences on stderr: escaped as in a table (client.h) */
+        shown.body = json_deep_copy(resp->body);
+        client_escape_controls(shown.body);
+        shown.data = json_object_get(shown.body, "data");
+        rc = sentence_report(&shown);
+        json_decref(shown.body);
+        return rc;
     }
     return sentence_report(resp);
 }

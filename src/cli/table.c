@@ -116,12 +116,33 @@ void table_append_item(char **list, size_t i, const char *item, int64_t mem)
     *list = next;
 }
 
+void table_dump_json(const json_t *v, size_t flags, FILE *f)
+{
+    char *s = json_dumps(v, flags | JSON_ENCODE_ANY);
+    size_t len = s != NULL ? strlen(s) : 0;
+
+    /* jansson writes C0 as \u00XX but DEL and C1 as they are: only
+     * inside strings, where a \u escape means the same */
+    for (size_t i = 0; i < len; i++) {
+        size_t k = util_ctrl_len(s, len, i);
+        if (k == 1 && s[i] != 0x7f)
+            k = 0; /* C0: the layout's newlines, none in a string */
+        if (k == 0)
+            fputc(s[i], f);
+        else
+            fprintf(f, "\\u%04x", k == 2 ? (unsigned char)s[i + 1]
+                                          : (unsigned char)s[i]);
+        i += k > 1 ? k - 1 : 0;
+    }
+    free(s);
+}
+
 void table_print_json(const json_t *v)
 {
     if (v == NULL) {
         fputs("null\n", stdout);
         return;
     }
-    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    table_dump_json(v, JSON_INDENT(2), stdout);
     fputc('\n', stdout);
 }

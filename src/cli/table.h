@@ -57,6 +57,10 @@ const char *table_str(const json_t *o, const char *k);
  * comma before every item but number 0, even one whose text is empty. */
 void table_append_item(char **list, size_t i, const char *item, int64_t mem);
 
+/* v dumped as JSON (json_dumps's flags) on f, DEL and the C1 characters
+ * written as \u escapes too (jansson escapes only C0), so that no string
+ * of it drives the terminal. */
+void table_dump_json(const json_t *v, size_t flags, FILE *f);
 /* Print v as indented JSON and a newline to stdout (-o json). */
 void table_print_json(const json_t *v);
 

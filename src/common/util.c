@@ -128,3 +128,44 @@ ssize_t util_read_small(const char *path, char *buf, size_t len)
     buf[n] = '\0';
     return (ssize_t)n;
 }
+
+size_t util_ctrl_len(const char *s, size_t len, size_t i)
+{
+    unsigned char c = (unsigned char)s[i];
+
+    if (c < 0x20 || c == 0x7f)
+        return 1;
+    if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
+        (unsigned char)s[i + 1] <= 0x9f)
+        return 2;
+    return 0;
+}
+
+ssize_t util_ctrl_find(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (util_ctrl_len(s, len, i) > 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+char *util_ctrl_escape(const char *s, size_t len)
+{
+    char *out, *o;
+
+    if (util_ctrl_find(s, len) < 0)
+        return NULL;
+    out = o = xmalloc(len * 6 + 1); /* at most 3 bytes out per byte in */
+    for (size_t i = 0; i < len;) {
+        size_t k = util_ctrl_len(s, len, i);
+        if (k == 1)
+            o += snprintf(o, 5, "\\x%02x", (unsigned char)s[i]);
+        else if (k == 2)
+            o += snprintf(o, 7, "\\u00%02x", (unsigned char)s[i + 1]);
+        else
+            *o++ = s[i];
+        i += k > 0 ? k : 1;
+    }
+    *o = '\0';
+    return out;
+}

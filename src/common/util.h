@@ -34,4 +34,15 @@ ssize_t util_read_small(const char *path, char *buf, size_t len);
  * files ignore and a test's fixture file obeys). 0, or -1 with errno. */
 int util_write_small(const char *path, const char *s);
 
+/* The length (1 or 2) of the terminal control character at s[i] of s
+ * (len bytes): a C0 byte (below 0x20), DEL (0x7f), or a C1 character
+ * (U+0080-U+009F, 0xc2 0x80-0x9f in UTF-8); 0 when s[i] begins none. */
+size_t util_ctrl_len(const char *s, size_t len, size_t i);
+/* The offset of s's first control character (util_ctrl_len), or -1. */
+ssize_t util_ctrl_find(const char *s, size_t len);
+/* s (len bytes) with each control character written as "\x1b" (C0, DEL)
+ * or "\u009b" (C1), allocated (the caller frees it); NULL when s has
+ * none. */
+char *util_ctrl_escape(const char *s, size_t len);
+
 #endif /* ACCEL_COMMON_UTIL_H */

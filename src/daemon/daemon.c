@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/quantity.h"
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/api/auth.h"
@@ -33,6 +34,7 @@
 #include "daemon/node/discovery.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/inventory.h"
+#include "daemon/node/logs.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/node/runtime.h"
 #include "daemon/node/sampler.h"
@@ -397,7 +399,9 @@ static void usage(FILE *f)
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
             "              [--cgroup-root DIR] (dmem.capacity, the apps' "
             "dmem files)\n"
-            "              [--hami-listen HOST:PORT [--hami-listen-any]]\n"
+            "              [--hami-listen HOST:PORT [--hami-listen-any]\n"
+            "               [--hami-users NAME|UID[,NAME|UID...]]]\n"
+            "              [--user-logs-max SIZE|0]\n"
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
@@ -462,6 +466,8 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"lease-ttl", required_argument, NULL, 'T'},
         {"hami-listen", required_argument, NULL, 'W'},
         {"hami-listen-any", no_argument, NULL, 'Z'},
+        {"hami-users", required_argument, NULL, 'M'},
+        {"user-logs-max", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -478,6 +484,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     d->cfg.history_interval = SAMPLER_DEFAULT_INTERVAL;
     d->cfg.history_retention = SAMPLER_DEFAULT_RETENTION;
     d->cfg.lease_ttl = 5;
+    d->cfg.user_logs_max = LOGS_USER_MAX_DEFAULT;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': free(d->cfg.data_dir); d->cfg.data_dir = xstrdup(optarg); break;
@@ -489,6 +496,23 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;
         case 'Z': d->cfg.hami_any = true; break;
+        case 'g':
+            if (quantity_parse_bytes(optarg, &d->cfg.user_logs_max) !=
+                ACCEL_OK) {
+                fprintf(stderr, "acceld: --user-logs-max must be a size such "
+                                "as 100Mi or 1Gi (0: no bound)\n");
+                return 2;
+            }
+            break;
+        case 'M':
+            free(d->cfg.hami_uids);
+            if (http_hami_users_parse(optarg, &d->cfg.hami_uids,
+                                      &d->cfg.nhami_uids, &cause) != ACCEL_OK) {
+                fprintf(stderr, "acceld: %s\n", cause);
+                free(cause);
+                return 2;
+            }
+            break;
         case 'w': free(d->cfg.web_dir); d->cfg.web_dir = xstrdup(optarg); break;
         case 'L':
             d->cfg.log_level = log_level_parse(optarg);
@@ -604,6 +628,11 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         fprintf(stderr, "acceld: --etcd-cacert, --etcd-cert, --etcd-key, "
                         "--etcd-insecure and --etcd-prefix need --etcd (they "
                         "are about the cluster's etcd)\n");
+        return 2;
+    }
+    if (d->cfg.hami_uids != NULL && d->cfg.hami_listen == NULL) {
+        fprintf(stderr, "acceld: --hami-users needs --hami-listen (it says "
+                        "who may use that listener)\n");
         return 2;
     }
     if (d->cfg.hami_listen &&
@@ -827,7 +856,8 @@ int daemon_main(int argc, char **argv)
     d->hooks = (struct accel_hooks){.commit_timed = metrics_commit,
                                     .event_appended = http_wake_parked_locked,
                                     .device_changed = view_touch,
-                                    .rows_released = runtime_release_files};
+                                    .rows_released = runtime_release_files,
+                                    .app_removed = logs_app_removed};
     rc = parse_options(d, argc, argv);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
@@ -840,6 +870,12 @@ int daemon_main(int argc, char **argv)
     log_set_level((enum log_level)d->cfg.log_level);
     find_shim(d);
     log_info("the web page is served from %s", d->cfg.web_dir);
+    if (d->cfg.user_logs_max > 0) {
+        char b[32];
+        quantity_format_bytes(d->cfg.user_logs_max, b, sizeof b);
+        log_info("each user's apps' logs take %s at most together "
+                 "(--user-logs-max); GET /api/users shows logBytes", b);
+    }
     if (open_state(d) != 0)
         return 1;
     runtime_cgroups_init(d);

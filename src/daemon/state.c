@@ -130,6 +130,8 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     uint32_t i;
     if (!strmap_get(d->app_index, a->name, &i))
         return;
+    if (d->hooks.app_removed != NULL)
+        d->hooks.app_removed(d, a);
     strmap_del(d->app_index, a->name);
     owned_remove(d, a);
     d->apps[i] = d->apps[--d->napps];

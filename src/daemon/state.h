@@ -206,6 +206,11 @@ struct accel_config {
     char *listen;        /* --listen HOST:PORT */
     char *hami_listen;   /* --hami-listen HOST:PORT or NULL (http.h) */
     bool hami_any;       /* --hami-listen-any: not loopback only */
+    uint64_t user_logs_max; /* --user-logs-max bytes: one user's logs
+                               together (node/logs.c), 0 = no bound */
+    uint32_t *hami_uids; /* --hami-users: the local uids it serves, or
+                            NULL: those outside uid_lo-uid_hi (http_hami.c) */
+    size_t nhami_uids;   /* how many */
     char *inventory;     /* --inventory FILE or NULL */
     char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
     char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */
@@ -246,6 +251,7 @@ struct user_rec {
     int64_t created_ms;
     int64_t max_apps;    /* PUT /api/users: -1 = the default (members) */
     int64_t max_gpu_mem; /* bytes, -1 = no limit */
+    uint64_t log_bytes;  /* its apps' logs on this node (node/logs.c) */
 };
 
 /*
@@ -267,6 +273,9 @@ struct accel_hooks {
     /* a's rows are about to be released: drop what the node keeps for
      * them (the quota ledgers) */
     void (*rows_released)(struct accel_daemon *d, const struct app *a);
+    /* a leaves memory for good (uninstalled, deleted): drop what the
+     * node keeps of it (its logs) */
+    void (*app_removed)(struct accel_daemon *d, const struct app *a);
 };
 
 struct accel_daemon {

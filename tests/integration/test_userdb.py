@@ -82,6 +82,42 @@ class UserdbRecordsTest(unittest.TestCase):
         self.assertEqual(sorted(n for n in os.listdir(dbdir)
                                 if n.startswith(".")), [])
 
+    def test_retired_records_and_user_names_stay_apart(self):
+        # issue 39 item 5: a user named removed-<uid> was written over the
+        # retired uid's record, which NSS then no longer knew
+        dbdir = os.path.join(temp_dir(self, "accel-userdb-"), "userdb")
+        with Acceld(inventory=NOGPU,
+                    extra_args=["--node-name", "box", "--userdb-dir",
+                                dbdir]) as d:
+            self.assertEqual(d.http("POST", "/api/users",
+                                    {"name": "dora"})[0], 200)
+            uid = uid_of(d, "dora")
+            self.assertEqual(d.http("DELETE", "/api/users/dora")[0], 200)
+            retired = os.path.join(dbdir, "accel-removed-%d.user" % uid)
+            st, b = d.http("POST", "/api/users",
+                           {"name": "removed-%d" % uid})
+            self.assertEqual(st, 400, b)
+            self.assertIn('must not begin with "removed-"', b["message"])
+            with open(retired) as f:
+                self.assertEqual(json.load(f)["uid"], uid)
+            self.assertNotIn("removed-%d" % uid,
+                             [u["name"] for u in d.data("/api/users")])
+            # a record of another number under a user's name is kept
+            # whole, and that user's uid does not point at it
+            with open(os.path.join(dbdir, "accel-erin.user"), "w") as f:
+                json.dump({"userName": "accel-erin", "uid": 4242}, f)
+            self.assertEqual(d.http("POST", "/api/users",
+                                    {"name": "erin"})[0], 200)
+            with open(os.path.join(dbdir, "accel-erin.user")) as f:
+                self.assertEqual(json.load(f)["uid"], 4242)
+            erin = uid_of(d, "erin")
+            self.assertFalse(os.path.lexists(
+                os.path.join(dbdir, "%d.user" % erin)))
+            self.assertIn("records another uid than %d" % erin, d.log())
+            self.assertEqual(d.http("DELETE", "/api/users/erin")[0], 200)
+            with open(os.path.join(dbdir, "accel-erin.user")) as f:
+                self.assertEqual(json.load(f)["uid"], 4242)
+
     def test_unsafe_dir_is_refused(self):
         dbdir = os.path.join(temp_dir(self, "accel-userdb-"), "open")
         os.mkdir(dbdir)

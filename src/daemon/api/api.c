@@ -566,6 +566,12 @@ static json_t *user_json(struct accel_daemon *d, const struct user_rec *u)
                           "uid", /* its apps' uid (SPEC 3), 0 = none */
                           (json_int_t)identity_uid(d, u->name));
     add_limits(d, u, o);
+    /* its apps' logs on this node, and the bound (--user-logs-max) */
+    json_object_set_new(o, "logBytes", json_integer((json_int_t)u->log_bytes));
+    json_object_set_new(o, "maxLogBytes",
+                        d->cfg.user_logs_max
+                            ? json_integer((json_int_t)d->cfg.user_logs_max)
+                            : json_null());
     return o;
 }
 
@@ -679,6 +685,14 @@ static void h_user_add(struct http_req *r)
         http_reply_error(r, ACCEL_EINVAL,
                          "name must be 1-63 characters of a-z, 0-9 and '-' "
                          "(not \"shared\")");
+        goto out;
+    }
+    if (strncmp(name, IDENTITY_RETIRED_PREFIX,
+                strlen(IDENTITY_RETIRED_PREFIX)) == 0) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "name must not begin with \"" IDENTITY_RETIRED_PREFIX
+                         "\" (a removed user's uid keeps the record "
+                         "accel-" IDENTITY_RETIRED_PREFIX "<uid>)");
         goto out;
     }
     if (role && !admin && strcmp(role, "member") != 0) {

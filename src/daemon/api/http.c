@@ -85,6 +85,8 @@ struct http_conn {
      * with every NUL written back as %00 (owned); req_new takes them. */
     struct http_nul nul[HTTP_NUL_KEEP];
     size_t nnul;                /* entries used (more are dropped) */
+    bool peer_ok;               /* --hami-listen let its peer in: not
+                                   looked up again (http_hami.c) */
 };
 
 struct http_server {
@@ -339,7 +341,8 @@ static const struct http_route *hami_routes(void)
 
 /* A request of the --hami-listen listener: /v1/... is the HAMi route
  * /api/vgpu/v1/..., served with an admin's view and no token (those
- * routes only read). false after replying 404 to anything else. */
+ * routes only read), to the peers http_hami.c lets in. false after
+ * replying 404 to anything else, 403 to another peer. */
 static bool hami_rewrite(struct http_req *r)
 {
     char *full;
@@ -349,6 +352,12 @@ static bool hami_rewrite(struct http_req *r)
                          "HAMi-WebUI's backend routes only (/v1/...), not "
                          "%.200s", r->path);
         return false;
+    }
+    if (r->hc == NULL || !r->hc->peer_ok) {
+        if (!http_hami_peer_allowed(r))
+            return false;
+        if (r->hc != NULL)
+            r->hc->peer_ok = true; /* its uid cannot change */
     }
     full = xasprintf(HAMI_PREFIX "%s", r->path);
     free((char *)r->path);

@@ -101,11 +101,19 @@ void http_stop(struct accel_daemon *d);
  * /v1/... (the /api/vgpu/v1/... routes), every one read-only, with an
  * admin's view and no token; any other path is 404. listen must be a
  * loopback address (127.0.0.0/8) unless any is true (--hami-listen-any).
+ * A local peer is served only when its uid may (http_hami_users_parse),
+ * else 403: every app of the node is on the loopback too.
  */
 enum accel_err http_start_hami(struct accel_daemon *d, const char *listen,
                                bool any, int *out_port, char **cause);
 /* That rule alone (acceld checks it before it listens at all). */
 enum accel_err http_check_hami(const char *listen, bool any, char **cause);
+/* --hami-users NAME|UID[,...], the local users the HAMi listener serves
+ * (by the uid owning the peer's socket; without it, every uid outside
+ * --app-uid-range), as uids: *out (the caller frees it) and *out_n, set
+ * only on success; ACCEL_EINVAL with *cause otherwise. */
+enum accel_err http_hami_users_parse(const char *list, uint32_t **out,
+                                     size_t *out_n, char **cause);
 
 #define HTTP_PARK_EVENTS 0 /* woken by the events its user may see */
 #define HTTP_PARK_APP 1    /* woken by the events of one app, or directly */

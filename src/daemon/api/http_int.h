@@ -28,4 +28,9 @@ void http_slow_dispatch(struct http_req *r, const struct http_route *rt);
 /* r ends (d->ev_lock held): forget it in its slow operation, if any. */
 void http_slow_detach_locked(struct http_req *r);
 
+/* A request of the --hami-listen listener: whether its peer may use it
+ * (http_hami.c: --hami-users, else no uid of --app-uid-range); false after
+ * replying 403 naming why. */
+bool http_hami_peer_allowed(struct http_req *r);
+
 #endif /* ACCEL_DAEMON_API_HTTP_INT_H */

@@ -726,6 +726,12 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         free(cause);
         return;
     }
+    if (manifest_check_texts(manifest, &cause) != ACCEL_OK) {
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+        free(cause);
+        manifest_release(&m);
+        return;
+    }
     if (!disk_room(d, res)) {
         manifest_release(&m);
         return;

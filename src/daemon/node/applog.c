@@ -35,6 +35,7 @@ struct entry {
     uint64_t size;               /* of the log behind logfd */
     uint64_t dropped;            /* bytes no write could take */
     bool closing;                /* the app is gone: drain, then free */
+    bool remove;                 /* ...then remove its logs (uninstalled) */
     struct entry *next;
 };
 
@@ -144,6 +145,23 @@ static bool pump(struct applog *l, struct entry *e, char *buf, size_t max)
     return true;
 }
 
+/* Remove app's log and its rotated ones. */
+static void remove_logs(const struct applog *l, const char *app)
+{
+    for (int k = 0; k <= APPLOG_KEEP; k++) {
+        char sfx[32];
+        char *p;
+        if (k == 0)
+            snprintf(sfx, sizeof sfx, ".log");
+        else
+            snprintf(sfx, sizeof sfx, ".log.%d", k);
+        p = path_of(l, app, sfx);
+        if (unlink(p) < 0 && errno != ENOENT)
+            log_warn("cannot remove %s: %s", p, strerror(errno));
+        free(p);
+    }
+}
+
 static void entry_free(struct entry *e)
 {
     if (e->rfd >= 0)
@@ -176,6 +194,12 @@ static void reap_closing(struct applog *l, char *buf)
         done = e->next;
         if (e->rfd >= 0)
             pump(l, e, buf, DRAIN_MAX);
+        if (e->logfd >= 0) {
+            close(e->logfd);
+            e->logfd = -1;
+        }
+        if (e->remove)
+            remove_logs(l, e->app);
         entry_free(e);
     }
 }
@@ -375,4 +399,92 @@ void applog_close(struct applog *l, const char *app)
     pthread_mutex_unlock(&l->lock);
     free(fifo);
     wake(l);
+}
+
+void applog_remove(struct applog *l, const char *app)
+{
+    char *fifo = path_of(l, app, ".pipe");
+    bool pending = false;
+
+    pthread_mutex_lock(&l->lock);
+    for (struct entry *e = l->list; e != NULL; e = e->next)
+        if (strcmp(e->app, app) == 0) {
+            e->closing = e->remove = true; /* removed once drained */
+            pending = true;
+        }
+    if (!pending)
+        remove_logs(l, app);
+    unlink(fifo);
+    pthread_mutex_unlock(&l->lock);
+    free(fifo);
+    wake(l);
+}
+
+void applog_remove_dir(const char *logdir, const char *app)
+{
+    struct applog l = {.dir = (char *)logdir};
+    char *fifo = path_of(&l, app, ".pipe");
+
+    remove_logs(&l, app);
+    unlink(fifo);
+    free(fifo);
+}
+
+/* One log file of an owner's, for applog_bound. */
+struct logfile {
+    char *path;
+    uint64_t size;
+    int64_t mtime_ns;
+    int gen;                     /* 0: the current log, k: .log.k */
+};
+
+/* Oldest rotated first; then the current ones, largest first. */
+static int logfile_cmp(const void *pa, const void *pb)
+{
+    const struct logfile *a = pa, *b = pb;
+
+    if ((a->gen == 0) != (b->gen == 0))
+        return a->gen == 0 ? 1 : -1;
+    if (a->gen == 0)
+        return a->size < b->size ? 1 : a->size > b->size ? -1 : 0;
+    return a->mtime_ns < b->mtime_ns ? -1 : a->mtime_ns > b->mtime_ns;
+}
+
+uint64_t applog_bound(const char *logdir, const char *const *apps, size_t n,
+                      uint64_t max)
+{
+    struct applog l = {.dir = (char *)logdir};
+    struct logfile *f = xcalloc(n * (APPLOG_KEEP + 1) + 1, sizeof(*f));
+    size_t nf = 0;
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k <= APPLOG_KEEP; k++) {
+            char sfx[32];
+            struct stat sb;
+            if (k == 0)
+                snprintf(sfx, sizeof sfx, ".log");
+            else
+                snprintf(sfx, sizeof sfx, ".log.%d", k);
+            f[nf].path = path_of(&l, apps[i], sfx);
+            if (lstat(f[nf].path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                free(f[nf].path);
+                continue;
+            }
+            f[nf].size = (uint64_t)sb.st_size;
+            f[nf].mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+                             sb.st_mtim.tv_nsec;
+            f[nf].gen = k;
+            total += f[nf++].size;
+        }
+    if (max > 0 && total > max)
+        qsort(f, nf, sizeof(*f), logfile_cmp);
+    for (size_t i = 0; i < nf; i++) {
+        if (max > 0 && total > max && f[i].size > 0 &&
+            (f[i].gen > 0 ? unlink(f[i].path) : truncate(f[i].path, 0)) == 0)
+            total -= f[i].size;
+        free(f[i].path);
+    }
+    free(f);
+    return total;
 }

@@ -59,4 +59,20 @@ bool applog_adopt(struct applog *l, const char *app);
  * it. Returns at once; the writer thread does the rest. */
 void applog_close(struct applog *l, const char *app);
 
+/* The app is uninstalled: its logs go with it (<app>.log and the rotated
+ * ones), once what is left in its FIFO is read if it has one, else now. */
+void applog_remove(struct applog *l, const char *app);
+/* The same without a writer (none started): removed now from logdir. */
+void applog_remove_dir(const char *logdir, const char *app);
+
+/*
+ * The bytes the logs in logdir of apps[n] (one owner's apps) take; when
+ * that is more than max (0: no bound), the oldest rotated logs are
+ * removed, then the largest current ones emptied (the writer appends on),
+ * until it is not. Returns the bytes left. Any thread; the writer may
+ * write meanwhile (a log emptied at once takes the next write).
+ */
+uint64_t applog_bound(const char *logdir, const char *const *apps, size_t n,
+                      uint64_t max);
+
 #endif /* ACCEL_DAEMON_NODE_APPLOG_H */

@@ -93,6 +93,87 @@ enum accel_err disk_usage(const char *path, size_t max_entries,
     return w.over ? ACCEL_ERANGE : ACCEL_OK;
 }
 
+#define UNLINKED_SEEN_MAX 4096 /* files told apart; more are all counted */
+
+struct unlinked {
+    dev_t dev;                    /* the file system measured */
+    size_t fds, max_fds;          /* descriptors looked at, at most */
+    uint64_t bytes;
+    ino_t seen[UNLINKED_SEEN_MAX]; /* files counted already */
+    size_t nseen;
+};
+
+/* Count the file behind one descriptor if it is unlinked and on u->dev. */
+static void count_unlinked(struct unlinked *u, int fddir, const char *name)
+{
+    struct stat sb;
+
+    if (fstatat(fddir, name, &sb, 0) != 0 || !S_ISREG(sb.st_mode) ||
+        sb.st_nlink != 0 || sb.st_dev != u->dev)
+        return;
+    for (size_t i = 0; i < u->nseen; i++)
+        if (u->seen[i] == sb.st_ino)
+            return;
+    if (u->nseen < UNLINKED_SEEN_MAX)
+        u->seen[u->nseen++] = sb.st_ino;
+    u->bytes += (uint64_t)sb.st_blocks * 512u;
+}
+
+/* The descriptors of process pid (a directory of proc, fd procfd). */
+static void scan_fds(struct unlinked *u, int procfd, const char *pid)
+{
+    char *path = xasprintf("%s/fd", pid);
+    int fddir = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = fddir >= 0 ? fdopendir(fddir) : NULL;
+    struct dirent *e;
+
+    free(path);
+    if (dir == NULL) { /* the process is gone */
+        if (fddir >= 0)
+            close(fddir);
+        return;
+    }
+    while (u->fds <= u->max_fds && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        u->fds++;
+        count_unlinked(u, dirfd(dir), e->d_name);
+    }
+    closedir(dir);
+}
+
+enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
+                                  dev_t dev, size_t max_fds,
+                                  uint64_t *out_bytes)
+{
+    struct unlinked *u = xcalloc(1, sizeof(*u));
+    int procfd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = procfd >= 0 ? fdopendir(dup(procfd)) : NULL;
+    struct dirent *e;
+    enum accel_err rc = ACCEL_EIO;
+
+    u->dev = dev;
+    u->max_fds = max_fds;
+    if (dir == NULL)
+        goto out;
+    while (u->fds <= max_fds && (e = readdir(dir)) != NULL) {
+        struct stat sb;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+            fstatat(procfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            sb.st_uid != (uid_t)uid)
+            continue;
+        scan_fds(u, procfd, e->d_name);
+    }
+    closedir(dir);
+    *out_bytes = u->bytes;
+    rc = u->fds > max_fds ? ACCEL_ERANGE : ACCEL_OK;
+out:
+    if (procfd >= 0)
+        close(procfd);
+    free(u);
+    return rc;
+}
+
 void disk_format(uint64_t bytes, char *buf, size_t len)
 {
     static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB",

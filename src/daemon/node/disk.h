@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "accel/accel.h"
 
@@ -37,6 +38,22 @@
  */
 enum accel_err disk_usage(const char *path, size_t max_entries,
                           uint64_t *out_bytes, size_t *out_entries);
+
+/*
+ * The bytes that files unlinked but still open take on the file system
+ * dev (st_blocks x 512 of each, counted once however many descriptors
+ * hold it), over the descriptors of every process whose /proc/<pid> is
+ * uid's: a file deleted and written through its descriptor is on the disk
+ * as much as a linked one, and disk_usage's walk cannot see it. Each
+ * descriptor is stat'ed through /proc/<pid>/fd/<n>, which reaches the file
+ * itself. proc_root: "/proc" or a test's. ACCEL_OK with *out_bytes;
+ * ACCEL_ERANGE when uid's processes hold more than max_fds descriptors
+ * (*out_bytes is what was counted); ACCEL_EIO when proc_root cannot be
+ * read.
+ */
+enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
+                                  dev_t dev, size_t max_fds,
+                                  uint64_t *out_bytes);
 
 /*
  * The data directory's room: NULL when the file system of dir has more

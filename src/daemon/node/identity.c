@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "common/util.h"
 #include "daemon/log.h"
 #include "daemon/node/cgroup.h"
@@ -294,22 +296,48 @@ enum accel_err identity_pick(uint32_t lo, uint32_t hi, const uint32_t *taken,
  */
 #define USERDB_PREFIX "accel-"
 
-static void userdb_put(const char *dir, const char *file, const char *text)
+/* Whether the record at path is another number's than id (its "uid" for
+ * a user, "gid" for a group): a record that is missing or does not say is
+ * nobody else's. */
+static bool userdb_others(const char *path, const char *key, uint32_t id)
+{
+    json_t *rec = json_load_file(path, 0, NULL);
+    json_t *v = json_object_get(rec, key);
+    bool others = json_is_integer(v) && json_integer_value(v) != (json_int_t)id;
+
+    json_decref(rec);
+    return others;
+}
+
+/* Write file (a record of number id, key "uid" or "gid") in dir, unless
+ * it holds another number's record: that one is never rewritten (false). */
+static bool userdb_put(const char *dir, const char *file, const char *key,
+                       uint32_t id, const char *text)
 {
     char *path = xasprintf("%s/%s", dir, file);
     char *tmp = xasprintf("%s/.%s.tmp", dir, file);
     size_t len = strlen(text);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                  0644);
+    int fd = -1;
+    bool mine = false;
 
+    if (userdb_others(path, key, id)) {
+        log_warn("%s records another %s than %u: not rewritten", path, key,
+                 id);
+        goto out;
+    }
+    mine = true;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+              0644);
     if (fd < 0 || write(fd, text, len) != (ssize_t)len || close(fd) != 0 ||
         rename(tmp, path) != 0) {
         log_warn("cannot register %s in %s: %s", file, dir, strerror(errno));
         if (fd >= 0)
             unlink(tmp);
     }
+out:
     free(path);
     free(tmp);
+    return mine;
 }
 
 static void userdb_link(const char *dir, uint32_t id, const char *kind,
@@ -332,7 +360,8 @@ static void userdb_link(const char *dir, uint32_t id, const char *kind,
  * "~alice.65537", is "accel-removed-65537". */
 static char *userdb_name(const char *name, uint32_t uid)
 {
-    return name[0] == '~' ? xasprintf(USERDB_PREFIX "removed-%u", uid)
+    return name[0] == '~'
+               ? xasprintf(USERDB_PREFIX IDENTITY_RETIRED_PREFIX "%u", uid)
                           : xasprintf(USERDB_PREFIX "%s", name);
 }
 
@@ -350,15 +379,15 @@ static void userdb_register(const struct accel_daemon *d, const char *name,
                      "\"realName\":\"accel user %s\",\"shell\":"
                      "\"/usr/sbin/nologin\",\"disposition\":\"regular\","
                      "\"locked\":true}\n", un, uid, uid, name);
-    userdb_put(dir, file, text);
-    userdb_link(dir, uid, "user", file);
+    if (userdb_put(dir, file, "uid", uid, text))
+        userdb_link(dir, uid, "user", file);
     free(file);
     free(text);
     file = xasprintf("%s.group", un);
     text = xasprintf("{\"groupName\":\"%s\",\"gid\":%u,"
                      "\"disposition\":\"regular\"}\n", un, uid);
-    userdb_put(dir, file, text);
-    userdb_link(dir, uid, "group", file);
+    if (userdb_put(dir, file, "gid", uid, text))
+        userdb_link(dir, uid, "group", file);
     free(file);
     free(text);
     free(un);
@@ -368,6 +397,7 @@ static void userdb_unregister(const struct accel_daemon *d, const char *name,
                               uint32_t uid)
 {
     static const char *const kinds[] = {"user", "group"};
+    static const char *const keys[] = {"uid", "gid"};
     char *un, *path;
 
     if (d->cfg.userdb_dir == NULL || !d->uid_drop)
@@ -375,7 +405,8 @@ static void userdb_unregister(const struct accel_daemon *d, const char *name,
     un = userdb_name(name, uid);
     for (int k = 0; k < 2; k++) {
         path = xasprintf("%s/%s.%s", d->cfg.userdb_dir, un, kinds[k]);
-        unlink(path);
+        if (!userdb_others(path, keys[k], uid))
+            unlink(path);
         free(path);
         path = xasprintf("%s/%u.%s", d->cfg.userdb_dir, uid, kinds[k]);
         unlink(path);

@@ -38,6 +38,9 @@ struct app;
 #define IDENTITY_UID_LO_DEFAULT 65536u
 #define IDENTITY_UID_HI_DEFAULT 99999u
 #define IDENTITY_LOGIN_DEFS "/etc/login.defs"
+/* A retired uid's NSS record is accel-removed-<uid> (--userdb-dir): no
+ * user may be named so, which keeps the two name spaces apart. */
+#define IDENTITY_RETIRED_PREFIX "removed-"
 
 /* A name's uid, in memory (d->ids); loaded from and written to the store. */
 struct identity_rec {

@@ -30,6 +30,7 @@
 #include "daemon/node/cgroup.h"
 #include "daemon/node/disk.h"
 #include "daemon/node/identity.h"
+#include "daemon/node/logs.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
@@ -912,9 +913,19 @@ struct disk_watch {
     char *home;            /* <home root>/<owner> (owned) */
     uint64_t limit;        /* limitedDisk */
     pid_t pid;             /* the run measured */
+    uint32_t uid;          /* its processes' (their unlinked files count) */
     uint64_t used;         /* measured without the lock */
     enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
 };
+
+/* An app whose home is measured: running, or stopping by a stop the
+ * supervisor drives and has not killed yet (one that ignores SIGTERM for
+ * its stopTimeoutSeconds still writes). */
+static bool disk_measured(const struct app *a)
+{
+    return a->state == APP_RUNNING ||
+           (a->state == APP_STOPPING && a->stop.active && !a->stop.killed);
+}
 
 static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
                           size_t max)
@@ -922,14 +933,17 @@ static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
-        if (a->pid <= 0 || a->state != APP_RUNNING || !disk_watched(a) ||
-            !runtime_runs_here(d, a) || state_app_multi(d, a))
+        uint32_t uid, gid;
+        if (a->pid <= 0 || !disk_measured(a) || !disk_watched(a) ||
+            !runtime_runs_here(d, a) || state_app_multi(d, a) ||
+            identity_app_uid(d, a, &uid, &gid) != ACCEL_OK)
             continue;
         w[n] = (struct disk_watch){
             .app = xstrdup(a->name),
             .home = identity_home(d, a->owner),
             .limit = disk_limit(a),
-            .pid = (pid_t)a->pid};
+            .pid = (pid_t)a->pid,
+            .uid = uid};
         n++;
     }
     return n;
@@ -944,9 +958,10 @@ static char *disk_reason(const struct disk_watch *w)
     if (w->rc == ACCEL_ERANGE)
         return xasprintf("stopped: its home %s cannot be measured for "
                          "limitedDisk %s (more than %u entries, more than "
-                         "%u directories deep, or a directory acceld "
-                         "cannot read)", w->home, lim,
-                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH);
+                         "%u directories deep, a directory acceld cannot "
+                         "read, or more than %u open files)", w->home, lim,
+                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH,
+                         DISK_WALK_MAX_ENTRIES);
     disk_format(w->used, used, sizeof used);
     return xasprintf("stopped: its home %s uses %s on disk, past "
                      "limitedDisk %s", w->home, used, lim);
@@ -981,9 +996,38 @@ static void stop_for_disk(struct accel_daemon *d, struct app *a,
     runtime_stop_begin(a, APP_FAILED, reason, false);
 }
 
+/* a is stopping and past its limit meanwhile: its kill is due now, not at
+ * the end of its stopTimeoutSeconds (lock held). */
+static void kill_for_disk(struct accel_daemon *d, struct app *a,
+                          const char *reason)
+{
+    a->stop.kill_at_ms = util_wall_ms();
+    state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                "app %s is killed while it stops: %s", a->name, reason);
+}
+
+/* Measure the home at w (used and rc): the tree, and the files the
+ * owner's processes hold open after unlinking them on its file system. */
+static void measure_home(struct disk_watch *w)
+{
+    struct stat sb;
+    uint64_t held = 0;
+    enum accel_err rc;
+
+    w->rc = disk_usage(w->home, DISK_WALK_MAX_ENTRIES, &w->used, NULL);
+    if (w->rc != ACCEL_OK || stat(w->home, &sb) != 0)
+        return;
+    rc = disk_unlinked_open("/proc", w->uid, sb.st_dev, DISK_WALK_MAX_ENTRIES,
+                            &held);
+    w->used += held;
+    if (rc == ACCEL_ERANGE)
+        w->rc = rc;
+}
+
 /*
- * Measure the homes of the running apps with a limitedDisk (each home once
- * a pass) and stop every app whose home is past its limit. Returns the
+ * Measure the homes of the running (and stopping) apps with a limitedDisk
+ * (each home once a pass) and stop every app whose home is past its limit
+ * (kill one that is stopping already). Returns the
  * milliseconds the pass took.
  */
 static uint64_t watch_disk(struct accel_daemon *d)
@@ -1004,19 +1048,21 @@ static uint64_t watch_disk(struct accel_daemon *d)
             w[i].rc = w[k].rc;
             continue;
         }
-        w[i].rc = disk_usage(w[i].home, DISK_WALK_MAX_ENTRIES, &w[i].used,
-                             NULL);
+        measure_home(&w[i]);
     }
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, w[i].app);
         char *why;
-        if (a == NULL || a->pid != w[i].pid || a->state != APP_RUNNING ||
+        if (a == NULL || a->pid != w[i].pid || !disk_measured(a) ||
             (w[i].rc != ACCEL_ERANGE &&
              (w[i].rc != ACCEL_OK || w[i].used <= w[i].limit)))
             continue;
         why = disk_reason(&w[i]);
-        stop_for_disk(d, a, why);
+        if (a->state == APP_RUNNING)
+            stop_for_disk(d, a, why);
+        else if (a->stop.kill_at_ms > util_wall_ms())
+            kill_for_disk(d, a, why);
         free(why);
     }
     pthread_mutex_unlock(&d->lock);
@@ -1042,6 +1088,7 @@ static void *supervise(void *arg)
         }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
+            logs_bound_users(d);
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
         }

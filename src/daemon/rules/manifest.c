@@ -446,6 +446,47 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     return ACCEL_OK;
 }
 
+/* The manifest's texts a terminal or a page shows: no control character
+ * (util_ctrl_len), which could retitle a window, clear a screen or
+ * overwrite a line where accelctl prints them; the long descriptions
+ * (Markdown) may have lines and tabs. */
+static const struct {
+    const char *parent, *key; /* root.parent.key */
+    bool lines;               /* '\n' and '\t' allowed */
+} texts[] = {
+    { "metadata", "title", false },
+    { "metadata", "description", false },
+    { "spec", "fullDescription", true },
+    { "spec", "upgradeDescription", true },
+};
+
+enum accel_err manifest_check_texts(const json_t *root, char **cause)
+{
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const json_t *v = json_object_get(json_object_get(root,
+                                                          texts[i].parent),
+                                          texts[i].key);
+        const char *s = json_string_value(v);
+        size_t len = json_string_length(v);
+
+        for (size_t at = 0; s != NULL && at < len; at++) {
+            if (util_ctrl_len(s, len, at) == 0 ||
+                (texts[i].lines && (s[at] == '\n' || s[at] == '\t')))
+                continue;
+            *cause = xasprintf("%s.%s must not contain control characters "
+                               "(U+%04X at byte %zu%s)", texts[i].parent,
+                               texts[i].key,
+                               util_ctrl_len(s, len, at) == 2
+                                   ? (unsigned char)s[at + 1]
+                                   : (unsigned char)s[at],
+                               at, texts[i].lines ? "; lines and tabs are "
+                                                    "allowed" : "");
+            return ACCEL_EINVAL;
+        }
+    }
+    return ACCEL_OK;
+}
+
 static enum accel_err parse_meta(const json_t *root, struct manifest *m,
                                  char **cause)
 {

@@ -46,6 +46,14 @@ struct manifest {
 enum accel_err manifest_parse(const json_t *root, struct manifest *m,
                               char **cause);
 void manifest_release(struct manifest *m);
+/*
+ * A new manifest's texts (metadata.title, metadata.description; the
+ * Markdown spec.fullDescription and spec.upgradeDescription but for lines
+ * and tabs) have no control character: ACCEL_OK, or ACCEL_EINVAL with
+ * *cause naming the field. Checked at install only, not by manifest_parse,
+ * so that an app stored before the rule still loads.
+ */
+enum accel_err manifest_check_texts(const json_t *root, char **cause);
 
 /*
  * Is KEY one of the variables that carry enforcement and that acceld alone
