@@ -467,7 +467,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"hami-listen", required_argument, NULL, 'W'},
         {"hami-listen-any", no_argument, NULL, 'Z'},
         {"hami-users", required_argument, NULL, 'M'},
-        {"user-logs-max", required_argument, NULL, 'g'},
+        {"user-logs-max", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -496,7 +496,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;
         case 'Z': d->cfg.hami_any = true; break;
-        case 'g':
+        case 'B':
             if (quantity_parse_bytes(optarg, &d->cfg.user_logs_max) !=
                 ACCEL_OK) {
                 fprintf(stderr, "acceld: --user-logs-max must be a size such "
