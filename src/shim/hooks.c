@@ -117,31 +117,91 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
-/* Stream-ordered allocations are charged by size when requested and given
- * back when the free is enqueued (stricter than charging pool growth). */
-#define ASYNC_ALLOC(name, params, call)                                        \
+/* Stream-ordered allocations: charged by what the pool they draw from
+ * holds on the device (pool.c); by request on a driver that cannot tell. */
+struct async_args {
+    void *fn;                   /* the real entry point */
+    CUdeviceptr *dptr;
+    size_t bytes;
+    CUmemoryPool pool;          /* NULL: the device's current pool */
+    CUstream stream;
+};
+
+static CUresult call_async(void *p)
+{
+    struct async_args *a = p;
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))(uintptr_t)a->fn)(
+        a->dptr, a->bytes, a->stream);
+}
+
+static CUresult call_from_pool(void *p)
+{
+    struct async_args *a = p;
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool,
+                         CUstream))(uintptr_t)a->fn)(a->dptr, a->bytes,
+                                                     a->pool, a->stream);
+}
+
+static CUresult undo_async(void *p)
+{
+    struct async_args *a = p;
+    CUresult (*fr)(CUdeviceptr, CUstream) = SHIM_CUDA_REAL(cuMemFreeAsync);
+    return fr != NULL ? fr(*a->dptr, a->stream) : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult async_alloc(struct async_args *a, int from_pool)
+{
+    CUresult (*call)(void *) = from_pool ? call_from_pool : call_async;
+    struct shim_charge c;
+    CUresult rc;
+
+    if (quota_on()) {
+        int ord = current_ordinal();
+        CUmemoryPool p;
+        if (quota_dev(ord) != NULL &&
+            (p = pool_measurable(a->pool, ord)) != NULL)
+            return pool_alloc(p, ord, a->bytes, call, a, undo_async);
+    }
+    OOM_IF_REFUSED(c, a->bytes);
+    rc = call(a);
+    return quota_end(&c, rc, SHIM_KIND_PTR, a->dptr ? *a->dptr : 0);
+}
+
+#define ASYNC_ALLOC(name, params, pool_arg, from_pool)                         \
     CUresult name params                                                       \
     {                                                                          \
-        struct shim_charge c;                                                  \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        OOM_IF_REFUSED(c, bytesize);                                           \
-        CUresult rc = fn call;                                                 \
-        return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);             \
+        struct async_args a = { (void *)(uintptr_t)fn, dptr, bytesize,         \
+                                pool_arg, hStream };                           \
+        return async_alloc(&a, from_pool);                                     \
     }
 ASYNC_ALLOC(cuMemAllocAsync,
-            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
-            (dptr, bytesize, hStream))
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream), NULL, 0)
 ASYNC_ALLOC(cuMemAllocAsync_ptsz,
-            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
-            (dptr, bytesize, hStream))
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream), NULL, 0)
 ASYNC_ALLOC(cuMemAllocFromPoolAsync,
             (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
-             CUstream hStream),
-            (dptr, bytesize, pool, hStream))
+             CUstream hStream), pool, 1)
 ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz,
             (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
-             CUstream hStream),
-            (dptr, bytesize, pool, hStream))
+             CUstream hStream), pool, 1)
+
+/* What releases a pool's memory: a synchronize (above the release
+ * threshold), a trim, the pool's end. The pools are read again after. */
+#define POOL_SHRINK(name, params, args)                                        \
+    CUresult name params                                                       \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        CUresult rc = fn args;                                                 \
+        pool_refresh();                                                        \
+        return rc;                                                             \
+    }
+POOL_SHRINK(cuCtxSynchronize, (void), ())
+POOL_SHRINK(cuStreamSynchronize, (CUstream hStream), (hStream))
+POOL_SHRINK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+POOL_SHRINK(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep),
+            (pool, minBytesToKeep))
+POOL_SHRINK(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 
 /* Release of a tracked key of `kind` through the real `fn` call. */
 #define RELEASE(kind, key, call)                                               \
@@ -187,10 +247,39 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
 }
 
+/* A handle released while mapped stays charged until its last mapping is
+ * unmapped: the driver keeps its memory until then (vmm.c). */
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_NOT_FOUND(fn, cuMemRelease);
+    shim_core_init();
+    if (vmm_hold_release(handle)) {
+        CUresult rc = fn(handle);
+        if (rc != CUDA_SUCCESS)
+            vmm_unhold(handle);
+        return rc;
+    }
     RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemMap);
+    CUresult rc = fn(ptr, size, offset, handle, flags);
+    if (rc == CUDA_SUCCESS)
+        vmm_mapped(ptr, size, handle);
+    return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemUnmap);
+    CUresult rc = fn(ptr, size);
+    if (rc == CUDA_SUCCESS)
+        vmm_unmapped(ptr, size);
+    return rc;
 }
 
 /* Bytes per element of a CUarray_format (unknown formats: 4). */
@@ -289,17 +378,41 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     RELEASE(SHIM_KIND_MIPMAP, (uintptr_t)h, fn(h));
 }
 
-/* Contexts: a fixed SHIM_CTX_OVERHEAD each, on the device they are made on. */
+/* Contexts: charged at what they really took of the device (ctx.c). The
+ * last measured size is reserved first (a context that cannot fit is
+ * refused before the driver makes it); one that turns out larger than the
+ * quota allows is destroyed again and refused. */
+static CUresult ctx_settle(struct shim_charge *c, CUresult rc, CUcontext *pctx,
+                           CUdevice dev, int64_t before)
+{
+    uint64_t key = pctx != NULL ? (uint64_t)(uintptr_t)*pctx : 0;
+    uint64_t cost;
+
+    if (rc != CUDA_SUCCESS)
+        return quota_end(c, rc, SHIM_KIND_CTX, 0);
+    cost = ctx_cost(dev, before);
+    if (quota_adjust(c, cost) != 0) {
+        CUresult (*d)(CUcontext) = SHIM_CUDA_REAL(cuCtxDestroy_v2);
+        if (d != NULL && pctx != NULL)
+            d(*pctx);
+        shim_log("dev %d: a context (%llu bytes) does not fit the quota: "
+                 "refused", dev, (unsigned long long)cost);
+        return quota_end(c, CUDA_ERROR_OUT_OF_MEMORY, SHIM_KIND_CTX, 0);
+    }
+    return quota_end(c, rc, SHIM_KIND_CTX, key);
+}
+
 #define CTX_CREATE(name, params, call)                                         \
     CUresult name params                                                       \
     {                                                                          \
-        struct shim_charge c;                                                  \
+        struct shim_charge c_;                                                 \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        if (quota_begin(&c, quota_on() ? dev : -1, SHIM_CTX_OVERHEAD) != 0)    \
+        int on_ = quota_on() && quota_dev(dev) != NULL;                        \
+        int64_t before_ = on_ ? ctx_before(dev) : -1;                          \
+        if (on_ && quota_begin(&c_, dev, ctx_estimate(dev)) != 0)              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult rc = fn call;                                                 \
-        return quota_end(&c, rc, SHIM_KIND_CTX,                                \
-                         pctx ? (uint64_t)(uintptr_t)*pctx : 0);               \
+        return on_ ? ctx_settle(&c_, rc, pctx, dev, before_) : rc;             \
     }
 CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
            (pctx, flags, dev))
@@ -311,6 +424,25 @@ CTX_CREATE(cuCtxCreate_v4,
            (CUcontext * pctx, CUctxCreateParams *params, unsigned int flags,
             CUdevice dev),
            (pctx, params, flags, dev))
+
+/* The runtime's primary context: charged once, when a retain made it. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxRetain);
+    return ctx_primary_retain(fn, pctx, dev, quota_on());
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxRelease_v2);
+    return ctx_primary_drop(fn(dev), dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxReset_v2);
+    return ctx_primary_drop(fn(dev), dev, 1);
+}
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {

@@ -11,7 +11,7 @@
  * ordinal (ACCEL_CONFIG, or ACCEL_MEMORY_LIMIT standalone).
  *
  * hipMemGetInfo and hipDeviceTotalMem answer the virtual view of quota.c:
- * total = min(limit, physical), free = total - usage.
+ * total = min(limit, physical), free = min(total - usage, physical free).
  *
  * A real symbol the runtime does not have gives hipErrorNotFound.
  */
@@ -212,6 +212,59 @@ hipError_t hipArrayDestroy(hipArray_t array)
 {
     HIP_REAL_OR_NOT_FOUND(fn, hipArrayDestroy);
     HIP_RELEASE(SHIM_KIND_ARRAY, array, fn(array));
+}
+
+/* VMM (vLLM's sleep mode on ROCm, PyTorch-ROCm's expandable segments):
+ * as CUDA's cuMemCreate, charged when it lives on a device, until it is
+ * released AND its last mapping is unmapped (vmm.c). */
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                        const hipMemAllocationProp *prop,
+                        unsigned long long flags)
+{
+    struct shim_charge c;
+    int on_dev = prop != NULL &&
+                 prop->location.type == hipMemLocationTypeDevice;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemCreate);
+    if (quota_begin(&c, hip_quota_on() && on_dev ? prop->location.id : -1,
+                    size) != 0)
+        return hipErrorOutOfMemory;
+    hipError_t rc = fn(handle, size, prop, flags);
+    return quota_end(&c, rc, SHIM_KIND_HANDLE,
+                     handle ? (uint64_t)(uintptr_t)*handle : 0);
+}
+
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemRelease);
+    shim_core_init();
+    if (vmm_hold_release((uint64_t)(uintptr_t)handle)) {
+        hipError_t rc = fn(handle);
+        if (rc != hipSuccess)
+            vmm_unhold((uint64_t)(uintptr_t)handle);
+        return rc;
+    }
+    HIP_RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+}
+
+hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
+                     hipMemGenericAllocationHandle_t handle,
+                     unsigned long long flags)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemMap);
+    hipError_t rc = fn(ptr, size, offset, handle, flags);
+    if (rc == hipSuccess)
+        vmm_mapped((uint64_t)(uintptr_t)ptr, size,
+                   (uint64_t)(uintptr_t)handle);
+    return rc;
+}
+
+hipError_t hipMemUnmap(void *ptr, size_t size)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemUnmap);
+    hipError_t rc = fn(ptr, size);
+    if (rc == hipSuccess)
+        vmm_unmapped((uint64_t)(uintptr_t)ptr, size);
+    return rc;
 }
 
 hipError_t hipMemGetInfo(size_t *pfree, size_t *ptotal)

@@ -289,7 +289,8 @@ int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
     c->dev = quota_dev(ordinal);
     if (c->dev == NULL)
         return 0;
-    if (reserve_or_reclaim(c->dev, bytes) != 0) {
+    if (reserve_or_reclaim(c->dev, bytes) != 0 &&
+        (!pool_reclaim(ordinal) || reserve(c->dev, bytes) != 0)) {
         c->dev = NULL;
         return -1;
     }
@@ -302,7 +303,9 @@ int quota_adjust(struct shim_charge *c, uint64_t bytes)
         return 0;
     if (bytes < c->bytes) {
         unreserve(c->dev, c->bytes - bytes);
-    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0) {
+    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0 &&
+               (!pool_reclaim(c->ordinal) ||
+                reserve(c->dev, bytes - c->bytes) != 0)) {
         return -1;
     }
     c->bytes = bytes;
@@ -338,6 +341,14 @@ void quota_release(int ordinal, uint64_t bytes)
     unreserve(d, bytes);
 }
 
+void quota_give(int ordinal, uint64_t bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (d != NULL && bytes != 0)
+        unreserve(d, bytes);
+}
+
 void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
                 uint64_t *out_total, uint64_t *out_free, uint64_t *out_used)
 {
@@ -355,8 +366,9 @@ void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
     u = atomic_load_explicit(&d->ledger->used, memory_order_acquire);
     used = u < 0 ? 0 : ((uint64_t)u > total ? total : (uint64_t)u);
     *out_total = total;
-    *out_free = total - used;
-    *out_used = used;
+    /* never more than the card has free: a neighbour may hold the rest */
+    *out_free = total - used < phys_free ? total - used : phys_free;
+    *out_used = total - *out_free;
 }
 
 /* Give our slot back: its charge leaves the ledger with us. */

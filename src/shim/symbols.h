@@ -106,6 +106,20 @@
       (CUmemGenericAllocationHandle * handle, size_t size,                     \
        const CUmemAllocationProp *prop, unsigned long long flags))             \
     X(CUDA, 1, CUresult, cuMemRelease, (CUmemGenericAllocationHandle handle))  \
+    X(CUDA, 1, CUresult, cuMemMap,                                             \
+      (CUdeviceptr ptr, size_t size, size_t offset,                            \
+       CUmemGenericAllocationHandle handle, unsigned long long flags))         \
+    X(CUDA, 1, CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size))          \
+    X(CUDA, 1, CUresult, cuMemPoolTrimTo,                                      \
+      (CUmemoryPool pool, size_t minBytesToKeep))                              \
+    X(CUDA, 1, CUresult, cuMemPoolDestroy, (CUmemoryPool pool))                \
+    X(CUDA, 1, CUresult, cuStreamSynchronize, (CUstream hStream))              \
+    X(CUDA, 1, CUresult, cuStreamSynchronize_ptsz, (CUstream hStream))         \
+    X(CUDA, 1, CUresult, cuCtxSynchronize, (void))                             \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxRetain,                             \
+      (CUcontext * pctx, CUdevice dev))                                        \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice dev))         \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice dev))           \
     X(CUDA, 1, CUresult, cuArrayCreate_v2,                                     \
       (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR *desc))                  \
     X(CUDA, 1, CUresult, cuArray3DCreate_v2,                                   \
@@ -136,7 +150,12 @@
     X(CUDA, 0, CUresult, cuCtxGetCurrent, (CUcontext * pctx))                  \
     X(CUDA, 0, CUresult, cuCtxPushCurrent_v2, (CUcontext ctx))                 \
     X(CUDA, 0, CUresult, cuCtxPopCurrent_v2, (CUcontext * pctx))               \
-    X(CUDA, 0, CUresult, cuCtxSynchronize, (void))                             \
+    X(CUDA, 0, CUresult, cuDevicePrimaryCtxGetState,                           \
+      (CUdevice dev, unsigned int *flags, int *active))                        \
+    X(CUDA, 0, CUresult, cuDeviceGetUuid_v2, (unsigned char *uuid, CUdevice dev)) \
+    X(CUDA, 0, CUresult, cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev)) \
+    X(CUDA, 0, CUresult, cuMemPoolGetAttribute,                                \
+      (CUmemoryPool pool, int attr, void *value))                              \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo,                          \
       (nvmlDevice_t device, nvmlMemory_t * memory))                            \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2,                       \
@@ -145,6 +164,8 @@
       (nvmlDevice_t device, unsigned int *index))                              \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetUUID,                                \
       (nvmlDevice_t device, char *uuid, unsigned int length))                  \
+    X(NVML, 0, nvmlReturn_t, nvmlDeviceGetHandleByUUID,                        \
+      (const char *uuid, nvmlDevice_t *device))                                \
     X(HIP, 1, hipError_t, hipMalloc, (void **ptr, size_t size))                \
     X(HIP, 1, hipError_t, hipMallocManaged,                                    \
       (void **ptr, size_t size, unsigned int flags))                           \
@@ -168,6 +189,15 @@
     X(HIP, 1, hipError_t, hipFreeAsync, (void *ptr, hipStream_t stream))       \
     X(HIP, 1, hipError_t, hipFreeArray, (hipArray_t array))                    \
     X(HIP, 1, hipError_t, hipArrayDestroy, (hipArray_t array))                 \
+    X(HIP, 1, hipError_t, hipMemCreate,                                        \
+      (hipMemGenericAllocationHandle_t * handle, size_t size,                  \
+       const hipMemAllocationProp *prop, unsigned long long flags))            \
+    X(HIP, 1, hipError_t, hipMemRelease,                                       \
+      (hipMemGenericAllocationHandle_t handle))                                \
+    X(HIP, 1, hipError_t, hipMemMap,                                           \
+      (void *ptr, size_t size, size_t offset,                                  \
+       hipMemGenericAllocationHandle_t handle, unsigned long long flags))      \
+    X(HIP, 1, hipError_t, hipMemUnmap, (void *ptr, size_t size))               \
     X(HIP, 1, hipError_t, hipMemGetInfo, (size_t * free, size_t *total))       \
     X(HIP, 1, hipError_t, hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev)) \
     X(HIP, 1, hipError_t, hipGetProcAddress,                                   \

@@ -97,6 +97,47 @@ EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s)
 }
 EXPORT hipError_t hipFreeArray(hipArray_t a) { return give((uintptr_t)a); }
 EXPORT hipError_t hipArrayDestroy(hipArray_t a) { return give((uintptr_t)a); }
+/* VMM, with the driver's lifetime: a handle's memory lives until it is
+ * released and unmapped (fake_alloc.h). */
+EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *h, size_t b,
+                               const hipMemAllocationProp *prop,
+                               unsigned long long f)
+{
+    uint64_t k;
+    (void)f;
+    if (prop != NULL && prop->location.type != hipMemLocationTypeDevice)
+        return into((void **)h, 0);
+    k = fake_vmm_create(b);
+    if (k == 0)
+        return hipErrorOutOfMemory;
+    *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;
+    return hipSuccess;
+}
+EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t h)
+{
+    return give((uintptr_t)h);
+}
+EXPORT hipError_t hipMemAddressReserve(void **p, size_t size, size_t align,
+                                       void *addr, unsigned long long f)
+{
+    (void)align, (void)addr, (void)f;
+    *p = (void *)(uintptr_t)fake_va_reserve(size);
+    return hipSuccess;
+}
+EXPORT hipError_t hipMemMap(void *p, size_t size, size_t off,
+                            hipMemGenericAllocationHandle_t h,
+                            unsigned long long f)
+{
+    (void)off, (void)f;
+    return fake_vmm_map((uintptr_t)p, size, (uintptr_t)h) == 0
+               ? hipSuccess
+               : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipMemUnmap(void *p, size_t size)
+{
+    return fake_vmm_unmap((uintptr_t)p, size) == 0 ? hipSuccess
+                                                   : hipErrorInvalidValue;
+}
 EXPORT hipError_t hipMemGetInfo(size_t *f, size_t *t)
 {
     fake_mem_info(f, t);

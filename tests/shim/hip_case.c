@@ -92,15 +92,15 @@ static int r_free_array(union gpu_key k) { return hipFreeArray(k.ptr); }
 static int r_destroy(union gpu_key k) { return hipArrayDestroy(k.ptr); }
 
 static const struct alloc_path paths[] = {
-    { "malloc", a_malloc, r_free, 0 },
-    { "managed", a_managed, r_free, 0 },
-    { "ext", a_ext, r_free, 0 },
-    { "pitch", a_pitch, r_free, 0 },
-    { "async", a_async, r_free_async, 0 },
-    { "pool", a_pool, r_free_async, 0 },
-    { "array", a_array, r_free_array, 0 },
-    { "array3d", a_array3d, r_free_array, 0 },
-    { "arraycreate", a_create, r_destroy, 0 },
+    { "malloc", a_malloc, r_free, 0, NULL },
+    { "managed", a_managed, r_free, 0, NULL },
+    { "ext", a_ext, r_free, 0, NULL },
+    { "pitch", a_pitch, r_free, 0, NULL },
+    { "async", a_async, r_free_async, 0, NULL },
+    { "pool", a_pool, r_free_async, 0, NULL },
+    { "array", a_array, r_free_array, 0, NULL },
+    { "array3d", a_array3d, r_free_array, 0, NULL },
+    { "arraycreate", a_create, r_destroy, 0, NULL },
 };
 
 static const struct gpu_api hip = {

@@ -70,7 +70,8 @@ int wait_ok(pid_t pid)
 }
 
 /* Limit 1 GiB: 768 MiB fits, 512 MiB more does not and never reaches the
- * fake; after the free the ledger is back at 0. */
+ * fake; after the free (and the device's settling: a pool's synchronize)
+ * the ledger is back at 0, and the card never held more than the quota. */
 static void case_refuse(const struct gpu_api *api, const char *which)
 {
     struct fake_cuda_stats *st = api->record();
@@ -97,6 +98,11 @@ static void case_refuse(const struct gpu_api *api, const char *which)
         CHECK(p->release(k1) == 0, "release");
         for (int f = 0; f < p->fill && f < 4; f++)
             p->release(more[f]);
+        if (p->settle != NULL)
+            CHECK(p->settle() == 0, "settle");
+        CHECK((uint64_t)atomic_load(&st->max_used) <= GiB,
+              "%s: the %s held %lld, over the 1 GiB quota", which, api->fake,
+              (long long)atomic_load(&st->max_used));
         CHECK(ledger_used() == 0, "ledger after free: %llu",
               (unsigned long long)ledger_used());
         CHECK(atomic_load(&st->used) == 0, "%s still holds memory", api->fake);

@@ -28,13 +28,16 @@ union gpu_key {
 
 /* One allocation path of an API: allocate about `bytes` into *key, release
  * key. fill: how many more allocations of the path the quota takes before
- * the one refused (contexts: a fixed 256 MiB each, so three more after the
- * first fill 1 GiB; 0 for the others, whose first takes 768 MiB). */
+ * the one refused (contexts: 256 MiB each on the stand-in of that test, so
+ * three more after the first fill 1 GiB; 0 for the others, whose first
+ * takes 768 MiB). settle: what makes the device really give the memory
+ * back after the release (a stream-ordered pool's synchronize), or NULL. */
 struct alloc_path {
     const char *name;
     int (*alloc)(uint64_t bytes, union gpu_key *key);
     int (*release)(union gpu_key key);
     int fill;
+    int (*settle)(void);
 };
 
 /* What the shared cases need of an API; its codes are 0 for success. */
