@@ -42,6 +42,14 @@ hipError_t hipArrayDestroy(hipArray_t);
 hipError_t hipMemGetInfo(size_t *, size_t *);
 hipError_t hipDeviceTotalMem(size_t *, hipDevice_t);
 hipError_t hipGetProcAddress(const char *, void **, int, uint64_t, int *);
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *, size_t,
+                        const hipMemAllocationProp *, unsigned long long);
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t);
+hipError_t hipMemAddressReserve(void **, size_t, size_t, void *,
+                                unsigned long long);
+hipError_t hipMemMap(void *, size_t, size_t, hipMemGenericAllocationHandle_t,
+                     unsigned long long);
+hipError_t hipMemUnmap(void *, size_t);
 struct fake_cuda_stats *fake_hip_stats(void);
 
 /* The allocation paths (quota_cases.h): their keys are HIP's pointers. */
@@ -194,6 +202,34 @@ static void case_unknown_free(void)
     CHECK(atomic_load(&st->unknown_frees) == 1, "free not at runtime");
 }
 
+/* vLLM's sleep mode on ROCm, PyTorch-ROCm's expandable segments: a VMM
+ * handle released while mapped stays on the card, and charged, until its
+ * mapping is unmapped; hipMalloc beside it is held to the quota. */
+static void case_vmm_mapped(void)
+{
+    struct fake_cuda_stats *st = fake_hip_stats();
+    hipMemAllocationProp p = { .type = 1 };
+    hipMemGenericAllocationHandle_t h;
+    void *va = NULL, *d = NULL;
+
+    p.location.type = hipMemLocationTypeDevice;
+    CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == 0, "reserve");
+    CHECK(hipMemCreate(&h, 512 * MiB, &p, 0) == 0, "create");
+    CHECK(hipMemMap(va, 512 * MiB, 0, h, 0) == 0, "map");
+    CHECK(hipMemRelease(h) == 0, "release while mapped");
+    CHECK(ledger_used() == 512 * MiB, "released while mapped: charge %llu",
+          (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == hipErrorOutOfMemory,
+          "768 MiB beside the mapped 512 MiB");
+    CHECK(hipMemUnmap(va, 512 * MiB) == 0, "unmap");
+    CHECK(ledger_used() == 0 && atomic_load(&st->used) == 0,
+          "after unmap: %llu", (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == 0 && hipFree(d) == 0, "quota back");
+    CHECK((uint64_t)atomic_load(&st->max_used) <= GiB,
+          "the card held %lld, over the quota",
+          (long long)atomic_load(&st->max_used));
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -210,6 +246,8 @@ int main(int argc, char **argv)
         case_missing();
     else if (strcmp(c, "unknown_free") == 0)
         case_unknown_free();
+    else if (strcmp(c, "vmm_mapped") == 0)
+        case_vmm_mapped();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
