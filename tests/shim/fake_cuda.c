@@ -481,6 +481,18 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
     return work(20);
 }
 
+/* Internal entry points, as a driver may hand out instead of its exported
+ * functions (FAKE_CUDA_INTERNAL=1): not in the dynamic symbol table. */
+static CUresult internal_alloc(CUdeviceptr *p, size_t b)
+{
+    ALLOC_INTO(p, b);
+}
+static CUresult internal_ctx(CUcontext *c, unsigned int f, CUdevice d)
+{
+    (void)f, (void)d;
+    return ctx_new(c);
+}
+
 /* Like the real driver: a base name plus version picks the ABI variant;
  * the per-thread-stream flag (2) picks _ptsz. Answers from this library
  * only (it does not see the shim's exports). */
@@ -501,7 +513,6 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
         (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym",
                                                 "GLIBC_2.34");
 
-    (void)ver;
     if (real_dlsym == NULL)
         real_dlsym = (void *(*)(void *, const char *))dlvsym(
             RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -515,6 +526,11 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
         if (strcmp(sym, ptsz[i]) == 0)
             snprintf(name, sizeof(name), "%s_ptsz", sym);
     *pfn = self ? real_dlsym(self, name) : NULL;
+    if (getenv("FAKE_CUDA_INTERNAL") != NULL && ver >= 3020 &&
+        strcmp(sym, "cuMemAlloc") == 0)
+        *pfn = (void *)(uintptr_t)internal_alloc;
+    if (getenv("FAKE_CUDA_INTERNAL") != NULL && strcmp(sym, "cuCtxCreate") == 0)
+        *pfn = (void *)(uintptr_t)internal_ctx;
     if (self)
         dlclose(self);
     if (status)

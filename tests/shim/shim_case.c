@@ -407,6 +407,36 @@ static void case_procaddr(void)
     CHECK(ledger_used() == 0, "ledger not 0");
 }
 
+/* A driver that hands out internal entry points (FAKE_CUDA_INTERNAL): the
+ * one hooked variant of cuMemAlloc at this version is still held; the
+ * ambiguous cuCtxCreate (_v2, _v3, _v4) is said once in ACCEL_LOG. */
+static void case_procaddr_internal(void)
+{
+    CUresult (*alloc)(CUdeviceptr *, size_t) = NULL;
+    void *ctx = NULL;
+    CUdeviceptr d, e;
+    char buf[4096] = { 0 }, *p;
+    int fd, n = 0;
+
+    CHECK(cuGetProcAddress_v2("cuMemAlloc", (void **)&alloc, 12000, 0,
+                              NULL) == 0 && alloc != NULL, "lookup");
+    CHECK(alloc(&d, 768 * MiB) == 0, "within");
+    CHECK(alloc(&e, 512 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "an internal cuMemAlloc_v2 went by unheld");
+    CHECK(cuMemFree_v2(d) == 0 && ledger_used() == 0, "free");
+    for (int i = 0; i < 2; i++)
+        CHECK(cuGetProcAddress_v2("cuCtxCreate", &ctx, 12000, 0, NULL) == 0,
+              "ctx lookup");
+    fd = open(getenv("ACCEL_LOG"), O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof(buf) - 1) >= 0, "log");
+    if (fd >= 0)
+        close(fd);
+    for (p = buf; (p = strstr(p, "cuGetProcAddress(cuCtxCreate")); p++)
+        n++;
+    CHECK(n == 1, "unheld cuCtxCreate said %d times: %s", n, buf);
+    CHECK(strstr(buf, "cuMemAlloc") == NULL, "cuMemAlloc said unheld");
+}
+
 static void case_unknown_free(void)
 {
     struct fake_cuda_stats *st = fake_cuda_stats();
@@ -732,6 +762,8 @@ int main(int argc, char **argv)
         case_create_host();
     else if (strcmp(c, "procaddr") == 0)
         case_procaddr();
+    else if (strcmp(c, "procaddr_internal") == 0)
+        case_procaddr_internal();
     else if (strcmp(c, "unknown_free") == 0)
         case_unknown_free();
     else if (strcmp(c, "missing") == 0)
