@@ -77,7 +77,27 @@
     S(X, cuMemsetD2D16_v2, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
     S(X, cuMemsetD2D16_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
     S(X, cuMemsetD2D32_v2, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h)) \
-    S(X, cuMemsetD2D32_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h))
+    S(X, cuMemsetD2D32_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *p), (p)) \
+    S(X, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *p), (p)) \
+    S(X, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemPrefetchAsync, (CUdeviceptr p, size_t n, CUdevice dst, CUstream hStream), (p, n, dst, hStream)) \
+    S(X, cuMemPrefetchAsync_ptsz, (CUdeviceptr p, size_t n, CUdevice dst, CUstream hStream), (p, n, dst, hStream)) \
+    S(X, cuMemPrefetchAsync_v2, (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream hStream), (p, n, loc, flags, hStream)) \
+    S(X, cuMemPrefetchAsync_v2_ptsz, (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream hStream), (p, n, loc, flags, hStream)) \
+    S(X, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)) \
+    S(X, cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)) \
+    S(X, cuStreamWaitValue32_v2, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue32_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue64_v2, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue64_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue32_v2, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue32_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue64_v2, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue64_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamBatchMemOp_v2, (CUstream hStream, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags), (hStream, count, ops, flags)) \
+    S(X, cuStreamBatchMemOp_v2_ptsz, (CUstream hStream, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags), (hStream, count, ops, flags))
 #define SHIM_SUBMIT_SYMBOL(X, name, params, args)                              \
     X(CUDA, 1, CUresult, name, params)
 

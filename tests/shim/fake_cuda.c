@@ -475,6 +475,32 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
     (void)d, (void)h, (void)n;
     return work(20);
 }
+EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr d, size_t n, CUdevice dev,
+                                   CUstream s)
+{
+    (void)d, (void)n, (void)dev, (void)s;
+    return work(20);
+}
+EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *src,
+                                   size_t *sz, size_t n, void *attrs,
+                                   size_t *idx, size_t na, size_t *fail,
+                                   CUstream s)
+{
+    (void)d, (void)src, (void)sz, (void)n, (void)attrs, (void)idx;
+    (void)na, (void)fail, (void)s;
+    return work(20);
+}
+EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr a, unsigned v,
+                                        unsigned f)
+{
+    (void)s, (void)a, (void)v, (void)f;
+    return work(20);
+}
+EXPORT CUresult cuMemcpy3DPeer(const void *p)
+{
+    (void)p;
+    return work(20);
+}
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
     (void)d, (void)v, (void)n;
