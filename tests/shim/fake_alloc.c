@@ -126,7 +126,7 @@ static struct fake_proc *me(void)
 {
     static pthread_once_t atfork = PTHREAD_ONCE_INIT;
 
-    if (fk.me == NULL || atomic_load(&fk.me->pid) != getpid()) {
+    if (fk.me == NULL) { /* a fork child starts again (fake_fork_child) */
         pthread_once(&atfork, atfork_once);
         fk.me = proc_entry(fake_record());
     }
