@@ -17,7 +17,6 @@
  */
 #include "shim/shim.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -26,30 +25,6 @@ static unsigned primary_refs[SHIM_MAX_DEV];     /* ctx_mu: retains seen */
 static _Atomic int unmeasured_said;
 static _Atomic uint64_t last_cost[SHIM_MAX_DEV]; /* the last one measured */
 
-/* NVML's handle of CUDA ordinal, by the UUID the driver gives it (so that
- * CUDA_VISIBLE_DEVICES, which renumbers CUDA's ordinals, is no matter). */
-nvmlDevice_t ctx_nvml_device(int ordinal)
-{
-    CUresult (*uuid_fn)(unsigned char *, CUdevice) =
-        SHIM_CUDA_REAL(cuDeviceGetUuid_v2);
-    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *) =
-        SHIM_NVML_REAL(nvmlDeviceGetHandleByUUID);
-    unsigned char u[16];
-    char s[64];
-    nvmlDevice_t d = NULL;
-
-    if (uuid_fn == NULL || by_uuid == NULL || uuid_fn(u, ordinal) != 0)
-        return NULL;
-    snprintf(s, sizeof(s),
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x",
-             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-             u[10], u[11], u[12], u[13], u[14], u[15]);
-    if (by_uuid(s, &d) != NVML_SUCCESS)
-        return NULL;
-    return d;
-}
-
 /* The device's free memory now, or -1 when it cannot be read. */
 static int64_t dev_free(int ordinal)
 {
@@ -57,7 +32,7 @@ static int64_t dev_free(int ordinal)
         SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
     CUresult (*info)(size_t *, size_t *) = SHIM_CUDA_REAL(cuMemGetInfo_v2);
     CUresult (*cur)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
-    nvmlDevice_t d = ctx_nvml_device(ordinal);
+    nvmlDevice_t d = devmap_nvml(ordinal);
     nvmlMemory_t m;
     size_t f, t;
     CUdevice now;

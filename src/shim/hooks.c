@@ -487,8 +487,8 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     }
 ACCEL_SHIM_SUBMIT(SUBMIT_HOOK, _)
 
-/* NVML: the same view; the device is found by UUID when ACCEL_CONFIG gave
- * one, else by NVML index (standalone use). */
+/* NVML: the same view, of the CUDA ordinal the card is to the app
+ * (devmap.c: by UUID; a card the app does not see shows no quota). */
 static int nvml_ordinal(nvmlDevice_t device)
 {
     nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned) =
@@ -496,16 +496,12 @@ static int nvml_ordinal(nvmlDevice_t device)
     nvmlReturn_t (*idx_fn)(nvmlDevice_t, unsigned *) =
         SHIM_NVML_REAL(nvmlDeviceGetIndex);
     char uuid[96];
-    unsigned idx;
+    unsigned idx = 0;
+    int have_uuid = uuid_fn != NULL &&
+                    uuid_fn(device, uuid, sizeof(uuid)) == NVML_SUCCESS;
+    int have_idx = idx_fn != NULL && idx_fn(device, &idx) == NVML_SUCCESS;
 
-    if (uuid_fn != NULL && uuid_fn(device, uuid, sizeof(uuid)) == NVML_SUCCESS)
-        for (int i = 0; i < SHIM_MAX_DEV; i++)
-            if (shim_state.dev[i].uuid[0] != '\0' &&
-                strcmp(shim_state.dev[i].uuid, uuid) == 0)
-                return i;
-    if (idx_fn != NULL && idx_fn(device, &idx) == NVML_SUCCESS)
-        return (int)idx;
-    return -1;
+    return devmap_ordinal(have_uuid ? uuid : NULL, idx, have_idx);
 }
 
 /* What NVML answered for device (total, free, used: either struct's),

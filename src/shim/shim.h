@@ -276,7 +276,6 @@ SHIM_HIDDEN void pool_fork_parent(void);
 SHIM_HIDDEN void pool_fork_child(void);
 
 /* ctx.c: contexts charged at their measured size. */
-SHIM_HIDDEN nvmlDevice_t ctx_nvml_device(int ordinal);
 SHIM_HIDDEN int64_t ctx_before(int ordinal); /* free memory, -1 unknown */
 SHIM_HIDDEN uint64_t ctx_cost(int ordinal, int64_t before);
 /* What the last context measured on ordinal took (0 none yet): reserved
@@ -288,6 +287,12 @@ SHIM_HIDDEN CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
 /* After a release (reset 0) or a reset (1) that returned rc. */
 SHIM_HIDDEN CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset);
 SHIM_HIDDEN void ctx_fork_child(void);
+
+/* devmap.c: NVML devices and CUDA ordinals, tied by UUID. */
+SHIM_HIDDEN nvmlDevice_t devmap_nvml(int ordinal);
+/* The CUDA ordinal of NVML card (uuid, NVML index idx if have_idx); -1
+ * when the app has none for it (not visible, or not bound under acceld). */
+SHIM_HIDDEN int devmap_ordinal(const char *uuid, unsigned idx, int have_idx);
 
 /* procaddr.c */
 SHIM_HIDDEN void *procaddr_hook_for(void *real);

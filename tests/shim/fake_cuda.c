@@ -305,13 +305,35 @@ EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
 {
     return primary_drop(d, 1);
 }
-/* The device's UUID: fa ce 00 .. 00 <ordinal>, as fake_nvml.c prints it. */
+/* The card behind ordinal d: the d-th index of CUDA_VISIBLE_DEVICES
+ * (indices only), d itself when unset; -1 if there is none. */
+static int card_of(CUdevice d)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    char *end;
+
+    if (v == NULL)
+        return d >= 0 && d < 16 ? d : -1;
+    for (int k = 0; *v != '\0'; k++) {
+        long i = strtol(v, &end, 10);
+        if (end == v)
+            return -1;
+        if (k == d)
+            return (int)i;
+        v = *end == ',' ? end + 1 : end;
+    }
+    return -1;
+}
+/* The card's UUID: fa ce 00 .. 00 <card>, as fake_nvml.c prints it. */
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
 {
+    int card = card_of(d);
+    if (card < 0)
+        return CUDA_ERROR_INVALID_VALUE;
     memset(uuid, 0, 16);
     uuid[0] = 0xfa;
     uuid[1] = 0xce;
-    uuid[15] = (unsigned char)d;
+    uuid[15] = (unsigned char)card;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)

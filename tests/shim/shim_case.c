@@ -558,6 +558,53 @@ static void case_config(void)
           "remove");
 }
 
+/* The memory NVML shows for the card of NVML index idx. */
+static uint64_t nvml_total_of(unsigned idx)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    nvmlReturn_t (*get)(nvmlDevice_t, nvmlMemory_t *) =
+        h ? (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))(uintptr_t)dlsym(
+                h, "nvmlDeviceGetMemoryInfo")
+          : NULL;
+    nvmlMemory_t m = { 0 };
+    CHECK(get && get((nvmlDevice_t)(uintptr_t)(0x1000 + idx), &m) == 0,
+          "nvml %u", idx);
+    return m.total;
+}
+
+/* Standalone under CUDA_VISIBLE_DEVICES=1 with a quota on CUDA ordinal 0
+ * only: NVML's card 1 is that ordinal (its quota), card 0 is not the
+ * app's (the whole card), whatever their NVML indices. */
+static void case_nvml_visible(void)
+{
+    CHECK(nvml_total_of(1) == GiB, "card 1 (CUDA 0): %llu",
+          (unsigned long long)nvml_total_of(1));
+    CHECK(nvml_total_of(0) == 16 * GiB, "card 0 (not visible): %llu",
+          (unsigned long long)nvml_total_of(0));
+}
+
+/* Under acceld: the app's ordinal 0 is bound to NVML card 1 (by UUID); an
+ * unbound card (NVML index 0) never shows the app's quota. */
+static void case_nvml_unbound(void)
+{
+    const char *uuid = "GPU-face0000-0000-0000-0000-000000000001";
+    char dir[400], led[512], cfg[512];
+    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL };
+
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "unb-app", 0) == ACCEL_OK, "path");
+    snprintf(cfg, sizeof(cfg), "%s/unb-app.shim.conf", dir);
+    CHECK(ledger_create(led, "unb-app", 0, uuid, 512 * MiB, (uid_t)-1,
+                        (gid_t)-1) == ACCEL_OK, "create");
+    CHECK(ledger_write_config(cfg, "unb-app", &dev, 1) == ACCEL_OK, "config");
+    setenv("ACCEL_CONFIG", cfg, 1);
+    CHECK(nvml_total_of(1) == 512 * MiB, "bound card: %llu",
+          (unsigned long long)nvml_total_of(1));
+    CHECK(nvml_total_of(0) == 16 * GiB, "unbound card: %llu",
+          (unsigned long long)nvml_total_of(0));
+    CHECK(ledger_remove(led) == ACCEL_OK, "remove");
+}
+
 /* Wait up to ms for pid; 1 = exited with status 0. Kills it on time-out. */
 static int wait_bounded(pid_t pid, int ms, const char *what)
 {
@@ -778,6 +825,10 @@ int main(int argc, char **argv)
         case_fork_race((int)strtol(argv[2], NULL, 10));
     else if (strcmp(c, "config") == 0)
         case_config();
+    else if (strcmp(c, "nvml_visible") == 0)
+        case_nvml_visible();
+    else if (strcmp(c, "nvml_unbound") == 0)
+        case_nvml_unbound();
     else if (strcmp(c, "vmm_mapped") == 0)
         case_vmm_mapped();
     else if (strcmp(c, "pool_keep") == 0)
