@@ -149,6 +149,25 @@ static CUresult undo_async(void *p)
     return fr != NULL ? fr(*a->dptr, a->stream) : CUDA_ERROR_NOT_FOUND;
 }
 
+/* CUDA graph memory (memory nodes, and stream-ordered allocations made
+ * while a stream is being captured, which become such nodes) is refused
+ * under a quota: the driver takes it from a per-device graph pool at
+ * instantiation, upload or launch, where no refusal can be given. */
+static CUresult graph_mem_refused(const char *how)
+{
+    shim_log("CUDA graph memory (%s) refused: graph memory nodes are not "
+             "held to the quota, so they are not allowed under one", how);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int capturing(CUstream s)
+{
+    CUresult (*fn)(CUstream, int *) = SHIM_CUDA_REAL(cuStreamIsCapturing);
+    int status = 0;
+
+    return fn != NULL && fn(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
 static CUresult async_alloc(struct async_args *a, int from_pool)
 {
     CUresult (*call)(void *) = from_pool ? call_from_pool : call_async;
@@ -158,6 +177,8 @@ static CUresult async_alloc(struct async_args *a, int from_pool)
     if (quota_on()) {
         int ord = current_ordinal();
         CUmemoryPool p;
+        if (quota_dev(ord) != NULL && capturing(a->stream))
+            return graph_mem_refused("an allocation during stream capture");
         if (quota_dev(ord) != NULL &&
             (p = pool_measurable(a->pool, ord)) != NULL)
             return pool_alloc(p, ord, a->bytes, call, a, undo_async);
@@ -185,6 +206,46 @@ ASYNC_ALLOC(cuMemAllocFromPoolAsync,
 ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz,
             (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
              CUstream hStream), pool, 1)
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies,
+                                size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddMemAllocNode);
+    if (quota_on() && quota_dev(current_ordinal()) != NULL)
+        return graph_mem_refused("cuGraphAddMemAllocNode");
+    return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+static int mem_alloc_node(const CUgraphNodeParams *p)
+{
+    return p != NULL && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && quota_on() &&
+           quota_dev(current_ordinal()) != NULL;
+}
+
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                        const CUgraphNode *dependencies,
+                        size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddNode);
+    if (mem_alloc_node(nodeParams))
+        return graph_mem_refused("cuGraphAddNode");
+    return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                           const CUgraphNode *dependencies,
+                           const CUgraphEdgeData *dependencyData,
+                           size_t numDependencies,
+                           CUgraphNodeParams *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddNode_v2);
+    if (mem_alloc_node(nodeParams))
+        return graph_mem_refused("cuGraphAddNode_v2");
+    return fn(phGraphNode, hGraph, dependencies, dependencyData,
+              numDependencies, nodeParams);
+}
 
 /* What releases a pool's memory: a synchronize (above the release
  * threshold), a trim, the pool's end. The pools are read again after. */

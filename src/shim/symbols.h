@@ -133,6 +133,18 @@
     X(CUDA, 1, CUresult, cuMemPoolTrimTo,                                      \
       (CUmemoryPool pool, size_t minBytesToKeep))                              \
     X(CUDA, 1, CUresult, cuMemPoolDestroy, (CUmemoryPool pool))                \
+    X(CUDA, 1, CUresult, cuGraphAddMemAllocNode,                               \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, size_t numDependencies,                \
+       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams))                                \
+    X(CUDA, 1, CUresult, cuGraphAddNode,                                       \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, size_t numDependencies,                \
+       CUgraphNodeParams *nodeParams))                                         \
+    X(CUDA, 1, CUresult, cuGraphAddNode_v2,                                    \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, \
+       size_t numDependencies, CUgraphNodeParams *nodeParams))                 \
     X(CUDA, 1, CUresult, cuStreamSynchronize, (CUstream hStream))              \
     X(CUDA, 1, CUresult, cuStreamSynchronize_ptsz, (CUstream hStream))         \
     X(CUDA, 1, CUresult, cuCtxSynchronize, (void))                             \
@@ -174,6 +186,7 @@
       (CUdevice dev, unsigned int *flags, int *active))                        \
     X(CUDA, 0, CUresult, cuDeviceGetUuid_v2, (unsigned char *uuid, CUdevice dev)) \
     X(CUDA, 0, CUresult, cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev)) \
+    X(CUDA, 0, CUresult, cuStreamIsCapturing, (CUstream hStream, int *status)) \
     X(CUDA, 0, CUresult, cuMemPoolGetAttribute,                                \
       (CUmemoryPool pool, int attr, void *value))                              \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo,                          \

@@ -180,6 +180,41 @@ EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     return pool_rc(fake_pool_trim((uintptr_t)pool, keep));
 }
+/* Stream capture (one capturing stream at a time is enough here) and
+ * graph memory nodes, which the stand-in accepts without memory. */
+static _Atomic(CUstream) captured = (CUstream)(uintptr_t)1;
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode)
+{
+    (void)mode;
+    atomic_store(&captured, s);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph)
+{
+    (void)s;
+    atomic_store(&captured, (CUstream)(uintptr_t)1);
+    *graph = (void *)(uintptr_t)0x4000;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status)
+{
+    *status = atomic_load(&captured) == s;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *g, const void *deps,
+                                       size_t n, void *params)
+{
+    (void)g, (void)deps, (void)n, (void)params;
+    *node = (void *)(uintptr_t)0x5000;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddNode(void **node, void *g, const void *deps,
+                               size_t n, void *params)
+{
+    (void)g, (void)deps, (void)n, (void)params;
+    *node = (void *)(uintptr_t)0x5001;
+    return CUDA_SUCCESS;
+}
 /* A synchronize: the pools above their release threshold shrink. */
 EXPORT CUresult cuStreamSynchronize(CUstream s)
 {

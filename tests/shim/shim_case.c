@@ -371,6 +371,44 @@ static void case_hold_unlimited(char **argv)
     pause();
 }
 
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuGraphAddMemAllocNode(void **, void *, const void *, size_t, void *);
+CUresult cuGraphAddNode(void **, void *, const void *, size_t, void *);
+
+/* CUDA graph memory is refused under a quota, with a line in ACCEL_LOG:
+ * a memory node added to a graph, by either call, and a stream-ordered
+ * allocation made while its stream is captured (PyTorch's graphs with
+ * the cudaMallocAsync backend). Other nodes and uncaptured streams pass. */
+static void case_graph_mem(void)
+{
+    CUstream s = (CUstream)(uintptr_t)0x77;
+    int params[32] = { 10 }; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+    void *node, *graph;
+    CUdeviceptr d;
+    char buf[4096] = { 0 };
+    int fd;
+
+    CHECK(cuGraphAddMemAllocNode(&node, NULL, NULL, 0, params) ==
+              CUDA_ERROR_OUT_OF_MEMORY, "memory node added");
+    CHECK(cuGraphAddNode(&node, NULL, NULL, 0, params) ==
+              CUDA_ERROR_OUT_OF_MEMORY, "memory node by cuGraphAddNode");
+    params[0] = 0; /* a kernel node */
+    CHECK(cuGraphAddNode(&node, NULL, NULL, 0, params) == 0, "kernel node");
+    CHECK(cuStreamBeginCapture_v2(s, 0) == 0, "capture");
+    CHECK(cuMemAllocAsync(&d, MiB, s) == CUDA_ERROR_OUT_OF_MEMORY,
+          "allocation during capture");
+    CHECK(cuStreamEndCapture(s, &graph) == 0, "end capture");
+    CHECK(cuMemAllocAsync(&d, MiB, s) == 0 && cuMemFreeAsync(d, s) == 0,
+          "after the capture");
+    fd = open(getenv("ACCEL_LOG"), O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0, "log");
+    if (fd >= 0)
+        close(fd);
+    CHECK(strstr(buf, "CUDA graph memory (cuGraphAddMemAllocNode) refused"),
+          "no log line: %s", buf);
+}
+
 /* Host-located cuMemCreate takes no VRAM and is not charged. */
 static void case_create_host(void)
 {
@@ -829,6 +867,8 @@ int main(int argc, char **argv)
         case_nvml_visible();
     else if (strcmp(c, "nvml_unbound") == 0)
         case_nvml_unbound();
+    else if (strcmp(c, "graph_mem") == 0)
+        case_graph_mem();
     else if (strcmp(c, "vmm_mapped") == 0)
         case_vmm_mapped();
     else if (strcmp(c, "pool_keep") == 0)
