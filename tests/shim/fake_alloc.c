@@ -186,7 +186,7 @@ static uint64_t new_key(uint64_t bytes, enum key_kind kind, uint32_t aux)
 {
     uint64_t idx = atomic_fetch_add(&fk.next, 1) % FAKE_SLOTS;
 
-    fk.sizes[idx] = bytes ? bytes : 1;
+    fk.sizes[idx] = bytes; /* liveness is kind[], so 0 is a size */
     fk.aux[idx] = aux;
     fk.kind[idx] = (uint8_t)kind;
     atomic_fetch_add(&fake_record()->allocs, 1);
@@ -265,8 +265,10 @@ uint64_t fake_ctx_bytes(void)
     return fk.ctx_bytes;
 }
 
-uint64_t fake_vmm_create(uint64_t bytes)
+uint64_t fake_vmm_create(uint64_t bytes, int on_device)
 {
+    if (!on_device)
+        return fake_take(0);
     if (fake_charge(bytes) != 0)
         return 0;
     return new_key(bytes, K_VMM, 1); /* one reference: not released */

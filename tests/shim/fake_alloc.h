@@ -56,10 +56,11 @@ FAKE_HIDDEN void fake_mem_info(size_t *free_bytes, size_t *total_bytes);
 /* What one context costs on the card (FAKE_CUDA_CTX_BYTES). */
 FAKE_HIDDEN uint64_t fake_ctx_bytes(void);
 
-/* VMM: a handle of `bytes` (0 when full); a range of addresses (no
- * memory); map a handle at va (0 or -1); unmap every mapping that starts
- * in [va, va + size) (0, or -1 if none did). */
-FAKE_HIDDEN uint64_t fake_vmm_create(uint64_t bytes);
+/* VMM: a handle of `bytes` (0 when full; one on the host takes no device
+ * memory); a range of addresses (no memory); map a handle at va (0 or -1);
+ * unmap every mapping that starts in [va, va + size) (0, or -1 if none
+ * did). */
+FAKE_HIDDEN uint64_t fake_vmm_create(uint64_t bytes, int on_device);
 FAKE_HIDDEN uint64_t fake_va_reserve(uint64_t size);
 FAKE_HIDDEN int fake_vmm_map(uint64_t va, uint64_t size, uint64_t handle);
 FAKE_HIDDEN int fake_vmm_unmap(uint64_t va, uint64_t size);

@@ -67,11 +67,9 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
                             const CUmemAllocationProp *prop,
                             unsigned long long f)
 {
-    uint64_t k;
+    uint64_t k = fake_vmm_create(
+        b, prop == NULL || prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE);
     (void)f;
-    if (prop != NULL && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        ALLOC_INTO(h, 0); /* host memory: no VRAM */
-    k = fake_vmm_create(b);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *h = k;

@@ -103,11 +103,9 @@ EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *h, size_t b,
                                const hipMemAllocationProp *prop,
                                unsigned long long f)
 {
-    uint64_t k;
+    uint64_t k = fake_vmm_create(
+        b, prop == NULL || prop->location.type == hipMemLocationTypeDevice);
     (void)f;
-    if (prop != NULL && prop->location.type != hipMemLocationTypeDevice)
-        return into((void **)h, 0);
-    k = fake_vmm_create(b);
     if (k == 0)
         return hipErrorOutOfMemory;
     *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;

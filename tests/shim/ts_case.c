@@ -238,21 +238,33 @@ static int overlaps(struct fake_interval *v, size_t n, int64_t after)
     return bad;
 }
 
-static int case_fair(void)
+/* Apps "a" and "b" submitting for secs under one broker (quantum 50 ms,
+ * idle 20 ms); their pids, and the log of what ran, never overlapping. */
+static struct fake_interval *two_apps(const char *secs, pid_t *a1, pid_t *a2,
+                                      size_t *n)
 {
     pid_t b = broker("50", "20");
-    pid_t a1 = app("a", "3", "500"), a2 = app("b", "3", "500");
-    size_t n;
     struct fake_interval *v;
-    int64_t first[2] = {0, 0}, last[2] = {0, 0}, busy[2] = {0, 0}, lo, hi;
 
-    CHECK(wait_for(a1, 30000) == 0, "worker a failed");
-    CHECK(wait_for(a2, 30000) == 0, "worker b failed");
+    *a1 = app("a", secs, "500");
+    *a2 = app("b", secs, "500");
+    CHECK(wait_for(*a1, 30000) == 0, "worker a failed");
+    CHECK(wait_for(*a2, 30000) == 0, "worker b failed");
     kill(b, SIGTERM);
     wait_for(b, 5000);
-    v = load(&n);
-    CHECK(n > 100, "only %zu submissions logged", n);
-    CHECK(overlaps(v, n, 0) == 0, "two apps on the device at once");
+    v = load(n);
+    CHECK(*n > 100, "only %zu submissions logged", *n);
+    CHECK(overlaps(v, *n, 0) == 0, "two apps on the device at once");
+    return v;
+}
+
+static int case_fair(void)
+{
+    pid_t a1, a2;
+    size_t n;
+    struct fake_interval *v = two_apps("3", &a1, &a2, &n);
+    int64_t first[2] = {0, 0}, last[2] = {0, 0}, busy[2] = {0, 0}, lo, hi;
+
     for (size_t i = 0; i < n; i++) {
         int k = v[i].pid == a1 ? 0 : 1;
         if (first[k] == 0 || v[i].start < first[k])
@@ -449,22 +461,13 @@ static int case_revoke(void)
  * launches kernels: never on the device at once. */
 static int case_memops(void)
 {
-    pid_t b, a1, a2;
+    pid_t a1, a2;
     size_t n;
     struct fake_interval *v;
 
-    setenv("TS_MEMOPS_APP", "b", 1);
-    b = broker("50", "20");
-    a1 = app("a", "2", "500");
-    a2 = app("b", "2", "500");
-    CHECK(wait_for(a1, 30000) == 0, "worker a failed");
-    CHECK(wait_for(a2, 30000) == 0, "worker b failed");
-    kill(b, SIGTERM);
-    wait_for(b, 5000);
-    v = load(&n);
-    CHECK(n > 100, "only %zu submissions logged", n);
-    CHECK(overlaps(v, n, 0) == 0,
-          "a copy, prefetch or stream memory operation ran out of turn");
+    setenv("TS_MEMOPS_APP", "b", 1); /* the memory operations of b must
+                                      * not overlap a's kernels */
+    v = two_apps("2", &a1, &a2, &n);
     printf("memops: %zu submissions\n", n);
     free(v);
     return failures;
