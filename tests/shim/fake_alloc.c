@@ -55,22 +55,50 @@ static uint64_t env_bytes(const char *name, uint64_t dflt)
     return v ? strtoull(v, NULL, 0) : dflt;
 }
 
+/* The index + 1 of this process's app (ACCEL_APP), 0 when full. */
+static int64_t app_index(struct fake_cuda_stats *st)
+{
+    uint64_t key = fake_app_key(getenv("ACCEL_APP"));
+
+    for (int i = 0; i < FAKE_APPS; i++) {
+        uint64_t k = atomic_load(&st->apps[i].key);
+        if (k == key ||
+            (k == 0 && atomic_compare_exchange_strong(&st->apps[i].key, &k,
+                                                      key)) ||
+            k == key)
+            return i + 1;
+    }
+    return 0;
+}
+
+static void reap_dead(struct fake_cuda_stats *st);
+
 /* This process's entry of the card's per-process table. */
 static struct fake_proc *proc_entry(struct fake_cuda_stats *st)
 {
     int64_t pid = getpid();
 
     for (int i = 0; i < FAKE_PROCS; i++)
-        if (atomic_load(&st->procs[i].pid) == pid)
+        if (atomic_load(&st->procs[i].pid) == pid) /* before an exec */
             return &st->procs[i];
-    for (int i = 0; i < FAKE_PROCS; i++) {
-        int64_t z = 0;
-        if (atomic_compare_exchange_strong(&st->procs[i].pid, &z, pid)) {
-            atomic_store(&st->procs[i].used, 0);
-            return &st->procs[i];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < FAKE_PROCS; i++) {
+            int64_t z = 0;
+            if (atomic_compare_exchange_strong(&st->procs[i].pid, &z, pid)) {
+                atomic_store(&st->procs[i].used, 0);
+                atomic_store(&st->procs[i].app, app_index(st));
+                return &st->procs[i];
+            }
         }
+        reap_dead(st); /* full: dead processes' entries come back */
     }
     return NULL;
+}
+
+static struct fake_app *app_of(struct fake_cuda_stats *st, struct fake_proc *p)
+{
+    int64_t a = p != NULL ? atomic_load(&p->app) : 0;
+    return a > 0 ? &st->apps[a - 1] : NULL;
 }
 
 static void fake_init(void)
@@ -137,13 +165,34 @@ static struct fake_proc *me(void)
 static void reap_dead(struct fake_cuda_stats *st)
 {
     for (int i = 0; i < FAKE_PROCS; i++) {
-        int64_t pid = atomic_load(&st->procs[i].pid);
+        struct fake_proc *p = &st->procs[i];
+        int64_t pid = atomic_load(&p->pid), gone;
+        struct fake_app *a;
         if (pid == 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH) == 0)
             continue;
-        if (atomic_compare_exchange_strong(&st->procs[i].pid, &pid, 0))
-            atomic_fetch_sub(&st->used,
-                             atomic_exchange(&st->procs[i].used, 0));
+        a = app_of(st, p);
+        gone = atomic_exchange(&p->used, 0);
+        atomic_fetch_sub(&st->used, gone);
+        if (a != NULL)
+            atomic_fetch_sub(&a->used, gone);
+        atomic_store(&p->pid, 0); /* last: the entry is free again */
     }
+}
+
+/* Note the app's new total; a new peak is first checked against dead
+ * processes' shares, which a real driver would have freed. */
+static void app_note(struct fake_cuda_stats *st, struct fake_app *a,
+                     int64_t bytes)
+{
+    int64_t now = atomic_fetch_add(&a->used, bytes) + bytes;
+    int64_t peak = atomic_load(&a->peak);
+
+    if (now <= peak)
+        return;
+    reap_dead(st);
+    now = atomic_load(&a->used);
+    while (now > peak && !atomic_compare_exchange_weak(&a->peak, &peak, now))
+        ;
 }
 
 int fake_charge(uint64_t bytes)
@@ -165,6 +214,8 @@ int fake_charge(uint64_t bytes)
     }
     if (p != NULL)
         atomic_fetch_add(&p->used, (int64_t)bytes);
+    if (app_of(st, p) != NULL)
+        app_note(st, app_of(st, p), (int64_t)bytes);
     m = atomic_load(&st->max_used);
     while (now > m && !atomic_compare_exchange_weak(&st->max_used, &m, now))
         ;
@@ -178,6 +229,8 @@ void fake_uncharge(uint64_t bytes)
 
     if (p != NULL)
         atomic_fetch_sub(&p->used, (int64_t)bytes);
+    if (app_of(st, p) != NULL)
+        atomic_fetch_sub(&app_of(st, p)->used, (int64_t)bytes);
     atomic_fetch_sub(&st->used, (int64_t)bytes);
 }
 

@@ -235,7 +235,7 @@ int main(int argc, char **argv)
     const char *c = argc > 1 ? argv[1] : "";
 
     if (run_quota_case(&hip, argc, argv))
-        return cases_done(c);
+        return cases_done(&hip, c);
     if (strcmp(c, "view") == 0)
         case_view(argc > 2 && strcmp(argv[2], "limited") == 0);
     else if (strcmp(c, "procaddr") == 0)
@@ -252,5 +252,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
     }
-    return cases_done(c);
+    return cases_done(&hip, c);
 }

@@ -73,7 +73,10 @@ void case_hold(const struct gpu_api *api);
  */
 int run_quota_case(const struct gpu_api *api, int argc, char **argv);
 
-/* The program's end: the line of failures and the exit status. */
-int cases_done(const char *name);
+/* The program's end: the physical peak of this app (ACCEL_APP) on the
+ * stand-in card checked against the quota its environment sets (the
+ * smallest of ACCEL_MEMORY_LIMIT and CUDA_DEVICE_MEMORY_LIMIT[_i]), then
+ * the line of failures and the exit status. */
+int cases_done(const struct gpu_api *api, const char *name);
 
 #endif /* ACCEL_TESTS_SHIM_QUOTA_CASES_H */

@@ -842,7 +842,7 @@ int main(int argc, char **argv)
     const char *c = argc > 1 ? argv[1] : "";
 
     if (run_quota_case(&cuda, argc, argv))
-        return cases_done(c);
+        return cases_done(&cuda, c);
     if (strcmp(c, "create_host") == 0)
         case_create_host();
     else if (strcmp(c, "procaddr") == 0)
@@ -885,5 +885,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
     }
-    return cases_done(c);
+    return cases_done(&cuda, c);
 }
