@@ -176,12 +176,13 @@ static CUresult async_alloc(struct async_args *a, int from_pool)
 
     if (quota_on()) {
         int ord = current_ordinal();
-        CUmemoryPool p;
+        void *p;
         if (quota_dev(ord) != NULL && capturing(a->stream))
             return graph_mem_refused("an allocation during stream capture");
         if (quota_dev(ord) != NULL &&
-            (p = pool_measurable(a->pool, ord)) != NULL)
-            return pool_alloc(p, ord, a->bytes, call, a, undo_async);
+            (p = pool_measurable(&pool_cuda, a->pool, ord)) != NULL)
+            return pool_alloc(&pool_cuda, p, ord, a->bytes, call, a,
+                              undo_async);
     }
     OOM_IF_REFUSED(c, a->bytes);
     rc = call(a);

@@ -100,13 +100,85 @@ HIP_ALLOC(hipMallocManaged, (void **ptr, size_t size, unsigned int flags),
           (ptr, size, flags))
 HIP_ALLOC(hipExtMallocWithFlags, (void **ptr, size_t size, unsigned int flags),
           (ptr, size, flags))
-/* Stream-ordered: charged when requested, given back when the free is
- * enqueued (as the CUDA hooks). */
-HIP_ALLOC(hipMallocAsync, (void **ptr, size_t size, hipStream_t stream),
-          (ptr, size, stream))
-HIP_ALLOC(hipMallocFromPoolAsync,
-          (void **ptr, size_t size, hipMemPool_t pool, hipStream_t stream),
-          (ptr, size, pool, stream))
+/* Stream-ordered: charged by what the pool they draw from holds on the
+ * device, as the CUDA hooks (pool.c); by request on a runtime that cannot
+ * tell. */
+struct hip_async {
+    void *fn;                   /* the real entry point */
+    void **ptr;
+    size_t size;
+    hipMemPool_t pool;          /* NULL: the device's current pool */
+    hipStream_t stream;
+};
+
+static int hip_call_async(void *p)
+{
+    struct hip_async *a = p;
+    if (a->pool == NULL)
+        return ((hipError_t(*)(void **, size_t, hipStream_t))(uintptr_t)
+                    a->fn)(a->ptr, a->size, a->stream);
+    return ((hipError_t(*)(void **, size_t, hipMemPool_t,
+                           hipStream_t))(uintptr_t)a->fn)(a->ptr, a->size,
+                                                         a->pool, a->stream);
+}
+
+static int hip_undo_async(void *p)
+{
+    struct hip_async *a = p;
+    hipError_t (*fr)(void *, hipStream_t) = SHIM_HIP_REAL(hipFreeAsync);
+    return fr != NULL && a->ptr != NULL ? fr(*a->ptr, a->stream)
+                                        : hipErrorNotFound;
+}
+
+static hipError_t hip_async_alloc(struct hip_async *a)
+{
+    struct shim_charge c;
+    hipError_t rc;
+
+    if (hip_quota_on()) {
+        int ord = hip_ordinal();
+        void *p;
+        if (quota_dev(ord) != NULL &&
+            (p = pool_measurable(&pool_hip, a->pool, ord)) != NULL)
+            return pool_alloc(&pool_hip, p, ord, a->size, hip_call_async, a,
+                              hip_undo_async);
+    }
+    HIP_OOM_IF_REFUSED(c, a->size);
+    rc = hip_call_async(a);
+    return quota_end(&c, rc, SHIM_KIND_PTR, key_of(a->ptr));
+}
+
+hipError_t hipMallocAsync(void **ptr, size_t size, hipStream_t stream)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocAsync);
+    struct hip_async a = { (void *)(uintptr_t)fn, ptr, size, NULL, stream };
+    return hip_async_alloc(&a);
+}
+
+hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, hipMemPool_t pool,
+                                  hipStream_t stream)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocFromPoolAsync);
+    struct hip_async a = { (void *)(uintptr_t)fn, ptr, size, pool, stream };
+    if (pool == NULL) /* the runtime's answer to a NULL pool, untouched */
+        return fn(ptr, size, pool, stream);
+    return hip_async_alloc(&a);
+}
+
+/* What releases a pool's memory; the pools are read again after. */
+#define HIP_POOL_SHRINK(name, params, args)                                    \
+    hipError_t name params                                                     \
+    {                                                                          \
+        HIP_REAL_OR_NOT_FOUND(fn, name);                                       \
+        hipError_t rc = fn args;                                               \
+        pool_refresh();                                                        \
+        return rc;                                                             \
+    }
+HIP_POOL_SHRINK(hipDeviceSynchronize, (void), ())
+HIP_POOL_SHRINK(hipStreamSynchronize, (hipStream_t stream), (stream))
+HIP_POOL_SHRINK(hipMemPoolTrimTo, (hipMemPool_t pool, size_t minBytesToHold),
+                (pool, minBytesToHold))
+HIP_POOL_SHRINK(hipMemPoolDestroy, (hipMemPool_t pool), (pool))
 
 /* Pitch: reserve a 512-byte-aligned estimate, settle on the real pitch
  * (a pitch that passes the limit undoes the allocation). */

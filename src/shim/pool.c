@@ -29,8 +29,16 @@
 #define ATTR_RESERVED_CURRENT 5 /* CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT */
 #define ATTR_USED_CURRENT 7     /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT */
 
+/* What differs between CUDA's pools and HIP's: three runtime calls. */
+struct pool_api {
+    int (*attr)(void *pool, int attr, uint64_t *v); /* 0 = read */
+    void (*trim)(void *pool);                       /* down to what is live */
+    void *(*current)(int ordinal);                  /* the device's pool */
+};
+
 struct pool_entry {
-    CUmemoryPool pool;
+    const struct pool_api *api;
+    void *pool;
     int ordinal;
     uint64_t charged;           /* bytes of the ledger this pool holds */
 };
@@ -44,32 +52,76 @@ static struct {
 /* Set while this thread holds pl.mu: a refusal inside does not re-enter. */
 static _Thread_local int pool_locked;
 
-static int pool_attr(CUmemoryPool pool, int attr, uint64_t *v)
+static int cu_attr(void *pool, int attr, uint64_t *v)
 {
     CUresult (*fn)(CUmemoryPool, int, void *) =
         SHIM_CUDA_REAL(cuMemPoolGetAttribute);
     cuuint64_t x = 0;
 
-    if (fn == NULL || fn(pool, attr, &x) != CUDA_SUCCESS)
+    if (fn == NULL || fn((CUmemoryPool)pool, attr, &x) != CUDA_SUCCESS)
         return -1;
     *v = x;
     return 0;
 }
 
-CUmemoryPool pool_measurable(CUmemoryPool pool, int ordinal)
+static void cu_trim(void *pool)
+{
+    CUresult (*fn)(CUmemoryPool, size_t) = SHIM_CUDA_REAL(cuMemPoolTrimTo);
+    if (fn != NULL)
+        fn((CUmemoryPool)pool, 0);
+}
+
+static void *cu_current(int ordinal)
 {
     CUresult (*fn)(CUmemoryPool *, CUdevice) =
         SHIM_CUDA_REAL(cuDeviceGetMemPool);
+    CUmemoryPool p = NULL;
+    return fn != NULL && fn(&p, ordinal) == CUDA_SUCCESS ? (void *)p : NULL;
+}
+
+static int hip_attr(void *pool, int attr, uint64_t *v)
+{
+    hipError_t (*fn)(hipMemPool_t, int, void *) =
+        SHIM_HIP_REAL(hipMemPoolGetAttribute);
+    uint64_t x = 0;
+
+    if (fn == NULL || fn((hipMemPool_t)pool, attr, &x) != hipSuccess)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static void hip_trim(void *pool)
+{
+    hipError_t (*fn)(hipMemPool_t, size_t) = SHIM_HIP_REAL(hipMemPoolTrimTo);
+    if (fn != NULL)
+        fn((hipMemPool_t)pool, 0);
+}
+
+static void *hip_current(int ordinal)
+{
+    hipError_t (*fn)(hipMemPool_t *, int) = SHIM_HIP_REAL(hipDeviceGetMemPool);
+    hipMemPool_t p = NULL;
+    return fn != NULL && fn(&p, ordinal) == hipSuccess ? (void *)p : NULL;
+}
+
+SHIM_HIDDEN const struct pool_api pool_cuda = { cu_attr, cu_trim, cu_current };
+SHIM_HIDDEN const struct pool_api pool_hip = { hip_attr, hip_trim,
+                                               hip_current };
+
+void *pool_measurable(const struct pool_api *api, void *pool, int ordinal)
+{
     uint64_t v;
 
-    if (pool == NULL && (fn == NULL || fn(&pool, ordinal) != CUDA_SUCCESS))
-        return NULL;
-    if (pool == NULL || pool_attr(pool, ATTR_RESERVED_CURRENT, &v) != 0)
+    if (pool == NULL)
+        pool = api->current(ordinal);
+    if (pool == NULL || api->attr(pool, ATTR_RESERVED_CURRENT, &v) != 0)
         return NULL;
     return pool;
 }
 
-static struct pool_entry *entry(CUmemoryPool pool, int ordinal)
+static struct pool_entry *entry(const struct pool_api *api, void *pool,
+                                int ordinal)
 {
     int n = atomic_load(&pl.n);
 
@@ -78,7 +130,7 @@ static struct pool_entry *entry(CUmemoryPool pool, int ordinal)
             return &pl.e[i];
     if (n == POOL_MAX)
         return NULL;
-    pl.e[n] = (struct pool_entry){ pool, ordinal, 0 };
+    pl.e[n] = (struct pool_entry){ api, pool, ordinal, 0 };
     atomic_store(&pl.n, n + 1);
     return &pl.e[n];
 }
@@ -92,7 +144,7 @@ static void refresh_locked(void)
     for (int i = 0; i < n; i++) {
         struct pool_entry *e = &pl.e[i];
         uint64_t r;
-        if (pool_attr(e->pool, ATTR_RESERVED_CURRENT, &r) != 0) {
+        if (e->api->attr(e->pool, ATTR_RESERVED_CURRENT, &r) != 0) {
             quota_give(e->ordinal, e->charged);
             pl.e[i--] = pl.e[--n];
             continue;
@@ -117,12 +169,11 @@ void pool_refresh(void)
 /* Trim every pool of ordinal down to what is live in it (mu held). */
 static void trim_locked(int ordinal)
 {
-    CUresult (*trim)(CUmemoryPool, size_t) = SHIM_CUDA_REAL(cuMemPoolTrimTo);
     int n = atomic_load(&pl.n);
 
-    for (int i = 0; trim != NULL && i < n; i++)
+    for (int i = 0; i < n; i++)
         if (pl.e[i].ordinal == ordinal)
-            trim(pl.e[i].pool, 0);
+            pl.e[i].api->trim(pl.e[i].pool);
     refresh_locked();
 }
 
@@ -136,17 +187,17 @@ int pool_reclaim(int ordinal)
     return 1;
 }
 
-CUresult pool_alloc(CUmemoryPool pool, int ordinal, uint64_t bytes,
-                    CUresult (*call)(void *), void *arg,
-                    CUresult (*undo)(void *))
+int pool_alloc(const struct pool_api *api, void *pool, int ordinal,
+               uint64_t bytes, int (*call)(void *), void *arg,
+               int (*undo)(void *))
 {
     struct shim_charge c;
     struct pool_entry *e;
     uint64_t reserved = 0, live = 0, grow, now;
-    CUresult rc;
+    int rc;
 
     pthread_mutex_lock(&pl.mu);
-    e = entry(pool, ordinal);
+    e = entry(api, pool, ordinal);
     if (e == NULL) {
         pthread_mutex_unlock(&pl.mu);
         shim_log("dev %d: more than %d stream-ordered pools: refused",
@@ -154,8 +205,8 @@ CUresult pool_alloc(CUmemoryPool pool, int ordinal, uint64_t bytes,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pool_locked = 1;
-    if (pool_attr(pool, ATTR_RESERVED_CURRENT, &reserved) != 0 ||
-        pool_attr(pool, ATTR_USED_CURRENT, &live) != 0 || live > reserved)
+    if (api->attr(pool, ATTR_RESERVED_CURRENT, &reserved) != 0 ||
+        api->attr(pool, ATTR_USED_CURRENT, &live) != 0 || live > reserved)
         reserved = live = 0; /* unknown: charge the request */
     grow = reserved - live >= bytes ? 0 : bytes - (reserved - live);
     if (quota_begin(&c, ordinal, grow) != 0) {
@@ -172,7 +223,7 @@ CUresult pool_alloc(CUmemoryPool pool, int ordinal, uint64_t bytes,
     rc = call(arg);
     if (rc != CUDA_SUCCESS) {
         quota_adjust(&c, 0);
-    } else if (pool_attr(pool, ATTR_RESERVED_CURRENT, &now) == 0) {
+    } else if (api->attr(pool, ATTR_RESERVED_CURRENT, &now) == 0) {
         /* settle on what the pool really grew by (its granularity) */
         uint64_t real = now > e->charged ? now - e->charged : 0;
         if (quota_adjust(&c, real) != 0) {

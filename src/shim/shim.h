@@ -261,14 +261,19 @@ SHIM_HIDDEN void vmm_fork_prepare(void);
 SHIM_HIDDEN void vmm_fork_parent(void);
 SHIM_HIDDEN void vmm_fork_child(void);
 
-/* pool.c: stream-ordered pools, charged by what they hold on the device. */
-/* pool, or the device's current pool when NULL, if the driver tells its
+/* pool.c: stream-ordered pools, charged by what they hold on the device;
+ * CUDA's (pool_cuda) and HIP's (pool_hip), whose codes agree (0 success,
+ * 2 out of memory). */
+struct pool_api;
+extern SHIM_HIDDEN const struct pool_api pool_cuda, pool_hip;
+/* pool, or the device's current pool when NULL, if the runtime tells its
  * reserved memory; else NULL (charge by request). */
-SHIM_HIDDEN CUmemoryPool pool_measurable(CUmemoryPool pool, int ordinal);
+SHIM_HIDDEN void *pool_measurable(const struct pool_api *api, void *pool,
+                                  int ordinal);
 /* An allocation from pool through call(arg); undo(arg) frees it. */
-SHIM_HIDDEN CUresult pool_alloc(CUmemoryPool pool, int ordinal,
-                                uint64_t bytes, CUresult (*call)(void *),
-                                void *arg, CUresult (*undo)(void *));
+SHIM_HIDDEN int pool_alloc(const struct pool_api *api, void *pool,
+                           int ordinal, uint64_t bytes, int (*call)(void *),
+                           void *arg, int (*undo)(void *));
 SHIM_HIDDEN void pool_refresh(void);      /* give back what pools released */
 SHIM_HIDDEN int pool_reclaim(int ordinal); /* trim, refresh; 1 if it ran */
 SHIM_HIDDEN void pool_fork_prepare(void);

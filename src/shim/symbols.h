@@ -231,6 +231,15 @@
       (void *ptr, size_t size, size_t offset,                                  \
        hipMemGenericAllocationHandle_t handle, unsigned long long flags))      \
     X(HIP, 1, hipError_t, hipMemUnmap, (void *ptr, size_t size))               \
+    X(HIP, 1, hipError_t, hipStreamSynchronize, (hipStream_t stream))          \
+    X(HIP, 1, hipError_t, hipDeviceSynchronize, (void))                        \
+    X(HIP, 1, hipError_t, hipMemPoolTrimTo,                                    \
+      (hipMemPool_t pool, size_t minBytesToHold))                              \
+    X(HIP, 1, hipError_t, hipMemPoolDestroy, (hipMemPool_t pool))              \
+    X(HIP, 0, hipError_t, hipDeviceGetMemPool,                                 \
+      (hipMemPool_t * pool, int device))                                       \
+    X(HIP, 0, hipError_t, hipMemPoolGetAttribute,                              \
+      (hipMemPool_t pool, int attr, void *value))                              \
     X(HIP, 1, hipError_t, hipMemGetInfo, (size_t * free, size_t *total))       \
     X(HIP, 1, hipError_t, hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev)) \
     X(HIP, 1, hipError_t, hipGetProcAddress,                                   \

@@ -55,17 +55,68 @@ EXPORT hipError_t hipMallocPitch(void **p, size_t *pitch, size_t w, size_t h)
     *pitch = (w + 1023) & ~(size_t)1023; /* coarser than the shim's estimate */
     return into(p, *pitch * h);
 }
+/* Stream-ordered pools, with the driver's lifetime (fake_alloc.h). */
+static hipError_t pool_into(void **p, hipMemPool_t pool, uint64_t b)
+{
+    uint64_t k = fake_pool_alloc((uintptr_t)pool, b);
+    if (k == 0)
+        return hipErrorOutOfMemory;
+    *p = (void *)(uintptr_t)k;
+    return hipSuccess;
+}
+static hipError_t pool_rc(int rc)
+{
+    return rc == 0 ? hipSuccess : hipErrorInvalidValue;
+}
 EXPORT hipError_t hipMallocAsync(void **p, size_t b, hipStream_t s)
 {
     (void)s;
-    return into(p, b);
+    return pool_into(p, NULL, b);
 }
 EXPORT hipError_t hipMallocFromPoolAsync(void **p, size_t b, hipMemPool_t pool,
                                          hipStream_t s)
 {
-    (void)pool;
     (void)s;
-    return into(p, b);
+    if (pool == NULL)
+        return hipErrorInvalidValue;
+    return pool_into(p, pool, b);
+}
+EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *pool, int d)
+{
+    *pool = (hipMemPool_t)fake_pool_default(d);
+    return *pool ? hipSuccess : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipDeviceGetMemPool(hipMemPool_t *pool, int d)
+{
+    *pool = (hipMemPool_t)fake_pool_current(d);
+    return *pool ? hipSuccess : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_set((uintptr_t)pool, attr, *(uint64_t *)v));
+}
+EXPORT hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_get((uintptr_t)pool, attr, (uint64_t *)v));
+}
+EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t keep)
+{
+    return pool_rc(fake_pool_trim((uintptr_t)pool, keep));
+}
+EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t pool)
+{
+    return pool_rc(fake_pool_destroy((uintptr_t)pool));
+}
+EXPORT hipError_t hipStreamSynchronize(hipStream_t s)
+{
+    (void)s;
+    fake_pools_sync();
+    return hipSuccess;
+}
+EXPORT hipError_t hipDeviceSynchronize(void)
+{
+    fake_pools_sync();
+    return hipSuccess;
 }
 EXPORT hipError_t hipMallocArray(hipArray_t *a,
                                  const struct hip_channel_desc *d, size_t w,

@@ -50,6 +50,10 @@ hipError_t hipMemAddressReserve(void **, size_t, size_t, void *,
 hipError_t hipMemMap(void *, size_t, size_t, hipMemGenericAllocationHandle_t,
                      unsigned long long);
 hipError_t hipMemUnmap(void *, size_t);
+hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *, int);
+hipError_t hipMemPoolSetAttribute(hipMemPool_t, int, void *);
+hipError_t hipDeviceSynchronize(void);
+hipError_t hipStreamSynchronize(hipStream_t);
 struct fake_cuda_stats *fake_hip_stats(void);
 
 /* The allocation paths (quota_cases.h): their keys are HIP's pointers. */
@@ -76,8 +80,12 @@ static int a_async(uint64_t b, union gpu_key *k)
 }
 static int a_pool(uint64_t b, union gpu_key *k)
 {
-    return hipMallocFromPoolAsync(&k->ptr, b, NULL, NULL);
+    hipMemPool_t pool = NULL;
+    if (hipDeviceGetDefaultMemPool(&pool, 0) != hipSuccess)
+        return hipErrorInvalidValue;
+    return hipMallocFromPoolAsync(&k->ptr, b, pool, NULL);
 }
+static int s_sync(void) { return hipDeviceSynchronize(); }
 static int a_array(uint64_t b, union gpu_key *k)
 {
     struct hip_channel_desc d = { 32, 0, 0, 0, 2 };
@@ -104,8 +112,8 @@ static const struct alloc_path paths[] = {
     { "managed", a_managed, r_free, 0, NULL },
     { "ext", a_ext, r_free, 0, NULL },
     { "pitch", a_pitch, r_free, 0, NULL },
-    { "async", a_async, r_free_async, 0, NULL },
-    { "pool", a_pool, r_free_async, 0, NULL },
+    { "async", a_async, r_free_async, 0, s_sync },
+    { "pool", a_pool, r_free_async, 0, s_sync },
     { "array", a_array, r_free_array, 0, NULL },
     { "array3d", a_array3d, r_free_array, 0, NULL },
     { "arraycreate", a_create, r_destroy, 0, NULL },
@@ -230,6 +238,30 @@ static void case_vmm_mapped(void)
           (long long)atomic_load(&st->max_used));
 }
 
+/* PyTorch-ROCm's hipMallocAsync backend: the default pool keeps what is
+ * freed into it (release threshold UINT64_MAX); its memory stays charged
+ * until the pool gives it back, and hipMalloc beside it is held to the
+ * quota by trimming the app's own pool first. */
+static void case_pool_keep(void)
+{
+    struct fake_cuda_stats *st = fake_hip_stats();
+    uint64_t keep = ~0ULL;
+    hipMemPool_t pool;
+    void *a = NULL, *d = NULL;
+
+    CHECK(hipDeviceGetDefaultMemPool(&pool, 0) == 0, "default pool");
+    CHECK(hipMemPoolSetAttribute(pool, 4, &keep) == 0, "threshold");
+    CHECK(hipMallocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(hipFreeAsync(a, NULL) == 0 && hipStreamSynchronize(NULL) == 0,
+          "free, sync");
+    CHECK(ledger_used() == 768 * MiB && atomic_load(&st->used) == 768 * MiB,
+          "the pool's memory: ledger %llu", (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == 0, "hipMalloc beside the pool");
+    CHECK(ledger_used() == 768 * MiB && atomic_load(&st->used) == 768 * MiB,
+          "after the trim: ledger %llu", (unsigned long long)ledger_used());
+    CHECK(hipFree(d) == 0 && ledger_used() == 0, "free");
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -248,6 +280,8 @@ int main(int argc, char **argv)
         case_unknown_free();
     else if (strcmp(c, "vmm_mapped") == 0)
         case_vmm_mapped();
+    else if (strcmp(c, "pool_keep") == 0)
+        case_pool_keep();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
