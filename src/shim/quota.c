@@ -9,7 +9,8 @@
  * no lock (the allocation table in track.c has its own striped locks).
  * Attaching (first charge on a device) maps the ledger, reclaims dead
  * processes' slots and claims one slot; it runs once per device. A refusal
- * reclaims dead slots again (at most every 100 ms) and retries once.
+ * first trims this process's stream-ordered pools and retries (pool.c),
+ * then reclaims dead slots again (at most every 100 ms) and retries once.
  */
 #include "shim/shim.h"
 
@@ -260,10 +261,14 @@ static int reclaim_dead(struct shim_dev *d)
     return got > 0;
 }
 
-/* reserve, and once more after reclaiming dead processes' charges. */
+/* reserve; once more after trimming this process's stream-ordered pools
+ * to what is live in them (their slack must not refuse the app: pool.c),
+ * and once more after reclaiming dead processes' charges. */
 static int reserve_or_reclaim(struct shim_dev *d, uint64_t bytes)
 {
     if (reserve(d, bytes) == 0)
+        return 0;
+    if (pool_reclaim((int)(d - shim_state.dev)) && reserve(d, bytes) == 0)
         return 0;
     if (!reclaim_dead(d))
         return -1;
@@ -289,8 +294,7 @@ int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
     c->dev = quota_dev(ordinal);
     if (c->dev == NULL)
         return 0;
-    if (reserve_or_reclaim(c->dev, bytes) != 0 &&
-        (!pool_reclaim(ordinal) || reserve(c->dev, bytes) != 0)) {
+    if (reserve_or_reclaim(c->dev, bytes) != 0) {
         c->dev = NULL;
         return -1;
     }
@@ -303,9 +307,7 @@ int quota_adjust(struct shim_charge *c, uint64_t bytes)
         return 0;
     if (bytes < c->bytes) {
         unreserve(c->dev, c->bytes - bytes);
-    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0 &&
-               (!pool_reclaim(c->ordinal) ||
-                reserve(c->dev, bytes - c->bytes) != 0)) {
+    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0) {
         return -1;
     }
     c->bytes = bytes;
