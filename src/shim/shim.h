@@ -13,7 +13,10 @@
  * the environment), quota.c (ledger attach, reserve/release, virtual view),
  * track.c (pointer/handle table), hooks.c (the interposed functions),
  * procaddr.c (dlsym and cuGetProcAddress), hooks_hip.c (the HIP runtime's
- * allocation entry points, on the same ledger and quota rules).
+ * allocation entry points, on the same ledger and quota rules), vmm.c (VMM
+ * handles charged until released and unmapped), pool.c (stream-ordered
+ * pools charged by what they reserve), ctx.c (contexts at their measured
+ * size), devmap.c (NVML devices and CUDA ordinals, by UUID).
  */
 #ifndef ACCEL_SHIM_SHIM_H
 #define ACCEL_SHIM_SHIM_H
