@@ -30,6 +30,19 @@ typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUlaunchConfig_st CUlaunchConfig;           /* opaque here */
 typedef struct CUDA_MEMCPY2D_st CUDA_MEMCPY2D;             /* opaque here */
 typedef struct CUDA_MEMCPY3D_st CUDA_MEMCPY3D;             /* opaque here */
+typedef struct CUDA_MEMCPY3D_PEER_st CUDA_MEMCPY3D_PEER;   /* opaque here */
+typedef struct CUmemcpyAttributes_st CUmemcpyAttributes;   /* opaque here */
+typedef union CUstreamBatchMemOpParams_union CUstreamBatchMemOpParams;
+typedef unsigned int cuuint32_t;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;         /* opaque here */
+/* CUgraphNodeParams: only its first member, the node type, is read. */
+typedef struct {
+    int type;                 /* CUgraphNodeType */
+} CUgraphNodeParams;
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
 #define CU_MEM_ATTACH_GLOBAL 0x1
 
 #define CUDA_SUCCESS 0

@@ -16,6 +16,7 @@ typedef int hipDevice_t;               /* device ordinal */
 typedef struct ihipStream_t *hipStream_t;
 typedef struct ihipMemPoolHandle_t *hipMemPool_t;
 typedef struct hipArray *hipArray_t;
+typedef struct ihipMemGenericAllocationHandle *hipMemGenericAllocationHandle_t;
 
 #define hipSuccess 0
 #define hipErrorInvalidValue 1
@@ -40,5 +41,22 @@ struct hip_array_desc {
     int Format;                        /* hipArray_Format, CUDA's values */
     unsigned int NumChannels;
 };
+
+/* hipMemAllocationProp: laid out as CUDA's CUmemAllocationProp. */
+#define hipMemLocationTypeDevice 1
+typedef struct {
+    int type;                 /* hipMemAllocationType */
+    int requestedHandleType;  /* hipMemAllocationHandleType */
+    struct {
+        int type;             /* hipMemLocationType */
+        int id;               /* device ordinal when type is Device */
+    } location;
+    void *win32HandleMetaData; /* unused on Linux */
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+    } allocFlags;
+} hipMemAllocationProp;
 
 #endif /* ACCEL_SHIM_HIP_TYPES_H */

@@ -117,31 +117,153 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
-/* Stream-ordered allocations are charged by size when requested and given
- * back when the free is enqueued (stricter than charging pool growth). */
-#define ASYNC_ALLOC(name, params, call)                                        \
+/* Stream-ordered allocations: charged by what the pool they draw from
+ * holds on the device (pool.c); by request on a driver that cannot tell. */
+struct async_args {
+    void *fn;                   /* the real entry point */
+    CUdeviceptr *dptr;
+    size_t bytes;
+    CUmemoryPool pool;          /* NULL: the device's current pool */
+    CUstream stream;
+};
+
+static CUresult call_async(void *p)
+{
+    struct async_args *a = p;
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))(uintptr_t)a->fn)(
+        a->dptr, a->bytes, a->stream);
+}
+
+static CUresult call_from_pool(void *p)
+{
+    struct async_args *a = p;
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool,
+                         CUstream))(uintptr_t)a->fn)(a->dptr, a->bytes,
+                                                     a->pool, a->stream);
+}
+
+static CUresult undo_async(void *p)
+{
+    struct async_args *a = p;
+    CUresult (*fr)(CUdeviceptr, CUstream) = SHIM_CUDA_REAL(cuMemFreeAsync);
+    return fr != NULL ? fr(*a->dptr, a->stream) : CUDA_ERROR_NOT_FOUND;
+}
+
+/* CUDA graph memory (memory nodes, and stream-ordered allocations made
+ * while a stream is being captured, which become such nodes) is refused
+ * under a quota: the driver takes it from a per-device graph pool at
+ * instantiation, upload or launch, where no refusal can be given. */
+static CUresult graph_mem_refused(const char *how)
+{
+    shim_log("CUDA graph memory (%s) refused: graph memory nodes are not "
+             "held to the quota, so they are not allowed under one", how);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int capturing(CUstream s)
+{
+    CUresult (*fn)(CUstream, int *) = SHIM_CUDA_REAL(cuStreamIsCapturing);
+    int status = 0;
+
+    return fn != NULL && fn(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
+static CUresult async_alloc(struct async_args *a, int from_pool)
+{
+    CUresult (*call)(void *) = from_pool ? call_from_pool : call_async;
+    struct shim_charge c;
+    CUresult rc;
+
+    if (quota_on()) {
+        int ord = current_ordinal();
+        void *p;
+        if (quota_dev(ord) != NULL && capturing(a->stream))
+            return graph_mem_refused("an allocation during stream capture");
+        if (quota_dev(ord) != NULL &&
+            (p = pool_measurable(&pool_cuda, a->pool, ord)) != NULL)
+            return pool_alloc(&pool_cuda, p, ord, a->bytes, call, a,
+                              undo_async);
+    }
+    OOM_IF_REFUSED(c, a->bytes);
+    rc = call(a);
+    return quota_end(&c, rc, SHIM_KIND_PTR, a->dptr ? *a->dptr : 0);
+}
+
+#define ASYNC_ALLOC(name, params, pool_arg, from_pool)                         \
     CUresult name params                                                       \
     {                                                                          \
-        struct shim_charge c;                                                  \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        OOM_IF_REFUSED(c, bytesize);                                           \
-        CUresult rc = fn call;                                                 \
-        return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);             \
+        struct async_args a = { (void *)(uintptr_t)fn, dptr, bytesize,         \
+                                pool_arg, hStream };                           \
+        return async_alloc(&a, from_pool);                                     \
     }
 ASYNC_ALLOC(cuMemAllocAsync,
-            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
-            (dptr, bytesize, hStream))
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream), NULL, 0)
 ASYNC_ALLOC(cuMemAllocAsync_ptsz,
-            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
-            (dptr, bytesize, hStream))
+            (CUdeviceptr * dptr, size_t bytesize, CUstream hStream), NULL, 0)
 ASYNC_ALLOC(cuMemAllocFromPoolAsync,
             (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
-             CUstream hStream),
-            (dptr, bytesize, pool, hStream))
+             CUstream hStream), pool, 1)
 ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz,
             (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
-             CUstream hStream),
-            (dptr, bytesize, pool, hStream))
+             CUstream hStream), pool, 1)
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies,
+                                size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddMemAllocNode);
+    if (quota_on() && quota_dev(current_ordinal()) != NULL)
+        return graph_mem_refused("cuGraphAddMemAllocNode");
+    return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+static int mem_alloc_node(const CUgraphNodeParams *p)
+{
+    return p != NULL && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && quota_on() &&
+           quota_dev(current_ordinal()) != NULL;
+}
+
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                        const CUgraphNode *dependencies,
+                        size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddNode);
+    if (mem_alloc_node(nodeParams))
+        return graph_mem_refused("cuGraphAddNode");
+    return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                           const CUgraphNode *dependencies,
+                           const CUgraphEdgeData *dependencyData,
+                           size_t numDependencies,
+                           CUgraphNodeParams *nodeParams)
+{
+    REAL_OR_NOT_FOUND(fn, cuGraphAddNode_v2);
+    if (mem_alloc_node(nodeParams))
+        return graph_mem_refused("cuGraphAddNode_v2");
+    return fn(phGraphNode, hGraph, dependencies, dependencyData,
+              numDependencies, nodeParams);
+}
+
+/* What releases a pool's memory: a synchronize (above the release
+ * threshold), a trim, the pool's end. The pools are read again after. */
+#define POOL_SHRINK(name, params, args)                                        \
+    CUresult name params                                                       \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        CUresult rc = fn args;                                                 \
+        pool_refresh();                                                        \
+        return rc;                                                             \
+    }
+POOL_SHRINK(cuCtxSynchronize, (void), ())
+POOL_SHRINK(cuStreamSynchronize, (CUstream hStream), (hStream))
+POOL_SHRINK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+POOL_SHRINK(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep),
+            (pool, minBytesToKeep))
+POOL_SHRINK(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 
 /* Release of a tracked key of `kind` through the real `fn` call. */
 #define RELEASE(kind, key, call)                                               \
@@ -187,10 +309,39 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
 }
 
+/* A handle released while mapped stays charged until its last mapping is
+ * unmapped: the driver keeps its memory until then (vmm.c). */
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_NOT_FOUND(fn, cuMemRelease);
+    shim_core_init();
+    if (vmm_hold_release(handle)) {
+        CUresult rc = fn(handle);
+        if (rc != CUDA_SUCCESS)
+            vmm_unhold(handle);
+        return rc;
+    }
     RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemMap);
+    CUresult rc = fn(ptr, size, offset, handle, flags);
+    if (rc == CUDA_SUCCESS)
+        vmm_mapped(ptr, size, handle);
+    return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemUnmap);
+    CUresult rc = fn(ptr, size);
+    if (rc == CUDA_SUCCESS)
+        vmm_unmapped(ptr, size);
+    return rc;
 }
 
 /* Bytes per element of a CUarray_format (unknown formats: 4). */
@@ -289,17 +440,41 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     RELEASE(SHIM_KIND_MIPMAP, (uintptr_t)h, fn(h));
 }
 
-/* Contexts: a fixed SHIM_CTX_OVERHEAD each, on the device they are made on. */
+/* Contexts: charged at what they really took of the device (ctx.c). The
+ * last measured size is reserved first (a context that cannot fit is
+ * refused before the driver makes it); one that turns out larger than the
+ * quota allows is destroyed again and refused. */
+static CUresult ctx_settle(struct shim_charge *c, CUresult rc, CUcontext *pctx,
+                           CUdevice dev, int64_t before)
+{
+    uint64_t key = pctx != NULL ? (uint64_t)(uintptr_t)*pctx : 0;
+    uint64_t cost;
+
+    if (rc != CUDA_SUCCESS)
+        return quota_end(c, rc, SHIM_KIND_CTX, 0);
+    cost = ctx_cost(dev, before);
+    if (quota_adjust(c, cost) != 0) {
+        CUresult (*d)(CUcontext) = SHIM_CUDA_REAL(cuCtxDestroy_v2);
+        if (d != NULL && pctx != NULL)
+            d(*pctx);
+        shim_log("dev %d: a context (%llu bytes) does not fit the quota: "
+                 "refused", dev, (unsigned long long)cost);
+        return quota_end(c, CUDA_ERROR_OUT_OF_MEMORY, SHIM_KIND_CTX, 0);
+    }
+    return quota_end(c, rc, SHIM_KIND_CTX, key);
+}
+
 #define CTX_CREATE(name, params, call)                                         \
     CUresult name params                                                       \
     {                                                                          \
-        struct shim_charge c;                                                  \
+        struct shim_charge c_;                                                 \
         REAL_OR_NOT_FOUND(fn, name);                                           \
-        if (quota_begin(&c, quota_on() ? dev : -1, SHIM_CTX_OVERHEAD) != 0)    \
+        int on_ = quota_on() && quota_dev(dev) != NULL;                        \
+        int64_t before_ = on_ ? ctx_before(dev) : -1;                          \
+        if (on_ && quota_begin(&c_, dev, ctx_estimate(dev)) != 0)              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult rc = fn call;                                                 \
-        return quota_end(&c, rc, SHIM_KIND_CTX,                                \
-                         pctx ? (uint64_t)(uintptr_t)*pctx : 0);               \
+        return on_ ? ctx_settle(&c_, rc, pctx, dev, before_) : rc;             \
     }
 CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
            (pctx, flags, dev))
@@ -311,6 +486,25 @@ CTX_CREATE(cuCtxCreate_v4,
            (CUcontext * pctx, CUctxCreateParams *params, unsigned int flags,
             CUdevice dev),
            (pctx, params, flags, dev))
+
+/* The runtime's primary context: charged once, when a retain made it. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxRetain);
+    return ctx_primary_retain(fn, pctx, dev, quota_on());
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxRelease_v2);
+    return ctx_primary_drop(fn(dev), dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxReset_v2);
+    return ctx_primary_drop(fn(dev), dev, 1);
+}
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
@@ -355,8 +549,8 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     }
 ACCEL_SHIM_SUBMIT(SUBMIT_HOOK, _)
 
-/* NVML: the same view; the device is found by UUID when ACCEL_CONFIG gave
- * one, else by NVML index (standalone use). */
+/* NVML: the same view, of the CUDA ordinal the card is to the app
+ * (devmap.c: by UUID; a card the app does not see shows no quota). */
 static int nvml_ordinal(nvmlDevice_t device)
 {
     nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned) =
@@ -364,16 +558,12 @@ static int nvml_ordinal(nvmlDevice_t device)
     nvmlReturn_t (*idx_fn)(nvmlDevice_t, unsigned *) =
         SHIM_NVML_REAL(nvmlDeviceGetIndex);
     char uuid[96];
-    unsigned idx;
+    unsigned idx = 0;
+    int have_uuid = uuid_fn != NULL &&
+                    uuid_fn(device, uuid, sizeof(uuid)) == NVML_SUCCESS;
+    int have_idx = idx_fn != NULL && idx_fn(device, &idx) == NVML_SUCCESS;
 
-    if (uuid_fn != NULL && uuid_fn(device, uuid, sizeof(uuid)) == NVML_SUCCESS)
-        for (int i = 0; i < SHIM_MAX_DEV; i++)
-            if (shim_state.dev[i].uuid[0] != '\0' &&
-                strcmp(shim_state.dev[i].uuid, uuid) == 0)
-                return i;
-    if (idx_fn != NULL && idx_fn(device, &idx) == NVML_SUCCESS)
-        return (int)idx;
-    return -1;
+    return devmap_ordinal(have_uuid ? uuid : NULL, idx, have_idx);
 }
 
 /* What NVML answered for device (total, free, used: either struct's),

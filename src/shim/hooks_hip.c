@@ -11,7 +11,7 @@
  * ordinal (ACCEL_CONFIG, or ACCEL_MEMORY_LIMIT standalone).
  *
  * hipMemGetInfo and hipDeviceTotalMem answer the virtual view of quota.c:
- * total = min(limit, physical), free = total - usage.
+ * total = min(limit, physical), free = min(total - usage, physical free).
  *
  * A real symbol the runtime does not have gives hipErrorNotFound.
  */
@@ -100,13 +100,85 @@ HIP_ALLOC(hipMallocManaged, (void **ptr, size_t size, unsigned int flags),
           (ptr, size, flags))
 HIP_ALLOC(hipExtMallocWithFlags, (void **ptr, size_t size, unsigned int flags),
           (ptr, size, flags))
-/* Stream-ordered: charged when requested, given back when the free is
- * enqueued (as the CUDA hooks). */
-HIP_ALLOC(hipMallocAsync, (void **ptr, size_t size, hipStream_t stream),
-          (ptr, size, stream))
-HIP_ALLOC(hipMallocFromPoolAsync,
-          (void **ptr, size_t size, hipMemPool_t pool, hipStream_t stream),
-          (ptr, size, pool, stream))
+/* Stream-ordered: charged by what the pool they draw from holds on the
+ * device, as the CUDA hooks (pool.c); by request on a runtime that cannot
+ * tell. */
+struct hip_async {
+    void *fn;                   /* the real entry point */
+    void **ptr;
+    size_t size;
+    hipMemPool_t pool;          /* NULL: the device's current pool */
+    hipStream_t stream;
+};
+
+static int hip_call_async(void *p)
+{
+    struct hip_async *a = p;
+    if (a->pool == NULL)
+        return ((hipError_t(*)(void **, size_t, hipStream_t))(uintptr_t)
+                    a->fn)(a->ptr, a->size, a->stream);
+    return ((hipError_t(*)(void **, size_t, hipMemPool_t,
+                           hipStream_t))(uintptr_t)a->fn)(a->ptr, a->size,
+                                                         a->pool, a->stream);
+}
+
+static int hip_undo_async(void *p)
+{
+    struct hip_async *a = p;
+    hipError_t (*fr)(void *, hipStream_t) = SHIM_HIP_REAL(hipFreeAsync);
+    return fr != NULL && a->ptr != NULL ? fr(*a->ptr, a->stream)
+                                        : hipErrorNotFound;
+}
+
+static hipError_t hip_async_alloc(struct hip_async *a)
+{
+    struct shim_charge c;
+    hipError_t rc;
+
+    if (hip_quota_on()) {
+        int ord = hip_ordinal();
+        void *p;
+        if (quota_dev(ord) != NULL &&
+            (p = pool_measurable(&pool_hip, a->pool, ord)) != NULL)
+            return pool_alloc(&pool_hip, p, ord, a->size, hip_call_async, a,
+                              hip_undo_async);
+    }
+    HIP_OOM_IF_REFUSED(c, a->size);
+    rc = hip_call_async(a);
+    return quota_end(&c, rc, SHIM_KIND_PTR, key_of(a->ptr));
+}
+
+hipError_t hipMallocAsync(void **ptr, size_t size, hipStream_t stream)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocAsync);
+    struct hip_async a = { (void *)(uintptr_t)fn, ptr, size, NULL, stream };
+    return hip_async_alloc(&a);
+}
+
+hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, hipMemPool_t pool,
+                                  hipStream_t stream)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocFromPoolAsync);
+    struct hip_async a = { (void *)(uintptr_t)fn, ptr, size, pool, stream };
+    if (pool == NULL) /* the runtime's answer to a NULL pool, untouched */
+        return fn(ptr, size, pool, stream);
+    return hip_async_alloc(&a);
+}
+
+/* What releases a pool's memory; the pools are read again after. */
+#define HIP_POOL_SHRINK(name, params, args)                                    \
+    hipError_t name params                                                     \
+    {                                                                          \
+        HIP_REAL_OR_NOT_FOUND(fn, name);                                       \
+        hipError_t rc = fn args;                                               \
+        pool_refresh();                                                        \
+        return rc;                                                             \
+    }
+HIP_POOL_SHRINK(hipDeviceSynchronize, (void), ())
+HIP_POOL_SHRINK(hipStreamSynchronize, (hipStream_t stream), (stream))
+HIP_POOL_SHRINK(hipMemPoolTrimTo, (hipMemPool_t pool, size_t minBytesToHold),
+                (pool, minBytesToHold))
+HIP_POOL_SHRINK(hipMemPoolDestroy, (hipMemPool_t pool), (pool))
 
 /* Pitch: reserve a 512-byte-aligned estimate, settle on the real pitch
  * (a pitch that passes the limit undoes the allocation). */
@@ -212,6 +284,59 @@ hipError_t hipArrayDestroy(hipArray_t array)
 {
     HIP_REAL_OR_NOT_FOUND(fn, hipArrayDestroy);
     HIP_RELEASE(SHIM_KIND_ARRAY, array, fn(array));
+}
+
+/* VMM (vLLM's sleep mode on ROCm, PyTorch-ROCm's expandable segments):
+ * as CUDA's cuMemCreate, charged when it lives on a device, until it is
+ * released AND its last mapping is unmapped (vmm.c). */
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                        const hipMemAllocationProp *prop,
+                        unsigned long long flags)
+{
+    struct shim_charge c;
+    int on_dev = prop != NULL &&
+                 prop->location.type == hipMemLocationTypeDevice;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemCreate);
+    if (quota_begin(&c, hip_quota_on() && on_dev ? prop->location.id : -1,
+                    size) != 0)
+        return hipErrorOutOfMemory;
+    hipError_t rc = fn(handle, size, prop, flags);
+    return quota_end(&c, rc, SHIM_KIND_HANDLE,
+                     handle ? (uint64_t)(uintptr_t)*handle : 0);
+}
+
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemRelease);
+    shim_core_init();
+    if (vmm_hold_release((uint64_t)(uintptr_t)handle)) {
+        hipError_t rc = fn(handle);
+        if (rc != hipSuccess)
+            vmm_unhold((uint64_t)(uintptr_t)handle);
+        return rc;
+    }
+    HIP_RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+}
+
+hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
+                     hipMemGenericAllocationHandle_t handle,
+                     unsigned long long flags)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemMap);
+    hipError_t rc = fn(ptr, size, offset, handle, flags);
+    if (rc == hipSuccess)
+        vmm_mapped((uint64_t)(uintptr_t)ptr, size,
+                   (uint64_t)(uintptr_t)handle);
+    return rc;
+}
+
+hipError_t hipMemUnmap(void *ptr, size_t size)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemUnmap);
+    hipError_t rc = fn(ptr, size);
+    if (rc == hipSuccess)
+        vmm_unmapped((uint64_t)(uintptr_t)ptr, size);
+    return rc;
 }
 
 hipError_t hipMemGetInfo(size_t *pfree, size_t *ptotal)

@@ -75,6 +75,20 @@ void *procaddr_hook_for(void *real)
     return NULL;
 }
 
+#define IS_HOOK_1(name)                                                        \
+    if (p == (void *)(uintptr_t)&name)                                         \
+        return 1;
+#define IS_HOOK_0(name)
+#define IS_HOOK(lib, hooked, ret, name, params) IS_HOOK_##hooked(name)
+
+/* Whether p is one of our own hooks (a driver that answers with the
+ * exported name sees ours: nothing to say). */
+static int procaddr_is_hook(void *p)
+{
+    ACCEL_SHIM_SYMBOLS(IS_HOOK)
+    return 0;
+}
+
 #define NAME_MATCH_1(name_)                                                    \
     if (strcmp(name, #name_) == 0)                                             \
         return 1;
@@ -153,12 +167,114 @@ __asm__(".text\n"
         ".size dlsym, .-dlsym\n");
 #endif
 
-/* Swap a real pointer the driver handed out for our hook, if we have one. */
-static void swap_for_hook(CUresult rc, void **pfn)
+/* Whether hooked name `full` is of the family `sym` asks for: its base
+ * (without _ptsz/_ptds, then _vN) is sym; *suffixed says it had the
+ * per-thread-stream suffix, *versioned the _vN one. */
+static int family_of(const char *full, const char *sym, int *suffixed,
+                     int *versioned)
+{
+    size_t n = strlen(full), m = strlen(sym);
+
+    *suffixed = n > 5 && (strcmp(full + n - 5, "_ptsz") == 0 ||
+                          strcmp(full + n - 5, "_ptds") == 0);
+    if (*suffixed)
+        n -= 5;
+    *versioned = 0;
+    if (n > 3 && full[n - 1] >= '0' && full[n - 1] <= '9' &&
+        full[n - 2] == 'v' && full[n - 3] == '_') {
+        *versioned = 1;
+        n -= 3;
+    }
+    return n == m && strncmp(full, sym, m) == 0;
+}
+
+/* The hook of the one hooked variant of `sym` that version and flags can
+ * mean, when the driver handed out an address that is none of the real
+ * functions we know (an internal entry point). *family: how many hooked
+ * variants sym has at all. NULL when it is not exactly one. */
+static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
+                          int *family)
+{
+    int want_ptsz = (flags & 2) != 0; /* CU_GET_PROC_ADDRESS_PER_THREAD_.. */
+    void *found[2] = { NULL, NULL };
+    int n[2] = { 0, 0 }, suffixed, versioned;
+
+    *family = 0;
+#define BY_NAME_CUDA1(name_)                                                   \
+    if (family_of(#name_, sym, &suffixed, &versioned)) {                       \
+        ++*family;                                                             \
+        /* _vN variants are of CUDA 3.2 and later (3020) */                    \
+        if (!(versioned && version < 3020) && (!suffixed || want_ptsz)) {      \
+            found[suffixed] = (void *)(uintptr_t)&name_;                       \
+            n[suffixed]++;                                                     \
+        }                                                                      \
+    }
+#define BY_NAME_CUDA0(name_)
+#define BY_NAME_NVML1(name_)
+#define BY_NAME_NVML0(name_)
+#define BY_NAME_HIP1(name_)
+#define BY_NAME_HIP0(name_)
+#define BY_NAME(lib, hooked, ret, name_, params) BY_NAME_##lib##hooked(name_)
+    ACCEL_SHIM_SYMBOLS(BY_NAME)
+    if (want_ptsz && n[1] > 0)
+        return n[1] == 1 ? found[1] : NULL;
+    return n[0] == 1 ? found[0] : NULL;
+}
+
+/* Names (a hash each) already said to go by unheld: said once each. */
+static _Atomic uint64_t unheld_said[64];
+
+static void say_unheld(const char *sym, int version, cuuint64_t flags)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (const char *p = sym; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ (uint64_t)version) * 1099511628211ULL;
+    h = (h ^ flags) * 1099511628211ULL;
+    h |= 1;
+    for (int i = 0; i < 64; i++) {
+        uint64_t z = 0;
+        uint64_t cur = atomic_load(&unheld_said[i]);
+        if (cur == h)
+            return;
+        if (cur == 0 && atomic_compare_exchange_strong(&unheld_said[i], &z, h))
+            break;
+    }
+    shim_log("cuGetProcAddress(%s, version %d, flags %llu): the driver "
+             "handed out an address the shim cannot tell apart; calls "
+             "through it are NOT held to the quota", sym, version,
+             (unsigned long long)flags);
+}
+
+/* Swap the address the driver handed out for our hook: by address when it
+ * is one of the real functions we interpose; else (an internal entry
+ * point) by name, when exactly one hooked variant fits the version and
+ * flags; else, for a name we hook, say once that it goes by unheld. */
+static void swap_for_hook(CUresult rc, void **pfn, const char *sym,
+                          int version, cuuint64_t flags)
+{
+    void *h;
+    int family;
+
+    if (rc != CUDA_SUCCESS || pfn == NULL || *pfn == NULL)
+        return;
+    h = procaddr_hook_for(*pfn);
+    if (h == NULL && sym != NULL && sym[0] == 'c' && sym[1] == 'u') {
+        h = hook_by_name(sym, version, flags, &family);
+        if (h == NULL && family > 0 && procaddr_is_hook(*pfn) == 0)
+            say_unheld(sym, version, flags);
+    }
+    if (h != NULL)
+        *pfn = h;
+}
+
+/* hipGetProcAddress hands out the runtime's exported functions. */
+static void swap_hip(hipError_t rc, void **pfn)
 {
     void *h;
 
-    if (rc != CUDA_SUCCESS || pfn == NULL)
+    if (rc != hipSuccess || pfn == NULL)
         return;
     h = procaddr_hook_for(*pfn);
     if (h != NULL)
@@ -173,7 +289,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
     if (fn == NULL)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = fn(symbol, pfn, cudaVersion, flags);
-    swap_for_hook(rc, pfn);
+    swap_for_hook(rc, pfn, symbol, cudaVersion, flags);
     return rc;
 }
 
@@ -187,7 +303,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
     if (fn == NULL)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = fn(symbol, pfn, cudaVersion, flags, symbolStatus);
-    swap_for_hook(rc, pfn);
+    swap_for_hook(rc, pfn, symbol, cudaVersion, flags);
     return rc;
 }
 
@@ -201,6 +317,6 @@ hipError_t hipGetProcAddress(const char *symbol, void **pfn, int hipVersion,
     if (fn == NULL)
         return hipErrorNotFound;
     hipError_t rc = fn(symbol, pfn, hipVersion, flags, symbolStatus);
-    swap_for_hook(rc, pfn);
+    swap_hip(rc, pfn);
     return rc;
 }

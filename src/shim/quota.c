@@ -9,7 +9,8 @@
  * no lock (the allocation table in track.c has its own striped locks).
  * Attaching (first charge on a device) maps the ledger, reclaims dead
  * processes' slots and claims one slot; it runs once per device. A refusal
- * reclaims dead slots again (at most every 100 ms) and retries once.
+ * first trims this process's stream-ordered pools and retries (pool.c),
+ * then reclaims dead slots again (at most every 100 ms) and retries once.
  */
 #include "shim/shim.h"
 
@@ -264,10 +265,14 @@ static int reclaim_dead(struct shim_dev *d)
     return got > 0;
 }
 
-/* reserve, and once more after reclaiming dead processes' charges. */
+/* reserve; once more after trimming this process's stream-ordered pools
+ * to what is live in them (their slack must not refuse the app: pool.c),
+ * and once more after reclaiming dead processes' charges. */
 static int reserve_or_reclaim(struct shim_dev *d, uint64_t bytes)
 {
     if (reserve(d, bytes) == 0)
+        return 0;
+    if (pool_reclaim((int)(d - shim_state.dev)) && reserve(d, bytes) == 0)
         return 0;
     if (!reclaim_dead(d))
         return -1;
@@ -342,6 +347,14 @@ void quota_release(int ordinal, uint64_t bytes)
     unreserve(d, bytes);
 }
 
+void quota_give(int ordinal, uint64_t bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (d != NULL && bytes != 0)
+        unreserve(d, bytes);
+}
+
 void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
                 uint64_t *out_total, uint64_t *out_free, uint64_t *out_used)
 {
@@ -360,8 +373,9 @@ void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
     used = (u < 0 ? 0 : (uint64_t)u) + accel_ledger_untracked(d->ledger);
     used = used > total ? total : used;
     *out_total = total;
-    *out_free = total - used;
-    *out_used = used;
+    /* never more than the card has free: a neighbour may hold the rest */
+    *out_free = total - used < phys_free ? total - used : phys_free;
+    *out_used = total - *out_free;
 }
 
 /* Give our slot back: its charge leaves the ledger with us. */

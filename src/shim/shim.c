@@ -108,14 +108,19 @@ void shim_log(const char *fmt, ...)
         ;
 }
 
+/* Lock order: pools, then VMM, then the allocation table. */
 static void fork_prepare(void)
 {
+    pool_fork_prepare();
+    vmm_fork_prepare();
     track_fork_prepare();
 }
 
 static void fork_parent(void)
 {
     track_fork_parent();
+    vmm_fork_parent();
+    pool_fork_parent();
 }
 
 /* In the child: new pid, own ledger slots, an empty allocation table (the
@@ -124,6 +129,9 @@ static void fork_child(void)
 {
     shim_state.pid = getpid();
     track_fork_child();
+    vmm_fork_child();
+    pool_fork_child();
+    ctx_fork_child();
     quota_fork_child();
     timeslice_fork_child();
 }

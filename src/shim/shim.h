@@ -13,7 +13,10 @@
  * the environment), quota.c (ledger attach, reserve/release, virtual view),
  * track.c (pointer/handle table), hooks.c (the interposed functions),
  * procaddr.c (dlsym and cuGetProcAddress), hooks_hip.c (the HIP runtime's
- * allocation entry points, on the same ledger and quota rules).
+ * allocation entry points, on the same ledger and quota rules), vmm.c (VMM
+ * handles charged until released and unmapped), pool.c (stream-ordered
+ * pools charged by what they reserve), ctx.c (contexts at their measured
+ * size), devmap.c (NVML devices and CUDA ordinals, by UUID).
  */
 #ifndef ACCEL_SHIM_SHIM_H
 #define ACCEL_SHIM_SHIM_H
@@ -35,9 +38,6 @@
 
 #define SHIM_MAX_DEV 16         /* CUDA ordinals the quota knows about */
 #define SHIM_TRACK_STRIPES 64   /* locks of the allocation table */
-/* Charged for every cuCtxCreate* context: a fixed estimate of what a context
- * costs on current GPUs (module images, local memory, printf buffer). */
-#define SHIM_CTX_OVERHEAD (256ULL << 20)
 
 enum shim_kind {                /* what a tracked key is (3 bits) */
     SHIM_KIND_PTR = 1,          /* CUdeviceptr from cuMemAlloc* */
@@ -175,6 +175,8 @@ SHIM_HIDDEN int quota_adjust(struct shim_charge *c, uint64_t bytes);
 SHIM_HIDDEN CUresult quota_end(struct shim_charge *c, CUresult rc,
                                enum shim_kind kind, uint64_t key);
 SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
+/* Give back bytes charged without a record (a pool's, a context's). */
+SHIM_HIDDEN void quota_give(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
                             uint64_t *out_free, uint64_t *out_used);
@@ -250,6 +252,55 @@ static inline void ts_leave(struct shim_ts_thread *t)
     else
         atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
+
+/* vmm.c: VMM handles stay charged while mapped. */
+SHIM_HIDDEN void vmm_mapped(uint64_t va, uint64_t size, uint64_t handle);
+/* Before the driver releases handle: 1 if it is mapped (its record moves
+ * aside and stays charged until its last mapping goes), else 0. */
+SHIM_HIDDEN int vmm_hold_release(uint64_t handle);
+SHIM_HIDDEN void vmm_unhold(uint64_t handle); /* the release failed */
+SHIM_HIDDEN void vmm_unmapped(uint64_t va, uint64_t size);
+SHIM_HIDDEN void vmm_fork_prepare(void);
+SHIM_HIDDEN void vmm_fork_parent(void);
+SHIM_HIDDEN void vmm_fork_child(void);
+
+/* pool.c: stream-ordered pools, charged by what they hold on the device;
+ * CUDA's (pool_cuda) and HIP's (pool_hip), whose codes agree (0 success,
+ * 2 out of memory). */
+struct pool_api;
+extern SHIM_HIDDEN const struct pool_api pool_cuda, pool_hip;
+/* pool, or the device's current pool when NULL, if the runtime tells its
+ * reserved memory; else NULL (charge by request). */
+SHIM_HIDDEN void *pool_measurable(const struct pool_api *api, void *pool,
+                                  int ordinal);
+/* An allocation from pool through call(arg); undo(arg) frees it. */
+SHIM_HIDDEN int pool_alloc(const struct pool_api *api, void *pool,
+                           int ordinal, uint64_t bytes, int (*call)(void *),
+                           void *arg, int (*undo)(void *));
+SHIM_HIDDEN void pool_refresh(void);      /* give back what pools released */
+SHIM_HIDDEN int pool_reclaim(int ordinal); /* trim, refresh; 1 if it ran */
+SHIM_HIDDEN void pool_fork_prepare(void);
+SHIM_HIDDEN void pool_fork_parent(void);
+SHIM_HIDDEN void pool_fork_child(void);
+
+/* ctx.c: contexts charged at their measured size. */
+SHIM_HIDDEN int64_t ctx_before(int ordinal); /* free memory, -1 unknown */
+SHIM_HIDDEN uint64_t ctx_cost(int ordinal, int64_t before);
+/* What the last context measured on ordinal took (0 none yet): reserved
+ * before the next one is made, so that one over the quota is refused
+ * before the driver makes it. */
+SHIM_HIDDEN uint64_t ctx_estimate(int ordinal);
+SHIM_HIDDEN CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
+                                        CUcontext *pctx, CUdevice dev, int on);
+/* After a release (reset 0) or a reset (1) that returned rc. */
+SHIM_HIDDEN CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset);
+SHIM_HIDDEN void ctx_fork_child(void);
+
+/* devmap.c: NVML devices and CUDA ordinals, tied by UUID. */
+SHIM_HIDDEN nvmlDevice_t devmap_nvml(int ordinal);
+/* The CUDA ordinal of NVML card (uuid, NVML index idx if have_idx); -1
+ * when the app has none for it (not visible, or not bound under acceld). */
+SHIM_HIDDEN int devmap_ordinal(const char *uuid, unsigned idx, int have_idx);
 
 /* procaddr.c */
 SHIM_HIDDEN void *procaddr_hook_for(void *real);

@@ -77,7 +77,27 @@
     S(X, cuMemsetD2D16_v2, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
     S(X, cuMemsetD2D16_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h), (dst, pitch, v, w, h)) \
     S(X, cuMemsetD2D32_v2, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h)) \
-    S(X, cuMemsetD2D32_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h))
+    S(X, cuMemsetD2D32_v2_ptds, (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h), (dst, pitch, v, w, h)) \
+    S(X, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *p), (p)) \
+    S(X, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *p), (p)) \
+    S(X, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *p, CUstream hStream), (p, hStream)) \
+    S(X, cuMemPrefetchAsync, (CUdeviceptr p, size_t n, CUdevice dst, CUstream hStream), (p, n, dst, hStream)) \
+    S(X, cuMemPrefetchAsync_ptsz, (CUdeviceptr p, size_t n, CUdevice dst, CUstream hStream), (p, n, dst, hStream)) \
+    S(X, cuMemPrefetchAsync_v2, (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream hStream), (p, n, loc, flags, hStream)) \
+    S(X, cuMemPrefetchAsync_v2_ptsz, (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream hStream), (p, n, loc, flags, hStream)) \
+    S(X, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)) \
+    S(X, cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)) \
+    S(X, cuStreamWaitValue32_v2, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue32_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue64_v2, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWaitValue64_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue32_v2, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue32_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint32_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue64_v2, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamWriteValue64_v2_ptsz, (CUstream hStream, CUdeviceptr addr, cuuint64_t v, unsigned int flags), (hStream, addr, v, flags)) \
+    S(X, cuStreamBatchMemOp_v2, (CUstream hStream, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags), (hStream, count, ops, flags)) \
+    S(X, cuStreamBatchMemOp_v2_ptsz, (CUstream hStream, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags), (hStream, count, ops, flags))
 #define SHIM_SUBMIT_SYMBOL(X, name, params, args)                              \
     X(CUDA, 1, CUresult, name, params)
 
@@ -106,6 +126,32 @@
       (CUmemGenericAllocationHandle * handle, size_t size,                     \
        const CUmemAllocationProp *prop, unsigned long long flags))             \
     X(CUDA, 1, CUresult, cuMemRelease, (CUmemGenericAllocationHandle handle))  \
+    X(CUDA, 1, CUresult, cuMemMap,                                             \
+      (CUdeviceptr ptr, size_t size, size_t offset,                            \
+       CUmemGenericAllocationHandle handle, unsigned long long flags))         \
+    X(CUDA, 1, CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size))          \
+    X(CUDA, 1, CUresult, cuMemPoolTrimTo,                                      \
+      (CUmemoryPool pool, size_t minBytesToKeep))                              \
+    X(CUDA, 1, CUresult, cuMemPoolDestroy, (CUmemoryPool pool))                \
+    X(CUDA, 1, CUresult, cuGraphAddMemAllocNode,                               \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, size_t numDependencies,                \
+       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams))                                \
+    X(CUDA, 1, CUresult, cuGraphAddNode,                                       \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, size_t numDependencies,                \
+       CUgraphNodeParams *nodeParams))                                         \
+    X(CUDA, 1, CUresult, cuGraphAddNode_v2,                                    \
+      (CUgraphNode * phGraphNode, CUgraph hGraph,                              \
+       const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, \
+       size_t numDependencies, CUgraphNodeParams *nodeParams))                 \
+    X(CUDA, 1, CUresult, cuStreamSynchronize, (CUstream hStream))              \
+    X(CUDA, 1, CUresult, cuStreamSynchronize_ptsz, (CUstream hStream))         \
+    X(CUDA, 1, CUresult, cuCtxSynchronize, (void))                             \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxRetain,                             \
+      (CUcontext * pctx, CUdevice dev))                                        \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice dev))         \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice dev))           \
     X(CUDA, 1, CUresult, cuArrayCreate_v2,                                     \
       (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR *desc))                  \
     X(CUDA, 1, CUresult, cuArray3DCreate_v2,                                   \
@@ -136,7 +182,13 @@
     X(CUDA, 0, CUresult, cuCtxGetCurrent, (CUcontext * pctx))                  \
     X(CUDA, 0, CUresult, cuCtxPushCurrent_v2, (CUcontext ctx))                 \
     X(CUDA, 0, CUresult, cuCtxPopCurrent_v2, (CUcontext * pctx))               \
-    X(CUDA, 0, CUresult, cuCtxSynchronize, (void))                             \
+    X(CUDA, 0, CUresult, cuDevicePrimaryCtxGetState,                           \
+      (CUdevice dev, unsigned int *flags, int *active))                        \
+    X(CUDA, 0, CUresult, cuDeviceGetUuid_v2, (unsigned char *uuid, CUdevice dev)) \
+    X(CUDA, 0, CUresult, cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev)) \
+    X(CUDA, 0, CUresult, cuStreamIsCapturing, (CUstream hStream, int *status)) \
+    X(CUDA, 0, CUresult, cuMemPoolGetAttribute,                                \
+      (CUmemoryPool pool, int attr, void *value))                              \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo,                          \
       (nvmlDevice_t device, nvmlMemory_t * memory))                            \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2,                       \
@@ -145,6 +197,8 @@
       (nvmlDevice_t device, unsigned int *index))                              \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetUUID,                                \
       (nvmlDevice_t device, char *uuid, unsigned int length))                  \
+    X(NVML, 0, nvmlReturn_t, nvmlDeviceGetHandleByUUID,                        \
+      (const char *uuid, nvmlDevice_t *device))                                \
     X(HIP, 1, hipError_t, hipMalloc, (void **ptr, size_t size))                \
     X(HIP, 1, hipError_t, hipMallocManaged,                                    \
       (void **ptr, size_t size, unsigned int flags))                           \
@@ -168,6 +222,24 @@
     X(HIP, 1, hipError_t, hipFreeAsync, (void *ptr, hipStream_t stream))       \
     X(HIP, 1, hipError_t, hipFreeArray, (hipArray_t array))                    \
     X(HIP, 1, hipError_t, hipArrayDestroy, (hipArray_t array))                 \
+    X(HIP, 1, hipError_t, hipMemCreate,                                        \
+      (hipMemGenericAllocationHandle_t * handle, size_t size,                  \
+       const hipMemAllocationProp *prop, unsigned long long flags))            \
+    X(HIP, 1, hipError_t, hipMemRelease,                                       \
+      (hipMemGenericAllocationHandle_t handle))                                \
+    X(HIP, 1, hipError_t, hipMemMap,                                           \
+      (void *ptr, size_t size, size_t offset,                                  \
+       hipMemGenericAllocationHandle_t handle, unsigned long long flags))      \
+    X(HIP, 1, hipError_t, hipMemUnmap, (void *ptr, size_t size))               \
+    X(HIP, 1, hipError_t, hipStreamSynchronize, (hipStream_t stream))          \
+    X(HIP, 1, hipError_t, hipDeviceSynchronize, (void))                        \
+    X(HIP, 1, hipError_t, hipMemPoolTrimTo,                                    \
+      (hipMemPool_t pool, size_t minBytesToHold))                              \
+    X(HIP, 1, hipError_t, hipMemPoolDestroy, (hipMemPool_t pool))              \
+    X(HIP, 0, hipError_t, hipDeviceGetMemPool,                                 \
+      (hipMemPool_t * pool, int device))                                       \
+    X(HIP, 0, hipError_t, hipMemPoolGetAttribute,                              \
+      (hipMemPool_t pool, int attr, void *value))                              \
     X(HIP, 1, hipError_t, hipMemGetInfo, (size_t * free, size_t *total))       \
     X(HIP, 1, hipError_t, hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev)) \
     X(HIP, 1, hipError_t, hipGetProcAddress,                                   \

@@ -67,34 +67,162 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
                             const CUmemAllocationProp *prop,
                             unsigned long long f)
 {
-    (void)prop;
+    uint64_t k = fake_vmm_create(
+        b, prop == NULL || prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE);
     (void)f;
-    ALLOC_INTO(h, b);
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = k;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t off,
+                         CUmemGenericAllocationHandle h, unsigned long long f)
+{
+    (void)off;
+    (void)f;
+    return fake_vmm_map(p, size, h) == 0 ? CUDA_SUCCESS
+                                         : CUDA_ERROR_INVALID_VALUE;
 }
 #endif
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align,
+                                    CUdeviceptr addr, unsigned long long f)
+{
+    (void)align, (void)addr, (void)f;
+    *p = fake_va_reserve(size);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+    (void)p, (void)size;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void *desc,
+                               size_t count)
+{
+    (void)p, (void)size, (void)desc, (void)count;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
+{
+    return fake_vmm_unmap(p, size) == 0 ? CUDA_SUCCESS
+                                        : CUDA_ERROR_INVALID_VALUE;
+}
+#define POOL_INTO(out, pool, bytes)                                            \
+    do {                                                                       \
+        uint64_t k_ = fake_pool_alloc((uintptr_t)(pool), bytes);               \
+        if (k_ == 0)                                                           \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                   \
+        *(out) = k_;                                                           \
+        return CUDA_SUCCESS;                                                   \
+    } while (0)
+/* Stream-ordered: from the device's current pool, or the one named. */
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t b, CUstream s)
 {
     (void)s;
-    ALLOC_INTO(p, b);
+    POOL_INTO(p, 0, b);
 }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t b, CUstream s)
 {
     (void)s;
-    ALLOC_INTO(p, b);
+    POOL_INTO(p, 0, b);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t b,
                                         CUmemoryPool pool, CUstream s)
 {
     (void)s;
-    (void)pool;
-    ALLOC_INTO(p, b);
+    POOL_INTO(p, pool, b);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t b,
                                              CUmemoryPool pool, CUstream s)
 {
     (void)s;
-    (void)pool;
-    ALLOC_INTO(p, b);
+    POOL_INTO(p, pool, b);
+}
+static CUresult pool_rc(int rc)
+{
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    *pool = (CUmemoryPool)fake_pool_default(d);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    *pool = (CUmemoryPool)fake_pool_current(d);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool)
+{
+    return pool_rc(fake_pool_set_current(d, (uintptr_t)pool));
+}
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
+{
+    (void)props;
+    *pool = (CUmemoryPool)fake_pool_create(fake_device());
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    return pool_rc(fake_pool_destroy((uintptr_t)pool));
+}
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_set((uintptr_t)pool, attr, *(cuuint64_t *)v));
+}
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_get((uintptr_t)pool, attr, (uint64_t *)v));
+}
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    return pool_rc(fake_pool_trim((uintptr_t)pool, keep));
+}
+/* Stream capture (one capturing stream at a time is enough here) and
+ * graph memory nodes, which the stand-in accepts without memory. */
+static _Atomic(CUstream) captured = (CUstream)(uintptr_t)1;
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode)
+{
+    (void)mode;
+    atomic_store(&captured, s);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph)
+{
+    (void)s;
+    atomic_store(&captured, (CUstream)(uintptr_t)1);
+    *graph = (void *)(uintptr_t)0x4000;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status)
+{
+    *status = atomic_load(&captured) == s;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *g, const void *deps,
+                                       size_t n, void *params)
+{
+    (void)g, (void)deps, (void)n, (void)params;
+    *node = (void *)(uintptr_t)0x5000;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddNode(void **node, void *g, const void *deps,
+                               size_t n, void *params)
+{
+    (void)g, (void)deps, (void)n, (void)params;
+    *node = (void *)(uintptr_t)0x5001;
+    return CUDA_SUCCESS;
+}
+/* A synchronize: the pools above their release threshold shrink. */
+EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+    (void)s;
+    fake_pools_sync();
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+    return cuStreamSynchronize(s);
 }
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return give(p); }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
@@ -142,13 +270,108 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 {
     return give((uintptr_t)a);
 }
+/* A context costs fake_ctx_bytes() of the card (FAKE_CUDA_CTX_BYTES). */
 static CUresult ctx_new(CUcontext *c)
 {
-    uint64_t k = fake_take(64ULL << 20);
+    uint64_t k = fake_take(fake_ctx_bytes());
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (CUcontext)(uintptr_t)k;
     return 0;
+}
+/* The primary context of each device: made at the first retain, gone at
+ * the last release or a reset. */
+static struct {
+    pthread_mutex_t mu;
+    unsigned refs[16];
+    CUcontext ctx[16];
+} primary = { .mu = PTHREAD_MUTEX_INITIALIZER };
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (d < 0 || d >= 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&primary.mu);
+    if (primary.ctx[d] == NULL)
+        rc = ctx_new(&primary.ctx[d]);
+    if (rc == CUDA_SUCCESS) {
+        primary.refs[d]++;
+        *c = primary.ctx[d];
+    }
+    pthread_mutex_unlock(&primary.mu);
+    return rc;
+}
+static CUresult primary_drop(CUdevice d, int reset)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (d < 0 || d >= 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&primary.mu);
+    if (!reset && primary.refs[d] == 0)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (!reset)
+        primary.refs[d]--;
+    if (rc == CUDA_SUCCESS && (reset || primary.refs[d] == 0) &&
+        primary.ctx[d] != NULL) {
+        fake_give((uintptr_t)primary.ctx[d]);
+        primary.ctx[d] = NULL;
+    }
+    pthread_mutex_unlock(&primary.mu);
+    return rc;
+}
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags,
+                                           int *active)
+{
+    if (d < 0 || d >= 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&primary.mu);
+    *flags = 0;
+    *active = primary.ctx[d] != NULL;
+    pthread_mutex_unlock(&primary.mu);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    return primary_drop(d, 0);
+}
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+    return primary_drop(d, 1);
+}
+/* The card behind ordinal d: the d-th index of CUDA_VISIBLE_DEVICES
+ * (indices only), d itself when unset; -1 if there is none. */
+static int card_of(CUdevice d)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    char *end;
+
+    if (v == NULL)
+        return d >= 0 && d < 16 ? d : -1;
+    for (int k = 0; *v != '\0'; k++) {
+        long i = strtol(v, &end, 10);
+        if (end == v)
+            return -1;
+        if (k == d)
+            return (int)i;
+        v = *end == ',' ? end + 1 : end;
+    }
+    return -1;
+}
+/* The card's UUID: fa ce 00 .. 00 <card>, as fake_nvml.c prints it. */
+EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
+{
+    int card = card_of(d);
+    if (card < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(uuid, 0, 16);
+    uuid[0] = 0xfa;
+    uuid[1] = 0xce;
+    uuid[15] = (unsigned char)card;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)
+{
+    return cuDeviceGetUuid_v2(uuid, d);
 }
 EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int f, CUdevice d)
 {
@@ -234,6 +457,7 @@ static CUresult work(unsigned us)
 EXPORT CUresult cuCtxSynchronize(void)
 {
     int64_t end, now;
+    fake_pools_sync();
     pthread_once(&gpu.once, gpu_init);
     pthread_mutex_lock(&gpu.mu);
     end = gpu.last_end;
@@ -306,10 +530,48 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
     (void)d, (void)h, (void)n;
     return work(20);
 }
+EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr d, size_t n, CUdevice dev,
+                                   CUstream s)
+{
+    (void)d, (void)n, (void)dev, (void)s;
+    return work(20);
+}
+EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *src,
+                                   size_t *sz, size_t n, void *attrs,
+                                   size_t *idx, size_t na, size_t *fail,
+                                   CUstream s)
+{
+    (void)d, (void)src, (void)sz, (void)n, (void)attrs, (void)idx;
+    (void)na, (void)fail, (void)s;
+    return work(20);
+}
+EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr a, unsigned v,
+                                        unsigned f)
+{
+    (void)s, (void)a, (void)v, (void)f;
+    return work(20);
+}
+EXPORT CUresult cuMemcpy3DPeer(const void *p)
+{
+    (void)p;
+    return work(20);
+}
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
     (void)d, (void)v, (void)n;
     return work(20);
+}
+
+/* Internal entry points, as a driver may hand out instead of its exported
+ * functions (FAKE_CUDA_INTERNAL=1): not in the dynamic symbol table. */
+static CUresult internal_alloc(CUdeviceptr *p, size_t b)
+{
+    ALLOC_INTO(p, b);
+}
+static CUresult internal_ctx(CUcontext *c, unsigned int f, CUdevice d)
+{
+    (void)f, (void)d;
+    return ctx_new(c);
 }
 
 /* Like the real driver: a base name plus version picks the ABI variant;
@@ -320,16 +582,18 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 {
     static const char *const v2[] = { "cuMemAlloc", "cuMemAllocPitch",
         "cuMemFree", "cuMemGetInfo", "cuDeviceTotalMem", "cuArrayCreate",
-        "cuArray3DCreate", "cuCtxDestroy", "cuGetProcAddress", NULL };
+        "cuArray3DCreate", "cuCtxDestroy", "cuGetProcAddress",
+        "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
+        "cuDeviceGetUuid", NULL };
     static const char *const ptsz[] = { "cuMemAllocAsync", "cuMemFreeAsync",
-        "cuMemAllocFromPoolAsync", "cuLaunchKernel", NULL };
+        "cuMemAllocFromPoolAsync", "cuLaunchKernel", "cuStreamSynchronize",
+        NULL };
     char name[128];
     void *self = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     void *(*real_dlsym)(void *, const char *) =
         (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym",
                                                 "GLIBC_2.34");
 
-    (void)ver;
     if (real_dlsym == NULL)
         real_dlsym = (void *(*)(void *, const char *))dlvsym(
             RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -343,6 +607,11 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
         if (strcmp(sym, ptsz[i]) == 0)
             snprintf(name, sizeof(name), "%s_ptsz", sym);
     *pfn = self ? real_dlsym(self, name) : NULL;
+    if (getenv("FAKE_CUDA_INTERNAL") != NULL && ver >= 3020 &&
+        strcmp(sym, "cuMemAlloc") == 0)
+        *pfn = (void *)(uintptr_t)internal_alloc;
+    if (getenv("FAKE_CUDA_INTERNAL") != NULL && strcmp(sym, "cuCtxCreate") == 0)
+        *pfn = (void *)(uintptr_t)internal_ctx;
     if (self)
         dlclose(self);
     if (status)

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fake_cuda.h: the record the fake libcuda.so.1 / libnvidia-ml.so.1 keep,
- * shared by every process of a test through the file named by FAKE_CUDA_SHM
- * (process-local when unset). Tests read it to see what reached the driver
- * and the most device memory ever held at once.
+ * fake_cuda.h: the simulated card the stand-in libcuda.so.1,
+ * libamdhip64.so.6 and libnvidia-ml.so.1 share, one for every process of a
+ * test through the file named by FAKE_CUDA_SHM (process-local when unset).
+ * It counts what the device holds, as a real driver does: allocations,
+ * stream-ordered pools' reserved memory (not only what is live in them),
+ * VMM handles until released and unmapped, and each context's own cost.
+ * Tests read it to see what reached the driver and the most device memory
+ * ever held at once: the physical peak, whatever the shim believed.
  */
 #ifndef ACCEL_TESTS_SHIM_FAKE_CUDA_H
 #define ACCEL_TESTS_SHIM_FAKE_CUDA_H
@@ -11,15 +15,45 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#define FAKE_PROCS 64              /* processes the card tells apart */
+#define FAKE_APPS 8                /* apps (ACCEL_APP) it tells apart */
+
+/* One process's figure, as NVML's per-process list gives it. */
+struct fake_proc {
+    _Atomic int64_t pid;           /* 0 = free entry */
+    _Atomic int64_t used;          /* device bytes this process holds */
+    _Atomic int64_t app;           /* its apps[] index + 1, 0 none */
+};
+
+/* What the processes of one app (same ACCEL_APP) hold together: the
+ * physical side of the app's quota. A dead process's share leaves with it
+ * (looked for whenever a new peak would be set). */
+struct fake_app {
+    _Atomic uint64_t key;          /* fake_app_key(ACCEL_APP), 0 free */
+    _Atomic int64_t used;
+    _Atomic int64_t peak;          /* the most it ever held at once */
+};
+
 struct fake_cuda_stats {
     _Atomic int64_t used;          /* device bytes held now, all processes */
-    _Atomic int64_t max_used;      /* highest `used` ever */
+    _Atomic int64_t max_used;      /* highest `used` ever: the physical peak */
     _Atomic uint64_t allocs;       /* successful allocations */
     _Atomic uint64_t frees;        /* successful frees */
     _Atomic uint64_t unknown_frees; /* frees of pointers the fake never made */
     _Atomic uint64_t last_free;    /* last pointer/handle passed to a free */
     _Atomic uint64_t launches;     /* cuLaunchKernel calls */
+    struct fake_proc procs[FAKE_PROCS];
+    struct fake_app apps[FAKE_APPS];
 };
+
+/* The key of an app's name (FNV-1a, never 0). */
+static inline uint64_t fake_app_key(const char *name)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; name != NULL && *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+    return h | 1;
+}
 
 /* One simulated submission in FAKE_CUDA_LOG (time-slicing tests). */
 struct fake_interval {

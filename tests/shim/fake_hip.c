@@ -55,17 +55,68 @@ EXPORT hipError_t hipMallocPitch(void **p, size_t *pitch, size_t w, size_t h)
     *pitch = (w + 1023) & ~(size_t)1023; /* coarser than the shim's estimate */
     return into(p, *pitch * h);
 }
+/* Stream-ordered pools, with the driver's lifetime (fake_alloc.h). */
+static hipError_t pool_into(void **p, hipMemPool_t pool, uint64_t b)
+{
+    uint64_t k = fake_pool_alloc((uintptr_t)pool, b);
+    if (k == 0)
+        return hipErrorOutOfMemory;
+    *p = (void *)(uintptr_t)k;
+    return hipSuccess;
+}
+static hipError_t pool_rc(int rc)
+{
+    return rc == 0 ? hipSuccess : hipErrorInvalidValue;
+}
 EXPORT hipError_t hipMallocAsync(void **p, size_t b, hipStream_t s)
 {
     (void)s;
-    return into(p, b);
+    return pool_into(p, NULL, b);
 }
 EXPORT hipError_t hipMallocFromPoolAsync(void **p, size_t b, hipMemPool_t pool,
                                          hipStream_t s)
 {
-    (void)pool;
     (void)s;
-    return into(p, b);
+    if (pool == NULL)
+        return hipErrorInvalidValue;
+    return pool_into(p, pool, b);
+}
+EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *pool, int d)
+{
+    *pool = (hipMemPool_t)fake_pool_default(d);
+    return *pool ? hipSuccess : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipDeviceGetMemPool(hipMemPool_t *pool, int d)
+{
+    *pool = (hipMemPool_t)fake_pool_current(d);
+    return *pool ? hipSuccess : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_set((uintptr_t)pool, attr, *(uint64_t *)v));
+}
+EXPORT hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, int attr, void *v)
+{
+    return pool_rc(fake_pool_get((uintptr_t)pool, attr, (uint64_t *)v));
+}
+EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t keep)
+{
+    return pool_rc(fake_pool_trim((uintptr_t)pool, keep));
+}
+EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t pool)
+{
+    return pool_rc(fake_pool_destroy((uintptr_t)pool));
+}
+EXPORT hipError_t hipStreamSynchronize(hipStream_t s)
+{
+    (void)s;
+    fake_pools_sync();
+    return hipSuccess;
+}
+EXPORT hipError_t hipDeviceSynchronize(void)
+{
+    fake_pools_sync();
+    return hipSuccess;
 }
 EXPORT hipError_t hipMallocArray(hipArray_t *a,
                                  const struct hip_channel_desc *d, size_t w,
@@ -97,6 +148,45 @@ EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s)
 }
 EXPORT hipError_t hipFreeArray(hipArray_t a) { return give((uintptr_t)a); }
 EXPORT hipError_t hipArrayDestroy(hipArray_t a) { return give((uintptr_t)a); }
+/* VMM, with the driver's lifetime: a handle's memory lives until it is
+ * released and unmapped (fake_alloc.h). */
+EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *h, size_t b,
+                               const hipMemAllocationProp *prop,
+                               unsigned long long f)
+{
+    uint64_t k = fake_vmm_create(
+        b, prop == NULL || prop->location.type == hipMemLocationTypeDevice);
+    (void)f;
+    if (k == 0)
+        return hipErrorOutOfMemory;
+    *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;
+    return hipSuccess;
+}
+EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t h)
+{
+    return give((uintptr_t)h);
+}
+EXPORT hipError_t hipMemAddressReserve(void **p, size_t size, size_t align,
+                                       void *addr, unsigned long long f)
+{
+    (void)align, (void)addr, (void)f;
+    *p = (void *)(uintptr_t)fake_va_reserve(size);
+    return hipSuccess;
+}
+EXPORT hipError_t hipMemMap(void *p, size_t size, size_t off,
+                            hipMemGenericAllocationHandle_t h,
+                            unsigned long long f)
+{
+    (void)off, (void)f;
+    return fake_vmm_map((uintptr_t)p, size, (uintptr_t)h) == 0
+               ? hipSuccess
+               : hipErrorInvalidValue;
+}
+EXPORT hipError_t hipMemUnmap(void *p, size_t size)
+{
+    return fake_vmm_unmap((uintptr_t)p, size) == 0 ? hipSuccess
+                                                   : hipErrorInvalidValue;
+}
 EXPORT hipError_t hipMemGetInfo(size_t *f, size_t *t)
 {
     fake_mem_info(f, t);

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fake_nvml.c: a stand-in libnvidia-ml.so.1 for the shim tests: one device
+ * fake_nvml.c: a stand-in libnvidia-ml.so.1 for the shim tests: the card
  * of FAKE_CUDA_TOTAL bytes whose used memory is the fake driver's record
- * (FAKE_CUDA_SHM), so NVML and CUDA tell the same physical story.
+ * (FAKE_CUDA_SHM), so NVML and CUDA tell the same physical story, down to
+ * each process's figure (nvmlDeviceGetComputeRunningProcesses). Its
+ * UUIDs are the fake driver's cuDeviceGetUuid bytes, printed as NVML does.
  */
 #define _GNU_SOURCE 1
 #include <fcntl.h>
 #include <stdio.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,21 +21,30 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* The card's record, read-only; NULL without one. */
+static const struct fake_cuda_stats *card(void)
+{
+    static const struct fake_cuda_stats *st;
+    const char *shm = getenv("FAKE_CUDA_SHM");
+    void *m;
+    int fd;
+
+    if (st != NULL)
+        return st;
+    fd = shm ? open(shm, O_RDONLY) : -1;
+    if (fd < 0)
+        return NULL;
+    m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m != MAP_FAILED)
+        st = m;
+    return st;
+}
+
 static int64_t used_now(void)
 {
-    const char *shm = getenv("FAKE_CUDA_SHM");
-    struct fake_cuda_stats *st;
-    int64_t u = 0;
-    int fd = shm ? open(shm, O_RDONLY) : -1;
-
-    if (fd < 0)
-        return 0;
-    st = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (st != MAP_FAILED) {
-        u = atomic_load(&st->used);
-        munmap(st, 4096);
-    }
+    const struct fake_cuda_stats *st = card();
+    int64_t u = st ? atomic_load(&st->used) : 0;
     return u < 0 ? 0 : u;
 }
 
@@ -52,10 +66,93 @@ EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned *i)
     *i = (unsigned)((uintptr_t)d - 0x1000);
     return 0;
 }
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n)
+{
+    *n = 16;
+    return 0;
+}
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *u, unsigned n)
 {
-    snprintf(u, n, "GPU-fake-%u", (unsigned)((uintptr_t)d - 0x1000));
+    snprintf(u, n, "GPU-face0000-0000-0000-0000-0000000000%02x",
+             (unsigned)((uintptr_t)d - 0x1000));
     return 0;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *u, nvmlDevice_t *d)
+{
+    char want[96];
+    for (unsigned i = 0; i < 16; i++) {
+        nvmlDeviceGetUUID((nvmlDevice_t)(uintptr_t)(0x1000 + i), want,
+                          sizeof(want));
+        if (strcmp(u, want) == 0) {
+            *d = (nvmlDevice_t)(uintptr_t)(0x1000 + i);
+            return 0;
+        }
+    }
+    return 6; /* NVML_ERROR_NOT_FOUND */
+}
+
+/* nvmlProcessInfo_v1_t and _v2_t (the _v2 and _v3 calls). */
+struct proc_v1 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+};
+struct proc_v2 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+};
+
+/* Every live process holding memory of the card: the driver's list. */
+static nvmlReturn_t procs(unsigned *count, void *infos, int v2)
+{
+    const struct fake_cuda_stats *st = card();
+    unsigned n = 0;
+
+    for (int i = 0; st != NULL && i < FAKE_PROCS; i++) {
+        int64_t pid = atomic_load(&st->procs[i].pid);
+        int64_t used = atomic_load(&st->procs[i].used);
+        if (pid == 0 || used <= 0 ||
+            (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+            continue;
+        if (n < *count && infos != NULL && v2) {
+            struct proc_v2 *p = (struct proc_v2 *)infos + n;
+            p->pid = (unsigned)pid;
+            p->usedGpuMemory = (unsigned long long)used;
+            p->gpuInstanceId = p->computeInstanceId = 0xffffffffu;
+        } else if (n < *count && infos != NULL) {
+            struct proc_v1 *p = (struct proc_v1 *)infos + n;
+            p->pid = (unsigned)pid;
+            p->usedGpuMemory = (unsigned long long)used;
+        }
+        n++;
+    }
+    if (n > *count) {
+        *count = n;
+        return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+    }
+    *count = n;
+    return 0;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d,
+                                                         unsigned *count,
+                                                         void *infos)
+{
+    (void)d;
+    return procs(count, infos, 0);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d,
+                                                            unsigned *count,
+                                                            void *infos)
+{
+    (void)d;
+    return procs(count, infos, 1);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d,
+                                                            unsigned *count,
+                                                            void *infos)
+{
+    (void)d;
+    return procs(count, infos, 1);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 {

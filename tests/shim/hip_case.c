@@ -42,6 +42,18 @@ hipError_t hipArrayDestroy(hipArray_t);
 hipError_t hipMemGetInfo(size_t *, size_t *);
 hipError_t hipDeviceTotalMem(size_t *, hipDevice_t);
 hipError_t hipGetProcAddress(const char *, void **, int, uint64_t, int *);
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *, size_t,
+                        const hipMemAllocationProp *, unsigned long long);
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t);
+hipError_t hipMemAddressReserve(void **, size_t, size_t, void *,
+                                unsigned long long);
+hipError_t hipMemMap(void *, size_t, size_t, hipMemGenericAllocationHandle_t,
+                     unsigned long long);
+hipError_t hipMemUnmap(void *, size_t);
+hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *, int);
+hipError_t hipMemPoolSetAttribute(hipMemPool_t, int, void *);
+hipError_t hipDeviceSynchronize(void);
+hipError_t hipStreamSynchronize(hipStream_t);
 struct fake_cuda_stats *fake_hip_stats(void);
 
 /* The allocation paths (quota_cases.h): their keys are HIP's pointers. */
@@ -68,8 +80,12 @@ static int a_async(uint64_t b, union gpu_key *k)
 }
 static int a_pool(uint64_t b, union gpu_key *k)
 {
-    return hipMallocFromPoolAsync(&k->ptr, b, NULL, NULL);
+    hipMemPool_t pool = NULL;
+    if (hipDeviceGetDefaultMemPool(&pool, 0) != hipSuccess)
+        return hipErrorInvalidValue;
+    return hipMallocFromPoolAsync(&k->ptr, b, pool, NULL);
 }
+static int s_sync(void) { return hipDeviceSynchronize(); }
 static int a_array(uint64_t b, union gpu_key *k)
 {
     struct hip_channel_desc d = { 32, 0, 0, 0, 2 };
@@ -92,15 +108,15 @@ static int r_free_array(union gpu_key k) { return hipFreeArray(k.ptr); }
 static int r_destroy(union gpu_key k) { return hipArrayDestroy(k.ptr); }
 
 static const struct alloc_path paths[] = {
-    { "malloc", a_malloc, r_free, 0 },
-    { "managed", a_managed, r_free, 0 },
-    { "ext", a_ext, r_free, 0 },
-    { "pitch", a_pitch, r_free, 0 },
-    { "async", a_async, r_free_async, 0 },
-    { "pool", a_pool, r_free_async, 0 },
-    { "array", a_array, r_free_array, 0 },
-    { "array3d", a_array3d, r_free_array, 0 },
-    { "arraycreate", a_create, r_destroy, 0 },
+    { "malloc", a_malloc, r_free, 0, NULL },
+    { "managed", a_managed, r_free, 0, NULL },
+    { "ext", a_ext, r_free, 0, NULL },
+    { "pitch", a_pitch, r_free, 0, NULL },
+    { "async", a_async, r_free_async, 0, s_sync },
+    { "pool", a_pool, r_free_async, 0, s_sync },
+    { "array", a_array, r_free_array, 0, NULL },
+    { "array3d", a_array3d, r_free_array, 0, NULL },
+    { "arraycreate", a_create, r_destroy, 0, NULL },
 };
 
 static const struct gpu_api hip = {
@@ -194,12 +210,64 @@ static void case_unknown_free(void)
     CHECK(atomic_load(&st->unknown_frees) == 1, "free not at runtime");
 }
 
+/* vLLM's sleep mode on ROCm, PyTorch-ROCm's expandable segments: a VMM
+ * handle released while mapped stays on the card, and charged, until its
+ * mapping is unmapped; hipMalloc beside it is held to the quota. */
+static void case_vmm_mapped(void)
+{
+    struct fake_cuda_stats *st = fake_hip_stats();
+    hipMemAllocationProp p = { .type = 1 };
+    hipMemGenericAllocationHandle_t h;
+    void *va = NULL, *d = NULL;
+
+    p.location.type = hipMemLocationTypeDevice;
+    CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == 0, "reserve");
+    CHECK(hipMemCreate(&h, 512 * MiB, &p, 0) == 0, "create");
+    CHECK(hipMemMap(va, 512 * MiB, 0, h, 0) == 0, "map");
+    CHECK(hipMemRelease(h) == 0, "release while mapped");
+    CHECK(ledger_used() == 512 * MiB, "released while mapped: charge %llu",
+          (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == hipErrorOutOfMemory,
+          "768 MiB beside the mapped 512 MiB");
+    CHECK(hipMemUnmap(va, 512 * MiB) == 0, "unmap");
+    CHECK(ledger_used() == 0 && atomic_load(&st->used) == 0,
+          "after unmap: %llu", (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == 0 && hipFree(d) == 0, "quota back");
+    CHECK((uint64_t)atomic_load(&st->max_used) <= GiB,
+          "the card held %lld, over the quota",
+          (long long)atomic_load(&st->max_used));
+}
+
+/* PyTorch-ROCm's hipMallocAsync backend: the default pool keeps what is
+ * freed into it (release threshold UINT64_MAX); its memory stays charged
+ * until the pool gives it back, and hipMalloc beside it is held to the
+ * quota by trimming the app's own pool first. */
+static void case_pool_keep(void)
+{
+    struct fake_cuda_stats *st = fake_hip_stats();
+    uint64_t keep = ~0ULL;
+    hipMemPool_t pool;
+    void *a = NULL, *d = NULL;
+
+    CHECK(hipDeviceGetDefaultMemPool(&pool, 0) == 0, "default pool");
+    CHECK(hipMemPoolSetAttribute(pool, 4, &keep) == 0, "threshold");
+    CHECK(hipMallocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(hipFreeAsync(a, NULL) == 0 && hipStreamSynchronize(NULL) == 0,
+          "free, sync");
+    CHECK(ledger_used() == 768 * MiB && atomic_load(&st->used) == 768 * MiB,
+          "the pool's memory: ledger %llu", (unsigned long long)ledger_used());
+    CHECK(hipMalloc(&d, 768 * MiB) == 0, "hipMalloc beside the pool");
+    CHECK(ledger_used() == 768 * MiB && atomic_load(&st->used) == 768 * MiB,
+          "after the trim: ledger %llu", (unsigned long long)ledger_used());
+    CHECK(hipFree(d) == 0 && ledger_used() == 0, "free");
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
 
     if (run_quota_case(&hip, argc, argv))
-        return cases_done(c);
+        return cases_done(&hip, c);
     if (strcmp(c, "view") == 0)
         case_view(argc > 2 && strcmp(argv[2], "limited") == 0);
     else if (strcmp(c, "procaddr") == 0)
@@ -210,9 +278,13 @@ int main(int argc, char **argv)
         case_missing();
     else if (strcmp(c, "unknown_free") == 0)
         case_unknown_free();
+    else if (strcmp(c, "vmm_mapped") == 0)
+        case_vmm_mapped();
+    else if (strcmp(c, "pool_keep") == 0)
+        case_pool_keep();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
     }
-    return cases_done(c);
+    return cases_done(&hip, c);
 }

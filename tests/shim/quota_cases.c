@@ -70,7 +70,8 @@ int wait_ok(pid_t pid)
 }
 
 /* Limit 1 GiB: 768 MiB fits, 512 MiB more does not and never reaches the
- * fake; after the free the ledger is back at 0. */
+ * fake; after the free (and the device's settling: a pool's synchronize)
+ * the ledger is back at 0, and the card never held more than the quota. */
 static void case_refuse(const struct gpu_api *api, const char *which)
 {
     struct fake_cuda_stats *st = api->record();
@@ -97,6 +98,11 @@ static void case_refuse(const struct gpu_api *api, const char *which)
         CHECK(p->release(k1) == 0, "release");
         for (int f = 0; f < p->fill && f < 4; f++)
             p->release(more[f]);
+        if (p->settle != NULL)
+            CHECK(p->settle() == 0, "settle");
+        CHECK((uint64_t)atomic_load(&st->max_used) <= GiB,
+              "%s: the %s held %lld, over the 1 GiB quota", which, api->fake,
+              (long long)atomic_load(&st->max_used));
         CHECK(ledger_used() == 0, "ledger after free: %llu",
               (unsigned long long)ledger_used());
         CHECK(atomic_load(&st->used) == 0, "%s still holds memory", api->fake);
@@ -292,8 +298,48 @@ int run_quota_case(const struct gpu_api *api, int argc, char **argv)
     return 1;
 }
 
-int cases_done(const char *name)
+/* "1Gi", "1024m", "1g", plain bytes: powers of 1024. */
+static uint64_t parse_bytes(const char *v)
 {
+    char *end;
+    uint64_t n = strtoull(v, &end, 10);
+    switch (*end | 0x20) {
+    case 'k': return n << 10;
+    case 'm': return n << 20;
+    case 'g': return n << 30;
+    case 't': return n << 40;
+    default: return n;
+    }
+}
+
+/* The smallest quota the environment sets, 0 when none. */
+static uint64_t env_quota(void)
+{
+    extern char **environ;
+    uint64_t q = 0;
+
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq == NULL || (strncmp(*e, "ACCEL_MEMORY_LIMIT=", 19) != 0 &&
+                           strncmp(*e, "CUDA_DEVICE_MEMORY_LIMIT", 24) != 0))
+            continue;
+        if (q == 0 || parse_bytes(eq + 1) < q)
+            q = parse_bytes(eq + 1);
+    }
+    return q;
+}
+
+int cases_done(const struct gpu_api *api, const char *name)
+{
+    struct fake_cuda_stats *st = api->record();
+    uint64_t key = fake_app_key(getenv("ACCEL_APP")), q = env_quota();
+
+    for (int i = 0; q != 0 && i < FAKE_APPS; i++)
+        if (atomic_load(&st->apps[i].key) == key)
+            CHECK((uint64_t)atomic_load(&st->apps[i].peak) <= q,
+                  "the app held %lld MiB of the card at once, quota %llu MiB",
+                  (long long)(atomic_load(&st->apps[i].peak) >> 20),
+                  (unsigned long long)(q >> 20));
     printf("%s: %d failed\n", name, failures);
     return failures ? 1 : 0;
 }

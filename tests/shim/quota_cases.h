@@ -28,13 +28,16 @@ union gpu_key {
 
 /* One allocation path of an API: allocate about `bytes` into *key, release
  * key. fill: how many more allocations of the path the quota takes before
- * the one refused (contexts: a fixed 256 MiB each, so three more after the
- * first fill 1 GiB; 0 for the others, whose first takes 768 MiB). */
+ * the one refused (contexts: 256 MiB each on the stand-in of that test, so
+ * three more after the first fill 1 GiB; 0 for the others, whose first
+ * takes 768 MiB). settle: what makes the device really give the memory
+ * back after the release (a stream-ordered pool's synchronize), or NULL. */
 struct alloc_path {
     const char *name;
     int (*alloc)(uint64_t bytes, union gpu_key *key);
     int (*release)(union gpu_key key);
     int fill;
+    int (*settle)(void);
 };
 
 /* What the shared cases need of an API; its codes are 0 for success. */
@@ -70,7 +73,10 @@ void case_hold(const struct gpu_api *api);
  */
 int run_quota_case(const struct gpu_api *api, int argc, char **argv);
 
-/* The program's end: the line of failures and the exit status. */
-int cases_done(const char *name);
+/* The program's end: the physical peak of this app (ACCEL_APP) on the
+ * stand-in card checked against the quota its environment sets (the
+ * smallest of ACCEL_MEMORY_LIMIT and CUDA_DEVICE_MEMORY_LIMIT[_i]), then
+ * the line of failures and the exit status. */
+int cases_done(const struct gpu_api *api, const char *name);
 
 #endif /* ACCEL_TESTS_SHIM_QUOTA_CASES_H */

@@ -54,6 +54,19 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, int *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
+CUresult cuCtxSynchronize(void);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                             unsigned long long);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                  unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, CUdevice);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
+CUresult cuMemPoolCreate(CUmemoryPool *, const void *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 struct fake_cuda_stats *fake_cuda_stats(void);
 
 /* The allocation paths (quota_cases.h): their keys are CUDA's numbers. */
@@ -151,20 +164,24 @@ static int r_ctx(union gpu_key k)
     return cuCtxDestroy_v2((CUcontext)(uintptr_t)k.dptr);
 }
 
-/* fill: four contexts of 256 MiB take the 1 GiB, the fifth is refused. */
+static int s_sync(void) { return cuCtxSynchronize(); }
+
+/* fill: four contexts of 256 MiB (FAKE_CUDA_CTX_BYTES of the test) take
+ * the 1 GiB, the fifth is refused. The stream-ordered paths' memory stays
+ * in their pool until a synchronize. */
 static const struct alloc_path paths[] = {
-    { "alloc", a_alloc, r_free, 0 },
-    { "managed", a_managed, r_free, 0 },
-    { "pitch", a_pitch, r_free, 0 },
-    { "async", a_async, r_free_async, 0 },
-    { "async_ptsz", a_async_ptsz, r_free_ptsz, 0 },
-    { "pool", a_pool, r_free_async, 0 },
-    { "pool_ptsz", a_pool_ptsz, r_free, 0 },
-    { "create", a_create, r_release, 0 },
-    { "array", a_array, r_array, 0 },
-    { "array3d", a_array3d, r_array, 0 },
-    { "mipmap", a_mipmap, r_mipmap, 0 },
-    { "ctx", a_ctx, r_ctx, 3 },
+    { "alloc", a_alloc, r_free, 0, NULL },
+    { "managed", a_managed, r_free, 0, NULL },
+    { "pitch", a_pitch, r_free, 0, NULL },
+    { "async", a_async, r_free_async, 0, s_sync },
+    { "async_ptsz", a_async_ptsz, r_free_ptsz, 0, s_sync },
+    { "pool", a_pool, r_free_async, 0, s_sync },
+    { "pool_ptsz", a_pool_ptsz, r_free, 0, s_sync },
+    { "create", a_create, r_release, 0, NULL },
+    { "array", a_array, r_array, 0, NULL },
+    { "array3d", a_array3d, r_array, 0, NULL },
+    { "mipmap", a_mipmap, r_mipmap, 0, NULL },
+    { "ctx", a_ctx, r_ctx, 3, NULL },
 };
 
 static const struct gpu_api cuda = {
@@ -177,6 +194,220 @@ static const struct gpu_api cuda = {
     .paths = paths,
     .npaths = sizeof(paths) / sizeof(*paths),
 };
+
+static void nvml_view(uint64_t *total, uint64_t *free_, uint64_t *used);
+
+/* The physical peak: the stand-in card never held more than `limit`. */
+static void peak_within(uint64_t limit, const char *what)
+{
+    int64_t peak = atomic_load(&fake_cuda_stats()->max_used);
+    CHECK((uint64_t)peak <= limit, "%s: the card held %lld MiB, over %llu",
+          what, (long long)(peak >> 20), (unsigned long long)(limit >> 20));
+}
+
+static uint64_t card_used(void)
+{
+    return (uint64_t)atomic_load(&fake_cuda_stats()->used);
+}
+
+/* llama.cpp's VMM pool (ggml_cuda_pool_vmm::alloc): reserve addresses,
+ * cuMemCreate, cuMemMap, cuMemRelease at once while still mapped; the
+ * memory stays on the card (and charged) until cuMemUnmap. Then
+ * cudaMalloc to the quota: refused while the mapping lives. */
+static void case_vmm_mapped(void)
+{
+    CUmemAllocationProp p = { .type = 1, .location = { 1, 0 } };
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va, d;
+
+    CHECK(cuMemAddressReserve(&va, 512 * MiB, 0, 0, 0) == 0, "reserve");
+    CHECK(cuMemCreate(&h, 512 * MiB, &p, 0) == 0, "create");
+    CHECK(cuMemMap(va, 512 * MiB, 0, h, 0) == 0, "map");
+    CHECK(cuMemRelease(h) == 0, "release while mapped");
+    CHECK(card_used() == 512 * MiB, "the stand-in let the mapped handle go");
+    CHECK(ledger_used() == 512 * MiB, "released while mapped: charge %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuMemAlloc_v2(&d, 768 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "768 MiB beside the mapped 512 MiB");
+    CHECK(cuMemAlloc_v2(&d, 512 * MiB) == 0, "the rest of the quota");
+    CHECK(cuMemFree_v2(d) == 0, "free");
+    CHECK(cuMemUnmap(va, 512 * MiB) == 0, "unmap");
+    CHECK(ledger_used() == 0 && card_used() == 0, "after unmap: %llu/%llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card_used());
+    CHECK(cuMemAlloc_v2(&d, 768 * MiB) == 0 && cuMemFree_v2(d) == 0,
+          "the quota back after the unmap");
+    peak_within(GiB, "vmm");
+}
+
+/* PyTorch's cudaMallocAsync backend: the default pool's release threshold
+ * at UINT64_MAX, 768 MiB used and freed (the pool keeps it), then
+ * cudaMalloc to the quota. The shim trims the app's own pool rather than
+ * let the card hold both, and the app can reuse its pool's slack. */
+static void case_pool_keep(void)
+{
+    cuuint64_t keep = ~0ULL;
+    CUmemoryPool pool;
+    CUdeviceptr a, b, d;
+
+    CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == 0, "default pool");
+    CHECK(cuMemPoolSetAttribute(pool, 4, &keep) == 0, "release threshold");
+    CHECK(cuMemAllocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(cuMemFreeAsync(a, NULL) == 0, "free async");
+    CHECK(cuStreamSynchronize(NULL) == 0, "sync");
+    CHECK(card_used() == 768 * MiB, "the stand-in's pool let go: %llu",
+          (unsigned long long)card_used());
+    CHECK(ledger_used() == 768 * MiB, "pool's memory not charged: %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuMemAllocAsync(&b, 768 * MiB, NULL) == 0, "reuse of the slack");
+    CHECK(ledger_used() == 768 * MiB, "the slack charged twice: %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuMemFreeAsync(b, NULL) == 0 && cuCtxSynchronize() == 0, "free");
+    CHECK(cuMemAlloc_v2(&d, 768 * MiB) == 0, "cudaMalloc beside the pool");
+    CHECK(ledger_used() == 768 * MiB && card_used() == 768 * MiB,
+          "after the trim: ledger %llu, card %llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card_used());
+    CHECK(cuMemFree_v2(d) == 0, "free");
+    CHECK(ledger_used() == 0, "ledger %llu", (unsigned long long)ledger_used());
+    peak_within(GiB, "pool keep");
+}
+
+/* A free enqueued on a stream is not given back before the pool can hand
+ * the memory out again: only a synchronize (threshold 0) releases it. A
+ * created pool and its destruction likewise. */
+static void case_pool_stream(void)
+{
+    CUmemoryPool mine;
+    CUdeviceptr a, d;
+
+    CHECK(cuMemAllocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(cuMemFreeAsync(a, NULL) == 0, "free enqueued");
+    CHECK(ledger_used() == 768 * MiB, "un-charged at the enqueue: %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuStreamSynchronize(NULL) == 0, "sync");
+    CHECK(ledger_used() == 0 && card_used() == 0, "after sync: %llu/%llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card_used());
+    CHECK(cuMemPoolCreate(&mine, NULL) == 0, "create pool");
+    CHECK(cuMemAllocFromPoolAsync(&a, 512 * MiB, mine, NULL) == 0, "from pool");
+    CHECK(cuMemAllocFromPoolAsync(&d, 768 * MiB, mine, NULL) ==
+              CUDA_ERROR_OUT_OF_MEMORY, "beyond from the pool");
+    CHECK(cuMemFreeAsync(a, NULL) == 0, "free");
+    CHECK(cuMemPoolDestroy(mine) == 0, "destroy");
+    CHECK(ledger_used() == 0 && card_used() == 0, "after destroy: %llu/%llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card_used());
+    peak_within(GiB, "pool stream");
+}
+
+/* Every CUDA-runtime program: the primary context, here 384 MiB
+ * (FAKE_CUDA_CTX_BYTES), then cudaMalloc to the quota; and a context of
+ * cuCtxCreate at its measured size, not a constant. */
+static void case_ctx_measured(void)
+{
+    CUcontext pc, c;
+    CUdeviceptr d;
+
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0, "primary");
+    CHECK(ledger_used() == 384 * MiB, "primary charged %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0 && ledger_used() == 384 * MiB,
+          "a second retain costs nothing");
+    CHECK(cuMemAlloc_v2(&d, 768 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "768 MiB beside the primary context");
+    CHECK(cuCtxCreate_v2(&c, 0, 0) == 0, "a context of 384 MiB");
+    CHECK(ledger_used() == 768 * MiB, "measured %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuMemAlloc_v2(&d, 384 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "384 MiB beside two contexts");
+    CHECK(cuCtxCreate_v2(&c, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY ||
+              cuCtxDestroy_v2(c) != 0, "a third context");
+    CHECK(cuCtxDestroy_v2(c) == 0, "destroy");
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == 0 && ledger_used() == 384 * MiB,
+          "still retained once: %llu", (unsigned long long)ledger_used());
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == 0 && ledger_used() == 0,
+          "primary gone: %llu", (unsigned long long)ledger_used());
+    CHECK(card_used() == 0, "the stand-in holds %llu",
+          (unsigned long long)card_used());
+    peak_within(GiB, "contexts");
+}
+
+/* A neighbour (another app, no quota) holds 1.75 of the card's 2 GiB: the
+ * app is told 256 MiB free, not the 1 GiB of its quota. */
+static void case_view_neighbour(void)
+{
+    char *hold[] = { "shim_case", "hold_unlimited", NULL };
+    uint64_t nt, nf, nu;
+    char buf[8] = { 0 };
+    size_t f = 0, t = 0;
+    int fds[2];
+    pid_t pid;
+
+    CHECK(pipe(fds) == 0, "pipe");
+    pid = spawn(hold, fds[1]);
+    close(fds[1]);
+    CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
+          "neighbour");
+    close(fds[0]);
+    CHECK(cuMemGetInfo_v2(&f, &t) == 0, "meminfo");
+    CHECK(t == GiB && f == 256 * MiB, "cuMemGetInfo_v2 %zu of %zu", f, t);
+    nvml_view(&nt, &nf, &nu);
+    CHECK(nt == GiB && nf == 256 * MiB, "nvml %llu of %llu",
+          (unsigned long long)nf, (unsigned long long)nt);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* The neighbour: another app without a quota (its own environment). */
+static void case_hold_unlimited(char **argv)
+{
+    CUdeviceptr d;
+    if (getenv("ACCEL_MEMORY_LIMIT") != NULL) {
+        unsetenv("ACCEL_MEMORY_LIMIT");
+        setenv("ACCEL_APP", "neighbour", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    CHECK(cuMemAlloc_v2(&d, 1792 * MiB) == 0, "neighbour's 1.75 GiB");
+    printf("ready\n");
+    fflush(stdout);
+    pause();
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuGraphAddMemAllocNode(void **, void *, const void *, size_t, void *);
+CUresult cuGraphAddNode(void **, void *, const void *, size_t, void *);
+
+/* CUDA graph memory is refused under a quota, with a line in ACCEL_LOG:
+ * a memory node added to a graph, by either call, and a stream-ordered
+ * allocation made while its stream is captured (PyTorch's graphs with
+ * the cudaMallocAsync backend). Other nodes and uncaptured streams pass. */
+static void case_graph_mem(void)
+{
+    CUstream s = (CUstream)(uintptr_t)0x77;
+    int params[32] = { 10 }; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+    void *node, *graph;
+    CUdeviceptr d;
+    char buf[4096] = { 0 };
+    int fd;
+
+    CHECK(cuGraphAddMemAllocNode(&node, NULL, NULL, 0, params) ==
+              CUDA_ERROR_OUT_OF_MEMORY, "memory node added");
+    CHECK(cuGraphAddNode(&node, NULL, NULL, 0, params) ==
+              CUDA_ERROR_OUT_OF_MEMORY, "memory node by cuGraphAddNode");
+    params[0] = 0; /* a kernel node */
+    CHECK(cuGraphAddNode(&node, NULL, NULL, 0, params) == 0, "kernel node");
+    CHECK(cuStreamBeginCapture_v2(s, 0) == 0, "capture");
+    CHECK(cuMemAllocAsync(&d, MiB, s) == CUDA_ERROR_OUT_OF_MEMORY,
+          "allocation during capture");
+    CHECK(cuStreamEndCapture(s, &graph) == 0, "end capture");
+    CHECK(cuMemAllocAsync(&d, MiB, s) == 0 && cuMemFreeAsync(d, s) == 0,
+          "after the capture");
+    fd = open(getenv("ACCEL_LOG"), O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0, "log");
+    if (fd >= 0)
+        close(fd);
+    CHECK(strstr(buf, "CUDA graph memory (cuGraphAddMemAllocNode) refused"),
+          "no log line: %s", buf);
+}
 
 /* Host-located cuMemCreate takes no VRAM and is not charged. */
 static void case_create_host(void)
@@ -212,6 +443,36 @@ static void case_procaddr(void)
     CHECK(alloc(&e, 512 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "beyond via v1");
     CHECK(cuMemFree_v2(d) == 0, "free");
     CHECK(ledger_used() == 0, "ledger not 0");
+}
+
+/* A driver that hands out internal entry points (FAKE_CUDA_INTERNAL): the
+ * one hooked variant of cuMemAlloc at this version is still held; the
+ * ambiguous cuCtxCreate (_v2, _v3, _v4) is said once in ACCEL_LOG. */
+static void case_procaddr_internal(void)
+{
+    CUresult (*alloc)(CUdeviceptr *, size_t) = NULL;
+    void *ctx = NULL;
+    CUdeviceptr d, e;
+    char buf[4096] = { 0 }, *p;
+    int fd, n = 0;
+
+    CHECK(cuGetProcAddress_v2("cuMemAlloc", (void **)&alloc, 12000, 0,
+                              NULL) == 0 && alloc != NULL, "lookup");
+    CHECK(alloc(&d, 768 * MiB) == 0, "within");
+    CHECK(alloc(&e, 512 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "an internal cuMemAlloc_v2 went by unheld");
+    CHECK(cuMemFree_v2(d) == 0 && ledger_used() == 0, "free");
+    for (int i = 0; i < 2; i++)
+        CHECK(cuGetProcAddress_v2("cuCtxCreate", &ctx, 12000, 0, NULL) == 0,
+              "ctx lookup");
+    fd = open(getenv("ACCEL_LOG"), O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof(buf) - 1) >= 0, "log");
+    if (fd >= 0)
+        close(fd);
+    for (p = buf; (p = strstr(p, "cuGetProcAddress(cuCtxCreate")); p++)
+        n++;
+    CHECK(n == 1, "unheld cuCtxCreate said %d times: %s", n, buf);
+    CHECK(strstr(buf, "cuMemAlloc") == NULL, "cuMemAlloc said unheld");
 }
 
 static void case_unknown_free(void)
@@ -251,7 +512,10 @@ static void nvml_view(uint64_t *total, uint64_t *free_, uint64_t *used)
     nvmlMemory_v2_t m2 = { 0 };
     CHECK(get && get((nvmlDevice_t)0x1000, &m) == 0, "nvml v1");
     CHECK(get2 && get2((nvmlDevice_t)0x1000, &m2) == 0, "nvml v2");
-    CHECK(m2.total == m.total && m2.used == m.used, "nvml v1/v2 differ");
+    /* _v2 keeps the driver's reserve apart: when the card's free memory
+     * is what limits the view, its free is that much smaller */
+    CHECK(m2.total == m.total && m2.free <= m.free &&
+              m.free - m2.free <= MiB, "nvml v1/v2 differ");
     CHECK(m.free + m.used == m.total, "nvml free+used != total");
     *total = m.total;
     *free_ = m.free;
@@ -296,7 +560,7 @@ static void case_view(int limited)
 static void case_config(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-fake-0", NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL };
     struct ledger_usage u = { 0 };
     CUdeviceptr d, e;
     uint64_t nt, nf, nu;
@@ -307,7 +571,7 @@ static void case_config(void)
     CHECK(ledger_path(led, sizeof(led), dir, "../x", 0) == ACCEL_EINVAL, "..");
     CHECK(ledger_path(led, sizeof(led), dir, "cfg-app", 0) == ACCEL_OK, "path");
     snprintf(cfg, sizeof(cfg), "%s/cfg-app.shim.conf", dir);
-    CHECK(ledger_create(led, "cfg-app", 0, "GPU-fake-0", 512 * MiB, (uid_t)-1,
+    CHECK(ledger_create(led, "cfg-app", 0, "GPU-face0000-0000-0000-0000-000000000000", 512 * MiB, (uid_t)-1,
                         (gid_t)-1) == ACCEL_OK, "create");
     CHECK(ledger_write_config(cfg, "cfg-app", &dev, 1) == ACCEL_OK, "config");
     setenv("ACCEL_CONFIG", cfg, 1); /* before the shim's first hook runs */
@@ -323,13 +587,60 @@ static void case_config(void)
               u.processes == 1 && u.limit == 512 * MiB, "read %llu %u",
           (unsigned long long)u.used, u.processes);
     /* acceld restarts: ledger_create again keeps the usage */
-    CHECK(ledger_create(led, "cfg-app", 0, "GPU-fake-0", 512 * MiB, (uid_t)-1,
+    CHECK(ledger_create(led, "cfg-app", 0, "GPU-face0000-0000-0000-0000-000000000000", 512 * MiB, (uid_t)-1,
                         (gid_t)-1) == ACCEL_OK, "re-create");
     CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 384 * MiB, "kept");
     CHECK(cuMemFree_v2(d) == 0, "free");
     CHECK(ledger_read(led, &u) == ACCEL_OK && u.used == 0, "after free");
     CHECK(ledger_remove(led) == ACCEL_OK && ledger_remove(led) == ACCEL_OK,
           "remove");
+}
+
+/* The memory NVML shows for the card of NVML index idx. */
+static uint64_t nvml_total_of(unsigned idx)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    nvmlReturn_t (*get)(nvmlDevice_t, nvmlMemory_t *) =
+        h ? (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))(uintptr_t)dlsym(
+                h, "nvmlDeviceGetMemoryInfo")
+          : NULL;
+    nvmlMemory_t m = { 0 };
+    CHECK(get && get((nvmlDevice_t)(uintptr_t)(0x1000 + idx), &m) == 0,
+          "nvml %u", idx);
+    return m.total;
+}
+
+/* Standalone under CUDA_VISIBLE_DEVICES=1 with a quota on CUDA ordinal 0
+ * only: NVML's card 1 is that ordinal (its quota), card 0 is not the
+ * app's (the whole card), whatever their NVML indices. */
+static void case_nvml_visible(void)
+{
+    CHECK(nvml_total_of(1) == GiB, "card 1 (CUDA 0): %llu",
+          (unsigned long long)nvml_total_of(1));
+    CHECK(nvml_total_of(0) == 16 * GiB, "card 0 (not visible): %llu",
+          (unsigned long long)nvml_total_of(0));
+}
+
+/* Under acceld: the app's ordinal 0 is bound to NVML card 1 (by UUID); an
+ * unbound card (NVML index 0) never shows the app's quota. */
+static void case_nvml_unbound(void)
+{
+    const char *uuid = "GPU-face0000-0000-0000-0000-000000000001";
+    char dir[400], led[512], cfg[512];
+    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL };
+
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "unb-app", 0) == ACCEL_OK, "path");
+    snprintf(cfg, sizeof(cfg), "%s/unb-app.shim.conf", dir);
+    CHECK(ledger_create(led, "unb-app", 0, uuid, 512 * MiB, (uid_t)-1,
+                        (gid_t)-1) == ACCEL_OK, "create");
+    CHECK(ledger_write_config(cfg, "unb-app", &dev, 1) == ACCEL_OK, "config");
+    setenv("ACCEL_CONFIG", cfg, 1);
+    CHECK(nvml_total_of(1) == 512 * MiB, "bound card: %llu",
+          (unsigned long long)nvml_total_of(1));
+    CHECK(nvml_total_of(0) == 16 * GiB, "unbound card: %llu",
+          (unsigned long long)nvml_total_of(0));
+    CHECK(ledger_remove(led) == ACCEL_OK, "remove");
 }
 
 /* Wait up to ms for pid; 1 = exited with status 0. Kills it on time-out. */
@@ -531,11 +842,13 @@ int main(int argc, char **argv)
     const char *c = argc > 1 ? argv[1] : "";
 
     if (run_quota_case(&cuda, argc, argv))
-        return cases_done(c);
+        return cases_done(&cuda, c);
     if (strcmp(c, "create_host") == 0)
         case_create_host();
     else if (strcmp(c, "procaddr") == 0)
         case_procaddr();
+    else if (strcmp(c, "procaddr_internal") == 0)
+        case_procaddr_internal();
     else if (strcmp(c, "unknown_free") == 0)
         case_unknown_free();
     else if (strcmp(c, "missing") == 0)
@@ -550,9 +863,27 @@ int main(int argc, char **argv)
         case_fork_race((int)strtol(argv[2], NULL, 10));
     else if (strcmp(c, "config") == 0)
         case_config();
+    else if (strcmp(c, "nvml_visible") == 0)
+        case_nvml_visible();
+    else if (strcmp(c, "nvml_unbound") == 0)
+        case_nvml_unbound();
+    else if (strcmp(c, "graph_mem") == 0)
+        case_graph_mem();
+    else if (strcmp(c, "vmm_mapped") == 0)
+        case_vmm_mapped();
+    else if (strcmp(c, "pool_keep") == 0)
+        case_pool_keep();
+    else if (strcmp(c, "pool_stream") == 0)
+        case_pool_stream();
+    else if (strcmp(c, "ctx_measured") == 0)
+        case_ctx_measured();
+    else if (strcmp(c, "view_neighbour") == 0)
+        case_view_neighbour();
+    else if (strcmp(c, "hold_unlimited") == 0)
+        case_hold_unlimited(argv);
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
     }
-    return cases_done(c);
+    return cases_done(&cuda, c);
 }

@@ -50,6 +50,11 @@ CUresult cuGraphLaunch(void *, CUstream);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuCtxSynchronize(void);
+CUresult cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream);
+CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+                            void *, size_t *, size_t, size_t *, CUstream);
+CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, unsigned, unsigned);
+CUresult cuMemcpy3DPeer(const void *);
 
 int failures;
 static char dir[160], sock[200], logpath[200], shimlog[200], brokerout[200];
@@ -79,6 +84,8 @@ static int worker(int argc, char **argv)
     int64_t end;
     char host[64] = {0};
     long n = 0;
+    const char *memops = getenv("TS_MEMOPS_APP");
+    int only_memops = memops != NULL && strcmp(memops, argv[2]) == 0;
 
     if (argc > 5) {
         CUresult rc = cuLaunchKernel(NULL, (unsigned)strtoul(argv[5], NULL, 10),
@@ -91,12 +98,24 @@ static int worker(int argc, char **argv)
 
     while (mono_ns() < end) {
         CUresult rc;
-        switch (n % 50) {
+        switch (only_memops ? 16 + 8 * (n % 4) : n % 50) {
         case 10: rc = cuLaunchCooperativeKernel(NULL, us, 1, 1, 1, 1, 1, 0,
                                                 NULL, NULL); break;
         case 20: rc = cuGraphLaunch(NULL, NULL); break;
         case 30: rc = cuMemcpyHtoD_v2(0x1000, host, sizeof host); break;
         case 40: rc = cuMemsetD8_v2(0x1000, 0, 64); break;
+        /* issue 35: copies, prefetches and stream memory operations,
+         * each the first submission after a synchronize */
+        case 16: rc = cuMemPrefetchAsync(0x1000, 64, 0, NULL); break;
+        case 24: {
+            CUdeviceptr d = 0x1000, s = 0x2000;
+            size_t sz = 64, idx = 0, fail = 0;
+            rc = cuMemcpyBatchAsync(&d, &s, &sz, 1, NULL, &idx, 0, &fail,
+                                    NULL);
+            break;
+        }
+        case 32: rc = cuStreamWriteValue32_v2(NULL, 0x1000, 1, 0); break;
+        case 48: rc = cuMemcpy3DPeer(host); break;
         default:
             rc = cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         }
@@ -219,21 +238,33 @@ static int overlaps(struct fake_interval *v, size_t n, int64_t after)
     return bad;
 }
 
-static int case_fair(void)
+/* Apps "a" and "b" submitting for secs under one broker (quantum 50 ms,
+ * idle 20 ms); their pids, and the log of what ran, never overlapping. */
+static struct fake_interval *two_apps(const char *secs, pid_t *a1, pid_t *a2,
+                                      size_t *n)
 {
     pid_t b = broker("50", "20");
-    pid_t a1 = app("a", "3", "500"), a2 = app("b", "3", "500");
-    size_t n;
     struct fake_interval *v;
-    int64_t first[2] = {0, 0}, last[2] = {0, 0}, busy[2] = {0, 0}, lo, hi;
 
-    CHECK(wait_for(a1, 30000) == 0, "worker a failed");
-    CHECK(wait_for(a2, 30000) == 0, "worker b failed");
+    *a1 = app("a", secs, "500");
+    *a2 = app("b", secs, "500");
+    CHECK(wait_for(*a1, 30000) == 0, "worker a failed");
+    CHECK(wait_for(*a2, 30000) == 0, "worker b failed");
     kill(b, SIGTERM);
     wait_for(b, 5000);
-    v = load(&n);
-    CHECK(n > 100, "only %zu submissions logged", n);
-    CHECK(overlaps(v, n, 0) == 0, "two apps on the device at once");
+    v = load(n);
+    CHECK(*n > 100, "only %zu submissions logged", *n);
+    CHECK(overlaps(v, *n, 0) == 0, "two apps on the device at once");
+    return v;
+}
+
+static int case_fair(void)
+{
+    pid_t a1, a2;
+    size_t n;
+    struct fake_interval *v = two_apps("3", &a1, &a2, &n);
+    int64_t first[2] = {0, 0}, last[2] = {0, 0}, busy[2] = {0, 0}, lo, hi;
+
     for (size_t i = 0; i < n; i++) {
         int k = v[i].pid == a1 ? 0 : 1;
         if (first[k] == 0 || v[i].start < first[k])
@@ -425,6 +456,23 @@ static int case_revoke(void)
     return failures;
 }
 
+/* Issue 35: an app whose every submission is a prefetch, a batched copy,
+ * a stream memory operation or a 3D peer copy takes turns with one that
+ * launches kernels: never on the device at once. */
+static int case_memops(void)
+{
+    pid_t a1, a2;
+    size_t n;
+    struct fake_interval *v;
+
+    setenv("TS_MEMOPS_APP", "b", 1); /* the memory operations of b must
+                                      * not overlap a's kernels */
+    v = two_apps("2", &a1, &a2, &n);
+    printf("memops: %zu submissions\n", n);
+    free(v);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     int rc;
@@ -445,6 +493,8 @@ int main(int argc, char **argv)
     snprintf(brokerout, sizeof brokerout, "%s/broker.out", dir);
     if (strcmp(argv[1], "fair") == 0)
         rc = case_fair();
+    else if (strcmp(argv[1], "memops") == 0)
+        rc = case_memops();
     else if (strcmp(argv[1], "alone") == 0)
         rc = case_alone();
     else if (strcmp(argv[1], "kill") == 0)
