@@ -52,6 +52,7 @@ def manifest(name, quota="2Gi", mode="amd"):
 class DmemBase(unittest.TestCase):
     capacity = CAPACITY  # dmem.capacity of the fixture, None: no controller
     nvml_lib = FAKE_NVML
+    limits_used = 777    # what the stand-in driver counts for a cgroup
 
     def setUp(self):
         require_binaries(FAKE_NVML, OLD_NVML)
@@ -69,8 +70,8 @@ class DmemBase(unittest.TestCase):
         put(self.tmp, "nvml.txt",
             "driver 550.54.14\ncuda 12040\n"
             "gpu uuid=%s total=25769803776 used=0 pci=0000:01:00.0 "
-            "name=NVIDIA RTX 6000 Ada\nlimits_log %s\nlimits_used 777\n"
-            % (GPU, self.limits_log))
+            "name=NVIDIA RTX 6000 Ada\nlimits_log %s\nlimits_used %d\n"
+            % (GPU, self.limits_log, self.limits_used))
         put(self.cg, "cgroup.subtree_control", "cpu memory pids\n")
         if self.capacity is not None:
             put(self.cg, "dmem.capacity", self.capacity)
@@ -298,6 +299,30 @@ class NoControllerTest(DmemBase):
         self.assertEqual(self.read(self.limits_log).splitlines()[-1],
                          "set %s %s 0 %d" % (GPU, cgdir, 2 ** 64 - 1))
         self.uninstall("plain")
+
+
+class DriverCountMetersTest(DmemBase):
+    """The outside meter (issue 35) reads what the driver counts for the
+    app's cgroup where the driver holds its quota: memory no process list
+    shows (NVML lists none of the app's processes here) is charged into its
+    ledger, and an app beyond its quota is reported."""
+    capacity = None
+    limits_used = 3 * GiB + 310 * 1024 * 1024
+
+    def test_the_cgroup_count_feeds_the_meter(self):
+        self.set_mode(GPU, "MemorySlice")
+        self.install(manifest("enc", "3Gi", "nvidia"), GPU)
+        self.assertEqual(self.app("enc")["enforcement"]["vram"][0]["memory"],
+                         "driver")
+        row = self.wait_for(lambda: (lambda r: r.get("untrackedMemory") ==
+                                     self.limits_used and r)(
+            self.app("enc")["allocations"][0]), "the driver's count charged")
+        self.assertEqual(row["driverMemory"], self.limits_used, row)
+        self.assertEqual(row["overQuota"], 310 * 1024 * 1024, row)
+        self.wait_for(lambda: any(
+            e.get("app") == "enc" and "over quota by 310 MiB" in e["message"]
+            for e in self.events("meter.over-quota")), "the event")
+        self.uninstall("enc")
 
 
 class OldDriverTest(DmemBase):

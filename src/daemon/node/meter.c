@@ -87,6 +87,7 @@ static void target_init(struct accel_daemon *d, const struct app *a, size_t k,
     t->stop = strcmp(json_string_value(json_object_get(s, "overQuotaAction")),
                      "stop") == 0;
     t->had = m != NULL;
+    t->vp_on = vram_probe_init(d, a, k, &t->vp);
     t->in.last_excess = m ? m->excess : 0;
     json_decref(s);
 }
@@ -121,8 +122,11 @@ struct meter_target *meter_gather(struct accel_daemon *d, size_t *n)
 
 void meter_free(struct meter_target *t, size_t n)
 {
-    for (size_t i = 0; t != NULL && i < n; i++)
+    for (size_t i = 0; t != NULL && i < n; i++) {
         free(t[i].app);
+        if (t[i].vp_on)
+            vram_probe_free(&t[i].vp);
+    }
     free(t);
 }
 
@@ -147,10 +151,22 @@ void meter_read(struct meter_target *t, size_t n, bool after)
     }
 }
 
+void meter_read_tier(const struct accel_daemon *d, struct meter_target *t,
+                     size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        t[i].vp_ok = t[i].vp_on && vram_probe_read(d, &t[i].vp, &t[i].vp_used);
+}
+
 void meter_charge(struct meter_target *t, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         enum accel_err rc;
+        if (t[i].vp_ok) { /* the kernel's or the driver's count of it */
+            t[i].seen = true;
+            if (t[i].vp_used > t[i].in.driver)
+                t[i].in.driver = t[i].vp_used;
+        }
         if (!t[i].seen || !t[i].ledger_ok)
             continue;
         meter_compute(&t[i].in, &t[i].out);

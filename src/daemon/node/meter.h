@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "daemon/state.h"
+#include "daemon/node/vram.h"
 
 #define METER_DEFAULT_TOLERANCE (64ULL << 20) /* bytes over the quota */
 
@@ -62,6 +63,11 @@ struct meter_target {
     bool had;             /* d had a reading of it (last_excess real) */
     bool ledger_ok;       /* the ledger read, both times */
     bool seen;            /* NVML listed the device's processes */
+    struct vram_probe vp; /* the kernel's or the driver's count of the
+                           * app's cgroup, where one of them holds it */
+    bool vp_on;           /* vp is set */
+    bool vp_ok;           /* and was read this pass: vp_used */
+    uint64_t vp_used;
     struct meter_out out; /* meter_charge's decision */
 };
 
@@ -79,6 +85,16 @@ struct meter_target *meter_gather(struct accel_daemon *d, size_t *n);
  * shim's side. A target not read both times is not charged.
  */
 void meter_read(struct meter_target *t, size_t n, bool after);
+
+/*
+ * Read, between the two ledger readings, what the kernel (the app
+ * cgroup's dmem.current) or the driver (NVML's count for the cgroup)
+ * holds for targets whose row one of them holds (node/vram.h): that count
+ * sees every allocation of the app's processes, whatever API made it, so
+ * the driver figure is the higher of it and NVML's per-process sum.
+ */
+void meter_read_tier(const struct accel_daemon *d, struct meter_target *t,
+                     size_t n);
 
 /* Decide each seen target's charge and write it into its ledger (without
  * d->lock). Targets not seen or not read keep their ledger as it is. */

@@ -695,6 +695,7 @@ static void run_pass(struct reconcile *r)
     discovery_drm_refresh(d); /* AMD and Intel devices: their sysfs */
     meter_read(meter, nmeter, false);
     query_nvml(r, &p, refs, nrefs);
+    meter_read_tier(d, meter, nmeter);
     meter_read(meter, nmeter, true);
     refs_free(refs, nrefs);
     meter_driver(&p, meter, nmeter);

@@ -306,13 +306,53 @@ void vram_app_clear(struct accel_daemon *d, const struct app *a)
 
 /* ---- usage as the kernel or the driver counts it ---- */
 
+bool vram_probe_init(const struct accel_daemon *d, const struct app *a,
+                     size_t k, struct vram_probe *p)
+{
+    const struct dev_info *di;
+
+    memset(p, 0, sizeof(*p));
+    if (d->vram == NULL || d->cg == NULL || d->cg->v2_rel == NULL ||
+        a->pid <= 0 || a->row_vram == NULL || k >= a->nrows ||
+        (a->row_vram[k] != VRAM_KERNEL && a->row_vram[k] != VRAM_DRIVER))
+        return false;
+    di = &d->dinfo[a->rows[k].dev];
+    p->tier = a->row_vram[k];
+    p->rel = app_rel(d, a->name);
+    p->what = xstrdup(p->tier == VRAM_KERNEL ? di->vram_region : di->id);
+    return true;
+}
+
+bool vram_probe_read(const struct accel_daemon *d, const struct vram_probe *p,
+                     uint64_t *used)
+{
+    struct vram *v = d->vram;
+    char *dir;
+    bool ok;
+
+    if (v == NULL || p->rel == NULL)
+        return false;
+    if (p->tier == VRAM_KERNEL)
+        return dmem_read(v->root, p->rel, "dmem.current", p->what, used) ==
+               ACCEL_OK;
+    dir = xasprintf("%s%s", v->root, p->rel);
+    ok = nvml_cgroup_memory_used(v->nv, p->what, dir, used, NULL) == ACCEL_OK;
+    free(dir);
+    return ok;
+}
+
+void vram_probe_free(struct vram_probe *p)
+{
+    free(p->rel);
+    free(p->what);
+    p->rel = p->what = NULL;
+}
+
 struct vprobe {
-    char *app;       /* app name */
-    size_t row;      /* its row */
-    uint8_t tier;    /* VRAM_KERNEL or VRAM_DRIVER */
-    char *rel;       /* the app's cgroup */
-    char *what;      /* the region (kernel) or the device UUID (driver) */
-    uint64_t used;   /* read without the lock */
+    char *app;             /* app name */
+    size_t row;            /* its row */
+    struct vram_probe p;   /* what to read */
+    uint64_t used;         /* read without the lock */
     bool ok;
 };
 
@@ -321,38 +361,19 @@ static size_t gather(struct accel_daemon *d, struct vprobe **out)
     struct vprobe *p = NULL;
     size_t n = 0;
 
-    for (size_t i = 0; d->cg && d->cg->v2_rel && i < d->napps; i++) {
+    for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        for (size_t k = 0; a->pid > 0 && a->row_vram && k < a->nrows; k++) {
-            const struct dev_info *di = &d->dinfo[a->rows[k].dev];
-            if (a->row_vram[k] != VRAM_KERNEL && a->row_vram[k] != VRAM_DRIVER)
+        for (size_t k = 0; k < a->nrows; k++) {
+            struct vram_probe vp;
+            if (!vram_probe_init(d, a, k, &vp))
                 continue;
             p = xrealloc(p, (n + 1) * sizeof(*p));
-            p[n] = (struct vprobe){
-                .app = xstrdup(a->name), .row = k, .tier = a->row_vram[k],
-                .rel = app_rel(d, a->name),
-                .what = xstrdup(a->row_vram[k] == VRAM_KERNEL
-                                    ? di->vram_region : di->id)};
+            p[n] = (struct vprobe){.app = xstrdup(a->name), .row = k, .p = vp};
             n++;
         }
     }
     *out = p;
     return n;
-}
-
-static void measure(struct vram *v, struct vprobe *p)
-{
-    char *dir;
-
-    if (p->tier == VRAM_KERNEL) {
-        p->ok = dmem_read(v->root, p->rel, "dmem.current", p->what,
-                          &p->used) == ACCEL_OK;
-        return;
-    }
-    dir = xasprintf("%s%s", v->root, p->rel);
-    p->ok = nvml_cgroup_memory_used(v->nv, p->what, dir, &p->used, NULL) ==
-            ACCEL_OK;
-    free(dir);
 }
 
 void vram_refresh_usage(struct accel_daemon *d)
@@ -366,19 +387,18 @@ void vram_refresh_usage(struct accel_daemon *d)
     n = gather(d, &p);
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < n; i++)
-        measure(d->vram, &p[i]);
+        p[i].ok = vram_probe_read(d, &p[i].p, &p[i].used);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, p[i].app);
         if (a && p[i].ok && a->row_usage && a->row_vram &&
-            p[i].row < a->nrows && a->row_vram[p[i].row] == p[i].tier) {
+            p[i].row < a->nrows && a->row_vram[p[i].row] == p[i].p.tier) {
             uint64_t old = a->row_usage[p[i].row];
             a->usage = (a->usage > old ? a->usage - old : 0) + p[i].used;
             a->row_usage[p[i].row] = p[i].used;
         }
         free(p[i].app);
-        free(p[i].rel);
-        free(p[i].what);
+        vram_probe_free(&p[i].p);
     }
     pthread_mutex_unlock(&d->lock);
     free(p);

@@ -66,6 +66,24 @@ void vram_app_clear(struct accel_daemon *d, const struct app *a);
  * usage. Takes d->lock; reads without it. */
 void vram_refresh_usage(struct accel_daemon *d);
 
+/* What to read for one app row the kernel or the driver holds: its tier,
+ * the app's cgroup, the dmem region or the device UUID. */
+struct vram_probe {
+    uint8_t tier;      /* VRAM_KERNEL or VRAM_DRIVER */
+    char *rel;         /* the app's cgroup (owned) */
+    char *what;        /* the region (kernel) or the device UUID (driver) */
+};
+
+/* Fill *p for row k of a (lock held); false (nothing to free) when
+ * neither the kernel nor the driver holds the row. */
+bool vram_probe_init(const struct accel_daemon *d, const struct app *a,
+                     size_t k, struct vram_probe *p);
+/* Read what the tier counts for the row into *used (without the lock:
+ * file I/O or an NVML call); false when it cannot be read. */
+bool vram_probe_read(const struct accel_daemon *d, const struct vram_probe *p,
+                     uint64_t *used);
+void vram_probe_free(struct vram_probe *p);
+
 /*
  * Device dev's memory enforcement when the kernel or the driver holds the
  * apps bound to it in Memory slicing: *tier "kernel"/"driver" and *note a
