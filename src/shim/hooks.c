@@ -46,6 +46,13 @@ static int begin_current(struct shim_charge *c, uint64_t bytes)
     return quota_begin(c, quota_on() ? current_ordinal() : 0, bytes);
 }
 
+/* The same for memory the driver can evict at a turn switch. */
+static int begin_evictable(struct shim_charge *c, uint64_t bytes)
+{
+    return quota_begin_evictable(c, quota_on() ? current_ordinal() : 0,
+                                 bytes);
+}
+
 /* Settle a release: give the charge back, or restore the record. */
 static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
                             uint64_t key, int ordinal, uint64_t bytes)
@@ -76,10 +83,15 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     struct shim_charge c;
     CUresult rc;
+    int managed;
     REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
-    OOM_IF_REFUSED(c, bytesize);
-    if (shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
-        shim_state.real.cuMemAllocManaged != NULL)
+    managed = shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
+              shim_state.real.cuMemAllocManaged != NULL;
+    if (!managed)
+        OOM_IF_REFUSED(c, bytesize);
+    else if (begin_evictable(&c, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (managed)
         rc = shim_state.real.cuMemAllocManaged(dptr, bytesize,
                                                CU_MEM_ATTACH_GLOBAL);
     else
@@ -87,12 +99,15 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
+/* Managed memory can leave the GPU at a turn switch: not charged on a
+ * time-sliced card's ledger. */
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                            unsigned int flags)
 {
     struct shim_charge c;
     REAL_OR_NOT_FOUND(fn, cuMemAllocManaged);
-    OOM_IF_REFUSED(c, bytesize);
+    if (begin_evictable(&c, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(dptr, bytesize, flags);
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }

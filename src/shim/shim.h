@@ -64,7 +64,18 @@ struct shim_dev {
     _Atomic int attach_fd;          /* fd + 1 of the ledger file attach has
                                      * open for its flock, 0 none: a fork
                                      * child closes its copy (quota.c) */
+    char card_path[256];            /* time-sliced: the card's ledger, ""
+                                     * none (docs/internals/timeslice.md) */
+    struct accel_ledger *card;      /* mapped card ledger (READY) or NULL:
+                                     * non-evictable bytes of every
+                                     * time-sliced app of the device */
+    struct accel_ledger_slot *card_slot; /* our slot in it, or NULL */
 };
+
+/* A tracked record's ordinal with this bit was also charged on the card's
+ * ledger (track.c keeps 5 bits of device; SHIM_MAX_DEV needs 4). */
+#define SHIM_ORD_CARD 16
+#define SHIM_ORD_MASK 15
 
 struct shim_track_entry {
     uint64_t key;                   /* pointer or handle value */
@@ -83,6 +94,7 @@ struct shim_charge {
     struct shim_dev *dev;           /* NULL when the device has no limit */
     int ordinal;                    /* CUDA ordinal charged */
     uint64_t bytes;                 /* reserved */
+    int card;                       /* also reserved on dev->card */
 };
 
 struct shim_real {
@@ -116,6 +128,7 @@ struct accel_shim_state {
     pid_t pid;                      /* cached; refreshed in the fork child */
     _Atomic uint64_t reclaim_next;  /* ns (CLOCK_MONOTONIC): earliest next
                                      * reclaim on a refusal (quota.c) */
+    _Atomic uint64_t card_reclaim_next; /* the same for the cards' ledgers */
     void *libcuda;                  /* dlopen handle or NULL */
     void *libnvml;                  /* dlopen handle or NULL */
     void *libhip;                   /* dlopen handle or NULL */
@@ -171,11 +184,17 @@ SHIM_HIDDEN int config_parse_bytes(const char *s, uint64_t *out_bytes);
 SHIM_HIDDEN struct shim_dev *quota_dev(int ordinal);
 SHIM_HIDDEN int quota_begin(struct shim_charge *c, int ordinal,
                             uint64_t bytes);
+/* quota_begin for memory the driver can evict at a turn switch (managed):
+ * not charged on a time-sliced card's ledger. */
+SHIM_HIDDEN int quota_begin_evictable(struct shim_charge *c, int ordinal,
+                                      uint64_t bytes);
 SHIM_HIDDEN int quota_adjust(struct shim_charge *c, uint64_t bytes);
 SHIM_HIDDEN CUresult quota_end(struct shim_charge *c, CUresult rc,
                                enum shim_kind kind, uint64_t key);
+/* ordinal as track_take gave it (SHIM_ORD_CARD included). */
 SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
-/* Give back bytes charged without a record (a pool's, a context's). */
+/* Give back bytes charged without a record (a pool's, a context's; on a
+ * time-sliced card, from its ledger too). */
 SHIM_HIDDEN void quota_give(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
