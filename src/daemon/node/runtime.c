@@ -206,7 +206,7 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                const struct identity_run *who, char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
-    char paths[ADM_MAX_SELECTION][512];
+    char paths[ADM_MAX_SELECTION][512], cards[ADM_MAX_SELECTION][512];
     char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
@@ -222,6 +222,12 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                x->id) == ACCEL_OK) { /* time slicing */
             devs[n] = (struct ledger_device){.ordinal = ord, .uuid = x->id,
                                              .ts_socket = paths[n]};
+            /* the card's ledger: the apps' memory that cannot be evicted
+             * at a turn switch, counted together (issue 35) */
+            if (ledger_card_path(cards[n], sizeof cards[n], rundir,
+                                 x->id) == ACCEL_OK &&
+                ledger_create_card(cards[n], x->id, x->memory) == ACCEL_OK)
+                devs[n].card = cards[n];
             n++;
             continue;
         }
@@ -234,7 +240,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                a->rows[i].memory, (uid_t)-1,
                                who->drop ? who->gid : (gid_t)-1);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
-                                         d->snap.devs[a->rows[i].dev].id, NULL};
+                                         d->snap.devs[a->rows[i].dev].id, NULL,
+                                         NULL};
         n++;
     }
     dir = xstrdup(cfg);
