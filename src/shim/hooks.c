@@ -606,6 +606,67 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
     return rc;
 }
 
+/*
+ * NVML's process list, as the app is shown the card (docs/shim.md, "The
+ * views agree"): under a quota only the app's own processes (its ledger's
+ * live slots), each with the driver's figure, their sum capped at the
+ * header's used (nvmlDeviceGetMemoryInfo under the quota), so no process
+ * holds more than the header says was used. `stride`: the entry's size
+ * (nvmlProcessInfo_v1_t 16 bytes, _v2_t and nvmlProcessInfo_t 24); the pid
+ * and usedGpuMemory lead every version.
+ */
+static nvmlReturn_t nvml_procs(nvmlDevice_t device, unsigned *count,
+                               void *infos, size_t stride, nvmlReturn_t rc)
+{
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
+        SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
+    nvmlMemory_t m = {0};
+    uint64_t t, f, room;
+    unsigned n = 0;
+    int ord;
+
+    if (rc != NVML_SUCCESS || count == NULL || infos == NULL || !quota_on())
+        return rc;
+    ord = nvml_ordinal(device);
+    if (ord < 0 || quota_dev(ord) == NULL || mem == NULL ||
+        mem(device, &m) != NVML_SUCCESS)
+        return rc; /* a card the app has no quota on: as the driver says */
+    quota_view(ord, m.total, m.free, &t, &f, &room);
+    for (unsigned i = 0; i < *count; i++) {
+        unsigned char *e = (unsigned char *)infos + i * stride;
+        unsigned pid;
+        unsigned long long used;
+        memcpy(&pid, e, sizeof pid);
+        memcpy(&used, e + 8, sizeof used);
+        if (!quota_member(ord, (pid_t)pid))
+            continue;
+        if (used != ~0ULL) { /* NVML_VALUE_NOT_AVAILABLE stays */
+            used = used < room ? used : room;
+            room -= used;
+            memcpy(e + 8, &used, sizeof used);
+        }
+        if (n != i)
+            memmove((unsigned char *)infos + n * stride, e, stride);
+        n++;
+    }
+    *count = n;
+    return rc;
+}
+
+#define NVML_PROCS_HOOK(name, stride)                                          \
+    nvmlReturn_t name(nvmlDevice_t device, unsigned *count, void *infos)       \
+    {                                                                          \
+        nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *, void *) =                 \
+            SHIM_NVML_REAL(name);                                              \
+        if (fn == NULL)                                                        \
+            return NVML_ERROR_FUNCTION_NOT_FOUND;                              \
+        return nvml_procs(device, count, infos, stride,                        \
+                          fn(device, count, infos));                           \
+    }
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses, 16)
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses_v2, 24)
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses_v3, 24)
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                         nvmlMemory_v2_t *memory)
 {

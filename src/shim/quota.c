@@ -557,6 +557,24 @@ void quota_meminfo(int on, int (*ordinal)(void), size_t f, size_t t,
         *ptotal = (size_t)vt;
 }
 
+int quota_member(int ordinal, pid_t pid)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (pid == shim_state.pid)
+        return 1;
+    if (d == NULL)
+        return 0;
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        uint64_t key = atomic_load_explicit(&d->ledger->slots[i].key,
+                                            memory_order_relaxed);
+        if (key != 0 && key != ACCEL_LEDGER_RECLAIMING &&
+            (pid_t)(key & ((1ULL << ACCEL_LEDGER_PID_BITS) - 1)) == pid)
+            return 1;
+    }
+    return 0;
+}
+
 size_t quota_total(int ordinal, size_t bytes)
 {
     uint64_t vt, vf, vu;

@@ -203,6 +203,9 @@ SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
  * the quota's view of ordinal() when on, else as it is; NULLs skipped. */
 SHIM_HIDDEN void quota_meminfo(int on, int (*ordinal)(void), size_t f,
                                size_t t, size_t *pfree, size_t *ptotal);
+/* Whether pid is one of the processes of the app on ordinal (a live slot
+ * of its ledger, or this process). */
+SHIM_HIDDEN int quota_member(int ordinal, pid_t pid);
 /* A device's total memory (bytes as the runtime says) in the quota's view. */
 SHIM_HIDDEN size_t quota_total(int ordinal, size_t bytes);
 SHIM_HIDDEN void quota_fork_child(void);
