@@ -366,8 +366,16 @@ void config_load(void)
 {
     const char *cfg = getenv("ACCEL_CONFIG");
 
-    if (cfg != NULL && cfg[0] != '\0')
-        config_from_file(cfg);
+    if (cfg != NULL && cfg[0] != '\0') {
+        const char *slash = strrchr(cfg, '/');
+        if (config_from_file(cfg) == 0 && slash != NULL &&
+            (size_t)(slash - cfg) + sizeof("/shim.events") <=
+                sizeof(shim_state.events)) { /* acceld's, beside it */
+            memcpy(shim_state.events, cfg, (size_t)(slash - cfg));
+            memcpy(shim_state.events + (slash - cfg), "/shim.events",
+                   sizeof("/shim.events"));
+        }
+    }
     else {
         shim_state.standalone = 1;
         config_from_env();

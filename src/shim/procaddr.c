@@ -26,6 +26,7 @@
 #include "shim/shim.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <string.h>
 
 #define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
@@ -221,6 +222,31 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
     return n[0] == 1 ? found[0] : NULL;
 }
 
+/* Tell acceld (the app's events): one line appended to the shim.events
+ * file it made beside ACCEL_CONFIG, "unheld <name> <version> <flags>".
+ * Only on a lookup, never on an allocation or a launch; an O_APPEND write
+ * of one short line does not block and is not torn; no file (standalone,
+ * an older acceld), nothing. */
+static void report_unheld(const char *sym, int version, cuuint64_t flags)
+{
+    char line[256], v[24], f[24];
+    int fd;
+
+    if (shim_state.events[0] == '\0' || version < 0 ||
+        shim_concat(line, sizeof(line), "unheld ", sym, " ",
+                    shim_utoa((unsigned long)version, v), " ",
+                    shim_utoa((unsigned long)flags, f), "\n",
+                    (char *)NULL) != 0)
+        return;
+    fd = open(shim_state.events,
+              O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    if (write(fd, line, strlen(line)) < 0)
+        shim_log("cannot report to acceld through %s", shim_state.events);
+    close(fd);
+}
+
 /* Names (a hash each) already said to go by unheld: said once each. */
 static _Atomic uint64_t unheld_said[64];
 
@@ -245,6 +271,7 @@ static void say_unheld(const char *sym, int version, cuuint64_t flags)
              "handed out an address the shim cannot tell apart; calls "
              "through it are NOT held to the quota", sym, version,
              (unsigned long long)flags);
+    report_unheld(sym, version, flags);
 }
 
 /* Swap the address the driver handed out for our hook: by address when it
