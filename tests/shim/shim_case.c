@@ -331,12 +331,12 @@ static void case_ctx_measured(void)
 
 /* A neighbour (another app, no quota) holds 1.75 of the card's 2 GiB: the
  * app is told 256 MiB free, not the 1 GiB of its quota. */
-static void case_view_neighbour(void)
+/* Start the neighbour (case_hold_unlimited) and wait until it holds its
+ * 1.75 GiB; its pid. */
+static pid_t neighbour(void)
 {
     char *hold[] = { "shim_case", "hold_unlimited", NULL };
-    uint64_t nt, nf, nu;
     char buf[8] = { 0 };
-    size_t f = 0, t = 0;
     int fds[2];
     pid_t pid;
 
@@ -346,6 +346,15 @@ static void case_view_neighbour(void)
     CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
           "neighbour");
     close(fds[0]);
+    return pid;
+}
+
+static void case_view_neighbour(void)
+{
+    uint64_t nt, nf, nu;
+    size_t f = 0, t = 0;
+    pid_t pid = neighbour();
+
     CHECK(cuMemGetInfo_v2(&f, &t) == 0, "meminfo");
     CHECK(t == GiB && f == 256 * MiB, "cuMemGetInfo_v2 %zu of %zu", f, t);
     nvml_view(&nt, &nf, &nu);
@@ -390,20 +399,11 @@ static uint64_t nvml_procs(int version, unsigned pids[], unsigned *n)
  * neighbour keeps from the quota (the 768 MiB the card does not have). */
 static void case_nvml_procs(void)
 {
-    char *hold[] = { "shim_case", "hold_unlimited", NULL };
     uint64_t nt, nf, nu, sum;
-    char buf[8] = { 0 };
     unsigned pids[16] = { 0 }, n = 0;
     CUdeviceptr d;
-    int fds[2];
-    pid_t pid;
+    pid_t pid = neighbour();
 
-    CHECK(pipe(fds) == 0, "pipe");
-    pid = spawn(hold, fds[1]);
-    close(fds[1]);
-    CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
-          "neighbour");
-    close(fds[0]);
     CHECK(cuMemAlloc_v2(&d, 128 * MiB) == 0, "alloc");
     nvml_view(&nt, &nf, &nu);
     for (int v = 1; v <= 3; v++) {
