@@ -367,14 +367,10 @@ void config_load(void)
     const char *cfg = getenv("ACCEL_CONFIG");
 
     if (cfg != NULL && cfg[0] != '\0') {
-        const char *slash = strrchr(cfg, '/');
-        if (config_from_file(cfg) == 0 && slash != NULL &&
-            (size_t)(slash - cfg) + sizeof("/shim.events") <=
-                sizeof(shim_state.events)) { /* acceld's, beside it */
-            memcpy(shim_state.events, cfg, (size_t)(slash - cfg));
-            memcpy(shim_state.events + (slash - cfg), "/shim.events",
-                   sizeof("/shim.events"));
-        }
+        if (config_from_file(cfg) == 0 &&
+            shim_concat(shim_state.config, sizeof(shim_state.config), cfg,
+                        (char *)NULL) != 0)
+            shim_state.config[0] = '\0';
     }
     else {
         shim_state.standalone = 1;

@@ -621,6 +621,7 @@ static nvmlReturn_t nvml_procs(nvmlDevice_t device, unsigned *count,
     nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
         SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
     nvmlMemory_t m = {0};
+    struct shim_dev *d;
     uint64_t t, f, room;
     unsigned n = 0;
     int ord;
@@ -628,9 +629,12 @@ static nvmlReturn_t nvml_procs(nvmlDevice_t device, unsigned *count,
     if (rc != NVML_SUCCESS || count == NULL || infos == NULL || !quota_on())
         return rc;
     ord = nvml_ordinal(device);
-    if (ord < 0 || quota_dev(ord) == NULL || mem == NULL ||
+    d = ord >= 0 ? quota_dev(ord) : NULL;
+    /* a card the app has no quota on (or only a time-sliced card's
+     * ledger, no quota of its own): as the driver says */
+    if (d == NULL || d->limit == UINT64_MAX || mem == NULL ||
         mem(device, &m) != NVML_SUCCESS)
-        return rc; /* a card the app has no quota on: as the driver says */
+        return rc;
     quota_view(ord, m.total, m.free, &t, &f, &room);
     for (unsigned i = 0; i < *count; i++) {
         unsigned char *e = (unsigned char *)infos + i * stride;

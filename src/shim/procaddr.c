@@ -28,6 +28,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
 #define HOOK_PROTO_0(ret, name, params)
@@ -222,6 +223,25 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
     return n[0] == 1 ? found[0] : NULL;
 }
 
+/* acceld's shim.events: in the ACCEL_CONFIG directory, or beside the
+ * ACCEL_CONFIG file; 0, or -1 (standalone, too long). */
+static int events_path(char *out, size_t cap)
+{
+    const char *cfg = shim_state.config;
+    const char *slash = strrchr(cfg, '/');
+    struct stat st;
+
+    if (cfg[0] == '\0' || slash == NULL)
+        return -1;
+    if (stat(cfg, &st) == 0 && S_ISDIR(st.st_mode))
+        return shim_concat(out, cap, cfg, "/shim.events", (char *)NULL);
+    if ((size_t)(slash - cfg) + sizeof("/shim.events") > cap)
+        return -1;
+    memcpy(out, cfg, (size_t)(slash - cfg));
+    memcpy(out + (slash - cfg), "/shim.events", sizeof("/shim.events"));
+    return 0;
+}
+
 /* Tell acceld (the app's events): one line appended to the shim.events
  * file it made beside ACCEL_CONFIG, "unheld <name> <version> <flags>".
  * Only on a lookup, never on an allocation or a launch; an O_APPEND write
@@ -229,21 +249,20 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
  * an older acceld), nothing. */
 static void report_unheld(const char *sym, int version, cuuint64_t flags)
 {
-    char line[256], v[24], f[24];
+    char line[256], path[352], v[24], f[24];
     int fd;
 
-    if (shim_state.events[0] == '\0' || version < 0 ||
+    if (version < 0 || events_path(path, sizeof(path)) != 0 ||
         shim_concat(line, sizeof(line), "unheld ", sym, " ",
                     shim_utoa((unsigned long)version, v), " ",
                     shim_utoa((unsigned long)flags, f), "\n",
                     (char *)NULL) != 0)
         return;
-    fd = open(shim_state.events,
-              O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return;
     if (write(fd, line, strlen(line)) < 0)
-        shim_log("cannot report to acceld through %s", shim_state.events);
+        shim_log("cannot report to acceld through %s", path);
     close(fd);
 }
 

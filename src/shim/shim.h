@@ -123,8 +123,9 @@ struct accel_shim_state {
                                      * device is first used (config_dev) */
     char env_ledger[288];           /* standalone: "<dir>/shim-<key>-dev",
                                      * "" = process-local ledgers */
-    char events[336];               /* acceld's shim.events beside
-                                     * ACCEL_CONFIG, "" none (procaddr.c) */
+    char config[320];               /* ACCEL_CONFIG when it was read, ""
+                                     * none: acceld's shim.events is beside
+                                     * it (procaddr.c) */
     int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
                                      * state all-zero, in .bss) */
     pid_t pid;                      /* cached; refreshed in the fork child */
