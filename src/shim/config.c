@@ -152,6 +152,27 @@ static int parse_ordinal(const char *s)
     return *s == '\0' && v < SHIM_MAX_DEV ? v : -1;
 }
 
+/* The card ledger of time-sliced device `ordinal` (a "timeslice" line's
+ * third field, or ACCEL_TS_LEDGER_<i>): non-evictable memory is charged
+ * there too, so a device needs no limit of its own for it to count. */
+static void card_config(int ordinal, const char *path)
+{
+    struct shim_dev *d;
+
+    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV || path[0] != '/')
+        return;
+    d = &shim_state.dev[ordinal];
+    if (d->card_path[0] != '\0') /* the config file's line wins */
+        return;
+    if (shim_concat(d->card_path, sizeof(d->card_path), path,
+                    (char *)NULL) != 0) {
+        d->card_path[0] = '\0';
+        shim_log("dev %d: card ledger path too long: ignored", ordinal);
+        return;
+    }
+    shim_state.any_limit = 1;
+}
+
 /* One line of ACCEL_CONFIG, without sscanf (start-up cost; see
  * shim_concat). Fields longer than their slot make the line invalid
  * rather than being cut. */
@@ -163,6 +184,8 @@ static void config_line(char *line)
 
     if (n >= 3 && strcmp(f[0], "timeslice") == 0) {
         timeslice_config(parse_ordinal(f[1]), f[2]);
+        if (n >= 4)
+            card_config(parse_ordinal(f[1]), f[3]);
         return;
     }
     if (n < 4 || strcmp(f[0], "device") != 0)
@@ -320,17 +343,22 @@ void config_dev(struct shim_dev *d, int ordinal)
     }
 }
 
-/* ACCEL_TS_SOCKET_<i>: the broker socket of device i (standalone use and
- * tests; ACCEL_CONFIG's "timeslice" lines win). */
+/* ACCEL_TS_SOCKET_<i>: the broker socket of device i, ACCEL_TS_LEDGER_<i>
+ * its card ledger (standalone use and tests; ACCEL_CONFIG's "timeslice"
+ * lines win). */
 static void config_ts_env(void)
 {
     static const char pre[] = "ACCEL_TS_SOCKET_";
+    static const char card[] = "ACCEL_TS_LEDGER_";
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         const char *v;
         int i = env_indexed(*e, pre, sizeof(pre) - 1, &v);
         if (i >= 0 && i < SHIM_TS_MAX_DEV && v[0] == '/' &&
             shim_state.ts.dev[i].path[0] == '\0')
             timeslice_config(i, v);
+        i = env_indexed(*e, card, sizeof(card) - 1, &v);
+        if (i >= 0)
+            card_config(i, v);
     }
 }
 
@@ -338,8 +366,12 @@ void config_load(void)
 {
     const char *cfg = getenv("ACCEL_CONFIG");
 
-    if (cfg != NULL && cfg[0] != '\0')
-        config_from_file(cfg);
+    if (cfg != NULL && cfg[0] != '\0') {
+        if (config_from_file(cfg) == 0 &&
+            shim_concat(shim_state.config, sizeof(shim_state.config), cfg,
+                        (char *)NULL) != 0)
+            shim_state.config[0] = '\0';
+    }
     else {
         shim_state.standalone = 1;
         config_from_env();

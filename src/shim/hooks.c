@@ -46,6 +46,13 @@ static int begin_current(struct shim_charge *c, uint64_t bytes)
     return quota_begin(c, quota_on() ? current_ordinal() : 0, bytes);
 }
 
+/* The same for memory the driver can evict at a turn switch. */
+static int begin_evictable(struct shim_charge *c, uint64_t bytes)
+{
+    return quota_begin_evictable(c, quota_on() ? current_ordinal() : 0,
+                                 bytes);
+}
+
 /* Settle a release: give the charge back, or restore the record. */
 static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
                             uint64_t key, int ordinal, uint64_t bytes)
@@ -76,10 +83,15 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     struct shim_charge c;
     CUresult rc;
+    int managed;
     REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
-    OOM_IF_REFUSED(c, bytesize);
-    if (shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
-        shim_state.real.cuMemAllocManaged != NULL)
+    managed = shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
+              shim_state.real.cuMemAllocManaged != NULL;
+    if (!managed)
+        OOM_IF_REFUSED(c, bytesize);
+    else if (begin_evictable(&c, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (managed)
         rc = shim_state.real.cuMemAllocManaged(dptr, bytesize,
                                                CU_MEM_ATTACH_GLOBAL);
     else
@@ -87,12 +99,15 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
+/* Managed memory can leave the GPU at a turn switch: not charged on a
+ * time-sliced card's ledger. */
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                            unsigned int flags)
 {
     struct shim_charge c;
     REAL_OR_NOT_FOUND(fn, cuMemAllocManaged);
-    OOM_IF_REFUSED(c, bytesize);
+    if (begin_evictable(&c, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(dptr, bytesize, flags);
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
@@ -590,6 +605,71 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
     nvml_quota_view(device, &memory->total, &memory->free, &memory->used);
     return rc;
 }
+
+/*
+ * NVML's process list, as the app is shown the card (docs/shim.md, "The
+ * views agree"): under a quota only the app's own processes (its ledger's
+ * live slots), each with the driver's figure, their sum capped at the
+ * header's used (nvmlDeviceGetMemoryInfo under the quota), so no process
+ * holds more than the header says was used. `stride`: the entry's size
+ * (nvmlProcessInfo_v1_t 16 bytes, _v2_t and nvmlProcessInfo_t 24); the pid
+ * and usedGpuMemory lead every version.
+ */
+static nvmlReturn_t nvml_procs(nvmlDevice_t device, unsigned *count,
+                               void *infos, size_t stride, nvmlReturn_t rc)
+{
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
+        SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
+    nvmlMemory_t m = {0};
+    struct shim_dev *d;
+    uint64_t t, f, room;
+    unsigned n = 0;
+    int ord;
+
+    if (rc != NVML_SUCCESS || count == NULL || infos == NULL || !quota_on())
+        return rc;
+    ord = nvml_ordinal(device);
+    d = ord >= 0 ? quota_dev(ord) : NULL;
+    /* a card the app has no quota on (or only a time-sliced card's
+     * ledger, no quota of its own): as the driver says */
+    if (d == NULL || d->limit == UINT64_MAX || mem == NULL ||
+        mem(device, &m) != NVML_SUCCESS)
+        return rc;
+    quota_view(ord, m.total, m.free, &t, &f, &room);
+    for (unsigned i = 0; i < *count; i++) {
+        unsigned char *e = (unsigned char *)infos + i * stride;
+        unsigned pid;
+        unsigned long long used;
+        memcpy(&pid, e, sizeof pid);
+        memcpy(&used, e + 8, sizeof used);
+        if (!quota_member(ord, (pid_t)pid))
+            continue;
+        if (used != ~0ULL) { /* NVML_VALUE_NOT_AVAILABLE stays */
+            used = used < room ? used : room;
+            room -= used;
+            memcpy(e + 8, &used, sizeof used);
+        }
+        if (n != i)
+            memmove((unsigned char *)infos + n * stride, e, stride);
+        n++;
+    }
+    *count = n;
+    return rc;
+}
+
+#define NVML_PROCS_HOOK(name, stride)                                          \
+    nvmlReturn_t name(nvmlDevice_t device, unsigned *count, void *infos)       \
+    {                                                                          \
+        nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *, void *) =                 \
+            SHIM_NVML_REAL(name);                                              \
+        if (fn == NULL)                                                        \
+            return NVML_ERROR_FUNCTION_NOT_FOUND;                              \
+        return nvml_procs(device, count, infos, stride,                        \
+                          fn(device, count, infos));                           \
+    }
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses, 16)
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses_v2, 24)
+NVML_PROCS_HOOK(nvmlDeviceGetComputeRunningProcesses_v3, 24)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                         nvmlMemory_v2_t *memory)

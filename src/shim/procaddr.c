@@ -26,7 +26,9 @@
 #include "shim/shim.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
 #define HOOK_PROTO_0(ret, name, params)
@@ -221,6 +223,49 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
     return n[0] == 1 ? found[0] : NULL;
 }
 
+/* acceld's shim.events: in the ACCEL_CONFIG directory, or beside the
+ * ACCEL_CONFIG file; 0, or -1 (standalone, too long). */
+static int events_path(char *out, size_t cap)
+{
+    const char *cfg = shim_state.config;
+    const char *slash = strrchr(cfg, '/');
+    struct stat st;
+
+    if (cfg[0] == '\0' || slash == NULL)
+        return -1;
+    if (stat(cfg, &st) == 0 && S_ISDIR(st.st_mode))
+        return shim_concat(out, cap, cfg, "/shim.events", (char *)NULL);
+    if ((size_t)(slash - cfg) + sizeof("/shim.events") > cap)
+        return -1;
+    memcpy(out, cfg, (size_t)(slash - cfg));
+    memcpy(out + (slash - cfg), "/shim.events", sizeof("/shim.events"));
+    return 0;
+}
+
+/* Tell acceld (the app's events): one line appended to the shim.events
+ * file it made beside ACCEL_CONFIG, "unheld <name> <version> <flags>".
+ * Only on a lookup, never on an allocation or a launch; an O_APPEND write
+ * of one short line does not block and is not torn; no file (standalone,
+ * an older acceld), nothing. */
+static void report_unheld(const char *sym, int version, cuuint64_t flags)
+{
+    char line[256], path[352], v[24], f[24];
+    int fd;
+
+    if (version < 0 || events_path(path, sizeof(path)) != 0 ||
+        shim_concat(line, sizeof(line), "unheld ", sym, " ",
+                    shim_utoa((unsigned long)version, v), " ",
+                    shim_utoa((unsigned long)flags, f), "\n",
+                    (char *)NULL) != 0)
+        return;
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    if (write(fd, line, strlen(line)) < 0)
+        shim_log("cannot report to acceld through %s", path);
+    close(fd);
+}
+
 /* Names (a hash each) already said to go by unheld: said once each. */
 static _Atomic uint64_t unheld_said[64];
 
@@ -245,6 +290,7 @@ static void say_unheld(const char *sym, int version, cuuint64_t flags)
              "handed out an address the shim cannot tell apart; calls "
              "through it are NOT held to the quota", sym, version,
              (unsigned long long)flags);
+    report_unheld(sym, version, flags);
 }
 
 /* Swap the address the driver handed out for our hook: by address when it

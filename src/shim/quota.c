@@ -139,6 +139,34 @@ static struct accel_ledger_slot *slot_claim(struct accel_ledger *l)
     return NULL;
 }
 
+/* The card's memory, the limit of a card ledger the shim creates
+ * (standalone); 0 (no limit) if the driver cannot say. */
+static uint64_t card_total(int ordinal)
+{
+    CUresult (*fn)(size_t *, CUdevice) = SHIM_CUDA_REAL(cuDeviceTotalMem_v2);
+    size_t b = 0;
+
+    return fn != NULL && fn(&b, ordinal) == CUDA_SUCCESS ? b : 0;
+}
+
+/* A time-sliced device's card ledger (docs/internals/timeslice.md):
+ * created by acceld, or by the first process in standalone use. */
+static void card_attach(struct shim_dev *d, int ordinal)
+{
+    if (d->card != NULL || d->card_path[0] == '\0' ||
+        !timeslice_managed(ordinal))
+        return;
+    d->card = ledger_map(d, d->card_path, shim_state.standalone, ordinal,
+                         shim_state.standalone ? card_total(ordinal) : 0);
+    if (d->card == NULL) {
+        shim_log("dev %d: card ledger %s unusable: non-evictable memory "
+                 "not counted across the time-sliced apps", ordinal,
+                 d->card_path);
+        return;
+    }
+    accel_ledger_reclaim_all(d->card);
+}
+
 static void dev_attach(struct shim_dev *d, int ordinal)
 {
     int standalone = shim_state.standalone;
@@ -146,6 +174,9 @@ static void dev_attach(struct shim_dev *d, int ordinal)
     if (d->ledger != NULL) /* re-attach after fork: mapping inherited */
         goto claim;
     config_dev(d, ordinal); /* standalone default limit and ledger path */
+    card_attach(d, ordinal);
+    if (d->limit == 0 && d->card != NULL)
+        d->limit = UINT64_MAX; /* no quota of its own: the card's counts */
     if (d->limit == 0) {
         atomic_store(&d->state, SHIM_DEV_NOLIMIT);
         return;
@@ -153,8 +184,9 @@ static void dev_attach(struct shim_dev *d, int ordinal)
     if (d->path[0] != '\0')
         d->ledger = ledger_map(d, d->path, standalone, ordinal, d->limit);
     if (d->ledger == NULL) {
-        shim_log("dev %d: ledger %s unusable: process-local quota", ordinal,
-                 d->path[0] ? d->path : "(none)");
+        if (d->limit != UINT64_MAX)
+            shim_log("dev %d: ledger %s unusable: process-local quota",
+                     ordinal, d->path[0] ? d->path : "(none)");
         d->ledger = ledger_local(ordinal, d->limit);
     }
     if (d->ledger == NULL) {
@@ -164,7 +196,9 @@ static void dev_attach(struct shim_dev *d, int ordinal)
     accel_ledger_reclaim_all(d->ledger);
 claim:
     d->slot = slot_claim(d->ledger);
-    if (d->slot == NULL)
+    if (d->card != NULL)
+        d->card_slot = slot_claim(d->card);
+    if (d->slot == NULL || (d->card != NULL && d->card_slot == NULL))
         shim_log("dev %d: ledger full; charges of this process are not "
                  "reclaimable if it is killed", ordinal);
     atomic_store_explicit(&d->state, SHIM_DEV_READY, memory_order_release);
@@ -212,27 +246,43 @@ static void peak_note(struct accel_ledger *l, uint64_t now)
         ;
 }
 
-/* Reserve `bytes` on `d`: one CAS on the shared counter, never above limit. */
-static int reserve(struct shim_dev *d, uint64_t bytes)
+/* Reserve `bytes` on ledger l (our slot s or NULL) under lim: one CAS on
+ * the shared counter, never above lim. */
+static int reserve_on(struct accel_ledger *l, struct accel_ledger_slot *s,
+                      uint64_t lim, uint64_t bytes)
 {
-    struct accel_ledger *l = d->ledger;
-    uint64_t lim = dev_limit(d), out = accel_ledger_untracked(l);
     int64_t cur = atomic_load_explicit(&l->used, memory_order_relaxed);
-
-    /* what acceld's outside meter saw the driver hold beyond our charges
-     * takes room from the limit (include/accel/ledger.h) */
-    lim = out < lim ? lim - out : 0;
 
     do {
         if (bytes > lim || (cur > 0 && (uint64_t)cur > lim - bytes))
             return -1;
     } while (!atomic_compare_exchange_weak(&l->used, &cur,
                                            cur + (int64_t)bytes));
-    if (d->slot != NULL)
-        atomic_fetch_add_explicit(&d->slot->used, (int64_t)bytes,
+    if (s != NULL)
+        atomic_fetch_add_explicit(&s->used, (int64_t)bytes,
                                   memory_order_relaxed);
     peak_note(l, (uint64_t)(cur + (int64_t)bytes));
     return 0;
+}
+
+/* Reserve `bytes` on d's own ledger. */
+static int reserve(struct shim_dev *d, uint64_t bytes)
+{
+    uint64_t lim = dev_limit(d), out = accel_ledger_untracked(d->ledger);
+
+    /* what acceld's outside meter saw the driver hold beyond our charges
+     * takes room from the limit (include/accel/ledger.h) */
+    lim = out < lim ? lim - out : 0;
+    return reserve_on(d->ledger, d->slot, lim, bytes);
+}
+
+/* Reserve `bytes` on d's card ledger (its limit is the card; 0 none). */
+static int card_reserve(struct shim_dev *d, uint64_t bytes)
+{
+    uint64_t lim = atomic_load_explicit(&d->card->limit, memory_order_relaxed);
+
+    return reserve_on(d->card, d->card_slot, lim != 0 ? lim : UINT64_MAX,
+                      bytes);
 }
 
 /* At most one dead-slot scan per process per this many ns. */
@@ -244,7 +294,7 @@ static int reserve(struct shim_dev *d, uint64_t bytes)
  * for every owned slot), so a loop of refused allocations costs a clock
  * read each, not a scan each. Never on the path of an allocation within
  * the quota. */
-static int reclaim_dead(struct shim_dev *d)
+static int reclaim_dead(struct accel_ledger *l, _Atomic uint64_t *when)
 {
     struct timespec ts;
     uint64_t now, next;
@@ -252,14 +302,12 @@ static int reclaim_dead(struct shim_dev *d)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-    next = atomic_load_explicit(&shim_state.reclaim_next,
-                                memory_order_relaxed);
-    if (now < next ||
-        !atomic_compare_exchange_strong(&shim_state.reclaim_next, &next,
-                                        now + SHIM_RECLAIM_EVERY_NS))
+    next = atomic_load_explicit(when, memory_order_relaxed);
+    if (now < next || !atomic_compare_exchange_strong(
+                          when, &next, now + SHIM_RECLAIM_EVERY_NS))
         return 0;
     for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++)
-        got += accel_ledger_reclaim_slot(d->ledger, i);
+        got += accel_ledger_reclaim_slot(l, i);
     if (got > 0)
         shim_log("reclaimed %lld bytes of dead processes", (long long)got);
     return got > 0;
@@ -274,46 +322,100 @@ static int reserve_or_reclaim(struct shim_dev *d, uint64_t bytes)
         return 0;
     if (pool_reclaim((int)(d - shim_state.dev)) && reserve(d, bytes) == 0)
         return 0;
-    if (!reclaim_dead(d))
+    if (!reclaim_dead(d->ledger, &shim_state.reclaim_next))
         return -1;
     return reserve(d, bytes);
 }
 
-static void unreserve(struct shim_dev *d, uint64_t bytes)
+static void unreserve_on(struct accel_ledger *l, struct accel_ledger_slot *s,
+                         uint64_t bytes)
 {
-    if (d->slot != NULL) /* slot first: a kill in between overcounts only */
-        atomic_fetch_sub_explicit(&d->slot->used, (int64_t)bytes,
+    if (s != NULL) /* slot first: a kill in between overcounts only */
+        atomic_fetch_sub_explicit(&s->used, (int64_t)bytes,
                                   memory_order_relaxed);
-    atomic_fetch_sub_explicit(&d->ledger->used, (int64_t)bytes,
-                              memory_order_release);
+    atomic_fetch_sub_explicit(&l->used, (int64_t)bytes, memory_order_release);
 }
 
-int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
+static void unreserve(struct shim_dev *d, uint64_t bytes)
+{
+    unreserve_on(d->ledger, d->slot, bytes);
+}
+
+/* The card's share of a charge: the time-sliced apps' non-evictable
+ * memory must fit the card together (docs/internals/timeslice.md), so
+ * an allocation that would pass it is refused here, before the driver. */
+static int card_take(struct shim_dev *d, uint64_t bytes)
+{
+    uint64_t lim;
+    int64_t used;
+
+    if (card_reserve(d, bytes) == 0 ||
+        (reclaim_dead(d->card, &shim_state.card_reclaim_next) &&
+         card_reserve(d, bytes) == 0))
+        return 0;
+    lim = atomic_load_explicit(&d->card->limit, memory_order_relaxed);
+    used = atomic_load_explicit(&d->card->used, memory_order_relaxed);
+    shim_log("dev %d: %llu bytes refused: the time-sliced apps' memory "
+             "that cannot be evicted (%lld bytes) would pass the card's "
+             "%llu", d->ledger->device, (unsigned long long)bytes,
+             (long long)used, (unsigned long long)lim);
+    return -1;
+}
+
+/* Both ledgers' shares of a change of `delta` bytes (negative: give). */
+static int charge(struct shim_dev *d, int card, int64_t delta)
+{
+    if (delta < 0) {
+        unreserve(d, (uint64_t)-delta);
+        if (card)
+            unreserve_on(d->card, d->card_slot, (uint64_t)-delta);
+        return 0;
+    }
+    if (reserve_or_reclaim(d, (uint64_t)delta) != 0)
+        return -1;
+    if (card && card_take(d, (uint64_t)delta) != 0) {
+        unreserve(d, (uint64_t)delta);
+        return -1;
+    }
+    return 0;
+}
+
+static int begin(struct shim_charge *c, int ordinal, uint64_t bytes,
+                 int evictable)
 {
     c->dev = NULL;
     c->ordinal = ordinal;
     c->bytes = bytes;
+    c->card = 0;
     if (!shim_state.any_limit)
         return 0;
     c->dev = quota_dev(ordinal);
     if (c->dev == NULL)
         return 0;
-    if (reserve_or_reclaim(c->dev, bytes) != 0) {
+    c->card = c->dev->card != NULL && !evictable;
+    if (charge(c->dev, c->card, (int64_t)bytes) != 0) {
         c->dev = NULL;
         return -1;
     }
     return 0;
 }
 
+int quota_begin(struct shim_charge *c, int ordinal, uint64_t bytes)
+{
+    return begin(c, ordinal, bytes, 0);
+}
+
+int quota_begin_evictable(struct shim_charge *c, int ordinal, uint64_t bytes)
+{
+    return begin(c, ordinal, bytes, 1);
+}
+
 int quota_adjust(struct shim_charge *c, uint64_t bytes)
 {
     if (c->dev == NULL || bytes == c->bytes)
         return 0;
-    if (bytes < c->bytes) {
-        unreserve(c->dev, c->bytes - bytes);
-    } else if (reserve_or_reclaim(c->dev, bytes - c->bytes) != 0) {
+    if (charge(c->dev, c->card, (int64_t)bytes - (int64_t)c->bytes) != 0)
         return -1;
-    }
     c->bytes = bytes;
     return 0;
 }
@@ -324,13 +426,14 @@ CUresult quota_end(struct shim_charge *c, CUresult rc, enum shim_kind kind,
     if (c->dev == NULL)
         return rc;
     if (rc != CUDA_SUCCESS) {
-        unreserve(c->dev, c->bytes);
+        charge(c->dev, c->card, -(int64_t)c->bytes);
         return rc;
     }
     if (c->dev->slot != NULL)
         atomic_fetch_add_explicit(&c->dev->slot->allocs, 1,
                                   memory_order_relaxed);
-    if (track_put(kind, key, c->ordinal, c->bytes) != 0)
+    if (track_put(kind, key, c->ordinal | (c->card ? SHIM_ORD_CARD : 0),
+                  c->bytes) != 0)
         shim_log("allocation table full: %llu bytes stay charged",
                  (unsigned long long)c->bytes);
     return rc;
@@ -338,21 +441,22 @@ CUresult quota_end(struct shim_charge *c, CUresult rc, enum shim_kind kind,
 
 void quota_release(int ordinal, uint64_t bytes)
 {
-    struct shim_dev *d = quota_dev(ordinal);
+    struct shim_dev *d = quota_dev(ordinal & SHIM_ORD_MASK);
 
     if (d == NULL)
         return;
     if (d->slot != NULL)
         atomic_fetch_sub_explicit(&d->slot->allocs, 1, memory_order_relaxed);
-    unreserve(d, bytes);
+    charge(d, (ordinal & SHIM_ORD_CARD) && d->card != NULL, -(int64_t)bytes);
 }
 
 void quota_give(int ordinal, uint64_t bytes)
 {
     struct shim_dev *d = quota_dev(ordinal);
 
+    /* a pool's or a context's charge: never evictable */
     if (d != NULL && bytes != 0)
-        unreserve(d, bytes);
+        charge(d, d->card != NULL, -(int64_t)bytes);
 }
 
 void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
@@ -378,19 +482,21 @@ void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,
     *out_used = total - *out_free;
 }
 
-/* Give our slot back: its charge leaves the ledger with us. */
-static void slot_release(struct shim_dev *d)
+/* Give our slot of l back: its charge leaves the ledger with us. */
+static void slot_release(struct accel_ledger *l,
+                         struct accel_ledger_slot **slot)
 {
+    struct accel_ledger_slot *s = *slot;
     int64_t used;
 
-    if (d->slot == NULL)
+    if (s == NULL)
         return;
-    used = atomic_exchange(&d->slot->used, 0);
-    atomic_store(&d->slot->allocs, 0);
+    used = atomic_exchange(&s->used, 0);
+    atomic_store(&s->allocs, 0);
     if (used != 0)
-        atomic_fetch_sub(&d->ledger->used, used);
-    atomic_store(&d->slot->key, 0);
-    d->slot = NULL;
+        atomic_fetch_sub(&l->used, used);
+    atomic_store(&s->key, 0);
+    *slot = NULL;
 }
 
 /* A device another thread of the parent was attaching at the fork: that
@@ -404,6 +510,7 @@ static void fork_reset_busy(struct shim_dev *d)
     if (fd > 0)
         close(fd - 1); /* the parent's flock stays the parent's */
     d->slot = NULL;    /* a claim in flight is the parent's slot */
+    d->card_slot = NULL;
     if (d->ledger == NULL && shim_state.standalone)
         d->path[0] = '\0'; /* config_dev may have been cut mid-write */
 }
@@ -420,6 +527,7 @@ void quota_fork_child(void)
         /* The parent's slot stays the parent's; the child claims its own on
          * its first charge (a child that only execs never takes one). */
         d->slot = NULL;
+        d->card_slot = NULL;
         atomic_store(&d->state, SHIM_DEV_UNSET);
     }
 }
@@ -428,8 +536,11 @@ void quota_detach_all(void)
 {
     for (int i = 0; i < SHIM_MAX_DEV; i++) {
         struct shim_dev *d = &shim_state.dev[i];
-        if (atomic_load(&d->state) == SHIM_DEV_READY)
-            slot_release(d);
+        if (atomic_load(&d->state) != SHIM_DEV_READY)
+            continue;
+        slot_release(d->ledger, &d->slot);
+        if (d->card != NULL)
+            slot_release(d->card, &d->card_slot);
     }
 }
 
@@ -444,6 +555,24 @@ void quota_meminfo(int on, int (*ordinal)(void), size_t f, size_t t,
         *pfree = (size_t)vf;
     if (ptotal != NULL)
         *ptotal = (size_t)vt;
+}
+
+int quota_member(int ordinal, pid_t pid)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (pid == shim_state.pid)
+        return 1;
+    if (d == NULL)
+        return 0;
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        uint64_t key = atomic_load_explicit(&d->ledger->slots[i].key,
+                                            memory_order_relaxed);
+        if (key != 0 && key != ACCEL_LEDGER_RECLAIMING &&
+            (pid_t)(key & ((1ULL << ACCEL_LEDGER_PID_BITS) - 1)) == pid)
+            return 1;
+    }
+    return 0;
 }
 
 size_t quota_total(int ordinal, size_t bytes)

@@ -64,7 +64,18 @@ struct shim_dev {
     _Atomic int attach_fd;          /* fd + 1 of the ledger file attach has
                                      * open for its flock, 0 none: a fork
                                      * child closes its copy (quota.c) */
+    char card_path[256];            /* time-sliced: the card's ledger, ""
+                                     * none (docs/internals/timeslice.md) */
+    struct accel_ledger *card;      /* mapped card ledger (READY) or NULL:
+                                     * non-evictable bytes of every
+                                     * time-sliced app of the device */
+    struct accel_ledger_slot *card_slot; /* our slot in it, or NULL */
 };
+
+/* A tracked record's ordinal with this bit was also charged on the card's
+ * ledger (track.c keeps 5 bits of device; SHIM_MAX_DEV needs 4). */
+#define SHIM_ORD_CARD 16
+#define SHIM_ORD_MASK 15
 
 struct shim_track_entry {
     uint64_t key;                   /* pointer or handle value */
@@ -83,6 +94,7 @@ struct shim_charge {
     struct shim_dev *dev;           /* NULL when the device has no limit */
     int ordinal;                    /* CUDA ordinal charged */
     uint64_t bytes;                 /* reserved */
+    int card;                       /* also reserved on dev->card */
 };
 
 struct shim_real {
@@ -111,11 +123,15 @@ struct accel_shim_state {
                                      * device is first used (config_dev) */
     char env_ledger[288];           /* standalone: "<dir>/shim-<key>-dev",
                                      * "" = process-local ledgers */
+    char config[320];               /* ACCEL_CONFIG when it was read, ""
+                                     * none: acceld's shim.events is beside
+                                     * it (procaddr.c) */
     int log_fd;                     /* ACCEL_LOG fd + 1; 0 = off (keeps the
                                      * state all-zero, in .bss) */
     pid_t pid;                      /* cached; refreshed in the fork child */
     _Atomic uint64_t reclaim_next;  /* ns (CLOCK_MONOTONIC): earliest next
                                      * reclaim on a refusal (quota.c) */
+    _Atomic uint64_t card_reclaim_next; /* the same for the cards' ledgers */
     void *libcuda;                  /* dlopen handle or NULL */
     void *libnvml;                  /* dlopen handle or NULL */
     void *libhip;                   /* dlopen handle or NULL */
@@ -171,11 +187,17 @@ SHIM_HIDDEN int config_parse_bytes(const char *s, uint64_t *out_bytes);
 SHIM_HIDDEN struct shim_dev *quota_dev(int ordinal);
 SHIM_HIDDEN int quota_begin(struct shim_charge *c, int ordinal,
                             uint64_t bytes);
+/* quota_begin for memory the driver can evict at a turn switch (managed):
+ * not charged on a time-sliced card's ledger. */
+SHIM_HIDDEN int quota_begin_evictable(struct shim_charge *c, int ordinal,
+                                      uint64_t bytes);
 SHIM_HIDDEN int quota_adjust(struct shim_charge *c, uint64_t bytes);
 SHIM_HIDDEN CUresult quota_end(struct shim_charge *c, CUresult rc,
                                enum shim_kind kind, uint64_t key);
+/* ordinal as track_take gave it (SHIM_ORD_CARD included). */
 SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
-/* Give back bytes charged without a record (a pool's, a context's). */
+/* Give back bytes charged without a record (a pool's, a context's; on a
+ * time-sliced card, from its ledger too). */
 SHIM_HIDDEN void quota_give(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
@@ -184,6 +206,9 @@ SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
  * the quota's view of ordinal() when on, else as it is; NULLs skipped. */
 SHIM_HIDDEN void quota_meminfo(int on, int (*ordinal)(void), size_t f,
                                size_t t, size_t *pfree, size_t *ptotal);
+/* Whether pid is one of the processes of the app on ordinal (a live slot
+ * of its ledger, or this process). */
+SHIM_HIDDEN int quota_member(int ordinal, pid_t pid);
 /* A device's total memory (bytes as the runtime says) in the quota's view. */
 SHIM_HIDDEN size_t quota_total(int ordinal, size_t bytes);
 SHIM_HIDDEN void quota_fork_child(void);

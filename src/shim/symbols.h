@@ -193,6 +193,12 @@
       (nvmlDevice_t device, nvmlMemory_t * memory))                            \
     X(NVML, 1, nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2,                       \
       (nvmlDevice_t device, nvmlMemory_v2_t * memory))                         \
+    X(NVML, 1, nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses,            \
+      (nvmlDevice_t device, unsigned int *count, void *infos))                 \
+    X(NVML, 1, nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2,         \
+      (nvmlDevice_t device, unsigned int *count, void *infos))                 \
+    X(NVML, 1, nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,         \
+      (nvmlDevice_t device, unsigned int *count, void *infos))                 \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetIndex,                               \
       (nvmlDevice_t device, unsigned int *index))                              \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetUUID,                                \

@@ -6,7 +6,9 @@
  * total the driver reports through cuMemGetInfo_v2, then holds the memory
  * until it is stopped. An argument "@PATH" waits until PATH exists (a test
  * changes something meanwhile), printing "waiting" and then the
- * cuMemGetInfo_v2 figures ("info total 1024 MiB free 202 MiB"). Linked against the tests' fake libcuda.so.1; acceld
+ * cuMemGetInfo_v2 figures ("info total 1024 MiB free 202 MiB"). An
+ * argument "?NAME" looks NAME up through cuGetProcAddress_v2 (CUDA 12.0,
+ * no flags) and prints "lookup NAME: 0". Linked against the tests' fake libcuda.so.1; acceld
  * preloads libaccelshim.so into it.
  */
 #include "common/accel_setup.h"
@@ -22,6 +24,8 @@
 CUresult cuInit(unsigned flags);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                             cuuint64_t flags, void *symbolStatus);
 
 /* "@PATH": wait for PATH, then say what cuMemGetInfo_v2 says. */
 static void wait_for_file(const char *path)
@@ -45,6 +49,13 @@ int main(int argc, char **argv)
         CUresult rc;
         if (argv[i][0] == '@') {
             wait_for_file(argv[i] + 1);
+            continue;
+        }
+        if (argv[i][0] == '?') {
+            void *fn = NULL;
+            rc = cuGetProcAddress_v2(argv[i] + 1, &fn, 12000, 0, NULL);
+            printf("lookup %s: %d\n", argv[i] + 1, (int)rc);
+            fflush(stdout);
             continue;
         }
         mib = strtoull(argv[i], NULL, 10);

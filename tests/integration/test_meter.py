@@ -15,6 +15,7 @@ driver's figures (tests/gpu/ does that on a GPU)."""
 import os
 import struct
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,15 +50,17 @@ def ledger_untracked(path):
 class MeterTest(RuntimeBase):
     inventory = INVENTORY
 
-    def hold(self, name, *steps, quota="1Gi"):
+    def hold(self, name, *steps, quota="1Gi", env=None):
         """Install cuda_hold as app name on GPU_A with a quota, its steps
-        (MiB to allocate, or "@PATH" to wait for PATH); returns its pid
-        once it waits at its first "@"."""
+        (MiB to allocate, "?NAME" to look NAME up, or "@PATH" to wait for
+        PATH), env added to its environment; returns its pid once it waits
+        at its first "@"."""
         m = accel_harness.manifest(name, quota, mem="64Mi", cpu="100m",
                                    disk="1Mi")
         m["run"] = {"command": [HOLD] + [str(s) for s in steps],
-                    "env": {"ASAN_OPTIONS":
-                            "verify_asan_link_order=0:detect_leaks=0"},
+                    "env": dict({"ASAN_OPTIONS":
+                                 "verify_asan_link_order=0:detect_leaks=0"},
+                                **(env or {})),
                     "stopTimeoutSeconds": 2}
         a = self.install(m, GPU_A)
         self.wait_for(lambda: "waiting" in self.d.app_log(name),
@@ -79,6 +82,30 @@ class MeterTest(RuntimeBase):
         path = os.path.join(self.d.tmp, "go-" + name)
         open(path, "w").close()
         return path
+
+    def test_unheld_lookup_is_an_event(self):
+        """A name cuGetProcAddress hands out at an address the shim cannot
+        hold (the stand-in's internal cuCtxCreate, FAKE_CUDA_INTERNAL)
+        shows in the app's events as `shim.unheld`, once though looked up
+        twice (issue 35: before, only an ACCEL_LOG line said so)."""
+        go = os.path.join(self.d.tmp, "go-lookup")
+        self.hold("lookup", "?cuCtxCreate", "?cuCtxCreate", "@" + go,
+                  env={"FAKE_CUDA_INTERNAL": "1"})
+        self.assertIn("lookup cuCtxCreate: 0", self.d.app_log("lookup"))
+        ev = self.wait_for(lambda: self.events("shim.unheld"),
+                           "the shim.unheld event", timeout=20)
+        self.assertEqual(ev[0]["app"], "lookup", ev)
+        self.assertEqual(ev[0]["data"]["name"], "cuCtxCreate", ev)
+        self.assertEqual(ev[0]["data"]["version"], 12000, ev)
+        self.assertEqual(ev[0]["data"]["flags"], 0, ev)
+        self.assertIn("not held to the quota", ev[0]["message"], ev)
+        # more reconcile passes (100 ms each): still one event
+        time.sleep(1.0)
+        self.assertEqual(len(self.events("shim.unheld")), 1)
+        events = os.path.join(self.d.data_dir, "run", "apps", "lookup",
+                              "shim.events")
+        with open(events) as f:
+            self.assertEqual(f.read(), "unheld cuCtxCreate 12000 0\n")
 
     def test_untracked_memory_refuses_the_next_allocation(self):
         """The app holds 512 MiB through the shim; the driver counts 310

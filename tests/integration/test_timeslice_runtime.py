@@ -10,6 +10,7 @@ the holder; two such apps take turns (both turn counters grow), and
 
 This proves the wiring and the protocol, not a real GPU."""
 import os
+import struct
 import socket
 import sys
 import time
@@ -95,7 +96,23 @@ class TimesliceRuntimeTest(accel_harness.OwnAcceld):
                            "shim.conf")
         with open(cfg) as f:
             text = f.read()
-        self.assertIn("timeslice 0 %s\n" % sock, text)
+        line = [l for l in text.splitlines()
+                if l.startswith("timeslice 0 %s " % sock)]
+        self.assertEqual(len(line), 1, text)
+        # the card's ledger (issue 35): the apps' memory that cannot be
+        # evicted at a turn switch is reserved there, card-wide; every app
+        # of the device writes it, so it is 0666; its limit is the card
+        card = line[0].split()[3]
+        self.assertTrue(card.startswith(os.path.join(self.d.data_dir, "run",
+                                                     "cards") + "/"), card)
+        st_card = os.stat(card)
+        self.assertEqual(st_card.st_mode & 0o777, 0o666)
+        with open(card, "rb") as f:
+            head = f.read(64)
+        magic, major = struct.unpack_from("<QH", head, 0)
+        self.assertEqual(magic, 0x52474c4443434155)
+        self.assertEqual(major, 1)
+        self.assertGreater(struct.unpack_from("<Q", head, 24)[0], 0)
         self.assertIn("app ts-a\n", text)
         self.wait_for(lambda: "running" in self.log("ts-a"), "ts-a to run")
         self.wait_for(lambda: self.ts().get("holder") == "ts-a",

@@ -208,8 +208,10 @@ int fake_charge(uint64_t bytes)
         if ((uint64_t)now <= fk.total)
             break;
         atomic_fetch_sub(&st->used, (int64_t)bytes);
-        if (tries > 0)
+        if (tries > 0) {
+            atomic_fetch_add(&st->refused, 1);
             return -1;
+        }
         reap_dead(st);
     }
     if (p != NULL)

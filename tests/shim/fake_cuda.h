@@ -42,6 +42,8 @@ struct fake_cuda_stats {
     _Atomic uint64_t unknown_frees; /* frees of pointers the fake never made */
     _Atomic uint64_t last_free;    /* last pointer/handle passed to a free */
     _Atomic uint64_t launches;     /* cuLaunchKernel calls */
+    _Atomic uint64_t refused;      /* allocations the card refused (full):
+                                    * what the shim let reach the driver */
     struct fake_proc procs[FAKE_PROCS];
     struct fake_app apps[FAKE_APPS];
 };

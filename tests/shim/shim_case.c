@@ -331,12 +331,12 @@ static void case_ctx_measured(void)
 
 /* A neighbour (another app, no quota) holds 1.75 of the card's 2 GiB: the
  * app is told 256 MiB free, not the 1 GiB of its quota. */
-static void case_view_neighbour(void)
+/* Start the neighbour (case_hold_unlimited) and wait until it holds its
+ * 1.75 GiB; its pid. */
+static pid_t neighbour(void)
 {
     char *hold[] = { "shim_case", "hold_unlimited", NULL };
-    uint64_t nt, nf, nu;
     char buf[8] = { 0 };
-    size_t f = 0, t = 0;
     int fds[2];
     pid_t pid;
 
@@ -346,6 +346,15 @@ static void case_view_neighbour(void)
     CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
           "neighbour");
     close(fds[0]);
+    return pid;
+}
+
+static void case_view_neighbour(void)
+{
+    uint64_t nt, nf, nu;
+    size_t f = 0, t = 0;
+    pid_t pid = neighbour();
+
     CHECK(cuMemGetInfo_v2(&f, &t) == 0, "meminfo");
     CHECK(t == GiB && f == 256 * MiB, "cuMemGetInfo_v2 %zu of %zu", f, t);
     nvml_view(&nt, &nf, &nu);
@@ -353,6 +362,65 @@ static void case_view_neighbour(void)
           (unsigned long long)nf, (unsigned long long)nt);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+/* NVML's process list of the card (version 1, 2 or 3): *n entries, the
+ * pids in pids[], the sum of their figures returned. */
+static uint64_t nvml_procs(int version, unsigned pids[], unsigned *n)
+{
+    static const char *names[] = { "nvmlDeviceGetComputeRunningProcesses",
+                                   "nvmlDeviceGetComputeRunningProcesses_v2",
+                                   "nvmlDeviceGetComputeRunningProcesses_v3" };
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *, void *) =
+        h ? (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, void *))(uintptr_t)
+                dlsym(h, names[version - 1])
+          : NULL;
+    size_t stride = version == 1 ? 16 : 24;
+    unsigned char buf[16 * 24];
+    uint64_t sum = 0;
+
+    *n = 16;
+    CHECK(fn != NULL && fn((nvmlDevice_t)0x1000, n, buf) == 0, "%s",
+          names[version - 1]);
+    for (unsigned i = 0; i < *n && i < 16; i++) {
+        unsigned long long used;
+        memcpy(&pids[i], buf + i * stride, sizeof(unsigned));
+        memcpy(&used, buf + i * stride + 8, sizeof used);
+        sum += used;
+    }
+    return sum;
+}
+
+/* The process list agrees with the header (issue 35; docs/shim.md): a
+ * neighbour holds 1.75 of the card's 2 GiB, the app 128 MiB of its 1 GiB
+ * quota. The list shows the app's process only, its figure within the
+ * header's used, and the header's used is the list's sum plus what the
+ * neighbour keeps from the quota (the 768 MiB the card does not have). */
+static void case_nvml_procs(void)
+{
+    uint64_t nt, nf, nu, sum;
+    unsigned pids[16] = { 0 }, n = 0;
+    CUdeviceptr d;
+    pid_t pid = neighbour();
+
+    CHECK(cuMemAlloc_v2(&d, 128 * MiB) == 0, "alloc");
+    nvml_view(&nt, &nf, &nu);
+    for (int v = 1; v <= 3; v++) {
+        sum = nvml_procs(v, pids, &n);
+        CHECK(n == 1 && pids[0] == (unsigned)getpid(),
+              "v%d: %u processes listed, the first %u (ours %d)", v, n,
+              n > 0 ? pids[0] : 0, (int)getpid());
+        CHECK(sum <= nu, "v%d: the list holds %llu, the header's used %llu",
+              v, (unsigned long long)sum, (unsigned long long)nu);
+        CHECK(nu - sum == GiB - 256 * MiB,
+              "v%d: the header's used %llu = the list's %llu + the "
+              "neighbour's share of the quota", v, (unsigned long long)nu,
+              (unsigned long long)sum);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK(cuMemFree_v2(d) == 0, "free");
 }
 
 /* The neighbour: another app without a quota (its own environment). */
@@ -560,7 +628,7 @@ static void case_view(int limited)
 static void case_config(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL, NULL };
     struct ledger_usage u = { 0 };
     CUdeviceptr d, e;
     uint64_t nt, nf, nu;
@@ -627,7 +695,7 @@ static void case_nvml_unbound(void)
 {
     const char *uuid = "GPU-face0000-0000-0000-0000-000000000001";
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL, NULL };
 
     snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
     CHECK(ledger_path(led, sizeof(led), dir, "unb-app", 0) == ACCEL_OK, "path");
@@ -879,6 +947,8 @@ int main(int argc, char **argv)
         case_ctx_measured();
     else if (strcmp(c, "view_neighbour") == 0)
         case_view_neighbour();
+    else if (strcmp(c, "nvml_procs") == 0)
+        case_nvml_procs();
     else if (strcmp(c, "hold_unlimited") == 0)
         case_hold_unlimited(argv);
     else {

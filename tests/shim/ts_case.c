@@ -24,6 +24,12 @@
  *            loses the turn after quantum + grace: the waiter runs within
  *            1.5 s; the holder's later submissions wait for the turn again
  *            (no overlap after its long kernel)
+ *   pinned   memory that cannot be evicted at a turn switch (VMM, a
+ *            stream-ordered pool, pitch) is counted across the apps of a
+ *            4 GiB card through its card ledger (ACCEL_TS_LEDGER_0): an
+ *            allocation that would pass the card is refused by the shim
+ *            (CUDA_ERROR_OUT_OF_MEMORY, the stand-in never asked), a
+ *            killed app's share comes back (issue 35)
  */
 #define _GNU_SOURCE 1
 #include <fcntl.h>
@@ -55,6 +61,13 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
                             void *, size_t *, size_t, size_t *, CUstream);
 CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, unsigned, unsigned);
 CUresult cuMemcpy3DPeer(const void *);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t,
+                     const CUmemAllocationProp *, unsigned long long);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t,
+                            unsigned int);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+struct fake_cuda_stats *fake_cuda_stats(void);
 
 int failures;
 static char dir[160], sock[200], logpath[200], shimlog[200], brokerout[200];
@@ -126,6 +139,34 @@ static int worker(int argc, char **argv)
     }
     cuCtxSynchronize();
     return 0;
+}
+
+/* hold APP KIND MIB MARKER: allocate MIB MiB the KIND way (vmm, pool,
+ * pitch, managed: cuMemAlloc_v2, managed on a time-sliced device), create
+ * MARKER and hold it until killed. Exit 10: out of memory, 3: another
+ * error. */
+static int hold(char **argv)
+{
+    size_t b = strtoull(argv[4], NULL, 10) << 20, pitch = 0;
+    CUdeviceptr p = 0;
+    CUresult rc;
+
+    if (strcmp(argv[3], "vmm") == 0) {
+        CUmemAllocationProp pr = {.type = 1, .location = {1, 0}};
+        CUmemGenericAllocationHandle h = 0;
+        rc = cuMemCreate(&h, b, &pr, 0);
+    } else if (strcmp(argv[3], "pool") == 0) {
+        rc = cuMemAllocAsync(&p, b, NULL);
+    } else if (strcmp(argv[3], "pitch") == 0) {
+        rc = cuMemAllocPitch_v2(&p, &pitch, 1 << 20, b >> 20, 4);
+    } else {
+        rc = cuMemAlloc_v2(&p, b);
+    }
+    if (rc != CUDA_SUCCESS)
+        return rc == CUDA_ERROR_OUT_OF_MEMORY ? 10 : 3;
+    close(open(argv[5], O_WRONLY | O_CREAT, 0600));
+    for (;;)
+        pause();
 }
 
 static pid_t spawn(char *const argv[], const char *app)
@@ -473,11 +514,85 @@ static int case_memops(void)
     return failures;
 }
 
+/* Start `hold` as app NAME; with MARKER, wait until it holds (its pid),
+ * else until it exits: -(its exit status). */
+static pid_t holder(const char *name, const char *kind, const char *mib,
+                    int wait_held)
+{
+    char marker[240];
+    snprintf(marker, sizeof marker, "%s/%s.held", dir, name);
+    unlink(marker);
+    char *argv[] = {self_exe, "hold", (char *)name, (char *)kind,
+                    (char *)mib, marker, NULL};
+    pid_t p = spawn(argv, name);
+    if (!wait_held)
+        return -wait_for(p, 20000);
+    for (int i = 0; i < 2000 && access(marker, F_OK) != 0; i++) {
+        int st;
+        if (waitpid(p, &st, WNOHANG) == p)
+            return -(WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+        msleep(10);
+    }
+    unlink(marker);
+    return p;
+}
+
+static int grep_file(const char *path, const char *needle)
+{
+    char buf[8192] = {0};
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd < 0 ? 0 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    return n > 0 && strstr(buf, needle) != NULL;
+}
+
+static int case_pinned(void)
+{
+    char card[240];
+    struct fake_cuda_stats *st;
+    pid_t a, b;
+    int rc;
+
+    snprintf(card, sizeof card, "%s/card.ledger", dir);
+    setenv("ACCEL_TS_LEDGER_0", card, 1);
+    setenv("FAKE_CUDA_TOTAL", "4294967296", 1);
+    st = fake_cuda_stats();
+    a = holder("a", "vmm", "2560", 1); /* llama.cpp's VMM pool */
+    CHECK(a > 0, "app a holds 2.5 GiB of VMM memory");
+    rc = -holder("b", "vmm", "2048", 0);
+    CHECK(rc == 10, "app b's 2 GiB VMM handle refused (exit %d)", rc);
+    rc = -holder("b", "pool", "2048", 0);
+    CHECK(rc == 10, "app b's 2 GiB from the pool refused (exit %d)", rc);
+    CHECK(atomic_load(&st->refused) == 0,
+          "the shim refused, the card was never asked (%llu refusals "
+          "reached it)", (unsigned long long)atomic_load(&st->refused));
+    CHECK(grep_file(shimlog, "would pass the card"),
+          "ACCEL_LOG says why (%s)", shimlog);
+    b = holder("b", "pitch", "1024", 1); /* 3.5 GiB: fits */
+    CHECK(b > 0, "app b's 1 GiB pitch allocation fits beside a");
+    if (b > 0)
+        wait_for(b, 0); /* SIGKILL: its share must come back */
+    b = holder("c", "vmm", "1536", 1); /* 4 GiB: exactly the card */
+    CHECK(b > 0, "a killed app's share came back: c holds 1.5 GiB");
+    CHECK(atomic_load(&st->max_used) <= 4294967296LL,
+          "physical peak %lld within the card",
+          (long long)atomic_load(&st->max_used));
+    if (b > 0)
+        wait_for(b, 0);
+    if (a > 0)
+        wait_for(a, 0);
+    unlink(card);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     int rc;
     if (argc >= 5 && strcmp(argv[1], "worker") == 0)
         return worker(argc, argv);
+    if (argc >= 6 && strcmp(argv[1], "hold") == 0)
+        return hold(argv);
     if (argc < 2)
         return 2;
     if (readlink("/proc/self/exe", self_exe, sizeof self_exe - 1) < 0)
@@ -505,6 +620,8 @@ int main(int argc, char **argv)
         rc = case_refused();
     else if (strcmp(argv[1], "revoke") == 0)
         rc = case_revoke();
+    else if (strcmp(argv[1], "pinned") == 0)
+        rc = case_pinned();
     else
         rc = 2;
     unlink(logpath);

@@ -30,6 +30,32 @@ enum accel_err ledger_path(char *out, size_t cap, const char *rundir,
     return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
 }
 
+enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
+                                const char *dev_id)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the device id */
+    int n;
+
+    for (const char *c = dev_id ? dev_id : ""; *c != '\0'; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    n = snprintf(out, cap, "%s/cards/%016llx.ledger", rundir,
+                 (unsigned long long)h);
+    return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
+}
+
+enum accel_err ledger_create_card(const char *path, const char *dev_id,
+                                  uint64_t memory)
+{
+    enum accel_err rc = ledger_create(path, "", -1, dev_id, memory,
+                                      (uid_t)-1, (gid_t)-1);
+
+    /* every time-sliced app of the device, whatever its uid, reserves in
+     * it (docs/internals/timeslice.md says what a writer can do) */
+    if (rc == ACCEL_OK && chmod(path, 0666) != 0)
+        rc = ACCEL_ESYS;
+    return rc;
+}
+
 /* mkdir -p of the directory part of `path`. */
 static void make_parents(const char *path)
 {
@@ -309,8 +335,12 @@ static int config_text(char *buf, size_t cap, const char *app,
         if (devs[i].ts_socket != NULL) {
             if (strchr(devs[i].ts_socket, ' ') != NULL)
                 return -1;
-            w = snprintf(buf + off, cap - off, "timeslice %d %s\n",
-                         devs[i].ordinal, devs[i].ts_socket);
+            if (devs[i].card != NULL && strchr(devs[i].card, ' ') != NULL)
+                return -1;
+            w = snprintf(buf + off, cap - off, "timeslice %d %s%s%s\n",
+                         devs[i].ordinal, devs[i].ts_socket,
+                         devs[i].card ? " " : "",
+                         devs[i].card ? devs[i].card : "");
             if (w < 0 || (size_t)w >= cap - off || devs[i].path == NULL)
                 continue;
             off += (size_t)w;

@@ -47,7 +47,21 @@ struct ledger_device {
     const char *uuid;   /* device UUID, may be NULL */
     const char *ts_socket; /* time-slice broker socket, NULL = none; with
                             * path NULL the line is only "timeslice" */
+    const char *card;   /* with ts_socket: the card's ledger, NULL none */
 };
+
+/*
+ * A time-sliced device's card ledger, "<rundir>/cards/<16 hex>.ledger"
+ * (FNV-1a of the device id): every time-sliced app of the device reserves
+ * its memory that cannot be evicted at a turn switch there
+ * (docs/internals/timeslice.md). ACCEL_OK or ACCEL_ETOOBIG.
+ */
+enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
+                                const char *dev_id);
+/* Create it (as ledger_create; kept over a restart) with the card's
+ * memory as limit, mode 0666. ACCEL_OK, ACCEL_ESYS. */
+enum accel_err ledger_create_card(const char *path, const char *dev_id,
+                                  uint64_t memory);
 
 /*
  * Build the ledger path "<rundir>/ledgers/<app>-dev<ordinal>.ledger" into

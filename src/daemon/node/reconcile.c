@@ -31,6 +31,7 @@
 #include "daemon/node/meter.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/runtime.h"
+#include "daemon/node/unheld.h"
 #include "daemon/state.h"
 
 #define ENVIRON_MAX (256u * 1024u) /* bytes of /proc/<pid>/environ read */
@@ -48,6 +49,8 @@ struct reconcile {
     char driver[64];         /* under d->lock: driver version or "" */
     char cuda[32];           /* under d->lock: CUDA version or "" */
     unsigned passes;         /* thread only: passes run so far */
+    struct unheld_book unheld; /* thread only: the shims' events files read
+                                  so far (node/unheld.h) */
     char **new_seen;         /* thread only: new GPUs already reported */
     size_t nnew_seen;        /* their number */
 };
@@ -684,14 +687,17 @@ static void run_pass(struct reconcile *r)
 {
     struct accel_daemon *d = r->d;
     struct pass p;
-    size_t nrefs, nmeter;
+    size_t nrefs, nmeter, nunheld;
     struct app_ref *refs = gather_refs(d, &nrefs);
     struct meter_target *meter;
+    struct unheld_target *unheld;
 
     memset(&p, 0, sizeof p);
     pthread_mutex_lock(&d->lock);
     meter = meter_gather(d, &nmeter);
+    unheld = unheld_gather(d, &r->unheld, &nunheld);
     pthread_mutex_unlock(&d->lock);
+    unheld_read(unheld, nunheld);
     discovery_drm_refresh(d); /* AMD and Intel devices: their sysfs */
     meter_read(meter, nmeter, false);
     query_nvml(r, &p, refs, nrefs);
@@ -706,6 +712,7 @@ static void run_pass(struct reconcile *r)
     report_new(d, r, &p);
     apply_processes(d, &p);
     meter_apply(d, meter, nmeter);
+    unheld_apply(d, &r->unheld, unheld, nunheld);
     finish_releases(d, &p);
     r->passes++;
     pthread_mutex_unlock(&d->lock);
@@ -778,6 +785,7 @@ void reconcile_stop(struct accel_daemon *d)
     for (size_t i = 0; i < r->nnew_seen; i++)
         free(r->new_seen[i]);
     free(r->new_seen);
+    unheld_book_free(&r->unheld);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     d->reconcile = NULL;

@@ -14,6 +14,7 @@
 #include "daemon/node/runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +188,32 @@ static void mkdirs(const char *path)
     free(p);
 }
 
+char *runtime_events_path(struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/run/apps/%s/shim.events", d->cfg.data_dir, app);
+}
+
+/* The app's shim.events, empty at each start: the shim appends a line
+ * when a looked-up name goes by unheld (node/unheld.c reads it). Group-
+ * writable by the app's group only (0620); without a uid drop, 0600. */
+static enum accel_err events_file_for(struct accel_daemon *d,
+                                      const struct app *a,
+                                      const struct identity_run *who)
+{
+    char *path = runtime_events_path(d, a->name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    enum accel_err rc = ACCEL_ESYS;
+
+    if (fd >= 0 && (!who->drop || (fchown(fd, 0, who->gid) == 0 &&
+                                   fchmod(fd, 0620) == 0)))
+        rc = ACCEL_OK;
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
 /* run/apps/<app>: root-owned, readable by the app's group only (0750), so
  * the app reads its config and cannot replace it; other apps see nothing. */
 static enum accel_err config_dir_for(const char *dir,
@@ -206,7 +233,7 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                const struct identity_run *who, char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
-    char paths[ADM_MAX_SELECTION][512];
+    char paths[ADM_MAX_SELECTION][512], cards[ADM_MAX_SELECTION][512];
     char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
@@ -222,6 +249,12 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                x->id) == ACCEL_OK) { /* time slicing */
             devs[n] = (struct ledger_device){.ordinal = ord, .uuid = x->id,
                                              .ts_socket = paths[n]};
+            /* the card's ledger: the apps' memory that cannot be evicted
+             * at a turn switch, counted together (issue 35) */
+            if (ledger_card_path(cards[n], sizeof cards[n], rundir,
+                                 x->id) == ACCEL_OK &&
+                ledger_create_card(cards[n], x->id, x->memory) == ACCEL_OK)
+                devs[n].card = cards[n];
             n++;
             continue;
         }
@@ -234,7 +267,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                a->rows[i].memory, (uid_t)-1,
                                who->drop ? who->gid : (gid_t)-1);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
-                                         d->snap.devs[a->rows[i].dev].id, NULL};
+                                         d->snap.devs[a->rows[i].dev].id, NULL,
+                                         NULL};
         n++;
     }
     dir = xstrdup(cfg);
@@ -244,6 +278,8 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
         rc = config_dir_for(dir, who);
     if (rc == ACCEL_OK)
         rc = ledger_write_config(cfg, a->name, devs, n);
+    if (rc == ACCEL_OK)
+        rc = events_file_for(d, a, who);
     free(dir);
     free(rundir);
     if (rc != ACCEL_OK) {
@@ -267,6 +303,9 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
                         cuda_ordinal(d, a, i)) == ACCEL_OK)
             ledger_remove(path);
     }
+    unlink(cfg);
+    free(cfg);
+    cfg = runtime_events_path(d, a->name);
     unlink(cfg);
     free(cfg);
     free(rundir);

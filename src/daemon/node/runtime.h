@@ -57,6 +57,10 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
                         bool uninstall);
 
+/* "<data-dir>/run/apps/<app>/shim.events" (caller frees): where the
+ * app's shim reports the names that go by unheld (node/unheld.h). */
+char *runtime_events_path(struct accel_daemon *d, const char *app);
+
 /*
  * The ledger file of a's allocation row `row` into out (cap bytes): true
  * when that row is a Memory-slicing quota the shim enforces (it has a
