@@ -101,12 +101,19 @@ class TimesliceRuntimeTest(accel_harness.OwnAcceld):
         self.assertEqual(len(line), 1, text)
         # the card's ledger (issue 35): the apps' memory that cannot be
         # evicted at a turn switch is reserved there, card-wide; every app
-        # of the device writes it, so it is 0666; its limit is the card
+        # of the device writes it, whatever its owner: each app's group is
+        # named in its ACL, nobody else's; its limit is the card
         card = line[0].split()[3]
         self.assertTrue(card.startswith(os.path.join(self.d.data_dir, "run",
                                                      "cards") + "/"), card)
         st_card = os.stat(card)
-        self.assertEqual(st_card.st_mode & 0o777, 0o666)
+        self.assertEqual(st_card.st_mode & 0o007, 0, oct(st_card.st_mode))
+        gid = os.stat(os.path.dirname(cfg)).st_gid
+        if gid != 0:  # the app runs as its owner's uid and group
+            acl = os.getxattr(card, "system.posix_acl_access")
+            named = [struct.unpack_from("<HHI", acl, i)
+                     for i in range(4, len(acl), 8)]
+            self.assertIn((0x08, 6, gid), named, named)
         with open(card, "rb") as f:
             head = f.read(64)
         magic, major = struct.unpack_from("<QH", head, 0)

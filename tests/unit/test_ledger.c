@@ -12,10 +12,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "accel/ledger.h"
 #include "common/util.h"
@@ -268,6 +270,73 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
     drop_ledger(l, path);
 }
 
+/* Whether a process of uid/gid can open `path` for writing (a child that
+ * drops to them); -1 when this test cannot drop (not root). */
+static int can_write_as(const char *path, uid_t uid, gid_t gid)
+{
+    pid_t pid;
+    int st;
+
+    if (geteuid() != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        int fd;
+        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+            _exit(2);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -2;
+    return WEXITSTATUS(st) == 0;
+}
+
+/* The card's ledger of a time-sliced device (issue 35): every app bound to
+ * the card writes it, whatever its owner, and nobody else: the starting
+ * app's group is named in the file's ACL, never a mode 0666. */
+TEST(ledger_card_is_written_by_the_apps_groups_only)
+{
+    char *path = xasprintf("%s/card.ledger", harness_tmp());
+    struct stat st;
+    enum accel_err rc;
+    ssize_t n1, n2;
+
+    ASSERT_EQ(chmod(harness_tmp(), 0711), 0);
+    rc = ledger_create_card(path, "GPU-x", 8192 * MiB, 54321);
+    if (rc == ACCEL_ENOTSUP) {
+        printf("skipped: %s keeps no POSIX ACLs\n", harness_tmp());
+        free(path);
+        return;
+    }
+    ASSERT_EQ(rc, ACCEL_OK);
+    ASSERT_EQ(stat(path, &st), 0);
+    ASSERT_EQ(st.st_mode & 0007, 0); /* others: nothing */
+    n1 = getxattr(path, "system.posix_acl_access", NULL, 0);
+    ASSERT_GT(n1, 0);
+    if (can_write_as(path, 54321, 54321) >= 0) {
+        ASSERT_EQ(can_write_as(path, 54321, 54321), 1);
+        ASSERT_EQ(can_write_as(path, 54322, 54322), 0);
+    }
+    /* a second app's group joins; the first stays; a group named twice
+     * is one entry */
+    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, 54322), ACCEL_OK);
+    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, 54321), ACCEL_OK);
+    n2 = getxattr(path, "system.posix_acl_access", NULL, 0);
+    ASSERT_EQ(n2, n1 + 8);
+    if (can_write_as(path, 54322, 54322) >= 0) {
+        ASSERT_EQ(can_write_as(path, 54321, 54321), 1);
+        ASSERT_EQ(can_write_as(path, 54322, 54322), 1);
+        ASSERT_EQ(can_write_as(path, 54323, 54323), 0);
+    }
+    /* an app that runs as root names no group */
+    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, (gid_t)-1),
+              ACCEL_OK);
+    ASSERT_EQ(getxattr(path, "system.posix_acl_access", NULL, 0), n2);
+    unlink(path);
+    free(path);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -276,5 +345,6 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
     XX(ledger_create_again_keeps_usage)                                        \
     XX(ledger_grown_is_cut_back)                                               \
     XX(ledger_reads_survive_a_flipping_size)                                   \
-    XX(ledger_owner_without_start_time_kept_while_alive)
+    XX(ledger_owner_without_start_time_kept_while_alive)                       \
+    XX(ledger_card_is_written_by_the_apps_groups_only)
 TEST_MAIN(LIST)

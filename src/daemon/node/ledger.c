@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "accel/ledger.h"
@@ -43,16 +44,95 @@ enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
     return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
 }
 
+/* POSIX ACLs as the kernel stores them in system.posix_acl_access
+ * (linux/posix_acl_xattr.h): a version, then entries sorted by tag, id. */
+#define ACL_XATTR "system.posix_acl_access"
+#define ACL_VERSION 2
+enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04,
+       ACL_GROUP = 0x08, ACL_MASK = 0x10, ACL_OTHER = 0x20 };
+#define ACL_MAX_GROUPS 256 /* apps' groups named on one card's ledger */
+
+struct acl_entry {
+    uint16_t tag, perm;
+    uint32_t id;
+};
+
+/*
+ * Let group `gid` read and write the card's ledger: its ACL gets
+ * group:gid:rw- (kept from the groups already named, mask rw-), the file
+ * stays 0660 root's. Each time-sliced app's group is added at its start,
+ * so only the apps bound to the card (and root) can write it, whatever
+ * their owners. ACCEL_OK, ACCEL_ENOTSUP where the file system keeps no
+ * ACLs, ACCEL_ETOOBIG past ACL_MAX_GROUPS, ACCEL_ESYS.
+ */
+static enum accel_err card_grant(int fd, gid_t gid)
+{
+    unsigned char buf[4 + (ACL_MAX_GROUPS + 4) * 8];
+    gid_t groups[ACL_MAX_GROUPS];
+    size_t ng = 0, at = 4;
+    ssize_t n = fgetxattr(fd, ACL_XATTR, buf, sizeof(buf));
+    uint32_t v = ACL_VERSION;
+
+    if (n < 0 && errno != ENODATA)
+        return errno == ENOTSUP || errno == EOPNOTSUPP ? ACCEL_ENOTSUP
+                                                        : ACCEL_ESYS;
+    for (ssize_t i = 4; n > 0 && i + 8 <= n; i += 8) { /* the named groups */
+        struct acl_entry e;
+        memcpy(&e, buf + i, sizeof e);
+        if (e.tag != ACL_GROUP)
+            continue;
+        if ((gid_t)e.id == gid)
+            return ACCEL_OK;
+        if (ng == ACL_MAX_GROUPS)
+            return ACCEL_ETOOBIG;
+        groups[ng++] = (gid_t)e.id;
+    }
+    if (ng == ACL_MAX_GROUPS)
+        return ACCEL_ETOOBIG;
+    groups[ng++] = gid;
+    for (size_t i = 1; i < ng; i++) /* sorted by id, as the kernel wants */
+        for (size_t j = i; j > 0 && groups[j - 1] > groups[j]; j--) {
+            gid_t t = groups[j];
+            groups[j] = groups[j - 1];
+            groups[j - 1] = t;
+        }
+    memcpy(buf, &v, 4);
+#define PUT(t, p, i)                                                      \
+    do {                                                                  \
+        struct acl_entry e_ = {(t), (p), (i)};                            \
+        memcpy(buf + at, &e_, sizeof e_);                                 \
+        at += sizeof e_;                                                  \
+    } while (0)
+    PUT(ACL_USER_OBJ, 6, UINT32_MAX);
+    PUT(ACL_GROUP_OBJ, 6, UINT32_MAX);
+    for (size_t i = 0; i < ng; i++)
+        PUT(ACL_GROUP, 6, (uint32_t)groups[i]);
+    PUT(ACL_MASK, 6, UINT32_MAX);
+    PUT(ACL_OTHER, 0, UINT32_MAX);
+#undef PUT
+    if (fsetxattr(fd, ACL_XATTR, buf, at, 0) != 0)
+        return errno == ENOTSUP || errno == EOPNOTSUPP ? ACCEL_ENOTSUP
+                                                        : ACCEL_ESYS;
+    return ACCEL_OK;
+}
+
 enum accel_err ledger_create_card(const char *path, const char *dev_id,
-                                  uint64_t memory)
+                                  uint64_t memory, gid_t gid)
 {
     enum accel_err rc = ledger_create(path, "", -1, dev_id, memory,
                                       (uid_t)-1, (gid_t)-1);
+    int fd;
 
-    /* every time-sliced app of the device, whatever its uid, reserves in
-     * it (docs/internals/timeslice.md says what a writer can do) */
-    if (rc == ACCEL_OK && chmod(path, 0666) != 0)
-        rc = ACCEL_ESYS;
+    if (rc != ACCEL_OK || gid == (gid_t)-1) /* no uid drop: root's apps */
+        return rc;
+    /* every time-sliced app of the device, whatever its owner, reserves in
+     * it: each app's group is named in its ACL (docs/internals/timeslice.md
+     * says what a writer can do); never world-writable */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return ACCEL_ESYS;
+    rc = card_grant(fd, gid);
+    close(fd);
     return rc;
 }
 

@@ -59,9 +59,13 @@ struct ledger_device {
 enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
                                 const char *dev_id);
 /* Create it (as ledger_create; kept over a restart) with the card's
- * memory as limit, mode 0666. ACCEL_OK, ACCEL_ESYS. */
+ * memory as limit, mode 0660 root's, and give group `gid` (the starting
+ * app's; -1: none, an app that runs as root) read and write through the
+ * file's POSIX ACL. ACCEL_OK; ACCEL_ENOTSUP where the file system keeps no
+ * ACLs (the app then runs without the card's count: the caller says so),
+ * ACCEL_ETOOBIG, ACCEL_ESYS. */
 enum accel_err ledger_create_card(const char *path, const char *dev_id,
-                                  uint64_t memory);
+                                  uint64_t memory, gid_t gid);
 
 /*
  * Build the ledger path "<rundir>/ledgers/<app>-dev<ordinal>.ledger" into

@@ -252,9 +252,19 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
             /* the card's ledger: the apps' memory that cannot be evicted
              * at a turn switch, counted together (issue 35) */
             if (ledger_card_path(cards[n], sizeof cards[n], rundir,
-                                 x->id) == ACCEL_OK &&
-                ledger_create_card(cards[n], x->id, x->memory) == ACCEL_OK)
-                devs[n].card = cards[n];
+                                 x->id) == ACCEL_OK) {
+                enum accel_err crc = ledger_create_card(
+                    cards[n], x->id, x->memory,
+                    who->drop ? who->gid : (gid_t)-1);
+                if (crc == ACCEL_OK)
+                    devs[n].card = cards[n];
+                else
+                    log_warn("app %s: the card ledger %s cannot be shared "
+                             "with it (%s): its memory that cannot be "
+                             "evicted is not counted with the other "
+                             "time-sliced apps' on %s", a->name, cards[n],
+                             accel_strerror(crc), x->id);
+            }
             n++;
             continue;
         }
