@@ -569,7 +569,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
     o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:o}",
                   "name", a->name, "title", a->m.title, "owner", a->owner,
                   "state", state_app_shown(d, a), "external",
-                  a->m.run.argv == NULL, "requirements", reqs, "allocations",
+                  !manifest_runs(&a->m), "requirements", reqs, "allocations",
                   allocs, "createdAt", (json_int_t)a->created_ms, "updatedAt",
                   (json_int_t)a->updated_ms, "usage",
                   json_pack("{s:I}", "memory", (json_int_t)a->usage));

@@ -48,7 +48,7 @@
 
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 {
-    if (a->m.run.argv == NULL)
+    if (!manifest_runs(&a->m))
         return false;
     for (size_t i = 0; i < a->nrows; i++)
         if (!d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
@@ -59,7 +59,7 @@ bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
 {
     uint32_t node;
-    if (a->m.run.argv == NULL || a->nrows == 0)
+    if (!manifest_runs(&a->m) || a->nrows == 0)
         return false;
     node = d->snap.devs[a->rows[0].dev].node;
     for (size_t i = 1; i < a->nrows; i++)
