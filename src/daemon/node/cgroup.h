@@ -177,6 +177,17 @@ void cgroup_app_remove(const struct cgroup_sys *cs, const char *app);
  * after the last app. */
 void cgroup_instance_remove(const struct cgroup_sys *cs);
 
+/* The app's cgroup as /proc/<pid>/cgroup shows it in the v2 hierarchy
+ * (the --cgroup-parent of its container), or NULL without one. */
+char *cgroup_app_rel(const struct cgroup_sys *cs, const char *app);
+
+/* Remove the app's cgroup with every child cgroup in it (a container's
+ * libpod-<id>, conmon), depth-first, in every hierarchy mounted on the
+ * machine (a runtime makes its path in those acceld does not use too),
+ * then what cgroup_app_remove removes. Quiet where a cgroup still holds
+ * a process. */
+void cgroup_app_remove_tree(const struct cgroup_sys *cs, const char *app);
+
 /*
  * Is process pid in app's cgroup (by /proc/<pid>/cgroup, the containment
  * hierarchy's line)? false when there is no such process or no containment.

@@ -33,6 +33,7 @@
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
+#include "daemon/node/runner.h"
 #include "daemon/state.h"
 
 #define SUPERVISE_MS 100     /* a supervisor round */
@@ -195,16 +196,24 @@ static enum accel_err config_dir_for(const char *dir,
     return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
 }
 
+/* The devices of an app's shim config, with their files' paths. */
+struct shim_files {
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char paths[ADM_MAX_SELECTION][512];
+    size_t n;
+};
+
 /*
  * Create the ledger of every Memory-slicing row (the limit is the row's
  * quota) and write the app's read-only shim config naming them. Returns
  * the config path (caller frees) or NULL with *cause set.
  */
 static char *write_shim_config(struct accel_daemon *d, const struct app *a,
-                               const struct identity_run *who, char **cause)
+                               const struct identity_run *who,
+                               struct shim_files *f, char **cause)
 {
-    struct ledger_device devs[ADM_MAX_SELECTION];
-    char paths[ADM_MAX_SELECTION][512];
+    struct ledger_device *devs = f->devs;
+    char (*paths)[512] = f->paths;
     char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
@@ -242,6 +251,7 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
         rc = config_dir_for(dir, who);
     if (rc == ACCEL_OK)
         rc = ledger_write_config(cfg, a->name, devs, n);
+    f->n = n;
     free(dir);
     free(rundir);
     if (rc != ACCEL_OK) {
@@ -265,6 +275,10 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     }
     unlink(cfg);
     free(cfg);
+    cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
+                    a->name);
+    unlink(cfg); /* a container's copy (runner_container.c) */
+    free(cfg);
     free(rundir);
 }
 
@@ -274,7 +288,7 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
  * not root's PATH, not a secret the operator exported before starting
  * acceld). Everything else an app sees is set by build_env.
  */
-static int inherit_var(const char *entry)
+int runtime_inherit_var(const char *entry)
 {
     static const char *const keep[] = {"LANG=", "LANGUAGE=", "TZ=", "TERM="};
 
@@ -349,7 +363,7 @@ static size_t multi_env(struct accel_daemon *d, const struct app *a,
  */
 #define APP_TAG_KEY "ACCEL_APP_ID"
 
-static char *app_tag(const struct accel_daemon *d, const char *name)
+char *runtime_app_tag(const struct accel_daemon *d, const char *name)
 {
     return xasprintf("%s/%s", d->cg ? d->cg->instance : "", name);
 }
@@ -383,7 +397,7 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
         env[n++] = xasprintf("ACCEL_LOG=%s", log);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
     {
-        char *tag = app_tag(d, a->name);
+        char *tag = runtime_app_tag(d, a->name);
         env[n++] = xasprintf(APP_TAG_KEY "=%s", tag);
         free(tag);
     }
@@ -415,19 +429,6 @@ static void free_env(char **env)
     free(env);
 }
 
-/* What proc_start's place hook needs. */
-struct placement {
-    const struct cgroup_sys *cg;  /* the machine's cgroups */
-    const char *app;              /* the app's name */
-};
-
-/* proc_spec.place: the child waits while it is moved into its cgroup. */
-static int place_child(pid_t pid, void *arg, char **cause)
-{
-    const struct placement *p = arg;
-    return cgroup_app_attach(p->cg, p->app, pid, cause);
-}
-
 /* The limits of a's selected type (SPEC 8.2). */
 static struct cgroup_limits app_limits(const struct app *a)
 {
@@ -449,15 +450,10 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     char *cfg = NULL;
     struct proc_handle h;
     struct identity_run who;
-    struct proc_cred cred;
-    struct placement pl = {d->cg, a->name};
-    struct cgroup_limits lim = app_limits(a);
-    struct proc_spec spec = {
-        .name = a->name,
-        .argv = a->m.run.argv,
-        .inherit = inherit_var,
-        .log_path = logpath,
-    };
+    struct shim_files *files = xcalloc(1, sizeof(*files));
+    const struct runner *r = runner_of(a);
+    struct runner_start rs = {.a = a, .log_path = logpath, .out_fd = -1,
+                              .lim = app_limits(a)};
     bool have_who = false, have_log = false;
     int outfd = -1;
     enum accel_err rc;
@@ -468,15 +464,11 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     if (rc != ACCEL_OK)
         goto out;
     have_who = true;
-    rc = cgroup_app_prepare(d->cg, a->name, &lim, cause);
+    rc = cgroup_app_prepare(d->cg, a->name, &rs.lim, cause);
     if (rc != ACCEL_OK)
         goto out;
-    if (d->cg->containment.tier != CGROUP_NONE) {
-        spec.place = place_child; /* before the uid drop and the exec */
-        spec.place_arg = &pl;
-    }
     if (d->shim_path && needs_shim(d, a)) {
-        cfg = write_shim_config(d, a, &who, cause);
+        cfg = write_shim_config(d, a, &who, files, cause);
         if (cfg == NULL) {
             rc = ACCEL_ESYS;
             goto out;
@@ -487,22 +479,23 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
         if (rc != ACCEL_OK)
             goto out;
         have_log = true;
-        spec.has_out_fd = true;
-        spec.out_fd = outfd;
+        rs.out_fd = outfd;
     }
-    cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
-    spec.cred = who.drop ? &cred : NULL;
-    spec.workdir = a->m.run.workdir ? a->m.run.workdir : who.home;
     env = build_env(d, a, cfg, &who);
-    spec.env = env;
-    rc = proc_start(&spec, &h, cause);
+    rs.who = &who;
+    rs.env = env;
+    rs.cfg = cfg;
+    rs.devs = files->devs;
+    rs.ndevs = files->n;
+    rc = r->start(d, &rs, &h, cause);
     if (rc == ACCEL_OK) {
         a->pid = h.pid;
         a->pid_start = h.start_time;
         a->leader_gone = false;
         a->leader_status = -1;
         state_event(d, "app.start", a->name, NULL, NULL,
-                    json_pack("{s:i}", "pid", (int)h.pid),
+                    json_pack("{s:i, s:s}", "pid", (int)h.pid, "runner",
+                              r->kind),
                     "app %s started (pid %d)", a->name, (int)h.pid);
     }
     free_env(env);
@@ -515,6 +508,7 @@ out:
         applog_close(d->applog, a->name);
     if (rc != ACCEL_OK)
         cgroup_app_remove(d->cg, a->name);
+    free(files);
     free(cfg);
     free(logpath);
     free(logdir);
@@ -529,14 +523,23 @@ static bool reap(pid_t pid, int *status)
     return pid > 1 && proc_reap(pid, status) == ACCEL_OK;
 }
 
-/* Poll the app's cgroup until it is empty or ms pass; true when empty. */
-static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
+/* Is the app's leader still part of it (a runner's leader_counts)? */
+static bool leader_alive(const struct runner *r, pid_t pid, uint64_t start)
+{
+    return r->leader_counts && proc_alive(pid, start);
+}
+
+/* Poll the app's cgroup until it is empty (and its leader gone, where
+ * the runner counts it) or ms pass; true when empty. */
+static bool wait_empty(struct accel_daemon *d, const struct runner *r,
+                       const char *name, pid_t pid, uint64_t start,
                        unsigned ms, int *status)
 {
     uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
     for (;;) {
         reap(pid, status);
-        if (cgroup_app_populated(d->cg, name) != 1) {
+        if (cgroup_app_populated(d->cg, name) != 1 &&
+            !leader_alive(r, pid, start)) {
             reap(pid, status);
             return true;
         }
@@ -546,32 +549,50 @@ static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
     }
 }
 
+/* The runner of app name (takes d->lock: callers of a blocking stop hold
+ * none); the process runner when the app is gone. */
+static const struct runner *runner_named(struct accel_daemon *d,
+                                         const char *name)
+{
+    const struct runner *r = &runner_process;
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, name);
+    if (a != NULL)
+        r = runner_of(a);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
 enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
                             pid_t pid, uint64_t start, int timeout_s,
                             int *out_status)
 {
     struct proc_handle h = {.pid = pid, .start_time = start};
+    const struct runner *r = runner_named(d, name);
     char *cause = NULL;
     enum accel_err rc = ACCEL_OK;
 
-    if (cgroup_app_populated(d->cg, name) < 0) { /* no cgroup: groups */
-        char *tag = app_tag(d, name);
+    if (cgroup_app_populated(d->cg, name) < 0 && !r->leader_counts) {
+        char *tag = runtime_app_tag(d, name); /* no cgroup: groups */
         rc = proc_stop(&h, APP_TAG_KEY, tag, (unsigned)timeout_s * 1000u,
                        KILL_GRACE_MS, out_status, &cause);
         free(tag);
     } else {
-        cgroup_app_signal(d->cg, name, SIGTERM);
-        if (!wait_empty(d, name, pid, (unsigned)timeout_s * 1000u,
+        r->term(d, name, pid, start, timeout_s, true);
+        if (!wait_empty(d, r, name, pid, start, (unsigned)timeout_s * 1000u,
                         out_status)) {
             cgroup_app_kill(d->cg, name);
-            if (!wait_empty(d, name, pid, KILL_GRACE_MS, out_status)) {
+            if (!wait_empty(d, r, name, pid, start, KILL_GRACE_MS,
+                            out_status)) {
                 rc = ACCEL_EBUSY;
                 cause = xasprintf("processes of its cgroup survived the "
                                   "kill");
             }
         }
         if (rc == ACCEL_OK)
-            cgroup_app_remove(d->cg, name);
+            r->finish(d, name);
     }
     if (rc == ACCEL_OK && d->applog != NULL)
         applog_close(d->applog, name);
@@ -604,6 +625,8 @@ bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
 /* One app the supervisor looks at this round, copied under the lock. */
 struct watch {
     char *name;            /* app name (owned) */
+    const struct runner *r; /* its runner */
+    int timeout_s;         /* its stopTimeoutSeconds */
     pid_t pid;             /* its leader */
     uint64_t start;        /* the leader's start time */
     bool stopping;         /* a stop driven by us (else: watch for exit) */
@@ -631,6 +654,8 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
         if (state_app_remote(d, a) && !state_app_part_here(d, a))
             continue; /* its pid is another machine's */
         w[n] = (struct watch){.name = xstrdup(a->name),
+                              .r = runner_of(a),
+                              .timeout_s = a->m.run.stop_timeout_s,
                               .pid = (pid_t)a->pid,
                               .start = a->pid_start,
                               .stopping = a->state == APP_STOPPING,
@@ -645,19 +670,18 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
     return n;
 }
 
-/* Signal every process of the app: its cgroup, else its group and tag. */
-static void signal_app(struct accel_daemon *d, const struct watch *w,
-                       int sig)
+void runtime_signal_app(struct accel_daemon *d, const char *name, pid_t pid,
+                        uint64_t start, int sig)
 {
-    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
-    if (cgroup_app_populated(d->cg, w->name) < 0) {
-        char *tag = app_tag(d, w->name);
+    struct proc_handle h = {.pid = pid, .start_time = start};
+    if (cgroup_app_populated(d->cg, name) < 0) {
+        char *tag = runtime_app_tag(d, name);
         proc_signal_app(&h, APP_TAG_KEY, tag, sig);
         free(tag);
     } else if (sig == SIGKILL)
-        cgroup_app_kill(d->cg, w->name);
+        cgroup_app_kill(d->cg, name);
     else
-        cgroup_app_signal(d->cg, w->name, sig);
+        cgroup_app_signal(d->cg, name, sig);
 }
 
 /* Is every process of the app gone? */
@@ -666,10 +690,12 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
     struct proc_handle h = {.pid = w->pid, .start_time = w->start};
     int pop = cgroup_app_populated(d->cg, w->name);
 
+    if (w->r->leader_counts) /* podman's run lives as long as it */
+        return pop <= 0 && (w->reaped || !proc_alive(w->pid, w->start));
     if (pop >= 0)
         return pop == 0;
     if (w->stopping) {
-        char *tag = app_tag(d, w->name);
+        char *tag = runtime_app_tag(d, w->name);
         bool alive = proc_app_alive(&h, APP_TAG_KEY, tag);
         free(tag);
         return !alive;
@@ -683,10 +709,10 @@ static void stop_step(struct accel_daemon *d, struct watch *w)
 {
     int64_t now = util_wall_ms();
     if (!w->term_sent) {
-        signal_app(d, w, SIGTERM);
+        w->r->term(d, w->name, w->pid, w->start, w->timeout_s, false);
         w->term_now = true;
     } else if (!w->killed && now >= w->kill_at_ms) {
-        signal_app(d, w, SIGKILL);
+        runtime_signal_app(d, w->name, w->pid, w->start, SIGKILL);
         w->kill_now = true;
     } else if (w->killed && now >= w->give_up_ms) {
         w->gave_up = true;
@@ -728,6 +754,8 @@ static void probe(struct accel_daemon *d, struct watch *w)
     if (w->gave_up && w->linger == 0)
         w->linger = 1; /* survivors: the reconciler waits for the cgroup */
     w->oom = cgroup_app_oom_kills(d->cg, w->name);
+    if (w->gone) /* the container, its cgroups (after the OOM count) */
+        w->r->finish(d, w->name);
 }
 
 /* "killed: out of memory (limitedMemory 64Mi)" into buf. */
@@ -1075,7 +1103,7 @@ void runtime_end_orphans(struct accel_daemon *d)
 {
     struct proc_tagged *t = NULL;
     size_t nt = 0;
-    char *prefix = app_tag(d, ""); /* "<instance>/": this acceld's apps */
+    char *prefix = runtime_app_tag(d, ""); /* "<instance>/": this acceld's apps */
 
     /* one /proc scan for every app, not one per app */
     if (proc_find_by_env_prefix(APP_TAG_KEY, prefix, &t, &nt) != ACCEL_OK)
@@ -1104,13 +1132,14 @@ void runtime_end_orphans(struct accel_daemon *d)
     }
     pthread_mutex_unlock(&d->lock);
     proc_tagged_free(t, nt);
+    runner_container_sweep(d); /* containers of no running app */
 }
 
 void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
                           const char *why)
 {
     struct proc_handle h = {.pid = (pid_t)a->pid, .start_time = a->pid_start};
-    char *tag = app_tag(d, a->name);
+    char *tag = runtime_app_tag(d, a->name);
     if (cgroup_app_populated(d->cg, a->name) == 1)
         cgroup_app_kill(d->cg, a->name);
     proc_signal_app(&h, APP_TAG_KEY, tag, SIGKILL);

@@ -94,6 +94,18 @@ void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
  * held). Called whenever rows are dropped. */
 void runtime_release_files(struct accel_daemon *d, const struct app *a);
 
+/* What runtime.c shares with the runners (runner.h). */
+#define RUNTIME_CTR_CONFIG "shim-container.conf" /* a container's copy of
+                                   the shim config, in run/apps/<app> */
+/* Which of acceld's own variables an app inherits (proc_spec.inherit). */
+int runtime_inherit_var(const char *entry);
+/* The tag ACCEL_APP_ID=<instance>/<app> names (allocated). */
+char *runtime_app_tag(const struct accel_daemon *d, const char *name);
+/* Signal every process of the app: its cgroup (SIGKILL: cgroup.kill),
+ * else its group and tag. */
+void runtime_signal_app(struct accel_daemon *d, const char *name, pid_t pid,
+                        uint64_t start, int sig);
+
 /* Start / stop the supervisor thread. */
 enum accel_err runtime_supervisor_start(struct accel_daemon *d);
 void runtime_supervisor_stop(struct accel_daemon *d);

@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runner_container.c: the runner of an OCI image (SPEC 8.2.1). acceld
+ * runs `podman run` in the foreground as the app's leader (outside the
+ * app's cgroup: --cgroups=no-conmon keeps podman's monitor out of it too),
+ * and the container inside it (--cgroup-parent), as the owner's uid with
+ * every capability dropped and no-new-privileges; the container's output
+ * passes straight into the app's log pipe (--log-driver=passthrough). The
+ * shim, a copy of its config with the container's paths, the ledgers and
+ * the broker sockets are mounted at fixed paths under /run/accel and
+ * /usr/lib/accel; the bound NVIDIA GPUs come in as the CDI devices of
+ * NVIDIA's spec (nvidia.com/gpu=<UUID>). A stop is `podman stop -t`, then
+ * runtime.c's cgroup.kill; once the app is gone the container is removed
+ * and every child cgroup with it. See docs/containers.md.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/runner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "common/yamljson.h"
+#include "daemon/log.h"
+#include "daemon/node/runtime.h"
+
+#define CTR_SHIM "/usr/lib/accel/libaccelshim.so" /* the shim, read-only */
+#define CTR_CONFIG "/run/accel/shim.conf"         /* its config, read-only */
+#define CTR_LEDGERS "/run/accel/ledgers"          /* the ledgers */
+#define CTR_BROKER "/run/accel/broker"            /* broker sockets */
+#define CTR_ARGS_MAX 1024
+#define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define PODMAN_WAIT_MS 30000u /* a podman command that is not a stop */
+#define CDI_FILE_MAX (4u << 20)
+
+/* ---- running podman ---- */
+
+/* The environment podman runs with: a PATH with sbin (netavark needs
+ * iptables), root's HOME, nothing else of acceld's. */
+static char *const podman_env[] = {"PATH=" CTR_PATH, "HOME=/root", NULL};
+
+/* In a forked child: stdout/stderr to fd (or /dev/null), exec podman. */
+static void exec_podman(char *const *argv, int fd)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0)
+        dup2(null, STDIN_FILENO);
+    dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
+    dup2(fd >= 0 ? fd : null, STDERR_FILENO);
+    execve("/usr/bin/podman", argv, podman_env);
+    execvpe("podman", argv, podman_env);
+    _exit(127);
+}
+
+/*
+ * Run podman with argv and wait up to ms; its output (stdout and stderr,
+ * at most len - 1 bytes, trailing newlines cut) into out when out is not
+ * NULL. Returns its exit code, or -1 when it could not run or was killed
+ * at the deadline.
+ */
+static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+{
+    int fds[2], status = 0;
+    size_t got = 0;
+    pid_t pid;
+    uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0)
+        exec_podman(argv, fds[1]);
+    close(fds[1]);
+    for (;;) {
+        struct pollfd p = {fds[0], POLLIN, 0};
+        char buf[1024];
+        ssize_t n;
+        int64_t left = (int64_t)(deadline - util_now_ns()) / 1000000;
+        if (util_now_ns() >= deadline || poll(&p, 1, (int)left) <= 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        n = read(fds[0], buf, sizeof buf);
+        if (n <= 0)
+            break;
+        if (out != NULL && got + 1 < len) {
+            size_t take = (size_t)n < len - 1 - got ? (size_t)n : len - 1 - got;
+            memcpy(out + got, buf, take);
+            got += take;
+        }
+    }
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (out != NULL) {
+        while (got > 0 && out[got - 1] == '\n')
+            got--;
+        out[got] = '\0';
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Run podman with argv and do not wait for it (a stop the supervisor
+ * drives: runtime.c kills the cgroup if it takes too long). The middle
+ * child exits at once, so nothing is left for acceld to reap. */
+static void podman_detached(char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (fork() == 0)
+            exec_podman(argv, -1);
+        _exit(0);
+    }
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+}
+
+void runner_container_name(const struct accel_daemon *d, const char *app,
+                           char *buf, size_t len)
+{
+    snprintf(buf, len, "accel-%s-%s", d->cg->instance, app);
+}
+
+/* ---- what the machine allows ---- */
+
+static bool executable(const char *name)
+{
+    static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin",
+                                       "/usr/sbin", "/usr/bin", "/sbin",
+                                       "/bin", NULL};
+    for (const char *const *d = dirs; *d; d++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", *d, name);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The OCI runtime: crun refuses the hybrid of v1 controllers and an empty
+ * v2 hierarchy, so with v1 controllers in use runc; else crun when there
+ * is one. NULL with *cause when none fits. */
+static const char *oci_runtime(const struct cgroup_sys *cg, char **cause)
+{
+    bool v1 = cg->memory.tier == CGROUP_V1 || cg->cpu.tier == CGROUP_V1 ||
+              cg->pids.tier == CGROUP_V1 || cg->v2_dir == NULL ||
+              cg->memory.tier == CGROUP_NONE;
+    if (!v1 && executable("crun"))
+        return "crun";
+    if (executable("runc"))
+        return "runc";
+    *cause = xasprintf("no OCI runtime for podman: install runc (apt-get "
+                       "install runc)%s",
+                       v1 ? "; crun refuses this machine's cgroup v1 "
+                            "controllers" : " or crun");
+    return NULL;
+}
+
+/* "--ulimit=<name>=<limit>:<limit>" at acceld's own hard limit: podman's
+ * defaults (nofile 1048576) exceed what a root without CAP_SYS_RESOURCE
+ * may set, and runc then refuses to start the container. podman lowers
+ * its monitor's nproc to the kernel's pid_max, so nproc is at most that
+ * (cap, 0 = none). */
+static char *ulimit_arg(const char *name, int res, uint64_t cap)
+{
+    struct rlimit rl;
+    uint64_t v;
+    if (getrlimit(res, &rl) != 0)
+        return xasprintf("--ulimit=%s=-1:-1", name);
+    v = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_max;
+    if (cap != 0 && cap < v)
+        v = cap;
+    if (v == UINT64_MAX)
+        return xasprintf("--ulimit=%s=-1:-1", name);
+    return xasprintf("--ulimit=%s=%llu:%llu", name, (unsigned long long)v,
+                     (unsigned long long)v);
+}
+
+/* /proc/sys/kernel/pid_max, 0 when unreadable. */
+static uint64_t pid_max(void)
+{
+    char buf[32];
+    return util_read_small("/proc/sys/kernel/pid_max", buf, sizeof buf) > 0
+               ? strtoull(buf, NULL, 10)
+               : 0;
+}
+
+/* Does a CDI spec in /etc/cdi or /var/run/cdi list kind=name? */
+static bool cdi_lists(const char *kind, const char *name)
+{
+    static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi", NULL};
+    bool found = false;
+    char *buf = xmalloc(CDI_FILE_MAX);
+
+    for (const char *const *dir = dirs; *dir && !found; dir++) {
+        DIR *dp = opendir(*dir);
+        struct dirent *e;
+        while (dp != NULL && !found && (e = readdir(dp)) != NULL) {
+            char path[512];
+            json_t *spec = NULL, *dev;
+            ssize_t n;
+            size_t i;
+            char *err = NULL;
+            const char *ext = strrchr(e->d_name, '.');
+            if (ext == NULL || (strcmp(ext, ".json") && strcmp(ext, ".yaml") &&
+                                strcmp(ext, ".yml")))
+                continue;
+            snprintf(path, sizeof path, "%s/%s", *dir, e->d_name);
+            n = util_read_small(path, buf, CDI_FILE_MAX);
+            if (n <= 0 ||
+                yamljson_parse_any(buf, (size_t)n, &spec, &err) != ACCEL_OK) {
+                free(err);
+                continue;
+            }
+            if (json_is_string(json_object_get(spec, "kind")) &&
+                strcmp(json_string_value(json_object_get(spec, "kind")),
+                       kind) == 0)
+                json_array_foreach(json_object_get(spec, "devices"), i, dev) {
+                    const char *nm = json_string_value(
+                        json_object_get(dev, "name"));
+                    if (nm != NULL && strcmp(nm, name) == 0)
+                        found = true;
+                }
+            json_decref(spec);
+        }
+        if (dp != NULL)
+            closedir(dp);
+    }
+    free(buf);
+    return found;
+}
+
+/* ---- the podman run of an app ---- */
+
+/* A growing argv (at most CTR_ARGS_MAX: the manifest's lists are
+ * bounded far below it). */
+struct args {
+    char *v[CTR_ARGS_MAX + 1];
+    size_t n;
+};
+
+static void add(struct args *a, char *s)
+{
+    if (a->n < CTR_ARGS_MAX)
+        a->v[a->n++] = s;
+    else
+        free(s);
+}
+
+static void args_free(struct args *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    a->n = 0;
+}
+
+/* Is "KEY=..." one of the identity variables an image keeps its own of? */
+static bool image_own(const char *e)
+{
+    static const char *const own[] = {"PATH=", "SHELL=", "HOME=", "USER=",
+                                      "LOGNAME=", NULL};
+    for (const char *const *o = own; *o; o++)
+        if (strncmp(e, *o, strlen(*o)) == 0)
+            return true;
+    return false;
+}
+
+/* The app's variables with the container's paths: the shim first in
+ * LD_PRELOAD (then run.preload), its config at CTR_CONFIG. */
+static void add_env(struct args *a, const struct runner_start *s,
+                    const char *shim)
+{
+    char **menv = s->a->m.run.env;
+
+    for (char **e = s->env; e && *e; e++) {
+        bool from_manifest = false;
+        size_t kn = strcspn(*e, "=") + 1;
+        for (char **m = menv; m && *m && !from_manifest; m++)
+            from_manifest = strncmp(*m, *e, kn) == 0;
+        if (image_own(*e) && !from_manifest)
+            continue; /* the image's own PATH, HOME, ... */
+        if (strncmp(*e, "ACCEL_CONFIG=", 13) == 0) {
+            add(a, xstrdup("--env=ACCEL_CONFIG=" CTR_CONFIG));
+        } else if (strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+            char *v = xstrdup(shim ? CTR_SHIM : "");
+            for (char **p = s->a->m.run.preload; p && *p; p++) {
+                char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", *p);
+                free(v);
+                v = n;
+            }
+            add(a, xasprintf("--env=LD_PRELOAD=%s", v));
+            free(v);
+        } else {
+            add(a, xasprintf("--env=%s", *e));
+        }
+    }
+}
+
+/* The container's copy of the shim config (its own paths) and the mounts
+ * of the shim, the config, the ledgers and the broker sockets. */
+static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
+                               const struct runner_start *s, char **cause)
+{
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char ctr[ADM_MAX_SELECTION][256], *cfg;
+    enum accel_err rc;
+
+    for (size_t i = 0; i < s->ndevs && i < ADM_MAX_SELECTION; i++) {
+        const char *host = s->devs[i].path ? s->devs[i].path
+                                           : s->devs[i].ts_socket;
+        const char *base = host ? strrchr(host, '/') + 1 : "";
+        devs[i] = s->devs[i];
+        snprintf(ctr[i], sizeof ctr[i], "%s/%s",
+                 s->devs[i].path ? CTR_LEDGERS : CTR_BROKER, base);
+        if (s->devs[i].path)
+            devs[i].path = ctr[i];
+        else if (s->devs[i].ts_socket)
+            devs[i].ts_socket = ctr[i];
+        if (host != NULL)
+            add(a, xasprintf("--mount=type=bind,src=%s,dst=%s", host, ctr[i]));
+    }
+    cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
+                    s->a->name);
+    rc = ledger_write_config(cfg, s->a->name, devs, s->ndevs);
+    if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot write %s: %s", cfg, accel_strerror(rc));
+        free(cfg);
+        return rc;
+    }
+    add(a, xasprintf("--mount=type=bind,src=%s,dst=" CTR_CONFIG ",ro", cfg));
+    add(a, xasprintf("--mount=type=bind,src=%s,dst=" CTR_SHIM ",ro",
+                     d->shim_path));
+    free(cfg);
+    return ACCEL_OK;
+}
+
+/* The bound GPUs: NVIDIA's CDI device of each local row, refused with how
+ * to make the spec where none lists it; AMD's /dev/kfd and render node. */
+static enum accel_err add_devices(struct accel_daemon *d, struct args *a,
+                                  const struct app *app, char **cause)
+{
+    for (size_t i = 0; i < app->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[app->rows[i].dev];
+        if (!d->ninfo[x->node].local)
+            continue;
+        if (x->type != ACCEL_TYPE_NVIDIA) {
+            *cause = xasprintf("a container app can be bound to NVIDIA GPUs "
+                               "only for now (its row on %s is %s)", x->id,
+                               accel_type_name(x->type));
+            return ACCEL_EINVAL;
+        }
+        if (!cdi_lists("nvidia.com/gpu", x->id)) {
+            *cause = xasprintf(
+                "no CDI spec in /etc/cdi or /var/run/cdi lists "
+                "nvidia.com/gpu=%s, the GPU the app is bound to: generate "
+                "one with NVIDIA's Container Toolkit, `nvidia-ctk cdi "
+                "generate --output=/etc/cdi/nvidia.yaml` (docs/containers.md)",
+                x->id);
+            return ACCEL_ENOTFOUND;
+        }
+        add(a, xasprintf("--device=nvidia.com/gpu=%s", x->id));
+    }
+    return ACCEL_OK;
+}
+
+/* A volume's source: a relative one is below the owner's home, made
+ * there (as the owner) when missing. */
+static char *volume_source(const struct runner_start *s, const char *src)
+{
+    char *full;
+    if (src[0] == '/')
+        return xstrdup(src);
+    full = xasprintf("%s/%s", s->who->home, src);
+    if (mkdir(full, 0700) == 0 && s->who->drop &&
+        chown(full, s->who->uid, s->who->gid) != 0)
+        log_warn("cannot give %s to uid %u: %s", full, (unsigned)s->who->uid,
+                 strerror(errno));
+    return full;
+}
+
+static void add_manifest(struct args *a, const struct runner_start *s)
+{
+    const struct manifest_container *c = &s->a->m.run.ctr;
+
+    for (size_t i = 0; c->ports && c->ports[i]; i++)
+        add(a, xasprintf("--publish=%s", c->ports[i]));
+    for (size_t i = 0; i < c->nvolumes; i++) {
+        char *src = volume_source(s, c->volumes[i].source);
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=%s%s", src,
+                         c->volumes[i].target,
+                         c->volumes[i].read_only ? ",ro" : ""));
+        free(src);
+    }
+    if (c->shm_size)
+        add(a, xasprintf("--shm-size=%llub", (unsigned long long)c->shm_size));
+    if (c->privileged)
+        add(a, xstrdup("--privileged"));
+    if (c->network)
+        add(a, xasprintf("--network=%s", c->network));
+    if (c->host_pid)
+        add(a, xstrdup("--pid=host"));
+    for (size_t i = 0; c->cap_add && c->cap_add[i]; i++)
+        add(a, xasprintf("--cap-add=%s", c->cap_add[i]));
+    if (s->a->m.run.workdir)
+        add(a, xasprintf("--workdir=%s", s->a->m.run.workdir));
+    if (c->entrypoint) {
+        json_t *ep = json_array();
+        char *txt;
+        for (char **p = c->entrypoint; *p; p++)
+            json_array_append_new(ep, json_string(*p));
+        txt = json_dumps(ep, JSON_COMPACT);
+        add(a, xasprintf("--entrypoint=%s", txt));
+        free(txt);
+        json_decref(ep);
+    }
+}
+
+/* The limits as podman's flags where v1 controllers hold them: the
+ * container's v1 cgroups are made from the root of each hierarchy, not
+ * under acceld's own v1 cgroup. */
+static void add_limits(struct accel_daemon *d, struct args *a,
+                       const struct cgroup_limits *lim)
+{
+    if (d->cg->memory.tier == CGROUP_V1 && lim->memory) {
+        add(a, xasprintf("--memory=%llub", (unsigned long long)lim->memory));
+        add(a, xasprintf("--memory-swap=%llub",
+                         (unsigned long long)lim->memory));
+    }
+    if (d->cg->cpu.tier == CGROUP_V1 && lim->cpu_millis)
+        add(a, xasprintf("--cpus=%llu.%03llu",
+                         (unsigned long long)(lim->cpu_millis / 1000),
+                         (unsigned long long)(lim->cpu_millis % 1000)));
+    if (d->cg->pids.tier == CGROUP_V1)
+        add(a, xasprintf("--pids-limit=%llu",
+                         (unsigned long long)(lim->pids ? lim->pids
+                                                        : CGROUP_PIDS_MAX_DEFAULT)));
+}
+
+static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
+                                     const struct runner_start *s,
+                                     char **cause)
+{
+    const struct app *app = s->a;
+    const char *rt = oci_runtime(d->cg, cause);
+    char name[128], *parent = cgroup_app_rel(d->cg, app->name);
+    enum accel_err rc = ACCEL_OK;
+
+    if (rt == NULL || parent == NULL || d->cg->v2_dir == NULL) {
+        if (rt != NULL)
+            *cause = xasprintf("a container app needs the cgroup v2 "
+                               "hierarchy (unified or hybrid) for its "
+                               "containment, and this machine has none");
+        free(parent);
+        return ACCEL_EINVAL;
+    }
+    runner_container_name(d, app->name, name, sizeof name);
+    add(a, xstrdup("podman"));
+    add(a, xstrdup("run"));
+    add(a, xasprintf("--name=%s", name));
+    add(a, xstrdup("--replace"));
+    add(a, xstrdup("--rm"));
+    add(a, xasprintf("--label=accel.instance=%s", d->cg->instance));
+    add(a, xasprintf("--label=accel.app=%s", app->name));
+    add(a, xasprintf("--runtime=%s", rt));
+    add(a, xstrdup("--cgroup-manager=cgroupfs"));
+    add(a, xasprintf("--cgroup-parent=%s", parent));
+    add(a, xstrdup("--cgroups=no-conmon"));
+    add(a, xstrdup("--init"));
+    add(a, xstrdup("--log-driver=passthrough"));
+    add(a, xasprintf("--pull=%s", app->m.run.ctr.pull));
+    add(a, xasprintf("--user=%u:%u", (unsigned)s->who->uid,
+                     (unsigned)s->who->gid));
+    add(a, xstrdup("--cap-drop=all"));
+    add(a, xstrdup("--security-opt=no-new-privileges"));
+    add(a, xasprintf("--stop-timeout=%d", app->m.run.stop_timeout_s));
+    add(a, ulimit_arg("nofile", RLIMIT_NOFILE, 0));
+    add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
+    add_limits(d, a, &s->lim);
+    add_manifest(a, s);
+    add_env(a, s, s->cfg);
+    if (s->cfg != NULL)
+        rc = add_shim(d, a, s, cause);
+    if (rc == ACCEL_OK)
+        rc = add_devices(d, a, app, cause);
+    add(a, xstrdup(app->m.run.ctr.image));
+    for (char **p = app->m.run.argv; p && *p; p++)
+        add(a, xstrdup(*p));
+    free(parent);
+    return rc;
+}
+
+static enum accel_err container_start(struct accel_daemon *d,
+                                      const struct runner_start *s,
+                                      struct proc_handle *h, char **cause)
+{
+    struct args *a = xcalloc(1, sizeof(*a));
+    enum accel_err rc = container_argv(d, a, s, cause);
+    struct proc_spec spec = {
+        .name = s->a->name,
+        .env = podman_env,
+        .inherit = runtime_inherit_var,
+        .log_path = s->log_path,
+        .has_out_fd = s->out_fd >= 0,
+        .out_fd = s->out_fd,
+        .workdir = "/",
+    };
+
+    if (rc == ACCEL_OK) {
+        spec.argv = a->v;
+        rc = proc_start(&spec, h, cause);
+    }
+    args_free(a);
+    free(a);
+    return rc;
+}
+
+/* podman stop -t: SIGTERM to the container's init (which passes it on),
+ * SIGKILL after the timeout; podman records the exit. */
+static void container_term(struct accel_daemon *d, const char *app,
+                           pid_t pid, uint64_t start, int timeout_s, bool wait)
+{
+    char name[128], t[32];
+    char *argv[] = {"podman", "stop", "--ignore", "-t", t, name, NULL};
+
+    (void)pid;
+    (void)start;
+    runner_container_name(d, app, name, sizeof name);
+    snprintf(t, sizeof t, "%d", timeout_s);
+    if (wait)
+        podman(argv, NULL, 0, (unsigned)timeout_s * 1000u + PODMAN_WAIT_MS);
+    else
+        podman_detached(argv);
+}
+
+/* The container removed (podman's --rm may not have run: its podman was
+ * killed), then every child cgroup in every hierarchy. */
+static void container_finish(struct accel_daemon *d, const char *app)
+{
+    char name[128], out[512];
+    char *argv[] = {"podman", "rm", "--force", "--ignore", "--time=0", name,
+                    NULL};
+
+    runner_container_name(d, app, name, sizeof name);
+    if (podman(argv, out, sizeof out, PODMAN_WAIT_MS) != 0)
+        log_warn("app %s: podman rm %s: %s", app, name, out);
+    cgroup_app_remove_tree(d->cg, app);
+}
+
+const struct runner runner_container = {
+    .kind = "container",
+    .start = container_start,
+    .term = container_term,
+    .leader_counts = true,
+    .finish = container_finish,
+};
+
+size_t runner_container_sweep(struct accel_daemon *d)
+{
+    char filter[64], *out = xmalloc(65536), *line, *save = NULL;
+    char *argv[] = {"podman", "ps", "--all", "--filter", filter, "--format",
+                    "{{.Names}} {{index .Labels \"accel.app\"}}", NULL};
+    size_t removed = 0;
+    bool any = false;
+
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps && !any; i++)
+        any = d->apps[i]->m.run.ctr.image != NULL;
+    pthread_mutex_unlock(&d->lock);
+    snprintf(filter, sizeof filter, "label=accel.instance=%s",
+             d->cg->instance);
+    if (!any || !executable("podman") ||
+        podman(argv, out, 65536, PODMAN_WAIT_MS) != 0) {
+        free(out);
+        return 0;
+    }
+    for (line = strtok_r(out, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *app = strchr(line, ' ');
+        struct app *a;
+        bool keep;
+        if (app == NULL)
+            continue;
+        *app++ = '\0';
+        pthread_mutex_lock(&d->lock);
+        a = state_app_find(d, app);
+        keep = a != NULL && a->pid > 0 && a->m.run.ctr.image != NULL &&
+               !state_app_remote(d, a);
+        pthread_mutex_unlock(&d->lock);
+        if (keep)
+            continue; /* adopted: the supervisor watches it again */
+        container_finish(d, app);
+        log_info("removed container %s: acceld runs no app %s with it",
+                 line, app);
+        removed++;
+    }
+    free(out);
+    return removed;
+}
