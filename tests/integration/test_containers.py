@@ -286,6 +286,11 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
         self.assertIn("total 1024 MiB free 256 MiB", out)
         self.assertEqual(self.containers(), ["accel-%s-holder" % self.inst])
+        # the usage of a process in a pid namespace of its own (item 3):
+        # its slot says pid 1 of the container, not the host's pid 1
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/holder")[1]
+                      ["data"]["usage"]["memory"] == 768 << 20,
+                      "the container's usage in /api/apps")
         pids = self.ctr_procs("holder")
         self.assertTrue(pids, "no process in the app's cgroup tree")
         for pid in pids:
