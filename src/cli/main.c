@@ -54,6 +54,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "app show", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "one app: requirements, allocations, usage",
       .handler = cmd_app_show },
+    { .name = "app logs", .usage = "NAME [--follow]", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_FOLLOW,
+      .summary = "an app's output (-f, --follow: keep printing what it "
+      "writes)",
+      .handler = cmd_app_logs },
     { .name = "app resume", .usage = "NAME "
       "[--compute-binding NODE:DEVICE[:MEM]]...", .min_args = 1,
       .max_args = 1, .flags = ACCEL_CLI_OPT_BINDING,

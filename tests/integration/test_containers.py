@@ -286,6 +286,39 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
         self.assertIn("total 1024 MiB free 256 MiB", out)
         self.assertEqual(self.containers(), ["accel-%s-holder" % self.inst])
+        app = self.d.http("GET", "/api/apps/holder", token=tok)[1]["data"]
+        self.assertEqual((app["runner"], app["container"]),
+                         ("container", {"image": IMAGE, "pull": "never",
+                                        "name": "accel-%s-holder" % self.inst,
+                                        "state": "running"}))
+        # the log through the API (accelctl app logs), in two chunks
+        st, b = self.d.http("GET", "/api/apps/holder/logs", token=tok)
+        self.assertEqual(st, 200, b)
+        self.assertIn("alloc 256 MiB: 0", b["data"]["text"])
+        st, b2 = self.d.http("GET", "/api/apps/holder/logs?offset=%d" %
+                             b["data"]["offset"], token=tok)
+        self.assertEqual((st, b2["data"]["text"]), (200, ""), b2)
+        self.assertEqual(self.d.http("GET", "/api/apps/holder/logs?offset=-1",
+                                     token=tok)[0], 400)
+        r = self.d.ctl("app", "logs", "holder", token=tok)
+        self.assertEqual((r.returncode, r.stdout), (0, out), r.stderr)
+        r = self.d.ctl("app", "show", "holder", token=tok)
+        self.assertIn("Image:       %s (pull never)" % IMAGE, r.stdout)
+        self.assertIn("Container:   accel-%s-holder (running)" % self.inst,
+                      r.stdout)
+        # --follow prints what the app writes next: here nothing more, so
+        # it is still waiting when stopped
+        p = subprocess.Popen(self.d.ctl_args("app", "logs", "-f", "holder",
+                                             token=tok),
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(p.stdout.readline(), out.splitlines(True)[0])
+            time.sleep(0.6)
+            self.assertIsNone(p.poll())
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
         # the usage of a process in a pid namespace of its own (item 3):
         # its slot says pid 1 of the container, not the host's pid 1
         self.wait_for(lambda: self.d.http("GET", "/api/apps/holder")[1]
@@ -301,8 +334,9 @@ class ContainerRunTest(unittest.TestCase):
         st, b = self.d.http("POST", "/api/apps/holder/suspend", token=tok)
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.state("holder") == "stopped", "stopped")
-        self.assertEqual(self.d.http("GET", "/api/apps/holder")[1]["data"]
-                         ["allocations"], [])
+        app = self.d.http("GET", "/api/apps/holder")[1]["data"]
+        self.assertEqual((app["allocations"], app["container"]["state"]),
+                         ([], "none"))
         self.assert_nothing_left("holder")
         st, b = self.d.http("POST", "/api/apps/holder/resume", token=tok)
         self.assertEqual(st, 200, b)

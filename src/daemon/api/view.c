@@ -17,6 +17,7 @@
 #include "daemon/node/broker_ops.h"
 #include "daemon/node/cgroup.h"
 #include "daemon/node/nvml.h"
+#include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
 
@@ -586,6 +587,11 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
         json_object_set_new(o, "exitStatus", json_integer(a->exit_status));
     if (d->cg)
         json_object_set_new(o, "enforcement", runtime_enforcement(d, a));
+    if (manifest_runs(&a->m))
+        json_object_set_new(o, "runner",
+                            json_string(runner_of(a)->kind));
+    if (a->m.run.ctr.image != NULL && d->cg)
+        json_object_set_new(o, "container", runner_container_json(d, a));
     return o;
 }
 

@@ -12,6 +12,7 @@
 #ifndef ACCEL_DAEMON_NODE_RUNNER_H
 #define ACCEL_DAEMON_NODE_RUNNER_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,5 +73,10 @@ size_t runner_container_sweep(struct accel_daemon *d);
  * into buf. */
 void runner_container_name(const struct accel_daemon *d, const char *app,
                            char *buf, size_t len);
+
+/* An app's container as the API shows it (lock held): {image, pull, name,
+ * state: "running"|"stopping"|"none"}; NULL for a host command. */
+json_t *runner_container_json(const struct accel_daemon *d,
+                              const struct app *a);
 
 #endif /* ACCEL_DAEMON_NODE_RUNNER_H */

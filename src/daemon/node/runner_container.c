@@ -137,6 +137,21 @@ void runner_container_name(const struct accel_daemon *d, const char *app,
     snprintf(buf, len, "accel-%s-%s", d->cg->instance, app);
 }
 
+json_t *runner_container_json(const struct accel_daemon *d,
+                              const struct app *a)
+{
+    char name[128];
+    const char *state = "none"; /* removed whenever its processes are gone */
+
+    if (a->m.run.ctr.image == NULL)
+        return NULL;
+    if (a->pid > 0)
+        state = a->state == APP_STOPPING ? "stopping" : "running";
+    runner_container_name(d, a->name, name, sizeof name);
+    return json_pack("{s:s, s:s, s:s, s:s}", "image", a->m.run.ctr.image,
+                     "pull", a->m.run.ctr.pull, "name", name, "state", state);
+}
+
 /* ---- what the machine allows ---- */
 
 static bool executable(const char *name)
