@@ -205,6 +205,7 @@ class ContainerRunTest(unittest.TestCase):
     def start(self, spec):
         self.d = Acceld(inventory=INVENTORY,
                         extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
                         wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
                                             spec)).start()
         self.inst = self.d.cgroup_instance()
@@ -398,6 +399,57 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.state("keep") == "stopped", "stopped")
         self.assert_nothing_left("keep")
+
+    def in_ns(self, *cmd):
+        """cmd in acceld's mount namespace (its /etc/cdi)."""
+        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
+                               self.d.proc.pid] + list(cmd),
+                              capture_output=True, text=True, timeout=120)
+
+    def test_own_container_held_through_the_cdi_device(self):
+        """Item 6: a person's own podman run --device accel.dev/app=NAME of
+        an external app is held to its binding."""
+        m = manifest("ext", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec = {}
+
+        def spec_lists_ext():
+            r = self.in_ns("cat", spec_path)
+            if r.returncode != 0:
+                return False
+            spec.update(json.loads(r.stdout))
+            return [x["name"] for x in spec["devices"]] == ["ext"]
+        self.wait_for(spec_lists_ext, "the CDI spec with the app")
+        self.assertEqual((spec["cdiVersion"], spec["kind"]),
+                         ("0.5.0", "accel.dev/app"))
+        edits = spec["devices"][0]["containerEdits"]
+        self.assertIn("LD_PRELOAD=/usr/lib/accel/libaccelshim.so",
+                      edits["env"])
+        self.assertIn("CUDA_VISIBLE_DEVICES=" + GPU, edits["env"])
+        # the stand-in NVIDIA spec's edits for the bound GPU came along
+        self.assertIn(LIBCUDA_IN_CTR,
+                      [x["containerPath"] for x in edits["mounts"]])
+        name = "accel-%s-own" % self.inst
+        r = self.in_ns("podman", "run", "-d", "--name=" + name,
+                       "--runtime=runc", "--network=none",
+                       "--label=accel.instance=" + self.inst,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--device=accel.dev/app=ext", IMAGE,
+                       "/app/cuda_hold", "512", "256", "512")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.wait_for(lambda: "ready" in podman("logs", name).stdout
+                            and podman("logs", name).stdout, "its output")
+        self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/ext")[1]["data"]
+                      ["usage"]["memory"] == 768 << 20, "its usage")
+        podman("rm", "--force", "--time=0", name)
+        st, b = self.d.http("DELETE", "/api/apps/ext")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
+                      .returncode != 0, "the spec removed with the binding")
 
     def test_no_cdi_spec_for_the_gpu_says_how_to_make_one(self):
         self.d.close()

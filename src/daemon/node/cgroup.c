@@ -831,6 +831,44 @@ size_t cgroup_app_signal(const struct cgroup_sys *cs, const char *app,
     return sent;
 }
 
+/* sig to every process of dir and of the cgroups below it. */
+static size_t signal_tree(const char *dir, int sig, int depth)
+{
+    char *path = join(dir, "cgroup.procs"), *buf = xmalloc(CG_FILE_MAX);
+    pid_t *v = NULL;
+    ssize_t n = util_read_small(path, buf, CG_FILE_MAX) >= 0
+                    ? parse_procs(buf, &v) : 0;
+    DIR *dp = depth < 16 ? opendir(dir) : NULL;
+    struct dirent *e;
+    size_t sent = 0;
+
+    for (ssize_t i = 0; i < n; i++)
+        sent += kill(v[i], sig) == 0;
+    free(v);
+    free(buf);
+    free(path);
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        char *sub;
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        sub = join(dir, e->d_name);
+        sent += signal_tree(sub, sig, depth + 1);
+        free(sub);
+    }
+    if (dp != NULL)
+        closedir(dp);
+    return sent;
+}
+
+size_t cgroup_app_signal_tree(const struct cgroup_sys *cs, const char *app,
+                              int sig)
+{
+    char *dir = box_dir(cs, app);
+    size_t sent = dir ? signal_tree(dir, sig, 0) : 0;
+    free(dir);
+    return sent;
+}
+
 /* v1: freeze so nothing forks past the kill, SIGKILL all, thaw. */
 static void kill_frozen(const struct cgroup_sys *cs, const char *app)
 {

@@ -155,6 +155,11 @@ ssize_t cgroup_app_procs(const struct cgroup_sys *cs, const char *app,
 size_t cgroup_app_signal(const struct cgroup_sys *cs, const char *app,
                          int sig);
 
+/* sig to every process of the app's cgroup and of the cgroups below it (a
+ * container's libpod-<id>); how many were sent. */
+size_t cgroup_app_signal_tree(const struct cgroup_sys *cs, const char *app,
+                              int sig);
+
 /*
  * Kill every process of the app's cgroup for good: cgroup.kill (v2), else
  * freeze, SIGKILL every task, thaw (v1 freezer), else SIGKILL each listed

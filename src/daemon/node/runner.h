@@ -54,8 +54,10 @@ struct runner {
      * with an empty cgroup (podman's run before and after its container)? */
     bool leader_counts;
     /* Once no process of the app is left: remove what the runner made
-     * for it (no lock; the container, every child cgroup). */
-    void (*finish)(struct accel_daemon *d, const char *app);
+     * for it (no lock; the container, every child cgroup). leader_status
+     * is the leader's wait status when acceld reaped it, else -1. */
+    void (*finish)(struct accel_daemon *d, const char *app,
+                   int leader_status);
 };
 
 extern const struct runner runner_process;
@@ -78,5 +80,17 @@ void runner_container_name(const struct accel_daemon *d, const char *app,
  * state: "running"|"stopping"|"none"}; NULL for a host command. */
 json_t *runner_container_json(const struct accel_daemon *d,
                               const struct app *a);
+
+/* The CDI device of app a for people's own containers (lock held): name
+ * a->name, containerEdits: the edits of NVIDIA's spec for each bound GPU,
+ * the shim first in LD_PRELOAD, ACCEL_APP, ACCEL_CONFIG and the visible
+ * devices, the mounts of the shim, a container copy of its config (written
+ * here), its ledgers and broker sockets (devs, host paths). NULL with
+ * *cause when NVIDIA's spec lacks a bound GPU or the config cannot be
+ * written. */
+json_t *runner_container_cdi_device(struct accel_daemon *d,
+                                    const struct app *a,
+                                    const struct ledger_device *devs,
+                                    size_t n, char **cause);
 
 #endif /* ACCEL_DAEMON_NODE_RUNNER_H */

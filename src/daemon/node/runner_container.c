@@ -216,10 +216,17 @@ static uint64_t pid_max(void)
                : 0;
 }
 
-/* Does a CDI spec in /etc/cdi or /var/run/cdi list kind=name? */
-static bool cdi_lists(const char *kind, const char *name)
+/*
+ * The CDI spec in /etc/cdi or /var/run/cdi that lists kind=name: true, and
+ * with edits not NULL, its device's containerEdits and the spec's own
+ * appended to *edits (a new object of arrays env, deviceNodes, mounts,
+ * hooks when *edits is NULL).
+ */
+static bool cdi_find(const char *kind, const char *name, json_t **edits)
 {
     static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi", NULL};
+    static const char *const keys[] = {"env", "deviceNodes", "mounts",
+                                       "hooks", NULL};
     bool found = false;
     char *buf = xmalloc(CDI_FILE_MAX);
 
@@ -228,7 +235,7 @@ static bool cdi_lists(const char *kind, const char *name)
         struct dirent *e;
         while (dp != NULL && !found && (e = readdir(dp)) != NULL) {
             char path[512];
-            json_t *spec = NULL, *dev;
+            json_t *spec = NULL, *dev, *hit = NULL;
             ssize_t n;
             size_t i;
             char *err = NULL;
@@ -250,8 +257,27 @@ static bool cdi_lists(const char *kind, const char *name)
                     const char *nm = json_string_value(
                         json_object_get(dev, "name"));
                     if (nm != NULL && strcmp(nm, name) == 0)
-                        found = true;
+                        hit = dev;
                 }
+            if (hit != NULL && edits != NULL) {
+                const json_t *from[] = {json_object_get(hit, "containerEdits"),
+                                        json_object_get(spec,
+                                                        "containerEdits")};
+                if (*edits == NULL)
+                    *edits = json_object();
+                for (const char *const *k = keys; *k; k++) {
+                    json_t *to = json_object_get(*edits, *k);
+                    if (to == NULL) {
+                        to = json_array();
+                        json_object_set_new(*edits, *k, to);
+                    }
+                    for (int f = 0; f < 2; f++)
+                        if (json_is_array(json_object_get(from[f], *k)))
+                            json_array_extend(to,
+                                              json_object_get(from[f], *k));
+                }
+            }
+            found = hit != NULL;
             json_decref(spec);
         }
         if (dp != NULL)
@@ -259,6 +285,80 @@ static bool cdi_lists(const char *kind, const char *name)
     }
     free(buf);
     return found;
+}
+
+static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
+                          const struct ledger_device *host, size_t n,
+                          char **cause);
+
+/* How to make NVIDIA's spec, for a refusal. */
+static char *no_cdi_cause(const char *uuid)
+{
+    return xasprintf("no CDI spec in /etc/cdi or /var/run/cdi lists "
+                     "nvidia.com/gpu=%s, the GPU the app is bound to: generate "
+                     "one with NVIDIA's Container Toolkit, `nvidia-ctk cdi "
+                     "generate --output=/etc/cdi/nvidia.yaml` "
+                     "(docs/containers.md)", uuid);
+}
+
+json_t *runner_container_cdi_device(struct accel_daemon *d,
+                                    const struct app *a,
+                                    const struct ledger_device *devs,
+                                    size_t n, char **cause)
+{
+    json_t *edits = NULL, *mounts, *env, *m, *out;
+    char *vis = xstrdup("");
+    size_t i;
+
+    for (i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        char *v;
+        if (x->type != ACCEL_TYPE_NVIDIA)
+            continue;
+        if (!cdi_find("nvidia.com/gpu", x->id, &edits)) {
+            *cause = no_cdi_cause(x->id);
+            json_decref(edits);
+            free(vis);
+            return NULL;
+        }
+        v = xasprintf("%s%s%s", vis, vis[0] ? "," : "", x->id);
+        free(vis);
+        vis = v;
+    }
+    mounts = ctr_mounts(d, a->name, devs, n, cause);
+    if (mounts == NULL) {
+        json_decref(edits);
+        free(vis);
+        return NULL;
+    }
+    if (edits == NULL)
+        edits = json_pack("{s:[], s:[], s:[], s:[]}", "env", "deviceNodes",
+                          "mounts", "hooks");
+    env = json_object_get(edits, "env");
+    json_array_append_new(env, json_string("LD_PRELOAD=" CTR_SHIM));
+    json_array_append_new(env, json_string("ACCEL_CONFIG=" CTR_CONFIG));
+    json_array_append_new(env, json_sprintf("ACCEL_APP=%s", a->name));
+    json_array_append_new(env, json_sprintf("CUDA_VISIBLE_DEVICES=%s", vis));
+    json_array_append_new(env, json_sprintf("NVIDIA_VISIBLE_DEVICES=%s", vis));
+    json_array_foreach(mounts, i, m)
+        json_array_append_new(
+            json_object_get(edits, "mounts"),
+            json_pack("{s:O, s:O, s:[s, s, s, s]}", "hostPath",
+                      json_object_get(m, "hostPath"), "containerPath",
+                      json_object_get(m, "containerPath"), "options",
+                      json_is_true(json_object_get(m, "readOnly")) ? "ro"
+                                                                   : "rw",
+                      "nosuid", "nodev", "bind"));
+    json_decref(mounts);
+    { /* no empty lists in what acceld writes */
+        static const char *const keys[] = {"deviceNodes", "hooks", NULL};
+        for (const char *const *k = keys; *k; k++)
+            if (json_array_size(json_object_get(edits, *k)) == 0)
+                json_object_del(edits, *k);
+    }
+    out = json_pack("{s:s, s:o}", "name", a->name, "containerEdits", edits);
+    free(vis);
+    return out;
 }
 
 /* ---- the podman run of an app ---- */
@@ -327,41 +427,72 @@ static void add_env(struct args *a, const struct runner_start *s,
     }
 }
 
-/* The container's copy of the shim config (its own paths) and the mounts
- * of the shim, the config, the ledgers and the broker sockets. */
-static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
-                               const struct runner_start *s, char **cause)
+/*
+ * The container's copy of the shim config (its own paths), written, and
+ * what the container mounts for the shim: [{hostPath, containerPath,
+ * readOnly}] of the shim, that config, the ledgers and the broker sockets.
+ * NULL with *cause when the config cannot be written.
+ */
+static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
+                          const struct ledger_device *host, size_t n,
+                          char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
     char ctr[ADM_MAX_SELECTION][256], *cfg;
+    json_t *m = json_array();
     enum accel_err rc;
 
-    for (size_t i = 0; i < s->ndevs && i < ADM_MAX_SELECTION; i++) {
-        const char *host = s->devs[i].path ? s->devs[i].path
-                                           : s->devs[i].ts_socket;
-        const char *base = host ? strrchr(host, '/') + 1 : "";
-        devs[i] = s->devs[i];
+    for (size_t i = 0; i < n && i < ADM_MAX_SELECTION; i++) {
+        const char *hp = host[i].path ? host[i].path : host[i].ts_socket;
+        devs[i] = host[i];
         snprintf(ctr[i], sizeof ctr[i], "%s/%s",
-                 s->devs[i].path ? CTR_LEDGERS : CTR_BROKER, base);
-        if (s->devs[i].path)
+                 host[i].path ? CTR_LEDGERS : CTR_BROKER,
+                 hp ? strrchr(hp, '/') + 1 : "");
+        if (host[i].path)
             devs[i].path = ctr[i];
-        else if (s->devs[i].ts_socket)
+        else if (host[i].ts_socket)
             devs[i].ts_socket = ctr[i];
-        if (host != NULL)
-            add(a, xasprintf("--mount=type=bind,src=%s,dst=%s", host, ctr[i]));
+        if (hp != NULL)
+            json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                               hp, "containerPath", ctr[i],
+                                               "readOnly", 0));
     }
     cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
-                    s->a->name);
-    rc = ledger_write_config(cfg, s->a->name, devs, s->ndevs);
+                    app);
+    rc = ledger_write_config(cfg, app, devs, n);
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot write %s: %s", cfg, accel_strerror(rc));
         free(cfg);
-        return rc;
+        json_decref(m);
+        return NULL;
     }
-    add(a, xasprintf("--mount=type=bind,src=%s,dst=" CTR_CONFIG ",ro", cfg));
-    add(a, xasprintf("--mount=type=bind,src=%s,dst=" CTR_SHIM ",ro",
-                     d->shim_path));
+    json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath", cfg,
+                                       "containerPath", CTR_CONFIG,
+                                       "readOnly", 1));
+    json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                       d->shim_path, "containerPath",
+                                       CTR_SHIM, "readOnly", 1));
     free(cfg);
+    return m;
+}
+
+/* The shim's mounts as podman's --mount flags. */
+static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
+                               const struct runner_start *s, char **cause)
+{
+    json_t *m = ctr_mounts(d, s->a->name, s->devs, s->ndevs, cause), *e;
+    size_t i;
+
+    if (m == NULL)
+        return ACCEL_ESYS;
+    json_array_foreach(m, i, e)
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=%s%s",
+                         json_string_value(json_object_get(e, "hostPath")),
+                         json_string_value(json_object_get(e,
+                                                           "containerPath")),
+                         json_is_true(json_object_get(e, "readOnly"))
+                             ? ",ro" : ""));
+    json_decref(m);
     return ACCEL_OK;
 }
 
@@ -380,13 +511,8 @@ static enum accel_err add_devices(struct accel_daemon *d, struct args *a,
                                accel_type_name(x->type));
             return ACCEL_EINVAL;
         }
-        if (!cdi_lists("nvidia.com/gpu", x->id)) {
-            *cause = xasprintf(
-                "no CDI spec in /etc/cdi or /var/run/cdi lists "
-                "nvidia.com/gpu=%s, the GPU the app is bound to: generate "
-                "one with NVIDIA's Container Toolkit, `nvidia-ctk cdi "
-                "generate --output=/etc/cdi/nvidia.yaml` (docs/containers.md)",
-                x->id);
+        if (!cdi_find("nvidia.com/gpu", x->id, NULL)) {
+            *cause = no_cdi_cause(x->id);
             return ACCEL_ENOTFOUND;
         }
         add(a, xasprintf("--device=nvidia.com/gpu=%s", x->id));
@@ -545,8 +671,18 @@ static enum accel_err container_start(struct accel_daemon *d,
     return rc;
 }
 
-/* podman stop -t: SIGTERM to the container's init (which passes it on),
- * SIGKILL after the timeout; podman records the exit. */
+/*
+ * The graceful step. A blocking stop runs podman stop -t: SIGTERM to the
+ * container's init (which passes it on), SIGKILL after the timeout, the
+ * exit recorded. The supervisor's does not wait: SIGTERM to every process
+ * of the container (its init, catatonit, has a handler, so a signal from
+ * the host reaches it and it passes it on), as to a host command's
+ * processes: no podman process to start, which would hold the release
+ * back by about 200 ms; runtime.c kills the cgroup after the timeout. Not
+ * podman run's own signal proxy: it is not in place for a moment after the
+ * container starts, and a SIGTERM then ends podman, not the container.
+ * When no process of it is in the cgroup yet, podman stop, not waited for.
+ */
 static void container_term(struct accel_daemon *d, const char *app,
                            pid_t pid, uint64_t start, int timeout_s, bool wait)
 {
@@ -555,6 +691,8 @@ static void container_term(struct accel_daemon *d, const char *app,
 
     (void)pid;
     (void)start;
+    if (!wait && cgroup_app_signal_tree(d->cg, app, SIGTERM) > 0)
+        return;
     runner_container_name(d, app, name, sizeof name);
     snprintf(t, sizeof t, "%d", timeout_s);
     if (wait)
@@ -563,16 +701,21 @@ static void container_term(struct accel_daemon *d, const char *app,
         podman_detached(argv);
 }
 
-/* The container removed (podman's --rm may not have run: its podman was
- * killed), then every child cgroup in every hierarchy. */
-static void container_finish(struct accel_daemon *d, const char *app)
+/* The container removed, then every child cgroup in every hierarchy. A
+ * podman run that acceld reaped after it exited by itself has removed its
+ * container (--rm) before it exited; one that was killed, or that acceld
+ * did not reap (started by an acceld before a restart), may not have. */
+static void container_finish(struct accel_daemon *d, const char *app,
+                             int leader_status)
 {
     char name[128], out[512];
     char *argv[] = {"podman", "rm", "--force", "--ignore", "--time=0", name,
                     NULL};
 
     runner_container_name(d, app, name, sizeof name);
-    if (podman(argv, out, sizeof out, PODMAN_WAIT_MS) != 0)
+    if (!(leader_status >= 0 && WIFEXITED(leader_status) &&
+          WEXITSTATUS(leader_status) < 125) &&
+        podman(argv, out, sizeof out, PODMAN_WAIT_MS) != 0)
         log_warn("app %s: podman rm %s: %s", app, name, out);
     cgroup_app_remove_tree(d->cg, app);
 }
@@ -619,7 +762,7 @@ size_t runner_container_sweep(struct accel_daemon *d)
         pthread_mutex_unlock(&d->lock);
         if (keep)
             continue; /* adopted: the supervisor watches it again */
-        container_finish(d, app);
+        container_finish(d, app, -1);
         log_info("removed container %s: acceld runs no app %s with it",
                  line, app);
         removed++;

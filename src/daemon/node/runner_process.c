@@ -62,8 +62,10 @@ static void process_term(struct accel_daemon *d, const char *app, pid_t pid,
     runtime_signal_app(d, app, pid, start, SIGTERM);
 }
 
-static void process_finish(struct accel_daemon *d, const char *app)
+static void process_finish(struct accel_daemon *d, const char *app,
+                           int leader_status)
 {
+    (void)leader_status;
     cgroup_app_remove(d->cg, app);
 }
 

@@ -14,11 +14,14 @@
 #include "daemon/node/runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/quantity.h"
@@ -37,6 +40,7 @@
 #include "daemon/state.h"
 
 #define SUPERVISE_MS 100     /* a supervisor round */
+#define SUPERVISE_STOP_MS 20 /* ...while an app it watches is stopping */
 #define SUPERVISE_MAX 1024   /* apps with a process looked at per round */
 #define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
 #define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
@@ -515,6 +519,139 @@ out:
     return rc;
 }
 
+/* ---- people's own containers: the CDI spec (SPEC 8.2.1) ---- */
+
+/* The last spec written (a rewrite only when it changes). One per process:
+ * daemons sharing a process in a unit test would only rewrite more. */
+static char *cdi_last;
+static bool cdi_cleared; /* a spec left by an earlier run was removed */
+
+/* Is a an app of this node that acceld does not run (external), bound to
+ * a GPU here that needs the shim? */
+static bool cdi_app(struct accel_daemon *d, const struct app *a)
+{
+    if (manifest_runs(&a->m) || a->nrows == 0 || !needs_shim(d, a))
+        return false;
+    for (size_t i = 0; i < a->nrows; i++)
+        if (!row_local(d, a, i))
+            return false;
+    return true;
+}
+
+/* text into path (0644): 0, or -1 with errno. */
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t len = strlen(text), done = 0;
+    if (fd < 0)
+        return -1;
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return close(fd);
+}
+
+/* Where the spec goes: ACCEL_CDI_DIR, else /var/run/cdi on a machine that
+ * uses CDI (it has /var/run/cdi or /etc/cdi), else nowhere. */
+static const char *cdi_dir(void)
+{
+    const char *dir = getenv("ACCEL_CDI_DIR");
+    if (dir != NULL && dir[0] == '/')
+        return dir;
+    if (access(RUNTIME_CDI_DIR, F_OK) == 0 || access("/etc/cdi", F_OK) == 0)
+        return RUNTIME_CDI_DIR;
+    return NULL;
+}
+
+void runtime_cdi_refresh(struct accel_daemon *d)
+{
+    const char *dir = cdi_dir();
+    json_t *devs = json_array(), *spec;
+    char *path, *text, *tmp;
+    struct identity_run who = {.drop = false, .uid = 0, .gid = 0};
+
+    if (d->cg == NULL || d->shim_path == NULL || dir == NULL) {
+        json_decref(devs);
+        return;
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++) {
+        struct app *a = d->apps[i];
+        struct shim_files *f;
+        char *cfg, *cause = NULL;
+        json_t *dev;
+        if (!cdi_app(d, a))
+            continue;
+        f = xcalloc(1, sizeof(*f));
+        cfg = write_shim_config(d, a, &who, f, &cause); /* idempotent */
+        dev = cfg ? runner_container_cdi_device(d, a, f->devs, f->n, &cause)
+                  : NULL;
+        if (dev != NULL)
+            json_array_append_new(devs, dev);
+        else
+            log_warn("app %s: no CDI device: %s", a->name, cause);
+        free(cause);
+        free(cfg);
+        free(f);
+    }
+    pthread_mutex_unlock(&d->lock);
+    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
+    if (json_array_size(devs) == 0) {
+        json_decref(devs);
+        if (cdi_last != NULL || !cdi_cleared)
+            unlink(path);
+        cdi_cleared = true;
+        free(cdi_last);
+        cdi_last = NULL;
+        free(path);
+        return;
+    }
+    /* the lowest version with what it uses: podman 4.3.1 reads up to 0.5.0 */
+    spec = json_pack("{s:s, s:s, s:o}", "cdiVersion", "0.5.0", "kind",
+                     "accel.dev/app", "devices", devs);
+    text = json_dumps(spec, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(spec);
+    if (cdi_last == NULL || strcmp(cdi_last, text) != 0) {
+        tmp = xasprintf("%s.tmp", path);
+        mkdirs(dir);
+        if (write_text(tmp, text) != 0 ||
+            rename(tmp, path) != 0) {
+            log_warn("cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            free(text);
+            text = NULL;
+        }
+        free(tmp);
+        free(cdi_last);
+        cdi_last = text;
+    } else {
+        free(text);
+    }
+    free(path);
+}
+
+void runtime_cdi_remove(struct accel_daemon *d)
+{
+    const char *dir = cdi_dir();
+    char *path;
+    if (d->cg == NULL || dir == NULL)
+        return;
+    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
+    unlink(path);
+    free(path);
+    free(cdi_last);
+    cdi_last = NULL;
+}
+
 /* ---- stopping ---- */
 
 /* Reap the leader if it is our child (status kept in *status). */
@@ -573,33 +710,70 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
     const struct runner *r = runner_named(d, name);
     char *cause = NULL;
     enum accel_err rc = ACCEL_OK;
+    int status = -1;
 
     if (cgroup_app_populated(d->cg, name) < 0 && !r->leader_counts) {
         char *tag = runtime_app_tag(d, name); /* no cgroup: groups */
         rc = proc_stop(&h, APP_TAG_KEY, tag, (unsigned)timeout_s * 1000u,
-                       KILL_GRACE_MS, out_status, &cause);
+                       KILL_GRACE_MS, &status, &cause);
         free(tag);
     } else {
         r->term(d, name, pid, start, timeout_s, true);
         if (!wait_empty(d, r, name, pid, start, (unsigned)timeout_s * 1000u,
-                        out_status)) {
+                        &status)) {
             cgroup_app_kill(d->cg, name);
             if (!wait_empty(d, r, name, pid, start, KILL_GRACE_MS,
-                            out_status)) {
+                            &status)) {
                 rc = ACCEL_EBUSY;
                 cause = xasprintf("processes of its cgroup survived the "
                                   "kill");
             }
         }
         if (rc == ACCEL_OK)
-            r->finish(d, name);
+            r->finish(d, name, status);
     }
+    if (out_status != NULL && status != -1)
+        *out_status = status;
     if (rc == ACCEL_OK && d->applog != NULL)
         applog_close(d->applog, name);
     if (rc != ACCEL_OK)
         log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
     free(cause);
     return rc;
+}
+
+/* The supervisor's wake-up: a stop handed to it starts at once, not at
+ * its next round (one for the process; a wake only brings a round
+ * forward, so daemons sharing it in one test process lose nothing). */
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
+static bool wake_due;
+
+static void supervisor_wake(void)
+{
+    pthread_mutex_lock(&wake_mu);
+    wake_due = true;
+    pthread_cond_signal(&wake_cv);
+    pthread_mutex_unlock(&wake_mu);
+}
+
+/* Sleep ms, or less when supervisor_wake is called. */
+static void supervisor_sleep(unsigned ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&wake_mu);
+    while (!wake_due &&
+           pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) == 0)
+        ;
+    wake_due = false;
+    pthread_mutex_unlock(&wake_mu);
 }
 
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
@@ -613,6 +787,7 @@ void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
         .reason = reason ? xstrdup(reason) : NULL,
         .kill_at_ms = util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000,
     };
+    supervisor_wake();
 }
 
 bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
@@ -755,7 +930,7 @@ static void probe(struct accel_daemon *d, struct watch *w)
         w->linger = 1; /* survivors: the reconciler waits for the cgroup */
     w->oom = cgroup_app_oom_kills(d->cg, w->name);
     if (w->gone) /* the container, its cgroups (after the OOM count) */
-        w->r->finish(d, w->name);
+        w->r->finish(d, w->name, w->reaped ? w->status : -1);
 }
 
 /* "killed: out of memory (limitedMemory 64Mi)" into buf. */
@@ -817,17 +992,21 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
                        w->oom > 0, w->linger);
 }
 
-/* One supervisor round over every app with a process. */
-static void supervise_round(struct accel_daemon *d, bool logs)
+/* One supervisor round over every app with a process; true when one of
+ * them is stopping (the next round comes sooner). */
+static bool supervise_round(struct accel_daemon *d, bool logs)
 {
+    bool stopping = false;
     struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
     size_t n;
 
     pthread_mutex_lock(&d->lock);
     n = gather_watches(d, w, SUPERVISE_MAX, logs);
     pthread_mutex_unlock(&d->lock);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         probe(d, &w[i]);
+        stopping = stopping || (w[i].stopping && !w[i].gone);
+    }
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < n; i++)
         apply_watch(d, &w[i]);
@@ -835,6 +1014,7 @@ static void supervise_round(struct accel_daemon *d, bool logs)
     for (size_t i = 0; i < n; i++)
         free(w[i].name);
     free(w);
+    return stopping;
 }
 
 /* One ledger to read: which app row it belongs to. */
@@ -854,7 +1034,7 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
-        if (a->pid <= 0)
+        if (a->pid <= 0 && !cdi_app(d, a)) /* no process, no CDI device */
             continue;
         for (size_t k = 0; k < a->nrows && n < max; k++) {
             if (!quota_row(d, a, k) ||
@@ -1043,19 +1223,24 @@ static uint64_t watch_disk(struct accel_daemon *d)
 static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
-    unsigned tick = 0;
-    uint64_t disk_next = 0;
+    uint64_t disk_next = 0, second_next = 0;
+    bool stopping = false;
 
     while (!d->stopping) {
-        usleep(SUPERVISE_MS * 1000);
-        if (++tick % 10 == 0)
+        bool second;
+        supervisor_sleep(stopping ? SUPERVISE_STOP_MS : SUPERVISE_MS);
+        second = util_now_ns() >= second_next;
+        if (second) {
+            second_next = util_now_ns() + 10ULL * SUPERVISE_MS * 1000000ULL;
             refresh_usage(d);
+            runtime_cdi_refresh(d);
+        }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
         }
-        supervise_round(d, tick % 10 == 0);
+        stopping = supervise_round(d, second);
     }
     return NULL;
 }
@@ -1087,6 +1272,7 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->stopping = 1;
     pthread_join(d->supervisor, NULL);
     d->supervisor_running = false;
+    runtime_cdi_remove(d); /* its ledgers are acceld's to keep up */
     applog_stop(d->applog);
     d->applog = NULL;
 }
