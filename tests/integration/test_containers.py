@@ -147,7 +147,9 @@ class ManifestTest(accel_harness.SharedAcceld):
         cls.member = b["data"]["token"]
 
     def refused(self, run, want, field, token=None):
-        m = ctr_manifest("bad", ["/bin/sleep", "1000"], **run)
+        # pull missing: nothing here asks podman whether the image is there
+        m = ctr_manifest("bad", ["/bin/sleep", "1000"],
+                         **dict({"pull": "missing"}, **run))
         st, b = self.d.http("POST", "/api/apps", {"manifest": m},
                             token=token or self.member)
         self.assertEqual(st, want, b)
@@ -450,6 +452,16 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
                       .returncode != 0, "the spec removed with the binding")
+
+    def test_pull_never_needs_the_image_here(self):
+        m = ctr_manifest("absent", ["/bin/sleep", "1000"])
+        m["run"]["image"] = "localhost/accel-absent-%d:none" % os.getpid()
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("run.image", b["message"])
+        self.assertIn("is not on this machine and run.pull is never",
+                      b["message"])
+        self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
 
     def test_no_cdi_spec_for_the_gpu_says_how_to_make_one(self):
         self.d.close()

@@ -71,6 +71,11 @@ const struct runner *runner_of(const struct app *a);
  * alive (is in running) is removed with its cgroups; returns how many. */
 size_t runner_container_sweep(struct accel_daemon *d);
 
+/* Is image ref on this machine (podman image exists)? ACCEL_OK; else
+ * ACCEL_ENOTFOUND, or ACCEL_ESYS when podman cannot tell (not
+ * installed), with *cause naming run.image. Blocks up to 30 s: no lock. */
+enum accel_err runner_container_image_check(const char *ref, char **cause);
+
 /* The container's name of app in this instance (accel-<instance>-<app>)
  * into buf. */
 void runner_container_name(const struct accel_daemon *d, const char *app,

@@ -131,6 +131,26 @@ static void podman_detached(char *const *argv)
             ;
 }
 
+enum accel_err runner_container_image_check(const char *ref, char **cause)
+{
+    char *argv[] = {"podman", "image", "exists", (char *)ref, NULL};
+    int rc = podman(argv, NULL, 0, PODMAN_WAIT_MS);
+
+    if (rc == 0)
+        return ACCEL_OK;
+    if (rc == 1) {
+        *cause = xasprintf("run.image: \"%s\" is not on this machine and "
+                           "run.pull is never (pull it with podman pull, "
+                           "or set pull: missing)", ref);
+        return ACCEL_ENOTFOUND;
+    }
+    *cause = xasprintf("run.image: podman could not tell whether \"%s\" is "
+                       "on this machine (podman image exists: %s); a "
+                       "container app needs podman (docs/containers.md)",
+                       ref, rc < 0 ? "did not run" : "failed");
+    return ACCEL_ESYS;
+}
+
 void runner_container_name(const struct accel_daemon *d, const char *app,
                            char *buf, size_t len)
 {
