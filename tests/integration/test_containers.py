@@ -25,7 +25,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, Acceld, cgroup_dirs, device,  # noqa: E402
-                           inventory, manifest, node, wait_for)
+                           inventory, manifest, node, status_field,
+                           wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -124,14 +125,6 @@ def ctr_manifest(name, command, gpu="1Gi", **run):
                 "stopTimeoutSeconds": 2}
     m["run"].update(run)
     return m
-
-
-def status_field(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return line.split(":", 1)[1].split()
-    return None
 
 
 class ManifestTest(accel_harness.SharedAcceld):

@@ -760,14 +760,7 @@ static void supervisor_wake(void)
 /* Sleep ms, or less when supervisor_wake is called. */
 static void supervisor_sleep(unsigned ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = util_deadline(CLOCK_REALTIME, ms);
     pthread_mutex_lock(&wake_mu);
     while (!wake_due &&
            pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) == 0)
