@@ -29,8 +29,22 @@ import accel_harness  # noqa: E402
 import test_containers as tc  # noqa: E402
 
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+PARENT = "/accel-bench-%d" % os.getpid()  # the bare containers' cgroups
 BARE = ["podman", "run", "-d", "--rm", "--runtime=runc", "--network=none",
-        "--init", "--ulimit=nofile=1024:1024", "--ulimit=nproc=1024:1024"]
+        "--init", "--ulimit=nofile=1024:1024", "--ulimit=nproc=1024:1024",
+        "--cgroup-parent=" + PARENT]
+
+
+def remove_parent():
+    """The bare containers' cgroups in every hierarchy (podman leaves the
+    parent it was given)."""
+    for h in os.listdir("/sys/fs/cgroup"):
+        top = os.path.join("/sys/fs/cgroup", h) + PARENT
+        for dirpath, _, _ in sorted(os.walk(top), reverse=True):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
 
 
 def procs(inst, app):
@@ -122,6 +136,7 @@ def main():
             d.close()
         subprocess.run(["podman", "rmi", "--force", tc.IMAGE],
                        capture_output=True)
+        remove_parent()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -116,6 +116,7 @@ int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_limits(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_hook_cdi(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
 int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);

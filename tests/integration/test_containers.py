@@ -428,6 +428,9 @@ class ContainerRunTest(unittest.TestCase):
         name = "accel-%s-own" % self.inst
         r = self.in_ns("podman", "run", "-d", "--name=" + name,
                        "--runtime=runc", "--network=none",
+                       # podman's own cgroups under the instance's, which
+                       # the test's clean-up removes
+                       "--cgroup-parent=/accel.slice/%s/own" % self.inst,
                        "--label=accel.instance=" + self.inst,
                        "--ulimit=nofile=1024:1024",
                        "--ulimit=nproc=1024:1024",
@@ -442,11 +445,24 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIn("total 1024 MiB free 256 MiB", out)
         self.wait_for(lambda: self.d.http("GET", "/api/apps/ext")[1]["data"]
                       ["usage"]["memory"] == 768 << 20, "its usage")
-        podman("rm", "--force", "--time=0", name)
-        st, b = self.d.http("DELETE", "/api/apps/ext")
-        self.assertEqual(st, 200, b)
+        # the hook put the container's processes into the app's cgroup
+        pid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                         name).stdout)
+        self.assertIn(pid, self.ctr_procs("ext"))
+        # a mode switch of its GPU ends it with the binding
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/ctr/devices/%s/support-type"
+            % GPU, {"supportType": "Exclusive"})
+        self.assertIn(st, (200, 202), b)
+        self.wait_for(lambda: podman("inspect", "--format",
+                                     "{{.State.Running}}", name).stdout
+                      .strip() == "false", "the container ended")
         self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
                       .returncode != 0, "the spec removed with the binding")
+        podman("rm", "--force", "--time=0", name)
+        self.wait_for(lambda: not [d for d in cgroup_dirs(self.inst)
+                                   if os.path.isdir(os.path.join(d, "ext"))],
+                      "the app's cgroups removed")
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

@@ -946,6 +946,12 @@ static void remove_instance_of(const char *app_dir)
     free(inst);
 }
 
+size_t cgroup_app_dirs(const struct cgroup_sys *cs, const char *app,
+                       char **out)
+{
+    return app_dirs(cs, app, out);
+}
+
 char *cgroup_app_rel(const struct cgroup_sys *cs, const char *app)
 {
     if (cs->v2_rel == NULL)

@@ -182,6 +182,11 @@ void cgroup_app_remove(const struct cgroup_sys *cs, const char *app);
  * after the last app. */
 void cgroup_instance_remove(const struct cgroup_sys *cs);
 
+/* The app's cgroup directory in every hierarchy used, into out (at most
+ * 1 + CGV1_COUNT, each allocated: the caller frees them); the count. */
+size_t cgroup_app_dirs(const struct cgroup_sys *cs, const char *app,
+                       char **out);
+
 /* The app's cgroup as /proc/<pid>/cgroup shows it in the v2 hierarchy
  * (the --cgroup-parent of its container), or NULL without one. */
 char *cgroup_app_rel(const struct cgroup_sys *cs, const char *app);

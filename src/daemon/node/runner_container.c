@@ -311,6 +311,25 @@ static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
                           const struct ledger_device *host, size_t n,
                           char **cause);
 
+/* accelctl beside acceld (a build tree, /usr/bin), else in /usr/bin;
+ * NULL when there is none. */
+static char *hook_path(void)
+{
+    char self[4096], *p;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n > 0) {
+        self[n] = '\0';
+        p = strrchr(self, '/');
+        if (p != NULL) {
+            strcpy(p + 1, "accelctl");
+            if (access(self, X_OK) == 0)
+                return xstrdup(self);
+        }
+    }
+    return access("/usr/bin/accelctl", X_OK) == 0
+               ? xstrdup("/usr/bin/accelctl") : NULL;
+}
+
 /* How to make NVIDIA's spec, for a refusal. */
 static char *no_cdi_cause(const char *uuid)
 {
@@ -370,6 +389,22 @@ json_t *runner_container_cdi_device(struct accel_daemon *d,
                                                                    : "rw",
                       "nosuid", "nodev", "bind"));
     json_decref(mounts);
+    { /* the hook that puts the container into the app's cgroups */
+        char *dirs[1 + CGV1_COUNT], *hook = hook_path();
+        size_t nd = cgroup_app_dirs(d->cg, a->name, dirs);
+        if (hook != NULL && nd > 0) {
+            json_t *args = json_pack("[s, s]", "accelctl", "cdi-hook");
+            for (size_t k = 0; k < nd; k++)
+                json_array_append_new(args, json_string(dirs[k]));
+            json_array_append_new(
+                json_object_get(edits, "hooks"),
+                json_pack("{s:s, s:s, s:o}", "hookName", "createContainer",
+                          "path", hook, "args", args));
+        }
+        for (size_t k = 0; k < nd; k++)
+            free(dirs[k]);
+        free(hook);
+    }
     { /* no empty lists in what acceld writes */
         static const char *const keys[] = {"deviceNodes", "hooks", NULL};
         for (const char *const *k = keys; *k; k++)

@@ -269,6 +269,11 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
 
 void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
+    /* a person's own container held through the app's CDI device (its
+     * hook put it in the app's cgroup) ends with the binding */
+    if (!manifest_runs(&a->m) && d->cg != NULL &&
+        cgroup_app_populated(d->cg, a->name) == 1)
+        cgroup_app_kill(d->cg, a->name);
     char *rundir = run_dir(d), *cfg = config_path(d, a->name);
     char path[512];
     for (size_t i = 0; i < a->nrows; i++) {
@@ -589,8 +594,21 @@ void runtime_cdi_refresh(struct accel_daemon *d)
         struct shim_files *f;
         char *cfg, *cause = NULL;
         json_t *dev;
-        if (!cdi_app(d, a))
+        if (!cdi_app(d, a)) {
+            if (!manifest_runs(&a->m) &&
+                cgroup_app_populated(d->cg, a->name) == 0)
+                cgroup_app_remove_tree(d->cg, a->name); /* released */
             continue;
+        }
+        if (cgroup_app_populated(d->cg, a->name) < 0) { /* for the hook */
+            struct cgroup_limits lim = app_limits(a);
+            if (cgroup_app_prepare(d->cg, a->name, &lim, &cause) !=
+                ACCEL_OK) {
+                log_warn("app %s: %s", a->name, cause);
+                free(cause);
+                cause = NULL;
+            }
+        }
         f = xcalloc(1, sizeof(*f));
         cfg = write_shim_config(d, a, &who, f, &cause); /* idempotent */
         dev = cfg ? runner_container_cdi_device(d, a, f->devs, f->n, &cause)
