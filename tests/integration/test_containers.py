@@ -464,6 +464,24 @@ class ContainerRunTest(unittest.TestCase):
                                    if os.path.isdir(os.path.join(d, "ext"))],
                       "the app's cgroups removed")
 
+    def test_uninstall_removes_the_image_it_pulled(self):
+        """Item 4: an image acceld pulls for (pull missing) goes with its
+        last app; pull never's stays (here: a second tag of the module's
+        image, which podman run --pull=missing finds without a registry)."""
+        tag = "localhost/accel-it-%d:pulled" % os.getpid()
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        self.install(ctr_manifest("p1", ["/bin/sleep", "1000"], image=tag,
+                                  pull="missing"))
+        self.install(ctr_manifest("p2", ["/bin/sleep", "1000"]))  # never
+        self.wait_for(lambda: self.ctr_procs("p1"), "running")
+        for name in ("p1", "p2"):
+            st, b = self.d.http("DELETE", "/api/apps/" + name)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
+                      "the pulled image removed")
+        self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])
         m["run"]["image"] = "localhost/accel-absent-%d:none" % os.getpid()

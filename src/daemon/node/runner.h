@@ -81,6 +81,13 @@ enum accel_err runner_container_image_check(const char *ref, char **cause);
 void runner_container_name(const struct accel_daemon *d, const char *app,
                            char *buf, size_t len);
 
+/* Once a second (the supervisor, no lock): an image that an app acceld
+ * pulls for (pull missing or always) used and no app uses any more (its
+ * last app uninstalled) is removed (podman rmi, not waited for; one in use
+ * by a container of someone else's stays). The volumes stay in the
+ * owner's home. */
+void runner_container_images(struct accel_daemon *d);
+
 /* An app's container as the API shows it (lock held): {image, pull, name,
  * state: "running"|"stopping"|"none"}; NULL for a host command. */
 json_t *runner_container_json(const struct accel_daemon *d,

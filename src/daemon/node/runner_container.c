@@ -783,6 +783,45 @@ const struct runner runner_container = {
     .finish = container_finish,
 };
 
+/* The images of the container apps seen last (a NULL-terminated list of
+ * references acceld pulls: pull missing or always). Only the supervisor
+ * thread uses it. */
+static char **images_seen;
+
+static bool listed(char **list, const char *ref)
+{
+    for (char **p = list; p && *p; p++)
+        if (strcmp(*p, ref) == 0)
+            return true;
+    return false;
+}
+
+void runner_container_images(struct accel_daemon *d)
+{
+    char **now;
+    size_t n = 0;
+
+    pthread_mutex_lock(&d->lock);
+    now = xcalloc(d->napps + 1, sizeof(char *));
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct manifest_container *c = &d->apps[i]->m.run.ctr;
+        if (c->image != NULL && strcmp(c->pull, "never") != 0 &&
+            !listed(now, c->image))
+            now[n++] = xstrdup(c->image);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (char **p = images_seen; p && *p; p++) {
+        if (!listed(now, *p)) { /* its last app is gone: so is the image */
+            char *argv[] = {"podman", "rmi", "--ignore", *p, NULL};
+            log_info("removing image %s: no app uses it any more", *p);
+            podman_detached(argv);
+        }
+        free(*p);
+    }
+    free(images_seen);
+    images_seen = now;
+}
+
 size_t runner_container_sweep(struct accel_daemon *d)
 {
     char filter[64], *out = xmalloc(65536), *line, *save = NULL;

@@ -1245,6 +1245,7 @@ static void *supervise(void *arg)
             second_next = util_now_ns() + 10ULL * SUPERVISE_MS * 1000000ULL;
             refresh_usage(d);
             runtime_cdi_refresh(d);
+            runner_container_images(d);
         }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
