@@ -25,6 +25,13 @@
  *     measured by acceld from NVML's per-process figures; only acceld
  *     writes it, and a reserve counts used + untracked against the limit
  *     (docs/internals/meter.md).
+ *   - a slot also records its owner's pid namespace (a container's pid 1 is
+ *     not the host's): a slot of the reclaimer's namespace is judged by its
+ *     /proc; another's by the processes of that namespace it can see
+ *     (NSpid), and kept when it can see none unless the reclaimer is in
+ *     the initial namespace, which sees them all. A claim
+ *     holds the slot RECLAIMING while it writes the namespace, so no
+ *     reclaimer ever sees the key without it.
  *
  * This header is the ABI: magic + major/minor + sizes, _Atomic counters,
  * reserved space. A reader refuses a different major; a newer minor may only
@@ -41,6 +48,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -61,7 +70,10 @@ struct accel_ledger_slot {
     _Atomic uint64_t key;    /* 0 free; (start<<22)|pid owner; RECLAIMING */
     _Atomic int64_t used;    /* bytes this process has charged (owner writes) */
     _Atomic uint64_t allocs; /* live allocations, for display */
-    uint64_t unused[5];      /* reserved, zero */
+    _Atomic uint64_t pidns;  /* the owner's pid namespace (the inode of
+                                /proc/self/ns/pid); 0 = not recorded (a
+                                shim of minor 0): judged in the reader's */
+    uint64_t unused[4];      /* reserved, zero */
 };
 
 /* The whole file. 64 bytes of header fields + reserved, then the slots. */
@@ -183,8 +195,162 @@ static inline int accel_ledger_key_alive(uint64_t key)
     return accel_ledger_key(pid, start) == key;
 }
 
+/* The calling process's pid namespace (inode of /proc/self/ns/pid), 0 when
+ * it cannot be read. Async-signal-safe. */
+static inline uint64_t accel_ledger_pidns_self(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 /*
- * Give back slot `i`'s charge if its owner is dead. Safe against any number of
+ * Claim a free slot for the owner `key` of pid namespace `pidns`: the key
+ * goes in only after the namespace (the slot is RECLAIMING meanwhile, which
+ * every reclaimer skips). Returns the slot's index, or -1 when all are taken.
+ */
+static inline int accel_ledger_claim_slot(struct accel_ledger *l,
+                                          uint64_t key, uint64_t pidns)
+{
+    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
+        uint64_t expect = 0;
+        if (atomic_compare_exchange_strong(&l->slots[i].key, &expect,
+                                           ACCEL_LEDGER_RECLAIMING)) {
+            atomic_store(&l->slots[i].pidns, pidns);
+            atomic_store(&l->slots[i].key, key);
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* The kernel's initial pid namespace (PROC_PID_INIT_INO): a process in it
+ * sees every process of every namespace in its /proc. */
+#define ACCEL_LEDGER_PIDNS_INIT 0xEFFFFFFCULL
+
+/* "/proc/<pid>/<leaf>" into path (at least 48 bytes), AS-safe. */
+static inline void accel_ledger_proc_path(char *path, const char *pid,
+                                          const char *leaf)
+{
+    size_t n = 6, k;
+    memcpy(path, "/proc/", 6);
+    for (k = 0; pid[k] != '\0' && k < 12; k++)
+        path[n++] = pid[k];
+    path[n++] = '/';
+    for (k = 0; leaf[k] != '\0' && k < 12; k++)
+        path[n++] = leaf[k];
+    path[n] = '\0';
+}
+
+/* The last pid of "NSpid:" in /proc/<pid>/status (the pid its own
+ * namespace gives it), 0 when unreadable. AS-safe. */
+static inline pid_t accel_ledger_inner_pid(const char *pid)
+{
+    char path[48], buf[4096];
+    const char *p;
+    pid_t last = 0;
+    ssize_t n;
+    int fd;
+
+    accel_ledger_proc_path(path, pid, "status");
+    fd = open(path, O_RDONLY | ACCEL_LEDGER_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strstr(buf, "\nNSpid:");
+    if (p == NULL)
+        return 0;
+    for (p += 7; *p != '\0' && *p != '\n'; p++) {
+        if (*p < '0' || *p > '9')
+            continue;
+        last = 0;
+        while (*p >= '0' && *p <= '9')
+            last = last * 10 + (*p++ - '0');
+        p--;
+    }
+    return last;
+}
+
+/*
+ * Whether the owner of `key`, of pid namespace `ns` (not the caller's),
+ * may still be alive: a process of /proc in namespace ns whose NSpid ends
+ * with the key's pid, with the key's start time (the same in every
+ * namespace). When no process of ns is in /proc: dead if the caller is in
+ * the initial namespace (it sees them all: ns is gone), else kept (ns may
+ * be one it cannot see). Kept when /proc cannot be listed. AS-safe
+ * (getdents64, open, read, stat).
+ */
+static inline int accel_ledger_foreign_alive(uint64_t key, uint64_t ns,
+                                             uint64_t self)
+{
+    char buf[4096];
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | ACCEL_LEDGER_CLOEXEC);
+    int seen = 0;
+    long n;
+
+    if (dfd < 0)
+        return 1;
+    while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            struct accel_dirent64 {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *e = (struct accel_dirent64 *)(buf + off);
+            char path[48];
+            struct stat st;
+            off += e->reclen;
+            if (e->name[0] < '1' || e->name[0] > '9')
+                continue;
+            accel_ledger_proc_path(path, e->name, "ns/pid");
+            if (stat(path, &st) != 0 || (uint64_t)st.st_ino != ns)
+                continue;
+            seen = 1;
+            if (accel_ledger_inner_pid(e->name) == (pid_t)(key & 0x3fffff)) {
+                pid_t host = 0;
+                uint64_t start;
+                for (const char *c = e->name; *c >= '0' && *c <= '9'; c++)
+                    host = host * 10 + (*c - '0');
+                start = accel_ledger_proc_start(host);
+                if (start == ACCEL_LEDGER_START_UNKNOWN || (key >> 63) ||
+                    (start != 0 &&
+                     accel_ledger_key((pid_t)(key & 0x3fffff), start) ==
+                         key)) {
+                    close(dfd);
+                    return 1;
+                }
+            }
+        }
+    }
+    close(dfd);
+    if (n < 0)
+        return 1;
+    return seen || self == ACCEL_LEDGER_PIDNS_INIT ? 0 : 1;
+}
+
+/* Whether slot `s`'s owner may still be alive, judged in its own pid
+ * namespace (the caller's /proc for its own; accel_ledger_foreign_alive
+ * for another's). */
+static inline int accel_ledger_slot_alive(struct accel_ledger_slot *s,
+                                          uint64_t key)
+{
+    uint64_t ns = atomic_load(&s->pidns), self;
+    if (ns == 0)
+        return accel_ledger_key_alive(key);
+    self = accel_ledger_pidns_self();
+    if (self == 0 || self == ns)
+        return accel_ledger_key_alive(key);
+    return accel_ledger_foreign_alive(key, ns, self);
+}
+
+/*
+ * Give back slot `i`'s charge if its owner is dead (judged in its own pid
+ * namespace: accel_ledger_slot_alive). Safe against any number of
  * concurrent reclaimers and against the (dead) owner: the CAS makes one winner.
  * Returns the bytes given back (0 if the slot was free, live or taken).
  */
@@ -196,7 +362,7 @@ static inline int64_t accel_ledger_reclaim_slot(struct accel_ledger *l,
     int64_t used;
 
     if (key == 0 || key == ACCEL_LEDGER_RECLAIMING ||
-        accel_ledger_key_alive(key))
+        accel_ledger_slot_alive(s, key))
         return 0;
     if (!atomic_compare_exchange_strong(&s->key, &key,
                                         ACCEL_LEDGER_RECLAIMING))

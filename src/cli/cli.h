@@ -104,6 +104,7 @@ int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_stop(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_uninstall(struct cli_ctx *ctx, const struct cli_args *args);
@@ -115,6 +116,7 @@ int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_limits(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_hook_cdi(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_dashboard.c: the HAMi-compatible view (dashboard gpu list|tasks|get). */
 int cmd_dashboard(struct cli_ctx *ctx, const struct cli_args *args);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/client.h"
 #include "cli/compute.h"
@@ -211,6 +212,13 @@ static void print_app_details(const json_t *app)
                       sizeof(u));
         printf("GPU memory in use: %s\n", u);
     }
+    const json_t *ctr = json_object_get(app, "container");
+    if (json_is_object(ctr)) {
+        printf("Image:       %s (pull %s)\n", table_str(ctr, "image"),
+               table_str(ctr, "pull"));
+        printf("Container:   %s (%s)\n", table_str(ctr, "name"),
+               table_str(ctr, "state"));
+    }
     print_allocations(app);
 }
 
@@ -226,6 +234,44 @@ int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args)
     int rc = request_report(ctx, "GET", path, NULL, show_app, NULL);
     free(path);
     return rc;
+}
+
+#define LOGS_POLL_US 500000 /* --follow asks for more so often */
+
+/*
+ * accelctl app logs NAME [-f]: the app's log (GET /api/apps/NAME/logs, in
+ * chunks from offset 0), then with --follow what it writes next, until
+ * interrupted or the app is uninstalled.
+ */
+int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    long long off = 0;
+    for (;;) {
+        char *base = app_path(args->pos[0], "/logs"), *path;
+        struct client_resp r;
+        int rc;
+        size_t n;
+        path = xasprintf("%s?offset=%lld", base, off);
+        rc = client_call(ctx, "GET", path, NULL, &r);
+        free(path);
+        free(base);
+        if (rc == CLI_EXIT_REFUSED)
+            rc = sentence_report_ctx(ctx, &r);
+        if (rc != CLI_EXIT_OK) {
+            client_resp_release(&r);
+            return rc;
+        }
+        n = json_string_length(json_object_get(r.data, "text"));
+        fwrite(json_string_value(json_object_get(r.data, "text")), 1, n,
+               stdout);
+        fflush(stdout);
+        off = json_integer_value(json_object_get(r.data, "offset"));
+        client_resp_release(&r);
+        if (n == 0 && !args->follow)
+            return CLI_EXIT_OK;
+        if (n == 0)
+            usleep(LOGS_POLL_US);
+    }
 }
 
 int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args)

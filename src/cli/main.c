@@ -54,6 +54,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "app show", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "one app: requirements, allocations, usage",
       .handler = cmd_app_show },
+    { .name = "app logs", .usage = "NAME [--follow]", .min_args = 1,
+      .max_args = 1, .flags = ACCEL_CLI_OPT_FOLLOW,
+      .summary = "an app's output (-f, --follow: keep printing what it "
+      "writes)",
+      .handler = cmd_app_logs },
     { .name = "app resume", .usage = "NAME "
       "[--compute-binding NODE:DEVICE[:MEM]]...", .min_args = 1,
       .max_args = 1, .flags = ACCEL_CLI_OPT_BINDING,
@@ -105,6 +110,11 @@ static const struct accel_cli_cmd commands[] = {
       .flags = ACCEL_CLI_OPT_LIMITS,
       .summary = "how many apps and how much GPU memory a member may hold",
       .handler = cmd_misc_user_limits },
+    { .name = "cdi-hook", .usage = "CGROUP-DIR...", .min_args = 1,
+      .max_args = 8,
+      .summary = "the OCI createContainer hook of accel's CDI devices (run "
+      "by the container runtime): the container into the app's cgroups",
+      .handler = cmd_hook_cdi },
     { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N] "
       "[--follow]", .min_args = 0, .max_args = 0,
       .flags = ACCEL_CLI_OPT_SINCE | ACCEL_CLI_OPT_FOLLOW,
@@ -498,6 +508,8 @@ static int run(struct cmdline *cl)
     int rc = check_command(c, cl, used);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (c->handler == cmd_hook_cdi) /* a container runtime's hook: no acceld */
+        return c->handler(NULL, &cl->args);
     struct cli_ctx ctx;
     struct cli_config saved;
     char *server = NULL;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
@@ -21,6 +22,9 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap);
 /* Monotonic clock in nanoseconds. */
 uint64_t util_now_ns(void);
+/* The time ms from now on clock clk (CLOCK_REALTIME for
+ * pthread_cond_timedwait, CLOCK_MONOTONIC for a condition set to it). */
+struct timespec util_deadline(clockid_t clk, unsigned ms);
 /* Wall clock in milliseconds since the epoch. */
 int64_t util_wall_ms(void);
 /* Copy at most len-1 bytes of src into dst and terminate it. */

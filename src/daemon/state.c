@@ -483,7 +483,7 @@ const char *state_app_shown(const struct accel_daemon *d, const struct app *a)
 
 bool state_app_multi(const struct accel_daemon *d, const struct app *a)
 {
-    if (d->cfg.etcd == NULL || a->m.run.argv == NULL || a->nrows < 2)
+    if (d->cfg.etcd == NULL || !manifest_runs(&a->m) || a->nrows < 2)
         return false;
     for (size_t i = 1; i < a->nrows; i++)
         if (d->snap.devs[a->rows[i].dev].node != d->snap.devs[a->rows[0].dev].node)

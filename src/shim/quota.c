@@ -131,12 +131,8 @@ static struct accel_ledger_slot *slot_claim(struct accel_ledger *l)
     uint64_t key = accel_ledger_key(
         shim_state.pid, start == ACCEL_LEDGER_START_UNKNOWN ? 0 : start);
 
-    for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
-        uint64_t expect = 0;
-        if (atomic_compare_exchange_strong(&l->slots[i].key, &expect, key))
-            return &l->slots[i];
-    }
-    return NULL;
+    int i = accel_ledger_claim_slot(l, key, accel_ledger_pidns_self());
+    return i < 0 ? NULL : &l->slots[i];
 }
 
 /* The card's memory, the limit of a card ledger the shim creates

@@ -253,6 +253,15 @@ def _procs(d):
         return []
 
 
+def status_field(pid, field):
+    """A field of /proc/<pid>/status split into words (None when absent)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].split()
+    return None
+
+
 def kill_cgroups(instance, timeout=10.0):
     """Kill whatever still runs in the app cgroups of an instance (a test
     that failed half-way) and wait, bounded, until they are empty."""

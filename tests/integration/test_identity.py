@@ -25,7 +25,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
 from accel_harness import (ACCELD, Acceld, BUILD_DIR, device, inventory,  # noqa: E402
-                           node, wait_for)
+                           node, status_field, wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -55,14 +55,6 @@ def kill_apps(d):
                 os.killpg(a["pid"], signal.SIGKILL)
             except OSError:
                 pass
-
-
-def status_field(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return line.split(":", 1)[1].split()
-    return None
 
 
 @unittest.skipUnless(os.geteuid() == 0, "acceld changes uids only as root")

@@ -15,9 +15,12 @@
 #include <grp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <sys/wait.h>
 
 #include "accel/ledger.h"
 #include "common/util.h"
@@ -337,6 +340,88 @@ TEST(ledger_card_is_written_by_the_apps_groups_only)
     free(path);
 }
 
+/* Start time of the calling process from /proc/self/stat (its pid in the
+ * /proc mounted here may not be its getpid(): another pid namespace). */
+static uint64_t self_start(void)
+{
+    char buf[1024], *p;
+    int field = 2, fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (p = strrchr(buf, ')'); p && *p && field < 22; p++)
+        field += *p == ' ';
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+/*
+ * Issue 36, item 3: a process in a container (its own pid namespace, where
+ * it is pid 1) and a host process share a ledger. The host's reclaim used
+ * to judge the container's slot by the host's pid 1 (another start time):
+ * "dead", and the live charge given away. Now each slot carries its
+ * namespace: the container's live charge stays, acceld reads it as live
+ * (through NSpid), and once the container's process is gone the host (in
+ * the initial namespace, which sees every process) takes it back.
+ */
+TEST(ledger_other_pid_namespace_kept_while_alive)
+{
+    char *path;
+    struct accel_ledger *l;
+    struct ledger_usage u;
+    int ready[2], go[2], status;
+    pid_t child;
+    char c = 0;
+
+    if (geteuid() != 0 || accel_ledger_pidns_self() != ACCEL_LEDGER_PIDNS_INIT)
+        return; /* a new pid namespace needs root; the end needs the init one */
+    l = new_ledger(&path);
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) { /* the container's runtime: a new pid namespace */
+        pid_t inner;
+        if (unshare(CLONE_NEWPID) != 0)
+            _exit(2);
+        inner = fork();
+        if (inner == 0) { /* pid 1 of the new namespace: the app */
+            uint64_t key = accel_ledger_key(getpid(), self_start());
+            int i = accel_ledger_claim_slot(l, key, accel_ledger_pidns_self());
+            if (getpid() != 1 || i < 0)
+                _exit(3);
+            atomic_fetch_add(&l->used, (int64_t)(256 * MiB));
+            atomic_fetch_add(&l->slots[i].used, (int64_t)(256 * MiB));
+            (void)!write(ready[1], "r", 1);
+            (void)!read(go[0], &c, 1);
+            _exit(0);
+        }
+        _exit(inner > 0 && waitpid(inner, &status, 0) == inner &&
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 4);
+    }
+    close(ready[1]);
+    close(go[0]);
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    charge(l, 1, my_key(), (int64_t)(512 * MiB)); /* the host's process */
+    ASSERT_EQ(accel_ledger_reclaim_all(l), 2);  /* both live: none taken */
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(768 * MiB));
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 768 * MiB);
+    ASSERT_EQ(u.processes, 2);
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK);
+    ASSERT_U64_EQ(u.used, 512 * MiB); /* the container's process is gone */
+    ASSERT_EQ(accel_ledger_reclaim_all(l), 1);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(512 * MiB));
+    close(ready[0]);
+    close(go[1]);
+    drop_ledger(l, path);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -346,5 +431,6 @@ TEST(ledger_card_is_written_by_the_apps_groups_only)
     XX(ledger_grown_is_cut_back)                                               \
     XX(ledger_reads_survive_a_flipping_size)                                   \
     XX(ledger_owner_without_start_time_kept_while_alive)                       \
-    XX(ledger_card_is_written_by_the_apps_groups_only)
+    XX(ledger_card_is_written_by_the_apps_groups_only)                         \
+    XX(ledger_other_pid_namespace_kept_while_alive)
 TEST_MAIN(LIST)

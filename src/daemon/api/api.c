@@ -6,10 +6,13 @@
 #include "common/accel_setup.h"
 #include "daemon/api/http.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/quantity.h"
 #include "common/util.h"
@@ -195,6 +198,75 @@ static void h_app(struct http_req *r)
                          r->params[0]);
     else
         http_reply_data(r, 200, v);
+}
+
+#define LOG_CHUNK 65536 /* bytes of an app's log per answer */
+
+/* The bytes of buf as a JSON string: an invalid UTF-8 byte becomes '?'. */
+static json_t *log_text(char *buf, size_t n)
+{
+    json_t *t = json_stringn(buf, n);
+    for (size_t i = 0; t == NULL && i < n; i++)
+        if ((unsigned char)buf[i] >= 0x80 || buf[i] == '\0')
+            buf[i] = '?';
+    return t ? t : json_stringn(buf, n);
+}
+
+/*
+ * GET /api/apps/{name}/logs?offset=N: up to LOG_CHUNK bytes of the app's
+ * log from byte N (0 by default), and the offset to ask for next. A log
+ * shorter than N was rotated: it is read from its start ("rotated": true).
+ */
+static void h_app_logs(struct http_req *r)
+{
+    const char *q = http_query(r, "offset");
+    char *end = NULL, *path, *buf;
+    long long off = q ? strtoll(q, &end, 10) : 0;
+    bool found, rotated = false;
+    struct stat st;
+    ssize_t n = 0;
+    int fd;
+
+    if (q != NULL && (*q == '\0' || *end != '\0' || off < 0)) {
+        http_reply_error(r, ACCEL_EINVAL,
+                         "offset must be a byte offset (an integer >= 0)");
+        return;
+    }
+    pthread_mutex_lock(&r->d->lock);
+    {
+        struct app *a = state_app_find(r->d, r->params[0]);
+        found = a != NULL && visible(r, a);
+    }
+    pthread_mutex_unlock(&r->d->lock);
+    if (!found) {
+        http_reply_error(r, ACCEL_ENOTFOUND, "app \"%s\" is not installed",
+                         r->params[0]);
+        return;
+    }
+    path = xasprintf("%s/logs/%s.log", r->d->cfg.data_dir, r->params[0]);
+    buf = xmalloc(LOG_CHUNK);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        if (st.st_size < off) {
+            off = 0;
+            rotated = true;
+        }
+        n = pread(fd, buf, LOG_CHUNK, (off_t)off);
+        if (n < 0)
+            n = 0;
+    } else {
+        off = 0;
+        st.st_size = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    http_reply_data(r, 200,
+                    json_pack("{s:o, s:I, s:I, s:b}", "text",
+                              log_text(buf, (size_t)n), "offset",
+                              (json_int_t)(off + n), "size",
+                              (json_int_t)st.st_size, "rotated", rotated));
+    free(buf);
+    free(path);
 }
 
 /* A manifest given as an object, or as JSON/YAML text. New reference. */
@@ -929,6 +1001,7 @@ const struct http_route api_routes[] = {
     {"GET", A "/apps", h_apps, 0},
     {"POST", A "/apps", h_install, ROUTE_BODY},
     {"GET", A "/apps/{}", h_app, 0},
+    {"GET", A "/apps/{}/logs", h_app_logs, 0},
     {"DELETE", A "/apps/{}", h_uninstall, ROUTE_SLOW},
     {"POST", A "/apps/{}/resume", h_resume, ROUTE_BODY},
     {"POST", A "/apps/{}/suspend", h_suspend, ROUTE_SLOW},

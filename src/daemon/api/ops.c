@@ -26,6 +26,7 @@
 #include "daemon/node/identity.h"
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
+#include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -600,6 +601,29 @@ static bool install_run_allowed(struct accel_daemon *d,
     return false;
 }
 
+/* A container app with pull: never needs its image on this machine (one
+ * acceld: in a cluster the node that runs it is not chosen yet). Asked
+ * before the lock: podman takes a moment. */
+static bool image_here(const struct manifest *m, bool cluster,
+                       struct op_result *res)
+{
+    char *cause = NULL;
+    enum accel_err rc;
+
+    if (m->run.ctr.image == NULL || cluster ||
+        strcmp(m->run.ctr.pull, "never") != 0)
+        return true;
+    rc = runner_container_image_check(m->run.ctr.image, &cause);
+    if (rc == ACCEL_OK)
+        return true;
+    if (rc == ACCEL_ENOTFOUND)
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+    else
+        ops_res_error(res, 503, "unavailable", "%s", cause);
+    free(cause);
+    return false;
+}
+
 /* Choose the type (2.5). Returns the index, or -1 with res filled. */
 static int install_type(struct accel_daemon *d, const struct manifest *m,
                         const char *type, struct op_result *res)
@@ -732,7 +756,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         manifest_release(&m);
         return;
     }
-    if (!disk_room(d, res)) {
+    if (!disk_room(d, res) || !image_here(&m, cluster, res)) {
         manifest_release(&m);
         return;
     }

@@ -109,7 +109,7 @@ static void rebind(struct accel_daemon *d, struct app *a,
     }
     /* an external app that was running stays running in the same
      * transaction; one with a process is restarted on its new GPUs */
-    restart = was_running && a->m.run.argv != NULL;
+    restart = was_running && manifest_runs(&a->m);
     rc = ops_commit_bind(d, a, ri, rows, n,
                          restart ? APP_RESUMING : a->state, a->reason);
     if (rc != ACCEL_OK) {

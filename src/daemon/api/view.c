@@ -18,6 +18,7 @@
 #include "daemon/node/cgroup.h"
 #include "daemon/node/meter.h"
 #include "daemon/node/nvml.h"
+#include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
 #include "daemon/node/vram.h"
 #include "daemon/state.h"
@@ -634,7 +635,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
     o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:o}",
                   "name", a->name, "title", a->m.title, "owner", a->owner,
                   "state", state_app_shown(d, a), "external",
-                  a->m.run.argv == NULL, "requirements", reqs, "allocations",
+                  !manifest_runs(&a->m), "requirements", reqs, "allocations",
                   allocs, "createdAt", (json_int_t)a->created_ms, "updatedAt",
                   (json_int_t)a->updated_ms, "usage", app_usage(d, a));
     if (a->reason)
@@ -650,6 +651,11 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
         json_object_set_new(o, "exitStatus", json_integer(a->exit_status));
     if (d->cg)
         json_object_set_new(o, "enforcement", runtime_enforcement(d, a));
+    if (manifest_runs(&a->m))
+        json_object_set_new(o, "runner",
+                            json_string(runner_of(a)->kind));
+    if (a->m.run.ctr.image != NULL && d->cg)
+        json_object_set_new(o, "container", runner_container_json(d, a));
     return o;
 }
 

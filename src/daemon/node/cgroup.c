@@ -9,6 +9,7 @@
 #include "common/accel_setup.h"
 #include "daemon/node/cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -813,6 +814,44 @@ size_t cgroup_app_signal(const struct cgroup_sys *cs, const char *app,
     return sent;
 }
 
+/* sig to every process of dir and of the cgroups below it. */
+static size_t signal_tree(const char *dir, int sig, int depth)
+{
+    char *path = join(dir, "cgroup.procs"), *buf = xmalloc(CG_FILE_MAX);
+    pid_t *v = NULL;
+    ssize_t n = util_read_small(path, buf, CG_FILE_MAX) >= 0
+                    ? parse_procs(buf, &v) : 0;
+    DIR *dp = depth < 16 ? opendir(dir) : NULL;
+    struct dirent *e;
+    size_t sent = 0;
+
+    for (ssize_t i = 0; i < n; i++)
+        sent += kill(v[i], sig) == 0;
+    free(v);
+    free(buf);
+    free(path);
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        char *sub;
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        sub = join(dir, e->d_name);
+        sent += signal_tree(sub, sig, depth + 1);
+        free(sub);
+    }
+    if (dp != NULL)
+        closedir(dp);
+    return sent;
+}
+
+size_t cgroup_app_signal_tree(const struct cgroup_sys *cs, const char *app,
+                              int sig)
+{
+    char *dir = box_dir(cs, app);
+    size_t sent = dir ? signal_tree(dir, sig, 0) : 0;
+    free(dir);
+    return sent;
+}
+
 /* v1: freeze so nothing forks past the kill, SIGKILL all, thaw. */
 static void kill_frozen(const struct cgroup_sys *cs, const char *app)
 {
@@ -876,6 +915,91 @@ uint64_t cgroup_app_oom_kills(const struct cgroup_sys *cs, const char *app)
         v = keyed_value(path, "oom_kill");
     free(path);
     return v;
+}
+
+/* rmdir dir, then its parent accel.slice (fails quietly while in use). */
+static void remove_instance(const char *dir);
+
+/* The instance and accel.slice above an app's directory, when empty. */
+static void remove_instance_of(const char *app_dir)
+{
+    char *inst = xstrdup(app_dir);
+    *strrchr(inst, '/') = '\0';
+    remove_instance(inst);
+    free(inst);
+}
+
+size_t cgroup_app_dirs(const struct cgroup_sys *cs, const char *app,
+                       char **out)
+{
+    return app_dirs(cs, app, out);
+}
+
+char *cgroup_app_rel(const struct cgroup_sys *cs, const char *app)
+{
+    if (cs->v2_rel == NULL)
+        return NULL;
+    return join(cs->v2_rel, app);
+}
+
+/* rmdir dir's sub-directories depth-first, then dir (quietly: a cgroup
+ * that still holds a process stays). */
+static void rmdir_tree(const char *dir, int depth)
+{
+    DIR *dp = depth < 16 ? opendir(dir) : NULL;
+    struct dirent *e;
+
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        char *sub;
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        sub = join(dir, e->d_name);
+        rmdir_tree(sub, depth + 1);
+        free(sub);
+    }
+    if (dp != NULL)
+        closedir(dp);
+    rmdir(dir);
+}
+
+/* rel in every mounted hierarchy (those acceld does not use included:
+ * a runtime such as runc makes the path in each), then the instance and
+ * accel.slice above it when they are empty. */
+static void remove_everywhere(const char *rel)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[CG_LINE_MAX];
+
+    while (f != NULL && fgets(line, sizeof line, f)) {
+        char *root = NULL, *mnt = NULL, *fstype = NULL, *opts = NULL, *dir;
+        size_t rn;
+        if (!mount_fields(line, &root, &mnt, &fstype, &opts) ||
+            (strcmp(fstype, "cgroup2") != 0 && strcmp(fstype, "cgroup") != 0))
+            continue;
+        rn = strcmp(root, "/") == 0 ? 0 : strlen(root);
+        if (strncmp(rel, root, rn) != 0 || (rn && rel[rn] != '/'))
+            continue;
+        dir = join(mnt, rel + rn + (rel[rn] == '/'));
+        rmdir_tree(dir, 0);
+        remove_instance_of(dir);
+        free(dir);
+    }
+    if (f != NULL)
+        fclose(f);
+}
+
+void cgroup_app_remove_tree(const struct cgroup_sys *cs, const char *app)
+{
+    char *dirs[1 + CGV1_COUNT], *rel = cgroup_app_rel(cs, app);
+    size_t n = app_dirs(cs, app, dirs);
+
+    for (size_t i = 0; i < n; i++)
+        rmdir_tree(dirs[i], 0);
+    dirs_free(dirs, n);
+    if (rel != NULL)
+        remove_everywhere(rel);
+    free(rel);
+    cgroup_app_remove(cs, app);
 }
 
 void cgroup_app_remove(const struct cgroup_sys *cs, const char *app)

@@ -155,6 +155,11 @@ ssize_t cgroup_app_procs(const struct cgroup_sys *cs, const char *app,
 size_t cgroup_app_signal(const struct cgroup_sys *cs, const char *app,
                          int sig);
 
+/* sig to every process of the app's cgroup and of the cgroups below it (a
+ * container's libpod-<id>); how many were sent. */
+size_t cgroup_app_signal_tree(const struct cgroup_sys *cs, const char *app,
+                              int sig);
+
 /*
  * Kill every process of the app's cgroup for good: cgroup.kill (v2), else
  * freeze, SIGKILL every task, thaw (v1 freezer), else SIGKILL each listed
@@ -176,6 +181,22 @@ void cgroup_app_remove(const struct cgroup_sys *cs, const char *app);
  * cgroup_app_prepare makes them again, cgroup_app_remove removes them
  * after the last app. */
 void cgroup_instance_remove(const struct cgroup_sys *cs);
+
+/* The app's cgroup directory in every hierarchy used, into out (at most
+ * 1 + CGV1_COUNT, each allocated: the caller frees them); the count. */
+size_t cgroup_app_dirs(const struct cgroup_sys *cs, const char *app,
+                       char **out);
+
+/* The app's cgroup as /proc/<pid>/cgroup shows it in the v2 hierarchy
+ * (the --cgroup-parent of its container), or NULL without one. */
+char *cgroup_app_rel(const struct cgroup_sys *cs, const char *app);
+
+/* Remove the app's cgroup with every child cgroup in it (a container's
+ * libpod-<id>, conmon), depth-first, in every hierarchy mounted on the
+ * machine (a runtime makes its path in those acceld does not use too),
+ * then what cgroup_app_remove removes. Quiet where a cgroup still holds
+ * a process. */
+void cgroup_app_remove_tree(const struct cgroup_sys *cs, const char *app);
 
 /*
  * Is process pid in app's cgroup (by /proc/<pid>/cgroup, the containment

@@ -352,13 +352,14 @@ void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
     unsigned live = 0;
 
     for (unsigned i = 0; i < ACCEL_LEDGER_SLOTS; i++) {
-        uint64_t key = atomic_load(&l->slots[i].key);
+        struct accel_ledger_slot *s = (struct accel_ledger_slot *)&l->slots[i];
+        uint64_t key = atomic_load(&s->key);
         if (key == 0)
             continue;
-        if (key == ACCEL_LEDGER_RECLAIMING || accel_ledger_key_alive(key))
+        if (key == ACCEL_LEDGER_RECLAIMING || accel_ledger_slot_alive(s, key))
             live++;
         else
-            dead += atomic_load(&l->slots[i].used);
+            dead += atomic_load(&s->used);
     }
     /* what the reclaim would leave: the dead slots' charges given back,
      * and nothing at all when no process is attached */

@@ -734,13 +734,7 @@ static void *loop(void *arg)
         struct timespec ts;
         pthread_mutex_unlock(&r->mu);
         run_pass(r);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = util_deadline(CLOCK_MONOTONIC, (unsigned)ms);
         pthread_mutex_lock(&r->mu);
         while (!r->stop &&
                pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT)

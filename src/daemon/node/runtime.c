@@ -15,11 +15,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/quantity.h"
@@ -36,9 +38,11 @@
 #include "daemon/node/proc.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/node/vram.h"
+#include "daemon/node/runner.h"
 #include "daemon/state.h"
 
 #define SUPERVISE_MS 100     /* a supervisor round */
+#define SUPERVISE_STOP_MS 20 /* ...while an app it watches is stopping */
 #define SUPERVISE_MAX 1024   /* apps with a process looked at per round */
 #define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
 #define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
@@ -51,7 +55,7 @@
 
 bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 {
-    if (a->m.run.argv == NULL)
+    if (!manifest_runs(&a->m))
         return false;
     for (size_t i = 0; i < a->nrows; i++)
         if (!d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
@@ -62,7 +66,7 @@ bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
 bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
 {
     uint32_t node;
-    if (a->m.run.argv == NULL || a->nrows == 0)
+    if (!manifest_runs(&a->m) || a->nrows == 0)
         return false;
     node = d->snap.devs[a->rows[0].dev].node;
     for (size_t i = 1; i < a->nrows; i++)
@@ -224,16 +228,26 @@ static enum accel_err config_dir_for(const char *dir,
     return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
 }
 
+/* The devices of an app's shim config, with their files' paths. */
+struct shim_files {
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char paths[ADM_MAX_SELECTION][512];
+    char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
+    size_t n;
+};
+
 /*
  * Create the ledger of every Memory-slicing row (the limit is the row's
  * quota) and write the app's read-only shim config naming them. Returns
  * the config path (caller frees) or NULL with *cause set.
  */
 static char *write_shim_config(struct accel_daemon *d, const struct app *a,
-                               const struct identity_run *who, char **cause)
+                               const struct identity_run *who,
+                               struct shim_files *f, char **cause)
 {
-    struct ledger_device devs[ADM_MAX_SELECTION];
-    char paths[ADM_MAX_SELECTION][512], cards[ADM_MAX_SELECTION][512];
+    struct ledger_device *devs = f->devs;
+    char (*paths)[512] = f->paths;
+    char (*cards)[512] = f->cards;
     char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
@@ -290,6 +304,7 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
         rc = ledger_write_config(cfg, a->name, devs, n);
     if (rc == ACCEL_OK)
         rc = events_file_for(d, a, who);
+    f->n = n;
     free(dir);
     free(rundir);
     if (rc != ACCEL_OK) {
@@ -303,6 +318,11 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
 
 void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
+    /* a person's own container held through the app's CDI device (its
+     * hook put it in the app's cgroup) ends with the binding */
+    if (!manifest_runs(&a->m) && d->cg != NULL &&
+        cgroup_app_populated(d->cg, a->name) == 1)
+        cgroup_app_kill(d->cg, a->name);
     char *rundir = run_dir(d), *cfg = config_path(d, a->name);
     char path[512];
 
@@ -318,6 +338,10 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     cfg = runtime_events_path(d, a->name);
     unlink(cfg);
     free(cfg);
+    cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
+                    a->name);
+    unlink(cfg); /* a container's copy (runner_container.c) */
+    free(cfg);
     free(rundir);
 }
 
@@ -327,7 +351,7 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
  * not root's PATH, not a secret the operator exported before starting
  * acceld). Everything else an app sees is set by build_env.
  */
-static int inherit_var(const char *entry)
+int runtime_inherit_var(const char *entry)
 {
     static const char *const keep[] = {"LANG=", "LANGUAGE=", "TZ=", "TERM="};
 
@@ -402,7 +426,7 @@ static size_t multi_env(struct accel_daemon *d, const struct app *a,
  */
 #define APP_TAG_KEY "ACCEL_APP_ID"
 
-static char *app_tag(const struct accel_daemon *d, const char *name)
+char *runtime_app_tag(const struct accel_daemon *d, const char *name)
 {
     return xasprintf("%s/%s", d->cg ? d->cg->instance : "", name);
 }
@@ -436,7 +460,7 @@ static char **build_env(struct accel_daemon *d, const struct app *a,
         env[n++] = xasprintf("ACCEL_LOG=%s", log);
     env[n++] = xasprintf("ACCEL_APP=%s", a->name);
     {
-        char *tag = app_tag(d, a->name);
+        char *tag = runtime_app_tag(d, a->name);
         env[n++] = xasprintf(APP_TAG_KEY "=%s", tag);
         free(tag);
     }
@@ -468,19 +492,6 @@ static void free_env(char **env)
     free(env);
 }
 
-/* What proc_start's place hook needs. */
-struct placement {
-    const struct cgroup_sys *cg;  /* the machine's cgroups */
-    const char *app;              /* the app's name */
-};
-
-/* proc_spec.place: the child waits while it is moved into its cgroup. */
-static int place_child(pid_t pid, void *arg, char **cause)
-{
-    const struct placement *p = arg;
-    return cgroup_app_attach(p->cg, p->app, pid, cause);
-}
-
 /* The limits of a's selected type (SPEC 8.2). */
 static struct cgroup_limits app_limits(const struct app *a)
 {
@@ -502,15 +513,10 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     char *cfg = NULL;
     struct proc_handle h;
     struct identity_run who;
-    struct proc_cred cred;
-    struct placement pl = {d->cg, a->name};
-    struct cgroup_limits lim = app_limits(a);
-    struct proc_spec spec = {
-        .name = a->name,
-        .argv = a->m.run.argv,
-        .inherit = inherit_var,
-        .log_path = logpath,
-    };
+    struct shim_files *files = xcalloc(1, sizeof(*files));
+    const struct runner *r = runner_of(a);
+    struct runner_start rs = {.a = a, .log_path = logpath, .out_fd = -1,
+                              .lim = app_limits(a)};
     bool have_who = false, have_log = false;
     int outfd = -1;
     enum accel_err rc;
@@ -521,17 +527,13 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     if (rc != ACCEL_OK)
         goto out;
     have_who = true;
-    rc = cgroup_app_prepare(d->cg, a->name, &lim, cause);
+    rc = cgroup_app_prepare(d->cg, a->name, &rs.lim, cause);
     if (rc != ACCEL_OK)
         goto out;
     if (d->cg->v2_dir != NULL)
         vram_app_apply(d, a); /* the kernel's or the driver's VRAM limits */
-    if (d->cg->containment.tier != CGROUP_NONE) {
-        spec.place = place_child; /* before the uid drop and the exec */
-        spec.place_arg = &pl;
-    }
     if (d->shim_path && needs_shim(d, a)) {
-        cfg = write_shim_config(d, a, &who, cause);
+        cfg = write_shim_config(d, a, &who, files, cause);
         if (cfg == NULL) {
             rc = ACCEL_ESYS;
             goto out;
@@ -542,22 +544,23 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
         if (rc != ACCEL_OK)
             goto out;
         have_log = true;
-        spec.has_out_fd = true;
-        spec.out_fd = outfd;
+        rs.out_fd = outfd;
     }
-    cred = (struct proc_cred){.uid = who.uid, .gid = who.gid};
-    spec.cred = who.drop ? &cred : NULL;
-    spec.workdir = a->m.run.workdir ? a->m.run.workdir : who.home;
     env = build_env(d, a, cfg, &who);
-    spec.env = env;
-    rc = proc_start(&spec, &h, cause);
+    rs.who = &who;
+    rs.env = env;
+    rs.cfg = cfg;
+    rs.devs = files->devs;
+    rs.ndevs = files->n;
+    rc = r->start(d, &rs, &h, cause);
     if (rc == ACCEL_OK) {
         a->pid = h.pid;
         a->pid_start = h.start_time;
         a->leader_gone = false;
         a->leader_status = -1;
         state_event(d, "app.start", a->name, NULL, NULL,
-                    json_pack("{s:i}", "pid", (int)h.pid),
+                    json_pack("{s:i, s:s}", "pid", (int)h.pid, "runner",
+                              r->kind),
                     "app %s started (pid %d)", a->name, (int)h.pid);
     }
     free_env(env);
@@ -570,10 +573,157 @@ out:
         applog_close(d->applog, a->name);
     if (rc != ACCEL_OK)
         cgroup_app_remove(d->cg, a->name);
+    free(files);
     free(cfg);
     free(logpath);
     free(logdir);
     return rc;
+}
+
+/* ---- people's own containers: the CDI spec (SPEC 8.2.1) ---- */
+
+/* The last spec written (a rewrite only when it changes). One per process:
+ * daemons sharing a process in a unit test would only rewrite more. */
+static char *cdi_last;
+static bool cdi_cleared; /* a spec left by an earlier run was removed */
+
+/* Is a an app of this node that acceld does not run (external), bound to
+ * a GPU here that needs the shim? */
+static bool cdi_app(struct accel_daemon *d, const struct app *a)
+{
+    if (manifest_runs(&a->m) || a->nrows == 0 || !needs_shim(d, a))
+        return false;
+    for (size_t i = 0; i < a->nrows; i++)
+        if (!row_local(d, a, i))
+            return false;
+    return true;
+}
+
+/* text into path (0644): 0, or -1 with errno. */
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t len = strlen(text), done = 0;
+    if (fd < 0)
+        return -1;
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return close(fd);
+}
+
+/* Where the spec goes: ACCEL_CDI_DIR, else /var/run/cdi on a machine that
+ * uses CDI (it has /var/run/cdi or /etc/cdi), else nowhere. */
+static const char *cdi_dir(void)
+{
+    const char *dir = getenv("ACCEL_CDI_DIR");
+    if (dir != NULL && dir[0] == '/')
+        return dir;
+    if (access(RUNTIME_CDI_DIR, F_OK) == 0 || access("/etc/cdi", F_OK) == 0)
+        return RUNTIME_CDI_DIR;
+    return NULL;
+}
+
+void runtime_cdi_refresh(struct accel_daemon *d)
+{
+    const char *dir = cdi_dir();
+    json_t *devs = json_array(), *spec;
+    char *path, *text, *tmp;
+    struct identity_run who = {.drop = false, .uid = 0, .gid = 0};
+
+    if (d->cg == NULL || d->shim_path == NULL || dir == NULL) {
+        json_decref(devs);
+        return;
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps; i++) {
+        struct app *a = d->apps[i];
+        struct shim_files *f;
+        char *cfg, *cause = NULL;
+        json_t *dev;
+        if (!cdi_app(d, a)) {
+            if (!manifest_runs(&a->m) &&
+                cgroup_app_populated(d->cg, a->name) == 0)
+                cgroup_app_remove_tree(d->cg, a->name); /* released */
+            continue;
+        }
+        if (cgroup_app_populated(d->cg, a->name) < 0) { /* for the hook */
+            struct cgroup_limits lim = app_limits(a);
+            if (cgroup_app_prepare(d->cg, a->name, &lim, &cause) !=
+                ACCEL_OK) {
+                log_warn("app %s: %s", a->name, cause);
+                free(cause);
+                cause = NULL;
+            }
+        }
+        f = xcalloc(1, sizeof(*f));
+        cfg = write_shim_config(d, a, &who, f, &cause); /* idempotent */
+        dev = cfg ? runner_container_cdi_device(d, a, f->devs, f->n, &cause)
+                  : NULL;
+        if (dev != NULL)
+            json_array_append_new(devs, dev);
+        else
+            log_warn("app %s: no CDI device: %s", a->name, cause);
+        free(cause);
+        free(cfg);
+        free(f);
+    }
+    pthread_mutex_unlock(&d->lock);
+    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
+    if (json_array_size(devs) == 0) {
+        json_decref(devs);
+        if (cdi_last != NULL || !cdi_cleared)
+            unlink(path);
+        cdi_cleared = true;
+        free(cdi_last);
+        cdi_last = NULL;
+        free(path);
+        return;
+    }
+    /* the lowest version with what it uses: podman 4.3.1 reads up to 0.5.0 */
+    spec = json_pack("{s:s, s:s, s:o}", "cdiVersion", "0.5.0", "kind",
+                     "accel.dev/app", "devices", devs);
+    text = json_dumps(spec, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(spec);
+    if (cdi_last == NULL || strcmp(cdi_last, text) != 0) {
+        tmp = xasprintf("%s.tmp", path);
+        mkdirs(dir);
+        if (write_text(tmp, text) != 0 ||
+            rename(tmp, path) != 0) {
+            log_warn("cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            free(text);
+            text = NULL;
+        }
+        free(tmp);
+        free(cdi_last);
+        cdi_last = text;
+    } else {
+        free(text);
+    }
+    free(path);
+}
+
+void runtime_cdi_remove(struct accel_daemon *d)
+{
+    const char *dir = cdi_dir();
+    char *path;
+    if (d->cg == NULL || dir == NULL)
+        return;
+    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
+    unlink(path);
+    free(path);
+    free(cdi_last);
+    cdi_last = NULL;
 }
 
 /* ---- stopping ---- */
@@ -584,14 +734,23 @@ static bool reap(pid_t pid, int *status)
     return pid > 1 && proc_reap(pid, status) == ACCEL_OK;
 }
 
-/* Poll the app's cgroup until it is empty or ms pass; true when empty. */
-static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
+/* Is the app's leader still part of it (a runner's leader_counts)? */
+static bool leader_alive(const struct runner *r, pid_t pid, uint64_t start)
+{
+    return r->leader_counts && proc_alive(pid, start);
+}
+
+/* Poll the app's cgroup until it is empty (and its leader gone, where
+ * the runner counts it) or ms pass; true when empty. */
+static bool wait_empty(struct accel_daemon *d, const struct runner *r,
+                       const char *name, pid_t pid, uint64_t start,
                        unsigned ms, int *status)
 {
     uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
     for (;;) {
         reap(pid, status);
-        if (cgroup_app_populated(d->cg, name) != 1) {
+        if (cgroup_app_populated(d->cg, name) != 1 &&
+            !leader_alive(r, pid, start)) {
             reap(pid, status);
             return true;
         }
@@ -601,39 +760,87 @@ static bool wait_empty(struct accel_daemon *d, const char *name, pid_t pid,
     }
 }
 
+/* The runner of app name (takes d->lock: callers of a blocking stop hold
+ * none); the process runner when the app is gone. */
+static const struct runner *runner_named(struct accel_daemon *d,
+                                         const char *name)
+{
+    const struct runner *r = &runner_process;
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, name);
+    if (a != NULL)
+        r = runner_of(a);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
 enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
                             pid_t pid, uint64_t start, int timeout_s,
                             int *out_status)
 {
     struct proc_handle h = {.pid = pid, .start_time = start};
+    const struct runner *r = runner_named(d, name);
     char *cause = NULL;
     enum accel_err rc = ACCEL_OK;
+    int status = -1;
 
-    if (cgroup_app_populated(d->cg, name) < 0) { /* no cgroup: groups */
-        char *tag = app_tag(d, name);
+    if (cgroup_app_populated(d->cg, name) < 0 && !r->leader_counts) {
+        char *tag = runtime_app_tag(d, name); /* no cgroup: groups */
         rc = proc_stop(&h, APP_TAG_KEY, tag, (unsigned)timeout_s * 1000u,
-                       KILL_GRACE_MS, out_status, &cause);
+                       KILL_GRACE_MS, &status, &cause);
         free(tag);
     } else {
-        cgroup_app_signal(d->cg, name, SIGTERM);
-        if (!wait_empty(d, name, pid, (unsigned)timeout_s * 1000u,
-                        out_status)) {
+        r->term(d, name, pid, start, timeout_s, true);
+        if (!wait_empty(d, r, name, pid, start, (unsigned)timeout_s * 1000u,
+                        &status)) {
             cgroup_app_kill(d->cg, name);
-            if (!wait_empty(d, name, pid, KILL_GRACE_MS, out_status)) {
+            if (!wait_empty(d, r, name, pid, start, KILL_GRACE_MS,
+                            &status)) {
                 rc = ACCEL_EBUSY;
                 cause = xasprintf("processes of its cgroup survived the "
                                   "kill");
             }
         }
         if (rc == ACCEL_OK)
-            cgroup_app_remove(d->cg, name);
+            r->finish(d, name, status);
     }
+    if (out_status != NULL && status != -1)
+        *out_status = status;
     if (rc == ACCEL_OK && d->applog != NULL)
         applog_close(d->applog, name);
     if (rc != ACCEL_OK)
         log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
     free(cause);
     return rc;
+}
+
+/* The supervisor's wake-up: a stop handed to it starts at once, not at
+ * its next round (one for the process; a wake only brings a round
+ * forward, so daemons sharing it in one test process lose nothing). */
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
+static bool wake_due;
+
+static void supervisor_wake(void)
+{
+    pthread_mutex_lock(&wake_mu);
+    wake_due = true;
+    pthread_cond_signal(&wake_cv);
+    pthread_mutex_unlock(&wake_mu);
+}
+
+/* Sleep ms, or less when supervisor_wake is called. */
+static void supervisor_sleep(unsigned ms)
+{
+    struct timespec ts = util_deadline(CLOCK_REALTIME, ms);
+    pthread_mutex_lock(&wake_mu);
+    while (!wake_due &&
+           pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) == 0)
+        ;
+    wake_due = false;
+    pthread_mutex_unlock(&wake_mu);
 }
 
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
@@ -647,6 +854,7 @@ void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
         .reason = reason ? xstrdup(reason) : NULL,
         .kill_at_ms = util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000,
     };
+    supervisor_wake();
 }
 
 bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
@@ -659,6 +867,8 @@ bool runtime_pid_in_app(struct accel_daemon *d, pid_t pid, const char *app)
 /* One app the supervisor looks at this round, copied under the lock. */
 struct watch {
     char *name;            /* app name (owned) */
+    const struct runner *r; /* its runner */
+    int timeout_s;         /* its stopTimeoutSeconds */
     pid_t pid;             /* its leader */
     uint64_t start;        /* the leader's start time */
     bool stopping;         /* a stop driven by us (else: watch for exit) */
@@ -686,6 +896,8 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
         if (state_app_remote(d, a) && !state_app_part_here(d, a))
             continue; /* its pid is another machine's */
         w[n] = (struct watch){.name = xstrdup(a->name),
+                              .r = runner_of(a),
+                              .timeout_s = a->m.run.stop_timeout_s,
                               .pid = (pid_t)a->pid,
                               .start = a->pid_start,
                               .stopping = a->state == APP_STOPPING,
@@ -700,19 +912,18 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
     return n;
 }
 
-/* Signal every process of the app: its cgroup, else its group and tag. */
-static void signal_app(struct accel_daemon *d, const struct watch *w,
-                       int sig)
+void runtime_signal_app(struct accel_daemon *d, const char *name, pid_t pid,
+                        uint64_t start, int sig)
 {
-    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
-    if (cgroup_app_populated(d->cg, w->name) < 0) {
-        char *tag = app_tag(d, w->name);
+    struct proc_handle h = {.pid = pid, .start_time = start};
+    if (cgroup_app_populated(d->cg, name) < 0) {
+        char *tag = runtime_app_tag(d, name);
         proc_signal_app(&h, APP_TAG_KEY, tag, sig);
         free(tag);
     } else if (sig == SIGKILL)
-        cgroup_app_kill(d->cg, w->name);
+        cgroup_app_kill(d->cg, name);
     else
-        cgroup_app_signal(d->cg, w->name, sig);
+        cgroup_app_signal(d->cg, name, sig);
 }
 
 /* Is every process of the app gone? */
@@ -721,10 +932,12 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
     struct proc_handle h = {.pid = w->pid, .start_time = w->start};
     int pop = cgroup_app_populated(d->cg, w->name);
 
+    if (w->r->leader_counts) /* podman's run lives as long as it */
+        return pop <= 0 && (w->reaped || !proc_alive(w->pid, w->start));
     if (pop >= 0)
         return pop == 0;
     if (w->stopping) {
-        char *tag = app_tag(d, w->name);
+        char *tag = runtime_app_tag(d, w->name);
         bool alive = proc_app_alive(&h, APP_TAG_KEY, tag);
         free(tag);
         return !alive;
@@ -738,10 +951,10 @@ static void stop_step(struct accel_daemon *d, struct watch *w)
 {
     int64_t now = util_wall_ms();
     if (!w->term_sent) {
-        signal_app(d, w, SIGTERM);
+        w->r->term(d, w->name, w->pid, w->start, w->timeout_s, false);
         w->term_now = true;
     } else if (!w->killed && now >= w->kill_at_ms) {
-        signal_app(d, w, SIGKILL);
+        runtime_signal_app(d, w->name, w->pid, w->start, SIGKILL);
         w->kill_now = true;
     } else if (w->killed && now >= w->give_up_ms) {
         w->gave_up = true;
@@ -783,6 +996,8 @@ static void probe(struct accel_daemon *d, struct watch *w)
     if (w->gave_up && w->linger == 0)
         w->linger = 1; /* survivors: the reconciler waits for the cgroup */
     w->oom = cgroup_app_oom_kills(d->cg, w->name);
+    if (w->gone) /* the container, its cgroups (after the OOM count) */
+        w->r->finish(d, w->name, w->reaped ? w->status : -1);
 }
 
 /* "killed: out of memory (limitedMemory 64Mi)" into buf. */
@@ -844,17 +1059,21 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
                        w->oom > 0, w->linger);
 }
 
-/* One supervisor round over every app with a process. */
-static void supervise_round(struct accel_daemon *d, bool logs)
+/* One supervisor round over every app with a process; true when one of
+ * them is stopping (the next round comes sooner). */
+static bool supervise_round(struct accel_daemon *d, bool logs)
 {
+    bool stopping = false;
     struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
     size_t n;
 
     pthread_mutex_lock(&d->lock);
     n = gather_watches(d, w, SUPERVISE_MAX, logs);
     pthread_mutex_unlock(&d->lock);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         probe(d, &w[i]);
+        stopping = stopping || (w[i].stopping && !w[i].gone);
+    }
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < n; i++)
         apply_watch(d, &w[i]);
@@ -862,6 +1081,7 @@ static void supervise_round(struct accel_daemon *d, bool logs)
     for (size_t i = 0; i < n; i++)
         free(w[i].name);
     free(w);
+    return stopping;
 }
 
 bool runtime_ledger_of(struct accel_daemon *d, const struct app *a,
@@ -895,7 +1115,7 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
-        if (a->pid <= 0)
+        if (a->pid <= 0 && !cdi_app(d, a)) /* no process, no CDI device */
             continue;
         for (size_t k = 0; k < a->nrows && n < max; k++) {
             if (!runtime_ledger_of(d, a, k, p[n].path, sizeof p[n].path))
@@ -1126,14 +1346,19 @@ static uint64_t watch_disk(struct accel_daemon *d)
 static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
-    unsigned tick = 0;
-    uint64_t disk_next = 0;
+    uint64_t disk_next = 0, second_next = 0;
+    bool stopping = false;
 
     while (!d->stopping) {
-        usleep(SUPERVISE_MS * 1000);
-        if (++tick % 10 == 0) {
+        bool second;
+        supervisor_sleep(stopping ? SUPERVISE_STOP_MS : SUPERVISE_MS);
+        second = util_now_ns() >= second_next;
+        if (second) {
+            second_next = util_now_ns() + 10ULL * SUPERVISE_MS * 1000000ULL;
             refresh_usage(d);
             vram_refresh_usage(d); /* the kernel's or the driver's count */
+            runtime_cdi_refresh(d);
+            runner_container_images(d);
         }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
@@ -1141,7 +1366,7 @@ static void *supervise(void *arg)
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
         }
-        supervise_round(d, tick % 10 == 0);
+        stopping = supervise_round(d, second);
     }
     return NULL;
 }
@@ -1173,6 +1398,7 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->stopping = 1;
     pthread_join(d->supervisor, NULL);
     d->supervisor_running = false;
+    runtime_cdi_remove(d); /* its ledgers are acceld's to keep up */
     applog_stop(d->applog);
     d->applog = NULL;
 }
@@ -1189,7 +1415,7 @@ void runtime_end_orphans(struct accel_daemon *d)
 {
     struct proc_tagged *t = NULL;
     size_t nt = 0;
-    char *prefix = app_tag(d, ""); /* "<instance>/": this acceld's apps */
+    char *prefix = runtime_app_tag(d, ""); /* "<instance>/": this acceld's apps */
 
     /* one /proc scan for every app, not one per app */
     if (proc_find_by_env_prefix(APP_TAG_KEY, prefix, &t, &nt) != ACCEL_OK)
@@ -1218,13 +1444,14 @@ void runtime_end_orphans(struct accel_daemon *d)
     }
     pthread_mutex_unlock(&d->lock);
     proc_tagged_free(t, nt);
+    runner_container_sweep(d); /* containers of no running app */
 }
 
 void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
                           const char *why)
 {
     struct proc_handle h = {.pid = (pid_t)a->pid, .start_time = a->pid_start};
-    char *tag = app_tag(d, a->name);
+    char *tag = runtime_app_tag(d, a->name);
     if (cgroup_app_populated(d->cg, a->name) == 1)
         cgroup_app_kill(d->cg, a->name);
     proc_signal_app(&h, APP_TAG_KEY, tag, SIGKILL);

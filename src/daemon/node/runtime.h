@@ -106,6 +106,31 @@ void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
  * held). Called whenever rows are dropped. */
 void runtime_release_files(struct accel_daemon *d, const struct app *a);
 
+/* What runtime.c shares with the runners (runner.h). */
+#define RUNTIME_CTR_CONFIG "shim-container.conf" /* a container's copy of
+                                   the shim config, in run/apps/<app> */
+/* Which of acceld's own variables an app inherits (proc_spec.inherit). */
+int runtime_inherit_var(const char *entry);
+/* The tag ACCEL_APP_ID=<instance>/<app> names (allocated). */
+char *runtime_app_tag(const struct accel_daemon *d, const char *name);
+/* Signal every process of the app: its cgroup (SIGKILL: cgroup.kill),
+ * else its group and tag. */
+void runtime_signal_app(struct accel_daemon *d, const char *name, pid_t pid,
+                        uint64_t start, int sig);
+
+/*
+ * People's own containers (SPEC 8.2.1): the CDI spec
+ * <dir>/accel-<instance>.json (dir: ACCEL_CDI_DIR, else /var/run/cdi on a
+ * machine with /var/run/cdi or /etc/cdi, else none is written), kind
+ * accel.dev/app, one device per external app bound here to a GPU that
+ * needs the shim (its ledgers and config made for it), rewritten when it
+ * changes (the supervisor, every second) and removed with the last such
+ * app; removed when the supervisor stops. No lock held.
+ */
+#define RUNTIME_CDI_DIR "/var/run/cdi"
+void runtime_cdi_refresh(struct accel_daemon *d);
+void runtime_cdi_remove(struct accel_daemon *d);
+
 /* Start / stop the supervisor thread. */
 enum accel_err runtime_supervisor_start(struct accel_daemon *d);
 void runtime_supervisor_stop(struct accel_daemon *d);

@@ -265,7 +265,7 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
     return ACCEL_OK;
 }
 
-static char **string_list(const json_t *arr, const char *path, char **cause)
+char **manifest_strings(const json_t *arr, const char *path, char **cause)
 {
     size_t n = json_array_size(arr), i;
     const json_t *v;
@@ -393,6 +393,19 @@ static enum accel_err parse_preload(const json_t *v, struct manifest_run *run,
     return ACCEL_OK;
 }
 
+/* The container fields a host command may not have. */
+static const char *const container_only[] = {
+    "image", "pull", "entrypoint", "ports", "volumes", "shmSize",
+    "privileged", "network", "pid", "capAdd", NULL};
+
+bool manifest_container_key(const char *k)
+{
+    for (const char *const *c = container_only; *c; c++)
+        if (strcmp(k, *c) == 0)
+            return true;
+    return false;
+}
+
 static enum accel_err parse_run(const json_t *run, struct manifest *m,
                                 char **cause)
 {
@@ -409,15 +422,28 @@ static enum accel_err parse_run(const json_t *run, struct manifest *m,
     json_object_foreach((json_t *)run, k, v) {
         if (strcmp(k, "command") && strcmp(k, "env") && strcmp(k, "workdir") &&
             strcmp(k, "stopTimeoutSeconds") && strcmp(k, "user") &&
-            strcmp(k, "preload")) {
+            strcmp(k, "preload") && !manifest_container_key(k)) {
             *cause = xasprintf("run.%s is not a known field", k);
             return ACCEL_EINVAL;
         }
     }
-    m->run.argv = string_list(json_object_get(run, "command"), "run.command",
-                              cause);
-    if (m->run.argv == NULL)
-        return ACCEL_EINVAL;
+    if (json_object_get(run, "image") != NULL) {
+        if (manifest_container_parse(run, &m->run, cause) != ACCEL_OK)
+            return ACCEL_EINVAL;
+    } else {
+        for (const char *const *c = container_only; *c; c++)
+            if (json_object_get(run, *c) != NULL) {
+                *cause = xasprintf("run.%s is only for a container app "
+                                   "(run.image)", *c);
+                return ACCEL_EINVAL;
+            }
+    }
+    v = json_object_get(run, "command");
+    if (v != NULL || m->run.ctr.image == NULL) {
+        m->run.argv = manifest_strings(v, "run.command", cause);
+        if (m->run.argv == NULL)
+            return ACCEL_EINVAL;
+    }
     if (parse_env(json_object_get(run, "env"), &m->run, cause) != ACCEL_OK)
         return ACCEL_EINVAL;
     v = json_object_get(run, "workdir");
@@ -559,7 +585,7 @@ bad:
     return ACCEL_EINVAL;
 }
 
-static void free_list(char **l)
+void manifest_strings_free(char **l)
 {
     if (l == NULL)
         return;
@@ -572,11 +598,12 @@ void manifest_release(struct manifest *m)
 {
     free(m->name);
     free(m->title);
-    free_list(m->run.argv);
-    free_list(m->run.env);
+    manifest_strings_free(m->run.argv);
+    manifest_strings_free(m->run.env);
     free(m->run.workdir);
     free(m->run.user);
-    free_list(m->run.preload);
+    manifest_strings_free(m->run.preload);
+    manifest_container_release(&m->run.ctr);
     free(m->req);
     memset(m, 0, sizeof(*m));
 }
@@ -619,8 +646,12 @@ bool manifest_env_reserved(const char *key)
     return false;
 }
 
-/* Is path the home or below it, with no "." or ".." component? */
-static bool inside_home(const char *path, const char *home)
+bool manifest_runs(const struct manifest *m)
+{
+    return m->run.argv != NULL || m->run.ctr.image != NULL;
+}
+
+bool manifest_inside_home(const char *path, const char *home)
 {
     size_t n = strlen(home);
 
@@ -654,7 +685,9 @@ enum accel_err manifest_check_install(const struct manifest *m, bool admin,
                            "app runs as (a member's app runs as its owner)");
         return ACCEL_EFORBIDDEN;
     }
-    if (m->run.workdir != NULL && !inside_home(m->run.workdir, home)) {
+    if (m->run.ctr.image != NULL) /* its workdir is the container's */
+        return manifest_container_check(m, admin, home, cause);
+    if (m->run.workdir != NULL && !manifest_inside_home(m->run.workdir, home)) {
         *cause = xasprintf("run.workdir: a member's app may only work inside "
                            "its owner's home %s (outside it is admin-only)",
                            home);

@@ -9,14 +9,43 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "accel/accel.h"
 #include "daemon/rules/admission.h"
 
 #define MANIFEST_MAX_ENTRIES ACCEL_TYPE_COUNT
 
+/* run.volumes[i] of a container app (SPEC 8.2.1). */
+struct manifest_volume {
+    char *source;         /* host path: absolute, or relative to the
+                             owner's home (resolved when it runs) */
+    char *target;         /* absolute path in the container */
+    bool read_only;       /* readOnly */
+};
+
+/* What run.image adds (SPEC 8.2.1); image NULL = a host command. */
+struct manifest_container {
+    char *image;          /* run.image: a reference (manifest_image_ref) */
+    char *pull;           /* run.pull: "missing" (default), "always", "never" */
+    char **entrypoint;    /* run.entrypoint, or NULL (the image's) */
+    char **ports;         /* run.ports as "ip:host:container/proto",
+                             NULL-terminated (empty when absent) */
+    struct manifest_volume *volumes; /* run.volumes [nvolumes] */
+    size_t nvolumes;
+    uint64_t shm_size;    /* run.shmSize bytes, 0 = podman's default */
+    bool privileged;      /* run.privileged (admin only) */
+    char *network;        /* run.network: NULL (podman's), "none", "host"
+                             (admin only) */
+    bool host_pid;        /* run.pid: "host" (admin only) */
+    char **cap_add;       /* run.capAdd (admin only), NULL-terminated
+                             (empty when absent) */
+};
+
 struct manifest_run {
-    char **argv;          /* NULL-terminated command, NULL when external */
+    char **argv;          /* NULL-terminated command, NULL when external
+                             (or, with an image, the image's CMD) */
     char **env;           /* NULL-terminated "KEY=VALUE" list */
     char *workdir;        /* or NULL (= the owner's private home) */
     char *user;           /* run.user: a user name or uid, admin-only;
@@ -25,6 +54,7 @@ struct manifest_run {
                              preloaded after the shim, NULL-terminated
                              (empty list when absent) */
     int stop_timeout_s;   /* stopTimeoutSeconds, default 10 */
+    struct manifest_container ctr; /* run.image and what goes with it */
 };
 
 struct manifest {
@@ -73,6 +103,35 @@ bool manifest_env_reserved(const char *key);
  */
 enum accel_err manifest_check_install(const struct manifest *m, bool admin,
                                       const char *home, char **cause);
+
+/* Does acceld start the app (a command or an image), or is it external? */
+bool manifest_runs(const struct manifest *m);
+
+/* manifest_container.c: the container fields of run (SPEC 8.2.1). */
+/* Is k a field of run that only a container app has? */
+bool manifest_container_key(const char *k);
+/* Parse run's container fields into r (run.image present); ACCEL_EINVAL
+ * with *cause naming the field otherwise. */
+enum accel_err manifest_container_parse(const json_t *run,
+                                        struct manifest_run *r, char **cause);
+void manifest_container_release(struct manifest_container *c);
+/* Does ref parse as an image reference: [host[:port]/]path[:tag][@digest],
+ * path components lower case ([a-z0-9] separated by '.', '_', "__" or
+ * '-'), a tag [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}, a digest
+ * sha256:<64 hex>? At most 255 bytes. */
+bool manifest_image_ref(const char *ref);
+/* The member rules of a container (SPEC 8.2.1): ports on loopback from
+ * 1024, volumes inside home, no privileged, host network or pid, added
+ * capabilities. ACCEL_OK for an admin or a host command; else
+ * ACCEL_EFORBIDDEN with *cause naming the field and the rule. */
+enum accel_err manifest_container_check(const struct manifest *m, bool admin,
+                                        const char *home, char **cause);
+/* A non-empty list of at most 256 non-empty strings at path (for the
+ * messages), NULL-terminated, or NULL with *cause; and its release. */
+char **manifest_strings(const json_t *arr, const char *path, char **cause);
+void manifest_strings_free(char **l);
+/* Is path home or below it, with no "." or ".." component? */
+bool manifest_inside_home(const char *path, const char *home);
 
 /* The requirement for a type, or NULL when the manifest has none. */
 const struct adm_req *manifest_req(const struct manifest *m,

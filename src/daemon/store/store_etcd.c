@@ -1322,15 +1322,8 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
 static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
 {
     struct estore *s = (struct estore *)base;
-    struct timespec until;
+    struct timespec until = util_deadline(CLOCK_REALTIME, (unsigned)ms);
     enum accel_err err = ACCEL_OK;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&s->vlock);
     while (s->applied_rev < rev && err == ACCEL_OK)
         if (pthread_cond_timedwait(&s->vcond, &s->vlock, &until) == ETIMEDOUT)

@@ -1,0 +1,874 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runner_container.c: the runner of an OCI image (SPEC 8.2.1). acceld
+ * runs `podman run` in the foreground as the app's leader (outside the
+ * app's cgroup: --cgroups=no-conmon keeps podman's monitor out of it too),
+ * and the container inside it (--cgroup-parent), as the owner's uid with
+ * every capability dropped and no-new-privileges; the container's output
+ * passes straight into the app's log pipe (--log-driver=passthrough). The
+ * shim, a copy of its config with the container's paths, the ledgers and
+ * the broker sockets are mounted at fixed paths under /run/accel and
+ * /usr/lib/accel; the bound NVIDIA GPUs come in as the CDI devices of
+ * NVIDIA's spec (nvidia.com/gpu=<UUID>). A stop is `podman stop -t`, then
+ * runtime.c's cgroup.kill; once the app is gone the container is removed
+ * and every child cgroup with it. See docs/containers.md.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/runner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "common/yamljson.h"
+#include "daemon/log.h"
+#include "daemon/node/runtime.h"
+
+#define CTR_SHIM "/usr/lib/accel/libaccelshim.so" /* the shim, read-only */
+#define CTR_CONFIG "/run/accel/shim.conf"         /* its config, read-only */
+#define CTR_LEDGERS "/run/accel/ledgers"          /* the ledgers */
+#define CTR_BROKER "/run/accel/broker"            /* broker sockets */
+#define CTR_ARGS_MAX 1024
+#define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define PODMAN_WAIT_MS 30000u /* a podman command that is not a stop */
+#define CDI_FILE_MAX (4u << 20)
+
+/* ---- running podman ---- */
+
+/* The environment podman runs with: a PATH with sbin (netavark needs
+ * iptables), root's HOME, nothing else of acceld's. */
+static char *const podman_env[] = {"PATH=" CTR_PATH, "HOME=/root", NULL};
+
+/* In a forked child: stdout/stderr to fd (or /dev/null), exec podman. */
+static void exec_podman(char *const *argv, int fd)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0)
+        dup2(null, STDIN_FILENO);
+    dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
+    dup2(fd >= 0 ? fd : null, STDERR_FILENO);
+    execve("/usr/bin/podman", argv, podman_env);
+    execvpe("podman", argv, podman_env);
+    _exit(127);
+}
+
+/*
+ * Run podman with argv and wait up to ms; its output (stdout and stderr,
+ * at most len - 1 bytes, trailing newlines cut) into out when out is not
+ * NULL. Returns its exit code, or -1 when it could not run or was killed
+ * at the deadline.
+ */
+static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+{
+    int fds[2], status = 0;
+    size_t got = 0;
+    pid_t pid;
+    uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0)
+        exec_podman(argv, fds[1]);
+    close(fds[1]);
+    for (;;) {
+        struct pollfd p = {fds[0], POLLIN, 0};
+        char buf[1024];
+        ssize_t n;
+        int64_t left = (int64_t)(deadline - util_now_ns()) / 1000000;
+        if (util_now_ns() >= deadline || poll(&p, 1, (int)left) <= 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        n = read(fds[0], buf, sizeof buf);
+        if (n <= 0)
+            break;
+        if (out != NULL && got + 1 < len) {
+            size_t take = (size_t)n < len - 1 - got ? (size_t)n : len - 1 - got;
+            memcpy(out + got, buf, take);
+            got += take;
+        }
+    }
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (out != NULL) {
+        while (got > 0 && out[got - 1] == '\n')
+            got--;
+        out[got] = '\0';
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Run podman with argv and do not wait for it (a stop the supervisor
+ * drives: runtime.c kills the cgroup if it takes too long). The middle
+ * child exits at once, so nothing is left for acceld to reap. */
+static void podman_detached(char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (fork() == 0)
+            exec_podman(argv, -1);
+        _exit(0);
+    }
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+}
+
+enum accel_err runner_container_image_check(const char *ref, char **cause)
+{
+    char *argv[] = {"podman", "image", "exists", (char *)ref, NULL};
+    int rc = podman(argv, NULL, 0, PODMAN_WAIT_MS);
+
+    if (rc == 0)
+        return ACCEL_OK;
+    if (rc == 1) {
+        *cause = xasprintf("run.image: \"%s\" is not on this machine and "
+                           "run.pull is never (pull it with podman pull, "
+                           "or set pull: missing)", ref);
+        return ACCEL_ENOTFOUND;
+    }
+    *cause = xasprintf("run.image: podman could not tell whether \"%s\" is "
+                       "on this machine (podman image exists: %s); a "
+                       "container app needs podman (docs/containers.md)",
+                       ref, rc < 0 ? "did not run" : "failed");
+    return ACCEL_ESYS;
+}
+
+void runner_container_name(const struct accel_daemon *d, const char *app,
+                           char *buf, size_t len)
+{
+    snprintf(buf, len, "accel-%s-%s", d->cg->instance, app);
+}
+
+json_t *runner_container_json(const struct accel_daemon *d,
+                              const struct app *a)
+{
+    char name[128];
+    const char *state = "none"; /* removed whenever its processes are gone */
+
+    if (a->m.run.ctr.image == NULL)
+        return NULL;
+    if (a->pid > 0)
+        state = a->state == APP_STOPPING ? "stopping" : "running";
+    runner_container_name(d, a->name, name, sizeof name);
+    return json_pack("{s:s, s:s, s:s, s:s}", "image", a->m.run.ctr.image,
+                     "pull", a->m.run.ctr.pull, "name", name, "state", state);
+}
+
+/* ---- what the machine allows ---- */
+
+static bool executable(const char *name)
+{
+    static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin",
+                                       "/usr/sbin", "/usr/bin", "/sbin",
+                                       "/bin", NULL};
+    for (const char *const *d = dirs; *d; d++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", *d, name);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The OCI runtime: crun refuses the hybrid of v1 controllers and an empty
+ * v2 hierarchy, so with v1 controllers in use runc; else crun when there
+ * is one. NULL with *cause when none fits. */
+static const char *oci_runtime(const struct cgroup_sys *cg, char **cause)
+{
+    bool v1 = cg->memory.tier == CGROUP_V1 || cg->cpu.tier == CGROUP_V1 ||
+              cg->pids.tier == CGROUP_V1 || cg->v2_dir == NULL ||
+              cg->memory.tier == CGROUP_NONE;
+    if (!v1 && executable("crun"))
+        return "crun";
+    if (executable("runc"))
+        return "runc";
+    *cause = xasprintf("no OCI runtime for podman: install runc (apt-get "
+                       "install runc)%s",
+                       v1 ? "; crun refuses this machine's cgroup v1 "
+                            "controllers" : " or crun");
+    return NULL;
+}
+
+/* "--ulimit=<name>=<limit>:<limit>" at acceld's own hard limit: podman's
+ * defaults (nofile 1048576) exceed what a root without CAP_SYS_RESOURCE
+ * may set, and runc then refuses to start the container. podman lowers
+ * its monitor's nproc to the kernel's pid_max, so nproc is at most that
+ * (cap, 0 = none). */
+static char *ulimit_arg(const char *name, int res, uint64_t cap)
+{
+    struct rlimit rl;
+    uint64_t v;
+    if (getrlimit(res, &rl) != 0)
+        return xasprintf("--ulimit=%s=-1:-1", name);
+    v = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_max;
+    if (cap != 0 && cap < v)
+        v = cap;
+    if (v == UINT64_MAX)
+        return xasprintf("--ulimit=%s=-1:-1", name);
+    return xasprintf("--ulimit=%s=%llu:%llu", name, (unsigned long long)v,
+                     (unsigned long long)v);
+}
+
+/* /proc/sys/kernel/pid_max, 0 when unreadable. */
+static uint64_t pid_max(void)
+{
+    char buf[32];
+    return util_read_small("/proc/sys/kernel/pid_max", buf, sizeof buf) > 0
+               ? strtoull(buf, NULL, 10)
+               : 0;
+}
+
+/*
+ * The CDI spec in /etc/cdi or /var/run/cdi that lists kind=name: true, and
+ * with edits not NULL, its device's containerEdits and the spec's own
+ * appended to *edits (a new object of arrays env, deviceNodes, mounts,
+ * hooks when *edits is NULL).
+ */
+static bool cdi_find(const char *kind, const char *name, json_t **edits)
+{
+    static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi", NULL};
+    static const char *const keys[] = {"env", "deviceNodes", "mounts",
+                                       "hooks", NULL};
+    bool found = false;
+    char *buf = xmalloc(CDI_FILE_MAX);
+
+    for (const char *const *dir = dirs; *dir && !found; dir++) {
+        DIR *dp = opendir(*dir);
+        struct dirent *e;
+        while (dp != NULL && !found && (e = readdir(dp)) != NULL) {
+            char path[512];
+            json_t *spec = NULL, *dev, *hit = NULL;
+            ssize_t n;
+            size_t i;
+            char *err = NULL;
+            const char *ext = strrchr(e->d_name, '.');
+            if (ext == NULL || (strcmp(ext, ".json") && strcmp(ext, ".yaml") &&
+                                strcmp(ext, ".yml")))
+                continue;
+            snprintf(path, sizeof path, "%s/%s", *dir, e->d_name);
+            n = util_read_small(path, buf, CDI_FILE_MAX);
+            if (n <= 0 ||
+                yamljson_parse_any(buf, (size_t)n, &spec, &err) != ACCEL_OK) {
+                free(err);
+                continue;
+            }
+            if (json_is_string(json_object_get(spec, "kind")) &&
+                strcmp(json_string_value(json_object_get(spec, "kind")),
+                       kind) == 0)
+                json_array_foreach(json_object_get(spec, "devices"), i, dev) {
+                    const char *nm = json_string_value(
+                        json_object_get(dev, "name"));
+                    if (nm != NULL && strcmp(nm, name) == 0)
+                        hit = dev;
+                }
+            if (hit != NULL && edits != NULL) {
+                const json_t *from[] = {json_object_get(hit, "containerEdits"),
+                                        json_object_get(spec,
+                                                        "containerEdits")};
+                if (*edits == NULL)
+                    *edits = json_object();
+                for (const char *const *k = keys; *k; k++) {
+                    json_t *to = json_object_get(*edits, *k);
+                    if (to == NULL) {
+                        to = json_array();
+                        json_object_set_new(*edits, *k, to);
+                    }
+                    for (int f = 0; f < 2; f++)
+                        if (json_is_array(json_object_get(from[f], *k)))
+                            json_array_extend(to,
+                                              json_object_get(from[f], *k));
+                }
+            }
+            found = hit != NULL;
+            json_decref(spec);
+        }
+        if (dp != NULL)
+            closedir(dp);
+    }
+    free(buf);
+    return found;
+}
+
+static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
+                          const struct ledger_device *host, size_t n,
+                          char **cause);
+
+/* accelctl beside acceld (a build tree, /usr/bin), else in /usr/bin;
+ * NULL when there is none. */
+static char *hook_path(void)
+{
+    char self[4096], *p;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n > 0) {
+        self[n] = '\0';
+        p = strrchr(self, '/');
+        if (p != NULL) {
+            util_strlcpy(p + 1, "accelctl", sizeof self - (size_t)(p + 1 - self));
+            if (access(self, X_OK) == 0)
+                return xstrdup(self);
+        }
+    }
+    return access("/usr/bin/accelctl", X_OK) == 0
+               ? xstrdup("/usr/bin/accelctl") : NULL;
+}
+
+/* How to make NVIDIA's spec, for a refusal. */
+static char *no_cdi_cause(const char *uuid)
+{
+    return xasprintf("no CDI spec in /etc/cdi or /var/run/cdi lists "
+                     "nvidia.com/gpu=%s, the GPU the app is bound to: generate "
+                     "one with NVIDIA's Container Toolkit, `nvidia-ctk cdi "
+                     "generate --output=/etc/cdi/nvidia.yaml` "
+                     "(docs/containers.md)", uuid);
+}
+
+json_t *runner_container_cdi_device(struct accel_daemon *d,
+                                    const struct app *a,
+                                    const struct ledger_device *devs,
+                                    size_t n, char **cause)
+{
+    json_t *edits = NULL, *mounts, *env, *m, *out;
+    char *vis = xstrdup("");
+    size_t i;
+
+    for (i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        char *v;
+        if (x->type != ACCEL_TYPE_NVIDIA)
+            continue;
+        if (!cdi_find("nvidia.com/gpu", x->id, &edits)) {
+            *cause = no_cdi_cause(x->id);
+            json_decref(edits);
+            free(vis);
+            return NULL;
+        }
+        v = xasprintf("%s%s%s", vis, vis[0] ? "," : "", x->id);
+        free(vis);
+        vis = v;
+    }
+    mounts = ctr_mounts(d, a->name, devs, n, cause);
+    if (mounts == NULL) {
+        json_decref(edits);
+        free(vis);
+        return NULL;
+    }
+    if (edits == NULL)
+        edits = json_pack("{s:[], s:[], s:[], s:[]}", "env", "deviceNodes",
+                          "mounts", "hooks");
+    env = json_object_get(edits, "env");
+    json_array_append_new(env, json_string("LD_PRELOAD=" CTR_SHIM));
+    json_array_append_new(env, json_string("ACCEL_CONFIG=" CTR_CONFIG));
+    json_array_append_new(env, json_sprintf("ACCEL_APP=%s", a->name));
+    json_array_append_new(env, json_sprintf("CUDA_VISIBLE_DEVICES=%s", vis));
+    json_array_append_new(env, json_sprintf("NVIDIA_VISIBLE_DEVICES=%s", vis));
+    json_array_foreach(mounts, i, m)
+        json_array_append_new(
+            json_object_get(edits, "mounts"),
+            json_pack("{s:O, s:O, s:[s, s, s, s]}", "hostPath",
+                      json_object_get(m, "hostPath"), "containerPath",
+                      json_object_get(m, "containerPath"), "options",
+                      json_is_true(json_object_get(m, "readOnly")) ? "ro"
+                                                                   : "rw",
+                      "nosuid", "nodev", "bind"));
+    json_decref(mounts);
+    { /* the hook that puts the container into the app's cgroups */
+        char *dirs[1 + CGV1_COUNT], *hook = hook_path();
+        size_t nd = cgroup_app_dirs(d->cg, a->name, dirs);
+        if (hook != NULL && nd > 0) {
+            json_t *args = json_pack("[s, s]", "accelctl", "cdi-hook");
+            for (size_t k = 0; k < nd; k++)
+                json_array_append_new(args, json_string(dirs[k]));
+            json_array_append_new(
+                json_object_get(edits, "hooks"),
+                json_pack("{s:s, s:s, s:o}", "hookName", "createContainer",
+                          "path", hook, "args", args));
+        }
+        for (size_t k = 0; k < nd; k++)
+            free(dirs[k]);
+        free(hook);
+    }
+    { /* no empty lists in what acceld writes */
+        static const char *const keys[] = {"deviceNodes", "hooks", NULL};
+        for (const char *const *k = keys; *k; k++)
+            if (json_array_size(json_object_get(edits, *k)) == 0)
+                json_object_del(edits, *k);
+    }
+    out = json_pack("{s:s, s:o}", "name", a->name, "containerEdits", edits);
+    free(vis);
+    return out;
+}
+
+/* ---- the podman run of an app ---- */
+
+/* A growing argv (at most CTR_ARGS_MAX: the manifest's lists are
+ * bounded far below it). */
+struct args {
+    char *v[CTR_ARGS_MAX + 1];
+    size_t n;
+};
+
+static void add(struct args *a, char *s)
+{
+    if (a->n < CTR_ARGS_MAX)
+        a->v[a->n++] = s;
+    else
+        free(s);
+}
+
+static void args_free(struct args *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    a->n = 0;
+}
+
+/* Is "KEY=..." one of the identity variables an image keeps its own of? */
+static bool image_own(const char *e)
+{
+    static const char *const own[] = {"PATH=", "SHELL=", "HOME=", "USER=",
+                                      "LOGNAME=", NULL};
+    for (const char *const *o = own; *o; o++)
+        if (strncmp(e, *o, strlen(*o)) == 0)
+            return true;
+    return false;
+}
+
+/* The app's variables with the container's paths: the shim first in
+ * LD_PRELOAD (then run.preload), its config at CTR_CONFIG. */
+static void add_env(struct args *a, const struct runner_start *s,
+                    const char *shim)
+{
+    char **menv = s->a->m.run.env;
+
+    for (char **e = s->env; e && *e; e++) {
+        bool from_manifest = false;
+        size_t kn = strcspn(*e, "=") + 1;
+        for (char **m = menv; m && *m && !from_manifest; m++)
+            from_manifest = strncmp(*m, *e, kn) == 0;
+        if (image_own(*e) && !from_manifest)
+            continue; /* the image's own PATH, HOME, ... */
+        if (strncmp(*e, "ACCEL_CONFIG=", 13) == 0) {
+            add(a, xstrdup("--env=ACCEL_CONFIG=" CTR_CONFIG));
+        } else if (strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+            char *v = xstrdup(shim ? CTR_SHIM : "");
+            for (char **p = s->a->m.run.preload; p && *p; p++) {
+                char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", *p);
+                free(v);
+                v = n;
+            }
+            add(a, xasprintf("--env=LD_PRELOAD=%s", v));
+            free(v);
+        } else {
+            add(a, xasprintf("--env=%s", *e));
+        }
+    }
+}
+
+/*
+ * The container's copy of the shim config (its own paths), written, and
+ * what the container mounts for the shim: [{hostPath, containerPath,
+ * readOnly}] of the shim, that config, the ledgers and the broker sockets.
+ * NULL with *cause when the config cannot be written.
+ */
+static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
+                          const struct ledger_device *host, size_t n,
+                          char **cause)
+{
+    struct ledger_device devs[ADM_MAX_SELECTION];
+    char ctr[ADM_MAX_SELECTION][256], card[ADM_MAX_SELECTION][256], *cfg;
+    json_t *m = json_array();
+    enum accel_err rc;
+
+    for (size_t i = 0; i < n && i < ADM_MAX_SELECTION; i++) {
+        const char *hp = host[i].path ? host[i].path : host[i].ts_socket;
+        devs[i] = host[i];
+        snprintf(ctr[i], sizeof ctr[i], "%s/%s",
+                 host[i].path ? CTR_LEDGERS : CTR_BROKER,
+                 hp ? strrchr(hp, '/') + 1 : "");
+        if (host[i].path)
+            devs[i].path = ctr[i];
+        else if (host[i].ts_socket)
+            devs[i].ts_socket = ctr[i];
+        if (hp != NULL)
+            json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                               hp, "containerPath", ctr[i],
+                                               "readOnly", 0));
+        if (host[i].card != NULL) { /* a time-sliced card's shared count */
+            snprintf(card[i], sizeof card[i], "%s/card-%s", CTR_BROKER,
+                     strrchr(host[i].card, '/') + 1);
+            devs[i].card = card[i];
+            json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                               host[i].card, "containerPath",
+                                               card[i], "readOnly", 0));
+        }
+    }
+    cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
+                    app);
+    rc = ledger_write_config(cfg, app, devs, n);
+    if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot write %s: %s", cfg, accel_strerror(rc));
+        free(cfg);
+        json_decref(m);
+        return NULL;
+    }
+    json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath", cfg,
+                                       "containerPath", CTR_CONFIG,
+                                       "readOnly", 1));
+    json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                       d->shim_path, "containerPath",
+                                       CTR_SHIM, "readOnly", 1));
+    free(cfg);
+    return m;
+}
+
+/* The shim's mounts as podman's --mount flags. */
+static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
+                               const struct runner_start *s, char **cause)
+{
+    json_t *m = ctr_mounts(d, s->a->name, s->devs, s->ndevs, cause), *e;
+    size_t i;
+
+    if (m == NULL)
+        return ACCEL_ESYS;
+    json_array_foreach(m, i, e)
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=%s%s",
+                         json_string_value(json_object_get(e, "hostPath")),
+                         json_string_value(json_object_get(e,
+                                                           "containerPath")),
+                         json_is_true(json_object_get(e, "readOnly"))
+                             ? ",ro" : ""));
+    json_decref(m);
+    return ACCEL_OK;
+}
+
+/* The bound GPUs: NVIDIA's CDI device of each local row, refused with how
+ * to make the spec where none lists it; AMD's /dev/kfd and render node. */
+static enum accel_err add_devices(struct accel_daemon *d, struct args *a,
+                                  const struct app *app, char **cause)
+{
+    for (size_t i = 0; i < app->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[app->rows[i].dev];
+        if (!d->ninfo[x->node].local)
+            continue;
+        if (x->type != ACCEL_TYPE_NVIDIA) {
+            *cause = xasprintf("a container app can be bound to NVIDIA GPUs "
+                               "only for now (its row on %s is %s)", x->id,
+                               accel_type_name(x->type));
+            return ACCEL_EINVAL;
+        }
+        if (!cdi_find("nvidia.com/gpu", x->id, NULL)) {
+            *cause = no_cdi_cause(x->id);
+            return ACCEL_ENOTFOUND;
+        }
+        add(a, xasprintf("--device=nvidia.com/gpu=%s", x->id));
+    }
+    return ACCEL_OK;
+}
+
+/* A volume's source: a relative one is below the owner's home, made
+ * there (as the owner) when missing. */
+static char *volume_source(const struct runner_start *s, const char *src)
+{
+    char *full;
+    if (src[0] == '/')
+        return xstrdup(src);
+    full = xasprintf("%s/%s", s->who->home, src);
+    if (mkdir(full, 0700) == 0 && s->who->drop &&
+        chown(full, s->who->uid, s->who->gid) != 0)
+        log_warn("cannot give %s to uid %u: %s", full, (unsigned)s->who->uid,
+                 strerror(errno));
+    return full;
+}
+
+static void add_manifest(struct args *a, const struct runner_start *s)
+{
+    const struct manifest_container *c = &s->a->m.run.ctr;
+
+    for (size_t i = 0; c->ports && c->ports[i]; i++)
+        add(a, xasprintf("--publish=%s", c->ports[i]));
+    for (size_t i = 0; i < c->nvolumes; i++) {
+        char *src = volume_source(s, c->volumes[i].source);
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=%s%s", src,
+                         c->volumes[i].target,
+                         c->volumes[i].read_only ? ",ro" : ""));
+        free(src);
+    }
+    if (c->shm_size)
+        add(a, xasprintf("--shm-size=%llub", (unsigned long long)c->shm_size));
+    if (c->privileged)
+        add(a, xstrdup("--privileged"));
+    if (c->network)
+        add(a, xasprintf("--network=%s", c->network));
+    if (c->host_pid)
+        add(a, xstrdup("--pid=host"));
+    for (size_t i = 0; c->cap_add && c->cap_add[i]; i++)
+        add(a, xasprintf("--cap-add=%s", c->cap_add[i]));
+    if (s->a->m.run.workdir)
+        add(a, xasprintf("--workdir=%s", s->a->m.run.workdir));
+    if (c->entrypoint) {
+        json_t *ep = json_array();
+        char *txt;
+        for (char **p = c->entrypoint; *p; p++)
+            json_array_append_new(ep, json_string(*p));
+        txt = json_dumps(ep, JSON_COMPACT);
+        add(a, xasprintf("--entrypoint=%s", txt));
+        free(txt);
+        json_decref(ep);
+    }
+}
+
+/* The limits as podman's flags where v1 controllers hold them: the
+ * container's v1 cgroups are made from the root of each hierarchy, not
+ * under acceld's own v1 cgroup. */
+static void add_limits(struct accel_daemon *d, struct args *a,
+                       const struct cgroup_limits *lim)
+{
+    if (d->cg->memory.tier == CGROUP_V1 && lim->memory) {
+        add(a, xasprintf("--memory=%llub", (unsigned long long)lim->memory));
+        add(a, xasprintf("--memory-swap=%llub",
+                         (unsigned long long)lim->memory));
+    }
+    if (d->cg->cpu.tier == CGROUP_V1 && lim->cpu_millis)
+        add(a, xasprintf("--cpus=%llu.%03llu",
+                         (unsigned long long)(lim->cpu_millis / 1000),
+                         (unsigned long long)(lim->cpu_millis % 1000)));
+    if (d->cg->pids.tier == CGROUP_V1)
+        add(a, xasprintf("--pids-limit=%llu",
+                         (unsigned long long)(lim->pids ? lim->pids
+                                                        : CGROUP_PIDS_MAX_DEFAULT)));
+}
+
+static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
+                                     const struct runner_start *s,
+                                     char **cause)
+{
+    const struct app *app = s->a;
+    const char *rt = oci_runtime(d->cg, cause);
+    char name[128], *parent = cgroup_app_rel(d->cg, app->name);
+    enum accel_err rc = ACCEL_OK;
+
+    if (rt == NULL || parent == NULL || d->cg->v2_dir == NULL) {
+        if (rt != NULL)
+            *cause = xasprintf("a container app needs the cgroup v2 "
+                               "hierarchy (unified or hybrid) for its "
+                               "containment, and this machine has none");
+        free(parent);
+        return ACCEL_EINVAL;
+    }
+    runner_container_name(d, app->name, name, sizeof name);
+    add(a, xstrdup("podman"));
+    add(a, xstrdup("run"));
+    add(a, xasprintf("--name=%s", name));
+    add(a, xstrdup("--replace"));
+    add(a, xstrdup("--rm"));
+    add(a, xasprintf("--label=accel.instance=%s", d->cg->instance));
+    add(a, xasprintf("--label=accel.app=%s", app->name));
+    add(a, xasprintf("--runtime=%s", rt));
+    add(a, xstrdup("--cgroup-manager=cgroupfs"));
+    add(a, xasprintf("--cgroup-parent=%s", parent));
+    add(a, xstrdup("--cgroups=no-conmon"));
+    add(a, xstrdup("--init"));
+    add(a, xstrdup("--log-driver=passthrough"));
+    add(a, xasprintf("--pull=%s", app->m.run.ctr.pull));
+    add(a, xasprintf("--user=%u:%u", (unsigned)s->who->uid,
+                     (unsigned)s->who->gid));
+    add(a, xstrdup("--cap-drop=all"));
+    add(a, xstrdup("--security-opt=no-new-privileges"));
+    add(a, xasprintf("--stop-timeout=%d", app->m.run.stop_timeout_s));
+    add(a, ulimit_arg("nofile", RLIMIT_NOFILE, 0));
+    add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
+    add_limits(d, a, &s->lim);
+    add_manifest(a, s);
+    add_env(a, s, s->cfg);
+    if (s->cfg != NULL)
+        rc = add_shim(d, a, s, cause);
+    if (rc == ACCEL_OK)
+        rc = add_devices(d, a, app, cause);
+    add(a, xstrdup(app->m.run.ctr.image));
+    for (char **p = app->m.run.argv; p && *p; p++)
+        add(a, xstrdup(*p));
+    free(parent);
+    return rc;
+}
+
+static enum accel_err container_start(struct accel_daemon *d,
+                                      const struct runner_start *s,
+                                      struct proc_handle *h, char **cause)
+{
+    struct args *a = xcalloc(1, sizeof(*a));
+    enum accel_err rc = container_argv(d, a, s, cause);
+    struct proc_spec spec = {
+        .name = s->a->name,
+        .env = podman_env,
+        .inherit = runtime_inherit_var,
+        .log_path = s->log_path,
+        .has_out_fd = s->out_fd >= 0,
+        .out_fd = s->out_fd,
+        .workdir = "/",
+    };
+
+    if (rc == ACCEL_OK) {
+        spec.argv = a->v;
+        rc = proc_start(&spec, h, cause);
+    }
+    args_free(a);
+    free(a);
+    return rc;
+}
+
+/*
+ * The graceful step. A blocking stop runs podman stop -t: SIGTERM to the
+ * container's init (which passes it on), SIGKILL after the timeout, the
+ * exit recorded. The supervisor's does not wait: SIGTERM to every process
+ * of the container (its init, catatonit, has a handler, so a signal from
+ * the host reaches it and it passes it on), as to a host command's
+ * processes: no podman process to start, which would hold the release
+ * back by about 200 ms; runtime.c kills the cgroup after the timeout. Not
+ * podman run's own signal proxy: it is not in place for a moment after the
+ * container starts, and a SIGTERM then ends podman, not the container.
+ * When no process of it is in the cgroup yet, podman stop, not waited for.
+ */
+static void container_term(struct accel_daemon *d, const char *app,
+                           pid_t pid, uint64_t start, int timeout_s, bool wait)
+{
+    char name[128], t[32];
+    char *argv[] = {"podman", "stop", "--ignore", "-t", t, name, NULL};
+
+    (void)pid;
+    (void)start;
+    if (!wait && cgroup_app_signal_tree(d->cg, app, SIGTERM) > 0)
+        return;
+    runner_container_name(d, app, name, sizeof name);
+    snprintf(t, sizeof t, "%d", timeout_s);
+    if (wait)
+        podman(argv, NULL, 0, (unsigned)timeout_s * 1000u + PODMAN_WAIT_MS);
+    else
+        podman_detached(argv);
+}
+
+/* The container removed, then every child cgroup in every hierarchy. A
+ * podman run that acceld reaped after it exited by itself has removed its
+ * container (--rm) before it exited; one that was killed, or that acceld
+ * did not reap (started by an acceld before a restart), may not have. */
+static void container_finish(struct accel_daemon *d, const char *app,
+                             int leader_status)
+{
+    char name[128], out[512];
+    char *argv[] = {"podman", "rm", "--force", "--ignore", "--time=0", name,
+                    NULL};
+
+    runner_container_name(d, app, name, sizeof name);
+    if (!(leader_status >= 0 && WIFEXITED(leader_status) &&
+          WEXITSTATUS(leader_status) < 125) &&
+        podman(argv, out, sizeof out, PODMAN_WAIT_MS) != 0)
+        log_warn("app %s: podman rm %s: %s", app, name, out);
+    cgroup_app_remove_tree(d->cg, app);
+}
+
+const struct runner runner_container = {
+    .kind = "container",
+    .start = container_start,
+    .term = container_term,
+    .leader_counts = true,
+    .finish = container_finish,
+};
+
+/* The images of the container apps seen last (a NULL-terminated list of
+ * references acceld pulls: pull missing or always). Only the supervisor
+ * thread uses it. */
+static char **images_seen;
+
+static bool listed(char **list, const char *ref)
+{
+    for (char **p = list; p && *p; p++)
+        if (strcmp(*p, ref) == 0)
+            return true;
+    return false;
+}
+
+void runner_container_images(struct accel_daemon *d)
+{
+    char **now;
+    size_t n = 0;
+
+    pthread_mutex_lock(&d->lock);
+    now = xcalloc(d->napps + 1, sizeof(char *));
+    for (size_t i = 0; i < d->napps; i++) {
+        const struct manifest_container *c = &d->apps[i]->m.run.ctr;
+        if (c->image != NULL && strcmp(c->pull, "never") != 0 &&
+            !listed(now, c->image))
+            now[n++] = xstrdup(c->image);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (char **p = images_seen; p && *p; p++) {
+        if (!listed(now, *p)) { /* its last app is gone: so is the image */
+            char *argv[] = {"podman", "rmi", "--ignore", *p, NULL};
+            log_info("removing image %s: no app uses it any more", *p);
+            podman_detached(argv);
+        }
+        free(*p);
+    }
+    free(images_seen);
+    images_seen = now;
+}
+
+size_t runner_container_sweep(struct accel_daemon *d)
+{
+    char filter[64], *out = xmalloc(65536), *line, *save = NULL;
+    char *argv[] = {"podman", "ps", "--all", "--filter", filter, "--format",
+                    "{{.Names}} {{index .Labels \"accel.app\"}}", NULL};
+    size_t removed = 0;
+    bool any = false;
+
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps && !any; i++)
+        any = d->apps[i]->m.run.ctr.image != NULL;
+    pthread_mutex_unlock(&d->lock);
+    snprintf(filter, sizeof filter, "label=accel.instance=%s",
+             d->cg->instance);
+    if (!any || !executable("podman") ||
+        podman(argv, out, 65536, PODMAN_WAIT_MS) != 0) {
+        free(out);
+        return 0;
+    }
+    for (line = strtok_r(out, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *app = strchr(line, ' ');
+        struct app *a;
+        bool keep;
+        if (app == NULL)
+            continue;
+        *app++ = '\0';
+        pthread_mutex_lock(&d->lock);
+        a = state_app_find(d, app);
+        keep = a != NULL && a->pid > 0 && a->m.run.ctr.image != NULL &&
+               !state_app_remote(d, a);
+        pthread_mutex_unlock(&d->lock);
+        if (keep)
+            continue; /* adopted: the supervisor watches it again */
+        container_finish(d, app, -1);
+        log_info("removed container %s: acceld runs no app %s with it",
+                 line, app);
+        removed++;
+    }
+    free(out);
+    return removed;
+}

@@ -1,0 +1,510 @@
+# SPDX-License-Identifier: MIT
+"""Apps as OCI containers under podman (SPEC 8.2.1, issue 36): the manifest's
+container fields and a member's refusals; a container app held to its quota
+through acceld's ledger on the stand-in driver, brought in by a stand-in
+nvidia.com/gpu CDI spec; run as its owner's uid with every capability
+dropped; stop, uninstall and the mode switch leave no container, cgroup or
+mount; acceld killed with -9 adopts its container and removes orphans.
+
+The image is built here (podman import of a rootfs of cuda_hold, sh and
+sleep with their libraries; no registry is reachable), without libcuda: the
+stand-in libcuda.so.1 comes in through the CDI spec, as NVIDIA's toolkit
+brings the real one. The CDI spec lives in /etc/cdi of a private mount
+namespace acceld runs in (an overlay on /etc), so nothing is left in the
+machine's /etc/cdi. Every container and image made here is removed at the
+end, passed or failed."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, Acceld, cgroup_dirs, device,  # noqa: E402
+                           inventory, manifest, node, status_field,
+                           wait_for)
+
+HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "shim", "fakelib",
+                         "libcuda.so.1")
+GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
+OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
+INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
+IMAGE = "localhost/accel-it-%d:test" % os.getpid()
+LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+HAVE = (os.geteuid() == 0 and shutil.which("podman") and
+        shutil.which("runc") and shutil.which("unshare") and
+        all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA)))
+
+
+def podman(*args, timeout=120):
+    return subprocess.run(["podman"] + list(args), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def build_image(tmp):
+    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold and their libraries
+    (not libcuda: CDI brings it)."""
+    root = os.path.join(tmp, "rootfs")
+    os.makedirs(os.path.join(root, "app"))
+    os.makedirs(os.path.join(root, "tmp"))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    files = {"/bin/sh": "/bin/sh", "/bin/sleep": "/bin/sleep",
+             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold"}
+    for src in list(files):
+        out = subprocess.run(["ldd", src], capture_output=True,
+                             text=True).stdout
+        for word in out.split():
+            if word.startswith("/") and "libcuda" not in word:
+                files[word] = word
+    for src, dst in files.items():
+        path = root + dst
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copy(os.path.realpath(src), path)
+    tar = os.path.join(tmp, "rootfs.tar")
+    subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]', tar, IMAGE)
+    if r.returncode != 0:
+        raise RuntimeError("podman import: %s" % r.stderr)
+
+
+def cdi_spec(dev):
+    """A stand-in of what `nvidia-ctk cdi generate` writes for dev: the
+    driver's libcuda mounted in (here the tests' fake)."""
+    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+            "devices": [{"name": dev, "containerEdits": {
+                "mounts": [{"hostPath": FAKE_CUDA,
+                            "containerPath": LIBCUDA_IN_CTR,
+                            "options": ["ro", "nosuid", "nodev", "bind"]}]}}]}
+
+
+def cdi_wrapper(tmp, spec):
+    """acceld's command line prefix: a private mount namespace whose /etc
+    is an overlay with /etc/cdi/nvidia.json = spec (None: no spec)."""
+    upper = os.path.join(tmp, "etc-upper")
+    os.makedirs(os.path.join(upper, "cdi"), exist_ok=True)
+    if spec is not None:
+        with open(os.path.join(upper, "cdi", "nvidia.json"), "w") as f:
+            json.dump(spec, f)
+    script = ('w=$(mktemp -d -p "%s") && mount -t overlay overlay -o '
+              'lowerdir=/etc,upperdir="%s",workdir="$w" /etc && exec "$@"'
+              % (tmp, upper))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            script, "sh"]
+
+
+def setUpModule():
+    if not HAVE:
+        return
+    tmp = tempfile.mkdtemp(prefix="accel-ctr-img-")
+    try:
+        build_image(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tearDownModule():
+    if HAVE:
+        podman("rmi", "--force", IMAGE)
+
+
+def ctr_manifest(name, command, gpu="1Gi", **run):
+    m = manifest(name, gpu, mem="256Mi", cpu="500m", disk="1Mi")
+    # network none: podman binds a container's network namespace under
+    # /run/netns of the mount namespace acceld runs in, which the test's
+    # own podman (outside it) could not join
+    m["run"] = {"image": IMAGE, "pull": "never", "command": command,
+                "network": "none",
+                "env": {"ASAN_OPTIONS":
+                        "verify_asan_link_order=0:detect_leaks=0"},
+                "stopTimeoutSeconds": 2}
+    m["run"].update(run)
+    return m
+
+
+class ManifestTest(accel_harness.SharedAcceld):
+    """The container fields' refusals (no podman needed: nothing runs)."""
+    inventory = INVENTORY
+    acceld_args = ("--node-name", "ctr")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        st, b = cls.d.http("POST", "/api/users", {"name": "mia"})
+        assert st == 200, b
+        cls.member = b["data"]["token"]
+
+    def refused(self, run, want, field, token=None):
+        # pull missing: nothing here asks podman whether the image is there
+        m = ctr_manifest("bad", ["/bin/sleep", "1000"],
+                         **dict({"pull": "missing"}, **run))
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m},
+                            token=token or self.member)
+        self.assertEqual(st, want, b)
+        self.assertIn(field, b["message"], b)
+        self.assertEqual(self.d.http("GET", "/api/apps/bad")[0], 404)
+        return b["message"]
+
+    def test_image_reference_must_parse(self):
+        for ref in ("UPPER/case", "a//b", "x:", "x@sha256:12", "-x", "a b",
+                    "x" * 256):
+            self.refused({"image": ref}, 400, "run.image")
+
+    def test_fields_are_checked(self):
+        self.refused({"pull": "sometimes"}, 400, "run.pull")
+        self.refused({"ports": ["80"]}, 400, "run.ports[0]")
+        self.refused({"ports": ["127.0.0.1:70000:80"]}, 400, "run.ports[0]")
+        self.refused({"volumes": [{"source": "a", "target": "rel"}]}, 400,
+                     "run.volumes[0].target")
+        self.refused({"shmSize": "lots"}, 400, "run.shmSize")
+        self.refused({"devices": ["/dev/nvidia1"]}, 400, "run.devices")
+        m = manifest("cmd")
+        m["run"] = {"command": ["/bin/true"], "ports": ["8080:80"]}
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("run.ports is only for a container app", b["message"])
+
+    def test_member_escapes_refused(self):
+        msg = self.refused({"ports": ["0.0.0.0:8080:80"]}, 403,
+                           "run.ports[0]")
+        self.assertIn("loopback", msg)
+        msg = self.refused({"ports": ["127.0.0.1:80:80"]}, 403,
+                           "run.ports[0]")
+        self.assertIn("1024", msg)
+        for src in ("/etc", "../../x", "/"):
+            self.refused({"volumes": [{"source": src, "target": "/m"}]}, 403,
+                         "run.volumes[0].source")
+        self.refused({"privileged": True}, 403, "run.privileged")
+        self.refused({"network": "host"}, 403, "run.network")
+        self.refused({"pid": "host"}, 403, "run.pid")
+        self.refused({"capAdd": ["CAP_SYS_ADMIN"]}, 403, "run.capAdd")
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class ContainerRunTest(unittest.TestCase):
+    """Container apps run by acceld under podman."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="accel-ctr-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.d = None
+        self.addCleanup(self.clean)
+        self.start(cdi_spec(GPU))
+
+    def start(self, spec):
+        self.d = Acceld(inventory=INVENTORY,
+                        extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            spec)).start()
+        self.inst = self.d.cgroup_instance()
+
+    def clean(self):
+        """Every container of this acceld, then acceld (passed or failed)."""
+        inst = self.inst
+        self.d.close()
+        for name in self.containers(inst):
+            podman("rm", "--force", "--time=0", name)
+        # what a failed test left in any hierarchy (podman's runtime makes
+        # the app's path in every one, acceld's own or not)
+        for h in os.listdir("/sys/fs/cgroup"):
+            top = os.path.join("/sys/fs/cgroup", h, "accel.slice", inst)
+            for dirpath, _, _ in sorted(os.walk(top), reverse=True):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+
+    def containers(self, inst=None):
+        r = podman("ps", "--all", "--filter", "label=accel.instance=%s" %
+                   (inst or self.inst), "--format", "{{.Names}}")
+        return r.stdout.split()
+
+    def wait_for(self, pred, what, timeout=30):
+        return wait_for(self, pred, what, timeout, step=0.1, log=self.d)
+
+    def install(self, m, token=None, want=200):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m}, token=token)
+        self.assertEqual(st, want, b)
+        return b
+
+    def state(self, name):
+        return self.d.http("GET", "/api/apps/" + name)[1]["data"]["state"]
+
+    def ctr_procs(self, name):
+        """Host pids in the app's cgroup tree (the container's processes)."""
+        pids = []
+        for top in cgroup_dirs(self.inst):
+            if "/unified/" not in top and not top.startswith(
+                    "/sys/fs/cgroup/accel"):
+                continue
+            for dirpath, _, files in os.walk(os.path.join(top, name)):
+                if "cgroup.procs" in files:
+                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                        pids += [int(x) for x in f.read().split()]
+        return pids
+
+    def assert_nothing_left(self, name):
+        self.assertEqual(self.containers(), [])
+        left = [d for d in cgroup_dirs(self.inst)
+                if os.path.isdir(os.path.join(d, name))]
+        self.assertEqual(left, [], "cgroups left")
+        for top in ("/sys/fs/cgroup",):
+            for h in os.listdir(top):
+                p = os.path.join(top, h, "accel.slice", self.inst, name)
+                self.assertFalse(os.path.exists(p), p)
+        with open("/proc/self/mountinfo") as f:
+            self.assertNotIn(IMAGE, f.read())
+
+    def member(self, name):
+        st, b = self.d.http("POST", "/api/users", {"name": name})
+        self.assertEqual(st, 200, b)
+        st, users = self.d.http("GET", "/api/users")
+        uid = [u["uid"] for u in users["data"] if u["name"] == name][0]
+        return b["data"]["token"], uid
+
+    def test_quota_held_in_a_container_as_the_owner(self):
+        tok, uid = self.member("bob")
+        b = self.install(ctr_manifest(
+            "holder", ["/app/cuda_hold", "512", "256", "512"]), token=tok)
+        self.assertEqual(b["data"]["state"], "running", b)
+        self.wait_for(lambda: "ready" in self.d.app_log("holder"),
+                      "the container's output in the app's log")
+        out = self.d.app_log("holder")
+        self.assertIn("alloc 512 MiB: 0", out)
+        self.assertIn("alloc 256 MiB: 0", out)
+        self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        self.assertEqual(self.containers(), ["accel-%s-holder" % self.inst])
+        app = self.d.http("GET", "/api/apps/holder", token=tok)[1]["data"]
+        self.assertEqual((app["runner"], app["container"]),
+                         ("container", {"image": IMAGE, "pull": "never",
+                                        "name": "accel-%s-holder" % self.inst,
+                                        "state": "running"}))
+        # the log through the API (accelctl app logs), in two chunks
+        st, b = self.d.http("GET", "/api/apps/holder/logs", token=tok)
+        self.assertEqual(st, 200, b)
+        self.assertIn("alloc 256 MiB: 0", b["data"]["text"])
+        st, b2 = self.d.http("GET", "/api/apps/holder/logs?offset=%d" %
+                             b["data"]["offset"], token=tok)
+        self.assertEqual((st, b2["data"]["text"]), (200, ""), b2)
+        self.assertEqual(self.d.http("GET", "/api/apps/holder/logs?offset=-1",
+                                     token=tok)[0], 400)
+        r = self.d.ctl("app", "logs", "holder", token=tok)
+        self.assertEqual((r.returncode, r.stdout), (0, out), r.stderr)
+        r = self.d.ctl("app", "show", "holder", token=tok)
+        self.assertIn("Image:       %s (pull never)" % IMAGE, r.stdout)
+        self.assertIn("Container:   accel-%s-holder (running)" % self.inst,
+                      r.stdout)
+        # --follow prints what the app writes next: here nothing more, so
+        # it is still waiting when stopped
+        p = subprocess.Popen(self.d.ctl_args("app", "logs", "-f", "holder",
+                                             token=tok),
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(p.stdout.readline(), out.splitlines(True)[0])
+            time.sleep(0.6)
+            self.assertIsNone(p.poll())
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+        # the usage of a process in a pid namespace of its own (item 3):
+        # its slot says pid 1 of the container, not the host's pid 1
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/holder")[1]
+                      ["data"]["usage"]["memory"] == 768 << 20,
+                      "the container's usage in /api/apps")
+        pids = self.ctr_procs("holder")
+        self.assertTrue(pids, "no process in the app's cgroup tree")
+        for pid in pids:
+            self.assertEqual(status_field(pid, "Uid"), [str(uid)] * 4)
+            self.assertEqual(status_field(pid, "NoNewPrivs"), ["1"])
+            self.assertEqual(status_field(pid, "CapEff"),
+                             ["0000000000000000"])
+        st, b = self.d.http("POST", "/api/apps/holder/suspend", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("holder") == "stopped", "stopped")
+        app = self.d.http("GET", "/api/apps/holder")[1]["data"]
+        self.assertEqual((app["allocations"], app["container"]["state"]),
+                         ([], "none"))
+        self.assert_nothing_left("holder")
+        st, b = self.d.http("POST", "/api/apps/holder/resume", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ctr_procs("holder"), "running again")
+        st, b = self.d.http("DELETE", "/api/apps/holder", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/holder")[0] ==
+                      404, "uninstalled")
+        self.assert_nothing_left("holder")
+
+    def test_pid1_ignoring_sigterm_is_killed_then_released(self):
+        script = "trap '' TERM; echo ready; while :; do sleep 1; done"
+        self.install(ctr_manifest("deaf", ["/bin/sh", "-c", script],
+                                  stopTimeoutSeconds=1))
+        self.wait_for(lambda: "ready" in self.d.app_log("deaf"), "ready")
+        t0 = time.time()
+        st, b = self.d.http("POST", "/api/apps/deaf/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("deaf") == "stopped", "stopped")
+        self.assertGreaterEqual(time.time() - t0, 1.0)
+        self.assertEqual(self.ctr_procs("deaf"), [])
+        self.assert_nothing_left("deaf")
+
+    def test_mode_switch_stops_the_container(self):
+        self.install(ctr_manifest("sw", ["/bin/sleep", "1000"]))
+        self.wait_for(lambda: self.ctr_procs("sw"), "running")
+        dev = self.d.device(GPU)
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/ctr/devices/%s/support-type"
+            % GPU, {"supportType": "Exclusive"})
+        self.assertIn(st, (200, 202), b)
+        self.wait_for(lambda: self.d.device(GPU)["supportType"] ==
+                      "Exclusive", "the switch")
+        self.wait_for(lambda: self.state("sw") in ("stopped",),
+                      "the app stopped by the switch")
+        self.assertNotEqual(dev["supportType"], "Exclusive")
+        self.assert_nothing_left("sw")
+
+    def test_kill9_adopts_and_removes_orphans(self):
+        self.install(ctr_manifest("keep", ["/bin/sleep", "1000"]))
+        # podman's init and the app's sleep
+        self.wait_for(lambda: len(self.ctr_procs("keep")) == 2, "running")
+        before = self.ctr_procs("keep")
+        self.d.kill()
+        # a container of this instance that no app runs: an orphan
+        r = podman("run", "-d", "--runtime=runc", "--network=none",
+                   "--ulimit=nofile=1024:1024", "--ulimit=nproc=1024:1024",
+                   "--name=accel-%s-ghost" % self.inst,
+                   "--cgroup-parent=/accel.slice/%s/ghost" % self.inst,
+                   "--label=accel.instance=%s" % self.inst,
+                   "--label=accel.app=ghost", IMAGE, "/bin/sleep", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.d.start()
+        self.wait_for(lambda: self.containers() ==
+                      ["accel-%s-keep" % self.inst], "the orphan removed")
+        self.assertEqual(self.state("keep"), "running")
+        self.assertEqual(self.ctr_procs("keep"), before)
+        st, b = self.d.http("POST", "/api/apps/keep/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("keep") == "stopped", "stopped")
+        self.assert_nothing_left("keep")
+
+    def in_ns(self, *cmd):
+        """cmd in acceld's mount namespace (its /etc/cdi)."""
+        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
+                               self.d.proc.pid] + list(cmd),
+                              capture_output=True, text=True, timeout=120)
+
+    def test_own_container_held_through_the_cdi_device(self):
+        """Item 6: a person's own podman run --device accel.dev/app=NAME of
+        an external app is held to its binding."""
+        m = manifest("ext", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec = {}
+
+        def spec_lists_ext():
+            r = self.in_ns("cat", spec_path)
+            if r.returncode != 0:
+                return False
+            spec.update(json.loads(r.stdout))
+            return [x["name"] for x in spec["devices"]] == ["ext"]
+        self.wait_for(spec_lists_ext, "the CDI spec with the app")
+        self.assertEqual((spec["cdiVersion"], spec["kind"]),
+                         ("0.5.0", "accel.dev/app"))
+        edits = spec["devices"][0]["containerEdits"]
+        self.assertIn("LD_PRELOAD=/usr/lib/accel/libaccelshim.so",
+                      edits["env"])
+        self.assertIn("CUDA_VISIBLE_DEVICES=" + GPU, edits["env"])
+        # the stand-in NVIDIA spec's edits for the bound GPU came along
+        self.assertIn(LIBCUDA_IN_CTR,
+                      [x["containerPath"] for x in edits["mounts"]])
+        name = "accel-%s-own" % self.inst
+        r = self.in_ns("podman", "run", "-d", "--name=" + name,
+                       "--runtime=runc", "--network=none",
+                       # podman's own cgroups under the instance's, which
+                       # the test's clean-up removes
+                       "--cgroup-parent=/accel.slice/%s/own" % self.inst,
+                       "--label=accel.instance=" + self.inst,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
+                       "detect_leaks=0",  # the sanitizer build's shim
+                       "--device=accel.dev/app=ext", IMAGE,
+                       "/app/cuda_hold", "512", "256", "512")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.wait_for(lambda: "ready" in podman("logs", name).stdout
+                            and podman("logs", name).stdout, "its output")
+        self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
+        self.assertIn("total 1024 MiB free 256 MiB", out)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/ext")[1]["data"]
+                      ["usage"]["memory"] == 768 << 20, "its usage")
+        # the hook put the container's processes into the app's cgroup
+        pid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                         name).stdout)
+        self.assertIn(pid, self.ctr_procs("ext"))
+        # a mode switch of its GPU ends it with the binding
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/ctr/devices/%s/support-type"
+            % GPU, {"supportType": "Exclusive"})
+        self.assertIn(st, (200, 202), b)
+        self.wait_for(lambda: podman("inspect", "--format",
+                                     "{{.State.Running}}", name).stdout
+                      .strip() == "false", "the container ended")
+        self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
+                      .returncode != 0, "the spec removed with the binding")
+        podman("rm", "--force", "--time=0", name)
+        self.wait_for(lambda: not [d for d in cgroup_dirs(self.inst)
+                                   if os.path.isdir(os.path.join(d, "ext"))],
+                      "the app's cgroups removed")
+
+    def test_uninstall_removes_the_image_it_pulled(self):
+        """Item 4: an image acceld pulls for (pull missing) goes with its
+        last app; pull never's stays (here: a second tag of the module's
+        image, which podman run --pull=missing finds without a registry)."""
+        tag = "localhost/accel-it-%d:pulled" % os.getpid()
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        self.install(ctr_manifest("p1", ["/bin/sleep", "1000"], image=tag,
+                                  pull="missing"))
+        self.install(ctr_manifest("p2", ["/bin/sleep", "1000"]))  # never
+        self.wait_for(lambda: self.ctr_procs("p1"), "running")
+        for name in ("p1", "p2"):
+            st, b = self.d.http("DELETE", "/api/apps/" + name)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
+                      "the pulled image removed")
+        self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+
+    def test_pull_never_needs_the_image_here(self):
+        m = ctr_manifest("absent", ["/bin/sleep", "1000"])
+        m["run"]["image"] = "localhost/accel-absent-%d:none" % os.getpid()
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("run.image", b["message"])
+        self.assertIn("is not on this machine and run.pull is never",
+                      b["message"])
+        self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
+
+    def test_no_cdi_spec_for_the_gpu_says_how_to_make_one(self):
+        self.d.close()
+        self.start(None)  # no nvidia.com/gpu spec at all
+        st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+            "nocdi", ["/bin/sleep", "1000"])})
+        data = self.d.http("GET", "/api/apps/nocdi")[1]["data"]
+        self.assertEqual(data["state"], "failed", (st, b, data))
+        dev = data.get("allocations") or []
+        self.assertIn("nvidia-ctk cdi generate", data["reason"])
+        self.assertIn("nvidia.com/gpu=GPU-", data["reason"])
+        self.assertEqual(dev, [])
+        self.assertEqual(self.containers(), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
