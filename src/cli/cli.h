@@ -47,6 +47,8 @@ struct cli_ctx {
     char *token;            /* bearer token or NULL (owned) */
     enum cli_output output; /* -o */
     bool interactive;       /* stdin and stdout are terminals */
+    bool raw_text;          /* the command escapes the answer itself
+                             * (app logs: its lines kept, util.h) */
 };
 
 /* The arguments of one command, after the generic option parser. */

@@ -145,8 +145,8 @@ static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
     if (rb->len > 0) {
         out->body = json_loadb(rb->buf, rb->len, 0, NULL);
-        if (ctx->output != CLI_OUTPUT_JSON) /* JSON: escaped when shown */
-            client_escape_controls(out->body);
+        if (ctx->output != CLI_OUTPUT_JSON && !ctx->raw_text)
+            client_escape_controls(out->body); /* JSON: when shown */
         if (json_is_object(out->body))
             out->data = json_object_get(out->body, "data");
     }

@@ -251,19 +251,32 @@ int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args)
         struct client_resp r;
         int rc;
         size_t n;
+        const char *text;
+        char *shown;
         path = xasprintf("%s?offset=%lld", base, off);
+        ctx->raw_text = true; /* escaped below, its lines kept */
         rc = client_call(ctx, "GET", path, NULL, &r);
+        ctx->raw_text = false;
         free(path);
         free(base);
-        if (rc == CLI_EXIT_REFUSED)
+        if (rc == CLI_EXIT_REFUSED) {
+            client_escape_controls(r.body);
             rc = sentence_report_ctx(ctx, &r);
+        }
         if (rc != CLI_EXIT_OK) {
             client_resp_release(&r);
             return rc;
         }
+        text = json_string_value(json_object_get(r.data, "text"));
         n = json_string_length(json_object_get(r.data, "text"));
-        fwrite(json_string_value(json_object_get(r.data, "text")), 1, n,
-               stdout);
+        /* an app's output reaches a terminal: no control byte of it but
+         * its newlines and tabs (issue 39) */
+        shown = text != NULL ? util_ctrl_escape_text(text, n) : NULL;
+        if (shown != NULL)
+            fputs(shown, stdout);
+        else if (text != NULL)
+            fwrite(text, 1, n, stdout);
+        free(shown);
         fflush(stdout);
         off = json_integer_value(json_object_get(r.data, "offset"));
         client_resp_release(&r);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,7 @@ ssize_t util_ctrl_find(const char *s, size_t len)
     return -1;
 }
 
-char *util_ctrl_escape(const char *s, size_t len)
+static char *ctrl_escape(const char *s, size_t len, bool lines)
 {
     char *out, *o;
 
@@ -171,7 +172,9 @@ char *util_ctrl_escape(const char *s, size_t len)
     out = o = xmalloc(len * 6 + 1); /* at most 3 bytes out per byte in */
     for (size_t i = 0; i < len;) {
         size_t k = util_ctrl_len(s, len, i);
-        if (k == 1)
+        if (k == 1 && lines && (s[i] == '\n' || s[i] == '\t'))
+            *o++ = s[i];
+        else if (k == 1)
             o += snprintf(o, 5, "\\x%02x", (unsigned char)s[i]);
         else if (k == 2)
             o += snprintf(o, 7, "\\u00%02x", (unsigned char)s[i + 1]);
@@ -181,4 +184,14 @@ char *util_ctrl_escape(const char *s, size_t len)
     }
     *o = '\0';
     return out;
+}
+
+char *util_ctrl_escape(const char *s, size_t len)
+{
+    return ctrl_escape(s, len, false);
+}
+
+char *util_ctrl_escape_text(const char *s, size_t len)
+{
+    return ctrl_escape(s, len, true);
 }

@@ -48,5 +48,8 @@ ssize_t util_ctrl_find(const char *s, size_t len);
  * or "\u009b" (C1), allocated (the caller frees it); NULL when s has
  * none. */
 char *util_ctrl_escape(const char *s, size_t len);
+/* The same for text shown as lines (an app's log): newlines and tabs
+ * stay as they are, every other control character is escaped. */
+char *util_ctrl_escape_text(const char *s, size_t len);
 
 #endif /* ACCEL_COMMON_UTIL_H */

@@ -65,6 +65,25 @@ class ControlBytesTest(unittest.TestCase):
         st, b = self.d.http("POST", "/api/apps", {"manifest": m}, token=tok)
         self.assertEqual(st, 200, b)
 
+    def test_app_logs_escape_an_apps_control_bytes_keep_its_lines(self):
+        """An app's output reaches whoever runs `accelctl app logs`: its
+        lines and tabs as they are, every other control byte escaped."""
+        self.d.close()
+        self.d = Acceld(inventory=NOGPU,
+                        extra_args=["--node-name", "box"]).start()
+        prog = ("import sys; sys.stdout.write('one\\tx\\n' + %r + '\\n"
+                "two\\n'); sys.stdout.flush()" % NASTY)
+        m = cpu_app("talker", ["python3", "-c", prog])
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        out = wait_for(self, lambda: (lambda r: "two" in r.stdout and
+                                      r.stdout)(self.d.ctl("app", "logs",
+                                                           "talker")),
+                       "the app's output", log=self.d)
+        self.assertIsNone(CONTROL.search(out.replace("\t", "")), out)
+        self.assertIn("one\tx\n\\x1b]0;owned\\x07\\x1b[2J\\x0dState: "
+                      "stopped\\u009b1m\ntwo\n", out)
+
     def test_accelctl_escapes_what_acceld_answers(self):
         # an app stored before the rule (written into the store here)
         st, b = self.d.http("POST", "/api/apps",
