@@ -163,24 +163,21 @@ class HamiWebUITest(rt.RuntimeBase):
             by_node.setdefault(x["nodeName"], []).append(x)
         self.assertEqual(sorted(by_node), ["amdbox", "macmini", NODE])
 
-        def avg_nodes(f, only=None):
-            v = [f(xs) for name, xs in by_node.items()
-                 if only is None or only(xs)]
-            return sum(v) / len(v)
-        held = lambda xs: any(x["vgpuUsed"] for x in xs)  # noqa: E731
+        # the overview's tiles are avg(sum(X) by (instance)): the cluster's
+        # total, as with upstream's one exporter (issue 40 item 1), not the
+        # average of the nodes' totals
+        def total(field):
+            return sum(x[field] for x in gpus)
         a = [x for x in gpus if x["uuid"] == GPU_A][0]
         return {
-            "mem-total": avg_nodes(
-                lambda xs: sum(x["memoryTotal"] for x in xs)) / 1024,
-            "compute-total": avg_nodes(lambda xs: 100 * len(xs)),
-            "vgpu-total": avg_nodes(
-                lambda xs: sum(x["vgpuTotal"] for x in xs)),
-            "vgpu-alloc": avg_nodes(
-                lambda xs: sum(x["vgpuUsed"] for x in xs), held),
-            "mem-alloc": avg_nodes(
-                lambda xs: sum(x["memoryUsed"] for x in xs), held) / 1024,
-            "compute-alloc": avg_nodes(
-                lambda xs: sum(x["coreUsed"] for x in xs), held),
+            "mem-total": total("memoryTotal") / 1024,
+            "mem-usage-total": total("memoryTotal") / 1024,
+            "compute-total": 100 * len(gpus),
+            "vgpu-total": total("vgpuTotal"),
+            "vgpu-alloc": total("vgpuUsed"),
+            "mem-alloc": total("memoryUsed") / 1024,
+            "compute-alloc": total("coreUsed"),
+            "compute-usage": 37,  # the one card that reports (GPU A)
             "cluster-cpu": sum(x["cpu"]["total"] for x in n["data"]) / 1000,
             "cluster-memory": sum(x["memory"]["total"] for x in n["data"]),
             "gpu-compute-total": 100, "gpu-mem-total": 24,
@@ -263,10 +260,20 @@ class HamiWebUITest(rt.RuntimeBase):
         util = {s["metric"]["device_uuid"] for s in self.query(
             "instant-vector", "hami_core_util")}
         self.assertEqual(util, {GPU_A})
-        # the overview's Total GPU Memory and /v1/summary agree
+        # the overview's tiles, with the queries the page sends, and
+        # /v1/summary agree (issue 40 item 1)
         st, s = self.call("POST", "/v1/summary", {"filters": {}})
-        self.assertEqual(self.query("instant-vector", "sum(hami_memory_size)")
-                         [0]["value"], s["memoryTotal"])
+        page = dict((src.split(":", 1)[1], q) for src, _, q in
+                    read_table("hami_webui_queries.txt", 3)
+                    if src.startswith("overview/index.vue:"))
+        for key, field, scale in (("mem-total", "memoryTotal", 1024),
+                                  ("mem-alloc", "memoryUsed", 1024),
+                                  ("vgpu-total", "vgpuTotal", 1),
+                                  ("vgpu-alloc", "vgpuUsed", 1),
+                                  ("compute-alloc", "coreUsed", 1)):
+            self.assertAlmostEqual(
+                self.query("instant-vector", page[key])[0]["value"],
+                s[field] / scale, places=6, msg=(key, s))
         # a member's view: its own workloads only
         st, b = self.d.http("POST", PREFIX + "/v1/monitor/query/"
                             "instant-vector", {"query": "sum(hami_container_"

@@ -783,7 +783,7 @@ static void fact_devices(struct accel_daemon *d, struct monitor_facts *f)
             drv = reconcile_driver(d);
         device_no(d, i, no);
         const char *kv[] = {"deviceuuid", x->id, "device_uuid", x->id,
-                            "node", node, "instance", node,
+                            "node", node, "instance", MONITOR_INSTANCE,
                             "provider", vendor_of(x->type), "devicetype", type,
                             "device_type", type, "device_no", no,
                             "driver_version", drv ? drv : ""};
@@ -816,7 +816,7 @@ static void fact_rows(struct accel_daemon *d, const struct app *a,
                             "namespace_name", a->owner,
                             "container_pod_uuid", cpu, "deviceuuid", x->id,
                             "device_uuid", x->id, "node", node,
-                            "instance", node, "provider", vendor_of(x->type),
+                            "instance", MONITOR_INSTANCE, "provider", vendor_of(x->type),
                             "device_type", gpu_type(d, (int)a->rows[k].dev)};
         size_t n = sizeof kv / sizeof kv[0] / 2;
         if (x->type == ACCEL_TYPE_CPU)

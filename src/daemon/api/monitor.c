@@ -197,7 +197,7 @@ static void add_device(const struct monitor_ctx *c, struct promql_value *out,
     const char *key[] = {"device_uuid", m->device};
     const struct promql_labels *l = fact_labels(c, MF_CORE_SIZE, key, 1);
     const char *kv[] = {"deviceuuid", m->device, "device_uuid", m->device,
-                        "node", m->node, "instance", m->node,
+                        "node", m->node, "instance", MONITOR_INSTANCE,
                         "provider", "NVIDIA", "devicetype", m->model,
                         "device_type", m->model, "device_no", devno,
                         "driver_version", m->driver};
@@ -219,7 +219,7 @@ static void add_container(const struct monitor_ctx *c,
     const char *kv[] = {"container_name", m->app, "pod_name", m->app,
                         "namespace_name", m->owner, "deviceuuid", m->device,
                         "device_uuid", m->device, "node", m->node,
-                        "instance", m->node, "provider", "NVIDIA"};
+                        "instance", MONITOR_INSTANCE, "provider", "NVIDIA"};
     if (l != NULL) {
         add_labels(out, l, v);
         return;

@@ -9,7 +9,8 @@
  * devicetype, instance); container metrics (one app on one device) carry
  * container_name and pod_name (the app), namespace_name (its owner),
  * container_pod_uuid, node, provider, device_type, device_uuid (and
- * deviceuuid, instance). The mapping is in docs/compat.md.
+ * deviceuuid, instance: one value, "accel", for every series of the
+ * cluster, as upstream's one exporter). The mapping is in docs/compat.md.
  */
 #ifndef ACCEL_DAEMON_API_MONITOR_H
 #define ACCEL_DAEMON_API_MONITOR_H
@@ -18,6 +19,13 @@
 #include <stdint.h>
 
 #include "daemon/api/promql.h"
+
+/* Every series' `instance`: one value for the whole cluster. Upstream's one
+ * exporter gives all its series one instance, and HAMi-WebUI's overview
+ * tiles are avg(sum(X) by (instance)), the cluster's total only then; an
+ * instance per node made them the average of the nodes' totals (half of a
+ * two-node cluster). Nodes and cards are told apart by node, device_uuid. */
+#define MONITOR_INSTANCE "accel"
 #include "daemon/node/history.h"
 
 #define MONITOR_LOOKBACK 300 /* seconds: PromQL's default staleness */
