@@ -529,9 +529,15 @@ class HamiListenTest(unittest.TestCase):
         self.assertEqual([a["name"] for a in b["data"]], ["comfy"])
         st, b = self.d.http("GET", "/api/users")
         self.assertNotIn("eve", [u["name"] for u in b["data"]])
-        # a HAMi route with another method: 405 as on the main listener
+        # a HAMi route with another method: 405 as on the main listener;
+        # both messages name the path that was asked (issue 40 item 2)
         st, b = self.raw(h, "GET", "/v1/gpus")
         self.assertEqual(st, 405, b)
+        self.assertIn("GET is not allowed on /v1/gpus", json.dumps(b))
+        self.assertNotIn("/api/vgpu", json.dumps(b))
+        st, b = self.raw(h, "GET", "/v1/apps")
+        self.assertIn("no route for GET /v1/apps", json.dumps(b))
+        self.assertNotIn("/api/vgpu", json.dumps(b))
 
     def test_loopback_only_unless_told(self):
         from accel_harness import free_port

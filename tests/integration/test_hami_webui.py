@@ -67,16 +67,16 @@ class HamiWebUITest(rt.RuntimeBase):
     def call(self, method, path, body=None, token=None):
         return self.d.http(method, PREFIX + path, body, token=token)
 
-    def query(self, kind, q):
+    def query(self, kind, q, span=6, step="2s"):
         body = {"query": q}
         if kind == "range-vector":
             now = time.time()
             body["range"] = {
                 "start": time.strftime("%Y-%m-%d %H:%M:%S",
-                                       time.localtime(now - 6)),
+                                       time.localtime(now - span)),
                 "end": time.strftime("%Y-%m-%d %H:%M:%S",
                                      time.localtime(now)),
-                "step": "2s"}
+                "step": step}
         st, b = self.call("POST", "/v1/monitor/query/" + kind, body)
         self.assertEqual(st, 200, (kind, q, b))
         self.assertEqual(set(b), {"data"}, b)
@@ -84,6 +84,7 @@ class HamiWebUITest(rt.RuntimeBase):
 
     def setUp(self):
         super().setUp()
+        self.installed = int(time.time())  # the apps below, at or after
         # run1: a process on A, a 4 Gi quota (Memory slicing)
         m = rt.manifest("run1", ["sh", "-c", "sleep 1000"])
         m["spec"]["accelerator"][0].update(requiredGPUMemory="4Gi",
@@ -230,6 +231,25 @@ class HamiWebUITest(rt.RuntimeBase):
                                            places=6, msg=key)
                     checked.add(key)
         self.assertEqual(checked, set(want))
+
+    def test_trends_start_when_the_apps_were_installed(self):
+        # the overview's allocation trends over an hour: the apps were
+        # installed seconds ago, so the hour before has no points (it drew
+        # today's allocation back over the whole range; issue 40 item 2)
+        rows = dict((src.split(":", 1)[1], q) for src, _, q in
+                    read_table("hami_webui_queries.txt", 3))
+        for key in ("trend-mem-alloc", "trend-compute-alloc"):
+            data = self.query("range-vector", rows[key], span=3600,
+                              step="60s")
+            self.assertEqual(len(data), 1, (key, data))
+            pts = data[0]["values"]
+            self.assertGreaterEqual(len(pts), 60, key)
+            before = [p for p in pts
+                      if int(p["timestamp"]) // 1000 < self.installed - 1]
+            self.assertGreaterEqual(len(before), 55, (key, pts))
+            self.assertTrue(all(p["missing"] for p in before), (key, before))
+            self.assertFalse(pts[-1]["missing"], (key, pts[-1]))
+            self.assertGreater(pts[-1]["value"], 0, (key, pts[-1]))
 
     def test_what_the_pages_read(self):
         # the vendor pie: one slice per vendor; the type pie per model
