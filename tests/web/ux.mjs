@@ -199,6 +199,22 @@ export async function uxSteps(ctx) {
     await page.unroute('**/api/compute-resources');
   });
 
+  await step('declared devices: their VRAM use reads "not reported" from the daemon\'s own answer, not 0 Gi', async () => {
+    // nothing measures a device the inventory declares: usedMemory is null
+    // with its reason (issue 40 item 4), no harness route involved
+    const nodes = await ok('GET', '/api/compute-resources');
+    const dev = nodes.flatMap((n) => n.devices).find((d) => d.id === d4090.id);
+    assert.equal(dev.usedMemory, null, JSON.stringify(dev));
+    assert.match(dev.usedMemoryReason, /declared in the inventory/);
+    await page.goto(`${BASE}/#/accelerator`);
+    const card = page.locator(`article[data-device="${d4090.id}"]`);
+    await card.getByText('not reported').first().waitFor();
+    assert.ok(!/in use 0 Gi|In use 0 Gi/i.test(await card.innerText()), await card.innerText());
+    await page.goto(`${BASE}/#/dashboard`);
+    const row = page.locator('tr', { hasText: 'RTX 4090' }).first();
+    await row.getByText('not reported').first().waitFor();
+  });
+
   await step('wording: Apple M-series, no "on this GPU" for a CPU, VRAM enforcement said only where it matters', async () => {
     await page.goto(`${BASE}/#/accelerator`);
     const mac = page.locator(`article[data-device="${dMac.id}"]`);
@@ -644,7 +660,7 @@ export async function uxSteps(ctx) {
     assert.ok(cl.some((x) => /Whole cluster/.test(x.label)), JSON.stringify(cl));
     const n = allDevices.length;
     assert.equal(await p.getByTestId('shown-count').innerText(), `8 of ${n} devices; ${n - 8} hidden`);
-    await p.locator('[data-chart="device-util"]').getByText('1 of the devices shown do not report utilization.').waitFor();
+    await p.locator('[data-chart="device-util"]').getByText('1 of the devices shown does not report utilization.').waitFor();
     const span = await p.evaluate(() => document.querySelector('[data-chart="device-vram"] .u-axis').textContent);
     assert.ok(!/202[7-9]/.test(span), `axis labels: ${span}`);
     await p.getByText('Pick devices').click();

@@ -8,7 +8,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { API } from './api.js';
-import { gi, toGi, typeTitle, stateLabel, measured, utilOf, giOr, pctOr, deviceLabel } from './format.js';
+import { gi, toGi, typeTitle, stateLabel, measured, utilOf, giOr, pctOr, deviceLabel, notReporting } from './format.js';
 import { Empty } from './ui.jsx';
 
 // ---- the page's own samples (fallback only) ----
@@ -226,7 +226,7 @@ export function DashboardPage({ nodes, apps }) {
         <div class="tile"><div class="tile-label">Total memory</div><div class="tile-value">{gi(total)}</div></div>
         <div class="tile"><div class="tile-label">Assigned</div><div class="tile-value">{gi(alloc)}</div></div>
         <div class="tile"><div class="tile-label">In use now</div><div class="tile-value">{usedKnown.length ? gi(used) : 'not reported'}</div>
-          {usedKnown.length > 0 && usedKnown.length < all.length && <div class="muted small">{all.length - usedKnown.length} devices do not report it</div>}</div>
+          {usedKnown.length > 0 && usedKnown.length < all.length && <div class="muted small">{all.length - usedKnown.length === 1 ? '1 device does' : `${all.length - usedKnown.length} devices do`} not report it</div>}</div>
         <div class="tile"><div class="tile-label">Running apps</div><div class="tile-value">{running}</div></div>
       </div>
       {hist && hist.source === 'page' && <p class="note" data-testid="history-source">This accel daemon keeps no history; the charts show what this page has sampled since it was opened.</p>}
@@ -261,10 +261,10 @@ export function DashboardPage({ nodes, apps }) {
           <Chart id="cluster-vram" x={x} title={node ? `VRAM in use on node ${node}` : 'VRAM in use, whole cluster'} unit=" Gi" series={clusterSeries}
             empty="No device reports its VRAM use." />
           <Chart id="device-vram" x={x} title="VRAM in use per device" unit=" Gi" series={memSeries} empty="None of these devices reports its VRAM use."
-            note={noVram && memSeries.length ? `${noVram} of the devices shown do not report VRAM use.` : ''} />
+            note={noVram && memSeries.length ? notReporting(noVram, 'VRAM use') : ''} />
           <Chart id="device-util" x={x} title="GPU utilization per device" unit="%" yMax={100} series={utilSeries}
             empty="None of these devices reports its utilization."
-            note={unmeasured && utilSeries.length ? `${unmeasured} of the devices shown do not report utilization.` : ''} />
+            note={unmeasured && utilSeries.length ? notReporting(unmeasured, 'utilization') : ''} />
           <Chart id="app-vram" x={x} title="VRAM in use per app" unit=" Gi" series={appSeries} empty="No app reports GPU memory use." />
           <Chart id="app-util" x={x} title="GPU utilization per app" unit="%" yMax={100} series={appUtil} empty="No app reports its GPU utilization." />
         </div>

@@ -71,6 +71,8 @@ export function timeAgo(ms) {
 // Figures a node cannot measure arrive as null (with a …Reason); they show
 // "not reported", never 0 (SPEC 7, honest display).
 export const NOT_REPORTED = 'not reported';
+// "1 of the devices shown does not report …", "3 … do not report …"
+export const notReporting = (n, what) => `${n} of the devices shown ${n === 1 ? 'does' : 'do'} not report ${what}.`;
 export const measured = (v) => typeof v === 'number' && isFinite(v);
 export const giOr = (bytes) => (measured(bytes) ? gi(bytes) : NOT_REPORTED);
 export const pctOr = (v) => (measured(v) ? `${Math.round(v)}%` : NOT_REPORTED);
