@@ -342,6 +342,104 @@ export async function uxSteps(ctx) {
     }
   });
 
+  await step('keyboard: after the warning\'s Cancel, Escape and OK, Launch and Remove, focus is on the control that takes the opener\'s place', async () => {
+    // issue 40 item 3: each of these left focus on the page's body
+    const focusIn = (what, sel) => until(what, () => page.evaluate((s) => {
+      const a = document.activeElement;
+      return !!a && a !== document.body && !!a.closest(s) && !a.closest('.modal');
+    }, sel)).catch(async (e) => {
+      throw new Error(`${e.message}; focus is on ${await page.evaluate(() => (document.activeElement ? document.activeElement.outerHTML.slice(0, 120) : 'nothing'))}`);
+    });
+    const nodes = await ok('GET', '/api/compute-resources');
+    const free = nodes.flatMap((n) => n.devices.map((d) => ({ ...d, nodeName: n.nodeName })))
+      .filter((d) => (d.availableSupportTypes || []).length > 1)
+      .sort((a, b) => (a.bindings || []).length - (b.bindings || []).length)[0];
+    assert.ok(free, 'a device with two modes');
+    // the switch stops the apps on it: they are put back as they were after
+    const apps = await ok('GET', '/api/apps');
+    const bound = apps.filter((a) => (a.allocations || []).some((y) => y.deviceId === free.id) && a.state === 'running');
+    try {
+      await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(free.nodeName)}`);
+      const sec = page.locator(`section[data-device="${free.id}"]`);
+      const sel = sec.getByLabel('Sharing mode');
+      await sel.waitFor();
+      const isSel = () => sel.evaluate((e) => document.activeElement === e);
+      const open = async () => {
+        await sel.selectOption(free.availableSupportTypes.find((m) => m !== free.supportType));
+        await sec.getByRole('button', { name: 'Switch mode…' }).focus();
+        await page.keyboard.press('Enter');
+        const dlg = page.getByRole('dialog', { name: /^Switch to / });
+        await dlg.waitFor();
+        await until('the warning to open on Cancel', () => page.evaluate(() => document.activeElement && document.activeElement.textContent === 'Cancel'));
+        return dlg;
+      };
+      let dlg = await open();
+      await page.keyboard.press('Enter'); // Cancel
+      await dlg.waitFor({ state: 'detached' });
+      await until('focus on the mode dropdown after Cancel', isSel);
+      dlg = await open();
+      await page.keyboard.press('Escape');
+      await dlg.waitFor({ state: 'detached' });
+      await until('focus on the mode dropdown after Escape', isSel);
+      dlg = await open();
+      await page.keyboard.press('Tab'); // to Switch mode (OK)
+      await page.keyboard.press('Enter');
+      await dlg.waitFor({ state: 'detached' });
+      await until('the mode to be switched', async () => (await ok('GET', '/api/compute-resources')).flatMap((x) => x.devices).find((d) => d.id === free.id).supportType !== free.supportType);
+      await until('focus on the mode dropdown after OK', isSel);
+    } finally {
+      for (let i = 0; i < 3 && await page.getByRole('dialog').count(); i++) await page.keyboard.press('Escape');
+      await ok('PUT', `/api/compute-resources/nodes/${encodeURIComponent(free.nodeName)}/devices/${encodeURIComponent(free.id)}/support-type`, { supportType: free.supportType });
+      for (const a of bound) {
+        // an app the switch stopped is released; one it could not (external) runs on
+        let now;
+        await until(`${a.name} to be released or kept`, async () => { now = await ok('GET', `/api/apps/${a.name}`); return !['stopping', 'releasing'].includes(now.state); });
+        if ((now.allocations || []).length) continue;
+        await ok('POST', `/api/apps/${a.name}/resume`, { computeBinding: a.allocations.map((y) => ({ nodeName: y.nodeName, deviceId: y.deviceId, memory: y.memory })) });
+      }
+    }
+    // Launch in Resume, then Remove from GPU, on the Apps page
+    await page.goto(`${BASE}/#/apps`);
+    await page.getByRole('button', { name: 'Resume kbd' }).focus();
+    await page.keyboard.press('Enter');
+    const dlg = dialog(page, 'Resume kbd');
+    await until('focus on the first GPU', () => page.evaluate(() => document.activeElement && document.activeElement.name === 'resume-gpu'));
+    const launch = dlg.getByRole('button', { name: 'Launch' });
+    const radios = dlg.locator('.pick input[type=radio]');
+    for (let i = 0, n = await radios.count(); i < n; i++) { // a GPU it can launch on
+      await radios.nth(i).check();
+      await dlg.locator('.foot-status').filter({ hasText: /Ready to launch|cannot launch/ }).waitFor();
+      if (await launch.isEnabled()) break;
+    }
+    await until('Launch to be enabled', () => launch.isEnabled());
+    await launch.focus();
+    await page.keyboard.press('Enter');
+    await dlg.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Remove from GPU: kbd' }).waitFor();
+    await focusIn('focus in kbd\'s row after Launch', 'tr[data-app="kbd"]');
+    await page.getByRole('button', { name: 'Remove from GPU: kbd' }).focus();
+    await page.keyboard.press('Enter');
+    const conf = dialog(page, 'Remove kbd?');
+    await conf.waitFor();
+    await page.keyboard.press('Tab'); // Cancel → Remove
+    await page.keyboard.press('Enter');
+    await conf.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Resume kbd' }).waitFor();
+    await focusIn('focus in kbd\'s row after Remove from GPU', 'tr[data-app="kbd"]');
+    // Remove in a device's Assigned apps on the Manage page
+    const placed = await ok('POST', '/api/apps/kbd/resume', {});
+    const at = placed.allocations[0];
+    await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(at.nodeName)}`);
+    const rm = page.locator(`section[data-device="${at.deviceId}"]`).getByRole('button', { name: 'Remove kbd' });
+    await rm.focus();
+    await page.keyboard.press('Enter');
+    await dialog(page, 'Remove kbd?').waitFor();
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await rm.waitFor({ state: 'detached' });
+    await focusIn('focus in the device\'s assigned apps after Remove', `section[data-device="${at.deviceId}"] [data-focus-scope]`);
+  });
+
   await step('accessibility: axe-core finds nothing serious on every page and dialog', async () => {
     for (const [h, name] of [['#/accelerator', 'Accelerator'], ['#/apps', 'Apps'], ['#/dashboard', 'Dashboard'], [`#/accelerator/node/${d4090.nodeName}`, `Manage node ${d4090.nodeName}`]]) {
       await page.goto(`${BASE}/${h}`);

@@ -216,7 +216,7 @@ function ModeSelect({ d, isAdmin, refresh }) {
     } finally { setBusy(false); }
   };
   return (
-    <div class="mode-field">
+    <div class="mode-field" data-focus-scope={`mode-${d.id}`}>
       <label for={id}>Sharing mode</label>
       {isAdmin ? (
         <div class="mode-row">
@@ -343,7 +343,8 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
       {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
-      <h4>Assigned apps</h4>
+      <div data-focus-scope={`assigned-${d.id}`}>
+      <h4 tabIndex={-1} data-focus-home>Assigned apps</h4>
       {bound.length ? (
         <>
           <table class="table">
@@ -363,6 +364,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
           {slice && <p class="muted small quota-fixed">{noun === 'GPU' ? QUOTA_FIXED : QUOTA_FIXED.replace('this GPU', 'this device')}</p>}
         </>
       ) : <p class="muted">No app is assigned to this {noun}.</p>}
+      </div>
     </section>
   );
 }
