@@ -399,45 +399,55 @@ export async function uxSteps(ctx) {
       }
     }
     // Launch in Resume, then Remove from GPU, on the Apps page
-    await page.goto(`${BASE}/#/apps`);
-    await page.getByRole('button', { name: 'Resume kbd' }).focus();
-    await page.keyboard.press('Enter');
-    const dlg = dialog(page, 'Resume kbd');
-    await until('focus on the first GPU', () => page.evaluate(() => document.activeElement && document.activeElement.name === 'resume-gpu'));
-    const launch = dlg.getByRole('button', { name: 'Launch' });
-    const radios = dlg.locator('.pick input[type=radio]');
-    for (let i = 0, n = await radios.count(); i < n; i++) { // a GPU it can launch on
-      await radios.nth(i).check();
-      await dlg.locator('.foot-status').filter({ hasText: /Ready to launch|cannot launch/ }).waitFor();
-      if (await launch.isEnabled()) break;
+    try {
+      await page.goto(`${BASE}/#/apps`);
+      await page.getByRole('button', { name: 'Resume kbd' }).focus();
+      await page.keyboard.press('Enter');
+      const dlg = dialog(page, 'Resume kbd');
+      await until('focus on the first GPU', () => page.evaluate(() => document.activeElement && document.activeElement.name === 'resume-gpu'));
+      const launch = dlg.getByRole('button', { name: 'Launch' });
+      const radios = dlg.locator('.pick input[type=radio]');
+      for (let i = 0, n = await radios.count(); i < n; i++) { // a GPU it can launch on
+        await radios.nth(i).check();
+        await dlg.locator('.foot-status').filter({ hasText: /Ready to launch|cannot launch/ }).waitFor();
+        if (await launch.isEnabled()) break;
+      }
+      await until('Launch to be enabled', () => launch.isEnabled());
+      await launch.focus();
+      await page.keyboard.press('Enter');
+      await dlg.waitFor({ state: 'detached' });
+      await page.getByRole('button', { name: 'Remove from GPU: kbd' }).waitFor();
+      await focusIn('focus in kbd\'s row after Launch', 'tr[data-app="kbd"]');
+      await page.getByRole('button', { name: 'Remove from GPU: kbd' }).focus();
+      await page.keyboard.press('Enter');
+      const onCancel = () => until('the confirmation to open on Cancel', () => page.evaluate(() => document.activeElement && document.activeElement.textContent === 'Cancel'));
+      const conf = dialog(page, 'Remove kbd?');
+      await conf.waitFor();
+      await onCancel();
+      await page.keyboard.press('Tab'); // Cancel → Remove
+      await page.keyboard.press('Enter');
+      await conf.waitFor({ state: 'detached' });
+      await page.getByRole('button', { name: 'Resume kbd' }).waitFor();
+      await focusIn('focus in kbd\'s row after Remove from GPU', 'tr[data-app="kbd"]');
+      // Remove in a device's Assigned apps on the Manage page
+      const placed = await ok('POST', '/api/apps/kbd/resume', {});
+      const at = placed.allocations[0];
+      await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(at.nodeName)}`);
+      const rm = page.locator(`section[data-device="${at.deviceId}"]`).getByRole('button', { name: 'Remove kbd' });
+      await rm.focus();
+      await page.keyboard.press('Enter');
+      await dialog(page, 'Remove kbd?').waitFor();
+      await onCancel();
+      await page.keyboard.press('Tab');
+      await page.keyboard.press('Enter');
+      await rm.waitFor({ state: 'detached' });
+      await focusIn('focus in the device\'s assigned apps after Remove', `section[data-device="${at.deviceId}"] [data-focus-scope]`);
+    } finally {
+      // the steps after this one want kbd stopped and no dialog open
+      for (let i = 0; i < 3 && await page.getByRole('dialog').count(); i++) await page.keyboard.press('Escape');
+      const k = await ok('GET', '/api/apps/kbd');
+      if ((k.allocations || []).length) await ok('DELETE', '/api/apps/kbd/compute-resources/bindings');
     }
-    await until('Launch to be enabled', () => launch.isEnabled());
-    await launch.focus();
-    await page.keyboard.press('Enter');
-    await dlg.waitFor({ state: 'detached' });
-    await page.getByRole('button', { name: 'Remove from GPU: kbd' }).waitFor();
-    await focusIn('focus in kbd\'s row after Launch', 'tr[data-app="kbd"]');
-    await page.getByRole('button', { name: 'Remove from GPU: kbd' }).focus();
-    await page.keyboard.press('Enter');
-    const conf = dialog(page, 'Remove kbd?');
-    await conf.waitFor();
-    await page.keyboard.press('Tab'); // Cancel → Remove
-    await page.keyboard.press('Enter');
-    await conf.waitFor({ state: 'detached' });
-    await page.getByRole('button', { name: 'Resume kbd' }).waitFor();
-    await focusIn('focus in kbd\'s row after Remove from GPU', 'tr[data-app="kbd"]');
-    // Remove in a device's Assigned apps on the Manage page
-    const placed = await ok('POST', '/api/apps/kbd/resume', {});
-    const at = placed.allocations[0];
-    await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(at.nodeName)}`);
-    const rm = page.locator(`section[data-device="${at.deviceId}"]`).getByRole('button', { name: 'Remove kbd' });
-    await rm.focus();
-    await page.keyboard.press('Enter');
-    await dialog(page, 'Remove kbd?').waitFor();
-    await page.keyboard.press('Tab');
-    await page.keyboard.press('Enter');
-    await rm.waitFor({ state: 'detached' });
-    await focusIn('focus in the device\'s assigned apps after Remove', `section[data-device="${at.deviceId}"] [data-focus-scope]`);
   });
 
   await step('accessibility: axe-core finds nothing serious on every page and dialog', async () => {
@@ -477,6 +487,7 @@ export async function uxSteps(ctx) {
     await p.goto(`${BASE}/#token=${encodeURIComponent(ADMIN)}`);
     await p.locator(`article[data-device="${d4090.id}"]`).waitFor();
     await fitsWidth(p, 'Accelerator');
+    await axeScan(ctx, p, 'Accelerator at 390 px');
     await ctx.shotOf(p, 'phone-accelerator');
     const menu = p.getByRole('button', { name: 'Menu' });
     assert.equal(await menu.getAttribute('aria-expanded'), 'false');
@@ -496,7 +507,18 @@ export async function uxSteps(ctx) {
       await p.getByRole('heading', { name, level: 1 }).waitFor();
       await p.locator('.loading').first().waitFor({ state: 'detached' }).catch(() => {});
       await fitsWidth(p, name);
+      await axeScan(ctx, p, `${name} at 390 px`);
     }
+    // the dashboard's device table: every figure on screen, no cut-off
+    // columns in a scroll box (issue 40 item 5)
+    await p.goto(`${BASE}/#/dashboard`);
+    await p.locator('table.devices-table tbody tr').first().waitFor();
+    const cut = await p.evaluate(() => [...document.querySelectorAll('table.devices-table td')]
+      .filter((td) => { const b = td.getBoundingClientRect(); return b.right > document.documentElement.clientWidth + 1 || b.left < -1; })
+      .map((td) => `${td.dataset.label}: ${td.textContent}`).slice(0, 5));
+    assert.deepEqual(cut, [], 'dashboard cells outside the 390 px screen');
+    assert.ok(await p.locator('table.devices-table td[data-label="In use"]').first().isVisible());
+    await ctx.shotOf(p, 'phone-dashboard');
     await p.goto(`${BASE}/#/apps`);
     await p.locator('tr[data-app]').first().waitFor();
     await ctx.shotOf(p, 'phone-apps');
@@ -506,6 +528,7 @@ export async function uxSteps(ctx) {
     await dlg.locator('.pick').first().waitFor();
     await dlg.locator('.pick input').first().check();
     await fitsWidth(p, 'the Resume dialog');
+    await axeScan(ctx, p, 'the Resume dialog at 390 px');
     const hb = await dlg.locator('h2').boundingBox();
     assert.ok(await p.evaluate(([x, y]) => !!(document.elementFromPoint(x, y) || document.body).closest('.modal'), [hb.x + 5, hb.y + hb.height / 2]),
       'the dialog title is covered');
@@ -516,6 +539,10 @@ export async function uxSteps(ctx) {
     await p.keyboard.press('Escape');
     await p.getByRole('button', { name: 'Install app' }).click();
     await fitsWidth(p, 'the install dialog');
+    await axeScan(ctx, p, 'the install dialog at 390 px');
+    await p.keyboard.press('Escape');
+    await p.getByRole('button', { name: /^Uninstall / }).first().click();
+    await axeScan(ctx, p, 'a confirmation at 390 px');
     await p.keyboard.press('Escape');
     await c.close();
   });

@@ -270,14 +270,14 @@ export function DashboardPage({ nodes, apps }) {
         </div>
       )}
       <section class="card flush">
-        <table class="table">
+        <table class="table devices-table">
           <caption class="sr-only">Devices now</caption>
           <thead><tr><th>Device</th><th>Node</th><th>Memory</th><th>Assigned</th><th>In use</th><th>Utilization</th><th>Apps</th></tr></thead>
           <tbody>{all.map((d) => (
-            <tr key={d.id}><td>{deviceLabel(d)}</td><td>{d.nodeName}</td><td>{gi(d.memory)}</td>
-              <td>{gi(assignedOf(d))}</td><td>{giOr(d.usedMemory)}</td>
-              <td>{pctOr(utilOf(d))}</td>
-              <td>{(d.bindings || []).map((b) => (b.hidden || !b.appName ? "another user's app"
+            <tr key={d.id}><td data-label="Device">{deviceLabel(d)}</td><td data-label="Node">{d.nodeName}</td><td data-label="Memory">{gi(d.memory)}</td>
+              <td data-label="Assigned">{gi(assignedOf(d))}</td><td data-label="In use">{giOr(d.usedMemory)}</td>
+              <td data-label="Utilization">{pctOr(utilOf(d))}</td>
+              <td data-label="Apps">{(d.bindings || []).map((b) => (b.hidden || !b.appName ? "another user's app"
                 : `${b.appName}${apps && apps.find((a) => a.name === b.appName) ? ` (${stateLabel(apps.find((a) => a.name === b.appName).state).toLowerCase()})` : ''}`)).join(', ') || '—'}</td></tr>
           ))}</tbody>
         </table>
