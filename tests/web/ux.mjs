@@ -90,6 +90,15 @@ async function axeScan(ctx, page, where) {
   assert.deepEqual(r, [], `axe on ${where}`);
 }
 
+// axe's heading-order (a moderate rule, so axeScan lets it pass): no level
+// skipped below the page's h1 (issue 40 item 6).
+async function headingOrder(ctx, page, where) {
+  if (!(await page.evaluate(() => !!window.axe))) await page.addScriptTag({ path: ctx.AXE });
+  const r = await page.evaluate(async () => (await window.axe.run(document, { runOnly: { type: 'rule', values: ['heading-order'] } }))
+    .violations.flatMap((v) => v.nodes.map((n) => n.target.join(' '))));
+  assert.deepEqual(r, [], `heading-order on ${where}`);
+}
+
 // No horizontal scroll, and every visible control inside the viewport width.
 async function fitsWidth(page, where) {
   const r = await page.evaluate(() => {
@@ -213,6 +222,21 @@ export async function uxSteps(ctx) {
     await page.goto(`${BASE}/#/dashboard`);
     const row = page.locator('tr', { hasText: 'RTX 4090' }).first();
     await row.getByText('not reported').first().waitFor();
+  });
+
+  await step('wording: external apps marked and not "Running", no "here" for another node, no "Settings" without a settings page', async () => {
+    // issue 40 item 6
+    const ext = (await ok('GET', '/api/apps')).find((a) => a.external && a.state === 'running');
+    assert.ok(ext, 'an external app that runs');
+    await page.goto(`${BASE}/#/apps`);
+    const row = page.locator(`tr[data-app="${ext.name}"]`);
+    await row.getByText('External', { exact: true }).waitFor();
+    assert.equal(await row.locator('td[data-label="State"] .badge').first().innerText(), 'Assigned');
+    await page.goto(`${BASE}/#/accelerator`);
+    await page.locator(`article[data-device="${d4090.id}"]`).waitFor();
+    const all = await page.locator('.content').innerText();
+    assert.ok(!/not enforced here/.test(all), all.slice(all.indexOf('not enforced here') - 100, all.indexOf('not enforced here') + 20));
+    assert.ok(!/Settings/.test(await page.locator('#side-nav').innerText()), 'a "Settings" with no settings page');
   });
 
   await step('wording: Apple M-series, no "on this GPU" for a CPU, VRAM enforcement said only where it matters', async () => {
@@ -448,6 +472,20 @@ export async function uxSteps(ctx) {
       const k = await ok('GET', '/api/apps/kbd');
       if ((k.allocations || []).length) await ok('DELETE', '/api/apps/kbd/compute-resources/bindings');
     }
+  });
+
+  await step('headings: no level skipped on Manage, the dashboard and an empty apps list', async () => {
+    await page.goto(`${BASE}/#/accelerator/node/${encodeURIComponent(d4090.nodeName)}`);
+    await page.locator(`section[data-device="${d4090.id}"]`).waitFor();
+    await headingOrder(ctx, page, 'Manage');
+    await page.goto(`${BASE}/#/dashboard`);
+    await page.locator('[data-chart="device-vram"]').waitFor();
+    await headingOrder(ctx, page, 'Dashboard');
+    await page.goto(`${BASE}/#/apps`);
+    await page.getByLabel('Search apps').fill('no-such-app-zzz');
+    await page.getByText('No app matches').waitFor();
+    await headingOrder(ctx, page, 'an empty apps list');
+    await page.getByLabel('Search apps').fill('');
   });
 
   await step('accessibility: axe-core finds nothing serious on every page and dialog', async () => {

@@ -112,7 +112,7 @@ function Chart({ title, series, unit, yMax, empty, id, x, note }) {
   });
   return (
     <section class="card chart-card" aria-label={title} data-chart={id}>
-      <h3>{title}</h3>
+      <h2>{title}</h2>
       {note && <p class="muted small">{note}</p>}
       {series.length ? <div class="chart" ref={host} role="img" aria-label={`${title} over time`} /> : <p class="muted">{empty}</p>}
     </section>

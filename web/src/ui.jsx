@@ -186,7 +186,7 @@ export function Badge({ kind = '', children, title }) {
 }
 
 export function Empty({ title, children }) {
-  return <div class="empty"><h3>{title}</h3>{children && <p>{children}</p>}</div>;
+  return <div class="empty"><h2>{title}</h2>{children && <p>{children}</p>}</div>;
 }
 
 export function errText(e) {
