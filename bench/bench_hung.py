@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import accel_harness  # noqa: E402
 import cluster_harness  # noqa: E402
+from bench_cluster import note_unreachable  # noqa: E402
 
 NODES = ("n1", "n2", "n3")
 
@@ -83,14 +84,7 @@ def round_(c, url, victim, kill, move):
                     gone = time.monotonic() - t0
             except OSError:
                 pass
-        for v in viewers:
-            if v.node in seen:
-                continue
-            try:
-                if not c.nodes_of(v)[victim]["reachable"]:
-                    seen[v.node] = time.monotonic() - t0
-            except (OSError, KeyError):
-                pass
+        note_unreachable(c, viewers, victim, seen, t0)
         time.sleep(0.01)
     both = max(seen.values()) if len(seen) == 2 else float("inf")
     print("  %s %s: lease left %s s at the stop;%s key gone +%.2f s; views "
