@@ -50,16 +50,6 @@ def b64(s):
     return base64.b64encode(s.encode()).decode()
 
 
-def move_leader(c):
-    st = [post(u, "/v3/maintenance/status", {}) for u in c.etcd.urls()]
-    leader = st[0]["leader"]
-    at = [u for u, x in zip(c.etcd.urls(), st)
-          if x["header"]["member_id"] == leader][0]
-    to = [x["header"]["member_id"] for x in st
-          if x["header"]["member_id"] != leader][0]
-    post(at, "/v3/maintenance/transfer-leadership", {"targetID": to})
-
-
 def round_(c, url, victim, kill, move):
     key = "/accel/agents/" + victim
     lease = post(url, "/v3/kv/range", {"key": b64(key)})["kvs"][0]["lease"]
@@ -75,7 +65,7 @@ def round_(c, url, victim, kill, move):
     while (len(seen) < 2 or gone is None) and time.monotonic() - t0 < 30:
         now = time.monotonic() - t0
         if move is not None and moved is None and now >= move:
-            move_leader(c)
+            c.etcd.move_leader()
             moved = time.monotonic() - t0
         if gone is None:
             try:
