@@ -284,6 +284,19 @@ def watch_figures(c, rounds):
                        len(lat), late, len(missing)))
 
 
+def note_unreachable(c, viewers, victim, seen, t0):
+    """seen[viewer] = seconds since t0, the first time a viewer's
+    /api/compute-resources shows victim reachable:false."""
+    for v in viewers:
+        if v.node in seen:
+            continue
+        try:
+            if not c.nodes_of(v)[victim]["reachable"]:
+                seen[v.node] = time.monotonic() - t0
+        except (OSError, KeyError):
+            pass
+
+
 def kill_figures(c, kills):
     ttl = cluster_harness.LEASE_TTL
     print("\n3. agent SIGKILLed until unreachable in both other views "
@@ -298,14 +311,7 @@ def kill_figures(c, kills):
         c.agent(victim).kill9()
         seen = {}
         while len(seen) < 2 and time.monotonic() - t0 < 30:
-            for v in viewers:
-                if v.node in seen:
-                    continue
-                try:
-                    if not c.nodes_of(v)[victim]["reachable"]:
-                        seen[v.node] = time.monotonic() - t0
-                except (OSError, KeyError):
-                    pass
+            note_unreachable(c, viewers, victim, seen, t0)
             time.sleep(0.02)
         both = max(seen.values()) if len(seen) == 2 else float("inf")
         took.append(both)

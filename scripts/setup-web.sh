@@ -9,9 +9,9 @@ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need="$need c
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 if [ -n "$need" ]; then
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need
+    . scripts/apt.sh
+    # shellcheck disable=SC2086
+    apt_install $need
 fi
 cd web
 npm ci --no-audit --no-fund

@@ -9,14 +9,13 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
  sqlite3 curl python3 procps prometheus \
  lintian scdoc systemd man-db dpkg-dev etcd-server etcd-client \
  iproute2 util-linux podman runc catatonit"
-missing=""
-for p in $PKGS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
-done
+. scripts/apt.sh
+# shellcheck disable=SC2086
+missing=$(dpkg_missing $PKGS)
 if [ -n "$missing" ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+    # shellcheck disable=SC2086
+    apt_install $missing
     # Debian's etcd-server starts a system etcd on localhost:2379 when it is
     # installed; the tests start members of their own, so one installed
     # here is stopped again (docs/cluster.md sets up a real one)

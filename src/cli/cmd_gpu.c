@@ -49,15 +49,28 @@ static char *foreign_of(const json_t *dev)
     return out;
 }
 
-/* "shim / broker" from the device's enforcement object. */
+/* "memory shim, compute none" from the device's enforcement object; a
+ * device with a memoryNote gets a "*": the note, a sentence, is printed
+ * under the table (print_notes), not in the column. */
 static char *tier_of(const json_t *dev)
 {
     const json_t *e = json_object_get(dev, "enforcement");
-    if (json_object_get(e, "memoryNote"))
-        return xasprintf("memory %s (%s), compute %s", table_str(e, "memory"),
-                         table_str(e, "memoryNote"), table_str(e, "compute"));
-    return xasprintf("memory %s, compute %s", table_str(e, "memory"),
+    return xasprintf("memory %s%s, compute %s", table_str(e, "memory"),
+                     json_object_get(e, "memoryNote") ? "*" : "",
                      table_str(e, "compute"));
+}
+
+/* "* DEVICE memory none: the CPU fallback has no device runtime: ..." */
+static void print_notes(const json_t *devs)
+{
+    size_t i;
+    const json_t *dev;
+    json_array_foreach(devs, i, dev) {
+        const json_t *e = json_object_get(dev, "enforcement");
+        if (json_is_string(json_object_get(e, "memoryNote")))
+            printf("* %s memory %s: %s\n", table_str(dev, "id"),
+                   table_str(e, "memory"), table_str(e, "memoryNote"));
+    }
 }
 
 static void add_row(struct table *t, const json_t *dev)
@@ -166,6 +179,7 @@ static void print_status(const json_t *data)
         add_row(&t, dev);
     table_print(&t, stdout);
     table_release(&t);
+    print_notes(devs);
     /* per device, which tier holds its VRAM quotas, or why no stronger
      * one than the shim (the kernel's dmem, the driver's limits) */
     json_array_foreach(devs, i, dev) {

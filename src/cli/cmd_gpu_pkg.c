@@ -48,7 +48,10 @@ struct plan {
 };
 
 /* Run argv (stdin /dev/null), its stdout (and stderr when err) into *out;
- * returns the exit status, 127 when it could not be run. */
+ * without err its stderr goes to /dev/null: a query's own complaints
+ * ("dpkg-query: no packages found matching nvidia-driver") are its answer,
+ * read from the exit status, not lines for the user above ours. Returns the
+ * exit status, 127 when it could not be run. */
 static int run_capture(char *const argv[], bool err, char **out)
 {
     int fd[2], st = 0;
@@ -72,7 +75,8 @@ static int run_capture(char *const argv[], bool err, char **out)
             dup2(fd[1], 2);
         close(fd[0]);
         close(fd[1]);
-        if (freopen("/dev/null", "r", stdin) == NULL)
+        if (freopen("/dev/null", "r", stdin) == NULL ||
+            (!err && freopen("/dev/null", "w", stderr) == NULL))
             _exit(127);
         execvp(argv[0], argv);
         _exit(127);

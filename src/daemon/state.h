@@ -73,6 +73,8 @@ struct node_info {
     bool reachable;      /* cluster: its agent's lease holds (always true
                             for this node and outside a cluster) */
     bool removed;        /* cluster: forgotten (accelctl node remove) */
+    int64_t beat_ns;     /* cluster: util_now_ns when its agent's live key
+                            was last written (its beat), 0 never */
     json_t *host;        /* cluster: what its agent registered of its
                             machine (hostinfo_json), NULL when unknown */
 };

@@ -436,6 +436,22 @@ class EtcdCluster:
         return _post(self.members[i].client_url, "/v3/maintenance/status",
                      {}, context=self._ssl)
 
+    def move_leader(self):
+        """Hand leadership from the current leader to another running
+        member (/v3/maintenance/transfer-leadership), as an election
+        would; returns the new leader's index once it reports so."""
+        old = self.leader()
+        to = next(m.index for m in self.members
+                  if m.index != old and m.running())
+        target = self.status(to)["header"]["member_id"]
+        _post(self.members[old].client_url,
+              "/v3/maintenance/transfer-leadership", {"targetID": target},
+              context=self._ssl)
+        deadline = time.monotonic() + 10
+        while self.leader() == old and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.leader()
+
     def leader(self, timeout=10.0):
         """The index of the current leader, as a running member reports it
         (waits up to timeout for an election to settle)."""

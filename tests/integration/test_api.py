@@ -65,6 +65,21 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(dev["bindings"][0]["appName"], "comfyui")
         self.assertIn("spec", dev["bindings"][0])
 
+    def test_declared_devices_report_no_vram_use(self):
+        # nothing measures a device only the inventory declares: its VRAM
+        # use is null with a reason that says so, not 0 beside "not
+        # reported" (issue 40 item 4), and so is its telemetry's
+        st, b = self.call("GET", "/api/compute-resources")
+        devs = [x for n in b["data"] for x in n["devices"]
+                if x["memorySource"] == "declared (inventory)"]
+        self.assertTrue(devs, b)
+        for x in devs:
+            self.assertIsNone(x["usedMemory"], x)
+            for k in ("usedMemory", "utilization", "power", "temperature"):
+                self.assertIn("declared in the inventory", x[k + "Reason"],
+                              (k, x))
+                self.assertNotIn("NVML", x[k + "Reason"], (k, x))
+
     def test_stop_releases_and_resume_with_selection(self):
         self.install(manifest("a1"))
         st, b = self.call("POST", "/api/apps/a1/suspend")

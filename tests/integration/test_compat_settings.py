@@ -102,6 +102,41 @@ class SettingsGpuContractTest(accel_harness.SharedAcceld):
         self.d.http("POST", "/api/apps/comfy/resume", {"computeBinding": [
             {"nodeName": "homelab", "deviceId": G4090, "memory": 1 << 30}]})
 
+    def test_refusals_keep_hamis_status_codes(self):
+        # beclab/HAMi's gpu_manage.go answers these 409 (StatusConflict);
+        # so does acceld, and nothing changes. The page shows no non-2xx
+        # answer (its axios setup only logs it): docs/compat.md says what
+        # it shows instead, and why the code is kept (issue 40 item 7)
+        def refused(method, path, body, code):
+            before = self.gpu_list()
+            st, b = self.d.http(method, path, body)
+            self.assertEqual((st, b["code"]), (409, 409), (path, body, b))
+            self.assertIn(code, b["error"], b)
+            self.assertIsInstance(b["message"], str)
+            self.assertEqual(self.gpu_list(), before, (path, body))
+        self.page_call("POST", "/api/gpu/mode", {"id": G4060, "mode": "1"})
+        # too little VRAM: 20000 MiB on a 16 GiB card
+        refused("POST", "/api/gpu/update/app", {"id": G4060, "mode": "1",
+                "appName": "comfy", "memory": "20000"},
+                "vram")
+        # an exclusive card another app holds: assign, and Switch App
+        self.page_call("POST", "/api/gpu/mode", {"id": G4060, "mode": "0"})
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": manifest("holder"),
+            "computeBinding": [{"nodeName": "homelab", "deviceId": G4060}]})
+        self.assertEqual((st, b["code"]), (200, 200), b)
+        try:
+            refused("POST", "/api/gpu/update/app", {"id": G4060, "mode": "0",
+                    "appName": "comfy", "memory": "0"},
+                    "exclusive-already-bound")
+            refused("PUT", "/api/gpu/assignments/bulk",
+                    {"appName": "comfy", "unassign": [{"id": G4090}],
+                     "assign": [{"id": G4060, "memory": "0"}]},
+                    "exclusive-already-bound")
+        finally:
+            self.d.http("DELETE", "/api/apps/holder")
+            self.page_call("POST", "/api/gpu/mode", {"id": G4060, "mode": "1"})
+
     def test_refusal_is_not_a_success(self):
         # the interceptor rejects anything but code 0/200: a refusal must
         # carry another code (here the HTTP status)

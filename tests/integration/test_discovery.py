@@ -243,6 +243,16 @@ class DiscoveryTest(unittest.TestCase):
         r = self.d.ctl("gpu", "status")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("CPU fallback has no device runtime", r.stdout)
+        # the note is a line under the table, not a paragraph in the
+        # ENFORCEMENT column (issue 40 item 6): no row runs past 120 columns
+        rows = r.stdout.splitlines()
+        head = next(i for i, ln in enumerate(rows) if "ENFORCEMENT" in ln)
+        self.assertRegex(rows[head + 1], r"memory (cgroup|none)\*, compute none")
+        self.assertLess(max(len(ln) for ln in rows[head:head + 2]), 120,
+                        r.stdout)
+        self.assertTrue(any(ln.startswith("* box-cpu-0 memory ") and
+                            "CPU fallback has no device runtime" in ln
+                            for ln in rows), r.stdout)
 
     def test_malformed_files_logged_no_crash(self):
         strix_halo(self.sys, "card0", busy="busy\n", vram="\n")

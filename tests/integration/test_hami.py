@@ -314,9 +314,14 @@ class HamiTest(unittest.TestCase):
         self.assertEqual(sizes, {G4090: 24 * 1024, G4060: 16 * 1024,
                                  "macmini-apple-m-0": 24 * 1024})
         st, s = self.call("POST", "/api/vgpu/v1/summary", {})
+        # the overview's own query is the cluster's total (two nodes: 40 Gi
+        # and 24 Gi), not their average (issue 40 item 1); the node page's
+        # is its node's
         self.assertEqual(self.value(
-            "avg(sum(hami_memory_size) by (instance))") * 2,
-            s["memoryTotal"])  # two nodes: 40 Gi and 24 Gi
+            "avg(sum(hami_memory_size) by (instance))"), s["memoryTotal"])
+        self.assertEqual(self.value(
+            'avg(sum(hami_memory_size{node=~"homelab"}) by (instance))'),
+            40 * 1024)
         self.assertEqual(self.value("sum(hami_memory_size)"),
                          s["memoryTotal"])
         self.assertEqual(len(self.instant("hami_core_size")), 3)
@@ -524,9 +529,15 @@ class HamiListenTest(unittest.TestCase):
         self.assertEqual([a["name"] for a in b["data"]], ["comfy"])
         st, b = self.d.http("GET", "/api/users")
         self.assertNotIn("eve", [u["name"] for u in b["data"]])
-        # a HAMi route with another method: 405 as on the main listener
+        # a HAMi route with another method: 405 as on the main listener;
+        # both messages name the path that was asked (issue 40 item 2)
         st, b = self.raw(h, "GET", "/v1/gpus")
         self.assertEqual(st, 405, b)
+        self.assertIn("GET is not allowed on /v1/gpus", json.dumps(b))
+        self.assertNotIn("/api/vgpu", json.dumps(b))
+        st, b = self.raw(h, "GET", "/v1/apps")
+        self.assertIn("no route for GET /v1/apps", json.dumps(b))
+        self.assertNotIn("/api/vgpu", json.dumps(b))
 
     def test_loopback_only_unless_told(self):
         from accel_harness import free_port

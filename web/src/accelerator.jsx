@@ -31,12 +31,12 @@ export function enforcementNote(d) {
     if (e.memory === 'cgroup') {
       return { kind: 'warn', text: `${unit} quotas held by the app's memory limit only`, title: e.memoryNote || "Only the app's cgroup memory limit contains it; nothing intercepts this device's allocations." };
     }
-    return { kind: 'warn', text: `${unit} quotas are not enforced here`, title: e.memoryNote || 'Nothing on this node stops an app from using more than its quota: each app is trusted to stay within it.' };
+    return { kind: 'warn', text: `${unit} quotas are not enforced on ${d.nodeName}`, title: e.memoryNote || 'Nothing on this node stops an app from using more than its quota: each app is trusted to stay within it.' };
   }
   if (d.supportType === 'TimeSlice') {
     return e.compute === 'broker'
       ? { kind: 'ok', text: 'Turns enforced', title: "accel's broker gives the device to one app at a time." }
-      : { kind: 'warn', text: 'Turns are not enforced here', title: 'No broker runs for this device: the apps share it as the driver schedules them.' };
+      : { kind: 'warn', text: `Turns are not enforced on ${d.nodeName}`, title: 'No broker runs for this device: the apps share it as the driver schedules them.' };
   }
   if (e.memory === 'visible-devices') return { kind: 'ok', text: `Only the assigned app sees this ${devNoun(d.mode)}`, title: '' };
   return null;
@@ -226,7 +226,7 @@ function ModeSelect({ d, isAdmin, refresh }) {
     } finally { setBusy(false); }
   };
   return (
-    <div class="mode-field">
+    <div class="mode-field" data-focus-scope={`mode-${d.id}`}>
       <label for={id}>Sharing mode</label>
       {isAdmin ? (
         <div class="mode-row">
@@ -311,7 +311,7 @@ function ExclusivePicker({ d, apps, role, refresh }) {
   };
   return (
     <div class="excl-picker">
-      <h4>Select exclusive app</h4>
+      <h3 class="h4">Select exclusive app</h3>
       <p class="muted small">One app at a time has this {noun} to itself. {holder ? <>Now: <b>{bindingName(holder)}</b>.</> : 'No app holds it now.'}</p>
       {!canReplace ? <p class="muted small">Only an administrator or the owner of {bindingName(holder)} can replace it.</p>
         : candidates.length ? (
@@ -339,7 +339,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
     <section class="card gpu-panel" aria-label={`${noun === 'GPU' ? 'GPU' : 'Device'} ${name}`} data-device={d.id}>
       <header class="card-head">
         <div>
-          <h3>{name}</h3>
+          <h2 class="h3">{name}</h2>
           <div class="muted small mono">{d.id}</div>
         </div>
         <HealthBadge d={d} offline={offline} />
@@ -353,7 +353,8 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
       {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
-      <h4>Assigned apps</h4>
+      <div data-focus-scope={`assigned-${d.id}`}>
+      <h3 class="h4" tabIndex={-1} data-focus-home>Assigned apps</h3>
       {bound.length ? (
         <>
           <table class="table">
@@ -373,6 +374,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
           {slice && <p class="muted small quota-fixed">{noun === 'GPU' ? QUOTA_FIXED : QUOTA_FIXED.replace('this GPU', 'this device')}</p>}
         </>
       ) : <p class="muted">No app is assigned to this {noun}.</p>}
+      </div>
     </section>
   );
 }

@@ -18,6 +18,9 @@ function needText(app) {
   return `${typeTitle(r.mode)}${need ? ` · ${giCeil(need)}` : ''}`;
 }
 
+// What an app is removed from: its GPU, or the CPU for a CPU app
+const unitOf = (app) => ((app.requirement || (app.requirements || [])[0] || {}).mode === 'cpu' ? 'CPU' : 'GPU');
+
 function AllocText({ app, nodes }) {
   const al = app.allocations || [];
   if (!al.length) return <span class="muted">Not assigned</span>;
@@ -208,7 +211,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
           <span class="muted small" aria-live="polite" data-testid="app-count">{shown.length === apps.length ? `${apps.length} app${apps.length === 1 ? '' : 's'}` : `${shown.length} of ${apps.length} apps`}</span>
         </div>
       )}
-      {external > 0 && <p class="muted small">{external === (apps || []).length ? 'These apps are' : `${external} of these apps are`} <i>external</i>: accel assigns their GPUs, but another system (such as Olares) starts and stops their processes.</p>}
+      {external > 0 && <p class="muted small">{external === (apps || []).length ? 'These apps are' : `${external} of these apps, marked External, are`} <i>external</i>: accel assigns their GPUs, but another system (such as Olares) starts and stops their processes.</p>}
       {!apps ? <div class="loading">Loading…</div> : !apps.length ? <Empty title="No apps yet">Install one from its manifest file.</Empty> : !shown.length ? <Empty title="No app matches">Change the search or the filter.</Empty> : (
         <div class="card flush">
           <table class="table apps-table">
@@ -217,8 +220,11 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
               {(all ? shown : shown.slice(0, PAGE)).map((a) => (
                 <tr key={a.name} data-app={a.name}>
                   <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
-                    <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div></td>
-                  <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge> : <Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>}
+                    <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div>
+                    {a.external && <Badge kind="">External</Badge>}</td>
+                  <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge>
+                    : a.external && a.state === 'running' ? <Badge kind="" title="accel assigned its GPU; another system runs its processes">Assigned</Badge>
+                    : <Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>}
                     {a.reason && <div class="muted small" title={a.reason}>{reasonText(a.reason)}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
                   <td data-label="GPU"><div class="muted small">needs {needText(a)}</div><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
@@ -230,7 +236,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                       <button class="btn small" disabled={busy === `stop:${a.name}`} aria-label={`Stop ${a.name}`}
                         onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `Stopping ${a.name}; its GPU is released once its processes have exited.`)}>Stop</button>}
                     {(a.allocations || []).length > 0 &&
-                      <button class="btn small danger-ghost" aria-label={`Remove from GPU: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh)}>Remove from GPU</button>}
+                      <button class="btn small danger-ghost" aria-label={`Remove from ${unitOf(a)}: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh, unitOf(a))}>Remove from {unitOf(a)}</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
                   </div> : <span class="muted small">Managed by the administrator</span>}</td>
                 </tr>

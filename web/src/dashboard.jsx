@@ -8,7 +8,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { API } from './api.js';
-import { gi, toGi, typeTitle, stateLabel, measured, utilOf, giOr, pctOr, deviceLabel } from './format.js';
+import { gi, toGi, typeTitle, stateLabel, measured, utilOf, giOr, pctOr, deviceLabel, notReporting } from './format.js';
 import { Empty } from './ui.jsx';
 
 // ---- the page's own samples (fallback only) ----
@@ -112,7 +112,7 @@ function Chart({ title, series, unit, yMax, empty, id, x, note }) {
   });
   return (
     <section class="card chart-card" aria-label={title} data-chart={id}>
-      <h3>{title}</h3>
+      <h2>{title}</h2>
       {note && <p class="muted small">{note}</p>}
       {series.length ? <div class="chart" ref={host} role="img" aria-label={`${title} over time`} /> : <p class="muted">{empty}</p>}
     </section>
@@ -226,7 +226,7 @@ export function DashboardPage({ nodes, apps }) {
         <div class="tile"><div class="tile-label">Total memory</div><div class="tile-value">{gi(total)}</div></div>
         <div class="tile"><div class="tile-label">Assigned</div><div class="tile-value">{gi(alloc)}</div></div>
         <div class="tile"><div class="tile-label">In use now</div><div class="tile-value">{usedKnown.length ? gi(used) : 'not reported'}</div>
-          {usedKnown.length > 0 && usedKnown.length < all.length && <div class="muted small">{all.length - usedKnown.length} devices do not report it</div>}</div>
+          {usedKnown.length > 0 && usedKnown.length < all.length && <div class="muted small">{all.length - usedKnown.length === 1 ? '1 device does' : `${all.length - usedKnown.length} devices do`} not report it</div>}</div>
         <div class="tile"><div class="tile-label">Running apps</div><div class="tile-value">{running}</div></div>
       </div>
       {hist && hist.source === 'page' && <p class="note" data-testid="history-source">This accel daemon keeps no history; the charts show what this page has sampled since it was opened.</p>}
@@ -261,23 +261,23 @@ export function DashboardPage({ nodes, apps }) {
           <Chart id="cluster-vram" x={x} title={node ? `VRAM in use on node ${node}` : 'VRAM in use, whole cluster'} unit=" Gi" series={clusterSeries}
             empty="No device reports its VRAM use." />
           <Chart id="device-vram" x={x} title="VRAM in use per device" unit=" Gi" series={memSeries} empty="None of these devices reports its VRAM use."
-            note={noVram && memSeries.length ? `${noVram} of the devices shown do not report VRAM use.` : ''} />
+            note={noVram && memSeries.length ? notReporting(noVram, 'VRAM use') : ''} />
           <Chart id="device-util" x={x} title="GPU utilization per device" unit="%" yMax={100} series={utilSeries}
             empty="None of these devices reports its utilization."
-            note={unmeasured && utilSeries.length ? `${unmeasured} of the devices shown do not report utilization.` : ''} />
+            note={unmeasured && utilSeries.length ? notReporting(unmeasured, 'utilization') : ''} />
           <Chart id="app-vram" x={x} title="VRAM in use per app" unit=" Gi" series={appSeries} empty="No app reports GPU memory use." />
           <Chart id="app-util" x={x} title="GPU utilization per app" unit="%" yMax={100} series={appUtil} empty="No app reports its GPU utilization." />
         </div>
       )}
       <section class="card flush">
-        <table class="table">
+        <table class="table devices-table">
           <caption class="sr-only">Devices now</caption>
           <thead><tr><th>Device</th><th>Node</th><th>Memory</th><th>Assigned</th><th>In use</th><th>Utilization</th><th>Apps</th></tr></thead>
           <tbody>{all.map((d) => (
-            <tr key={d.id}><td>{deviceLabel(d)}</td><td>{d.nodeName}</td><td>{gi(d.memory)}</td>
-              <td>{gi(assignedOf(d))}</td><td>{giOr(d.usedMemory)}</td>
-              <td>{pctOr(utilOf(d))}</td>
-              <td>{(d.bindings || []).map((b) => (b.hidden || !b.appName ? "another user's app"
+            <tr key={d.id}><td data-label="Device">{deviceLabel(d)}</td><td data-label="Node">{d.nodeName}</td><td data-label="Memory">{gi(d.memory)}</td>
+              <td data-label="Assigned">{gi(assignedOf(d))}</td><td data-label="In use">{giOr(d.usedMemory)}</td>
+              <td data-label="Utilization">{pctOr(utilOf(d))}</td>
+              <td data-label="Apps">{(d.bindings || []).map((b) => (b.hidden || !b.appName ? "another user's app"
                 : `${b.appName}${apps && apps.find((a) => a.name === b.appName) ? ` (${stateLabel(apps.find((a) => a.name === b.appName).state).toLowerCase()})` : ''}`)).join(', ') || '—'}</td></tr>
           ))}</tbody>
         </table>

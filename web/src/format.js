@@ -24,15 +24,19 @@ export const hasVram = (t) => VRAM_TYPES.has(t);
 function trim(n) {
   return n.toFixed(2).replace(/\.?0+$/, '');
 }
+const MI = 1024 ** 2;
+// Below 1 Gi a size reads in whole Mi: 64 Mi, not 0.06 Gi beside 0.07 Gi
+// (one figure floored, the other rounded up, on one row).
+const small = (bytes, round) => (bytes > 0 && bytes < GI ? `${round(bytes / MI - (round === Math.floor ? -1e-6 : 1e-6))} Mi` : null);
 // Bytes → "23.99 Gi", floored to two decimals (what a card really offers).
 export function gi(bytes) {
   if (bytes == null || !isFinite(bytes)) return '—';
-  return `${trim(Math.floor(bytes / GI * 100 + 1e-6) / 100)} Gi`;
+  return small(bytes, Math.floor) || `${trim(Math.floor(bytes / GI * 100 + 1e-6) / 100)} Gi`;
 }
 // Bytes → "8 Gi", rounded up to two decimals (what an app needs).
 export function giCeil(bytes) {
   if (bytes == null || !isFinite(bytes)) return '—';
-  return `${trim(Math.ceil(bytes / GI * 100 - 1e-6) / 100)} Gi`;
+  return small(bytes, Math.ceil) || `${trim(Math.ceil(bytes / GI * 100 - 1e-6) / 100)} Gi`;
 }
 export const toGi = (bytes) => bytes / GI;
 export const fromGi = (g) => Math.round(g * GI);
@@ -71,6 +75,8 @@ export function timeAgo(ms) {
 // Figures a node cannot measure arrive as null (with a …Reason); they show
 // "not reported", never 0 (SPEC 7, honest display).
 export const NOT_REPORTED = 'not reported';
+// "1 of the devices shown does not report …", "3 … do not report …"
+export const notReporting = (n, what) => `${n} of the devices shown ${n === 1 ? 'does' : 'do'} not report ${what}.`;
 export const measured = (v) => typeof v === 'number' && isFinite(v);
 export const giOr = (bytes) => (measured(bytes) ? gi(bytes) : NOT_REPORTED);
 export const pctOr = (v) => (measured(v) ? `${Math.round(v)}%` : NOT_REPORTED);

@@ -17,7 +17,12 @@ function useRoute() {
   const get = () => (location.hash.replace(/^#\/?/, '') || 'accelerator').split('/').map(decodeURIComponent);
   const [route, setRoute] = useState(get);
   useEffect(() => {
-    const on = () => setRoute(get());
+    // a #token= link followed while the page is open (the sign-in page
+    // too): taken, and dropped from the address bar, before the route
+    const on = () => {
+      if (takeTokenFromHash()) window.dispatchEvent(new Event('accel-token'));
+      setRoute(get());
+    };
     window.addEventListener('hashchange', on);
     return () => window.removeEventListener('hashchange', on);
   }, []);
@@ -106,6 +111,12 @@ function App() {
     setLoginError(typeof msg === 'string' ? msg : '');
   }, []);
   useEffect(() => { setUnauthorizedHandler(() => logout('Your session has ended. Sign in again.')); }, []);
+  const [session, setSession] = useState(0);
+  useEffect(() => {
+    const on = () => { setLoginError(''); setRole(null); setAuthed(true); setSession((x) => x + 1); };
+    window.addEventListener('accel-token', on);
+    return () => window.removeEventListener('accel-token', on);
+  }, []);
 
   const refresh = useCallback(async () => {
     try {
@@ -138,7 +149,7 @@ function App() {
     };
     tick();
     return () => { live = false; clearTimeout(timer.current); };
-  }, [authed]);
+  }, [authed, session]);
 
   // navigation: top of the page, focus on the new heading, the title (SPEC 7)
   const title = pageTitle(route);
@@ -186,7 +197,7 @@ function App() {
       </header>
       {navOpen && <div class="scrim" onClick={() => setNavOpen(false)} aria-hidden="true" />}
       <aside class={`side${navOpen ? ' open' : ''}`} id="side-nav">
-        <div class="brand"><span class="logo" aria-hidden="true" />accel<span class="brand-sub">Settings</span></div>
+        <div class="brand"><span class="logo" aria-hidden="true" />accel</div>
         <nav aria-label="Main">
           {NAV.map((n) => (
             <a key={n.id} href={`#/${n.id}`} class={page === n.id || (n.id === 'accelerator' && !NAV.some((x) => x.id === page)) ? 'active' : ''}

@@ -6,6 +6,59 @@ const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), selec
 const visible = (e) => e.offsetParent !== null || e.getClientRects().length > 0;
 export const focusables = (el) => [...el.querySelectorAll(FOCUSABLE)].filter(visible);
 
+// Focus given back to a control that the change then removes or disables
+// (Remove, Launch in Resume, the mode switch's Switch mode…) fell to the top
+// of the page. It goes instead to the control that takes the opener's
+// place: the first enabled control of the opener's nearest scope still on
+// the page (an app's row, the mode field, the assigned apps, a device), or
+// that scope's [data-focus-home] (a heading) when it has none; a scope all
+// of whose controls are disabled for now (a switch under way) is waited
+// for. The watch ends once focus is somewhere else or after 15 s.
+const SCOPES = '[data-focus-scope], [data-app], [data-device]';
+function scopeKey(e) {
+  for (const a of ['data-focus-scope', 'data-app', 'data-device']) {
+    const v = e.getAttribute(a);
+    if (v !== null) return `[${a}="${CSS.escape(v)}"]`;
+  }
+  return null;
+}
+// The opener's scopes, taken when the dialog opens: by the time it closes
+// the opener may be gone from the page, and with it the way up to them.
+export function focusTrail(opener) {
+  if (!opener || !opener.closest) return null;
+  const chain = [];
+  for (let e = opener.closest(SCOPES); e; e = e.parentElement && e.parentElement.closest(SCOPES)) chain.push([e, scopeKey(e)]);
+  return chain.length ? { opener, chain, inModal: opener.closest('.modal') } : null;
+}
+export function keepFocus(trail) {
+  if (!trail) return;
+  const { opener, chain, inModal } = trail;
+  const usable = (e) => document.contains(e) && !e.disabled && visible(e) && !e.closest('[inert], fieldset[disabled]');
+  const lost = () => {
+    const a = document.activeElement;
+    return !a || a === document.body || (a === opener && !usable(opener));
+  };
+  let obs = null; let timer = null;
+  const stop = () => { obs && obs.disconnect(); clearTimeout(timer); };
+  const check = () => {
+    const top = [...document.querySelectorAll('.modal')].pop() || null;
+    if (top !== inModal) return; // a dialog is open (or still closing) above the opener
+    if (!lost()) { if (document.activeElement !== opener) stop(); return; }
+    for (const [e, key] of chain) {
+      const scope = document.contains(e) ? e : key && document.querySelector(key);
+      if (!scope) continue;
+      const next = focusables(scope).find(usable) || scope.querySelector('[data-focus-home]');
+      if (next) { next.focus(); stop(); }
+      return; // the nearest scope on the page decides, even if it must wait
+    }
+    // none on the page now (a list being reloaded): wait for it
+  };
+  obs = new MutationObserver(check);
+  obs.observe(document.body, { subtree: true, childList: true, attributes: true, attributeFilter: ['disabled', 'class', 'hidden'] });
+  timer = setTimeout(stop, 15000);
+  check();
+}
+
 // A modal dialog (SPEC 7): focus stays inside it (Tab and Shift+Tab cycle),
 // Escape closes it, and focus returns to where it was when it closes. The
 // first control of the body gets focus once the body is `ready` (a dialog
@@ -16,6 +69,7 @@ export function Modal({ title, onClose, children, footer, wide, label, ready = t
   const focused = useRef(false);
   useEffect(() => {
     const prev = document.activeElement;
+    const trail = focusTrail(prev);
     const el = ref.current;
     const onKey = (e) => {
       if (!el) return;
@@ -42,6 +96,7 @@ export function Modal({ title, onClose, children, footer, wide, label, ready = t
       document.removeEventListener('keydown', onKey);
       document.removeEventListener('focusin', onFocusIn);
       if (prev && prev.focus && document.contains(prev)) prev.focus();
+      keepFocus(trail);
     };
   }, []);
   useEffect(() => {
@@ -131,7 +186,7 @@ export function Badge({ kind = '', children, title }) {
 }
 
 export function Empty({ title, children }) {
-  return <div class="empty"><h3>{title}</h3>{children && <p>{children}</p>}</div>;
+  return <div class="empty"><h2>{title}</h2>{children && <p>{children}</p>}</div>;
 }
 
 export function errText(e) {

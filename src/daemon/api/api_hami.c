@@ -783,15 +783,17 @@ static void fact_devices(struct accel_daemon *d, struct monitor_facts *f)
             drv = reconcile_driver(d);
         device_no(d, i, no);
         const char *kv[] = {"deviceuuid", x->id, "device_uuid", x->id,
-                            "node", node, "instance", node,
+                            "node", node, "instance", MONITOR_INSTANCE,
                             "provider", vendor_of(x->type), "devicetype", type,
                             "device_type", type, "device_no", no,
                             "driver_version", drv ? drv : ""};
         size_t n = sizeof kv / sizeof kv[0] / 2;
-        promql_add(&f->v[MF_CORE_SIZE], kv, n, 100);
-        promql_add(&f->v[MF_MEMORY_SIZE], kv, n, (double)(x->memory / MIB));
-        promql_add(&f->v[MF_VGPU_COUNT], kv, n,
-                   x->st == ACCEL_SUPPORT_EXCLUSIVE ? 1 : SPLIT_COUNT);
+        monitor_fact_add(f, MF_CORE_SIZE, kv, n, 100, 0);
+        monitor_fact_add(f, MF_MEMORY_SIZE, kv, n,
+                         (double)(x->memory / MIB), 0);
+        monitor_fact_add(f, MF_VGPU_COUNT, kv, n,
+                         x->st == ACCEL_SUPPORT_EXCLUSIVE ? 1 : SPLIT_COUNT,
+                         0);
     }
 }
 
@@ -802,10 +804,12 @@ static bool fact_sees(const struct app *a, const char *user, bool admin)
 }
 
 /* One series per allocation row: container_pod_uuid is "<container>:<pod
- * uid>" as HAMi-WebUI's exporter writes it. */
+ * uid>" as HAMi-WebUI's exporter writes it. A range has no point of it
+ * before the app was installed. */
 static void fact_rows(struct accel_daemon *d, const struct app *a,
                       struct monitor_facts *f)
 {
+    int64_t since = a->created_ms / 1000;
     char uid[37], *cpu;
     pod_uid(a, uid);
     cpu = xasprintf("%s:%s", a->name, uid);
@@ -816,16 +820,18 @@ static void fact_rows(struct accel_daemon *d, const struct app *a,
                             "namespace_name", a->owner,
                             "container_pod_uuid", cpu, "deviceuuid", x->id,
                             "device_uuid", x->id, "node", node,
-                            "instance", node, "provider", vendor_of(x->type),
+                            "instance", MONITOR_INSTANCE, "provider", vendor_of(x->type),
                             "device_type", gpu_type(d, (int)a->rows[k].dev)};
         size_t n = sizeof kv / sizeof kv[0] / 2;
         if (x->type == ACCEL_TYPE_CPU)
             continue;
-        promql_add(&f->v[MF_C_VGPU], kv, n, 1);
-        promql_add(&f->v[MF_C_VCORE], kv, n, whole_card(x) ? 100 : 0);
-        promql_add(&f->v[MF_C_VMEMORY], kv, n,
-                   (double)((whole_card(x) ? x->memory : a->rows[k].memory) /
-                            MIB));
+        monitor_fact_add(f, MF_C_VGPU, kv, n, 1, since);
+        monitor_fact_add(f, MF_C_VCORE, kv, n, whole_card(x) ? 100 : 0,
+                         since);
+        monitor_fact_add(f, MF_C_VMEMORY, kv, n,
+                         (double)((whole_card(x) ? x->memory
+                                                 : a->rows[k].memory) / MIB),
+                         since);
     }
     free(cpu);
 }
@@ -850,8 +856,8 @@ static void fact_limits(struct accel_daemon *d, const struct app *a,
                             "resource", r == 0 ? "cpu" : "memory",
                             "unit", r == 0 ? "core" : "byte"};
         if (v > 0)
-            promql_add(&f->v[MF_POD_LIMITS], kv, sizeof kv / sizeof kv[0] / 2,
-                       v);
+            monitor_fact_add(f, MF_POD_LIMITS, kv, sizeof kv / sizeof kv[0] / 2,
+                             v, a->created_ms / 1000);
     }
 }
 
@@ -866,11 +872,11 @@ static void fact_nodes(struct accel_daemon *d, struct monitor_facts *f)
         if (d->ninfo[n].removed)
             continue;
         if (nd->cpu.total > 0)
-            promql_add(&f->v[MF_NODE_ALLOCATABLE], cpu, 3,
-                       (double)nd->cpu.total / 1000.0);
+            monitor_fact_add(f, MF_NODE_ALLOCATABLE, cpu, 3,
+                             (double)nd->cpu.total / 1000.0, 0);
         if (nd->mem.total > 0)
-            promql_add(&f->v[MF_NODE_ALLOCATABLE], mem, 3,
-                       (double)nd->mem.total);
+            monitor_fact_add(f, MF_NODE_ALLOCATABLE, mem, 3,
+                             (double)nd->mem.total, 0);
     }
 }
 

@@ -398,13 +398,16 @@ static void dispatch(struct http_req *r)
         i = j < 0 ? -1 : i;
     }
     if (i < 0) {
-        /* a path is echoed up to 200 bytes: no answer grows with it */
+        /* a path is echoed up to 200 bytes: no answer grows with it; the
+         * HAMi listener's, as it was asked (/v1/..., not the rewritten
+         * /api/vgpu/v1/...) */
+        const char *asked = r->hami ? r->path + strlen(HAMI_PREFIX) : r->path;
         if (mismatch)
             http_reply_error(r, ACCEL_EMETHOD, "%.20s is not allowed on %.200s",
-                             r->method, r->path);
+                             r->method, asked);
         else
             http_reply_error(r, ACCEL_ENOTFOUND, "no route for %.20s %.200s",
-                             r->method, r->path);
+                             r->method, asked);
         return;
     }
     rt = &api_routes[i];

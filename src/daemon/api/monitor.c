@@ -12,9 +12,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "accel/accel.h"
+#include "common/util.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -50,8 +52,25 @@ const char *monitor_fact_name(enum monitor_fact f)
 
 void monitor_facts_release(struct monitor_facts *f)
 {
-    for (size_t i = 0; i < MF_COUNT; i++)
+    for (size_t i = 0; i < MF_COUNT; i++) {
         promql_value_release(&f->v[i]);
+        free(f->since[i]);
+    }
+}
+
+void monitor_fact_add(struct monitor_facts *f, enum monitor_fact which,
+                      const char *const *kv, size_t nkv, double v,
+                      int64_t since)
+{
+    size_t n = f->v[which].n;
+    promql_add(&f->v[which], kv, nkv, v);
+    if (n >= f->since_cap[which]) {
+        f->since_cap[which] = f->since_cap[which] ? 2 * f->since_cap[which]
+                                                  : 16;
+        f->since[which] = xrealloc(f->since[which],
+                                   f->since_cap[which] * sizeof(int64_t));
+    }
+    f->since[which][n] = since;
 }
 
 /* The measured metrics, read from the history. */
@@ -197,7 +216,7 @@ static void add_device(const struct monitor_ctx *c, struct promql_value *out,
     const char *key[] = {"device_uuid", m->device};
     const struct promql_labels *l = fact_labels(c, MF_CORE_SIZE, key, 1);
     const char *kv[] = {"deviceuuid", m->device, "device_uuid", m->device,
-                        "node", m->node, "instance", m->node,
+                        "node", m->node, "instance", MONITOR_INSTANCE,
                         "provider", "NVIDIA", "devicetype", m->model,
                         "device_type", m->model, "device_no", devno,
                         "driver_version", m->driver};
@@ -219,7 +238,7 @@ static void add_container(const struct monitor_ctx *c,
     const char *kv[] = {"container_name", m->app, "pod_name", m->app,
                         "namespace_name", m->owner, "deviceuuid", m->device,
                         "device_uuid", m->device, "node", m->node,
-                        "instance", m->node, "provider", "NVIDIA"};
+                        "instance", MONITOR_INSTANCE, "provider", "NVIDIA"};
     if (l != NULL) {
         add_labels(out, l, v);
         return;
@@ -248,7 +267,8 @@ bool monitor_fetch(void *ctx, const char *metric, int64_t t,
                 return false;
             fv = &c->facts->v[f];
             for (size_t i = 0; i < fv->n; i++)
-                add_labels(out, &fv->s[i].l, fv->s[i].v);
+                if (c->facts->since[f] == NULL || c->facts->since[f][i] <= t)
+                    add_labels(out, &fv->s[i].l, fv->s[i].v);
             return true;
         }
     for (size_t i = 0; i < NMETRICS && mt == NULL; i++)

@@ -9,7 +9,8 @@
  * devicetype, instance); container metrics (one app on one device) carry
  * container_name and pod_name (the app), namespace_name (its owner),
  * container_pod_uuid, node, provider, device_type, device_uuid (and
- * deviceuuid, instance). The mapping is in docs/compat.md.
+ * deviceuuid, instance: one value, "accel", for every series of the
+ * cluster, as upstream's one exporter). The mapping is in docs/compat.md.
  */
 #ifndef ACCEL_DAEMON_API_MONITOR_H
 #define ACCEL_DAEMON_API_MONITOR_H
@@ -18,7 +19,15 @@
 #include <stdint.h>
 
 #include "daemon/api/promql.h"
+
 #include "daemon/node/history.h"
+
+/* Every series' `instance`: one value for the whole cluster. Upstream's one
+ * exporter gives all its series one instance, and HAMi-WebUI's overview
+ * tiles are avg(sum(X) by (instance)), the cluster's total only then; an
+ * instance per node made them the average of the nodes' totals (half of a
+ * two-node cluster). Nodes and cards are told apart by node, device_uuid. */
+#define MONITOR_INSTANCE "accel"
 
 #define MONITOR_LOOKBACK 300 /* seconds: PromQL's default staleness */
 
@@ -45,7 +54,18 @@ enum monitor_fact {
 
 struct monitor_facts {
     struct promql_value v[MF_COUNT];
+    /* per sample of v[i], the unix second from which it exists (an app's
+     * series: the app's creation), 0 for always: a range query's earlier
+     * steps have no point of it, so a trend does not draw today's
+     * allocation back over the time before the app existed */
+    int64_t *since[MF_COUNT];
+    size_t since_cap[MF_COUNT];
 };
+
+/* Add a sample to f->v[which] (promql_add) that exists from `since`. */
+void monitor_fact_add(struct monitor_facts *f, enum monitor_fact which,
+                      const char *const *kv, size_t nkv, double v,
+                      int64_t since);
 
 /* Their metric names, by enum monitor_fact (static). */
 const char *monitor_fact_name(enum monitor_fact f);

@@ -254,6 +254,10 @@ static json_t *opt_watts(int64_t mw)
     return mw < 0 ? json_null() : json_real((double)mw / 1000.0);
 }
 
+#define DECLARED_REASON \
+    "not measured: a device declared in the inventory, which no driver " \
+    "reports to acceld"
+
 /* "<field>Reason" beside a field whose value is unknown (null). */
 static void add_reason(json_t *o, const char *key, int64_t v, uint8_t na)
 {
@@ -277,13 +281,35 @@ static void add_telemetry(json_t *o, const struct dev_info *di)
     add_reason(o, "temperature", di->temp, di->temp_na);
 }
 
+/* A device only the inventory declares: no driver of this node lists it and
+ * no member's acceld reports it, so nothing measures its VRAM use or its
+ * telemetry. */
+static bool declared(const struct accel_daemon *d, int dev)
+{
+    const struct dev_info *di = &d->dinfo[dev];
+    return !di->discovered && !di->drm && di->mem_source == NULL &&
+           !d->ninfo[d->snap.devs[dev].node].member;
+}
+
+/* usedMemory (null) and the telemetry's reasons of a declared device: the
+ * fitting one, not NVML's "not an NVML device" (SPEC 5.4) */
+static void add_declared_reasons(json_t *o)
+{
+    static const char *const keys[] = {"usedMemoryReason",
+                                       "utilizationReason", "powerReason",
+                                       "powerLimitReason",
+                                       "temperatureReason"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        json_object_set_new(o, keys[i], json_string(DECLARED_REASON));
+}
+
 static json_t *device_json(struct accel_daemon *d, int dev,
                            const struct bindings *idx)
 {
     const struct adm_device *x = &d->snap.devs[dev];
     const struct dev_info *di = &d->dinfo[dev];
     json_t *o = json_pack(
-        "{s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:I, "
+        "{s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:I, s:o, "
         "s:o, s:b, s:o, s:o}",
         "id", x->id, "nodeName", d->snap.nodes[x->node].name, "index",
         di->index, "mode", accel_type_name(x->type), "cardModel",
@@ -293,7 +319,8 @@ static json_t *device_json(struct accel_daemon *d, int dev,
         support_list(x->type), "bindings", take_bindings(d, idx, (uint32_t)dev),
         "allocated", (json_int_t)x->allocated, "free",
         (json_int_t)adm_device_free(x), "usedMemory",
-        (json_int_t)di->used_mem, "utilization", opt_int(di->util), "present",
+        declared(d, dev) ? json_null() : json_integer((json_int_t)di->used_mem),
+        "utilization", opt_int(di->util), "present",
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
     json_object_set_new(o, "meter", x->type == ACCEL_TYPE_NVIDIA ||
@@ -301,6 +328,8 @@ static json_t *device_json(struct accel_daemon *d, int dev,
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
     add_telemetry(o, di);
+    if (declared(d, dev)) /* nothing measures it: say so, not "0" */
+        add_declared_reasons(o);
     /* where `memory` came from (SPEC 1: VRAM, or the RAM share) */
     json_object_set_new(o, "memorySource",
                         json_string(di->mem_source ? di->mem_source

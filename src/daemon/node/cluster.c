@@ -55,6 +55,7 @@ struct cluster {
     int64_t renewed_ns;           /* util_now_ns of the last renewal that
                                      etcd's quorum answered (atomic) */
     char *info;                   /* the nodeinfo last written */
+    char *live;                   /* the live key's value as taken */
     /* the revision being applied (d->lock) */
     struct pending_alloc *pa;
     size_t npa;
@@ -298,7 +299,40 @@ static void apply_agent(struct accel_daemon *d, const char *node,
                  live ? "reachable (its agent holds its lease)"
                       : "unreachable (its agent's lease lapsed)");
     d->ninfo[n].reachable = live;
+    if (live)
+        d->ninfo[n].beat_ns = (int64_t)util_now_ns();
     node_recompute(d, n);
+}
+
+/* A node whose agent has written no beat for a TTL is unreachable, though
+ * its live key may still be in etcd: an etcd leader elected while that
+ * agent hangs gives every lease its whole TTL again (and the election
+ * timeout), so the key alone would call a hung agent live for up to a TTL
+ * more (docs/benchmarks.md, issue 40 item 8). Only while this node's own
+ * lease holds: a node cut off from etcd hears no one's beat and marks no
+ * one. Its next beat, or the key written again, makes it reachable. */
+static void expire_silent(struct accel_daemon *d)
+{
+    int64_t now = (int64_t)util_now_ns();
+    int64_t ttl = (int64_t)d->cfg.lease_ttl * 1000000000LL;
+    int64_t mine = __atomic_load_n(&d->cluster->renewed_ns, __ATOMIC_SEQ_CST);
+    if (mine == 0 || now - mine >= ttl)
+        return;
+    /* the keeper never waits for the lock: a renewal must not queue
+     * behind a long request; the next tick, 50 ms on, looks again */
+    if (pthread_mutex_trylock(&d->lock) != 0)
+        return;
+    for (size_t n = 0; n < d->snap.nnodes; n++) {
+        struct node_info *ni = &d->ninfo[n];
+        if (ni->local || ni->removed || !ni->reachable || ni->beat_ns == 0 ||
+            now - ni->beat_ns < ttl)
+            continue;
+        log_info("node %s is unreachable (no beat from its agent for %d s)",
+                 ni->name, d->cfg.lease_ttl);
+        ni->reachable = false;
+        node_recompute(d, (int)n);
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 static enum accel_err load_nodeinfo(void *ctx, const char *node,
@@ -967,8 +1001,28 @@ static enum accel_err take_lease(struct accel_daemon *d, char **cause)
                            d->cfg.node_name, accel_strerror(rc));
     }
     free(key);
-    free(val);
+    if (rc == ACCEL_OK) {
+        free(c->live);
+        c->live = val;
+    } else {
+        free(val);
+    }
     return rc;
+}
+
+/* The beat: the live key written again on the lease etcd just renewed, so
+ * that every other agent sees this one alive each round (expire_silent). */
+static void beat(struct accel_daemon *d)
+{
+    struct cluster *c = d->cluster;
+    enum accel_err rc;
+    if (c->live == NULL)
+        return;
+    rc = store_member_put(d->store, "agents", d->cfg.node_name, c->live,
+                          c->lease);
+    if (rc != ACCEL_OK)
+        log_debug("node %s: beat not written: %s", d->cfg.node_name,
+                  accel_strerror(rc));
 }
 
 /* Write nodeinfo when it changed (devices, health, use). */
@@ -1081,6 +1135,7 @@ static void *keeper_main(void *arg)
         if (rc == ACCEL_OK && left > 0) {
             __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(),
                              __ATOMIC_SEQ_CST);
+            beat(d);
             redrive(d);
         }
         if (rc == ACCEL_OK && left == 0) {
@@ -1103,8 +1158,10 @@ static void *keeper_main(void *arg)
             next_info = util_wall_ms() + CLUSTER_USAGE_MS;
         }
         for (int t = 0; t < every && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST);
-             t += 50)
+             t += 50) {
             sleep_ms(50);
+            expire_silent(d);
+        }
     }
     return NULL;
 }
@@ -1182,6 +1239,7 @@ void cluster_stop(struct accel_daemon *d)
         free(c->touched[i]);
     free(c->touched);
     free(c->info);
+    free(c->live);
     free(c);
     d->cluster = NULL;
 }
