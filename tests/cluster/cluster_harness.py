@@ -113,6 +113,31 @@ class Agent(Acceld):
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def kill_apps(self):
+        """Kill the processes of the apps this agent started: with
+        --no-cgroups an app is a process group, which outlives its acceld
+        (a restart keeps apps running); they are known by their HOME under
+        this agent's data directory (each test's own), whether or not the
+        agent still answers."""
+        marks = tuple({("HOME=" + d + "/").encode() for d in
+                       (self.data_dir, os.path.realpath(self.data_dir))})
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+                pgid = os.getpgid(int(pid))
+                if pgid != os.getpgrp() and any(e.startswith(marks)
+                                                for e in env):
+                    os.killpg(pgid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass  # gone meanwhile, or not ours to read
+
+    def close(self):
+        self.kill_apps()
+        super().close()
+
     def kill9(self):
         """SIGKILL: no goodbye, the lease lapses by itself."""
         self.proc.send_signal(signal.SIGKILL)
