@@ -199,6 +199,9 @@ struct app {
                                     NULL = none applied */
     char *vram_refused;          /* why a stronger tier was refused at its
                                     start (vram.c), NULL = none was */
+    json_t *image_pin;           /* a container app's image on this node
+                                    (runner_container.c): {ref, id, digest,
+                                    preload}, {} = none, NULL = not read */
 };
 
 struct accel_config {

@@ -36,6 +36,9 @@ GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
+# the same files, its configured environment with an LD_PRELOAD of its own
+IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
+IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         shutil.which("runc") and shutil.which("unshare") and
@@ -69,6 +72,10 @@ def build_image(tmp):
     tar = os.path.join(tmp, "rootfs.tar")
     subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
     r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]', tar, IMAGE)
+    if r.returncode != 0:
+        raise RuntimeError("podman import: %s" % r.stderr)
+    r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]',
+               "--change", "ENV LD_PRELOAD=" + IMAGE_LIB, tar, IMAGE_PRE)
     if r.returncode != 0:
         raise RuntimeError("podman import: %s" % r.stderr)
 
@@ -110,7 +117,7 @@ def setUpModule():
 
 def tearDownModule():
     if HAVE:
-        podman("rmi", "--force", IMAGE)
+        podman("rmi", "--force", IMAGE, IMAGE_PRE)
 
 
 def ctr_manifest(name, command, gpu="1Gi", **run):
@@ -286,7 +293,11 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual((app["runner"], app["container"]),
                          ("container", {"image": IMAGE, "pull": "never",
                                         "name": "accel-%s-holder" % self.inst,
-                                        "state": "running"}))
+                                        "state": "running",
+                                        "imageId": self.image_field(IMAGE,
+                                                                    "Id"),
+                                        "digest": self.image_field(IMAGE,
+                                                                   "Digest")}))
         # the log through the API (accelctl app logs), in two chunks
         st, b = self.d.http("GET", "/api/apps/holder/logs", token=tok)
         self.assertEqual(st, 200, b)
@@ -481,6 +492,59 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
                       "the pulled image removed")
         self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+
+    def test_image_ld_preload_follows_the_shim(self):
+        """The image's own LD_PRELOAD (its configured environment) comes
+        after the shim and run.preload, not replaced by them."""
+        self.assertEqual(podman("image", "exists", IMAGE_PRE).returncode, 0)
+        self.install(ctr_manifest(
+            "pre", ["/bin/sh", "-c", 'echo "LD=$LD_PRELOAD"; sleep 1000'],
+            image=IMAGE_PRE, preload=[IMAGE_LIB]))
+        self.wait_for(lambda: "LD=" in self.d.app_log("pre"), "its output")
+        self.assertIn("LD=/usr/lib/accel/libaccelshim.so:%s:%s\n" %
+                      (IMAGE_LIB, IMAGE_LIB), self.d.app_log("pre"))
+
+    def image_field(self, ref, field):
+        r = podman("image", "inspect", "--format", "{{.%s}}" % field, ref)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.strip()
+
+    def test_image_pinned_by_its_id_across_a_restart(self):
+        """Once installed the app runs the image its reference named then,
+        by its ID, even after the reference names another image and acceld
+        restarted; the API shows the digest."""
+        tag = "localhost/accel-it-%d:moving" % os.getpid()
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        want = self.image_field(IMAGE, "Id")
+        # pull missing: the image is here, so pinned, and acceld's to remove
+        self.install(ctr_manifest("pin", ["/bin/sleep", "1000"], image=tag,
+                                  pull="missing"))
+        self.wait_for(lambda: self.ctr_procs("pin"), "running")
+        st, b = self.d.http("POST", "/api/apps/pin/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("pin") == "stopped", "stopped")
+        # the reference now names another image
+        self.assertEqual(podman("tag", IMAGE_PRE, tag).returncode, 0)
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/pin/resume")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ctr_procs("pin"), "running again")
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-pin" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        ctr = self.d.http("GET", "/api/apps/pin")[1]["data"]["container"]
+        self.assertEqual((ctr.get("imageId"), ctr.get("digest")),
+                         (want, self.image_field(IMAGE, "Digest")))
+        # uninstalled: the reference names another image now, which stays
+        pin = os.path.join(self.d.data_dir, "images", "pin.json")
+        self.assertTrue(os.path.exists(pin))
+        st, b = self.d.http("DELETE", "/api/apps/pin")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: not os.path.exists(pin), "the pin removed")
+        self.assertEqual(self.image_field(tag, "Id"),
+                         self.image_field(IMAGE_PRE, "Id"))
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

@@ -604,20 +604,25 @@ static bool install_run_allowed(struct accel_daemon *d,
 /* A container app with pull: never needs its image on this machine (one
  * acceld: in a cluster the node that runs it is not chosen yet). Asked
  * before the lock: podman takes a moment. */
-static bool image_here(const struct manifest *m, bool cluster,
+static bool image_here(const struct manifest *m, bool cluster, json_t **pin,
                        struct op_result *res)
 {
     char *cause = NULL;
     enum accel_err rc;
 
+    *pin = NULL;
     if (m->run.ctr.image == NULL || cluster ||
-        strcmp(m->run.ctr.pull, "never") != 0)
+        strcmp(m->run.ctr.pull, "always") == 0)
         return true;
-    rc = runner_container_image_check(m->run.ctr.image, &cause);
-    if (rc == ACCEL_OK)
-        return true;
+    rc = runner_container_image_pin(m->run.ctr.image, pin, &cause);
+    if (rc == ACCEL_OK || (rc == ACCEL_ENOTFOUND &&
+                           strcmp(m->run.ctr.pull, "never") != 0))
+        return true; /* here (pinned), or pulled by its start */
     if (rc == ACCEL_ENOTFOUND)
-        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+        ops_res_error(res, 400, "invalid-manifest", "run.image: \"%s\" is "
+                      "not on this machine and run.pull is never (pull it "
+                      "with podman pull, or set pull: missing)",
+                      m->run.ctr.image);
     else
         ops_res_error(res, 503, "unavailable", "%s", cause);
     free(cause);
@@ -743,6 +748,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     int sel, n;
     enum app_state st = APP_INSTALLED;
     bool cluster = store_is_cluster(d->store);
+    json_t *pin = NULL;
     enum accel_err rc;
 
     if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
@@ -756,7 +762,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         manifest_release(&m);
         return;
     }
-    if (!disk_room(d, res) || !image_here(&m, cluster, res)) {
+    if (!disk_room(d, res) || !image_here(&m, cluster, &pin, res)) {
         manifest_release(&m);
         return;
     }
@@ -783,6 +789,10 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         goto fail;
     }
     state_app_add(d, a);
+    if (a->m.run.ctr.image != NULL && !cluster) {
+        runner_container_pin_set(d, a, pin); /* before its first start */
+        pin = NULL;
+    }
     if (n > 0)
         st = runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING;
     if (cluster)
@@ -808,6 +818,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
 fail:
     pthread_mutex_unlock(&d->lock);
     manifest_release(&m);
+    json_decref(pin);
 }
 
 /* ---- resume / stop / unbind / uninstall ---- */
