@@ -202,6 +202,9 @@ struct app {
     json_t *image_pin;           /* a container app's image on this node
                                     (runner_container.c): {ref, id, digest,
                                     preload}, {} = none, NULL = not read */
+    json_t *pull;                /* its install's pull (ops.c): {state:
+                                    "pulling"|"done"|"failed", progress,
+                                    message}, NULL = none */
 };
 
 struct accel_config {

@@ -147,9 +147,9 @@ class ManifestTest(accel_harness.SharedAcceld):
         cls.member = b["data"]["token"]
 
     def refused(self, run, want, field, token=None):
-        # pull missing: nothing here asks podman whether the image is there
+        # pull always: nothing here asks podman whether the image is there
         m = ctr_manifest("bad", ["/bin/sleep", "1000"],
-                         **dict({"pull": "missing"}, **run))
+                         **dict({"pull": "always"}, **run))
         st, b = self.d.http("POST", "/api/apps", {"manifest": m},
                             token=token or self.member)
         self.assertEqual(st, want, b)
@@ -159,7 +159,8 @@ class ManifestTest(accel_harness.SharedAcceld):
 
     def test_image_reference_must_parse(self):
         for ref in ("UPPER/case", "a//b", "x:", "x@sha256:12", "-x", "a b",
-                    "x" * 256):
+                    "x" * 256, "oci-archive:/a/../b",
+                    "docker-archive:/a b", "dir:/x"):
             self.refused({"image": ref}, 400, "run.image")
 
     def test_fields_are_checked(self):
@@ -186,6 +187,9 @@ class ManifestTest(accel_harness.SharedAcceld):
         for src in ("/etc", "../../x", "/"):
             self.refused({"volumes": [{"source": src, "target": "/m"}]}, 403,
                          "run.volumes[0].source")
+        msg = self.refused({"image": "oci-archive:/tmp/x.tar"}, 403,
+                           "run.image")
+        self.assertIn("admin-only", msg)
         self.refused({"privileged": True}, 403, "run.privileged")
         self.refused({"network": "host"}, 403, "run.network")
         self.refused({"pid": "host"}, 403, "run.pid")
@@ -545,6 +549,62 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: not os.path.exists(pin), "the pin removed")
         self.assertEqual(self.image_field(tag, "Id"),
                          self.image_field(IMAGE_PRE, "Id"))
+
+    def pull_events(self, name):
+        st, b = self.d.http("GET", "/api/events?limit=1000")
+        self.assertEqual(st, 200, b)
+        return [e for e in b["data"]
+                if e["kind"] == "app.pull" and e.get("app") == name]
+
+    def test_install_pulls_as_a_job(self):
+        """Item 5: an image that must be pulled (here an archive, podman's
+        oci-archive: transport, as no registry is reachable): the install
+        answers at once, resuming and pulling; the pull's lines are its
+        progress in the app and in app.pull events; then the app runs,
+        pinned to the image pulled."""
+        tag = "localhost/accel-it-%d:archived" % os.getpid()
+        archive = os.path.join(self.tmp, "image.tar")
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(podman("rmi", tag).returncode, 0)
+        b = self.install(ctr_manifest("pulled", ["/bin/sleep", "1000"],
+                                      image="oci-archive:" + archive,
+                                      pull="missing"))
+        self.assertEqual((b["data"]["state"],
+                          b["data"]["container"]["pull"]["state"]),
+                         ("resuming", "pulling"), b)
+        self.wait_for(lambda: self.state("pulled") == "running", "running")
+        self.wait_for(lambda: self.ctr_procs("pulled"), "its container")
+        want = self.image_field(IMAGE, "Id")
+        ctr = self.d.http("GET", "/api/apps/pulled")[1]["data"]["container"]
+        self.assertEqual((ctr["pull"]["state"], ctr["pull"]["progress"],
+                          ctr["imageId"]), ("done", want, want))
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-pulled" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        progress = [e["data"]["progress"] for e in self.pull_events("pulled")
+                    if e["data"]["state"] == "pulling"]
+        self.assertIn("Writing manifest to image destination", progress)
+        r = self.d.ctl("app", "show", "pulled")
+        self.assertIn("Pull:        done: " + want, r.stdout)
+
+    def test_failed_pull_fails_the_app_and_leaves_nothing(self):
+        ref = "localhost:1/accel-none-%d:x" % os.getpid()
+        b = self.install(ctr_manifest("nopull", ["/bin/sleep", "1000"],
+                                      image=ref, pull="missing"))
+        self.assertEqual(b["data"]["state"], "resuming", b)
+        self.wait_for(lambda: self.state("nopull") == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/nopull")[1]["data"]
+        self.assertIn("pulling %s failed: " % ref, data["reason"])
+        self.assertIn("localhost:1", data["reason"][len(ref) + 20:])
+        self.assertEqual(data.get("allocations") or [], [])
+        self.assertEqual(data["container"]["pull"]["state"], "failed")
+        self.assertEqual(self.pull_events("nopull")[-1]["data"]["state"],
+                         "failed")
+        self.assertEqual(podman("image", "exists", ref).returncode, 1)
+        self.assertEqual(self.containers(), [])
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

@@ -79,6 +79,16 @@ size_t runner_container_sweep(struct accel_daemon *d);
 enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
                                           char **cause);
 
+/* Pull ref (podman pull; an archive is loaded): each line podman writes
+ * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin
+ * as runner_container_image_pin's of the image pulled (its ref ref); else
+ * *cause: "pulling <ref> failed: " and podman's last line. Blocks for the
+ * pull, an hour at most: no lock. */
+enum accel_err runner_container_pull(const char *ref,
+                                     void (*line)(void *ctx,
+                                                  const char *line),
+                                     void *ctx, json_t **pin, char **cause);
+
 /* Pin a's image (lock held): pin (stolen; NULL = none) becomes a's, kept
  * in <data-dir>/images/<app>.json, so every later start, after an acceld
  * restart too, runs that image by its ID. */

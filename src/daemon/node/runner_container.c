@@ -41,6 +41,7 @@
 #define CTR_ARGS_MAX 1024
 #define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define PODMAN_WAIT_MS 30000u /* a podman command that is not a stop */
+#define PULL_WAIT_MS 3600000u /* a pull: an hour at most */
 #define CDI_FILE_MAX (4u << 20)
 
 /* ---- running podman ---- */
@@ -62,13 +63,45 @@ static void exec_podman(char *const *argv, int fd)
     _exit(127);
 }
 
+/* Each line of podman's output (split at '\n' or '\r', at most
+ * PODMAN_LINE_MAX bytes) to line(ctx, ...), the last one kept in last. */
+#define PODMAN_LINE_MAX 1024u
+struct podman_lines {
+    void (*line)(void *ctx, const char *line);
+    void *ctx;
+    char cur[PODMAN_LINE_MAX];
+    size_t n;
+    char last[PODMAN_LINE_MAX];
+};
+
+static void lines_feed(struct podman_lines *l, const char *buf, size_t n,
+                       bool end)
+{
+    for (size_t i = 0; i <= n; i++) {
+        bool brk = i == n ? end : (buf[i] == '\n' || buf[i] == '\r');
+        if (i < n && !brk) {
+            if (l->n + 1 < sizeof l->cur)
+                l->cur[l->n++] = buf[i];
+            continue;
+        }
+        if (!brk || l->n == 0)
+            continue;
+        l->cur[l->n] = '\0';
+        util_strlcpy(l->last, l->cur, sizeof l->last);
+        if (l->line != NULL)
+            l->line(l->ctx, l->cur);
+        l->n = 0;
+    }
+}
+
 /*
  * Run podman with argv and wait up to ms; its output (stdout and stderr,
  * at most len - 1 bytes, trailing newlines cut) into out when out is not
- * NULL. Returns its exit code, or -1 when it could not run or was killed
- * at the deadline.
+ * NULL, and line by line to lines when that is not NULL. Returns its exit
+ * code, or -1 when it could not run or was killed at the deadline.
  */
-static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+static int podman_lines(char *const *argv, char *out, size_t len,
+                        unsigned ms, struct podman_lines *lines)
 {
     int fds[2], status = 0;
     size_t got = 0;
@@ -98,12 +131,16 @@ static int podman(char *const *argv, char *out, size_t len, unsigned ms)
         n = read(fds[0], buf, sizeof buf);
         if (n <= 0)
             break;
+        if (lines != NULL)
+            lines_feed(lines, buf, (size_t)n, false);
         if (out != NULL && got + 1 < len) {
             size_t take = (size_t)n < len - 1 - got ? (size_t)n : len - 1 - got;
             memcpy(out + got, buf, take);
             got += take;
         }
     }
+    if (lines != NULL)
+        lines_feed(lines, "", 0, true);
     close(fds[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -113,6 +150,11 @@ static int podman(char *const *argv, char *out, size_t len, unsigned ms)
         out[got] = '\0';
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+{
+    return podman_lines(argv, out, len, ms, NULL);
 }
 
 /* Run podman with argv and do not wait for it (a stop the supervisor
@@ -195,6 +237,30 @@ enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
                        rc < 0 ? "did not run" : out[0] ? out : "failed");
     free(out);
     return ACCEL_ESYS;
+}
+
+enum accel_err runner_container_pull(const char *ref,
+                                     void (*line)(void *ctx,
+                                                  const char *line),
+                                     void *ctx, json_t **pin, char **cause)
+{
+    char *argv[] = {"podman", "pull", (char *)ref, NULL};
+    struct podman_lines *l = xcalloc(1, sizeof(*l));
+    enum accel_err rc = ACCEL_ESYS;
+
+    *pin = NULL;
+    l->line = line;
+    l->ctx = ctx;
+    if (podman_lines(argv, NULL, 0, PULL_WAIT_MS, l) != 0) {
+        *cause = xasprintf("pulling %s failed: %s", ref,
+                           l->last[0] ? l->last : "podman did not run");
+    } else { /* its last line is the image's ID */
+        rc = runner_container_image_pin(l->last, pin, cause);
+        if (rc == ACCEL_OK)
+            json_object_set_new(*pin, "ref", json_string(ref));
+    }
+    free(l);
+    return rc;
 }
 
 static char *pin_path(const struct accel_daemon *d, const char *app)
@@ -280,6 +346,8 @@ json_t *runner_container_json(const struct accel_daemon *d,
         json_object_set_new(o, "digest",
                             json_string(pin_str(d, a, "digest")));
     }
+    if (a->pull != NULL)
+        json_object_set_new(o, "pull", json_deep_copy(a->pull));
     return o;
 }
 
