@@ -993,10 +993,10 @@ static bool listed(char **list, const char *ref)
 }
 
 /* The image of a pin whose app is gone, when acceld pulled for it (pull
- * missing or always), no app uses its reference (all) and the reference
- * still names the pinned image (not one tagged since): removed (one a
- * container of someone else's uses stays). The pin's file goes in any
- * case. */
+ * missing or always) and no app uses its reference (all): removed while
+ * the reference still names the pinned image (not one tagged since), by a
+ * child not waited for (one a container of someone else's uses stays).
+ * The pin's file goes in any case. */
 static void pin_gone(const char *path, char **all)
 {
     json_t *pin = json_load_file(path, 0, NULL);
@@ -1005,18 +1005,28 @@ static void pin_gone(const char *path, char **all)
     const char *pull = json_string_value(json_object_get(pin, "pull"));
 
     if (ref != NULL && id != NULL && pull != NULL &&
-        strcmp(pull, "never") != 0 && !listed(all, ref)) {
-        char now[128], out[512];
+        strcmp(pull, "never") != 0 && !listed(all, ref) &&
+        !manifest_image_archive(ref)) {
         char *inspect[] = {"podman", "image", "inspect", "--format",
                            "{{.Id}}", (char *)ref, NULL};
         char *rmi[] = {"podman", "rmi", "--ignore", (char *)ref, NULL};
-        if (podman(inspect, now, sizeof now, PODMAN_WAIT_MS) == 0 &&
-            strcmp(now, id) == 0) {
-            log_info("removing image %s (%.12s): no app uses it any more",
-                     ref, id);
-            if (podman(rmi, out, sizeof out, PODMAN_WAIT_MS) != 0)
-                log_warn("podman rmi %s: %s", ref, out);
+        pid_t pid;
+        log_info("removing image %s (if it is still %.12s): no app uses it "
+                 "any more", ref, id);
+        pid = fork();
+        if (pid == 0) { /* no malloc here: acceld has threads */
+            if (fork() == 0) {
+                char now[128];
+                _exit(podman(inspect, now, sizeof now, PODMAN_WAIT_MS) == 0 &&
+                              strcmp(now, id) == 0
+                          ? podman(rmi, NULL, 0, PODMAN_WAIT_MS)
+                          : 0);
+            }
+            _exit(0);
         }
+        if (pid > 0)
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
     }
     json_decref(pin);
     if (unlink(path) != 0 && errno != ENOENT)
