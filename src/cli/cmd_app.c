@@ -218,6 +218,17 @@ static void print_app_details(const json_t *app)
                table_str(ctr, "pull"));
         printf("Container:   %s (%s)\n", table_str(ctr, "name"),
                table_str(ctr, "state"));
+        if (json_is_string(json_object_get(ctr, "digest")))
+            printf("Pinned:      %s (ID %.12s)\n", table_str(ctr, "digest"),
+                   table_str(ctr, "imageId"));
+        const json_t *pull = json_object_get(ctr, "pull");
+        if (json_is_object(pull)) {
+            const char *say = table_str(pull, "message");
+            if (say[0] == '\0' || strcmp(say, "-") == 0)
+                say = table_str(pull, "progress");
+            printf("Pull:        %s%s%s\n", table_str(pull, "state"),
+                   say[0] ? ": " : "", say);
+        }
     }
     print_allocations(app);
 }

@@ -118,6 +118,8 @@ void state_app_free(struct app *a)
     free(a->row_usage);
     free(a->row_vram);
     free(a->vram_refused);
+    json_decref(a->image_pin);
+    json_decref(a->pull);
     free(a->stop.reason);
     for (size_t i = 0; i < a->nparts; i++)
         free(a->parts[i]);

@@ -201,6 +201,12 @@ struct app {
                                     NULL = none applied */
     char *vram_refused;          /* why a stronger tier was refused at its
                                     start (vram.c), NULL = none was */
+    json_t *image_pin;           /* a container app's image on this node
+                                    (runner_container.c): {ref, id, digest,
+                                    preload}, {} = none, NULL = not read */
+    json_t *pull;                /* its install's pull (ops.c): {state:
+                                    "pulling"|"done"|"failed", progress,
+                                    message}, NULL = none */
 };
 
 struct accel_config {

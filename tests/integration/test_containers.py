@@ -36,6 +36,9 @@ GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
+# the same files, its configured environment with an LD_PRELOAD of its own
+IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
+IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         shutil.which("runc") and shutil.which("unshare") and
@@ -69,6 +72,10 @@ def build_image(tmp):
     tar = os.path.join(tmp, "rootfs.tar")
     subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
     r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]', tar, IMAGE)
+    if r.returncode != 0:
+        raise RuntimeError("podman import: %s" % r.stderr)
+    r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]',
+               "--change", "ENV LD_PRELOAD=" + IMAGE_LIB, tar, IMAGE_PRE)
     if r.returncode != 0:
         raise RuntimeError("podman import: %s" % r.stderr)
 
@@ -110,7 +117,7 @@ def setUpModule():
 
 def tearDownModule():
     if HAVE:
-        podman("rmi", "--force", IMAGE)
+        podman("rmi", "--force", IMAGE, IMAGE_PRE)
 
 
 def ctr_manifest(name, command, gpu="1Gi", **run):
@@ -140,9 +147,9 @@ class ManifestTest(accel_harness.SharedAcceld):
         cls.member = b["data"]["token"]
 
     def refused(self, run, want, field, token=None):
-        # pull missing: nothing here asks podman whether the image is there
+        # pull always: nothing here asks podman whether the image is there
         m = ctr_manifest("bad", ["/bin/sleep", "1000"],
-                         **dict({"pull": "missing"}, **run))
+                         **dict({"pull": "always"}, **run))
         st, b = self.d.http("POST", "/api/apps", {"manifest": m},
                             token=token or self.member)
         self.assertEqual(st, want, b)
@@ -152,7 +159,8 @@ class ManifestTest(accel_harness.SharedAcceld):
 
     def test_image_reference_must_parse(self):
         for ref in ("UPPER/case", "a//b", "x:", "x@sha256:12", "-x", "a b",
-                    "x" * 256):
+                    "x" * 256, "oci-archive:/a/../b",
+                    "docker-archive:/a b", "dir:/x"):
             self.refused({"image": ref}, 400, "run.image")
 
     def test_fields_are_checked(self):
@@ -179,6 +187,9 @@ class ManifestTest(accel_harness.SharedAcceld):
         for src in ("/etc", "../../x", "/"):
             self.refused({"volumes": [{"source": src, "target": "/m"}]}, 403,
                          "run.volumes[0].source")
+        msg = self.refused({"image": "oci-archive:/tmp/x.tar"}, 403,
+                           "run.image")
+        self.assertIn("admin-only", msg)
         self.refused({"privileged": True}, 403, "run.privileged")
         self.refused({"network": "host"}, 403, "run.network")
         self.refused({"pid": "host"}, 403, "run.pid")
@@ -286,7 +297,11 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual((app["runner"], app["container"]),
                          ("container", {"image": IMAGE, "pull": "never",
                                         "name": "accel-%s-holder" % self.inst,
-                                        "state": "running"}))
+                                        "state": "running",
+                                        "imageId": self.image_field(IMAGE,
+                                                                    "Id"),
+                                        "digest": self.image_field(IMAGE,
+                                                                   "Digest")}))
         # the log through the API (accelctl app logs), in two chunks
         st, b = self.d.http("GET", "/api/apps/holder/logs", token=tok)
         self.assertEqual(st, 200, b)
@@ -481,6 +496,115 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
                       "the pulled image removed")
         self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+
+    def test_image_ld_preload_follows_the_shim(self):
+        """The image's own LD_PRELOAD (its configured environment) comes
+        after the shim and run.preload, not replaced by them."""
+        self.assertEqual(podman("image", "exists", IMAGE_PRE).returncode, 0)
+        self.install(ctr_manifest(
+            "pre", ["/bin/sh", "-c", 'echo "LD=$LD_PRELOAD"; sleep 1000'],
+            image=IMAGE_PRE, preload=[IMAGE_LIB]))
+        self.wait_for(lambda: "LD=" in self.d.app_log("pre"), "its output")
+        self.assertIn("LD=/usr/lib/accel/libaccelshim.so:%s:%s\n" %
+                      (IMAGE_LIB, IMAGE_LIB), self.d.app_log("pre"))
+
+    def image_field(self, ref, field):
+        r = podman("image", "inspect", "--format", "{{.%s}}" % field, ref)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.strip()
+
+    def test_image_pinned_by_its_id_across_a_restart(self):
+        """Once installed the app runs the image its reference named then,
+        by its ID, even after the reference names another image and acceld
+        restarted; the API shows the digest."""
+        tag = "localhost/accel-it-%d:moving" % os.getpid()
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        want = self.image_field(IMAGE, "Id")
+        # pull missing: the image is here, so pinned, and acceld's to remove
+        self.install(ctr_manifest("pin", ["/bin/sleep", "1000"], image=tag,
+                                  pull="missing"))
+        self.wait_for(lambda: self.ctr_procs("pin"), "running")
+        st, b = self.d.http("POST", "/api/apps/pin/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("pin") == "stopped", "stopped")
+        # the reference now names another image
+        self.assertEqual(podman("tag", IMAGE_PRE, tag).returncode, 0)
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/pin/resume")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ctr_procs("pin"), "running again")
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-pin" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        ctr = self.d.http("GET", "/api/apps/pin")[1]["data"]["container"]
+        self.assertEqual((ctr.get("imageId"), ctr.get("digest")),
+                         (want, self.image_field(IMAGE, "Digest")))
+        # uninstalled: the reference names another image now, which stays
+        pin = os.path.join(self.d.data_dir, "images", "pin.json")
+        self.assertTrue(os.path.exists(pin))
+        st, b = self.d.http("DELETE", "/api/apps/pin")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: not os.path.exists(pin), "the pin removed")
+        self.assertEqual(self.image_field(tag, "Id"),
+                         self.image_field(IMAGE_PRE, "Id"))
+
+    def pull_events(self, name):
+        st, b = self.d.http("GET", "/api/events?limit=1000")
+        self.assertEqual(st, 200, b)
+        return [e for e in b["data"]
+                if e["kind"] == "app.pull" and e.get("app") == name]
+
+    def test_install_pulls_as_a_job(self):
+        """Item 5: an image that must be pulled (here an archive, podman's
+        oci-archive: transport, as no registry is reachable): the install
+        answers at once, resuming and pulling; the pull's lines are its
+        progress in the app and in app.pull events; then the app runs,
+        pinned to the image pulled."""
+        tag = "localhost/accel-it-%d:archived" % os.getpid()
+        archive = os.path.join(self.tmp, "image.tar")
+        self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", tag)
+        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(podman("rmi", tag).returncode, 0)
+        b = self.install(ctr_manifest("pulled", ["/bin/sleep", "1000"],
+                                      image="oci-archive:" + archive,
+                                      pull="missing"))
+        self.assertEqual((b["data"]["state"],
+                          b["data"]["container"]["pull"]["state"]),
+                         ("resuming", "pulling"), b)
+        self.wait_for(lambda: self.state("pulled") == "running", "running")
+        self.wait_for(lambda: self.ctr_procs("pulled"), "its container")
+        want = self.image_field(IMAGE, "Id")
+        ctr = self.d.http("GET", "/api/apps/pulled")[1]["data"]["container"]
+        self.assertEqual((ctr["pull"]["state"], ctr["pull"]["progress"],
+                          ctr["imageId"]), ("done", want, want))
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-pulled" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        progress = [e["data"]["progress"] for e in self.pull_events("pulled")
+                    if e["data"]["state"] == "pulling"]
+        self.assertIn("Writing manifest to image destination", progress)
+        r = self.d.ctl("app", "show", "pulled")
+        self.assertIn("Pull:        done: " + want, r.stdout)
+
+    def test_failed_pull_fails_the_app_and_leaves_nothing(self):
+        ref = "localhost:1/accel-none-%d:x" % os.getpid()
+        b = self.install(ctr_manifest("nopull", ["/bin/sleep", "1000"],
+                                      image=ref, pull="missing"))
+        self.assertEqual(b["data"]["state"], "resuming", b)
+        self.wait_for(lambda: self.state("nopull") == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/nopull")[1]["data"]
+        self.assertIn("pulling %s failed: " % ref, data["reason"])
+        self.assertIn("localhost:1", data["reason"][len(ref) + 20:])
+        self.assertEqual(data.get("allocations") or [], [])
+        self.assertEqual(data["container"]["pull"]["state"], "failed")
+        self.assertEqual(self.pull_events("nopull")[-1]["data"]["state"],
+                         "failed")
+        self.assertEqual(podman("image", "exists", ref).returncode, 1)
+        self.assertEqual(self.containers(), [])
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

@@ -684,6 +684,19 @@ try {
     assert.equal(((await appOf('comfyui')).allocations || []).length, 0);
   });
 
+  await step('apps: a container app shows its image and its container', async () => {
+    // pull always: nothing is asked of podman at install; more VRAM than
+    // any card has, so it waits unbound (installed) and nothing runs
+    const ref = 'localhost:1/accel-web:x';
+    const m = { ...manifest('webimage', [nv('200Gi')]), run: { image: ref, pull: 'always' } };
+    await ok('POST', '/api/apps', { manifest: m });
+    await page.goto(`${BASE}/#/apps`);
+    const line = page.locator('tr[data-app="webimage"] .ctr-line');
+    await line.waitFor();
+    assert.equal(await line.innerText(), `Image ${ref} · no container`);
+    await ok('DELETE', '/api/apps/webimage');
+  });
+
   await step('apps: Uninstall asks, then deletes the app', async () => {
     await page.goto(`${BASE}/#/apps`);
     await page.getByRole('button', { name: 'Uninstall bigmodel' }).click();

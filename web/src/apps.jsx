@@ -155,6 +155,21 @@ const FILTERS = {
   waiting: (a) => a.reason === 'insufficient-resources',
 };
 
+/* A container app's image and where its container is (docs/containers.md). */
+export function containerText(c) {
+  const p = c.pull || {};
+  const where = p.state === 'pulling' ? 'pulling the image'
+    : p.state === 'failed' ? 'pull failed'
+    : c.state === 'running' ? 'container running'
+    : c.state === 'stopping' ? 'container stopping' : 'no container';
+  return `Image ${c.image} · ${where}`;
+}
+
+function containerTitle(c) {
+  const p = c.pull || {};
+  return [c.digest && `pinned to ${c.digest}`, p.message || (p.state === 'pulling' && p.progress)].filter(Boolean).join('\n') || c.image;
+}
+
 export function AppsPage({ apps, nodes, role, refresh, offline }) {
   const [installing, setInstalling] = useState(false);
   const [resume, setResume] = useState(null);
@@ -221,7 +236,8 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                 <tr key={a.name} data-app={a.name}>
                   <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
                     <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div>
-                    {a.external && <Badge kind="">External</Badge>}</td>
+                    {a.external && <Badge kind="">External</Badge>}
+                    {a.container && <div class="muted small ctr-line" title={containerTitle(a.container)}>{containerText(a.container)}</div>}</td>
                   <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge>
                     : a.external && a.state === 'running' ? <Badge kind="" title="accel assigned its GPU; another system runs its processes">Assigned</Badge>
                     : <Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>}

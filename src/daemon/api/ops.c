@@ -9,7 +9,9 @@
 #include "common/accel_setup.h"
 #include "daemon/api/ops.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -601,27 +603,151 @@ static bool install_run_allowed(struct accel_daemon *d,
     return false;
 }
 
-/* A container app with pull: never needs its image on this machine (one
- * acceld: in a cluster the node that runs it is not chosen yet). Asked
- * before the lock: podman takes a moment. */
-static bool image_here(const struct manifest *m, bool cluster,
-                       struct op_result *res)
+/* A container app's image (one acceld: in a cluster the node that runs
+ * it is not chosen yet), asked before the lock: podman takes a moment.
+ * One here is pinned (*pin); with pull: never it must be here (400);
+ * *pull when the install pulls it first (pull: always, an archive, or
+ * missing and not here). */
+static bool image_here(const struct manifest *m, bool cluster, json_t **pin,
+                       bool *pull, struct op_result *res)
 {
     char *cause = NULL;
     enum accel_err rc;
 
-    if (m->run.ctr.image == NULL || cluster ||
-        strcmp(m->run.ctr.pull, "never") != 0)
+    *pin = NULL;
+    *pull = false;
+    if (m->run.ctr.image == NULL || cluster)
         return true;
-    rc = runner_container_image_check(m->run.ctr.image, &cause);
-    if (rc == ACCEL_OK)
+    if (strcmp(m->run.ctr.pull, "always") == 0 ||
+        manifest_image_archive(m->run.ctr.image)) {
+        *pull = true;
+        return true;
+    }
+    rc = runner_container_image_pin(m->run.ctr.image, pin, &cause);
+    *pull = rc == ACCEL_ENOTFOUND && strcmp(m->run.ctr.pull, "never") != 0;
+    if (rc == ACCEL_OK || *pull)
         return true;
     if (rc == ACCEL_ENOTFOUND)
-        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
+        ops_res_error(res, 400, "invalid-manifest", "run.image: \"%s\" is "
+                      "not on this machine and run.pull is never (pull it "
+                      "with podman pull, or set pull: missing)",
+                      m->run.ctr.image);
     else
         ops_res_error(res, 503, "unavailable", "%s", cause);
     free(cause);
     return false;
+}
+
+/* ---- an install's pull, on a thread of its own (SPEC 8.2.1) ---- */
+
+struct pull_job {
+    struct accel_daemon *d;
+    char *app;
+    char *ref;
+};
+
+/* a's pull: state, progress and message (their control characters
+ * escaped), and an app.pull event. */
+static void pull_note(struct accel_daemon *d, struct app *a,
+                      const char *state, const char *progress,
+                      const char *message)
+{
+    /* podman's words may carry a registry's bytes: no control
+     * character reaches a terminal */
+    char *pe = util_ctrl_escape(progress, strlen(progress));
+    char *me = util_ctrl_escape(message, strlen(message));
+    json_t *p = json_pack("{s:s, s:s, s:s}", "state", state, "progress",
+                          pe ? pe : progress, "message", me ? me : message);
+
+    free(pe);
+    free(me);
+    json_decref(a->pull);
+    a->pull = p;
+    state_event(d, "app.pull", a->name, NULL, NULL, json_deep_copy(p),
+                "app %s: pull of %s %s%s%s", a->name, a->m.run.ctr.image,
+                state, message[0] ? ": " : "",
+                json_string_value(json_object_get(p, "message")));
+}
+
+/* A line of podman pull's output: the app's progress (no lock held). */
+static void pull_line(void *ctx, const char *line)
+{
+    struct pull_job *j = ctx;
+    struct app *a;
+
+    pthread_mutex_lock(&j->d->lock);
+    a = state_app_find(j->d, j->app);
+    if (a != NULL && a->pull != NULL)
+        pull_note(j->d, a, "pulling", line, "");
+    pthread_mutex_unlock(&j->d->lock);
+}
+
+/* The pull, then (the app still resuming for it) its pin and start, or
+ * the app failed with why, released. Counted in slow_ops: acceld's
+ * shutdown does not wait for it (the app, still resuming with no process,
+ * is stopped at the next start). */
+static void *pull_main(void *arg)
+{
+    struct pull_job *j = arg;
+    struct accel_daemon *d = j->d;
+    json_t *pin = NULL;
+    char *cause = NULL;
+    enum accel_err rc = runner_container_pull(j->ref, pull_line, j, &pin,
+                                              &cause);
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, j->app);
+    if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
+        a->pid == 0 && !d->stopping) {
+        if (rc == ACCEL_OK) {
+            pull_note(d, a, "done", json_string_value(json_object_get(
+                                        pin, "id")), "");
+            runner_container_pin_set(d, a, pin);
+            pin = NULL;
+            ops_start_bound(d, a);
+        } else {
+            pull_note(d, a, "failed", "", cause);
+            lifecycle_commit_release(d, a, APP_FAILED, cause);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    json_decref(pin);
+    free(cause);
+    free(j->app);
+    free(j->ref);
+    free(j);
+    atomic_fetch_sub(&d->slow_ops, 1);
+    return NULL;
+}
+
+/* Start a's pull (lock held, a resuming and bound here); started at once
+ * by podman run --pull when no thread can be had. */
+static void pull_begin(struct accel_daemon *d, struct app *a)
+{
+    struct pull_job *j = xcalloc(1, sizeof(*j));
+    pthread_t t;
+    pthread_attr_t at;
+    bool ok;
+
+    j->d = d;
+    j->app = xstrdup(a->name);
+    j->ref = xstrdup(a->m.run.ctr.image);
+    pull_note(d, a, "pulling", "", "");
+    atomic_fetch_add(&d->slow_ops, 1);
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &at, pull_main, j) == 0;
+    pthread_attr_destroy(&at);
+    if (ok)
+        return;
+    atomic_fetch_sub(&d->slow_ops, 1);
+    free(j->app);
+    free(j->ref);
+    free(j);
+    json_decref(a->pull);
+    a->pull = NULL;
+    ops_start_bound(d, a);
 }
 
 /* Choose the type (2.5). Returns the index, or -1 with res filled. */
@@ -743,6 +869,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     int sel, n;
     enum app_state st = APP_INSTALLED;
     bool cluster = store_is_cluster(d->store);
+    json_t *pin = NULL;
+    bool pull = false;
     enum accel_err rc;
 
     if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
@@ -756,7 +884,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         manifest_release(&m);
         return;
     }
-    if (!disk_room(d, res) || !image_here(&m, cluster, res)) {
+    if (!disk_room(d, res) || !image_here(&m, cluster, &pin, &pull, res)) {
         manifest_release(&m);
         return;
     }
@@ -783,6 +911,10 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         goto fail;
     }
     state_app_add(d, a);
+    if (a->m.run.ctr.image != NULL && !cluster) {
+        runner_container_pin_set(d, a, pin); /* before its first start */
+        pin = NULL;
+    }
     if (n > 0)
         st = runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING;
     if (cluster)
@@ -798,7 +930,9 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         pthread_mutex_unlock(&d->lock);
         return;
     }
-    if (n > 0 && runtime_runs_here(d, a))
+    if (n > 0 && runtime_runs_here(d, a) && pull)
+        pull_begin(d, a); /* answered at once: resuming, pulling */
+    else if (n > 0 && runtime_runs_here(d, a))
         ops_start_bound(d, a);
     else if (n > 0 && state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
@@ -808,6 +942,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
 fail:
     pthread_mutex_unlock(&d->lock);
     manifest_release(&m);
+    json_decref(pin);
 }
 
 /* ---- resume / stop / unbind / uninstall ---- */

@@ -71,10 +71,29 @@ const struct runner *runner_of(const struct app *a);
  * alive (is in running) is removed with its cgroups; returns how many. */
 size_t runner_container_sweep(struct accel_daemon *d);
 
-/* Is image ref on this machine (podman image exists)? ACCEL_OK; else
- * ACCEL_ENOTFOUND, or ACCEL_ESYS when podman cannot tell (not
- * installed), with *cause naming run.image. Blocks up to 30 s: no lock. */
-enum accel_err runner_container_image_check(const char *ref, char **cause);
+/* Is image ref on this machine (podman image exists)? ACCEL_OK with *pin
+ * {ref, id, digest, preload (the image's own LD_PRELOAD, when it sets
+ * one)} from podman image inspect; else ACCEL_ENOTFOUND, or ACCEL_ESYS
+ * when podman cannot tell (not installed), with *cause naming run.image.
+ * Blocks up to a minute: no lock. */
+enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
+                                          char **cause);
+
+/* Pull ref (podman pull; an archive is loaded): each line podman writes
+ * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin
+ * as runner_container_image_pin's of the image pulled (its ref ref); else
+ * *cause: "pulling <ref> failed: " and podman's last line. Blocks for the
+ * pull, an hour at most: no lock. */
+enum accel_err runner_container_pull(const char *ref,
+                                     void (*line)(void *ctx,
+                                                  const char *line),
+                                     void *ctx, json_t **pin, char **cause);
+
+/* Pin a's image (lock held): pin (stolen; NULL = none) becomes a's, kept
+ * in <data-dir>/images/<app>.json, so every later start, after an acceld
+ * restart too, runs that image by its ID. */
+void runner_container_pin_set(struct accel_daemon *d, struct app *a,
+                              json_t *pin);
 
 /* The container's name of app in this instance (accel-<instance>-<app>)
  * into buf. */

@@ -41,6 +41,7 @@
 #define CTR_ARGS_MAX 1024
 #define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define PODMAN_WAIT_MS 30000u /* a podman command that is not a stop */
+#define PULL_WAIT_MS 3600000u /* a pull: an hour at most */
 #define CDI_FILE_MAX (4u << 20)
 
 /* ---- running podman ---- */
@@ -62,13 +63,45 @@ static void exec_podman(char *const *argv, int fd)
     _exit(127);
 }
 
+/* Each line of podman's output (split at '\n' or '\r', at most
+ * PODMAN_LINE_MAX bytes) to line(ctx, ...), the last one kept in last. */
+#define PODMAN_LINE_MAX 1024u
+struct podman_lines {
+    void (*line)(void *ctx, const char *line);
+    void *ctx;
+    char cur[PODMAN_LINE_MAX];
+    size_t n;
+    char last[PODMAN_LINE_MAX];
+};
+
+static void lines_feed(struct podman_lines *l, const char *buf, size_t n,
+                       bool end)
+{
+    for (size_t i = 0; i <= n; i++) {
+        bool brk = i == n ? end : (buf[i] == '\n' || buf[i] == '\r');
+        if (i < n && !brk) {
+            if (l->n + 1 < sizeof l->cur)
+                l->cur[l->n++] = buf[i];
+            continue;
+        }
+        if (!brk || l->n == 0)
+            continue;
+        l->cur[l->n] = '\0';
+        util_strlcpy(l->last, l->cur, sizeof l->last);
+        if (l->line != NULL)
+            l->line(l->ctx, l->cur);
+        l->n = 0;
+    }
+}
+
 /*
  * Run podman with argv and wait up to ms; its output (stdout and stderr,
  * at most len - 1 bytes, trailing newlines cut) into out when out is not
- * NULL. Returns its exit code, or -1 when it could not run or was killed
- * at the deadline.
+ * NULL, and line by line to lines when that is not NULL. Returns its exit
+ * code, or -1 when it could not run or was killed at the deadline.
  */
-static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+static int podman_lines(char *const *argv, char *out, size_t len,
+                        unsigned ms, struct podman_lines *lines)
 {
     int fds[2], status = 0;
     size_t got = 0;
@@ -98,12 +131,16 @@ static int podman(char *const *argv, char *out, size_t len, unsigned ms)
         n = read(fds[0], buf, sizeof buf);
         if (n <= 0)
             break;
+        if (lines != NULL)
+            lines_feed(lines, buf, (size_t)n, false);
         if (out != NULL && got + 1 < len) {
             size_t take = (size_t)n < len - 1 - got ? (size_t)n : len - 1 - got;
             memcpy(out + got, buf, take);
             got += take;
         }
     }
+    if (lines != NULL)
+        lines_feed(lines, "", 0, true);
     close(fds[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -113,6 +150,11 @@ static int podman(char *const *argv, char *out, size_t len, unsigned ms)
         out[got] = '\0';
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int podman(char *const *argv, char *out, size_t len, unsigned ms)
+{
+    return podman_lines(argv, out, len, ms, NULL);
 }
 
 /* Run podman with argv and do not wait for it (a stop the supervisor
@@ -131,24 +173,151 @@ static void podman_detached(char *const *argv)
             ;
 }
 
-enum accel_err runner_container_image_check(const char *ref, char **cause)
-{
-    char *argv[] = {"podman", "image", "exists", (char *)ref, NULL};
-    int rc = podman(argv, NULL, 0, PODMAN_WAIT_MS);
+/* ---- the image an app runs, pinned ---- */
 
-    if (rc == 0)
-        return ACCEL_OK;
-    if (rc == 1) {
-        *cause = xasprintf("run.image: \"%s\" is not on this machine and "
-                           "run.pull is never (pull it with podman pull, "
-                           "or set pull: missing)", ref);
+#define INSPECT_MAX 65536u
+
+/* The image's own LD_PRELOAD in its configured environment (a JSON array
+ * of "KEY=value"), or NULL. */
+static const char *image_preload(const json_t *env)
+{
+    const char *v = NULL;
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(env, i, e)
+        if (json_is_string(e) &&
+            strncmp(json_string_value(e), "LD_PRELOAD=", 11) == 0)
+            v = json_string_value(e) + 11; /* the last one wins */
+    return v != NULL && v[0] ? v : NULL;
+}
+
+enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
+                                          char **cause)
+{
+    char *exists[] = {"podman", "image", "exists", (char *)ref, NULL};
+    char *inspect[] = {"podman", "image", "inspect", "--format",
+                       "{{.Id}} {{.Digest}} {{json .Config.Env}}",
+                       (char *)ref, NULL};
+    char *out, *digest, *env_text, *save = NULL;
+    json_t *env = NULL;
+    int rc = podman(exists, NULL, 0, PODMAN_WAIT_MS);
+
+    *pin = NULL;
+    if (rc == 1)
         return ACCEL_ENOTFOUND;
+    out = xmalloc(INSPECT_MAX);
+    if (rc == 0)
+        rc = podman(inspect, out, INSPECT_MAX, PODMAN_WAIT_MS);
+    else
+        out[0] = '\0';
+    if (rc == 0) {
+        char *id = strtok_r(out, " ", &save);
+        digest = strtok_r(NULL, " ", &save);
+        env_text = strtok_r(NULL, "", &save);
+        if (env_text != NULL)
+            env = json_loads(env_text, 0, NULL);
+        if (id != NULL && digest != NULL && strlen(id) == 64) {
+            const char *pre = image_preload(env);
+            *pin = json_pack("{s:s, s:s, s:s}", "ref", ref, "id", id,
+                             "digest", digest);
+            if (pre != NULL)
+                json_object_set_new(*pin, "preload", json_string(pre));
+        }
+        json_decref(env);
+    }
+    if (*pin != NULL) {
+        free(out);
+        return ACCEL_OK;
     }
     *cause = xasprintf("run.image: podman could not tell whether \"%s\" is "
-                       "on this machine (podman image exists: %s); a "
-                       "container app needs podman (docs/containers.md)",
-                       ref, rc < 0 ? "did not run" : "failed");
+                       "on this machine (podman image %s: %s); a container "
+                       "app needs podman (docs/containers.md)",
+                       ref, rc == 0 ? "inspect" : "exists",
+                       rc < 0 ? "did not run" : out[0] ? out : "failed");
+    free(out);
     return ACCEL_ESYS;
+}
+
+enum accel_err runner_container_pull(const char *ref,
+                                     void (*line)(void *ctx,
+                                                  const char *line),
+                                     void *ctx, json_t **pin, char **cause)
+{
+    char *argv[] = {"podman", "pull", (char *)ref, NULL};
+    struct podman_lines *l = xcalloc(1, sizeof(*l));
+    enum accel_err rc = ACCEL_ESYS;
+
+    *pin = NULL;
+    l->line = line;
+    l->ctx = ctx;
+    if (podman_lines(argv, NULL, 0, PULL_WAIT_MS, l) != 0) {
+        *cause = xasprintf("pulling %s failed: %s", ref,
+                           l->last[0] ? l->last : "podman did not run");
+    } else { /* its last line is the image's ID */
+        rc = runner_container_image_pin(l->last, pin, cause);
+        if (rc == ACCEL_OK)
+            json_object_set_new(*pin, "ref", json_string(ref));
+    }
+    free(l);
+    return rc;
+}
+
+static char *pin_path(const struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/images/%s.json", d->cfg.data_dir, app);
+}
+
+void runner_container_pin_set(struct accel_daemon *d, struct app *a,
+                              json_t *pin)
+{
+    char *dir = xasprintf("%s/images", d->cfg.data_dir);
+    char *path = pin_path(d, a->name), *tmp = xasprintf("%s.tmp", path);
+
+    json_decref(a->image_pin);
+    a->image_pin = pin != NULL ? pin : json_object();
+    if (pin != NULL) /* whether acceld may remove it with its last app */
+        json_object_set_new(pin, "pull", json_string(a->m.run.ctr.pull));
+    if (pin == NULL) {
+        if (unlink(path) != 0 && errno != ENOENT)
+            log_warn("cannot remove %s: %s", path, strerror(errno));
+    } else if ((mkdir(dir, 0700) != 0 && errno != EEXIST) ||
+               json_dump_file(pin, tmp, JSON_COMPACT) != 0 ||
+               rename(tmp, path) != 0) {
+        log_warn("app %s: cannot keep its image's ID in %s (%s): a start "
+                 "after acceld's restart runs %s by its reference", a->name,
+                 path, strerror(errno), a->m.run.ctr.image);
+        unlink(tmp);
+    }
+    free(tmp);
+    free(path);
+    free(dir);
+}
+
+/* a's pin (lock held): read from its file the first time; {} when there
+ * is none or it pins another reference than the manifest's. */
+static const json_t *pin_of(const struct accel_daemon *d, struct app *a)
+{
+    if (a->image_pin == NULL) {
+        char *path = pin_path(d, a->name);
+        json_t *p = json_load_file(path, 0, NULL);
+        const char *ref = json_string_value(json_object_get(p, "ref"));
+        if (ref == NULL || a->m.run.ctr.image == NULL ||
+            strcmp(ref, a->m.run.ctr.image) != 0 ||
+            !json_is_string(json_object_get(p, "id"))) {
+            json_decref(p);
+            p = json_object();
+        }
+        a->image_pin = p;
+        free(path);
+    }
+    return a->image_pin;
+}
+
+static const char *pin_str(const struct accel_daemon *d, struct app *a,
+                           const char *key)
+{
+    return json_string_value(json_object_get(pin_of(d, a), key));
 }
 
 void runner_container_name(const struct accel_daemon *d, const char *app,
@@ -158,18 +327,28 @@ void runner_container_name(const struct accel_daemon *d, const char *app,
 }
 
 json_t *runner_container_json(const struct accel_daemon *d,
-                              const struct app *a)
+                              const struct app *ca)
 {
     char name[128];
     const char *state = "none"; /* removed whenever its processes are gone */
+    struct app *a = (struct app *)ca; /* the pin is read once, then kept */
+    json_t *o;
 
     if (a->m.run.ctr.image == NULL)
         return NULL;
     if (a->pid > 0)
         state = a->state == APP_STOPPING ? "stopping" : "running";
     runner_container_name(d, a->name, name, sizeof name);
-    return json_pack("{s:s, s:s, s:s, s:s}", "image", a->m.run.ctr.image,
-                     "pull", a->m.run.ctr.pull, "name", name, "state", state);
+    o = json_pack("{s:s, s:s, s:s, s:s}", "image", a->m.run.ctr.image,
+                  "pull", a->m.run.ctr.pull, "name", name, "state", state);
+    if (pin_str(d, a, "id") != NULL) {
+        json_object_set_new(o, "imageId", json_string(pin_str(d, a, "id")));
+        json_object_set_new(o, "digest",
+                            json_string(pin_str(d, a, "digest")));
+    }
+    if (a->pull != NULL)
+        json_object_set_new(o, "pull", json_deep_copy(a->pull));
+    return o;
 }
 
 /* ---- what the machine allows ---- */
@@ -452,9 +631,10 @@ static bool image_own(const char *e)
 }
 
 /* The app's variables with the container's paths: the shim first in
- * LD_PRELOAD (then run.preload), its config at CTR_CONFIG. */
+ * LD_PRELOAD, then run.preload, then the image's own (img, or NULL); its
+ * config at CTR_CONFIG. */
 static void add_env(struct args *a, const struct runner_start *s,
-                    const char *shim)
+                    const char *shim, const char *img)
 {
     char **menv = s->a->m.run.env;
 
@@ -471,6 +651,11 @@ static void add_env(struct args *a, const struct runner_start *s,
             char *v = xstrdup(shim ? CTR_SHIM : "");
             for (char **p = s->a->m.run.preload; p && *p; p++) {
                 char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", *p);
+                free(v);
+                v = n;
+            }
+            if (img != NULL) {
+                char *n = xasprintf("%s%s%s", v, v[0] ? ":" : "", img);
                 free(v);
                 v = n;
             }
@@ -660,7 +845,8 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
                                      const struct runner_start *s,
                                      char **cause)
 {
-    const struct app *app = s->a;
+    struct app *app = s->a;
+    const char *id = pin_str(d, app, "id");
     const char *rt = oci_runtime(d->cg, cause);
     char name[128], *parent = cgroup_app_rel(d->cg, app->name);
     enum accel_err rc = ACCEL_OK;
@@ -687,7 +873,9 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     add(a, xstrdup("--cgroups=no-conmon"));
     add(a, xstrdup("--init"));
     add(a, xstrdup("--log-driver=passthrough"));
-    add(a, xasprintf("--pull=%s", app->m.run.ctr.pull));
+    /* a pinned image is run by its ID: it is here, and the one acceld
+     * checked (or pulled) */
+    add(a, xasprintf("--pull=%s", id != NULL ? "never" : app->m.run.ctr.pull));
     add(a, xasprintf("--user=%u:%u", (unsigned)s->who->uid,
                      (unsigned)s->who->gid));
     add(a, xstrdup("--cap-drop=all"));
@@ -697,12 +885,12 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
     add_limits(d, a, &s->lim);
     add_manifest(a, s);
-    add_env(a, s, s->cfg);
+    add_env(a, s, s->cfg, pin_str(d, app, "preload"));
     if (s->cfg != NULL)
         rc = add_shim(d, a, s, cause);
     if (rc == ACCEL_OK)
         rc = add_devices(d, a, app, cause);
-    add(a, xstrdup(app->m.run.ctr.image));
+    add(a, xstrdup(id != NULL ? id : app->m.run.ctr.image));
     for (char **p = app->m.run.argv; p && *p; p++)
         add(a, xstrdup(*p));
     free(parent);
@@ -804,22 +992,97 @@ static bool listed(char **list, const char *ref)
     return false;
 }
 
+/* The image of a pin whose app is gone, when acceld pulled for it (pull
+ * missing or always) and no app uses its reference (all): removed while
+ * the reference still names the pinned image (not one tagged since), by a
+ * child not waited for (one a container of someone else's uses stays).
+ * The pin's file goes in any case. */
+static void pin_gone(const char *path, char **all)
+{
+    json_t *pin = json_load_file(path, 0, NULL);
+    const char *ref = json_string_value(json_object_get(pin, "ref"));
+    const char *id = json_string_value(json_object_get(pin, "id"));
+    const char *pull = json_string_value(json_object_get(pin, "pull"));
+
+    if (ref != NULL && id != NULL && pull != NULL &&
+        strcmp(pull, "never") != 0 && !listed(all, ref) &&
+        !manifest_image_archive(ref)) {
+        char *inspect[] = {"podman", "image", "inspect", "--format",
+                           "{{.Id}}", (char *)ref, NULL};
+        char *rmi[] = {"podman", "rmi", "--ignore", (char *)ref, NULL};
+        pid_t pid;
+        log_info("removing image %s (if it is still %.12s): no app uses it "
+                 "any more", ref, id);
+        pid = fork();
+        if (pid == 0) { /* no malloc here: acceld has threads */
+            if (fork() == 0) {
+                char now[128];
+                _exit(podman(inspect, now, sizeof now, PODMAN_WAIT_MS) == 0 &&
+                              strcmp(now, id) == 0
+                          ? podman(rmi, NULL, 0, PODMAN_WAIT_MS)
+                          : 0);
+            }
+            _exit(0);
+        }
+        if (pid > 0)
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+    }
+    json_decref(pin);
+    if (unlink(path) != 0 && errno != ENOENT)
+        log_warn("cannot remove %s: %s", path, strerror(errno));
+}
+
+/* The pins of apps that are gone (pin_gone). */
+static void pins_gone(struct accel_daemon *d, char **all)
+{
+    char *dir = xasprintf("%s/images", d->cfg.data_dir);
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        char *dot = strrchr(e->d_name, '.'), *name, *path;
+        bool gone;
+        if (dot == NULL || strcmp(dot, ".json") != 0)
+            continue;
+        name = xasprintf("%.*s", (int)(dot - e->d_name), e->d_name);
+        pthread_mutex_lock(&d->lock);
+        gone = state_app_find(d, name) == NULL;
+        pthread_mutex_unlock(&d->lock);
+        path = xasprintf("%s/%s", dir, e->d_name);
+        if (gone)
+            pin_gone(path, all);
+        free(path);
+        free(name);
+    }
+    if (dp != NULL)
+        closedir(dp);
+    free(dir);
+}
+
 void runner_container_images(struct accel_daemon *d)
 {
-    char **now;
-    size_t n = 0;
+    char **now, **all;
+    size_t n = 0, na = 0;
 
     pthread_mutex_lock(&d->lock);
     now = xcalloc(d->napps + 1, sizeof(char *));
+    all = xcalloc(d->napps + 1, sizeof(char *));
     for (size_t i = 0; i < d->napps; i++) {
-        const struct manifest_container *c = &d->apps[i]->m.run.ctr;
-        if (c->image != NULL && strcmp(c->pull, "never") != 0 &&
-            !listed(now, c->image))
+        struct app *a = d->apps[i];
+        const struct manifest_container *c = &a->m.run.ctr;
+        if (c->image == NULL)
+            continue;
+        if (!listed(all, c->image))
+            all[na++] = xstrdup(c->image);
+        /* a pinned image goes with its pin (pins_gone) */
+        if (strcmp(c->pull, "never") != 0 && !listed(now, c->image) &&
+            pin_str(d, a, "id") == NULL)
             now[n++] = xstrdup(c->image);
     }
     pthread_mutex_unlock(&d->lock);
     for (char **p = images_seen; p && *p; p++) {
-        if (!listed(now, *p)) { /* its last app is gone: so is the image */
+        if (!listed(all, *p)) { /* its last app is gone: so is the image */
             char *argv[] = {"podman", "rmi", "--ignore", *p, NULL};
             log_info("removing image %s: no app uses it any more", *p);
             podman_detached(argv);
@@ -828,6 +1091,10 @@ void runner_container_images(struct accel_daemon *d)
     }
     free(images_seen);
     images_seen = now;
+    pins_gone(d, all);
+    for (char **p = all; *p; p++)
+        free(*p);
+    free(all);
 }
 
 size_t runner_container_sweep(struct accel_daemon *d)

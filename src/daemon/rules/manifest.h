@@ -120,6 +120,12 @@ void manifest_container_release(struct manifest_container *c);
  * '-'), a tag [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}, a digest
  * sha256:<64 hex>? At most 255 bytes. */
 bool manifest_image_ref(const char *ref);
+
+/* Does run.image name an image archive on this machine
+ * (oci-archive:/path or docker-archive:/path: an absolute path of
+ * letters, digits and . _ - + /, no "..", at most 255 characters)?
+ * acceld loads it (podman pull) at install; admin-only. */
+bool manifest_image_archive(const char *ref);
 /* The member rules of a container (SPEC 8.2.1): ports on loopback from
  * 1024, volumes inside home, no privileged, host network or pid, added
  * capabilities. ACCEL_OK for an admin or a host command; else

@@ -78,6 +78,24 @@ static bool host_component(const char *s, size_t n)
     return true;
 }
 
+bool manifest_image_archive(const char *ref)
+{
+    static const char *const kinds[] = {"oci-archive:", "docker-archive:",
+                                        NULL};
+    for (const char *const *k = kinds; *k; k++) {
+        const char *path = ref + strlen(*k);
+        if (strncmp(ref, *k, strlen(*k)) != 0)
+            continue;
+        return path[0] == '/' && strlen(ref) <= IMAGE_REF_MAX &&
+               strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+                            "TUVWXYZ0123456789._-+/") == strlen(path) &&
+               strstr(path, "/../") == NULL &&
+               (strlen(path) < 3 || strcmp(path + strlen(path) - 3, "/..")) &&
+               path[strlen(path) - 1] != '/';
+    }
+    return false;
+}
+
 bool manifest_image_ref(const char *ref)
 {
     size_t len = strlen(ref), name_len;
@@ -316,11 +334,15 @@ enum accel_err manifest_container_parse(const json_t *run,
     const json_t *v;
     char *pid = NULL;
 
-    if (!json_is_string(img) || !manifest_image_ref(json_string_value(img))) {
+    if (!json_is_string(img) ||
+        !(manifest_image_ref(json_string_value(img)) ||
+          manifest_image_archive(json_string_value(img)))) {
         *cause = xasprintf("run.image must be an image reference such as "
                            "docker.io/ollama/ollama:0.6.5 or "
                            "name@sha256:<64 hex digits> (lower-case path, "
-                           "at most %d characters)", IMAGE_REF_MAX);
+                           "at most %d characters), or an archive "
+                           "oci-archive:/path or docker-archive:/path",
+                           IMAGE_REF_MAX);
         return ACCEL_EINVAL;
     }
     c->image = xstrdup(json_string_value(img));
@@ -429,6 +451,11 @@ enum accel_err manifest_container_check(const struct manifest *m, bool admin,
 
     if (admin || c->image == NULL)
         return ACCEL_OK;
+    if (manifest_image_archive(c->image)) {
+        *cause = xasprintf("run.image: an archive (%s) is admin-only: "
+                           "acceld reads it as root", c->image);
+        return ACCEL_EFORBIDDEN;
+    }
     if (c->privileged) {
         *cause = xasprintf("run.privileged %s", admin_only);
         return ACCEL_EFORBIDDEN;
