@@ -88,6 +88,37 @@ class ExamplesTest(unittest.TestCase):
             self.assertIn("App whisper is running on macmini/macmini-apple-m-0",
                           r.stdout)
 
+    def test_an_app_with_a_command_on_a_declared_node_is_not_stuck(self):
+        """The home lab's nodes are declared: acceld starts no process
+        there. An app with run.command bound to one was left `resuming`
+        for a start that never came, and could be neither stopped nor
+        uninstalled ("is resuming; retry when it has finished")."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "runner.yaml")
+            with open(path, "w") as f:
+                f.write("apiVersion: v2\nmetadata: {name: runner}\n"
+                        "spec:\n  accelerator:\n  - {mode: nvidia, "
+                        "requiredGPUMemory: 2Gi, limitedGPUMemory: 2Gi, "
+                        "requiredMemory: 64Mi, limitedMemory: 64Mi, "
+                        "requiredCpu: '0.1', limitedCpu: '0.1', "
+                        "requiredDisk: 1Mi, limitedDisk: 1Mi}\n"
+                        "run: {command: [sleep, '100']}\n")
+            with Acceld() as d:
+                r = d.ctl("app", "install", path)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("App runner is running on homelab/", r.stdout)
+                self.wait_state(d, "runner", "running")
+                r = d.ctl("app", "stop", "runner")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.wait_state(d, "runner", "stopped")
+                st, b = d.http("POST", "/api/apps/runner/resume", {})
+                self.assertEqual(st, 200, b)
+                self.assertEqual(b["data"]["state"], "running", b)
+                r = d.ctl("app", "uninstall", "runner")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                st, _ = d.http("GET", "/api/apps/runner")
+                self.assertEqual(st, 404)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -400,12 +400,20 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
     return lifecycle_commit_state(d, a, st, reason);
 }
 
-/* Will a process start for a (here, or by another node's agent)? Then it
- * is `resuming` until it does. */
-static bool runs_somewhere(struct accel_daemon *d, const struct app *a)
+/* Will a process start for a once it holds rows[0..n) (here, or by another
+ * node's agent)? Then it is `resuming` until it does. Asked before the rows
+ * are a's: the predicates read a's rows, and an app not yet bound has none
+ * (which read as "runs here", so an app bound to a declared node waited in
+ * `resuming` for a start that never came). */
+static bool runs_somewhere(struct accel_daemon *d, const struct app *a,
+                           const struct adm_row *rows, size_t n)
 {
-    return runtime_runs_here(d, a) || runtime_runs_on_agent(d, a) ||
-           state_app_multi(d, a);
+    struct app bound = *a; /* read only: its manifest, these rows */
+
+    bound.rows = (struct adm_row *)rows;
+    bound.nrows = n;
+    return runtime_runs_here(d, &bound) || runtime_runs_on_agent(d, &bound) ||
+           state_app_multi(d, &bound);
 }
 
 /* After rows are committed: start the process (or mark an external app
@@ -916,7 +924,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         pin = NULL;
     }
     if (n > 0)
-        st = runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING;
+        st = runs_somewhere(d, a, rows, (size_t)n) ? APP_RESUMING
+                                                    : APP_RUNNING;
     if (cluster)
         rc = commit_install_queued(d, a, sel, rows, (size_t)n, st,
                                    n ? NULL : "insufficient-resources");
@@ -976,7 +985,9 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         goto out;
     }
     rc = ops_commit_bind(d, a, sel, rows, (size_t)n,
-                     runs_somewhere(d, a) ? APP_RESUMING : APP_RUNNING, NULL);
+                     runs_somewhere(d, a, rows, (size_t)n) ? APP_RESUMING
+                                                           : APP_RUNNING,
+                     NULL);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         goto out;
