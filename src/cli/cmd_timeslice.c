@@ -3,6 +3,9 @@
  * cmd_timeslice.c: `accelctl set-timeslice NODE DEVICE [--quantum MS]
  * [--idle MS] [--oversubscribed-quantum MS] [--grace MS]` (PUT
  * .../devices/{d}/time-slice)
+ * `accelctl set-meter NODE DEVICE [--over-quota report|stop] [--tolerance
+ * SIZE]` (PUT .../devices/{d}/meter, the outside meter's settings: they
+ * are a device's settings as the time slice's are)
  * and `accelctl timeslice NODE DEVICE` (the device's `timeSlice` object of
  * GET /api/compute-resources: holder, queue, turns and waiting time per app,
  * handoff p50/p99, settings in force). SPEC 4.3, docs/internals/timeslice.md.
@@ -68,7 +71,7 @@ static bool parse_ms(const struct ts_opt *o, json_int_t *out)
 }
 
 /* A 400 naming one of our fields: say which option it was. */
-static int report_refusal(const struct client_resp *r,
+static int report_refusal(const char *cmd, const struct client_resp *r,
                           const struct ts_opt *opts, size_t n)
 {
     const char *msg = json_string_value(json_object_get(r->body, "message"));
@@ -77,8 +80,8 @@ static int report_refusal(const struct client_resp *r,
             size_t l = strlen(opts[i].field);
             if (opts[i].value != NULL &&
                 strncmp(msg, opts[i].field, l) == 0 && msg[l] == ' ') {
-                fprintf(stderr, "accelctl set-timeslice: %s %s: %s; nothing "
-                        "changed\n", opts[i].flag, opts[i].value, msg);
+                fprintf(stderr, "accelctl %s: %s %s: %s; nothing changed\n",
+                        cmd, opts[i].flag, opts[i].value, msg);
                 return CLI_EXIT_REFUSED;
             }
         }
@@ -141,11 +144,56 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     path = client_device_path(args->pos[0], args->pos[1], "time-slice");
     rc = client_call(ctx, "PUT", path, body, &r);
     if (rc == CLI_EXIT_REFUSED)
-        rc = report_refusal(&r, opts, nopts);
+        rc = report_refusal("set-timeslice", &r, opts, nopts);
     else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
         table_print_json(r.data);
     else if (rc == CLI_EXIT_OK)
         print_set(r.data, args->pos[0], args->pos[1]);
+    client_resp_release(&r);
+    json_decref(body);
+    free(path);
+    return rc;
+}
+
+int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct ts_opt opts[] = {
+        { "--over-quota", "overQuotaAction", args->over_quota },
+        { "--tolerance", "tolerance", args->tolerance },
+    };
+    json_t *body = json_object(), *m;
+    struct client_resp r;
+    char *path;
+    int rc;
+
+    /* both values go as given: acceld checks them (a quantity string is
+     * one of its forms of tolerance) and its refusal names the field */
+    for (size_t i = 0; i < 2; i++)
+        if (opts[i].value != NULL)
+            json_object_set_new(body, opts[i].field,
+                                json_string(opts[i].value));
+    if (json_object_size(body) == 0) {
+        fprintf(stderr, "accelctl set-meter: give --over-quota report|stop "
+                "or --tolerance SIZE\n");
+        json_decref(body);
+        return CLI_EXIT_USAGE;
+    }
+    path = client_device_path(args->pos[0], args->pos[1], "meter");
+    rc = client_call(ctx, "PUT", path, body, &r);
+    m = json_object_get(r.data, "meter");
+    if (rc == CLI_EXIT_REFUSED) {
+        rc = report_refusal("set-meter", &r, opts, 2);
+    } else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON) {
+        table_print_json(r.data);
+    } else if (rc == CLI_EXIT_OK) {
+        long long t = json_integer_value(json_object_get(m, "tolerance"));
+        printf("Outside meter of device %s on node %s: an app over its "
+               "quota by more than %lld %s is %s.\n", args->pos[1],
+               args->pos[0], t % (1 << 20) ? t : t >> 20,
+               t % (1 << 20) ? "bytes" : "MiB",
+               strcmp(table_str(m, "overQuotaAction"), "stop") == 0
+                   ? "stopped" : "reported");
+    }
     client_resp_release(&r);
     json_decref(body);
     free(path);

@@ -37,6 +37,12 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "a TimeSlice device's turn length, idle release and "
                  "revocation grace",
       .handler = cmd_timeslice_set },
+    { .name = "set-meter", .usage = "NODE DEVICE [--over-quota report|stop] "
+      "[--tolerance SIZE]", .min_args = 2, .max_args = 2,
+      .flags = ACCEL_CLI_OPT_METER,
+      .summary = "what the outside meter does with an app over its VRAM "
+                 "quota on an NVIDIA device, and how far over is tolerated",
+      .handler = cmd_meter_set },
     { .name = "timeslice", .usage = "NODE DEVICE", .min_args = 2,
       .max_args = 2,
       .summary = "a TimeSlice device: holder, queue, turns and waits per "
@@ -154,7 +160,7 @@ enum opt_id {
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
     OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
-    OPT_VERSION,
+    OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE,
 };
 
 /* One option of the command line. */
@@ -189,6 +195,8 @@ static const struct opt options[] = {
     { "--oversubscribed-quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE,
       OPT_OVERSUB },
     { "--grace", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_GRACE },
+    { "--over-quota", 0, true, ACCEL_CLI_OPT_METER, OPT_OVER_QUOTA },
+    { "--tolerance", 0, true, ACCEL_CLI_OPT_METER, OPT_TOLERANCE },
     { "--max-apps", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_APPS },
     { "--max-gpu-memory", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_GPU_MEMORY },
 };
@@ -250,6 +258,8 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_IDLE: a->idle = v; break;
     case OPT_OVERSUB: a->oversub_quantum = v; break;
     case OPT_GRACE: a->grace = v; break;
+    case OPT_OVER_QUOTA: a->over_quota = v; break;
+    case OPT_TOLERANCE: a->tolerance = v; break;
     case OPT_MAX_APPS: a->max_apps = v; break;
     case OPT_MAX_GPU_MEMORY: a->max_gpu_memory = v; break;
     case OPT_BINDING:

@@ -237,6 +237,29 @@ class MeterTest(RuntimeBase):
                             token=b["data"]["token"])
         self.assertEqual(st, 403, b)
 
+    def test_set_meter_from_the_command_line(self):
+        r = self.d.ctl("set-meter", NODE, GPU_B, "--over-quota", "stop",
+                       "--tolerance", "16Mi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Outside meter of device %s on node %s: an app over "
+                      "its quota by more than 16 MiB is stopped." %
+                      (GPU_B, NODE), r.stdout)
+        self.assertEqual(self.device(GPU_B)["meter"],
+                         {"overQuotaAction": "stop", "tolerance": 16 * MiB})
+        # a refusal names the option, and nothing changes
+        r = self.d.ctl("set-meter", NODE, GPU_B, "--over-quota", "kill")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("accelctl set-meter: --over-quota kill: "
+                      "overQuotaAction", r.stderr)
+        self.assertIn("nothing changed", r.stderr)
+        r = self.d.ctl("set-meter", NODE, GPU_B)
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertEqual(self.device(GPU_B)["meter"],
+                         {"overQuotaAction": "stop", "tolerance": 16 * MiB})
+        r = self.d.ctl("set-meter", NODE, GPU_B, "--tolerance", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("by more than 1000 bytes is stopped.", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
