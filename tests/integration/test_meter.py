@@ -17,6 +17,7 @@ import struct
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import (BUILD_DIR, device, inventory, node,  # noqa: E402
@@ -127,6 +128,15 @@ class MeterTest(RuntimeBase):
                          (1, 310 * MiB))
         self.assertEqual(self.app("enc")["usage"]["untrackedMemory"],
                          310 * MiB)
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        labels = 'app="enc",owner="admin",node="%s",device="%s"' % (NODE,
+                                                                     GPU_A)
+        self.assertIn("accel_app_untracked_memory_bytes{%s} %d" %
+                      (labels, 310 * MiB), text)
+        self.assertIn("accel_app_over_quota_bytes{%s} 0" % labels, text)
         self.go("enc")
         self.wait_for(lambda: "alloc 256 MiB: " in self.d.app_log("enc"),
                       "the second allocation")

@@ -319,12 +319,48 @@ static void render_app_rows(struct out *o, struct accel_daemon *d,
     }
 }
 
+/* The outside meter's readings (node/meter.c), one series per app and
+ * metered device: what it charged as untracked and how far over the quota
+ * the app is as the driver counts it. */
+static void render_meter(struct out *o, struct accel_daemon *d,
+                         const struct auth_user *u)
+{
+    static const char *const name[2] = {"accel_app_untracked_memory_bytes",
+                                        "accel_app_over_quota_bytes"};
+    static const char *const help[2] = {
+        "Device memory the driver holds for the app beyond the shim's "
+        "charges, charged into its ledger (the outside meter).",
+        "How far the app is over its quota as the driver counts it (0 "
+        "within it)."};
+    char a[LV], ow[LV], n[LV], dev[LV];
+
+    for (int k = 0; k < 2; k++) {
+        outf(o, "# HELP %s %s\n# TYPE %s gauge\n", name[k], help[k], name[k]);
+        for (size_t i = 0; i < d->snap.ndevs; i++) {
+            const struct adm_device *v = &d->snap.devs[i];
+            for (size_t j = 0; j < d->dinfo[i].nmeter; j++) {
+                const struct app_meter *m = &d->dinfo[i].meter[j];
+                const struct app *x = state_app_find(d, m->app);
+                if (x == NULL || view_hides(u, x))
+                    continue;
+                outf(o, "%s{app=\"%s\",owner=\"%s\",node=\"%s\","
+                        "device=\"%s\"} %llu\n", name[k],
+                     esc(x->name, a, sizeof a), esc(x->owner, ow, sizeof ow),
+                     esc(d->snap.nodes[v->node].name, n, sizeof n),
+                     esc(v->id, dev, sizeof dev),
+                     (unsigned long long)(k == 0 ? m->untracked : m->over));
+            }
+        }
+    }
+}
+
 static void render_apps(struct out *o, struct accel_daemon *d,
                         const struct auth_user *u)
 {
     char a[LV], ow[LV];
     size_t count[APP_STATE_COUNT] = {0};
     render_app_rows(o, d, u);
+    render_meter(o, d, u);
     outf(o, "# HELP accel_app_memory_used_bytes Live memory use of the app "
             "(shim ledgers).\n# TYPE accel_app_memory_used_bytes gauge\n");
     for (size_t i = 0; i < d->napps; i++)
