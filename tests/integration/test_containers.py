@@ -416,6 +416,68 @@ class ContainerRunTest(unittest.TestCase):
                                self.d.proc.pid] + list(cmd),
                               capture_output=True, text=True, timeout=120)
 
+    def run_own(self, short, app, *cmd):
+        """A person's own container (podman run -d) with the app's CDI
+        device; its name."""
+        name = "accel-%s-%s" % (self.inst, short)
+        self.addCleanup(podman, "rm", "--force", "--time=0", name)
+        r = self.in_ns("podman", "run", "-d", "--name=" + name,
+                       "--runtime=runc", "--network=none",
+                       # podman's own cgroups under the instance's, which
+                       # the test's clean-up removes
+                       "--cgroup-parent=/accel.slice/%s/%s" % (self.inst,
+                                                               short),
+                       "--label=accel.instance=" + self.inst,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
+                       "detect_leaks=0",  # the sanitizer build's shim
+                       "--device=accel.dev/app=" + app, IMAGE, *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return name
+
+    def running(self, name):
+        return podman("inspect", "--format", "{{.State.Running}}",
+                      name).stdout.strip() == "true"
+
+    def test_own_container_release_waits_for_it(self):
+        """SPEC 2.9 for a person's own container: an uninstall sends
+        SIGTERM to what the app's cgroup holds and keeps the binding
+        (releasing) until it is gone; what ignores the SIGTERM is killed
+        after the app's stop timeout (an external app's: 10 s)."""
+        m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        self.wait_for(lambda: '"extw"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        polite = self.run_own("polite", "extw", "/bin/sh", "-c",
+                              'trap "echo bye; exit 0" TERM; echo up; '
+                              'while :; do sleep 0.1; done')
+        deaf = self.run_own("deaf", "extw", "/bin/sh", "-c",
+                            'trap "" TERM; echo up; sleep 1000')
+        for name in (polite, deaf):
+            self.wait_for(lambda: "up" in podman("logs", name).stdout,
+                          "its output")
+        self.wait_for(lambda: len(self.ctr_procs("extw")) >= 3,
+                      "both in the app's cgroup")
+        st, b = self.d.http("DELETE", "/api/apps/extw")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing")
+        # the polite one stopped on the SIGTERM, not killed
+        self.wait_for(lambda: not self.running(polite), "the polite one")
+        self.assertIn("bye", podman("logs", polite).stdout)
+        self.assertEqual(podman("inspect", "--format",
+                                "{{.State.ExitCode}}", polite).stdout.strip(),
+                         "0")
+        # the deaf one holds the binding until the stop timeout's kill
+        self.assertTrue(self.running(deaf))
+        st, b = self.d.http("GET", "/api/apps/extw")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing")
+        self.wait_for(lambda: not self.running(deaf), "the deaf one killed")
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
+                      "the app uninstalled once its cgroup was empty")
+
     def test_own_container_held_through_the_cdi_device(self):
         """Item 6: a person's own podman run --device accel.dev/app=NAME of
         an external app is held to its binding."""
@@ -440,20 +502,8 @@ class ContainerRunTest(unittest.TestCase):
         # the stand-in NVIDIA spec's edits for the bound GPU came along
         self.assertIn(LIBCUDA_IN_CTR,
                       [x["containerPath"] for x in edits["mounts"]])
-        name = "accel-%s-own" % self.inst
-        r = self.in_ns("podman", "run", "-d", "--name=" + name,
-                       "--runtime=runc", "--network=none",
-                       # podman's own cgroups under the instance's, which
-                       # the test's clean-up removes
-                       "--cgroup-parent=/accel.slice/%s/own" % self.inst,
-                       "--label=accel.instance=" + self.inst,
-                       "--ulimit=nofile=1024:1024",
-                       "--ulimit=nproc=1024:1024",
-                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
-                       "detect_leaks=0",  # the sanitizer build's shim
-                       "--device=accel.dev/app=ext", IMAGE,
-                       "/app/cuda_hold", "512", "256", "512")
-        self.assertEqual(r.returncode, 0, r.stderr)
+        name = self.run_own("own", "ext", "/app/cuda_hold", "512", "256",
+                            "512")
         out = self.wait_for(lambda: "ready" in podman("logs", name).stdout
                             and podman("logs", name).stdout, "its output")
         self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota

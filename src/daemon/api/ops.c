@@ -1086,6 +1086,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                                        "stopping"));
         goto out;
     }
+    lifecycle_hold_outside(d, a);
     if (a->rel.linger > 0) {
         a->rel.uninstall = true;
         rc = lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling");
