@@ -640,6 +640,75 @@ class ContainerRunTest(unittest.TestCase):
         r = self.d.ctl("app", "show", "pulled")
         self.assertIn("Pull:        done: " + want, r.stdout)
 
+    def own_archive(self, name):
+        """An image of its own ID (the module's image and a label; podman
+        rmi of its ID leaves the module's image) saved as an OCI archive
+        and removed from the machine: its ID and the archive's reference.
+        The image is removed at the end."""
+        tag = "localhost/accel-it-%d:%s" % (os.getpid(), name)
+        cf = os.path.join(self.tmp, "Containerfile")
+        with open(cf, "w") as f:
+            f.write("FROM %s\nLABEL accel.it=%s\n" % (IMAGE, tag))
+        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        iid = self.image_field(tag, "Id")
+        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
+        archive = os.path.join(self.tmp, name + ".tar")
+        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(podman("rmi", tag).returncode, 0)
+        return iid, "oci-archive:" + archive
+
+    def test_resume_pulls_an_image_gone_since(self):
+        """A start after install whose pinned image is gone from the
+        machine pulls it again as a job (the archive loaded again) and
+        pins it, instead of failing podman run --pull=never."""
+        want, ref = self.own_archive("again")
+        self.install(ctr_manifest("again", ["/bin/sleep", "1000"],
+                                  image=ref))
+        self.wait_for(lambda: self.state("again") == "running", "running")
+        st, b = self.d.http("POST", "/api/apps/again/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("again") == "stopped", "stopped")
+        r = podman("rmi", "--force", want)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pulls = len(self.pull_events("again"))
+        st, b = self.d.http("POST", "/api/apps/again/resume")
+        self.assertEqual(st, 200, b)
+        self.assertEqual((b["data"]["state"],
+                          b["data"]["container"]["pull"]["state"]),
+                         ("resuming", "pulling"), b)
+        self.wait_for(lambda: self.state("again") == "running",
+                      "running again")
+        self.wait_for(lambda: self.ctr_procs("again"), "its container")
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-again" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        ctr = self.d.http("GET", "/api/apps/again")[1]["data"]["container"]
+        self.assertEqual((ctr["pull"]["state"], ctr["imageId"]),
+                         ("done", want))
+        self.assertEqual(self.pull_events("again")[-1]["data"]["state"],
+                         "done")
+        self.assertGreater(len(self.pull_events("again")), pulls)
+        # no pin at all (as on a cluster's node, where nothing is pinned at
+        # install): pulled and pinned at the start too
+        st, b = self.d.http("POST", "/api/apps/again/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("again") == "stopped", "stopped")
+        pin = os.path.join(self.d.data_dir, "images", "again.json")
+        os.unlink(pin)
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/again/resume")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["container"]["pull"]["state"], "pulling",
+                         b)
+        self.wait_for(lambda: self.state("again") == "running",
+                      "running, pinned again")
+        self.wait_for(lambda: os.path.exists(pin), "the pin")
+        self.assertEqual(self.d.http("GET", "/api/apps/again")[1]["data"]
+                         ["container"]["imageId"], want)
+
     def test_failed_pull_fails_the_app_and_leaves_nothing(self):
         ref = "localhost:1/accel-none-%d:x" % os.getpid()
         b = self.install(ctr_manifest("nopull", ["/bin/sleep", "1000"],

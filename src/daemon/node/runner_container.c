@@ -320,6 +320,12 @@ static const char *pin_str(const struct accel_daemon *d, struct app *a,
     return json_string_value(json_object_get(pin_of(d, a), key));
 }
 
+const char *runner_container_pinned_id(const struct accel_daemon *d,
+                                       struct app *a)
+{
+    return pin_str(d, a, "id");
+}
+
 void runner_container_name(const struct accel_daemon *d, const char *app,
                            char *buf, size_t len)
 {
