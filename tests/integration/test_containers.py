@@ -716,14 +716,52 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(b["data"]["state"], "resuming", b)
         self.wait_for(lambda: self.state("nopull") == "failed", "failed")
         data = self.d.http("GET", "/api/apps/nopull")[1]["data"]
-        self.assertIn("pulling %s failed: " % ref, data["reason"])
-        self.assertIn("localhost:1", data["reason"][len(ref) + 20:])
+        self.assertIn("pulling %s failed: the registry cannot be reached "
+                      "(no network, or the registry is down or refuses "
+                      "connections): " % ref, data["reason"])
+        self.assertIn("connection refused", data["reason"])
         self.assertEqual(data.get("allocations") or [], [])
         self.assertEqual(data["container"]["pull"]["state"], "failed")
         self.assertEqual(self.pull_events("nopull")[-1]["data"]["state"],
                          "failed")
         self.assertEqual(podman("image", "exists", ref).returncode, 1)
         self.assertEqual(self.containers(), [])
+
+    def failed_pull(self, name, ref):
+        b = self.install(ctr_manifest(name, ["/bin/sleep", "1000"],
+                                      image=ref, pull="missing"))
+        self.assertEqual(b["data"]["state"], "resuming", b)
+        self.wait_for(lambda: self.state(name) == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/" + name)[1]["data"]
+        self.assertEqual(data.get("allocations") or [], [])
+        self.assertEqual(self.containers(), [])
+        return data["reason"]
+
+    def test_failed_pull_says_no_such_image(self):
+        path = os.path.join(self.tmp, "none.tar")
+        reason = self.failed_pull("noimg", "oci-archive:" + path)
+        self.assertIn("pulling oci-archive:%s failed: no such image (no "
+                      "such archive on this machine): " % path, reason)
+        self.assertIn("no such file or directory", reason)
+
+    def test_pull_checks_the_disk_reserve_first(self):
+        """The image's size (an archive's: here a sparse 15 TiB file, which
+        podman never reads) against the data directory's free space and
+        the reserve, before the pull."""
+        path = os.path.join(self.tmp, "huge.tar")
+        with open(path, "wb") as f:
+            f.truncate(15 << 40)
+        reason = self.failed_pull("huge", "oci-archive:" + path)
+        self.assertIn("pulling oci-archive:%s failed: not enough disk: the "
+                      "image's archive takes 15.0 TiB and the file system "
+                      "of the data directory %s has " % (path,
+                                                         self.d.data_dir),
+                      reason)
+        self.assertIn("it would leave less than the reserve of 64.0 MiB "
+                      "(ACCEL_DISK_RESERVE)", reason)
+        self.assertEqual([e["data"]["state"]
+                          for e in self.pull_events("huge")],
+                         ["pulling", "failed"])
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

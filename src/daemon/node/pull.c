@@ -9,9 +9,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "daemon/lifecycle.h"
+#include "daemon/node/disk.h"
 #include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
 #include "daemon/rules/manifest.h"
@@ -103,14 +105,59 @@ static void pull_line(void *ctx, const char *line)
  * the app failed with why, released. Counted in slow_ops: acceld's
  * shutdown does not wait for it (the app, still resuming with no process,
  * is stopped at the next start). */
+/* An archive's size (its path after the transport, without a ":name"
+ * after it); 0 for a registry's image, whose size is not known before
+ * its pull. */
+static uint64_t archive_size(const char *ref)
+{
+    const char *path = strchr(ref, ':');
+    struct stat st;
+    char *p, *colon;
+    uint64_t size = 0;
+
+    if (!manifest_image_archive(ref) || path == NULL)
+        return 0;
+    p = xstrdup(path + 1);
+    colon = strrchr(p, ':');
+    if (stat(p, &st) == 0) {
+        size = (uint64_t)st.st_size;
+    } else if (colon != NULL) {
+        *colon = '\0';
+        if (stat(p, &st) == 0)
+            size = (uint64_t)st.st_size;
+    }
+    free(p);
+    return size;
+}
+
+/* Is there room for the image beside the data directory's reserve (the
+ * install's check, with the archive's size)? NULL, or the pull's cause. */
+static char *pull_room(struct accel_daemon *d, const char *ref)
+{
+    uint64_t size = archive_size(ref);
+    int status = 0;
+    char *why = disk_check_room(d->cfg.data_dir, size,
+                                size ? "the image's archive" : "the image",
+                                &status);
+    char *cause;
+
+    if (why == NULL)
+        return NULL;
+    cause = xasprintf("pulling %s failed: not enough disk: %s", ref, why);
+    free(why);
+    return cause;
+}
+
 static void *pull_main(void *arg)
 {
     struct pull_job *j = arg;
     struct accel_daemon *d = j->d;
     json_t *pin = NULL;
-    char *cause = NULL;
-    enum accel_err rc = runner_container_pull(j->ref, pull_line, j, &pin,
-                                              &cause);
+    char *cause = pull_room(d, j->ref);
+    enum accel_err rc = cause != NULL ? ACCEL_ESYS
+                                      : runner_container_pull(
+                                            j->ref, pull_line, j, &pin,
+                                            &cause);
     struct app *a;
 
     pthread_mutex_lock(&d->lock);

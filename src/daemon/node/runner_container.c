@@ -239,6 +239,48 @@ enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
     return ACCEL_ESYS;
 }
 
+static bool says_any(const char *line, const char *const *words)
+{
+    for (; *words != NULL; words++)
+        if (strstr(line, *words) != NULL)
+            return true;
+    return false;
+}
+
+/* A failed pull's sentence: podman's last line sorted into its cause
+ * (SPEC 8.2.1), the line kept after it. */
+static char *pull_cause(const char *ref, const char *last)
+{
+    static const char *const full[] = {"no space left on device",
+                                       "disk quota exceeded", NULL};
+    static const char *const net[] = {
+        "connection refused", "no such host", "network is unreachable",
+        "no route to host", "i/o timeout", "TLS handshake timeout",
+        "connection reset", "server misbehaving",
+        "Temporary failure in name resolution", NULL};
+    static const char *const gone[] = {
+        "manifest unknown", "name unknown", "not found",
+        "no such file or directory", "repository does not exist",
+        "requested access to the resource is denied", NULL};
+    const char *why = NULL;
+
+    if (last[0] == '\0')
+        return xasprintf("pulling %s failed: podman did not run", ref);
+    if (says_any(last, full))
+        why = "the disk is full (no space left for the image)";
+    else if (says_any(last, net))
+        why = "the registry cannot be reached (no network, or the registry "
+              "is down or refuses connections)";
+    else if (says_any(last, gone))
+        why = manifest_image_archive(ref)
+                  ? "no such image (no such archive on this machine)"
+                  : "no such image (the registry has no such name or tag, "
+                    "or refuses it to an anonymous pull)";
+    if (why == NULL)
+        return xasprintf("pulling %s failed: %s", ref, last);
+    return xasprintf("pulling %s failed: %s: %s", ref, why, last);
+}
+
 enum accel_err runner_container_pull(const char *ref,
                                      void (*line)(void *ctx,
                                                   const char *line),
@@ -252,8 +294,7 @@ enum accel_err runner_container_pull(const char *ref,
     l->line = line;
     l->ctx = ctx;
     if (podman_lines(argv, NULL, 0, PULL_WAIT_MS, l) != 0) {
-        *cause = xasprintf("pulling %s failed: %s", ref,
-                           l->last[0] ? l->last : "podman did not run");
+        *cause = pull_cause(ref, l->last);
     } else { /* its last line is the image's ID */
         rc = runner_container_image_pin(l->last, pin, cause);
         if (rc == ACCEL_OK)
