@@ -547,6 +547,31 @@ class ContainerRunTest(unittest.TestCase):
                       "the pulled image removed")
         self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
 
+    def test_uninstall_removes_an_archive_it_loaded(self):
+        """An archive's image acceld loaded goes with the last app pinned
+        to its ID, not before (the other app stopped: no container holds
+        the image)."""
+        want, ref = self.own_archive("loaded")
+        for name in ("l1", "l2"):
+            self.install(ctr_manifest(name, ["/bin/sleep", "1000"],
+                                      image=ref))
+            self.wait_for(lambda: self.state(name) == "running", "running")
+        st, b = self.d.http("POST", "/api/apps/l2/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("l2") == "stopped", "stopped")
+        st, b = self.d.http("DELETE", "/api/apps/l1")
+        self.assertEqual(st, 200, b)
+        pin = os.path.join(self.d.data_dir, "images", "%s.json")
+        self.wait_for(lambda: not os.path.exists(pin % "l1"),
+                      "l1's pin removed")
+        # the removal is logged before the pin goes: none was started
+        self.assertNotIn("removing image %s" % want[:12], self.d.log())
+        self.assertEqual(podman("image", "exists", want).returncode, 0)
+        st, b = self.d.http("DELETE", "/api/apps/l2")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: podman("image", "exists", want).returncode == 1,
+                      "the loaded image removed with its last app")
+
     def test_image_ld_preload_follows_the_shim(self):
         """The image's own LD_PRELOAD (its configured environment) comes
         after the shim and run.preload, not replaced by them."""

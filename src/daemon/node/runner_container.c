@@ -1043,17 +1043,24 @@ static bool listed(char **list, const char *ref)
  * missing or always) and no app uses its reference (all): removed while
  * the reference still names the pinned image (not one tagged since), by a
  * child not waited for (one a container of someone else's uses stays).
- * The pin's file goes in any case. */
-static void pin_gone(const char *path, char **all)
+ * An archive's image, which acceld loaded, goes by its ID when no app is
+ * pinned to that ID (ids; an image tagged more than once stays). The
+ * pin's file goes in any case. */
+static void pin_gone(const char *path, char **all, char **ids)
 {
     json_t *pin = json_load_file(path, 0, NULL);
     const char *ref = json_string_value(json_object_get(pin, "ref"));
     const char *id = json_string_value(json_object_get(pin, "id"));
     const char *pull = json_string_value(json_object_get(pin, "pull"));
+    bool archive = ref != NULL && manifest_image_archive(ref);
 
-    if (ref != NULL && id != NULL && pull != NULL &&
-        strcmp(pull, "never") != 0 && !listed(all, ref) &&
-        !manifest_image_archive(ref)) {
+    if (archive && id != NULL && !listed(all, ref) && !listed(ids, id)) {
+        char *rmi[] = {"podman", "rmi", "--ignore", (char *)id, NULL};
+        log_info("removing image %.12s, loaded from %s: no app uses it any "
+                 "more", id, ref);
+        podman_detached(rmi);
+    } else if (ref != NULL && id != NULL && pull != NULL &&
+        strcmp(pull, "never") != 0 && !listed(all, ref) && !archive) {
         char *inspect[] = {"podman", "image", "inspect", "--format",
                            "{{.Id}}", (char *)ref, NULL};
         char *rmi[] = {"podman", "rmi", "--ignore", (char *)ref, NULL};
@@ -1081,7 +1088,7 @@ static void pin_gone(const char *path, char **all)
 }
 
 /* The pins of apps that are gone (pin_gone). */
-static void pins_gone(struct accel_daemon *d, char **all)
+static void pins_gone(struct accel_daemon *d, char **all, char **ids)
 {
     char *dir = xasprintf("%s/images", d->cfg.data_dir);
     DIR *dp = opendir(dir);
@@ -1098,7 +1105,7 @@ static void pins_gone(struct accel_daemon *d, char **all)
         pthread_mutex_unlock(&d->lock);
         path = xasprintf("%s/%s", dir, e->d_name);
         if (gone)
-            pin_gone(path, all);
+            pin_gone(path, all, ids);
         free(path);
         free(name);
     }
@@ -1109,12 +1116,13 @@ static void pins_gone(struct accel_daemon *d, char **all)
 
 void runner_container_images(struct accel_daemon *d)
 {
-    char **now, **all;
-    size_t n = 0, na = 0;
+    char **now, **all, **ids;
+    size_t n = 0, na = 0, ni = 0;
 
     pthread_mutex_lock(&d->lock);
     now = xcalloc(d->napps + 1, sizeof(char *));
     all = xcalloc(d->napps + 1, sizeof(char *));
+    ids = xcalloc(d->napps + 1, sizeof(char *));
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
         const struct manifest_container *c = &a->m.run.ctr;
@@ -1122,6 +1130,8 @@ void runner_container_images(struct accel_daemon *d)
             continue;
         if (!listed(all, c->image))
             all[na++] = xstrdup(c->image);
+        if (pin_str(d, a, "id") != NULL && !listed(ids, pin_str(d, a, "id")))
+            ids[ni++] = xstrdup(pin_str(d, a, "id"));
         /* a pinned image goes with its pin (pins_gone) */
         if (strcmp(c->pull, "never") != 0 && !listed(now, c->image) &&
             pin_str(d, a, "id") == NULL)
@@ -1138,10 +1148,13 @@ void runner_container_images(struct accel_daemon *d)
     }
     free(images_seen);
     images_seen = now;
-    pins_gone(d, all);
+    pins_gone(d, all, ids);
     for (char **p = all; *p; p++)
         free(*p);
     free(all);
+    for (char **p = ids; *p; p++)
+        free(*p);
+    free(ids);
 }
 
 size_t runner_container_sweep(struct accel_daemon *d)
