@@ -857,6 +857,7 @@ int daemon_main(int argc, char **argv)
                                     .event_appended = http_wake_parked_locked,
                                     .device_changed = view_touch,
                                     .rows_released = runtime_release_files,
+                                    .held_outside = runtime_held_outside,
                                     .app_removed = logs_app_removed};
     rc = parse_options(d, argc, argv);
     if (rc != 0)

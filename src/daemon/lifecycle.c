@@ -61,11 +61,19 @@ enum accel_err lifecycle_commit_releasing(struct accel_daemon *d,
     return ACCEL_OK;
 }
 
+void lifecycle_hold_outside(struct accel_daemon *d, struct app *a)
+{
+    if (a->rel.linger == 0 && d->hooks.held_outside)
+        a->rel.linger = d->hooks.held_outside(d, a);
+}
+
 enum accel_err lifecycle_commit_release(struct accel_daemon *d,
                                         struct app *a, enum app_state st,
                                         const char *reason)
 {
     enum accel_err rc;
+    if (st == APP_STOPPED || st == APP_FAILED)
+        lifecycle_hold_outside(d, a);
     if (a->rel.linger > 0 && (st == APP_STOPPED || st == APP_FAILED))
         return lifecycle_commit_releasing(d, a, st, reason);
     rc = state_tx_begin(d);

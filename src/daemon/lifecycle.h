@@ -34,6 +34,15 @@ enum accel_err lifecycle_commit_release(struct accel_daemon *d,
                                         struct app *a, enum app_state st,
                                         const char *reason);
 
+/*
+ * a's binding is about to end: processes its cgroup holds that acceld does
+ * not run (a person's own container, through an external app's CDI
+ * device) get SIGTERM and count in a->rel.linger, so the release waits
+ * `releasing` until they are gone (SPEC 2.9); the reconciler kills them
+ * after the app's stop timeout. d->lock held.
+ */
+void lifecycle_hold_outside(struct accel_daemon *d, struct app *a);
+
 /* Delete a and its rows in one transaction; frees a on success. d->lock
  * held. */
 enum accel_err lifecycle_commit_uninstall(struct accel_daemon *d,

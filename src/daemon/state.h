@@ -281,6 +281,11 @@ struct accel_hooks {
     /* a's rows are about to be released: drop what the node keeps for
      * them (the quota ledgers) */
     void (*rows_released)(struct accel_daemon *d, const struct app *a);
+    /* a's binding is about to end: processes a node holds in a's cgroup
+     * without running them (a person's own container brought in through
+     * an external app's CDI device) get SIGTERM; how many there are (the
+     * release waits for them) */
+    uint32_t (*held_outside)(struct accel_daemon *d, const struct app *a);
     /* a leaves memory for good (uninstalled, deleted): drop what the
      * node keeps of it (its logs) */
     void (*app_removed)(struct accel_daemon *d, const struct app *a);

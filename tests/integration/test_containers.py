@@ -416,6 +416,68 @@ class ContainerRunTest(unittest.TestCase):
                                self.d.proc.pid] + list(cmd),
                               capture_output=True, text=True, timeout=120)
 
+    def run_own(self, short, app, *cmd):
+        """A person's own container (podman run -d) with the app's CDI
+        device; its name."""
+        name = "accel-%s-%s" % (self.inst, short)
+        self.addCleanup(podman, "rm", "--force", "--time=0", name)
+        r = self.in_ns("podman", "run", "-d", "--name=" + name,
+                       "--runtime=runc", "--network=none",
+                       # podman's own cgroups under the instance's, which
+                       # the test's clean-up removes
+                       "--cgroup-parent=/accel.slice/%s/%s" % (self.inst,
+                                                               short),
+                       "--label=accel.instance=" + self.inst,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
+                       "detect_leaks=0",  # the sanitizer build's shim
+                       "--device=accel.dev/app=" + app, IMAGE, *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return name
+
+    def running(self, name):
+        return podman("inspect", "--format", "{{.State.Running}}",
+                      name).stdout.strip() == "true"
+
+    def test_own_container_release_waits_for_it(self):
+        """SPEC 2.9 for a person's own container: an uninstall sends
+        SIGTERM to what the app's cgroup holds and keeps the binding
+        (releasing) until it is gone; what ignores the SIGTERM is killed
+        after the app's stop timeout (an external app's: 10 s)."""
+        m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        self.wait_for(lambda: '"extw"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        polite = self.run_own("polite", "extw", "/bin/sh", "-c",
+                              'trap "echo bye; exit 0" TERM; echo up; '
+                              'while :; do sleep 0.1; done')
+        deaf = self.run_own("deaf", "extw", "/bin/sh", "-c",
+                            'trap "" TERM; echo up; sleep 1000')
+        for name in (polite, deaf):
+            self.wait_for(lambda: "up" in podman("logs", name).stdout,
+                          "its output")
+        self.wait_for(lambda: len(self.ctr_procs("extw")) >= 3,
+                      "both in the app's cgroup")
+        st, b = self.d.http("DELETE", "/api/apps/extw")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing")
+        # the polite one stopped on the SIGTERM, not killed
+        self.wait_for(lambda: not self.running(polite), "the polite one")
+        self.assertIn("bye", podman("logs", polite).stdout)
+        self.assertEqual(podman("inspect", "--format",
+                                "{{.State.ExitCode}}", polite).stdout.strip(),
+                         "0")
+        # the deaf one holds the binding until the stop timeout's kill
+        self.assertTrue(self.running(deaf))
+        st, b = self.d.http("GET", "/api/apps/extw")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["state"], "releasing")
+        self.wait_for(lambda: not self.running(deaf), "the deaf one killed")
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
+                      "the app uninstalled once its cgroup was empty")
+
     def test_own_container_held_through_the_cdi_device(self):
         """Item 6: a person's own podman run --device accel.dev/app=NAME of
         an external app is held to its binding."""
@@ -440,20 +502,8 @@ class ContainerRunTest(unittest.TestCase):
         # the stand-in NVIDIA spec's edits for the bound GPU came along
         self.assertIn(LIBCUDA_IN_CTR,
                       [x["containerPath"] for x in edits["mounts"]])
-        name = "accel-%s-own" % self.inst
-        r = self.in_ns("podman", "run", "-d", "--name=" + name,
-                       "--runtime=runc", "--network=none",
-                       # podman's own cgroups under the instance's, which
-                       # the test's clean-up removes
-                       "--cgroup-parent=/accel.slice/%s/own" % self.inst,
-                       "--label=accel.instance=" + self.inst,
-                       "--ulimit=nofile=1024:1024",
-                       "--ulimit=nproc=1024:1024",
-                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
-                       "detect_leaks=0",  # the sanitizer build's shim
-                       "--device=accel.dev/app=ext", IMAGE,
-                       "/app/cuda_hold", "512", "256", "512")
-        self.assertEqual(r.returncode, 0, r.stderr)
+        name = self.run_own("own", "ext", "/app/cuda_hold", "512", "256",
+                            "512")
         out = self.wait_for(lambda: "ready" in podman("logs", name).stdout
                             and podman("logs", name).stdout, "its output")
         self.assertIn("alloc 512 MiB: 2", out)  # over the 1 GiB quota
@@ -496,6 +546,31 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
                       "the pulled image removed")
         self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+
+    def test_uninstall_removes_an_archive_it_loaded(self):
+        """An archive's image acceld loaded goes with the last app pinned
+        to its ID, not before (the other app stopped: no container holds
+        the image)."""
+        want, ref = self.own_archive("loaded")
+        for name in ("l1", "l2"):
+            self.install(ctr_manifest(name, ["/bin/sleep", "1000"],
+                                      image=ref))
+            self.wait_for(lambda: self.state(name) == "running", "running")
+        st, b = self.d.http("POST", "/api/apps/l2/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("l2") == "stopped", "stopped")
+        st, b = self.d.http("DELETE", "/api/apps/l1")
+        self.assertEqual(st, 200, b)
+        pin = os.path.join(self.d.data_dir, "images", "%s.json")
+        self.wait_for(lambda: not os.path.exists(pin % "l1"),
+                      "l1's pin removed")
+        # the removal is logged before the pin goes: none was started
+        self.assertNotIn("removing image %s" % want[:12], self.d.log())
+        self.assertEqual(podman("image", "exists", want).returncode, 0)
+        st, b = self.d.http("DELETE", "/api/apps/l2")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: podman("image", "exists", want).returncode == 1,
+                      "the loaded image removed with its last app")
 
     def test_image_ld_preload_follows_the_shim(self):
         """The image's own LD_PRELOAD (its configured environment) comes
@@ -590,6 +665,75 @@ class ContainerRunTest(unittest.TestCase):
         r = self.d.ctl("app", "show", "pulled")
         self.assertIn("Pull:        done: " + want, r.stdout)
 
+    def own_archive(self, name):
+        """An image of its own ID (the module's image and a label; podman
+        rmi of its ID leaves the module's image) saved as an OCI archive
+        and removed from the machine: its ID and the archive's reference.
+        The image is removed at the end."""
+        tag = "localhost/accel-it-%d:%s" % (os.getpid(), name)
+        cf = os.path.join(self.tmp, "Containerfile")
+        with open(cf, "w") as f:
+            f.write("FROM %s\nLABEL accel.it=%s\n" % (IMAGE, tag))
+        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        iid = self.image_field(tag, "Id")
+        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
+        archive = os.path.join(self.tmp, name + ".tar")
+        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(podman("rmi", tag).returncode, 0)
+        return iid, "oci-archive:" + archive
+
+    def test_resume_pulls_an_image_gone_since(self):
+        """A start after install whose pinned image is gone from the
+        machine pulls it again as a job (the archive loaded again) and
+        pins it, instead of failing podman run --pull=never."""
+        want, ref = self.own_archive("again")
+        self.install(ctr_manifest("again", ["/bin/sleep", "1000"],
+                                  image=ref))
+        self.wait_for(lambda: self.state("again") == "running", "running")
+        st, b = self.d.http("POST", "/api/apps/again/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("again") == "stopped", "stopped")
+        r = podman("rmi", "--force", want)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pulls = len(self.pull_events("again"))
+        st, b = self.d.http("POST", "/api/apps/again/resume")
+        self.assertEqual(st, 200, b)
+        self.assertEqual((b["data"]["state"],
+                          b["data"]["container"]["pull"]["state"]),
+                         ("resuming", "pulling"), b)
+        self.wait_for(lambda: self.state("again") == "running",
+                      "running again")
+        self.wait_for(lambda: self.ctr_procs("again"), "its container")
+        r = podman("inspect", "--format", "{{.Image}}",
+                   "accel-%s-again" % self.inst)
+        self.assertEqual(r.stdout.strip(), want, r.stderr)
+        ctr = self.d.http("GET", "/api/apps/again")[1]["data"]["container"]
+        self.assertEqual((ctr["pull"]["state"], ctr["imageId"]),
+                         ("done", want))
+        self.assertEqual(self.pull_events("again")[-1]["data"]["state"],
+                         "done")
+        self.assertGreater(len(self.pull_events("again")), pulls)
+        # no pin at all (as on a cluster's node, where nothing is pinned at
+        # install): pulled and pinned at the start too
+        st, b = self.d.http("POST", "/api/apps/again/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("again") == "stopped", "stopped")
+        pin = os.path.join(self.d.data_dir, "images", "again.json")
+        os.unlink(pin)
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("POST", "/api/apps/again/resume")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["container"]["pull"]["state"], "pulling",
+                         b)
+        self.wait_for(lambda: self.state("again") == "running",
+                      "running, pinned again")
+        self.wait_for(lambda: os.path.exists(pin), "the pin")
+        self.assertEqual(self.d.http("GET", "/api/apps/again")[1]["data"]
+                         ["container"]["imageId"], want)
+
     def test_failed_pull_fails_the_app_and_leaves_nothing(self):
         ref = "localhost:1/accel-none-%d:x" % os.getpid()
         b = self.install(ctr_manifest("nopull", ["/bin/sleep", "1000"],
@@ -597,14 +741,52 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(b["data"]["state"], "resuming", b)
         self.wait_for(lambda: self.state("nopull") == "failed", "failed")
         data = self.d.http("GET", "/api/apps/nopull")[1]["data"]
-        self.assertIn("pulling %s failed: " % ref, data["reason"])
-        self.assertIn("localhost:1", data["reason"][len(ref) + 20:])
+        self.assertIn("pulling %s failed: the registry cannot be reached "
+                      "(no network, or the registry is down or refuses "
+                      "connections): " % ref, data["reason"])
+        self.assertIn("connection refused", data["reason"])
         self.assertEqual(data.get("allocations") or [], [])
         self.assertEqual(data["container"]["pull"]["state"], "failed")
         self.assertEqual(self.pull_events("nopull")[-1]["data"]["state"],
                          "failed")
         self.assertEqual(podman("image", "exists", ref).returncode, 1)
         self.assertEqual(self.containers(), [])
+
+    def failed_pull(self, name, ref):
+        b = self.install(ctr_manifest(name, ["/bin/sleep", "1000"],
+                                      image=ref, pull="missing"))
+        self.assertEqual(b["data"]["state"], "resuming", b)
+        self.wait_for(lambda: self.state(name) == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/" + name)[1]["data"]
+        self.assertEqual(data.get("allocations") or [], [])
+        self.assertEqual(self.containers(), [])
+        return data["reason"]
+
+    def test_failed_pull_says_no_such_image(self):
+        path = os.path.join(self.tmp, "none.tar")
+        reason = self.failed_pull("noimg", "oci-archive:" + path)
+        self.assertIn("pulling oci-archive:%s failed: no such image (no "
+                      "such archive on this machine): " % path, reason)
+        self.assertIn("no such file or directory", reason)
+
+    def test_pull_checks_the_disk_reserve_first(self):
+        """The image's size (an archive's: here a sparse 15 TiB file, which
+        podman never reads) against the data directory's free space and
+        the reserve, before the pull."""
+        path = os.path.join(self.tmp, "huge.tar")
+        with open(path, "wb") as f:
+            f.truncate(15 << 40)
+        reason = self.failed_pull("huge", "oci-archive:" + path)
+        self.assertIn("pulling oci-archive:%s failed: not enough disk: the "
+                      "image's archive takes 15.0 TiB and the file system "
+                      "of the data directory %s has " % (path,
+                                                         self.d.data_dir),
+                      reason)
+        self.assertIn("it would leave less than the reserve of 64.0 MiB "
+                      "(ACCEL_DISK_RESERVE)", reason)
+        self.assertEqual([e["data"]["state"]
+                          for e in self.pull_events("huge")],
+                         ["pulling", "failed"])
 
     def test_pull_never_needs_the_image_here(self):
         m = ctr_manifest("absent", ["/bin/sleep", "1000"])

@@ -158,11 +158,33 @@ TEST(disk_reserve)
     free(why);
 }
 
+/* An image's size on top of the reserve (a pull's check, SPEC 8.2.1). */
+TEST(disk_room_for_an_image)
+{
+    int status = 0;
+    char *why;
+
+    setenv(DISK_RESERVE_ENV, "1Mi", 1);
+    ASSERT(disk_check_room(harness_tmp(), 4096, "the image", &status) ==
+           NULL);
+    why = disk_check_room(harness_tmp(), (uint64_t)1 << 60, "the image",
+                          &status);
+    ASSERT(why != NULL);
+    ASSERT_EQ(status, 507);
+    ASSERT(strstr(why, "the image takes 1.0 EiB and the file system of the "
+                       "data directory ") != NULL);
+    ASSERT(strstr(why, "it would leave less than the reserve of 1.0 MiB "
+                       "(ACCEL_DISK_RESERVE)") != NULL);
+    free(why);
+    unsetenv(DISK_RESERVE_ENV);
+}
+
 #define TESTS(XX)                                                              \
     XX(disk_usage_counts_files_and_directories)                                \
     XX(disk_usage_does_not_follow_links)                                       \
     XX(disk_usage_is_bounded)                                                  \
     XX(disk_usage_unreadable_directory_is_not_hidden)                          \
-    XX(disk_reserve)
+    XX(disk_reserve)                                                           \
+    XX(disk_room_for_an_image)
 
 TEST_MAIN(TESTS)

@@ -11,7 +11,6 @@
 
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +26,7 @@
 #include "daemon/node/disk.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/proc.h"
+#include "daemon/node/pull.h"
 #include "daemon/node/reconcile.h"
 #include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
@@ -646,118 +646,6 @@ static bool image_here(const struct manifest *m, bool cluster, json_t **pin,
     return false;
 }
 
-/* ---- an install's pull, on a thread of its own (SPEC 8.2.1) ---- */
-
-struct pull_job {
-    struct accel_daemon *d;
-    char *app;
-    char *ref;
-};
-
-/* a's pull: state, progress and message (their control characters
- * escaped), and an app.pull event. */
-static void pull_note(struct accel_daemon *d, struct app *a,
-                      const char *state, const char *progress,
-                      const char *message)
-{
-    /* podman's words may carry a registry's bytes: no control
-     * character reaches a terminal */
-    char *pe = util_ctrl_escape(progress, strlen(progress));
-    char *me = util_ctrl_escape(message, strlen(message));
-    json_t *p = json_pack("{s:s, s:s, s:s}", "state", state, "progress",
-                          pe ? pe : progress, "message", me ? me : message);
-
-    free(pe);
-    free(me);
-    json_decref(a->pull);
-    a->pull = p;
-    state_event(d, "app.pull", a->name, NULL, NULL, json_deep_copy(p),
-                "app %s: pull of %s %s%s%s", a->name, a->m.run.ctr.image,
-                state, message[0] ? ": " : "",
-                json_string_value(json_object_get(p, "message")));
-}
-
-/* A line of podman pull's output: the app's progress (no lock held). */
-static void pull_line(void *ctx, const char *line)
-{
-    struct pull_job *j = ctx;
-    struct app *a;
-
-    pthread_mutex_lock(&j->d->lock);
-    a = state_app_find(j->d, j->app);
-    if (a != NULL && a->pull != NULL)
-        pull_note(j->d, a, "pulling", line, "");
-    pthread_mutex_unlock(&j->d->lock);
-}
-
-/* The pull, then (the app still resuming for it) its pin and start, or
- * the app failed with why, released. Counted in slow_ops: acceld's
- * shutdown does not wait for it (the app, still resuming with no process,
- * is stopped at the next start). */
-static void *pull_main(void *arg)
-{
-    struct pull_job *j = arg;
-    struct accel_daemon *d = j->d;
-    json_t *pin = NULL;
-    char *cause = NULL;
-    enum accel_err rc = runner_container_pull(j->ref, pull_line, j, &pin,
-                                              &cause);
-    struct app *a;
-
-    pthread_mutex_lock(&d->lock);
-    a = state_app_find(d, j->app);
-    if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
-        a->pid == 0 && !d->stopping) {
-        if (rc == ACCEL_OK) {
-            pull_note(d, a, "done", json_string_value(json_object_get(
-                                        pin, "id")), "");
-            runner_container_pin_set(d, a, pin);
-            pin = NULL;
-            ops_start_bound(d, a);
-        } else {
-            pull_note(d, a, "failed", "", cause);
-            lifecycle_commit_release(d, a, APP_FAILED, cause);
-        }
-    }
-    pthread_mutex_unlock(&d->lock);
-    json_decref(pin);
-    free(cause);
-    free(j->app);
-    free(j->ref);
-    free(j);
-    atomic_fetch_sub(&d->slow_ops, 1);
-    return NULL;
-}
-
-/* Start a's pull (lock held, a resuming and bound here); started at once
- * by podman run --pull when no thread can be had. */
-static void pull_begin(struct accel_daemon *d, struct app *a)
-{
-    struct pull_job *j = xcalloc(1, sizeof(*j));
-    pthread_t t;
-    pthread_attr_t at;
-    bool ok;
-
-    j->d = d;
-    j->app = xstrdup(a->name);
-    j->ref = xstrdup(a->m.run.ctr.image);
-    pull_note(d, a, "pulling", "", "");
-    atomic_fetch_add(&d->slow_ops, 1);
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    ok = pthread_create(&t, &at, pull_main, j) == 0;
-    pthread_attr_destroy(&at);
-    if (ok)
-        return;
-    atomic_fetch_sub(&d->slow_ops, 1);
-    free(j->app);
-    free(j->ref);
-    free(j);
-    json_decref(a->pull);
-    a->pull = NULL;
-    ops_start_bound(d, a);
-}
-
 /* Choose the type (2.5). Returns the index, or -1 with res filled. */
 static int install_type(struct accel_daemon *d, const struct manifest *m,
                         const char *type, struct op_result *res)
@@ -940,7 +828,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         return;
     }
     if (n > 0 && runtime_runs_here(d, a) && pull)
-        pull_begin(d, a); /* answered at once: resuming, pulling */
+        pull_begin(d, a, ops_start_bound); /* answered at once: pulling */
     else if (n > 0 && runtime_runs_here(d, a))
         ops_start_bound(d, a);
     else if (n > 0 && state_app_multi(d, a))
@@ -964,6 +852,8 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
     struct adm_row rows[ADM_MAX_SELECTION];
     int sel, n;
     enum accel_err rc;
+    /* podman asked before the lock: is the pinned image still here? */
+    bool gone = pull_pinned_gone(d, name);
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
@@ -992,7 +882,10 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         ops_res_store_failed(res, rc);
         goto out;
     }
-    if (runtime_runs_here(d, a))
+    if (runtime_runs_here(d, a) &&
+        (pull_needed(d, a) || (gone && a->m.run.ctr.image != NULL)))
+        pull_begin(d, a, ops_start_bound); /* answered at once: pulling */
+    else if (runtime_runs_here(d, a))
         ops_start_bound(d, a);
     else if (state_app_multi(d, a))
         cluster_act(d, a);
@@ -1097,6 +990,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                                        "stopping"));
         goto out;
     }
+    lifecycle_hold_outside(d, a);
     if (a->rel.linger > 0) {
         a->rel.uninstall = true;
         rc = lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling");

@@ -35,6 +35,7 @@
 #include "daemon/node/hostinfo.h"
 #include "daemon/node/identity.h"
 #include "daemon/node/nvml.h"
+#include "daemon/node/pull.h"
 #include "daemon/node/runtime.h"
 #include "daemon/store/etcd.h"
 
@@ -550,6 +551,22 @@ static void act_multi(struct accel_daemon *d, struct app *a)
     }
 }
 
+/* Start a, its image pinned here (lock held). */
+static void start_pinned(struct accel_daemon *d, struct app *a)
+{
+    char *cause = NULL;
+    if (runtime_start(d, a, &cause) != ACCEL_OK) {
+        a->pid = 0;
+        lifecycle_commit_release(d, a, APP_FAILED, cause);
+        free(cause);
+        return;
+    }
+    /* unsaved, the pid is still this node's: a stop finds it here, and the
+     * redrive saves `running` once the row is read again */
+    if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
+        log_error("app %s started but its state was not saved", a->name);
+}
+
 /*
  * Start an app bound to this node's cards. The view this runs on may lag
  * etcd (a watch catching up after a cut or a member's death) and still
@@ -561,10 +578,11 @@ static void act_multi(struct accel_daemon *d, struct app *a)
  * guard; the watch then brings it, and this node acts on that). Once
  * claimed, nobody can move the app without stopping it first (it is
  * `resuming`: busy), and a stop that comes meanwhile finds the pid here.
+ * An image not pinned on this node (pins are node-local: nothing is
+ * pulled at a cluster's install) is pulled here first, as a job.
  */
 static void start_here(struct accel_daemon *d, struct app *a)
 {
-    char *cause = NULL;
     enum accel_err rc = commit_state(d, a, APP_RESUMING, a->reason);
     if (rc != ACCEL_OK) {
         log_info("app %s: not started on %s: its row is not the one this "
@@ -572,16 +590,10 @@ static void start_here(struct accel_daemon *d, struct app *a)
                  a->name, d->cfg.node_name, accel_strerror(rc));
         return;
     }
-    if (runtime_start(d, a, &cause) != ACCEL_OK) {
-        a->pid = 0;
-        lifecycle_commit_release(d, a, APP_FAILED, cause);
-        free(cause);
-        return;
-    }
-    /* unsaved, the pid is still this node's: a stop finds it here, and the
-     * redrive saves `running` once the row is read again */
-    if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
-        log_error("app %s started but its state was not saved", a->name);
+    if (pull_needed(d, a))
+        pull_begin(d, a, start_pinned);
+    else
+        start_pinned(d, a);
 }
 
 void cluster_act(struct accel_daemon *d, struct app *a)
@@ -596,7 +608,7 @@ void cluster_act(struct accel_daemon *d, struct app *a)
     }
     if (!runtime_runs_here(d, a))
         return;
-    if (a->state == APP_RESUMING && a->pid <= 0) {
+    if (a->state == APP_RESUMING && a->pid <= 0 && !pull_running(a)) {
         start_here(d, a);
     } else if (a->state == APP_STOPPING && !a->stop.active) {
         bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;

@@ -194,6 +194,12 @@ void disk_format(uint64_t bytes, char *buf, size_t len)
 
 char *disk_check_reserve(const char *dir, int *out_status)
 {
+    return disk_check_room(dir, 0, NULL, out_status);
+}
+
+char *disk_check_room(const char *dir, uint64_t need, const char *what,
+                      int *out_status)
+{
     const char *env = getenv(DISK_RESERVE_ENV);
     uint64_t reserve = DISK_RESERVE_DEFAULT, avail;
     struct statvfs vs;
@@ -208,11 +214,20 @@ char *disk_check_reserve(const char *dir, int *out_status)
     if (statvfs(dir, &vs) < 0)
         return NULL; /* not ours to refuse: the store says what fails */
     avail = (uint64_t)vs.f_bavail * (uint64_t)vs.f_frsize;
-    if (avail > reserve)
+    if (avail > reserve && avail - reserve > need)
         return NULL;
     disk_format(avail, f, sizeof f);
     disk_format(reserve, r, sizeof r);
     *out_status = 507;
+    if (need > 0 && avail > reserve) {
+        char n[32];
+        disk_format(need, n, sizeof n);
+        return xasprintf("%s takes %s and the file system of the data "
+                         "directory %s has %s free: it would leave less "
+                         "than the reserve of %s (%s); free some space (or "
+                         "lower the reserve) and try again", what, n, dir, f,
+                         r, DISK_RESERVE_ENV);
+    }
     return xasprintf("the file system of the data directory %s has %s free, "
                      "not more than the reserve of %s (%s): nothing was "
                      "changed; free some space (or lower the reserve) and "

@@ -64,6 +64,15 @@ enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
  */
 char *disk_check_reserve(const char *dir, int *out_status);
 
+/*
+ * The same check for need more bytes (an image's size, SPEC 8.2.1): NULL
+ * when the file system of dir has more than the reserve and need free,
+ * else a sentence naming what (e.g. "the image", its size), the space
+ * free and the reserve (the caller frees), *out_status as above.
+ */
+char *disk_check_room(const char *dir, uint64_t need, const char *what,
+                      int *out_status);
+
 /* "12.3 MiB" into buf. */
 void disk_format(uint64_t bytes, char *buf, size_t len);
 

@@ -625,14 +625,35 @@ static bool app_gone(struct accel_daemon *d, struct pass *p,
     return true;
 }
 
+/* A releasing app whose cgroup still holds processes past its stop
+ * timeout (a person's own container that ignored the SIGTERM of
+ * lifecycle_hold_outside): the cgroup's kill. */
+static void kill_held(struct accel_daemon *d, struct app *a)
+{
+    int64_t now = util_wall_ms();
+    if (a->rel.kill_at_ms == 0 || now < a->rel.kill_at_ms ||
+        cgroup_app_populated(d->cg, a->name) != 1)
+        return;
+    state_event(d, "reconciler.kill", a->name, d->cfg.node_name, NULL, NULL,
+                "processes of app %s are still in its cgroup after the stop "
+                "timeout: killed", a->name);
+    cgroup_app_kill(d->cg, a->name);
+    a->rel.kill_at_ms = now + RECONCILE_DEFAULT_MS; /* again if it stays */
+}
+
 static void finish_releases(struct accel_daemon *d, struct pass *p)
 {
     char **names = xcalloc(d->napps + 1, sizeof(*names));
     size_t n = 0;
-    for (size_t i = 0; i < d->napps; i++)
-        if (d->apps[i]->state == APP_RELEASING &&
-            !runtime_runs_on_agent(d, d->apps[i]) && app_gone(d, p, d->apps[i]))
-            names[n++] = xstrdup(d->apps[i]->name);
+    for (size_t i = 0; i < d->napps; i++) {
+        struct app *a = d->apps[i];
+        if (a->state != APP_RELEASING || runtime_runs_on_agent(d, a))
+            continue;
+        if (app_gone(d, p, a))
+            names[n++] = xstrdup(a->name);
+        else
+            kill_held(d, a);
+    }
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);
         cgroup_app_remove(d->cg, names[i]);

@@ -82,12 +82,18 @@ enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
 /* Pull ref (podman pull; an archive is loaded): each line podman writes
  * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin
  * as runner_container_image_pin's of the image pulled (its ref ref); else
- * *cause: "pulling <ref> failed: " and podman's last line. Blocks for the
+ * *cause: "pulling <ref> failed: ", its cause sorted (no such image, the
+ * registry cannot be reached, the disk is full) and podman's last line. Blocks for the
  * pull, an hour at most: no lock. */
 enum accel_err runner_container_pull(const char *ref,
                                      void (*line)(void *ctx,
                                                   const char *line),
                                      void *ctx, json_t **pin, char **cause);
+
+/* The image ID a is pinned to on this node (lock held; its pin file read
+ * the first time), NULL when none. */
+const char *runner_container_pinned_id(const struct accel_daemon *d,
+                                       struct app *a);
 
 /* Pin a's image (lock held): pin (stolen; NULL = none) becomes a's, kept
  * in <data-dir>/images/<app>.json, so every later start, after an acceld

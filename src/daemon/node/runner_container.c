@@ -239,6 +239,48 @@ enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
     return ACCEL_ESYS;
 }
 
+static bool says_any(const char *line, const char *const *words)
+{
+    for (; *words != NULL; words++)
+        if (strstr(line, *words) != NULL)
+            return true;
+    return false;
+}
+
+/* A failed pull's sentence: podman's last line sorted into its cause
+ * (SPEC 8.2.1), the line kept after it. */
+static char *pull_cause(const char *ref, const char *last)
+{
+    static const char *const full[] = {"no space left on device",
+                                       "disk quota exceeded", NULL};
+    static const char *const net[] = {
+        "connection refused", "no such host", "network is unreachable",
+        "no route to host", "i/o timeout", "TLS handshake timeout",
+        "connection reset", "server misbehaving",
+        "Temporary failure in name resolution", NULL};
+    static const char *const gone[] = {
+        "manifest unknown", "name unknown", "not found",
+        "no such file or directory", "repository does not exist",
+        "requested access to the resource is denied", NULL};
+    const char *why = NULL;
+
+    if (last[0] == '\0')
+        return xasprintf("pulling %s failed: podman did not run", ref);
+    if (says_any(last, full))
+        why = "the disk is full (no space left for the image)";
+    else if (says_any(last, net))
+        why = "the registry cannot be reached (no network, or the registry "
+              "is down or refuses connections)";
+    else if (says_any(last, gone))
+        why = manifest_image_archive(ref)
+                  ? "no such image (no such archive on this machine)"
+                  : "no such image (the registry has no such name or tag, "
+                    "or refuses it to an anonymous pull)";
+    if (why == NULL)
+        return xasprintf("pulling %s failed: %s", ref, last);
+    return xasprintf("pulling %s failed: %s: %s", ref, why, last);
+}
+
 enum accel_err runner_container_pull(const char *ref,
                                      void (*line)(void *ctx,
                                                   const char *line),
@@ -252,8 +294,7 @@ enum accel_err runner_container_pull(const char *ref,
     l->line = line;
     l->ctx = ctx;
     if (podman_lines(argv, NULL, 0, PULL_WAIT_MS, l) != 0) {
-        *cause = xasprintf("pulling %s failed: %s", ref,
-                           l->last[0] ? l->last : "podman did not run");
+        *cause = pull_cause(ref, l->last);
     } else { /* its last line is the image's ID */
         rc = runner_container_image_pin(l->last, pin, cause);
         if (rc == ACCEL_OK)
@@ -318,6 +359,12 @@ static const char *pin_str(const struct accel_daemon *d, struct app *a,
                            const char *key)
 {
     return json_string_value(json_object_get(pin_of(d, a), key));
+}
+
+const char *runner_container_pinned_id(const struct accel_daemon *d,
+                                       struct app *a)
+{
+    return pin_str(d, a, "id");
 }
 
 void runner_container_name(const struct accel_daemon *d, const char *app,
@@ -996,17 +1043,24 @@ static bool listed(char **list, const char *ref)
  * missing or always) and no app uses its reference (all): removed while
  * the reference still names the pinned image (not one tagged since), by a
  * child not waited for (one a container of someone else's uses stays).
- * The pin's file goes in any case. */
-static void pin_gone(const char *path, char **all)
+ * An archive's image, which acceld loaded, goes by its ID when no app is
+ * pinned to that ID (ids; an image tagged more than once stays). The
+ * pin's file goes in any case. */
+static void pin_gone(const char *path, char **all, char **ids)
 {
     json_t *pin = json_load_file(path, 0, NULL);
     const char *ref = json_string_value(json_object_get(pin, "ref"));
     const char *id = json_string_value(json_object_get(pin, "id"));
     const char *pull = json_string_value(json_object_get(pin, "pull"));
+    bool archive = ref != NULL && manifest_image_archive(ref);
 
-    if (ref != NULL && id != NULL && pull != NULL &&
-        strcmp(pull, "never") != 0 && !listed(all, ref) &&
-        !manifest_image_archive(ref)) {
+    if (archive && id != NULL && !listed(all, ref) && !listed(ids, id)) {
+        char *rmi[] = {"podman", "rmi", "--ignore", (char *)id, NULL};
+        log_info("removing image %.12s, loaded from %s: no app uses it any "
+                 "more", id, ref);
+        podman_detached(rmi);
+    } else if (ref != NULL && id != NULL && pull != NULL &&
+        strcmp(pull, "never") != 0 && !listed(all, ref) && !archive) {
         char *inspect[] = {"podman", "image", "inspect", "--format",
                            "{{.Id}}", (char *)ref, NULL};
         char *rmi[] = {"podman", "rmi", "--ignore", (char *)ref, NULL};
@@ -1034,7 +1088,7 @@ static void pin_gone(const char *path, char **all)
 }
 
 /* The pins of apps that are gone (pin_gone). */
-static void pins_gone(struct accel_daemon *d, char **all)
+static void pins_gone(struct accel_daemon *d, char **all, char **ids)
 {
     char *dir = xasprintf("%s/images", d->cfg.data_dir);
     DIR *dp = opendir(dir);
@@ -1051,7 +1105,7 @@ static void pins_gone(struct accel_daemon *d, char **all)
         pthread_mutex_unlock(&d->lock);
         path = xasprintf("%s/%s", dir, e->d_name);
         if (gone)
-            pin_gone(path, all);
+            pin_gone(path, all, ids);
         free(path);
         free(name);
     }
@@ -1062,12 +1116,13 @@ static void pins_gone(struct accel_daemon *d, char **all)
 
 void runner_container_images(struct accel_daemon *d)
 {
-    char **now, **all;
-    size_t n = 0, na = 0;
+    char **now, **all, **ids;
+    size_t n = 0, na = 0, ni = 0;
 
     pthread_mutex_lock(&d->lock);
     now = xcalloc(d->napps + 1, sizeof(char *));
     all = xcalloc(d->napps + 1, sizeof(char *));
+    ids = xcalloc(d->napps + 1, sizeof(char *));
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
         const struct manifest_container *c = &a->m.run.ctr;
@@ -1075,6 +1130,8 @@ void runner_container_images(struct accel_daemon *d)
             continue;
         if (!listed(all, c->image))
             all[na++] = xstrdup(c->image);
+        if (pin_str(d, a, "id") != NULL && !listed(ids, pin_str(d, a, "id")))
+            ids[ni++] = xstrdup(pin_str(d, a, "id"));
         /* a pinned image goes with its pin (pins_gone) */
         if (strcmp(c->pull, "never") != 0 && !listed(now, c->image) &&
             pin_str(d, a, "id") == NULL)
@@ -1091,10 +1148,13 @@ void runner_container_images(struct accel_daemon *d)
     }
     free(images_seen);
     images_seen = now;
-    pins_gone(d, all);
+    pins_gone(d, all, ids);
     for (char **p = all; *p; p++)
         free(*p);
     free(all);
+    for (char **p = ids; *p; p++)
+        free(*p);
+    free(ids);
 }
 
 size_t runner_container_sweep(struct accel_daemon *d)

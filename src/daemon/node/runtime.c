@@ -316,10 +316,21 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
     return cfg;
 }
 
+uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
+{
+    if (manifest_runs(&a->m) || d->cg == NULL || a->nrows == 0 ||
+        cgroup_app_populated(d->cg, a->name) != 1)
+        return 0;
+    cgroup_app_signal(d->cg, a->name, SIGTERM);
+    return 1;
+}
+
 void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
     /* a person's own container held through the app's CDI device (its
-     * hook put it in the app's cgroup) ends with the binding */
+     * hook put it in the app's cgroup): the release waited for it
+     * (runtime_held_outside); what a release that could not wait leaves
+     * ends with the binding */
     if (!manifest_runs(&a->m) && d->cg != NULL &&
         cgroup_app_populated(d->cg, a->name) == 1)
         cgroup_app_kill(d->cg, a->name);

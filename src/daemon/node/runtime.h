@@ -106,6 +106,12 @@ void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
  * held). Called whenever rows are dropped. */
 void runtime_release_files(struct accel_daemon *d, const struct app *a);
 
+/* The binding of the external app a is about to end: SIGTERM to what its
+ * cgroup holds (a person's own container, moved there by the CDI hook);
+ * returns 1 while it holds anything, else 0 (0 too for an app acceld
+ * runs: its stop has emptied its cgroup). Lock held. */
+uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a);
+
 /* What runtime.c shares with the runners (runner.h). */
 #define RUNTIME_CTR_CONFIG "shim-container.conf" /* a container's copy of
                                    the shim config, in run/apps/<app> */
