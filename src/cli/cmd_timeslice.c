@@ -110,6 +110,37 @@ static void print_set(const json_t *data, const char *node, const char *dev)
     printf("%s.\n", any ? "" : " defaults");
 }
 
+/*
+ * PUT body (the settings given, taken) to the device's `what` settings
+ * for command cmd: an empty body is a usage error naming what to give
+ * (`give`), a refusal names the option (report_refusal), -o json prints
+ * the answer. CLI_EXIT_OK with *r to print from (the caller releases it).
+ */
+static int put_settings(struct cli_ctx *ctx, const struct cli_args *args,
+                        const char *cmd, const char *what, const char *give,
+                        json_t *body, const struct ts_opt *opts, size_t n,
+                        struct client_resp *r)
+{
+    char *path;
+    int rc;
+
+    memset(r, 0, sizeof(*r));
+    if (json_object_size(body) == 0) {
+        fprintf(stderr, "accelctl %s: give %s\n", cmd, give);
+        json_decref(body);
+        return CLI_EXIT_USAGE;
+    }
+    path = client_device_path(args->pos[0], args->pos[1], what);
+    rc = client_call(ctx, "PUT", path, body, r);
+    if (rc == CLI_EXIT_REFUSED)
+        rc = report_refusal(cmd, r, opts, n);
+    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
+        table_print_json(r->data);
+    json_decref(body);
+    free(path);
+    return rc;
+}
+
 int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
 {
     struct ts_opt opts[] = {
@@ -122,7 +153,6 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     const size_t nopts = sizeof(opts) / sizeof(opts[0]);
     json_t *body = json_object();
     struct client_resp r;
-    char *path;
     int rc;
 
     for (size_t i = 0; i < nopts; i++) {
@@ -135,23 +165,12 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
         }
         json_object_set_new(body, opts[i].field, json_integer(v));
     }
-    if (json_object_size(body) == 0) {
-        fprintf(stderr, "accelctl set-timeslice: give --quantum MS, --idle "
-                "MS, --oversubscribed-quantum MS or --grace MS\n");
-        json_decref(body);
-        return CLI_EXIT_USAGE;
-    }
-    path = client_device_path(args->pos[0], args->pos[1], "time-slice");
-    rc = client_call(ctx, "PUT", path, body, &r);
-    if (rc == CLI_EXIT_REFUSED)
-        rc = report_refusal("set-timeslice", &r, opts, nopts);
-    else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON)
-        table_print_json(r.data);
-    else if (rc == CLI_EXIT_OK)
+    rc = put_settings(ctx, args, "set-timeslice", "time-slice",
+                      "--quantum MS, --idle MS, --oversubscribed-quantum MS "
+                      "or --grace MS", body, opts, nopts, &r);
+    if (rc == CLI_EXIT_OK && ctx->output != CLI_OUTPUT_JSON)
         print_set(r.data, args->pos[0], args->pos[1]);
     client_resp_release(&r);
-    json_decref(body);
-    free(path);
     return rc;
 }
 
@@ -161,9 +180,8 @@ int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args)
         { "--over-quota", "overQuotaAction", args->over_quota },
         { "--tolerance", "tolerance", args->tolerance },
     };
-    json_t *body = json_object(), *m;
+    json_t *body = json_object();
     struct client_resp r;
-    char *path;
     int rc;
 
     /* both values go as given: acceld checks them (a quantity string is
@@ -172,20 +190,11 @@ int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args)
         if (opts[i].value != NULL)
             json_object_set_new(body, opts[i].field,
                                 json_string(opts[i].value));
-    if (json_object_size(body) == 0) {
-        fprintf(stderr, "accelctl set-meter: give --over-quota report|stop "
-                "or --tolerance SIZE\n");
-        json_decref(body);
-        return CLI_EXIT_USAGE;
-    }
-    path = client_device_path(args->pos[0], args->pos[1], "meter");
-    rc = client_call(ctx, "PUT", path, body, &r);
-    m = json_object_get(r.data, "meter");
-    if (rc == CLI_EXIT_REFUSED) {
-        rc = report_refusal("set-meter", &r, opts, 2);
-    } else if (rc == CLI_EXIT_OK && ctx->output == CLI_OUTPUT_JSON) {
-        table_print_json(r.data);
-    } else if (rc == CLI_EXIT_OK) {
+    rc = put_settings(ctx, args, "set-meter", "meter",
+                      "--over-quota report|stop or --tolerance SIZE", body,
+                      opts, 2, &r);
+    if (rc == CLI_EXIT_OK && ctx->output != CLI_OUTPUT_JSON) {
+        const json_t *m = json_object_get(r.data, "meter");
         long long t = json_integer_value(json_object_get(m, "tolerance"));
         printf("Outside meter of device %s on node %s: an app over its "
                "quota by more than %lld %s is %s.\n", args->pos[1],
@@ -195,8 +204,6 @@ int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args)
                    ? "stopped" : "reported");
     }
     client_resp_release(&r);
-    json_decref(body);
-    free(path);
     return rc;
 }
 
