@@ -192,12 +192,14 @@ static CUresult async_alloc(struct async_args *a, int from_pool)
     if (quota_on()) {
         int ord = current_ordinal();
         void *p;
-        if (quota_dev(ord) != NULL && capturing(a->stream))
-            return graph_mem_refused("an allocation during stream capture");
-        if (quota_dev(ord) != NULL &&
-            (p = pool_measurable(&pool_cuda, a->pool, ord)) != NULL)
-            return pool_alloc(&pool_cuda, p, ord, a->bytes, call, a,
-                              undo_async);
+        if (quota_dev(ord) != NULL) { /* a quota on this device */
+            if (capturing(a->stream))
+                return graph_mem_refused(
+                    "an allocation during stream capture");
+            if ((p = pool_measurable(&pool_cuda, a->pool, ord)) != NULL)
+                return pool_alloc(&pool_cuda, p, ord, a->bytes, call, a,
+                                  undo_async);
+        }
     }
     OOM_IF_REFUSED(c, a->bytes);
     rc = call(a);

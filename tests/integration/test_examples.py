@@ -5,13 +5,14 @@ acceld on examples/nogpu.yaml and answering HTTP, the shared app and the
 two-type app on the example home lab. The web app's port is moved to a
 free one (8080 may be taken on a shared machine); nothing else changes.
 """
+import json
 import os
 import tempfile
 import time
 import unittest
 import urllib.request
 
-from accel_harness import SOURCE_DIR, Acceld, free_port
+from accel_harness import SOURCE_DIR, Acceld, free_port, manifest
 
 EX = os.path.join(SOURCE_DIR, "examples")
 
@@ -94,15 +95,12 @@ class ExamplesTest(unittest.TestCase):
         for a start that never came, and could be neither stopped nor
         uninstalled ("is resuming; retry when it has finished")."""
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "runner.yaml")
+            path = os.path.join(tmp, "runner.json")
+            m = manifest("runner", gpu="2Gi", mem="64Mi", cpu="0.1",
+                         disk="1Mi")
+            m["run"] = {"command": ["sleep", "100"]}
             with open(path, "w") as f:
-                f.write("apiVersion: v2\nmetadata: {name: runner}\n"
-                        "spec:\n  accelerator:\n  - {mode: nvidia, "
-                        "requiredGPUMemory: 2Gi, limitedGPUMemory: 2Gi, "
-                        "requiredMemory: 64Mi, limitedMemory: 64Mi, "
-                        "requiredCpu: '0.1', limitedCpu: '0.1', "
-                        "requiredDisk: 1Mi, limitedDisk: 1Mi}\n"
-                        "run: {command: [sleep, '100']}\n")
+                json.dump(m, f)
             with Acceld() as d:
                 r = d.ctl("app", "install", path)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
