@@ -402,18 +402,20 @@ static enum accel_err commit_state(struct accel_daemon *d, struct app *a,
 
 /* Will a process start for a once it holds rows[0..n) (here, or by another
  * node's agent)? Then it is `resuming` until it does. Asked before the rows
- * are a's: the predicates read a's rows, and an app not yet bound has none
- * (which read as "runs here", so an app bound to a declared node waited in
- * `resuming` for a start that never came). */
+ * are a's, so it reads these rows: with none yet, a read as an app that
+ * runs here, and one bound to a declared node waited in `resuming` for a
+ * start that never came. In a cluster every node is an agent's, one whose
+ * agent is away now included (it starts the app when it is back). */
 static bool runs_somewhere(struct accel_daemon *d, const struct app *a,
                            const struct adm_row *rows, size_t n)
 {
     struct app bound = *a; /* read only: its manifest, these rows */
 
+    if (d->cfg.etcd != NULL)
+        return manifest_runs(&a->m);
     bound.rows = (struct adm_row *)rows;
     bound.nrows = n;
-    return runtime_runs_here(d, &bound) || runtime_runs_on_agent(d, &bound) ||
-           state_app_multi(d, &bound);
+    return runtime_runs_here(d, &bound);
 }
 
 /* After rows are committed: start the process (or mark an external app
