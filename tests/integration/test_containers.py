@@ -45,6 +45,15 @@ HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA)))
 
 
+def comm(pid):
+    """A process's name, or "" once it has gone."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def podman(*args, timeout=120):
     return subprocess.run(["podman"] + list(args), capture_output=True,
                           text=True, timeout=timeout)
@@ -388,8 +397,13 @@ class ContainerRunTest(unittest.TestCase):
 
     def test_kill9_adopts_and_removes_orphans(self):
         self.install(ctr_manifest("keep", ["/bin/sleep", "1000"]))
-        # podman's init and the app's sleep
-        self.wait_for(lambda: len(self.ctr_procs("keep")) == 2, "running")
+        # podman's init and the app's sleep; while runc starts the
+        # container its stages come and go in the cgroup (two pids, then
+        # one), so wait for the sleep itself
+        def settled():
+            pids = self.ctr_procs("keep")
+            return len(pids) == 2 and "sleep" in [comm(p) for p in pids]
+        self.wait_for(settled, "running")
         before = self.ctr_procs("keep")
         self.d.kill()
         # a container of this instance that no app runs: an orphan
