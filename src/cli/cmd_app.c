@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/client.h"
@@ -64,14 +65,208 @@ static char *app_path(const char *name, const char *suffix)
     return client_path("/api/apps/", name, suffix);
 }
 
+/* ---- a pull followed on a terminal ---- */
+
+#define PULL_WAIT_S 5      /* each long-poll of the pull's events */
+#define PULL_PHASES 5      /* podman pull's steps, below */
+#define PULL_BAR 20        /* the bar's width in characters */
+#define PULL_SETTLE_US 250000 /* how often the start after it is asked */
+#define PULL_SETTLE_TRIES 240 /* at most a minute */
+
+/* What podman pull has printed so far. Its output off a terminal has no
+ * byte counts, only its steps: resolving the reference and its signatures
+ * (1), each layer ("Copying blob", 2), the config (3), the manifest (4),
+ * the signatures stored (5); the bar is the step reached. */
+struct pull_view {
+    int phase;      /* 0 (nothing yet) .. PULL_PHASES */
+    int layers;     /* "Copying blob" lines */
+    char step[64];  /* what the bar says */
+};
+
+static void pull_view_line(struct pull_view *v, const char *line)
+{
+    static const struct {
+        const char *prefix;
+        int phase;
+        const char *say;
+    } steps[] = {
+        {"Trying to pull", 1, "resolving"},
+        {"Getting image source signatures", 1, "resolving"},
+        {"Copying blob", 2, NULL},
+        {"Copying config", 3, "copying its config"},
+        {"Writing manifest", 4, "writing its manifest"},
+        {"Storing signatures", 5, "storing"},
+    };
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (strncmp(line, steps[i].prefix, strlen(steps[i].prefix)) != 0)
+            continue;
+        if (steps[i].phase < v->phase)
+            return; /* podman's steps only go forward */
+        v->phase = steps[i].phase;
+        if (steps[i].say != NULL)
+            snprintf(v->step, sizeof(v->step), "%s", steps[i].say);
+        else
+            snprintf(v->step, sizeof(v->step), "copying layer %d",
+                     ++v->layers);
+        return;
+    }
+}
+
+/* "\rPulling IMAGE [=====     ] step" within the terminal's width (a
+ * wrapped line cannot be redrawn): a long image loses its start ("...")
+ * before the bar or the step is cut. */
+static void pull_view_draw(const struct pull_view *v, const char *image)
+{
+    char bar[PULL_BAR + 1], *tail, *text;
+    int filled = v->phase * PULL_BAR / PULL_PHASES;
+    struct winsize ws;
+    size_t cols = 80, room, len = strlen(image);
+
+    for (int i = 0; i < PULL_BAR; i++)
+        bar[i] = i < filled ? '=' : ' ';
+    bar[PULL_BAR] = '\0';
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+        cols = ws.ws_col;
+    tail = xasprintf(" [%s] %s", bar, v->step[0] ? v->step : "starting");
+    room = cols - 1 > strlen("Pulling ") + strlen(tail)
+               ? cols - 1 - strlen("Pulling ") - strlen(tail) : 0;
+    if (len <= room)
+        text = xasprintf("Pulling %s%s", image, tail);
+    else if (room > 8)
+        text = xasprintf("Pulling ...%s%s", image + len - (room - 3), tail);
+    else
+        text = xasprintf("Pulling%s", tail);
+    if (strlen(text) >= cols)
+        text[cols - 1] = '\0';
+    printf("\r\033[K%s", text);
+    fflush(stdout);
+    free(tail);
+    free(text);
+}
+
+/* GET the app; NULL when it is gone or acceld does not answer. */
+static json_t *get_app(struct cli_ctx *ctx, const char *name)
+{
+    struct client_resp r;
+    char *path = app_path(name, "");
+    json_t *app = NULL;
+    if (client_call(ctx, "GET", path, NULL, &r) == CLI_EXIT_OK)
+        app = json_incref(r.data);
+    client_resp_release(&r);
+    free(path);
+    return app;
+}
+
+static const char *pull_state(const json_t *app)
+{
+    return table_str(json_object_get(json_object_get(app, "container"),
+                                     "pull"), "state");
+}
+
+/*
+ * The answer to an install or resume whose image is being pulled
+ * (container.pull.state "pulling"), on a terminal: a bar that follows the
+ * pull's app.pull events (long-polled from the app's last change on),
+ * then the app once it has left `resuming`. An interrupt leaves the pull
+ * running in acceld. Returns the exit status (refused when the pull
+ * failed).
+ */
+static int follow_pull(struct cli_ctx *ctx, const json_t *app)
+{
+    const char *name = table_str(app, "name");
+    const char *image = table_str(json_object_get(app, "container"), "image");
+    char *esc = client_escape(name), *why = NULL;
+    long long since = 0,
+              since_ms = json_integer_value(json_object_get(app, "updatedAt"));
+    struct pull_view v = {0};
+    json_t *last = NULL;
+    int rc = CLI_EXIT_OK, tries;
+    bool ended = false;
+
+    pull_view_draw(&v, image);
+    while (!ended) {
+        struct client_resp r;
+        size_t i;
+        json_t *ev;
+        char *path = since > 0
+            ? xasprintf("/api/events?app=%s&kind=app.pull&since=%lld&wait=%d",
+                        esc, since, PULL_WAIT_S)
+            : xasprintf("/api/events?app=%s&kind=app.pull&sinceMs=%lld"
+                        "&wait=%d", esc, since_ms, PULL_WAIT_S);
+        rc = client_call(ctx, "GET", path, NULL, &r);
+        free(path);
+        if (rc != CLI_EXIT_OK) {
+            fputc('\n', stdout);
+            if (rc == CLI_EXIT_REFUSED)
+                rc = sentence_report_ctx(ctx, &r);
+            client_resp_release(&r);
+            free(esc);
+            return rc;
+        }
+        json_array_foreach(r.data, i, ev) {
+            const json_t *data = json_object_get(ev, "data");
+            const char *st = table_str(data, "state");
+            since = json_integer_value(json_object_get(ev, "id"));
+            if (strcmp(st, "pulling") == 0) {
+                pull_view_line(&v, table_str(data, "progress"));
+            } else if (strcmp(st, "done") == 0) {
+                v.phase = PULL_PHASES;
+                snprintf(v.step, sizeof(v.step), "done");
+                ended = true;
+            } else if (strcmp(st, "failed") == 0) {
+                snprintf(v.step, sizeof(v.step), "failed");
+                free(why);
+                why = xstrdup(table_str(data, "message"));
+                ended = true;
+            }
+        }
+        if (json_array_size(r.data) == 0) {
+            /* nothing new: the pull may have ended before the first
+             * event this asked for, or the app gone */
+            json_t *now = get_app(ctx, name);
+            ended = now == NULL || strcmp(pull_state(now), "pulling") != 0;
+            json_decref(now);
+        }
+        client_resp_release(&r);
+        pull_view_draw(&v, image);
+    }
+    fputc('\n', stdout);
+    free(esc);
+    /* the start follows the pull under acceld's lock: the app has left
+     * resuming by now but for a start that waits for its turn */
+    for (tries = 0; tries < PULL_SETTLE_TRIES; tries++) {
+        last = get_app(ctx, name);
+        if (last == NULL || strcmp(table_str(last, "state"), "resuming") != 0)
+            break;
+        json_decref(last);
+        last = NULL;
+        usleep(PULL_SETTLE_US);
+    }
+    if (last != NULL) {
+        print_app_line(last);
+        if (strcmp(pull_state(last), "failed") == 0)
+            rc = CLI_EXIT_REFUSED;
+        json_decref(last);
+    } else if (why != NULL) {
+        printf("%s\n", why);
+        rc = CLI_EXIT_REFUSED;
+    }
+    free(why);
+    return rc;
+}
+
 /* Send body (taken) to path through the compute dialogue (compute_send,
- * label naming the app in its questions) and print the App it answers. */
+ * label naming the app in its questions) and print the App it answers;
+ * a pull it started is followed with a bar on a terminal. */
 static int send_app(struct cli_ctx *ctx, const char *path, json_t *body,
                     const char *label)
 {
     struct client_resp r;
     int rc = compute_send(ctx, path, body, label, &r);
-    if (rc == CLI_EXIT_OK)
+    if (rc == CLI_EXIT_OK && ctx->output != CLI_OUTPUT_JSON &&
+        isatty(STDOUT_FILENO) && strcmp(pull_state(r.data), "pulling") == 0)
+        rc = follow_pull(ctx, r.data);
+    else if (rc == CLI_EXIT_OK)
         rc = print_app(ctx, r.data);
     client_resp_release(&r);
     json_decref(body);
@@ -215,7 +410,7 @@ static void print_app_details(const json_t *app)
     const json_t *ctr = json_object_get(app, "container");
     if (json_is_object(ctr)) {
         printf("Image:       %s (pull %s)\n", table_str(ctr, "image"),
-               table_str(ctr, "pull"));
+               table_str(ctr, "pullPolicy"));
         printf("Container:   %s (%s)\n", table_str(ctr, "name"),
                table_str(ctr, "state"));
         if (json_is_string(json_object_get(ctr, "digest")))

@@ -2,12 +2,15 @@
 """accelctl's prompts on a terminal (a pseudo-terminal): choosing the
 accelerator type on install (the failed check computeModeSelect), choosing a GPU and a
 quota on resume (computeBindingRequired), and confirming set-type."""
+import fcntl
 import json
 import os
 import re
 import select
+import struct
 import subprocess
 import sys
+import termios
 import time
 import unittest
 
@@ -19,8 +22,11 @@ from test_cli import INVENTORY, apple_entry, manifest, nvidia_entry  # noqa: E40
 class Pty:
     """accelctl with stdin, stdout and stderr on a pseudo-terminal."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, cols=None):
         self.master, slave = os.openpty()
+        if cols is not None:  # the terminal's width (else the pty's 0)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ,
+                        struct.pack("HHHH", 24, cols, 0, 0))
         env = dict(os.environ)
         for k in ("ACCEL_SERVER", "ACCEL_TOKEN", "ACCEL_DATA_DIR"):
             env.pop(k, None)

@@ -15,6 +15,7 @@ machine's /etc/cdi. Every container and image made here is removed at the
 end, passed or failed."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, Acceld, cgroup_dirs, device,  # noqa: E402
                            inventory, manifest, node, status_field,
                            wait_for)
+from test_cli_pty import Pty  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -304,7 +306,7 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(self.containers(), ["accel-%s-holder" % self.inst])
         app = self.d.http("GET", "/api/apps/holder", token=tok)[1]["data"]
         self.assertEqual((app["runner"], app["container"]),
-                         ("container", {"image": IMAGE, "pull": "never",
+                         ("container", {"image": IMAGE, "pullPolicy": "never",
                                         "name": "accel-%s-holder" % self.inst,
                                         "state": "running",
                                         "imageId": self.image_field(IMAGE,
@@ -747,6 +749,62 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: os.path.exists(pin), "the pin")
         self.assertEqual(self.d.http("GET", "/api/apps/again")[1]["data"]
                          ["container"]["imageId"], want)
+
+    def ctl_install(self, name, ref, cols=None):
+        """accelctl app install of a container app of image ref on a
+        terminal (a pseudo-terminal) cols wide: the Pty, running."""
+        path = os.path.join(self.tmp, name + ".json")
+        with open(path, "w") as f:
+            json.dump(ctr_manifest(name, ["/bin/sleep", "1000"], image=ref,
+                                   pull="missing"), f)
+        p = Pty(self.d.ctl_args("app", "install", path), cols=cols)
+        self.addCleanup(lambda: p.proc.poll() is None and p.proc.kill())
+        self.addCleanup(lambda: p.proc.poll() is None and p.finish(5))
+        return p
+
+    def test_install_on_a_terminal_follows_the_pull(self):
+        """Item 5: accelctl app install on a terminal draws the pull as a
+        bar redrawn in place (podman's steps), then says the app started;
+        off a terminal it answers at once (resuming)."""
+        want, ref = self.own_archive("tty")
+        p = self.ctl_install("tty", ref, cols=300)
+        p.expect(r"\[={20}\] done", timeout=120)
+        p.expect(r"App tty is running on ctr/%s" % GPU)
+        self.assertEqual(p.finish(), 0, p.out)
+        bar = p.out[p.out.index("Pulling " + ref):p.out.index("] done")]
+        self.assertNotIn("\n", bar, p.out)  # one line, redrawn
+        self.assertIn("\r\x1b[K", bar, p.out)
+        self.assertEqual(self.d.http("GET", "/api/apps/tty")[1]["data"]
+                         ["container"]["imageId"], want)
+        # off a terminal: the answer at once, the pull left to acceld
+        path = os.path.join(self.tmp, "tty2.json")
+        r = podman("rmi", "--force", want)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path, "w") as f:
+            json.dump(ctr_manifest("tty2", ["/bin/sleep", "1000"],
+                                   image=ref, pull="missing", gpu="1Gi"), f)
+        r = self.d.ctl("app", "install", path)
+        self.assertEqual((r.returncode, r.stdout.strip()),
+                         (0, "App tty2 is resuming on ctr/%s (1 Gi)." % GPU),
+                         r.stderr)
+        self.wait_for(lambda: self.state("tty2") == "running", "running")
+
+    def test_install_on_a_terminal_says_a_failed_pull(self):
+        path = os.path.join(self.tmp, "none.tar")
+        p = self.ctl_install("ttyfail", "oci-archive:" + path, cols=60)
+        p.expect(r"App ttyfail is failed \(pulling oci-archive:%s failed: "
+                 r"no such image" % re.escape(path), timeout=120)
+        self.assertEqual(p.finish(), 1, p.out)
+        # each frame within the terminal's width (a wrapped line could not
+        # be redrawn in place): the long path loses its start, the bar and
+        # the step stay
+        out = p.out[:p.out.index("\r\nApp ttyfail")]
+        frames = out.split("\r\x1b[K")[1:]
+        self.assertTrue(frames, p.out)
+        self.assertTrue(all(len(f) == 59 for f in frames), frames)
+        self.assertRegex(frames[-1],
+                         r"^Pulling \.\.\.[^ ]*/none\.tar \[ {20}\] failed$")
+        self.assertEqual(self.containers(), [])
 
     def test_failed_pull_fails_the_app_and_leaves_nothing(self):
         ref = "localhost:1/accel-none-%d:x" % os.getpid()

@@ -387,7 +387,8 @@ json_t *runner_container_json(const struct accel_daemon *d,
         state = a->state == APP_STOPPING ? "stopping" : "running";
     runner_container_name(d, a->name, name, sizeof name);
     o = json_pack("{s:s, s:s, s:s, s:s}", "image", a->m.run.ctr.image,
-                  "pull", a->m.run.ctr.pull, "name", name, "state", state);
+                  "pullPolicy", a->m.run.ctr.pull, "name", name, "state",
+                  state);
     if (pin_str(d, a, "id") != NULL) {
         json_object_set_new(o, "imageId", json_string(pin_str(d, a, "id")));
         json_object_set_new(o, "digest",
