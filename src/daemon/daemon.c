@@ -397,6 +397,8 @@ static void usage(FILE *f)
             "              [--history-retention SECONDS] [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
+            "              [--dev-root DIR] (a container app's device nodes; "
+            "tests)\n"
             "              [--cgroup-root DIR] (dmem.capacity, the apps' "
             "dmem files)\n"
             "              [--hami-listen HOST:PORT [--hami-listen-any]\n"
@@ -444,6 +446,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"inventory", required_argument, NULL, 'i'},
         {"sysfs-root", required_argument, NULL, 'S'},
         {"proc-root", required_argument, NULL, 'O'},
+        {"dev-root", required_argument, NULL, 'D'},
         {"cgroup-root", required_argument, NULL, 'g'},
         {"node-name", required_argument, NULL, 'n'},
         {"web-dir", required_argument, NULL, 'w'},
@@ -492,6 +495,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         case 'i': d->cfg.inventory = xstrdup(optarg); break;
         case 'S': free(d->cfg.sysfs_root); d->cfg.sysfs_root = xstrdup(optarg); break;
         case 'O': free(d->cfg.proc_root); d->cfg.proc_root = xstrdup(optarg); break;
+        case 'D': free(d->cfg.dev_root); d->cfg.dev_root = xstrdup(optarg); break;
         case 'g': free(d->cfg.cgroup_root); d->cfg.cgroup_root = xstrdup(optarg); break;
         case 'n': d->cfg.node_name = xstrdup(optarg); break;
         case 'W': free(d->cfg.hami_listen); d->cfg.hami_listen = xstrdup(optarg); break;

@@ -131,6 +131,8 @@ struct dev_info {
                             (snap health = this and the node reachable) */
     char *pci;           /* PCI address "0000:03:00.0" (NVML, the DRM
                             sysfs), NULL unknown: names its dmem region */
+    char *render;        /* DRM render node "renderD128" (the DRM sysfs),
+                            NULL unknown: a container app's device node */
     uint8_t vram_tier;   /* enum vram_tier this node offers the device's
                             quotas (node/vram.h); 0 = not looked at */
     char *vram_region;   /* its dmem region (the kernel tier), NULL none */
@@ -222,6 +224,9 @@ struct accel_config {
     char *inventory;     /* --inventory FILE or NULL */
     char *sysfs_root;    /* --sysfs-root DIR: DRM discovery (default /sys) */
     char *proc_root;     /* --proc-root DIR: meminfo, fdinfo (default /proc) */
+    char *dev_root;      /* --dev-root DIR: where a container app's device
+                            nodes (kfd, dri/renderD*) are, for tests'
+                            stand-in nodes (default /dev) */
     char *cgroup_root;   /* --cgroup-root DIR: dmem.capacity and the apps'
                             dmem files (default: the cgroup v2 mount) */
     char *node_name;     /* --node-name or host name */

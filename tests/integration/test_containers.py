@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,11 +30,13 @@ from accel_harness import (BUILD_DIR, Acceld, cgroup_dirs, device,  # noqa: E402
                            inventory, manifest, node, status_field,
                            wait_for)
 from test_cli_pty import Pty  # noqa: E402
+from test_discovery import arc, put, radeon, strix_halo  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "shim", "fakelib",
                          "libcuda.so.1")
+FAKE_NVML = os.path.join(BUILD_DIR, "fake", "libnvidia-ml.so.1")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
@@ -44,7 +47,7 @@ IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         shutil.which("runc") and shutil.which("unshare") and
-        all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA)))
+        all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA, FAKE_NVML)))
 
 
 def comm(pid):
@@ -131,8 +134,8 @@ def tearDownModule():
         podman("rmi", "--force", IMAGE, IMAGE_PRE)
 
 
-def ctr_manifest(name, command, gpu="1Gi", **run):
-    m = manifest(name, gpu, mem="256Mi", cpu="500m", disk="1Mi")
+def ctr_manifest(name, command, gpu="1Gi", mode="nvidia", **run):
+    m = manifest(name, gpu, mem="256Mi", cpu="500m", disk="1Mi", mode=mode)
     # network none: podman binds a container's network namespace under
     # /run/netns of the mount namespace acceld runs in, which the test's
     # own podman (outside it) could not join
@@ -209,26 +212,21 @@ class ManifestTest(accel_harness.SharedAcceld):
 
 @unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
                            "stand-in driver built")
-class ContainerRunTest(unittest.TestCase):
-    """Container apps run by acceld under podman."""
+class ContainerCase(unittest.TestCase):
+    """What the tests that run containers share: a temp dir, and at
+    the end every container of the acceld and the acceld gone."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="accel-ctr-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.d = None
+        self.inst = None
         self.addCleanup(self.clean)
-        self.start(cdi_spec(GPU))
-
-    def start(self, spec):
-        self.d = Acceld(inventory=INVENTORY,
-                        extra_args=["--node-name", "ctr"],
-                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
-                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
-                                            spec)).start()
-        self.inst = self.d.cgroup_instance()
 
     def clean(self):
         """Every container of this acceld, then acceld (passed or failed)."""
+        if self.d is None:
+            return
         inst = self.inst
         self.d.close()
         for name in self.containers(inst):
@@ -290,6 +288,55 @@ class ContainerRunTest(unittest.TestCase):
         st, users = self.d.http("GET", "/api/users")
         uid = [u["uid"] for u in users["data"] if u["name"] == name][0]
         return b["data"]["token"], uid
+
+    def in_ns(self, *cmd):
+        """cmd in acceld's mount namespace (its /etc/cdi)."""
+        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
+                               self.d.proc.pid] + list(cmd),
+                              capture_output=True, text=True, timeout=120)
+
+    def run_own(self, short, app, *cmd, flags=()):
+        """A person's own container (podman run -d) with the app's CDI
+        device (and flags, podman's); its name."""
+        name = "accel-%s-%s" % (self.inst, short)
+        self.addCleanup(podman, "rm", "--force", "--time=0", name)
+        r = self.in_ns("podman", "run", "-d", "--name=" + name,
+                       "--runtime=runc", "--network=none",
+                       # podman's own cgroups under the instance's, which
+                       # the test's clean-up removes
+                       "--cgroup-parent=/accel.slice/%s/%s" % (self.inst,
+                                                               short),
+                       "--label=accel.instance=" + self.inst,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
+                       "detect_leaks=0",  # the sanitizer build's shim
+                       "--device=accel.dev/app=" + app, *flags, IMAGE,
+                       *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return name
+
+    def running(self, name):
+        return podman("inspect", "--format", "{{.State.Running}}",
+                      name).stdout.strip() == "true"
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class ContainerRunTest(ContainerCase):
+    """Container apps run by acceld under podman."""
+
+    def setUp(self):
+        super().setUp()
+        self.start(cdi_spec(GPU))
+
+    def start(self, spec):
+        self.d = Acceld(inventory=INVENTORY,
+                        extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            spec)).start()
+        self.inst = self.d.cgroup_instance()
 
     def test_quota_held_in_a_container_as_the_owner(self):
         tok, uid = self.member("bob")
@@ -425,36 +472,6 @@ class ContainerRunTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.state("keep") == "stopped", "stopped")
         self.assert_nothing_left("keep")
-
-    def in_ns(self, *cmd):
-        """cmd in acceld's mount namespace (its /etc/cdi)."""
-        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
-                               self.d.proc.pid] + list(cmd),
-                              capture_output=True, text=True, timeout=120)
-
-    def run_own(self, short, app, *cmd):
-        """A person's own container (podman run -d) with the app's CDI
-        device; its name."""
-        name = "accel-%s-%s" % (self.inst, short)
-        self.addCleanup(podman, "rm", "--force", "--time=0", name)
-        r = self.in_ns("podman", "run", "-d", "--name=" + name,
-                       "--runtime=runc", "--network=none",
-                       # podman's own cgroups under the instance's, which
-                       # the test's clean-up removes
-                       "--cgroup-parent=/accel.slice/%s/%s" % (self.inst,
-                                                               short),
-                       "--label=accel.instance=" + self.inst,
-                       "--ulimit=nofile=1024:1024",
-                       "--ulimit=nproc=1024:1024",
-                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
-                       "detect_leaks=0",  # the sanitizer build's shim
-                       "--device=accel.dev/app=" + app, IMAGE, *cmd)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return name
-
-    def running(self, name):
-        return podman("inspect", "--format", "{{.State.Running}}",
-                      name).stdout.strip() == "true"
 
     def test_own_container_release_waits_for_it(self):
         """SPEC 2.9 for a person's own container: an uninstall sends
@@ -882,6 +899,215 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIn("nvidia.com/gpu=GPU-", data["reason"])
         self.assertEqual(dev, [])
         self.assertEqual(self.containers(), [])
+
+
+# What a container with a GPU's nodes says of them: each node under /dev/dri
+# and /dev/kfd opened read-write or not, what /dev/dri holds, the HIP
+# numbering, its uid and groups.
+PROBE = (
+    'for n in /dev/kfd /dev/dri/*; do if [ -e "$n" ]; then '
+    'if ( : <>"$n" ) 2>/dev/null; then echo "open $n"; '
+    'else echo "denied $n"; fi; fi; done; '
+    'echo "dri:" /dev/dri/*; echo "hip=$HIP_VISIBLE_DEVICES"; '
+    'while read k v; do case $k in Uid:|Groups:) echo "$k $v";; esac; '
+    'done </proc/self/status; echo ready; exec sleep 1000')
+NODE_GID = 2718  # the stand-in nodes' group: not the owner's, not 0
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class AmdContainerTest(ContainerCase):
+    """Issue 36 item 2: a container app bound to an AMD GPU gets /dev/kfd
+    and that GPU's render node, no other card's, and the nodes' group; the
+    CDI device of an external app bound to one lists the same nodes. No
+    AMD card here: the GPUs are the DRM sysfs fixtures of test_discovery
+    (--sysfs-root) and the nodes stand-in character devices (c 1 3,
+    /dev/null's numbers) made in the test's directory (--dev-root), root's,
+    group NODE_GID, 0660. It proves what acceld gives podman and that runc
+    makes of it a container where the owner's uid opens its nodes alone;
+    not that ROCm runs there."""
+
+    def setUp(self):
+        super().setUp()
+        self.sys = os.path.join(self.tmp, "sys")
+        self.proc = os.path.join(self.tmp, "proc")
+        self.dev = os.path.join(self.tmp, "dev")
+        os.makedirs(os.path.join(self.sys, "class", "drm"))
+        # an idle machine with RAM: a busy test run's real load would put
+        # the node under CPU pressure and refuse the apps
+        put(self.proc, "meminfo", "MemTotal:       %d kB\n"
+            "MemAvailable:   %d kB\n" % (32 << 20, 16 << 20))
+        put(self.proc, "loadavg", "0.00 0.00 0.00 1/100 1\n")
+        put(self.tmp, "nvml.txt", "")  # no NVIDIA GPU
+        os.makedirs(os.path.join(self.dev, "dri"))
+        for n in ("kfd", "dri/renderD128", "dri/renderD129", "dri/card0",
+                  "dri/card1"):
+            path = os.path.join(self.dev, n)
+            os.mknod(path, 0o660 | stat.S_IFCHR, os.makedev(1, 3))
+            os.chown(path, 0, NODE_GID)
+            os.chmod(path, 0o660)
+
+    def start(self):
+        self.d = Acceld(inventory="", extra_args=[
+            "--node-name", "ctr", "--sysfs-root", self.sys,
+            "--proc-root", self.proc, "--dev-root", self.dev],
+            env={"ACCEL_NVML_LIB": FAKE_NVML,
+                 "ACCEL_FAKE_NVML": os.path.join(self.tmp, "nvml.txt"),
+                 "ACCEL_CDI_DIR": "/etc/cdi"},
+            wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                None)).start()
+        self.inst = self.d.cgroup_instance()
+
+    def two_radeons(self):
+        """card0 and card1, discrete AMD GPUs (ctr-amd-gpu-0 and -1) with
+        render nodes renderD128 and renderD129."""
+        for k in (0, 1):
+            card = "card%d" % k
+            radeon(self.sys, card)
+            put(self.sys, "class/drm/%s/device/uevent" % card,
+                "PCI_SLOT_NAME=0000:0%d:00.0\n" % (3 + k))
+            put(self.sys, "class/drm/%s/device/drm/renderD%d/dev" %
+                (card, 128 + k), "226:%d\n" % (128 + k))
+
+    def probe(self, text):
+        """PROBE's output as {"open": [...], "denied": [...], "dri": [...],
+        "hip", "Uid": [...], "Groups": [...]}."""
+        out = {"open": [], "denied": []}
+        for line in text.splitlines():
+            word, _, rest = line.partition(" ")
+            if word in ("open", "denied"):
+                out[word].append(rest)
+            elif word in ("dri:", "Uid:", "Groups:"):
+                out[word[:-1]] = rest.split()
+            elif word.startswith("hip="):
+                out["hip"] = word[4:]
+        return out
+
+    def test_amd_container_gets_kfd_and_its_render_node_alone(self):
+        self.two_radeons()
+        self.start()
+        tok, uid = self.member("bob")
+        # Exclusive cards: the second app gets the other one, so both
+        # cards' indexes (0 and 1 on the host) are seen in a container
+        for name in ("first", "second"):
+            b = self.install(ctr_manifest(name, ["/bin/sh", "-c", PROBE],
+                                          mode="amd-gpu"),
+                             token=tok)
+            self.assertEqual(b["data"]["state"], "running", b)
+        seen = set()
+        for name in ("first", "second"):
+            self.wait_for(lambda: "ready" in self.d.app_log(name),
+                          "the probe's output in %s's log" % name)
+            app = self.d.http("GET", "/api/apps/" + name)[1]["data"]
+            devs = [x["deviceId"] for x in app["allocations"]]
+            self.assertEqual(len(devs), 1, app)
+            k = int(devs[0].rsplit("-", 1)[1])
+            seen.add(k)
+            mine = "/dev/dri/renderD%d" % (128 + k)
+            got = self.probe(self.d.app_log(name))
+            # its render node and kfd, not the other card's node, no card*
+            self.assertEqual(got["dri"], [mine], got)
+            self.assertEqual(sorted(got["open"]), ["/dev/dri/renderD%d" %
+                                                   (128 + k), "/dev/kfd"],
+                             got)
+            self.assertEqual(got["denied"], [], got)
+            # the owner's uid, with the nodes' own group to open them
+            self.assertEqual(got["Uid"], [str(uid)] * 4, got)
+            self.assertIn(str(NODE_GID), got["Groups"], got)
+            # the single GPU is HIP's device 0 inside, whatever its index
+            # on the host
+            self.assertEqual(got["hip"], "0", got)
+        self.assertEqual(seen, {0, 1})
+        for name in ("first", "second"):
+            st, b = self.d.http("DELETE", "/api/apps/" + name, token=tok)
+            self.assertEqual(st, 200, b)
+        for name in ("first", "second"):
+            self.wait_for(lambda: self.d.http("GET", "/api/apps/" + name)[0]
+                          == 404, "uninstalled")
+            self.assert_nothing_left(name)
+
+    def test_intel_container_gets_its_render_node_alone(self):
+        """An Intel GPU: its render node, no kfd (Intel's runtimes need
+        none), not the other card's node."""
+        arc(self.sys, "card0")
+        put(self.sys, "class/drm/card0/device/drm/renderD129/dev",
+            "226:129\n")
+        self.start()
+        tok, uid = self.member("ivy")
+        self.install(ctr_manifest("arc", ["/bin/sh", "-c", PROBE],
+                                  mode="intel-gpu"), token=tok)
+        self.wait_for(lambda: "ready" in self.d.app_log("arc"),
+                      "the probe's output")
+        got = self.probe(self.d.app_log("arc"))
+        self.assertEqual(got["dri"], ["/dev/dri/renderD129"], got)
+        self.assertEqual(got["open"], ["/dev/dri/renderD129"], got)
+        self.assertEqual(got["Uid"], [str(uid)] * 4, got)
+        self.assertIn(str(NODE_GID), got["Groups"], got)
+        st, b = self.d.http("DELETE", "/api/apps/arc", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/arc")[0] == 404,
+                      "uninstalled")
+        self.assert_nothing_left("arc")
+
+    def test_unknown_render_node_is_refused(self):
+        radeon(self.sys, "card0")  # no drm/renderD* under its device
+        self.start()
+        st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+            "norender", ["/bin/sleep", "1000"], mode="amd-gpu")})
+        data = self.d.http("GET", "/api/apps/norender")[1]["data"]
+        self.assertEqual(data["state"], "failed", (st, b, data))
+        self.assertIn("cannot give ctr-amd-gpu-0 to a container: its render "
+                      "node is unknown", data["reason"])
+        self.assertIn("0000:03:00.0", data["reason"])
+        self.assertEqual(data.get("allocations") or [], [])
+        self.assertEqual(self.containers(), [])
+
+    def test_cdi_device_of_an_amd_apu(self):
+        """An external app on a Memory-slicing AMD APU (card0, renderD128;
+        card1 a discrete card, renderD129): its CDI device lists kfd and
+        the APU's render node, and a person's own container with it, as
+        some uid, opens them and sees no other."""
+        strix_halo(self.sys, "card0")
+        radeon(self.sys, "card1")
+        put(self.sys, "class/drm/card1/device/drm/renderD129/dev",
+            "226:129\n")
+        self.start()
+        m = manifest("apu", None, mem="64Mi", cpu="100m", disk="1Mi",
+                     mode="amd")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec = {}
+
+        def spec_lists_apu():
+            r = self.in_ns("cat", spec_path)
+            if r.returncode != 0:
+                return False
+            spec.update(json.loads(r.stdout))
+            return [x["name"] for x in spec["devices"]] == ["apu"]
+        self.wait_for(spec_lists_apu, "the CDI spec with the app")
+        edits = spec["devices"][0]["containerEdits"]
+        self.assertEqual(edits["deviceNodes"], [
+            {"path": "/dev/kfd", "hostPath": os.path.join(self.dev, "kfd")},
+            {"path": "/dev/dri/renderD128",
+             "hostPath": os.path.join(self.dev, "dri", "renderD128")}])
+        self.assertIn("HIP_VISIBLE_DEVICES=0", edits["env"])
+        self.assertIn("LD_PRELOAD=/usr/lib/accel/libaccelshim.so",
+                      edits["env"])
+        name = self.run_own("apuown", "apu", "/bin/sh", "-c", PROBE,
+                            flags=("--user=4321:4321",))
+        out = self.wait_for(lambda: "ready" in podman("logs", name).stdout
+                            and podman("logs", name).stdout, "its output")
+        got = self.probe(out)
+        self.assertEqual(got["dri"], ["/dev/dri/renderD128"], got)
+        self.assertEqual(sorted(got["open"]),
+                         ["/dev/dri/renderD128", "/dev/kfd"], got)
+        self.assertEqual(got["Uid"], ["4321"] * 4, got)
+        self.assertEqual(got["hip"], "0", got)
+        podman("rm", "--force", "--time=0", name)
+        st, b = self.d.http("DELETE", "/api/apps/apu")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/apu")[0] == 404,
+                      "uninstalled")
 
 
 if __name__ == "__main__":

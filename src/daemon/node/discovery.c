@@ -286,6 +286,7 @@ static void add_drm_devices(struct accel_daemon *d, uint64_t ram)
         di->drm = true;
         di->mem_source = xstrdup(g[i].mem_source);
         di->pci = g[i].pci[0] ? xstrdup(g[i].pci) : NULL;
+        di->render = g[i].render[0] ? xstrdup(g[i].render) : NULL;
         discovery_drm_readings(di, &g[i]);
         log_info("%s %s (%s, %s): %s, memory %.1f GiB from %s%s%s", ids[i],
                  g[i].name, g[i].card, g[i].pci[0] ? g[i].pci : "no PCI "

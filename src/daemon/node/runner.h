@@ -119,12 +119,15 @@ json_t *runner_container_json(const struct accel_daemon *d,
                               const struct app *a);
 
 /* The CDI device of app a for people's own containers (lock held): name
- * a->name, containerEdits: the edits of NVIDIA's spec for each bound GPU,
- * the shim first in LD_PRELOAD, ACCEL_APP, ACCEL_CONFIG and the visible
- * devices, the mounts of the shim, a container copy of its config (written
- * here), its ledgers and broker sockets (devs, host paths). NULL with
- * *cause when NVIDIA's spec lacks a bound GPU or the config cannot be
- * written. */
+ * a->name, containerEdits: the edits of NVIDIA's spec for each bound
+ * NVIDIA GPU, the deviceNodes of each bound AMD GPU (/dev/kfd and its
+ * render node) or Intel GPU (its render node), the shim first in
+ * LD_PRELOAD, ACCEL_APP, ACCEL_CONFIG and the visible devices (AMD's as
+ * the container numbers them), the mounts of the shim, a container copy of
+ * its config (written here), its ledgers and broker sockets (devs, host
+ * paths). NULL with *cause when NVIDIA's spec lacks a bound GPU, an AMD or
+ * Intel GPU's render node is unknown or not on the machine, or the config
+ * cannot be written. */
 json_t *runner_container_cdi_device(struct accel_daemon *d,
                                     const struct app *a,
                                     const struct ledger_device *devs,

@@ -9,9 +9,11 @@
  * shim, a copy of its config with the container's paths, the ledgers and
  * the broker sockets are mounted at fixed paths under /run/accel and
  * /usr/lib/accel; the bound NVIDIA GPUs come in as the CDI devices of
- * NVIDIA's spec (nvidia.com/gpu=<UUID>). A stop is `podman stop -t`, then
- * runtime.c's cgroup.kill; once the app is gone the container is removed
- * and every child cgroup with it. See docs/containers.md.
+ * NVIDIA's spec (nvidia.com/gpu=<UUID>), an AMD GPU as /dev/kfd and its
+ * own render node, an Intel GPU as its render node. A stop is `podman
+ * stop -t`, then runtime.c's cgroup.kill; once the app is gone the
+ * container is removed and every child cgroup with it. See
+ * docs/containers.md.
  */
 #include "common/accel_setup.h"
 #include "daemon/node/runner.h"
@@ -557,6 +559,166 @@ static char *hook_path(void)
                ? xstrdup("/usr/bin/accelctl") : NULL;
 }
 
+/* ---- an AMD or Intel GPU's device nodes ---- */
+
+#define CTR_KFD "/dev/kfd" /* AMD's compute interface (KFD) */
+#define CTR_DRI "/dev/dri" /* the render nodes */
+
+/* A device node a container gets: its path on the host, in the container,
+ * and the host node's group. */
+struct ctr_node {
+    char *host;
+    char *ctr;
+    gid_t gid;
+};
+
+static bool amd_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
+}
+
+static bool intel_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_INTEL || t == ACCEL_TYPE_INTEL_GPU;
+}
+
+/* Where the host's device nodes are: /dev, or a test's (--dev-root). */
+static const char *dev_root(const struct accel_daemon *d)
+{
+    return d->cfg.dev_root ? d->cfg.dev_root : "/dev";
+}
+
+/* Is name "renderD<digits>" (from sysfs: never a path)? */
+static bool render_name(const char *name)
+{
+    if (strncmp(name, "renderD", 7) != 0 || name[7] == '\0')
+        return false;
+    return strspn(name + 7, "0123456789") == strlen(name + 7);
+}
+
+/* The host node at path (what: what it is, id: the device) as a character
+ * device: ACCEL_OK with its group in *out_gid (set only on success), else
+ * ACCEL_ENOTFOUND with *cause. */
+static enum accel_err char_node(const char *path, const char *what,
+                                const char *id, gid_t *out_gid, char **cause)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        *cause = xasprintf("cannot give %s to a container: %s, %s, cannot "
+                           "be used: %s", id, path, what, strerror(errno));
+        return ACCEL_ENOTFOUND;
+    }
+    if (!S_ISCHR(st.st_mode)) {
+        *cause = xasprintf("cannot give %s to a container: %s, %s, is not "
+                           "a character device", id, path, what);
+        return ACCEL_ENOTFOUND;
+    }
+    *out_gid = st.st_gid;
+    return ACCEL_OK;
+}
+
+static void nodes_free(struct ctr_node *n, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        free(n[i].host);
+        free(n[i].ctr);
+    }
+}
+
+/*
+ * The device nodes of snapshot device dev, an AMD or Intel GPU: for AMD,
+ * /dev/kfd (the compute interface every AMD GPU's work goes through) and
+ * the GPU's own render node; for Intel its render node alone. Each at the
+ * same path in the container: ROCm (libhsakmt) opens
+ * /dev/dri/renderD<minor> of each GPU the kernel's KFD topology lists and
+ * leaves out one it cannot open, and Intel's runtimes open the render
+ * nodes they find, so the GPU this node is the only one the container can
+ * use. Never another card's render node, never a /dev/dri/card* (the
+ * display side). out[0..*out_n) allocated (nodes_free), set only on
+ * success. ACCEL_ENOTFOUND with *cause naming the device and why when its
+ * render node is unknown or a node is not on this machine.
+ */
+static enum accel_err drm_nodes(const struct accel_daemon *d, uint32_t dev,
+                                struct ctr_node out[2], size_t *out_n,
+                                char **cause)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    const char *render = d->dinfo[dev].render;
+    struct ctr_node n[2];
+    size_t k = 0;
+    enum accel_err rc;
+
+    if (render == NULL || !render_name(render)) {
+        const char *pci = d->dinfo[dev].pci;
+        char *why = !d->dinfo[dev].drm
+                        ? xstrdup("acceld did not find it in the DRM sysfs: "
+                                  "a device the inventory declares")
+                        : xasprintf("the DRM sysfs lists no renderD* for its "
+                                    "card%s%s", pci ? " at " : "",
+                                    pci ? pci : "");
+        *cause = xasprintf("cannot give %s to a container: its render node "
+                           "is unknown (%s), and a container gets a GPU "
+                           "through that node alone, not the other cards'",
+                           x->id, why);
+        free(why);
+        return ACCEL_ENOTFOUND;
+    }
+    if (amd_type(x->type)) {
+        n[k].host = xasprintf("%s/kfd", dev_root(d));
+        n[k].ctr = xstrdup(CTR_KFD);
+        k++;
+    }
+    n[k].host = xasprintf("%s/dri/%s", dev_root(d), render);
+    n[k].ctr = xasprintf(CTR_DRI "/%s", render);
+    k++;
+    for (size_t i = 0; i < k; i++) {
+        rc = char_node(n[i].host, strcmp(n[i].ctr, CTR_KFD) == 0
+                                      ? "AMD's compute interface (KFD)"
+                                      : "its render node",
+                       x->id, &n[i].gid, cause);
+        if (rc != ACCEL_OK) {
+            nodes_free(n, k);
+            return rc;
+        }
+    }
+    memcpy(out, n, k * sizeof n[0]);
+    *out_n = k;
+    return ACCEL_OK;
+}
+
+/*
+ * HIP_VISIBLE_DEVICES in the container, "" when the app has no AMD row
+ * here. The host's (runtime.c) lists each local AMD row's index, its place
+ * among the machine's AMD cards in card order. The container has the
+ * render nodes of the app's own AMD GPUs alone, and ROCm numbers the GPUs
+ * it can open in the kernel's order, so there the app's card of the
+ * lowest index is device 0 (a single GPU: "0"): each row's entry is the
+ * number of the app's AMD rows of a lower index. In row order, as on the
+ * host, so a row's HIP ordinal is still the one its shim config gives it
+ * (its place among the app's AMD rows, runtime.c).
+ */
+static char *ctr_hip_visible(const struct accel_daemon *d,
+                             const struct app *a)
+{
+    char *s = xstrdup("");
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        int idx = d->dinfo[a->rows[i].dev].index, below = 0;
+        char *n;
+        if (!d->ninfo[x->node].local || !amd_type(x->type))
+            continue;
+        for (size_t k = 0; k < a->nrows; k++) {
+            const struct adm_device *y = &d->snap.devs[a->rows[k].dev];
+            below += d->ninfo[y->node].local && amd_type(y->type) &&
+                     d->dinfo[a->rows[k].dev].index < idx;
+        }
+        n = xasprintf("%s%s%d", s, s[0] ? "," : "", below);
+        free(s);
+        s = n;
+    }
+    return s;
+}
+
 /* How to make NVIDIA's spec, for a refusal. */
 static char *no_cdi_cause(const char *uuid)
 {
@@ -565,6 +727,49 @@ static char *no_cdi_cause(const char *uuid)
                      "one with NVIDIA's Container Toolkit, `nvidia-ctk cdi "
                      "generate --output=/etc/cdi/nvidia.yaml` "
                      "(docs/containers.md)", uuid);
+}
+
+/* A new edits object of empty arrays env, deviceNodes, mounts, hooks. */
+static json_t *edits_new(void)
+{
+    return json_pack("{s:[], s:[], s:[], s:[]}", "env", "deviceNodes",
+                     "mounts", "hooks");
+}
+
+/*
+ * The deviceNodes of an AMD or Intel GPU (drm_nodes) into *edits (made
+ * when NULL), a node already there (AMD's kfd, for a second AMD GPU) not
+ * twice. Only path and hostPath: the runtime takes the type and numbers
+ * from the host node and, the spec giving no mode or owner, makes it
+ * 0666 and root's in the container (runc), so whatever uid the container
+ * runs as can open it. ACCEL_ENOTFOUND with *cause as drm_nodes.
+ */
+static enum accel_err cdi_drm(const struct accel_daemon *d, uint32_t dev,
+                              json_t **edits, char **cause)
+{
+    struct ctr_node n[2];
+    size_t k = 0;
+    enum accel_err rc = drm_nodes(d, dev, n, &k, cause);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    if (*edits == NULL)
+        *edits = edits_new();
+    for (size_t i = 0; i < k; i++) {
+        json_t *nodes = json_object_get(*edits, "deviceNodes"), *e;
+        size_t j;
+        bool have = false;
+        json_array_foreach(nodes, j, e) {
+            const char *p = json_string_value(json_object_get(e, "path"));
+            have = have || (p != NULL && strcmp(p, n[i].ctr) == 0);
+        }
+        if (!have)
+            json_array_append_new(nodes,
+                                  json_pack("{s:s, s:s}", "path", n[i].ctr,
+                                            "hostPath", n[i].host));
+    }
+    nodes_free(n, k);
+    return ACCEL_OK;
 }
 
 json_t *runner_container_cdi_device(struct accel_daemon *d,
@@ -579,6 +784,14 @@ json_t *runner_container_cdi_device(struct accel_daemon *d,
     for (i = 0; i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
         char *v;
+        if (amd_type(x->type) || intel_type(x->type)) {
+            if (cdi_drm(d, a->rows[i].dev, &edits, cause) != ACCEL_OK) {
+                json_decref(edits);
+                free(vis);
+                return NULL;
+            }
+            continue;
+        }
         if (x->type != ACCEL_TYPE_NVIDIA)
             continue;
         if (!cdi_find("nvidia.com/gpu", x->id, &edits)) {
@@ -598,14 +811,18 @@ json_t *runner_container_cdi_device(struct accel_daemon *d,
         return NULL;
     }
     if (edits == NULL)
-        edits = json_pack("{s:[], s:[], s:[], s:[]}", "env", "deviceNodes",
-                          "mounts", "hooks");
+        edits = edits_new();
     env = json_object_get(edits, "env");
     json_array_append_new(env, json_string("LD_PRELOAD=" CTR_SHIM));
     json_array_append_new(env, json_string("ACCEL_CONFIG=" CTR_CONFIG));
     json_array_append_new(env, json_sprintf("ACCEL_APP=%s", a->name));
     json_array_append_new(env, json_sprintf("CUDA_VISIBLE_DEVICES=%s", vis));
     json_array_append_new(env, json_sprintf("NVIDIA_VISIBLE_DEVICES=%s", vis));
+    free(vis);
+    vis = ctr_hip_visible(d, a);
+    if (vis[0])
+        json_array_append_new(env,
+                              json_sprintf("HIP_VISIBLE_DEVICES=%s", vis));
     json_array_foreach(mounts, i, m)
         json_array_append_new(
             json_object_get(edits, "mounts"),
@@ -680,9 +897,10 @@ static bool image_own(const char *e)
 
 /* The app's variables with the container's paths: the shim first in
  * LD_PRELOAD, then run.preload, then the image's own (img, or NULL); its
- * config at CTR_CONFIG. */
+ * config at CTR_CONFIG; HIP_VISIBLE_DEVICES the container's numbering
+ * (hip, ctr_hip_visible). */
 static void add_env(struct args *a, const struct runner_start *s,
-                    const char *shim, const char *img)
+                    const char *shim, const char *img, const char *hip)
 {
     char **menv = s->a->m.run.env;
 
@@ -695,6 +913,8 @@ static void add_env(struct args *a, const struct runner_start *s,
             continue; /* the image's own PATH, HOME, ... */
         if (strncmp(*e, "ACCEL_CONFIG=", 13) == 0) {
             add(a, xstrdup("--env=ACCEL_CONFIG=" CTR_CONFIG));
+        } else if (strncmp(*e, "HIP_VISIBLE_DEVICES=", 20) == 0) {
+            add(a, xasprintf("--env=HIP_VISIBLE_DEVICES=%s", hip));
         } else if (strncmp(*e, "LD_PRELOAD=", 11) == 0) {
             char *v = xstrdup(shim ? CTR_SHIM : "");
             for (char **p = s->a->m.run.preload; p && *p; p++) {
@@ -792,27 +1012,67 @@ static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
     return ACCEL_OK;
 }
 
-/* The bound GPUs: NVIDIA's CDI device of each local row, refused with how
- * to make the spec where none lists it; AMD's /dev/kfd and render node. */
+/*
+ * The bound GPUs: NVIDIA's CDI device of each local row, refused with how
+ * to make the spec where none lists it; for an AMD or Intel row its device
+ * nodes (drm_nodes: AMD's /dev/kfd and the GPU's render node, Intel's
+ * render node), each --device=<host node>:<path>, and the nodes' groups
+ * (--group-add, the host node's own gid: usually render or video, the
+ * nodes 0660) so the owner's uid can open them. Not group 0: root's group
+ * is never given to a container, a node of it must be open to others.
+ */
 static enum accel_err add_devices(struct accel_daemon *d, struct args *a,
-                                  const struct app *app, char **cause)
+                                  const struct app *app,
+                                  const struct identity_run *who,
+                                  char **cause)
 {
+    gid_t groups[2 * ADM_MAX_SELECTION];
+    size_t ng = 0;
+    bool kfd = false;
+
     for (size_t i = 0; i < app->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[app->rows[i].dev];
+        struct ctr_node n[2];
+        size_t k = 0;
+        enum accel_err rc;
         if (!d->ninfo[x->node].local)
             continue;
-        if (x->type != ACCEL_TYPE_NVIDIA) {
-            *cause = xasprintf("a container app can be bound to NVIDIA GPUs "
+        if (x->type == ACCEL_TYPE_NVIDIA) {
+            if (!cdi_find("nvidia.com/gpu", x->id, NULL)) {
+                *cause = no_cdi_cause(x->id);
+                return ACCEL_ENOTFOUND;
+            }
+            add(a, xasprintf("--device=nvidia.com/gpu=%s", x->id));
+            continue;
+        }
+        if (!amd_type(x->type) && !intel_type(x->type)) {
+            *cause = xasprintf("a container app can be bound to nvidia, "
+                               "amd, amd-gpu, intel and intel-gpu devices "
                                "only for now (its row on %s is %s)", x->id,
                                accel_type_name(x->type));
             return ACCEL_EINVAL;
         }
-        if (!cdi_find("nvidia.com/gpu", x->id, NULL)) {
-            *cause = no_cdi_cause(x->id);
-            return ACCEL_ENOTFOUND;
+        rc = drm_nodes(d, app->rows[i].dev, n, &k, cause);
+        if (rc != ACCEL_OK)
+            return rc;
+        for (size_t j = 0; j < k; j++) {
+            bool seen = false;
+            if (strcmp(n[j].ctr, CTR_KFD) == 0) {
+                if (kfd)
+                    continue; /* one kfd for every AMD GPU */
+                kfd = true;
+            }
+            add(a, xasprintf("--device=%s:%s", n[j].host, n[j].ctr));
+            for (size_t g = 0; g < ng; g++)
+                seen = seen || groups[g] == n[j].gid;
+            if (!seen && n[j].gid != 0 && n[j].gid != who->gid &&
+                ng < sizeof groups / sizeof groups[0])
+                groups[ng++] = n[j].gid;
         }
-        add(a, xasprintf("--device=nvidia.com/gpu=%s", x->id));
+        nodes_free(n, k);
     }
+    for (size_t g = 0; g < ng; g++)
+        add(a, xasprintf("--group-add=%u", (unsigned)groups[g]));
     return ACCEL_OK;
 }
 
@@ -896,7 +1156,7 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     struct app *app = s->a;
     const char *id = pin_str(d, app, "id");
     const char *rt = oci_runtime(d->cg, cause);
-    char name[128], *parent = cgroup_app_rel(d->cg, app->name);
+    char name[128], *parent = cgroup_app_rel(d->cg, app->name), *hip;
     enum accel_err rc = ACCEL_OK;
 
     if (rt == NULL || parent == NULL || d->cg->v2_dir == NULL) {
@@ -933,11 +1193,13 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
     add_limits(d, a, &s->lim);
     add_manifest(a, s);
-    add_env(a, s, s->cfg, pin_str(d, app, "preload"));
+    hip = ctr_hip_visible(d, app);
+    add_env(a, s, s->cfg, pin_str(d, app, "preload"), hip);
+    free(hip);
     if (s->cfg != NULL)
         rc = add_shim(d, a, s, cause);
     if (rc == ACCEL_OK)
-        rc = add_devices(d, a, app, cause);
+        rc = add_devices(d, a, app, s->who, cause);
     add(a, xstrdup(id != NULL ? id : app->m.run.ctr.image));
     for (char **p = app->m.run.argv; p && *p; p++)
         add(a, xstrdup(*p));
