@@ -869,7 +869,7 @@ class CdiFilesTest(unittest.TestCase):
                 spec = json.load(f)
         except (OSError, ValueError):
             return False
-        return [x["name"] for x in spec["devices"]] == list(names)
+        return sorted(x["name"] for x in spec["devices"]) == sorted(names)
 
     @staticmethod
     def ident(path):
