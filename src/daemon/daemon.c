@@ -846,6 +846,7 @@ int daemon_main(int argc, char **argv)
     prom_proxy_init();
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->sync_lock, NULL);
+    pthread_mutex_init(&d->files_lock, NULL);
     pthread_cond_init(&d->sync_cond, NULL);
     pthread_mutex_init(&d->ev_lock, NULL);
     pthread_cond_init(&d->ev_cond, NULL);

@@ -1110,5 +1110,103 @@ class AmdContainerTest(ContainerCase):
                       "uninstalled")
 
 
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare") and
+                     os.path.exists(SHIM), "needs root, unshare and the shim "
+                                           "built")
+class CdiFilesTest(unittest.TestCase):
+    """The shim files of an external app's CDI device (its config, the
+    container's copy, its ledger) are written when its binding changes, or
+    when one is gone, not at every supervisor second: a rewrite under a
+    person's running container is a race with its shim reading the file
+    (no podman needed: nothing runs)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="accel-cdifiles-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.d = Acceld(inventory=INVENTORY,
+                        extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            cdi_spec(GPU))).start()
+        self.addCleanup(self.d.close)
+        self.inst = self.d.cgroup_instance()
+
+    def wait_for(self, pred, what, timeout=30):
+        return wait_for(self, pred, what, timeout, step=0.1, log=self.d)
+
+    def install(self, name):
+        st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+            name, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")})
+        self.assertEqual(st, 200, b)
+
+    def paths(self, name):
+        """The app's config and the container's copy."""
+        base = os.path.join(self.d.data_dir, "run", "apps", name)
+        return [os.path.join(base, "shim.conf"),
+                os.path.join(base, "shim-container.conf")]
+
+    def spec_lists(self, *names):
+        """acceld's CDI spec (in its mount namespace) lists names."""
+        try:
+            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
+                      (self.d.proc.pid, self.inst)) as f:
+                spec = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return sorted(x["name"] for x in spec["devices"]) == sorted(names)
+
+    @staticmethod
+    def ident(path):
+        st = os.stat(path)
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    @staticmethod
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    def test_written_when_the_binding_changes_only(self):
+        self.install("keep")
+        self.wait_for(lambda: self.spec_lists("keep"), "the CDI spec")
+        conf, ctr = self.paths("keep")
+        before = {p: self.ident(p) for p in (conf, ctr)}
+        self.assertIn("device 0 1073741824 ", self.read(conf))
+        # each app installed after is written by a refresh pass that
+        # begins later: the spec listing it proves that pass went by
+        # "keep" as well, and left its files alone
+        for names in (("keep", "two"), ("keep", "two", "three")):
+            self.install(names[-1])
+            self.wait_for(lambda: self.spec_lists(*names),
+                          "the spec with " + names[-1])
+            self.assertEqual({p: self.ident(p) for p in (conf, ctr)},
+                             before, "rewritten with nothing changed")
+        # a quota change (the page's update/app) is written
+        st, b = self.d.http("POST", "/api/gpu/update/app",
+                            {"id": GPU, "mode": "1", "appName": "keep",
+                             "memory": "2048"})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: os.path.exists(conf) and
+                      "device 0 2147483648 " in self.read(conf),
+                      "the new quota in the config")
+        self.wait_for(lambda: os.path.exists(ctr) and
+                      " 2147483648 " in self.read(ctr),
+                      "the new quota in the container's copy")
+        # and a move to another GPU
+        st, b = self.d.http("PUT", "/api/gpu/assignments/bulk",
+                            {"appName": "keep", "unassign": [{"id": GPU}],
+                             "assign": [{"id": OTHER, "memory": "1024"}]})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: os.path.exists(conf) and
+                      OTHER in self.read(conf), "the new GPU in the config")
+        # a config removed (or replaced) behind acceld's back is made again
+        os.unlink(conf)
+        self.wait_for(lambda: os.path.exists(conf) and
+                      OTHER in self.read(conf), "the config made again")
+        ledger = [x.split()[3] for x in self.read(conf).splitlines()
+                  if x.startswith("device ")][0]
+        os.unlink(ledger)
+        self.wait_for(lambda: os.path.exists(ledger), "the ledger made again")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -437,24 +438,42 @@ static int config_text(char *buf, size_t cap, const char *app,
     return (int)(off + (size_t)w);
 }
 
-enum accel_err ledger_write_config(const char *path, const char *app,
-                                   const struct ledger_device *devs, size_t n)
-{
-    char buf[8192], tmp[600];
-    int len, fd;
+#define CONFIG_MAX 8192 /* a config's text, at most */
 
-    if (app == NULL || strchr(app, '\n') != NULL ||
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+enum accel_err ledger_config_text(const char *app,
+                                  const struct ledger_device *devs, size_t n,
+                                  char **out_text)
+{
+    char *buf;
+    int len;
+
+    if (app == NULL || strchr(app, '\n') != NULL)
         return ACCEL_EINVAL;
-    len = config_text(buf, sizeof(buf), app, devs, n);
-    if (len < 0)
+    buf = malloc(CONFIG_MAX); /* no xmalloc: the shim's tests link this */
+    if (buf == NULL)
+        return ACCEL_ENOMEM;
+    len = config_text(buf, CONFIG_MAX, app, devs, n);
+    if (len < 0) {
+        free(buf);
+        return ACCEL_EINVAL;
+    }
+    *out_text = buf;
+    return ACCEL_OK;
+}
+
+enum accel_err ledger_write_text(const char *path, const char *text)
+{
+    char tmp[600];
+    int fd;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return ACCEL_EINVAL;
     make_parents(path);
     unlink(tmp);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
     if (fd < 0)
         return ACCEL_ESYS;
-    if (write_all(fd, buf, (size_t)len) != 0 || fsync(fd) != 0) {
+    if (write_all(fd, text, strlen(text)) != 0 || fsync(fd) != 0) {
         close(fd);
         unlink(tmp);
         return ACCEL_ESYS;
@@ -465,4 +484,16 @@ enum accel_err ledger_write_config(const char *path, const char *app,
         return ACCEL_ESYS;
     }
     return ACCEL_OK;
+}
+
+enum accel_err ledger_write_config(const char *path, const char *app,
+                                   const struct ledger_device *devs, size_t n)
+{
+    char *text = NULL;
+    enum accel_err rc = ledger_config_text(app, devs, n, &text);
+
+    if (rc == ACCEL_OK)
+        rc = ledger_write_text(path, text);
+    free(text);
+    return rc;
 }

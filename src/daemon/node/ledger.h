@@ -126,4 +126,16 @@ enum accel_err ledger_remove(const char *path);
 enum accel_err ledger_write_config(const char *path, const char *app,
                                    const struct ledger_device *devs, size_t n);
 
+/* The text ledger_write_config writes, into *out_text (caller frees; set
+ * only on success): nothing is read or written. ACCEL_OK, ACCEL_ENOMEM,
+ * ACCEL_EINVAL (a name or path the format cannot carry, or more than a
+ * config holds). */
+enum accel_err ledger_config_text(const char *app,
+                                  const struct ledger_device *devs, size_t n,
+                                  char **out_text);
+
+/* text (a config from ledger_config_text) into `path` as
+ * ledger_write_config writes it. ACCEL_OK, ACCEL_EINVAL, ACCEL_ESYS. */
+enum accel_err ledger_write_text(const char *path, const char *text);
+
 #endif /* ACCEL_DAEMON_NODE_LEDGER_H */

@@ -124,13 +124,16 @@ json_t *runner_container_json(const struct accel_daemon *d,
  * render node) or Intel GPU (its render node), the shim first in
  * LD_PRELOAD, ACCEL_APP, ACCEL_CONFIG and the visible devices (AMD's as
  * the container numbers them), the mounts of the shim, a container copy of
- * its config (written here), its ledgers and broker sockets (devs, host
- * paths). NULL with *cause when NVIDIA's spec lacks a bound GPU, an AMD or
- * Intel GPU's render node is unknown or not on the machine, or the config
- * cannot be written. */
+ * its config, its ledgers and broker sockets (devs, host paths). The copy
+ * is not written here: its text goes to *out_config (caller frees; set
+ * only on success), for run/apps/<app>/RUNTIME_CTR_CONFIG. NULL with
+ * *cause when NVIDIA's spec lacks a bound GPU, an AMD or Intel GPU's
+ * render node is unknown or not on the machine, or the config cannot be
+ * made. */
 json_t *runner_container_cdi_device(struct accel_daemon *d,
                                     const struct app *a,
                                     const struct ledger_device *devs,
-                                    size_t n, char **cause);
+                                    size_t n, char **out_config,
+                                    char **cause);
 
 #endif /* ACCEL_DAEMON_NODE_RUNNER_H */

@@ -538,7 +538,7 @@ static bool cdi_find(const char *kind, const char *name, json_t **edits)
 
 static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
                           const struct ledger_device *host, size_t n,
-                          char **cause);
+                          char **out_text, char **cause);
 
 /* accelctl beside acceld (a build tree, /usr/bin), else in /usr/bin;
  * NULL when there is none. */
@@ -775,7 +775,8 @@ static enum accel_err cdi_drm(const struct accel_daemon *d, uint32_t dev,
 json_t *runner_container_cdi_device(struct accel_daemon *d,
                                     const struct app *a,
                                     const struct ledger_device *devs,
-                                    size_t n, char **cause)
+                                    size_t n, char **out_config,
+                                    char **cause)
 {
     json_t *edits = NULL, *mounts, *env, *m, *out;
     char *vis = xstrdup("");
@@ -804,7 +805,7 @@ json_t *runner_container_cdi_device(struct accel_daemon *d,
         free(vis);
         vis = v;
     }
-    mounts = ctr_mounts(d, a->name, devs, n, cause);
+    mounts = ctr_mounts(d, a->name, devs, n, out_config, cause);
     if (mounts == NULL) {
         json_decref(edits);
         free(vis);
@@ -936,14 +937,16 @@ static void add_env(struct args *a, const struct runner_start *s,
 }
 
 /*
- * The container's copy of the shim config (its own paths), written, and
- * what the container mounts for the shim: [{hostPath, containerPath,
- * readOnly}] of the shim, that config, the ledgers and the broker sockets.
- * NULL with *cause when the config cannot be written.
+ * The container's copy of the shim config (its own paths), written (with
+ * out_text NULL) or its text put in *out_text (caller frees; nothing
+ * written), and what the container mounts for the shim: [{hostPath,
+ * containerPath, readOnly}] of the shim, that config, the ledgers and the
+ * broker sockets. NULL with *cause when the config cannot be written or
+ * made.
  */
 static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
                           const struct ledger_device *host, size_t n,
-                          char **cause)
+                          char **out_text, char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
     char ctr[ADM_MAX_SELECTION][256], card[ADM_MAX_SELECTION][256], *cfg;
@@ -975,9 +978,11 @@ static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
     }
     cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
                     app);
-    rc = ledger_write_config(cfg, app, devs, n);
+    rc = out_text != NULL ? ledger_config_text(app, devs, n, out_text)
+                          : ledger_write_config(cfg, app, devs, n);
     if (rc != ACCEL_OK) {
-        *cause = xasprintf("cannot write %s: %s", cfg, accel_strerror(rc));
+        *cause = xasprintf("cannot %s %s: %s", out_text ? "make" : "write",
+                           cfg, accel_strerror(rc));
         free(cfg);
         json_decref(m);
         return NULL;
@@ -996,7 +1001,8 @@ static json_t *ctr_mounts(struct accel_daemon *d, const char *app,
 static enum accel_err add_shim(struct accel_daemon *d, struct args *a,
                                const struct runner_start *s, char **cause)
 {
-    json_t *m = ctr_mounts(d, s->a->name, s->devs, s->ndevs, cause), *e;
+    json_t *m = ctr_mounts(d, s->a->name, s->devs, s->ndevs, NULL, cause),
+           *e;
     size_t i;
 
     if (m == NULL)

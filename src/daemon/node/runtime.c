@@ -201,10 +201,10 @@ char *runtime_events_path(struct accel_daemon *d, const char *app)
  * when a looked-up name goes by unheld (node/unheld.c reads it). Group-
  * writable by the app's group only (0620); without a uid drop, 0600. */
 static enum accel_err events_file_for(struct accel_daemon *d,
-                                      const struct app *a,
+                                      const char *app,
                                       const struct identity_run *who)
 {
-    char *path = runtime_events_path(d, a->name);
+    char *path = runtime_events_path(d, app);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
                   0600);
     enum accel_err rc = ACCEL_ESYS;
@@ -228,27 +228,30 @@ static enum accel_err config_dir_for(const char *dir,
     return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
 }
 
-/* The devices of an app's shim config, with their files' paths. */
+/* The devices of an app's shim config, with their files' paths: a plan
+ * (plan_shim_files) that owns every string its devs point to, so that it
+ * can be written after d->lock is released. */
 struct shim_files {
     struct ledger_device devs[ADM_MAX_SELECTION];
     char paths[ADM_MAX_SELECTION][512];
     char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
+    char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
+    uint64_t card_memory[ADM_MAX_SELECTION]; /* a card ledger's limit */
     size_t n;
 };
 
 /*
- * Create the ledger of every Memory-slicing row (the limit is the row's
- * quota) and write the app's read-only shim config naming them. Returns
- * the config path (caller frees) or NULL with *cause set.
+ * What a's shim files should be, into f (lock held): a ledger for every
+ * Memory-slicing row (its limit the row's quota), the broker socket and
+ * the card's ledger of a time-sliced one. Reads nothing on disk and writes
+ * nothing. ACCEL_OK, or ACCEL_EINVAL when a path does not fit.
  */
-static char *write_shim_config(struct accel_daemon *d, const struct app *a,
-                               const struct identity_run *who,
-                               struct shim_files *f, char **cause)
+static enum accel_err plan_shim_files(struct accel_daemon *d,
+                                      const struct app *a,
+                                      struct shim_files *f)
 {
     struct ledger_device *devs = f->devs;
-    char (*paths)[512] = f->paths;
-    char (*cards)[512] = f->cards;
-    char *rundir = run_dir(d), *cfg = config_path(d, a->name), *dir;
+    char *rundir = run_dir(d);
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
 
@@ -259,41 +262,73 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
             continue;
         if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
             n < ADM_MAX_SELECTION &&
-            broker_socket_path(paths[n], sizeof paths[n], d->cfg.data_dir,
-                               x->id) == ACCEL_OK) { /* time slicing */
-            devs[n] = (struct ledger_device){.ordinal = ord, .uuid = x->id,
-                                             .ts_socket = paths[n]};
+            broker_socket_path(f->paths[n], sizeof f->paths[n],
+                               d->cfg.data_dir, x->id) == ACCEL_OK) {
+            /* time slicing */
+            util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
+            devs[n] = (struct ledger_device){.ordinal = ord,
+                                             .uuid = f->ids[n],
+                                             .ts_socket = f->paths[n]};
             /* the card's ledger: the apps' memory that cannot be evicted
              * at a turn switch, counted together (issue 35) */
-            if (ledger_card_path(cards[n], sizeof cards[n], rundir,
+            if (ledger_card_path(f->cards[n], sizeof f->cards[n], rundir,
                                  x->id) == ACCEL_OK) {
-                enum accel_err crc = ledger_create_card(
-                    cards[n], x->id, x->memory,
-                    who->drop ? who->gid : (gid_t)-1);
-                if (crc == ACCEL_OK)
-                    devs[n].card = cards[n];
-                else
-                    log_warn("app %s: the card ledger %s cannot be shared "
-                             "with it (%s): its memory that cannot be "
-                             "evicted is not counted with the other "
-                             "time-sliced apps' on %s", a->name, cards[n],
-                             accel_strerror(crc), x->id);
+                devs[n].card = f->cards[n];
+                f->card_memory[n] = x->memory;
             }
             n++;
             continue;
         }
         if (!quota_row(d, a, i) || n == ADM_MAX_SELECTION)
             continue;
-        rc = ledger_path(paths[n], sizeof paths[n], rundir, a->name, ord);
-        if (rc == ACCEL_OK)
-            rc = ledger_create(paths[n], a->name, ord,
-                               d->snap.devs[a->rows[i].dev].id,
-                               a->rows[i].memory, (uid_t)-1,
-                               who->drop ? who->gid : (gid_t)-1);
-        devs[n] = (struct ledger_device){ord, a->rows[i].memory, paths[n],
-                                         d->snap.devs[a->rows[i].dev].id, NULL,
-                                         NULL};
+        rc = ledger_path(f->paths[n], sizeof f->paths[n], rundir, a->name,
+                         ord);
+        util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
+        devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
+                                         f->ids[n], NULL, NULL};
         n++;
+    }
+    f->n = n;
+    free(rundir);
+    return rc;
+}
+
+/*
+ * Make what f plans for app (no lock needed: f owns its strings; d only
+ * for its data dir): each ledger (an existing one of ours keeps its slots
+ * and usage and takes the planned limit, ledger_create), the app's
+ * directory, the config naming them and its events file, emptied. A card
+ * ledger that cannot be shared is left out of the config with a warning,
+ * and *out_whole is false. ACCEL_OK or the first failure.
+ */
+static enum accel_err write_shim_files(struct accel_daemon *d,
+                                       const char *app,
+                                       const struct identity_run *who,
+                                       struct shim_files *f, bool *out_whole)
+{
+    char *cfg = config_path(d, app), *dir;
+    enum accel_err rc = ACCEL_OK;
+
+    *out_whole = true;
+    for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
+        struct ledger_device *x = &f->devs[i];
+        if (x->card != NULL) {
+            enum accel_err crc = ledger_create_card(
+                x->card, x->uuid, f->card_memory[i],
+                who->drop ? who->gid : (gid_t)-1);
+            if (crc != ACCEL_OK) {
+                log_warn("app %s: the card ledger %s cannot be shared "
+                         "with it (%s): its memory that cannot be "
+                         "evicted is not counted with the other "
+                         "time-sliced apps' on %s", app, x->card,
+                         accel_strerror(crc), x->uuid);
+                x->card = NULL;
+                *out_whole = false;
+            }
+        }
+        if (x->path != NULL)
+            rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
+                               (uid_t)-1, who->drop ? who->gid : (gid_t)-1);
     }
     dir = xstrdup(cfg);
     *strrchr(dir, '/') = '\0';
@@ -301,19 +336,34 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
     if (rc == ACCEL_OK)
         rc = config_dir_for(dir, who);
     if (rc == ACCEL_OK)
-        rc = ledger_write_config(cfg, a->name, devs, n);
+        rc = ledger_write_config(cfg, app, f->devs, f->n);
     if (rc == ACCEL_OK)
-        rc = events_file_for(d, a, who);
-    f->n = n;
+        rc = events_file_for(d, app, who);
     free(dir);
-    free(rundir);
+    free(cfg);
+    return rc;
+}
+
+/*
+ * Create the ledger of every Memory-slicing row (the limit is the row's
+ * quota) and write the app's read-only shim config naming them (lock
+ * held). Returns the config path (caller frees) or NULL with *cause set.
+ */
+static char *write_shim_config(struct accel_daemon *d, const struct app *a,
+                               const struct identity_run *who,
+                               struct shim_files *f, char **cause)
+{
+    bool whole;
+    enum accel_err rc = plan_shim_files(d, a, f);
+
+    if (rc == ACCEL_OK)
+        rc = write_shim_files(d, a->name, who, f, &whole);
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
                            a->name, accel_strerror(rc));
-        free(cfg);
         return NULL;
     }
-    return cfg;
+    return config_path(d, a->name);
 }
 
 uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
@@ -324,6 +374,8 @@ uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
     cgroup_app_signal(d->cg, a->name, SIGTERM);
     return 1;
 }
+
+static void written_forget(struct accel_daemon *d, const char *app);
 
 void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
@@ -337,6 +389,8 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     char *rundir = run_dir(d), *cfg = config_path(d, a->name);
     char path[512];
 
+    pthread_mutex_lock(&d->files_lock); /* after a refresh's writes */
+    written_forget(d, a->name);
     vram_app_clear(d, a);
     for (size_t i = 0; i < a->nrows; i++) {
         if (quota_row(d, a, i) &&
@@ -352,6 +406,7 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
                     a->name);
     unlink(cfg); /* a container's copy (runner_container.c) */
+    pthread_mutex_unlock(&d->files_lock);
     free(cfg);
     free(rundir);
 }
@@ -644,23 +699,255 @@ static const char *cdi_dir(void)
     return NULL;
 }
 
+/* An external app's files as the CDI refresh plans them (under d->lock)
+ * and writes them (under d->files_lock alone): it owns all it needs. */
+struct cdi_plan {
+    char *app;
+    struct shim_files f;
+    char *key;       /* what the files' content follows: the config's text,
+                        the container copy's, the card ledgers' limits */
+    char *ctr_text;  /* the container's copy of the config, NULL = none */
+    json_t *dev;     /* its CDI device, NULL = none */
+};
+
+static void cdi_plan_free(struct cdi_plan *p)
+{
+    if (p == NULL)
+        return;
+    free(p->app);
+    free(p->key);
+    free(p->ctr_text);
+    json_decref(p->dev);
+    free(p);
+}
+
+/* The plan of a CDI app (lock held); NULL with *cause when its files
+ * cannot be made. Its device is NULL (and *cause set) where NVIDIA's spec
+ * lacks a bound GPU: the files are made all the same. */
+static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
+                                     const struct app *a, char **cause)
+{
+    struct cdi_plan *p = xcalloc(1, sizeof(*p));
+    char *text = NULL, *cards = xstrdup("");
+    enum accel_err rc = plan_shim_files(d, a, &p->f);
+
+    if (rc == ACCEL_OK)
+        rc = ledger_config_text(a->name, p->f.devs, p->f.n, &text);
+    if (rc != ACCEL_OK) {
+        *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
+                           a->name, accel_strerror(rc));
+        free(cards);
+        cdi_plan_free(p);
+        return NULL;
+    }
+    p->app = xstrdup(a->name);
+    p->dev = runner_container_cdi_device(d, a, p->f.devs, p->f.n,
+                                         &p->ctr_text, cause);
+    for (size_t i = 0; i < p->f.n; i++) {
+        char *c;
+        if (p->f.devs[i].card == NULL)
+            continue;
+        c = xasprintf("%scard %s %llu\n", cards, p->f.devs[i].card,
+                      (unsigned long long)p->f.card_memory[i]);
+        free(cards);
+        cards = c;
+    }
+    p->key = xasprintf("%s--\n%s--\n%s", text, p->ctr_text ? p->ctr_text : "",
+                       cards);
+    free(text);
+    free(cards);
+    return p;
+}
+
+/* The identity of a file as written: a file replaced (a rename), removed
+ * or, for a config, changed, no longer matches. */
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;        /* configs only: 0 for the others, */
+    int64_t mtime_ns;  /* which the app writes (ledgers, events) */
+};
+
+#define CDI_FILES (3 + 2 * ADM_MAX_SELECTION) /* files of an app's plan */
+
+/* What the refresh last wrote for an app (d->written). */
+struct runtime_written {
+    char *app;
+    char *key;                  /* its plan's key, NULL = write again */
+    struct file_id ids[CDI_FILES]; /* its files' */
+    size_t nids;
+};
+
+/* The files of p: the config and the container's copy (their content
+ * planned: content true), the events file and the ledgers. Caller frees
+ * paths[0..n). */
+static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
+                             char **paths, bool *content)
+{
+    size_t n = 0;
+
+    content[n] = true;
+    paths[n++] = config_path(d, p->app);
+    if (p->ctr_text != NULL) {
+        content[n] = true;
+        paths[n++] = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG,
+                               d->cfg.data_dir, p->app);
+    }
+    content[n] = false;
+    paths[n++] = runtime_events_path(d, p->app);
+    for (size_t i = 0; i < p->f.n; i++) {
+        if (p->f.devs[i].path != NULL) {
+            content[n] = false;
+            paths[n++] = xstrdup(p->f.devs[i].path);
+        }
+        if (p->f.devs[i].card != NULL) {
+            content[n] = false;
+            paths[n++] = xstrdup(p->f.devs[i].card);
+        }
+    }
+    return n;
+}
+
+/* path's identity into *id: false when it is not there. */
+static bool file_id_of(const char *path, bool content, struct file_id *id)
+{
+    struct stat st;
+
+    memset(id, 0, sizeof(*id));
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    if (content) {
+        id->size = st.st_size;
+        id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+                       st.st_mtim.tv_nsec;
+    }
+    return true;
+}
+
+static bool file_id_eq(const struct file_id *x, const struct file_id *y)
+{
+    return x->dev == y->dev && x->ino == y->ino && x->size == y->size &&
+           x->mtime_ns == y->mtime_ns;
+}
+
+/* The entry of app in d->written, or NULL (files_lock held). */
+static struct runtime_written *written_find(struct accel_daemon *d,
+                                            const char *app, size_t hint)
+{
+    if (hint < d->nwritten && d->written[hint].app != NULL &&
+        strcmp(d->written[hint].app, app) == 0)
+        return &d->written[hint];
+    for (size_t i = 0; i < d->nwritten; i++)
+        if (d->written[i].app != NULL && strcmp(d->written[i].app, app) == 0)
+            return &d->written[i];
+    return NULL;
+}
+
+static void written_forget(struct accel_daemon *d, const char *app)
+{
+    struct runtime_written *w = written_find(d, app, 0);
+    if (w != NULL) {
+        free(w->key);
+        w->key = NULL;
+    }
+}
+
+static void written_free(struct accel_daemon *d)
+{
+    for (size_t i = 0; i < d->nwritten; i++) {
+        free(d->written[i].app);
+        free(d->written[i].key);
+    }
+    free(d->written);
+    d->written = NULL;
+    d->nwritten = 0;
+}
+
+/*
+ * p's files made as planned where they are not already so (files_lock
+ * held, d->lock not): w is what was last written for the app, and becomes
+ * what is now. Nothing is written when p's key is w's and every file is
+ * the one written then; a ledger is made only where it is missing or its
+ * limit changes (ledger_create keeps an existing ledger's slots). False
+ * when the files could not be made (said in the log).
+ */
+static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
+                      struct runtime_written *w)
+{
+    static const struct identity_run who = {.drop = false};
+    char *paths[CDI_FILES];
+    bool content[CDI_FILES], same, whole = false;
+    struct file_id ids[CDI_FILES];
+    size_t n = cdi_plan_paths(d, p, paths, content);
+    enum accel_err rc = ACCEL_OK;
+
+    same = w->key != NULL && strcmp(w->key, p->key) == 0 && w->nids == n;
+    for (size_t i = 0; i < n && same; i++)
+        same = file_id_of(paths[i], content[i], &ids[i]) &&
+               file_id_eq(&ids[i], &w->ids[i]);
+    if (!same) {
+        free(w->key);
+        w->key = NULL;
+        rc = write_shim_files(d, p->app, &who, &p->f, &whole);
+        if (rc == ACCEL_OK && p->ctr_text != NULL)
+            rc = ledger_write_text(paths[1], p->ctr_text);
+        if (rc != ACCEL_OK)
+            log_warn("app %s: cannot prepare the memory quota of '%s': %s",
+                     p->app, p->app, accel_strerror(rc));
+        for (size_t i = 0; i < n && rc == ACCEL_OK && whole; i++)
+            if (!file_id_of(paths[i], content[i], &w->ids[i]))
+                whole = false;
+        if (rc == ACCEL_OK && whole) { /* else made again next time */
+            w->key = p->key;
+            p->key = NULL;
+            w->nids = n;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    return rc == ACCEL_OK;
+}
+
+/* d->written becomes the entries of plans[0..n), in that order, each one
+ * kept from before where its app had one (files_lock held). */
+static void written_follow(struct accel_daemon *d, struct cdi_plan **plans,
+                           size_t n)
+{
+    struct runtime_written *v = xcalloc(n ? n : 1, sizeof(*v));
+
+    for (size_t i = 0; i < n; i++) {
+        struct runtime_written *w = written_find(d, plans[i]->app, i);
+        if (w != NULL) {
+            v[i] = *w;
+            w->app = NULL; /* moved */
+            w->key = NULL;
+        } else {
+            v[i].app = xstrdup(plans[i]->app);
+        }
+    }
+    written_free(d);
+    d->written = v;
+    d->nwritten = n;
+}
+
 void runtime_cdi_refresh(struct accel_daemon *d)
 {
     const char *dir = cdi_dir();
-    json_t *devs = json_array(), *spec;
+    json_t *devs, *spec;
     char *path, *text, *tmp;
-    struct identity_run who = {.drop = false, .uid = 0, .gid = 0};
+    struct cdi_plan **plans;
+    size_t np = 0;
 
-    if (d->cg == NULL || d->shim_path == NULL || dir == NULL) {
-        json_decref(devs);
+    if (d->cg == NULL || d->shim_path == NULL || dir == NULL)
         return;
-    }
     pthread_mutex_lock(&d->lock);
+    plans = xcalloc(d->napps ? d->napps : 1, sizeof(*plans));
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
-        struct shim_files *f;
-        char *cfg, *cause = NULL;
-        json_t *dev;
+        struct cdi_plan *p;
+        char *cause = NULL;
         if (!cdi_app(d, a)) {
             if (!manifest_runs(&a->m) &&
                 cgroup_app_populated(d->cg, a->name) == 0)
@@ -676,19 +963,29 @@ void runtime_cdi_refresh(struct accel_daemon *d)
                 cause = NULL;
             }
         }
-        f = xcalloc(1, sizeof(*f));
-        cfg = write_shim_config(d, a, &who, f, &cause); /* idempotent */
-        dev = cfg ? runner_container_cdi_device(d, a, f->devs, f->n, &cause)
-                  : NULL;
-        if (dev != NULL)
-            json_array_append_new(devs, dev);
-        else
+        p = cdi_plan_new(d, a, &cause);
+        if (p == NULL || p->dev == NULL)
             log_warn("app %s: no CDI device: %s", a->name, cause);
         free(cause);
-        free(cfg);
-        free(f);
+        if (p != NULL)
+            plans[np++] = p;
     }
+    /* the files are written without d->lock: a release of one of these
+     * apps (runtime_release_files, under d->lock) waits for files_lock,
+     * so it removes what is written here, never the other way round */
+    pthread_mutex_lock(&d->files_lock);
     pthread_mutex_unlock(&d->lock);
+    written_follow(d, plans, np);
+    devs = json_array();
+    for (size_t i = 0; i < np; i++) {
+        if (cdi_write(d, plans[i], &d->written[i]) && plans[i]->dev != NULL) {
+            json_array_append_new(devs, plans[i]->dev);
+            plans[i]->dev = NULL;
+        }
+        cdi_plan_free(plans[i]);
+    }
+    pthread_mutex_unlock(&d->files_lock);
+    free(plans);
     path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
     if (json_array_size(devs) == 0) {
         json_decref(devs);
@@ -728,6 +1025,10 @@ void runtime_cdi_remove(struct accel_daemon *d)
 {
     const char *dir = cdi_dir();
     char *path;
+
+    pthread_mutex_lock(&d->files_lock);
+    written_free(d);
+    pthread_mutex_unlock(&d->files_lock);
     if (d->cg == NULL || dir == NULL)
         return;
     path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);

@@ -103,7 +103,8 @@ void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
                           const char *why);
 
 /* Remove the quota ledgers and shim config of a's current rows (lock
- * held). Called whenever rows are dropped. */
+ * held; takes d->files_lock, so it waits for a CDI refresh writing them).
+ * Called whenever rows are dropped. */
 void runtime_release_files(struct accel_daemon *d, const struct app *a);
 
 /* The binding of the external app a is about to end: SIGTERM to what its
@@ -129,9 +130,11 @@ void runtime_signal_app(struct accel_daemon *d, const char *name, pid_t pid,
  * <dir>/accel-<instance>.json (dir: ACCEL_CDI_DIR, else /var/run/cdi on a
  * machine with /var/run/cdi or /etc/cdi, else none is written), kind
  * accel.dev/app, one device per external app bound here to a GPU that
- * needs the shim (its ledgers and config made for it), rewritten when it
- * changes (the supervisor, every second) and removed with the last such
- * app; removed when the supervisor stops. No lock held.
+ * needs the shim (its ledgers and config made for it, planned under
+ * d->lock and written under d->files_lock alone, only when the plan
+ * changed or a file is gone or replaced), rewritten when it changes (the
+ * supervisor, every second) and removed with the last such app; removed
+ * when the supervisor stops. No lock held.
  */
 #define RUNTIME_CDI_DIR "/var/run/cdi"
 void runtime_cdi_refresh(struct accel_daemon *d);
