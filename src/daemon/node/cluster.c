@@ -579,7 +579,11 @@ static void start_pinned(struct accel_daemon *d, struct app *a)
  * claimed, nobody can move the app without stopping it first (it is
  * `resuming`: busy), and a stop that comes meanwhile finds the pid here.
  * An image not pinned on this node (pins are node-local: nothing is
- * pulled at a cluster's install) is pulled here first, as a job.
+ * pulled at a cluster's install) is pulled here first, as a job; a pinned
+ * one acceld may pull again is looked for first, off the lock (podman may
+ * take a minute), and pulled again when it has gone from the machine
+ * (pull_check_begin): meanwhile pull_running keeps the next watch event
+ * from starting it again.
  */
 static void start_here(struct accel_daemon *d, struct app *a)
 {
@@ -592,6 +596,8 @@ static void start_here(struct accel_daemon *d, struct app *a)
     }
     if (pull_needed(d, a))
         pull_begin(d, a, start_pinned);
+    else if (pull_pin_to_check(d, a))
+        pull_check_begin(d, a, start_pinned);
     else
         start_pinned(d, a);
 }
