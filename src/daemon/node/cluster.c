@@ -602,6 +602,35 @@ static void start_here(struct accel_daemon *d, struct app *a)
         start_pinned(d, a);
 }
 
+/*
+ * The end of an external app bound to this node's cards, asked for by
+ * another node (`stopping`): what its cgroup here holds (people's own
+ * containers, put there by its CDI device's hook) gets SIGTERM, and the
+ * app waits `releasing` with its cards until the cgroup is empty (the
+ * reconciler kills it after the stop timeout, then releases or deletes
+ * it); an empty cgroup releases or deletes it now.
+ */
+static void end_held(struct accel_daemon *d, struct app *a)
+{
+    char *r;
+
+    if (a->reason && strcmp(a->reason, "uninstalling") == 0) {
+        lifecycle_hold_outside(d, a);
+        if (a->rel.linger == 0) {
+            lifecycle_commit_uninstall(d, a);
+            return;
+        }
+        a->rel.uninstall = true;
+        if (lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling") !=
+            ACCEL_OK)
+            a->rel.uninstall = false;
+        return;
+    }
+    r = a->reason ? xstrdup(a->reason) : NULL;
+    lifecycle_commit_release(d, a, APP_STOPPED, r);
+    free(r);
+}
+
 void cluster_act(struct accel_daemon *d, struct app *a)
 {
     /* an install still on its way to etcd acts once it is there (ops.c) */
@@ -610,6 +639,11 @@ void cluster_act(struct accel_daemon *d, struct app *a)
     if (state_app_multi(d, a)) {
         if (state_app_part_here(d, a))
             act_multi(d, a);
+        return;
+    }
+    if (runtime_held_here(d, a)) {
+        if (a->state == APP_STOPPING)
+            end_held(d, a);
         return;
     }
     if (!runtime_runs_here(d, a))
