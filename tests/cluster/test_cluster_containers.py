@@ -256,19 +256,23 @@ class ClusterContainerTest(unittest.TestCase):
         self.c.wait(lambda: self.state(self.n1, name) == "releasing",
                     "releasing, seen on n1")
         # until n2 has killed it (the stop timeout, 10 s), the app keeps
-        # its binding, on every view
+        # its binding, on every view: what a view showed is checked only
+        # when the app's cgroup on n2 still held the container after the
+        # view was read (so n2 could not have released it before)
         seen = 0
-        while running():
+        while self.ctr_procs(self.inst2, name):
             for a in (self.n1, self.n2):
-                data = self.app(a, name)
-                if not running():
+                data, bound = self.app(a, name), self.bindings(a)
+                if not self.ctr_procs(self.inst2, name):
                     break
                 self.assertIn(data.get("state"), ("stopping", "releasing"),
                               (a.node, data))
-                self.assertEqual(self.bindings(a), [name], a.node)
-            seen += 1
+                self.assertEqual(bound, [name], a.node)
+                seen += 1
             time.sleep(0.2)
-        self.assertGreater(seen, 0)
+        self.assertGreater(seen, 10)  # the 10 s wait, seen from both
+        self.c.wait(lambda: not running(), "the container ended",
+                    timeout=30)
         self.c.wait(lambda: self.state(self.n1, name) == "stopped" and
                     self.bindings(self.n1) == [] and
                     self.bindings(self.n2) == [], "released", timeout=30)
