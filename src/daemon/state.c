@@ -394,6 +394,9 @@ void state_set_state(struct app *a, enum app_state st,
     a->reason = nr;
     a->state = st;
     a->updated_ms = util_wall_ms();
+    if (st != APP_RESUMING)
+        a->pin_check = 0; /* a check for a start no longer wanted: its
+                             end does nothing (pull.c) */
 }
 
 void state_set_rows(struct accel_daemon *d, struct app *a,

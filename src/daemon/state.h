@@ -209,6 +209,9 @@ struct app {
     json_t *pull;                /* its install's pull (ops.c): {state:
                                     "pulling"|"done"|"failed", progress,
                                     message}, NULL = none */
+    uint64_t pin_check;          /* a cluster's start asking podman whether
+                                    its pinned image is still here (pull.c):
+                                    that check's number, 0 = none */
 };
 
 struct accel_config {

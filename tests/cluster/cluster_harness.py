@@ -12,8 +12,10 @@ devices), all pointed at the same etcd. Python 3 standard library only.
 Every node gets two cards: <node>-excl (24 Gi, Exclusive) and <node>-mem
 (16 Gi, MemorySlice), unless devices= says otherwise. The first agent
 started writes admin.token; the others get that token (users are
-cluster-wide). Agents run with --no-cgroups and --lease-ttl 3 (liveness
-within 5 s).
+cluster-wide). Agents run with --no-cgroups (cgroups=True: with their
+own cgroups, as container apps need) and --lease-ttl 3 (liveness within
+5 s); wrappers={node: prefix} starts a node's acceld under a command
+line prefix (a private mount namespace of its own, say).
 
 etcd is plain http on loopback unless tls=True, so the agents say
 --etcd-insecure (acceld refuses an etcd that serves clients without a
@@ -75,11 +77,13 @@ class Agent(Acceld):
 
     def __init__(self, node, endpoints, token=None, devices=None,
                  extra_args=(), env=None, wrapper=(), host="127.0.0.1",
-                 port=None):
+                 port=None, cgroups=False):
         self.node = node
         self.endpoints = endpoints
-        args = ["--node-name", node, "--etcd", endpoints, "--no-cgroups",
+        args = ["--node-name", node, "--etcd", endpoints,
                 "--lease-ttl", str(LEASE_TTL)]
+        if not cgroups:
+            args.append("--no-cgroups")
         if RECONCILE_MS is not None:
             args += ["--reconcile-interval-ms", str(RECONCILE_MS)]
         args += list(extra_args)
@@ -148,7 +152,7 @@ class Agent(Acceld):
 class Cluster:
     def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None,
                  envs=None, extra_args=(), tls=False, cert_dir=None,
-                 net=False, proxied=False):
+                 net=False, proxied=False, cgroups=False, wrappers=None):
         self.net = None
         self.proxies = []
         if net:
@@ -176,13 +180,16 @@ class Cluster:
                 endpoints = ",".join(p.url for p in self.proxies)
             for k, n in enumerate(nodes):
                 where = {}
+                if (wrappers or {}).get(n):
+                    where = dict(wrapper=wrappers[n])
                 if self.net:
                     where = dict(wrapper=self.net.wrapper(k),
                                  host=self.net.ip(k), port=AGENT_PORT)
                 a = Agent(n, endpoints, token=token,
                           devices=(devices or {}).get(n),
                           env=(envs or {}).get(n),
-                          extra_args=etcd_args + list(extra_args), **where)
+                          extra_args=etcd_args + list(extra_args),
+                          cgroups=cgroups, **where)
                 a.start()
                 token = a.token
                 self.agents[n] = a

@@ -911,7 +911,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
 {
     enum accel_err rc;
 
-    if (runtime_runs_on_agent(d, a) || state_app_multi(d, a)) {
+    if (runtime_ends_on_agent(d, a) || state_app_multi(d, a)) {
         rc = commit_state(d, a, APP_STOPPING, reason);
         if (rc != ACCEL_OK) {
             ops_res_store_failed(res, rc);
@@ -975,9 +975,9 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
     a = ops_find_app(d, u, name, res);
     if (a == NULL || ops_busy(a, res))
         goto out;
-    if (a->pid > 0 || runtime_runs_on_agent(d, a) || state_app_multi(d, a)) {
+    if (a->pid > 0 || runtime_ends_on_agent(d, a) || state_app_multi(d, a)) {
         /* the supervisor stops it, then deletes it (here or on the nodes
-         * whose agents run it) */
+         * whose agents run it or hold its people's containers) */
         bool multi = state_app_multi(d, a);
         rc = commit_state(d, a, APP_STOPPING, "uninstalling");
         if (rc != ACCEL_OK) {
@@ -986,7 +986,7 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
         }
         if (multi)
             cluster_act(d, a); /* may delete a: not used after this */
-        else if (!runtime_runs_on_agent(d, a))
+        else if (!runtime_ends_on_agent(d, a))
             runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
         ops_res_ok(res, 200, json_pack("{s:s, s:s}", "name", name, "state",
                                        "stopping"));

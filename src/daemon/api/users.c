@@ -121,7 +121,7 @@ static const char *const rm_state[] = {"uninstalled", "stopping",
 
 static enum rm_kind rm_kind_of(struct accel_daemon *d, const struct app *a)
 {
-    if (a->pid > 0 || runtime_runs_on_agent(d, a) || state_app_multi(d, a))
+    if (a->pid > 0 || runtime_ends_on_agent(d, a) || state_app_multi(d, a))
         return RM_STOP;
     return a->rel.linger > 0 ? RM_RELEASE : RM_DELETE;
 }
@@ -239,7 +239,7 @@ static void rm_apply(struct accel_daemon *d, struct app *a, enum rm_kind k)
         state_set_state(a, APP_STOPPING, "uninstalling");
         if (multi)
             cluster_act(d, a); /* may delete a */
-        else if (!runtime_runs_on_agent(d, a))
+        else if (!runtime_ends_on_agent(d, a))
             runtime_stop_begin(a, APP_STOPPED, "uninstalling", true);
     }
 }

@@ -579,7 +579,11 @@ static void start_pinned(struct accel_daemon *d, struct app *a)
  * claimed, nobody can move the app without stopping it first (it is
  * `resuming`: busy), and a stop that comes meanwhile finds the pid here.
  * An image not pinned on this node (pins are node-local: nothing is
- * pulled at a cluster's install) is pulled here first, as a job.
+ * pulled at a cluster's install) is pulled here first, as a job; a pinned
+ * one acceld may pull again is looked for first, off the lock (podman may
+ * take a minute), and pulled again when it has gone from the machine
+ * (pull_check_begin): meanwhile pull_running keeps the next watch event
+ * from starting it again.
  */
 static void start_here(struct accel_daemon *d, struct app *a)
 {
@@ -592,8 +596,39 @@ static void start_here(struct accel_daemon *d, struct app *a)
     }
     if (pull_needed(d, a))
         pull_begin(d, a, start_pinned);
+    else if (pull_pin_to_check(d, a))
+        pull_check_begin(d, a, start_pinned);
     else
         start_pinned(d, a);
+}
+
+/*
+ * The end of an external app bound to this node's cards, asked for by
+ * another node (`stopping`): what its cgroup here holds (people's own
+ * containers, put there by its CDI device's hook) gets SIGTERM, and the
+ * app waits `releasing` with its cards until the cgroup is empty (the
+ * reconciler kills it after the stop timeout, then releases or deletes
+ * it); an empty cgroup releases or deletes it now.
+ */
+static void end_held(struct accel_daemon *d, struct app *a)
+{
+    char *r;
+
+    if (a->reason && strcmp(a->reason, "uninstalling") == 0) {
+        lifecycle_hold_outside(d, a);
+        if (a->rel.linger == 0) {
+            lifecycle_commit_uninstall(d, a);
+            return;
+        }
+        a->rel.uninstall = true;
+        if (lifecycle_commit_releasing(d, a, APP_STOPPED, "uninstalling") !=
+            ACCEL_OK)
+            a->rel.uninstall = false;
+        return;
+    }
+    r = a->reason ? xstrdup(a->reason) : NULL;
+    lifecycle_commit_release(d, a, APP_STOPPED, r);
+    free(r);
 }
 
 void cluster_act(struct accel_daemon *d, struct app *a)
@@ -604,6 +639,11 @@ void cluster_act(struct accel_daemon *d, struct app *a)
     if (state_app_multi(d, a)) {
         if (state_app_part_here(d, a))
             act_multi(d, a);
+        return;
+    }
+    if (runtime_held_here(d, a)) {
+        if (a->state == APP_STOPPING)
+            end_held(d, a);
         return;
     }
     if (!runtime_runs_here(d, a))

@@ -13,6 +13,7 @@
 
 #include "common/util.h"
 #include "daemon/lifecycle.h"
+#include "daemon/log.h"
 #include "daemon/node/disk.h"
 #include "daemon/node/runner.h"
 #include "daemon/node/runtime.h"
@@ -31,31 +32,127 @@ bool pull_needed(struct accel_daemon *d, struct app *a)
 bool pull_running(const struct app *a)
 {
     const char *st = json_string_value(json_object_get(a->pull, "state"));
-    return st != NULL && strcmp(st, "pulling") == 0;
+    return a->pin_check != 0 || (st != NULL && strcmp(st, "pulling") == 0);
+}
+
+/* The ID a is pinned to when acceld may pull its image again (an image
+ * app, pull not never or an archive), else NULL (lock held). */
+static const char *pin_pullable(struct accel_daemon *d, struct app *a)
+{
+    if (a->m.run.ctr.image == NULL ||
+        (strcmp(a->m.run.ctr.pull, "never") == 0 &&
+         !manifest_image_archive(a->m.run.ctr.image)))
+        return NULL;
+    return runner_container_pinned_id(d, a);
+}
+
+bool pull_pin_to_check(struct accel_daemon *d, struct app *a)
+{
+    return pin_pullable(d, a) != NULL;
+}
+
+/* Is the image of ID id gone from this machine (podman, no lock)? False
+ * when podman cannot tell: its run says why. */
+static bool image_gone(const char *id)
+{
+    char *cause = NULL;
+    json_t *pin = NULL;
+    bool gone = runner_container_image_pin(id, &pin, &cause) ==
+                ACCEL_ENOTFOUND;
+
+    json_decref(pin);
+    free(cause);
+    return gone;
 }
 
 bool pull_pinned_gone(struct accel_daemon *d, const char *name)
 {
-    char *id = NULL, *cause = NULL;
-    json_t *pin = NULL;
+    char *id = NULL;
     struct app *a;
     bool gone;
 
     pthread_mutex_lock(&d->lock);
     a = state_app_find(d, name);
-    if (a != NULL && a->m.run.ctr.image != NULL &&
-        (strcmp(a->m.run.ctr.pull, "never") != 0 ||
-         manifest_image_archive(a->m.run.ctr.image)) &&
-        runner_container_pinned_id(d, a) != NULL)
-        id = xstrdup(runner_container_pinned_id(d, a));
+    if (a != NULL && pin_pullable(d, a) != NULL)
+        id = xstrdup(pin_pullable(d, a));
     pthread_mutex_unlock(&d->lock);
     if (id == NULL)
         return false;
-    gone = runner_container_image_pin(id, &pin, &cause) == ACCEL_ENOTFOUND;
-    json_decref(pin);
-    free(cause);
+    gone = image_gone(id);
     free(id);
     return gone;
+}
+
+struct check_job {
+    struct accel_daemon *d;
+    char *app;
+    char *id;       /* the pinned image's ID */
+    uint64_t n;     /* the check's number (a->pin_check) */
+    pull_start_fn start;
+};
+
+static _Atomic uint64_t checks; /* the last check's number */
+
+/* The check off the lock, then (the app still resuming for this check,
+ * with no process) its pull or its start. Counted in slow_ops. */
+static void *check_main(void *arg)
+{
+    struct check_job *j = arg;
+    struct accel_daemon *d = j->d;
+    bool gone = image_gone(j->id);
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, j->app);
+    if (a != NULL && a->pin_check == j->n) {
+        a->pin_check = 0;
+        if (a->state == APP_RESUMING && a->pid == 0 && !d->stopping &&
+            runtime_runs_here(d, a)) {
+            if (gone) {
+                log_info("app %s: its pinned image %s is gone from node "
+                         "%s: pulled again", a->name, j->id,
+                         d->cfg.node_name);
+                pull_begin(d, a, j->start);
+            } else {
+                j->start(d, a);
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    free(j->app);
+    free(j->id);
+    free(j);
+    atomic_fetch_sub(&d->slow_ops, 1);
+    return NULL;
+}
+
+void pull_check_begin(struct accel_daemon *d, struct app *a,
+                      pull_start_fn start)
+{
+    struct check_job *j = xcalloc(1, sizeof(*j));
+    pthread_t t;
+    pthread_attr_t at;
+    bool ok;
+
+    j->d = d;
+    j->app = xstrdup(a->name);
+    j->id = xstrdup(pin_pullable(d, a));
+    j->n = atomic_fetch_add(&checks, 1) + 1;
+    j->start = start;
+    a->pin_check = j->n;
+    atomic_fetch_add(&d->slow_ops, 1);
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &at, check_main, j) == 0;
+    pthread_attr_destroy(&at);
+    if (ok)
+        return;
+    atomic_fetch_sub(&d->slow_ops, 1);
+    a->pin_check = 0;
+    free(j->app);
+    free(j->id);
+    free(j);
+    start(d, a);
 }
 
 struct pull_job {

@@ -31,8 +31,28 @@ bool pull_needed(struct accel_daemon *d, struct app *a);
  */
 bool pull_pinned_gone(struct accel_daemon *d, const char *name);
 
-/* Is a's pull under way (lock held)? */
+/* Is a's pull, or the check of its pin before it (pull_check_begin),
+ * under way (lock held)? Its start waits for it. */
 bool pull_running(const struct app *a);
+
+/*
+ * Must a's pinned image be looked for before a start here (lock held)?
+ * An image app pinned on this node whose image acceld may pull again
+ * (pull_pinned_gone's apps).
+ */
+bool pull_pin_to_check(struct accel_daemon *d, struct app *a);
+
+/*
+ * Start a (lock held, a resuming and bound here, pull_pin_to_check) once
+ * podman has said, off the lock, whether its pinned image is still on
+ * this machine: gone, it is pulled first (pull_begin); else, or when
+ * podman cannot tell, start(d, a) runs (lock held, a still resuming with
+ * no process and no newer check). Meanwhile pull_running(a) is true and
+ * a's container.pull is as it was. start is run at once when no thread
+ * can be had.
+ */
+void pull_check_begin(struct accel_daemon *d, struct app *a,
+                      pull_start_fn start);
 
 /*
  * Start a's pull (lock held, a resuming and bound here): answered at once,

@@ -647,7 +647,7 @@ static void finish_releases(struct accel_daemon *d, struct pass *p)
     size_t n = 0;
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
-        if (a->state != APP_RELEASING || runtime_runs_on_agent(d, a))
+        if (a->state != APP_RELEASING || runtime_ends_on_agent(d, a))
             continue;
         if (app_gone(d, p, a))
             names[n++] = xstrdup(a->name);

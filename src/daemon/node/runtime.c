@@ -63,6 +63,37 @@ bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
     return true;
 }
 
+/* The node of a's cards when a is an external app of a cluster bound to
+ * one node's cards only; -1 otherwise. */
+static int64_t held_node(struct accel_daemon *d, const struct app *a)
+{
+    uint32_t node;
+    if (d->cluster == NULL || manifest_runs(&a->m) || a->nrows == 0)
+        return -1;
+    node = d->snap.devs[a->rows[0].dev].node;
+    for (size_t i = 1; i < a->nrows; i++)
+        if (d->snap.devs[a->rows[i].dev].node != node)
+            return -1;
+    return node;
+}
+
+bool runtime_held_here(struct accel_daemon *d, const struct app *a)
+{
+    int64_t node = held_node(d, a);
+    return node >= 0 && d->ninfo[node].local;
+}
+
+bool runtime_held_on_agent(struct accel_daemon *d, const struct app *a)
+{
+    int64_t node = held_node(d, a);
+    return node >= 0 && d->ninfo[node].member && !d->ninfo[node].local;
+}
+
+bool runtime_ends_on_agent(struct accel_daemon *d, const struct app *a)
+{
+    return runtime_runs_on_agent(d, a) || runtime_held_on_agent(d, a);
+}
+
 bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
 {
     uint32_t node;

@@ -24,6 +24,18 @@ bool runtime_runs_here(struct accel_daemon *d, const struct app *a);
  * for (`resuming`, `stopping`) and that agent does it. */
 bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a);
 
+/* Is a an external app (no run.command, no run.image) of a cluster bound
+ * to one node's cards only, that node this one (here) or another whose
+ * agent is a member (on_agent)? People's own containers of it run there,
+ * in its cgroup on that machine: that node's agent waits for them at the
+ * app's end (cluster.c) and releases it. */
+bool runtime_held_here(struct accel_daemon *d, const struct app *a);
+bool runtime_held_on_agent(struct accel_daemon *d, const struct app *a);
+
+/* Does another node's agent end a and release it (runs_on_agent or
+ * held_on_agent)? This node then only writes `stopping`. */
+bool runtime_ends_on_agent(struct accel_daemon *d, const struct app *a);
+
 /*
  * Start a's process (caller holds d->lock). On success sets a->pid and
  * a->pid_start. On failure *cause gets an allocated sentence.
