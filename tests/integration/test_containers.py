@@ -511,6 +511,46 @@ class ContainerRunTest(ContainerCase):
         self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
                       "the app uninstalled once its cgroup was empty")
 
+    def test_mode_switch_stops_own_containers_first(self):
+        """Item 6 and SPEC 2.7 for a person's own container: a mode switch
+        of the app's GPU stops what the app's cgroup holds, SIGTERM first
+        (the container ends by itself, exit 0), and switches, releasing
+        the binding, only once the cgroup is empty."""
+        m = manifest("extsw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        self.install(m)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        self.wait_for(lambda: '"extsw"' in
+                      self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        polite = self.run_own("swpolite", "extsw", "/bin/sh", "-c",
+                              'trap "echo bye; exit 0" TERM; echo up; '
+                              'while :; do sleep 0.1; done')
+        self.wait_for(lambda: "up" in podman("logs", polite).stdout,
+                      "its output")
+        self.wait_for(lambda: len(self.ctr_procs("extsw")) >= 2,
+                      "in the app's cgroup")
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/ctr/devices/%s/support-type"
+            % GPU, {"supportType": "TimeSlice"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched", b)
+        self.assertEqual([x["appName"] for x in b["data"]["stoppedApps"]],
+                         ["extsw"], b)
+        # answered once the container had ended on the SIGTERM by itself
+        self.assertEqual(self.ctr_procs("extsw"), [])
+        self.wait_for(lambda: not self.running(polite), "podman's view")
+        self.assertIn("bye", podman("logs", polite).stdout)
+        self.assertEqual(podman("inspect", "--format",
+                                "{{.State.ExitCode}}", polite).stdout.strip(),
+                         "0")
+        data = self.d.http("GET", "/api/apps/extsw")[1]["data"]
+        self.assertEqual((data["state"], data.get("allocations") or []),
+                         ("stopped", []), data)
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/ctr/devices/%s/support-type"
+            % GPU, {"supportType": "MemorySlice"})
+        self.assertEqual(st, 200, b)
+
     def test_own_container_held_through_the_cdi_device(self):
         """Item 6: a person's own podman run --device accel.dev/app=NAME of
         an external app is held to its binding."""

@@ -468,9 +468,9 @@ bool ops_app_away(struct accel_daemon *d, const struct app *a,
 
 bool ops_runs_elsewhere_still(struct accel_daemon *d, const struct app *a)
 {
-    return (runtime_runs_on_agent(d, a) || state_app_multi(d, a)) &&
+    return (runtime_ends_on_agent(d, a) || state_app_multi(d, a)) &&
            (a->pid > 0 || a->state == APP_STOPPING ||
-            a->state == APP_RUNNING);
+            a->state == APP_RUNNING || a->state == APP_RELEASING);
 }
 
 /*
@@ -509,8 +509,34 @@ static struct app *stop_elsewhere(struct accel_daemon *d, struct app *a)
 }
 
 /*
+ * ops_stop_processes for an external app whose cgroup on this machine
+ * holds people's own containers (its CDI hook put them there): they get
+ * SIGTERM and, after the app's stop timeout, the cgroup's kill, with the
+ * lock released, as an app's own processes do; a->rel.linger is 1 when
+ * something survived. The app is `stopping` meanwhile.
+ */
+static struct app *stop_outside(struct accel_daemon *d, struct app *a)
+{
+    char *name = xstrdup(a->name);
+    int timeout = a->m.run.stop_timeout_s;
+    bool empty;
+
+    commit_state(d, a, APP_STOPPING, NULL);
+    pthread_mutex_unlock(&d->lock);
+    empty = runtime_stop_outside(d, name, timeout);
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, name);
+    free(name);
+    if (a != NULL)
+        a->rel.linger = empty ? 0 : 1;
+    return a;
+}
+
+/*
  * Stop a's processes with the lock released. Returns the app again (found
- * by name) or NULL if it vanished. The app is `stopping` meanwhile.
+ * by name) or NULL if it vanished. The app is `stopping` meanwhile. An
+ * external app's people's containers are processes of it too: here
+ * (stop_outside), or on the node whose cards it holds (stop_elsewhere).
  */
 struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
 {
@@ -521,6 +547,10 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
     uint32_t linger;
     enum accel_err rc;
 
+    if (a->pid <= 0 && d->cluster && runtime_held_on_agent(d, a))
+        return stop_elsewhere(d, a);
+    if (a->pid <= 0 && runtime_outside_here(d, a))
+        return stop_outside(d, a);
     if (a->pid <= 0)
         return a;
     if (d->cluster && (runtime_runs_on_agent(d, a) || state_app_multi(d, a)))

@@ -83,6 +83,15 @@ bool runtime_held_here(struct accel_daemon *d, const struct app *a)
     return node >= 0 && d->ninfo[node].local;
 }
 
+bool runtime_outside_here(struct accel_daemon *d, const struct app *a)
+{
+    if (manifest_runs(&a->m) || a->nrows == 0 || d->cg == NULL)
+        return false;
+    if (d->cluster != NULL && !runtime_held_here(d, a))
+        return false;
+    return cgroup_app_populated(d->cg, a->name) == 1;
+}
+
 bool runtime_held_on_agent(struct accel_daemon *d, const struct app *a)
 {
     int64_t node = held_node(d, a);
@@ -1157,6 +1166,22 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
         log_warn("stopping %s: %s", name, cause ? cause : accel_strerror(rc));
     free(cause);
     return rc;
+}
+
+bool runtime_stop_outside(struct accel_daemon *d, const char *name,
+                          int timeout_s)
+{
+    if (d->cg == NULL || cgroup_app_populated(d->cg, name) != 1)
+        return true;
+    cgroup_app_signal(d->cg, name, SIGTERM);
+    if (wait_empty(d, &runner_process, name, 0, 0,
+                   (unsigned)timeout_s * 1000u, NULL))
+        return true;
+    cgroup_app_kill(d->cg, name);
+    if (wait_empty(d, &runner_process, name, 0, 0, KILL_GRACE_MS, NULL))
+        return true;
+    log_warn("stopping %s: what its cgroup holds survived the kill", name);
+    return false;
 }
 
 /* The supervisor's wake-up: a stop handed to it starts at once, not at

@@ -32,6 +32,10 @@ bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a);
 bool runtime_held_here(struct accel_daemon *d, const struct app *a);
 bool runtime_held_on_agent(struct accel_daemon *d, const struct app *a);
 
+/* Is a an external app whose cgroup on this machine holds processes
+ * (people's own containers): on one acceld, or in a cluster held here? */
+bool runtime_outside_here(struct accel_daemon *d, const struct app *a);
+
 /* Does another node's agent end a and release it (runs_on_agent or
  * held_on_agent)? This node then only writes `stopping`. */
 bool runtime_ends_on_agent(struct accel_daemon *d, const struct app *a);
@@ -56,6 +60,16 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
 enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
                             pid_t pid, uint64_t start, int timeout_s,
                             int *out_status);
+
+/*
+ * End what an external app's cgroup on this machine holds (people's own
+ * containers, docs/containers.md section 5): SIGTERM, cgroup.kill after
+ * timeout_s, then up to 5 s for the survivors. Blocks as runtime_stop
+ * does: call WITHOUT d->lock. True when the cgroup is empty (or there is
+ * none); false when processes survived the kill.
+ */
+bool runtime_stop_outside(struct accel_daemon *d, const char *name,
+                          int timeout_s);
 
 /*
  * Hand a's stop to the supervisor (lock held; the caller has committed the
