@@ -15,6 +15,10 @@ at n2's.
   there that ignores SIGTERM, the app stopped through n1: the app is
   `releasing` with its binding until n2 has killed the container after
   the stop timeout, then released. Before this, n1 released it at once.
+- The same app's GPU switched to another mode through n1, a polite
+  container on n2: the switch waits for n2's agent, whose SIGTERM ends
+  the container (exit 0), then switches. Before this, n1 released the
+  app in the switch's own transaction and n2 killed the container.
 
 Skipped without root, podman, runc or the built test programs, as
 test_containers is. The image is built here; every container, cgroup and
@@ -212,6 +216,77 @@ class ClusterContainerTest(unittest.TestCase):
         return tc.subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
                                   a.proc.pid] + list(cmd),
                                  capture_output=True, text=True, timeout=120)
+
+    def own_container(self, name, short, script):
+        """A person's own container on n2 with app name's CDI device,
+        running script, in the app's cgroup there; its name."""
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst2
+
+        def listed():
+            r = self.in_ns(self.n2, "cat", spec_path)
+            return r.returncode == 0 and name in [
+                x["name"] for x in json.loads(r.stdout)["devices"]]
+        self.c.wait(listed, "n2's CDI spec with the app", timeout=30)
+        ctr = "accel-%s-%s" % (self.inst2, short)
+        self.addCleanup(podman, "rm", "--force", "--time=0", ctr)
+        r = self.in_ns(self.n2, "podman", "run", "-d", "--name=" + ctr,
+                       "--runtime=runc", "--network=none",
+                       "--cgroup-parent=/accel.slice/%s/%s" % (self.inst2,
+                                                               short),
+                       "--label=accel.instance=" + self.inst2,
+                       "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
+                       "detect_leaks=0",
+                       "--device=accel.dev/app=" + name, IMAGE,
+                       "/bin/sh", "-c", script)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.c.wait(lambda: "up" in podman("logs", ctr).stdout, "its output",
+                    timeout=30)
+        self.c.wait(lambda: len(self.ctr_procs(self.inst2, name)) >= 2,
+                    "the container in the app's cgroup on n2")
+        return ctr
+
+    def test_mode_switch_through_n1_waits_for_n2s_container(self):
+        """A mode switch of n2's GPU through n1 stops an external app's
+        container on n2 first (SIGTERM: it ends by itself, exit 0), then
+        switches: the switch waits for n2's agent, it does not release
+        the app on n2's behalf."""
+        name = "clsw"
+        st, b = self.n1.http("POST", "/api/apps", {
+            "manifest": app_manifest(name, "1Gi", mem="64Mi", cpu="100m",
+                                     disk="1Mi"),
+            "computeBinding": bind2()})
+        self.assertEqual(st, 200, b)
+        self.c.wait(lambda: self.state(self.n1, name) == "running",
+                    "running")
+        ctr = self.own_container(name, "polite",
+                                 'trap "echo bye; exit 0" TERM; echo up; '
+                                 'while :; do sleep 0.1; done')
+        st, b = self.n1.http(
+            "PUT", "/api/compute-resources/nodes/n2/devices/%s/support-type"
+            % GPU2, {"supportType": "TimeSlice"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched", b)
+        self.assertEqual([x["appName"] for x in b["data"]["stoppedApps"]],
+                         [name], b)
+        self.assertEqual(self.ctr_procs(self.inst2, name), [])
+        self.c.wait(lambda: podman("inspect", "--format",
+                                   "{{.State.Running}}", ctr).stdout.strip()
+                    == "false", "podman's view")
+        self.assertIn("bye", podman("logs", ctr).stdout)
+        self.assertEqual(podman("inspect", "--format", "{{.State.ExitCode}}",
+                                ctr).stdout.strip(), "0")
+        self.assertEqual(self.state(self.n1, name), "stopped")
+        self.assertEqual(self.bindings(self.n1), [])
+        st, b = self.n1.http(
+            "PUT", "/api/compute-resources/nodes/n2/devices/%s/support-type"
+            % GPU2, {"supportType": "MemorySlice"})
+        self.assertEqual(st, 200, b)
+        st, b = self.n1.http("DELETE", "/api/apps/" + name)
+        self.assertEqual(st, 200, b)
+        self.c.wait(lambda: self.c.app_of(self.n1, name) is None,
+                    "uninstalled", timeout=60)
 
     def test_own_container_on_its_node_holds_the_release(self):
         name = "clext"

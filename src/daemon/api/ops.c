@@ -478,9 +478,10 @@ bool ops_runs_elsewhere_still(struct accel_daemon *d, const struct app *a)
  * across nodes): its pid is that machine's, and signalling it here would
  * hit whatever process this machine has under that number. So the app is
  * made `stopping`, as a suspend does, and its agent stops it and releases
- * it; this waits (lock released) until the app has left `stopping`, for
- * its stop timeout and some slack. An app still stopping then is its
- * agent's to finish; the caller sees it still bound.
+ * it; this waits (lock released) until the app has left `stopping` and
+ * `releasing` (its agent waits there for processes, people's containers
+ * included), for its stop timeout and some slack. An app still there then
+ * is its agent's to finish; the caller sees it still bound.
  */
 static struct app *stop_elsewhere(struct accel_daemon *d, struct app *a)
 {
@@ -493,7 +494,7 @@ static struct app *stop_elsewhere(struct accel_daemon *d, struct app *a)
         state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
     while ((a = state_app_find(d, name)) != NULL &&
-           a->state == APP_STOPPING) {
+           (a->state == APP_STOPPING || a->state == APP_RELEASING)) {
         uint64_t now = util_now_ns();
         int64_t rev = store_view_rev(d->store);
         if (now >= until)
