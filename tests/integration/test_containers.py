@@ -15,6 +15,7 @@ machine's /etc/cdi. Every container and image made here is removed at the
 end, passed or failed."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,12 +30,15 @@ from accel_harness import (BUILD_DIR, Acceld, cgroup_dirs, device,  # noqa: E402
                            wait_for)
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SPIN = os.path.join(BUILD_DIR, "tests", "integration", "cuda_spin")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "shim", "fakelib",
                          "libcuda.so.1")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
+TS_GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a3"
+TS_INVENTORY = inventory(node("ctr", device(TS_GPU, support="TimeSlice")))
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
 # the same files, its configured environment with an LD_PRELOAD of its own
 IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
@@ -42,7 +46,7 @@ IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         shutil.which("runc") and shutil.which("unshare") and
-        all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA)))
+        all(os.path.exists(p) for p in (HOLD, SPIN, SHIM, FAKE_CUDA)))
 
 
 def comm(pid):
@@ -60,14 +64,15 @@ def podman(*args, timeout=120):
 
 
 def build_image(tmp):
-    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold and their libraries
-    (not libcuda: CDI brings it)."""
+    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold, cuda_spin and their
+    libraries (not libcuda: CDI brings it)."""
     root = os.path.join(tmp, "rootfs")
     os.makedirs(os.path.join(root, "app"))
     os.makedirs(os.path.join(root, "tmp"))
     os.chmod(os.path.join(root, "tmp"), 0o1777)
     files = {"/bin/sh": "/bin/sh", "/bin/sleep": "/bin/sleep",
-             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold"}
+             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold",
+             SPIN: "/app/cuda_spin"}
     for src in list(files):
         out = subprocess.run(["ldd", src], capture_output=True,
                              text=True).stdout
@@ -205,20 +210,22 @@ class ManifestTest(accel_harness.SharedAcceld):
         self.refused({"capAdd": ["CAP_SYS_ADMIN"]}, 403, "run.capAdd")
 
 
-@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
-                           "stand-in driver built")
-class ContainerRunTest(unittest.TestCase):
-    """Container apps run by acceld under podman."""
+class ContainerCase(unittest.TestCase):
+    """What the tests of container apps run by acceld share: an acceld of
+    `inventory` in a mount namespace with the stand-in CDI spec, and the
+    clean-up of everything it ran."""
+    inventory = INVENTORY
+    gpu = GPU  # the one the stand-in CDI spec lists
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="accel-ctr-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.d = None
         self.addCleanup(self.clean)
-        self.start(cdi_spec(GPU))
+        self.start(cdi_spec(self.gpu))
 
     def start(self, spec):
-        self.d = Acceld(inventory=INVENTORY,
+        self.d = Acceld(inventory=self.inventory,
                         extra_args=["--node-name", "ctr"],
                         env={"ACCEL_CDI_DIR": "/etc/cdi"},
                         wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
@@ -288,6 +295,18 @@ class ContainerRunTest(unittest.TestCase):
         st, users = self.d.http("GET", "/api/users")
         uid = [u["uid"] for u in users["data"] if u["name"] == name][0]
         return b["data"]["token"], uid
+
+    def in_ns(self, *cmd):
+        """cmd in acceld's mount namespace (its /etc/cdi)."""
+        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
+                               self.d.proc.pid] + list(cmd),
+                              capture_output=True, text=True, timeout=120)
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class ContainerRunTest(ContainerCase):
+    """Container apps run by acceld under podman."""
 
     def test_quota_held_in_a_container_as_the_owner(self):
         tok, uid = self.member("bob")
@@ -424,12 +443,6 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: self.state("keep") == "stopped", "stopped")
         self.assert_nothing_left("keep")
 
-    def in_ns(self, *cmd):
-        """cmd in acceld's mount namespace (its /etc/cdi)."""
-        return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" %
-                               self.d.proc.pid] + list(cmd),
-                              capture_output=True, text=True, timeout=120)
-
     def run_own(self, short, app, *cmd):
         """A person's own container (podman run -d) with the app's CDI
         device; its name."""
@@ -542,6 +555,77 @@ class ContainerRunTest(unittest.TestCase):
         self.wait_for(lambda: not [d for d in cgroup_dirs(self.inst)
                                    if os.path.isdir(os.path.join(d, "ext"))],
                       "the app's cgroups removed")
+
+    def test_container_and_host_process_keep_each_others_charges(self):
+        """Item 3: a person's own container (root in it, podman's default
+        capabilities) and a host process of the app's owner (no capability)
+        share the app's ledger. The host process's shim cannot see the
+        container process's pid namespace (another uid's ns/pid needs
+        ptrace access): it used to take the container's slot for one of a
+        namespace gone, and the live charge with it, when it attached. Each
+        keeps the other's live charge; once the container's process is
+        killed, only its charge is reclaimed: acceld's usage, and the host
+        process's shim at its next refusal."""
+        tok, uid = self.member("cora")
+        self.install(manifest("mix", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"), token=tok)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        self.wait_for(lambda: '"mix"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        usage = (lambda: self.d.http("GET", "/api/apps/mix")[1]["data"]
+                 ["usage"]["memory"] >> 20)
+        name = self.run_own("mixc", "mix", "/app/cuda_hold", "512",
+                            "@/tmp/go", "512")
+        self.wait_for(lambda: "waiting" in podman("logs", name).stdout,
+                      "the container's first allocation")
+        self.assertIn("alloc 512 MiB: 0", podman("logs", name).stdout)
+        cpid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                          name).stdout)
+        self.assertEqual(status_field(cpid, "NSpid")[1:], ["1"])
+        self.wait_for(lambda: usage() == 512, "the container's usage")
+        # the host process: the app's owner, no capability, the app's config
+        cfg = os.path.join(self.d.data_dir, "run", "apps", "mix",
+                           "shim.conf")
+        gid = os.stat(os.path.dirname(cfg)).st_gid
+        os.chmod(self.tmp, 0o711)  # the host process waits on a and b
+        a, b = os.path.join(self.tmp, "a"), os.path.join(self.tmp, "b")
+        out = open(os.path.join(self.tmp, "host.out"), "w+")
+        self.addCleanup(out.close)
+        host = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
+             "--clear-groups", "--inh-caps=-all", HOLD, "256", "@" + a,
+             "@" + b, "640"], stdout=out, stderr=subprocess.STDOUT,
+            env=dict(os.environ, LD_PRELOAD=SHIM, ACCEL_CONFIG=cfg,
+                     ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"))
+        self.addCleanup(host.wait)
+        self.addCleanup(host.kill)
+
+        def host_out():
+            out.seek(0)
+            return out.read()
+        self.wait_for(lambda: "waiting" in host_out(), "the host process")
+        self.assertIn("alloc 256 MiB: 0", host_out())
+        # its attach (which reclaims the dead) kept the container's charge
+        self.wait_for(lambda: usage() == 768, "both charges")
+        open(a, "w").close()
+        self.wait_for(lambda: "info total" in host_out(), "the host's view")
+        self.assertIn("info total 1024 MiB free 256 MiB", host_out())
+        # the container's refusal reclaims what it can judge: the host's
+        # process is not in its /proc, so its charge stays
+        r = self.in_ns("podman", "exec", name, "/bin/sh", "-c", ": >/tmp/go")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for(lambda: "ready" in podman("logs", name).stdout,
+                      "the container's second allocation")
+        self.assertIn("alloc 512 MiB: 2", podman("logs", name).stdout)
+        self.assertEqual(usage(), 768)
+        # the container's process killed: its charge only is reclaimed
+        os.kill(cpid, 9)
+        self.wait_for(lambda: not self.running(name), "the container ended")
+        self.wait_for(lambda: usage() == 256, "the container's charge gone")
+        open(b, "w").close()
+        self.wait_for(lambda: "ready" in host_out(), "the host's 640 MiB")
+        self.assertIn("alloc 640 MiB: 0", host_out())
+        self.wait_for(lambda: usage() == 896, "the host's charges")
 
     def test_uninstall_removes_the_image_it_pulled(self):
         """Item 4: an image acceld pulls for (pull missing) goes with its
@@ -824,6 +908,104 @@ class ContainerRunTest(unittest.TestCase):
         self.assertIn("nvidia.com/gpu=GPU-", data["reason"])
         self.assertEqual(dev, [])
         self.assertEqual(self.containers(), [])
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class ContainerTimesliceTest(ContainerCase):
+    """Item 3: a container app on a time-sliced GPU takes its turns through
+    acceld's broker. The broker's peer check (SO_PEERCRED, which the kernel
+    gives in acceld's pid namespace and user namespace) admits the
+    container's process, pid 1 or 2 of a namespace of its own, by its host
+    pid in the app's cgroup and its uid; a process of the app's container
+    of another uid, and a process of no app in a pid namespace of its own,
+    are refused, named by their host pids."""
+    inventory = TS_INVENTORY
+    gpu = TS_GPU
+
+    def ts(self):
+        st, b = self.d.http("GET", "/api/compute-resources")
+        self.assertEqual(st, 200, b)
+        return [x for n in b["data"] for x in n["devices"]
+                if x["id"] == TS_GPU][0]["timeSlice"]
+
+    def turns(self):
+        return {a["app"]: a["turns"] for a in self.ts().get("apps", [])}
+
+    def refusals(self):
+        return re.findall(r"refused pid (\d+) \(uid (\d+)\) claiming app "
+                          r"(\S+): ([^\n]*)", self.d.log())
+
+    def test_container_app_takes_turns_through_the_broker(self):
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        sock = self.ts()["socket"]
+        tok, uid = self.member("tess")
+        env = {"FAKE_CUDA_LOG": "/dev/null",
+               "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+        self.install(ctr_manifest("tsc", ["/app/cuda_spin", "2000"],
+                                  env=env), token=tok)
+        # a host process app of the same owner on the same card
+        m = manifest("tsh", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        m["run"] = {"command": [SPIN, "2000"], "env": env,
+                    "stopTimeoutSeconds": 2}
+        self.install(m, token=tok)
+        self.wait_for(lambda: (lambda t: t.get("tsc", 0) >= 2 and
+                               t.get("tsh", 0) >= 2)(self.turns()),
+                      "both apps to take turns")
+        self.assertEqual(self.refusals(), [])
+        spin = [p for p in self.ctr_procs("tsc") if comm(p) == "cuda_spin"]
+        self.assertEqual(len(spin), 1, self.ctr_procs("tsc"))
+        nspid = status_field(spin[0], "NSpid")
+        # in a pid namespace of its own, which numbers it otherwise
+        self.assertEqual(len(nspid), 2, nspid)
+        self.assertEqual(nspid[0], str(spin[0]))
+        self.assertNotEqual(nspid[1], nspid[0])
+        self.assertEqual(status_field(spin[0], "Uid"), [str(uid)] * 4)
+
+        # another uid in the app's own container (its processes' cgroup
+        # and pid namespace, the app's shim and config): refused by uid
+        ctr = "accel-%s-tsc" % self.inst
+        r = self.in_ns("podman", "exec", "--user=54329:54329", ctr,
+                       "/bin/sh", "-c", "echo $$; exec /app/cuda_spin 2000")
+        inner, said = r.stdout.split("\n", 1)
+        # the shim's submissions fail once refused (CUDA_ERROR_NOT_PERMITTED)
+        self.assertEqual((r.returncode, said), (1, "launch failed: 800\n"),
+                         r.stderr)
+        got = [x for x in self.refusals() if x[1] == "54329"]
+        # the broker names its host pid; the cgroup check passed (the uid
+        # check comes after it)
+        self.assertEqual([x[2:] for x in got], [
+            ("tsc", "uid 54329 is not the uid app 'tsc' runs as")])
+        self.assertNotEqual(got[0][0], inner)
+
+        # a process of no app, pid 1 of a pid namespace of its own: the
+        # broker names it by its host pid
+        hello = ("import os, socket\n"
+                 "ns = [l for l in open('/proc/self/status')"
+                 " if l.startswith('NSpid:')][0].split()[1:]\n"
+                 "c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                 "c.settimeout(10)\n"
+                 "c.connect(%r)\n"
+                 "c.send(b'H 1 tsc')\n"
+                 "print(os.getpid(), ns[0], c.recv(256).decode())\n" % sock)
+        r = subprocess.run(["unshare", "--pid", "--fork", sys.executable,
+                            "-c", hello], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inner, host, answer = r.stdout.split(" ", 2)
+        self.assertEqual(inner, "1")
+        self.assertEqual(answer.strip(), "N pid %s is not a process of app "
+                         "'tsc'" % host)
+        # the container's process still takes turns
+        n = self.turns()["tsc"]
+        self.wait_for(lambda: self.turns().get("tsc", 0) > n,
+                      "the container app's next turn")
+        for a in ("tsc", "tsh"):
+            st, b = self.d.http("DELETE", "/api/apps/" + a, token=tok)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/tsc")[0] == 404,
+                      "uninstalled")
+        self.assert_nothing_left("tsc")
 
 
 if __name__ == "__main__":
