@@ -32,6 +32,11 @@
  *     the initial namespace, which sees them all. A claim
  *     holds the slot RECLAIMING while it writes the namespace, so no
  *     reclaimer ever sees the key without it.
+ *   - a process in a container cannot see the host's processes, so it
+ *     keeps a dead host process's slot for ever; acceld, which sees every
+ *     namespace, writes the key of a slot it finds dead into the slot's
+ *     `dead` (minor 2), and any reclaimer takes a slot whose key is its
+ *     `dead`. A claim clears `dead` while it holds the slot RECLAIMING.
  *
  * This header is the ABI: magic + major/minor + sizes, _Atomic counters,
  * reserved space. A reader refuses a different major; a newer minor may only
@@ -55,7 +60,7 @@
 
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
-#define ACCEL_LEDGER_MINOR 1                     /* 1: `untracked` */
+#define ACCEL_LEDGER_MINOR 2 /* 1: `untracked`; 2: a slot's `dead` */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
 #define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
@@ -73,7 +78,10 @@ struct accel_ledger_slot {
     _Atomic uint64_t pidns;  /* the owner's pid namespace (the inode of
                                 /proc/self/ns/pid); 0 = not recorded (a
                                 shim of minor 0): judged in the reader's */
-    uint64_t unused[4];      /* reserved, zero */
+    _Atomic uint64_t dead;   /* minor 2: a key acceld found dead (only it
+                                writes this); the slot is reclaimed while
+                                its key is this one, by any reclaimer */
+    uint64_t unused[3];      /* reserved, zero */
 };
 
 /* The whole file. 64 bytes of header fields + reserved, then the slots. */
@@ -244,6 +252,7 @@ static inline int accel_ledger_claim_slot(struct accel_ledger *l,
         if (atomic_compare_exchange_strong(&l->slots[i].key, &expect,
                                            ACCEL_LEDGER_RECLAIMING)) {
             atomic_store(&l->slots[i].pidns, pidns);
+            atomic_store(&l->slots[i].dead, 0);
             atomic_store(&l->slots[i].key, key);
             return (int)i;
         }
@@ -411,7 +420,8 @@ static inline int accel_ledger_slot_alive(struct accel_ledger_slot *s,
 
 /*
  * Give back slot `i`'s charge if its owner is dead (judged in its own pid
- * namespace: accel_ledger_slot_alive). Safe against any number of
+ * namespace: accel_ledger_slot_alive; or so judged by acceld, which wrote
+ * the key into the slot's `dead`). Safe against any number of
  * concurrent reclaimers and against the (dead) owner: the CAS makes one winner.
  * Returns the bytes given back (0 if the slot was free, live or taken).
  */
@@ -422,8 +432,9 @@ static inline int64_t accel_ledger_reclaim_slot(struct accel_ledger *l,
     uint64_t key = atomic_load(&s->key);
     int64_t used;
 
-    if (key == 0 || key == ACCEL_LEDGER_RECLAIMING ||
-        accel_ledger_slot_alive(s, key))
+    if (key == 0 || key == ACCEL_LEDGER_RECLAIMING)
+        return 0;
+    if (atomic_load(&s->dead) != key && accel_ledger_slot_alive(s, key))
         return 0;
     if (!atomic_compare_exchange_strong(&s->key, &key,
                                         ACCEL_LEDGER_RECLAIMING))

@@ -556,16 +556,36 @@ class ContainerRunTest(ContainerCase):
                                    if os.path.isdir(os.path.join(d, "ext"))],
                       "the app's cgroups removed")
 
+    def host_hold(self, uid, gid, cfg, *args):
+        """cuda_hold on the host as uid:gid with no capability, the app's
+        shim and config; a function that reads its output so far."""
+        out = open(os.path.join(self.tmp, "host-%d.out" % len(args)), "w+")
+        self.addCleanup(out.close)
+        p = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
+             "--clear-groups", "--inh-caps=-all", HOLD] + list(args),
+            stdout=out, stderr=subprocess.STDOUT,
+            env=dict(os.environ, LD_PRELOAD=SHIM, ACCEL_CONFIG=cfg,
+                     ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"))
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+
+        def read():
+            out.seek(0)
+            return out.read()
+        return p, read
+
     def test_container_and_host_process_keep_each_others_charges(self):
         """Item 3: a person's own container (root in it, podman's default
-        capabilities) and a host process of the app's owner (no capability)
-        share the app's ledger. The host process's shim cannot see the
-        container process's pid namespace (another uid's ns/pid needs
-        ptrace access): it used to take the container's slot for one of a
-        namespace gone, and the live charge with it, when it attached. Each
-        keeps the other's live charge; once the container's process is
-        killed, only its charge is reclaimed: acceld's usage, and the host
-        process's shim at its next refusal."""
+        capabilities) and host processes of the app's owner (no
+        capability) share the app's ledger (1 GiB). The host process's
+        shim cannot see the container process's pid namespace (another
+        uid's ns/pid needs ptrace access): it used to take the container's
+        slot for one of a namespace gone, and the live charge with it, when
+        it attached. The container's process cannot see the host's: it
+        kept a dead host process's charge for ever. Now each keeps the
+        other's live charge, and once one is killed only its charge is
+        reclaimed, by acceld's usage and by the other's next refusal."""
         tok, uid = self.member("cora")
         self.install(manifest("mix", "1Gi", mem="64Mi", cpu="100m",
                               disk="1Mi"), token=tok)
@@ -575,57 +595,60 @@ class ContainerRunTest(ContainerCase):
         usage = (lambda: self.d.http("GET", "/api/apps/mix")[1]["data"]
                  ["usage"]["memory"] >> 20)
         name = self.run_own("mixc", "mix", "/app/cuda_hold", "512",
-                            "@/tmp/go", "512")
-        self.wait_for(lambda: "waiting" in podman("logs", name).stdout,
+                            "@/tmp/go", "512", "@/tmp/go2", "384")
+        logs = lambda: podman("logs", name).stdout  # noqa: E731
+        self.wait_for(lambda: "waiting" in logs(),
                       "the container's first allocation")
-        self.assertIn("alloc 512 MiB: 0", podman("logs", name).stdout)
+        self.assertIn("alloc 512 MiB: 0", logs())
         cpid = int(podman("inspect", "--format", "{{.State.Pid}}",
                           name).stdout)
         self.assertEqual(status_field(cpid, "NSpid")[1:], ["1"])
         self.wait_for(lambda: usage() == 512, "the container's usage")
-        # the host process: the app's owner, no capability, the app's config
         cfg = os.path.join(self.d.data_dir, "run", "apps", "mix",
                            "shim.conf")
         gid = os.stat(os.path.dirname(cfg)).st_gid
-        os.chmod(self.tmp, 0o711)  # the host process waits on a and b
-        a, b = os.path.join(self.tmp, "a"), os.path.join(self.tmp, "b")
-        out = open(os.path.join(self.tmp, "host.out"), "w+")
-        self.addCleanup(out.close)
-        host = subprocess.Popen(
-            ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
-             "--clear-groups", "--inh-caps=-all", HOLD, "256", "@" + a,
-             "@" + b, "640"], stdout=out, stderr=subprocess.STDOUT,
-            env=dict(os.environ, LD_PRELOAD=SHIM, ACCEL_CONFIG=cfg,
-                     ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"))
-        self.addCleanup(host.wait)
-        self.addCleanup(host.kill)
-
-        def host_out():
-            out.seek(0)
-            return out.read()
-        self.wait_for(lambda: "waiting" in host_out(), "the host process")
-        self.assertIn("alloc 256 MiB: 0", host_out())
+        os.chmod(self.tmp, 0o711)  # the host processes wait on files here
+        f = {x: os.path.join(self.tmp, x) for x in ("a", "b")}
+        host, out = self.host_hold(uid, gid, cfg, "256", "@" + f["a"])
+        self.wait_for(lambda: "waiting" in out(), "the host process")
+        self.assertIn("alloc 256 MiB: 0", out())
         # its attach (which reclaims the dead) kept the container's charge
         self.wait_for(lambda: usage() == 768, "both charges")
-        open(a, "w").close()
-        self.wait_for(lambda: "info total" in host_out(), "the host's view")
-        self.assertIn("info total 1024 MiB free 256 MiB", host_out())
+        open(f["a"], "w").close()
+        self.wait_for(lambda: "ready" in out(), "the host's view")
+        self.assertIn("info total 1024 MiB free 256 MiB", out())
         # the container's refusal reclaims what it can judge: the host's
-        # process is not in its /proc, so its charge stays
+        # live process is not in its /proc, and its charge stays
         r = self.in_ns("podman", "exec", name, "/bin/sh", "-c", ": >/tmp/go")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.wait_for(lambda: "ready" in podman("logs", name).stdout,
+        self.wait_for(lambda: logs().count("waiting") == 2,
                       "the container's second allocation")
-        self.assertIn("alloc 512 MiB: 2", podman("logs", name).stdout)
+        self.assertIn("alloc 512 MiB: 2", logs())
         self.assertEqual(usage(), 768)
-        # the container's process killed: its charge only is reclaimed
+        # the host's process killed: its charge only leaves acceld's usage,
+        # and the container's next refusal takes it back (acceld marked it)
+        host.kill()
+        host.wait()
+        self.wait_for(lambda: usage() == 512, "the host's charge gone")
+        r = self.in_ns("podman", "exec", name, "/bin/sh", "-c",
+                       ": >/tmp/go2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for(lambda: "ready" in logs(), "the container's third")
+        self.assertIn("alloc 384 MiB: 0", logs())
+        self.wait_for(lambda: usage() == 896, "the container's charges")
+        # and the other way: a host process beside it, then the
+        # container's process killed: its charge only is reclaimed
+        host, out = self.host_hold(uid, gid, cfg, "64", "@" + f["b"], "512")
+        self.wait_for(lambda: "waiting" in out(), "a second host process")
+        self.assertIn("alloc 64 MiB: 0", out())
+        self.wait_for(lambda: usage() == 960, "both charges")
         os.kill(cpid, 9)
         self.wait_for(lambda: not self.running(name), "the container ended")
-        self.wait_for(lambda: usage() == 256, "the container's charge gone")
-        open(b, "w").close()
-        self.wait_for(lambda: "ready" in host_out(), "the host's 640 MiB")
-        self.assertIn("alloc 640 MiB: 0", host_out())
-        self.wait_for(lambda: usage() == 896, "the host's charges")
+        self.wait_for(lambda: usage() == 64, "the container's charge gone")
+        open(f["b"], "w").close()
+        self.wait_for(lambda: "ready" in out(), "the host's 512 MiB")
+        self.assertIn("alloc 512 MiB: 0", out())
+        self.wait_for(lambda: usage() == 576, "the host's charges")
 
     def test_uninstall_removes_the_image_it_pulled(self):
         """Item 4: an image acceld pulls for (pull missing) goes with its

@@ -617,6 +617,93 @@ TEST(ledger_namespace_without_its_own_proc)
     drop_ledger(l, path);
 }
 
+/*
+ * A host process of the app is killed while a container's process of the
+ * app lives on. The container's process cannot see the host's processes,
+ * so its reclaim keeps the dead one's slot, and its charge refused the
+ * container's allocations for good. acceld (ledger_read, in the initial
+ * namespace) marks the slot dead; the container's next reclaim takes it.
+ */
+TEST(ledger_dead_host_slot_marked_for_the_container)
+{
+    char *path;
+    struct accel_ledger *l;
+    struct ledger_usage u;
+    int ready[2], go[2], status;
+    pid_t host, child;
+    char c = 0;
+
+    if (geteuid() != 0 || accel_ledger_pidns_self() != ACCEL_LEDGER_PIDNS_INIT)
+        return;
+    l = new_ledger(&path);
+    host = fork(); /* the host's process: charges, then dies (a kill) */
+    ASSERT(host >= 0);
+    if (host == 0) {
+        int i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                        accel_ledger_pidns_self());
+        if (i < 0)
+            _exit(2);
+        atomic_fetch_add(&l->used, (int64_t)(256 * MiB));
+        atomic_fetch_add(&l->slots[i].used, (int64_t)(256 * MiB));
+        _exit(0);
+    }
+    ASSERT_EQ(waitpid(host, &status, 0), host);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        pid_t inner;
+        close(ready[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0)
+            _exit(3);
+        inner = fork();
+        if (inner == 0) { /* the container's process, its own /proc */
+            int i;
+            if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      NULL) != 0)
+                _exit(4);
+            i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                        accel_ledger_pidns_self());
+            if (i < 0)
+                _exit(5);
+            atomic_fetch_add(&l->used, (int64_t)(128 * MiB));
+            atomic_fetch_add(&l->slots[i].used, (int64_t)(128 * MiB));
+            if (accel_ledger_reclaim_all(l) != 2 ||
+                atomic_load(&l->used) != (int64_t)(384 * MiB))
+                _exit(6); /* it cannot tell the host's process is dead */
+            (void)!write(ready[1], "r", 1);
+            if (read(go[0], &c, 1) != 1)
+                _exit(7);
+            if (accel_ledger_reclaim_all(l) != 1 ||
+                atomic_load(&l->used) != (int64_t)(128 * MiB))
+                _exit(8); /* marked: taken back */
+            _exit(0);
+        }
+        _exit(inner > 0 && waitpid(inner, &status, 0) == inner &&
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 9);
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (read(ready[0], &c, 1) != 1) {
+        ASSERT_EQ(waitpid(child, &status, 0), child);
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+    }
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK); /* acceld's usage round */
+    ASSERT_U64_EQ(u.used, 128 * MiB);
+    ASSERT_EQ(u.processes, 1);
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(128 * MiB));
+    close(ready[0]);
+    close(go[1]);
+    drop_ledger(l, path);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -629,5 +716,6 @@ TEST(ledger_namespace_without_its_own_proc)
     XX(ledger_card_is_written_by_the_apps_groups_only)                         \
     XX(ledger_other_pid_namespace_kept_while_alive)                            \
     XX(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)            \
-    XX(ledger_namespace_without_its_own_proc)
+    XX(ledger_namespace_without_its_own_proc)                                 \
+    XX(ledger_dead_host_slot_marked_for_the_container)
 TEST_MAIN(LIST)
