@@ -5,6 +5,11 @@ through acceld's ledger on the stand-in driver, brought in by a stand-in
 nvidia.com/gpu CDI spec; run as its owner's uid with every capability
 dropped; stop, uninstall and the mode switch leave no container, cgroup or
 mount; acceld killed with -9 adopts its container and removes orphans.
+Processes in containers in the ledger and at the broker (item 3): a
+container's and host processes sharing a ledger keep each other's live
+charges, and a killed one's only is reclaimed; a time-sliced container app
+takes turns through the broker's peer check, which refuses another uid and
+another app's process by their host pids.
 
 The image is built here (podman import of a rootfs of cuda_hold, sh and
 sleep with their libraries; no registry is reachable), without libcuda: the
