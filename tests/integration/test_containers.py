@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,8 @@ GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
 TS_GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a3"
-TS_INVENTORY = inventory(node("ctr", device(TS_GPU, support="TimeSlice")))
+TS_INVENTORY = inventory(node("ctr", device(TS_GPU, memory="2Gi",
+                                            support="TimeSlice")))
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
 # the same files, its configured environment with an LD_PRELOAD of its own
 IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
@@ -1034,6 +1036,55 @@ class ContainerTimesliceTest(ContainerCase):
         self.wait_for(lambda: self.d.http("GET", "/api/apps/tsc")[0] == 404,
                       "uninstalled")
         self.assert_nothing_left("tsc")
+
+    def test_dead_slot_of_the_card_marked(self):
+        """The card's ledger (the time-sliced apps' memory that cannot be
+        evicted) is shared by the apps of the card, host and container. A
+        container's process cannot see a host process die: acceld's usage
+        round marks the dead slots of the card's ledger too (their `dead`
+        takes the key), which any reclaimer then takes; live slots are not
+        marked. The dead host process's slot is written here (the stand-in
+        driver's allocations on a time-sliced card are managed memory,
+        which the card's ledger does not count)."""
+        tok, _ = self.member("tom")
+        self.install(ctr_manifest("tsc", ["/app/cuda_hold", "64"]),
+                     token=tok)
+        self.wait_for(lambda: "ready" in self.d.app_log("tsc"),
+                      "the container app")
+        cards = os.path.join(self.d.data_dir, "run", "cards")
+        card = os.path.join(cards, os.listdir(cards)[0])
+
+        def slots():
+            """{index: (key, pidns, dead)} of the owned slots."""
+            with open(card, "rb") as f:
+                b = f.read()
+            out = {}
+            for i in range(256):
+                key, _, _, ns, dead = struct.unpack_from("<QqQQQ", b,
+                                                         504 + 64 * i)
+                if key != 0:
+                    out[i] = (key, ns, dead)
+            return out
+        live = self.wait_for(slots, "the container's slot")
+        self.assertEqual(len(live), 1, live)
+        # a host process that claimed a slot and was killed
+        p = subprocess.Popen(["sleep", "1000"])
+        with open("/proc/%d/stat" % p.pid) as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        p.kill()
+        p.wait()
+        key = (start << 22) | p.pid
+        free = min(set(range(256)) - set(live))
+        fd = os.open(card, os.O_RDWR)
+        try:
+            os.pwrite(fd, struct.pack("<Q", os.stat("/proc/self/ns/pid")
+                                      .st_ino), 504 + 64 * free + 24)
+            os.pwrite(fd, struct.pack("<Q", key), 504 + 64 * free)
+        finally:
+            os.close(fd)
+        self.wait_for(lambda: slots()[free][2] == key, "acceld's dead mark")
+        (i, (_, _, dead)), = [x for x in slots().items() if x[0] != free]
+        self.assertEqual((i, dead), (list(live)[0], 0))
 
 
 if __name__ == "__main__":
