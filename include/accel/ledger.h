@@ -32,6 +32,11 @@
  *     the initial namespace, which sees them all. A claim
  *     holds the slot RECLAIMING while it writes the namespace, so no
  *     reclaimer ever sees the key without it.
+ *   - a process in a container cannot see the host's processes, so it
+ *     keeps a dead host process's slot for ever; acceld, which sees every
+ *     namespace, writes the key of a slot it finds dead into the slot's
+ *     `dead` (minor 2), and any reclaimer takes a slot whose key is its
+ *     `dead`. A claim clears `dead` while it holds the slot RECLAIMING.
  *
  * This header is the ABI: magic + major/minor + sizes, _Atomic counters,
  * reserved space. A reader refuses a different major; a newer minor may only
@@ -55,7 +60,7 @@
 
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
-#define ACCEL_LEDGER_MINOR 1                     /* 1: `untracked` */
+#define ACCEL_LEDGER_MINOR 2 /* 1: `untracked`; 2: a slot's `dead` */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
 #define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
@@ -73,7 +78,10 @@ struct accel_ledger_slot {
     _Atomic uint64_t pidns;  /* the owner's pid namespace (the inode of
                                 /proc/self/ns/pid); 0 = not recorded (a
                                 shim of minor 0): judged in the reader's */
-    uint64_t unused[4];      /* reserved, zero */
+    _Atomic uint64_t dead;   /* minor 2: a key acceld found dead (only it
+                                writes this); the slot is reclaimed while
+                                its key is this one, by any reclaimer */
+    uint64_t unused[3];      /* reserved, zero */
 };
 
 /* The whole file. 64 bytes of header fields + reserved, then the slots. */
@@ -118,8 +126,10 @@ static inline uint64_t accel_ledger_untracked(const struct accel_ledger *l)
 /* accel_ledger_proc_start's answer when it cannot tell (see there). */
 #define ACCEL_LEDGER_START_UNKNOWN UINT64_MAX
 /*
- * Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat);
- * 0 if the process does not exist (ENOENT/ESRCH, or an empty read);
+ * Start time in clock ticks since boot (field 22) of the process whose
+ * stat file is `path` ("/proc/<pid>/stat", "/proc/self/stat"); the same in
+ * every pid namespace. 0 if the process does not exist (ENOENT/ESRCH, or
+ * an empty read);
  * ACCEL_LEDGER_START_UNKNOWN if /proc could not be read for another reason
  * (EMFILE, ENFILE, ENOMEM, EACCES, EINTR, a line that does not parse). The
  * difference matters: a reclaimer must never take "could not read" for
@@ -127,22 +137,14 @@ static inline uint64_t accel_ledger_untracked(const struct accel_ledger *l)
  * usage then reads 0 and its quota is no longer held). Async-signal-safe
  * (open/read/close); errno is left as the failing call set it.
  */
-static inline uint64_t accel_ledger_proc_start(pid_t pid)
+static inline uint64_t accel_ledger_stat_start(const char *path)
 {
-    char path[48] = "/proc/", digits[16], buf[1024];
+    char buf[1024];
     const char *p;
     uint64_t v = 0;
     ssize_t n;
-    int fd, field, nd = 0, at = 6;
-    unsigned u = (unsigned)pid;
+    int fd, field;
 
-    do { /* "/proc/<pid>/stat" without stdio (async-signal-safe) */
-        digits[nd++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0 && nd < 15);
-    while (nd > 0)
-        path[at++] = digits[--nd];
-    memcpy(path + at, "/stat", 6);
     fd = open(path, O_RDONLY | ACCEL_LEDGER_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT || errno == ESRCH ? 0
@@ -169,11 +171,45 @@ static inline uint64_t accel_ledger_proc_start(pid_t pid)
     return v != 0 ? v : ACCEL_LEDGER_START_UNKNOWN;
 }
 
+/* accel_ledger_stat_start of "/proc/<pid>/stat": pid as the /proc mounted
+ * here numbers it. */
+static inline uint64_t accel_ledger_proc_start(pid_t pid)
+{
+    char path[48] = "/proc/", digits[16];
+    int nd = 0, at = 6;
+    unsigned u = (unsigned)pid;
+
+    do { /* "/proc/<pid>/stat" without stdio (async-signal-safe) */
+        digits[nd++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0 && nd < 15);
+    while (nd > 0)
+        path[at++] = digits[--nd];
+    memcpy(path + at, "/stat", 6);
+    return accel_ledger_stat_start(path);
+}
+
 /* The slot key of a process: (start time << 22) | pid, never 0. */
 static inline uint64_t accel_ledger_key(pid_t pid, uint64_t start)
 {
     return (start << ACCEL_LEDGER_PID_BITS) | ((uint64_t)pid & 0x3fffff) |
            (start == 0 ? (1ULL << 63) : 0);
+}
+
+/*
+ * The calling process's key: getpid() (the pid its own namespace gives it)
+ * with the start time of /proc/self/stat. Not /proc/<getpid()>/stat: in a
+ * pid namespace whose /proc is the host's (unshare --pid --fork without
+ * --mount-proc) that file is another process's, the host's pid 1 for the
+ * namespace's pid 1, and the key then named a start time the owner never
+ * had: a reclaimer in the initial namespace took its live charge. Start 0
+ * (bit 63) when /proc/self cannot be read. AS-safe.
+ */
+static inline uint64_t accel_ledger_self_key(void)
+{
+    uint64_t start = accel_ledger_stat_start("/proc/self/stat");
+    return accel_ledger_key(getpid(),
+                            start == ACCEL_LEDGER_START_UNKNOWN ? 0 : start);
 }
 
 /*
@@ -216,11 +252,32 @@ static inline int accel_ledger_claim_slot(struct accel_ledger *l,
         if (atomic_compare_exchange_strong(&l->slots[i].key, &expect,
                                            ACCEL_LEDGER_RECLAIMING)) {
             atomic_store(&l->slots[i].pidns, pidns);
+            atomic_store(&l->slots[i].dead, 0);
             atomic_store(&l->slots[i].key, key);
             return (int)i;
         }
     }
     return -1;
+}
+
+/* Whether the /proc mounted here numbers processes as the caller's pid
+ * namespace does (/proc/self names getpid()); not in a namespace whose
+ * /proc is an ancestor's (unshare --pid --fork without --mount-proc).
+ * Taken as yes when /proc/self cannot be read. AS-safe. */
+static inline int accel_ledger_proc_is_own(void)
+{
+    char buf[16];
+    ssize_t n = readlink("/proc/self", buf, sizeof buf);
+    pid_t v = 0;
+
+    if (n <= 0 || n >= (ssize_t)sizeof buf)
+        return 1;
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] < '0' || buf[i] > '9')
+            return 1;
+        v = v * 10 + (buf[i] - '0');
+    }
+    return v == getpid();
 }
 
 /* The kernel's initial pid namespace (PROC_PID_INIT_INO): a process in it
@@ -275,13 +332,18 @@ static inline pid_t accel_ledger_inner_pid(const char *pid)
 }
 
 /*
- * Whether the owner of `key`, of pid namespace `ns` (not the caller's),
- * may still be alive: a process of /proc in namespace ns whose NSpid ends
- * with the key's pid, with the key's start time (the same in every
- * namespace). When no process of ns is in /proc: dead if the caller is in
- * the initial namespace (it sees them all: ns is gone), else kept (ns may
- * be one it cannot see). Kept when /proc cannot be listed. AS-safe
- * (getdents64, open, read, stat).
+ * Whether the owner of `key`, of pid namespace `ns`, may still be alive: a
+ * process of /proc in namespace ns whose NSpid ends with the key's pid,
+ * with the key's start time (the same in every namespace). A process whose
+ * namespace cannot be read (stat of its ns/pid needs ptrace access: a
+ * process of another uid, or a non-dumpable one, seen by a caller without
+ * CAP_SYS_PTRACE) counts as the owner when its NSpid and start time match:
+ * such a caller used to pass over it, see no process of ns, and, in the
+ * initial namespace, take a live charge for the gone namespace's. When no
+ * process of ns is in /proc: dead if the caller is in the initial
+ * namespace (it sees them all: ns is gone), else kept (ns may be one it
+ * cannot see). Kept when /proc cannot be listed. AS-safe (getdents64,
+ * open, read, stat).
  */
 static inline int accel_ledger_foreign_alive(uint64_t key, uint64_t ns,
                                              uint64_t self)
@@ -308,9 +370,15 @@ static inline int accel_ledger_foreign_alive(uint64_t key, uint64_t ns,
             if (e->name[0] < '1' || e->name[0] > '9')
                 continue;
             accel_ledger_proc_path(path, e->name, "ns/pid");
-            if (stat(path, &st) != 0 || (uint64_t)st.st_ino != ns)
-                continue;
-            seen = 1;
+            if (stat(path, &st) == 0) {
+                if ((uint64_t)st.st_ino != ns)
+                    continue;
+                seen = 1;
+            } else if (errno == ENOENT || errno == ESRCH) {
+                continue; /* gone since the listing */
+            } /* else EACCES: another uid's or a non-dumpable process,
+               * whose namespace only a ptrace-capable reader sees; it may
+               * be the owner, so its pid and start time are asked */
             if (accel_ledger_inner_pid(e->name) == (pid_t)(key & 0x3fffff)) {
                 pid_t host = 0;
                 uint64_t start;
@@ -334,8 +402,10 @@ static inline int accel_ledger_foreign_alive(uint64_t key, uint64_t ns,
 }
 
 /* Whether slot `s`'s owner may still be alive, judged in its own pid
- * namespace (the caller's /proc for its own; accel_ledger_foreign_alive
- * for another's). */
+ * namespace: by its pid in the caller's /proc when the slot is of the
+ * caller's namespace and that /proc numbers it; else by the processes of
+ * its namespace (accel_ledger_foreign_alive), which a /proc of an
+ * ancestor namespace lists too. */
 static inline int accel_ledger_slot_alive(struct accel_ledger_slot *s,
                                           uint64_t key)
 {
@@ -343,14 +413,15 @@ static inline int accel_ledger_slot_alive(struct accel_ledger_slot *s,
     if (ns == 0)
         return accel_ledger_key_alive(key);
     self = accel_ledger_pidns_self();
-    if (self == 0 || self == ns)
+    if (self == 0 || (self == ns && accel_ledger_proc_is_own()))
         return accel_ledger_key_alive(key);
     return accel_ledger_foreign_alive(key, ns, self);
 }
 
 /*
  * Give back slot `i`'s charge if its owner is dead (judged in its own pid
- * namespace: accel_ledger_slot_alive). Safe against any number of
+ * namespace: accel_ledger_slot_alive; or so judged by acceld, which wrote
+ * the key into the slot's `dead`). Safe against any number of
  * concurrent reclaimers and against the (dead) owner: the CAS makes one winner.
  * Returns the bytes given back (0 if the slot was free, live or taken).
  */
@@ -361,8 +432,9 @@ static inline int64_t accel_ledger_reclaim_slot(struct accel_ledger *l,
     uint64_t key = atomic_load(&s->key);
     int64_t used;
 
-    if (key == 0 || key == ACCEL_LEDGER_RECLAIMING ||
-        accel_ledger_slot_alive(s, key))
+    if (key == 0 || key == ACCEL_LEDGER_RECLAIMING)
+        return 0;
+    if (atomic_load(&s->dead) != key && accel_ledger_slot_alive(s, key))
         return 0;
     if (!atomic_compare_exchange_strong(&s->key, &key,
                                         ACCEL_LEDGER_RECLAIMING))

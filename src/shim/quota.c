@@ -127,11 +127,9 @@ static struct accel_ledger *ledger_local(int ordinal, uint64_t limit)
 /* Claim a free slot for this process; NULL if all are taken. */
 static struct accel_ledger_slot *slot_claim(struct accel_ledger *l)
 {
-    uint64_t start = accel_ledger_proc_start(shim_state.pid);
-    uint64_t key = accel_ledger_key(
-        shim_state.pid, start == ACCEL_LEDGER_START_UNKNOWN ? 0 : start);
+    int i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                    accel_ledger_pidns_self());
 
-    int i = accel_ledger_claim_slot(l, key, accel_ledger_pidns_self());
     return i < 0 ? NULL : &l->slots[i];
 }
 

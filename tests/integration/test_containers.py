@@ -5,6 +5,11 @@ through acceld's ledger on the stand-in driver, brought in by a stand-in
 nvidia.com/gpu CDI spec; run as its owner's uid with every capability
 dropped; stop, uninstall and the mode switch leave no container, cgroup or
 mount; acceld killed with -9 adopts its container and removes orphans.
+Processes in containers in the ledger and at the broker (item 3): a
+container's and host processes sharing a ledger keep each other's live
+charges, and a killed one's only is reclaimed; a time-sliced container app
+takes turns through the broker's peer check, which refuses another uid and
+another app's process by their host pids.
 
 The image is built here (podman import of a rootfs of cuda_hold, sh and
 sleep with their libraries; no registry is reachable), without libcuda: the
@@ -18,6 +23,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +39,7 @@ from test_cli_pty import Pty  # noqa: E402
 from test_discovery import arc, put, radeon, strix_halo  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+SPIN = os.path.join(BUILD_DIR, "tests", "integration", "cuda_spin")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "shim", "fakelib",
                          "libcuda.so.1")
@@ -40,6 +47,9 @@ FAKE_NVML = os.path.join(BUILD_DIR, "fake", "libnvidia-ml.so.1")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a1"
 OTHER = "GPU-1ab00000-0000-4000-8000-00000000c0a2"
 INVENTORY = inventory(node("ctr", device(GPU), device(OTHER)))
+TS_GPU = "GPU-1ab00000-0000-4000-8000-00000000c0a3"
+TS_INVENTORY = inventory(node("ctr", device(TS_GPU, memory="2Gi",
+                                            support="TimeSlice")))
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
 # the same files, its configured environment with an LD_PRELOAD of its own
 IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
@@ -47,7 +57,8 @@ IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
         shutil.which("runc") and shutil.which("unshare") and
-        all(os.path.exists(p) for p in (HOLD, SHIM, FAKE_CUDA, FAKE_NVML)))
+        all(os.path.exists(p) for p in (HOLD, SPIN, SHIM, FAKE_CUDA,
+                                           FAKE_NVML)))
 
 
 def comm(pid):
@@ -65,14 +76,15 @@ def podman(*args, timeout=120):
 
 
 def build_image(tmp):
-    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold and their libraries
-    (not libcuda: CDI brings it)."""
+    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold, cuda_spin and their
+    libraries (not libcuda: CDI brings it)."""
     root = os.path.join(tmp, "rootfs")
     os.makedirs(os.path.join(root, "app"))
     os.makedirs(os.path.join(root, "tmp"))
     os.chmod(os.path.join(root, "tmp"), 0o1777)
     files = {"/bin/sh": "/bin/sh", "/bin/sleep": "/bin/sleep",
-             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold"}
+             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold",
+             SPIN: "/app/cuda_spin"}
     for src in list(files):
         out = subprocess.run(["ldd", src], capture_output=True,
                              text=True).stdout
@@ -325,13 +337,15 @@ class ContainerCase(unittest.TestCase):
                            "stand-in driver built")
 class ContainerRunTest(ContainerCase):
     """Container apps run by acceld under podman."""
+    inventory = INVENTORY
+    gpu = GPU  # the one the stand-in CDI spec lists
 
     def setUp(self):
         super().setUp()
-        self.start(cdi_spec(GPU))
+        self.start(cdi_spec(self.gpu))
 
     def start(self, spec):
-        self.d = Acceld(inventory=INVENTORY,
+        self.d = Acceld(inventory=self.inventory,
                         extra_args=["--node-name", "ctr"],
                         env={"ACCEL_CDI_DIR": "/etc/cdi"},
                         wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
@@ -510,6 +524,100 @@ class ContainerRunTest(ContainerCase):
         self.wait_for(lambda: not self.running(deaf), "the deaf one killed")
         self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
                       "the app uninstalled once its cgroup was empty")
+
+    def host_hold(self, uid, gid, cfg, *args):
+        """cuda_hold on the host as uid:gid with no capability, the app's
+        shim and config; a function that reads its output so far."""
+        out = open(os.path.join(self.tmp, "host-%d.out" % len(args)), "w+")
+        self.addCleanup(out.close)
+        p = subprocess.Popen(
+            ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
+             "--clear-groups", "--inh-caps=-all", HOLD] + list(args),
+            stdout=out, stderr=subprocess.STDOUT,
+            env=dict(os.environ, LD_PRELOAD=SHIM, ACCEL_CONFIG=cfg,
+                     ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"))
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+
+        def read():
+            out.seek(0)
+            return out.read()
+        return p, read
+
+    def test_container_and_host_process_keep_each_others_charges(self):
+        """Item 3: a person's own container (root in it, podman's default
+        capabilities) and host processes of the app's owner (no
+        capability) share the app's ledger (1 GiB). The host process's
+        shim cannot see the container process's pid namespace (another
+        uid's ns/pid needs ptrace access): it used to take the container's
+        slot for one of a namespace gone, and the live charge with it, when
+        it attached. The container's process cannot see the host's: it
+        kept a dead host process's charge for ever. Now each keeps the
+        other's live charge, and once one is killed only its charge is
+        reclaimed, by acceld's usage and by the other's next refusal."""
+        tok, uid = self.member("cora")
+        self.install(manifest("mix", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"), token=tok)
+        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        self.wait_for(lambda: '"mix"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        usage = (lambda: self.d.http("GET", "/api/apps/mix")[1]["data"]
+                 ["usage"]["memory"] >> 20)
+        name = self.run_own("mixc", "mix", "/app/cuda_hold", "512",
+                            "@/tmp/go", "512", "@/tmp/go2", "384")
+        logs = lambda: podman("logs", name).stdout  # noqa: E731
+        self.wait_for(lambda: "waiting" in logs(),
+                      "the container's first allocation")
+        self.assertIn("alloc 512 MiB: 0", logs())
+        cpid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                          name).stdout)
+        self.assertEqual(status_field(cpid, "NSpid")[1:], ["1"])
+        self.wait_for(lambda: usage() == 512, "the container's usage")
+        cfg = os.path.join(self.d.data_dir, "run", "apps", "mix",
+                           "shim.conf")
+        gid = os.stat(os.path.dirname(cfg)).st_gid
+        os.chmod(self.tmp, 0o711)  # the host processes wait on files here
+        f = {x: os.path.join(self.tmp, x) for x in ("a", "b")}
+        host, out = self.host_hold(uid, gid, cfg, "256", "@" + f["a"])
+        self.wait_for(lambda: "waiting" in out(), "the host process")
+        self.assertIn("alloc 256 MiB: 0", out())
+        # its attach (which reclaims the dead) kept the container's charge
+        self.wait_for(lambda: usage() == 768, "both charges")
+        open(f["a"], "w").close()
+        self.wait_for(lambda: "ready" in out(), "the host's view")
+        self.assertIn("info total 1024 MiB free 256 MiB", out())
+        # the container's refusal reclaims what it can judge: the host's
+        # live process is not in its /proc, and its charge stays
+        r = self.in_ns("podman", "exec", name, "/bin/sh", "-c", ": >/tmp/go")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for(lambda: logs().count("waiting") == 2,
+                      "the container's second allocation")
+        self.assertIn("alloc 512 MiB: 2", logs())
+        self.assertEqual(usage(), 768)
+        # the host's process killed: its charge only leaves acceld's usage,
+        # and the container's next refusal takes it back (acceld marked it)
+        host.kill()
+        host.wait()
+        self.wait_for(lambda: usage() == 512, "the host's charge gone")
+        r = self.in_ns("podman", "exec", name, "/bin/sh", "-c",
+                       ": >/tmp/go2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_for(lambda: "ready" in logs(), "the container's third")
+        self.assertIn("alloc 384 MiB: 0", logs())
+        self.wait_for(lambda: usage() == 896, "the container's charges")
+        # and the other way: a host process beside it, then the
+        # container's process killed: its charge only is reclaimed
+        host, out = self.host_hold(uid, gid, cfg, "64", "@" + f["b"], "512")
+        self.wait_for(lambda: "waiting" in out(), "a second host process")
+        self.assertIn("alloc 64 MiB: 0", out())
+        self.wait_for(lambda: usage() == 960, "both charges")
+        os.kill(cpid, 9)
+        self.wait_for(lambda: not self.running(name), "the container ended")
+        self.wait_for(lambda: usage() == 64, "the container's charge gone")
+        open(f["b"], "w").close()
+        self.wait_for(lambda: "ready" in out(), "the host's 512 MiB")
+        self.assertIn("alloc 512 MiB: 0", out())
+        self.wait_for(lambda: usage() == 576, "the host's charges")
 
     def test_mode_switch_stops_own_containers_first(self):
         """Item 6 and SPEC 2.7 for a person's own container: a mode switch
@@ -952,6 +1060,156 @@ PROBE = (
     'while read k v; do case $k in Uid:|Groups:) echo "$k $v";; esac; '
     'done </proc/self/status; echo ready; exec sleep 1000')
 NODE_GID = 2718  # the stand-in nodes' group: not the owner's, not 0
+
+
+@unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
+                           "stand-in driver built")
+class ContainerTimesliceTest(ContainerCase):
+    """Item 3: a container app on a time-sliced GPU takes its turns through
+    acceld's broker. The broker's peer check (SO_PEERCRED, which the kernel
+    gives in acceld's pid namespace and user namespace) admits the
+    container's process, pid 1 or 2 of a namespace of its own, by its host
+    pid in the app's cgroup and its uid; a process of the app's container
+    of another uid, and a process of no app in a pid namespace of its own,
+    are refused, named by their host pids."""
+    inventory = TS_INVENTORY
+    gpu = TS_GPU
+    setUp = ContainerRunTest.setUp
+    start = ContainerRunTest.start
+
+    def ts(self):
+        st, b = self.d.http("GET", "/api/compute-resources")
+        self.assertEqual(st, 200, b)
+        return [x for n in b["data"] for x in n["devices"]
+                if x["id"] == TS_GPU][0]["timeSlice"]
+
+    def turns(self):
+        return {a["app"]: a["turns"] for a in self.ts().get("apps", [])}
+
+    def refusals(self):
+        return re.findall(r"refused pid (\d+) \(uid (\d+)\) claiming app "
+                          r"(\S+): ([^\n]*)", self.d.log())
+
+    def test_container_app_takes_turns_through_the_broker(self):
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        sock = self.ts()["socket"]
+        tok, uid = self.member("tess")
+        env = {"FAKE_CUDA_LOG": "/dev/null",
+               "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+        self.install(ctr_manifest("tsc", ["/app/cuda_spin", "2000"],
+                                  env=env), token=tok)
+        # a host process app of the same owner on the same card
+        m = manifest("tsh", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        m["run"] = {"command": [SPIN, "2000"], "env": env,
+                    "stopTimeoutSeconds": 2}
+        self.install(m, token=tok)
+        self.wait_for(lambda: (lambda t: t.get("tsc", 0) >= 2 and
+                               t.get("tsh", 0) >= 2)(self.turns()),
+                      "both apps to take turns")
+        self.assertEqual(self.refusals(), [])
+        spin = [p for p in self.ctr_procs("tsc") if comm(p) == "cuda_spin"]
+        self.assertEqual(len(spin), 1, self.ctr_procs("tsc"))
+        nspid = status_field(spin[0], "NSpid")
+        # in a pid namespace of its own, which numbers it otherwise
+        self.assertEqual(len(nspid), 2, nspid)
+        self.assertEqual(nspid[0], str(spin[0]))
+        self.assertNotEqual(nspid[1], nspid[0])
+        self.assertEqual(status_field(spin[0], "Uid"), [str(uid)] * 4)
+
+        # another uid in the app's own container (its processes' cgroup
+        # and pid namespace, the app's shim and config): refused by uid
+        ctr = "accel-%s-tsc" % self.inst
+        r = self.in_ns("podman", "exec", "--user=54329:54329", ctr,
+                       "/bin/sh", "-c", "echo $$; exec /app/cuda_spin 2000")
+        inner, said = r.stdout.split("\n", 1)
+        # the shim's submissions fail once refused (CUDA_ERROR_NOT_PERMITTED)
+        self.assertEqual((r.returncode, said), (1, "launch failed: 800\n"),
+                         r.stderr)
+        got = [x for x in self.refusals() if x[1] == "54329"]
+        # the broker names its host pid; the cgroup check passed (the uid
+        # check comes after it)
+        self.assertEqual([x[2:] for x in got], [
+            ("tsc", "uid 54329 is not the uid app 'tsc' runs as")])
+        self.assertNotEqual(got[0][0], inner)
+
+        # a process of no app, pid 1 of a pid namespace of its own: the
+        # broker names it by its host pid
+        hello = ("import os, socket\n"
+                 "ns = [l for l in open('/proc/self/status')"
+                 " if l.startswith('NSpid:')][0].split()[1:]\n"
+                 "c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                 "c.settimeout(10)\n"
+                 "c.connect(%r)\n"
+                 "c.send(b'H 1 tsc')\n"
+                 "print(os.getpid(), ns[0], c.recv(256).decode())\n" % sock)
+        r = subprocess.run(["unshare", "--pid", "--fork", sys.executable,
+                            "-c", hello], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inner, host, answer = r.stdout.split(" ", 2)
+        self.assertEqual(inner, "1")
+        self.assertEqual(answer.strip(), "N pid %s is not a process of app "
+                         "'tsc'" % host)
+        # the container's process still takes turns
+        n = self.turns()["tsc"]
+        self.wait_for(lambda: self.turns().get("tsc", 0) > n,
+                      "the container app's next turn")
+        for a in ("tsc", "tsh"):
+            st, b = self.d.http("DELETE", "/api/apps/" + a, token=tok)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/tsc")[0] == 404,
+                      "uninstalled")
+        self.assert_nothing_left("tsc")
+
+    def test_dead_slot_of_the_card_marked(self):
+        """The card's ledger (the time-sliced apps' memory that cannot be
+        evicted) is shared by the apps of the card, host and container. A
+        container's process cannot see a host process die: acceld's usage
+        round marks the dead slots of the card's ledger too (their `dead`
+        takes the key), which any reclaimer then takes; live slots are not
+        marked. The dead host process's slot is written here (the stand-in
+        driver's allocations on a time-sliced card are managed memory,
+        which the card's ledger does not count)."""
+        tok, _ = self.member("tom")
+        self.install(ctr_manifest("tsc", ["/app/cuda_hold", "64"]),
+                     token=tok)
+        self.wait_for(lambda: "ready" in self.d.app_log("tsc"),
+                      "the container app")
+        cards = os.path.join(self.d.data_dir, "run", "cards")
+        card = os.path.join(cards, os.listdir(cards)[0])
+
+        def slots():
+            """{index: (key, pidns, dead)} of the owned slots."""
+            with open(card, "rb") as f:
+                b = f.read()
+            out = {}
+            for i in range(256):
+                key, _, _, ns, dead = struct.unpack_from("<QqQQQ", b,
+                                                         504 + 64 * i)
+                if key != 0:
+                    out[i] = (key, ns, dead)
+            return out
+        live = self.wait_for(slots, "the container's slot")
+        self.assertEqual(len(live), 1, live)
+        # a host process that claimed a slot and was killed
+        p = subprocess.Popen(["sleep", "1000"])
+        with open("/proc/%d/stat" % p.pid) as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        p.kill()
+        p.wait()
+        key = (start << 22) | p.pid
+        free = min(set(range(256)) - set(live))
+        fd = os.open(card, os.O_RDWR)
+        try:
+            os.pwrite(fd, struct.pack("<Q", os.stat("/proc/self/ns/pid")
+                                      .st_ino), 504 + 64 * free + 24)
+            os.pwrite(fd, struct.pack("<Q", key), 504 + 64 * free)
+        finally:
+            os.close(fd)
+        self.wait_for(lambda: slots()[free][2] == key, "acceld's dead mark")
+        (i, (_, _, dead)), = [x for x in slots().items() if x[0] != free]
+        self.assertEqual((i, dead), (list(live)[0], 0))
+
 
 
 @unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "

@@ -125,7 +125,7 @@ class MeterTest(RuntimeBase):
         self.assertEqual(row["usedMemory"], 512 * MiB, row)
         self.assertEqual(row["overQuota"], 0, row)
         self.assertEqual(ledger_untracked(self.ledger("enc")),
-                         (1, 310 * MiB))
+                         (2, 310 * MiB))  # minor 2: a slot's `dead`
         self.assertEqual(self.app("enc")["usage"]["untrackedMemory"],
                          310 * MiB)
         req = urllib.request.Request(self.d.url + "/metrics", headers={

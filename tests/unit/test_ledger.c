@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -422,6 +423,287 @@ TEST(ledger_other_pid_namespace_kept_while_alive)
     drop_ledger(l, path);
 }
 
+/* Run accel_ledger_reclaim_all on l as uid (and gid) `uid`, with no
+ * capability (an app's process: its shim reclaims at attach and on a
+ * refusal); the live slots it saw, or -1. */
+static int reclaim_as(struct accel_ledger *l, uid_t uid)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+            setresuid(uid, uid, uid) != 0)
+            _exit(255);
+        _exit((int)accel_ledger_reclaim_all(l) & 0x7f);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) == 255)
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+/*
+ * A container's process of another uid (or a non-dumpable one) and a host
+ * process of the app share a ledger. The host's shim runs without
+ * CAP_SYS_PTRACE, so it cannot stat the container process's ns/pid: it
+ * used to pass over that process, see no process of the slot's namespace
+ * and, being in the initial namespace, take the namespace for gone and the
+ * live charge with it. And the container's process, whose /proc is its
+ * own, keeps the host's slot it cannot see. Once it is gone, only its
+ * charge is taken back.
+ */
+TEST(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)
+{
+    char *path;
+    struct accel_ledger *l;
+    int ready[2], go[2], status, host;
+    pid_t child;
+    char c = 0;
+
+    if (geteuid() != 0 || accel_ledger_pidns_self() != ACCEL_LEDGER_PIDNS_INIT)
+        return; /* a new pid namespace needs root; the end needs the init one */
+    l = new_ledger(&path);
+    host = accel_ledger_claim_slot(l, my_key(), accel_ledger_pidns_self());
+    ASSERT(host >= 0);
+    atomic_fetch_add(&l->used, (int64_t)(512 * MiB));
+    atomic_fetch_add(&l->slots[host].used, (int64_t)(512 * MiB));
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) { /* the container's runtime */
+        pid_t inner;
+        /* a failed assertion above ends the test: go reads EOF then */
+        close(ready[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0)
+            _exit(2);
+        inner = fork();
+        if (inner == 0) { /* pid 1, with a /proc of its namespace */
+            int i;
+            if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      NULL) != 0)
+                _exit(3);
+            i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                        accel_ledger_pidns_self());
+            if (getpid() != 1 || i < 0)
+                _exit(4);
+            atomic_fetch_add(&l->used, (int64_t)(256 * MiB));
+            atomic_fetch_add(&l->slots[i].used, (int64_t)(256 * MiB));
+            /* the host's process is not in this /proc: kept */
+            if (accel_ledger_reclaim_all(l) != 2 ||
+                atomic_load(&l->used) != (int64_t)(768 * MiB))
+                _exit(5);
+            /* another uid (which also makes it non-dumpable) */
+            if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) ||
+                setresuid(65534, 65534, 65534) != 0)
+                _exit(6);
+            (void)!write(ready[1], "r", 1);
+            (void)!read(go[0], &c, 1);
+            _exit(0);
+        }
+        _exit(inner > 0 && waitpid(inner, &status, 0) == inner &&
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 7);
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (read(ready[0], &c, 1) != 1) { /* the child failed: say where */
+        ASSERT_EQ(waitpid(child, &status, 0), child);
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+    }
+    /* the app's host process, uid 65533 and no capability: both kept */
+    ASSERT_EQ(reclaim_as(l, 65533), 2);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(768 * MiB));
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the container's process is gone: its charge only */
+    ASSERT_EQ(reclaim_as(l, 65533), 1);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(512 * MiB));
+    ASSERT(atomic_load(&l->slots[host].key) == my_key());
+    close(ready[0]);
+    close(go[1]);
+    drop_ledger(l, path);
+}
+
+/*
+ * A pid namespace whose /proc is the host's (unshare --pid --fork without
+ * --mount-proc): getpid() is 2 there, /proc/2 another process. The shim
+ * took its start time from /proc/<getpid()>/stat, so the host's reclaim
+ * found the namespace's pid 2 with another start time and took its live
+ * charge; and a process of that namespace judged its own namespace's slots
+ * by the host's processes of the same numbers. Now the key's start time is
+ * /proc/self's, and a reclaimer whose /proc is not its namespace's judges
+ * every slot by the namespace's processes (NSpid).
+ */
+TEST(ledger_namespace_without_its_own_proc)
+{
+    char *path;
+    struct accel_ledger *l;
+    int claimed[2], up[2], go[2], status, host;
+    pid_t child;
+    char c = 0;
+
+    if (geteuid() != 0 || accel_ledger_pidns_self() != ACCEL_LEDGER_PIDNS_INIT)
+        return;
+    l = new_ledger(&path);
+    host = accel_ledger_claim_slot(l, my_key(), accel_ledger_pidns_self());
+    ASSERT(host >= 0);
+    atomic_fetch_add(&l->used, (int64_t)(512 * MiB));
+    atomic_fetch_add(&l->slots[host].used, (int64_t)(512 * MiB));
+    ASSERT_EQ(pipe(claimed), 0);
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(go), 0);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        pid_t init;
+        /* a failed assertion above ends the test: go reads EOF then */
+        close(up[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWPID) != 0)
+            _exit(2);
+        init = fork();
+        if (init == 0) { /* pid 1: forks the owner, then reclaims */
+            pid_t owner = fork();
+            if (owner == 0) { /* pid 2: claims and charges */
+                int i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                                accel_ledger_pidns_self());
+                if (getpid() != 2 || i < 0)
+                    _exit(3);
+                atomic_fetch_add(&l->used, (int64_t)(256 * MiB));
+                atomic_fetch_add(&l->slots[i].used, (int64_t)(256 * MiB));
+                (void)!write(claimed[1], "c", 1);
+                (void)!read(go[0], &c, 1);
+                _exit(0);
+            }
+            close(claimed[1]);
+            close(go[0]);
+            if (owner < 0 || read(claimed[0], &c, 1) != 1)
+                _exit(4);
+            if (accel_ledger_proc_is_own() || accel_ledger_reclaim_all(l) != 2 ||
+                atomic_load(&l->used) != (int64_t)(768 * MiB))
+                _exit(5); /* both live: none taken */
+            (void)!write(up[1], "u", 1);
+            if (waitpid(owner, &status, 0) != owner || !WIFEXITED(status) ||
+                WEXITSTATUS(status) != 0)
+                _exit(6);
+            if (accel_ledger_reclaim_all(l) != 1 ||
+                atomic_load(&l->used) != (int64_t)(512 * MiB))
+                _exit(7); /* the owner's only */
+            _exit(0);
+        }
+        _exit(init > 0 && waitpid(init, &status, 0) == init &&
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 8);
+    }
+    close(claimed[1]);
+    close(up[1]);
+    close(go[0]);
+    if (read(up[0], &c, 1) != 1) {
+        ASSERT_EQ(waitpid(child, &status, 0), child);
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+    }
+    ASSERT_EQ(accel_ledger_reclaim_all(l), 2); /* the host's reclaim */
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(768 * MiB));
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(512 * MiB));
+    close(claimed[0]);
+    close(up[0]);
+    close(go[1]);
+    drop_ledger(l, path);
+}
+
+/*
+ * A host process of the app is killed while a container's process of the
+ * app lives on. The container's process cannot see the host's processes,
+ * so its reclaim keeps the dead one's slot, and its charge refused the
+ * container's allocations for good. acceld (ledger_read, in the initial
+ * namespace) marks the slot dead; the container's next reclaim takes it.
+ */
+TEST(ledger_dead_host_slot_marked_for_the_container)
+{
+    char *path;
+    struct accel_ledger *l;
+    struct ledger_usage u;
+    int ready[2], go[2], status;
+    pid_t host, child;
+    char c = 0;
+
+    if (geteuid() != 0 || accel_ledger_pidns_self() != ACCEL_LEDGER_PIDNS_INIT)
+        return;
+    l = new_ledger(&path);
+    host = fork(); /* the host's process: charges, then dies (a kill) */
+    ASSERT(host >= 0);
+    if (host == 0) {
+        int i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                        accel_ledger_pidns_self());
+        if (i < 0)
+            _exit(2);
+        atomic_fetch_add(&l->used, (int64_t)(256 * MiB));
+        atomic_fetch_add(&l->slots[i].used, (int64_t)(256 * MiB));
+        _exit(0);
+    }
+    ASSERT_EQ(waitpid(host, &status, 0), host);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0) {
+        pid_t inner;
+        close(ready[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0)
+            _exit(3);
+        inner = fork();
+        if (inner == 0) { /* the container's process, its own /proc */
+            int i;
+            if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      NULL) != 0)
+                _exit(4);
+            i = accel_ledger_claim_slot(l, accel_ledger_self_key(),
+                                        accel_ledger_pidns_self());
+            if (i < 0)
+                _exit(5);
+            atomic_fetch_add(&l->used, (int64_t)(128 * MiB));
+            atomic_fetch_add(&l->slots[i].used, (int64_t)(128 * MiB));
+            if (accel_ledger_reclaim_all(l) != 2 ||
+                atomic_load(&l->used) != (int64_t)(384 * MiB))
+                _exit(6); /* it cannot tell the host's process is dead */
+            (void)!write(ready[1], "r", 1);
+            if (read(go[0], &c, 1) != 1)
+                _exit(7);
+            if (accel_ledger_reclaim_all(l) != 1 ||
+                atomic_load(&l->used) != (int64_t)(128 * MiB))
+                _exit(8); /* marked: taken back */
+            _exit(0);
+        }
+        _exit(inner > 0 && waitpid(inner, &status, 0) == inner &&
+                      WIFEXITED(status) ? WEXITSTATUS(status) : 9);
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (read(ready[0], &c, 1) != 1) {
+        ASSERT_EQ(waitpid(child, &status, 0), child);
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+    }
+    ASSERT_EQ(ledger_read(path, &u), ACCEL_OK); /* acceld's usage round */
+    ASSERT_U64_EQ(u.used, 128 * MiB);
+    ASSERT_EQ(u.processes, 1);
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(atomic_load(&l->used), (int64_t)(128 * MiB));
+    close(ready[0]);
+    close(go[1]);
+    drop_ledger(l, path);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -432,5 +714,8 @@ TEST(ledger_other_pid_namespace_kept_while_alive)
     XX(ledger_reads_survive_a_flipping_size)                                   \
     XX(ledger_owner_without_start_time_kept_while_alive)                       \
     XX(ledger_card_is_written_by_the_apps_groups_only)                         \
-    XX(ledger_other_pid_namespace_kept_while_alive)
+    XX(ledger_other_pid_namespace_kept_while_alive)                            \
+    XX(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)            \
+    XX(ledger_namespace_without_its_own_proc)                                 \
+    XX(ledger_dead_host_slot_marked_for_the_container)
 TEST_MAIN(LIST)

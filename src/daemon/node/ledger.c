@@ -347,7 +347,16 @@ enum accel_err ledger_set_untracked(const char *path, uint64_t bytes)
     return rc;
 }
 
-void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
+/*
+ * The figures of ledger_usage_of; with fd >= 0 (the file l was read from),
+ * the key of each slot found dead is written into its `dead`, so that a
+ * reclaimer which cannot see the owner's pid namespace (a container's
+ * process, for a host process's slot) takes it back. Only slots that
+ * record their namespace: a minor-0 shim's slot is judged in acceld's
+ * namespace, which may not be its owner's.
+ */
+static void judge(const struct accel_ledger *l, struct ledger_usage *out,
+                  int fd)
 {
     int64_t used = atomic_load(&l->used), dead = 0;
     unsigned live = 0;
@@ -357,10 +366,18 @@ void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
         uint64_t key = atomic_load(&s->key);
         if (key == 0)
             continue;
-        if (key == ACCEL_LEDGER_RECLAIMING || accel_ledger_slot_alive(s, key))
+        if (key == ACCEL_LEDGER_RECLAIMING || accel_ledger_slot_alive(s, key)) {
             live++;
-        else
-            dead += atomic_load(&s->used);
+            continue;
+        }
+        dead += atomic_load(&s->used);
+        if (fd >= 0 && atomic_load(&s->pidns) != 0 &&
+            atomic_load(&s->dead) != key)
+            (void)!pwrite_all(fd, &key, sizeof key,
+                              (off_t)(offsetof(struct accel_ledger, slots) +
+                                      i * sizeof(*s) +
+                                      offsetof(struct accel_ledger_slot,
+                                               dead)));
     }
     /* what the reclaim would leave: the dead slots' charges given back,
      * and nothing at all when no process is attached */
@@ -372,6 +389,11 @@ void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
     out->untracked = accel_ledger_untracked(l);
 }
 
+void ledger_usage_of(const struct accel_ledger *l, struct ledger_usage *out)
+{
+    judge(l, out, -1);
+}
+
 enum accel_err ledger_read(const char *path, struct ledger_usage *out)
 {
     struct accel_ledger l;
@@ -379,8 +401,8 @@ enum accel_err ledger_read(const char *path, struct ledger_usage *out)
     enum accel_err rc = read_existing(path, &l, &fd);
 
     if (rc == ACCEL_OK) {
+        judge(&l, out, fd);
         close(fd);
-        ledger_usage_of(&l, out);
     }
     return rc;
 }

@@ -19,7 +19,10 @@
  * not reclaim dead processes' slots either (that takes atomic updates of
  * the shared counters, which only a mapping gives): the shim does it when
  * a process attaches and when a charge is refused, and ledger_read reports
- * the usage as it will stand once that is done.
+ * the usage as it will stand once that is done. ledger_read marks the
+ * slots it finds dead (their `dead`, include/accel/ledger.h), so that a
+ * process in a container, which cannot see a host process die, reclaims
+ * them too.
  */
 #ifndef ACCEL_DAEMON_NODE_LEDGER_H
 #define ACCEL_DAEMON_NODE_LEDGER_H
@@ -106,7 +109,7 @@ enum accel_err ledger_set_untracked(const char *path, uint64_t bytes);
  * Read the usage of the ledger at `path` into *out (set only on success):
  * `used` leaves out the charges of slots whose processes died, and is 0
  * when no process is attached, as if those slots had been reclaimed; the
- * file is not changed. Returns ACCEL_OK, ACCEL_ENOTFOUND, ACCEL_EPARSE (not
+ * file changes only in those slots' `dead` marks. Returns ACCEL_OK, ACCEL_ENOTFOUND, ACCEL_EPARSE (not
  * a ledger of this major version, or shorter than one), ACCEL_ESYS.
  */
 enum accel_err ledger_read(const char *path, struct ledger_usage *out);

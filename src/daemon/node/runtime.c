@@ -1474,9 +1474,42 @@ struct usage_probe {
     char path[512];    /* ledger file */
     uint64_t used;     /* read outside the lock */
     bool ok;
+    bool card;         /* a time-sliced card's ledger: read for the dead
+                          marks only (ledger_read), its figures unused */
 };
 
-/* Gather the ledgers of running apps (lock held). */
+/* Add the card ledger of a's row k (a time-sliced GPU here) to p, once per
+ * card; false when there is none or p is full. Lock held. */
+static bool gather_card(struct accel_daemon *d, const struct app *a,
+                        size_t k, struct usage_probe *p, size_t n,
+                        size_t max)
+{
+    const struct adm_device *x;
+    char *rundir;
+    bool ok;
+
+    if (n >= max || a->rows[k].dev >= d->snap.ndevs || !row_local(d, a, k))
+        return false;
+    x = &d->snap.devs[a->rows[k].dev];
+    if (x->type != ACCEL_TYPE_NVIDIA || x->st != ACCEL_SUPPORT_TIMESLICE)
+        return false;
+    rundir = run_dir(d);
+    ok = ledger_card_path(p[n].path, sizeof p[n].path, rundir, x->id) ==
+         ACCEL_OK;
+    free(rundir);
+    for (size_t i = 0; ok && i < n; i++)
+        if (p[i].card && strcmp(p[i].path, p[n].path) == 0)
+            ok = false;
+    if (ok) {
+        p[n].app = xstrdup(a->name);
+        p[n].row = k;
+        p[n].card = true;
+    }
+    return ok;
+}
+
+/* Gather the ledgers of running apps, and the card ledgers of their
+ * time-sliced GPUs (lock held). */
 static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
                             size_t max)
 {
@@ -1486,7 +1519,10 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
         if (a->pid <= 0 && !cdi_app(d, a)) /* no process, no CDI device */
             continue;
         for (size_t k = 0; k < a->nrows && n < max; k++) {
-            if (!runtime_ledger_of(d, a, k, p[n].path, sizeof p[n].path))
+            if (gather_card(d, a, k, p, n, max))
+                n++;
+            if (n == max ||
+                !runtime_ledger_of(d, a, k, p[n].path, sizeof p[n].path))
                 continue;
             p[n].app = xstrdup(a->name);
             p[n].row = k;
@@ -1500,6 +1536,8 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
  * Refresh the apps' live memory use from their ledgers: gather the paths
  * under the lock, read the files without it, store the figures under it
  * (rows that changed meanwhile are skipped: the next round fixes them).
+ * Each read marks the slots of dead processes (ledger_read), the card
+ * ledgers' too, for the reclaimers in containers that cannot see them.
  */
 static void refresh_usage(struct accel_daemon *d)
 {
@@ -1519,7 +1557,8 @@ static void refresh_usage(struct accel_daemon *d)
         d->apps[i]->usage = 0;
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, p[i].app);
-        if (a && p[i].ok && p[i].row < a->nrows && a->row_usage) {
+        if (a && p[i].ok && !p[i].card && p[i].row < a->nrows &&
+            a->row_usage) {
             a->row_usage[p[i].row] = p[i].used;
             a->usage += p[i].used;
         }
