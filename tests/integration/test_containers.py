@@ -941,10 +941,15 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("\r\x1b[K", bar, p.out)
         self.assertEqual(self.d.http("GET", "/api/apps/tty")[1]["data"]
                          ["container"]["imageId"], want)
-        # off a terminal: the answer at once, the pull left to acceld
+        # off a terminal: the answer at once, the pull left to acceld (the
+        # archive's image goes with its last app)
+        st, b = self.d.http("DELETE", "/api/apps/tty")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/tty")[0] == 404,
+                      "uninstalled")
+        self.wait_for(lambda: podman("image", "exists", want).returncode
+                      == 1, "its image removed")
         path = os.path.join(self.tmp, "tty2.json")
-        r = podman("rmi", "--force", want)
-        self.assertEqual(r.returncode, 0, r.stderr)
         with open(path, "w") as f:
             json.dump(ctr_manifest("tty2", ["/bin/sleep", "1000"],
                                    image=ref, pull="missing", gpu="1Gi"), f)
@@ -1074,8 +1079,11 @@ class ContainerTimesliceTest(ContainerCase):
     are refused, named by their host pids."""
     inventory = TS_INVENTORY
     gpu = TS_GPU
-    setUp = ContainerRunTest.setUp
     start = ContainerRunTest.start
+
+    def setUp(self):
+        ContainerCase.setUp(self)
+        self.start(cdi_spec(self.gpu))
 
     def ts(self):
         st, b = self.d.http("GET", "/api/compute-resources")
