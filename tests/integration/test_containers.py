@@ -1471,6 +1471,52 @@ class CdiFilesTest(unittest.TestCase):
         with open(path) as f:
             return f.read()
 
+    def spec_device(self, name):
+        """acceld's CDI device of app name (in its mount namespace), or
+        None."""
+        try:
+            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
+                      (self.d.proc.pid, self.inst)) as f:
+                spec = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return ([x for x in spec["devices"] if x["name"] == name] or
+                [None])[0]
+
+    def mounted(self, name):
+        dev = self.spec_device(name)
+        return dev and [m["containerPath"] for m in
+                        dev["containerEdits"]["mounts"]]
+
+    def test_nvidia_spec_changes_are_followed(self):
+        """NVIDIA's spec is parsed once and kept while its file is the
+        same; a new one (nvidia-ctk writes a file and renames it over the
+        old: a new inode) and one changed in place are read again within
+        a second, and their edits reach the app's CDI device."""
+        self.install("follow")
+        self.wait_for(lambda: LIBCUDA_IN_CTR in (self.mounted("follow") or
+                                                 []), "the spec's mount")
+        nv = "/proc/%d/root/etc/cdi/nvidia.json" % self.d.proc.pid
+        spec = cdi_spec(GPU)
+        edits = spec["devices"][0]["containerEdits"]
+        edits["mounts"][0]["containerPath"] = "/usr/lib/renamed.so.1"
+        tmp = nv + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(spec, f)
+        os.rename(tmp, nv)
+        self.wait_for(lambda: "/usr/lib/renamed.so.1" in
+                      (self.mounted("follow") or []), "the renamed spec")
+        edits["mounts"][0]["containerPath"] = "/usr/lib/in-place.so.1"
+        with open(nv, "r+") as f:  # the same inode, another size
+            f.truncate(0)
+            json.dump(spec, f)
+        self.wait_for(lambda: "/usr/lib/in-place.so.1" in
+                      (self.mounted("follow") or []), "the spec changed "
+                      "in place")
+        os.unlink(nv)
+        self.wait_for(lambda: self.spec_device("follow") is None,
+                      "the device gone with NVIDIA's spec")
+
     def test_written_when_the_binding_changes_only(self):
         self.install("keep")
         self.wait_for(lambda: self.spec_lists("keep"), "the CDI spec")

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,6 +467,93 @@ static uint64_t pid_max(void)
 }
 
 /*
+ * The CDI specs parsed, by path and the file's identity (device, inode,
+ * size, modification time): the CDI refresh asks for each bound GPU of each
+ * external app every second, and NVIDIA's spec can be hundreds of KiB of
+ * YAML. A file replaced (a rename: a new inode) or changed is parsed
+ * again. Entries of removed files are dropped at the next lookup of their
+ * directory. One lock: cdi_find runs on several threads.
+ */
+struct cdi_cached {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    json_t *spec;            /* NULL: the file does not parse */
+    bool seen;               /* listed by the current scan */
+    struct cdi_cached *next;
+};
+
+static pthread_mutex_t cdi_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct cdi_cached *cdi_cache; /* guarded by cdi_mu */
+
+/* The spec at path (st its stat), parsed or from the cache: a new
+ * reference, or NULL when it cannot be read or parsed. cdi_mu held. */
+static json_t *cdi_spec_at(const char *path, const struct stat *st)
+{
+    struct cdi_cached *c;
+    char *buf, *err = NULL;
+    ssize_t n;
+
+    for (c = cdi_cache; c != NULL; c = c->next)
+        if (strcmp(c->path, path) == 0)
+            break;
+    if (c != NULL && c->dev == st->st_dev && c->ino == st->st_ino &&
+        c->size == st->st_size && c->mtime.tv_sec == st->st_mtim.tv_sec &&
+        c->mtime.tv_nsec == st->st_mtim.tv_nsec) {
+        c->seen = true;
+        return json_incref(c->spec);
+    }
+    if (c == NULL) {
+        c = xcalloc(1, sizeof(*c));
+        c->path = xstrdup(path);
+        c->next = cdi_cache;
+        cdi_cache = c;
+    }
+    json_decref(c->spec);
+    c->spec = NULL;
+    c->dev = st->st_dev;
+    c->ino = st->st_ino;
+    c->size = st->st_size;
+    c->mtime = st->st_mtim;
+    c->seen = true;
+    buf = xmalloc(CDI_FILE_MAX);
+    n = util_read_small(path, buf, CDI_FILE_MAX);
+    if (n <= 0 ||
+        yamljson_parse_any(buf, (size_t)n, &c->spec, &err) != ACCEL_OK) {
+        c->spec = NULL;
+        c->size = -1; /* read again next time: it may have been mid-write */
+    }
+    free(err);
+    free(buf);
+    return json_incref(c->spec);
+}
+
+/* Drop the cached specs of dir that its scan did not list (cdi_mu held);
+ * clear the marks of the others. */
+static void cdi_cache_prune(const char *dir)
+{
+    size_t len = strlen(dir);
+    struct cdi_cached **pp = &cdi_cache;
+
+    while (*pp != NULL) {
+        struct cdi_cached *c = *pp;
+        bool here = strncmp(c->path, dir, len) == 0 && c->path[len] == '/';
+        if (here && !c->seen) {
+            *pp = c->next;
+            json_decref(c->spec);
+            free(c->path);
+            free(c);
+            continue;
+        }
+        if (here)
+            c->seen = false;
+        pp = &c->next;
+    }
+}
+
+/*
  * The CDI spec in /etc/cdi or /var/run/cdi that lists kind=name: true, and
  * with edits not NULL, its device's containerEdits and the spec's own
  * appended to *edits (a new object of arrays env, deviceNodes, mounts,
@@ -477,28 +565,27 @@ static bool cdi_find(const char *kind, const char *name, json_t **edits)
     static const char *const keys[] = {"env", "deviceNodes", "mounts",
                                        "hooks", NULL};
     bool found = false;
-    char *buf = xmalloc(CDI_FILE_MAX);
 
+    pthread_mutex_lock(&cdi_mu);
     for (const char *const *dir = dirs; *dir && !found; dir++) {
         DIR *dp = opendir(*dir);
         struct dirent *e;
+        bool whole = true; /* the scan listed every file of dir */
         while (dp != NULL && !found && (e = readdir(dp)) != NULL) {
             char path[512];
             json_t *spec = NULL, *dev, *hit = NULL;
-            ssize_t n;
             size_t i;
-            char *err = NULL;
+            struct stat st;
             const char *ext = strrchr(e->d_name, '.');
             if (ext == NULL || (strcmp(ext, ".json") && strcmp(ext, ".yaml") &&
                                 strcmp(ext, ".yml")))
                 continue;
             snprintf(path, sizeof path, "%s/%s", *dir, e->d_name);
-            n = util_read_small(path, buf, CDI_FILE_MAX);
-            if (n <= 0 ||
-                yamljson_parse_any(buf, (size_t)n, &spec, &err) != ACCEL_OK) {
-                free(err);
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
                 continue;
-            }
+            spec = cdi_spec_at(path, &st);
+            if (spec == NULL)
+                continue;
             if (json_is_string(json_object_get(spec, "kind")) &&
                 strcmp(json_string_value(json_object_get(spec, "kind")),
                        kind) == 0)
@@ -527,12 +614,16 @@ static bool cdi_find(const char *kind, const char *name, json_t **edits)
                 }
             }
             found = hit != NULL;
+            whole = !found;
             json_decref(spec);
         }
-        if (dp != NULL)
+        if (dp != NULL) {
             closedir(dp);
+            if (whole)
+                cdi_cache_prune(*dir);
+        }
     }
-    free(buf);
+    pthread_mutex_unlock(&cdi_mu);
     return found;
 }
 
