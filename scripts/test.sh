@@ -22,6 +22,17 @@ check_tmp() { # stage: fail when the stage left anything in TMPDIR
         echo "$left" >&2
         exit 1
     fi
+    # podman keeps its image copies' temporary directories in /var/tmp
+    # whatever TMPDIR says, and leaves one behind on some failures: none
+    # of the tests' may be left
+    left=$(find /var/tmp -mindepth 1 -maxdepth 1 \( -name 'oci*' -o \
+        -name 'container_images_*' -o -name 'docker-tar*' \) \
+        -newer "$SUITE_TMP/.start" 2>/dev/null || true)
+    if [ -n "$left" ]; then
+        echo "test hygiene: $1 left these (podman's) in /var/tmp:" >&2
+        echo "$left" >&2
+        exit 1
+    fi
     # code that ignores TMPDIR would write to /tmp itself: name those too
     find /tmp -mindepth 1 -maxdepth 1 -name 'accel*' -user "$(id -u)" \
         -newer "$SUITE_TMP/.start" ! -path "$SUITE_TMP" 2>/dev/null |

@@ -202,29 +202,13 @@ static void pull_line(void *ctx, const char *line)
  * the app failed with why, released. Counted in slow_ops: acceld's
  * shutdown does not wait for it (the app, still resuming with no process,
  * is stopped at the next start). */
-/* An archive's size (its path after the transport, without a ":name"
- * after it); 0 for a registry's image, whose size is not known before
- * its pull. */
+/* An archive's size; 0 for a registry's image, whose size is not known
+ * before its pull, and for an archive that is not there. */
 static uint64_t archive_size(const char *ref)
 {
-    const char *path = strchr(ref, ':');
     struct stat st;
-    char *p, *colon;
-    uint64_t size = 0;
-
-    if (!manifest_image_archive(ref) || path == NULL)
-        return 0;
-    p = xstrdup(path + 1);
-    colon = strrchr(p, ':');
-    if (stat(p, &st) == 0) {
-        size = (uint64_t)st.st_size;
-    } else if (colon != NULL) {
-        *colon = '\0';
-        if (stat(p, &st) == 0)
-            size = (uint64_t)st.st_size;
-    }
-    free(p);
-    return size;
+    return runner_container_archive_stat(ref, &st) == 0
+               ? (uint64_t)st.st_size : 0;
 }
 
 /* Is there room for the image beside the data directory's reserve (the

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "daemon/node/cgroup.h"
@@ -78,6 +79,11 @@ size_t runner_container_sweep(struct accel_daemon *d);
  * Blocks up to a minute: no lock. */
 enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
                                           char **cause);
+
+/* The file of an archive reference (oci-archive:/path[:name],
+ * docker-archive:...) into *st: 0, or the errno of its stat (EINVAL for a
+ * reference that is not an archive). */
+int runner_container_archive_stat(const char *ref, struct stat *st);
 
 /* Pull ref (podman pull; an archive is loaded): each line podman writes
  * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin

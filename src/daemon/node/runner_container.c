@@ -284,16 +284,54 @@ static char *pull_cause(const char *ref, const char *last)
     return xasprintf("pulling %s failed: %s: %s", ref, why, last);
 }
 
+int runner_container_archive_stat(const char *ref, struct stat *st)
+{
+    const char *path = strchr(ref, ':');
+    char *p, *colon;
+    int err = ENOENT;
+
+    if (!manifest_image_archive(ref) || path == NULL)
+        return EINVAL;
+    p = xstrdup(path + 1);
+    colon = strrchr(p, ':');
+    if (stat(p, st) == 0) {
+        err = 0;
+    } else {
+        err = errno;
+        if (colon != NULL) { /* oci-archive:/path:name */
+            *colon = '\0';
+            err = stat(p, st) == 0 ? 0 : err;
+        }
+    }
+    free(p);
+    return err;
+}
+
 enum accel_err runner_container_pull(const char *ref,
                                      void (*line)(void *ctx,
                                                   const char *line),
                                      void *ctx, json_t **pin, char **cause)
 {
     char *argv[] = {"podman", "pull", (char *)ref, NULL};
-    struct podman_lines *l = xcalloc(1, sizeof(*l));
+    struct podman_lines *l;
     enum accel_err rc = ACCEL_ESYS;
+    struct stat st;
+    int err;
 
     *pin = NULL;
+    /* an archive that is not there is said without podman, whose pull of
+     * one leaves its temporary directory in /var/tmp (podman 4.3) */
+    if (manifest_image_archive(ref) &&
+        (err = runner_container_archive_stat(ref, &st)) != 0) {
+        char *last = xasprintf("%s: %s (acceld looked before asking "
+                               "podman)", strchr(ref, ':') + 1,
+                               err == ENOENT ? "no such file or directory"
+                                             : strerror(err));
+        *cause = pull_cause(ref, last);
+        free(last);
+        return ACCEL_ENOTFOUND;
+    }
+    l = xcalloc(1, sizeof(*l));
     l->line = line;
     l->ctx = ctx;
     if (podman_lines(argv, NULL, 0, PULL_WAIT_MS, l) != 0) {
