@@ -306,7 +306,9 @@ export async function uxSteps(ctx) {
   await step('navigation: the title, focus on the new heading, back at the top', async () => {
     await page.goto(`${BASE}/#/accelerator`);
     await page.getByRole('heading', { name: 'Accelerator', level: 1 }).waitFor();
-    assert.equal(await page.title(), 'Accelerator · accel');
+    // the title is set in an effect after the page's first render: from the
+    // page before (#/apps) it may still read 'Apps · accel' for a moment
+    await until('the Accelerator title', async () => (await page.title()) === 'Accelerator · accel');
     await page.evaluate(() => window.scrollTo(0, 400));
     await page.getByRole('link', { name: 'Apps', exact: true }).click();
     await until('the Apps title', async () => (await page.title()) === 'Apps · accel');
