@@ -136,28 +136,8 @@ class ClusterContainerTest(unittest.TestCase):
                         pids += [int(x) for x in f.read().split()]
         return pids
 
-    def image_field(self, ref, field):
-        r = podman("image", "inspect", "--format", "{{.%s}}" % field, ref)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout.strip()
-
     def own_archive(self, name):
-        """test_containers' own_archive: an image of its own ID saved as
-        an OCI archive and removed from the machine; its ID and the
-        archive's reference. The image is removed at the end."""
-        tag = "localhost/accel-it-%d:%s" % (os.getpid(), name)
-        cf = os.path.join(self.tmp, "Containerfile")
-        with open(cf, "w") as f:
-            f.write("FROM %s\nLABEL accel.it=%s\n" % (IMAGE, tag))
-        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        iid = self.image_field(tag, "Id")
-        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
-        archive = os.path.join(self.tmp, name + ".tar")
-        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(podman("rmi", tag).returncode, 0)
-        return iid, "oci-archive:" + archive
+        return tc.own_archive(self, self.tmp, name)
 
     def pull_events(self, name):
         st, b = self.n1.http("GET", "/api/events?limit=1000")
@@ -297,30 +277,8 @@ class ClusterContainerTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.c.wait(lambda: self.state(self.n1, name) == "running",
                     "running")
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst2
-
-        def listed():
-            r = self.in_ns(self.n2, "cat", spec_path)
-            return r.returncode == 0 and name in [
-                x["name"] for x in json.loads(r.stdout)["devices"]]
-        self.c.wait(listed, "n2's CDI spec with the app", timeout=30)
-        ctr = "accel-%s-deaf" % self.inst2
-        self.addCleanup(podman, "rm", "--force", "--time=0", ctr)
-        r = self.in_ns(self.n2, "podman", "run", "-d", "--name=" + ctr,
-                       "--runtime=runc", "--network=none",
-                       "--cgroup-parent=/accel.slice/%s/deaf" % self.inst2,
-                       "--label=accel.instance=" + self.inst2,
-                       "--ulimit=nofile=1024:1024",
-                       "--ulimit=nproc=1024:1024",
-                       "--env=ASAN_OPTIONS=verify_asan_link_order=0:"
-                       "detect_leaks=0",
-                       "--device=accel.dev/app=" + name, IMAGE,
-                       "/bin/sh", "-c", 'trap "" TERM; echo up; sleep 1000')
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.c.wait(lambda: "up" in podman("logs", ctr).stdout, "its output",
-                    timeout=30)
-        self.c.wait(lambda: len(self.ctr_procs(self.inst2, name)) >= 2,
-                    "the container in the app's cgroup on n2")
+        ctr = self.own_container(name, "deaf",
+                                 'trap "" TERM; echo up; sleep 1000')
 
         def running():
             return podman("inspect", "--format", "{{.State.Running}}",

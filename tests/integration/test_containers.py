@@ -106,6 +106,34 @@ def build_image(tmp):
         raise RuntimeError("podman import: %s" % r.stderr)
 
 
+def image_field(case, ref, field):
+    """A field of podman's image inspect of ref (the test case fails when
+    there is no such image)."""
+    r = podman("image", "inspect", "--format", "{{.%s}}" % field, ref)
+    case.assertEqual(r.returncode, 0, r.stderr)
+    return r.stdout.strip()
+
+
+def own_archive(case, tmp, name):
+    """An image of its own ID (the module's image and a label; podman rmi
+    of its ID leaves the module's image) saved as an OCI archive in tmp and
+    removed from the machine: its ID and the archive's reference. The
+    image is removed at the end of case."""
+    tag = "localhost/accel-it-%d:%s" % (os.getpid(), name)
+    cf = os.path.join(tmp, "Containerfile")
+    with open(cf, "w") as f:
+        f.write("FROM %s\nLABEL accel.it=%s\n" % (IMAGE, tag))
+    r = podman("build", "--pull=never", "-t", tag, "-f", cf, tmp)
+    case.assertEqual(r.returncode, 0, r.stderr)
+    iid = image_field(case, tag, "Id")
+    case.addCleanup(podman, "rmi", "--ignore", "--force", iid)
+    archive = os.path.join(tmp, name + ".tar")
+    r = podman("save", "--format", "oci-archive", "-o", archive, tag)
+    case.assertEqual(r.returncode, 0, r.stderr)
+    case.assertEqual(podman("rmi", tag).returncode, 0)
+    return iid, "oci-archive:" + archive
+
+
 def cdi_spec(dev):
     """A stand-in of what `nvidia-ctk cdi generate` writes for dev: the
     driver's libcuda mounted in (here the tests' fake)."""
@@ -765,9 +793,7 @@ class ContainerRunTest(ContainerCase):
                       (IMAGE_LIB, IMAGE_LIB), self.d.app_log("pre"))
 
     def image_field(self, ref, field):
-        r = podman("image", "inspect", "--format", "{{.%s}}" % field, ref)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout.strip()
+        return image_field(self, ref, field)
 
     def test_image_pinned_by_its_id_across_a_restart(self):
         """Once installed the app runs the image its reference named then,
@@ -847,23 +873,7 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("Pull:        done: " + want, r.stdout)
 
     def own_archive(self, name):
-        """An image of its own ID (the module's image and a label; podman
-        rmi of its ID leaves the module's image) saved as an OCI archive
-        and removed from the machine: its ID and the archive's reference.
-        The image is removed at the end."""
-        tag = "localhost/accel-it-%d:%s" % (os.getpid(), name)
-        cf = os.path.join(self.tmp, "Containerfile")
-        with open(cf, "w") as f:
-            f.write("FROM %s\nLABEL accel.it=%s\n" % (IMAGE, tag))
-        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        iid = self.image_field(tag, "Id")
-        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
-        archive = os.path.join(self.tmp, name + ".tar")
-        r = podman("save", "--format", "oci-archive", "-o", archive, tag)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(podman("rmi", tag).returncode, 0)
-        return iid, "oci-archive:" + archive
+        return own_archive(self, self.tmp, name)
 
     def test_resume_pulls_an_image_gone_since(self):
         """A start after install whose pinned image is gone from the
