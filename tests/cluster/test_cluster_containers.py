@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 
-from accel_harness import GiB, cgroup_dirs, cgroup_instance  # noqa: E402
+from accel_harness import GiB, cgroup_instance  # noqa: E402
 from accel_harness import manifest as app_manifest  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 import test_containers as tc  # noqa: E402
@@ -125,16 +125,7 @@ class ClusterContainerTest(unittest.TestCase):
 
     def ctr_procs(self, inst, name):
         """Host pids in the app's cgroup tree on the node of inst."""
-        pids = []
-        for top in cgroup_dirs(inst):
-            if "/unified/" not in top and not top.startswith(
-                    "/sys/fs/cgroup/accel"):
-                continue
-            for dirpath, _, files in os.walk(os.path.join(top, name)):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                        pids += [int(x) for x in f.read().split()]
-        return pids
+        return tc.ctr_procs(inst, name)
 
     def own_archive(self, name):
         return tc.own_archive(self, self.tmp, name)
@@ -227,12 +218,8 @@ class ClusterContainerTest(unittest.TestCase):
                     "the container in the app's cgroup on n2")
         return ctr
 
-    def test_mode_switch_through_n1_waits_for_n2s_container(self):
-        """A mode switch of n2's GPU through n1 stops an external app's
-        container on n2 first (SIGTERM: it ends by itself, exit 0), then
-        switches: the switch waits for n2's agent, it does not release
-        the app on n2's behalf."""
-        name = "clsw"
+    def install_external(self, name):
+        """An external app bound to n2's GPU, running."""
         st, b = self.n1.http("POST", "/api/apps", {
             "manifest": app_manifest(name, "1Gi", mem="64Mi", cpu="100m",
                                      disk="1Mi"),
@@ -240,6 +227,14 @@ class ClusterContainerTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.c.wait(lambda: self.state(self.n1, name) == "running",
                     "running")
+
+    def test_mode_switch_through_n1_waits_for_n2s_container(self):
+        """A mode switch of n2's GPU through n1 stops an external app's
+        container on n2 first (SIGTERM: it ends by itself, exit 0), then
+        switches: the switch waits for n2's agent, it does not release
+        the app on n2's behalf."""
+        name = "clsw"
+        self.install_external(name)
         ctr = self.own_container(name, "polite",
                                  'trap "echo bye; exit 0" TERM; echo up; '
                                  'while :; do sleep 0.1; done')
@@ -270,13 +265,7 @@ class ClusterContainerTest(unittest.TestCase):
 
     def test_own_container_on_its_node_holds_the_release(self):
         name = "clext"
-        st, b = self.n1.http("POST", "/api/apps", {
-            "manifest": app_manifest(name, "1Gi", mem="64Mi", cpu="100m",
-                                     disk="1Mi"),
-            "computeBinding": bind2()})
-        self.assertEqual(st, 200, b)
-        self.c.wait(lambda: self.state(self.n1, name) == "running",
-                    "running")
+        self.install_external(name)
         ctr = self.own_container(name, "deaf",
                                  'trap "" TERM; echo up; sleep 1000')
 

@@ -106,6 +106,21 @@ def build_image(tmp):
         raise RuntimeError("podman import: %s" % r.stderr)
 
 
+def ctr_procs(inst, name):
+    """Host pids in app name's cgroup tree of acceld instance inst (the
+    container's processes)."""
+    pids = []
+    for top in cgroup_dirs(inst):
+        if "/unified/" not in top and not top.startswith(
+                "/sys/fs/cgroup/accel"):
+            continue
+        for dirpath, _, files in os.walk(os.path.join(top, name)):
+            if "cgroup.procs" in files:
+                with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                    pids += [int(x) for x in f.read().split()]
+    return pids
+
+
 def image_field(case, ref, field):
     """A field of podman's image inspect of ref (the test case fails when
     there is no such image)."""
@@ -299,16 +314,7 @@ class ContainerCase(unittest.TestCase):
 
     def ctr_procs(self, name):
         """Host pids in the app's cgroup tree (the container's processes)."""
-        pids = []
-        for top in cgroup_dirs(self.inst):
-            if "/unified/" not in top and not top.startswith(
-                    "/sys/fs/cgroup/accel"):
-                continue
-            for dirpath, _, files in os.walk(os.path.join(top, name)):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                        pids += [int(x) for x in f.read().split()]
-        return pids
+        return ctr_procs(self.inst, name)
 
     def assert_nothing_left(self, name):
         self.assertEqual(self.containers(), [])
