@@ -93,18 +93,7 @@ class ClusterContainerTest(unittest.TestCase):
         failed test left (test_containers' clean)."""
         self.c.close()
         for inst in self.insts:
-            r = podman("ps", "--all", "--filter",
-                       "label=accel.instance=%s" % inst, "--format",
-                       "{{.Names}}")
-            for name in r.stdout.split():
-                podman("rm", "--force", "--time=0", name)
-            for h in os.listdir("/sys/fs/cgroup"):
-                top = os.path.join("/sys/fs/cgroup", h, "accel.slice", inst)
-                for dirpath, _, _ in sorted(os.walk(top), reverse=True):
-                    try:
-                        os.rmdir(dirpath)
-                    except OSError:
-                        pass
+            tc.clean_instance(inst)
 
     def app(self, a, name):
         return self.c.app_of(a, name) or {}

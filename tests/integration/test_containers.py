@@ -121,6 +121,23 @@ def ctr_procs(inst, name):
     return pids
 
 
+def clean_instance(inst):
+    """Every container of acceld instance inst removed, and the cgroups a
+    failed test left in any hierarchy (podman's runtime makes the app's
+    path in every one, acceld's own or not)."""
+    r = podman("ps", "--all", "--filter", "label=accel.instance=%s" % inst,
+               "--format", "{{.Names}}")
+    for name in r.stdout.split():
+        podman("rm", "--force", "--time=0", name)
+    for h in os.listdir("/sys/fs/cgroup"):
+        top = os.path.join("/sys/fs/cgroup", h, "accel.slice", inst)
+        for dirpath, _, _ in sorted(os.walk(top), reverse=True):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
 def image_field(case, ref, field):
     """A field of podman's image inspect of ref (the test case fails when
     there is no such image)."""
@@ -282,19 +299,8 @@ class ContainerCase(unittest.TestCase):
         """Every container of this acceld, then acceld (passed or failed)."""
         if self.d is None:
             return
-        inst = self.inst
         self.d.close()
-        for name in self.containers(inst):
-            podman("rm", "--force", "--time=0", name)
-        # what a failed test left in any hierarchy (podman's runtime makes
-        # the app's path in every one, acceld's own or not)
-        for h in os.listdir("/sys/fs/cgroup"):
-            top = os.path.join("/sys/fs/cgroup", h, "accel.slice", inst)
-            for dirpath, _, _ in sorted(os.walk(top), reverse=True):
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    pass
+        clean_instance(self.inst)
 
     def containers(self, inst=None):
         r = podman("ps", "--all", "--filter", "label=accel.instance=%s" %
