@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -926,9 +927,13 @@ int daemon_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* under the lock: the reconciler, started above, replaces
+     * d->nvml_status (and the counts) when NVML's status changes */
+    pthread_mutex_lock(&d->lock);
     log_info("acceld listening on http://127.0.0.1:%d (node %s, %zu nodes, "
              "%zu devices, %zu apps; %s)", port, d->cfg.node_name,
              d->snap.nnodes, d->snap.ndevs, d->napps, d->nvml_status);
+    pthread_mutex_unlock(&d->lock);
     {
         char *addr = xasprintf("%s/acceld.port", d->cfg.data_dir);
         int fd = open(addr, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
