@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "harness.h"
@@ -179,12 +180,62 @@ TEST(disk_room_for_an_image)
     unsetenv(DISK_RESERVE_ENV);
 }
 
+/* This process's cgroup path in the unified hierarchy ("0::<path>"), for a
+ * mark that names it. */
+static char *own_cgroup(void)
+{
+    char buf[4096], *line, *save = NULL;
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+
+    ASSERT(n > 0);
+    close(fd);
+    buf[n] = '\0';
+    for (line = strtok_r(buf, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "0::", 3) == 0)
+            return xstrdup(line + 3);
+    return xstrdup(":"); /* every line has one */
+}
+
+/* A file this process unlinked and holds open counts for its uid; with a
+ * cgroup mark, only where its cgroup path holds the mark (another acceld
+ * instance's processes of the same uid do not count for this one). */
+TEST(disk_unlinked_open_counts_by_uid_and_cgroup)
+{
+    char *f = in_tmp("hidden"), *mine = own_cgroup();
+    struct stat sb;
+    uint64_t bytes = 0;
+    int fd;
+
+    write_file(f, 1 << 20);
+    fd = open(f, O_RDONLY | O_CLOEXEC);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(unlink(f), 0);
+    ASSERT_EQ(fstat(fd, &sb), 0);
+    ASSERT_EQ(disk_unlinked_open("/proc", (uint32_t)getuid(), NULL,
+                                 sb.st_dev, 100000, &bytes), ACCEL_OK);
+    ASSERT_GE(bytes, 1 << 20);
+    bytes = 1;
+    ASSERT_EQ(disk_unlinked_open("/proc", (uint32_t)getuid(),
+                                 "/accel.slice/no-such-instance/", sb.st_dev,
+                                 100000, &bytes), ACCEL_OK);
+    ASSERT_EQ(bytes, 0);
+    ASSERT_EQ(disk_unlinked_open("/proc", (uint32_t)getuid(), mine,
+                                 sb.st_dev, 100000, &bytes), ACCEL_OK);
+    ASSERT_GE(bytes, 1 << 20);
+    close(fd);
+    free(mine);
+    free(f);
+}
+
 #define TESTS(XX)                                                              \
     XX(disk_usage_counts_files_and_directories)                                \
     XX(disk_usage_does_not_follow_links)                                       \
     XX(disk_usage_is_bounded)                                                  \
     XX(disk_usage_unreadable_directory_is_not_hidden)                          \
     XX(disk_reserve)                                                           \
-    XX(disk_room_for_an_image)
+    XX(disk_room_for_an_image)                                                 \
+    XX(disk_unlinked_open_counts_by_uid_and_cgroup)
 
 TEST_MAIN(TESTS)

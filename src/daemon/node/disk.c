@@ -142,9 +142,26 @@ static void scan_fds(struct unlinked *u, int procfd, const char *pid)
     closedir(dir);
 }
 
+/* Does process pid's /proc/<pid>/cgroup name a cgroup with mark in its
+ * path (in any hierarchy)? */
+static bool in_cgroups(int procfd, const char *pid, const char *mark)
+{
+    char *path = xasprintf("%s/cgroup", pid), buf[4096];
+    int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return strstr(buf, mark) != NULL;
+}
+
 enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
-                                  dev_t dev, size_t max_fds,
-                                  uint64_t *out_bytes)
+                                  const char *cgroup_mark, dev_t dev,
+                                  size_t max_fds, uint64_t *out_bytes)
 {
     struct unlinked *u = xcalloc(1, sizeof(*u));
     int procfd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -160,7 +177,9 @@ enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
         struct stat sb;
         if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
             fstatat(procfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-            sb.st_uid != (uid_t)uid)
+            sb.st_uid != (uid_t)uid ||
+            (cgroup_mark != NULL &&
+             !in_cgroups(procfd, e->d_name, cgroup_mark)))
             continue;
         scan_fds(u, procfd, e->d_name);
     }

@@ -43,7 +43,10 @@ enum accel_err disk_usage(const char *path, size_t max_entries,
  * The bytes that files unlinked but still open take on the file system
  * dev (st_blocks x 512 of each, counted once however many descriptors
  * hold it), over the descriptors of every process whose /proc/<pid> is
- * uid's: a file deleted and written through its descriptor is on the disk
+ * uid's (and, with cgroup_mark not NULL, in a cgroup whose path holds
+ * it: "/accel.slice/<instance>/", this acceld's apps, not another
+ * instance's on the machine that hands out the same uids): a file deleted
+ * and written through its descriptor is on the disk
  * as much as a linked one, and disk_usage's walk cannot see it. Each
  * descriptor is stat'ed through /proc/<pid>/fd/<n>, which reaches the file
  * itself. proc_root: "/proc" or a test's. ACCEL_OK with *out_bytes;
@@ -52,8 +55,8 @@ enum accel_err disk_usage(const char *path, size_t max_entries,
  * read.
  */
 enum accel_err disk_unlinked_open(const char *proc_root, uint32_t uid,
-                                  dev_t dev, size_t max_fds,
-                                  uint64_t *out_bytes);
+                                  const char *cgroup_mark, dev_t dev,
+                                  size_t max_fds, uint64_t *out_bytes);
 
 /*
  * The data directory's room: NULL when the file system of dir has more

@@ -1590,6 +1590,8 @@ struct disk_watch {
     uint64_t limit;        /* limitedDisk */
     pid_t pid;             /* the run measured */
     uint32_t uid;          /* its processes' (their unlinked files count) */
+    char *mark;            /* "/accel.slice/<instance>/": those in this
+                              acceld's cgroups only; NULL = no cgroups */
     uint64_t used;         /* measured without the lock */
     enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
 };
@@ -1619,7 +1621,10 @@ static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
             .home = identity_home(d, a->owner),
             .limit = disk_limit(a),
             .pid = (pid_t)a->pid,
-            .uid = uid};
+            .uid = uid,
+            .mark = d->cg != NULL ? xasprintf("/accel.slice/%s/",
+                                              d->cg->instance)
+                                  : NULL};
         n++;
     }
     return n;
@@ -1693,8 +1698,8 @@ static void measure_home(struct disk_watch *w)
     w->rc = disk_usage(w->home, DISK_WALK_MAX_ENTRIES, &w->used, NULL);
     if (w->rc != ACCEL_OK || stat(w->home, &sb) != 0)
         return;
-    rc = disk_unlinked_open("/proc", w->uid, sb.st_dev, DISK_WALK_MAX_ENTRIES,
-                            &held);
+    rc = disk_unlinked_open("/proc", w->uid, w->mark, sb.st_dev,
+                            DISK_WALK_MAX_ENTRIES, &held);
     w->used += held;
     if (rc == ACCEL_ERANGE)
         w->rc = rc;
@@ -1745,6 +1750,7 @@ static uint64_t watch_disk(struct accel_daemon *d)
     for (size_t i = 0; i < n; i++) {
         free(w[i].app);
         free(w[i].home);
+        free(w[i].mark);
     }
     free(w);
     return (util_now_ns() - t0) / 1000000u;
