@@ -55,6 +55,9 @@ struct cluster {
     int64_t lease;
     int64_t renewed_ns;           /* util_now_ns of the last renewal that
                                      etcd's quorum answered (atomic) */
+    int64_t echo_ns;              /* util_now_ns when this node's watch last
+                                     brought its own beat back (atomic):
+                                     how current the watch is */
     char *info;                   /* the nodeinfo last written */
     char *live;                   /* the live key's value as taken */
     /* the revision being applied (d->lock) */
@@ -293,6 +296,10 @@ static void apply_agent(struct accel_daemon *d, const char *node,
 {
     int n = state_node_find(d, node);
     bool live = text != NULL;
+    if (n >= 0 && live && strcmp(node, d->cfg.node_name) == 0 &&
+        d->cluster != NULL)
+        __atomic_store_n(&d->cluster->echo_ns, (int64_t)util_now_ns(),
+                         __ATOMIC_SEQ_CST);
     if (n < 0 || strcmp(node, d->cfg.node_name) == 0)
         return;
     if (d->ninfo[n].reachable != live)
@@ -311,13 +318,20 @@ static void apply_agent(struct accel_daemon *d, const char *node,
  * timeout), so the key alone would call a hung agent live for up to a TTL
  * more (docs/benchmarks.md, issue 40 item 8). Only while this node's own
  * lease holds: a node cut off from etcd hears no one's beat and marks no
- * one. Its next beat, or the key written again, makes it reachable. */
+ * one. And only by what its watch has brought: a node is silent when its
+ * last beat came a TTL before this node's own last beat came back through
+ * the same watch. A watch that lags (this acceld busy, its watch thread
+ * waiting for the lock; etcd slow to send) brings no one's beats, this
+ * node's own neither, so it marks no one: the sanitizer run saw a busy
+ * node call a live one unreachable. Its next beat, or the key written
+ * again, makes it reachable. */
 static void expire_silent(struct accel_daemon *d)
 {
     int64_t now = (int64_t)util_now_ns();
     int64_t ttl = (int64_t)d->cfg.lease_ttl * 1000000000LL;
     int64_t mine = __atomic_load_n(&d->cluster->renewed_ns, __ATOMIC_SEQ_CST);
-    if (mine == 0 || now - mine >= ttl)
+    int64_t echo = __atomic_load_n(&d->cluster->echo_ns, __ATOMIC_SEQ_CST);
+    if (mine == 0 || now - mine >= ttl || echo == 0)
         return;
     /* the keeper never waits for the lock: a renewal must not queue
      * behind a long request; the next tick, 50 ms on, looks again */
@@ -326,7 +340,7 @@ static void expire_silent(struct accel_daemon *d)
     for (size_t n = 0; n < d->snap.nnodes; n++) {
         struct node_info *ni = &d->ninfo[n];
         if (ni->local || ni->removed || !ni->reachable || ni->beat_ns == 0 ||
-            now - ni->beat_ns < ttl)
+            now - ni->beat_ns < ttl || echo - ni->beat_ns < ttl)
             continue;
         log_info("node %s is unreachable (no beat from its agent for %d s)",
                  ni->name, d->cfg.lease_ttl);
