@@ -83,6 +83,25 @@ bool pull_pinned_gone(struct accel_daemon *d, const char *name)
     return gone;
 }
 
+/* fn(arg) on a detached thread counted in d->slow_ops (which fn takes
+ * back when it ends); false, nothing counted, when no thread can be had. */
+static bool slow_thread(struct accel_daemon *d, void *(*fn)(void *),
+                        void *arg)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    bool ok;
+
+    atomic_fetch_add(&d->slow_ops, 1);
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &at, fn, arg) == 0;
+    pthread_attr_destroy(&at);
+    if (!ok)
+        atomic_fetch_sub(&d->slow_ops, 1);
+    return ok;
+}
+
 struct check_job {
     struct accel_daemon *d;
     char *app;
@@ -130,9 +149,6 @@ void pull_check_begin(struct accel_daemon *d, struct app *a,
                       pull_start_fn start)
 {
     struct check_job *j = xcalloc(1, sizeof(*j));
-    pthread_t t;
-    pthread_attr_t at;
-    bool ok;
 
     j->d = d;
     j->app = xstrdup(a->name);
@@ -140,14 +156,8 @@ void pull_check_begin(struct accel_daemon *d, struct app *a,
     j->n = atomic_fetch_add(&checks, 1) + 1;
     j->start = start;
     a->pin_check = j->n;
-    atomic_fetch_add(&d->slow_ops, 1);
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    ok = pthread_create(&t, &at, check_main, j) == 0;
-    pthread_attr_destroy(&at);
-    if (ok)
+    if (slow_thread(d, check_main, j))
         return;
-    atomic_fetch_sub(&d->slow_ops, 1);
     a->pin_check = 0;
     free(j->app);
     free(j->id);
@@ -271,23 +281,14 @@ static void *pull_main(void *arg)
 void pull_begin(struct accel_daemon *d, struct app *a, pull_start_fn start)
 {
     struct pull_job *j = xcalloc(1, sizeof(*j));
-    pthread_t t;
-    pthread_attr_t at;
-    bool ok;
 
     j->d = d;
     j->app = xstrdup(a->name);
     j->ref = xstrdup(a->m.run.ctr.image);
     j->start = start;
     pull_note(d, a, "pulling", "", "");
-    atomic_fetch_add(&d->slow_ops, 1);
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    ok = pthread_create(&t, &at, pull_main, j) == 0;
-    pthread_attr_destroy(&at);
-    if (ok)
+    if (slow_thread(d, pull_main, j))
         return;
-    atomic_fetch_sub(&d->slow_ops, 1);
     free(j->app);
     free(j->ref);
     free(j);
