@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "daemon/store/etcd.h"
@@ -1467,6 +1468,139 @@ static void etcd_alloc_guards(void)
     fx_close(b);
 }
 
+/* ====================================================== threads */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* What another thread did while the test thread's transaction was open. */
+struct other {
+    struct fx *f;
+    int rounds;          /* stand-alone writes to make */
+    enum accel_err put;  /* its row write */
+    enum accel_err ev;   /* its events (the first failure, or OK) */
+    enum accel_err member;
+    int started;         /* atomic: the row write is done */
+};
+
+static void *other_main(void *arg)
+{
+    struct other *o = arg;
+    struct store_app a = app_row("theirs", "bob", "installed");
+    struct store_event e = {0, 3, "own", NULL, "n1", NULL, "other", NULL};
+    o->put = store_app_put(o->f->s, &a);
+    __atomic_store_n(&o->started, 1, __ATOMIC_SEQ_CST);
+    o->ev = o->member = ACCEL_OK;
+    for (int i = 0; i < o->rounds; i++) {
+        enum accel_err err = store_event_append(o->f->s, &e, 0, NULL);
+        if (o->ev == ACCEL_OK)
+            o->ev = err;
+        if (o->f->kind != K_ETCD)
+            continue;
+        err = store_member_put(o->f->s, "agents", "n7", "{\"beat\":1}", 0);
+        if (o->member == ACCEL_OK)
+            o->member = err;
+    }
+    return NULL;
+}
+
+/*
+ * A transaction belongs to the thread that began it (store.h, issue 48):
+ * another thread's row write is refused, not joined; its event (and, on
+ * etcd, its member key, as the keeper's beat) is a transaction of its own
+ * that the open one's rollback does not take with it. On etcd the other
+ * thread is done before the rollback (its writes go beside the open
+ * transaction); on SQLite it waits for the transaction to end.
+ */
+static void tx_belongs_to_its_thread(enum kind k)
+{
+    struct fx *f = fx_open(k, NULL, NULL, NULL);
+    struct other o = {.f = f, .rounds = 1};
+    pthread_t th;
+
+    OK(store_begin(f->s));
+    put_app(f->s, "mine", "alice");
+    ASSERT_EQ(pthread_create(&th, NULL, other_main, &o), 0);
+    if (k == K_ETCD) {
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+    } else {
+        while (!__atomic_load_n(&o.started, __ATOMIC_SEQ_CST))
+            sleep_ms(1);
+        sleep_ms(100); /* its event waits for the slot meanwhile */
+    }
+    store_rollback(f->s);
+    if (k != K_ETCD)
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+    ASSERT_EQ(o.put, ACCEL_EINVAL);
+    OK(o.ev);
+    OK(o.member);
+    fx_settle(f);
+    ASSERT_STR_EQ(messages(f->s, (struct store_event_filter){0}), "other");
+    ASSERT_RELOAD(f, "");
+    if (k == K_ETCD) {
+        char *v = raw_get(f->loc, "agents/n7", NULL);
+        ASSERT_STR_EQ(v, "{\"beat\":1}");
+        free(v);
+    }
+
+    /* and a commit of the owner's takes its own writes only */
+    o = (struct other){.f = f, .rounds = 1};
+    OK(store_begin(f->s));
+    put_app(f->s, "mine", "alice");
+    event(f->s, "tx", NULL, NULL, "mine", 4, 0, NULL);
+    ASSERT_EQ(pthread_create(&th, NULL, other_main, &o), 0);
+    if (k == K_ETCD)
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+    OK(store_commit(f->s));
+    if (k != K_ETCD)
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+    ASSERT_EQ(o.put, ACCEL_EINVAL);
+    OK(o.ev);
+    fx_settle(f);
+    ASSERT_EQ(query(f->s, (struct store_event_filter){.kind = "own"})->n, 2);
+    ASSERT_EQ(query(f->s, (struct store_event_filter){.kind = "tx"})->n, 1);
+    ASSERT_RELOAD(f, "app mine alice installed NULL {\"name\":\"x\"} NULL "
+                     "1000 2000 0 0 -1\n");
+    fx_close(f);
+}
+
+/* Stand-alone writes of another thread, many, while this one commits
+ * transactions: every write of both lands, each where it belongs (and
+ * the sanitizers' builds see no race). */
+static void own_writes_beside_transactions(enum kind k)
+{
+    struct fx *f = fx_open(k, NULL, NULL, NULL);
+    struct other o = {.f = f, .rounds = 120};
+    char want[4096] = "", name[32];
+    pthread_t th;
+
+    ASSERT_EQ(pthread_create(&th, NULL, other_main, &o), 0);
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "a%02d", i);
+        OK(store_begin(f->s));
+        put_app(f->s, name, "alice");
+        event(f->s, "tx", NULL, NULL, name, 5, 0, NULL);
+        OK(store_commit(f->s));
+        snprintf(want + strlen(want), sizeof want - strlen(want),
+                 "app %s alice installed NULL {\"name\":\"x\"} NULL 1000 "
+                 "2000 0 0 -1\n", name);
+    }
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    ASSERT_EQ(o.put, ACCEL_EINVAL); /* none of this thread's was open, or
+                                     * another's: never joined */
+    OK(o.ev);
+    OK(o.member);
+    fx_settle(f);
+    ASSERT_EQ(query(f->s, (struct store_event_filter){.kind = "own"})->n, 120);
+    ASSERT_EQ(query(f->s, (struct store_event_filter){.kind = "tx"})->n, 40);
+    ASSERT_RELOAD(f, want);
+    fx_close(f);
+}
+
 /* ============================================================ list */
 
 #define BOTH(fn)                                                               \
@@ -1488,6 +1622,8 @@ BOTH(events_pruned)
 BOTH(undecodable_rows)
 BOTH(orphan_alloc)
 BOTH(newer_and_foreign)
+BOTH(tx_belongs_to_its_thread)
+BOTH(own_writes_beside_transactions)
 TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 
@@ -1508,6 +1644,8 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, undecodable_rows)                                                \
     PAIR_(XX, orphan_alloc)                                                    \
     PAIR_(XX, newer_and_foreign)                                               \
+    PAIR_(XX, tx_belongs_to_its_thread)                                        \
+    PAIR_(XX, own_writes_beside_transactions)                                  \
     XX(etcd_guarded_commit)                                                    \
     XX(etcd_alloc_guards)
 

@@ -10,30 +10,165 @@
 #include "common/accel_setup.h"
 #include "daemon/store/store_int.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "common/util.h"
 
+/* --------------------------------------------------------------- threads */
+
+/* The message of the last failure on this thread, and its store. */
+static _Thread_local struct {
+    const struct store *s;
+    char msg[512];
+} last_err;
+
+void store_set_errmsg(const struct store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_err.msg, sizeof last_err.msg, fmt, ap);
+    va_end(ap);
+    last_err.s = s;
+}
+
+const char *store_errmsg(const struct store *s)
+{
+    return s && last_err.s == s ? last_err.msg : "";
+}
+
+void store_base_init(struct store *s)
+{
+    pthread_condattr_t ca;
+    pthread_mutexattr_t ma;
+    pthread_mutex_init(&s->txmu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->txfree, &ca);
+    pthread_condattr_destroy(&ca);
+    /* recursive: a query's callback may read the store again */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&s->callmu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    s->tx_held = false;
+    s->wait_ms = 5000;
+}
+
+/* A backend whose own writes may meet other calls takes none of them at
+ * the same time (store_int.h). */
+static void call_enter(struct store *s)
+{
+    if (!s->ops->own_concurrent)
+        pthread_mutex_lock(&s->callmu);
+}
+
+static void call_leave(struct store *s)
+{
+    if (!s->ops->own_concurrent)
+        pthread_mutex_unlock(&s->callmu);
+}
+
+/* err, once the call is over (call_enter came before it). */
+static enum accel_err left(struct store *s, enum accel_err err)
+{
+    call_leave(s);
+    return err;
+}
+
+/* Is the open transaction this thread's? */
+static bool tx_mine(struct store *s)
+{
+    bool mine;
+    pthread_mutex_lock(&s->txmu);
+    mine = s->tx_held && pthread_equal(s->tx_owner, pthread_self());
+    pthread_mutex_unlock(&s->txmu);
+    return mine;
+}
+
+/* Take the transaction slot for this thread, waiting (at most wait_ms)
+ * while another thread's transaction is open; *had: it was this
+ * thread's already. */
+static enum accel_err slot_take(struct store *s, bool *had)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += s->wait_ms / 1000;
+    until.tv_nsec += (long)(s->wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->txmu);
+    *had = s->tx_held && pthread_equal(s->tx_owner, pthread_self());
+    while (s->tx_held && !*had) {
+        if (pthread_cond_timedwait(&s->txfree, &s->txmu, &until) ==
+            ETIMEDOUT) {
+            pthread_mutex_unlock(&s->txmu);
+            store_set_errmsg(s, "another thread's store transaction stayed "
+                                "open for %d ms", s->wait_ms);
+            return ACCEL_EBUSY;
+        }
+    }
+    s->tx_held = true;
+    s->tx_owner = pthread_self();
+    pthread_mutex_unlock(&s->txmu);
+    return ACCEL_OK;
+}
+
+static void slot_give(struct store *s)
+{
+    pthread_mutex_lock(&s->txmu);
+    s->tx_held = false;
+    pthread_cond_broadcast(&s->txfree);
+    pthread_mutex_unlock(&s->txmu);
+}
+
+/* A transaction's call from a thread that has none open: refused, and the
+ * transaction another thread may have open is left as it is. */
+static enum accel_err not_mine(struct store *s, const char *call)
+{
+    store_set_errmsg(s, "%s without a transaction of this thread's", call);
+    return ACCEL_EINVAL;
+}
+
 /* ------------------------------------------------------------- lifetime */
+
+/* The constructor's answer, the base of its store set up. */
+static enum accel_err opened(enum accel_err err, struct store **out)
+{
+    if (err == ACCEL_OK)
+        store_base_init(*out);
+    return err;
+}
 
 enum accel_err store_open(const char *path, struct store **out, char **cause)
 {
-    return store_sqlite_open(path, out, cause);
+    return opened(store_sqlite_open(path, out, cause), out);
 }
 
 enum accel_err store_open_etcd(const struct store_etcd_opts *o,
                                struct store **out, char **cause)
 {
-    return store_etcd_open(o, out, cause);
+    return opened(store_etcd_open(o, out, cause), out);
 }
 
 void store_close(struct store *s)
 {
-    if (s)
-        s->ops->close(s);
+    if (s == NULL)
+        return;
+    if (last_err.s == s)
+        last_err.s = NULL;
+    pthread_mutex_destroy(&s->txmu);
+    pthread_cond_destroy(&s->txfree);
+    pthread_mutex_destroy(&s->callmu);
+    s->ops->close(s);
 }
 
 bool store_created(const struct store *s)
@@ -43,52 +178,80 @@ bool store_created(const struct store *s)
 
 int64_t store_created_ms(struct store *s)
 {
-    return s->ops->created_ms ? s->ops->created_ms(s) : 0;
-}
-
-const char *store_errmsg(const struct store *s)
-{
-    return s ? s->ops->errmsg(s) : "";
+    if (s->ops->created_ms == NULL)
+        return 0;
+    call_enter(s);
+    int64_t ms = s->ops->created_ms(s);
+    call_leave(s);
+    return ms;
 }
 
 void store_set_busy_timeout(struct store *s, int ms)
 {
-    if (s->ops->set_busy_timeout)
+    s->wait_ms = ms > 0 ? ms : 0;
+    if (s->ops->set_busy_timeout) {
+        call_enter(s);
         s->ops->set_busy_timeout(s, ms);
+        call_leave(s);
+    }
 }
 
 enum accel_err store_load(struct store *s, const struct store_loader *l,
                           char **cause)
 {
-    return s->ops->load(s, l, cause);
+    call_enter(s);
+    return left(s, s->ops->load(s, l, cause));
 }
 
 /* ---------------------------------------------------------- transactions */
 
 enum accel_err store_begin(struct store *s)
 {
-    return s->ops->begin(s);
+    bool had;
+    enum accel_err err = slot_take(s, &had);
+    if (err != ACCEL_OK)
+        return err;
+    call_enter(s);
+    err = s->ops->begin(s);
+    call_leave(s);
+    if (err != ACCEL_OK && !had)
+        slot_give(s);
+    return err;
 }
 
 enum accel_err store_commit(struct store *s)
 {
-    return s->ops->commit(s);
+    enum accel_err err;
+    if (!tx_mine(s))
+        return not_mine(s, "store_commit");
+    call_enter(s);
+    err = s->ops->commit(s);
+    call_leave(s);
+    slot_give(s); /* a commit ends the transaction, whatever it answers */
+    return err;
 }
 
 void store_rollback(struct store *s)
 {
+    if (!tx_mine(s))
+        return;
+    call_enter(s);
     s->ops->rollback(s);
+    call_leave(s);
+    slot_give(s);
 }
 
 enum accel_err store_set_group_commit(struct store *s, bool on)
 {
-    return s->ops->set_group_commit ? s->ops->set_group_commit(s, on)
-                                    : ACCEL_OK;
+    if (s->ops->set_group_commit == NULL)
+        return ACCEL_OK;
+    call_enter(s);
+    return left(s, s->ops->set_group_commit(s, on));
 }
 
 enum accel_err store_sync(struct store *s)
 {
-    return s->ops->sync(s);
+    return s->ops->sync(s); /* any thread, beside any call (store.h) */
 }
 
 /* ------------------------------------------------------------ row writes */
@@ -99,12 +262,21 @@ enum accel_err store_sync(struct store *s)
  * changes), then the row's required fields (else the whole transaction
  * fails: nothing of it can commit, store.h). why names the fields.
  */
+/* A transaction of another thread's is never touched: its owner alone
+ * writes into it. On ACCEL_OK the call is entered (call_enter): the
+ * caller ends with left(s, the backend's answer). */
 static enum accel_err check_write(struct store *s, bool complete,
                                   const char *why)
 {
-    enum accel_err err = s->ops->writable(s);
+    enum accel_err err;
+    if (!tx_mine(s))
+        return not_mine(s, "a store write");
+    call_enter(s);
+    err = s->ops->writable(s);
     if (err == ACCEL_OK && !complete)
         err = s->ops->fail(s, ACCEL_EINVAL, why);
+    if (err != ACCEL_OK)
+        call_leave(s);
     return err;
 }
 
@@ -114,7 +286,7 @@ static enum accel_err delete_key(struct store *s, const char *key,
                                                       const char *key))
 {
     enum accel_err err = check_write(s, key, "store delete without a key");
-    return err != ACCEL_OK ? err : op(s, key);
+    return err != ACCEL_OK ? err : left(s, op(s, key));
 }
 
 enum accel_err store_app_put(struct store *s, const struct store_app *a)
@@ -123,7 +295,7 @@ enum accel_err store_app_put(struct store *s, const struct store_app *a)
         check_write(s, a->name && a->owner && a->state && a->manifest,
                     "app row without name, owner, "
                     "state or manifest");
-    return err != ACCEL_OK ? err : s->ops->app_put(s, a);
+    return err != ACCEL_OK ? err : left(s, s->ops->app_put(s, a));
 }
 
 enum accel_err store_app_delete(struct store *s, const char *name)
@@ -136,7 +308,7 @@ enum accel_err store_alloc_put(struct store *s, const struct store_alloc *a)
     enum accel_err err =
         check_write(s, a->app && a->owner && a->type && a->node && a->device,
                     "allocation row with a NULL field");
-    return err != ACCEL_OK ? err : s->ops->alloc_put(s, a);
+    return err != ACCEL_OK ? err : left(s, s->ops->alloc_put(s, a));
 }
 
 enum accel_err store_alloc_delete_app(struct store *s, const char *app)
@@ -149,20 +321,20 @@ enum accel_err store_alloc_delete(struct store *s, const char *app,
 {
     enum accel_err err =
         check_write(s, app && device, "allocation delete without a key");
-    return err != ACCEL_OK ? err : s->ops->alloc_delete(s, app, device);
+    return err != ACCEL_OK ? err : left(s, s->ops->alloc_delete(s, app, device));
 }
 
 enum accel_err store_device_put(struct store *s, const struct store_device *d)
 {
     enum accel_err err = check_write(s, d->node && d->id && d->support,
                                      "device row with a NULL key");
-    return err != ACCEL_OK ? err : s->ops->device_put(s, d);
+    return err != ACCEL_OK ? err : left(s, s->ops->device_put(s, d));
 }
 
 enum accel_err store_node_put(struct store *s, const struct store_node *n)
 {
     enum accel_err err = check_write(s, n->name, "node row without a name");
-    return err != ACCEL_OK ? err : s->ops->node_put(s, n);
+    return err != ACCEL_OK ? err : left(s, s->ops->node_put(s, n));
 }
 
 enum accel_err store_node_delete(struct store *s, const char *name)
@@ -174,7 +346,7 @@ enum accel_err store_user_put(struct store *s, const struct store_user *u)
 {
     enum accel_err err = check_write(s, u->name && u->role && u->token_hash,
                                      "user row with a NULL field");
-    return err != ACCEL_OK ? err : s->ops->user_put(s, u);
+    return err != ACCEL_OK ? err : left(s, s->ops->user_put(s, u));
 }
 
 enum accel_err store_user_delete(struct store *s, const char *name)
@@ -188,7 +360,7 @@ enum accel_err store_identity_put(struct store *s,
     enum accel_err err = check_write(s, id->name && id->uid > 0,
                                      "identity row without a name or "
                                      "with uid <= 0");
-    return err != ACCEL_OK ? err : s->ops->identity_put(s, id);
+    return err != ACCEL_OK ? err : left(s, s->ops->identity_put(s, id));
 }
 
 enum accel_err store_identity_retire(struct store *s, const char *name,
@@ -198,13 +370,13 @@ enum accel_err store_identity_retire(struct store *s, const char *name,
         check_write(s, name && retired->name && retired->uid > 0,
                     "identity retirement without a "
                     "name or with uid <= 0");
-    return err != ACCEL_OK ? err : s->ops->identity_retire(s, name, retired);
+    return err != ACCEL_OK ? err : left(s, s->ops->identity_retire(s, name, retired));
 }
 
 enum accel_err store_limits_put(struct store *s, const struct store_limits *l)
 {
     enum accel_err err = check_write(s, l->name, "limits row without a name");
-    return err != ACCEL_OK ? err : s->ops->limits_put(s, l);
+    return err != ACCEL_OK ? err : left(s, s->ops->limits_put(s, l));
 }
 
 enum accel_err store_limits_delete(struct store *s, const char *name)
@@ -214,15 +386,55 @@ enum accel_err store_limits_delete(struct store *s, const char *name)
 
 /* ---------------------------------------------------------------- events */
 
+/*
+ * A write that may stand alone (events, member keys): part of the
+ * caller's transaction when this thread has one open, else one of its own,
+ * which never joins another thread's (store_int.h). A backend that is not
+ * own_concurrent writes it holding the transaction slot, so it waits for
+ * another thread's transaction to end. *own says which; on ACCEL_OK the
+ * call is entered and own_end ends it.
+ */
+static enum accel_err own_begin(struct store *s, bool *own)
+{
+    bool had;
+    enum accel_err err;
+    *own = !tx_mine(s);
+    if (*own && !s->ops->own_concurrent) {
+        err = slot_take(s, &had);
+        if (err != ACCEL_OK)
+            return err;
+    }
+    call_enter(s);
+    return ACCEL_OK;
+}
+
+static enum accel_err own_end(struct store *s, bool own, enum accel_err err)
+{
+    call_leave(s);
+    if (own && !s->ops->own_concurrent)
+        slot_give(s);
+    return err;
+}
+
 enum accel_err store_event_append(struct store *s, const struct store_event *e,
                                   int64_t keep_max, int64_t *out_id)
 {
-    if (s->ops->failed(s)) /* not a transaction of its own: part of that one */
-        return s->ops->fail(s, ACCEL_EINVAL, "event in a transaction that a "
-                                             "failure rolled back");
-    if (e->kind == NULL || e->message == NULL)
-        return s->ops->fail(s, ACCEL_EINVAL, "event without kind or message");
-    return s->ops->event_append(s, e, keep_max, out_id);
+    bool own;
+    enum accel_err err = own_begin(s, &own);
+    if (err != ACCEL_OK)
+        return err;
+    /* in a failed transaction: not one of its own but part of that one */
+    if (!own && s->ops->failed(s))
+        err = s->ops->fail(s, ACCEL_EINVAL, "event in a transaction that a "
+                                            "failure rolled back");
+    else if (e->kind == NULL || e->message == NULL)
+        err = own ? (store_set_errmsg(s, "event without kind or message"),
+                     ACCEL_EINVAL)
+                  : s->ops->fail(s, ACCEL_EINVAL,
+                                 "event without kind or message");
+    else
+        err = s->ops->event_append(s, e, keep_max, own, out_id);
+    return own_end(s, own, err);
 }
 
 enum accel_err
@@ -230,7 +442,8 @@ store_events_query(struct store *s, const struct store_event_filter *f,
                    enum accel_err (*cb)(void *ctx, const struct store_event *e),
                    void *ctx)
 {
-    return s->ops->events_query(s, f, cb, ctx);
+    call_enter(s);
+    return left(s, s->ops->events_query(s, f, cb, ctx));
 }
 
 /* ------------------------------------------------------- loaded rows */
@@ -351,9 +564,23 @@ int64_t store_conflict_rev(const struct store *s)
 enum accel_err store_commit_queued(struct store *s, pthread_mutex_t *mu,
                                    int64_t *conflict_rev)
 {
-    if (s->ops->commit_queued)
-        return s->ops->commit_queued(s, mu, conflict_rev);
-    return s->ops->commit(s);
+    void *ticket = NULL;
+    enum accel_err err;
+    if (s->ops->queue == NULL)
+        return store_commit(s);
+    if (!tx_mine(s)) {
+        s->ops->queue(s, NULL); /* counted as unsettled, like any answer */
+        return not_mine(s, "store_commit_queued");
+    }
+    call_enter(s);
+    err = s->ops->queue(s, &ticket);
+    call_leave(s);
+    /* the backend holds nothing of the transaction now: mu may be let go
+     * while the answer comes, and another thread begin its own */
+    slot_give(s);
+    if (err != ACCEL_OK)
+        return err;
+    return s->ops->await(s, ticket, mu, conflict_rev);
 }
 
 void store_queued_settled(struct store *s)
@@ -391,28 +618,48 @@ enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
 #define CLUSTER_OP(op, ...)                                                    \
     (s->ops->op ? s->ops->op(s, __VA_ARGS__) : ACCEL_ENOTSUP)
 
+/* A member key written (json) or deleted (NULL), as store_event_append. */
+static enum accel_err member_write(struct store *s, const char *kind,
+                                   const char *node, const char *json,
+                                   int64_t lease)
+{
+    bool own;
+    enum accel_err err;
+    if (s->ops->member_write == NULL)
+        return ACCEL_ENOTSUP;
+    err = own_begin(s, &own);
+    if (err != ACCEL_OK)
+        return err;
+    return own_end(s, own,
+                   s->ops->member_write(s, kind, node, json, lease, own));
+}
+
 enum accel_err store_member_put(struct store *s, const char *kind,
                                 const char *node, const char *json,
                                 int64_t lease)
 {
-    return CLUSTER_OP(member_put, kind, node, json, lease);
+    return json ? member_write(s, kind, node, json, lease) : ACCEL_EINVAL;
 }
 
 enum accel_err store_member_delete(struct store *s, const char *kind,
                                    const char *node)
 {
-    return CLUSTER_OP(member_delete, kind, node);
+    return member_write(s, kind, node, NULL, 0);
 }
 
 enum accel_err store_part_put(struct store *s, const char *app,
                               const char *node, int64_t pid, uint64_t pid_start)
 {
+    if (s->ops->part_put && !tx_mine(s))
+        return not_mine(s, "store_part_put");
     return CLUSTER_OP(part_put, app, node, pid, pid_start);
 }
 
 enum accel_err store_part_delete(struct store *s, const char *app,
                                  const char *node)
 {
+    if (s->ops->part_delete && !tx_mine(s))
+        return not_mine(s, "store_part_delete");
     return CLUSTER_OP(part_delete, app, node);
 }
 

@@ -9,9 +9,24 @@
  * refused with a clear message and never overwritten.
  *
  * The interface speaks in rows, not SQL, so that a cluster store (etcd,
- * SPEC 10) can implement it too. Not thread-safe: the daemon's lock
- * serializes all calls. Strings passed in are copied; strings passed to
- * loader callbacks are valid only during the call.
+ * SPEC 10) can implement it too. Strings passed in are copied; strings
+ * passed to loader callbacks are valid only during the call.
+ *
+ * Threads. A transaction belongs to the thread that began it: only that
+ * thread's writes join it, and its commit or rollback ends it. A row write,
+ * commit or part write from a thread with no transaction open is refused
+ * (ACCEL_EINVAL, "without a transaction of this thread's"), and another
+ * thread's open transaction is left as it was. The writes that may stand
+ * alone (store_event_append, store_member_put/delete) are, from any other
+ * thread, transactions of their own that never join the open one: on etcd
+ * at once, beside anything; on SQLite (one connection) once the open
+ * transaction is over. A store_begin while another thread's transaction is
+ * open waits for it (at most the busy timeout, then ACCEL_EBUSY).
+ * store_errmsg is per thread: the message of this thread's last failure.
+ * Those stand-alone writes and store_sync may be called from any thread
+ * without a lock; every other call is made under one lock of the caller's
+ * (acceld's d->lock), which also orders the cluster store's view and its
+ * watch (store_follow).
  */
 #ifndef ACCEL_DAEMON_STORE_STORE_H
 #define ACCEL_DAEMON_STORE_STORE_H

@@ -126,7 +126,6 @@ struct estore {
     size_t plen;
     char *node;
     bool created;
-    char errmsg[512];
     /* key knowledge (caller's lock) */
     struct keyed keys;       /* key -> struct kinfo */
     struct keyed apps;       /* app -> struct applist */
@@ -138,8 +137,9 @@ struct estore {
     struct wguard *g;
     size_t ng, cg;
     int64_t conflict_rev;
-    uint64_t ev_seq;         /* the next event key's sequence */
-    int64_t keep_max;
+    uint64_t ev_seq;         /* the next event key's sequence (atomic: an
+                              * event of its own may come from any thread) */
+    int64_t keep_max;        /* atomic, as ev_seq */
     /* events (caller's lock) */
     struct eev *ev;
     size_t nev, cev;
@@ -165,16 +165,12 @@ static void set_err(struct estore *s, const char *fmt, ...)
 
 static void set_err(struct estore *s, const char *fmt, ...)
 {
+    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-}
-
-static const char *es_errmsg(const struct store *base)
-{
-    const struct estore *s = (const struct estore *)base;
-    return s ? s->errmsg : "";
+    store_set_errmsg(&s->base, "%s", msg);
 }
 
 static struct etcd *es_client(struct store *base)
@@ -578,7 +574,8 @@ static void events_keep(struct estore *s, const char *key,
 
 static int64_t keep_limit(const struct estore *s)
 {
-    return s->keep_max > 0 ? s->keep_max : 20000;
+    int64_t keep = __atomic_load_n(&s->keep_max, __ATOMIC_RELAXED);
+    return keep > 0 ? keep : 20000;
 }
 
 /* Delete the keys of the events beyond the newest keep_max, in
@@ -1227,18 +1224,28 @@ static bool watch_own_commit(const struct estore *s,
     return false;
 }
 
-static enum accel_err es_commit_queued(struct store *base, pthread_mutex_t *mu,
-                                       int64_t *conflict_rev)
+/* Take the open transaction over into a batch (mu held); ticket NULL:
+ * store.c refuses the caller, who settles all the same (store_int.h). */
+static enum accel_err es_queue(struct store *base, void **ticket)
 {
     struct estore *s = (struct estore *)base;
-    enum accel_err err = need_tx(s);
-    struct ebatch *b;
+    enum accel_err err = ticket ? need_tx(s) : ACCEL_EINVAL;
 
     if (err != ACCEL_OK) {
         s->unsettled++; /* the caller settles whatever the answer */
         return err;
     }
-    b = batch_enqueue(s);
+    *ticket = batch_enqueue(s);
+    return ACCEL_OK;
+}
+
+static enum accel_err es_await(struct store *base, void *ticket,
+                               pthread_mutex_t *mu, int64_t *conflict_rev)
+{
+    struct estore *s = (struct estore *)base;
+    struct ebatch *b = ticket;
+    enum accel_err err;
+
     /* whoever finds no batch on its way sends the oldest waiting one,
      * its own or not */
     while (!b->done) {
@@ -1629,22 +1636,21 @@ static enum accel_err write_now(struct estore *s, const char *key,
 }
 
 /* A member key (nodeinfo, agents) written or (json NULL) deleted: in the
- * open transaction if there is one, else at once in one of its own. */
-static enum accel_err member_write(struct store *base, const char *kind,
-                                   const char *node, const char *json,
-                                   int64_t lease)
+ * caller's open transaction, or (own) at once in one of its own, which
+ * touches nothing of the transaction (store.c decided which). */
+static enum accel_err es_member_write(struct store *base, const char *kind,
+                                      const char *node, const char *json,
+                                      int64_t lease, bool own)
 {
     struct estore *s = (struct estore *)base;
     char *k;
     enum accel_err err;
     if (!member_kind(kind) || node == NULL)
         return ACCEL_EINVAL;
+    if (!own && need_tx(s) != ACCEL_OK)
+        return ACCEL_EINVAL;
     k = key2(s, kind, node);
-    if (s->in_tx) {
-        if (s->tx_failed) {
-            free(k);
-            return ACCEL_EINVAL;
-        }
+    if (!own) {
         tx_write(s, k, json ? xstrdup(json) : NULL, lease, false, false);
         return ACCEL_OK;
     }
@@ -1653,22 +1659,10 @@ static enum accel_err member_write(struct store *base, const char *kind,
     return err;
 }
 
-static enum accel_err es_member_put(struct store *base, const char *kind,
-                                    const char *node, const char *json,
-                                    int64_t lease)
-{
-    return json ? member_write(base, kind, node, json, lease) : ACCEL_EINVAL;
-}
-
-static enum accel_err es_member_delete(struct store *base, const char *kind,
-                                       const char *node)
-{
-    return member_write(base, kind, node, NULL, 0);
-}
-
 static enum accel_err es_event_append(struct store *base,
                                       const struct store_event *e,
-                                      int64_t keep_max, int64_t *out_id)
+                                      int64_t keep_max, bool own,
+                                      int64_t *out_id)
 {
     struct estore *s = (struct estore *)base;
     json_t *o;
@@ -1677,7 +1671,7 @@ static enum accel_err es_event_append(struct store *base,
 
     if (out_id)
         *out_id = 0; /* known once the watch delivers it */
-    s->keep_max = keep_max;
+    __atomic_store_n(&s->keep_max, keep_max, __ATOMIC_RELAXED);
     o = json_pack("{s:I, s:s, s:s}", "ts", (json_int_t)e->ts_ms, "kind",
                   e->kind, "message", e->message);
     set_opt(o, "app", e->app);
@@ -1685,9 +1679,10 @@ static enum accel_err es_event_append(struct store *base,
     set_opt(o, "device", e->device);
     set_opt(o, "data", e->data);
     v = dump(o);
-    snprintf(seq, sizeof seq, "%016" PRIx64, s->ev_seq++);
+    snprintf(seq, sizeof seq, "%016" PRIx64,
+             __atomic_fetch_add(&s->ev_seq, 1, __ATOMIC_RELAXED));
     k = key3(s, "events", s->node, seq);
-    if (s->in_tx) {
+    if (!own) {
         tx_write(s, k, v, 0, false, false);
     } else {
         err = write_now(s, k, v, 0);
@@ -1883,7 +1878,7 @@ static enum accel_err repair(struct lrun *r)
     e = (struct store_event){0,    util_wall_ms(), "store.repair", NULL,
                              NULL, NULL,           msg,            data};
     if (err == ACCEL_OK)
-        err = es_event_append(&s->base, &e, 0, NULL);
+        err = es_event_append(&s->base, &e, 0, true, NULL);
     free(data);
     free(msg);
     return err;
@@ -2164,8 +2159,8 @@ static enum accel_err es_follow(struct store *base,
 
 static const struct store_ops etcd_ops = {
     .cluster = true,
+    .own_concurrent = true,
     .close = es_close,
-    .errmsg = es_errmsg,
     .created = es_created,
     .load = es_load,
     .begin = es_begin,
@@ -2197,14 +2192,14 @@ static const struct store_ops etcd_ops = {
     .client = es_client,
     .prefix = es_prefix,
     .conflict_rev = es_conflict_rev,
-    .commit_queued = es_commit_queued,
+    .queue = es_queue,
+    .await = es_await,
     .queued_settled = es_queued_settled,
     .queue_gate = es_queue_gate,
     .wait_rev = es_wait_rev,
     .view_rev = es_view_rev,
     .view_sync = es_view_sync,
-    .member_put = es_member_put,
-    .member_delete = es_member_delete,
+    .member_write = es_member_write,
     .part_put = es_part_put,
     .part_delete = es_part_delete,
     .follow = es_follow,

@@ -27,19 +27,48 @@
 
 struct store_ops;
 
+/*
+ * Threads (store.h, "Threads"). A transaction belongs to the thread that
+ * began it: store.c records that thread here, and hands a backend a write
+ * of the transaction only when it comes from its owner. An event or member
+ * write from any other thread is one of its own: on a backend whose own
+ * writes touch nothing of the transaction (own_concurrent: etcd), at once;
+ * on another (SQLite: one connection), once the transaction is over, with
+ * the transaction slot taken for its own commit. On a backend that is not
+ * own_concurrent, store.c also runs every operation (but sync) under
+ * callmu, so a write of its own from another thread never meets a call of
+ * the lock holder's on the same connection.
+ */
 struct store {
     const struct store_ops *ops; /* the backend's table, never NULL */
+    pthread_mutex_t txmu;        /* guards the slot below */
+    pthread_cond_t txfree;       /* the slot was given up */
+    bool tx_held;                /* a transaction (or an own write) is on */
+    pthread_t tx_owner;          /* its thread */
+    int wait_ms;                 /* how long to wait for the slot */
+    pthread_mutex_t callmu;      /* !own_concurrent: one call at a time */
 };
+
+/* Set up the base of a store a backend has just built (ops set); store.c
+ * calls it once the backend's constructor returns. */
+void store_base_init(struct store *s);
+/* The backend's sentence for the failure just returned, for store_errmsg:
+ * kept per thread (the thread that made the call reads it), so threads
+ * never write each other's message. */
+void store_set_errmsg(const struct store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 typedef enum accel_err (*store_event_cb)(void *ctx,
                                          const struct store_event *e);
 
 struct store_ops {
     bool cluster; /* store_is_cluster: shared by several acceld */
+    /* event_append and member writes with own set touch nothing a
+     * transaction or another call uses: they may run beside any call */
+    bool own_concurrent;
 
     /* ---- every backend */
     void (*close)(struct store *s);
-    const char *(*errmsg)(const struct store *s);
     bool (*created)(const struct store *s);
     enum accel_err (*load)(struct store *s, const struct store_loader *l,
                            char **cause);
@@ -79,8 +108,12 @@ struct store_ops {
                                       const struct store_identity *retired);
     enum accel_err (*limits_put)(struct store *s, const struct store_limits *l);
     enum accel_err (*limits_delete)(struct store *s, const char *name);
+    /* own: a transaction of its own (store.c decided: the caller is not
+     * the open transaction's thread, or none is open); else part of the
+     * caller's open transaction */
     enum accel_err (*event_append)(struct store *s, const struct store_event *e,
-                                   int64_t keep_max, int64_t *out_id);
+                                   int64_t keep_max, bool own,
+                                   int64_t *out_id);
     enum accel_err (*events_query)(struct store *s,
                                    const struct store_event_filter *f,
                                    store_event_cb cb, void *ctx);
@@ -94,20 +127,24 @@ struct store_ops {
     struct etcd *(*client)(struct store *s);        /* NULL: NULL */
     const char *(*prefix)(const struct store *s);   /* NULL: "/" */
     int64_t (*conflict_rev)(const struct store *s); /* NULL: 0 */
-    enum accel_err (*commit_queued)(struct store *s, pthread_mutex_t *mu,
-                                    int64_t *conflict_rev); /* commit */
+    /* store_commit_queued in two steps: queue takes the transaction
+     * over (mu held; afterwards the backend holds nothing of it, so store.c
+     * gives the slot up), await sends and waits with mu released meanwhile
+     * (ticket: what queue returned). NULL: commit. */
+    enum accel_err (*queue)(struct store *s, void **ticket);
+    enum accel_err (*await)(struct store *s, void *ticket, pthread_mutex_t *mu,
+                            int64_t *conflict_rev);
     void (*queued_settled)(struct store *s);                /* NULL: nothing */
     void (*queue_gate)(struct store *s, pthread_mutex_t *mu); /* nothing */
     enum accel_err (*wait_rev)(struct store *s, int64_t rev, int ms); /* OK */
     int64_t (*view_rev)(struct store *s); /* NULL: 0 */
     enum accel_err (*view_sync)(struct store *s, int64_t since, int ms,
                                 bool *moved); /* OK, not moved */
-    /* NULL: ACCEL_ENOTSUP, for the five below */
-    enum accel_err (*member_put)(struct store *s, const char *kind,
-                                 const char *node, const char *json,
-                                 int64_t lease);
-    enum accel_err (*member_delete)(struct store *s, const char *kind,
-                                    const char *node);
+    /* NULL: ACCEL_ENOTSUP, for the four below */
+    /* json NULL: delete; own as for event_append */
+    enum accel_err (*member_write)(struct store *s, const char *kind,
+                                   const char *node, const char *json,
+                                   int64_t lease, bool own);
     enum accel_err (*part_put)(struct store *s, const char *app,
                                const char *node, int64_t pid,
                                uint64_t pid_start);

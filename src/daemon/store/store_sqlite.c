@@ -266,7 +266,6 @@ struct sqlstore {
     int wal_fd;                   /* the WAL, for store_sync; -1 = none */
     bool group_commit;            /* synchronous=NORMAL + store_sync */
     bool created;                 /* this open created the file */
-    char errmsg[256];             /* last SQLite message, "" if none */
 };
 
 static const struct store_ops sqlite_ops;
@@ -305,21 +304,15 @@ static enum accel_err map_rc(int rc)
 static enum accel_err fail_rc(struct sqlstore *s, int rc)
 {
     const char *m = s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
-    snprintf(s->errmsg, sizeof(s->errmsg), "%s (sqlite rc %d)", m, rc);
+    store_set_errmsg(&s->base, "%s (sqlite rc %d)", m, rc);
     return map_rc(rc);
 }
 
 static enum accel_err fail_msg(struct sqlstore *s, enum accel_err err,
                                const char *msg)
 {
-    util_strlcpy(s->errmsg, msg, sizeof(s->errmsg));
+    store_set_errmsg(&s->base, "%s", msg);
     return err;
-}
-
-static const char *sq_errmsg(const struct store *base)
-{
-    const struct sqlstore *s = (const struct sqlstore *)base;
-    return s ? s->errmsg : "";
 }
 
 /* Run a statement that returns no rows, then reset it. */
@@ -1171,10 +1164,10 @@ static int event_insert(struct sqlstore *s, const struct store_event *e,
 
 static enum accel_err sq_event_append(struct store *base,
                                       const struct store_event *e,
-                                      int64_t keep_max, int64_t *out_id)
+                                      int64_t keep_max, bool own_tx,
+                                      int64_t *out_id)
 {
     struct sqlstore *s = (struct sqlstore *)base;
-    bool own_tx = !s->in_tx;
     int64_t id = 0;
     enum accel_err err;
     if (own_tx) {
@@ -1517,7 +1510,7 @@ static enum accel_err repair(struct load_run *r, const char *list)
         err = tx_result(s, rc);
     }
     if (err == ACCEL_OK)
-        err = sq_event_append(&s->base, &e, 0, NULL);
+        err = sq_event_append(&s->base, &e, 0, false, NULL);
     if (err == ACCEL_OK)
         err = sq_commit(&s->base);
     free(msg);
@@ -1569,7 +1562,7 @@ static enum accel_err sq_load(struct store *base, const struct store_loader *l,
                            r.bad.n, r.bad.n == 1 ? "" : "s", s->path, list);
     else
         *cause = xasprintf("cannot drop the undecodable rows of %s: %s",
-                           s->path, s->errmsg);
+                           s->path, store_errmsg(&s->base));
     free(list);
 out:
     bad_free(&r);
@@ -1578,8 +1571,8 @@ out:
 
 static const struct store_ops sqlite_ops = {
     .cluster = false,
+    .own_concurrent = false, /* one connection: an own write waits */
     .close = sq_close,
-    .errmsg = sq_errmsg,
     .created = sq_created,
     .load = sq_load,
     .begin = sq_begin,
