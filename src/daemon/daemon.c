@@ -901,9 +901,19 @@ int daemon_main(int argc, char **argv)
         runtime_supervisor_stop(d);
         return 1;
     }
+    /* everything a request reads is in place before the server answers
+     * the first one (and, below, is taken down only after the server has
+     * answered its last): the brokers and the reconciler publish
+     * d->brokers and d->reconcile (docs/internals/threads.md) */
+    if (broker_ops_start(d) != ACCEL_OK)
+        log_warn("time-slice brokers not started");
+    if (reconcile_start(d) != ACCEL_OK)
+        log_error("cannot start the reconciler thread");
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
+        reconcile_stop(d);
+        broker_ops_stop(d);
         cluster_stop(d);
         runtime_supervisor_stop(d);
         return 1;
@@ -914,14 +924,12 @@ int daemon_main(int argc, char **argv)
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
         http_stop(d);
+        reconcile_stop(d);
+        broker_ops_stop(d);
         cluster_stop(d);
         runtime_supervisor_stop(d);
         return 1;
     }
-    if (broker_ops_start(d) != ACCEL_OK)
-        log_warn("time-slice brokers not started");
-    if (reconcile_start(d) != ACCEL_OK)
-        log_error("cannot start the reconciler thread");
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -947,10 +955,12 @@ int daemon_main(int argc, char **argv)
     while (!got_signal)
         pause();
     log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
+    /* the server first: no request is in flight while what it reads is
+     * taken down (a request waiting for the watch still has it) */
+    http_stop(d);
     runtime_supervisor_stop(d);
     cluster_stop(d); /* the lease is given back: unreachable at once */
     broker_ops_stop(d);
-    http_stop(d);
     reconcile_stop(d);
     sampler_stop(d);
     /* a slow operation may still be stopping an app on its own thread

@@ -368,7 +368,7 @@ struct accel_daemon {
                                     before the threads start, then read-only */
     struct applog *applog;       /* the apps' log writer (applog.h), from
                                     the supervisor's start to its stop */
-    volatile int stopping;       /* set at shutdown */
+    _Atomic int stopping;        /* set at shutdown (read by every thread) */
     /* the event feed of GET /api/events?wait= (own lock, never held while
      * taking d->lock) */
     pthread_mutex_t ev_lock;     /* guards ev_seq and parked */

@@ -27,6 +27,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -57,9 +59,27 @@ static void dl_init_once(void)
         p ? (void *(*)(void *, const char *))(uintptr_t)p : no_dlsym;
 }
 
+/*
+ * Resolve real_dlsym once. Not through pthread_once: a sanitizer's runtime
+ * (TSan, loaded ahead of the shim) looks its own interceptors up with
+ * dlsym while it starts, before its pthread_once may be called, and that
+ * dlsym is ours. An atomic state and dlvsym need nothing initialized; a
+ * second thread waits for the first (the resolution is a few lookups).
+ */
 void procaddr_dl_init(void)
 {
-    pthread_once(&shim_state.dl_once, dl_init_once);
+    int s = atomic_load_explicit(&shim_state.dl_state, memory_order_acquire);
+    if (s == 2)
+        return;
+    s = 0;
+    if (atomic_compare_exchange_strong(&shim_state.dl_state, &s, 1)) {
+        dl_init_once();
+        atomic_store_explicit(&shim_state.dl_state, 2, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&shim_state.dl_state, memory_order_acquire) !=
+           2)
+        sched_yield();
 }
 
 #define HOOK_MATCH_1(name)                                                     \

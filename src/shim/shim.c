@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 SHIM_HIDDEN struct accel_shim_state shim_state = {
-    .dl_once = PTHREAD_ONCE_INIT,
     .core_once = PTHREAD_ONCE_INIT,
     .cuda_once = PTHREAD_ONCE_INIT,
     .nvml_once = PTHREAD_ONCE_INIT,

@@ -347,15 +347,16 @@ static struct fx *fx_open(enum kind k, const char *loc, const char *node,
 
 static void fx_close(struct fx *f)
 {
+    /* once the follower is gone nothing else takes f->mu: the store is
+     * closed without it (taking it again here, with another fixture's
+     * lock held, would order the two locks both ways) */
+    pthread_mutex_unlock(&f->mu);
     if (f->following) {
         __atomic_store_n(&f->stop, 1, __ATOMIC_SEQ_CST);
-        pthread_mutex_unlock(&f->mu);
         ASSERT_EQ(pthread_join(f->th, NULL), 0);
-        pthread_mutex_lock(&f->mu);
         ASSERT_EQ(f->follow_rc, ACCEL_OK);
     }
     store_close(f->s);
-    pthread_mutex_unlock(&f->mu);
     pthread_mutex_destroy(&f->mu);
     free(f->loc);
     free(f);

@@ -35,6 +35,7 @@ static struct {
     pthread_once_t once;
     struct fake_cuda_stats *st;
     struct fake_proc *me;   /* this process's entry, NULL if none free */
+    pthread_mutex_t me_mu;  /* taking that entry */
     uint64_t total;
     uint64_t ctx_bytes;
     int fail;
@@ -137,6 +138,7 @@ static void fake_init(void)
 static void fake_fork_child(void)
 {
     fk.me = NULL;
+    pthread_mutex_init(&fk.me_mu, NULL); /* a parent's thread may hold it */
 }
 
 struct fake_cuda_stats *fake_record(void)
@@ -154,11 +156,20 @@ static struct fake_proc *me(void)
 {
     static pthread_once_t atfork = PTHREAD_ONCE_INIT;
 
-    if (fk.me == NULL) { /* a fork child starts again (fake_fork_child) */
+    /* threads of a fresh process ask at once: one of them finds or takes
+     * the entry (two could each take one), the others wait for it */
+    struct fake_proc *p = __atomic_load_n(&fk.me, __ATOMIC_ACQUIRE);
+    if (p == NULL) { /* a fork child starts again (fake_fork_child) */
         pthread_once(&atfork, atfork_once);
-        fk.me = proc_entry(fake_record());
+        pthread_mutex_lock(&fk.me_mu);
+        p = __atomic_load_n(&fk.me, __ATOMIC_ACQUIRE);
+        if (p == NULL) {
+            p = proc_entry(fake_record());
+            __atomic_store_n(&fk.me, p, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&fk.me_mu);
     }
-    return fk.me;
+    return p;
 }
 
 /* The card frees a dead process's memory (the driver does at exit). */

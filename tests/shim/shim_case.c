@@ -791,7 +791,7 @@ static void case_fork_attach(void)
 }
 
 struct race_arg {
-    volatile int stop;
+    _Atomic int stop;
     pthread_barrier_t go;
 };
 

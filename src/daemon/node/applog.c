@@ -45,7 +45,7 @@ struct applog {
     pthread_mutex_t lock;        /* guards list and every closing flag */
     struct entry *list;
     int wake[2];                 /* a byte wakes the thread */
-    volatile int stop;
+    _Atomic int stop;
     pthread_t thread;
 };
 

@@ -88,7 +88,7 @@ struct broker_set {
     int wake[2];                  /* self-pipe: stop, new devices */
     pthread_t thread;
     bool running;                 /* thread started */
-    volatile int stop;            /* set by broker_set_free */
+    _Atomic int stop;             /* set by broker_set_free */
     broker_sync_fn sync;          /* reconciliation callback */
     void *sync_ctx;
     broker_admit_fn admit;        /* admission, NULL = same uid or root */

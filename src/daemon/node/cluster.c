@@ -1320,6 +1320,10 @@ void cluster_stop(struct accel_daemon *d)
     free(c->touched);
     free(c->info);
     free(c->live);
-    free(c);
+    /* a slow operation's thread (http_slow.c) may still read d->cluster,
+     * under d->lock: it finds it gone, never freed under it */
+    pthread_mutex_lock(&d->lock);
     d->cluster = NULL;
+    pthread_mutex_unlock(&d->lock);
+    free(c);
 }
