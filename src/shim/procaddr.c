@@ -27,7 +27,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,31 +54,28 @@ static void dl_init_once(void)
     for (size_t i = 0; p == NULL && i < sizeof(versions) / sizeof(*versions);
          i++)
         p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-    shim_state.real_dlsym =
-        p ? (void *(*)(void *, const char *))(uintptr_t)p : no_dlsym;
+    __atomic_store_n(&shim_state.real_dlsym,
+                     p ? (void *(*)(void *, const char *))(uintptr_t)p
+                       : no_dlsym,
+                     __ATOMIC_RELEASE);
 }
 
 /*
- * Resolve real_dlsym once. Not through pthread_once: a sanitizer's runtime
+ * Resolve real_dlsym. Not through pthread_once: a sanitizer's runtime
  * (TSan, loaded ahead of the shim) looks its own interceptors up with
  * dlsym while it starts, before its pthread_once may be called, and that
- * dlsym is ours. An atomic state and dlvsym need nothing initialized; a
- * second thread waits for the first (the resolution is a few lookups).
+ * dlsym is ours. Nor a once of our own that others wait on: a fork while
+ * one thread resolves would leave the child waiting for a thread it does
+ * not have. The resolution is idempotent (the same lookups, the same
+ * pointer stored atomically), so threads that come at once each do it.
  */
 void procaddr_dl_init(void)
 {
-    int s = atomic_load_explicit(&shim_state.dl_state, memory_order_acquire);
-    if (s == 2)
+    if (atomic_load_explicit(&shim_state.dl_state, memory_order_acquire) ==
+        2)
         return;
-    s = 0;
-    if (atomic_compare_exchange_strong(&shim_state.dl_state, &s, 1)) {
-        dl_init_once();
-        atomic_store_explicit(&shim_state.dl_state, 2, memory_order_release);
-        return;
-    }
-    while (atomic_load_explicit(&shim_state.dl_state, memory_order_acquire) !=
-           2)
-        sched_yield();
+    dl_init_once();
+    atomic_store_explicit(&shim_state.dl_state, 2, memory_order_release);
 }
 
 #define HOOK_MATCH_1(name)                                                     \

@@ -106,8 +106,8 @@ struct shim_real {
 struct accel_shim_state {
     /* First member: the dlsym trampoline (procaddr.c) jumps through it. */
     void *(*real_dlsym)(void *, const char *);
-    _Atomic int dl_state;           /* real_dlsym: 0 not yet, 1 being
-                                     * resolved, 2 set (procaddr.c) */
+    _Atomic int dl_state;           /* real_dlsym: 0 not yet, 2 set
+                                     * (procaddr.c) */
     pthread_once_t core_once;       /* config, limits, fork handler */
     pthread_once_t cuda_once;       /* libcuda.so.1 symbols */
     pthread_once_t nvml_once;       /* libnvidia-ml.so.1 symbols */
