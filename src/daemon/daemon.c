@@ -439,6 +439,68 @@ static long parse_seconds(const char *s, long lo, long hi)
     return v;
 }
 
+/* *p made absolute against the working directory at start; NULL and
+ * absolute paths stay as they are. 0, or -1 when the directory is gone. */
+static int absolute(char **p)
+{
+    char *cwd, *abs;
+    const char *rel;
+    if (*p == NULL || (*p)[0] == '/')
+        return 0;
+    cwd = getcwd(NULL, 0);
+    if (cwd == NULL)
+        return -1;
+    rel = *p;
+    while (rel[0] == '.' && rel[1] == '/')
+        rel += 2;
+    abs = strcmp(rel, ".") == 0 || rel[0] == '\0'
+              ? xstrdup(cwd)
+              : xasprintf("%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/",
+                          rel);
+    free(cwd);
+    free(*p);
+    *p = abs;
+    return 0;
+}
+
+/*
+ * Every path acceld is given, and so every one it derives, absolute from
+ * the start: acceld hands them to programs that run elsewhere (podman and
+ * conmon resolve a relative path against their own directory, /), into
+ * containers, CDI specs and shim configs (issue 47: the README's
+ * `--data-dir ./accel-data` failed every container app). ACCEL_CDI_DIR
+ * too, where people's containers' specs go.
+ */
+static int absolute_paths(struct accel_daemon *d)
+{
+    char **paths[] = {&d->cfg.data_dir,  &d->cfg.inventory,
+                      &d->cfg.sysfs_root, &d->cfg.proc_root,
+                      &d->cfg.dev_root,  &d->cfg.cgroup_root,
+                      &d->cfg.web_dir,   &d->cfg.etcd_cacert,
+                      &d->cfg.etcd_cert, &d->cfg.etcd_key};
+    const char *cdi = getenv("ACCEL_CDI_DIR");
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        if (absolute(paths[i]) != 0) {
+            fprintf(stderr, "acceld: %s is relative and the working "
+                            "directory is gone: %s\n",
+                    *paths[i], strerror(errno));
+            return 2;
+        }
+    }
+    if (cdi && cdi[0] != '/') {
+        char *abs = xstrdup(cdi);
+        if (absolute(&abs) != 0 || setenv("ACCEL_CDI_DIR", abs, 1) != 0) {
+            fprintf(stderr, "acceld: ACCEL_CDI_DIR %s is relative and "
+                            "cannot be made absolute: %s\n",
+                    cdi, strerror(errno));
+            free(abs);
+            return 2;
+        }
+        free(abs);
+    }
+    return 0;
+}
+
 static int parse_options(struct accel_daemon *d, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -663,7 +725,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
                         "0-9 and '-'\n");
         return 2;
     }
-    return 0;
+    return absolute_paths(d);
 }
 
 /*

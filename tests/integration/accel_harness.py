@@ -317,8 +317,12 @@ class Acceld:
     """
 
     def __init__(self, inventory=None, extra_args=(), start_timeout=20.0,
-                 env=None, wrapper=(), host="127.0.0.1", port=None):
+                 env=None, wrapper=(), host="127.0.0.1", port=None,
+                 relative=False):
         self.tmp = tempfile.mkdtemp(prefix="accel-it-")
+        # relative: started the README's way, from its directory with a
+        # relative --data-dir (scripts/run.sh: ./accel-data)
+        self.relative = relative
         # apps run as their owner's uid (SPEC 3) and must reach their home
         # under <data-dir>/home: others may search (not list) the tmp dir
         os.chmod(self.tmp, 0o711)
@@ -355,7 +359,8 @@ class Acceld:
         last = None
         for _ in range(3):  # a port taken between free_port() and bind
             self.port = self.fixed_port or free_port()
-            args = self.wrapper + [ACCELD, "--data-dir", self.data_dir,
+            data = "./data" if self.relative else self.data_dir
+            args = self.wrapper + [ACCELD, "--data-dir", data,
                                    "--listen", "%s:%d" % (self.host,
                                                           self.port)]
             if self.inventory:
@@ -367,7 +372,9 @@ class Acceld:
                 env = dict(os.environ)
                 env.update(self.env)
             self.proc = subprocess.Popen(args, stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL, env=env)
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         cwd=self.tmp if self.relative
+                                         else None)
             log.close()
             last = self._wait_ready()
             if last is None:

@@ -470,6 +470,32 @@ class ContainerRunTest(ContainerCase):
                       404, "uninstalled")
         self.assert_nothing_left("holder")
 
+    def test_started_the_readme_way(self):
+        """Issue 47: acceld started as scripts/run.sh starts it, from its
+        directory with a relative --data-dir: a container app runs (podman
+        and conmon resolve a relative path against /, and every container
+        app failed with status 125), and the paths acceld wrote for it are
+        absolute."""
+        self.d.close()
+        clean_instance(self.inst)
+        self.d = Acceld(inventory=self.inventory, relative=True,
+                        extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            cdi_spec(self.gpu))).start()
+        self.inst = self.d.cgroup_instance()
+        b = self.install(ctr_manifest(
+            "quick", ["/app/cuda_hold", "256"]))
+        self.assertEqual(b["data"]["state"], "running", b)
+        self.wait_for(lambda: "ready" in self.d.app_log("quick"),
+                      "the container's output in the app's log")
+        self.assertIn("alloc 256 MiB: 0", self.d.app_log("quick"))
+        self.assertEqual(self.state("quick"), "running")
+        st, b = self.d.http("DELETE", "/api/apps/quick")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/quick")[0] ==
+                      404, "uninstalled")
+
     def test_pid1_ignoring_sigterm_is_killed_then_released(self):
         script = "trap '' TERM; echo ready; while :; do sleep 1; done"
         self.install(ctr_manifest("deaf", ["/bin/sh", "-c", script],
