@@ -71,7 +71,7 @@ static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
     if (rc == hipSuccess)
         quota_release(ordinal, bytes);
     else
-        track_put(kind, key, ordinal, bytes);
+        track_put(kind, key, ordinal, bytes, 0);
     return rc;
 }
 
@@ -80,7 +80,7 @@ static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
         int ord_ = 0, had_;                                                    \
         uint64_t bytes_ = 0;                                                   \
         shim_core_init();                                                      \
-        had_ = track_take(kind, (uint64_t)(uintptr_t)(key), &ord_, &bytes_);   \
+        had_ = track_take(kind, (uint64_t)(uintptr_t)(key), &ord_, &bytes_, NULL); \
         return hip_end_release(call, had_, kind, (uint64_t)(uintptr_t)(key),   \
                                ord_, bytes_);                                  \
     } while (0)

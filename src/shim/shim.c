@@ -132,6 +132,7 @@ static void fork_child(void)
     vmm_fork_child();
     pool_fork_child();
     ctx_fork_child();
+    share_fork_child();
     quota_fork_child();
     timeslice_fork_child();
 }

@@ -44,7 +44,9 @@ enum shim_kind {                /* what a tracked key is (3 bits) */
     SHIM_KIND_HANDLE = 2,       /* CUmemGenericAllocationHandle */
     SHIM_KIND_ARRAY = 3,        /* CUarray */
     SHIM_KIND_MIPMAP = 4,       /* CUmipmappedArray */
-    SHIM_KIND_CTX = 5,          /* CUcontext from cuCtxCreate* */
+    SHIM_KIND_CTX = 5,          /* CUcontext from cuCtxCreate*, CUgreenCtx */
+    SHIM_KIND_LIMIT = 6,        /* a context's limit (cuCtxSetLimit): key
+                                 * = the context + the CUlimit */
 };
 
 enum shim_dev_state {           /* shim_dev.state */
@@ -80,6 +82,9 @@ struct shim_dev {
 struct shim_track_entry {
     uint64_t key;                   /* pointer or handle value */
     uint64_t meta;                  /* bytes << 8 | dev << 3 | kind; 0 empty */
+    uint64_t ctx;                   /* the context it was made in, 0 none:
+                                     * the driver frees it with that context
+                                     * (cuDevicePrimaryCtxReset, destroy) */
 };
 
 struct shim_track_stripe {
@@ -95,6 +100,7 @@ struct shim_charge {
     int ordinal;                    /* CUDA ordinal charged */
     uint64_t bytes;                 /* reserved */
     int card;                       /* also reserved on dev->card */
+    uint64_t ctx;                   /* the context it is made in, 0 none */
 };
 
 struct shim_real {
@@ -199,6 +205,10 @@ SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
 /* Give back bytes charged without a record (a pool's, a context's; on a
  * time-sliced card, from its ledger too). */
 SHIM_HIDDEN void quota_give(int ordinal, uint64_t bytes);
+/* A charge that leaves this process's slot but stays in the ledger's
+ * `used` (a shared VMM allocation: share.c), and its end. */
+SHIM_HIDDEN void quota_unslot(int ordinal, uint64_t bytes);
+SHIM_HIDDEN void quota_unshared(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
                             uint64_t *out_free, uint64_t *out_used);
@@ -216,10 +226,17 @@ SHIM_HIDDEN void quota_detach_all(void);
 
 /* track.c */
 SHIM_HIDDEN void track_init(void);
+/* ctx: the context the memory belongs to (0 none). */
 SHIM_HIDDEN int track_put(enum shim_kind kind, uint64_t key, int ordinal,
-                          uint64_t bytes);
+                          uint64_t bytes, uint64_t ctx);
+/* out_ctx may be NULL. */
 SHIM_HIDDEN int track_take(enum shim_kind kind, uint64_t key,
-                           int *out_ordinal, uint64_t *out_bytes);
+                           int *out_ordinal, uint64_t *out_bytes,
+                           uint64_t *out_ctx);
+/* Take out every record made in context ctx (but the context's own and
+ * VMM handles, which outlive it) and give each back with quota_release:
+ * the driver freed them with the context. Returns how many. */
+SHIM_HIDDEN unsigned track_drop_ctx(uint64_t ctx);
 SHIM_HIDDEN void track_fork_prepare(void);
 SHIM_HIDDEN void track_fork_parent(void);
 SHIM_HIDDEN void track_fork_child(void);
@@ -320,6 +337,23 @@ SHIM_HIDDEN CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
 /* After a release (reset 0) or a reset (1) that returned rc. */
 SHIM_HIDDEN CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset);
 SHIM_HIDDEN void ctx_fork_child(void);
+
+/* The calling thread's current context, 0 none. */
+SHIM_HIDDEN uint64_t ctx_current(void);
+/* cuCtxSetLimit of a limit that reserves device memory, through fn. */
+SHIM_HIDDEN CUresult ctx_set_limit(CUresult (*fn)(CUlimit, size_t),
+                                   CUlimit limit, size_t value);
+
+/* share.c: VMM memory shared between the app's processes. */
+SHIM_HIDDEN void share_export(uint64_t handle, CUmemAllocationHandleType type,
+                              const void *os);
+SHIM_HIDDEN void share_import(uint64_t handle, CUmemAllocationHandleType type,
+                              const void *os);
+/* handle's charge was given back (released and unmapped): its share loses
+ * this process's reference. */
+SHIM_HIDDEN void share_gone(uint64_t handle);
+SHIM_HIDDEN void share_drop(struct shim_dev *d, int entry);
+SHIM_HIDDEN void share_fork_child(void);
 
 /* devmap.c: NVML devices and CUDA ordinals, tied by UUID. */
 SHIM_HIDDEN nvmlDevice_t devmap_nvml(int ordinal);

@@ -22,6 +22,8 @@
 #include "shim/cuda_types.h"
 
 CUresult cuInit(unsigned flags);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
@@ -42,7 +44,16 @@ static void wait_for_file(const char *path)
 int main(int argc, char **argv)
 {
     size_t fr = 0, total = 0;
+    CUcontext ctx = NULL;
+
+    /* cuMemGetInfo_v2 needs a current context (the stand-in refuses it
+     * without one, as the driver does): the primary one, made current as
+     * the CUDA runtime does. On the stand-in it costs nothing (unless the
+     * test says otherwise), so that the figures are the allocations'. */
+    setenv("FAKE_CUDA_CTX_BYTES", "0", 0);
     cuInit(0);
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS)
+        cuCtxSetCurrent(ctx);
     for (int i = 1; i < argc; i++) {
         CUdeviceptr p;
         unsigned long long mib;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "shim/cuda_types.h"
 
 const uint64_t fake_base = 0x700000000000ULL;
+static uint64_t owner(void);
 
 static CUresult give(uint64_t key)
 {
@@ -29,17 +31,41 @@ static CUresult give(uint64_t key)
 
 #define ALLOC_INTO(out, bytes)                                                 \
     do {                                                                       \
-        uint64_t k_ = fake_take(bytes);                                        \
+        uint64_t k_ = fake_take_in(bytes, owner());                            \
         if (k_ == 0)                                                           \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         *(out) = k_;                                                           \
         return CUDA_SUCCESS;                                                   \
     } while (0)
 
+/* What the real driver refuses, the stand-in refuses (cuda.h): every
+ * device query before cuInit (CUDA_ERROR_NOT_INITIALIZED), and the calls
+ * bound to the calling thread's context (cuMemGetInfo, the limits)
+ * without a current one (CUDA_ERROR_INVALID_CONTEXT). A context is
+ * current after cuCtxCreate (which pushes it), cuCtxSetCurrent or
+ * cuCtxPushCurrent; a primary retain does not make it current. The
+ * allocation entry points do not ask for a context here, so that cases
+ * about other things need not make one. */
+static _Atomic int inited;
+static _Thread_local CUcontext current;
+
+#define NEED_INIT()                                                            \
+    do {                                                                       \
+        if (!atomic_load(&inited))                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+    } while (0)
+#define NEED_CTX()                                                             \
+    do {                                                                       \
+        NEED_INIT();                                                           \
+        if (current == NULL)                                                   \
+            return CUDA_ERROR_INVALID_CONTEXT;                                 \
+    } while (0)
+
 EXPORT CUresult cuInit(unsigned int flags)
 {
     (void)flags;
     fake_record();
+    atomic_store(&inited, 1);
     return 0;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
@@ -48,6 +74,11 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
     const char *e = getenv("FAKE_CUDA_DEVICE");
     *d = e ? (int)strtol(e, NULL, 10) : 0;
     return 0;
+}
+/* The owner context of an allocation: the current one (0 none). */
+static uint64_t owner(void)
+{
+    return (uint64_t)(uintptr_t)current;
 }
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t b) { ALLOC_INTO(p, b); }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
@@ -72,6 +103,43 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
     (void)f;
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = k;
+    return CUDA_SUCCESS;
+}
+/* Sharing by file descriptor (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR):
+ * the descriptor is a memfd holding the shared entry's index; another
+ * process gets it by fork or over a socket, as with the real driver. */
+EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                             int type, unsigned long long f)
+{
+    int ix, fd;
+    (void)f;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || out == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    ix = fake_vmm_export(h);
+    if (ix < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    fd = memfd_create("fake-vmm-share", 0);
+    if (fd < 0 || pwrite(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
+                                               void *os, int type)
+{
+    int ix = -1;
+    uint64_t k;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || h == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (pread((int)(intptr_t)os, &ix, sizeof ix, 0) != (ssize_t)sizeof ix)
+        return CUDA_ERROR_INVALID_VALUE;
+    k = fake_vmm_import(ix);
+    if (k == 0)
+        return CUDA_ERROR_INVALID_VALUE;
     *h = k;
     return CUDA_SUCCESS;
 }
@@ -273,11 +341,106 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 /* A context costs fake_ctx_bytes() of the card (FAKE_CUDA_CTX_BYTES). */
 static CUresult ctx_new(CUcontext *c)
 {
-    uint64_t k = fake_take(fake_ctx_bytes());
+    uint64_t k;
+    NEED_INIT();
+    k = fake_take(fake_ctx_bytes());
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (CUcontext)(uintptr_t)k;
     return 0;
+}
+
+/* The limits that reserve memory (cuCtxSetLimit), per context: what each
+ * reserves beyond its default is taken from the card when set, and freed
+ * with the context. The stack is reserved for every resident thread:
+ * FAKE_CUDA_SMS multiprocessors (default 108) x 2048 threads. */
+#define FAKE_LIMITS 64
+static struct {
+    pthread_mutex_t mu;
+    struct { CUcontext ctx; int limit; size_t value; uint64_t key; } l[FAKE_LIMITS];
+} limits = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static const size_t limit_default[3] = { 1024, 1 << 20, 8 << 20 };
+
+static int sms(void)
+{
+    const char *e = getenv("FAKE_CUDA_SMS");
+    return e ? (int)strtol(e, NULL, 10) : 108;
+}
+static uint64_t limit_cost(int limit, size_t v)
+{
+    uint64_t d = limit_default[limit];
+    uint64_t per = limit == 0 ? (uint64_t)sms() * 2048 : 1;
+    return v > d ? (v - d) * per : 0;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice d)
+{
+    NEED_INIT();
+    if (d < 0 || d >= 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attrib == 16) /* MULTIPROCESSOR_COUNT */
+        *pi = sms();
+    else if (attrib == 39) /* MAX_THREADS_PER_MULTIPROCESSOR */
+        *pi = 2048;
+    else
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxGetLimit(size_t *v, int limit)
+{
+    NEED_CTX();
+    if (limit < 0 || limit > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&limits.mu);
+    *v = limit_default[limit];
+    for (int i = 0; i < FAKE_LIMITS; i++)
+        if (limits.l[i].ctx == current && limits.l[i].limit == limit)
+            *v = limits.l[i].value;
+    pthread_mutex_unlock(&limits.mu);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSetLimit(int limit, size_t v)
+{
+    CUresult rc = CUDA_SUCCESS;
+    int slot = -1;
+    uint64_t key = 0, cost;
+    NEED_CTX();
+    if (limit < 0 || limit > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    cost = limit_cost(limit, v);
+    pthread_mutex_lock(&limits.mu);
+    for (int i = 0; i < FAKE_LIMITS && slot < 0; i++)
+        if (limits.l[i].ctx == current && limits.l[i].limit == limit)
+            slot = i;
+    for (int i = 0; i < FAKE_LIMITS && slot < 0; i++)
+        if (limits.l[i].ctx == NULL)
+            slot = i;
+    if (slot < 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (cost > 0 && (key = fake_take_in(cost, owner())) == 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY; /* the old reservation stays */
+    } else {
+        if (limits.l[slot].key != 0)
+            fake_give(limits.l[slot].key);
+        limits.l[slot].ctx = current;
+        limits.l[slot].limit = limit;
+        limits.l[slot].value = v;
+        limits.l[slot].key = key;
+    }
+    pthread_mutex_unlock(&limits.mu);
+    return rc;
+}
+/* The end of a context: everything made in it is freed (its allocations,
+ * what its limits reserved), and it is no longer any thread's current. */
+static void ctx_gone(CUcontext c)
+{
+    fake_give_owned((uint64_t)(uintptr_t)c);
+    pthread_mutex_lock(&limits.mu);
+    for (int i = 0; i < FAKE_LIMITS; i++)
+        if (limits.l[i].ctx == c)
+            limits.l[i].ctx = NULL, limits.l[i].key = 0;
+    pthread_mutex_unlock(&limits.mu);
+    if (current == c)
+        current = NULL;
 }
 /* The primary context of each device: made at the first retain, gone at
  * the last release or a reset. */
@@ -289,6 +452,7 @@ static struct {
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
     CUresult rc = CUDA_SUCCESS;
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -304,6 +468,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 static CUresult primary_drop(CUdevice d, int reset)
 {
     CUresult rc = CUDA_SUCCESS;
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -313,6 +478,9 @@ static CUresult primary_drop(CUdevice d, int reset)
         primary.refs[d]--;
     if (rc == CUDA_SUCCESS && (reset || primary.refs[d] == 0) &&
         primary.ctx[d] != NULL) {
+        /* cuda.h: a reset "destroys all allocations and resets all
+         * state on the primary context" */
+        ctx_gone(primary.ctx[d]);
         fake_give((uintptr_t)primary.ctx[d]);
         primary.ctx[d] = NULL;
     }
@@ -322,6 +490,7 @@ static CUresult primary_drop(CUdevice d, int reset)
 EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags,
                                            int *active)
 {
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -335,6 +504,14 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
     return primary_drop(d, 0);
 }
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+    return primary_drop(d, 1);
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    return primary_drop(d, 0);
+}
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     return primary_drop(d, 1);
 }
@@ -361,6 +538,7 @@ static int card_of(CUdevice d)
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
 {
     int card = card_of(d);
+    NEED_INIT();
     if (card < 0)
         return CUDA_ERROR_INVALID_VALUE;
     memset(uuid, 0, 16);
@@ -373,11 +551,19 @@ EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)
 {
     return cuDeviceGetUuid_v2(uuid, d);
 }
+/* cuCtxCreate makes the new context current (pushes it). */
+static CUresult ctx_create(CUcontext *c)
+{
+    CUresult rc = ctx_new(c);
+    if (rc == CUDA_SUCCESS)
+        current = *c;
+    return rc;
+}
 EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int f, CUdevice d)
 {
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
 EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
                                CUdevice d)
@@ -386,7 +572,7 @@ EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
     (void)n;
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
 EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
                                CUdevice d)
@@ -394,17 +580,53 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
     (void)p;
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
-EXPORT CUresult cuCtxDestroy_v2(CUcontext c) { return give((uintptr_t)c); }
+/* The pre-3.2 ABI (32-bit sizes): as the driver still exports it. */
+EXPORT CUresult cuCtxCreate(CUcontext *c, unsigned int f, CUdevice d)
+{
+    return cuCtxCreate_v2(c, f, d);
+}
+EXPORT CUresult cuMemAlloc(unsigned int *p, unsigned int b)
+{
+    uint64_t k = fake_take_in(b, owner());
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (unsigned int)k; /* the low bits: never freed in the tests */
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    CUresult rc = give((uintptr_t)c);
+    if (rc == CUDA_SUCCESS)
+        ctx_gone(c);
+    return rc;
+}
+EXPORT CUresult cuCtxDestroy(CUcontext c)
+{
+    return cuCtxDestroy_v2(c);
+}
+/* Green contexts cost what a context costs. */
+EXPORT CUresult cuGreenCtxCreate(void **g, void *desc, CUdevice d,
+                                 unsigned int f)
+{
+    (void)desc, (void)d, (void)f;
+    return ctx_new((CUcontext *)g);
+}
+EXPORT CUresult cuGreenCtxDestroy(void *g)
+{
+    return give((uintptr_t)g);
+}
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
+    NEED_CTX();
     fake_mem_info(f, t);
     return 0;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
 {
     (void)d;
+    NEED_INIT();
     fake_mem_info(NULL, b);
     return 0;
 }
@@ -470,20 +692,35 @@ EXPORT CUresult cuCtxSynchronize(void)
     }
     return 0;
 }
+/* One current context per thread (the real driver keeps a stack; one
+ * level is what the shim and the tests use). */
+static _Thread_local CUcontext pushed;
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 {
-    *c = (CUcontext)(uintptr_t)0x1000;
+    NEED_INIT();
+    *c = current;
+    return 0;
+}
+EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+    NEED_INIT();
+    current = c;
     return 0;
 }
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
 {
-    (void)c;
+    NEED_INIT();
+    pushed = current;
+    current = c;
     return 0;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
 {
+    NEED_INIT();
     if (c)
-        *c = (CUcontext)(uintptr_t)0x1000;
+        *c = current;
+    current = pushed;
+    pushed = NULL;
     return 0;
 }
 
