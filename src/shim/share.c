@@ -105,10 +105,14 @@ static int entry_ref(struct accel_ledger_share *e, uint64_t id)
 void share_export(uint64_t handle, CUmemAllocationHandleType type,
                   const void *os)
 {
-    uint64_t id = share_id(type, os), bytes = 0, zero = 0;
+    uint64_t id, bytes = 0, zero = 0;
     int ordinal = 0, e = -1;
     struct shim_dev *d;
 
+    /* the export wrote the descriptor into *os; an import is given it */
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && os != NULL)
+        os = (const void *)(intptr_t) * (const int *)os;
+    id = share_id(type, os);
     if (id == 0 || !track_take(SHIM_KIND_HANDLE, handle, &ordinal, &bytes,
                                NULL))
         return;
@@ -141,10 +145,17 @@ void share_import(uint64_t handle, CUmemAllocationHandleType type,
 {
     uint64_t id = share_id(type, os);
 
+    CUresult (*cur)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
+    CUdevice here = -1;
+
+    if (cur == NULL || cur(&here) != CUDA_SUCCESS)
+        here = -1;
+    /* the devices this process charges on, and the current one */
     for (int ord = 0; id != 0 && ord < SHIM_MAX_DEV; ord++) {
         struct shim_dev *d;
         int e;
-        if (atomic_load(&shim_state.dev[ord].state) == SHIM_DEV_NOLIMIT)
+        if (ord != here && atomic_load(&shim_state.dev[ord].state) !=
+                               SHIM_DEV_READY)
             continue;
         d = quota_dev(ord);
         if (d == NULL || (e = entry_of(d, id)) < 0)

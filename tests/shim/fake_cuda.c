@@ -414,13 +414,17 @@ EXPORT CUresult cuCtxSetLimit(int limit, size_t v)
     for (int i = 0; i < FAKE_LIMITS && slot < 0; i++)
         if (limits.l[i].ctx == NULL)
             slot = i;
+    if (slot >= 0 && limits.l[slot].ctx == current && limits.l[slot].key) {
+        fake_give(limits.l[slot].key); /* the old reservation first */
+        limits.l[slot].key = 0;
+    }
     if (slot < 0) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (cost > 0 && (key = fake_take_in(cost, owner())) == 0) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY; /* the old reservation stays */
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        limits.l[slot].key = fake_take_in(
+            limit_cost(limit, limits.l[slot].value), owner()); /* back */
     } else {
-        if (limits.l[slot].key != 0)
-            fake_give(limits.l[slot].key);
         limits.l[slot].ctx = current;
         limits.l[slot].limit = limit;
         limits.l[slot].value = v;
@@ -835,7 +839,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
         real_dlsym = (void *(*)(void *, const char *))dlvsym(
             RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     snprintf(name, sizeof(name), "%s", sym);
-    for (int i = 0; v2[i]; i++)
+    for (int i = 0; ver >= 3020 && v2[i]; i++) /* the _v2 ABIs of 3.2 */
         if (strcmp(sym, v2[i]) == 0)
             snprintf(name, sizeof(name), "%s_v2", sym);
     if (strcmp(sym, "cuCtxCreate") == 0)

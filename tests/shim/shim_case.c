@@ -71,6 +71,7 @@ struct fake_cuda_stats *fake_cuda_stats(void);
 
 CUresult cuInit(unsigned);
 CUresult cuCtxSetCurrent(CUcontext);
+int run_escape_case(const char *c, char **argv, int argc); /* escape_cases.c */
 
 /* libnvidia-ml.so.1, initialised as the real NVML requires before any
  * other call (the stand-in refuses them before); NULL if missing. */
@@ -939,7 +940,7 @@ int main(int argc, char **argv)
     const char *c = argc > 1 ? argv[1] : "";
 
     cuInit(0); /* as every CUDA program does first */
-    if (run_quota_case(&cuda, argc, argv))
+    if (run_quota_case(&cuda, argc, argv) || run_escape_case(c, argv, argc))
         return cases_done(&cuda, c);
     if (strcmp(c, "create_host") == 0)
         case_create_host();
