@@ -96,7 +96,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int managed;
     REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
     managed = shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
-              shim_state.real.cuMemAllocManaged != NULL;
+              SHIM_CUDA_REAL(cuMemAllocManaged) != NULL;
     if (!managed)
         OOM_IF_REFUSED(c, bytesize);
     else if (begin_evictable(&c, bytesize) != 0)

@@ -73,6 +73,8 @@ void *procaddr_hook_for(void *real)
 {
     if (real == NULL)
         return NULL;
+    if (atomic_load(&shim_state.cuda_ready)) /* a driver's address: all */
+        shim_cuda_resolve_all();             /* its functions known */
     ACCEL_SHIM_SYMBOLS(HOOK_MATCH)
     return NULL;
 }

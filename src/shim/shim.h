@@ -109,12 +109,22 @@ struct shim_real {
 #undef SHIM_REAL_FIELD
 };
 
+/* Every symbol's index (shim_cuda_resolve keeps one bit per symbol). */
+enum shim_sym {
+#define SHIM_SYM_INDEX(lib, hooked, ret, name, params) SHIM_SYM_##name,
+    ACCEL_SHIM_SYMBOLS(SHIM_SYM_INDEX)
+#undef SHIM_SYM_INDEX
+    SHIM_SYM_COUNT
+};
+
 struct accel_shim_state {
     /* First member: the dlsym trampoline (procaddr.c) jumps through it. */
     void *(*real_dlsym)(void *, const char *);
     pthread_once_t dl_once;         /* real_dlsym resolution */
     pthread_once_t core_once;       /* config, limits, fork handler */
-    pthread_once_t cuda_once;       /* libcuda.so.1 symbols */
+    pthread_once_t cuda_once;       /* libcuda.so.1 loaded */
+    pthread_once_t cuda_all_once;   /* every CUDA symbol resolved */
+    _Atomic uint64_t cuda_tried[(SHIM_SYM_COUNT + 63) / 64]; /* looked up */
     pthread_once_t nvml_once;       /* libnvidia-ml.so.1 symbols */
     pthread_once_t hip_once;        /* libamdhip64.so symbols */
     _Atomic int core_ready;         /* 1 after core_once ran */
@@ -169,11 +179,22 @@ SHIM_HIDDEN char *shim_utoa(unsigned long v, char buf[24]);
 SHIM_HIDDEN void shim_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
+/* Resolve one CUDA symbol into *slot the first time it is asked for
+ * (libcuda.so.1 loaded first): a process's start-up pays for what it
+ * uses, not for the whole list (docs/benchmarks.md, Shim). A symbol the
+ * driver lacks is looked up once and stays NULL. */
+SHIM_HIDDEN void shim_cuda_resolve(int idx, const char *name, void **slot);
+/* Every CUDA symbol at once (before comparing an address with them all). */
+SHIM_HIDDEN void shim_cuda_resolve_all(void);
+
 /* The typed real pointer of a CUDA symbol, resolving once; NULL if missing. */
 #define SHIM_CUDA_REAL(fn)                                                     \
-    (atomic_load_explicit(&shim_state.cuda_ready, memory_order_acquire)        \
+    (__builtin_expect(__atomic_load_n(&shim_state.real.fn, __ATOMIC_ACQUIRE) != \
+                          NULL, 1)                                             \
          ? shim_state.real.fn                                                  \
-         : (shim_cuda_init(), shim_state.real.fn))
+         : (shim_cuda_resolve(SHIM_SYM_##fn, #fn,                              \
+                              (void **)(uintptr_t)&shim_state.real.fn),        \
+            __atomic_load_n(&shim_state.real.fn, __ATOMIC_ACQUIRE)))
 #define SHIM_HIP_REAL(fn)                                                      \
     (atomic_load_explicit(&shim_state.hip_ready, memory_order_acquire)         \
          ? shim_state.real.fn                                                  \
