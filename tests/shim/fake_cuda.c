@@ -803,6 +803,150 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
     return work(20);
 }
 
+/* What the driver takes where no interposer can see how much (the
+ * inventory's "meter" rows, docs/shim-inventory.md): code and globals of
+ * a module or library, a linker's state, an executable graph (and what an
+ * upload adds), memory another API allocated and CUDA imported. Each
+ * takes FAKE_CUDA_OUTSIDE_BYTES (default 96 MiB) of the card for the
+ * calling process, given back by its matching end. */
+static uint64_t outside_bytes(void)
+{
+    const char *e = getenv("FAKE_CUDA_OUTSIDE_BYTES");
+    return e ? strtoull(e, NULL, 0) : 96ULL << 20;
+}
+static CUresult outside_take(void *out)
+{
+    uint64_t k;
+    NEED_INIT();
+    k = fake_take(outside_bytes());
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (out != NULL)
+        *(uint64_t *)out = k;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoad(void **m, const char *f)
+{
+    (void)f;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadData(void **m, const void *img)
+{
+    (void)img;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadDataEx(void **m, const void *img, unsigned n,
+                                   void *o, void **v)
+{
+    (void)img, (void)n, (void)o, (void)v;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadFatBinary(void **m, const void *fat)
+{
+    (void)fat;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleUnload(void *m) { return give((uintptr_t)m); }
+EXPORT CUresult cuLibraryLoadData(void **l, const void *code, void *jo,
+                                  void **jv, unsigned nj, void *lo, void **lv,
+                                  unsigned nl)
+{
+    (void)code, (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
+    return outside_take(l);
+}
+EXPORT CUresult cuLibraryLoadFromFile(void **l, const char *f, void *jo,
+                                      void **jv, unsigned nj, void *lo,
+                                      void **lv, unsigned nl)
+{
+    return cuLibraryLoadData(l, f, jo, jv, nj, lo, lv, nl);
+}
+EXPORT CUresult cuLibraryUnload(void *l) { return give((uintptr_t)l); }
+EXPORT CUresult cuLinkCreate_v2(unsigned n, void *o, void **v, void **state)
+{
+    (void)n, (void)o, (void)v;
+    return outside_take(state);
+}
+EXPORT CUresult cuLinkCreate(unsigned n, void *o, void **v, void **state)
+{
+    return cuLinkCreate_v2(n, o, v, state);
+}
+EXPORT CUresult cuLinkDestroy(void *state) { return give((uintptr_t)state); }
+EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g,
+                                            unsigned long long f)
+{
+    (void)g, (void)f;
+    return outside_take(e);
+}
+EXPORT CUresult cuGraphInstantiate(void **e, void *g, void *node, char *log,
+                                   size_t n)
+{
+    (void)node, (void)log, (void)n;
+    return cuGraphInstantiateWithFlags(e, g, 0);
+}
+EXPORT CUresult cuGraphInstantiate_v2(void **e, void *g, void *node,
+                                      char *log, size_t n)
+{
+    return cuGraphInstantiate(e, g, node, log, n);
+}
+EXPORT CUresult cuGraphInstantiateWithParams(void **e, void *g, void *p)
+{
+    (void)p;
+    return cuGraphInstantiateWithFlags(e, g, 0);
+}
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(void **e, void *g, void *p)
+{
+    return cuGraphInstantiateWithParams(e, g, p);
+}
+/* An upload places the executable graph on the device: its memory (one
+ * upload per graph here), freed with the graph. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t exec[16], key[16];
+} uploads = { .mu = PTHREAD_MUTEX_INITIALIZER };
+EXPORT CUresult cuGraphUpload(void *e, CUstream s)
+{
+    uint64_t k = 0;
+    CUresult rc;
+    (void)s;
+    rc = outside_take(&k);
+    pthread_mutex_lock(&uploads.mu);
+    for (int i = 0; rc == CUDA_SUCCESS && i < 16; i++)
+        if (uploads.exec[i] == 0) {
+            uploads.exec[i] = (uint64_t)(uintptr_t)e;
+            uploads.key[i] = k;
+            k = 0;
+            break;
+        }
+    pthread_mutex_unlock(&uploads.mu);
+    if (k != 0)
+        fake_give(k); /* no room: as if it took nothing */
+    return rc;
+}
+EXPORT CUresult cuGraphUpload_ptsz(void *e, CUstream s)
+{
+    return cuGraphUpload(e, s);
+}
+EXPORT CUresult cuGraphExecDestroy(void *e)
+{
+    pthread_mutex_lock(&uploads.mu);
+    for (int i = 0; i < 16; i++)
+        if (uploads.exec[i] == (uint64_t)(uintptr_t)e) {
+            fake_give(uploads.key[i]);
+            uploads.exec[i] = 0;
+        }
+    pthread_mutex_unlock(&uploads.mu);
+    return give((uintptr_t)e);
+}
+EXPORT CUresult cuImportExternalMemory(void **m, const void *desc)
+{
+    (void)desc;
+    return outside_take(m);
+}
+EXPORT CUresult cuDestroyExternalMemory(void *m)
+{
+    return give((uintptr_t)m);
+}
+
 /* Internal entry points, as a driver may hand out instead of its exported
  * functions (FAKE_CUDA_INTERNAL=1): not in the dynamic symbol table. */
 static CUresult internal_alloc(CUdeviceptr *p, size_t b)
