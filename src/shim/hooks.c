@@ -383,7 +383,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     REAL_OR_NOT_FOUND(fn, cuMemImportFromShareableHandle);
     CUresult rc = fn(handle, osHandle, shHandleType);
     if (rc == CUDA_SUCCESS && handle != NULL && quota_on())
-        share_import(*handle, shHandleType, osHandle);
+        share_import(*handle, shHandleType, osHandle, current_ordinal());
     return rc;
 }
 
@@ -424,14 +424,33 @@ static uint64_t dim(size_t v)
     return v == 0 ? 1 : (uint64_t)v;
 }
 
-/* Estimated VRAM of an array: elements x channels x element size, rounded
- * up to the 2 MiB granularity tiled arrays are placed at. */
+/* Estimated VRAM of an array of elements of `elem` bytes, rounded up to
+ * the 2 MiB granularity tiled arrays are placed at. */
+static uint64_t extent_bytes(size_t w, size_t h, size_t d, uint64_t elem)
+{
+    uint64_t b = dim(w) * dim(h) * dim(d) * elem;
+    return (b + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+}
+
+/* The same for elements of a CUarray_format and channels. */
 static uint64_t array_bytes(size_t w, size_t h, size_t d, int format,
                             unsigned channels)
 {
-    uint64_t b = dim(w) * dim(h) * dim(d) * format_bytes(format) *
-                 (channels ? channels : 1);
-    return (b + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+    return extent_bytes(w, h, d, format_bytes(format) * (channels ? channels : 1));
+}
+
+uint64_t hooks_mipmap_bytes(size_t w, size_t h, size_t z, int layered,
+                            uint64_t elem, unsigned n)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < (n ? n : 1) && i < 32; i++) {
+        total += extent_bytes(w, h, z, elem);
+        w = w > 1 ? w / 2 : w;
+        h = h > 1 ? h / 2 : h;
+        z = layered || z <= 1 ? z : z / 2;
+    }
+    return total;
 }
 
 CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
@@ -470,17 +489,11 @@ CUresult cuArrayDestroy(CUarray hArray)
 /* A mipmap chain: each level halves every dimension, down to 1. */
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned n)
 {
-    size_t w = d->Width, h = d->Height, z = d->Depth;
-    uint64_t total = 0;
-    int layered = (d->Flags & 0x01) != 0; /* CUDA_ARRAY3D_LAYERED */
-
-    for (unsigned i = 0; i < (n ? n : 1) && i < 32; i++) {
-        total += array_bytes(w, h, z, d->Format, d->NumChannels);
-        w = w > 1 ? w / 2 : w;
-        h = h > 1 ? h / 2 : h;
-        z = layered || z <= 1 ? z : z / 2;
-    }
-    return total;
+    return hooks_mipmap_bytes(d->Width, d->Height, d->Depth,
+                              (d->Flags & 0x01) != 0, /* LAYERED */
+                              format_bytes(d->Format) *
+                                  (d->NumChannels ? d->NumChannels : 1),
+                              n);
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,

@@ -141,15 +141,10 @@ void share_export(uint64_t handle, CUmemAllocationHandleType type,
 }
 
 void share_import(uint64_t handle, CUmemAllocationHandleType type,
-                  const void *os)
+                  const void *os, int here)
 {
     uint64_t id = share_id(type, os);
 
-    CUresult (*cur)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
-    CUdevice here = -1;
-
-    if (cur == NULL || cur(&here) != CUDA_SUCCESS)
-        here = -1;
     /* the devices this process charges on, and the current one */
     for (int ord = 0; id != 0 && ord < SHIM_MAX_DEV; ord++) {
         struct shim_dev *d;

@@ -258,6 +258,9 @@ SHIM_HIDDEN int track_take(enum shim_kind kind, uint64_t key,
  * VMM handles, which outlive it) and give each back with quota_release:
  * the driver freed them with the context. Returns how many. */
 SHIM_HIDDEN unsigned track_drop_ctx(uint64_t ctx);
+/* The same for every such record of device ordinal (HIP's device reset,
+ * which keeps no contexts apart). */
+SHIM_HIDDEN unsigned track_drop_dev(int ordinal);
 SHIM_HIDDEN void track_fork_prepare(void);
 SHIM_HIDDEN void track_fork_parent(void);
 SHIM_HIDDEN void track_fork_child(void);
@@ -368,8 +371,10 @@ SHIM_HIDDEN CUresult ctx_set_limit(CUresult (*fn)(CUlimit, size_t),
 /* share.c: VMM memory shared between the app's processes. */
 SHIM_HIDDEN void share_export(uint64_t handle, CUmemAllocationHandleType type,
                               const void *os);
+/* here: the caller's current device (looked at even before this process
+ * charged anything there). */
 SHIM_HIDDEN void share_import(uint64_t handle, CUmemAllocationHandleType type,
-                              const void *os);
+                              const void *os, int here);
 /* handle's charge was given back (released and unmapped): its share loses
  * this process's reference. */
 SHIM_HIDDEN void share_gone(uint64_t handle);
@@ -381,6 +386,13 @@ SHIM_HIDDEN nvmlDevice_t devmap_nvml(int ordinal);
 /* The CUDA ordinal of NVML card (uuid, NVML index idx if have_idx); -1
  * when the app has none for it (not visible, or not bound under acceld). */
 SHIM_HIDDEN int devmap_ordinal(const char *uuid, unsigned idx, int have_idx);
+
+/* hooks.c: the estimated VRAM of a mipmap chain of n levels (each level
+ * halves every dimension; a layered one keeps its depth), elements of
+ * `elem` bytes, each level in 2 MiB granules (hooks_hip.c shares it). */
+SHIM_HIDDEN uint64_t hooks_mipmap_bytes(size_t w, size_t h, size_t z,
+                                        int layered, uint64_t elem,
+                                        unsigned n);
 
 /* procaddr.c */
 SHIM_HIDDEN void *procaddr_hook_for(void *real);

@@ -260,6 +260,30 @@
     X(HIP, 1, hipError_t, hipFreeAsync, (void *ptr, hipStream_t stream))       \
     X(HIP, 1, hipError_t, hipFreeArray, (hipArray_t array))                    \
     X(HIP, 1, hipError_t, hipArrayDestroy, (hipArray_t array))                 \
+    X(HIP, 1, hipError_t, hipMalloc3D,                                         \
+      (struct hip_pitched_ptr * pitchedDevPtr, struct hip_extent extent))      \
+    X(HIP, 1, hipError_t, hipMemAllocPitch,                                    \
+      (void **dptr, size_t *pitch, size_t widthInBytes, size_t height,         \
+       unsigned int elementSizeBytes))                                         \
+    X(HIP, 1, hipError_t, hipArray3DCreate,                                    \
+      (hipArray_t * array, const struct hip_array3d_desc *desc))               \
+    X(HIP, 1, hipError_t, hipMallocMipmappedArray,                             \
+      (hipMipmappedArray_t * mipmappedArray,                                   \
+       const struct hip_channel_desc *desc, struct hip_extent extent,          \
+       unsigned int numLevels, unsigned int flags))                            \
+    X(HIP, 1, hipError_t, hipMipmappedArrayCreate,                             \
+      (hipMipmappedArray_t * pHandle, struct hip_array3d_desc * desc,          \
+       unsigned int numMipmapLevels))                                          \
+    X(HIP, 1, hipError_t, hipFreeMipmappedArray, (hipMipmappedArray_t a))      \
+    X(HIP, 1, hipError_t, hipMipmappedArrayDestroy, (hipMipmappedArray_t a))   \
+    X(HIP, 1, hipError_t, hipDeviceReset, (void))                              \
+    X(HIP, 1, hipError_t, hipDevicePrimaryCtxReset, (hipDevice_t dev))         \
+    X(HIP, 1, hipError_t, hipMemExportToShareableHandle,                       \
+      (void *shareableHandle, hipMemGenericAllocationHandle_t handle,          \
+       hipMemAllocationHandleType handleType, unsigned long long flags))       \
+    X(HIP, 1, hipError_t, hipMemImportFromShareableHandle,                     \
+      (hipMemGenericAllocationHandle_t * handle, void *osHandle,               \
+       hipMemAllocationHandleType shHandleType))                               \
     X(HIP, 1, hipError_t, hipMemCreate,                                        \
       (hipMemGenericAllocationHandle_t * handle, size_t size,                  \
        const hipMemAllocationProp *prop, unsigned long long flags))            \

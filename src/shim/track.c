@@ -159,9 +159,18 @@ static int dies_with_ctx(int kind)
            kind == SHIM_KIND_MIPMAP || kind == SHIM_KIND_LIMIT;
 }
 
-/* Take out the records of stripe s made in ctx into out (up to cap);
- * returns how many (the rest stays for the next pass). */
-static unsigned drop_from(struct shim_track_stripe *s, uint64_t ctx,
+/* Whether e is made in ctx (ctx != 0), or else on device `dev`. */
+static int made_in(const struct shim_track_entry *e, uint64_t ctx, int dev)
+{
+    if (e->meta == 0 || !dies_with_ctx(META_KIND(e->meta)))
+        return 0;
+    return ctx != 0 ? e->ctx == ctx
+                    : (META_DEV(e->meta) & SHIM_ORD_MASK) == dev;
+}
+
+/* Take out the records of stripe s made in ctx (or on dev) into out (up
+ * to cap); returns how many (the rest stays for the next pass). */
+static unsigned drop_from(struct shim_track_stripe *s, uint64_t ctx, int dev,
                           struct shim_track_entry *out, unsigned cap)
 {
     unsigned n = 0;
@@ -169,7 +178,7 @@ static unsigned drop_from(struct shim_track_stripe *s, uint64_t ctx,
     pthread_mutex_lock(&s->mu);
     for (uint32_t i = 0; i < s->cap && n < cap;) {
         struct shim_track_entry *e = &s->e[i];
-        if (e->meta == 0 || e->ctx != ctx || !dies_with_ctx(META_KIND(e->meta))) {
+        if (!made_in(e, ctx, dev)) {
             i++;
             continue;
         }
@@ -180,22 +189,30 @@ static unsigned drop_from(struct shim_track_stripe *s, uint64_t ctx,
     return n;
 }
 
-unsigned track_drop_ctx(uint64_t ctx)
+static unsigned drop(uint64_t ctx, int dev)
 {
     struct shim_track_entry out[64];
     unsigned total = 0, n;
 
-    if (ctx == 0)
-        return 0;
     for (int i = 0; i < SHIM_TRACK_STRIPES; i++) {
         do {
-            n = drop_from(&shim_state.track[i], ctx, out, 64);
+            n = drop_from(&shim_state.track[i], ctx, dev, out, 64);
             for (unsigned k = 0; k < n; k++)
                 quota_release(META_DEV(out[k].meta), META_BYTES(out[k].meta));
             total += n;
         } while (n == 64);
     }
     return total;
+}
+
+unsigned track_drop_ctx(uint64_t ctx)
+{
+    return ctx != 0 ? drop(ctx, -1) : 0;
+}
+
+unsigned track_drop_dev(int ordinal)
+{
+    return drop(0, ordinal);
 }
 
 void track_fork_prepare(void)
