@@ -244,8 +244,10 @@ def main(argv):
         args[a] = next(it, None)
         if args[a] is None:
             sys.exit(f"shim-inventory: {a} wants a value")
-    cuda_dir = args["--cuda"] or first_dir(CUDA_DIRS, "cuda.h")
-    hip_dir = args["--hip"] or first_dir(HIP_DIRS, "hip/hip_runtime_api.h")
+    cuda_dir = first_dir([args["--cuda"]] if args["--cuda"] else CUDA_DIRS,
+                         "cuda.h")
+    hip_dir = first_dir([args["--hip"]] if args["--hip"] else HIP_DIRS,
+                        "hip/hip_runtime_api.h")
     if argv[0] == "generate":
         if not cuda_dir or not hip_dir:
             sys.exit("shim-inventory: generate needs both headers (CUDA: "
