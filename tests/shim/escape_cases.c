@@ -152,25 +152,22 @@ static void case_legacy_abi(void)
     CHECK(card() == 0, "the card gave %llu", (unsigned long long)card());
 }
 
-/* The importing side: import the descriptor, map, say 'm'; at a line on
- * stdin unmap, release, say 'd'. */
+/* The importing side: import the descriptor, map, say 'm'; when told,
+ * unmap, release, say 'd'. */
 static void case_vmm_import(char **argv)
 {
     int fd = (int)strtol(argv[2], NULL, 10);
     CUmemGenericAllocationHandle h = 0;
     CUdeviceptr va = 0;
-    char b;
 
     CHECK(cuMemImportFromShareableHandle(
               &h, (void *)(intptr_t)fd,
               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0, "import");
     CHECK(cuMemAddressReserve(&va, 512 * MiB, 0, 0, 0) == 0 &&
               cuMemMap(va, 512 * MiB, 0, h, 0) == 0, "map");
-    if (write(1, "m", 1) != 1 || read(0, &b, 1) != 1)
-        failures++;
+    CHECK(peer_say('m') && peer_wait(), "the creator");
     CHECK(cuMemUnmap(va, 512 * MiB) == 0 && cuMemRelease(h) == 0, "let go");
-    if (write(1, "d", 1) != 1)
-        failures++;
+    CHECK(peer_say('d'), "the creator");
 }
 
 /* 512 MiB of VMM memory exported by file descriptor to another process of
@@ -182,9 +179,9 @@ static void case_vmm_share(void)
     CUmemAllocationProp p = { .type = 1, .location = { 1, 0 } };
     CUmemGenericAllocationHandle h;
     CUdeviceptr va, d;
-    int fd = -1, to[2], from[2], st;
-    char num[16], b = 0;
-    pid_t pid;
+    struct peer imp;
+    char num[16];
+    int fd = -1;
 
     CHECK(cuMemCreate(&h, 512 * MiB, &p, 0) == 0, "create");
     CHECK(cuMemAddressReserve(&va, 512 * MiB, 0, 0, 0) == 0 &&
@@ -192,22 +189,12 @@ static void case_vmm_share(void)
     CHECK(cuMemExportToShareableHandle(
               &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == 0,
           "export");
-    if (fd < 0 || pipe(to) != 0 || pipe(from) != 0) {
+    snprintf(num, sizeof(num), "%d", fd);
+    if (fd < 0 || peer_start(&imp, "shim_case", "vmm_import", num) != 0) {
         failures++;
         return;
     }
-    snprintf(num, sizeof(num), "%d", fd);
-    pid = fork();
-    if (pid == 0) {
-        char *av[] = { "shim_case", "vmm_import", num, NULL };
-        dup2(to[0], 0);
-        dup2(from[1], 1);
-        execv("/proc/self/exe", av);
-        _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    CHECK(read(from[0], &b, 1) == 1 && b == 'm', "the importer mapped it");
+    CHECK(peer_hear(&imp, 'm'), "the importer mapped it");
     CHECK(cuMemUnmap(va, 512 * MiB) == 0 && cuMemRelease(h) == 0,
           "the creator lets go");
     CHECK(card() == 512 * MiB, "the stand-in keeps the imported memory");
@@ -215,15 +202,11 @@ static void case_vmm_share(void)
           (unsigned long long)(ledger_used() >> 20));
     CHECK(cuMemAlloc_v2(&d, 768 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
           "768 MiB beside the importer's 512");
-    CHECK(write(to[1], "x", 1) == 1 && read(from[0], &b, 1) == 1 && b == 'd',
-          "the importer let go");
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-              WEXITSTATUS(st) == 0, "importer exit %d", st);
+    CHECK(peer_go(&imp) && peer_hear(&imp, 'd'), "the importer let go");
+    CHECK(peer_end(&imp), "the importer's checks");
     CHECK(ledger_used() == 0 && card() == 0, "given back: %llu/%llu",
           (unsigned long long)ledger_used(), (unsigned long long)card());
     CHECK(cuMemAlloc_v2(&d, 768 * MiB) == 0, "768 MiB now");
-    close(to[1]);
-    close(from[0]);
     close(fd);
 }
 

@@ -317,6 +317,28 @@ void fake_give_owned(uint64_t owner)
             fake_give(fake_base + (i << 12));
 }
 
+int fake_vmm_export_fd(uint64_t handle)
+{
+    int ix = fake_vmm_export(handle), fd;
+
+    if (ix < 0 || (fd = memfd_create("fake-vmm-share", 0)) < 0)
+        return -1;
+    if (pwrite(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint64_t fake_vmm_import_fd(int fd)
+{
+    int ix = -1;
+
+    if (pread(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix)
+        return 0;
+    return fake_vmm_import(ix);
+}
+
 int fake_vmm_export(uint64_t handle)
 {
     struct fake_cuda_stats *st = fake_record();

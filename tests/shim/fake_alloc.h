@@ -53,6 +53,10 @@ FAKE_HIDDEN void fake_give_owned(uint64_t owner);
  * import one (a new handle of this process, or 0). */
 FAKE_HIDDEN int fake_vmm_export(uint64_t handle);
 FAKE_HIDDEN uint64_t fake_vmm_import(int index);
+/* The same by file descriptor, as the drivers hand it out (a memfd
+ * holding the entry's index): a descriptor, or -1; a handle, or 0. */
+FAKE_HIDDEN int fake_vmm_export_fd(uint64_t handle);
+FAKE_HIDDEN uint64_t fake_vmm_import_fd(int fd);
 
 /* Give back a key of fake_take (or of a pool, into its pool): 0, or -1 for
  * one it never handed out (or already took back), counted as an unknown

@@ -112,32 +112,23 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
 EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
                                              int type, unsigned long long f)
 {
-    int ix, fd;
+    int fd;
     (void)f;
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || out == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    ix = fake_vmm_export(h);
-    if (ix < 0)
+    fd = fake_vmm_export_fd(h);
+    if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    fd = memfd_create("fake-vmm-share", 0);
-    if (fd < 0 || pwrite(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix) {
-        if (fd >= 0)
-            close(fd);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     *(int *)out = fd;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
                                                void *os, int type)
 {
-    int ix = -1;
     uint64_t k;
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || h == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (pread((int)(intptr_t)os, &ix, sizeof ix, 0) != (ssize_t)sizeof ix)
-        return CUDA_ERROR_INVALID_VALUE;
-    k = fake_vmm_import(ix);
+    k = fake_vmm_import_fd((int)(intptr_t)os);
     if (k == 0)
         return CUDA_ERROR_INVALID_VALUE;
     *h = k;

@@ -214,31 +214,21 @@ EXPORT hipError_t hipMemExportToShareableHandle(void *out,
                                                 hipMemGenericAllocationHandle_t h,
                                                 int type, unsigned long long f)
 {
-    int ix, fd;
+    int fd;
     (void)f;
     if (type != 1 || out == NULL)
         return hipErrorInvalidValue;
-    ix = fake_vmm_export((uint64_t)(uintptr_t)h);
-    if (ix < 0)
+    fd = fake_vmm_export_fd((uint64_t)(uintptr_t)h);
+    if (fd < 0)
         return hipErrorInvalidValue;
-    fd = memfd_create("fake-hip-vmm-share", 0);
-    if (fd < 0 || pwrite(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix) {
-        if (fd >= 0)
-            close(fd);
-        return hipErrorOutOfMemory;
-    }
     *(int *)out = fd;
     return hipSuccess;
 }
 EXPORT hipError_t hipMemImportFromShareableHandle(
     hipMemGenericAllocationHandle_t *h, void *os, int type)
 {
-    int ix = -1;
-    uint64_t k;
-    if (type != 1 || h == NULL ||
-        pread((int)(intptr_t)os, &ix, sizeof ix, 0) != (ssize_t)sizeof ix)
-        return hipErrorInvalidValue;
-    k = fake_vmm_import(ix);
+    uint64_t k = type == 1 && h != NULL
+                     ? fake_vmm_import_fd((int)(intptr_t)os) : 0;
     if (k == 0)
         return hipErrorInvalidValue;
     *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;

@@ -346,24 +346,21 @@ static void case_reset(void)
     CHECK(hipMalloc(&q, 960 * MiB) == hipSuccess, "the whole quota again");
 }
 
-/* The importer of case_vmm_share: map, say 'm', at a line let go, 'd'. */
+/* The importer of case_vmm_share: map, say 'm', when told let go, 'd'. */
 static void case_vmm_import(char **argv)
 {
     hipMemGenericAllocationHandle_t h = NULL;
     void *va = NULL;
-    char b;
 
     CHECK(hipMemImportFromShareableHandle(
               &h, (void *)(intptr_t)strtol(argv[2], NULL, 10), 1) ==
               hipSuccess, "import");
     CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == hipSuccess &&
               hipMemMap(va, 512 * MiB, 0, h, 0) == hipSuccess, "map");
-    if (write(1, "m", 1) != 1 || read(0, &b, 1) != 1)
-        failures++;
+    CHECK(peer_say('m') && peer_wait(), "the creator");
     CHECK(hipMemUnmap(va, 512 * MiB) == hipSuccess &&
               hipMemRelease(h) == hipSuccess, "let go");
-    if (write(1, "d", 1) != 1)
-        failures++;
+    CHECK(peer_say('d'), "the creator");
 }
 
 /* VMM memory exported by descriptor: charged until the last process that
@@ -373,9 +370,9 @@ static void case_vmm_share(void)
     hipMemAllocationProp pr = { 0 };
     hipMemGenericAllocationHandle_t h = NULL;
     void *va = NULL, *d = NULL;
-    int fd = -1, to[2], from[2], st;
-    char num[16], b = 0;
-    pid_t pid;
+    struct peer imp;
+    char num[16];
+    int fd = -1;
 
     pr.type = 1;
     pr.location.type = hipMemLocationTypeDevice;
@@ -383,36 +380,22 @@ static void case_vmm_share(void)
     CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == hipSuccess &&
               hipMemMap(va, 512 * MiB, 0, h, 0) == hipSuccess, "map");
     CHECK(hipMemExportToShareableHandle(&fd, h, 1, 0) == hipSuccess, "export");
-    if (fd < 0 || pipe(to) != 0 || pipe(from) != 0) {
+    snprintf(num, sizeof(num), "%d", fd);
+    if (fd < 0 || peer_start(&imp, "hip_case", "vmm_import", num) != 0) {
         failures++;
         return;
     }
-    snprintf(num, sizeof(num), "%d", fd);
-    pid = fork();
-    if (pid == 0) {
-        char *av[] = { "hip_case", "vmm_import", num, NULL };
-        dup2(to[0], 0);
-        dup2(from[1], 1);
-        execv("/proc/self/exe", av);
-        _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    CHECK(read(from[0], &b, 1) == 1 && b == 'm', "the importer mapped it");
+    CHECK(peer_hear(&imp, 'm'), "the importer mapped it");
     CHECK(hipMemUnmap(va, 512 * MiB) == hipSuccess &&
               hipMemRelease(h) == hipSuccess, "the creator lets go");
     CHECK(ledger_used() == 512 * MiB, "still charged: %llu MiB",
           (unsigned long long)(ledger_used() >> 20));
     CHECK(hipMalloc(&d, 768 * MiB) == hipErrorOutOfMemory,
           "768 MiB beside the importer's 512");
-    CHECK(write(to[1], "x", 1) == 1 && read(from[0], &b, 1) == 1 && b == 'd',
-          "the importer let go");
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-              WEXITSTATUS(st) == 0, "importer exit %d", st);
+    CHECK(peer_go(&imp) && peer_hear(&imp, 'd'), "the importer let go");
+    CHECK(peer_end(&imp), "the importer's checks");
     CHECK(ledger_used() == 0 && card() == 0, "given back: %llu/%llu",
           (unsigned long long)ledger_used(), (unsigned long long)card());
-    close(to[1]);
-    close(from[0]);
     close(fd);
 }
 
