@@ -61,7 +61,7 @@
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
 #define ACCEL_LEDGER_MINOR 3 /* 1: `untracked`; 2: a slot's `dead`;
-                                3: `shares` */
+                                3: `shares`, `ctx_cost` */
 #define ACCEL_LEDGER_SHARES 16 /* VMM allocations shared between processes */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
@@ -117,7 +117,11 @@ struct accel_ledger {
                                   app beyond `used` (acceld's outside
                                   meter writes it); charged like `used` */
     struct accel_ledger_share shares[ACCEL_LEDGER_SHARES]; /* minor 3 */
-    uint64_t unused[7];      /* reserved, zero */
+    _Atomic uint64_t ctx_cost; /* minor 3: what a context of this device
+                                  took when one of the app's processes
+                                  measured it (NVML), 0 not yet: the
+                                  others charge it without measuring */
+    uint64_t unused[6];      /* reserved, zero */
     struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
 };
 

@@ -72,30 +72,72 @@ static int64_t dev_free(int ordinal)
     return -1;
 }
 
+/* ctx_before's answer when the app already knows what a context of the
+ * device takes (the ledger's ctx_cost): nothing to measure. */
+#define CTX_KNOWN (-2)
+
+/* The ledger's ctx_cost holds the measured bytes with this bit set (a
+ * context measured at 0 bytes is known too). */
+#define CTX_MEASURED (1ULL << 63)
+
+/* Whether one of the app's processes measured a context of ordinal; what
+ * it took into *bytes. */
+static int known_cost(int ordinal, uint64_t *bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+    uint64_t v = d != NULL ? atomic_load_explicit(&d->ledger->ctx_cost,
+                                                  memory_order_relaxed)
+                           : 0;
+
+    *bytes = v & ~CTX_MEASURED;
+    return (v & CTX_MEASURED) != 0;
+}
+
+/* A context is measured once per device and app: the first process that
+ * makes one loads NVML for it; the others charge what it found, with no
+ * NVML and no driver query (start-up: docs/benchmarks.md, Shim). */
 int64_t ctx_before(int ordinal)
 {
+    uint64_t k;
+
+    if (known_cost(ordinal, &k))
+        return CTX_KNOWN;
     return dev_free(ordinal);
 }
 
 uint64_t ctx_cost(int ordinal, int64_t before)
 {
-    int64_t after = before < 0 ? -1 : dev_free(ordinal);
+    int64_t after;
+    uint64_t cost;
+    struct shim_dev *d;
 
+    if (before == CTX_KNOWN) {
+        known_cost(ordinal, &cost);
+        return cost;
+    }
+    after = before < 0 ? -1 : dev_free(ordinal);
     if (after < 0) {
         if (atomic_exchange(&unmeasured_said, 1) == 0)
             shim_log("dev %d: a context's size could not be measured (no "
                      "NVML, no current context): not charged", ordinal);
         return 0;
     }
-    if (before <= after)
-        return 0;
+    cost = before > after ? (uint64_t)(before - after) : 0;
     if (ordinal >= 0 && ordinal < SHIM_MAX_DEV)
-        atomic_store(&last_cost[ordinal], (uint64_t)(before - after));
-    return (uint64_t)(before - after);
+        atomic_store(&last_cost[ordinal], cost);
+    d = quota_dev(ordinal);
+    if (d != NULL) /* for the app's other processes */
+        atomic_store_explicit(&d->ledger->ctx_cost, cost | CTX_MEASURED,
+                              memory_order_relaxed);
+    return cost;
 }
 
 uint64_t ctx_estimate(int ordinal)
 {
+    uint64_t k;
+
+    if (known_cost(ordinal, &k))
+        return k;
     return ordinal >= 0 && ordinal < SHIM_MAX_DEV
                ? atomic_load(&last_cost[ordinal])
                : 0;

@@ -210,6 +210,45 @@ static void case_vmm_share(void)
     close(fd);
 }
 
+/* ctx_known's other process: no NVML where it runs (the stand-in driver
+ * without it, FAKE_MIN_DIR), so it cannot measure its primary context. */
+static void case_ctx_known_child(void)
+{
+    CUcontext pc;
+
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0, "primary");
+    CHECK(peer_say('r') && peer_wait(), "the first process");
+}
+
+/* A context is measured once per device and app (NVML loaded for it by
+ * the first process that makes one); another process of the app charges
+ * what was found without measuring: here one that has no NVML at all. */
+static void case_ctx_known(void)
+{
+    const char *min = getenv("FAKE_MIN_DIR"), *old = getenv("LD_LIBRARY_PATH");
+    char keep[512];
+    struct peer other;
+    CUcontext pc;
+
+    CHECK(min != NULL, "FAKE_MIN_DIR");
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0, "primary");
+    CHECK(ledger_used() == 384 * MiB, "measured %llu MiB",
+          (unsigned long long)(ledger_used() >> 20));
+    snprintf(keep, sizeof(keep), "%s", old ? old : "");
+    setenv("LD_LIBRARY_PATH", min ? min : "", 1);
+    if (peer_start(&other, "shim_case", "ctx_known_child", "-") != 0) {
+        failures++;
+        return;
+    }
+    setenv("LD_LIBRARY_PATH", keep, 1);
+    CHECK(peer_hear(&other, 'r'), "the other process retained its own");
+    CHECK(card() == 768 * MiB, "the stand-in holds %llu MiB",
+          (unsigned long long)(card() >> 20));
+    CHECK(ledger_used() == 768 * MiB, "charged %llu MiB for two contexts",
+          (unsigned long long)(ledger_used() >> 20));
+    CHECK(peer_go(&other) && peer_end(&other), "the other's checks");
+}
+
 /* tree_child MIB: allocate MIB MiB; exit 0, 10 refused, 3 another error. */
 static int case_tree_child(char **argv)
 {
@@ -293,6 +332,10 @@ int run_escape_case(const char *c, char **argv, int argc)
         case_vmm_share();
     else if (strcmp(c, "vmm_import") == 0 && argc > 2)
         case_vmm_import(argv);
+    else if (strcmp(c, "ctx_known") == 0)
+        case_ctx_known();
+    else if (strcmp(c, "ctx_known_child") == 0)
+        case_ctx_known_child();
     else if (strcmp(c, "tree") == 0)
         case_tree();
     else if (strcmp(c, "tree_root") == 0)
