@@ -567,6 +567,10 @@ static CUresult ctx_settle(struct shim_charge *c, CUresult rc, void *h,
     }
 CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
            (pctx, flags, dev))
+/* The pre-3.2 name, with the same parameters: ctypes scripts still call
+ * it by name; held as _v2 is. */
+CTX_CREATE(cuCtxCreate, (CUcontext * pctx, unsigned int flags, CUdevice dev),
+           (pctx, flags, dev))
 CTX_CREATE(cuCtxCreate_v3,
            (CUcontext * pctx, CUexecAffinityParam *params, int numParams,
             unsigned int flags, CUdevice dev),
@@ -679,8 +683,6 @@ LEGACY_ALLOC(cuArrayCreate, (CUarray * pHandle, const void *desc),
              current_ordinal(), (pHandle, desc))
 LEGACY_ALLOC(cuArray3DCreate, (CUarray * pHandle, const void *desc),
              current_ordinal(), (pHandle, desc))
-LEGACY_ALLOC(cuCtxCreate, (CUcontext * pctx, unsigned int flags, CUdevice dev),
-             dev, (pctx, flags, dev))
 
 CUresult cuMemGetInfo_v2(size_t *pfree, size_t *ptotal)
 {

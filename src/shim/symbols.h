@@ -103,7 +103,8 @@
 
 /* The pre-3.2 ABI (32-bit sizes): still exported by libcuda, and handed
  * out by cuGetProcAddress below version 3020. Allocations are refused
- * under a quota; the frees of contexts follow their _v2's rule. */
+ * under a quota; contexts (the same parameters as _v2's) are held as
+ * _v2's are. */
 #define ACCEL_SHIM_LEGACY(X)                                                   \
     X(CUDA, 1, CUresult, cuMemAlloc, (unsigned int *dptr, unsigned int bytesize)) \
     X(CUDA, 1, CUresult, cuMemAllocPitch,                                      \

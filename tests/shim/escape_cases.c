@@ -26,6 +26,7 @@ CUresult cuMemAlloc(unsigned int *, unsigned int);
 CUresult cuCtxCreate(CUcontext *, unsigned, CUdevice);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
 CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxDestroy(CUcontext);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSetLimit(CUlimit, size_t);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
@@ -135,7 +136,9 @@ static void case_ctx_reset(void)
           (unsigned long long)(card() >> 20));
 }
 
-/* The pre-3.2 ABI, exported and handed out below version 3020. */
+/* The pre-3.2 ABI, exported and handed out below version 3020: its
+ * 32-bit allocations refused under a quota, its cuCtxCreate (which
+ * ctypes scripts still call by name) held as cuCtxCreate_v2. */
 static void case_legacy_abi(void)
 {
     CUresult (*old)(unsigned int *, unsigned int) = NULL;
@@ -144,12 +147,17 @@ static void case_legacy_abi(void)
 
     CHECK(cuMemAlloc(&p, 64 << 20) == CUDA_ERROR_NOT_SUPPORTED,
           "cuMemAlloc (32-bit)");
-    CHECK(cuCtxCreate(&c, 0, 0) == CUDA_ERROR_NOT_SUPPORTED,
-          "cuCtxCreate (pre-3.2)");
     CHECK(cuGetProcAddress("cuMemAlloc", (void **)&old, 3000, 0) == 0 &&
               old != NULL && old(&p, 64 << 20) == CUDA_ERROR_NOT_SUPPORTED,
           "cuMemAlloc at version 3000 through cuGetProcAddress");
     CHECK(card() == 0, "the card gave %llu", (unsigned long long)card());
+    CHECK(cuCtxCreate(&c, 0, 0) == 0, "cuCtxCreate (pre-3.2 name)");
+    CHECK(ledger_used() == 64 * MiB && card() == 64 * MiB,
+          "the context charged: %llu of %llu MiB",
+          (unsigned long long)(ledger_used() >> 20),
+          (unsigned long long)(card() >> 20));
+    CHECK(cuCtxDestroy(c) == 0 && ledger_used() == 0, "given back: %llu",
+          (unsigned long long)ledger_used());
 }
 
 /* The importing side: import the descriptor, map, say 'm'; when told,

@@ -580,7 +580,8 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
 /* The pre-3.2 ABI (32-bit sizes): as the driver still exports it. */
 EXPORT CUresult cuCtxCreate(CUcontext *c, unsigned int f, CUdevice d)
 {
-    return cuCtxCreate_v2(c, f, d);
+    (void)f, (void)d;
+    return ctx_create(c); /* not through an exported name: the shim's */
 }
 EXPORT CUresult cuMemAlloc(unsigned int *p, unsigned int b)
 {
@@ -599,7 +600,10 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext c)
 }
 EXPORT CUresult cuCtxDestroy(CUcontext c)
 {
-    return cuCtxDestroy_v2(c);
+    CUresult rc = give((uintptr_t)c);
+    if (rc == CUDA_SUCCESS)
+        ctx_gone(c);
+    return rc;
 }
 /* Green contexts cost what a context costs. */
 EXPORT CUresult cuGreenCtxCreate(void **g, void *desc, CUdevice d,
