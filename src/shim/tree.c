@@ -120,11 +120,13 @@ static void tree_name(char *out, size_t cap, pid_t pid, uint64_t start)
 static void tree_find(char *out, size_t cap)
 {
     static char env[32768];
-    pid_t pid = getpid(), up;
-    uint64_t start;
+    pid_t pid = getpid(), up = 0;
+    uint64_t start = 0;
 
-    if (proc_stat(pid, &up, &start) != 0)
+    if (proc_stat(pid, &up, &start) != 0) {
+        up = 0; /* no /proc: a tree of our own */
         start = 0;
+    }
     tree_name(out, cap, pid, start);
     for (int depth = 0; depth < TREE_DEPTH && up > 1; depth++) {
         const char *v;
