@@ -60,7 +60,9 @@
 
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
-#define ACCEL_LEDGER_MINOR 2 /* 1: `untracked`; 2: a slot's `dead` */
+#define ACCEL_LEDGER_MINOR 3 /* 1: `untracked`; 2: a slot's `dead`;
+                                3: `shares`, `ctx_cost` */
+#define ACCEL_LEDGER_SHARES 16 /* VMM allocations shared between processes */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
 #define ACCEL_LEDGER_PID_BITS 22                  /* Linux pid_max <= 2^22 */
@@ -84,6 +86,19 @@ struct accel_ledger_slot {
     uint64_t unused[3];      /* reserved, zero */
 };
 
+/*
+ * Minor 3: a VMM allocation exported to other processes of the app
+ * (cuMemExportToShareableHandle): its charge leaves the creator's slot and
+ * is held here, in `used` but in no slot, until the last process holding
+ * it (creator or importer) releases and unmaps it. 16 bytes.
+ */
+struct accel_ledger_share {
+    _Atomic uint64_t id;     /* what identifies the shared handle, 0 free */
+    _Atomic uint64_t word;   /* bytes << 16 | references (holders) */
+};
+#define ACCEL_LEDGER_SHARE_REFS(w) ((w)&0xffffu)
+#define ACCEL_LEDGER_SHARE_BYTES(w) ((w) >> 16)
+
 /* The whole file. 64 bytes of header fields + reserved, then the slots. */
 struct accel_ledger {
     uint64_t magic;          /* ACCEL_LEDGER_MAGIC */
@@ -101,7 +116,12 @@ struct accel_ledger {
     _Atomic int64_t untracked; /* minor 1: bytes the driver holds for the
                                   app beyond `used` (acceld's outside
                                   meter writes it); charged like `used` */
-    uint64_t unused[39];     /* reserved, zero */
+    struct accel_ledger_share shares[ACCEL_LEDGER_SHARES]; /* minor 3 */
+    _Atomic uint64_t ctx_cost; /* minor 3: what a context of this device
+                                  took when one of the app's processes
+                                  measured it (NVML), 0 not yet: the
+                                  others charge it without measuring */
+    uint64_t unused[6];      /* reserved, zero */
     struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
 };
 

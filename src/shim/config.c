@@ -16,7 +16,8 @@
  *    CUDA_DEVICE_MEMORY_LIMIT_<i> (device i, wins over the others). The
  *    ledger is a per-user file, $XDG_RUNTIME_DIR/accel (or /tmp/accel-<uid>)
  *    /shim-<key>-dev<i>.ledger, where <key> is ACCEL_APP if set, else the
- *    session id: the processes of one app (one session) share one quota.
+ *    program's process tree (tree.c: ACCEL_SHIM_TREE, set at load), else
+ *    the session id: the processes of one program share one quota.
  *
  * Quantities: a number with an optional unit; k, m, g, t (any case, with or
  * without a trailing "i" and/or "b") are powers of 1024, as HAMi reads them.
@@ -244,12 +245,21 @@ static void standalone_key(char *out, size_t cap)
     size_t i;
 
     if (app == NULL || app[0] == '\0') {
+        /* the program's process tree (tree.c), else the session */
+        const char *tree = getenv("ACCEL_SHIM_TREE");
         char num[24];
         pid_t sid = getsid(0);
-        shim_concat(out, cap, "sid",
-                    shim_utoa((unsigned long)(sid > 0 ? sid : 0), num),
-                    (char *)NULL);
-        return;
+        if (tree != NULL && tree[0] != '\0') {
+            shim_concat(out, cap, "tree", (char *)NULL);
+            app = tree;
+            out += 4;
+            cap -= 4;
+        } else {
+            shim_concat(out, cap, "sid",
+                        shim_utoa((unsigned long)(sid > 0 ? sid : 0), num),
+                        (char *)NULL);
+            return;
+        }
     }
     for (i = 0; app[i] != '\0' && i + 1 < cap; i++) {
         char c = app[i];

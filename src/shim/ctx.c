@@ -21,54 +21,123 @@
 
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t primary_charged[SHIM_MAX_DEV]; /* ctx_mu */
+static uint64_t primary_ctx[SHIM_MAX_DEV];     /* ctx_mu: its handle */
 static unsigned primary_refs[SHIM_MAX_DEV];     /* ctx_mu: retains seen */
 static _Atomic int unmeasured_said;
 static _Atomic uint64_t last_cost[SHIM_MAX_DEV]; /* the last one measured */
 
-/* The device's free memory now, or -1 when it cannot be read. */
+/* NVML for the measure: loaded at the first context the shim measures
+ * (never at start-up), and initialised, as the real NVML wants before any
+ * other call (nvmlInit_v2 counts its callers: the app's own init and
+ * shutdown are not disturbed). 1 when NVML can be asked. */
+static int nvml_ok; /* 1 initialised, -1 not: set once */
+
+static void nvml_init_for_measure(void)
+{
+    nvmlReturn_t (*fn)(void) = SHIM_NVML_REAL(nvmlInit_v2);
+
+    nvml_ok = fn != NULL && fn() == NVML_SUCCESS ? 1 : -1;
+}
+
+static int nvml_ready(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, nvml_init_for_measure);
+    return nvml_ok == 1;
+}
+
+/* The device's free memory now, or -1 when it cannot be read: from NVML,
+ * else from the driver while a context of the device is current (the
+ * driver refuses cuMemGetInfo without one). */
 static int64_t dev_free(int ordinal)
 {
-    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
-        SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
     CUresult (*info)(size_t *, size_t *) = SHIM_CUDA_REAL(cuMemGetInfo_v2);
     CUresult (*cur)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
-    nvmlDevice_t d = devmap_nvml(ordinal);
+    nvmlDevice_t d;
     nvmlMemory_t m;
     size_t f, t;
     CUdevice now;
 
-    if (d != NULL && mem != NULL && mem(d, &m) == NVML_SUCCESS)
-        return (int64_t)m.free;
+    if (nvml_ready()) {
+        mem = SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
+        d = devmap_nvml(ordinal);
+        if (d != NULL && mem != NULL && mem(d, &m) == NVML_SUCCESS)
+            return (int64_t)m.free;
+    }
     if (info != NULL && cur != NULL && cur(&now) == CUDA_SUCCESS &&
         now == ordinal && info(&f, &t) == CUDA_SUCCESS)
         return (int64_t)f;
     return -1;
 }
 
+/* ctx_before's answer when the app already knows what a context of the
+ * device takes (the ledger's ctx_cost): nothing to measure. */
+#define CTX_KNOWN (-2)
+
+/* The ledger's ctx_cost holds the measured bytes with this bit set (a
+ * context measured at 0 bytes is known too). */
+#define CTX_MEASURED (1ULL << 63)
+
+/* Whether one of the app's processes measured a context of ordinal; what
+ * it took into *bytes. */
+static int known_cost(int ordinal, uint64_t *bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+    uint64_t v = d != NULL ? atomic_load_explicit(&d->ledger->ctx_cost,
+                                                  memory_order_relaxed)
+                           : 0;
+
+    *bytes = v & ~CTX_MEASURED;
+    return (v & CTX_MEASURED) != 0;
+}
+
+/* A context is measured once per device and app: the first process that
+ * makes one loads NVML for it; the others charge what it found, with no
+ * NVML and no driver query (start-up: docs/benchmarks.md, Shim). */
 int64_t ctx_before(int ordinal)
 {
+    uint64_t k;
+
+    if (known_cost(ordinal, &k))
+        return CTX_KNOWN;
     return dev_free(ordinal);
 }
 
 uint64_t ctx_cost(int ordinal, int64_t before)
 {
-    int64_t after = before < 0 ? -1 : dev_free(ordinal);
+    int64_t after;
+    uint64_t cost;
+    struct shim_dev *d;
 
+    if (before == CTX_KNOWN) {
+        known_cost(ordinal, &cost);
+        return cost;
+    }
+    after = before < 0 ? -1 : dev_free(ordinal);
     if (after < 0) {
         if (atomic_exchange(&unmeasured_said, 1) == 0)
             shim_log("dev %d: a context's size could not be measured (no "
                      "NVML, no current context): not charged", ordinal);
         return 0;
     }
-    if (before <= after)
-        return 0;
+    cost = before > after ? (uint64_t)(before - after) : 0;
     if (ordinal >= 0 && ordinal < SHIM_MAX_DEV)
-        atomic_store(&last_cost[ordinal], (uint64_t)(before - after));
-    return (uint64_t)(before - after);
+        atomic_store(&last_cost[ordinal], cost);
+    d = quota_dev(ordinal);
+    if (d != NULL) /* for the app's other processes */
+        atomic_store_explicit(&d->ledger->ctx_cost, cost | CTX_MEASURED,
+                              memory_order_relaxed);
+    return cost;
 }
 
 uint64_t ctx_estimate(int ordinal)
 {
+    uint64_t k;
+
+    if (known_cost(ordinal, &k))
+        return k;
     return ordinal >= 0 && ordinal < SHIM_MAX_DEV
                ? atomic_load(&last_cost[ordinal])
                : 0;
@@ -128,6 +197,8 @@ CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
             primary_refs[dev]++;
         }
     }
+    if (rc == CUDA_SUCCESS && pctx != NULL)
+        primary_ctx[dev] = (uint64_t)(uintptr_t)*pctx;
     pthread_mutex_unlock(&ctx_mu);
     return rc;
 }
@@ -135,6 +206,8 @@ CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
 CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset)
 {
     int active;
+
+    uint64_t gone = 0;
 
     if (rc != CUDA_SUCCESS || dev < 0 || dev >= SHIM_MAX_DEV)
         return rc;
@@ -151,7 +224,102 @@ CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset)
             quota_give(dev, primary_charged[dev]);
         primary_charged[dev] = 0;
     }
+    /* a reset frees everything made in the context even while retained
+     * (the driver keeps the handle for the next use); the last release
+     * ends the context and all it held */
+    if (reset || !active)
+        gone = primary_ctx[dev];
+    if (!active)
+        primary_ctx[dev] = 0;
     pthread_mutex_unlock(&ctx_mu);
+    if (gone != 0)
+        track_drop_ctx(gone);
+    return rc;
+}
+
+uint64_t ctx_current(void)
+{
+    CUresult (*fn)(CUcontext *) = SHIM_CUDA_REAL(cuCtxGetCurrent);
+    CUcontext c = NULL;
+
+    if (fn == NULL || fn(&c) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)c;
+}
+
+/* Device memory a limit of `value` reserves on ordinal: the stack for
+ * every thread the device can hold at once, or the heap or FIFO itself. */
+static uint64_t limit_bytes(int ordinal, CUlimit limit, size_t value)
+{
+    CUresult (*attr)(int *, int, CUdevice) = SHIM_CUDA_REAL(cuDeviceGetAttribute);
+    int sms = 0, threads = 0;
+
+    if (limit != CU_LIMIT_STACK_SIZE)
+        return value;
+    if (attr == NULL ||
+        attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal) != 0 ||
+        attr(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+             ordinal) != 0 || sms <= 0 || threads <= 0) {
+        shim_log("dev %d: the stack size is charged per thread of 2048 x "
+                 "132 (the device's own figures could not be read)", ordinal);
+        sms = 132;
+        threads = 2048;
+    }
+    return (uint64_t)value * (uint64_t)sms * (uint64_t)threads;
+}
+
+/*
+ * A limit reserves device memory for the current context when it is set:
+ * charged by what it grows over the value the driver had (the default
+ * values are part of the context's measured cost), before the driver
+ * takes it; recorded (SHIM_KIND_LIMIT, key = context + limit) with the
+ * context, so that the context's end gives it back.
+ */
+CUresult ctx_set_limit(CUresult (*fn)(CUlimit, size_t), CUlimit limit,
+                       size_t value)
+{
+    CUresult (*get)(size_t *, CUlimit) = SHIM_CUDA_REAL(cuCtxGetLimit);
+    CUresult (*dev_of)(CUdevice *) = SHIM_CUDA_REAL(cuCtxGetDevice);
+    uint64_t ctx = ctx_current(), key, old = 0, now_b, target;
+    struct shim_charge c = { 0 };
+    CUdevice dev = 0;
+    size_t cur = 0;
+    int ord = 0, had;
+    CUresult rc;
+
+    if (ctx == 0 || dev_of == NULL || dev_of(&dev) != CUDA_SUCCESS ||
+        quota_dev(dev) == NULL)
+        return fn(limit, value); /* no context: the driver refuses */
+    if (get == NULL || get(&cur, limit) != CUDA_SUCCESS)
+        cur = 0; /* unknown: the whole new value is charged */
+    key = ctx + (uint64_t)limit;
+    had = track_take(SHIM_KIND_LIMIT, key, &ord, &old, NULL);
+    if (!had)
+        ord = dev;
+    now_b = limit_bytes(dev, limit, cur);
+    target = limit_bytes(dev, limit, value);
+    target = target > now_b ? old + (target - now_b)
+                            : (now_b - target < old ? old - (now_b - target) : 0);
+    if (target > old && quota_begin(&c, dev, target - old) != 0) {
+        if (had)
+            track_put(SHIM_KIND_LIMIT, key, ord, old, ctx);
+        shim_log("dev %d: limit %d of %zu bytes refused: it would reserve "
+                 "%llu bytes past the quota", dev, limit, value,
+                 (unsigned long long)(target - old));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    rc = fn(limit, value);
+    if (rc != CUDA_SUCCESS) {
+        if (target > old)
+            quota_end(&c, rc, SHIM_KIND_LIMIT, 0); /* gives it back */
+        target = old;
+    } else if (target < old) {
+        quota_release(ord, old - target);
+    }
+    if (!had && c.card)
+        ord |= SHIM_ORD_CARD;
+    if (target > 0)
+        track_put(SHIM_KIND_LIMIT, key, ord, target, ctx);
     return rc;
 }
 
@@ -160,4 +328,5 @@ void ctx_fork_child(void)
     pthread_mutex_init(&ctx_mu, NULL);
     memset(primary_charged, 0, sizeof(primary_charged)); /* the parent's */
     memset(primary_refs, 0, sizeof(primary_refs));
+    memset(primary_ctx, 0, sizeof(primary_ctx));
 }

@@ -42,6 +42,17 @@ typedef struct CUgraphEdgeData_st CUgraphEdgeData;         /* opaque here */
 typedef struct {
     int type;                 /* CUgraphNodeType */
 } CUgraphNodeParams;
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
+typedef int CUlimit;                  /* enum CUlimit_enum */
+#define CU_LIMIT_STACK_SIZE 0x00      /* bytes of stack per GPU thread */
+#define CU_LIMIT_PRINTF_FIFO_SIZE 0x01 /* bytes of the printf FIFO */
+#define CU_LIMIT_MALLOC_HEAP_SIZE 0x02 /* bytes of the device malloc heap */
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
+typedef int CUmemAllocationHandleType; /* CU_MEM_HANDLE_TYPE_* */
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 0x1
+#define CU_MEM_HANDLE_TYPE_FABRIC 0x8
 #define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
 #define CU_MEM_ATTACH_GLOBAL 0x1
 
@@ -49,8 +60,10 @@ typedef struct {
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_INVALID_CONTEXT 201
 #define CUDA_ERROR_NOT_FOUND 500
 #define CUDA_ERROR_NOT_PERMITTED 800
+#define CUDA_ERROR_NOT_SUPPORTED 801
 
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
 #define CU_GET_PROC_ADDRESS_SUCCESS 0
@@ -93,6 +106,7 @@ typedef struct {
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13
 

@@ -43,6 +43,21 @@ struct hip_array_desc {
 };
 
 /* hipMemAllocationProp: laid out as CUDA's CUmemAllocationProp. */
+/* hipPitchedPtr: what hipMalloc3D fills in. */
+struct hip_pitched_ptr {
+    void *ptr;
+    size_t pitch;                  /* bytes per row */
+    size_t xsize, ysize;
+};
+/* HIP_ARRAY3D_DESCRIPTOR: CUDA's CUDA_ARRAY3D_DESCRIPTOR, field by field. */
+struct hip_array3d_desc {
+    size_t Width, Height, Depth;
+    int Format;                    /* hipArray_Format, CUDA's values */
+    unsigned int NumChannels;
+    unsigned int Flags;
+};
+typedef struct hipMipmappedArray *hipMipmappedArray_t;
+typedef int hipMemAllocationHandleType; /* 1: a POSIX file descriptor */
 #define hipMemLocationTypeDevice 1
 typedef struct {
     int type;                 /* hipMemAllocationType */

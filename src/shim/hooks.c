@@ -40,29 +40,39 @@ static int quota_on(void)
     return shim_state.any_limit;
 }
 
-/* Reserve for an allocation on the current device. */
+/* Reserve for an allocation on the current device, in the current context
+ * (the driver frees it with that context). */
 static int begin_current(struct shim_charge *c, uint64_t bytes)
 {
-    return quota_begin(c, quota_on() ? current_ordinal() : 0, bytes);
+    int rc = quota_begin(c, quota_on() ? current_ordinal() : 0, bytes);
+
+    if (rc == 0 && c->dev != NULL)
+        c->ctx = ctx_current();
+    return rc;
 }
 
 /* The same for memory the driver can evict at a turn switch. */
 static int begin_evictable(struct shim_charge *c, uint64_t bytes)
 {
-    return quota_begin_evictable(c, quota_on() ? current_ordinal() : 0,
-                                 bytes);
+    int rc = quota_begin_evictable(c, quota_on() ? current_ordinal() : 0,
+                                   bytes);
+
+    if (rc == 0 && c->dev != NULL)
+        c->ctx = ctx_current();
+    return rc;
 }
 
 /* Settle a release: give the charge back, or restore the record. */
 static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
-                            uint64_t key, int ordinal, uint64_t bytes)
+                            uint64_t key, int ordinal, uint64_t bytes,
+                            uint64_t ctx)
 {
     if (!had)
         return rc;
     if (rc == CUDA_SUCCESS)
         quota_release(ordinal, bytes);
     else
-        track_put(kind, key, ordinal, bytes);
+        track_put(kind, key, ordinal, bytes, ctx);
     return rc;
 }
 
@@ -86,7 +96,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int managed;
     REAL_OR_NOT_FOUND(fn, cuMemAlloc_v2);
     managed = shim_state.ts.ndev > 0 && timeslice_managed(current_ordinal()) &&
-              shim_state.real.cuMemAllocManaged != NULL;
+              SHIM_CUDA_REAL(cuMemAllocManaged) != NULL;
     if (!managed)
         OOM_IF_REFUSED(c, bytesize);
     else if (begin_evictable(&c, bytesize) != 0)
@@ -286,10 +296,11 @@ POOL_SHRINK(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 #define RELEASE(kind, key, call)                                               \
     do {                                                                       \
         int ord_ = 0, had_;                                                    \
-        uint64_t bytes_ = 0;                                                   \
+        uint64_t bytes_ = 0, ctx_ = 0;                                         \
         shim_core_init();                                                      \
-        had_ = track_take(kind, (uint64_t)(key), &ord_, &bytes_);              \
-        return end_release(call, had_, kind, (uint64_t)(key), ord_, bytes_);   \
+        had_ = track_take(kind, (uint64_t)(key), &ord_, &bytes_, &ctx_);       \
+        return end_release(call, had_, kind, (uint64_t)(key), ord_, bytes_,    \
+                           ctx_);                                              \
     } while (0)
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -338,7 +349,42 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
             vmm_unhold(handle);
         return rc;
     }
-    RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+    {
+        int ord = 0, had;
+        uint64_t bytes = 0;
+        CUresult rc;
+        had = track_take(SHIM_KIND_HANDLE, handle, &ord, &bytes, NULL);
+        rc = end_release(fn(handle), had, SHIM_KIND_HANDLE, handle, ord, bytes,
+                         0);
+        if (rc == CUDA_SUCCESS && had)
+            share_gone(handle);
+        return rc;
+    }
+}
+
+/* VMM memory shared with other processes (share.c): the charge follows
+ * the memory until the last process holding it lets it go. */
+CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                      CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemExportToShareableHandle);
+    CUresult rc = fn(shareableHandle, handle, handleType, flags);
+    if (rc == CUDA_SUCCESS && quota_on())
+        share_export(handle, handleType, shareableHandle);
+    return rc;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                        void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    REAL_OR_NOT_FOUND(fn, cuMemImportFromShareableHandle);
+    CUresult rc = fn(handle, osHandle, shHandleType);
+    if (rc == CUDA_SUCCESS && handle != NULL && quota_on())
+        share_import(*handle, shHandleType, osHandle, current_ordinal());
+    return rc;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
@@ -378,14 +424,33 @@ static uint64_t dim(size_t v)
     return v == 0 ? 1 : (uint64_t)v;
 }
 
-/* Estimated VRAM of an array: elements x channels x element size, rounded
- * up to the 2 MiB granularity tiled arrays are placed at. */
+/* Estimated VRAM of an array of elements of `elem` bytes, rounded up to
+ * the 2 MiB granularity tiled arrays are placed at. */
+static uint64_t extent_bytes(size_t w, size_t h, size_t d, uint64_t elem)
+{
+    uint64_t b = dim(w) * dim(h) * dim(d) * elem;
+    return (b + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+}
+
+/* The same for elements of a CUarray_format and channels. */
 static uint64_t array_bytes(size_t w, size_t h, size_t d, int format,
                             unsigned channels)
 {
-    uint64_t b = dim(w) * dim(h) * dim(d) * format_bytes(format) *
-                 (channels ? channels : 1);
-    return (b + (2ULL << 20) - 1) & ~((2ULL << 20) - 1);
+    return extent_bytes(w, h, d, format_bytes(format) * (channels ? channels : 1));
+}
+
+uint64_t hooks_mipmap_bytes(size_t w, size_t h, size_t z, int layered,
+                            uint64_t elem, unsigned n)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < (n ? n : 1) && i < 32; i++) {
+        total += extent_bytes(w, h, z, elem);
+        w = w > 1 ? w / 2 : w;
+        h = h > 1 ? h / 2 : h;
+        z = layered || z <= 1 ? z : z / 2;
+    }
+    return total;
 }
 
 CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
@@ -424,17 +489,11 @@ CUresult cuArrayDestroy(CUarray hArray)
 /* A mipmap chain: each level halves every dimension, down to 1. */
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned n)
 {
-    size_t w = d->Width, h = d->Height, z = d->Depth;
-    uint64_t total = 0;
-    int layered = (d->Flags & 0x01) != 0; /* CUDA_ARRAY3D_LAYERED */
-
-    for (unsigned i = 0; i < (n ? n : 1) && i < 32; i++) {
-        total += array_bytes(w, h, z, d->Format, d->NumChannels);
-        w = w > 1 ? w / 2 : w;
-        h = h > 1 ? h / 2 : h;
-        z = layered || z <= 1 ? z : z / 2;
-    }
-    return total;
+    return hooks_mipmap_bytes(d->Width, d->Height, d->Depth,
+                              (d->Flags & 0x01) != 0, /* LAYERED */
+                              format_bytes(d->Format) *
+                                  (d->NumChannels ? d->NumChannels : 1),
+                              n);
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
@@ -461,24 +520,35 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
  * last measured size is reserved first (a context that cannot fit is
  * refused before the driver makes it); one that turns out larger than the
  * quota allows is destroyed again and refused. */
-static CUresult ctx_settle(struct shim_charge *c, CUresult rc, CUcontext *pctx,
-                           CUdevice dev, int64_t before)
+static CUresult destroy_ctx(void *h)
 {
-    uint64_t key = pctx != NULL ? (uint64_t)(uintptr_t)*pctx : 0;
+    CUresult (*d)(CUcontext) = SHIM_CUDA_REAL(cuCtxDestroy_v2);
+    return d != NULL ? d((CUcontext)h) : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult destroy_green(void *h)
+{
+    CUresult (*d)(CUgreenCtx) = SHIM_CUDA_REAL(cuGreenCtxDestroy);
+    return d != NULL ? d((CUgreenCtx)h) : CUDA_ERROR_NOT_FOUND;
+}
+
+/* h: the new context's handle (NULL when rc failed); destroy undoes it. */
+static CUresult ctx_settle(struct shim_charge *c, CUresult rc, void *h,
+                           CUresult (*destroy)(void *), CUdevice dev,
+                           int64_t before)
+{
     uint64_t cost;
 
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS || h == NULL)
         return quota_end(c, rc, SHIM_KIND_CTX, 0);
     cost = ctx_cost(dev, before);
     if (quota_adjust(c, cost) != 0) {
-        CUresult (*d)(CUcontext) = SHIM_CUDA_REAL(cuCtxDestroy_v2);
-        if (d != NULL && pctx != NULL)
-            d(*pctx);
+        destroy(h);
         shim_log("dev %d: a context (%llu bytes) does not fit the quota: "
                  "refused", dev, (unsigned long long)cost);
         return quota_end(c, CUDA_ERROR_OUT_OF_MEMORY, SHIM_KIND_CTX, 0);
     }
-    return quota_end(c, rc, SHIM_KIND_CTX, key);
+    return quota_end(c, rc, SHIM_KIND_CTX, (uint64_t)(uintptr_t)h);
 }
 
 #define CTX_CREATE(name, params, call)                                         \
@@ -491,9 +561,15 @@ static CUresult ctx_settle(struct shim_charge *c, CUresult rc, CUcontext *pctx,
         if (on_ && quota_begin(&c_, dev, ctx_estimate(dev)) != 0)              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult rc = fn call;                                                 \
-        return on_ ? ctx_settle(&c_, rc, pctx, dev, before_) : rc;             \
+        return on_ ? ctx_settle(&c_, rc, pctx && rc == 0 ? (void *)*pctx : NULL, \
+                                destroy_ctx, dev, before_)                     \
+                   : rc;                                                       \
     }
 CTX_CREATE(cuCtxCreate_v2, (CUcontext * pctx, unsigned int flags, CUdevice dev),
+           (pctx, flags, dev))
+/* The pre-3.2 name, with the same parameters: ctypes scripts still call
+ * it by name; held as _v2 is. */
+CTX_CREATE(cuCtxCreate, (CUcontext * pctx, unsigned int flags, CUdevice dev),
            (pctx, flags, dev))
 CTX_CREATE(cuCtxCreate_v3,
            (CUcontext * pctx, CUexecAffinityParam *params, int numParams,
@@ -511,23 +587,102 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return ctx_primary_retain(fn, pctx, dev, quota_on());
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+/* Green contexts (CUDA 12.4+): measured and charged as contexts are. */
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc,
+                          CUdevice dev, unsigned int flags)
 {
-    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxRelease_v2);
-    return ctx_primary_drop(fn(dev), dev, 0);
+    struct shim_charge c;
+    REAL_OR_NOT_FOUND(fn, cuGreenCtxCreate);
+    int on = quota_on() && quota_dev(dev) != NULL;
+    int64_t before = on ? ctx_before(dev) : -1;
+    if (on && quota_begin(&c, dev, ctx_estimate(dev)) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = fn(phCtx, desc, dev, flags);
+    return on ? ctx_settle(&c, rc, phCtx && rc == 0 ? (void *)*phCtx : NULL,
+                           destroy_green, dev, before)
+              : rc;
 }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
-    REAL_OR_NOT_FOUND(fn, cuDevicePrimaryCtxReset_v2);
-    return ctx_primary_drop(fn(dev), dev, 1);
+    REAL_OR_NOT_FOUND(fn, cuGreenCtxDestroy);
+    RELEASE(SHIM_KIND_CTX, (uintptr_t)hCtx, fn(hCtx));
+}
+
+/* A limit that reserves device memory for the context (ctx.c). */
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    REAL_OR_NOT_FOUND(fn, cuCtxSetLimit);
+    if (!quota_on() || limit > CU_LIMIT_MALLOC_HEAP_SIZE || limit < 0)
+        return fn(limit, value);
+    return ctx_set_limit(fn, limit, value);
+}
+
+#define PRIMARY_DROP(name, reset)                                              \
+    CUresult name(CUdevice dev)                                                \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        return ctx_primary_drop(fn(dev), dev, reset);                          \
+    }
+PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2, 0)
+PRIMARY_DROP(cuDevicePrimaryCtxReset_v2, 1)
+PRIMARY_DROP(cuDevicePrimaryCtxRelease, 0)
+PRIMARY_DROP(cuDevicePrimaryCtxReset, 1)
+
+/* A context's end frees what was made in it (allocations, limits). */
+static CUresult ctx_destroyed(CUresult (*fn)(CUcontext), CUcontext ctx)
+{
+    int ord = 0, had;
+    uint64_t bytes = 0, owner = 0;
+    CUresult rc;
+
+    shim_core_init();
+    had = track_take(SHIM_KIND_CTX, (uintptr_t)ctx, &ord, &bytes, &owner);
+    rc = end_release(fn(ctx), had, SHIM_KIND_CTX, (uintptr_t)ctx, ord, bytes,
+                     owner);
+    if (rc == CUDA_SUCCESS)
+        track_drop_ctx((uintptr_t)ctx);
+    return rc;
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     REAL_OR_NOT_FOUND(fn, cuCtxDestroy_v2);
-    RELEASE(SHIM_KIND_CTX, (uintptr_t)ctx, fn(ctx));
+    return ctx_destroyed(fn, ctx);
 }
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    REAL_OR_NOT_FOUND(fn, cuCtxDestroy);
+    return ctx_destroyed(fn, ctx);
+}
+
+/* The pre-3.2 ABI: refused under a quota (symbols.h, ACCEL_SHIM_LEGACY). */
+static CUresult legacy_refused(const char *name, int ordinal)
+{
+    if (!quota_on() || quota_dev(ordinal) == NULL)
+        return CUDA_SUCCESS;
+    shim_log("%s (the pre-3.2 ABI) refused under a quota", name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define LEGACY_ALLOC(name, params, ordinal, args)                              \
+    CUresult name params                                                       \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        CUresult refused_ = legacy_refused(#name, ordinal);                    \
+        return refused_ != CUDA_SUCCESS ? refused_ : fn args;                  \
+    }
+LEGACY_ALLOC(cuMemAlloc, (unsigned int *dptr, unsigned int bytesize),
+             current_ordinal(), (dptr, bytesize))
+LEGACY_ALLOC(cuMemAllocPitch,
+             (unsigned int *dptr, unsigned int *pPitch, unsigned int w,
+              unsigned int h, unsigned int e),
+             current_ordinal(), (dptr, pPitch, w, h, e))
+LEGACY_ALLOC(cuArrayCreate, (CUarray * pHandle, const void *desc),
+             current_ordinal(), (pHandle, desc))
+LEGACY_ALLOC(cuArray3DCreate, (CUarray * pHandle, const void *desc),
+             current_ordinal(), (pHandle, desc))
 
 CUresult cuMemGetInfo_v2(size_t *pfree, size_t *ptotal)
 {

@@ -71,7 +71,7 @@ static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
     if (rc == hipSuccess)
         quota_release(ordinal, bytes);
     else
-        track_put(kind, key, ordinal, bytes);
+        track_put(kind, key, ordinal, bytes, 0);
     return rc;
 }
 
@@ -80,7 +80,7 @@ static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
         int ord_ = 0, had_;                                                    \
         uint64_t bytes_ = 0;                                                   \
         shim_core_init();                                                      \
-        had_ = track_take(kind, (uint64_t)(uintptr_t)(key), &ord_, &bytes_);   \
+        had_ = track_take(kind, (uint64_t)(uintptr_t)(key), &ord_, &bytes_, NULL); \
         return hip_end_release(call, had_, kind, (uint64_t)(uintptr_t)(key),   \
                                ord_, bytes_);                                  \
     } while (0)
@@ -315,7 +315,43 @@ hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
             vmm_unhold((uint64_t)(uintptr_t)handle);
         return rc;
     }
-    HIP_RELEASE(SHIM_KIND_HANDLE, handle, fn(handle));
+    {
+        int ord = 0, had;
+        uint64_t bytes = 0, key = (uint64_t)(uintptr_t)handle;
+        hipError_t rc;
+        had = track_take(SHIM_KIND_HANDLE, key, &ord, &bytes, NULL);
+        rc = hip_end_release(fn(handle), had, SHIM_KIND_HANDLE, key, ord,
+                             bytes);
+        if (rc == hipSuccess && had)
+            share_gone(key);
+        return rc;
+    }
+}
+
+/* VMM memory shared with other processes: as CUDA's (share.c). */
+hipError_t hipMemExportToShareableHandle(void *shareableHandle,
+                                         hipMemGenericAllocationHandle_t handle,
+                                         hipMemAllocationHandleType handleType,
+                                         unsigned long long flags)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemExportToShareableHandle);
+    hipError_t rc = fn(shareableHandle, handle, handleType, flags);
+    if (rc == hipSuccess && hip_quota_on())
+        share_export((uint64_t)(uintptr_t)handle, handleType,
+                     shareableHandle);
+    return rc;
+}
+
+hipError_t hipMemImportFromShareableHandle(
+    hipMemGenericAllocationHandle_t *handle, void *osHandle,
+    hipMemAllocationHandleType shHandleType)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemImportFromShareableHandle);
+    hipError_t rc = fn(handle, osHandle, shHandleType);
+    if (rc == hipSuccess && handle != NULL && hip_quota_on())
+        share_import((uint64_t)(uintptr_t)*handle, shHandleType, osHandle,
+                     hip_ordinal());
+    return rc;
 }
 
 hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
@@ -336,6 +372,131 @@ hipError_t hipMemUnmap(void *ptr, size_t size)
     hipError_t rc = fn(ptr, size);
     if (rc == hipSuccess)
         vmm_unmapped((uint64_t)(uintptr_t)ptr, size);
+    return rc;
+}
+
+/* Pitched allocations of the driver-style and 3D APIs: as hipMallocPitch,
+ * an estimate reserved, settled on the runtime's pitch. */
+static hipError_t pitch_settle(struct shim_charge *c, hipError_t rc,
+                               void *ptr, size_t pitch, uint64_t rows)
+{
+    if (rc == hipSuccess && quota_adjust(c, (uint64_t)pitch * rows) != 0) {
+        hipError_t (*fr)(void *) = SHIM_HIP_REAL(hipFree);
+        if (fr != NULL)
+            fr(ptr);
+        rc = hipErrorOutOfMemory;
+    }
+    return quota_end(c, rc, SHIM_KIND_PTR, (uint64_t)(uintptr_t)ptr);
+}
+
+hipError_t hipMemAllocPitch(void **dptr, size_t *pitch, size_t widthInBytes,
+                            size_t height, unsigned int elementSizeBytes)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMemAllocPitch);
+    HIP_OOM_IF_REFUSED(c, ((widthInBytes + 511) & ~(size_t)511) * height);
+    hipError_t rc = fn(dptr, pitch, widthInBytes, height, elementSizeBytes);
+    return pitch_settle(&c, rc, rc == hipSuccess && dptr ? *dptr : NULL,
+                        pitch && rc == hipSuccess ? *pitch : 0, height);
+}
+
+hipError_t hipMalloc3D(struct hip_pitched_ptr *p, struct hip_extent e)
+{
+    struct shim_charge c;
+    uint64_t rows = dim(e.height) * dim(e.depth);
+    HIP_REAL_OR_NOT_FOUND(fn, hipMalloc3D);
+    HIP_OOM_IF_REFUSED(c, ((e.width + 511) & ~(size_t)511) * rows);
+    hipError_t rc = fn(p, e);
+    return pitch_settle(&c, rc, rc == hipSuccess && p ? p->ptr : NULL,
+                        rc == hipSuccess && p ? p->pitch : 0, rows);
+}
+
+hipError_t hipArray3DCreate(hipArray_t *array,
+                            const struct hip_array3d_desc *desc)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipArray3DCreate);
+    if (desc == NULL)
+        return fn(array, desc);
+    HIP_OOM_IF_REFUSED(c, hooks_mipmap_bytes(desc->Width, desc->Height,
+                                             desc->Depth, 1,
+                                             format_bytes(desc->Format) *
+                                                 dim(desc->NumChannels),
+                                             1));
+    return array_end(&c, fn(array, desc), array);
+}
+
+static hipError_t mipmap_end(struct shim_charge *c, hipError_t rc,
+                             hipMipmappedArray_t *a)
+{
+    return quota_end(c, rc, SHIM_KIND_MIPMAP,
+                     a ? (uint64_t)(uintptr_t)*a : 0);
+}
+
+hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *a,
+                                   const struct hip_channel_desc *desc,
+                                   struct hip_extent e, unsigned int levels,
+                                   unsigned int flags)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMallocMipmappedArray);
+    HIP_OOM_IF_REFUSED(c, hooks_mipmap_bytes(e.width, e.height, e.depth,
+                                             (flags & 0x01) != 0,
+                                             channel_bytes(desc), levels));
+    return mipmap_end(&c, fn(a, desc, e, levels, flags), a);
+}
+
+hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *a,
+                                   struct hip_array3d_desc *desc,
+                                   unsigned int levels)
+{
+    struct shim_charge c;
+    HIP_REAL_OR_NOT_FOUND(fn, hipMipmappedArrayCreate);
+    if (desc == NULL)
+        return fn(a, desc, levels);
+    HIP_OOM_IF_REFUSED(c, hooks_mipmap_bytes(desc->Width, desc->Height,
+                                             desc->Depth,
+                                             (desc->Flags & 0x01) != 0,
+                                             format_bytes(desc->Format) *
+                                                 dim(desc->NumChannels),
+                                             levels));
+    return mipmap_end(&c, fn(a, desc, levels), a);
+}
+
+hipError_t hipFreeMipmappedArray(hipMipmappedArray_t a)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipFreeMipmappedArray);
+    HIP_RELEASE(SHIM_KIND_MIPMAP, a, fn(a));
+}
+
+hipError_t hipMipmappedArrayDestroy(hipMipmappedArray_t a)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipMipmappedArrayDestroy);
+    HIP_RELEASE(SHIM_KIND_MIPMAP, a, fn(a));
+}
+
+/* A device reset frees everything the process allocated on the device
+ * (HIP keeps no contexts apart): every record of it is given back. */
+hipError_t hipDeviceReset(void)
+{
+    int ord = hip_quota_on() ? hip_ordinal() : -1;
+    HIP_REAL_OR_NOT_FOUND(fn, hipDeviceReset);
+    hipError_t rc = fn();
+    if (rc == hipSuccess && ord >= 0) {
+        track_drop_dev(ord);
+        pool_refresh();
+    }
+    return rc;
+}
+
+hipError_t hipDevicePrimaryCtxReset(hipDevice_t dev)
+{
+    HIP_REAL_OR_NOT_FOUND(fn, hipDevicePrimaryCtxReset);
+    hipError_t rc = fn(dev);
+    if (rc == hipSuccess && hip_quota_on()) {
+        track_drop_dev(dev);
+        pool_refresh();
+    }
     return rc;
 }
 

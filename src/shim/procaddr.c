@@ -89,6 +89,8 @@ void *procaddr_hook_for(void *real)
 {
     if (real == NULL)
         return NULL;
+    if (atomic_load(&shim_state.cuda_ready)) /* a driver's address: all */
+        shim_cuda_resolve_all();             /* its functions known */
     ACCEL_SHIM_SYMBOLS(HOOK_MATCH)
     return NULL;
 }
@@ -214,8 +216,8 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
                           int *family)
 {
     int want_ptsz = (flags & 2) != 0; /* CU_GET_PROC_ADDRESS_PER_THREAD_.. */
-    void *found[2] = { NULL, NULL };
-    int n[2] = { 0, 0 }, suffixed, versioned;
+    void *found[2][2] = { { NULL, NULL }, { NULL, NULL } };
+    int n[2][2] = { { 0, 0 }, { 0, 0 } }, suffixed, versioned, s, v;
 
     *family = 0;
 #define BY_NAME_CUDA1(name_)                                                   \
@@ -223,8 +225,8 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
         ++*family;                                                             \
         /* _vN variants are of CUDA 3.2 and later (3020) */                    \
         if (!(versioned && version < 3020) && (!suffixed || want_ptsz)) {      \
-            found[suffixed] = (void *)(uintptr_t)&name_;                       \
-            n[suffixed]++;                                                     \
+            found[suffixed][versioned] = (void *)(uintptr_t)&name_;            \
+            n[suffixed][versioned]++;                                          \
         }                                                                      \
     }
 #define BY_NAME_CUDA0(name_)
@@ -234,9 +236,11 @@ static void *hook_by_name(const char *sym, int version, cuuint64_t flags,
 #define BY_NAME_HIP0(name_)
 #define BY_NAME(lib, hooked, ret, name_, params) BY_NAME_##lib##hooked(name_)
     ACCEL_SHIM_SYMBOLS(BY_NAME)
-    if (want_ptsz && n[1] > 0)
-        return n[1] == 1 ? found[1] : NULL;
-    return n[0] == 1 ? found[0] : NULL;
+    s = want_ptsz && n[1][0] + n[1][1] > 0;
+    /* from 3020 on, a name with a _vN variant means it, not the pre-3.2
+     * ABI of the bare name (cuMemAlloc at 12000 is cuMemAlloc_v2) */
+    v = n[s][1] > 0; /* below 3020 no _vN was counted */
+    return n[s][v] == 1 ? found[s][v] : NULL;
 }
 
 /* acceld's shim.events: in the ACCEL_CONFIG directory, or beside the

@@ -381,6 +381,7 @@ static int begin(struct shim_charge *c, int ordinal, uint64_t bytes,
     c->ordinal = ordinal;
     c->bytes = bytes;
     c->card = 0;
+    c->ctx = 0;
     if (!shim_state.any_limit)
         return 0;
     c->dev = quota_dev(ordinal);
@@ -427,7 +428,7 @@ CUresult quota_end(struct shim_charge *c, CUresult rc, enum shim_kind kind,
         atomic_fetch_add_explicit(&c->dev->slot->allocs, 1,
                                   memory_order_relaxed);
     if (track_put(kind, key, c->ordinal | (c->card ? SHIM_ORD_CARD : 0),
-                  c->bytes) != 0)
+                  c->bytes, c->ctx) != 0)
         shim_log("allocation table full: %llu bytes stay charged",
                  (unsigned long long)c->bytes);
     return rc;
@@ -451,6 +452,24 @@ void quota_give(int ordinal, uint64_t bytes)
     /* a pool's or a context's charge: never evictable */
     if (d != NULL && bytes != 0)
         charge(d, d->card != NULL, -(int64_t)bytes);
+}
+
+void quota_unslot(int ordinal, uint64_t bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (d != NULL && d->slot != NULL)
+        atomic_fetch_sub_explicit(&d->slot->used, (int64_t)bytes,
+                                  memory_order_relaxed);
+}
+
+void quota_unshared(int ordinal, uint64_t bytes)
+{
+    struct shim_dev *d = quota_dev(ordinal);
+
+    if (d != NULL)
+        atomic_fetch_sub_explicit(&d->ledger->used, (int64_t)bytes,
+                                  memory_order_release);
 }
 
 void quota_view(int ordinal, uint64_t phys_total, uint64_t phys_free,

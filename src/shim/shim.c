@@ -27,6 +27,7 @@
 SHIM_HIDDEN struct accel_shim_state shim_state = {
     .core_once = PTHREAD_ONCE_INIT,
     .cuda_once = PTHREAD_ONCE_INIT,
+    .cuda_all_once = PTHREAD_ONCE_INIT,
     .nvml_once = PTHREAD_ONCE_INIT,
 };
 SHIM_HIDDEN _Thread_local int shim_in_init
@@ -131,6 +132,7 @@ static void fork_child(void)
     vmm_fork_child();
     pool_fork_child();
     ctx_fork_child();
+    share_fork_child();
     quota_fork_child();
     timeslice_fork_child();
 }
@@ -159,8 +161,10 @@ void shim_core_init(void)
 /* Resolve every symbol of library `lib` from `handle` into shim_state.real. */
 #define SHIM_RESOLVE(lib_, hooked, ret, name, params)                          \
     if (lib_ == lib && handle != NULL)                                         \
-        shim_state.real.name =                                                 \
-            (ret(*) params)(uintptr_t)shim_state.real_dlsym(handle, #name);
+        __atomic_store_n(&shim_state.real.name,                                \
+                         (ret(*) params)(uintptr_t)shim_state.real_dlsym(      \
+                             handle, #name),                                   \
+                         __ATOMIC_RELEASE);
 enum { CUDA = 1, NVML = 2, HIP = 3 };
 
 static void resolve_lib(int lib, void *handle)
@@ -176,8 +180,6 @@ static void cuda_init_once(void)
     shim_state.libcuda = dlopen("libcuda.so.1", RTLD_LAZY);
     if (shim_state.libcuda == NULL)
         shim_log("libcuda.so.1 not loaded: %s", dlerror());
-    if (shim_state.real_dlsym != NULL)
-        resolve_lib(CUDA, shim_state.libcuda);
     atomic_store_explicit(&shim_state.cuda_ready, 1, memory_order_release);
     shim_in_init = 0;
 }
@@ -187,6 +189,38 @@ void shim_cuda_init(void)
     if (shim_in_init)
         return;
     pthread_once(&shim_state.cuda_once, cuda_init_once);
+}
+
+void shim_cuda_resolve(int idx, const char *name, void **slot)
+{
+    _Atomic uint64_t *w = &shim_state.cuda_tried[idx / 64];
+    uint64_t bit = 1ULL << (idx % 64);
+    void *p;
+
+    shim_cuda_init();
+    if (shim_in_init || shim_state.real_dlsym == NULL ||
+        shim_state.libcuda == NULL ||
+        (atomic_load_explicit(w, memory_order_acquire) & bit))
+        return;
+    p = shim_state.real_dlsym(shim_state.libcuda, name);
+    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    atomic_fetch_or_explicit(w, bit, memory_order_release);
+}
+
+static void cuda_all_once(void)
+{
+    shim_cuda_init();
+    shim_in_init = 1;
+    if (shim_state.real_dlsym != NULL)
+        resolve_lib(CUDA, shim_state.libcuda);
+    shim_in_init = 0;
+}
+
+void shim_cuda_resolve_all(void)
+{
+    if (shim_in_init)
+        return;
+    pthread_once(&shim_state.cuda_all_once, cuda_all_once);
 }
 
 static void nvml_init_once(void)

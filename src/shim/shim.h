@@ -44,7 +44,9 @@ enum shim_kind {                /* what a tracked key is (3 bits) */
     SHIM_KIND_HANDLE = 2,       /* CUmemGenericAllocationHandle */
     SHIM_KIND_ARRAY = 3,        /* CUarray */
     SHIM_KIND_MIPMAP = 4,       /* CUmipmappedArray */
-    SHIM_KIND_CTX = 5,          /* CUcontext from cuCtxCreate* */
+    SHIM_KIND_CTX = 5,          /* CUcontext from cuCtxCreate*, CUgreenCtx */
+    SHIM_KIND_LIMIT = 6,        /* a context's limit (cuCtxSetLimit): key
+                                 * = the context + the CUlimit */
 };
 
 enum shim_dev_state {           /* shim_dev.state */
@@ -80,6 +82,9 @@ struct shim_dev {
 struct shim_track_entry {
     uint64_t key;                   /* pointer or handle value */
     uint64_t meta;                  /* bytes << 8 | dev << 3 | kind; 0 empty */
+    uint64_t ctx;                   /* the context it was made in, 0 none:
+                                     * the driver frees it with that context
+                                     * (cuDevicePrimaryCtxReset, destroy) */
 };
 
 struct shim_track_stripe {
@@ -95,6 +100,7 @@ struct shim_charge {
     int ordinal;                    /* CUDA ordinal charged */
     uint64_t bytes;                 /* reserved */
     int card;                       /* also reserved on dev->card */
+    uint64_t ctx;                   /* the context it is made in, 0 none */
 };
 
 struct shim_real {
@@ -103,13 +109,23 @@ struct shim_real {
 #undef SHIM_REAL_FIELD
 };
 
+/* Every symbol's index (shim_cuda_resolve keeps one bit per symbol). */
+enum shim_sym {
+#define SHIM_SYM_INDEX(lib, hooked, ret, name, params) SHIM_SYM_##name,
+    ACCEL_SHIM_SYMBOLS(SHIM_SYM_INDEX)
+#undef SHIM_SYM_INDEX
+    SHIM_SYM_COUNT
+};
+
 struct accel_shim_state {
     /* First member: the dlsym trampoline (procaddr.c) jumps through it. */
     void *(*real_dlsym)(void *, const char *);
     _Atomic int dl_state;           /* real_dlsym: 0 not yet, 2 set
                                      * (procaddr.c) */
     pthread_once_t core_once;       /* config, limits, fork handler */
-    pthread_once_t cuda_once;       /* libcuda.so.1 symbols */
+    pthread_once_t cuda_once;       /* libcuda.so.1 loaded */
+    pthread_once_t cuda_all_once;   /* every CUDA symbol resolved */
+    _Atomic uint64_t cuda_tried[(SHIM_SYM_COUNT + 63) / 64]; /* looked up */
     pthread_once_t nvml_once;       /* libnvidia-ml.so.1 symbols */
     pthread_once_t hip_once;        /* libamdhip64.so symbols */
     _Atomic int core_ready;         /* 1 after core_once ran */
@@ -164,11 +180,22 @@ SHIM_HIDDEN char *shim_utoa(unsigned long v, char buf[24]);
 SHIM_HIDDEN void shim_log(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
+/* Resolve one CUDA symbol into *slot the first time it is asked for
+ * (libcuda.so.1 loaded first): a process's start-up pays for what it
+ * uses, not for the whole list (docs/benchmarks.md, Shim). A symbol the
+ * driver lacks is looked up once and stays NULL. */
+SHIM_HIDDEN void shim_cuda_resolve(int idx, const char *name, void **slot);
+/* Every CUDA symbol at once (before comparing an address with them all). */
+SHIM_HIDDEN void shim_cuda_resolve_all(void);
+
 /* The typed real pointer of a CUDA symbol, resolving once; NULL if missing. */
 #define SHIM_CUDA_REAL(fn)                                                     \
-    (atomic_load_explicit(&shim_state.cuda_ready, memory_order_acquire)        \
+    (__builtin_expect(__atomic_load_n(&shim_state.real.fn, __ATOMIC_ACQUIRE) != \
+                          NULL, 1)                                             \
          ? shim_state.real.fn                                                  \
-         : (shim_cuda_init(), shim_state.real.fn))
+         : (shim_cuda_resolve(SHIM_SYM_##fn, #fn,                              \
+                              (void **)(uintptr_t)&shim_state.real.fn),        \
+            __atomic_load_n(&shim_state.real.fn, __ATOMIC_ACQUIRE)))
 #define SHIM_HIP_REAL(fn)                                                      \
     (atomic_load_explicit(&shim_state.hip_ready, memory_order_acquire)         \
          ? shim_state.real.fn                                                  \
@@ -200,6 +227,10 @@ SHIM_HIDDEN void quota_release(int ordinal, uint64_t bytes);
 /* Give back bytes charged without a record (a pool's, a context's; on a
  * time-sliced card, from its ledger too). */
 SHIM_HIDDEN void quota_give(int ordinal, uint64_t bytes);
+/* A charge that leaves this process's slot but stays in the ledger's
+ * `used` (a shared VMM allocation: share.c), and its end. */
+SHIM_HIDDEN void quota_unslot(int ordinal, uint64_t bytes);
+SHIM_HIDDEN void quota_unshared(int ordinal, uint64_t bytes);
 SHIM_HIDDEN void quota_view(int ordinal, uint64_t phys_total,
                             uint64_t phys_free, uint64_t *out_total,
                             uint64_t *out_free, uint64_t *out_used);
@@ -217,10 +248,20 @@ SHIM_HIDDEN void quota_detach_all(void);
 
 /* track.c */
 SHIM_HIDDEN void track_init(void);
+/* ctx: the context the memory belongs to (0 none). */
 SHIM_HIDDEN int track_put(enum shim_kind kind, uint64_t key, int ordinal,
-                          uint64_t bytes);
+                          uint64_t bytes, uint64_t ctx);
+/* out_ctx may be NULL. */
 SHIM_HIDDEN int track_take(enum shim_kind kind, uint64_t key,
-                           int *out_ordinal, uint64_t *out_bytes);
+                           int *out_ordinal, uint64_t *out_bytes,
+                           uint64_t *out_ctx);
+/* Take out every record made in context ctx (but the context's own and
+ * VMM handles, which outlive it) and give each back with quota_release:
+ * the driver freed them with the context. Returns how many. */
+SHIM_HIDDEN unsigned track_drop_ctx(uint64_t ctx);
+/* The same for every such record of device ordinal (HIP's device reset,
+ * which keeps no contexts apart). */
+SHIM_HIDDEN unsigned track_drop_dev(int ordinal);
 SHIM_HIDDEN void track_fork_prepare(void);
 SHIM_HIDDEN void track_fork_parent(void);
 SHIM_HIDDEN void track_fork_child(void);
@@ -322,11 +363,37 @@ SHIM_HIDDEN CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
 SHIM_HIDDEN CUresult ctx_primary_drop(CUresult rc, CUdevice dev, int reset);
 SHIM_HIDDEN void ctx_fork_child(void);
 
+/* The calling thread's current context, 0 none. */
+SHIM_HIDDEN uint64_t ctx_current(void);
+/* cuCtxSetLimit of a limit that reserves device memory, through fn. */
+SHIM_HIDDEN CUresult ctx_set_limit(CUresult (*fn)(CUlimit, size_t),
+                                   CUlimit limit, size_t value);
+
+/* share.c: VMM memory shared between the app's processes. */
+SHIM_HIDDEN void share_export(uint64_t handle, CUmemAllocationHandleType type,
+                              const void *os);
+/* here: the caller's current device (looked at even before this process
+ * charged anything there). */
+SHIM_HIDDEN void share_import(uint64_t handle, CUmemAllocationHandleType type,
+                              const void *os, int here);
+/* handle's charge was given back (released and unmapped): its share loses
+ * this process's reference. */
+SHIM_HIDDEN void share_gone(uint64_t handle);
+SHIM_HIDDEN void share_drop(struct shim_dev *d, int entry);
+SHIM_HIDDEN void share_fork_child(void);
+
 /* devmap.c: NVML devices and CUDA ordinals, tied by UUID. */
 SHIM_HIDDEN nvmlDevice_t devmap_nvml(int ordinal);
 /* The CUDA ordinal of NVML card (uuid, NVML index idx if have_idx); -1
  * when the app has none for it (not visible, or not bound under acceld). */
 SHIM_HIDDEN int devmap_ordinal(const char *uuid, unsigned idx, int have_idx);
+
+/* hooks.c: the estimated VRAM of a mipmap chain of n levels (each level
+ * halves every dimension; a layered one keeps its depth), elements of
+ * `elem` bytes, each level in 2 MiB granules (hooks_hip.c shares it). */
+SHIM_HIDDEN uint64_t hooks_mipmap_bytes(size_t w, size_t h, size_t z,
+                                        int layered, uint64_t elem,
+                                        unsigned n);
 
 /* procaddr.c */
 SHIM_HIDDEN void *procaddr_hook_for(void *real);

@@ -101,6 +101,23 @@
 #define SHIM_SUBMIT_SYMBOL(X, name, params, args)                              \
     X(CUDA, 1, CUresult, name, params)
 
+/* The pre-3.2 ABI (32-bit sizes): still exported by libcuda, and handed
+ * out by cuGetProcAddress below version 3020. Allocations are refused
+ * under a quota; contexts (the same parameters as _v2's) are held as
+ * _v2's are. */
+#define ACCEL_SHIM_LEGACY(X)                                                   \
+    X(CUDA, 1, CUresult, cuMemAlloc, (unsigned int *dptr, unsigned int bytesize)) \
+    X(CUDA, 1, CUresult, cuMemAllocPitch,                                      \
+      (unsigned int *dptr, unsigned int *pPitch, unsigned int WidthInBytes,    \
+       unsigned int Height, unsigned int ElementSizeBytes))                    \
+    X(CUDA, 1, CUresult, cuArrayCreate, (CUarray * pHandle, const void *desc)) \
+    X(CUDA, 1, CUresult, cuArray3DCreate, (CUarray * pHandle, const void *desc)) \
+    X(CUDA, 1, CUresult, cuCtxCreate,                                          \
+      (CUcontext * pctx, unsigned int flags, CUdevice dev))                    \
+    X(CUDA, 1, CUresult, cuCtxDestroy, (CUcontext ctx))                        \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxRelease, (CUdevice dev))            \
+    X(CUDA, 1, CUresult, cuDevicePrimaryCtxReset, (CUdevice dev))
+
 #define ACCEL_SHIM_SYMBOLS(X)                                                  \
     X(CUDA, 1, CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize)) \
     X(CUDA, 1, CUresult, cuMemAllocPitch_v2,                                   \
@@ -170,6 +187,18 @@
       (CUcontext * pctx, CUctxCreateParams * params, unsigned int flags,       \
        CUdevice dev))                                                          \
     X(CUDA, 1, CUresult, cuCtxDestroy_v2, (CUcontext ctx))                     \
+    X(CUDA, 1, CUresult, cuCtxSetLimit, (CUlimit limit, size_t value))        \
+    X(CUDA, 1, CUresult, cuGreenCtxCreate,                                     \
+      (CUgreenCtx * phCtx, CUdevResourceDesc desc, CUdevice dev,              \
+       unsigned int flags))                                                    \
+    X(CUDA, 1, CUresult, cuGreenCtxDestroy, (CUgreenCtx hCtx))                \
+    X(CUDA, 1, CUresult, cuMemExportToShareableHandle,                         \
+      (void *shareableHandle, CUmemGenericAllocationHandle handle,             \
+       CUmemAllocationHandleType handleType, unsigned long long flags))        \
+    X(CUDA, 1, CUresult, cuMemImportFromShareableHandle,                       \
+      (CUmemGenericAllocationHandle * handle, void *osHandle,                  \
+       CUmemAllocationHandleType shHandleType))                                \
+    ACCEL_SHIM_LEGACY(X)                                                       \
     X(CUDA, 1, CUresult, cuMemGetInfo_v2, (size_t * pfree, size_t *ptotal))    \
     X(CUDA, 1, CUresult, cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))  \
     ACCEL_SHIM_SUBMIT(SHIM_SUBMIT_SYMBOL, X)                                   \
@@ -179,6 +208,9 @@
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,      \
        CUdriverProcAddressQueryResult *symbolStatus))                          \
     X(CUDA, 0, CUresult, cuCtxGetDevice, (CUdevice * dev))                     \
+    X(CUDA, 0, CUresult, cuCtxGetLimit, (size_t * pvalue, CUlimit limit))      \
+    X(CUDA, 0, CUresult, cuDeviceGetAttribute,                                 \
+      (int *pi, int attrib, CUdevice dev))                                     \
     X(CUDA, 0, CUresult, cuCtxGetCurrent, (CUcontext * pctx))                  \
     X(CUDA, 0, CUresult, cuCtxPushCurrent_v2, (CUcontext ctx))                 \
     X(CUDA, 0, CUresult, cuCtxPopCurrent_v2, (CUcontext * pctx))               \
@@ -205,6 +237,7 @@
       (nvmlDevice_t device, char *uuid, unsigned int length))                  \
     X(NVML, 0, nvmlReturn_t, nvmlDeviceGetHandleByUUID,                        \
       (const char *uuid, nvmlDevice_t *device))                                \
+    X(NVML, 0, nvmlReturn_t, nvmlInit_v2, (void))                              \
     X(HIP, 1, hipError_t, hipMalloc, (void **ptr, size_t size))                \
     X(HIP, 1, hipError_t, hipMallocManaged,                                    \
       (void **ptr, size_t size, unsigned int flags))                           \
@@ -228,6 +261,30 @@
     X(HIP, 1, hipError_t, hipFreeAsync, (void *ptr, hipStream_t stream))       \
     X(HIP, 1, hipError_t, hipFreeArray, (hipArray_t array))                    \
     X(HIP, 1, hipError_t, hipArrayDestroy, (hipArray_t array))                 \
+    X(HIP, 1, hipError_t, hipMalloc3D,                                         \
+      (struct hip_pitched_ptr * pitchedDevPtr, struct hip_extent extent))      \
+    X(HIP, 1, hipError_t, hipMemAllocPitch,                                    \
+      (void **dptr, size_t *pitch, size_t widthInBytes, size_t height,         \
+       unsigned int elementSizeBytes))                                         \
+    X(HIP, 1, hipError_t, hipArray3DCreate,                                    \
+      (hipArray_t * array, const struct hip_array3d_desc *desc))               \
+    X(HIP, 1, hipError_t, hipMallocMipmappedArray,                             \
+      (hipMipmappedArray_t * mipmappedArray,                                   \
+       const struct hip_channel_desc *desc, struct hip_extent extent,          \
+       unsigned int numLevels, unsigned int flags))                            \
+    X(HIP, 1, hipError_t, hipMipmappedArrayCreate,                             \
+      (hipMipmappedArray_t * pHandle, struct hip_array3d_desc * desc,          \
+       unsigned int numMipmapLevels))                                          \
+    X(HIP, 1, hipError_t, hipFreeMipmappedArray, (hipMipmappedArray_t a))      \
+    X(HIP, 1, hipError_t, hipMipmappedArrayDestroy, (hipMipmappedArray_t a))   \
+    X(HIP, 1, hipError_t, hipDeviceReset, (void))                              \
+    X(HIP, 1, hipError_t, hipDevicePrimaryCtxReset, (hipDevice_t dev))         \
+    X(HIP, 1, hipError_t, hipMemExportToShareableHandle,                       \
+      (void *shareableHandle, hipMemGenericAllocationHandle_t handle,          \
+       hipMemAllocationHandleType handleType, unsigned long long flags))       \
+    X(HIP, 1, hipError_t, hipMemImportFromShareableHandle,                     \
+      (hipMemGenericAllocationHandle_t * handle, void *osHandle,               \
+       hipMemAllocationHandleType shHandleType))                               \
     X(HIP, 1, hipError_t, hipMemCreate,                                        \
       (hipMemGenericAllocationHandle_t * handle, size_t size,                  \
        const hipMemAllocationProp *prop, unsigned long long flags))            \

@@ -60,7 +60,8 @@ static uint32_t home_of(const struct shim_track_stripe *s, uint64_t key,
            (s->cap - 1);
 }
 
-static void place(struct shim_track_stripe *s, uint64_t key, uint64_t meta)
+static void place(struct shim_track_stripe *s, uint64_t key, uint64_t meta,
+                  uint64_t ctx)
 {
     uint32_t i = home_of(s, key, META_KIND(meta));
 
@@ -68,6 +69,7 @@ static void place(struct shim_track_stripe *s, uint64_t key, uint64_t meta)
         i = (i + 1) & (s->cap - 1);
     s->e[i].key = key;
     s->e[i].meta = meta;
+    s->e[i].ctx = ctx;
     s->count++;
 }
 
@@ -83,12 +85,13 @@ static int grow(struct shim_track_stripe *s)
     s->count = 0;
     for (uint32_t i = 0; i < old_cap; i++)
         if (old[i].meta != 0)
-            place(s, old[i].key, old[i].meta);
+            place(s, old[i].key, old[i].meta, old[i].ctx);
     free(old);
     return 0;
 }
 
-int track_put(enum shim_kind kind, uint64_t key, int ordinal, uint64_t bytes)
+int track_put(enum shim_kind kind, uint64_t key, int ordinal, uint64_t bytes,
+              uint64_t ctx)
 {
     struct shim_track_stripe *s = stripe_of(mix(key, kind));
     int rc = 0;
@@ -97,7 +100,7 @@ int track_put(enum shim_kind kind, uint64_t key, int ordinal, uint64_t bytes)
     if ((s->count + 1) * 2 > s->cap)
         rc = grow(s);
     if (rc == 0)
-        place(s, key, META(bytes, ordinal, kind));
+        place(s, key, META(bytes, ordinal, kind), ctx);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -120,11 +123,12 @@ static void remove_at(struct shim_track_stripe *s, uint32_t i)
     }
     s->e[i].meta = 0;
     s->e[i].key = 0;
+    s->e[i].ctx = 0;
     s->count--;
 }
 
 int track_take(enum shim_kind kind, uint64_t key, int *out_ordinal,
-               uint64_t *out_bytes)
+               uint64_t *out_bytes, uint64_t *out_ctx)
 {
     struct shim_track_stripe *s = stripe_of(mix(key, kind));
     int found = 0;
@@ -137,6 +141,8 @@ int track_take(enum shim_kind kind, uint64_t key, int *out_ordinal,
                 continue;
             *out_ordinal = META_DEV(s->e[i].meta);
             *out_bytes = META_BYTES(s->e[i].meta);
+            if (out_ctx != NULL)
+                *out_ctx = s->e[i].ctx;
             remove_at(s, i);
             found = 1;
             break;
@@ -144,6 +150,69 @@ int track_take(enum shim_kind kind, uint64_t key, int *out_ordinal,
     }
     pthread_mutex_unlock(&s->mu);
     return found;
+}
+
+/* Whether a record of this kind dies with the context it was made in. */
+static int dies_with_ctx(int kind)
+{
+    return kind == SHIM_KIND_PTR || kind == SHIM_KIND_ARRAY ||
+           kind == SHIM_KIND_MIPMAP || kind == SHIM_KIND_LIMIT;
+}
+
+/* Whether e is made in ctx (ctx != 0), or else on device `dev`. */
+static int made_in(const struct shim_track_entry *e, uint64_t ctx, int dev)
+{
+    if (e->meta == 0 || !dies_with_ctx(META_KIND(e->meta)))
+        return 0;
+    return ctx != 0 ? e->ctx == ctx
+                    : (META_DEV(e->meta) & SHIM_ORD_MASK) == dev;
+}
+
+/* Take out the records of stripe s made in ctx (or on dev) into out (up
+ * to cap); returns how many (the rest stays for the next pass). */
+static unsigned drop_from(struct shim_track_stripe *s, uint64_t ctx, int dev,
+                          struct shim_track_entry *out, unsigned cap)
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->cap && n < cap;) {
+        struct shim_track_entry *e = &s->e[i];
+        if (!made_in(e, ctx, dev)) {
+            i++;
+            continue;
+        }
+        out[n++] = *e;
+        remove_at(s, i); /* a later entry may move into i: look again */
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static unsigned drop(uint64_t ctx, int dev)
+{
+    struct shim_track_entry out[64];
+    unsigned total = 0, n;
+
+    for (int i = 0; i < SHIM_TRACK_STRIPES; i++) {
+        do {
+            n = drop_from(&shim_state.track[i], ctx, dev, out, 64);
+            for (unsigned k = 0; k < n; k++)
+                quota_release(META_DEV(out[k].meta), META_BYTES(out[k].meta));
+            total += n;
+        } while (n == 64);
+    }
+    return total;
+}
+
+unsigned track_drop_ctx(uint64_t ctx)
+{
+    return ctx != 0 ? drop(ctx, -1) : 0;
+}
+
+unsigned track_drop_dev(int ordinal)
+{
+    return drop(0, ordinal);
 }
 
 void track_fork_prepare(void)

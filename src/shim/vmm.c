@@ -78,7 +78,7 @@ int vmm_hold_release(uint64_t handle)
     if (mapped(handle) &&
         grow((void **)&vm.held, &vm.capheld, vm.nheld, sizeof(*vm.held)) ==
             0 &&
-        track_take(SHIM_KIND_HANDLE, handle, &ordinal, &bytes)) {
+        track_take(SHIM_KIND_HANDLE, handle, &ordinal, &bytes, NULL)) {
         vm.held[vm.nheld++] = (struct vmm_held){ handle, ordinal, bytes };
         held = 1;
     }
@@ -92,7 +92,7 @@ void vmm_unhold(uint64_t handle)
     for (size_t i = 0; i < vm.nheld; i++) {
         if (vm.held[i].handle == handle) {
             track_put(SHIM_KIND_HANDLE, handle, vm.held[i].ordinal,
-                      vm.held[i].bytes);
+                      vm.held[i].bytes, 0);
             vm.held[i] = vm.held[--vm.nheld];
             break;
         }
@@ -120,15 +120,19 @@ void vmm_unmapped(uint64_t va, uint64_t size)
                 continue;
             if (ngone < sizeof(gone) / sizeof(*gone))
                 gone[ngone++] = vm.held[j];
-            else /* more than 16 handles in one unmap: rare, not lost */
+            else { /* more than 16 handles in one unmap: rare, not lost */
                 quota_release(vm.held[j].ordinal, vm.held[j].bytes);
+                share_gone(vm.held[j].handle);
+            }
             vm.held[j] = vm.held[--vm.nheld];
             break;
         }
     }
     pthread_mutex_unlock(&vm.mu);
-    for (size_t i = 0; i < ngone; i++)
+    for (size_t i = 0; i < ngone; i++) {
         quota_release(gone[i].ordinal, gone[i].bytes);
+        share_gone(gone[i].handle);
+    }
 }
 
 void vmm_fork_prepare(void)

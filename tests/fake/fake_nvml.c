@@ -24,6 +24,12 @@
  *       makes the memory query NOT_SUPPORTED (a unified-memory GB10); name= must
  *       be last and takes the rest of the line
  *   proc GPU-a PID USED compute|graphics
+ *   card GPU-a PATH               GPU-a's compute processes are those the
+ *                                 shim tests' stand-in card (its record at
+ *                                 PATH: FAKE_CUDA_SHM, tests/shim/fake_cuda.h)
+ *                                 holds memory for, with what each holds:
+ *                                 the driver's count of what a program
+ *                                 really took, whatever the shim saw
  *   proc_err GPU-a N              the process queries of that device return N
  *   putil GPU-a PID SM            a per-process utilization sample (percent);
  *                                 none on a device: NOT_FOUND, as NVML says
@@ -38,12 +44,24 @@
  */
 #include "common/accel_setup.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The shim tests' stand-in card (its per-process figures), under other
+ * names than this file's own fake_proc. */
+#define fake_proc card_proc
+#define fake_app card_app
+#include "../shim/fake_cuda.h"
+#undef fake_proc
+#undef fake_app
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 #define FAKE_MAX_GPUS 16
@@ -198,6 +216,36 @@ static void parse_proc(const char *p)
     st.nprocs++;
 }
 
+/* "card GPU-a PATH": a compute process of GPU-a for every live process
+ * the stand-in card at PATH holds memory for. */
+static void parse_card(const char *p)
+{
+    struct fake_cuda_stats c;
+    char uuid[96], path[400];
+    ssize_t n;
+    int fd;
+
+    if (sscanf(p, "%95s %399s", uuid, path) != 2 ||
+        (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return;
+    n = pread(fd, &c, sizeof(c), 0);
+    close(fd);
+    for (int i = 0; n == (ssize_t)sizeof(c) && i < FAKE_PROCS &&
+                    st.nprocs < FAKE_MAX_PROCS; i++) {
+        int64_t pid = atomic_load(&c.procs[i].pid);
+        int64_t used = atomic_load(&c.procs[i].used);
+        struct fake_proc *q = &st.procs[st.nprocs];
+        if (pid <= 0 || used <= 0 || (kill((pid_t)pid, 0) != 0 &&
+                                      errno == ESRCH))
+            continue;
+        memset(q, 0, sizeof(*q));
+        snprintf(q->uuid, sizeof(q->uuid), "%s", uuid);
+        q->pid = (unsigned)pid;
+        q->used = (unsigned long long)used;
+        st.nprocs++;
+    }
+}
+
 static void parse_line(char *line)
 {
     char uuid[96];
@@ -217,6 +265,8 @@ static void parse_line(char *line)
         parse_gpu(line + 4);
     else if (strncmp(line, "proc ", 5) == 0)
         parse_proc(line + 5);
+    else if (strncmp(line, "card ", 5) == 0)
+        parse_card(line + 5);
     else if (strncmp(line, "putil ", 6) == 0 && st.nputil < FAKE_MAX_PUTIL &&
              sscanf(line + 6, "%95s %u %u", st.putil[st.nputil].uuid,
                     &st.putil[st.nputil].pid, &st.putil[st.nputil].sm) == 3)

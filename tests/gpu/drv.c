@@ -97,7 +97,7 @@ static int start(void)
         need((void **)&cu.free_, "cuMemFree_v2") ||
         need((void **)&cu.info, "cuMemGetInfo_v2"))
         return -1;
-    /* optional: the stand-in driver has no contexts of its own */
+    /* optional (an older stand-in had no cuCtxSetCurrent) */
     *(void **)&cu.device_get = dlsym(lib, "cuDeviceGet");
     *(void **)&cu.primary_retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
     *(void **)&cu.ctx_set = dlsym(lib, "cuCtxSetCurrent");

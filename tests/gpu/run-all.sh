@@ -288,7 +288,10 @@ stand_in() {
         return
     fi
     export LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    export FAKE_CUDA_SHM=$work/fake.shm FAKE_CUDA_TOTAL=$((16 << 30))
+    # the stand-in's contexts cost nothing here, so that the figures below
+    # are the allocations' (its primary context is made current, as a real
+    # driver needs: drv.c)
+    export FAKE_CUDA_SHM=$work/fake.shm FAKE_CUDA_TOTAL=$((16 << 30)) FAKE_CUDA_CTX_BYTES=0
     names_list || return
 
     T 20 native "$meter" info > "$work/minfo.out" 2>&1
@@ -338,7 +341,7 @@ stand_in() {
     s=$(T 60 under af "$bin/drv" allocfree 20000 | sed -n 's/allocfree_ns //p')
     verdict_if "overhead figures come out (stand-in, not judged here: bench/ does)" \
         "1 MiB alloc+free: native ${n:-?} ns, under the shim ${s:-?} ns" '[ -n "$n" ] && [ -n "$s" ]'
-    unset LD_LIBRARY_PATH FAKE_CUDA_SHM FAKE_CUDA_TOTAL
+    unset LD_LIBRARY_PATH FAKE_CUDA_SHM FAKE_CUDA_TOTAL FAKE_CUDA_CTX_BYTES
 }
 
 # write_results: this run's table into $results below the marker (newest

@@ -43,6 +43,8 @@ static struct {
     uint64_t *sizes;        /* bytes by pointer index */
     uint8_t *kind;          /* enum key_kind by pointer index */
     uint32_t *aux;          /* VMM: references (release + maps); pool: index */
+    uint64_t *owner;        /* the context a plain key was made in, 0 none */
+    uint8_t *shared;        /* VMM: its shared entry + 1, 0 not shared */
     pthread_mutex_t mu;     /* guards maps, pools and VMM references */
     struct { uint64_t va, size, handle; } maps[FAKE_MAPS];
     struct fake_pool pools[FAKE_POOLS];
@@ -126,6 +128,10 @@ static void fake_init(void)
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     fk.aux = mmap(NULL, FAKE_SLOTS * sizeof(uint32_t), PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fk.owner = mmap(NULL, FAKE_SLOTS * sizeof(uint64_t),
+                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fk.shared = mmap(NULL, FAKE_SLOTS, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     fk.next = 1;
     fk.next_va = 0x600000000000ULL;
     for (int d = 0; d < FAKE_DEVS; d++) {
@@ -254,6 +260,8 @@ static uint64_t new_key(uint64_t bytes, enum key_kind kind, uint32_t aux)
 
     fk.sizes[idx] = bytes; /* liveness is kind[], so 0 is a size */
     fk.aux[idx] = aux;
+    fk.owner[idx] = 0;
+    fk.shared[idx] = 0;
     fk.kind[idx] = (uint8_t)kind;
     atomic_fetch_add(&fake_record()->allocs, 1);
     return fake_base + (idx << 12);
@@ -276,13 +284,119 @@ static int64_t key_index(uint64_t key)
     return (int64_t)idx;
 }
 
-/* Drop one reference of VMM handle idx (mu held): at none, its memory. */
+/* Drop one reference of VMM handle idx (mu held): at none, its memory,
+ * or, for a shared one, this process's hold on it (the last process's
+ * frees it). */
 static void vmm_unref(uint64_t idx)
 {
-    if (--fk.aux[idx] == 0) {
-        fake_uncharge(fk.sizes[idx] & ~VMM_RELEASED);
-        fk.kind[idx] = K_FREE;
+    struct fake_cuda_stats *st = fake_record();
+
+    if (--fk.aux[idx] != 0)
+        return;
+    fk.kind[idx] = K_FREE;
+    if (fk.shared[idx] != 0) {
+        struct fake_share *sh = &st->shares[fk.shared[idx] - 1];
+        int64_t b = atomic_load(&sh->bytes);
+        if (atomic_fetch_sub(&sh->refs, 1) == 1) {
+            struct fake_app *a = app_of(st, me());
+            if (a != NULL)
+                atomic_fetch_sub(&a->used, b);
+            atomic_fetch_sub(&st->used, b);
+        }
+        return;
     }
+    fake_uncharge(fk.sizes[idx] & ~VMM_RELEASED);
+}
+
+uint64_t fake_take_in(uint64_t bytes, uint64_t owner)
+{
+    uint64_t k = fake_take(bytes);
+
+    if (k != 0)
+        fk.owner[(k - fake_base) >> 12] = owner;
+    return k;
+}
+
+void fake_give_owned(uint64_t owner)
+{
+    uint64_t n = atomic_load(&fk.next);
+
+    if (owner == 0)
+        return;
+    for (uint64_t i = 1; i < n && i < FAKE_SLOTS; i++)
+        if (fk.kind[i] == K_PLAIN && fk.owner[i] == owner)
+            fake_give(fake_base + (i << 12));
+}
+
+int fake_vmm_export_fd(uint64_t handle)
+{
+    int ix = fake_vmm_export(handle), fd;
+
+    if (ix < 0 || (fd = memfd_create("fake-vmm-share", 0)) < 0)
+        return -1;
+    if (pwrite(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint64_t fake_vmm_import_fd(int fd)
+{
+    int ix = -1;
+
+    if (pread(fd, &ix, sizeof ix, 0) != (ssize_t)sizeof ix)
+        return 0;
+    return fake_vmm_import(ix);
+}
+
+int fake_vmm_export(uint64_t handle)
+{
+    struct fake_cuda_stats *st = fake_record();
+    struct fake_proc *p = me();
+    int64_t idx, z;
+    int rc = -1;
+
+    pthread_mutex_lock(&fk.mu);
+    idx = key_index(handle);
+    if (idx >= 0 && fk.kind[idx] == K_VMM && fk.shared[idx] != 0)
+        rc = fk.shared[idx] - 1;
+    for (int i = 0; rc < 0 && idx >= 0 && fk.kind[idx] == K_VMM &&
+                    i < FAKE_SHARES; i++) {
+        z = 0;
+        if (atomic_compare_exchange_strong(&st->shares[i].refs, &z, 1)) {
+            int64_t b = (int64_t)(fk.sizes[idx] & ~VMM_RELEASED);
+            atomic_store(&st->shares[i].bytes, b);
+            if (p != NULL) /* no process's alone any more */
+                atomic_fetch_sub(&p->used, b);
+            fk.shared[idx] = (uint8_t)(i + 1);
+            rc = i;
+        }
+    }
+    pthread_mutex_unlock(&fk.mu);
+    return rc;
+}
+
+uint64_t fake_vmm_import(int index)
+{
+    struct fake_cuda_stats *st = fake_record();
+    struct fake_share *sh;
+    int64_t r;
+    uint64_t k;
+
+    if (index < 0 || index >= FAKE_SHARES)
+        return 0;
+    sh = &st->shares[index];
+    r = atomic_load(&sh->refs);
+    do {
+        if (r <= 0)
+            return 0; /* freed already */
+    } while (!atomic_compare_exchange_weak(&sh->refs, &r, r + 1));
+    pthread_mutex_lock(&fk.mu);
+    k = new_key((uint64_t)atomic_load(&sh->bytes), K_VMM, 1);
+    fk.shared[(k - fake_base) >> 12] = (uint8_t)(index + 1);
+    pthread_mutex_unlock(&fk.mu);
+    return k;
 }
 
 int fake_give(uint64_t key)

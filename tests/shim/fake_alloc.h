@@ -44,6 +44,20 @@ FAKE_HIDDEN void fake_uncharge(uint64_t bytes);
 /* Take `bytes`: a key at or above fake_base, or 0 when full or failing. */
 FAKE_HIDDEN uint64_t fake_take(uint64_t bytes);
 
+/* fake_take for memory made in context `owner` (0 none), which
+ * fake_give_owned frees all at once (a context's end or reset). */
+FAKE_HIDDEN uint64_t fake_take_in(uint64_t bytes, uint64_t owner);
+FAKE_HIDDEN void fake_give_owned(uint64_t owner);
+
+/* VMM sharing: export a handle (the index of its shared entry, or -1),
+ * import one (a new handle of this process, or 0). */
+FAKE_HIDDEN int fake_vmm_export(uint64_t handle);
+FAKE_HIDDEN uint64_t fake_vmm_import(int index);
+/* The same by file descriptor, as the drivers hand it out (a memfd
+ * holding the entry's index): a descriptor, or -1; a handle, or 0. */
+FAKE_HIDDEN int fake_vmm_export_fd(uint64_t handle);
+FAKE_HIDDEN uint64_t fake_vmm_import_fd(int fd);
+
 /* Give back a key of fake_take (or of a pool, into its pool): 0, or -1 for
  * one it never handed out (or already took back), counted as an unknown
  * free. A VMM handle: its release (memory stays while it is mapped). */

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "shim/cuda_types.h"
 
 const uint64_t fake_base = 0x700000000000ULL;
+static uint64_t owner(void);
 
 static CUresult give(uint64_t key)
 {
@@ -29,17 +31,41 @@ static CUresult give(uint64_t key)
 
 #define ALLOC_INTO(out, bytes)                                                 \
     do {                                                                       \
-        uint64_t k_ = fake_take(bytes);                                        \
+        uint64_t k_ = fake_take_in(bytes, owner());                            \
         if (k_ == 0)                                                           \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         *(out) = k_;                                                           \
         return CUDA_SUCCESS;                                                   \
     } while (0)
 
+/* What the real driver refuses, the stand-in refuses (cuda.h): every
+ * device query before cuInit (CUDA_ERROR_NOT_INITIALIZED), and the calls
+ * bound to the calling thread's context (cuMemGetInfo, the limits)
+ * without a current one (CUDA_ERROR_INVALID_CONTEXT). A context is
+ * current after cuCtxCreate (which pushes it), cuCtxSetCurrent or
+ * cuCtxPushCurrent; a primary retain does not make it current. The
+ * allocation entry points do not ask for a context here, so that cases
+ * about other things need not make one. */
+static _Atomic int inited;
+static _Thread_local CUcontext current;
+
+#define NEED_INIT()                                                            \
+    do {                                                                       \
+        if (!atomic_load(&inited))                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+    } while (0)
+#define NEED_CTX()                                                             \
+    do {                                                                       \
+        NEED_INIT();                                                           \
+        if (current == NULL)                                                   \
+            return CUDA_ERROR_INVALID_CONTEXT;                                 \
+    } while (0)
+
 EXPORT CUresult cuInit(unsigned int flags)
 {
     (void)flags;
     fake_record();
+    atomic_store(&inited, 1);
     return 0;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
@@ -48,6 +74,11 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
     const char *e = getenv("FAKE_CUDA_DEVICE");
     *d = e ? (int)strtol(e, NULL, 10) : 0;
     return 0;
+}
+/* The owner context of an allocation: the current one (0 none). */
+static uint64_t owner(void)
+{
+    return (uint64_t)(uintptr_t)current;
 }
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t b) { ALLOC_INTO(p, b); }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
@@ -72,6 +103,34 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
     (void)f;
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = k;
+    return CUDA_SUCCESS;
+}
+/* Sharing by file descriptor (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR):
+ * the descriptor is a memfd holding the shared entry's index; another
+ * process gets it by fork or over a socket, as with the real driver. */
+EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                             int type, unsigned long long f)
+{
+    int fd;
+    (void)f;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || out == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    fd = fake_vmm_export_fd(h);
+    if (fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
+                                               void *os, int type)
+{
+    uint64_t k;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || h == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    k = fake_vmm_import_fd((int)(intptr_t)os);
+    if (k == 0)
+        return CUDA_ERROR_INVALID_VALUE;
     *h = k;
     return CUDA_SUCCESS;
 }
@@ -273,11 +332,110 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 /* A context costs fake_ctx_bytes() of the card (FAKE_CUDA_CTX_BYTES). */
 static CUresult ctx_new(CUcontext *c)
 {
-    uint64_t k = fake_take(fake_ctx_bytes());
+    uint64_t k;
+    NEED_INIT();
+    k = fake_take(fake_ctx_bytes());
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (CUcontext)(uintptr_t)k;
     return 0;
+}
+
+/* The limits that reserve memory (cuCtxSetLimit), per context: what each
+ * reserves beyond its default is taken from the card when set, and freed
+ * with the context. The stack is reserved for every resident thread:
+ * FAKE_CUDA_SMS multiprocessors (default 108) x 2048 threads. */
+#define FAKE_LIMITS 64
+static struct {
+    pthread_mutex_t mu;
+    struct { CUcontext ctx; int limit; size_t value; uint64_t key; } l[FAKE_LIMITS];
+} limits = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static const size_t limit_default[3] = { 1024, 1 << 20, 8 << 20 };
+
+static int sms(void)
+{
+    const char *e = getenv("FAKE_CUDA_SMS");
+    return e ? (int)strtol(e, NULL, 10) : 108;
+}
+static uint64_t limit_cost(int limit, size_t v)
+{
+    uint64_t d = limit_default[limit];
+    uint64_t per = limit == 0 ? (uint64_t)sms() * 2048 : 1;
+    return v > d ? (v - d) * per : 0;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice d)
+{
+    NEED_INIT();
+    if (d < 0 || d >= 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attrib == 16) /* MULTIPROCESSOR_COUNT */
+        *pi = sms();
+    else if (attrib == 39) /* MAX_THREADS_PER_MULTIPROCESSOR */
+        *pi = 2048;
+    else
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxGetLimit(size_t *v, int limit)
+{
+    NEED_CTX();
+    if (limit < 0 || limit > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&limits.mu);
+    *v = limit_default[limit];
+    for (int i = 0; i < FAKE_LIMITS; i++)
+        if (limits.l[i].ctx == current && limits.l[i].limit == limit)
+            *v = limits.l[i].value;
+    pthread_mutex_unlock(&limits.mu);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSetLimit(int limit, size_t v)
+{
+    CUresult rc = CUDA_SUCCESS;
+    int slot = -1;
+    uint64_t key = 0, cost;
+    NEED_CTX();
+    if (limit < 0 || limit > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    cost = limit_cost(limit, v);
+    pthread_mutex_lock(&limits.mu);
+    for (int i = 0; i < FAKE_LIMITS && slot < 0; i++)
+        if (limits.l[i].ctx == current && limits.l[i].limit == limit)
+            slot = i;
+    for (int i = 0; i < FAKE_LIMITS && slot < 0; i++)
+        if (limits.l[i].ctx == NULL)
+            slot = i;
+    if (slot >= 0 && limits.l[slot].ctx == current && limits.l[slot].key) {
+        fake_give(limits.l[slot].key); /* the old reservation first */
+        limits.l[slot].key = 0;
+    }
+    if (slot < 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (cost > 0 && (key = fake_take_in(cost, owner())) == 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        limits.l[slot].key = fake_take_in(
+            limit_cost(limit, limits.l[slot].value), owner()); /* back */
+    } else {
+        limits.l[slot].ctx = current;
+        limits.l[slot].limit = limit;
+        limits.l[slot].value = v;
+        limits.l[slot].key = key;
+    }
+    pthread_mutex_unlock(&limits.mu);
+    return rc;
+}
+/* The end of a context: everything made in it is freed (its allocations,
+ * what its limits reserved), and it is no longer any thread's current. */
+static void ctx_gone(CUcontext c)
+{
+    fake_give_owned((uint64_t)(uintptr_t)c);
+    pthread_mutex_lock(&limits.mu);
+    for (int i = 0; i < FAKE_LIMITS; i++)
+        if (limits.l[i].ctx == c)
+            limits.l[i].ctx = NULL, limits.l[i].key = 0;
+    pthread_mutex_unlock(&limits.mu);
+    if (current == c)
+        current = NULL;
 }
 /* The primary context of each device: made at the first retain, gone at
  * the last release or a reset. */
@@ -289,6 +447,7 @@ static struct {
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
     CUresult rc = CUDA_SUCCESS;
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -304,6 +463,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 static CUresult primary_drop(CUdevice d, int reset)
 {
     CUresult rc = CUDA_SUCCESS;
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -313,6 +473,9 @@ static CUresult primary_drop(CUdevice d, int reset)
         primary.refs[d]--;
     if (rc == CUDA_SUCCESS && (reset || primary.refs[d] == 0) &&
         primary.ctx[d] != NULL) {
+        /* cuda.h: a reset "destroys all allocations and resets all
+         * state on the primary context" */
+        ctx_gone(primary.ctx[d]);
         fake_give((uintptr_t)primary.ctx[d]);
         primary.ctx[d] = NULL;
     }
@@ -322,6 +485,7 @@ static CUresult primary_drop(CUdevice d, int reset)
 EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags,
                                            int *active)
 {
+    NEED_INIT();
     if (d < 0 || d >= 16)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
@@ -335,6 +499,14 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
     return primary_drop(d, 0);
 }
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+    return primary_drop(d, 1);
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    return primary_drop(d, 0);
+}
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     return primary_drop(d, 1);
 }
@@ -361,6 +533,7 @@ static int card_of(CUdevice d)
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)
 {
     int card = card_of(d);
+    NEED_INIT();
     if (card < 0)
         return CUDA_ERROR_INVALID_VALUE;
     memset(uuid, 0, 16);
@@ -373,11 +546,19 @@ EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)
 {
     return cuDeviceGetUuid_v2(uuid, d);
 }
+/* cuCtxCreate makes the new context current (pushes it). */
+static CUresult ctx_create(CUcontext *c)
+{
+    CUresult rc = ctx_new(c);
+    if (rc == CUDA_SUCCESS)
+        current = *c;
+    return rc;
+}
 EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int f, CUdevice d)
 {
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
 EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
                                CUdevice d)
@@ -386,7 +567,7 @@ EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
     (void)n;
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
 EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
                                CUdevice d)
@@ -394,17 +575,57 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
     (void)p;
     (void)f;
     (void)d;
-    return ctx_new(c);
+    return ctx_create(c);
 }
-EXPORT CUresult cuCtxDestroy_v2(CUcontext c) { return give((uintptr_t)c); }
+/* The pre-3.2 ABI (32-bit sizes): as the driver still exports it. */
+EXPORT CUresult cuCtxCreate(CUcontext *c, unsigned int f, CUdevice d)
+{
+    (void)f, (void)d;
+    return ctx_create(c); /* not through an exported name: the shim's */
+}
+EXPORT CUresult cuMemAlloc(unsigned int *p, unsigned int b)
+{
+    uint64_t k = fake_take_in(b, owner());
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (unsigned int)k; /* the low bits: never freed in the tests */
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    CUresult rc = give((uintptr_t)c);
+    if (rc == CUDA_SUCCESS)
+        ctx_gone(c);
+    return rc;
+}
+EXPORT CUresult cuCtxDestroy(CUcontext c)
+{
+    CUresult rc = give((uintptr_t)c);
+    if (rc == CUDA_SUCCESS)
+        ctx_gone(c);
+    return rc;
+}
+/* Green contexts cost what a context costs. */
+EXPORT CUresult cuGreenCtxCreate(void **g, void *desc, CUdevice d,
+                                 unsigned int f)
+{
+    (void)desc, (void)d, (void)f;
+    return ctx_new((CUcontext *)g);
+}
+EXPORT CUresult cuGreenCtxDestroy(void *g)
+{
+    return give((uintptr_t)g);
+}
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
+    NEED_CTX();
     fake_mem_info(f, t);
     return 0;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
 {
     (void)d;
+    NEED_INIT();
     fake_mem_info(NULL, b);
     return 0;
 }
@@ -470,20 +691,35 @@ EXPORT CUresult cuCtxSynchronize(void)
     }
     return 0;
 }
+/* One current context per thread (the real driver keeps a stack; one
+ * level is what the shim and the tests use). */
+static _Thread_local CUcontext pushed;
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 {
-    *c = (CUcontext)(uintptr_t)0x1000;
+    NEED_INIT();
+    *c = current;
+    return 0;
+}
+EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+    NEED_INIT();
+    current = c;
     return 0;
 }
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
 {
-    (void)c;
+    NEED_INIT();
+    pushed = current;
+    current = c;
     return 0;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
 {
+    NEED_INIT();
     if (c)
-        *c = (CUcontext)(uintptr_t)0x1000;
+        *c = current;
+    current = pushed;
+    pushed = NULL;
     return 0;
 }
 
@@ -562,6 +798,150 @@ EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
     return work(20);
 }
 
+/* What the driver takes where no interposer can see how much (the
+ * inventory's "meter" rows, docs/shim-inventory.md): code and globals of
+ * a module or library, a linker's state, an executable graph (and what an
+ * upload adds), memory another API allocated and CUDA imported. Each
+ * takes FAKE_CUDA_OUTSIDE_BYTES (default 96 MiB) of the card for the
+ * calling process, given back by its matching end. */
+static uint64_t outside_bytes(void)
+{
+    const char *e = getenv("FAKE_CUDA_OUTSIDE_BYTES");
+    return e ? strtoull(e, NULL, 0) : 96ULL << 20;
+}
+static CUresult outside_take(void *out)
+{
+    uint64_t k;
+    NEED_INIT();
+    k = fake_take(outside_bytes());
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (out != NULL)
+        *(uint64_t *)out = k;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoad(void **m, const char *f)
+{
+    (void)f;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadData(void **m, const void *img)
+{
+    (void)img;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadDataEx(void **m, const void *img, unsigned n,
+                                   void *o, void **v)
+{
+    (void)img, (void)n, (void)o, (void)v;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleLoadFatBinary(void **m, const void *fat)
+{
+    (void)fat;
+    return outside_take(m);
+}
+EXPORT CUresult cuModuleUnload(void *m) { return give((uintptr_t)m); }
+EXPORT CUresult cuLibraryLoadData(void **l, const void *code, void *jo,
+                                  void **jv, unsigned nj, void *lo, void **lv,
+                                  unsigned nl)
+{
+    (void)code, (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
+    return outside_take(l);
+}
+EXPORT CUresult cuLibraryLoadFromFile(void **l, const char *f, void *jo,
+                                      void **jv, unsigned nj, void *lo,
+                                      void **lv, unsigned nl)
+{
+    return cuLibraryLoadData(l, f, jo, jv, nj, lo, lv, nl);
+}
+EXPORT CUresult cuLibraryUnload(void *l) { return give((uintptr_t)l); }
+EXPORT CUresult cuLinkCreate_v2(unsigned n, void *o, void **v, void **state)
+{
+    (void)n, (void)o, (void)v;
+    return outside_take(state);
+}
+EXPORT CUresult cuLinkCreate(unsigned n, void *o, void **v, void **state)
+{
+    return cuLinkCreate_v2(n, o, v, state);
+}
+EXPORT CUresult cuLinkDestroy(void *state) { return give((uintptr_t)state); }
+EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g,
+                                            unsigned long long f)
+{
+    (void)g, (void)f;
+    return outside_take(e);
+}
+EXPORT CUresult cuGraphInstantiate(void **e, void *g, void *node, char *log,
+                                   size_t n)
+{
+    (void)node, (void)log, (void)n;
+    return cuGraphInstantiateWithFlags(e, g, 0);
+}
+EXPORT CUresult cuGraphInstantiate_v2(void **e, void *g, void *node,
+                                      char *log, size_t n)
+{
+    return cuGraphInstantiate(e, g, node, log, n);
+}
+EXPORT CUresult cuGraphInstantiateWithParams(void **e, void *g, void *p)
+{
+    (void)p;
+    return cuGraphInstantiateWithFlags(e, g, 0);
+}
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(void **e, void *g, void *p)
+{
+    return cuGraphInstantiateWithParams(e, g, p);
+}
+/* An upload places the executable graph on the device: its memory (one
+ * upload per graph here), freed with the graph. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t exec[16], key[16];
+} uploads = { .mu = PTHREAD_MUTEX_INITIALIZER };
+EXPORT CUresult cuGraphUpload(void *e, CUstream s)
+{
+    uint64_t k = 0;
+    CUresult rc;
+    (void)s;
+    rc = outside_take(&k);
+    pthread_mutex_lock(&uploads.mu);
+    for (int i = 0; rc == CUDA_SUCCESS && i < 16; i++)
+        if (uploads.exec[i] == 0) {
+            uploads.exec[i] = (uint64_t)(uintptr_t)e;
+            uploads.key[i] = k;
+            k = 0;
+            break;
+        }
+    pthread_mutex_unlock(&uploads.mu);
+    if (k != 0)
+        fake_give(k); /* no room: as if it took nothing */
+    return rc;
+}
+EXPORT CUresult cuGraphUpload_ptsz(void *e, CUstream s)
+{
+    return cuGraphUpload(e, s);
+}
+EXPORT CUresult cuGraphExecDestroy(void *e)
+{
+    pthread_mutex_lock(&uploads.mu);
+    for (int i = 0; i < 16; i++)
+        if (uploads.exec[i] == (uint64_t)(uintptr_t)e) {
+            fake_give(uploads.key[i]);
+            uploads.exec[i] = 0;
+        }
+    pthread_mutex_unlock(&uploads.mu);
+    return give((uintptr_t)e);
+}
+EXPORT CUresult cuImportExternalMemory(void **m, const void *desc)
+{
+    (void)desc;
+    return outside_take(m);
+}
+EXPORT CUresult cuDestroyExternalMemory(void *m)
+{
+    return give((uintptr_t)m);
+}
+
 /* Internal entry points, as a driver may hand out instead of its exported
  * functions (FAKE_CUDA_INTERNAL=1): not in the dynamic symbol table. */
 static CUresult internal_alloc(CUdeviceptr *p, size_t b)
@@ -598,7 +978,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
         real_dlsym = (void *(*)(void *, const char *))dlvsym(
             RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     snprintf(name, sizeof(name), "%s", sym);
-    for (int i = 0; v2[i]; i++)
+    for (int i = 0; ver >= 3020 && v2[i]; i++) /* the _v2 ABIs of 3.2 */
         if (strcmp(sym, v2[i]) == 0)
             snprintf(name, sizeof(name), "%s_v2", sym);
     if (strcmp(sym, "cuCtxCreate") == 0)

@@ -34,6 +34,14 @@ struct fake_app {
     _Atomic int64_t peak;          /* the most it ever held at once */
 };
 
+/* A VMM allocation shared between processes (export / import): its
+ * memory lives until every process holding it lets it go. */
+#define FAKE_SHARES 16
+struct fake_share {
+    _Atomic int64_t refs;          /* processes' handles on it, 0 free */
+    _Atomic int64_t bytes;
+};
+
 struct fake_cuda_stats {
     _Atomic int64_t used;          /* device bytes held now, all processes */
     _Atomic int64_t max_used;      /* highest `used` ever: the physical peak */
@@ -46,6 +54,7 @@ struct fake_cuda_stats {
                                     * what the shim let reach the driver */
     struct fake_proc procs[FAKE_PROCS];
     struct fake_app apps[FAKE_APPS];
+    struct fake_share shares[FAKE_SHARES];
 };
 
 /* The key of an app's name (FNV-1a, never 0). */

@@ -11,6 +11,8 @@
 #define _GNU_SOURCE 1
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake_alloc.h"
 #include "shim/hip_types.h"
@@ -22,9 +24,16 @@ static hipError_t give(uint64_t key)
     return fake_give(key) == 0 ? hipSuccess : hipErrorInvalidValue;
 }
 
+/* What a device reset frees: the plain allocations made on the device,
+ * by this process (fake_give_owned). */
+static uint64_t device_owner(void)
+{
+    return 0x4849500000ULL + (uint64_t)fake_device() + 1;
+}
+
 static hipError_t into(void **p, uint64_t bytes)
 {
-    uint64_t k = fake_take(bytes);
+    uint64_t k = fake_take_in(bytes, device_owner());
     if (k == 0)
         return hipErrorOutOfMemory;
     *p = (void *)(uintptr_t)k;
@@ -139,6 +148,91 @@ EXPORT hipError_t hipArrayCreate(hipArray_t *a, const struct hip_array_desc *d)
 {
     return into((void **)a, (uint64_t)d->Width * (d->Height ? d->Height : 1) *
                                 4 * (d->NumChannels ? d->NumChannels : 1));
+}
+EXPORT hipError_t hipMemAllocPitch(void **p, size_t *pitch, size_t w,
+                                   size_t h, unsigned e)
+{
+    (void)e;
+    return hipMallocPitch(p, pitch, w, h);
+}
+EXPORT hipError_t hipMalloc3D(struct hip_pitched_ptr *p, struct hip_extent e)
+{
+    p->pitch = (e.width + 1023) & ~(size_t)1023;
+    p->xsize = e.width;
+    p->ysize = e.height;
+    return into(&p->ptr, (uint64_t)p->pitch * (e.height ? e.height : 1) *
+                             (e.depth ? e.depth : 1));
+}
+EXPORT hipError_t hipArray3DCreate(hipArray_t *a,
+                                   const struct hip_array3d_desc *d)
+{
+    return into((void **)a, (uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                                (d->Depth ? d->Depth : 1) * 4 *
+                                (d->NumChannels ? d->NumChannels : 1));
+}
+/* A mipmap chain: what its first level takes, twice over at most. */
+EXPORT hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *a,
+                                          const struct hip_channel_desc *d,
+                                          struct hip_extent e, unsigned n,
+                                          unsigned f)
+{
+    (void)f;
+    return into((void **)a, (uint64_t)(d->x + d->y + d->z + d->w) / 8 *
+                                e.width * (e.height ? e.height : 1) *
+                                (e.depth ? e.depth : 1) * (n > 1 ? 4 : 3) /
+                                3);
+}
+EXPORT hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *a,
+                                          struct hip_array3d_desc *d,
+                                          unsigned n)
+{
+    return into((void **)a, (uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                                4 * (d->NumChannels ? d->NumChannels : 1) *
+                                (n > 1 ? 4 : 3) / 3);
+}
+EXPORT hipError_t hipFreeMipmappedArray(hipMipmappedArray_t a)
+{
+    return give((uintptr_t)a);
+}
+EXPORT hipError_t hipMipmappedArrayDestroy(hipMipmappedArray_t a)
+{
+    return give((uintptr_t)a);
+}
+/* A device reset frees what the process allocated on the device. */
+EXPORT hipError_t hipDeviceReset(void)
+{
+    fake_give_owned(device_owner());
+    return hipSuccess;
+}
+EXPORT hipError_t hipDevicePrimaryCtxReset(hipDevice_t d)
+{
+    (void)d;
+    return hipDeviceReset();
+}
+/* VMM sharing by file descriptor, as the CUDA stand-in's. */
+EXPORT hipError_t hipMemExportToShareableHandle(void *out,
+                                                hipMemGenericAllocationHandle_t h,
+                                                int type, unsigned long long f)
+{
+    int fd;
+    (void)f;
+    if (type != 1 || out == NULL)
+        return hipErrorInvalidValue;
+    fd = fake_vmm_export_fd((uint64_t)(uintptr_t)h);
+    if (fd < 0)
+        return hipErrorInvalidValue;
+    *(int *)out = fd;
+    return hipSuccess;
+}
+EXPORT hipError_t hipMemImportFromShareableHandle(
+    hipMemGenericAllocationHandle_t *h, void *os, int type)
+{
+    uint64_t k = type == 1 && h != NULL
+                     ? fake_vmm_import_fd((int)(intptr_t)os) : 0;
+    if (k == 0)
+        return hipErrorInvalidValue;
+    *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;
+    return hipSuccess;
 }
 EXPORT hipError_t hipFree(void *p) { return give((uintptr_t)p); }
 EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s)

@@ -54,31 +54,55 @@ static unsigned long long total(void)
     return t ? strtoull(t, NULL, 0) : (16ULL << 30);
 }
 
-EXPORT nvmlReturn_t nvmlInit_v2(void) { return 0; }
-EXPORT nvmlReturn_t nvmlShutdown(void) { return 0; }
+/* Like the real NVML, every call but the init ones is refused with
+ * NVML_ERROR_UNINITIALIZED until nvmlInit_v2 (or nvmlInit) has been
+ * called, and again after as many nvmlShutdown as inits. */
+static _Atomic int inits;
+#define NEED_INIT()                                                            \
+    do {                                                                       \
+        if (atomic_load(&inits) <= 0)                                          \
+            return 1; /* NVML_ERROR_UNINITIALIZED */                           \
+    } while (0)
+EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    atomic_fetch_add(&inits, 1);
+    return 0;
+}
+EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    NEED_INIT();
+    atomic_fetch_sub(&inits, 1);
+    return 0;
+}
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d)
 {
+    NEED_INIT();
     *d = (nvmlDevice_t)(uintptr_t)(0x1000 + i);
     return 0;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned *i)
 {
+    NEED_INIT();
     *i = (unsigned)((uintptr_t)d - 0x1000);
     return 0;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n)
 {
+    NEED_INIT();
     *n = 16;
     return 0;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *u, unsigned n)
 {
+    NEED_INIT();
     snprintf(u, n, "GPU-face0000-0000-0000-0000-0000000000%02x",
              (unsigned)((uintptr_t)d - 0x1000));
     return 0;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *u, nvmlDevice_t *d)
 {
+    NEED_INIT();
     char want[96];
     for (unsigned i = 0; i < 16; i++) {
         nvmlDeviceGetUUID((nvmlDevice_t)(uintptr_t)(0x1000 + i), want,
@@ -137,6 +161,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d,
                                                          unsigned *count,
                                                          void *infos)
 {
+    NEED_INIT();
     (void)d;
     return procs(count, infos, 0);
 }
@@ -144,6 +169,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d,
                                                             unsigned *count,
                                                             void *infos)
 {
+    NEED_INIT();
     (void)d;
     return procs(count, infos, 1);
 }
@@ -151,11 +177,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d,
                                                             unsigned *count,
                                                             void *infos)
 {
+    NEED_INIT();
     (void)d;
     return procs(count, infos, 1);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 {
+    NEED_INIT();
     (void)d;
     m->total = total();
     m->used = (unsigned long long)used_now();
@@ -165,6 +193,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d,
                                                nvmlMemory_v2_t *m)
 {
+    NEED_INIT();
     (void)d;
     m->total = total();
     m->reserved = 1ULL << 20;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,22 @@ hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *, int);
 hipError_t hipMemPoolSetAttribute(hipMemPool_t, int, void *);
 hipError_t hipDeviceSynchronize(void);
 hipError_t hipStreamSynchronize(hipStream_t);
+hipError_t hipMemAllocPitch(void **, size_t *, size_t, size_t, unsigned);
+hipError_t hipMalloc3D(struct hip_pitched_ptr *, struct hip_extent);
+hipError_t hipArray3DCreate(hipArray_t *, const struct hip_array3d_desc *);
+hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *,
+                                   const struct hip_channel_desc *,
+                                   struct hip_extent, unsigned, unsigned);
+hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *,
+                                   struct hip_array3d_desc *, unsigned);
+hipError_t hipFreeMipmappedArray(hipMipmappedArray_t);
+hipError_t hipMipmappedArrayDestroy(hipMipmappedArray_t);
+hipError_t hipDeviceReset(void);
+hipError_t hipMemExportToShareableHandle(void *, hipMemGenericAllocationHandle_t,
+                                         hipMemAllocationHandleType,
+                                         unsigned long long);
+hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *,
+                                           void *, hipMemAllocationHandleType);
 struct fake_cuda_stats *fake_hip_stats(void);
 
 /* The allocation paths (quota_cases.h): their keys are HIP's pointers. */
@@ -102,6 +119,46 @@ static int a_create(uint64_t b, union gpu_key *k)
     struct hip_array_desc d = { 1024, b / 4096, 0x20, 1 };
     return hipArrayCreate((hipArray_t *)&k->ptr, &d);
 }
+/* Issue 45: the HIP twins of cuMemAllocPitch, cuArray3DCreate and the
+ * mipmapped arrays (one level: the stand-in takes what the shim charges). */
+static int a_allocpitch(uint64_t b, union gpu_key *k)
+{
+    size_t pitch = 0;
+    return hipMemAllocPitch(&k->ptr, &pitch, 1000, b / 1000, 4);
+}
+static int a_malloc3d(uint64_t b, union gpu_key *k)
+{
+    struct hip_pitched_ptr p = { 0 };
+    struct hip_extent e = { 1000, b / 4000, 4 };
+    int rc = hipMalloc3D(&p, e);
+    k->ptr = p.ptr;
+    return rc;
+}
+static int a_array3dcreate(uint64_t b, union gpu_key *k)
+{
+    struct hip_array3d_desc d = { 1024, 1024, b / (4 * MiB), 0x20, 1, 0 };
+    return hipArray3DCreate((hipArray_t *)&k->ptr, &d);
+}
+static int a_mipmap(uint64_t b, union gpu_key *k)
+{
+    struct hip_channel_desc d = { 32, 0, 0, 0, 2 };
+    struct hip_extent e = { 1024, b / 4096, 1 };
+    return hipMallocMipmappedArray((hipMipmappedArray_t *)&k->ptr, &d, e, 1,
+                                   0);
+}
+static int a_mipmapcreate(uint64_t b, union gpu_key *k)
+{
+    struct hip_array3d_desc d = { 1024, b / 4096, 0, 0x20, 1, 0 };
+    return hipMipmappedArrayCreate((hipMipmappedArray_t *)&k->ptr, &d, 1);
+}
+static int r_free_mipmap(union gpu_key k)
+{
+    return hipFreeMipmappedArray(k.ptr);
+}
+static int r_destroy_mipmap(union gpu_key k)
+{
+    return hipMipmappedArrayDestroy(k.ptr);
+}
 static int r_free(union gpu_key k) { return hipFree(k.ptr); }
 static int r_free_async(union gpu_key k) { return hipFreeAsync(k.ptr, NULL); }
 static int r_free_array(union gpu_key k) { return hipFreeArray(k.ptr); }
@@ -117,6 +174,11 @@ static const struct alloc_path paths[] = {
     { "array", a_array, r_free_array, 0, NULL },
     { "array3d", a_array3d, r_free_array, 0, NULL },
     { "arraycreate", a_create, r_destroy, 0, NULL },
+    { "allocpitch", a_allocpitch, r_free, 0, NULL },
+    { "malloc3d", a_malloc3d, r_free, 0, NULL },
+    { "array3dcreate", a_array3dcreate, r_destroy, 0, NULL },
+    { "mipmap", a_mipmap, r_free_mipmap, 0, NULL },
+    { "mipmapcreate", a_mipmapcreate, r_destroy_mipmap, 0, NULL },
 };
 
 static const struct gpu_api hip = {
@@ -262,6 +324,81 @@ static void case_pool_keep(void)
     CHECK(hipFree(d) == 0 && ledger_used() == 0, "free");
 }
 
+static uint64_t card(void)
+{
+    return (uint64_t)atomic_load(&fake_hip_stats()->used);
+}
+
+/* hipDeviceReset frees everything the process allocated on the device:
+ * the shim gives all of it back, and the whole quota is there again. */
+static void case_reset(void)
+{
+    struct hip_channel_desc d = { 32, 0, 0, 0, 2 };
+    void *p = NULL, *q = NULL;
+    hipArray_t a = NULL;
+
+    CHECK(hipMalloc(&p, 512 * MiB) == hipSuccess, "512 MiB");
+    CHECK(hipMallocArray(&a, &d, 1024, 64 * 256, 0) == hipSuccess, "array");
+    CHECK(hipDeviceReset() == hipSuccess, "reset");
+    CHECK(card() == 0, "the stand-in kept %llu", (unsigned long long)card());
+    CHECK(ledger_used() == 0, "after the reset %llu MiB stay charged",
+          (unsigned long long)(ledger_used() >> 20));
+    CHECK(hipMalloc(&q, 960 * MiB) == hipSuccess, "the whole quota again");
+}
+
+/* The importer of case_vmm_share: map, say 'm', when told let go, 'd'. */
+static void case_vmm_import(char **argv)
+{
+    hipMemGenericAllocationHandle_t h = NULL;
+    void *va = NULL;
+
+    CHECK(hipMemImportFromShareableHandle(
+              &h, (void *)(intptr_t)strtol(argv[2], NULL, 10), 1) ==
+              hipSuccess, "import");
+    CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == hipSuccess &&
+              hipMemMap(va, 512 * MiB, 0, h, 0) == hipSuccess, "map");
+    CHECK(peer_say('m') && peer_wait(), "the creator");
+    CHECK(hipMemUnmap(va, 512 * MiB) == hipSuccess &&
+              hipMemRelease(h) == hipSuccess, "let go");
+    CHECK(peer_say('d'), "the creator");
+}
+
+/* VMM memory exported by descriptor: charged until the last process that
+ * holds it lets it go (CUDA's shim.vmm_share, through HIP). */
+static void case_vmm_share(void)
+{
+    hipMemAllocationProp pr = { 0 };
+    hipMemGenericAllocationHandle_t h = NULL;
+    void *va = NULL, *d = NULL;
+    struct peer imp;
+    char num[16];
+    int fd = -1;
+
+    pr.type = 1;
+    pr.location.type = hipMemLocationTypeDevice;
+    CHECK(hipMemCreate(&h, 512 * MiB, &pr, 0) == hipSuccess, "create");
+    CHECK(hipMemAddressReserve(&va, 512 * MiB, 0, NULL, 0) == hipSuccess &&
+              hipMemMap(va, 512 * MiB, 0, h, 0) == hipSuccess, "map");
+    CHECK(hipMemExportToShareableHandle(&fd, h, 1, 0) == hipSuccess, "export");
+    snprintf(num, sizeof(num), "%d", fd);
+    if (fd < 0 || peer_start(&imp, "hip_case", "vmm_import", num) != 0) {
+        failures++;
+        return;
+    }
+    CHECK(peer_hear(&imp, 'm'), "the importer mapped it");
+    CHECK(hipMemUnmap(va, 512 * MiB) == hipSuccess &&
+              hipMemRelease(h) == hipSuccess, "the creator lets go");
+    CHECK(ledger_used() == 512 * MiB, "still charged: %llu MiB",
+          (unsigned long long)(ledger_used() >> 20));
+    CHECK(hipMalloc(&d, 768 * MiB) == hipErrorOutOfMemory,
+          "768 MiB beside the importer's 512");
+    CHECK(peer_go(&imp) && peer_hear(&imp, 'd'), "the importer let go");
+    CHECK(peer_end(&imp), "the importer's checks");
+    CHECK(ledger_used() == 0 && card() == 0, "given back: %llu/%llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card());
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -282,6 +419,12 @@ int main(int argc, char **argv)
         case_vmm_mapped();
     else if (strcmp(c, "pool_keep") == 0)
         case_pool_keep();
+    else if (strcmp(c, "reset") == 0)
+        case_reset();
+    else if (strcmp(c, "vmm_share") == 0)
+        case_vmm_share();
+    else if (strcmp(c, "vmm_import") == 0 && argc > 2)
+        case_vmm_import(argv);
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

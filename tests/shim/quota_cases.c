@@ -61,6 +61,63 @@ pid_t spawn(char *const argv[], int out_fd)
     return pid;
 }
 
+int peer_start(struct peer *p, const char *prog, const char *what,
+               const char *arg)
+{
+    int to[2], from[2];
+
+    if (pipe(to) != 0)
+        return -1;
+    if (pipe(from) != 0) {
+        close(to[0]);
+        close(to[1]);
+        return -1;
+    }
+    p->pid = fork();
+    if (p->pid == 0) {
+        char *av[] = { (char *)prog, (char *)what, (char *)arg, NULL };
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    p->to = to[1];
+    p->from = from[0];
+    return p->pid > 0 ? 0 : -1;
+}
+
+int peer_hear(struct peer *p, char want)
+{
+    char b = 0;
+    return read(p->from, &b, 1) == 1 && b == want;
+}
+
+int peer_go(struct peer *p)
+{
+    return write(p->to, "x", 1) == 1;
+}
+
+int peer_end(struct peer *p)
+{
+    int ok = wait_ok(p->pid);
+    close(p->to);
+    close(p->from);
+    return ok;
+}
+
+int peer_say(char c)
+{
+    return write(1, &c, 1) == 1;
+}
+
+int peer_wait(void)
+{
+    char b;
+    return read(0, &b, 1) == 1;
+}
+
 int wait_ok(pid_t pid)
 {
     int st = 0;

@@ -62,6 +62,23 @@ unsigned rnd(unsigned *s);
 pid_t spawn(char *const argv[], int out_fd);
 int wait_ok(pid_t pid);
 
+/* A process of the same app run in step with this one (the importer of a
+ * shared VMM handle): "prog what arg" with its stdin and stdout on pipes
+ * of ours. peer_start: 0, or -1; peer_hear: whether it said `want` (one
+ * byte); peer_go: tell it to go on; peer_end: whether it exited 0. In the
+ * peer, peer_say and peer_wait talk back. */
+struct peer {
+    pid_t pid;
+    int to, from;         /* its stdin, its stdout */
+};
+int peer_start(struct peer *p, const char *prog, const char *what,
+               const char *arg);
+int peer_hear(struct peer *p, char want);
+int peer_go(struct peer *p);
+int peer_end(struct peer *p);
+int peer_say(char c);
+int peer_wait(void);
+
 /* Allocate 768 MiB (of the tests' 1 GiB), say "ready" on stdout, wait to
  * be killed. */
 void case_hold(const struct gpu_api *api);

@@ -69,6 +69,33 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 struct fake_cuda_stats *fake_cuda_stats(void);
 
+CUresult cuInit(unsigned);
+CUresult cuCtxSetCurrent(CUcontext);
+int run_escape_case(const char *c, char **argv, int argc); /* escape_cases.c */
+
+/* libnvidia-ml.so.1, initialised as the real NVML requires before any
+ * other call (the stand-in refuses them before); NULL if missing. */
+static void *nvml_open(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    nvmlReturn_t (*init)(void) =
+        h ? (nvmlReturn_t(*)(void))(uintptr_t)dlsym(h, "nvmlInit_v2") : NULL;
+
+    if (init != NULL && init() != NVML_SUCCESS)
+        return NULL;
+    return h;
+}
+
+/* A context of our own, current: cuMemGetInfo needs one (the stand-in
+ * refuses it without, as the driver does). The cases that read the views
+ * run with FAKE_CUDA_CTX_BYTES=0, so that it moves no figure. */
+static void make_current(void)
+{
+    CUcontext c = NULL;
+
+    CHECK(cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS && c != NULL, "context");
+}
+
 /* The allocation paths (quota_cases.h): their keys are CUDA's numbers. */
 static int a_alloc(uint64_t b, union gpu_key *k)
 {
@@ -355,6 +382,7 @@ static void case_view_neighbour(void)
     size_t f = 0, t = 0;
     pid_t pid = neighbour();
 
+    make_current();
     CHECK(cuMemGetInfo_v2(&f, &t) == 0, "meminfo");
     CHECK(t == GiB && f == 256 * MiB, "cuMemGetInfo_v2 %zu of %zu", f, t);
     nvml_view(&nt, &nf, &nu);
@@ -371,7 +399,7 @@ static uint64_t nvml_procs(int version, unsigned pids[], unsigned *n)
     static const char *names[] = { "nvmlDeviceGetComputeRunningProcesses",
                                    "nvmlDeviceGetComputeRunningProcesses_v2",
                                    "nvmlDeviceGetComputeRunningProcesses_v3" };
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    void *h = nvml_open();
     nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *, void *) =
         h ? (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, void *))(uintptr_t)
                 dlsym(h, names[version - 1])
@@ -567,7 +595,7 @@ static void case_missing(void)
 
 static void nvml_view(uint64_t *total, uint64_t *free_, uint64_t *used)
 {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    void *h = nvml_open();
     nvmlReturn_t (*get)(nvmlDevice_t, nvmlMemory_t *) =
         h ? (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))(uintptr_t)dlsym(
                 h, "nvmlDeviceGetMemoryInfo")
@@ -611,6 +639,7 @@ static void case_view(int limited)
 {
     uint64_t total = limited ? GiB : 16 * GiB;
     CUdeviceptr d, e;
+    make_current();
     view_expect(total, 0);
     CHECK(cuMemAlloc_v2(&d, 256 * MiB) == 0, "alloc");
     view_expect(total, 256 * MiB);
@@ -644,6 +673,7 @@ static void case_config(void)
     CHECK(ledger_write_config(cfg, "cfg-app", &dev, 1) == ACCEL_OK, "config");
     setenv("ACCEL_CONFIG", cfg, 1); /* before the shim's first hook runs */
     setenv("ACCEL_MEMORY_LIMIT", "8Gi", 1); /* ignored under ACCEL_CONFIG */
+    make_current();
     CHECK(cuMemAlloc_v2(&d, 384 * MiB) == 0, "within");
     CHECK(cuMemAlloc_v2(&e, 256 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "beyond");
     CHECK(cuMemGetInfo_v2(&f, &t) == 0 && t == 512 * MiB && f == 128 * MiB,
@@ -667,7 +697,7 @@ static void case_config(void)
 /* The memory NVML shows for the card of NVML index idx. */
 static uint64_t nvml_total_of(unsigned idx)
 {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    void *h = nvml_open();
     nvmlReturn_t (*get)(nvmlDevice_t, nvmlMemory_t *) =
         h ? (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))(uintptr_t)dlsym(
                 h, "nvmlDeviceGetMemoryInfo")
@@ -909,7 +939,8 @@ int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
 
-    if (run_quota_case(&cuda, argc, argv))
+    cuInit(0); /* as every CUDA program does first */
+    if (run_quota_case(&cuda, argc, argv) || run_escape_case(c, argv, argc))
         return cases_done(&cuda, c);
     if (strcmp(c, "create_host") == 0)
         case_create_host();

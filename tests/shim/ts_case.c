@@ -56,6 +56,9 @@ CUresult cuGraphLaunch(void *, CUstream);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuCtxSynchronize(void);
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream);
 CUresult cuMemcpyBatchAsync(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
                             void *, size_t *, size_t, size_t *, CUstream);
@@ -99,7 +102,13 @@ static int worker(int argc, char **argv)
     long n = 0;
     const char *memops = getenv("TS_MEMOPS_APP");
     int only_memops = memops != NULL && strcmp(memops, argv[2]) == 0;
+    CUcontext ctx = NULL;
 
+    /* as the CUDA runtime starts: the primary context, made current (the
+     * shim synchronizes the contexts it saw at a turn's end) */
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 3;
     if (argc > 5) {
         CUresult rc = cuLaunchKernel(NULL, (unsigned)strtoul(argv[5], NULL, 10),
                                      1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
@@ -589,6 +598,7 @@ static int case_pinned(void)
 int main(int argc, char **argv)
 {
     int rc;
+    cuInit(0); /* as every CUDA program does first */
     if (argc >= 5 && strcmp(argv[1], "worker") == 0)
         return worker(argc, argv);
     if (argc >= 6 && strcmp(argv[1], "hold") == 0)
