@@ -140,11 +140,29 @@ static void fake_init(void)
     }
 }
 
-/* A fork child is another process of the card: its own entry. */
+/* me_mu is held across a fork (prepare, parent), so that no thread of the
+ * parent holds it in the child; the child is another process of the card:
+ * its own entry. Registered when the stand-in is loaded, before any thread
+ * can take the mutex. */
+static void fake_fork_prepare(void)
+{
+    pthread_mutex_lock(&fk.me_mu);
+}
+
+static void fake_fork_parent(void)
+{
+    pthread_mutex_unlock(&fk.me_mu);
+}
+
 static void fake_fork_child(void)
 {
     fk.me = NULL;
-    pthread_mutex_init(&fk.me_mu, NULL); /* a parent's thread may hold it */
+    pthread_mutex_init(&fk.me_mu, NULL);
+}
+
+__attribute__((constructor)) static void fake_atfork(void)
+{
+    pthread_atfork(fake_fork_prepare, fake_fork_parent, fake_fork_child);
 }
 
 struct fake_cuda_stats *fake_record(void)
@@ -153,20 +171,12 @@ struct fake_cuda_stats *fake_record(void)
     return fk.st;
 }
 
-static void atfork_once(void)
-{
-    pthread_atfork(NULL, NULL, fake_fork_child);
-}
-
 static struct fake_proc *me(void)
 {
-    static pthread_once_t atfork = PTHREAD_ONCE_INIT;
-
     /* threads of a fresh process ask at once: one of them finds or takes
      * the entry (two could each take one), the others wait for it */
     struct fake_proc *p = __atomic_load_n(&fk.me, __ATOMIC_ACQUIRE);
     if (p == NULL) { /* a fork child starts again (fake_fork_child) */
-        pthread_once(&atfork, atfork_once);
         pthread_mutex_lock(&fk.me_mu);
         p = __atomic_load_n(&fk.me, __ATOMIC_ACQUIRE);
         if (p == NULL) {
