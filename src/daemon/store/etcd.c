@@ -478,6 +478,19 @@ static enum accel_err check_tls_files(const struct etcd_opts *o,
     return rc;
 }
 
+/* A member to start at, drawn at random (the pid and the clock mixed, so
+ * that agents started at the same moment on one machine differ too). */
+static size_t spread_start(size_t n)
+{
+    uint64_t x = util_now_ns() ^ ((uint64_t)getpid() << 32);
+    x ^= x >> 33; /* splitmix64's finaliser */
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (size_t)(x % n);
+}
+
 enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
                          char **cause)
 {
@@ -511,6 +524,8 @@ enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
         etcd_close(e);
         return rc;
     }
+    if (o->spread && e->nurls > 1)
+        atomic_store(&e->current, spread_start(e->nurls));
     *out = e;
     return ACCEL_OK;
 }

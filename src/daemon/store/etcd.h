@@ -44,6 +44,10 @@ struct etcd_opts {
                             * owned by root or this uid, mode 0600/0400,
                             * or etcd_open refuses it (ACCEL_EINVAL) */
     int timeout_ms;        /* per request (not watches); <= 0: 5000 */
+    bool spread;           /* start at a random member, not the first:
+                            * the agents of a cluster list the members in
+                            * the same order, and would all load the first
+                            * (failover then goes on in the list's order) */
 };
 
 /* Parse the endpoints (each http:// or https://, at most 16) and set up;
