@@ -1134,6 +1134,15 @@ static void redrive(struct accel_daemon *d)
     size_t n = 0;
     bool moved = false;
 
+    /* nothing left in the middle (most rounds): no sync with etcd */
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps && n == 0; i++)
+        n = d->apps[i]->state == APP_RESUMING ||
+            d->apps[i]->state == APP_STOPPING || ended_unsaved(d, d->apps[i]);
+    pthread_mutex_unlock(&d->lock);
+    if (n == 0)
+        return;
+    n = 0;
     /* act only on a view as fresh as etcd now: one that lags (a watch
      * resuming after its member died) may still show an app resuming here
      * that another node has since moved, and starting it then would run

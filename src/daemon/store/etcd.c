@@ -1062,6 +1062,35 @@ enum accel_err etcd_get(struct etcd *e, const char *key, bool prefix,
     return ACCEL_OK;
 }
 
+enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
+                          int64_t min_mod, int64_t min_create,
+                          int64_t *count)
+{
+    size_t len = prefix ? strlen(prefix) : 0, end_len = 0;
+    char *end;
+    json_t *req, *doc = NULL;
+    enum accel_err rc;
+    if (e == NULL || len == 0 || rev <= 0 || count == NULL)
+        return ACCEL_EINVAL;
+    end = prefix_end(prefix, len, &end_len);
+    req = range_req(prefix, len, end, end_len, rev);
+    free(end);
+    json_object_del(req, "limit");
+    json_object_set_new(req, "count_only", json_true());
+    if (min_mod > 0)
+        json_object_set_new(req, "min_mod_revision", json_i64_new(min_mod));
+    if (min_create > 0)
+        json_object_set_new(req, "min_create_revision",
+                            json_i64_new(min_create));
+    rc = etcd_call(e, "/v3/kv/range", req, true, &doc, NULL);
+    if (rc != ACCEL_OK)
+        return rc;
+    *count = 0;
+    (void)json_i64(doc, "count", count); /* absent: 0 (proto3) */
+    json_decref(doc);
+    return ACCEL_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Transactions                                                        */
 /* ------------------------------------------------------------------ */

@@ -97,6 +97,16 @@ enum accel_err etcd_get(struct etcd *e, const char *key, bool prefix,
                         int64_t rev, struct etcd_kv **out, size_t *n,
                         int64_t *header_rev);
 
+/*
+ * How many keys start with prefix at revision rev (> 0), counting only
+ * those whose mod revision is at least min_mod and whose create revision
+ * is at least min_create (0: any). *count gets it. A compacted rev is
+ * ACCEL_ESTORE.
+ */
+enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
+                          int64_t min_mod, int64_t min_create,
+                          int64_t *count);
+
 enum etcd_target { ETCD_MOD, ETCD_CREATE, ETCD_VERSION, ETCD_VALUE };
 enum etcd_result { ETCD_EQUAL, ETCD_GREATER, ETCD_LESS, ETCD_NOT_EQUAL };
 

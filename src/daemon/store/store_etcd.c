@@ -1355,15 +1355,65 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     pthread_cond_broadcast(&s->bcond);
 }
 
+#define ESTORE_PROBE_FIRST_MS 20 /* a view this far behind asks etcd */
+#define ESTORE_PROBE_EVERY_MS 100
+
+/* Whether nothing under the prefix changed from revision from to to:
+ * no key there at to was written after from (so none was created), and
+ * as many keys were there at both (so none was deleted). Three counts,
+ * no keys sent. A key both created and deleted in between is not seen:
+ * the state at to is the same as at from all the same. */
+static bool prefix_still(struct estore *s, int64_t from, int64_t to)
+{
+    int64_t mod = 1, at_from = -1, at_to = -2;
+    return from > 0 &&
+           etcd_count(s->e, s->prefix, to, from + 1, 0, &mod) == ACCEL_OK &&
+           mod == 0 &&
+           etcd_count(s->e, s->prefix, from, 0, 0, &at_from) == ACCEL_OK &&
+           etcd_count(s->e, s->prefix, to, 0, 0, &at_to) == ACCEL_OK &&
+           at_from == at_to;
+}
+
+/*
+ * Wait until the view has applied rev. etcd's revisions count every write,
+ * those outside the prefix too (the beats and monitor slots of
+ * node/monitor.c), and this watch never sees those: a rev that is one of
+ * them comes only with a progress notification (10 minutes apart by
+ * etcd's default). So a view still behind after ESTORE_PROBE_FIRST_MS asks
+ * etcd whether anything under the prefix changed since the revision it
+ * has; if nothing did, it is at rev already.
+ */
 static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
 {
     struct estore *s = (struct estore *)base;
-    struct timespec until = util_deadline(CLOCK_REALTIME, (unsigned)ms);
+    uint64_t start = util_now_ns(), end = start + (uint64_t)ms * 1000000;
+    uint64_t probe = start + ESTORE_PROBE_FIRST_MS * 1000000ULL;
     enum accel_err err = ACCEL_OK;
     pthread_mutex_lock(&s->vlock);
-    while (s->applied_rev < rev && err == ACCEL_OK)
-        if (pthread_cond_timedwait(&s->vcond, &s->vlock, &until) == ETIMEDOUT)
+    while (s->applied_rev < rev && err == ACCEL_OK) {
+        uint64_t now = util_now_ns(), next = probe < end ? probe : end;
+        struct timespec until = util_deadline(
+            CLOCK_REALTIME,
+            (unsigned)(next > now ? (next - now + 999999) / 1000000 : 0));
+        if (now < next) {
+            pthread_cond_timedwait(&s->vcond, &s->vlock, &until);
+            continue;
+        }
+        if (now >= end) {
             err = ACCEL_EBUSY;
+        } else {
+            int64_t from = s->applied_rev;
+            bool still;
+            pthread_mutex_unlock(&s->vlock);
+            still = prefix_still(s, from, rev);
+            pthread_mutex_lock(&s->vlock);
+            if (still && s->applied_rev < rev) {
+                s->applied_rev = rev;
+                pthread_cond_broadcast(&s->vcond);
+            }
+            probe = util_now_ns() + ESTORE_PROBE_EVERY_MS * 1000000ULL;
+        }
+    }
     pthread_mutex_unlock(&s->vlock);
     return err;
 }
