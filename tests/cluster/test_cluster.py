@@ -616,6 +616,18 @@ class BeatDuringRacesTest(unittest.TestCase):
         self.assertEqual(out.count("/accel/agents/"), 3, out)
 
 
+class OptionsTest(unittest.TestCase):
+    def test_a_bad_compaction_retention_is_refused_by_name(self):
+        import accel_harness
+        for bad in ("5", "x", "-1", "604801"):
+            p = subprocess.run([accel_harness.ACCELD, "--etcd",
+                                "http://127.0.0.1:1", "--node-name", "n1",
+                                "--etcd-compact-retention", bad],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (bad, p.stderr))
+            self.assertIn("--etcd-compact-retention must be", p.stderr, bad)
+
+
 class MonitorTest(unittest.TestCase):
     """Issue 51: the beats are watched by the elected monitors only, so an
     idle cluster sends the views nothing, and a hung monitor is still seen
