@@ -136,7 +136,8 @@ def main():
     move = float(os.environ["MOVE"]) if os.environ.get("MOVE") else None
     load = int(os.environ.get("LOAD", "0"))
     accel_harness.BUILD_DIR = build
-    accel_harness.ACCELD = os.path.join(build, "acceld")
+    accel_harness.ACCELD = os.environ.get("ACCELD",
+                                          os.path.join(build, "acceld"))
     cluster_harness.RECONCILE_MS = None
     ttl = cluster_harness.LEASE_TTL
     c = cluster_harness.Cluster(NODES)
