@@ -15,6 +15,7 @@ inventories, two cards each, lease TTL 3 s), for each N given:
 usage: bench/bench_scale.py BUILD_DIR [N,N,...] [IDLE BINDS]
        ACCELD=path: another acceld (the same run's "before", say)
        --short: N = 8, IDLE 4, BINDS 3, and exit 1 if a bar is missed
+       (idle events < 3 N; the killed node within TTL + 2 s)
        (the CI form: cluster.bench_scale, well under a minute)
 """
 import json
@@ -131,9 +132,10 @@ def main():
     res = [one(n, idle_s, binds_s) for n in ns]
     ok = all(r["dead"] <= ttl + 2 for r in res)
     if short:
-        # the short form's bar: an idle cluster of 8 sends fewer watch
-        # events a second than it has agents (before issue 51: N^2 = 64)
-        ok = ok and res[0]["ev"] < res[0]["n"]
+        # the short form's bar: an idle cluster of 8 sends fewer than 3 N
+        # watch events a second (each beat to two monitors: 2 N; before
+        # issue 51, every beat to every view: N^2 = 64, measured 61)
+        ok = ok and res[0]["ev"] < 3 * res[0]["n"]
     if len(res) > 1:
         a, b = res[0], res[-1]
         print("N %d -> %d: idle events x%.1f, busiest etcd CPU x%.1f, "
