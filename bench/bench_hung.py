@@ -15,8 +15,12 @@ stopped (SIGSTOP; or SIGKILL), and the script records, from that moment:
 
 With MOVE=<s> the etcd leader hands leadership to another member that
 many seconds after the stop (/v3/maintenance/transfer-leadership), as a
-leader election on a loaded machine does by itself. The agent is
-continued (or started again) before the next round, victims rotating.
+leader election on a loaded machine does by itself. With LOAD=<k> the
+machine is loaded meanwhile: k processes spinning on the CPU, and one
+client installing and uninstalling an app through each agent that is not
+the victim, without pause (issue 51: measured as a person would, under
+load). The agent is continued (or started again) before the next round,
+victims rotating.
 
 usage: bench/bench_hung.py BUILD_DIR [ROUNDS [stop|kill]]
 """
@@ -25,7 +29,9 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -48,6 +54,31 @@ def post(url, path, body):
 
 def b64(s):
     return base64.b64encode(s.encode()).decode()
+
+
+def spinners(k):
+    """k processes that keep a CPU busy until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(k)]
+
+
+def churn(c, node, stop, counts):
+    """Install and uninstall an app through node until stop is set."""
+    a = c.agent(node)
+    i = 0
+    while not stop.is_set():
+        name = "churn-%s-%d" % (node, i % 4)
+        i += 1
+        try:
+            st, _ = a.http("POST", "/api/apps", {
+                "manifest": cluster_harness.manifest(name, "1Gi"),
+                "computeBinding": [{"nodeName": node,
+                                    "deviceId": node + "-mem",
+                                    "memory": 1 << 30}]})
+            a.http("DELETE", "/api/apps/" + name)
+            counts[node] = counts.get(node, 0) + (st == 200)
+        except OSError:
+            time.sleep(0.05)  # the victim's turn to be this node: later
 
 
 def round_(c, url, victim, kill, move):
@@ -103,8 +134,10 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     kill = len(sys.argv) > 3 and sys.argv[3] == "kill"
     move = float(os.environ["MOVE"]) if os.environ.get("MOVE") else None
+    load = int(os.environ.get("LOAD", "0"))
     accel_harness.BUILD_DIR = build
-    accel_harness.ACCELD = os.path.join(build, "acceld")
+    accel_harness.ACCELD = os.environ.get("ACCELD",
+                                          os.path.join(build, "acceld"))
     cluster_harness.RECONCILE_MS = None
     ttl = cluster_harness.LEASE_TTL
     c = cluster_harness.Cluster(NODES)
@@ -118,11 +151,33 @@ def main():
                     "nodeName": n, "deviceId": n + "-mem",
                     "memory": 2 << 30}]})
             assert st == 200 and b.get("code") == 200, b
-        print("lease TTL %d s, bar %d s%s" % (
+        print("lease TTL %d s, bar %d s%s%s" % (
             ttl, ttl + 2, "; the etcd leader moves %.1f s after each stop"
-            % move if move is not None else ""))
-        took = [round_(c, url, NODES[(k + 2) % 3], kill, move)
-                for k in range(rounds)]
+            % move if move is not None else "",
+            "; load: %d spinners and a bind loop per agent" % load
+            if load else ""))
+        took = []
+        for k in range(rounds):
+            victim = NODES[(k + 2) % 3]
+            stop, counts, threads = threading.Event(), {}, []
+            spin = spinners(load)
+            for n in NODES if load else ():
+                if n != victim:
+                    threads.append(threading.Thread(
+                        target=churn, args=(c, n, stop, counts), daemon=True))
+                    threads[-1].start()
+            time.sleep(1 if load else 0)
+            try:
+                took.append(round_(c, url, victim, kill, move))
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+                for p in spin:
+                    p.kill()
+                    p.wait()
+            if load:
+                print("    (binds meanwhile: %s)" % counts)
         print("min %.2f s, median %.2f s, max %.2f s (bar %d s: %s)" % (
             min(took), statistics.median(took), max(took), ttl + 2,
             "met" if max(took) <= ttl + 2 else "MISSED"))

@@ -408,7 +408,8 @@ static void usage(FILE *f)
             "  a cluster (SPEC 10): --etcd URL[,URL...] [--etcd-prefix /accel/]\n"
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
-            "              [--lease-ttl SECONDS] with --node-name on every node\n"
+            "              [--lease-ttl SECONDS] [--etcd-compact-retention SECONDS|0]\n"
+            "              with --node-name on every node\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
             ACCEL_DEFAULT_LISTEN, IDENTITY_UID_LO_DEFAULT,
@@ -428,6 +429,8 @@ static int parse_interval(const char *s)
 }
 
 /* A whole number in [lo, hi], or -1. */
+#define OPT_RETENTION 1000 /* --etcd-compact-retention: no short form */
+
 static long parse_seconds(const char *s, long lo, long hi)
 {
     char *end = NULL;
@@ -530,6 +533,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"etcd-key", required_argument, NULL, 'K'},
         {"etcd-insecure", no_argument, NULL, 'Y'},
         {"lease-ttl", required_argument, NULL, 'T'},
+        {"etcd-compact-retention", required_argument, NULL, OPT_RETENTION},
         {"hami-listen", required_argument, NULL, 'W'},
         {"hami-listen-any", no_argument, NULL, 'Z'},
         {"hami-users", required_argument, NULL, 'M'},
@@ -550,6 +554,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
     d->cfg.history_interval = SAMPLER_DEFAULT_INTERVAL;
     d->cfg.history_retention = SAMPLER_DEFAULT_RETENTION;
     d->cfg.lease_ttl = 5;
+    d->cfg.compact_retention = 600;
     d->cfg.user_logs_max = LOGS_USER_MAX_DEFAULT;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -674,6 +679,17 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             if (d->cfg.lease_ttl <= 0) {
                 fprintf(stderr, "acceld: --lease-ttl must be a number of "
                                 "seconds from 2 to 300\n");
+                return 2;
+            }
+            break;
+        case OPT_RETENTION:
+            d->cfg.compact_retention = (int)parse_seconds(optarg, 0, 7 * 86400);
+            if (d->cfg.compact_retention < 0 ||
+                (d->cfg.compact_retention > 0 &&
+                 d->cfg.compact_retention < 10)) {
+                fprintf(stderr, "acceld: --etcd-compact-retention must be 0 "
+                                "(no compaction) or a number of seconds from "
+                                "10 to 604800\n");
                 return 2;
             }
             break;

@@ -253,6 +253,9 @@ struct accel_config {
     char *etcd_key;
     bool etcd_insecure;  /* --etcd-insecure: accept an etcd open to all */
     int lease_ttl;       /* --lease-ttl seconds (default 5) */
+    int compact_retention; /* --etcd-compact-retention seconds of etcd's
+                              history the elected housekeeper keeps
+                              (default 600), 0: no compaction */
 };
 
 /* A member without a limit of its own may hold this many apps: what one

@@ -616,6 +616,79 @@ class BeatDuringRacesTest(unittest.TestCase):
         self.assertEqual(out.count("/accel/agents/"), 3, out)
 
 
+class OptionsTest(unittest.TestCase):
+    def test_a_bad_compaction_retention_is_refused_by_name(self):
+        import accel_harness
+        for bad in ("5", "x", "-1", "604801"):
+            p = subprocess.run([accel_harness.ACCELD, "--etcd",
+                                "http://127.0.0.1:1", "--node-name", "n1",
+                                "--etcd-compact-retention", bad],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (bad, p.stderr))
+            self.assertIn("--etcd-compact-retention must be", p.stderr, bad)
+
+
+class MonitorTest(unittest.TestCase):
+    """Issue 51: the beats are watched by the elected monitors only, so an
+    idle cluster sends the views nothing, and a hung monitor is still seen
+    by the other monitor within TTL + 2 s through an etcd leader change."""
+
+    def setUp(self):
+        self.c = Cluster(["n1", "n2", "n3"])
+        self.c.wait(lambda: len(self._slots()) == 2, "two monitors elected")
+
+    def tearDown(self):
+        self.c.close()
+
+    def _slots(self):
+        out = self.c.etcd.etcdctl("get", "--prefix", "/accel~live/monitor/",
+                                  "--print-value-only").stdout
+        return out.split()
+
+    def _watch(self, prefix, seconds):
+        """Events etcd sends a watch of prefix in that many seconds."""
+        env = dict(os.environ, ETCDCTL_API="3")
+        p = subprocess.Popen(
+            ["etcdctl", "--endpoints", ",".join(self.c.etcd.urls()),
+             "watch", "--prefix", prefix], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(seconds)
+        p.terminate()
+        out, _ = p.communicate(timeout=10)
+        lines = out.splitlines()
+        return [x + " " + (lines[i + 1] if i + 1 < len(lines) else "")
+                for i, x in enumerate(lines) if x in ("PUT", "DELETE")]
+
+    def test_an_idle_cluster_sends_the_views_no_beats(self):
+        # the prefix every view watches: nothing while idle (before: every
+        # agent's beat each second, 3 a second here, N^2 across the views)
+        self.assertEqual(self._watch("/accel/", 4), [])
+        # the beats themselves go on, where the monitors alone watch them
+        beats = self._watch("/accel~live/beat/", 4)
+        self.assertGreaterEqual(len(beats), 6, beats)
+        self.assertEqual(len(set(self._slots())), 2, self._slots())
+
+    def test_a_hung_monitor_is_seen_through_a_leader_change(self):
+        c = self.c
+        victim = self._slots()[0]
+        others = [n for n in ("n1", "n2", "n3") if n != victim]
+
+        def unreachable(viewer):
+            return not c.nodes_of(c.agent(viewer))[victim]["reachable"]
+        c.agent(victim).signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            time.sleep(2)
+            c.etcd.move_leader()  # its lease gets a whole TTL again
+            c.wait(lambda: all(unreachable(v) for v in others),
+                   victim + " unreachable",
+                   timeout=max(0.1, LEASE_TTL + 2 - (time.monotonic() - t0)))
+        finally:
+            c.agent(victim).signal(signal.SIGCONT)
+        c.wait(lambda: not any(unreachable(v) for v in others),
+               victim + " back", timeout=15)
+
+
 class LivenessTest(unittest.TestCase):
     def setUp(self):
         self.c = Cluster(["n1", "n2", "n3"])

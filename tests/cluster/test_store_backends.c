@@ -1027,6 +1027,7 @@ static void events_pruned(enum kind k)
     struct evlist *l;
     char msg[16];
 
+    store_set_housekeeper(f->s, true); /* etcd: the one that prunes */
     for (int t = 0; t < 8; t++) {
         OK(store_begin(f->s));
         for (int i = 0; i < 10; i++) {
@@ -1608,6 +1609,38 @@ static void own_writes_beside_transactions(enum kind k)
     TEST(fn##_sqlite) { fn(K_SQLITE); }                                        \
     TEST(fn##_etcd) { fn(K_ETCD); }
 
+/* Issue 51: a cluster store that is not the housekeeper trims its own
+ * copy of the events but deletes none of their keys: one node prunes for
+ * all, not N. */
+static void events_pruned_once_etcd(void)
+{
+    struct fx *f = fx_open(K_ETCD, NULL, NULL, NULL);
+    struct evlist *l;
+    struct etcd *e = raw_etcd();
+    struct etcd_kv *kvs = NULL;
+    size_t n = 0;
+    char msg[16], *pre;
+
+    for (int t = 0; t < 8; t++) {
+        OK(store_begin(f->s));
+        for (int i = 0; i < 10; i++) {
+            snprintf(msg, sizeof msg, "e%02d", t * 10 + i);
+            event(f->s, "k", NULL, NULL, msg, t * 10 + i, 10, NULL);
+        }
+        OK(store_commit(f->s));
+    }
+    fx_settle(f);
+    l = query(f->s, (struct store_event_filter){0});
+    ASSERT_LE(l->n, 10 + 63);
+    pre = xasprintf("%sevents/", f->loc);
+    OK(etcd_get(e, pre, true, 0, &kvs, &n, NULL));
+    ASSERT_EQ(n, 80);
+    etcd_kvs_free(kvs, n);
+    free(pre);
+    etcd_close(e);
+    fx_close(f);
+}
+
 BOTH(rows_round_trip)
 BOTH(insert_or_replace)
 BOTH(deletes)
@@ -1626,6 +1659,7 @@ BOTH(newer_and_foreign)
 BOTH(tx_belongs_to_its_thread)
 BOTH(own_writes_beside_transactions)
 TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
+TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 
 #define PAIR_(XX, fn) XX(fn##_sqlite) XX(fn##_etcd)
@@ -1648,6 +1682,7 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, tx_belongs_to_its_thread)                                        \
     PAIR_(XX, own_writes_beside_transactions)                                  \
     XX(etcd_guarded_commit)                                                    \
+    XX(events_pruned_once_etcd)                                                \
     XX(etcd_alloc_guards)
 
 TEST_MAIN(TEST_LIST)

@@ -34,6 +34,7 @@
 #include "daemon/node/discovery.h"
 #include "daemon/node/hostinfo.h"
 #include "daemon/node/identity.h"
+#include "daemon/node/monitor.h"
 #include "daemon/node/nvml.h"
 #include "daemon/node/pull.h"
 #include "daemon/node/runtime.h"
@@ -55,9 +56,8 @@ struct cluster {
     int64_t lease;
     int64_t renewed_ns;           /* util_now_ns of the last renewal that
                                      etcd's quorum answered (atomic) */
-    int64_t echo_ns;              /* util_now_ns when this node's watch last
-                                     brought its own beat back (atomic):
-                                     how current the watch is */
+    struct monitor *mon;          /* the beats, the monitor slots, the
+                                     housekeeping (node/monitor.c) */
     char *info;                   /* the nodeinfo last written */
     char *live;                   /* the live key's value as taken */
     /* the revision being applied (d->lock) */
@@ -295,17 +295,15 @@ static void apply_agent(struct accel_daemon *d, const char *node,
                         const char *text)
 {
     int n = state_node_find(d, node);
-    bool live = text != NULL;
-    if (n >= 0 && live && strcmp(node, d->cfg.node_name) == 0 &&
-        d->cluster != NULL)
-        __atomic_store_n(&d->cluster->echo_ns, (int64_t)util_now_ns(),
-                         __ATOMIC_SEQ_CST);
+    /* live: the key there and no monitor marked it silent */
+    bool live = monitor_agent(d->cluster ? d->cluster->mon : NULL, node, text);
     if (n < 0 || strcmp(node, d->cfg.node_name) == 0)
         return;
     if (d->ninfo[n].reachable != live)
         log_info("node %s is %s", node,
-                 live ? "reachable (its agent holds its lease)"
-                      : "unreachable (its agent's lease lapsed)");
+                 live   ? "reachable (its agent holds its lease)"
+                 : text ? "unreachable (a monitor heard no beat for a TTL)"
+                        : "unreachable (its agent's lease lapsed)");
     d->ninfo[n].reachable = live;
     if (live)
         d->ninfo[n].beat_ns = (int64_t)util_now_ns();
@@ -316,38 +314,21 @@ static void apply_agent(struct accel_daemon *d, const char *node,
  * its live key may still be in etcd: an etcd leader elected while that
  * agent hangs gives every lease its whole TTL again (and the election
  * timeout), so the key alone would call a hung agent live for up to a TTL
- * more (docs/benchmarks.md, issue 40 item 8). Only while this node's own
- * lease holds: a node cut off from etcd hears no one's beat and marks no
- * one. And only by what its watch has brought: a node is silent when its
- * last beat came a TTL before this node's own last beat came back through
- * the same watch. A watch that lags (this acceld busy, its watch thread
- * waiting for the lock; etcd slow to send) brings no one's beats, this
- * node's own neither, so it marks no one: the sanitizer run saw a busy
- * node call a live one unreachable. Its next beat, or the key written
- * again, makes it reachable. */
+ * more (docs/benchmarks.md, issue 40 item 8). The beats are watched by
+ * the elected monitors alone (node/monitor.c, issue 51: every view
+ * watching every beat cost etcd N^2 events); a monitor marks a silent
+ * node's key, which every view then shows unreachable. A monitor marks
+ * only while its own lease holds (one cut off from etcd hears no one) and
+ * only by what its watch has brought (silent: the last beat came a TTL
+ * before the monitor's own beat last came back through the same watch,
+ * so a lagging watch marks no one). The node, running again, writes its
+ * key back unmarked. */
 static void expire_silent(struct accel_daemon *d)
 {
-    int64_t now = (int64_t)util_now_ns();
-    int64_t ttl = (int64_t)d->cfg.lease_ttl * 1000000000LL;
-    int64_t mine = __atomic_load_n(&d->cluster->renewed_ns, __ATOMIC_SEQ_CST);
-    int64_t echo = __atomic_load_n(&d->cluster->echo_ns, __ATOMIC_SEQ_CST);
-    if (mine == 0 || now - mine >= ttl || echo == 0)
-        return;
-    /* the keeper never waits for the lock: a renewal must not queue
-     * behind a long request; the next tick, 50 ms on, looks again */
-    if (pthread_mutex_trylock(&d->lock) != 0)
-        return;
-    for (size_t n = 0; n < d->snap.nnodes; n++) {
-        struct node_info *ni = &d->ninfo[n];
-        if (ni->local || ni->removed || !ni->reachable || ni->beat_ns == 0 ||
-            now - ni->beat_ns < ttl || echo - ni->beat_ns < ttl)
-            continue;
-        log_info("node %s is unreachable (no beat from its agent for %d s)",
-                 ni->name, d->cfg.lease_ttl);
-        ni->reachable = false;
-        node_recompute(d, (int)n);
-    }
-    pthread_mutex_unlock(&d->lock);
+    /* the monitors' work now (node/monitor.c): a view hears no beat, only
+     * the mark a monitor writes, so a beat costs the cluster O(1) */
+    monitor_check(d->cluster->mon,
+                  __atomic_load_n(&d->cluster->renewed_ns, __ATOMIC_SEQ_CST));
 }
 
 static enum accel_err load_nodeinfo(void *ctx, const char *node,
@@ -1023,12 +1004,15 @@ static void *watcher_main(void *arg)
 
 /* --------------------------------------------------- lease and liveness */
 
-static char *agent_json(struct accel_daemon *d)
+static char *agent_json(struct accel_daemon *d, int64_t lease)
 {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "node", d->cfg.node_name,
-                          "listen", d->cfg.listen ? d->cfg.listen : "",
-                          "pid", (json_int_t)getpid(), "startedMs",
-                          (json_int_t)util_wall_ms());
+    /* the lease: a monitor marks the key silent on it (node/monitor.c) */
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I}", "node",
+                          d->cfg.node_name, "listen",
+                          d->cfg.listen ? d->cfg.listen : "", "pid",
+                          (json_int_t)getpid(), "startedMs",
+                          (json_int_t)util_wall_ms(), "lease",
+                          (json_int_t)lease);
     char *t = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return t;
@@ -1042,12 +1026,14 @@ static enum accel_err take_lease(struct accel_daemon *d, char **cause)
     struct cluster *c = d->cluster;
     struct etcd *e = store_etcd(d->store);
     char *key = store_key(d->store, "agents", d->cfg.node_name);
-    char *val = agent_json(d);
+    char *val = NULL;
     int64_t deadline = util_wall_ms() + (d->cfg.lease_ttl + 1) * 1000;
     enum accel_err rc;
     bool ok = false;
 
     rc = etcd_lease_grant(e, d->cfg.lease_ttl, &c->lease);
+    if (rc == ACCEL_OK)
+        val = agent_json(d, c->lease);
     while (rc == ACCEL_OK) {
         struct etcd_cmp cmp = {key, ETCD_CREATE, ETCD_EQUAL, 0, NULL, 0};
         struct etcd_op op = {ETCD_PUT, key, val, strlen(val), c->lease};
@@ -1076,19 +1062,13 @@ static enum accel_err take_lease(struct accel_daemon *d, char **cause)
     return rc;
 }
 
-/* The beat: the live key written again on the lease etcd just renewed, so
- * that every other agent sees this one alive each round (expire_silent). */
+/* The beat: written on the lease etcd just renewed, to a key only the
+ * monitors watch (node/monitor.c), which mark a node silent for a TTL in
+ * every view; with it this node's own key written back if one did. */
 static void beat(struct accel_daemon *d)
 {
     struct cluster *c = d->cluster;
-    enum accel_err rc;
-    if (c->live == NULL)
-        return;
-    rc = store_member_put(d->store, "agents", d->cfg.node_name, c->live,
-                          c->lease);
-    if (rc != ACCEL_OK)
-        log_debug("node %s: beat not written: %s", d->cfg.node_name,
-                  accel_strerror(rc));
+    monitor_round(c->mon, c->lease, c->live);
 }
 
 /* Write nodeinfo when it changed (devices, health, use). */
@@ -1154,6 +1134,15 @@ static void redrive(struct accel_daemon *d)
     size_t n = 0;
     bool moved = false;
 
+    /* nothing left in the middle (most rounds): no sync with etcd */
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < d->napps && n == 0; i++)
+        n = d->apps[i]->state == APP_RESUMING ||
+            d->apps[i]->state == APP_STOPPING || ended_unsaved(d, d->apps[i]);
+    pthread_mutex_unlock(&d->lock);
+    if (n == 0)
+        return;
+    n = 0;
     /* act only on a view as fresh as etcd now: one that lags (a watch
      * resuming after its member died) may still show an app resuming here
      * that another node has since moved, and starting it then would run
@@ -1262,6 +1251,13 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
     rc = take_lease(d, cause);
     if (rc != ACCEL_OK)
         return rc;
+    c->mon = monitor_new(&(struct monitor_opts){
+        d->store, d->cfg.node_name, d->cfg.lease_ttl,
+        d->cfg.compact_retention});
+    if (c->mon == NULL) {
+        *cause = xstrdup("cannot start the cluster monitor's thread");
+        return ACCEL_ESYS;
+    }
     __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(), __ATOMIC_SEQ_CST);
     /* what other nodes asked of this one while it was away */
     pthread_mutex_lock(&d->lock);
@@ -1308,6 +1304,7 @@ void cluster_stop(struct accel_daemon *d)
         pthread_join(c->keeper, NULL);
     if (c->watcher_on)
         pthread_join(c->watcher, NULL);
+    monitor_free(c->mon); /* after the watcher: apply_agent uses it */
     if (c->lease)
         etcd_lease_revoke(store_etcd(d->store), c->lease);
     for (size_t i = 0; i < c->npa; i++) {

@@ -478,6 +478,19 @@ static enum accel_err check_tls_files(const struct etcd_opts *o,
     return rc;
 }
 
+/* A member to start at, drawn at random (the pid and the clock mixed, so
+ * that agents started at the same moment on one machine differ too). */
+static size_t spread_start(size_t n)
+{
+    uint64_t x = util_now_ns() ^ ((uint64_t)getpid() << 32);
+    x ^= x >> 33; /* splitmix64's finaliser */
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (size_t)(x % n);
+}
+
 enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
                          char **cause)
 {
@@ -511,6 +524,8 @@ enum accel_err etcd_open(const struct etcd_opts *o, struct etcd **out,
         etcd_close(e);
         return rc;
     }
+    if (o->spread && e->nurls > 1)
+        atomic_store(&e->current, spread_start(e->nurls));
     *out = e;
     return ACCEL_OK;
 }
@@ -1044,6 +1059,35 @@ enum accel_err etcd_get(struct etcd *e, const char *key, bool prefix,
     *n = vec.n;
     if (header_rev)
         *header_rev = rev;
+    return ACCEL_OK;
+}
+
+enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
+                          int64_t min_mod, int64_t min_create,
+                          int64_t *count)
+{
+    size_t len = prefix ? strlen(prefix) : 0, end_len = 0;
+    char *end;
+    json_t *req, *doc = NULL;
+    enum accel_err rc;
+    if (e == NULL || len == 0 || rev <= 0 || count == NULL)
+        return ACCEL_EINVAL;
+    end = prefix_end(prefix, len, &end_len);
+    req = range_req(prefix, len, end, end_len, rev);
+    free(end);
+    json_object_del(req, "limit");
+    json_object_set_new(req, "count_only", json_true());
+    if (min_mod > 0)
+        json_object_set_new(req, "min_mod_revision", json_i64_new(min_mod));
+    if (min_create > 0)
+        json_object_set_new(req, "min_create_revision",
+                            json_i64_new(min_create));
+    rc = etcd_call(e, "/v3/kv/range", req, true, &doc, NULL);
+    if (rc != ACCEL_OK)
+        return rc;
+    *count = 0;
+    (void)json_i64(doc, "count", count); /* absent: 0 (proto3) */
+    json_decref(doc);
     return ACCEL_OK;
 }
 

@@ -44,6 +44,10 @@ struct etcd_opts {
                             * owned by root or this uid, mode 0600/0400,
                             * or etcd_open refuses it (ACCEL_EINVAL) */
     int timeout_ms;        /* per request (not watches); <= 0: 5000 */
+    bool spread;           /* start at a random member, not the first:
+                            * the agents of a cluster list the members in
+                            * the same order, and would all load the first
+                            * (failover then goes on in the list's order) */
 };
 
 /* Parse the endpoints (each http:// or https://, at most 16) and set up;
@@ -92,6 +96,16 @@ void etcd_kvs_free(struct etcd_kv *kvs, size_t n);
 enum accel_err etcd_get(struct etcd *e, const char *key, bool prefix,
                         int64_t rev, struct etcd_kv **out, size_t *n,
                         int64_t *header_rev);
+
+/*
+ * How many keys start with prefix at revision rev (> 0), counting only
+ * those whose mod revision is at least min_mod and whose create revision
+ * is at least min_create (0: any). *count gets it. A compacted rev is
+ * ACCEL_ESTORE.
+ */
+enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
+                          int64_t min_mod, int64_t min_create,
+                          int64_t *count);
 
 enum etcd_target { ETCD_MOD, ETCD_CREATE, ETCD_VERSION, ETCD_VALUE };
 enum etcd_result { ETCD_EQUAL, ETCD_GREATER, ETCD_LESS, ETCD_NOT_EQUAL };

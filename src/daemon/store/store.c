@@ -550,6 +550,17 @@ struct etcd *store_etcd(struct store *s)
     return s && s->ops->client ? s->ops->client(s) : NULL;
 }
 
+const char *store_prefix(const struct store *s)
+{
+    return s->ops->prefix ? s->ops->prefix(s) : "/";
+}
+
+void store_set_housekeeper(struct store *s, bool on)
+{
+    if (s->ops->set_housekeeper)
+        s->ops->set_housekeeper(s, on);
+}
+
 char *store_key(const struct store *s, const char *kind, const char *name)
 {
     return xasprintf("%s%s/%s", s->ops->prefix ? s->ops->prefix(s) : "/", kind,

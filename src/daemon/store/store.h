@@ -314,6 +314,14 @@ enum accel_err store_open_etcd(const struct store_etcd_opts *o,
 bool store_is_cluster(const struct store *s);
 /* The etcd client of a cluster store (leases), or NULL. */
 struct etcd *store_etcd(struct store *s);
+/* The prefix of every key ("/accel/"; "/" for SQLite); valid until
+ * store_close. */
+const char *store_prefix(const struct store *s);
+/* Whether this process prunes the cluster's events in etcd (its elected
+ * housekeeper, node/monitor.c): every view trims its own copy; only the
+ * housekeeper deletes the keys, once for all (any thread). Off at open.
+ * SQLite: nothing (it prunes in its own transactions). */
+void store_set_housekeeper(struct store *s, bool on);
 /* The full key of kind/name ("/accel/agents/n1"); caller frees. */
 char *store_key(const struct store *s, const char *kind, const char *name);
 /* After ACCEL_ECONFLICT: the revision the guards were checked at. */

@@ -140,6 +140,7 @@ struct estore {
     uint64_t ev_seq;         /* the next event key's sequence (atomic: an
                               * event of its own may come from any thread) */
     int64_t keep_max;        /* atomic, as ev_seq */
+    bool housekeeper;        /* atomic: this process deletes pruned events */
     /* events (caller's lock) */
     struct eev *ev;
     size_t nev, cev;
@@ -578,31 +579,59 @@ static int64_t keep_limit(const struct estore *s)
     return keep > 0 ? keep : 20000;
 }
 
-/* Delete the keys of the events beyond the newest keep_max, in
- * transactions of at most 100 deletes; unguarded (a delete of a key
- * another node already pruned changes nothing). Failures are left to the
- * next prune. */
-static void events_prune(struct estore *s)
+/* Forget the events beyond the newest keep_max (caller's lock). Every
+ * view trims its own copy; only the housekeeper (store_set_housekeeper)
+ * deletes their keys in etcd, once for the cluster: their keys go to
+ * *out_keys (caller frees each and the array, and sends them with
+ * events_delete once the lock is let go). */
+static void events_prune(struct estore *s, char ***out_keys, size_t *out_n)
 {
     size_t over;
     int64_t keep = keep_limit(s);
+    bool hk = __atomic_load_n(&s->housekeeper, __ATOMIC_SEQ_CST);
+    *out_keys = NULL;
+    *out_n = 0;
     if ((int64_t)s->nev <= keep)
         return;
     over = s->nev - (size_t)keep;
-    for (size_t i = 0; i < over; i += 100) {
-        struct etcd_op ops[100];
-        size_t n = 0;
-        bool ok;
-        for (size_t j = i; j < over && n < 100; j++)
-            ops[n++] = (struct etcd_op){.kind = ETCD_DELETE,
-                                        .key = s->ev[j].key};
-        if (etcd_txn(s->e, NULL, 0, ops, n, &ok, NULL, NULL) != ACCEL_OK)
-            break;
-    }
-    for (size_t i = 0; i < over; i++)
+    if (hk)
+        *out_keys = xcalloc(over, sizeof(char *));
+    for (size_t i = 0; i < over; i++) {
+        if (hk) {
+            (*out_keys)[i] = s->ev[i].key;
+            s->ev[i].key = NULL;
+        }
         eev_free(&s->ev[i]);
+    }
+    if (hk)
+        *out_n = over;
     memmove(s->ev, s->ev + over, (s->nev - over) * sizeof(*s->ev));
     s->nev -= over;
+}
+
+/* Delete n event keys (and free them), in unguarded transactions of at
+ * most 100 deletes (a key already gone changes nothing); off the caller's
+ * lock. A batch that fails is left (the keys stay in etcd until the
+ * housekeeper's next start loads and prunes them), as before. */
+static void events_delete(struct estore *s, char **keys, size_t n)
+{
+    for (size_t i = 0; i < n; i += 100) {
+        struct etcd_op ops[100];
+        size_t k = 0;
+        bool ok;
+        for (size_t j = i; j < n && k < 100; j++)
+            ops[k++] = (struct etcd_op){.kind = ETCD_DELETE, .key = keys[j]};
+        (void)etcd_txn(s->e, NULL, 0, ops, k, &ok, NULL, NULL);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+}
+
+static void es_set_housekeeper(struct store *base, bool on)
+{
+    struct estore *s = (struct estore *)base;
+    __atomic_store_n(&s->housekeeper, on, __ATOMIC_SEQ_CST);
 }
 
 /* --------------------------------------------------------------- open */
@@ -676,7 +705,7 @@ enum accel_err store_etcd_open(const struct store_etcd_opts *o,
                                struct store **out, char **cause)
 {
     struct etcd_opts eo = {o->endpoints, o->cacert, o->cert, o->key,
-                           o->timeout_ms};
+                           o->timeout_ms, true};
     struct estore *s = xcalloc(1, sizeof(*s));
     const char *p = o->prefix ? o->prefix : "/accel/";
     enum accel_err err;
@@ -1326,15 +1355,65 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     pthread_cond_broadcast(&s->bcond);
 }
 
+#define ESTORE_PROBE_FIRST_MS 20 /* a view this far behind asks etcd */
+#define ESTORE_PROBE_EVERY_MS 100
+
+/* Whether nothing under the prefix changed from revision from to to:
+ * no key there at to was written after from (so none was created), and
+ * as many keys were there at both (so none was deleted). Three counts,
+ * no keys sent. A key both created and deleted in between is not seen:
+ * the state at to is the same as at from all the same. */
+static bool prefix_still(struct estore *s, int64_t from, int64_t to)
+{
+    int64_t mod = 1, at_from = -1, at_to = -2;
+    return from > 0 &&
+           etcd_count(s->e, s->prefix, to, from + 1, 0, &mod) == ACCEL_OK &&
+           mod == 0 &&
+           etcd_count(s->e, s->prefix, from, 0, 0, &at_from) == ACCEL_OK &&
+           etcd_count(s->e, s->prefix, to, 0, 0, &at_to) == ACCEL_OK &&
+           at_from == at_to;
+}
+
+/*
+ * Wait until the view has applied rev. etcd's revisions count every write,
+ * those outside the prefix too (the beats and monitor slots of
+ * node/monitor.c), and this watch never sees those: a rev that is one of
+ * them comes only with a progress notification (10 minutes apart by
+ * etcd's default). So a view still behind after ESTORE_PROBE_FIRST_MS asks
+ * etcd whether anything under the prefix changed since the revision it
+ * has; if nothing did, it is at rev already.
+ */
 static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
 {
     struct estore *s = (struct estore *)base;
-    struct timespec until = util_deadline(CLOCK_REALTIME, (unsigned)ms);
+    uint64_t start = util_now_ns(), end = start + (uint64_t)ms * 1000000;
+    uint64_t probe = start + ESTORE_PROBE_FIRST_MS * 1000000ULL;
     enum accel_err err = ACCEL_OK;
     pthread_mutex_lock(&s->vlock);
-    while (s->applied_rev < rev && err == ACCEL_OK)
-        if (pthread_cond_timedwait(&s->vcond, &s->vlock, &until) == ETIMEDOUT)
+    while (s->applied_rev < rev && err == ACCEL_OK) {
+        uint64_t now = util_now_ns(), next = probe < end ? probe : end;
+        struct timespec until = util_deadline(
+            CLOCK_REALTIME,
+            (unsigned)(next > now ? (next - now + 999999) / 1000000 : 0));
+        if (now < next) {
+            pthread_cond_timedwait(&s->vcond, &s->vlock, &until);
+            continue;
+        }
+        if (now >= end) {
             err = ACCEL_EBUSY;
+        } else {
+            int64_t from = s->applied_rev;
+            bool still;
+            pthread_mutex_unlock(&s->vlock);
+            still = prefix_still(s, from, rev);
+            pthread_mutex_lock(&s->vlock);
+            if (still && s->applied_rev < rev) {
+                s->applied_rev = rev;
+                pthread_cond_broadcast(&s->vcond);
+            }
+            probe = util_now_ns() + ESTORE_PROBE_EVERY_MS * 1000000ULL;
+        }
+    }
     pthread_mutex_unlock(&s->vlock);
     return err;
 }
@@ -2110,6 +2189,8 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     const struct store_follower *f = fr->f;
     char table[32];
     int64_t rank = 0;
+    char **pruned = NULL;
+    size_t npruned = 0;
 
     if (f->lock)
         f->lock(f->ctx);
@@ -2123,9 +2204,11 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     if (f->revision)
         f->revision(f->ctx, rev);
     if ((int64_t)s->nev >= keep_limit(s) + ESTORE_PRUNE_EVERY)
-        events_prune(s); /* rare: a few deletes under the caller's lock */
+        events_prune(s, &pruned, &npruned);
     if (f->unlock)
         f->unlock(f->ctx);
+    if (npruned > 0)
+        events_delete(s, pruned, npruned);
     pthread_mutex_lock(&s->vlock);
     if (rev > s->applied_rev)
         s->applied_rev = rev;
@@ -2191,6 +2274,7 @@ static const struct store_ops etcd_ops = {
      * set_group_commit stay NULL) */
     .client = es_client,
     .prefix = es_prefix,
+    .set_housekeeper = es_set_housekeeper,
     .conflict_rev = es_conflict_rev,
     .queue = es_queue,
     .await = es_await,

@@ -126,6 +126,7 @@ struct store_ops {
     /* ---- cluster stores only: NULL for a local one */
     struct etcd *(*client)(struct store *s);        /* NULL: NULL */
     const char *(*prefix)(const struct store *s);   /* NULL: "/" */
+    void (*set_housekeeper)(struct store *s, bool on); /* NULL: nothing */
     int64_t (*conflict_rev)(const struct store *s); /* NULL: 0 */
     /* store_commit_queued in two steps: queue takes the transaction
      * over (mu held; afterwards the backend holds nothing of it, so store.c
