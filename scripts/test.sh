@@ -54,9 +54,10 @@ ACCEL_CMAKE_FLAGS="-DACCEL_ASAN=ON -DACCEL_UBSAN=ON -DCMAKE_BUILD_TYPE=Debug" \
     bash scripts/setup.sh build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TMPDIR="$SUITE_TMP" \
-    ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration|cluster)\.' -LE jepsen
-# (-LE jepsen: the randomized fault test runs in the plain build above;
-# tests/cluster/CMakeLists.txt says why not here)
+    ctest --test-dir build-san --output-on-failure -j"$JOBS" -R '^(unit|integration|cluster)\.' -LE 'jepsen|bench'
+# (-LE 'jepsen|bench': the randomized fault test and the cluster's scale
+# benchmark run in the plain build above; tests/cluster/CMakeLists.txt
+# says why not here)
 check_tmp "the sanitizer build's tests"
 # ThreadSanitizer (issue 48): acceld and the shim built with TSan, run by
 # the tests where threads meet (the cluster's binds, beats, watches and

@@ -307,16 +307,21 @@ class AnyNodeTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, box, True)
         os.chmod(box, 0o777)
         said = os.path.join(box, "sender")
+        ready = os.path.join(box, "ready")
+        # ready once SIGTERM is blocked: on a loaded machine a SIGTERM sent
+        # while Python still starts would kill it before it could say who
         script = ("import signal,sys\n"
                   "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
+                  "open(sys.argv[2], 'w').close()\n"
                   "i = signal.sigwaitinfo([signal.SIGTERM])\n"
                   "open(sys.argv[1], 'w').write(str(i.si_pid))\n")
         m = manifest("switched", "2Gi",
-                     run=["/usr/bin/python3", "-c", script, said])
+                     run=["/usr/bin/python3", "-c", script, said, ready])
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         c.wait(lambda: (c.app_of(c.agent("n1"), "switched") or {}).get(
             "state") == "running", "switched running as n1 sees it")
+        c.wait(lambda: os.path.exists(ready), "switched waiting for SIGTERM")
         path = "/api/compute-resources/nodes/n2/devices/n2-mem/support-type"
         self.addCleanup(c.agent("n1").http, "PUT", path,
                         {"supportType": "MemorySlice"})
