@@ -44,11 +44,22 @@
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
-static volatile sig_atomic_t got_signal;
+/* Set by the handler, which runs on whichever thread the kernel picks
+ * (the supervisor's, a worker's), and read by the main thread: a
+ * lock-free atomic, safe in a handler and between threads (sig_atomic_t
+ * is only the first). */
+static _Atomic int got_signal;
+/* The handler wakes the main thread through this pipe: pause() would wait
+ * on when the signal was taken by another thread. */
+static int signal_pipe[2] = {-1, -1};
 
 static void on_signal(int sig)
 {
-    got_signal = sig;
+    int saved = errno;
+    atomic_store(&got_signal, sig);
+    if (signal_pipe[1] >= 0)
+        (void)!write(signal_pipe[1], "s", 1);
+    errno = saved;
 }
 
 /* ---- loading the store ---- */
@@ -1008,6 +1019,8 @@ int daemon_main(int argc, char **argv)
         runtime_supervisor_stop(d);
         return 1;
     }
+    if (pipe2(signal_pipe, O_CLOEXEC) == 0)
+        fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -1030,9 +1043,15 @@ int daemon_main(int argc, char **argv)
         }
         free(addr);
     }
-    while (!got_signal)
-        pause();
-    log_info("acceld stopping (signal %d); apps keep running", (int)got_signal);
+    while (!atomic_load(&got_signal)) {
+        char c;
+        if (signal_pipe[0] < 0)
+            pause();
+        else if (read(signal_pipe[0], &c, 1) < 0 && errno != EINTR)
+            pause();
+    }
+    log_info("acceld stopping (signal %d); apps keep running",
+             atomic_load(&got_signal));
     /* the server first: no request is in flight while what it reads is
      * taken down (a request waiting for the watch still has it) */
     http_stop(d);
