@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/node/broker.h"
+#include "daemon/node/slice/broker.h"
 #include "daemon/log.h"
 #include "shim/cuda_types.h"
 

@@ -297,6 +297,12 @@ struct accel_hooks {
     /* a leaves memory for good (uninstalled, deleted): drop what the
      * node keeps of it (its logs) */
     void (*app_removed)(struct accel_daemon *d, const struct app *a);
+    /* how many processes of app name (leader of its last run: last_pid)
+     * the driver still lists on its devices, once its processes are gone
+     * (the supervisor waits for them; reconcile_app_lingering). Called
+     * without d->lock */
+    uint32_t (*app_lingering)(struct accel_daemon *d, const char *name,
+                              pid_t last_pid);
 };
 
 struct accel_daemon {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/yamljson.h"
-#include "daemon/node/inventory.h"
+#include "daemon/node/devices/inventory.h"
 #include "daemon/rules/manifest.h"
 #include "daemon/api/ops.h"
 #include "daemon/api/promql.h"

@@ -8,7 +8,7 @@
  * a member's run.user and outside-home run.workdir 403).
  */
 #include "common/accel_setup.h"
-#include "daemon/node/identity.h"
+#include "daemon/node/proc/identity.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -27,7 +27,7 @@
 #include "daemon/api/monitor.h"
 #include "daemon/api/prom_proxy.h"
 #include "daemon/api/promql.h"
-#include "daemon/node/history.h"
+#include "daemon/node/history/history.h"
 #include "daemon/state.h"
 
 #define MAX_POINTS 240        /* default step keeps the route under this */

@@ -15,9 +15,9 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/api/ops.h"
-#include "daemon/node/cluster.h"
-#include "daemon/node/identity.h"
-#include "daemon/node/runtime.h"
+#include "daemon/node/cluster/cluster.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
