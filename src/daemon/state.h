@@ -346,12 +346,12 @@ struct accel_daemon {
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
-    /* the shim files of external apps (node/runtime.c): files_lock is
-     * taken with lock held (never the other way round), and the CDI
+    /* the shim files of external apps (node/runtime/cdi.c): files_lock
+     * is taken with lock held (never the other way round), and the CDI
      * refresh keeps it past lock's release while it writes them */
     pthread_mutex_t files_lock;
-    struct runtime_written *written; /* what that refresh last wrote, by
-                                    app (runtime.c; under files_lock) */
+    struct cdi_written *written; /* what that refresh last wrote, by app
+                                    (cdi.c; under files_lock) */
     size_t nwritten;
     /* group commit (state.c): commits counted under d->lock, made durable
      * by one WAL fsync shared by every request waiting at that moment */

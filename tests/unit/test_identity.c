@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/state.h"
 #include "daemon/rules/manifest.h"
+#include "daemon/state.h"
 #include "harness.h"
 
 TEST(identity_range_parse)

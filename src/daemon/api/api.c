@@ -25,10 +25,10 @@
 #include "daemon/api/ops.h"
 #include "daemon/api/users.h"
 #include "daemon/api/view.h"
-#include "daemon/node/slice/broker_ops.h"
 #include "daemon/node/devices/discovery.h"
-#include "daemon/node/proc/identity.h"
 #include "daemon/node/enforce/reconcile.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/slice/broker_ops.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 

@@ -19,9 +19,9 @@
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/node/slice/broker.h"
 #include "daemon/node/enforce/meter.h"
 #include "daemon/node/runtime/runtime.h"
+#include "daemon/node/slice/broker.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 

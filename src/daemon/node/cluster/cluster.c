@@ -33,9 +33,9 @@
 #include "daemon/log.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/hostinfo.h"
-#include "daemon/node/proc/identity.h"
 #include "daemon/node/devices/nvml.h"
-#include "daemon/node/runtime/pull.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/runtime/launch.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/store/etcd.h"
 
@@ -565,22 +565,6 @@ static void act_multi(struct accel_daemon *d, struct app *a)
     }
 }
 
-/* Start a, its image pinned here (lock held). */
-static void start_pinned(struct accel_daemon *d, struct app *a)
-{
-    char *cause = NULL;
-    if (runtime_start(d, a, &cause) != ACCEL_OK) {
-        a->pid = 0;
-        lifecycle_commit_release(d, a, APP_FAILED, cause);
-        free(cause);
-        return;
-    }
-    /* unsaved, the pid is still this node's: a stop finds it here, and the
-     * redrive saves `running` once the row is read again */
-    if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
-        log_error("app %s started but its state was not saved", a->name);
-}
-
 /*
  * Start an app bound to this node's cards. The view this runs on may lag
  * etcd (a watch catching up after a cut or a member's death) and still
@@ -592,12 +576,13 @@ static void start_pinned(struct accel_daemon *d, struct app *a)
  * guard; the watch then brings it, and this node acts on that). Once
  * claimed, nobody can move the app without stopping it first (it is
  * `resuming`: busy), and a stop that comes meanwhile finds the pid here.
- * An image not pinned on this node (pins are node-local: nothing is
- * pulled at a cluster's install) is pulled here first, as a job; a pinned
- * one acceld may pull again is looked for first, off the lock (podman may
- * take a minute), and pulled again when it has gone from the machine
- * (pull_check_begin): meanwhile pull_running keeps the next watch event
- * from starting it again.
+ * It starts through the one door (launch.h), which has its runner look
+ * first (RUNNER_UNSEEN): an image not pinned on this node (pins are
+ * node-local: nothing is pulled at a cluster's install) is pulled here
+ * first, as a job; a pinned one acceld may pull again is looked for first,
+ * off the lock (podman may take a minute), and pulled again when it has
+ * gone from the machine: meanwhile launch_pending keeps the next watch
+ * event from starting it again.
  */
 static void start_here(struct accel_daemon *d, struct app *a)
 {
@@ -608,12 +593,7 @@ static void start_here(struct accel_daemon *d, struct app *a)
                  a->name, d->cfg.node_name, accel_strerror(rc));
         return;
     }
-    if (pull_needed(d, a))
-        pull_begin(d, a, start_pinned);
-    else if (pull_pin_to_check(d, a))
-        pull_check_begin(d, a, start_pinned);
-    else
-        start_pinned(d, a);
+    launch_app(d, a, RUNNER_UNSEEN, commit_state);
 }
 
 /*
@@ -662,7 +642,7 @@ void cluster_act(struct accel_daemon *d, struct app *a)
     }
     if (!runtime_runs_here(d, a))
         return;
-    if (a->state == APP_RESUMING && a->pid <= 0 && !pull_running(a)) {
+    if (a->state == APP_RESUMING && a->pid <= 0 && !launch_pending(a)) {
         start_here(d, a);
     } else if (a->state == APP_STOPPING && !a->stop.active) {
         bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;

@@ -17,9 +17,9 @@
 #include "common/strmap.h"
 #include "common/util.h"
 #include "daemon/log.h"
-#include "daemon/node/proc/cgroup.h"
 #include "daemon/node/devices/drm.h"
 #include "daemon/node/devices/nvml.h"
+#include "daemon/node/proc/cgroup.h"
 #include "daemon/state.h"
 
 void discovery_add_node(struct accel_daemon *d, const char *name, bool local,

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/state.h"
 #include "daemon/node/limits/vram.h"
+#include "daemon/state.h"
 
 #define METER_DEFAULT_TOLERANCE (64ULL << 20) /* bytes over the quota */
 

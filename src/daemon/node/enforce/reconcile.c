@@ -26,12 +26,12 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/node/proc/cgroup.h"
 #include "daemon/node/devices/discovery.h"
-#include "daemon/node/enforce/meter.h"
 #include "daemon/node/devices/nvml.h"
-#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/enforce/meter.h"
 #include "daemon/node/enforce/unheld.h"
+#include "daemon/node/proc/cgroup.h"
+#include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 
 #define ENVIRON_MAX (256u * 1024u) /* bytes of /proc/<pid>/environ read */

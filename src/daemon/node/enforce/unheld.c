@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/node/runtime/appsetup.h"
 #include "daemon/node/runtime/runtime.h"
 
 #define LINE_MAX_BYTES 256
@@ -49,7 +50,7 @@ struct unheld_target *unheld_gather(struct accel_daemon *d,
         t[*n].mark.off = m ? m->off : 0;
         t[*n].mark.events = m ? m->events : 0;
         t[*n].node = xstrdup(d->cfg.node_name ? d->cfg.node_name : "");
-        t[*n].path = runtime_events_path(d, a->name);
+        t[*n].path = appsetup_events_path(d, a->name);
         (*n)++;
     }
     return t;

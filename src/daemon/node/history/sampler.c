@@ -14,8 +14,8 @@
 
 #include "common/util.h"
 #include "daemon/log.h"
-#include "daemon/node/history/history.h"
 #include "daemon/node/enforce/reconcile.h"
+#include "daemon/node/history/history.h"
 
 struct sampler {
     pthread_t thread;        /* the loop */

@@ -15,9 +15,9 @@
 
 #include "common/util.h"
 #include "daemon/log.h"
-#include "daemon/node/proc/cgroup.h"
-#include "daemon/node/limits/dmem.h"
 #include "daemon/node/devices/nvml.h"
+#include "daemon/node/limits/dmem.h"
+#include "daemon/node/proc/cgroup.h"
 
 struct vram {
     char *root;        /* the cgroup root of the dmem files, NULL none */

@@ -15,24 +15,22 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/proc/disk.h"
-#include "daemon/node/runtime/runner.h"
+#include "daemon/node/runtime/image.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/rules/manifest.h"
 
-bool pull_needed(struct accel_daemon *d, struct app *a)
+/* Must a's image be pulled before a start here (lock held)? An image app
+ * with no pin on this node (an app installed in a cluster, or whose pin
+ * file went) whose image acceld may pull (pull missing or always, or an
+ * archive). A pull: never image stays podman run's to find. */
+static bool pull_needed(struct accel_daemon *d, struct app *a)
 {
     const char *ref = a->m.run.ctr.image;
     if (ref == NULL || !runtime_runs_here(d, a) ||
-        runner_container_pinned_id(d, a) != NULL)
+        image_pinned_id(d, a) != NULL)
         return false;
     return strcmp(a->m.run.ctr.pull, "never") != 0 ||
            manifest_image_archive(ref);
-}
-
-bool pull_running(const struct app *a)
-{
-    const char *st = json_string_value(json_object_get(a->pull, "state"));
-    return a->pin_check != 0 || (st != NULL && strcmp(st, "pulling") == 0);
 }
 
 /* The ID a is pinned to when acceld may pull its image again (an image
@@ -43,12 +41,7 @@ static const char *pin_pullable(struct accel_daemon *d, struct app *a)
         (strcmp(a->m.run.ctr.pull, "never") == 0 &&
          !manifest_image_archive(a->m.run.ctr.image)))
         return NULL;
-    return runner_container_pinned_id(d, a);
-}
-
-bool pull_pin_to_check(struct accel_daemon *d, struct app *a)
-{
-    return pin_pullable(d, a) != NULL;
+    return image_pinned_id(d, a);
 }
 
 /* Is the image of ID id gone from this machine (podman, no lock)? False
@@ -57,15 +50,14 @@ static bool image_gone(const char *id)
 {
     char *cause = NULL;
     json_t *pin = NULL;
-    bool gone = runner_container_image_pin(id, &pin, &cause) ==
-                ACCEL_ENOTFOUND;
+    bool gone = image_pin(id, &pin, &cause) == ACCEL_ENOTFOUND;
 
     json_decref(pin);
     free(cause);
     return gone;
 }
 
-bool pull_pinned_gone(struct accel_daemon *d, const char *name)
+enum runner_seen pull_look(struct accel_daemon *d, const char *name)
 {
     char *id = NULL;
     struct app *a;
@@ -77,16 +69,15 @@ bool pull_pinned_gone(struct accel_daemon *d, const char *name)
         id = xstrdup(pin_pullable(d, a));
     pthread_mutex_unlock(&d->lock);
     if (id == NULL)
-        return false;
+        return RUNNER_SEEN;
     gone = image_gone(id);
     free(id);
-    return gone;
+    return gone ? RUNNER_GONE : RUNNER_SEEN;
 }
 
 /* fn(arg) on a detached thread counted in d->slow_ops (which fn takes
  * back when it ends); false, nothing counted, when no thread can be had. */
-static bool slow_thread(struct accel_daemon *d, void *(*fn)(void *),
-                        void *arg)
+static bool slow_thread(struct accel_daemon *d, void *(*fn)(void *), void *arg)
 {
     pthread_t t;
     pthread_attr_t at;
@@ -102,12 +93,16 @@ static bool slow_thread(struct accel_daemon *d, void *(*fn)(void *),
     return ok;
 }
 
+static void pull_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
+                       runner_commit_fn commit);
+
 struct check_job {
     struct accel_daemon *d;
     char *app;
     char *id;       /* the pinned image's ID */
     uint64_t n;     /* the check's number (a->pin_check) */
-    pull_start_fn start;
+    runner_go_fn go;         /* a's start, once it may */
+    runner_commit_fn commit; /* go's commit */
 };
 
 static _Atomic uint64_t checks; /* the last check's number */
@@ -131,9 +126,9 @@ static void *check_main(void *arg)
                 log_info("app %s: its pinned image %s is gone from node "
                          "%s: pulled again", a->name, j->id,
                          d->cfg.node_name);
-                pull_begin(d, a, j->start);
+                pull_begin(d, a, j->go, j->commit);
             } else {
-                j->start(d, a);
+                j->go(d, a, j->commit);
             }
         }
     }
@@ -145,8 +140,14 @@ static void *check_main(void *arg)
     return NULL;
 }
 
-void pull_check_begin(struct accel_daemon *d, struct app *a,
-                      pull_start_fn start)
+/* The look for a's pinned image off the lock (lock held, a resuming and
+ * bound here, pin_pullable): gone, it is pulled first (pull_begin); else,
+ * or when podman cannot tell, go runs (lock held, a still resuming with no
+ * process and no newer check). Meanwhile a->pin_check is the check's
+ * number and a's container.pull is as it was. go runs at once when no
+ * thread can be had. */
+static void check_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
+                        runner_commit_fn commit)
 {
     struct check_job *j = xcalloc(1, sizeof(*j));
 
@@ -154,7 +155,8 @@ void pull_check_begin(struct accel_daemon *d, struct app *a,
     j->app = xstrdup(a->name);
     j->id = xstrdup(pin_pullable(d, a));
     j->n = atomic_fetch_add(&checks, 1) + 1;
-    j->start = start;
+    j->go = go;
+    j->commit = commit;
     a->pin_check = j->n;
     if (slow_thread(d, check_main, j))
         return;
@@ -162,21 +164,21 @@ void pull_check_begin(struct accel_daemon *d, struct app *a,
     free(j->app);
     free(j->id);
     free(j);
-    start(d, a);
+    go(d, a, commit);
 }
 
 struct pull_job {
     struct accel_daemon *d;
     char *app;
     char *ref;
-    pull_start_fn start;
+    runner_go_fn go;         /* a's start, once it may */
+    runner_commit_fn commit; /* go's commit */
 };
 
 /* a's pull: state, progress and message (their control characters
  * escaped), and an app.pull event. */
-static void pull_note(struct accel_daemon *d, struct app *a,
-                      const char *state, const char *progress,
-                      const char *message)
+static void pull_note(struct accel_daemon *d, struct app *a, const char *state,
+                      const char *progress, const char *message)
 {
     /* podman's words may carry a registry's bytes: no control
      * character reaches a terminal */
@@ -208,16 +210,12 @@ static void pull_line(void *ctx, const char *line)
     pthread_mutex_unlock(&j->d->lock);
 }
 
-/* The pull, then (the app still resuming for it) its pin and start, or
- * the app failed with why, released. Counted in slow_ops: acceld's
- * shutdown does not wait for it (the app, still resuming with no process,
- * is stopped at the next start). */
 /* An archive's size; 0 for a registry's image, whose size is not known
  * before its pull, and for an archive that is not there. */
 static uint64_t archive_size(const char *ref)
 {
     struct stat st;
-    return runner_container_archive_stat(ref, &st) == 0
+    return image_archive_stat(ref, &st) == 0
                ? (uint64_t)st.st_size : 0;
 }
 
@@ -227,9 +225,9 @@ static char *pull_room(struct accel_daemon *d, const char *ref)
 {
     uint64_t size = archive_size(ref);
     int status = 0;
-    char *why = disk_check_room(d->cfg.data_dir, size,
-                                size ? "the image's archive" : "the image",
-                                &status);
+    char *why =
+        disk_check_room(d->cfg.data_dir, size,
+                        size ? "the image's archive" : "the image", &status);
     char *cause;
 
     if (why == NULL)
@@ -239,6 +237,10 @@ static char *pull_room(struct accel_daemon *d, const char *ref)
     return cause;
 }
 
+/* The pull, then (the app still resuming for it) its pin and start, or
+ * the app failed with why, released. Counted in slow_ops: acceld's
+ * shutdown does not wait for it (the app, still resuming with no process,
+ * is stopped at the next start). */
 static void *pull_main(void *arg)
 {
     struct pull_job *j = arg;
@@ -246,9 +248,8 @@ static void *pull_main(void *arg)
     json_t *pin = NULL;
     char *cause = pull_room(d, j->ref);
     enum accel_err rc = cause != NULL ? ACCEL_ESYS
-                                      : runner_container_pull(
-                                            j->ref, pull_line, j, &pin,
-                                            &cause);
+                                      : image_pull(j->ref, pull_line, j,
+                                                   &pin, &cause);
     struct app *a;
 
     pthread_mutex_lock(&d->lock);
@@ -258,9 +259,9 @@ static void *pull_main(void *arg)
         if (rc == ACCEL_OK) {
             pull_note(d, a, "done", json_string_value(json_object_get(
                                         pin, "id")), "");
-            runner_container_pin_set(d, a, pin);
+            image_pin_set(d, a, pin);
             pin = NULL;
-            j->start(d, a);
+            j->go(d, a, j->commit);
         } else {
             pull_note(d, a, "failed", "", cause);
             lifecycle_commit_release(d, a, APP_FAILED, cause);
@@ -276,16 +277,21 @@ static void *pull_main(void *arg)
     return NULL;
 }
 
-/* pull.h; started at once by podman run --pull when no thread can be
- * had. */
-void pull_begin(struct accel_daemon *d, struct app *a, pull_start_fn start)
+/* a's pull (lock held, a resuming and bound here): answered at once, the
+ * app shows `pulling`; go runs once it is pinned (lock held, a still
+ * resuming with no process), or a is failed and released with the pull's
+ * cause. go runs at once (podman run's own pull then) when no thread can
+ * be had. */
+static void pull_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
+                       runner_commit_fn commit)
 {
     struct pull_job *j = xcalloc(1, sizeof(*j));
 
     j->d = d;
     j->app = xstrdup(a->name);
     j->ref = xstrdup(a->m.run.ctr.image);
-    j->start = start;
+    j->go = go;
+    j->commit = commit;
     pull_note(d, a, "pulling", "", "");
     if (slow_thread(d, pull_main, j))
         return;
@@ -294,5 +300,20 @@ void pull_begin(struct accel_daemon *d, struct app *a, pull_start_fn start)
     free(j);
     json_decref(a->pull);
     a->pull = NULL;
-    start(d, a);
+    go(d, a, commit);
+}
+
+bool pull_prepare(struct accel_daemon *d, struct app *a, enum runner_seen seen,
+                  runner_go_fn go, runner_commit_fn commit)
+{
+    if (pull_needed(d, a) ||
+        (seen == RUNNER_GONE && a->m.run.ctr.image != NULL)) {
+        pull_begin(d, a, go, commit);
+        return true;
+    }
+    if (seen == RUNNER_UNSEEN && pin_pullable(d, a) != NULL) {
+        check_begin(d, a, go, commit);
+        return true;
+    }
+    return false;
 }

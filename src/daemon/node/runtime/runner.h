@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runner.h: how an app's processes are started and ended, one interface
- * with two runners, as the store has one interface and two backends:
+ * runner.h: how an app's processes are started and ended: the table of
+ * operations every runner fills (struct runner) and the chooser, as the
+ * store has one interface over its backends. The runners are
  * runner_process.c (a host command, SPEC 8.2) and runner_container.c (an
- * OCI image under podman, SPEC 8.2.1). runtime.c keeps what both share:
- * the identity, the app's cgroup and limits, the shim's config and
- * ledgers, the log pipe, the environment, and the supervisor that decides
- * when an app is gone (its cgroup tree empty, its leader exited, NVML
- * listing none of its processes). See docs/internals/runtime.md.
+ * OCI image under podman, SPEC 8.2.1, with its extras each in a file of
+ * its own: podman.c, image.c, cdi.c, pull.c); runner.c chooses. Nothing
+ * outside this wing names a runner: it asks runner_of(a) and calls the
+ * slots, an optional slot being NULL where a runner has nothing to do.
+ * runtime.c keeps what every runner shares: the identity, the app's cgroup
+ * and limits, the shim's config and ledgers, the log pipe, the
+ * environment, and the supervisor that decides when an app is gone (its
+ * cgroup tree empty, its leader exited, NVML listing none of its
+ * processes). launch.h is the one door a start goes through. See
+ * docs/internals/runtime.md.
  */
 #ifndef ACCEL_DAEMON_NODE_RUNTIME_RUNNER_H
 #define ACCEL_DAEMON_NODE_RUNTIME_RUNNER_H
@@ -19,9 +25,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "daemon/node/ledger.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/proc/identity.h"
-#include "daemon/node/ledger.h"
 #include "daemon/node/proc/proc.h"
 #include "daemon/state.h"
 
@@ -38,8 +44,31 @@ struct runner_start {
     struct cgroup_limits lim;      /* the manifest's limits */
 };
 
+/* What the caller of a start knows of what the runner needs on this
+ * machine (the container runner: whether a's pinned image is still here). */
+enum runner_seen {
+    RUNNER_SEEN,   /* looked at just now, off the lock (install, resume) */
+    RUNNER_GONE,   /* looked at just now and gone (resume): made again */
+    RUNNER_UNSEEN, /* not looked at (the cluster's agent): look first */
+};
+
+/* Save a's state st (reason may be NULL) and its event, then set it in
+ * memory (lock held): how the caller of a start records it (lifecycle.h's
+ * lifecycle_commit_state, or the cluster agent's, which names the node). */
+typedef enum accel_err (*runner_commit_fn)(struct accel_daemon *d,
+                                           struct app *a, enum app_state st,
+                                           const char *reason);
+
+/* What starts a once its runner is prepared (lock held, a still resuming
+ * here with no process): the door's start (launch.c). */
+typedef void (*runner_go_fn)(struct accel_daemon *d, struct app *a,
+                             runner_commit_fn commit);
+
 struct runner {
     const char *kind; /* "process" or "container" (the API's app.runner) */
+
+    /* ---- every runner */
+
     /* Start the app's leader (lock held). h gets the pid acceld watches
      * (the process, or podman's run of the container) and its start
      * time. On failure *cause gets an allocated sentence. */
@@ -59,87 +88,54 @@ struct runner {
      * is the leader's wait status when acceld reaped it, else -1. */
     void (*finish)(struct accel_daemon *d, const char *app,
                    int leader_status);
+
+    /* ---- optional: NULL where the runner has nothing to do */
+
+    /* Before an install, off the lock: can an app of manifest m start on
+     * this machine (cluster: the node that runs it is not chosen yet, so
+     * nothing is asked)? ACCEL_OK with *out_found what a start will need
+     * (a new reference, or NULL: made by prepare; set only on success);
+     * ACCEL_EINVAL when the manifest cannot run here, else the error of
+     * the failed look, each with *cause. Blocks up to a minute. */
+    enum accel_err (*vet)(const struct manifest *m, bool cluster,
+                          json_t **out_found, char **cause);
+    /* What vet found becomes a's (lock held, a just installed on this
+     * acceld's own store); takes ownership of found (NULL: none). */
+    void (*adopt)(struct accel_daemon *d, struct app *a, json_t *found);
+    /* Before a resume of app name, off the lock (takes d->lock briefly):
+     * is what its start needs still on this machine? RUNNER_SEEN or
+     * RUNNER_GONE. */
+    enum runner_seen (*look)(struct accel_daemon *d, const char *name);
+    /* Before a start of a (lock held, a resuming and bound here): true
+     * when the runner has begun a job off the lock (the container runner:
+     * the pull of a's image, or the look for its pinned one when seen is
+     * RUNNER_UNSEEN) that calls go(d, a, commit) under the lock once a
+     * may start, or fails a and releases it; false: a may start now. go
+     * runs at once when no thread can be had. */
+    bool (*prepare)(struct accel_daemon *d, struct app *a,
+                    enum runner_seen seen, runner_go_fn go,
+                    runner_commit_fn commit);
+    /* At acceld's start (no lock, before the threads): remove what the
+     * runner left of apps that no longer run (the container runner: its
+     * containers); returns how many. */
+    size_t (*sweep)(struct accel_daemon *d);
+    /* Once a second (the supervisor's thread, no lock): the runner's own
+     * upkeep (the container runner: remove the images no app uses). */
+    void (*tick)(struct accel_daemon *d);
+    /* a as the API shows the runner's part of it (lock held): a new
+     * object (the container runner: {image, pullPolicy, name, state, ...}),
+     * or NULL for none. */
+    json_t *(*json)(const struct accel_daemon *d, const struct app *a);
 };
 
-extern const struct runner runner_process;
-extern const struct runner runner_container;
-
-/* The runner of a's manifest (an image: the container runner). */
+/* The runner of a's manifest (an image: the container runner); of a NULL
+ * app (one that is gone), the host command's, which ends any process. */
 const struct runner *runner_of(const struct app *a);
 
-/* runner_container.c: acceld's containers at its start (no lock, before
- * the threads): a container of this instance whose app has no leader
- * alive (is in running) is removed with its cgroups; returns how many. */
-size_t runner_container_sweep(struct accel_daemon *d);
+/* The runner of an app of manifest m. */
+const struct runner *runner_for(const struct manifest *m);
 
-/* Is image ref on this machine (podman image exists)? ACCEL_OK with *pin
- * {ref, id, digest, preload (the image's own LD_PRELOAD, when it sets
- * one)} from podman image inspect; else ACCEL_ENOTFOUND, or ACCEL_ESYS
- * when podman cannot tell (not installed), with *cause naming run.image.
- * Blocks up to a minute: no lock. */
-enum accel_err runner_container_image_pin(const char *ref, json_t **pin,
-                                          char **cause);
-
-/* The file of an archive reference (oci-archive:/path[:name],
- * docker-archive:...) into *st: 0, or the errno of its stat (EINVAL for a
- * reference that is not an archive). */
-int runner_container_archive_stat(const char *ref, struct stat *st);
-
-/* Pull ref (podman pull; an archive is loaded): each line podman writes
- * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin
- * as runner_container_image_pin's of the image pulled (its ref ref); else
- * *cause: "pulling <ref> failed: ", its cause sorted (no such image, the
- * registry cannot be reached, the disk is full) and podman's last line. Blocks for the
- * pull, an hour at most: no lock. */
-enum accel_err runner_container_pull(const char *ref,
-                                     void (*line)(void *ctx,
-                                                  const char *line),
-                                     void *ctx, json_t **pin, char **cause);
-
-/* The image ID a is pinned to on this node (lock held; its pin file read
- * the first time), NULL when none. */
-const char *runner_container_pinned_id(const struct accel_daemon *d,
-                                       struct app *a);
-
-/* Pin a's image (lock held): pin (stolen; NULL = none) becomes a's, kept
- * in <data-dir>/images/<app>.json, so every later start, after an acceld
- * restart too, runs that image by its ID. */
-void runner_container_pin_set(struct accel_daemon *d, struct app *a,
-                              json_t *pin);
-
-/* The container's name of app in this instance (accel-<instance>-<app>)
- * into buf. */
-void runner_container_name(const struct accel_daemon *d, const char *app,
-                           char *buf, size_t len);
-
-/* Once a second (the supervisor, no lock): an image that an app acceld
- * pulls for (pull missing or always) used and no app uses any more (its
- * last app uninstalled) is removed (podman rmi, not waited for; one in use
- * by a container of someone else's stays). The volumes stay in the
- * owner's home. */
-void runner_container_images(struct accel_daemon *d);
-
-/* An app's container as the API shows it (lock held): {image, pull, name,
- * state: "running"|"stopping"|"none"}; NULL for a host command. */
-json_t *runner_container_json(const struct accel_daemon *d,
-                              const struct app *a);
-
-/* The CDI device of app a for people's own containers (lock held): name
- * a->name, containerEdits: the edits of NVIDIA's spec for each bound
- * NVIDIA GPU, the deviceNodes of each bound AMD GPU (/dev/kfd and its
- * render node) or Intel GPU (its render node), the shim first in
- * LD_PRELOAD, ACCEL_APP, ACCEL_CONFIG and the visible devices (AMD's as
- * the container numbers them), the mounts of the shim, a container copy of
- * its config, its ledgers and broker sockets (devs, host paths). The copy
- * is not written here: its text goes to *out_config (caller frees; set
- * only on success), for run/apps/<app>/RUNTIME_CTR_CONFIG. NULL with
- * *cause when NVIDIA's spec lacks a bound GPU, an AMD or Intel GPU's
- * render node is unknown or not on the machine, or the config cannot be
- * made. */
-json_t *runner_container_cdi_device(struct accel_daemon *d,
-                                    const struct app *a,
-                                    const struct ledger_device *devs,
-                                    size_t n, char **out_config,
-                                    char **cause);
+/* The runners, i from 0 until NULL (for sweep and tick). */
+const struct runner *runner_each(size_t i);
 
 #endif /* ACCEL_DAEMON_NODE_RUNTIME_RUNNER_H */

@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/runtime/runner_int.h"
 
 /* What proc_start's place hook needs. */
 struct placement {
@@ -76,8 +76,3 @@ const struct runner runner_process = {
     .leader_counts = false,
     .finish = process_finish,
 };
-
-const struct runner *runner_of(const struct app *a)
-{
-    return a->m.run.ctr.image != NULL ? &runner_container : &runner_process;
-}

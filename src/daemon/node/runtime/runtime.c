@@ -28,16 +28,18 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/node/runtime/applog.h"
-#include "daemon/node/slice/broker.h"
+#include "daemon/node/ledger.h"
+#include "daemon/node/limits/vram.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/proc/disk.h"
 #include "daemon/node/proc/identity.h"
-#include "daemon/node/runtime/logs.h"
-#include "daemon/node/ledger.h"
 #include "daemon/node/proc/proc.h"
-#include "daemon/node/limits/vram.h"
+#include "daemon/node/runtime/applog.h"
+#include "daemon/node/runtime/appsetup.h"
+#include "daemon/node/runtime/cdi.h"
+#include "daemon/node/runtime/logs.h"
 #include "daemon/node/runtime/runner.h"
+#include "daemon/node/slice/broker.h"
 #include "daemon/state.h"
 
 #define SUPERVISE_MS 100     /* a supervisor round */
@@ -114,13 +116,6 @@ bool runtime_runs_on_agent(struct accel_daemon *d, const struct app *a)
     return d->ninfo[node].member && !d->ninfo[node].local;
 }
 
-/* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs
- * one part per node, each with that node's devices only. */
-static bool row_local(struct accel_daemon *d, const struct app *a, size_t i)
-{
-    return d->ninfo[d->snap.devs[a->rows[i].dev].node].local;
-}
-
 /* "GPU-a,GPU-b" of the app's NVIDIA devices (on this machine). */
 static char *visible_devices(struct accel_daemon *d, const struct app *a)
 {
@@ -128,7 +123,7 @@ static char *visible_devices(struct accel_daemon *d, const struct app *a)
     for (size_t i = 0; i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
         char *n;
-        if (!row_local(d, a, i))
+        if (!appsetup_row_local(d, a, i))
             continue;
         if (x->type != ACCEL_TYPE_NVIDIA && x->type != ACCEL_TYPE_NVIDIA_GB10)
             continue;
@@ -139,55 +134,6 @@ static char *visible_devices(struct accel_daemon *d, const struct app *a)
     return s;
 }
 
-/* AMD types, whose quota the shim holds through the HIP runtime (a GB10's
- * it holds through CUDA, as an nvidia's). */
-static bool hip_type(enum accel_type t)
-{
-    return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
-}
-
-static bool needs_shim(struct accel_daemon *d, const struct app *a)
-{
-    for (size_t i = 0; i < a->nrows; i++) {
-        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-        if (row_local(d, a, i) && x->type == ACCEL_TYPE_NVIDIA &&
-            x->st != ACCEL_SUPPORT_EXCLUSIVE)
-            return true;
-        if (row_local(d, a, i) && x->st == ACCEL_SUPPORT_MEMSLICE &&
-            (hip_type(x->type) || x->type == ACCEL_TYPE_NVIDIA_GB10))
-            return true;
-    }
-    return false;
-}
-
-/* The CUDA ordinal of row i inside the app: its position among the app's
- * NVIDIA rows, the order of CUDA_VISIBLE_DEVICES; for an AMD row its HIP
- * ordinal, the position among the AMD rows (HIP_VISIBLE_DEVICES). -1 for
- * other types. */
-static int cuda_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
-{
-    enum accel_type ti = d->snap.devs[a->rows[i].dev].type;
-    int ord = 0;
-    for (size_t k = 0; k < a->nrows; k++) {
-        enum accel_type t = d->snap.devs[a->rows[k].dev].type;
-        bool cuda = (t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10);
-        bool same = hip_type(ti) ? hip_type(t) : cuda;
-        if (k == i)
-            return same && row_local(d, a, k) ? ord : -1;
-        ord += same && row_local(d, a, k);
-    }
-    return -1;
-}
-
-/* Is row i a Memory-slicing quota the shim enforces? */
-static bool quota_row(struct accel_daemon *d, const struct app *a, size_t i)
-{
-    const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-    return (x->type == ACCEL_TYPE_NVIDIA ||
-            x->type == ACCEL_TYPE_NVIDIA_GB10 || hip_type(x->type)) &&
-           x->st == ACCEL_SUPPORT_MEMSLICE && a->rows[i].memory > 0;
-}
-
 /* "0,1": the indexes of the app's local AMD devices (their position among
  * the machine's AMD cards, discovery.c), "" when it has none. */
 static char *hip_visible(struct accel_daemon *d, const struct app *a)
@@ -196,7 +142,7 @@ static char *hip_visible(struct accel_daemon *d, const struct app *a)
     for (size_t i = 0; i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
         char *n;
-        if (!row_local(d, a, i) || !hip_type(x->type))
+        if (!appsetup_row_local(d, a, i) || !cdi_amd_type(x->type))
             continue;
         n = xasprintf("%s%s%d", s, s[0] ? "," : "",
                       d->dinfo[a->rows[i].dev].index < 0
@@ -207,182 +153,6 @@ static char *hip_visible(struct accel_daemon *d, const struct app *a)
     return s;
 }
 
-static char *run_dir(struct accel_daemon *d)
-{
-    return xasprintf("%s/run", d->cfg.data_dir);
-}
-
-static char *config_path(struct accel_daemon *d, const char *app)
-{
-    return xasprintf("%s/run/apps/%s/shim.conf", d->cfg.data_dir, app);
-}
-
-static void mkdirs(const char *path)
-{
-    char *p = xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        mkdir(p, 0755);
-        *s = '/';
-    }
-    mkdir(p, 0755);
-    free(p);
-}
-
-char *runtime_events_path(struct accel_daemon *d, const char *app)
-{
-    return xasprintf("%s/run/apps/%s/shim.events", d->cfg.data_dir, app);
-}
-
-/* The app's shim.events, empty at each start: the shim appends a line
- * when a looked-up name goes by unheld (node/unheld.c reads it). Group-
- * writable by the app's group only (0620); without a uid drop, 0600. */
-static enum accel_err events_file_for(struct accel_daemon *d,
-                                      const char *app,
-                                      const struct identity_run *who)
-{
-    char *path = runtime_events_path(d, app);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
-    enum accel_err rc = ACCEL_ESYS;
-
-    if (fd >= 0 && (!who->drop || (fchown(fd, 0, who->gid) == 0 &&
-                                   fchmod(fd, 0620) == 0)))
-        rc = ACCEL_OK;
-    if (fd >= 0)
-        close(fd);
-    free(path);
-    return rc;
-}
-
-/* run/apps/<app>: root-owned, readable by the app's group only (0750), so
- * the app reads its config and cannot replace it; other apps see nothing. */
-static enum accel_err config_dir_for(const char *dir,
-                                     const struct identity_run *who)
-{
-    if (who->drop && chown(dir, 0, who->gid) != 0)
-        return ACCEL_ESYS;
-    return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
-}
-
-/* The devices of an app's shim config, with their files' paths: a plan
- * (plan_shim_files) that owns every string its devs point to, so that it
- * can be written after d->lock is released. */
-struct shim_files {
-    struct ledger_device devs[ADM_MAX_SELECTION];
-    char paths[ADM_MAX_SELECTION][512];
-    char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
-    char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
-    uint64_t card_memory[ADM_MAX_SELECTION]; /* a card ledger's limit */
-    size_t n;
-};
-
-/*
- * What a's shim files should be, into f (lock held): a ledger for every
- * Memory-slicing row (its limit the row's quota), the broker socket and
- * the card's ledger of a time-sliced one. Reads nothing on disk and writes
- * nothing. ACCEL_OK, or ACCEL_EINVAL when a path does not fit.
- */
-static enum accel_err plan_shim_files(struct accel_daemon *d,
-                                      const struct app *a,
-                                      struct shim_files *f)
-{
-    struct ledger_device *devs = f->devs;
-    char *rundir = run_dir(d);
-    size_t n = 0;
-    enum accel_err rc = ACCEL_OK;
-
-    for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
-        int ord = cuda_ordinal(d, a, i);
-        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
-        if (!row_local(d, a, i))
-            continue;
-        if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
-            n < ADM_MAX_SELECTION &&
-            broker_socket_path(f->paths[n], sizeof f->paths[n],
-                               d->cfg.data_dir, x->id) == ACCEL_OK) {
-            /* time slicing */
-            util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
-            devs[n] = (struct ledger_device){.ordinal = ord,
-                                             .uuid = f->ids[n],
-                                             .ts_socket = f->paths[n]};
-            /* the card's ledger: the apps' memory that cannot be evicted
-             * at a turn switch, counted together (issue 35) */
-            if (ledger_card_path(f->cards[n], sizeof f->cards[n], rundir,
-                                 x->id) == ACCEL_OK) {
-                devs[n].card = f->cards[n];
-                f->card_memory[n] = x->memory;
-            }
-            n++;
-            continue;
-        }
-        if (!quota_row(d, a, i) || n == ADM_MAX_SELECTION)
-            continue;
-        rc = ledger_path(f->paths[n], sizeof f->paths[n], rundir, a->name,
-                         ord);
-        util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
-        devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
-                                         f->ids[n], NULL, NULL};
-        n++;
-    }
-    f->n = n;
-    free(rundir);
-    return rc;
-}
-
-/*
- * Make what f plans for app (no lock needed: f owns its strings; d only
- * for its data dir): each ledger (an existing one of ours keeps its slots
- * and usage and takes the planned limit, ledger_create), the app's
- * directory, the config naming them and its events file, emptied. A card
- * ledger that cannot be shared is left out of the config with a warning,
- * and *out_whole is false. ACCEL_OK or the first failure.
- */
-static enum accel_err write_shim_files(struct accel_daemon *d,
-                                       const char *app,
-                                       const struct identity_run *who,
-                                       struct shim_files *f, bool *out_whole)
-{
-    char *cfg = config_path(d, app), *dir;
-    enum accel_err rc = ACCEL_OK;
-
-    *out_whole = true;
-    for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
-        struct ledger_device *x = &f->devs[i];
-        if (x->card != NULL) {
-            enum accel_err crc = ledger_create_card(
-                x->card, x->uuid, f->card_memory[i],
-                who->drop ? who->gid : (gid_t)-1);
-            if (crc != ACCEL_OK) {
-                log_warn("app %s: the card ledger %s cannot be shared "
-                         "with it (%s): its memory that cannot be "
-                         "evicted is not counted with the other "
-                         "time-sliced apps' on %s", app, x->card,
-                         accel_strerror(crc), x->uuid);
-                x->card = NULL;
-                *out_whole = false;
-            }
-        }
-        if (x->path != NULL)
-            rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
-                               (uid_t)-1, who->drop ? who->gid : (gid_t)-1);
-    }
-    dir = xstrdup(cfg);
-    *strrchr(dir, '/') = '\0';
-    mkdirs(dir);
-    if (rc == ACCEL_OK)
-        rc = config_dir_for(dir, who);
-    if (rc == ACCEL_OK)
-        rc = ledger_write_config(cfg, app, f->devs, f->n);
-    if (rc == ACCEL_OK)
-        rc = events_file_for(d, app, who);
-    free(dir);
-    free(cfg);
-    return rc;
-}
-
 /*
  * Create the ledger of every Memory-slicing row (the limit is the row's
  * quota) and write the app's read-only shim config naming them (lock
@@ -390,19 +160,19 @@ static enum accel_err write_shim_files(struct accel_daemon *d,
  */
 static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                const struct identity_run *who,
-                               struct shim_files *f, char **cause)
+                               struct appsetup_files *f, char **cause)
 {
     bool whole;
-    enum accel_err rc = plan_shim_files(d, a, f);
+    enum accel_err rc = appsetup_plan(d, a, f);
 
     if (rc == ACCEL_OK)
-        rc = write_shim_files(d, a->name, who, f, &whole);
+        rc = appsetup_write(d, a->name, who, f, &whole);
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
                            a->name, accel_strerror(rc));
         return NULL;
     }
-    return config_path(d, a->name);
+    return appsetup_config_path(d, a->name);
 }
 
 uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
@@ -414,8 +184,6 @@ uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
     return 1;
 }
 
-static void written_forget(struct accel_daemon *d, const char *app);
-
 void runtime_release_files(struct accel_daemon *d, const struct app *a)
 {
     /* a person's own container held through the app's CDI device (its
@@ -425,24 +193,24 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     if (!manifest_runs(&a->m) && d->cg != NULL &&
         cgroup_app_populated(d->cg, a->name) == 1)
         cgroup_app_kill(d->cg, a->name);
-    char *rundir = run_dir(d), *cfg = config_path(d, a->name);
+    char *rundir = appsetup_run_dir(d), *cfg = appsetup_config_path(d, a->name);
     char path[512];
 
     pthread_mutex_lock(&d->files_lock); /* after a refresh's writes */
-    written_forget(d, a->name);
+    cdi_forget(d, a->name);
     vram_app_clear(d, a);
     for (size_t i = 0; i < a->nrows; i++) {
-        if (quota_row(d, a, i) &&
+        if (appsetup_quota_row(d, a, i) &&
             ledger_path(path, sizeof path, rundir, a->name,
-                        cuda_ordinal(d, a, i)) == ACCEL_OK)
+                        appsetup_ordinal(d, a, i)) == ACCEL_OK)
             ledger_remove(path);
     }
     unlink(cfg);
     free(cfg);
-    cfg = runtime_events_path(d, a->name);
+    cfg = appsetup_events_path(d, a->name);
     unlink(cfg);
     free(cfg);
-    cfg = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG, d->cfg.data_dir,
+    cfg = xasprintf("%s/run/apps/%s/" CDI_CTR_CONFIG_FILE, d->cfg.data_dir,
                     a->name);
     unlink(cfg); /* a container's copy (runner_container.c) */
     pthread_mutex_unlock(&d->files_lock);
@@ -473,8 +241,7 @@ static char *preload_value(struct accel_daemon *d, const struct app *a,
 /* ACCEL_NODE_NAME, _RANK, _COUNT and _PEERS of a part of an app bound
  * across nodes (SPEC 10): the nodes in name order, this one's place among
  * them. Returns the variables written to env (4). */
-static size_t multi_env(struct accel_daemon *d, const struct app *a,
-                        char **env)
+static size_t multi_env(struct accel_daemon *d, const struct app *a, char **env)
 {
     const char *names[ADM_MAX_SELECTION];
     size_t nn = 0, rank = 0;
@@ -569,18 +336,6 @@ static void free_env(char **env)
     free(env);
 }
 
-/* The limits of a's selected type (SPEC 8.2). */
-static struct cgroup_limits app_limits(const struct app *a)
-{
-    const struct adm_req *r = state_app_req(a);
-    struct cgroup_limits lim = {0, 0, 0};
-    if (r) {
-        lim.memory = r->lim_mem;
-        lim.cpu_millis = r->lim_cpu;
-    }
-    return lim;
-}
-
 enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                              char **cause)
 {
@@ -590,10 +345,10 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
     char *cfg = NULL;
     struct proc_handle h;
     struct identity_run who;
-    struct shim_files *files = xcalloc(1, sizeof(*files));
+    struct appsetup_files *files = xcalloc(1, sizeof(*files));
     const struct runner *r = runner_of(a);
     struct runner_start rs = {.a = a, .log_path = logpath, .out_fd = -1,
-                              .lim = app_limits(a)};
+                              .lim = appsetup_limits(a)};
     bool have_who = false, have_log = false;
     int outfd = -1;
     enum accel_err rc;
@@ -609,7 +364,7 @@ enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
         goto out;
     if (d->cg->v2_dir != NULL)
         vram_app_apply(d, a); /* the kernel's or the driver's VRAM limits */
-    if (d->shim_path && needs_shim(d, a)) {
+    if (d->shim_path && appsetup_needs_shim(d, a)) {
         cfg = write_shim_config(d, a, &who, files, cause);
         if (cfg == NULL) {
             rc = ACCEL_ESYS;
@@ -657,398 +412,6 @@ out:
     return rc;
 }
 
-/* ---- people's own containers: the CDI spec (SPEC 8.2.1) ---- */
-
-/* The last spec written (a rewrite only when it changes). One per process:
- * daemons sharing a process in a unit test would only rewrite more. */
-static char *cdi_last;
-static bool cdi_cleared; /* a spec left by an earlier run was removed */
-
-/* Is a an app of this node that acceld does not run (external), bound to
- * a GPU here that needs the shim? */
-static bool cdi_app(struct accel_daemon *d, const struct app *a)
-{
-    if (manifest_runs(&a->m) || a->nrows == 0 || !needs_shim(d, a))
-        return false;
-    for (size_t i = 0; i < a->nrows; i++)
-        if (!row_local(d, a, i))
-            return false;
-    return true;
-}
-
-/* text into path (0644): 0, or -1 with errno. */
-static int write_text(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t len = strlen(text), done = 0;
-    if (fd < 0)
-        return -1;
-    while (done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            errno = e;
-            return -1;
-        }
-        done += (size_t)n;
-    }
-    return close(fd);
-}
-
-/* Where the spec goes: ACCEL_CDI_DIR, else /var/run/cdi on a machine that
- * uses CDI (it has /var/run/cdi or /etc/cdi), else nowhere. */
-static const char *cdi_dir(void)
-{
-    const char *dir = getenv("ACCEL_CDI_DIR");
-    if (dir != NULL && dir[0] == '/')
-        return dir;
-    if (access(RUNTIME_CDI_DIR, F_OK) == 0 || access("/etc/cdi", F_OK) == 0)
-        return RUNTIME_CDI_DIR;
-    return NULL;
-}
-
-/* An external app's files as the CDI refresh plans them (under d->lock)
- * and writes them (under d->files_lock alone): it owns all it needs. */
-struct cdi_plan {
-    char *app;
-    struct shim_files f;
-    char *key;       /* what the files' content follows: the config's text,
-                        the container copy's, the card ledgers' limits */
-    char *ctr_text;  /* the container's copy of the config, NULL = none */
-    json_t *dev;     /* its CDI device, NULL = none */
-};
-
-static void cdi_plan_free(struct cdi_plan *p)
-{
-    if (p == NULL)
-        return;
-    free(p->app);
-    free(p->key);
-    free(p->ctr_text);
-    json_decref(p->dev);
-    free(p);
-}
-
-/* The plan of a CDI app (lock held); NULL with *cause when its files
- * cannot be made. Its device is NULL (and *cause set) where NVIDIA's spec
- * lacks a bound GPU: the files are made all the same. */
-static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
-                                     const struct app *a, char **cause)
-{
-    struct cdi_plan *p = xcalloc(1, sizeof(*p));
-    char *text = NULL, *cards = xstrdup("");
-    enum accel_err rc = plan_shim_files(d, a, &p->f);
-
-    if (rc == ACCEL_OK)
-        rc = ledger_config_text(a->name, p->f.devs, p->f.n, &text);
-    if (rc != ACCEL_OK) {
-        *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
-                           a->name, accel_strerror(rc));
-        free(cards);
-        cdi_plan_free(p);
-        return NULL;
-    }
-    p->app = xstrdup(a->name);
-    p->dev = runner_container_cdi_device(d, a, p->f.devs, p->f.n,
-                                         &p->ctr_text, cause);
-    for (size_t i = 0; i < p->f.n; i++) {
-        char *c;
-        if (p->f.devs[i].card == NULL)
-            continue;
-        c = xasprintf("%scard %s %llu\n", cards, p->f.devs[i].card,
-                      (unsigned long long)p->f.card_memory[i]);
-        free(cards);
-        cards = c;
-    }
-    p->key = xasprintf("%s--\n%s--\n%s", text, p->ctr_text ? p->ctr_text : "",
-                       cards);
-    free(text);
-    free(cards);
-    return p;
-}
-
-/* The identity of a file as written: a file replaced (a rename), removed
- * or, for a config, changed, no longer matches. */
-struct file_id {
-    dev_t dev;
-    ino_t ino;
-    off_t size;        /* configs only: 0 for the others, */
-    int64_t mtime_ns;  /* which the app writes (ledgers, events) */
-};
-
-#define CDI_FILES (3 + 2 * ADM_MAX_SELECTION) /* files of an app's plan */
-
-/* What the refresh last wrote for an app (d->written). */
-struct runtime_written {
-    char *app;
-    char *key;                  /* its plan's key, NULL = write again */
-    struct file_id ids[CDI_FILES]; /* its files' */
-    size_t nids;
-};
-
-/* The files of p: the config and the container's copy (their content
- * planned: content true), the events file and the ledgers. Caller frees
- * paths[0..n). */
-static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
-                             char **paths, bool *content)
-{
-    size_t n = 0;
-
-    content[n] = true;
-    paths[n++] = config_path(d, p->app);
-    if (p->ctr_text != NULL) {
-        content[n] = true;
-        paths[n++] = xasprintf("%s/run/apps/%s/" RUNTIME_CTR_CONFIG,
-                               d->cfg.data_dir, p->app);
-    }
-    content[n] = false;
-    paths[n++] = runtime_events_path(d, p->app);
-    for (size_t i = 0; i < p->f.n; i++) {
-        if (p->f.devs[i].path != NULL) {
-            content[n] = false;
-            paths[n++] = xstrdup(p->f.devs[i].path);
-        }
-        if (p->f.devs[i].card != NULL) {
-            content[n] = false;
-            paths[n++] = xstrdup(p->f.devs[i].card);
-        }
-    }
-    return n;
-}
-
-/* path's identity into *id: false when it is not there. */
-static bool file_id_of(const char *path, bool content, struct file_id *id)
-{
-    struct stat st;
-
-    memset(id, 0, sizeof(*id));
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return false;
-    id->dev = st.st_dev;
-    id->ino = st.st_ino;
-    if (content) {
-        id->size = st.st_size;
-        id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
-                       st.st_mtim.tv_nsec;
-    }
-    return true;
-}
-
-static bool file_id_eq(const struct file_id *x, const struct file_id *y)
-{
-    return x->dev == y->dev && x->ino == y->ino && x->size == y->size &&
-           x->mtime_ns == y->mtime_ns;
-}
-
-/* The entry of app in d->written, or NULL (files_lock held). */
-static struct runtime_written *written_find(struct accel_daemon *d,
-                                            const char *app, size_t hint)
-{
-    if (hint < d->nwritten && d->written[hint].app != NULL &&
-        strcmp(d->written[hint].app, app) == 0)
-        return &d->written[hint];
-    for (size_t i = 0; i < d->nwritten; i++)
-        if (d->written[i].app != NULL && strcmp(d->written[i].app, app) == 0)
-            return &d->written[i];
-    return NULL;
-}
-
-static void written_forget(struct accel_daemon *d, const char *app)
-{
-    struct runtime_written *w = written_find(d, app, 0);
-    if (w != NULL) {
-        free(w->key);
-        w->key = NULL;
-    }
-}
-
-static void written_free(struct accel_daemon *d)
-{
-    for (size_t i = 0; i < d->nwritten; i++) {
-        free(d->written[i].app);
-        free(d->written[i].key);
-    }
-    free(d->written);
-    d->written = NULL;
-    d->nwritten = 0;
-}
-
-/*
- * p's files made as planned where they are not already so (files_lock
- * held, d->lock not): w is what was last written for the app, and becomes
- * what is now. Nothing is written when p's key is w's and every file is
- * the one written then; a ledger is made only where it is missing or its
- * limit changes (ledger_create keeps an existing ledger's slots). False
- * when the files could not be made (said in the log).
- */
-static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
-                      struct runtime_written *w)
-{
-    static const struct identity_run who = {.drop = false};
-    char *paths[CDI_FILES];
-    bool content[CDI_FILES], same, whole = false;
-    struct file_id ids[CDI_FILES];
-    size_t n = cdi_plan_paths(d, p, paths, content);
-    enum accel_err rc = ACCEL_OK;
-
-    same = w->key != NULL && strcmp(w->key, p->key) == 0 && w->nids == n;
-    for (size_t i = 0; i < n && same; i++)
-        same = file_id_of(paths[i], content[i], &ids[i]) &&
-               file_id_eq(&ids[i], &w->ids[i]);
-    if (!same) {
-        free(w->key);
-        w->key = NULL;
-        rc = write_shim_files(d, p->app, &who, &p->f, &whole);
-        if (rc == ACCEL_OK && p->ctr_text != NULL)
-            rc = ledger_write_text(paths[1], p->ctr_text);
-        if (rc != ACCEL_OK)
-            log_warn("app %s: cannot prepare the memory quota of '%s': %s",
-                     p->app, p->app, accel_strerror(rc));
-        for (size_t i = 0; i < n && rc == ACCEL_OK && whole; i++)
-            if (!file_id_of(paths[i], content[i], &w->ids[i]))
-                whole = false;
-        if (rc == ACCEL_OK && whole) { /* else made again next time */
-            w->key = p->key;
-            p->key = NULL;
-            w->nids = n;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        free(paths[i]);
-    return rc == ACCEL_OK;
-}
-
-/* d->written becomes the entries of plans[0..n), in that order, each one
- * kept from before where its app had one (files_lock held). */
-static void written_follow(struct accel_daemon *d, struct cdi_plan **plans,
-                           size_t n)
-{
-    struct runtime_written *v = xcalloc(n ? n : 1, sizeof(*v));
-
-    for (size_t i = 0; i < n; i++) {
-        struct runtime_written *w = written_find(d, plans[i]->app, i);
-        if (w != NULL) {
-            v[i] = *w;
-            w->app = NULL; /* moved */
-            w->key = NULL;
-        } else {
-            v[i].app = xstrdup(plans[i]->app);
-        }
-    }
-    written_free(d);
-    d->written = v;
-    d->nwritten = n;
-}
-
-void runtime_cdi_refresh(struct accel_daemon *d)
-{
-    const char *dir = cdi_dir();
-    json_t *devs, *spec;
-    char *path, *text, *tmp;
-    struct cdi_plan **plans;
-    size_t np = 0;
-
-    if (d->cg == NULL || d->shim_path == NULL || dir == NULL)
-        return;
-    pthread_mutex_lock(&d->lock);
-    plans = xcalloc(d->napps ? d->napps : 1, sizeof(*plans));
-    for (size_t i = 0; i < d->napps; i++) {
-        struct app *a = d->apps[i];
-        struct cdi_plan *p;
-        char *cause = NULL;
-        if (!cdi_app(d, a)) {
-            if (!manifest_runs(&a->m) &&
-                cgroup_app_populated(d->cg, a->name) == 0)
-                cgroup_app_remove_tree(d->cg, a->name); /* released */
-            continue;
-        }
-        if (cgroup_app_populated(d->cg, a->name) < 0) { /* for the hook */
-            struct cgroup_limits lim = app_limits(a);
-            if (cgroup_app_prepare(d->cg, a->name, &lim, &cause) !=
-                ACCEL_OK) {
-                log_warn("app %s: %s", a->name, cause);
-                free(cause);
-                cause = NULL;
-            }
-        }
-        p = cdi_plan_new(d, a, &cause);
-        if (p == NULL || p->dev == NULL)
-            log_warn("app %s: no CDI device: %s", a->name, cause);
-        free(cause);
-        if (p != NULL)
-            plans[np++] = p;
-    }
-    /* the files are written without d->lock: a release of one of these
-     * apps (runtime_release_files, under d->lock) waits for files_lock,
-     * so it removes what is written here, never the other way round */
-    pthread_mutex_lock(&d->files_lock);
-    pthread_mutex_unlock(&d->lock);
-    written_follow(d, plans, np);
-    devs = json_array();
-    for (size_t i = 0; i < np; i++) {
-        if (cdi_write(d, plans[i], &d->written[i]) && plans[i]->dev != NULL) {
-            json_array_append_new(devs, plans[i]->dev);
-            plans[i]->dev = NULL;
-        }
-        cdi_plan_free(plans[i]);
-    }
-    pthread_mutex_unlock(&d->files_lock);
-    free(plans);
-    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
-    if (json_array_size(devs) == 0) {
-        json_decref(devs);
-        if (cdi_last != NULL || !cdi_cleared)
-            unlink(path);
-        cdi_cleared = true;
-        free(cdi_last);
-        cdi_last = NULL;
-        free(path);
-        return;
-    }
-    /* the lowest version with what it uses: podman 4.3.1 reads up to 0.5.0 */
-    spec = json_pack("{s:s, s:s, s:o}", "cdiVersion", "0.5.0", "kind",
-                     "accel.dev/app", "devices", devs);
-    text = json_dumps(spec, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(spec);
-    if (cdi_last == NULL || strcmp(cdi_last, text) != 0) {
-        tmp = xasprintf("%s.tmp", path);
-        mkdirs(dir);
-        if (write_text(tmp, text) != 0 ||
-            rename(tmp, path) != 0) {
-            log_warn("cannot write %s: %s", path, strerror(errno));
-            unlink(tmp);
-            free(text);
-            text = NULL;
-        }
-        free(tmp);
-        free(cdi_last);
-        cdi_last = text;
-    } else {
-        free(text);
-    }
-    free(path);
-}
-
-void runtime_cdi_remove(struct accel_daemon *d)
-{
-    const char *dir = cdi_dir();
-    char *path;
-
-    pthread_mutex_lock(&d->files_lock);
-    written_free(d);
-    pthread_mutex_unlock(&d->files_lock);
-    if (d->cg == NULL || dir == NULL)
-        return;
-    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
-    unlink(path);
-    free(path);
-    free(cdi_last);
-    cdi_last = NULL;
-}
-
 /* ---- stopping ---- */
 
 /* Reap the leader if it is our child (status kept in *status). */
@@ -1066,8 +429,8 @@ static bool leader_alive(const struct runner *r, pid_t pid, uint64_t start)
 /* Poll the app's cgroup until it is empty (and its leader gone, where
  * the runner counts it) or ms pass; true when empty. */
 static bool wait_empty(struct accel_daemon *d, const struct runner *r,
-                       const char *name, pid_t pid, uint64_t start,
-                       unsigned ms, int *status)
+                       const char *name, pid_t pid, uint64_t start, unsigned ms,
+                       int *status)
 {
     uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
     for (;;) {
@@ -1088,7 +451,7 @@ static bool wait_empty(struct accel_daemon *d, const struct runner *r,
 static const struct runner *runner_named(struct accel_daemon *d,
                                          const char *name)
 {
-    const struct runner *r = &runner_process;
+    const struct runner *r = runner_of(NULL);
     struct app *a;
 
     pthread_mutex_lock(&d->lock);
@@ -1099,11 +462,10 @@ static const struct runner *runner_named(struct accel_daemon *d,
     return r;
 }
 
-enum accel_err runtime_stop(struct accel_daemon *d, const char *name,
-                            pid_t pid, uint64_t start, int timeout_s,
-                            int *out_status)
+enum accel_err runtime_stop(struct accel_daemon *d, const char *name, pid_t pid,
+                            uint64_t start, int timeout_s, int *out_status)
 {
-    struct proc_handle h = {.pid = pid, .start_time = start};
+    struct proc_handle h = { .pid = pid, .start_time = start };
     const struct runner *r = runner_named(d, name);
     char *cause = NULL;
     enum accel_err rc = ACCEL_OK;
@@ -1145,11 +507,11 @@ bool runtime_stop_outside(struct accel_daemon *d, const char *name,
     if (d->cg == NULL || cgroup_app_populated(d->cg, name) != 1)
         return true;
     cgroup_app_signal(d->cg, name, SIGTERM);
-    if (wait_empty(d, &runner_process, name, 0, 0,
+    if (wait_empty(d, runner_of(NULL), name, 0, 0,
                    (unsigned)timeout_s * 1000u, NULL))
         return true;
     cgroup_app_kill(d->cg, name);
-    if (wait_empty(d, &runner_process, name, 0, 0, KILL_GRACE_MS, NULL))
+    if (wait_empty(d, runner_of(NULL), name, 0, 0, KILL_GRACE_MS, NULL))
         return true;
     log_warn("stopping %s: what its cgroup holds survived the kill", name);
     return false;
@@ -1175,8 +537,7 @@ static void supervisor_sleep(unsigned ms)
 {
     struct timespec ts = util_deadline(CLOCK_REALTIME, ms);
     pthread_mutex_lock(&wake_mu);
-    while (!wake_due &&
-           pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) == 0)
+    while (!wake_due && pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) == 0)
         ;
     wake_due = false;
     pthread_mutex_unlock(&wake_mu);
@@ -1249,7 +610,7 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
 /* Is every process of the app gone? */
 static bool app_gone(struct accel_daemon *d, struct watch *w)
 {
-    struct proc_handle h = {.pid = w->pid, .start_time = w->start};
+    struct proc_handle h = { .pid = w->pid, .start_time = w->start };
     int pop = cgroup_app_populated(d->cg, w->name);
 
     if (w->r->leader_counts) /* podman's run lives as long as it */
@@ -1326,7 +687,7 @@ static void probe(struct accel_daemon *d, struct watch *w)
 static void oom_reason(const struct app *a, char *buf, size_t len)
 {
     char q[32];
-    quantity_format_bytes(app_limits(a).memory, q, sizeof q);
+    quantity_format_bytes(appsetup_limits(a).memory, q, sizeof q);
     snprintf(buf, len, "killed: out of memory (limitedMemory %s)", q);
 }
 
@@ -1406,16 +767,16 @@ static bool supervise_round(struct accel_daemon *d, bool logs)
     return stopping;
 }
 
-bool runtime_ledger_of(struct accel_daemon *d, const struct app *a,
-                       size_t row, char *out, size_t cap)
+bool runtime_ledger_of(struct accel_daemon *d, const struct app *a, size_t row,
+                       char *out, size_t cap)
 {
     char *rundir;
     bool ok;
 
-    if (row >= a->nrows || !quota_row(d, a, row))
+    if (row >= a->nrows || !appsetup_quota_row(d, a, row))
         return false;
-    rundir = run_dir(d);
-    ok = ledger_path(out, cap, rundir, a->name, cuda_ordinal(d, a, row)) ==
+    rundir = appsetup_run_dir(d);
+    ok = ledger_path(out, cap, rundir, a->name, appsetup_ordinal(d, a, row)) ==
          ACCEL_OK;
     free(rundir);
     return ok;
@@ -1434,20 +795,19 @@ struct usage_probe {
 
 /* Add the card ledger of a's row k (a time-sliced GPU here) to p, once per
  * card; false when there is none or p is full. Lock held. */
-static bool gather_card(struct accel_daemon *d, const struct app *a,
-                        size_t k, struct usage_probe *p, size_t n,
-                        size_t max)
+static bool gather_card(struct accel_daemon *d, const struct app *a, size_t k,
+                        struct usage_probe *p, size_t n, size_t max)
 {
     const struct adm_device *x;
     char *rundir;
     bool ok;
 
-    if (n >= max || a->rows[k].dev >= d->snap.ndevs || !row_local(d, a, k))
+    if (n >= max || a->rows[k].dev >= d->snap.ndevs || !appsetup_row_local(d, a, k))
         return false;
     x = &d->snap.devs[a->rows[k].dev];
     if (x->type != ACCEL_TYPE_NVIDIA || x->st != ACCEL_SUPPORT_TIMESLICE)
         return false;
-    rundir = run_dir(d);
+    rundir = appsetup_run_dir(d);
     ok = ledger_card_path(p[n].path, sizeof p[n].path, rundir, x->id) ==
          ACCEL_OK;
     free(rundir);
@@ -1470,7 +830,7 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
-        if (a->pid <= 0 && !cdi_app(d, a)) /* no process, no CDI device */
+        if (a->pid <= 0 && !cdi_app_here(d, a)) /* no process, no CDI device */
             continue;
         for (size_t k = 0; k < a->nrows && n < max; k++) {
             if (gather_card(d, a, k, p, n, max))
@@ -1724,8 +1084,10 @@ static void *supervise(void *arg)
             second_next = util_now_ns() + 10ULL * SUPERVISE_MS * 1000000ULL;
             refresh_usage(d);
             vram_refresh_usage(d); /* the kernel's or the driver's count */
-            runtime_cdi_refresh(d);
-            runner_container_images(d);
+            cdi_refresh(d);
+            for (size_t i = 0; runner_each(i) != NULL; i++)
+                if (runner_each(i)->tick != NULL)
+                    runner_each(i)->tick(d); /* the runners' upkeep */
         }
         if (util_now_ns() >= disk_next) {
             uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
@@ -1765,7 +1127,7 @@ void runtime_supervisor_stop(struct accel_daemon *d)
     d->stopping = 1;
     pthread_join(d->supervisor, NULL);
     d->supervisor_running = false;
-    runtime_cdi_remove(d); /* its ledgers are acceld's to keep up */
+    cdi_remove(d); /* its ledgers are acceld's to keep up */
     applog_stop(d->applog);
     d->applog = NULL;
 }
@@ -1782,7 +1144,8 @@ void runtime_end_orphans(struct accel_daemon *d)
 {
     struct proc_tagged *t = NULL;
     size_t nt = 0;
-    char *prefix = cgroup_app_tag(d->cg, ""); /* "<instance>/": this acceld's apps */
+    char *prefix =
+        cgroup_app_tag(d->cg, ""); /* "<instance>/": this acceld's apps */
 
     /* one /proc scan for every app, not one per app */
     if (proc_find_by_env_prefix(CGROUP_APP_TAG_KEY, prefix, &t, &nt) != ACCEL_OK)
@@ -1811,13 +1174,15 @@ void runtime_end_orphans(struct accel_daemon *d)
     }
     pthread_mutex_unlock(&d->lock);
     proc_tagged_free(t, nt);
-    runner_container_sweep(d); /* containers of no running app */
+    for (size_t i = 0; runner_each(i) != NULL; i++)
+        if (runner_each(i)->sweep != NULL) /* what no running app uses */
+            runner_each(i)->sweep(d);
 }
 
 void runtime_kill_unowned(struct accel_daemon *d, const struct app *a,
                           const char *why)
 {
-    struct proc_handle h = {.pid = (pid_t)a->pid, .start_time = a->pid_start};
+    struct proc_handle h = { .pid = (pid_t)a->pid, .start_time = a->pid_start };
     char *tag = cgroup_app_tag(d->cg, a->name);
     if (cgroup_app_populated(d->cg, a->name) == 1)
         cgroup_app_kill(d->cg, a->name);
@@ -1929,7 +1294,7 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
         put_cap(o, reasons, "pids", &outside);
         put_cap(o, reasons, "disk", &outside);
     } else if (a != NULL) {
-        lim = app_limits(a);
+        lim = appsetup_limits(a);
         put_cap(o, reasons, "containment", &cg->containment);
         put_limit(o, reasons, "memory", &cg->memory, lim.memory,
                   "limitedMemory");

@@ -83,10 +83,6 @@ bool runtime_stop_outside(struct accel_daemon *d, const char *name,
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
                         bool uninstall);
 
-/* "<data-dir>/run/apps/<app>/shim.events" (caller frees): where the
- * app's shim reports the names that go by unheld (node/unheld.h). */
-char *runtime_events_path(struct accel_daemon *d, const char *app);
-
 /*
  * The ledger file of a's allocation row `row` into out (cap bytes): true
  * when that row is a Memory-slicing quota the shim enforces (it has a
@@ -130,25 +126,6 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a);
  * returns 1 while it holds anything, else 0 (0 too for an app acceld
  * runs: its stop has emptied its cgroup). Lock held. */
 uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a);
-
-/* What runtime.c shares with the runners (runner.h). */
-#define RUNTIME_CTR_CONFIG "shim-container.conf" /* a container's copy of
-                                   the shim config, in run/apps/<app> */
-
-/*
- * People's own containers (SPEC 8.2.1): the CDI spec
- * <dir>/accel-<instance>.json (dir: ACCEL_CDI_DIR, else /var/run/cdi on a
- * machine with /var/run/cdi or /etc/cdi, else none is written), kind
- * accel.dev/app, one device per external app bound here to a GPU that
- * needs the shim (its ledgers and config made for it, planned under
- * d->lock and written under d->files_lock alone, only when the plan
- * changed or a file is gone or replaced), rewritten when it changes (the
- * supervisor, every second) and removed with the last such app; removed
- * when the supervisor stops. No lock held.
- */
-#define RUNTIME_CDI_DIR "/var/run/cdi"
-void runtime_cdi_refresh(struct accel_daemon *d);
-void runtime_cdi_remove(struct accel_daemon *d);
 
 /* Start / stop the supervisor thread. */
 enum accel_err runtime_supervisor_start(struct accel_daemon *d);

@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/node/slice/broker.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/proc/proc.h"
+#include "daemon/node/slice/broker.h"
 #include "daemon/state.h"
 
 #define OVERSUB_DEFAULT_MS 4000 /* quantum while the card is oversubscribed */
