@@ -425,6 +425,10 @@ enum accel_err state_tx_commit(struct accel_daemon *d);
  * caller takes it back on failure, then calls store_queued_settled. */
 enum accel_err state_tx_commit_queued(struct accel_daemon *d);
 void state_tx_rollback(struct accel_daemon *d);
+/* End the open transaction: with rc ACCEL_OK commit it (state_tx_commit's
+ * result), else roll it back and return rc. The writes' own checks go
+ * first, then one call: rc = state_tx_end(d, rc). */
+enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc);
 /* The revision to wait for when this thread's last commit lost a race
  * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if
  * none. */

@@ -595,10 +595,7 @@ static enum accel_err assign_all(struct accel_daemon *d)
                   d->cfg.uid_lo, d->cfg.uid_hi, names[done]);
         rc = ACCEL_OK; /* keep what was assigned */
     }
-    if (rc == ACCEL_OK)
-        rc = state_tx_commit(d);
-    else
-        state_tx_rollback(d);
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK) /* nothing was written: forget the new ones */
         for (size_t i = 0; i < done; i++)
             if (fresh[i])

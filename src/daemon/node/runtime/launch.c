@@ -6,7 +6,6 @@
 #include "common/accel_setup.h"
 #include "daemon/node/runtime/launch.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,15 +34,8 @@ void launch_adopt(struct accel_daemon *d, struct app *a, json_t *found)
 
 enum runner_seen launch_look(struct accel_daemon *d, const char *name)
 {
-    const struct runner *r = NULL;
-    struct app *a;
-
-    pthread_mutex_lock(&d->lock);
-    a = state_app_find(d, name);
-    if (a != NULL)
-        r = runner_of(a);
-    pthread_mutex_unlock(&d->lock);
-    return r != NULL && r->look != NULL ? r->look(d, name) : RUNNER_SEEN;
+    const struct runner *r = runner_named(d, name);
+    return r->look != NULL ? r->look(d, name) : RUNNER_SEEN;
 }
 
 /* The start and its end (lock held): runner_go_fn, so that a runner's

@@ -6,6 +6,8 @@
 #include "common/accel_setup.h"
 #include "daemon/node/runtime/runner.h"
 
+#include <pthread.h>
+
 #include "daemon/node/runtime/runner_int.h"
 
 /* Every runner, for sweep and tick. */
@@ -20,6 +22,16 @@ const struct runner *runner_for(const struct manifest *m)
 const struct runner *runner_of(const struct app *a)
 {
     return a != NULL ? runner_for(&a->m) : &runner_process;
+}
+
+const struct runner *runner_named(struct accel_daemon *d, const char *name)
+{
+    const struct runner *r;
+
+    pthread_mutex_lock(&d->lock);
+    r = runner_of(state_app_find(d, name));
+    pthread_mutex_unlock(&d->lock);
+    return r;
 }
 
 const struct runner *runner_each(size_t i)

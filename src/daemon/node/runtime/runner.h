@@ -135,6 +135,10 @@ const struct runner *runner_of(const struct app *a);
 /* The runner of an app of manifest m. */
 const struct runner *runner_for(const struct manifest *m);
 
+/* The runner of the app named name (takes d->lock: the caller holds
+ * none); runner_of(NULL)'s when there is no such app. */
+const struct runner *runner_named(struct accel_daemon *d, const char *name);
+
 /* The runners, i from 0 until NULL (for sweep and tick). */
 const struct runner *runner_each(size_t i);
 

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.c: starts an app's process in a cgroup of its own with its
- * limits and the environment of its bound devices (SPEC 4.1, 8.2), stops
- * it (the blocking runtime_stop, or the supervisor's asynchronous stop of
- * SPEC 5.6), and supervises: a thread polls every app with a process,
- * drives stops (SIGTERM, cgroup.kill after the timeout) and turns an empty
- * cgroup into stopped/failed with its devices released (or `releasing`
- * while NVML still lists one of its processes). It also answers the
- * enforcement views and "is pid P a process of app A" (runtime_pid_in_app).
- * See docs/internals/runtime.md.
+ * runtime.c: what every runner shares (runner.h). Where an app runs (on
+ * this node, on an agent, held outside); its start: the identity, the
+ * shim's files and the cgroup with its limits (appsetup.c), the log pipe
+ * and the environment of its bound devices, then its runner's start (SPEC
+ * 4.1, 8.2); its stop (the blocking runtime_stop, or the supervisor's
+ * asynchronous stop of SPEC 5.6); and the supervisor: a thread polls every
+ * app with a process, drives stops (SIGTERM, cgroup.kill after the
+ * timeout) and turns an empty cgroup into stopped/failed with its devices
+ * released (or `releasing` while the driver still lists one of its
+ * processes: d->hooks.app_lingering), refreshes the CDI spec (cdi.c) and
+ * the shims' usage each second, runs the runners' tick, and watches
+ * limitedDisk. It also answers the enforcement views. Starting an app
+ * goes through launch.c, never here first. See docs/internals/runtime.md.
  */
 #include "common/accel_setup.h"
 #include "daemon/node/runtime/runtime.h"
@@ -444,22 +448,6 @@ static bool wait_empty(struct accel_daemon *d, const struct runner *r,
             return false;
         usleep(STOP_POLL_MS * 1000);
     }
-}
-
-/* The runner of app name (takes d->lock: callers of a blocking stop hold
- * none); the process runner when the app is gone. */
-static const struct runner *runner_named(struct accel_daemon *d,
-                                         const char *name)
-{
-    const struct runner *r = runner_of(NULL);
-    struct app *a;
-
-    pthread_mutex_lock(&d->lock);
-    a = state_app_find(d, name);
-    if (a != NULL)
-        r = runner_of(a);
-    pthread_mutex_unlock(&d->lock);
-    return r;
 }
 
 enum accel_err runtime_stop(struct accel_daemon *d, const char *name, pid_t pid,
@@ -971,17 +959,11 @@ static void stop_for_disk(struct accel_daemon *d, struct app *a,
 
     if (rc == ACCEL_OK) {
         rc = state_save_app(d, a, APP_STOPPING, reason);
-        if (rc != ACCEL_OK)
-            state_tx_rollback(d);
+        if (rc == ACCEL_OK)
+            state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                        "app %s is stopping: %s", a->name, reason);
+        rc = state_tx_end(d, rc);
     }
-    if (rc != ACCEL_OK) {
-        log_error("app %s: %s; the stop could not be saved (%s)", a->name,
-                  reason, accel_strerror(rc));
-        return;
-    }
-    state_event(d, "app.state", a->name, NULL, NULL, NULL,
-                "app %s is stopping: %s", a->name, reason);
-    rc = state_tx_commit(d);
     if (rc != ACCEL_OK) {
         log_error("app %s: %s; the stop could not be saved (%s)", a->name,
                   reason, accel_strerror(rc));

@@ -41,8 +41,10 @@ bool runtime_outside_here(struct accel_daemon *d, const struct app *a);
 bool runtime_ends_on_agent(struct accel_daemon *d, const struct app *a);
 
 /*
- * Start a's process (caller holds d->lock). On success sets a->pid and
- * a->pid_start. On failure *cause gets an allocated sentence.
+ * Start a's process through its runner (caller holds d->lock): the start
+ * step of launch_app (launch.h), which is what starts an app; nothing
+ * else calls this. On success sets a->pid and a->pid_start. On failure
+ * *cause gets an allocated sentence.
  */
 enum accel_err runtime_start(struct accel_daemon *d, struct app *a,
                              char **cause);
