@@ -5,7 +5,7 @@
  * cuGetProcAddress handed out and the shim cannot tell apart goes by
  * unheld; the shim says so once in ACCEL_LOG and appends one line
  * "unheld <name> <version> <flags>" to the app's shim.events
- * (runtime_events_path). The reconciler turns new lines into `shim.unheld`
+ * (appsetup_events_path). The reconciler turns new lines into `shim.unheld`
  * events of the app (docs/observability.md).
  *
  * Driven like the meter: unheld_gather under d->lock, unheld_read without

@@ -29,8 +29,8 @@ struct appsetup_files {
     char paths[ADM_MAX_SELECTION][512]; /* ledgers' or sockets' paths */
     char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
     char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
-    uint64_t card_memory[ADM_MAX_SELECTION]; /* a card ledger's limit */
-    size_t n;                                /* devs in use */
+    uint64_t card_memory[ADM_MAX_SELECTION];       /* a card ledger's limit */
+    size_t n;                                      /* devs in use */
 };
 
 /* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs

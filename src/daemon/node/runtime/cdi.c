@@ -196,7 +196,8 @@ static char *hook_path(void)
         self[n] = '\0';
         p = strrchr(self, '/');
         if (p != NULL) {
-            util_strlcpy(p + 1, "accelctl", sizeof self - (size_t)(p + 1 - self));
+            util_strlcpy(p + 1, "accelctl",
+                         sizeof self - (size_t)(p + 1 - self));
             if (access(self, X_OK) == 0)
                 return xstrdup(self);
         }

@@ -23,12 +23,12 @@
 #include "daemon/state.h"
 
 /* The paths inside a container. */
-#define CDI_CTR_SHIM "/usr/lib/accel/libaccelshim.so" /* the shim, read-only */
-#define CDI_CTR_CONFIG "/run/accel/shim.conf"  /* its config, read-only */
+#define CDI_CTR_SHIM    "/usr/lib/accel/libaccelshim.so" /* the shim (ro) */
+#define CDI_CTR_CONFIG  "/run/accel/shim.conf" /* its config, read-only */
 #define CDI_CTR_LEDGERS "/run/accel/ledgers"   /* the ledgers */
-#define CDI_CTR_BROKER "/run/accel/broker"     /* broker sockets */
-#define CDI_CTR_KFD "/dev/kfd" /* AMD's compute interface (KFD) */
-#define CDI_CTR_DRI "/dev/dri" /* the render nodes */
+#define CDI_CTR_BROKER  "/run/accel/broker"    /* broker sockets */
+#define CDI_CTR_KFD     "/dev/kfd" /* AMD's compute interface (KFD) */
+#define CDI_CTR_DRI     "/dev/dri" /* the render nodes */
 /* The container's copy of the shim config, in <data-dir>/run/apps/<app> */
 #define CDI_CTR_CONFIG_FILE "shim-container.conf"
 

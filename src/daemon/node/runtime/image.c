@@ -307,7 +307,8 @@ static void pin_gone(const char *path, char **all, char **ids)
         if (pid == 0) { /* no malloc here: acceld has threads */
             if (fork() == 0) {
                 char now[128];
-                _exit(podman_call(inspect, now, sizeof now, PODMAN_WAIT_MS) == 0 &&
+                _exit(podman_call(inspect, now, sizeof now, PODMAN_WAIT_MS) ==
+                                  0 &&
                               strcmp(now, id) == 0
                           ? podman_call(rmi, NULL, 0, PODMAN_WAIT_MS)
                           : 0);
@@ -366,7 +367,8 @@ void image_sweep_unused(struct accel_daemon *d)
             continue;
         if (!listed(all, c->image))
             all[na++] = xstrdup(c->image);
-        if (image_pin_field(d, a, "id") != NULL && !listed(ids, image_pin_field(d, a, "id")))
+        if (image_pin_field(d, a, "id") != NULL &&
+            !listed(ids, image_pin_field(d, a, "id")))
             ids[ni++] = xstrdup(image_pin_field(d, a, "id"));
         /* a pinned image goes with its pin (pins_gone) */
         if (strcmp(c->pull, "never") != 0 && !listed(now, c->image) &&

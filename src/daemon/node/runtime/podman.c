@@ -22,7 +22,8 @@
 
 #include "common/util.h"
 
-#define PODMAN_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define PODMAN_PATH                                                            \
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 char *const podman_env[] = {"PATH=" PODMAN_PATH, "HOME=/root", NULL};
 

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PODMAN_WAIT_MS 30000u   /* a podman command that is not a stop */
-#define PODMAN_PULL_MS 3600000u /* a pull: an hour at most */
-#define PODMAN_LINE_MAX 1024u   /* a line of podman's output, at most */
+#define PODMAN_WAIT_MS  30000u   /* a podman command that is not a stop */
+#define PODMAN_PULL_MS  3600000u /* a pull: an hour at most */
+#define PODMAN_LINE_MAX 1024u    /* a line of podman's output, at most */
 
 /* The environment podman runs with: a PATH with sbin (netavark needs
  * iptables), root's HOME, nothing else of acceld's. NULL-terminated. */

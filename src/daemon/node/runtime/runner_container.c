@@ -66,7 +66,8 @@ static json_t *container_json(const struct accel_daemon *d,
                   "pullPolicy", a->m.run.ctr.pull, "name", name, "state",
                   state);
     if (image_pin_field(d, a, "id") != NULL) {
-        json_object_set_new(o, "imageId", json_string(image_pin_field(d, a, "id")));
+        json_object_set_new(o, "imageId",
+                            json_string(image_pin_field(d, a, "id")));
         json_object_set_new(o, "digest",
                             json_string(image_pin_field(d, a, "digest")));
     }
@@ -479,7 +480,8 @@ static void container_term(struct accel_daemon *d, const char *app, pid_t pid,
     container_name(d, app, name, sizeof name);
     snprintf(t, sizeof t, "%d", timeout_s);
     if (wait)
-        podman_call(argv, NULL, 0, (unsigned)timeout_s * 1000u + PODMAN_WAIT_MS);
+        podman_call(argv, NULL, 0,
+                    (unsigned)timeout_s * 1000u + PODMAN_WAIT_MS);
     else
         podman_detached(argv);
 }

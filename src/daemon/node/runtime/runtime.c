@@ -790,7 +790,8 @@ static bool gather_card(struct accel_daemon *d, const struct app *a, size_t k,
     char *rundir;
     bool ok;
 
-    if (n >= max || a->rows[k].dev >= d->snap.ndevs || !appsetup_row_local(d, a, k))
+    if (n >= max || a->rows[k].dev >= d->snap.ndevs ||
+        !appsetup_row_local(d, a, k))
         return false;
     x = &d->snap.devs[a->rows[k].dev];
     if (x->type != ACCEL_TYPE_NVIDIA || x->st != ACCEL_SUPPORT_TIMESLICE)
@@ -1130,7 +1131,8 @@ void runtime_end_orphans(struct accel_daemon *d)
         cgroup_app_tag(d->cg, ""); /* "<instance>/": this acceld's apps */
 
     /* one /proc scan for every app, not one per app */
-    if (proc_find_by_env_prefix(CGROUP_APP_TAG_KEY, prefix, &t, &nt) != ACCEL_OK)
+    if (proc_find_by_env_prefix(CGROUP_APP_TAG_KEY, prefix, &t, &nt) !=
+        ACCEL_OK)
         nt = 0;
     free(prefix);
     pthread_mutex_lock(&d->lock);
