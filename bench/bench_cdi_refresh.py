@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The CDI refresh of an idle acceld (runtime_cdi_refresh, every supervisor
+"""The CDI refresh of an idle acceld (cdi_refresh, every supervisor
 second): APPS external apps bound to Memory-slicing stand-in GPUs that the
 stand-in nvidia.com/gpu CDI spec lists (each has a CDI device, its shim
 config, the container's copy and a ledger), nothing changing. For each

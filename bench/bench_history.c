@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/node/history.h"
+#include "daemon/node/history/history.h"
 
 static double now_s(void)
 {

@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/node/broker.h"
 #include "daemon/log.h"
+#include "daemon/node/slice/broker.h"
 #include "shim/cuda_types.h"
 
 extern char **environ;

@@ -13,35 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dynbuf.h"
 #include "common/util.h"
 
-/* The answer being received: grows up to CLIENT_MAX_RESPONSE. */
-struct recvbuf {
-    char *buf;   /* bytes so far, NUL-terminated when len > 0 */
-    size_t len;  /* bytes used */
-    size_t cap;  /* bytes allocated */
-    bool toobig; /* the cap was hit: the transfer was aborted */
-};
-
+/* curl's write callback: the answer grows up to CLIENT_MAX_RESPONSE
+ * (the dynbuf's cap); past it the transfer is aborted. */
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    struct recvbuf *rb = userdata;
     size_t n = size * nmemb;
-    if (n > CLIENT_MAX_RESPONSE - rb->len) {
-        rb->toobig = true;
-        return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-    }
-    if (rb->len + n + 1 > rb->cap) {
-        size_t cap = rb->cap ? rb->cap : 4096;
-        while (cap < rb->len + n + 1)
-            cap *= 2;
-        rb->buf = xrealloc(rb->buf, cap);
-        rb->cap = cap;
-    }
-    memcpy(rb->buf + rb->len, ptr, n);
-    rb->len += n;
-    rb->buf[rb->len] = '\0';
-    return n;
+    return dynbuf_add(userdata, ptr, n) ? n : 0; /* 0: CURLE_WRITE_ERROR */
 }
 
 static struct curl_slist *make_headers(const struct cli_ctx *ctx)
@@ -59,7 +39,7 @@ static struct curl_slist *make_headers(const struct cli_ctx *ctx)
 
 static CURLcode perform(CURL *curl, const char *method, const char *url,
                         struct curl_slist *headers, const char *payload,
-                        struct recvbuf *rb)
+                        struct dynbuf *rb)
 {
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
@@ -130,7 +110,7 @@ void client_escape_controls(json_t *v)
 
 /* Turn a finished transfer into *out and an exit status. */
 static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
-                  struct recvbuf *rb, struct client_resp *out)
+                  struct dynbuf *rb, struct client_resp *out)
 {
     if (rb->toobig) {
         fprintf(stderr, "accelctl: the answer of acceld is larger than %u "
@@ -144,7 +124,7 @@ static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
     if (rb->len > 0) {
-        out->body = json_loadb(rb->buf, rb->len, 0, NULL);
+        out->body = json_loadb(rb->p, rb->len, 0, NULL);
         if (ctx->output != CLI_OUTPUT_JSON && !ctx->raw_text)
             client_escape_controls(out->body); /* JSON: when shown */
         if (json_is_object(out->body))
@@ -158,13 +138,14 @@ static int finish(const struct cli_ctx *ctx, CURL *curl, CURLcode rc,
 int client_call(const struct cli_ctx *ctx, const char *method,
                 const char *path, json_t *body, struct client_resp *out)
 {
-    struct recvbuf rb = { 0 };
+    struct dynbuf rb;
     char *payload = NULL;
     char *url = xasprintf("%s%s", ctx->server, path);
     struct curl_slist *headers = make_headers(ctx);
     CURL *curl = curl_easy_init();
     int result = CLI_EXIT_CONNECT;
 
+    dynbuf_init(&rb, CLIENT_MAX_RESPONSE);
     memset(out, 0, sizeof(*out));
     if (curl == NULL) {
         fprintf(stderr, "accelctl: cannot initialize libcurl\n");
@@ -180,7 +161,7 @@ out:
     curl_slist_free_all(headers);
     free(payload);
     free(url);
-    free(rb.buf);
+    dynbuf_release(&rb);
     return result;
 }
 

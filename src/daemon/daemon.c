@@ -30,16 +30,16 @@
 #include "daemon/api/users.h"
 #include "daemon/api/view.h"
 #include "daemon/log.h"
-#include "daemon/node/broker_ops.h"
-#include "daemon/node/cluster.h"
-#include "daemon/node/discovery.h"
-#include "daemon/node/identity.h"
-#include "daemon/node/inventory.h"
-#include "daemon/node/logs.h"
-#include "daemon/node/reconcile.h"
-#include "daemon/node/runtime.h"
-#include "daemon/node/sampler.h"
-#include "daemon/node/vram.h"
+#include "daemon/node/cluster/cluster.h"
+#include "daemon/node/devices/discovery.h"
+#include "daemon/node/devices/inventory.h"
+#include "daemon/node/enforce/reconcile.h"
+#include "daemon/node/history/sampler.h"
+#include "daemon/node/limits/vram.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/runtime/logs.h"
+#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/slice/broker_ops.h"
 #include "daemon/paths.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -953,7 +953,8 @@ int daemon_main(int argc, char **argv)
                                     .device_changed = view_touch,
                                     .rows_released = runtime_release_files,
                                     .held_outside = runtime_held_outside,
-                                    .app_removed = logs_app_removed};
+                                    .app_removed = logs_app_removed,
+                                    .app_lingering = reconcile_app_lingering};
     rc = parse_options(d, argc, argv);
     if (rc != 0)
         return rc < 0 ? 0 : rc;

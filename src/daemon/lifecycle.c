@@ -21,14 +21,11 @@ enum accel_err lifecycle_commit_state(struct accel_daemon *d, struct app *a,
     if (rc != ACCEL_OK)
         return rc;
     rc = state_save_app(d, a, st, reason);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
-                a->name, app_state_name(st), reason ? ": " : "",
-                reason ? reason : "");
-    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                    "app %s is %s%s%s", a->name, app_state_name(st),
+                    reason ? ": " : "", reason ? reason : "");
+    rc = state_tx_end(d, rc);
     if (rc == ACCEL_OK)
         state_set_state(a, st, reason);
     return rc;
@@ -42,16 +39,13 @@ enum accel_err lifecycle_commit_releasing(struct accel_daemon *d,
     if (rc != ACCEL_OK)
         return rc;
     rc = state_save_app(d, a, APP_RELEASING, reason);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    state_event(d, "app.state", a->name, NULL, NULL,
-                json_pack("{s:i}", "processes", (int)a->rel.linger),
-                "app %s is releasing: %u process(es) still hold its GPU; "
-                "it is released once they are gone", a->name,
-                (unsigned)a->rel.linger);
-    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_event(d, "app.state", a->name, NULL, NULL,
+                    json_pack("{s:i}", "processes", (int)a->rel.linger),
+                    "app %s is releasing: %u process(es) still hold its "
+                    "GPU; it is released once they are gone",
+                    a->name, (unsigned)a->rel.linger);
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK)
         return rc;
     a->rel.to = to;
@@ -82,20 +76,17 @@ enum accel_err lifecycle_commit_release(struct accel_daemon *d,
     rc = state_save_app(d, a, st, reason);
     if (rc == ACCEL_OK)
         rc = state_save_rows(d, a, NULL, 0);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    for (size_t i = 0; i < a->nrows; i++) {
+    for (size_t i = 0; rc == ACCEL_OK && i < a->nrows; i++) {
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
         state_event(d, "binding.release", a->name,
                     d->snap.nodes[x->node].name, x->id, NULL,
                     "app %s released %s", a->name, x->id);
     }
-    state_event(d, "app.state", a->name, NULL, NULL, NULL, "app %s is %s%s%s",
-                a->name, app_state_name(st), reason ? ": " : "",
-                reason ? reason : "");
-    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_event(d, "app.state", a->name, NULL, NULL, NULL,
+                    "app %s is %s%s%s", a->name, app_state_name(st),
+                    reason ? ": " : "", reason ? reason : "");
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK)
         return rc;
     state_set_rows(d, a, NULL, 0);
@@ -103,26 +94,35 @@ enum accel_err lifecycle_commit_release(struct accel_daemon *d,
     return ACCEL_OK;
 }
 
+enum accel_err lifecycle_stage_uninstall(struct accel_daemon *d,
+                                         struct app *a, const char *node,
+                                         const char *why)
+{
+    enum accel_err rc = state_save_rows(d, a, NULL, 0);
+    if (rc == ACCEL_OK)
+        rc = store_app_delete(d->store, a->name);
+    if (rc == ACCEL_OK)
+        state_event(d, "app.uninstall", a->name, node, NULL, NULL,
+                    "app %s uninstalled%s", a->name, why ? why : "");
+    return rc;
+}
+
+void lifecycle_apply_uninstall(struct accel_daemon *d, struct app *a)
+{
+    state_set_rows(d, a, NULL, 0);
+    state_app_remove(d, a);
+}
+
 enum accel_err lifecycle_commit_uninstall(struct accel_daemon *d,
                                           struct app *a)
 {
     enum accel_err rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
-        rc = state_save_rows(d, a, NULL, 0);
+        rc = lifecycle_stage_uninstall(d, a, NULL, NULL);
+    rc = state_tx_end(d, rc);
     if (rc == ACCEL_OK)
-        rc = store_app_delete(d->store, a->name);
-    if (rc == ACCEL_OK) {
-        state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
-                    "app %s uninstalled", a->name);
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
-    if (rc != ACCEL_OK)
-        return rc;
-    state_set_rows(d, a, NULL, 0);
-    state_app_remove(d, a);
-    return ACCEL_OK;
+        lifecycle_apply_uninstall(d, a);
+    return rc;
 }
 
 enum accel_err lifecycle_finish_release(struct accel_daemon *d, struct app *a)
@@ -154,13 +154,9 @@ static enum accel_err multi_part_ended(struct accel_daemon *d, struct app *a,
     if (rc == ACCEL_OK && mine)
         rc = store_part_delete(d->store, a->name, me);
     if (rc == ACCEL_OK && last && uninstall) {
-        rc = state_save_rows(d, a, NULL, 0);
-        if (rc == ACCEL_OK)
-            rc = store_app_delete(d->store, a->name);
-        if (rc == ACCEL_OK)
-            state_event(d, "app.uninstall", a->name, me, NULL, NULL,
-                        "app %s uninstalled (its last part ended on %s)",
-                        a->name, me);
+        char *tail = xasprintf(" (its last part ended on %s)", me);
+        rc = lifecycle_stage_uninstall(d, a, me, tail);
+        free(tail);
     } else if (rc == ACCEL_OK && last) {
         rc = state_save_app(d, a, to, why);
         if (rc == ACCEL_OK)
@@ -177,15 +173,11 @@ static enum accel_err multi_part_ended(struct accel_daemon *d, struct app *a,
                         "app %s is stopping: %s", a->name,
                         why ? why : "its part here ended");
     }
-    if (rc == ACCEL_OK)
-        rc = state_tx_commit(d);
-    else
-        state_tx_rollback(d);
+    rc = state_tx_end(d, rc);
     if (rc == ACCEL_OK) {
         state_part_set(a, me, false);
         if (last && uninstall) {
-            state_set_rows(d, a, NULL, 0);
-            state_app_remove(d, a);
+            lifecycle_apply_uninstall(d, a);
         } else if (last) {
             state_set_rows(d, a, NULL, 0);
             state_set_state(a, to, why);

@@ -43,8 +43,22 @@ enum accel_err lifecycle_commit_release(struct accel_daemon *d,
  */
 void lifecycle_hold_outside(struct accel_daemon *d, struct app *a);
 
-/* Delete a and its rows in one transaction; frees a on success. d->lock
- * held. */
+/*
+ * An uninstall, the one sequence every uninstall goes through (an app's,
+ * a removed user's apps, the last part of an app bound across nodes):
+ * lifecycle_stage_uninstall writes it inside the caller's transaction (a's
+ * rows released, its row deleted, its app.uninstall event "app <name>
+ * uninstalled<why>", why NULL for nothing more, node the event's node or
+ * NULL); once that commits, lifecycle_apply_uninstall makes memory follow
+ * (a is freed). d->lock held.
+ */
+enum accel_err lifecycle_stage_uninstall(struct accel_daemon *d,
+                                         struct app *a, const char *node,
+                                         const char *why);
+void lifecycle_apply_uninstall(struct accel_daemon *d, struct app *a);
+
+/* Delete a and its rows in one transaction (the two above); frees a on
+ * success. d->lock held. */
 enum accel_err lifecycle_commit_uninstall(struct accel_daemon *d,
                                           struct app *a);
 

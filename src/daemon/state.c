@@ -229,6 +229,14 @@ void state_tx_rollback(struct accel_daemon *d)
     store_rollback(d->store);
 }
 
+enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc)
+{
+    if (rc == ACCEL_OK)
+        return state_tx_commit(d);
+    state_tx_rollback(d);
+    return rc;
+}
+
 enum accel_err state_durable_wait(struct accel_daemon *d)
 {
     uint64_t want = atomic_load(&d->commit_seq);

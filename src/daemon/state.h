@@ -300,6 +300,12 @@ struct accel_hooks {
     /* a leaves memory for good (uninstalled, deleted): drop what the
      * node keeps of it (its logs) */
     void (*app_removed)(struct accel_daemon *d, const struct app *a);
+    /* how many processes of app name (leader of its last run: last_pid)
+     * the driver still lists on its devices, once its processes are gone
+     * (the supervisor waits for them; reconcile_app_lingering). Called
+     * without d->lock */
+    uint32_t (*app_lingering)(struct accel_daemon *d, const char *name,
+                              pid_t last_pid);
 };
 
 struct accel_daemon {
@@ -343,12 +349,12 @@ struct accel_daemon {
     struct broker_set *brokers;  /* time-slice brokers (broker_ops.c) */
     char *nvml_status;           /* why there is or is no NVML */
     char *shim_path;             /* libaccelshim.so to preload, or NULL */
-    /* the shim files of external apps (node/runtime.c): files_lock is
-     * taken with lock held (never the other way round), and the CDI
+    /* the shim files of external apps (node/runtime/cdi.c): files_lock
+     * is taken with lock held (never the other way round), and the CDI
      * refresh keeps it past lock's release while it writes them */
     pthread_mutex_t files_lock;
-    struct runtime_written *written; /* what that refresh last wrote, by
-                                    app (runtime.c; under files_lock) */
+    struct cdi_written *written; /* what that refresh last wrote, by app
+                                    (cdi.c; under files_lock) */
     size_t nwritten;
     /* group commit (state.c): commits counted under d->lock, made durable
      * by one WAL fsync shared by every request waiting at that moment */
@@ -422,6 +428,10 @@ enum accel_err state_tx_commit(struct accel_daemon *d);
  * caller takes it back on failure, then calls store_queued_settled. */
 enum accel_err state_tx_commit_queued(struct accel_daemon *d);
 void state_tx_rollback(struct accel_daemon *d);
+/* End the open transaction: with rc ACCEL_OK commit it (state_tx_commit's
+ * result), else roll it back and return rc. The writes' own checks go
+ * first, then one call: rc = state_tx_end(d, rc). */
+enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc);
 /* The revision to wait for when this thread's last commit lost a race
  * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if
  * none. */

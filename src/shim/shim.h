@@ -9,14 +9,16 @@
  * trampoline (assembly, which needs a symbol name) live in separate files; it
  * is never visible outside the library.
  *
- * Files: shim.c (state, init, resolution, logging), config.c (ACCEL_CONFIG and
+ * Files: shim.c (state, init, resolution), base.c (the log line and the
+ * formatting helpers without stdio), config.c (ACCEL_CONFIG and
  * the environment), quota.c (ledger attach, reserve/release, virtual view),
  * track.c (pointer/handle table), hooks.c (the interposed functions),
  * procaddr.c (dlsym and cuGetProcAddress), hooks_hip.c (the HIP runtime's
  * allocation entry points, on the same ledger and quota rules), vmm.c (VMM
  * handles charged until released and unmapped), pool.c (stream-ordered
  * pools charged by what they reserve), ctx.c (contexts at their measured
- * size), devmap.c (NVML devices and CUDA ordinals, by UUID).
+ * size), devmap.c (NVML devices and CUDA ordinals, by UUID), timeslice.c
+ * (the time-slice broker's client: a device's turns).
  */
 #ifndef ACCEL_SHIM_SHIM_H
 #define ACCEL_SHIM_SHIM_H
@@ -170,6 +172,7 @@ SHIM_HIDDEN void shim_core_init(void);
 SHIM_HIDDEN void shim_cuda_init(void);
 SHIM_HIDDEN void shim_nvml_init(void);
 SHIM_HIDDEN void shim_hip_init(void);
+/* base.c */
 /* dst = the NULL-terminated list of strings, concatenated and cut to
  * cap - 1 bytes; 0, or -1 if it was cut. No stdio: a process's first
  * snprintf faults in several pages of libc (~100 us on our VM), which the

@@ -2,8 +2,8 @@
 /*
  * timeslice.h: the shim's side of time slicing (SPEC 4.3): before work is
  * submitted to a TimeSlice device the process holds its app's turn, which
- * acceld's broker grants (src/daemon/broker.h has the protocol). Included by
- * shim.h; the state lives in shim_state.ts.
+ * acceld's broker grants (src/daemon/node/slice/broker.h has the
+ * protocol). Included by shim.h; the state lives in shim_state.ts.
  *
  * The launch path (ts_enter/ts_leave, inlined into every submission hook):
  *   - time slicing off in this process: one atomic load;

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "common/yamljson.h"
-#include "daemon/node/inventory.h"
-#include "daemon/rules/manifest.h"
 #include "daemon/api/ops.h"
 #include "daemon/api/promql.h"
+#include "daemon/node/devices/inventory.h"
+#include "daemon/rules/manifest.h"
 
 static bool fetch(void *ctx, const char *metric, int64_t t,
                   struct promql_value *out)

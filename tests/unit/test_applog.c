@@ -6,7 +6,7 @@
  * restart) and removed once the app is gone.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/applog.h"
+#include "daemon/node/runtime/applog.h"
 
 #include <errno.h>
 #include <fcntl.h>

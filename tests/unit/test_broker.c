@@ -3,7 +3,7 @@
  * driven with fake connections and a fake clock; plus one round trip
  * through the real socket server. */
 #include "common/accel_setup.h"
-#include "daemon/node/broker.h"
+#include "daemon/node/slice/broker.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -10,7 +10,7 @@
  * cgroup hierarchy pass with a "skipped" line where there is none.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/cgroup.h"
+#include "daemon/node/proc/cgroup.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/node/proc.h"
+#include "daemon/node/proc/proc.h"
 #include "harness.h"
 
 static void msleep(unsigned ms)

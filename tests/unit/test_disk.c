@@ -4,7 +4,7 @@
  * does not follow, where it stops) and the data directory's reserve.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/disk.h"
+#include "daemon/node/proc/disk.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  * that cannot be written) an error with its cause.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/dmem.h"
+#include "daemon/node/limits/dmem.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -8,7 +8,7 @@
  * not what a real driver prints.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/drm.h"
+#include "daemon/node/devices/drm.h"
 
 #include <errno.h>
 #include <fcntl.h>

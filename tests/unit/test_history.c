@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "daemon/node/history.h"
+#include "daemon/node/history/history.h"
 
 #define GIB (1024.0 * 1024 * 1024)
 

@@ -8,7 +8,7 @@
  * a member's run.user and outside-home run.workdir 403).
  */
 #include "common/accel_setup.h"
-#include "daemon/node/identity.h"
+#include "daemon/node/proc/identity.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/state.h"
 #include "daemon/rules/manifest.h"
+#include "daemon/state.h"
 #include "harness.h"
 
 TEST(identity_range_parse)

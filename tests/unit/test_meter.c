@@ -8,7 +8,7 @@
  * tests/integration/test_meter.py on the stand-in NVML.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/meter.h"
+#include "daemon/node/enforce/meter.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -6,7 +6,7 @@
  * what nvml_scan / nvml_processes report.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/nvml.h"
+#include "daemon/node/devices/nvml.h"
 
 #include <stdio.h>
 #include <stdlib.h>

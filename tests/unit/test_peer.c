@@ -7,7 +7,7 @@
  * is this process's (asked of netlink's sock_diag).
  */
 #include "common/accel_setup.h"
-#include "daemon/node/peer.h"
+#include "daemon/node/proc/peer.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -7,7 +7,7 @@
  * processes.
  */
 #include "common/accel_setup.h"
-#include "daemon/node/proc.h"
+#include "daemon/node/proc/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

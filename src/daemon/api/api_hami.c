@@ -32,8 +32,8 @@
 #include "daemon/api/auth.h"
 #include "daemon/api/http.h"
 #include "daemon/api/monitor.h"
-#include "daemon/node/hostinfo.h"
-#include "daemon/node/reconcile.h"
+#include "daemon/node/devices/hostinfo.h"
+#include "daemon/node/enforce/reconcile.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)

@@ -27,7 +27,7 @@
 #include "daemon/api/monitor.h"
 #include "daemon/api/prom_proxy.h"
 #include "daemon/api/promql.h"
-#include "daemon/node/history.h"
+#include "daemon/node/history/history.h"
 #include "daemon/state.h"
 
 #define MAX_POINTS 240        /* default step keeps the route under this */
@@ -222,21 +222,10 @@ void api_history_get(struct http_req *r)
 
 /* ---- the monitor routes ---- */
 
-/* A JSON number as protojson writes a float: NaN and infinities as strings. */
-static json_t *proto_float(double v)
-{
-    if (isnan(v))
-        return json_string("NaN");
-    if (isinf(v))
-        return json_string(v > 0 ? "Infinity" : "-Infinity");
-    return json_real(v);
-}
-
+/* Unix time t (seconds) as prom_proxy_json_ms writes it. */
 static json_t *ms_string(int64_t t)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)t * 1000);
-    return json_string(buf);
+    return prom_proxy_json_ms(t * 1000);
 }
 
 static json_t *labels_json(const struct promql_labels *l)
@@ -293,12 +282,12 @@ static json_t *instant_json(const struct promql_value *v, int64_t t)
     json_t *data = json_array();
     if (v->scalar)
         json_array_append_new(data, json_pack("{s:{}, s:o, s:o}", "metric",
-                                              "value", proto_float(v->v),
+                                              "value", prom_proxy_json_float(v->v),
                                               "timestamp", ms_string(t)));
     for (size_t i = 0; i < v->n; i++)
         json_array_append_new(data, json_pack(
             "{s:o, s:o, s:o}", "metric", labels_json(&v->s[i].l), "value",
-            proto_float(v->s[i].v), "timestamp", ms_string(t)));
+            prom_proxy_json_float(v->s[i].v), "timestamp", ms_string(t)));
     return json_pack("{s:o}", "data", data);
 }
 
@@ -512,7 +501,7 @@ static void put_point(struct streams *st, const struct promql_labels *l,
 {
     json_t *s = stream_of(st, l, rr);
     json_t *p = json_array_get(json_object_get(s, "values"), k);
-    json_object_set_new(p, "value", proto_float(v));
+    json_object_set_new(p, "value", prom_proxy_json_float(v));
     json_object_set_new(p, "missing", json_false());
 }
 

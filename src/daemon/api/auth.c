@@ -9,7 +9,6 @@
 #include <sys/random.h>
 
 #include "common/util.h"
-#include "daemon/api/http.h"
 
 static void to_hex(const unsigned char *in, size_t n, char *out)
 {
@@ -56,50 +55,24 @@ static bool ct_equal(const char *a, const char *b, size_t n)
     return diff == 0;
 }
 
-/* The token of "Authorization: Bearer <t>", else of Olares's gateway
- * header "X-Authorization: <t>" (a "Bearer " prefix there is allowed);
- * NULL when neither carries one. */
-static const char *bearer_token(struct http_req *r)
+bool auth_find(struct accel_daemon *d, const char *token,
+               struct auth_user *out)
 {
-    const char *h = http_header(r, "Authorization");
-    if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && h[7] != '\0')
-        return h + 7;
-    h = http_header(r, "X-Authorization");
-    if (h != NULL && strncmp(h, "Bearer ", 7) == 0)
-        h += 7;
-    return h != NULL && *h != '\0' ? h : NULL;
-}
-
-bool auth_check(struct http_req *r)
-{
-    const char *tok = bearer_token(r);
     char hash[65];
-    struct accel_daemon *d = r->d;
     bool ok = false;
 
-    if (tok == NULL) {
-        http_reply_error(r, ACCEL_EUNAUTH,
-                         "Authorization: Bearer <token> (or X-Authorization: "
-                         "<token>) is required");
-        return false;
-    }
-    auth_hash(tok, hash);
+    auth_hash(token, hash);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->nusers; i++) {
         if (ct_equal(d->users[i].hash, hash, 64)) {
-            util_strlcpy(r->user.name, d->users[i].name, sizeof r->user.name);
-            r->user.admin = d->users[i].admin;
+            util_strlcpy(out->name, d->users[i].name, sizeof out->name);
+            out->admin = d->users[i].admin;
             ok = true;
             break;
         }
     }
     pthread_mutex_unlock(&d->lock);
-    if (!ok) {
-        http_reply_error(r, ACCEL_EUNAUTH, "the token is not valid");
-        return false;
-    }
-    r->authed = true;
-    return true;
+    return ok;
 }
 
 bool auth_may_act(const struct auth_user *u, const char *owner)

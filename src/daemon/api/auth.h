@@ -12,18 +12,17 @@
 #include "accel/accel.h"
 #include "daemon/state.h"
 
-struct http_req;
-
 /* A new random token (64 hex chars + NUL) into out[65]. */
 enum accel_err auth_token_new(char out[65]);
 /* Hex SHA-256 of a token into out[65]. */
 void auth_hash(const char *token, char out[65]);
 /*
- * Authenticate the request's token (Authorization: Bearer, or X-Authorization
- * as Olares's gateway sends it) against d->users; sets r->user.
- * On failure replies 401 and returns false. Caller holds no lock.
+ * The user whose token is token, checked against d->users' hashes in
+ * constant time: true with *out set (set only on success), else false.
+ * Takes d->lock: the caller holds no lock.
  */
-bool auth_check(struct http_req *r);
+bool auth_find(struct accel_daemon *d, const char *token,
+               struct auth_user *out);
 /* Can this user act on an app owned by owner? (admins: all; members: own) */
 bool auth_may_act(const struct auth_user *u, const char *owner);
 

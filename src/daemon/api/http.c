@@ -39,7 +39,7 @@
 #include "daemon/api/metrics.h"
 #include "daemon/api/view.h"
 #include "daemon/log.h"
-#include "daemon/node/cluster.h"
+#include "daemon/node/cluster/cluster.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -368,6 +368,40 @@ static bool hami_rewrite(struct http_req *r)
     return true;
 }
 
+/* The token of "Authorization: Bearer <t>", else of Olares's gateway
+ * header "X-Authorization: <t>" (a "Bearer " prefix there is allowed);
+ * NULL when neither carries one. */
+static const char *bearer_token(struct http_req *r)
+{
+    const char *h = http_header(r, "Authorization");
+    if (h != NULL && strncmp(h, "Bearer ", 7) == 0 && h[7] != '\0')
+        return h + 7;
+    h = http_header(r, "X-Authorization");
+    if (h != NULL && strncmp(h, "Bearer ", 7) == 0)
+        h += 7;
+    return h != NULL && *h != '\0' ? h : NULL;
+}
+
+/* Authenticate r's token (SPEC 3) against the users: sets r->user; on
+ * failure replies 401 and returns false. No lock held. */
+static bool authenticate(struct http_req *r)
+{
+    const char *tok = bearer_token(r);
+
+    if (tok == NULL) {
+        http_reply_error(r, ACCEL_EUNAUTH,
+                         "Authorization: Bearer <token> (or X-Authorization: "
+                         "<token>) is required");
+        return false;
+    }
+    if (!auth_find(r->d, tok, &r->user)) {
+        http_reply_error(r, ACCEL_EUNAUTH, "the token is not valid");
+        return false;
+    }
+    r->authed = true;
+    return true;
+}
+
 static void dispatch(struct http_req *r)
 {
     bool mismatch;
@@ -429,7 +463,7 @@ static void dispatch(struct http_req *r)
         return;
     }
     if (!(rt->flags & ROUTE_PUBLIC) && !r->hami) {
-        if (!auth_check(r))
+        if (!authenticate(r))
             return;
         if ((rt->flags & ROUTE_ADMIN) && !r->user.admin) {
             http_reply_error(r, ACCEL_EFORBIDDEN,

@@ -24,8 +24,8 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
-#include "daemon/node/identity.h"
-#include "daemon/node/peer.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/proc/peer.h"
 #include "daemon/state.h"
 
 #define USERS_MAX 64 /* names in --hami-users */

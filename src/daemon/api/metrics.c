@@ -17,7 +17,7 @@
 
 #include "common/util.h"
 #include "daemon/api/view.h"
-#include "daemon/node/broker_ops.h"
+#include "daemon/node/slice/broker_ops.h"
 #include "daemon/state.h"
 
 #define MAX_SERIES 128

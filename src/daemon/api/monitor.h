@@ -20,7 +20,7 @@
 
 #include "daemon/api/promql.h"
 
-#include "daemon/node/history.h"
+#include "daemon/node/history/history.h"
 
 /* Every series' `instance`: one value for the whole cluster. Upstream's one
  * exporter gives all its series one instance, and HAMi-WebUI's overview

@@ -22,14 +22,13 @@
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/node/cluster.h"
-#include "daemon/node/disk.h"
-#include "daemon/node/identity.h"
-#include "daemon/node/proc.h"
-#include "daemon/node/pull.h"
-#include "daemon/node/reconcile.h"
-#include "daemon/node/runner.h"
-#include "daemon/node/runtime.h"
+#include "daemon/node/cluster/cluster.h"
+#include "daemon/node/enforce/reconcile.h"
+#include "daemon/node/proc/disk.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/proc/proc.h"
+#include "daemon/node/runtime/launch.h"
+#include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -418,25 +417,6 @@ static bool runs_somewhere(struct accel_daemon *d, const struct app *a,
     return runtime_runs_here(d, &bound);
 }
 
-/* After rows are committed: start the process (or mark an external app
- * running). Lock held. */
-void ops_start_bound(struct accel_daemon *d, struct app *a)
-{
-    char *cause = NULL;
-    if (!runtime_runs_here(d, a)) {
-        commit_state(d, a, APP_RUNNING, NULL);
-        return;
-    }
-    if (runtime_start(d, a, &cause) == ACCEL_OK) {
-        if (commit_state(d, a, APP_RUNNING, NULL) != ACCEL_OK)
-            log_error("app %s started but its state was not saved", a->name);
-        return;
-    }
-    a->pid = 0;
-    lifecycle_commit_release(d, a, APP_FAILED, cause);
-    free(cause);
-}
-
 #define STOP_ELSEWHERE_SLACK_MS 10000 /* past the app's stop timeout */
 
 /* A change that stops and releases the apps bound to a card: on a node
@@ -644,35 +624,20 @@ static bool install_run_allowed(struct accel_daemon *d,
     return false;
 }
 
-/* A container app's image (one acceld: in a cluster the node that runs
- * it is not chosen yet), asked before the lock: podman takes a moment.
- * One here is pinned (*pin); with pull: never it must be here (400);
- * *pull when the install pulls it first (pull: always, an archive, or
- * missing and not here). */
-static bool image_here(const struct manifest *m, bool cluster, json_t **pin,
-                       bool *pull, struct op_result *res)
+/* What the app's runner needs on this machine, asked before the lock
+ * (podman takes a moment; in a cluster the node that runs it is not chosen
+ * yet): *found for launch_adopt; else false with res set (a manifest that
+ * cannot run here: 400; the runner could not tell: 503). */
+static bool runner_vet(const struct manifest *m, bool cluster, json_t **found,
+                       struct op_result *res)
 {
     char *cause = NULL;
-    enum accel_err rc;
+    enum accel_err rc = launch_vet(m, cluster, found, &cause);
 
-    *pin = NULL;
-    *pull = false;
-    if (m->run.ctr.image == NULL || cluster)
+    if (rc == ACCEL_OK)
         return true;
-    if (strcmp(m->run.ctr.pull, "always") == 0 ||
-        manifest_image_archive(m->run.ctr.image)) {
-        *pull = true;
-        return true;
-    }
-    rc = runner_container_image_pin(m->run.ctr.image, pin, &cause);
-    *pull = rc == ACCEL_ENOTFOUND && strcmp(m->run.ctr.pull, "never") != 0;
-    if (rc == ACCEL_OK || *pull)
-        return true;
-    if (rc == ACCEL_ENOTFOUND)
-        ops_res_error(res, 400, "invalid-manifest", "run.image: \"%s\" is "
-                      "not on this machine and run.pull is never (pull it "
-                      "with podman pull, or set pull: missing)",
-                      m->run.ctr.image);
+    if (rc == ACCEL_EINVAL)
+        ops_res_error(res, 400, "invalid-manifest", "%s", cause);
     else
         ops_res_error(res, 503, "unavailable", "%s", cause);
     free(cause);
@@ -799,7 +764,6 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     enum app_state st = APP_INSTALLED;
     bool cluster = store_is_cluster(d->store);
     json_t *pin = NULL;
-    bool pull = false;
     enum accel_err rc;
 
     if (manifest_parse(manifest, &m, &cause) != ACCEL_OK) {
@@ -813,7 +777,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         manifest_release(&m);
         return;
     }
-    if (!disk_room(d, res) || !image_here(&m, cluster, &pin, &pull, res)) {
+    if (!disk_room(d, res) || !runner_vet(&m, cluster, &pin, res)) {
         manifest_release(&m);
         return;
     }
@@ -840,8 +804,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         goto fail;
     }
     state_app_add(d, a);
-    if (a->m.run.ctr.image != NULL && !cluster) {
-        runner_container_pin_set(d, a, pin); /* before its first start */
+    if (!cluster) {
+        launch_adopt(d, a, pin); /* before its first start */
         pin = NULL;
     }
     if (n > 0)
@@ -860,10 +824,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         pthread_mutex_unlock(&d->lock);
         return;
     }
-    if (n > 0 && runtime_runs_here(d, a) && pull)
-        pull_begin(d, a, ops_start_bound); /* answered at once: pulling */
-    else if (n > 0 && runtime_runs_here(d, a))
-        ops_start_bound(d, a);
+    if (n > 0 && runtime_runs_here(d, a)) /* a pull answers at once */
+        launch_app(d, a, RUNNER_SEEN, lifecycle_commit_state);
     else if (n > 0 && state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
     ops_res_ok(res, 200, view_app(d, a));
@@ -885,8 +847,8 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
     struct adm_row rows[ADM_MAX_SELECTION];
     int sel, n;
     enum accel_err rc;
-    /* podman asked before the lock: is the pinned image still here? */
-    bool gone = pull_pinned_gone(d, name);
+    /* asked before the lock: is what its runner needs still here? */
+    enum runner_seen seen = launch_look(d, name);
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
@@ -915,11 +877,8 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         ops_res_store_failed(res, rc);
         goto out;
     }
-    if (runtime_runs_here(d, a) &&
-        (pull_needed(d, a) || (gone && a->m.run.ctr.image != NULL)))
-        pull_begin(d, a, ops_start_bound); /* answered at once: pulling */
-    else if (runtime_runs_here(d, a))
-        ops_start_bound(d, a);
+    if (runtime_runs_here(d, a)) /* a pull answers at once */
+        launch_app(d, a, seen, lifecycle_commit_state);
     else if (state_app_multi(d, a))
         cluster_act(d, a);
     ops_res_ok(res, 200, view_app(d, a));

@@ -5,6 +5,11 @@
  * moves, node enable) as domain functions. Each takes d->lock itself, runs
  * the pure rules, writes the whole change in one store transaction, and
  * only then changes memory. The HTTP layer only parses and serializes.
+ * Every operation answers through res (struct op_result): the caller
+ * passes a zeroed one and releases it with op_result_release; u is the
+ * authenticated caller (its name and whether it is an admin), and an app
+ * of another owner is "not installed" to a member (404) unless it is
+ * shared. Any thread; the caller holds no lock.
  */
 #ifndef ACCEL_DAEMON_API_OPS_H
 #define ACCEL_DAEMON_API_OPS_H
@@ -25,6 +30,7 @@ struct op_result {
     bool raw;               /* data is sent without the envelope */
 };
 
+/* Free r's message and data; r is zeroed (ready for another operation). */
 void op_result_release(struct op_result *r);
 
 /* A parsed computeBinding list. */
@@ -40,31 +46,69 @@ struct op_binding {
  */
 bool ops_parse_binding(const json_t *arr, const char *field,
                        struct op_binding *b, struct op_result *res);
+/* Free b's strings; b is zeroed. */
 void ops_binding_release(struct op_binding *b);
 
+/*
+ * Install an app from manifest (SPEC 2.7; borrowed), owned by owner (NULL:
+ * u; another user or "shared" only for an admin), of accelerator type
+ * type (NULL: the one the manifest allows, or the only installable one),
+ * bound to b (NULL or empty: placed automatically, or installed unbound
+ * when nothing fits). The runner's look at this machine comes first, off
+ * the lock (launch_vet); a bound app that runs here starts through
+ * launch_app (a pull answers at once: `pulling`). 200 with the app; 400,
+ * 403, 409, 422 (a check), 503 or 507 with why.
+ */
 void ops_install(struct accel_daemon *d, const struct auth_user *u,
                  json_t *manifest, const char *owner, const char *type,
                  const struct op_binding *b, struct op_result *res);
+/*
+ * Start a stopped app again (SPEC 2.7) on b (NULL or empty: placed
+ * automatically); an app already running is a 409. Bound, it starts
+ * through launch_app (here) or the node agent that runs it. 200 with the
+ * app; 404, 409, 422 (computeBindingRequired when nothing fits) otherwise.
+ */
 void ops_resume(struct accel_daemon *d, const struct auth_user *u,
                 const char *name, const struct op_binding *b,
                 struct op_result *res);
+/* Stop an app and release its GPUs (SPEC 2.7, 5.6): answered at once, the
+ * app `stopping` while its processes end (the supervisor or the agent
+ * that runs it finishes the stop), else released now. 200 with the app. */
 void ops_suspend(struct accel_daemon *d, const struct auth_user *u,
                  const char *name, struct op_result *res);
+/* ops_suspend with the reason "removed-from-gpu" (remove from GPU). */
 void ops_unbind(struct accel_daemon *d, const struct auth_user *u,
                 const char *name, struct op_result *res);
+/* Uninstall an app (SPEC 2.7): one with processes (here, on an agent,
+ * across nodes) is stopped first and deleted once they are gone
+ * (`stopping`, reason "uninstalling"); one whose GPU processes still
+ * linger is `releasing` until they are; else deleted now
+ * (lifecycle_commit_uninstall). 200 with {name, state}. */
 void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
                    const char *name, struct op_result *res);
+/* app-service's validateComputeBinding of b for app name: {status:
+ * "valid", availability, validation, allocations}, "not-required" for a
+ * CPU app with no selection, else a 422 check. Changes nothing. */
 void ops_validate(struct accel_daemon *d, const struct auth_user *u,
                   const char *name, const struct op_binding *b,
                   struct op_result *res);
+/* Where app name's selected type could be bound now, as u may see it
+ * (view_availability). Changes nothing. */
 void ops_availability(struct accel_daemon *d, const struct auth_user *u,
                       const char *name, struct op_result *res);
+/* Switch device of node to support type support (Exclusive, MemorySlice,
+ * TimeSlice; SPEC 2.8): the apps bound to it are stopped and released in
+ * the same transaction (refused while one cannot be stopped now, or its
+ * node cannot be reached). 200 with what was stopped; 400, 404, 409
+ * otherwise. The route is an admin's. */
 void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                 const char *support, struct op_result *res);
 /* Forget a cluster node whose agent is gone (SPEC 10); force: stop and
  * release the apps bound there too. */
 void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
                      struct op_result *res);
+/* Enable or disable node's accelerators for new bindings (the apps bound
+ * there stay). 200; 404 for an unknown node. The route is an admin's. */
 void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
                      struct op_result *res);
 /* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs,
@@ -77,13 +121,22 @@ void ops_timeslice_set(struct accel_daemon *d, const char *node,
 void ops_meter_set(struct accel_daemon *d, const char *node,
                    const char *device, const json_t *body,
                    struct op_result *res);
-/* Legacy routes (SPEC 5.3); memory in MiB. */
+/* Legacy routes (SPEC 5.3); memory in MiB. Bind app to GPU id with
+ * mem_mib (required on a Memory-slicing GPU: 400 memory-required when 0),
+ * in place of its rows (a running app restarts on it through launch_app);
+ * an exclusive GPU another app holds is a 409 unless force (then that app
+ * is stopped first, if u may act on it). */
 void ops_legacy_bind(struct accel_daemon *d, const struct auth_user *u,
                      const char *id, const char *app, uint64_t mem_mib,
                      bool force, struct op_result *res);
+/* Remove app from GPU id: as ops_unbind (every GPU of the app is
+ * released, SPEC 2.7); 404 when the app is not bound to id. */
 void ops_legacy_unassign(struct accel_daemon *d, const struct auth_user *u,
                          const char *id, const char *app,
                          struct op_result *res);
+/* The legacy bulk move: app keeps its rows but those of unassign
+ * ([{id}], may be NULL) and gets those of assign ([{id, memory}]), in one
+ * bind (ops_legacy_bind's rules). 400 for lists of another shape. */
 void ops_bulk(struct accel_daemon *d, const struct auth_user *u,
               const char *app, const json_t *unassign, const json_t *assign,
               struct op_result *res);
@@ -96,8 +149,14 @@ const char *ops_transition_name(const struct app *a);
  * (its maxApps, or the default), and the apps owner holds with the GPU
  * memory bound to them (a whole-card binding counts the card). */
 int64_t ops_limits_max_apps(const struct user_rec *u);
+/* ...and the apps owner holds and the GPU memory bound to them (bytes),
+ * into *apps and *bytes. */
 void ops_limits_held(struct accel_daemon *d, const char *owner,
                      uint64_t *apps, uint64_t *bytes);
+/* POST /compute-resources/preflight: would these demands (1 to 64, each
+ * a requirement and an owner, u by default) fit the cluster now,
+ * together, within the members' limits? 200 with the answer per demand;
+ * 400 for a malformed list. Changes nothing. */
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
 

@@ -19,9 +19,9 @@
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
-#include "daemon/node/broker.h"
-#include "daemon/node/meter.h"
-#include "daemon/node/runtime.h"
+#include "daemon/node/enforce/meter.h"
+#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/slice/broker.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -182,16 +182,16 @@ static enum accel_err commit_switch(struct accel_daemon *d, int dev,
     }
     if (rc == ACCEL_OK)
         rc = state_save_device(d, dev, st);
-    if (rc != ACCEL_OK) {
-        state_tx_rollback(d);
-        return rc;
-    }
-    state_event(d, "device.mode", NULL, d->snap.nodes[x->node].name, x->id,
-                json_pack("{s:s, s:s, s:i}", "from", accel_support_name(x->st),
-                          "to", accel_support_name(st), "stoppedApps", (int)n),
-                "device %s switched from %s to %s (%zu apps stopped)", x->id,
-                accel_support_label(x->st), accel_support_label(st), n);
-    rc = state_tx_commit(d);
+    if (rc == ACCEL_OK)
+        state_event(d, "device.mode", NULL, d->snap.nodes[x->node].name,
+                    x->id,
+                    json_pack("{s:s, s:s, s:i}", "from",
+                              accel_support_name(x->st), "to",
+                              accel_support_name(st), "stoppedApps", (int)n),
+                    "device %s switched from %s to %s (%zu apps stopped)",
+                    x->id, accel_support_label(x->st),
+                    accel_support_label(st), n);
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -404,14 +404,11 @@ void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
     rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
         rc = store_node_put(d->store, &row);
-    if (rc == ACCEL_OK) {
+    if (rc == ACCEL_OK)
         state_event(d, "node.enable", NULL, node, NULL, NULL,
                     "node %s accelerators %s", node,
                     enabled ? "enabled" : "disabled");
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         goto out;
@@ -496,14 +493,11 @@ void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
         rc = store_node_delete(d->store, node);
     if (rc == ACCEL_OK)
         rc = store_member_delete(d->store, "nodeinfo", node);
-    if (rc == ACCEL_OK) {
+    if (rc == ACCEL_OK)
         state_event(d, "node.remove", NULL, node, NULL, NULL,
                     "node %s was removed from the cluster%s", node,
                     nhit ? " and its apps stopped" : "");
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK) {
         ops_res_store_failed(res, rc);
         goto out;
@@ -579,10 +573,7 @@ static bool settings_store(struct accel_daemon *d, int dev, json_t **settings,
     rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
         rc = state_save_device(d, dev, d->snap.devs[dev].st);
-    if (rc == ACCEL_OK)
-        rc = state_tx_commit(d);
-    else
-        state_tx_rollback(d);
+    rc = state_tx_end(d, rc);
     if (rc != ACCEL_OK) {
         d->dinfo[dev].settings = old;
         ops_res_error(res, 500, accel_err_name(rc), "%s", accel_strerror(rc));

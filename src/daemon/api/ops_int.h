@@ -22,7 +22,6 @@ int ops_pick_req(struct accel_daemon *d, const struct app *a,
 enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a, int sel,
                                const struct adm_row *rows, size_t n,
                                enum app_state st, const char *reason);
-void ops_start_bound(struct accel_daemon *d, struct app *a);
 struct app *ops_stop_processes(struct accel_daemon *d, struct app *a);
 /* Validate a selection for a as if a's own rows were released: its current
  * binding does not count against it. Same contract as adm_validate. */

@@ -18,6 +18,7 @@
 #include "daemon/api/view.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/runtime/launch.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -117,7 +118,7 @@ static void rebind(struct accel_daemon *d, struct app *a,
         return;
     }
     if (restart)
-        ops_start_bound(d, a);
+        launch_app(d, a, RUNNER_SEEN, lifecycle_commit_state);
     ops_res_ok(res, 200, json_pack("{s:s}", "status", "ok"));
 }
 

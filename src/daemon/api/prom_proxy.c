@@ -122,11 +122,8 @@ static char *escape(const char *q)
     return out;
 }
 
-static json_t *value_of(const json_t *pair, int64_t *ms)
+json_t *prom_proxy_json_float(double v)
 {
-    const char *s = json_string_value(json_array_get(pair, 1));
-    double v = s ? strtod(s, NULL) : NAN;
-    *ms = (int64_t)llround(json_number_value(json_array_get(pair, 0)) * 1000);
     if (isnan(v))
         return json_string("NaN");
     if (isinf(v))
@@ -134,11 +131,19 @@ static json_t *value_of(const json_t *pair, int64_t *ms)
     return json_real(v);
 }
 
-static json_t *ms_string(int64_t ms)
+json_t *prom_proxy_json_ms(int64_t ms)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)ms);
     return json_string(buf);
+}
+
+static json_t *value_of(const json_t *pair, int64_t *ms)
+{
+    const char *s = json_string_value(json_array_get(pair, 1));
+    double v = s ? strtod(s, NULL) : NAN;
+    *ms = (int64_t)llround(json_number_value(json_array_get(pair, 0)) * 1000);
+    return prom_proxy_json_float(v);
 }
 
 void prom_proxy_instant(struct http_req *r, const char *q)
@@ -161,13 +166,13 @@ void prom_proxy_instant(struct http_req *r, const char *q)
         json_t *v = value_of(res, &ms);
         json_array_append_new(out, json_pack("{s:{}, s:o, s:o}", "metric",
                                              "value", v, "timestamp",
-                                             ms_string(ms)));
+                                             prom_proxy_json_ms(ms)));
     } else {
         json_array_foreach(res, i, x) {
             json_t *v = value_of(json_object_get(x, "value"), &ms);
             json_array_append_new(out, json_pack(
                 "{s:O, s:o, s:o}", "metric", json_object_get(x, "metric"),
-                "value", v, "timestamp", ms_string(ms)));
+                "value", v, "timestamp", prom_proxy_json_ms(ms)));
         }
     }
     json_decref(data);
@@ -198,7 +203,7 @@ static json_t *stream_json(const json_t *series, int64_t start, int64_t end,
         }
         json_array_append_new(vals, json_pack(
             "{s:o, s:o, s:b}", "value", v ? v : json_integer(0), "timestamp",
-            ms_string(want), "missing", v == NULL));
+            prom_proxy_json_ms(want), "missing", v == NULL));
     }
     return json_pack("{s:O, s:o}", "metric", json_object_get(series, "metric"),
                      "values", vals);

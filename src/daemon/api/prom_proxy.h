@@ -14,6 +14,7 @@
 #ifndef ACCEL_DAEMON_API_PROM_PROXY_H
 #define ACCEL_DAEMON_API_PROM_PROXY_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "daemon/api/http.h"
@@ -29,5 +30,15 @@ void prom_proxy_instant(struct http_req *r, const char *q);
 /* Answer r with the range query q over [start, end] every step seconds. */
 void prom_proxy_range(struct http_req *r, const char *q, int64_t start,
                       int64_t end, int64_t step);
+
+/* A sample's value as protojson writes a float, for the monitor's answers
+ * (Grafana's Prometheus data source and app-service read them): a number,
+ * NaN and the infinities as the strings "NaN", "Infinity" and
+ * "-Infinity". New reference. */
+json_t *prom_proxy_json_float(double v);
+
+/* A timestamp in milliseconds as protojson writes an int64: a decimal
+ * string. New reference. */
+json_t *prom_proxy_json_ms(int64_t ms);
 
 #endif /* ACCEL_DAEMON_API_PROM_PROXY_H */

@@ -15,9 +15,10 @@
 #include "common/util.h"
 #include "daemon/api/auth.h"
 #include "daemon/api/ops.h"
-#include "daemon/node/cluster.h"
-#include "daemon/node/identity.h"
-#include "daemon/node/runtime.h"
+#include "daemon/lifecycle.h"
+#include "daemon/node/cluster/cluster.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
 
@@ -37,10 +38,7 @@ static enum accel_err retire_leftover(struct accel_daemon *d, const char *name)
     rc = state_tx_begin(d);
     if (rc == ACCEL_OK)
         rc = identity_retire(d, name, &uid);
-    if (rc == ACCEL_OK)
-        rc = state_tx_commit(d);
-    else
-        state_tx_rollback(d);
+    rc = state_tx_end(d, rc);
     if (rc == ACCEL_OK && uid != 0)
         identity_retired(d, name, uid);
     return rc;
@@ -82,13 +80,10 @@ enum accel_err users_add(struct accel_daemon *d, const char *name,
         rc = store_user_put(d->store, &row);
     if (rc == ACCEL_OK)
         rc = identity_assign(d, name, &uid, &new_uid);
-    if (rc == ACCEL_OK) {
+    if (rc == ACCEL_OK)
         state_event(d, "user.add", NULL, NULL, NULL, NULL, "user %s added (%s)",
                     name, row.role);
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
+    rc = state_tx_end(d, rc);
     if (rc == ACCEL_OK) {
         d->users = xrealloc(d->users, (d->nusers + 1) * sizeof(*d->users));
         u = &d->users[d->nusers++];
@@ -202,13 +197,9 @@ static enum accel_err rm_stage(struct accel_daemon *d, struct app *a,
     enum accel_err rc;
 
     if (k == RM_DELETE) {
-        rc = state_save_rows(d, a, NULL, 0);
-        if (rc == ACCEL_OK)
-            rc = store_app_delete(d->store, a->name);
-        if (rc == ACCEL_OK)
-            state_event(d, "app.uninstall", a->name, NULL, NULL, NULL,
-                        "app %s uninstalled: its owner %s was removed",
-                        a->name, owner);
+        char *why = xasprintf(": its owner %s was removed", owner);
+        rc = lifecycle_stage_uninstall(d, a, NULL, why);
+        free(why);
         return rc;
     }
     rc = state_save_app(d, a, k == RM_STOP ? APP_STOPPING : APP_RELEASING,
@@ -226,8 +217,7 @@ static void rm_apply(struct accel_daemon *d, struct app *a, enum rm_kind k)
     bool multi;
 
     if (k == RM_DELETE) {
-        state_set_rows(d, a, NULL, 0);
-        state_app_remove(d, a);
+        lifecycle_apply_uninstall(d, a);
     } else if (k == RM_RELEASE) {
         a->rel.uninstall = true;
         a->rel.to = APP_STOPPED;
@@ -260,15 +250,11 @@ static enum accel_err rm_commit(struct accel_daemon *d, const char *name,
         rc = store_limits_delete(d->store, name);
     if (rc == ACCEL_OK)
         rc = identity_retire(d, name, out_uid);
-    if (rc == ACCEL_OK) {
+    if (rc == ACCEL_OK)
         state_event(d, "user.remove", NULL, NULL, NULL, NULL,
                     "user %s removed%s", name,
                     n ? " and its apps uninstalled" : "");
-        rc = state_tx_commit(d);
-    } else {
-        state_tx_rollback(d);
-    }
-    return rc;
+    return state_tx_end(d, rc);
 }
 
 enum accel_err users_remove(struct accel_daemon *d, const char *name,
@@ -334,16 +320,13 @@ enum accel_err users_set_limits(struct accel_daemon *d,
         rc = state_tx_begin(d);
     if (rc == ACCEL_OK) {
         rc = store_limits_put(d->store, &row);
-        if (rc == ACCEL_OK) {
+        if (rc == ACCEL_OK)
             state_event(d, "user.limits", NULL, NULL, NULL,
                         json_pack("{s:I, s:I}", "maxApps",
                                   (json_int_t)max_apps, "maxGpuMemory",
                                   (json_int_t)max_gpu_mem),
                         "user %s limits set", name);
-            rc = state_tx_commit(d);
-        } else {
-            state_tx_rollback(d);
-        }
+        rc = state_tx_end(d, rc);
     }
     if (rc == ACCEL_OK) {
         u->max_apps = max_apps;

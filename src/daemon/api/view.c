@@ -14,13 +14,13 @@
 
 #include "common/util.h"
 #include "daemon/api/view_pack.h"
-#include "daemon/node/broker_ops.h"
-#include "daemon/node/cgroup.h"
-#include "daemon/node/meter.h"
-#include "daemon/node/nvml.h"
-#include "daemon/node/runner.h"
-#include "daemon/node/runtime.h"
-#include "daemon/node/vram.h"
+#include "daemon/node/devices/nvml.h"
+#include "daemon/node/enforce/meter.h"
+#include "daemon/node/limits/vram.h"
+#include "daemon/node/proc/cgroup.h"
+#include "daemon/node/runtime/runner.h"
+#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/slice/broker_ops.h"
 #include "daemon/state.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -683,8 +683,8 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
     if (manifest_runs(&a->m))
         json_object_set_new(o, "runner",
                             json_string(runner_of(a)->kind));
-    if (a->m.run.ctr.image != NULL && d->cg)
-        json_object_set_new(o, "container", runner_container_json(d, a));
+    if (d->cg && runner_of(a)->json != NULL) /* the runner's own part */
+        json_object_set_new(o, runner_of(a)->kind, runner_of(a)->json(d, a));
     return o;
 }
 

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * appsetup.c: what a start prepares for an app on this node (appsetup.h):
+ * its shim files and its cgroup's limits.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/runtime/appsetup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/log.h"
+#include "daemon/node/slice/broker.h"
+
+bool appsetup_row_local(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    return d->ninfo[d->snap.devs[a->rows[i].dev].node].local;
+}
+
+/* AMD types, whose quota the shim holds through the HIP runtime (a GB10's
+ * it holds through CUDA, as an nvidia's). */
+static bool hip_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
+}
+
+bool appsetup_needs_shim(struct accel_daemon *d, const struct app *a)
+{
+    for (size_t i = 0; i < a->nrows; i++) {
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (appsetup_row_local(d, a, i) && x->type == ACCEL_TYPE_NVIDIA &&
+            x->st != ACCEL_SUPPORT_EXCLUSIVE)
+            return true;
+        if (appsetup_row_local(d, a, i) && x->st == ACCEL_SUPPORT_MEMSLICE &&
+            (hip_type(x->type) || x->type == ACCEL_TYPE_NVIDIA_GB10))
+            return true;
+    }
+    return false;
+}
+
+int appsetup_ordinal(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    enum accel_type ti = d->snap.devs[a->rows[i].dev].type;
+    int ord = 0;
+    for (size_t k = 0; k < a->nrows; k++) {
+        enum accel_type t = d->snap.devs[a->rows[k].dev].type;
+        bool cuda = (t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10);
+        bool same = hip_type(ti) ? hip_type(t) : cuda;
+        if (k == i)
+            return same && appsetup_row_local(d, a, k) ? ord : -1;
+        ord += same && appsetup_row_local(d, a, k);
+    }
+    return -1;
+}
+
+bool appsetup_quota_row(struct accel_daemon *d, const struct app *a, size_t i)
+{
+    const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+    return (x->type == ACCEL_TYPE_NVIDIA || x->type == ACCEL_TYPE_NVIDIA_GB10 ||
+            hip_type(x->type)) &&
+           x->st == ACCEL_SUPPORT_MEMSLICE && a->rows[i].memory > 0;
+}
+
+char *appsetup_run_dir(struct accel_daemon *d)
+{
+    return xasprintf("%s/run", d->cfg.data_dir);
+}
+
+char *appsetup_config_path(struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/run/apps/%s/shim.conf", d->cfg.data_dir, app);
+}
+
+void appsetup_mkdirs(const char *path)
+{
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+    mkdir(p, 0755);
+    free(p);
+}
+
+char *appsetup_events_path(struct accel_daemon *d, const char *app)
+{
+    return xasprintf("%s/run/apps/%s/shim.events", d->cfg.data_dir, app);
+}
+
+/* The app's shim.events, empty at each start: the shim appends a line
+ * when a looked-up name goes by unheld (node/unheld.c reads it). Group-
+ * writable by the app's group only (0620); without a uid drop, 0600. */
+static enum accel_err events_file_for(struct accel_daemon *d, const char *app,
+                                      const struct identity_run *who)
+{
+    char *path = appsetup_events_path(d, app);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    enum accel_err rc = ACCEL_ESYS;
+
+    if (fd >= 0 && (!who->drop || (fchown(fd, 0, who->gid) == 0 &&
+                                   fchmod(fd, 0620) == 0)))
+        rc = ACCEL_OK;
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
+/* run/apps/<app>: root-owned, readable by the app's group only (0750), so
+ * the app reads its config and cannot replace it; other apps see nothing. */
+static enum accel_err config_dir_for(const char *dir,
+                                     const struct identity_run *who)
+{
+    if (who->drop && chown(dir, 0, who->gid) != 0)
+        return ACCEL_ESYS;
+    return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
+}
+
+enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
+                             struct appsetup_files *f)
+{
+    struct ledger_device *devs = f->devs;
+    char *rundir = appsetup_run_dir(d);
+    size_t n = 0;
+    enum accel_err rc = ACCEL_OK;
+
+    for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
+        int ord = appsetup_ordinal(d, a, i);
+        const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
+        if (!appsetup_row_local(d, a, i))
+            continue;
+        if (x->type == ACCEL_TYPE_NVIDIA && x->st == ACCEL_SUPPORT_TIMESLICE &&
+            n < ADM_MAX_SELECTION &&
+            broker_socket_path(f->paths[n], sizeof f->paths[n],
+                               d->cfg.data_dir, x->id) == ACCEL_OK) {
+            /* time slicing */
+            util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
+            devs[n] = (struct ledger_device){.ordinal = ord,
+                                             .uuid = f->ids[n],
+                                             .ts_socket = f->paths[n]};
+            /* the card's ledger: the apps' memory that cannot be evicted
+             * at a turn switch, counted together (issue 35) */
+            if (ledger_card_path(f->cards[n], sizeof f->cards[n], rundir,
+                                 x->id) == ACCEL_OK) {
+                devs[n].card = f->cards[n];
+                f->card_memory[n] = x->memory;
+            }
+            n++;
+            continue;
+        }
+        if (!appsetup_quota_row(d, a, i) || n == ADM_MAX_SELECTION)
+            continue;
+        rc = ledger_path(f->paths[n], sizeof f->paths[n], rundir, a->name,
+                         ord);
+        util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
+        devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
+                                         f->ids[n], NULL, NULL};
+        n++;
+    }
+    f->n = n;
+    free(rundir);
+    return rc;
+}
+
+enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
+                              const struct identity_run *who,
+                              struct appsetup_files *f, bool *out_whole)
+{
+    char *cfg = appsetup_config_path(d, app), *dir;
+    enum accel_err rc = ACCEL_OK;
+
+    *out_whole = true;
+    for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
+        struct ledger_device *x = &f->devs[i];
+        if (x->card != NULL) {
+            enum accel_err crc = ledger_create_card(
+                x->card, x->uuid, f->card_memory[i],
+                who->drop ? who->gid : (gid_t)-1);
+            if (crc != ACCEL_OK) {
+                log_warn("app %s: the card ledger %s cannot be shared "
+                         "with it (%s): its memory that cannot be "
+                         "evicted is not counted with the other "
+                         "time-sliced apps' on %s", app, x->card,
+                         accel_strerror(crc), x->uuid);
+                x->card = NULL;
+                *out_whole = false;
+            }
+        }
+        if (x->path != NULL)
+            rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
+                               (uid_t)-1, who->drop ? who->gid : (gid_t)-1);
+    }
+    dir = xstrdup(cfg);
+    *strrchr(dir, '/') = '\0';
+    appsetup_mkdirs(dir);
+    if (rc == ACCEL_OK)
+        rc = config_dir_for(dir, who);
+    if (rc == ACCEL_OK)
+        rc = ledger_write_config(cfg, app, f->devs, f->n);
+    if (rc == ACCEL_OK)
+        rc = events_file_for(d, app, who);
+    free(dir);
+    free(cfg);
+    return rc;
+}
+
+struct cgroup_limits appsetup_limits(const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    struct cgroup_limits lim = { 0, 0, 0 };
+    if (r) {
+        lim.memory = r->lim_mem;
+        lim.cpu_millis = r->lim_cpu;
+    }
+    return lim;
+}

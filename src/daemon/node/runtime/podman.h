@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * podman.h: podman run as a command, for the container runner and its
+ * images (runner_container.c, image.c): forked with an environment of its
+ * own (podman_env), its output read with a deadline, whole or line by
+ * line. Not the container runner itself, nor what a container gets.
+ * Any thread, no lock: each call blocks for its podman at most.
+ */
+#ifndef ACCEL_DAEMON_NODE_RUNTIME_PODMAN_H
+#define ACCEL_DAEMON_NODE_RUNTIME_PODMAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PODMAN_WAIT_MS  30000u   /* a podman command that is not a stop */
+#define PODMAN_PULL_MS  3600000u /* a pull: an hour at most */
+#define PODMAN_LINE_MAX 1024u    /* a line of podman's output, at most */
+
+/* The environment podman runs with: a PATH with sbin (netavark needs
+ * iptables), root's HOME, nothing else of acceld's. NULL-terminated. */
+extern char *const podman_env[];
+
+/* Each line of podman's output (split at '\n' or '\r', at most
+ * PODMAN_LINE_MAX bytes) to line(ctx, ...), the last one kept in last. */
+struct podman_lines {
+    void (*line)(void *ctx, const char *line); /* NULL: none */
+    void *ctx;                                 /* line's first argument */
+    char cur[PODMAN_LINE_MAX];                 /* the line being read */
+    size_t n;                                  /* its length so far */
+    char last[PODMAN_LINE_MAX];                /* the last whole line */
+};
+
+/*
+ * Run podman with argv and wait up to ms; its output (stdout and stderr,
+ * at most len - 1 bytes, trailing newlines cut) into out when out is not
+ * NULL, and line by line to lines when that is not NULL. Returns its exit
+ * code, or -1 when it could not run or was killed at the deadline.
+ */
+int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
+                 struct podman_lines *lines);
+
+/* podman_lines without lines. */
+int podman_call(char *const *argv, char *out, size_t len, unsigned ms);
+
+/* Run podman with argv and do not wait for it (a stop the supervisor
+ * drives: runtime.c kills the cgroup if it takes too long). The middle
+ * child exits at once, so nothing is left for acceld to reap. */
+void podman_detached(char *const *argv);
+
+#endif /* ACCEL_DAEMON_NODE_RUNTIME_PODMAN_H */

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pull.h: the container runner's prepare and look (runner.h): a container
+ * app's image pulled as a job (SPEC 8.2.1), podman pull on a thread of its
+ * own, never under the lock, its lines the app's progress, then the app
+ * pinned and started, or failed and released; and the look for a pinned
+ * image that may have gone from the machine. Only runner_container.c's
+ * table names these: the rest of acceld starts an app through launch.h.
+ */
+#ifndef ACCEL_DAEMON_NODE_RUNTIME_PULL_H
+#define ACCEL_DAEMON_NODE_RUNTIME_PULL_H
+
+#include <stdbool.h>
+
+#include "daemon/node/runtime/runner.h"
+#include "daemon/state.h"
+
+/*
+ * The container runner's prepare (runner.h; lock held, a resuming and
+ * bound here): an image app with no pin on this node whose image acceld
+ * may pull (pull missing or always, or an archive), or whose image seen
+ * says is gone, is pulled first: answered at once, the app shows
+ * `pulling`, go runs once it is pinned, or a is failed and released with
+ * the pull's cause. With seen RUNNER_UNSEEN, a pinned image acceld may
+ * pull again is first looked for off the lock (podman may take a minute),
+ * and pulled when it has gone (meanwhile a->pin_check is set: launch.h's
+ * launch_pending). Else false: a may start now.
+ */
+bool pull_prepare(struct accel_daemon *d, struct app *a, enum runner_seen seen,
+                  runner_go_fn go, runner_commit_fn commit);
+
+/*
+ * The container runner's look (runner.h): is the image the app name is
+ * pinned to gone from this machine (podman image inspect of its ID)?
+ * Takes the lock to read the pin, asks podman without it. RUNNER_SEEN for
+ * an app with no pin, a pull: never image, or when podman cannot say.
+ * Call it before the lock.
+ */
+enum runner_seen pull_look(struct accel_daemon *d, const char *name);
+
+#endif /* ACCEL_DAEMON_NODE_RUNTIME_PULL_H */
