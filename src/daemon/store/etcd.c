@@ -51,6 +51,7 @@
 #include <jansson.h>
 
 #include "common/base64.h"
+#include "common/dynbuf.h"
 #include "common/util.h"
 
 #define ETCD_MAX_ENDPOINTS 16           /* etcd.h's limit */
@@ -89,44 +90,18 @@ struct etcd {
 /* Small helpers: buffers, numbers, base64 in JSON                     */
 /* ------------------------------------------------------------------ */
 
-/* A growable byte buffer capped at ETCD_BODY_MAX (STYLE 12). */
-struct buf {
-    char *p;     /* bytes, NUL-terminated when len > 0 */
-    size_t len;  /* bytes held */
-    size_t cap;  /* bytes allocated */
-    bool toobig; /* an append would have passed the cap */
-};
-
-static bool buf_append(struct buf *b, const char *data, size_t n)
+/* Answers and watch streams are read into dynbufs capped at
+ * ETCD_BODY_MAX (STYLE 12; common/dynbuf.h). */
+static void buf_init(struct dynbuf *b)
 {
-    if (n > ETCD_BODY_MAX - b->len) {
-        b->toobig = true;
-        return false;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return true;
-}
-
-static void buf_release(struct buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
+    dynbuf_init(b, ETCD_BODY_MAX);
 }
 
 /* curl's write callback for an answer: append, or stop the transfer. */
 static size_t buf_write(char *data, size_t size, size_t nmemb, void *ud)
 {
     size_t n = size * nmemb;
-    return buf_append(ud, data, n) ? n : 0;
+    return dynbuf_add(ud, data, n) ? n : 0;
 }
 
 /*
@@ -575,7 +550,7 @@ static enum probe probe_member(struct etcd *e, size_t i,
                                const char *probe_key, char **detail)
 {
     char url[ETCD_URL_MAX + 32];
-    struct buf body = {0};
+    struct dynbuf body;
     enum probe res;
     long http = 0;
     CURLcode cc;
@@ -583,6 +558,7 @@ static enum probe probe_member(struct etcd *e, size_t i,
     char *text;
     CURL *c = curl_easy_init();
 
+    buf_init(&body);
     json_object_set_new(req, "key",
                         json_b64_new(probe_key, strlen(probe_key)));
     json_object_set_new(req, "count_only", json_true());
@@ -631,7 +607,7 @@ static enum probe probe_member(struct etcd *e, size_t i,
         *detail = xasprintf("HTTP %ld", http);
     }
     curl_easy_cleanup(c);
-    buf_release(&body);
+    dynbuf_release(&body);
     free(text);
     return res;
 }
@@ -828,7 +804,7 @@ static void judge_transport(struct attempt *a, CURL *c, const char *url,
 
 /* Classify what one POST to member i produced. */
 static void attempt_judge(struct attempt *a, CURL *c, const char *url,
-                          CURLcode cc, struct buf *b, bool idempotent)
+                          CURLcode cc, struct dynbuf *b, bool idempotent)
 {
     long http = 0;
     json_t *doc;
@@ -866,15 +842,16 @@ static void attempt_judge(struct attempt *a, CURL *c, const char *url,
 static void attempt(struct etcd *e, CURL *c, size_t i, const char *path,
                     const char *body, bool idempotent, struct attempt *a)
 {
-    struct buf b = { 0 };
+    struct dynbuf b;
     CURLcode cc;
 
+    buf_init(&b);
     handle_setup(e, c, i, path, body, e->timeout_ms);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     cc = curl_easy_perform(c);
     attempt_judge(a, c, e->urls[i], cc, &b, idempotent);
-    buf_release(&b);
+    dynbuf_release(&b);
 }
 
 /* How a refusal maps onto accel's codes. */
@@ -1386,7 +1363,7 @@ out:
 struct watch {
     etcd_watch_cb cb;      /* the caller's callback */
     void *ctx;             /* and its argument */
-    struct buf line;       /* bytes received and not yet parsed */
+    struct dynbuf line;       /* bytes received and not yet parsed */
     size_t scanned;        /* of which this many hold no newline */
     bool created;          /* it acknowledged the watch */
     bool done;             /* result is final: end the transfer */
@@ -1541,7 +1518,7 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *ud)
 
     if (w->done)
         return 0;
-    if (!buf_append(&w->line, data, n)) {
+    if (!dynbuf_add(&w->line, data, n)) {
         watch_end(w, ACCEL_EIO);
         return 0;
     }
@@ -1675,8 +1652,9 @@ enum accel_err etcd_watch(struct etcd *e, const char *prefix, int64_t start_rev,
      * resume */
     for (size_t k = 0; k < e->nurls; k++) {
         struct watch w = { .cb = cb, .ctx = ctx };
+        buf_init(&w.line);
         rc = watch_on(e, (first + k) % e->nurls, body, &w, stop);
-        buf_release(&w.line);
+        dynbuf_release(&w.line);
         if (rc != ACCEL_EIO || w.created || stop_requested(stop))
             break;
     }
