@@ -150,6 +150,16 @@ struct user_rec *state_user_find(struct accel_daemon *d, const char *name)
     return NULL;
 }
 
+bool state_app_runs_here(struct accel_daemon *d, const struct app *a)
+{
+    if (!manifest_runs(&a->m))
+        return false;
+    for (size_t i = 0; i < a->nrows; i++)
+        if (!d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
+            return false;
+    return true;
+}
+
 int state_node_find(struct accel_daemon *d, const char *name)
 {
     uint32_t i;

@@ -397,6 +397,9 @@ struct auth_user {
 
 #define STATE_EVENTS_KEEP 20000 /* events retained in the store */
 
+/* Is the app run by this node (has `run` and is bound to the local
+ * node's devices only)? A question of state alone: every wing asks it. */
+bool state_app_runs_here(struct accel_daemon *d, const struct app *a);
 struct app *state_app_find(struct accel_daemon *d, const char *name);
 /* The user named name, or NULL. */
 struct user_rec *state_user_find(struct accel_daemon *d, const char *name);

@@ -414,7 +414,7 @@ static bool runs_somewhere(struct accel_daemon *d, const struct app *a,
         return manifest_runs(&a->m);
     bound.rows = (struct adm_row *)rows;
     bound.nrows = n;
-    return runtime_runs_here(d, &bound);
+    return state_app_runs_here(d, &bound);
 }
 
 #define STOP_ELSEWHERE_SLACK_MS 10000 /* past the app's stop timeout */
@@ -824,7 +824,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         pthread_mutex_unlock(&d->lock);
         return;
     }
-    if (n > 0 && runtime_runs_here(d, a)) /* a pull answers at once */
+    if (n > 0 && state_app_runs_here(d, a)) /* a pull answers at once */
         launch_app(d, a, RUNNER_SEEN, lifecycle_commit_state);
     else if (n > 0 && state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
@@ -877,7 +877,7 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         ops_res_store_failed(res, rc);
         goto out;
     }
-    if (runtime_runs_here(d, a)) /* a pull answers at once */
+    if (state_app_runs_here(d, a)) /* a pull answers at once */
         launch_app(d, a, seen, lifecycle_commit_state);
     else if (state_app_multi(d, a))
         cluster_act(d, a);

@@ -621,7 +621,7 @@ void cluster_act(struct accel_daemon *d, struct app *a)
             end_held(d, a);
         return;
     }
-    if (!runtime_runs_here(d, a))
+    if (!state_app_runs_here(d, a))
         return;
     if (a->state == APP_RESUMING && a->pid <= 0 && !launch_pending(a)) {
         start_here(d, a);
@@ -705,7 +705,7 @@ static bool runs_unowned(struct accel_daemon *d, const struct app *a,
                          enum app_state st)
 {
     return a->pid > 0 && !a->stop.active && !state_app_multi(d, a) &&
-           runtime_runs_here(d, a) &&
+           state_app_runs_here(d, a) &&
            (st == APP_STOPPED || st == APP_FAILED || st == APP_INSTALLED);
 }
 
@@ -721,7 +721,7 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
             /* never left running unseen: a delete this node did not make
              * (it deletes only what it has stopped) */
             if (a->pid > 0 && !state_app_multi(d, a) &&
-                runtime_runs_here(d, a))
+                state_app_runs_here(d, a))
                 runtime_kill_unowned(d, a, "the app was deleted while it "
                                            "ran here");
             state_set_rows(d, a, NULL, 0);
@@ -771,7 +771,7 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
      * app bound across nodes, its part here: never another node's pid) */
     if (state_app_multi(d, a) && state_app_part_here(d, a)) {
         /* keep */
-    } else if (!runtime_runs_here(d, a) || a->pid <= 0) {
+    } else if (!state_app_runs_here(d, a) || a->pid <= 0) {
         a->pid = row->pid;
         a->pid_start = row->pid_start;
     }
@@ -1092,7 +1092,7 @@ static void publish_info(struct accel_daemon *d)
 static bool ended_unsaved(struct accel_daemon *d, const struct app *a)
 {
     return a->state == APP_RUNNING && a->pid <= 0 && !a->stop.active &&
-           !state_app_multi(d, a) && runtime_runs_here(d, a);
+           !state_app_multi(d, a) && state_app_runs_here(d, a);
 }
 
 static void release_ended(struct accel_daemon *d, struct app *a)
@@ -1143,7 +1143,7 @@ static void redrive(struct accel_daemon *d)
         if (a == NULL)
             continue;
         if (a->state == APP_RESUMING && a->pid > 0 &&
-            !state_app_multi(d, a) && runtime_runs_here(d, a))
+            !state_app_multi(d, a) && state_app_runs_here(d, a))
             (void)commit_state(d, a, APP_RUNNING, NULL);
         else if (ended_unsaved(d, a))
             release_ended(d, a);

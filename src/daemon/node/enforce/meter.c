@@ -101,7 +101,7 @@ struct meter_target *meter_gather(struct accel_daemon *d, size_t *n)
     *n = 0;
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
-        if (a->pid <= 0 || !runtime_runs_here(d, a))
+        if (a->pid <= 0 || !state_app_runs_here(d, a))
             continue;
         for (size_t k = 0; k < a->nrows; k++) {
             if (!metered_device(d, a->rows[k].dev) ||
@@ -192,7 +192,7 @@ static void stop_over(struct accel_daemon *d, struct app *a)
 {
     static const char reason[] = "over-quota";
 
-    if (a->state != APP_RUNNING || a->pid <= 0 || !runtime_runs_here(d, a))
+    if (a->state != APP_RUNNING || a->pid <= 0 || !state_app_runs_here(d, a))
         return;
     if (lifecycle_commit_state(d, a, APP_STOPPING, reason) != ACCEL_OK) {
         log_error("app %s: its stop (over its quota) could not be saved",

@@ -40,7 +40,7 @@ struct unheld_target *unheld_gather(struct accel_daemon *d,
     for (size_t i = 0; i < d->napps; i++) {
         const struct app *a = d->apps[i];
         const struct unheld_mark *m;
-        if (a->pid <= 0 || !runtime_runs_here(d, a))
+        if (a->pid <= 0 || !state_app_runs_here(d, a))
             continue;
         t = xrealloc(t, (*n + 1) * sizeof(*t));
         memset(&t[*n], 0, sizeof(*t));

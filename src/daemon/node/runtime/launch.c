@@ -45,7 +45,7 @@ static void start_app(struct accel_daemon *d, struct app *a,
 {
     char *cause = NULL;
 
-    if (!runtime_runs_here(d, a)) { /* external: running once bound */
+    if (!state_app_runs_here(d, a)) { /* external: running once bound */
         (void)commit(d, a, APP_RUNNING, NULL);
         return;
     }
@@ -67,7 +67,7 @@ void launch_app(struct accel_daemon *d, struct app *a, enum runner_seen seen,
 {
     const struct runner *r = runner_of(a);
 
-    if (runtime_runs_here(d, a) && r->prepare != NULL &&
+    if (state_app_runs_here(d, a) && r->prepare != NULL &&
         r->prepare(d, a, seen, start_app, commit))
         return;
     start_app(d, a, commit);

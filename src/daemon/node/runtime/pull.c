@@ -26,7 +26,7 @@
 static bool pull_needed(struct accel_daemon *d, struct app *a)
 {
     const char *ref = a->m.run.ctr.image;
-    if (ref == NULL || !runtime_runs_here(d, a) ||
+    if (ref == NULL || !state_app_runs_here(d, a) ||
         image_pinned_id(d, a) != NULL)
         return false;
     return strcmp(a->m.run.ctr.pull, "never") != 0 ||
@@ -121,7 +121,7 @@ static void *check_main(void *arg)
     if (a != NULL && a->pin_check == j->n) {
         a->pin_check = 0;
         if (a->state == APP_RESUMING && a->pid == 0 && !d->stopping &&
-            runtime_runs_here(d, a)) {
+            state_app_runs_here(d, a)) {
             if (gone) {
                 log_info("app %s: its pinned image %s is gone from node "
                          "%s: pulled again", a->name, j->id,

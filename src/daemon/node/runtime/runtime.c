@@ -41,6 +41,7 @@
 #include "daemon/node/runtime/applog.h"
 #include "daemon/node/runtime/appsetup.h"
 #include "daemon/node/runtime/cdi.h"
+#include "daemon/node/runtime/diskwatch.h"
 #include "daemon/node/runtime/logs.h"
 #include "daemon/node/runtime/runner.h"
 #include "daemon/node/slice/broker.h"
@@ -54,19 +55,8 @@
 #define MAX_ENV 512
 #define DISK_CHECK_MS 1000   /* limitedDisk is checked at most so often */
 #define DISK_CHECK_COST 10   /* ...and spends at most 1/10 of the time */
-#define DISK_WATCH_MAX 256   /* apps with a limitedDisk checked per pass */
 #define RUNTIME_APP_PATH "/usr/local/bin:/usr/bin:/bin" /* an app's PATH
                                     unless run.env sets one */
-
-bool runtime_runs_here(struct accel_daemon *d, const struct app *a)
-{
-    if (!manifest_runs(&a->m))
-        return false;
-    for (size_t i = 0; i < a->nrows; i++)
-        if (!d->ninfo[d->snap.devs[a->rows[i].dev].node].local)
-            return false;
-    return true;
-}
 
 /* The node of a's cards when a is an external app of a cluster bound to
  * one node's cards only; -1 otherwise. */
@@ -871,85 +861,7 @@ static void refresh_usage(struct accel_daemon *d)
     free(p);
 }
 
-/* ---- limitedDisk: the watched tier ---- */
-
-/* Does the supervisor measure a's home against its limitedDisk? Only the
- * owner's private home under the data directory (not a run.user's). */
-static uint64_t disk_limit(const struct app *a)
-{
-    const struct adm_req *r = state_app_req(a);
-    return r ? r->lim_disk : 0;
-}
-
-static bool disk_watched(const struct app *a)
-{
-    return a->m.run.user == NULL && disk_limit(a) > 0;
-}
-
-/* One app whose home is measured, copied under the lock. */
-struct disk_watch {
-    char *app;             /* its name (owned) */
-    char *home;            /* <home root>/<owner> (owned) */
-    uint64_t limit;        /* limitedDisk */
-    pid_t pid;             /* the run measured */
-    uint32_t uid;          /* its processes' (their unlinked files count) */
-    char *mark;            /* "/accel.slice/<instance>/": those in this
-                              acceld's cgroups only; NULL = no cgroups */
-    uint64_t used;         /* measured without the lock */
-    enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
-};
-
-/* An app whose home is measured: running, or stopping by a stop the
- * supervisor drives and has not killed yet (one that ignores SIGTERM for
- * its stopTimeoutSeconds still writes). */
-static bool disk_measured(const struct app *a)
-{
-    return a->state == APP_RUNNING ||
-           (a->state == APP_STOPPING && a->stop.active && !a->stop.killed);
-}
-
-static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
-                          size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < d->napps && n < max; i++) {
-        struct app *a = d->apps[i];
-        uint32_t uid, gid;
-        if (a->pid <= 0 || !disk_measured(a) || !disk_watched(a) ||
-            !runtime_runs_here(d, a) || state_app_multi(d, a) ||
-            identity_app_uid(d, a, &uid, &gid) != ACCEL_OK)
-            continue;
-        w[n] = (struct disk_watch){
-            .app = xstrdup(a->name),
-            .home = identity_home(d, a->owner),
-            .limit = disk_limit(a),
-            .pid = (pid_t)a->pid,
-            .uid = uid,
-            .mark = d->cg != NULL ? xasprintf("/accel.slice/%s/",
-                                              d->cg->instance)
-                                  : NULL};
-        n++;
-    }
-    return n;
-}
-
-/* The sentence an app past its limitedDisk is stopped with. */
-static char *disk_reason(const struct disk_watch *w)
-{
-    char used[32], lim[32];
-
-    quantity_format_bytes(w->limit, lim, sizeof lim);
-    if (w->rc == ACCEL_ERANGE)
-        return xasprintf("stopped: its home %s cannot be measured for "
-                         "limitedDisk %s (more than %u entries, more than "
-                         "%u directories deep, a directory acceld cannot "
-                         "read, or more than %u open files)", w->home, lim,
-                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH,
-                         DISK_WALK_MAX_ENTRIES);
-    disk_format(w->used, used, sizeof used);
-    return xasprintf("stopped: its home %s uses %s on disk, past "
-                     "limitedDisk %s", w->home, used, lim);
-}
+/* ---- limitedDisk: the watched tier (diskwatch.c measures) ---- */
 
 /* Stop a with reason, as a user's stop would but ending `failed` (lock
  * held). The supervisor's next rounds drive it. */
@@ -984,73 +896,14 @@ static void kill_for_disk(struct accel_daemon *d, struct app *a,
                 "app %s is killed while it stops: %s", a->name, reason);
 }
 
-/* Measure the home at w (used and rc): the tree, and the files the
- * owner's processes hold open after unlinking them on its file system. */
-static void measure_home(struct disk_watch *w)
+/* An app past its limitedDisk (diskwatch_pass, lock held): stopped, or
+ * killed now if it is stopping already. */
+static void disk_over(struct accel_daemon *d, struct app *a, const char *why)
 {
-    struct stat sb;
-    uint64_t held = 0;
-    enum accel_err rc;
-
-    w->rc = disk_usage(w->home, DISK_WALK_MAX_ENTRIES, &w->used, NULL);
-    if (w->rc != ACCEL_OK || stat(w->home, &sb) != 0)
-        return;
-    rc = disk_unlinked_open("/proc", w->uid, w->mark, sb.st_dev,
-                            DISK_WALK_MAX_ENTRIES, &held);
-    w->used += held;
-    if (rc == ACCEL_ERANGE)
-        w->rc = rc;
-}
-
-/*
- * Measure the homes of the running (and stopping) apps with a limitedDisk
- * (each home once a pass) and stop every app whose home is past its limit
- * (kill one that is stopping already). Returns the
- * milliseconds the pass took.
- */
-static uint64_t watch_disk(struct accel_daemon *d)
-{
-    struct disk_watch *w = xcalloc(DISK_WATCH_MAX, sizeof(*w));
-    uint64_t t0 = util_now_ns();
-    size_t n;
-
-    pthread_mutex_lock(&d->lock);
-    n = gather_disk(d, w, DISK_WATCH_MAX);
-    pthread_mutex_unlock(&d->lock);
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < i && strcmp(w[k].home, w[i].home) != 0)
-            k++;
-        if (k < i) { /* the owner's home, measured for another app */
-            w[i].used = w[k].used;
-            w[i].rc = w[k].rc;
-            continue;
-        }
-        measure_home(&w[i]);
-    }
-    pthread_mutex_lock(&d->lock);
-    for (size_t i = 0; i < n; i++) {
-        struct app *a = state_app_find(d, w[i].app);
-        char *why;
-        if (a == NULL || a->pid != w[i].pid || !disk_measured(a) ||
-            (w[i].rc != ACCEL_ERANGE &&
-             (w[i].rc != ACCEL_OK || w[i].used <= w[i].limit)))
-            continue;
-        why = disk_reason(&w[i]);
-        if (a->state == APP_RUNNING)
-            stop_for_disk(d, a, why);
-        else if (a->stop.kill_at_ms > util_wall_ms())
-            kill_for_disk(d, a, why);
-        free(why);
-    }
-    pthread_mutex_unlock(&d->lock);
-    for (size_t i = 0; i < n; i++) {
-        free(w[i].app);
-        free(w[i].home);
-        free(w[i].mark);
-    }
-    free(w);
-    return (util_now_ns() - t0) / 1000000u;
+    if (a->state == APP_RUNNING)
+        stop_for_disk(d, a, why);
+    else if (a->stop.kill_at_ms > util_wall_ms())
+        kill_for_disk(d, a, why);
 }
 
 static void *supervise(void *arg)
@@ -1073,7 +926,7 @@ static void *supervise(void *arg)
                     runner_each(i)->tick(d); /* the runners' upkeep */
         }
         if (util_now_ns() >= disk_next) {
-            uint64_t ms = watch_disk(d) * DISK_CHECK_COST;
+            uint64_t ms = diskwatch_pass(d, disk_over) * DISK_CHECK_COST;
             logs_bound_users(d);
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
@@ -1236,7 +1089,7 @@ static void put_limit(json_t *o, json_t *reasons, const char *key,
 }
 
 /* limitedDisk: "watched" (the supervisor measures the owner's home and
- * stops the app past its limit: watch_disk), or none with the reason. */
+ * stops the app past its limit: diskwatch_pass), or none with the reason. */
 static void put_disk(json_t *o, json_t *reasons, const struct app *a)
 {
     const char *why = NULL;
@@ -1244,7 +1097,7 @@ static void put_disk(json_t *o, json_t *reasons, const struct app *a)
     if (a != NULL && a->m.run.user != NULL)
         why = "the app runs as run.user with that user's own home; acceld "
               "measures only the owner's home under the data directory";
-    else if (a != NULL && disk_limit(a) == 0)
+    else if (a != NULL && diskwatch_limit(a) == 0)
         why = "the manifest sets no limitedDisk";
     json_object_set_new(o, "disk", json_string(why ? "none" : "watched"));
     if (why != NULL)
@@ -1271,7 +1124,7 @@ json_t *runtime_enforcement(struct accel_daemon *d, const struct app *a)
         CGROUP_NONE, "acceld starts no process for this app (no run, or "
                      "bound to another node)"};
 
-    if (a != NULL && !runtime_runs_here(d, a)) {
+    if (a != NULL && !state_app_runs_here(d, a)) {
         put_cap(o, reasons, "containment", &outside);
         put_cap(o, reasons, "memory", &outside);
         put_cap(o, reasons, "cpu", &outside);

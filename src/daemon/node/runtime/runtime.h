@@ -17,8 +17,6 @@
 
 #include "daemon/state.h"
 
-/* Is the app run by this node (has `run` and is bound to the local node)? */
-bool runtime_runs_here(struct accel_daemon *d, const struct app *a);
 /* Is a run by another node's agent (a cluster: all its rows on one other
  * node, and a command to run)? Then this node only writes what it asks
  * for (`resuming`, `stopping`) and that agent does it. */

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * diskwatch.c: limitedDisk, the watched tier (SPEC 8.2). Once a pass the
+ * supervisor (runtime.c) has the homes of the running and stopping apps
+ * with a limitedDisk measured: each owner's home once, the tree and the
+ * files the owner's processes hold open after unlinking them, without
+ * the lock; an app past its limit is handed back to the supervisor's
+ * callback under the lock, which stops it (or kills it if it is stopping
+ * already). Only the owner's private home under the data directory is
+ * measured, not a run.user's. docs/internals/runtime.md.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/runtime/diskwatch.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "common/quantity.h"
+#include "common/util.h"
+#include "daemon/node/proc/cgroup.h"
+#include "daemon/node/proc/disk.h"
+#include "daemon/node/proc/identity.h"
+#include "daemon/state.h"
+
+#define DISK_WATCH_MAX 256 /* apps with a limitedDisk checked per pass */
+
+uint64_t diskwatch_limit(const struct app *a)
+{
+    const struct adm_req *r = state_app_req(a);
+    return r ? r->lim_disk : 0;
+}
+
+/* Does the supervisor measure a's home against its limitedDisk? Only the
+ * owner's private home under the data directory (not a run.user's). */
+static bool disk_watched(const struct app *a)
+{
+    return a->m.run.user == NULL && diskwatch_limit(a) > 0;
+}
+
+/* One app whose home is measured, copied under the lock. */
+struct disk_watch {
+    char *app;             /* its name (owned) */
+    char *home;            /* <home root>/<owner> (owned) */
+    uint64_t limit;        /* limitedDisk */
+    pid_t pid;             /* the run measured */
+    uint32_t uid;          /* its processes' (their unlinked files count) */
+    char *mark;            /* "/accel.slice/<instance>/": those in this
+                              acceld's cgroups only; NULL = no cgroups */
+    uint64_t used;         /* measured without the lock */
+    enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
+};
+
+/* An app whose home is measured: running, or stopping by a stop the
+ * supervisor drives and has not killed yet (one that ignores SIGTERM for
+ * its stopTimeoutSeconds still writes). */
+static bool disk_measured(const struct app *a)
+{
+    return a->state == APP_RUNNING ||
+           (a->state == APP_STOPPING && a->stop.active && !a->stop.killed);
+}
+
+static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
+                          size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->napps && n < max; i++) {
+        struct app *a = d->apps[i];
+        uint32_t uid, gid;
+        if (a->pid <= 0 || !disk_measured(a) || !disk_watched(a) ||
+            !state_app_runs_here(d, a) || state_app_multi(d, a) ||
+            identity_app_uid(d, a, &uid, &gid) != ACCEL_OK)
+            continue;
+        w[n] = (struct disk_watch){
+            .app = xstrdup(a->name),
+            .home = identity_home(d, a->owner),
+            .limit = diskwatch_limit(a),
+            .pid = (pid_t)a->pid,
+            .uid = uid,
+            .mark = d->cg != NULL ? xasprintf("/accel.slice/%s/",
+                                              d->cg->instance)
+                                  : NULL};
+        n++;
+    }
+    return n;
+}
+
+/* The sentence an app past its limitedDisk is stopped with. */
+static char *disk_reason(const struct disk_watch *w)
+{
+    char used[32], lim[32];
+
+    quantity_format_bytes(w->limit, lim, sizeof lim);
+    if (w->rc == ACCEL_ERANGE)
+        return xasprintf("stopped: its home %s cannot be measured for "
+                         "limitedDisk %s (more than %u entries, more than "
+                         "%u directories deep, a directory acceld cannot "
+                         "read, or more than %u open files)", w->home, lim,
+                         DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH,
+                         DISK_WALK_MAX_ENTRIES);
+    disk_format(w->used, used, sizeof used);
+    return xasprintf("stopped: its home %s uses %s on disk, past "
+                     "limitedDisk %s", w->home, used, lim);
+}
+
+/* Measure the home at w (used and rc): the tree, and the files the
+ * owner's processes hold open after unlinking them on its file system. */
+static void measure_home(struct disk_watch *w)
+{
+    struct stat sb;
+    uint64_t held = 0;
+    enum accel_err rc;
+
+    w->rc = disk_usage(w->home, DISK_WALK_MAX_ENTRIES, &w->used, NULL);
+    if (w->rc != ACCEL_OK || stat(w->home, &sb) != 0)
+        return;
+    rc = disk_unlinked_open("/proc", w->uid, w->mark, sb.st_dev,
+                            DISK_WALK_MAX_ENTRIES, &held);
+    w->used += held;
+    if (rc == ACCEL_ERANGE)
+        w->rc = rc;
+}
+
+uint64_t diskwatch_pass(struct accel_daemon *d,
+                        void (*over)(struct accel_daemon *d, struct app *a,
+                                     const char *why))
+{
+    struct disk_watch *w = xcalloc(DISK_WATCH_MAX, sizeof(*w));
+    uint64_t t0 = util_now_ns();
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    n = gather_disk(d, w, DISK_WATCH_MAX);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < i && strcmp(w[k].home, w[i].home) != 0)
+            k++;
+        if (k < i) { /* the owner's home, measured for another app */
+            w[i].used = w[k].used;
+            w[i].rc = w[k].rc;
+            continue;
+        }
+        measure_home(&w[i]);
+    }
+    pthread_mutex_lock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct app *a = state_app_find(d, w[i].app);
+        char *why;
+        if (a == NULL || a->pid != w[i].pid || !disk_measured(a) ||
+            (w[i].rc != ACCEL_ERANGE &&
+             (w[i].rc != ACCEL_OK || w[i].used <= w[i].limit)))
+            continue;
+        why = disk_reason(&w[i]);
+        over(d, a, why);
+        free(why);
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        free(w[i].app);
+        free(w[i].home);
+        free(w[i].mark);
+    }
+    free(w);
+    return (util_now_ns() - t0) / 1000000u;
+}
+
