@@ -1088,6 +1088,70 @@ class ContainerRunTest(ContainerCase):
                       b["message"])
         self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
 
+    def planted(self, uid, path, target):
+        """A link the member made in its home (from its own container or
+        host app): the member's, pointing where it likes."""
+        os.symlink(target, path)
+        os.lchown(path, uid, uid)
+
+    def test_volume_sources_never_follow_a_link_out_of_the_home(self):
+        """Issue 44 item 1: a member's volume source is resolved beneath its
+        home without following a link, at install and at each start, and
+        what is missing is made as the member, never as root. Before, a
+        link to a root-only directory got "lnk/newdir" made there as root
+        and given to the member, and a link to / was mounted."""
+        tok, uid = self.member("eve")
+        rootonly = os.path.join(self.tmp, "rootonly")
+        os.mkdir(rootonly, 0o700)
+        with open(os.path.join(rootonly, "secret"), "w") as f:
+            f.write("root's\n")
+        b = self.install(ctr_manifest(
+            "vol", ["/bin/sh", "-c", "echo ready; exec sleep 1000"],
+            volumes=[{"source": "data/deep", "target": "/data"}]), token=tok)
+        self.assertEqual(b["data"]["state"], "running", b)
+        home = os.path.join(self.d.data_dir, "home", "eve")
+        for p in ("data", "data/deep"):  # made as eve, 0700
+            st = os.stat(os.path.join(home, p))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (uid, 0o700))
+        # the links a member can plant: to a root-only directory, to /,
+        # absolute or relative, a link to a link, a link to its own home
+        # through the data dir, and a hard link to root's file
+        self.planted(uid, os.path.join(home, "lnk"), rootonly)
+        self.planted(uid, os.path.join(home, "root"), "/")
+        self.planted(uid, os.path.join(home, "l2"), "lnk")
+        self.planted(uid, os.path.join(home, "up"), "../..")
+        self.planted(uid, os.path.join(home, "self"), home)
+        os.link(os.path.join(rootonly, "secret"), os.path.join(home, "hl"))
+        for i, src in enumerate(("lnk/newdir", "root", "l2/newdir", "lnk",
+                                 "up/x", "self/data", home + "/lnk/newdir",
+                                 "hl", "data/deep/../../lnk/newdir")):
+            m = ctr_manifest("bad%d" % i, ["/bin/sleep", "1000"],
+                             volumes=[{"source": "data"},
+                                      {"source": src, "target": "/m"}])
+            m["run"]["volumes"][0]["target"] = "/d"
+            st, b = self.d.http("POST", "/api/apps", {"manifest": m},
+                                token=tok)
+            self.assertEqual(st, 403, (src, b))
+            self.assertIn("run.volumes[1].source", b["message"], src)
+            self.assertEqual(self.d.http("GET", "/api/apps/bad%d" % i)[0],
+                             404, src)
+        self.assertEqual(sorted(os.listdir(rootonly)), ["secret"])
+        # a directory replaced by a link between install and start
+        st, b = self.d.http("POST", "/api/apps/vol/suspend", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("vol") == "stopped", "stopped")
+        os.rename(os.path.join(home, "data"), os.path.join(home, "old"))
+        self.planted(uid, os.path.join(home, "data"), rootonly)
+        st, b = self.d.http("POST", "/api/apps/vol/resume", token=tok)
+        self.wait_for(lambda: self.state("vol") == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/vol")[1]["data"]
+        self.assertIn("run.volumes[0].source", data["reason"], data)
+        self.assertIn("link", data["reason"], data)
+        self.assertEqual(sorted(os.listdir(rootonly)), ["secret"])
+        self.assertEqual(self.containers(), [])
+        st, b = self.d.http("DELETE", "/api/apps/vol", token=tok)
+        self.assertEqual(st, 200, b)
+
     def test_no_cdi_spec_for_the_gpu_says_how_to_make_one(self):
         self.d.close()
         self.start(None)  # no nvidia.com/gpu spec at all
