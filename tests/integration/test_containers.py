@@ -249,6 +249,15 @@ class ManifestTest(accel_harness.SharedAcceld):
                     "docker-archive:/a b", "dir:/x"):
             self.refused({"image": ref}, 400, "run.image")
 
+    def test_member_names_no_image_by_its_id(self):
+        """Issue 44 item 2: a bare image ID (or a prefix of one, or
+        sha256:<ID>) is an admin's: a member's is a 400 naming run.image."""
+        iid = "5381e775d1e9febe1ad2fe98353c35824b47000caef890830b1c78fb8d446bd7"
+        for ref in (iid, iid[:12], "sha256:" + iid):
+            msg = self.refused({"image": ref, "pull": "missing"}, 400,
+                               "run.image")
+            self.assertIn("by its ID", msg)
+
     def test_fields_are_checked(self):
         self.refused({"pull": "sometimes"}, 400, "run.pull")
         self.refused({"ports": ["80"]}, 400, "run.ports[0]")
@@ -776,23 +785,43 @@ class ContainerRunTest(ContainerCase):
                                    if os.path.isdir(os.path.join(d, "ext"))],
                       "the app's cgroups removed")
 
-    def test_uninstall_removes_the_image_it_pulled(self):
-        """Item 4: an image acceld pulls for (pull missing) goes with its
-        last app; pull never's stays (here: a second tag of the module's
-        image, which podman run --pull=missing finds without a registry)."""
-        tag = "localhost/accel-it-%d:pulled" % os.getpid()
+    def test_uninstall_keeps_an_image_acceld_did_not_bring(self):
+        """Issue 44 item 2, issue 47 item 7: an uninstall removes only what
+        acceld's own pull or load brought. An image that was on the machine
+        before (pull missing found it; an archive whose image someone had
+        loaded by hand) stays, and so does the image an admin's app is
+        pinned to. Before, both were removed with the app, and the other
+        app could not resume."""
+        tag = "localhost/accel-it-%d:here" % os.getpid()
         self.assertEqual(podman("tag", IMAGE, tag).returncode, 0)
         self.addCleanup(podman, "rmi", "--ignore", tag)
+        tok, _ = self.member("ann")
+        self.install(ctr_manifest("adm", ["/bin/sleep", "1000"]))  # never
         self.install(ctr_manifest("p1", ["/bin/sleep", "1000"], image=tag,
-                                  pull="missing"))
-        self.install(ctr_manifest("p2", ["/bin/sleep", "1000"]))  # never
+                                  pull="missing"), token=tok)
+        want, ref = self.own_archive("byhand")
+        r = podman("load", "-i", ref.split(":", 1)[1])  # a person's import
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.install(ctr_manifest("a1", ["/bin/sleep", "1000"], image=ref))
+        self.wait_for(lambda: self.state("a1") == "running", "running")
         self.wait_for(lambda: self.ctr_procs("p1"), "running")
-        for name in ("p1", "p2"):
+        pin = os.path.join(self.d.data_dir, "images", "%s.json")
+        for name in ("p1", "a1"):
             st, b = self.d.http("DELETE", "/api/apps/" + name)
             self.assertEqual(st, 200, b)
-        self.wait_for(lambda: podman("image", "exists", tag).returncode == 1,
-                      "the pulled image removed")
-        self.assertEqual(podman("image", "exists", IMAGE).returncode, 0)
+        for name in ("p1", "a1"):
+            self.wait_for(lambda: not os.path.exists(pin % name),
+                          name + "'s pin removed")
+        self.assertNotIn("removing image", self.d.log())
+        for img in (tag, want, IMAGE):
+            self.assertEqual(podman("image", "exists", img).returncode, 0,
+                             img)
+        st, b = self.d.http("POST", "/api/apps/adm/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("adm") == "stopped", "stopped")
+        st, b = self.d.http("POST", "/api/apps/adm/resume")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.ctr_procs("adm"), "adm running again")
 
     def test_uninstall_removes_an_archive_it_loaded(self):
         """An archive's image acceld loaded goes with the last app pinned
@@ -1087,6 +1116,70 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("is not on this machine and run.pull is never",
                       b["message"])
         self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
+
+    def planted(self, uid, path, target):
+        """A link the member made in its home (from its own container or
+        host app): the member's, pointing where it likes."""
+        os.symlink(target, path)
+        os.lchown(path, uid, uid)
+
+    def test_volume_sources_never_follow_a_link_out_of_the_home(self):
+        """Issue 44 item 1: a member's volume source is resolved beneath its
+        home without following a link, at install and at each start, and
+        what is missing is made as the member, never as root. Before, a
+        link to a root-only directory got "lnk/newdir" made there as root
+        and given to the member, and a link to / was mounted."""
+        tok, uid = self.member("eve")
+        rootonly = os.path.join(self.tmp, "rootonly")
+        os.mkdir(rootonly, 0o700)
+        with open(os.path.join(rootonly, "secret"), "w") as f:
+            f.write("root's\n")
+        b = self.install(ctr_manifest(
+            "vol", ["/bin/sh", "-c", "echo ready; exec sleep 1000"],
+            volumes=[{"source": "data/deep", "target": "/data"}]), token=tok)
+        self.assertEqual(b["data"]["state"], "running", b)
+        home = os.path.join(self.d.data_dir, "home", "eve")
+        for p in ("data", "data/deep"):  # made as eve, 0700
+            st = os.stat(os.path.join(home, p))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (uid, 0o700))
+        # the links a member can plant: to a root-only directory, to /,
+        # absolute or relative, a link to a link, a link to its own home
+        # through the data dir, and a hard link to root's file
+        self.planted(uid, os.path.join(home, "lnk"), rootonly)
+        self.planted(uid, os.path.join(home, "root"), "/")
+        self.planted(uid, os.path.join(home, "l2"), "lnk")
+        self.planted(uid, os.path.join(home, "up"), "../..")
+        self.planted(uid, os.path.join(home, "self"), home)
+        os.link(os.path.join(rootonly, "secret"), os.path.join(home, "hl"))
+        for i, src in enumerate(("lnk/newdir", "root", "l2/newdir", "lnk",
+                                 "up/x", "self/data", home + "/lnk/newdir",
+                                 "hl", "data/deep/../../lnk/newdir")):
+            m = ctr_manifest("bad%d" % i, ["/bin/sleep", "1000"],
+                             volumes=[{"source": "data"},
+                                      {"source": src, "target": "/m"}])
+            m["run"]["volumes"][0]["target"] = "/d"
+            st, b = self.d.http("POST", "/api/apps", {"manifest": m},
+                                token=tok)
+            self.assertEqual(st, 403, (src, b))
+            self.assertIn("run.volumes[1].source", b["message"], src)
+            self.assertEqual(self.d.http("GET", "/api/apps/bad%d" % i)[0],
+                             404, src)
+        self.assertEqual(sorted(os.listdir(rootonly)), ["secret"])
+        # a directory replaced by a link between install and start
+        st, b = self.d.http("POST", "/api/apps/vol/suspend", token=tok)
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("vol") == "stopped", "stopped")
+        os.rename(os.path.join(home, "data"), os.path.join(home, "old"))
+        self.planted(uid, os.path.join(home, "data"), rootonly)
+        st, b = self.d.http("POST", "/api/apps/vol/resume", token=tok)
+        self.wait_for(lambda: self.state("vol") == "failed", "failed")
+        data = self.d.http("GET", "/api/apps/vol")[1]["data"]
+        self.assertIn("run.volumes[0].source", data["reason"], data)
+        self.assertIn("link", data["reason"], data)
+        self.assertEqual(sorted(os.listdir(rootonly)), ["secret"])
+        self.assertEqual(self.containers(), [])
+        st, b = self.d.http("DELETE", "/api/apps/vol", token=tok)
+        self.assertEqual(st, 200, b)
 
     def test_no_cdi_spec_for_the_gpu_says_how_to_make_one(self):
         self.d.close()

@@ -11,8 +11,10 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/quantity.h"
 #include "common/util.h"
@@ -25,6 +27,7 @@
 #include "daemon/node/cluster/cluster.h"
 #include "daemon/node/enforce/reconcile.h"
 #include "daemon/node/proc/disk.h"
+#include "daemon/node/proc/homepath.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/proc/proc.h"
 #include "daemon/node/runtime/launch.h"
@@ -594,6 +597,35 @@ static bool install_owner(struct accel_daemon *d, const struct auth_user *u,
     return false;
 }
 
+/* SPEC 8.2.1: a member's volume sources as they are on the machine now,
+ * resolved beneath the home without following a link (homepath.c): one
+ * that is or passes through a link, or is not the owner's, is refused;
+ * one not there yet is made as the owner at the start, and every start
+ * resolves them again. */
+static enum accel_err install_sources(const struct accel_daemon *d,
+                                      const struct manifest *m,
+                                      const char *owner, const char *home,
+                                      char **cause)
+{
+    struct homepath_owner o = { .home = home, .uid = geteuid() };
+
+    if (d->uid_drop)
+        o.uid = identity_uid(d, owner);
+    if (o.uid == 0 && d->uid_drop)
+        return ACCEL_OK; /* no uid, so no home yet: the start checks */
+    for (size_t i = 0; i < m->run.ctr.nvolumes; i++) {
+        char field[48], *path = NULL;
+        enum accel_err rc;
+        snprintf(field, sizeof field, "run.volumes[%zu].source", i);
+        rc = homepath_resolve(&o, m->run.ctr.volumes[i].source, field,
+                              false, &path, cause);
+        free(path);
+        if (rc != ACCEL_OK && rc != ACCEL_ENOTFOUND)
+            return rc;
+    }
+    return ACCEL_OK;
+}
+
 /* SPEC 3: reserved variables (400) and, for a member, run.user and a
  * run.workdir outside the owner's home (403). */
 static bool install_run_allowed(struct accel_daemon *d,
@@ -607,6 +639,8 @@ static bool install_run_allowed(struct accel_daemon *d,
     uid_t uid;
     gid_t gid;
 
+    if (rc == ACCEL_OK && !u->admin)
+        rc = install_sources(d, m, owner, home, &cause);
     free(home);
     if (rc == ACCEL_OK && m->run.user != NULL &&
         identity_resolve_user(m->run.user, &uid, &gid, NULL) != ACCEL_OK) {

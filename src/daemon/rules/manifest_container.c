@@ -427,6 +427,16 @@ static enum accel_err member_port(const char *spec, size_t i, char **cause)
     return ACCEL_OK;
 }
 
+/* Does ref name an image by its ID (podman takes a bare ID, a prefix of
+ * one or sha256:<ID> for a reference): lower-case hex with no host, path,
+ * tag or digest? */
+static bool bare_id(const char *ref)
+{
+    if (strncmp(ref, "sha256:", 7) == 0)
+        return true;
+    return ref[0] != '\0' && strspn(ref, "0123456789abcdef") == strlen(ref);
+}
+
 /* Is a volume's source inside home (relative ones resolve below it)? */
 static bool source_in_home(const char *src, const char *home)
 {
@@ -455,6 +465,12 @@ enum accel_err manifest_container_check(const struct manifest *m, bool admin,
         *cause = xasprintf("run.image: an archive (%s) is admin-only: "
                            "acceld reads it as root", c->image);
         return ACCEL_EFORBIDDEN;
+    }
+    if (bare_id(c->image)) {
+        *cause = xasprintf("run.image: %s names an image by its ID, which "
+                           "is admin-only: a member names an image by its "
+                           "reference", c->image);
+        return ACCEL_EINVAL;
     }
     if (c->privileged) {
         *cause = xasprintf("run.privileged %s", admin_only);

@@ -28,6 +28,7 @@
 /* ---- the image an app runs, pinned ---- */
 
 #define INSPECT_MAX 65536u
+#define IDS_MAX (1u << 20) /* podman images -q: 72 bytes an image */
 
 /* The image's own LD_PRELOAD in its configured environment (a JSON array
  * of "KEY=value"), or NULL. */
@@ -164,6 +165,23 @@ int image_archive_stat(const char *ref, struct stat *st)
     return err;
 }
 
+/* The IDs of every image on the machine (podman images -q --no-trunc),
+ * or NULL when podman could not tell (then nothing pulled is acceld's to
+ * remove). Caller frees. */
+static char *ids_here(void)
+{
+    char *argv[] = {"podman", "images", "--all", "--quiet", "--no-trunc",
+                    NULL};
+    char *out = xmalloc(IDS_MAX);
+
+    if (podman_call(argv, out, IDS_MAX, PODMAN_WAIT_MS) != 0 ||
+        strlen(out) + 1 >= IDS_MAX) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 enum accel_err image_pull(const char *ref,
                           void (*line)(void *ctx, const char *line), void *ctx,
                           json_t **pin, char **cause)
@@ -172,6 +190,7 @@ enum accel_err image_pull(const char *ref,
     struct podman_lines *l;
     enum accel_err rc = ACCEL_ESYS;
     struct stat st;
+    char *before;
     int err;
 
     *pin = NULL;
@@ -187,6 +206,7 @@ enum accel_err image_pull(const char *ref,
         free(last);
         return ACCEL_ENOTFOUND;
     }
+    before = ids_here();
     l = xcalloc(1, sizeof(*l));
     l->line = line;
     l->ctx = ctx;
@@ -194,9 +214,16 @@ enum accel_err image_pull(const char *ref,
         *cause = pull_cause(ref, l->last);
     } else { /* its last line is the image's ID */
         rc = image_pin(l->last, pin, cause);
-        if (rc == ACCEL_OK)
+        if (rc == ACCEL_OK) {
+            const char *id = json_string_value(json_object_get(*pin, "id"));
             json_object_set_new(*pin, "ref", json_string(ref));
+            /* acceld's to remove only when the pull brought it */
+            json_object_set_new(*pin, "pulled",
+                                 json_boolean(before != NULL &&
+                                              strstr(before, id) == NULL));
+        }
     }
+    free(before);
     free(l);
     return rc;
 }
@@ -204,6 +231,27 @@ enum accel_err image_pull(const char *ref,
 static char *pin_path(const struct accel_daemon *d, const char *app)
 {
     return xasprintf("%s/images/%s.json", d->cfg.data_dir, app);
+}
+
+static const json_t *pin_of(const struct accel_daemon *d, struct app *a);
+
+/* Did acceld's own pull or load bring image id for another app still
+ * here (lock held)? Then it is as much acceld's for this one, whose pull
+ * found it here: it goes with the last app pinned to it. */
+static bool brought_for_another(const struct accel_daemon *d,
+                                const struct app *self, const char *id)
+{
+    for (size_t i = 0; id != NULL && i < d->napps; i++) {
+        const json_t *p;
+        if (d->apps[i] == self || d->apps[i]->m.run.ctr.image == NULL)
+            continue;
+        p = pin_of(d, d->apps[i]);
+        if (json_is_true(json_object_get(p, "pulled")) &&
+            json_string_value(json_object_get(p, "id")) != NULL &&
+            strcmp(json_string_value(json_object_get(p, "id")), id) == 0)
+            return true;
+    }
+    return false;
 }
 
 void image_pin_set(struct accel_daemon *d, struct app *a, json_t *pin)
@@ -215,6 +263,10 @@ void image_pin_set(struct accel_daemon *d, struct app *a, json_t *pin)
     a->image_pin = pin != NULL ? pin : json_object();
     if (pin != NULL) /* whether acceld may remove it with its last app */
         json_object_set_new(pin, "pull", json_string(a->m.run.ctr.pull));
+    if (pin != NULL && !json_is_true(json_object_get(pin, "pulled")) &&
+        brought_for_another(d, a, json_string_value(json_object_get(pin,
+                                                                    "id"))))
+        json_object_set_new(pin, "pulled", json_true());
     if (pin == NULL) {
         if (unlink(path) != 0 && errno != ENOENT)
             log_warn("cannot remove %s: %s", path, strerror(errno));
@@ -289,14 +341,17 @@ static void pin_gone(const char *path, char **all, char **ids)
     const char *id = json_string_value(json_object_get(pin, "id"));
     const char *pull = json_string_value(json_object_get(pin, "pull"));
     bool archive = ref != NULL && manifest_image_archive(ref);
+    /* only what acceld's own pull or load brought, and no app pins */
+    bool ours = json_is_true(json_object_get(pin, "pulled")) && id != NULL &&
+                !listed(ids, id);
 
-    if (archive && id != NULL && !listed(all, ref) && !listed(ids, id)) {
+    if (ours && archive && !listed(all, ref)) {
         char *rmi[] = {"podman", "rmi", "--ignore", (char *)id, NULL};
         log_info("removing image %.12s, loaded from %s: no app uses it any "
                  "more", id, ref);
         podman_detached(rmi);
-    } else if (ref != NULL && id != NULL && pull != NULL &&
-        strcmp(pull, "never") != 0 && !listed(all, ref) && !archive) {
+    } else if (ours && ref != NULL && pull != NULL &&
+               strcmp(pull, "never") != 0 && !listed(all, ref) && !archive) {
         char *inspect[] = {"podman", "image", "inspect", "--format",
                            "{{.Id}}", (char *)ref, NULL};
         char *rmi[] = {"podman", "rmi", "--ignore", (char *)ref, NULL};

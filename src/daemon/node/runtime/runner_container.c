@@ -35,6 +35,7 @@
 #include "common/util.h"
 #include "common/yamljson.h"
 #include "daemon/log.h"
+#include "daemon/node/proc/homepath.h"
 #include "daemon/node/runtime/cdi.h"
 #include "daemon/node/runtime/image.h"
 #include "daemon/node/runtime/podman.h"
@@ -300,29 +301,48 @@ static enum accel_err add_devices(struct accel_daemon *d, struct args *a,
     return ACCEL_OK;
 }
 
-/* A volume's source: a relative one is below the owner's home, made
- * there (as the owner) when missing. */
-static char *volume_source(const struct runner_start *s, const char *src)
+/* A volume's source: one inside the owner's home (a relative one is
+ * below it) resolved beneath the home without following a link, what is
+ * missing made as the owner (homepath.c), at each start: a directory
+ * replaced by a link since the install is refused too. An admin's source
+ * outside every home is as given. *out_src (set only on success) is what
+ * podman mounts. */
+static enum accel_err volume_source(const struct runner_start *s, size_t i,
+                                    char **out_src, char **cause)
 {
-    char *full;
-    if (src[0] == '/')
-        return xstrdup(src);
-    full = xasprintf("%s/%s", s->who->home, src);
-    if (mkdir(full, 0700) == 0 && s->who->drop &&
-        chown(full, s->who->uid, s->who->gid) != 0)
-        log_warn("cannot give %s to uid %u: %s", full, (unsigned)s->who->uid,
-                 strerror(errno));
-    return full;
+    const char *src = s->a->m.run.ctr.volumes[i].source;
+    struct homepath_owner o = { .home = s->who->home, .uid = s->who->uid,
+                                .gid = s->who->gid, .drop = s->who->drop };
+    char field[48];
+    enum accel_err rc;
+
+    if (src[0] == '/' && !manifest_inside_home(src, s->who->home)) {
+        *out_src = xstrdup(src);
+        return ACCEL_OK;
+    }
+    snprintf(field, sizeof field, "run.volumes[%zu].source", i);
+    rc = homepath_resolve(&o, src, field, true, out_src, cause);
+    if (rc == ACCEL_ENOTFOUND) {
+        *cause = xasprintf("%s: %s could not be made as its owner", field,
+                           src);
+        rc = ACCEL_EFORBIDDEN;
+    }
+    return rc;
 }
 
-static void add_manifest(struct args *a, const struct runner_start *s)
+static enum accel_err add_manifest(struct args *a,
+                                   const struct runner_start *s,
+                                   char **cause)
 {
     const struct manifest_container *c = &s->a->m.run.ctr;
 
     for (size_t i = 0; c->ports && c->ports[i]; i++)
         add(a, xasprintf("--publish=%s", c->ports[i]));
     for (size_t i = 0; i < c->nvolumes; i++) {
-        char *src = volume_source(s, c->volumes[i].source);
+        char *src = NULL;
+        enum accel_err rc = volume_source(s, i, &src, cause);
+        if (rc != ACCEL_OK)
+            return rc;
         add(a, xasprintf("--mount=type=bind,src=%s,dst=%s%s", src,
                          c->volumes[i].target,
                          c->volumes[i].read_only ? ",ro" : ""));
@@ -350,6 +370,7 @@ static void add_manifest(struct args *a, const struct runner_start *s)
         free(txt);
         json_decref(ep);
     }
+    return ACCEL_OK;
 }
 
 /* The limits as podman's flags where v1 controllers hold them: the
@@ -415,11 +436,11 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     add(a, ulimit_arg("nofile", RLIMIT_NOFILE, 0));
     add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
     add_limits(d, a, &s->lim);
-    add_manifest(a, s);
+    rc = add_manifest(a, s, cause);
     hip = cdi_hip_visible(d, app);
     add_env(a, s, s->cfg, image_pin_field(d, app, "preload"), hip);
     free(hip);
-    if (s->cfg != NULL)
+    if (rc == ACCEL_OK && s->cfg != NULL)
         rc = add_shim(d, a, s, cause);
     if (rc == ACCEL_OK)
         rc = add_devices(d, a, app, s->who, cause);
