@@ -1355,7 +1355,7 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
     pthread_cond_broadcast(&s->bcond);
 }
 
-#define ESTORE_PROBE_FIRST_MS 20 /* a view this far behind asks etcd */
+#define ESTORE_PROBE_FIRST_MS 5 /* a view this far behind asks etcd */
 #define ESTORE_PROBE_EVERY_MS 100
 
 /* Whether nothing under the prefix changed from revision from to to:
@@ -1388,14 +1388,21 @@ static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
     struct estore *s = (struct estore *)base;
     uint64_t start = util_now_ns(), end = start + (uint64_t)ms * 1000000;
     uint64_t probe = start + ESTORE_PROBE_FIRST_MS * 1000000ULL;
+    int64_t probed = -1; /* the view's revision when etcd last said that
+                          * the prefix changed after it */
     enum accel_err err = ACCEL_OK;
     pthread_mutex_lock(&s->vlock);
     while (s->applied_rev < rev && err == ACCEL_OK) {
-        uint64_t now = util_now_ns(), next = probe < end ? probe : end;
-        struct timespec until = util_deadline(
-            CLOCK_REALTIME,
-            (unsigned)(next > now ? (next - now + 999999) / 1000000 : 0));
+        uint64_t now = util_now_ns(), next;
+        struct timespec until;
+        /* the watch brought what etcd said had changed: what is left up
+         * to rev may be writes outside the prefix only, ask again now */
+        if (probed >= 0 && s->applied_rev > probed)
+            probe = now;
+        next = probe < end ? probe : end;
         if (now < next) {
+            until = util_deadline(CLOCK_REALTIME,
+                                  (unsigned)((next - now + 999999) / 1000000));
             pthread_cond_timedwait(&s->vcond, &s->vlock, &until);
             continue;
         }
@@ -1411,6 +1418,7 @@ static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
                 s->applied_rev = rev;
                 pthread_cond_broadcast(&s->vcond);
             }
+            probed = from;
             probe = util_now_ns() + ESTORE_PROBE_EVERY_MS * 1000000ULL;
         }
     }

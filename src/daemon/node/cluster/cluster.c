@@ -1051,8 +1051,9 @@ static void beat(struct accel_daemon *d)
     monitor_round(c->mon, c->lease, c->live);
 }
 
-/* Write nodeinfo when it changed (devices, health, use). */
-static void publish_info(struct accel_daemon *d)
+/* Write nodeinfo when it changed (devices, health, use), or (again) at
+ * every call. */
+static void publish_info(struct accel_daemon *d, bool again)
 {
     struct cluster *c = d->cluster;
     char *info;
@@ -1061,7 +1062,7 @@ static void publish_info(struct accel_daemon *d)
     pthread_mutex_unlock(&d->lock);
     if (info == NULL)
         return;
-    if (c->info && strcmp(c->info, info) == 0) {
+    if (c->info && strcmp(c->info, info) == 0 && !again) {
         free(info);
         return;
     }
@@ -1156,8 +1157,10 @@ static void redrive(struct accel_daemon *d)
     free(names);
 }
 
-/* The keeper's round: a third of the lease TTL. ACCEL_BEAT_MS (tests: a
- * beat due at every round, while binds race) makes it shorter, down to
+/* The keeper's round: a third of the lease TTL. ACCEL_BEAT_MS (tests:
+ * the keeper's writes due at every round while binds race: the beat, and
+ * the nodeinfo written again through the store from this thread, a write
+ * of its own beside the workers' transactions) makes it shorter, down to
  * 10 ms; anything else in it is ignored. */
 static int keeper_round_ms(const struct accel_daemon *d)
 {
@@ -1176,6 +1179,7 @@ static void *keeper_main(void *arg)
     struct cluster *c = d->cluster;
     struct etcd *e = store_etcd(d->store);
     int every = keeper_round_ms(d), step = every < 50 ? every : 50;
+    bool forced = every < d->cfg.lease_ttl * 1000 / 3; /* ACCEL_BEAT_MS */
     int64_t next_info = 0;
 
     while (!__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST)) {
@@ -1202,8 +1206,8 @@ static void *keeper_main(void *arg)
             log_warn("node %s: cannot renew its lease: %s", d->cfg.node_name,
                      accel_strerror(rc));
         }
-        if (util_wall_ms() >= next_info) {
-            publish_info(d);
+        if (forced || util_wall_ms() >= next_info) {
+            publish_info(d, forced);
             next_info = util_wall_ms() + CLUSTER_USAGE_MS;
         }
         for (int t = 0; t < every && !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST);
@@ -1222,7 +1226,7 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
 
     *cause = NULL;
     d->cluster = c;
-    publish_info(d);
+    publish_info(d, false);
     if (c->info == NULL) {
         *cause = xasprintf("cannot register node %s in etcd: %s",
                            d->cfg.node_name, store_errmsg(d->store));
