@@ -13,6 +13,7 @@ ACCEL_SOURCE_DIR (default: two levels above this file) locates examples/.
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -448,10 +449,15 @@ class Acceld:
         except OSError:
             return ""
         for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-                     "runtime error:"):
+                     "WARNING: ThreadSanitizer"):
             at = text.find(mark)
             if at >= 0:
                 return text[max(0, at - 200):at + 3000]
+        # UBSan's "file.c:12:3: runtime error: ...", not an app's or
+        # podman's own words ("OCI runtime error: ...") quoted in a reason
+        m = re.search(r"\.[ch]:\d+:\d+: runtime error:", text)
+        if m:
+            return text[max(0, m.start() - 200):m.start() + 3000]
         return ""
 
     def cgroup_instance(self):

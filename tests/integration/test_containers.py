@@ -505,6 +505,25 @@ class ContainerRunTest(ContainerCase):
         self.wait_for(lambda: self.d.http("GET", "/api/apps/quick")[0] ==
                       404, "uninstalled")
 
+    def test_failed_start_says_podmans_error(self):
+        """Issue 47: a container that podman itself cannot start (here a
+        volume whose target is a file of the image: the runtime refuses the
+        mount) ends `failed` with podman's own error line in its reason,
+        not only "exited with status 126" with the cause in the app's
+        log."""
+        self.install(ctr_manifest("badmount", ["/bin/sleep", "100"],
+                                  volumes=[{"source": "data",
+                                            "target": "/bin/sleep"}]))
+        self.wait_for(lambda: self.state("badmount") == "failed", "failed")
+        app = self.d.http("GET", "/api/apps/badmount")[1]["data"]
+        reason = app.get("reason") or ""
+        self.assertRegex(reason, r"^exited with status 12[5-7]: .*Error", app)
+        self.assertIn("/bin/sleep", reason)
+        st, b = self.d.http("DELETE", "/api/apps/badmount")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/badmount")[0] ==
+                      404, "uninstalled")
+
     def test_pid1_ignoring_sigterm_is_killed_then_released(self):
         script = "trap '' TERM; echo ready; while :; do sleep 1; done"
         self.install(ctr_manifest("deaf", ["/bin/sh", "-c", script],

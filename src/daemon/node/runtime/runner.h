@@ -85,9 +85,12 @@ struct runner {
     bool leader_counts;
     /* Once no process of the app is left: remove what the runner made
      * for it (no lock; the container, every child cgroup). leader_status
-     * is the leader's wait status when acceld reaped it, else -1. */
+     * is the leader's wait status when acceld reaped it, else -1. why
+     * (len bytes, may be NULL) gets the runtime's own sentence when the
+     * leader's status says the runtime, not the app, failed (podman's
+     * last error line), else "": the reason a failed start ends with. */
     void (*finish)(struct accel_daemon *d, const char *app,
-                   int leader_status);
+                   int leader_status, char *why, size_t len);
 
     /* ---- optional: NULL where the runner has nothing to do */
 

@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -511,13 +512,68 @@ static void container_term(struct accel_daemon *d, const char *app, pid_t pid,
  * podman run that acceld reaped after it exited by itself has removed its
  * container (--rm) before it exited; one that was killed, or that acceld
  * did not reap (started by an acceld before a restart), may not have. */
+/* podman run's own failures (125: podman's error, 126: the command
+ * cannot be run, 127: no such command) as opposed to the app's exit. */
+static bool podman_failed(int leader_status)
+{
+    return leader_status >= 0 && WIFEXITED(leader_status) &&
+           WEXITSTATUS(leader_status) >= 125 &&
+           WEXITSTATUS(leader_status) <= 127;
+}
+
+/* The last line podman wrote to the app's log that says "Error" into why
+ * (without a trailing newline), or "". podman has exited, so its output is
+ * in the log pipe; the log writer drains it within milliseconds: wait for
+ * it a little (at most PODMAN_ERROR_WAIT_MS). */
+#define PODMAN_ERROR_WAIT_MS 500
+static void podman_error_line(struct accel_daemon *d, const char *app,
+                              char *why, size_t len)
+{
+    char *path = xasprintf("%s/logs/%s.log", d->cfg.data_dir, app);
+    char buf[4096];
+
+    why[0] = '\0';
+    for (int waited = 0; why[0] == '\0' && waited <= PODMAN_ERROR_WAIT_MS;
+         waited += 20) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = -1;
+        if (fd >= 0) {
+            off_t end = lseek(fd, 0, SEEK_END);
+            off_t from = end > (off_t)sizeof buf - 1
+                             ? end - (off_t)sizeof buf + 1
+                             : 0;
+            n = pread(fd, buf, sizeof buf - 1, from);
+            close(fd);
+        }
+        if (n > 0) {
+            char *line = NULL, *save = NULL;
+            buf[n] = '\0';
+            for (char *l = strtok_r(buf, "\n", &save); l;
+                 l = strtok_r(NULL, "\n", &save))
+                if (strstr(l, "Error") != NULL)
+                    line = l;
+            if (line != NULL) {
+                util_strlcpy(why, line, len);
+                break;
+            }
+        }
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    }
+    free(path);
+}
+
 static void container_finish(struct accel_daemon *d, const char *app,
-                             int leader_status)
+                             int leader_status, char *why, size_t len)
 {
     char name[128], out[512];
     char *argv[] = { "podman",   "rm", "--force", "--ignore",
                      "--time=0", name, NULL };
 
+    if (why != NULL && len > 0) {
+        why[0] = '\0';
+        if (podman_failed(leader_status))
+            podman_error_line(d, app, why, len);
+    }
     container_name(d, app, name, sizeof name);
     if (!(leader_status >= 0 && WIFEXITED(leader_status) &&
           WEXITSTATUS(leader_status) < 125) &&
@@ -566,7 +622,7 @@ static size_t container_sweep(struct accel_daemon *d)
         pthread_mutex_unlock(&d->lock);
         if (keep)
             continue; /* adopted: the supervisor watches it again */
-        container_finish(d, app, -1);
+        container_finish(d, app, -1, NULL, 0);
         log_info("removed container %s: acceld runs no app %s with it",
                  line, app);
         removed++;

@@ -63,9 +63,11 @@ static void process_term(struct accel_daemon *d, const char *app, pid_t pid,
 }
 
 static void process_finish(struct accel_daemon *d, const char *app,
-                           int leader_status)
+                           int leader_status, char *why, size_t len)
 {
     (void)leader_status;
+    if (why != NULL && len > 0)
+        why[0] = '\0'; /* the app's own exit: its status says it all */
     cgroup_app_remove(d->cg, app);
 }
 

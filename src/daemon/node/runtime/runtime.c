@@ -467,7 +467,7 @@ enum accel_err runtime_stop(struct accel_daemon *d, const char *name, pid_t pid,
             }
         }
         if (rc == ACCEL_OK)
-            r->finish(d, name, status);
+            r->finish(d, name, status, NULL, 0);
     }
     if (out_status != NULL && status != -1)
         *out_status = status;
@@ -556,6 +556,8 @@ struct watch {
     bool gave_up;          /* processes survived the kill */
     uint32_t linger;       /* NVML still lists processes of the app */
     uint64_t oom;          /* OOM kills in its memory cgroup */
+    char why[256];         /* the runner's sentence for its own failure
+                              (runner.h's finish), "" if none */
 };
 
 static size_t gather_watches(struct accel_daemon *d, struct watch *w,
@@ -658,7 +660,8 @@ static void probe(struct accel_daemon *d, struct watch *w)
         w->linger = 1; /* survivors: the reconciler waits for the cgroup */
     w->oom = cgroup_app_oom_kills(d->cg, w->name);
     if (w->gone) /* the container, its cgroups (after the OOM count) */
-        w->r->finish(d, w->name, w->reaped ? w->status : -1);
+        w->r->finish(d, w->name, w->reaped ? w->status : -1, w->why,
+                     sizeof w->why);
 }
 
 /* "killed: out of memory (limitedMemory 64Mi)" into buf. */
@@ -679,6 +682,10 @@ static const char *exit_reason(const struct app *a, const struct watch *w,
         snprintf(buf, len, "the process exited (status unknown)");
     else
         proc_exit_status(status, buf, len);
+    if (w->why[0] != '\0' && status >= 0 && w->oom == 0) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, ": %s", w->why);
+    }
     return buf;
 }
 
@@ -686,7 +693,7 @@ static const char *exit_reason(const struct app *a, const struct watch *w,
 static void apply_watch(struct accel_daemon *d, const struct watch *w)
 {
     struct app *a = state_app_find(d, w->name);
-    char why[128];
+    char why[512];
     int status;
 
     if (a == NULL || a->pid != w->pid)
