@@ -53,6 +53,8 @@ TS_INVENTORY = inventory(node("ctr", device(TS_GPU, memory="2Gi",
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
 # the same files, its configured environment with an LD_PRELOAD of its own
 IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
+# the names of the module's images, as memberImages allows them
+MODULE_IMAGES = "localhost/accel-it-%d:*" % os.getpid()
 IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
@@ -343,9 +345,16 @@ class ContainerCase(unittest.TestCase):
         with open("/proc/self/mountinfo") as f:
             self.assertNotIn(IMAGE, f.read())
 
-    def member(self, name):
+    def member(self, name, allow=True):
+        """A member and its uid; with allow, an admin lets members run the
+        module's local images (memberImages), which nobody pulled for
+        them."""
         st, b = self.d.http("POST", "/api/users", {"name": name})
         self.assertEqual(st, 200, b)
+        if allow:
+            st, s = self.d.http("PUT", "/api/settings",
+                                {"memberImages": [MODULE_IMAGES]})
+            self.assertEqual(st, 200, s)
         st, users = self.d.http("GET", "/api/users")
         uid = [u["uid"] for u in users["data"] if u["name"] == name][0]
         return b["data"]["token"], uid
@@ -1116,6 +1125,88 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("is not on this machine and run.pull is never",
                       b["message"])
         self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
+
+    def secret_image(self, name):
+        """An admin's local image with a secret baked in (/secret), removed
+        at the end: its name and ID."""
+        tag = "localhost/accel-secret-%d:%s" % (os.getpid(), name)
+        cf = os.path.join(self.tmp, "Containerfile")
+        with open(os.path.join(self.tmp, "secret"), "w") as f:
+            f.write("the admin's secret\n")
+        with open(cf, "w") as f:
+            f.write("FROM %s\nLABEL accel.it=%s\nCOPY secret /secret\n" %
+                    (IMAGE, tag))
+        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        iid = image_field(self, tag, "Id")
+        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
+        return tag, iid
+
+    def test_member_runs_only_local_images_pulled_for_it_or_allowed(self):
+        """Issue 44 hole 1: a member's install of a local image (pull never,
+        or missing finding it here) that acceld did not pull for the
+        member's apps and that memberImages does not allow is a 403 naming
+        run.image and the rule, and changes nothing; by another name of
+        the same ID or by its digest too. Before, the member ran it."""
+        tok, _ = self.member("eve", allow=False)
+        tag, iid = self.secret_image("one")
+        alias = "localhost/accel-alias-%d:x" % os.getpid()
+        self.assertEqual(podman("tag", tag, alias).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", alias)
+        digest = image_field(self, tag, "Digest")
+        tries = [dict(image=tag), dict(image=tag, pull="missing"),
+                 dict(image=alias),
+                 dict(image=tag.split(":")[0] + "@" + digest)]
+        for run in tries:
+            st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+                "peek", ["/bin/cat", "/secret"], **run)}, token=tok)
+            self.assertEqual(st, 403, (run, b))
+            self.assertIn("run.image", b["message"])
+            self.assertIn("memberImages", b["message"])
+            self.assertEqual(self.d.http("GET", "/api/apps/peek")[0], 404)
+        # an archive's image, loaded for an app an admin gave eve, stays
+        # an admin's: eve's own install of it by name is refused
+        want, ref = self.own_archive("gift")
+        st, b = self.d.http("POST", "/api/apps", {"owner": "eve",
+                            "manifest": ctr_manifest(
+                                "gift", ["/bin/sleep", "1000"], image=ref)})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("gift") == "running", "running")
+        loaded = "localhost/accel-it-%d:gift" % os.getpid()
+        st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+            "peek", ["/bin/sleep", "1000"], image=loaded)}, token=tok)
+        self.assertEqual(st, 403, b)
+        # admins are unaffected
+        self.install(ctr_manifest("adm", ["/bin/sleep", "1000"], image=tag))
+        # an admin allows a name pattern: eve may run it, by that name
+        for bad in ([""], ["sha256:" + iid], "x", [1], ["a b"]):
+            st, b = self.d.http("PUT", "/api/settings",
+                                {"memberImages": bad})
+            self.assertEqual(st, 400, (bad, b))
+            self.assertIn("memberImages", b["message"])
+        st, b = self.d.http("PUT", "/api/settings", {"other": 1})
+        self.assertEqual(st, 400, b)
+        st, b = self.d.http("PUT", "/api/settings",
+                            {"memberImages": ["x"]}, token=tok)
+        self.assertEqual(st, 403, b)
+        pattern = "localhost/accel-secret-%d" % os.getpid()
+        st, b = self.d.http("PUT", "/api/settings",
+                            {"memberImages": [pattern]})
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("GET", "/api/settings", token=tok)
+        self.assertEqual(b["data"]["memberImages"], [pattern])
+        r = self.d.ctl("settings")
+        self.assertIn(pattern, r.stdout)
+        self.install(ctr_manifest("mine", ["/bin/sleep", "1000"], image=tag),
+                     token=tok)
+        # the setting survives a restart
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("GET", "/api/settings")
+        self.assertEqual(b["data"]["memberImages"], [pattern])
+        for name in ("gift", "adm", "mine"):
+            st, b = self.d.http("DELETE", "/api/apps/" + name)
+            self.assertEqual(st, 200, b)
 
     def planted(self, uid, path, target):
         """A link the member made in its home (from its own container or
