@@ -578,7 +578,7 @@ class ContainerRunTest(ContainerCase):
         after the app's stop timeout (an external app's: 10 s)."""
         m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-extw.json" % self.inst
         self.wait_for(lambda: '"extw"' in self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
         polite = self.run_own("polite", "extw", "/bin/sh", "-c",
@@ -642,7 +642,7 @@ class ContainerRunTest(ContainerCase):
         tok, uid = self.member("cora")
         self.install(manifest("mix", "1Gi", mem="64Mi", cpu="100m",
                               disk="1Mi"), token=tok)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-mix.json" % self.inst
         self.wait_for(lambda: '"mix"' in self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
         usage = (lambda: self.d.http("GET", "/api/apps/mix")[1]["data"]
@@ -710,7 +710,7 @@ class ContainerRunTest(ContainerCase):
         the binding, only once the cgroup is empty."""
         m = manifest("extsw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-extsw.json" % self.inst
         self.wait_for(lambda: '"extsw"' in
                       self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
@@ -748,7 +748,7 @@ class ContainerRunTest(ContainerCase):
         an external app is held to its binding."""
         m = manifest("ext", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-ext.json" % self.inst
         spec = {}
 
         def spec_lists_ext():
@@ -1613,7 +1613,7 @@ class AmdContainerTest(ContainerCase):
         m = manifest("apu", None, mem="64Mi", cpu="100m", disk="1Mi",
                      mode="amd")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-apu.json" % self.inst
         spec = {}
 
         def spec_lists_apu():
@@ -1683,15 +1683,26 @@ class CdiFilesTest(unittest.TestCase):
         return [os.path.join(base, "shim.conf"),
                 os.path.join(base, "shim-container.conf")]
 
+    def spec_files(self):
+        """acceld's CDI spec files (in its mount namespace), by name."""
+        d = "/proc/%d/root/etc/cdi" % self.d.proc.pid
+        return {n: os.path.join(d, n) for n in os.listdir(d)
+                if n.startswith("accel-%s" % self.inst)}
+
     def spec_lists(self, *names):
-        """acceld's CDI spec (in its mount namespace) lists names."""
+        """acceld's CDI spec files (in its mount namespace) are one per
+        app of names, each listing its app alone."""
+        found = []
         try:
-            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
-                      (self.d.proc.pid, self.inst)) as f:
-                spec = json.load(f)
+            for path in self.spec_files().values():
+                with open(path) as f:
+                    found += [x["name"] for x in
+                              json.load(f).get("devices", [])]
         except (OSError, ValueError):
             return False
-        return sorted(x["name"] for x in spec["devices"]) == sorted(names)
+        return (sorted(found) == sorted(names) and
+                sorted(self.spec_files()) ==
+                sorted("accel-%s-%s.json" % (self.inst, n) for n in names))
 
     @staticmethod
     def ident(path):
@@ -1707,8 +1718,8 @@ class CdiFilesTest(unittest.TestCase):
         """acceld's CDI device of app name (in its mount namespace), or
         None."""
         try:
-            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
-                      (self.d.proc.pid, self.inst)) as f:
+            with open("/proc/%d/root/etc/cdi/accel-%s-%s.json" %
+                      (self.d.proc.pid, self.inst, name)) as f:
                 spec = json.load(f)
         except (OSError, ValueError):
             return None
@@ -1748,6 +1759,61 @@ class CdiFilesTest(unittest.TestCase):
         os.unlink(nv)
         self.wait_for(lambda: self.spec_device("follow") is None,
                       "the device gone with NVIDIA's spec")
+
+    def test_spec_of_each_app_shows_its_owner_alone(self):
+        """Issue 44 hole 2: one CDI spec file per external app, root's and
+        its owner's group's, 0640, and the app's config directory 0750 with
+        that group, so no member reads which apps the others run or their
+        ledgers' paths; a link planted where a spec goes is replaced, not
+        followed; the spec of an app gone, and the one file of every app
+        that acceld wrote before, are removed. Before, one world-readable
+        file named every app, and the config directories were 0755."""
+        uids = {}
+        for who in ("ann", "bob"):
+            st, b = self.d.http("POST", "/api/users", {"name": who})
+            self.assertEqual(st, 200, b)
+            uids[who] = b["data"]["token"]
+        st, users = self.d.http("GET", "/api/users")
+        gid = {u["name"]: u["uid"] for u in users["data"]}
+        cdi = "/proc/%d/root/etc/cdi" % self.d.proc.pid
+        target = os.path.join(self.tmp, "target")
+        with open(target, "w") as f:
+            f.write("untouched\n")
+        planted = os.path.join(cdi, "accel-%s-c1.json" % self.inst)
+        os.symlink(target, planted)
+        self.addCleanup(lambda: os.path.lexists(planted) and
+                        os.unlink(planted))
+        old = os.path.join(cdi, "accel-%s.json" % self.inst)
+        with open(old, "w") as f:
+            f.write("{}")
+        self.addCleanup(lambda: os.path.exists(old) and os.unlink(old))
+        for app, who in (("a1", "ann"), ("b1", "bob"), ("c1", "ann")):
+            st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+                app, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")},
+                token=uids[who])
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_lists("a1", "b1", "c1"),
+                      "one spec per app, and nothing else")
+        with open(target) as f:
+            self.assertEqual(f.read(), "untouched\n")
+        for app, who in (("a1", "ann"), ("b1", "bob"), ("c1", "ann")):
+            path = os.path.join(cdi, "accel-%s-%s.json" % (self.inst, app))
+            st = os.lstat(path)
+            self.assertTrue(stat.S_ISREG(st.st_mode), path)
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777),
+                             (0, gid[who], 0o640), path)
+            conf_dir = os.path.dirname(self.paths(app)[0])
+            st = os.stat(conf_dir)
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777),
+                             (0, gid[who], 0o750), conf_dir)
+        st, b = self.d.http("DELETE", "/api/apps/b1", token=uids["bob"])
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_lists("a1", "c1"),
+                      "b1's spec removed")
+        for app in ("a1", "c1"):
+            st, b = self.d.http("DELETE", "/api/apps/" + app)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_files() == {}, "every spec removed")
 
     def test_written_when_the_binding_changes_only(self):
         self.install("keep")
