@@ -118,6 +118,12 @@ int cmd_app_uninstall(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_preflight(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_add(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_list(struct cli_ctx *ctx, const struct cli_args *args);
+/* `accelctl settings`: acceld's settings (GET /api/settings); `accelctl
+ * set-member-images [NAME|PATTERN]...`: memberImages (admin; none clears
+ * it). */
+int cmd_misc_settings(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_misc_set_member_images(struct cli_ctx *ctx,
+                               const struct cli_args *args);
 int cmd_misc_user_remove(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_user_limits(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args);

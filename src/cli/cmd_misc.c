@@ -491,3 +491,47 @@ int cmd_misc_events(struct cli_ctx *ctx, const struct cli_args *args)
     free(path);
     return rc;
 }
+
+/* "Member images (...): a, b." from GET /api/settings' answer. */
+static void print_settings(const json_t *s)
+{
+    const json_t *l = json_object_get(s, "memberImages"), *e;
+    size_t i;
+
+    printf("Member images (local images members may run without pulling "
+           "them):");
+    if (json_array_size(l) == 0)
+        printf(" none");
+    json_array_foreach(l, i, e)
+        printf("%s %s", i ? "," : "", json_string_value(e));
+    printf(".\n");
+}
+
+int cmd_misc_settings(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    (void)args;
+    struct client_resp r;
+    int rc = client_call(ctx, "GET", "/api/settings", NULL, &r);
+    if (request_outcome(ctx, &rc, &r))
+        print_settings(r.data);
+    client_resp_release(&r);
+    return rc;
+}
+
+int cmd_misc_set_member_images(struct cli_ctx *ctx,
+                               const struct cli_args *args)
+{
+    json_t *l = json_array(), *body;
+    struct client_resp r;
+    int rc;
+
+    for (int i = 0; i < args->npos; i++)
+        json_array_append_new(l, json_string(args->pos[i]));
+    body = json_pack("{s:o}", "memberImages", l);
+    rc = client_call(ctx, "PUT", "/api/settings", body, &r);
+    json_decref(body);
+    if (request_outcome(ctx, &rc, &r))
+        print_settings(r.data);
+    client_resp_release(&r);
+    return rc;
+}

@@ -111,6 +111,14 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "delete a user, their token and uid (refused while they "
       "own apps; --force stops and uninstalls those)",
       .handler = cmd_misc_user_remove },
+    { .name = "settings", .usage = "", .min_args = 0, .max_args = 0,
+      .summary = "acceld's settings: the local images members may run",
+      .handler = cmd_misc_settings },
+    { .name = "set-member-images", .usage = "[NAME|PATTERN]...",
+      .min_args = 0, .max_args = CLI_MAX_POS,
+      .summary = "the local images members may run without pulling them "
+                 "(admin; '*' any characters; none: only their own pulls)",
+      .handler = cmd_misc_set_member_images },
     { .name = "user set-limits", .usage = "NAME [--max-apps N|default] "
       "[--max-gpu-memory QUANTITY|none]", .min_args = 1, .max_args = 1,
       .flags = ACCEL_CLI_OPT_LIMITS,

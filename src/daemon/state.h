@@ -338,6 +338,10 @@ struct accel_daemon {
                                     owner's uid; false = containment by
                                     uid is off (reported, never claimed) */
     char *identity_status;       /* that decision as a sentence */
+    json_t *member_images;       /* the memberImages setting: the local
+                                    images members may run without a pull
+                                    of their own (ops_settings.c), this
+                                    node's; NULL until loaded */
     char *home_root;             /* the apps' homes are <home_root>/<owner>:
                                     <data-dir>/home, or a fallback when
                                     others cannot reach the data dir

@@ -180,7 +180,7 @@ class ClusterContainerTest(unittest.TestCase):
     def own_container(self, name, short, script):
         """A person's own container on n2 with app name's CDI device,
         running script, in the app's cgroup there; its name."""
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst2
+        spec_path = "/etc/cdi/accel-%s-%s.json" % (self.inst2, name)
 
         def listed():
             r = self.in_ns(self.n2, "cat", spec_path)

@@ -53,6 +53,8 @@ TS_INVENTORY = inventory(node("ctr", device(TS_GPU, memory="2Gi",
 IMAGE = "localhost/accel-it-%d:test" % os.getpid()
 # the same files, its configured environment with an LD_PRELOAD of its own
 IMAGE_PRE = "localhost/accel-it-%d:preload" % os.getpid()
+# the names of the module's images, as memberImages allows them
+MODULE_IMAGES = "localhost/accel-it-%d:*" % os.getpid()
 IMAGE_LIB = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBCUDA_IN_CTR = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 HAVE = (os.geteuid() == 0 and shutil.which("podman") and
@@ -343,9 +345,16 @@ class ContainerCase(unittest.TestCase):
         with open("/proc/self/mountinfo") as f:
             self.assertNotIn(IMAGE, f.read())
 
-    def member(self, name):
+    def member(self, name, allow=True):
+        """A member and its uid; with allow, an admin lets members run the
+        module's local images (memberImages), which nobody pulled for
+        them."""
         st, b = self.d.http("POST", "/api/users", {"name": name})
         self.assertEqual(st, 200, b)
+        if allow:
+            st, s = self.d.http("PUT", "/api/settings",
+                                {"memberImages": [MODULE_IMAGES]})
+            self.assertEqual(st, 200, s)
         st, users = self.d.http("GET", "/api/users")
         uid = [u["uid"] for u in users["data"] if u["name"] == name][0]
         return b["data"]["token"], uid
@@ -588,7 +597,7 @@ class ContainerRunTest(ContainerCase):
         after the app's stop timeout (an external app's: 10 s)."""
         m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-extw.json" % self.inst
         self.wait_for(lambda: '"extw"' in self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
         polite = self.run_own("polite", "extw", "/bin/sh", "-c",
@@ -652,7 +661,7 @@ class ContainerRunTest(ContainerCase):
         tok, uid = self.member("cora")
         self.install(manifest("mix", "1Gi", mem="64Mi", cpu="100m",
                               disk="1Mi"), token=tok)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-mix.json" % self.inst
         self.wait_for(lambda: '"mix"' in self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
         usage = (lambda: self.d.http("GET", "/api/apps/mix")[1]["data"]
@@ -720,7 +729,7 @@ class ContainerRunTest(ContainerCase):
         the binding, only once the cgroup is empty."""
         m = manifest("extsw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-extsw.json" % self.inst
         self.wait_for(lambda: '"extsw"' in
                       self.in_ns("cat", spec_path).stdout,
                       "the CDI spec with the app")
@@ -758,7 +767,7 @@ class ContainerRunTest(ContainerCase):
         an external app is held to its binding."""
         m = manifest("ext", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-ext.json" % self.inst
         spec = {}
 
         def spec_lists_ext():
@@ -1135,6 +1144,88 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("is not on this machine and run.pull is never",
                       b["message"])
         self.assertEqual(self.d.http("GET", "/api/apps/absent")[0], 404)
+
+    def secret_image(self, name):
+        """An admin's local image with a secret baked in (/secret), removed
+        at the end: its name and ID."""
+        tag = "localhost/accel-secret-%d:%s" % (os.getpid(), name)
+        cf = os.path.join(self.tmp, "Containerfile")
+        with open(os.path.join(self.tmp, "secret"), "w") as f:
+            f.write("the admin's secret\n")
+        with open(cf, "w") as f:
+            f.write("FROM %s\nLABEL accel.it=%s\nCOPY secret /secret\n" %
+                    (IMAGE, tag))
+        r = podman("build", "--pull=never", "-t", tag, "-f", cf, self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        iid = image_field(self, tag, "Id")
+        self.addCleanup(podman, "rmi", "--ignore", "--force", iid)
+        return tag, iid
+
+    def test_member_runs_only_local_images_pulled_for_it_or_allowed(self):
+        """Issue 44 hole 1: a member's install of a local image (pull never,
+        or missing finding it here) that acceld did not pull for the
+        member's apps and that memberImages does not allow is a 403 naming
+        run.image and the rule, and changes nothing; by another name of
+        the same ID or by its digest too. Before, the member ran it."""
+        tok, _ = self.member("eve", allow=False)
+        tag, iid = self.secret_image("one")
+        alias = "localhost/accel-alias-%d:x" % os.getpid()
+        self.assertEqual(podman("tag", tag, alias).returncode, 0)
+        self.addCleanup(podman, "rmi", "--ignore", alias)
+        digest = image_field(self, tag, "Digest")
+        tries = [dict(image=tag), dict(image=tag, pull="missing"),
+                 dict(image=alias),
+                 dict(image=tag.split(":")[0] + "@" + digest)]
+        for run in tries:
+            st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+                "peek", ["/bin/cat", "/secret"], **run)}, token=tok)
+            self.assertEqual(st, 403, (run, b))
+            self.assertIn("run.image", b["message"])
+            self.assertIn("memberImages", b["message"])
+            self.assertEqual(self.d.http("GET", "/api/apps/peek")[0], 404)
+        # an archive's image, loaded for an app an admin gave eve, stays
+        # an admin's: eve's own install of it by name is refused
+        want, ref = self.own_archive("gift")
+        st, b = self.d.http("POST", "/api/apps", {"owner": "eve",
+                            "manifest": ctr_manifest(
+                                "gift", ["/bin/sleep", "1000"], image=ref)})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("gift") == "running", "running")
+        loaded = "localhost/accel-it-%d:gift" % os.getpid()
+        st, b = self.d.http("POST", "/api/apps", {"manifest": ctr_manifest(
+            "peek", ["/bin/sleep", "1000"], image=loaded)}, token=tok)
+        self.assertEqual(st, 403, b)
+        # admins are unaffected
+        self.install(ctr_manifest("adm", ["/bin/sleep", "1000"], image=tag))
+        # an admin allows a name pattern: eve may run it, by that name
+        for bad in ([""], ["sha256:" + iid], "x", [1], ["a b"]):
+            st, b = self.d.http("PUT", "/api/settings",
+                                {"memberImages": bad})
+            self.assertEqual(st, 400, (bad, b))
+            self.assertIn("memberImages", b["message"])
+        st, b = self.d.http("PUT", "/api/settings", {"other": 1})
+        self.assertEqual(st, 400, b)
+        st, b = self.d.http("PUT", "/api/settings",
+                            {"memberImages": ["x"]}, token=tok)
+        self.assertEqual(st, 403, b)
+        pattern = "localhost/accel-secret-%d" % os.getpid()
+        st, b = self.d.http("PUT", "/api/settings",
+                            {"memberImages": [pattern]})
+        self.assertEqual(st, 200, b)
+        st, b = self.d.http("GET", "/api/settings", token=tok)
+        self.assertEqual(b["data"]["memberImages"], [pattern])
+        r = self.d.ctl("settings")
+        self.assertIn(pattern, r.stdout)
+        self.install(ctr_manifest("mine", ["/bin/sleep", "1000"], image=tag),
+                     token=tok)
+        # the setting survives a restart
+        self.d.kill()
+        self.d.start()
+        st, b = self.d.http("GET", "/api/settings")
+        self.assertEqual(b["data"]["memberImages"], [pattern])
+        for name in ("gift", "adm", "mine"):
+            st, b = self.d.http("DELETE", "/api/apps/" + name)
+            self.assertEqual(st, 200, b)
 
     def planted(self, uid, path, target):
         """A link the member made in its home (from its own container or
@@ -1541,7 +1632,7 @@ class AmdContainerTest(ContainerCase):
         m = manifest("apu", None, mem="64Mi", cpu="100m", disk="1Mi",
                      mode="amd")
         self.install(m)
-        spec_path = "/etc/cdi/accel-%s.json" % self.inst
+        spec_path = "/etc/cdi/accel-%s-apu.json" % self.inst
         spec = {}
 
         def spec_lists_apu():
@@ -1611,15 +1702,26 @@ class CdiFilesTest(unittest.TestCase):
         return [os.path.join(base, "shim.conf"),
                 os.path.join(base, "shim-container.conf")]
 
+    def spec_files(self):
+        """acceld's CDI spec files (in its mount namespace), by name."""
+        d = "/proc/%d/root/etc/cdi" % self.d.proc.pid
+        return {n: os.path.join(d, n) for n in os.listdir(d)
+                if n.startswith("accel-%s" % self.inst)}
+
     def spec_lists(self, *names):
-        """acceld's CDI spec (in its mount namespace) lists names."""
+        """acceld's CDI spec files (in its mount namespace) are one per
+        app of names, each listing its app alone."""
+        found = []
         try:
-            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
-                      (self.d.proc.pid, self.inst)) as f:
-                spec = json.load(f)
+            for path in self.spec_files().values():
+                with open(path) as f:
+                    found += [x["name"] for x in
+                              json.load(f).get("devices", [])]
         except (OSError, ValueError):
             return False
-        return sorted(x["name"] for x in spec["devices"]) == sorted(names)
+        return (sorted(found) == sorted(names) and
+                sorted(self.spec_files()) ==
+                sorted("accel-%s-%s.json" % (self.inst, n) for n in names))
 
     @staticmethod
     def ident(path):
@@ -1635,8 +1737,8 @@ class CdiFilesTest(unittest.TestCase):
         """acceld's CDI device of app name (in its mount namespace), or
         None."""
         try:
-            with open("/proc/%d/root/etc/cdi/accel-%s.json" %
-                      (self.d.proc.pid, self.inst)) as f:
+            with open("/proc/%d/root/etc/cdi/accel-%s-%s.json" %
+                      (self.d.proc.pid, self.inst, name)) as f:
                 spec = json.load(f)
         except (OSError, ValueError):
             return None
@@ -1676,6 +1778,61 @@ class CdiFilesTest(unittest.TestCase):
         os.unlink(nv)
         self.wait_for(lambda: self.spec_device("follow") is None,
                       "the device gone with NVIDIA's spec")
+
+    def test_spec_of_each_app_shows_its_owner_alone(self):
+        """Issue 44 hole 2: one CDI spec file per external app, root's and
+        its owner's group's, 0640, and the app's config directory 0750 with
+        that group, so no member reads which apps the others run or their
+        ledgers' paths; a link planted where a spec goes is replaced, not
+        followed; the spec of an app gone, and the one file of every app
+        that acceld wrote before, are removed. Before, one world-readable
+        file named every app, and the config directories were 0755."""
+        uids = {}
+        for who in ("ann", "bob"):
+            st, b = self.d.http("POST", "/api/users", {"name": who})
+            self.assertEqual(st, 200, b)
+            uids[who] = b["data"]["token"]
+        st, users = self.d.http("GET", "/api/users")
+        gid = {u["name"]: u["uid"] for u in users["data"]}
+        cdi = "/proc/%d/root/etc/cdi" % self.d.proc.pid
+        target = os.path.join(self.tmp, "target")
+        with open(target, "w") as f:
+            f.write("untouched\n")
+        planted = os.path.join(cdi, "accel-%s-c1.json" % self.inst)
+        os.symlink(target, planted)
+        self.addCleanup(lambda: os.path.lexists(planted) and
+                        os.unlink(planted))
+        old = os.path.join(cdi, "accel-%s.json" % self.inst)
+        with open(old, "w") as f:
+            f.write("{}")
+        self.addCleanup(lambda: os.path.exists(old) and os.unlink(old))
+        for app, who in (("a1", "ann"), ("b1", "bob"), ("c1", "ann")):
+            st, b = self.d.http("POST", "/api/apps", {"manifest": manifest(
+                app, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")},
+                token=uids[who])
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_lists("a1", "b1", "c1"),
+                      "one spec per app, and nothing else")
+        with open(target) as f:
+            self.assertEqual(f.read(), "untouched\n")
+        for app, who in (("a1", "ann"), ("b1", "bob"), ("c1", "ann")):
+            path = os.path.join(cdi, "accel-%s-%s.json" % (self.inst, app))
+            st = os.lstat(path)
+            self.assertTrue(stat.S_ISREG(st.st_mode), path)
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777),
+                             (0, gid[who], 0o640), path)
+            conf_dir = os.path.dirname(self.paths(app)[0])
+            st = os.stat(conf_dir)
+            self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777),
+                             (0, gid[who], 0o750), conf_dir)
+        st, b = self.d.http("DELETE", "/api/apps/b1", token=uids["bob"])
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_lists("a1", "c1"),
+                      "b1's spec removed")
+        for app in ("a1", "c1"):
+            st, b = self.d.http("DELETE", "/api/apps/" + app)
+            self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.spec_files() == {}, "every spec removed")
 
     def test_written_when_the_binding_changes_only(self):
         self.install("keep")

@@ -120,6 +120,26 @@ static void h_meter(struct http_req *r)
     device_setting(r, ops_meter_set);
 }
 
+static void h_settings(struct http_req *r)
+{
+    json_t *v;
+    pthread_mutex_lock(&r->d->lock);
+    v = ops_settings_json(r->d);
+    pthread_mutex_unlock(&r->d->lock);
+    http_reply_data(r, 200, v);
+}
+
+static void h_settings_put(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    ops_settings_set(r->d, b, &res);
+    json_decref(b);
+    send_result(r, &res);
+}
+
 static void h_preflight(struct http_req *r)
 {
     struct op_result res = {0};
@@ -996,6 +1016,8 @@ const struct http_route api_routes[] = {
     {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
     {"GET", A "/nodes", h_nodes, 0},
     {"GET", A "/runtime", h_runtime, 0},
+    {"GET", A "/settings", h_settings, 0},
+    {"PUT", A "/settings", h_settings_put, ROUTE_ADMIN | ROUTE_BODY},
     {"PUT", A "/nodes/{}", h_node_put, ROUTE_ADMIN | ROUTE_BODY},
     {"DELETE", A "/nodes/{}", h_node_delete, ROUTE_ADMIN},
     {"GET", A "/apps", h_apps, 0},

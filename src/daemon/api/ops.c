@@ -820,6 +820,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         store_queue_gate(d->store, &d->lock);
     if (!install_owner(d, u, &m, owner, &own, res) ||
         !install_run_allowed(d, u, &m, own, res) ||
+        (!u->admin && pin != NULL &&
+         !ops_settings_image_allowed(d, own, m.run.ctr.image, pin, res)) ||
         !ops_limits_apps(d, own, res))
         goto fail;
     if (state_app_find(d, m.name)) {

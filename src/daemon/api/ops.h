@@ -159,5 +159,21 @@ void ops_limits_held(struct accel_daemon *d, const char *owner,
  * 400 for a malformed list. Changes nothing. */
 void ops_preflight(struct accel_daemon *d, const struct auth_user *u,
                    const json_t *demands, struct op_result *res);
+/* acceld's settings (ops_settings.c): GET /api/settings' object
+ * {memberImages} (lock held; the caller frees it) and PUT's: body's known
+ * fields checked (400 naming the field; nothing changes), kept in
+ * <data-dir>/settings.json and in force for the next install; 200 with
+ * the settings. */
+json_t *ops_settings_json(struct accel_daemon *d);
+void ops_settings_set(struct accel_daemon *d, const json_t *body,
+                      struct op_result *res);
+/* SPEC 8.2.1 (lock held): may a member's app of owner run found, the
+ * local image its run.image ref names (image_pin's)? Yes when acceld's
+ * pull brought that image ID for one of owner's apps, or one of the
+ * image's names is in memberImages; else false with res a 403 naming
+ * run.image and the rule. Admins' installs do not ask. */
+bool ops_settings_image_allowed(struct accel_daemon *d, const char *owner,
+                                const char *ref, const json_t *found,
+                                struct op_result *res);
 
 #endif /* ACCEL_DAEMON_API_OPS_H */

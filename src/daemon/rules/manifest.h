@@ -132,6 +132,21 @@ bool manifest_image_archive(const char *ref);
  * ACCEL_EFORBIDDEN with *cause naming the field and the rule. */
 enum accel_err manifest_container_check(const struct manifest *m, bool admin,
                                         const char *home, char **cause);
+#define MEMBER_IMAGES_MAX 256 /* patterns in the memberImages setting */
+
+/* The memberImages setting (SPEC 8.2.1: the local images an admin lets
+ * members run without pulling): a list of at most MEMBER_IMAGES_MAX image
+ * names or patterns ('*' any characters, '/' and ':' included; one with no
+ * tag matches every tag). ACCEL_OK, or ACCEL_EINVAL with *cause naming
+ * memberImages[i]. */
+enum accel_err manifest_member_images_check(const json_t *v, char **cause);
+
+/* The first pattern of patterns (a checked memberImages) that one of
+ * names (an image's names as podman lists them, host/path:tag) matches,
+ * or NULL: an image's names, never a member's reference, are matched. */
+const char *manifest_member_image_allowed(const json_t *patterns,
+                                          const json_t *names);
+
 /* A non-empty list of at most 256 non-empty strings at path (for the
  * messages), NULL-terminated, or NULL with *cause; and its release. */
 char **manifest_strings(const json_t *arr, const char *path, char **cause);

@@ -9,6 +9,7 @@
 #include "common/accel_setup.h"
 #include "daemon/rules/manifest.h"
 
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -500,4 +501,81 @@ enum accel_err manifest_container_check(const struct manifest *m, bool admin,
             return ACCEL_EFORBIDDEN;
         }
     return ACCEL_OK;
+}
+
+/* A memberImages pattern: 1 to 255 of [A-Za-z0-9._/:-] and '*', no "..",
+ * not an image ID (no '@', no "sha256:"). */
+static bool image_pattern(const char *p)
+{
+    size_t n = strlen(p);
+
+    if (n == 0 || n > IMAGE_REF_MAX || strstr(p, "..") != NULL ||
+        strncmp(p, "sha256:", 7) == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!alnum(p[i]) && strchr("._/:-*", p[i]) == NULL)
+            return false;
+    return true;
+}
+
+enum accel_err manifest_member_images_check(const json_t *v, char **cause)
+{
+    size_t i;
+    const json_t *e;
+
+    if (!json_is_array(v) || json_array_size(v) > MEMBER_IMAGES_MAX) {
+        *cause = xasprintf("memberImages must be a list of at most %d image "
+                           "names or name patterns (\"docker.io/library/"
+                           "ubuntu:22.04\", \"localhost/lab/*\")",
+                           MEMBER_IMAGES_MAX);
+        return ACCEL_EINVAL;
+    }
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e) || !image_pattern(json_string_value(e))) {
+            *cause = xasprintf("memberImages[%zu] must be an image name or "
+                               "name pattern of at most %d characters: "
+                               "letters, digits, '.', '_', '/', "
+                               "':', '-' and '*' (any characters), not an "
+                               "image ID or digest", i, IMAGE_REF_MAX);
+            return ACCEL_EINVAL;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* Does name (host/path:tag, as podman lists an image's names) match
+ * pattern? A pattern with no tag after its last '/' matches every tag. */
+static bool image_name_matches(const char *pattern, const char *name)
+{
+    const char *slash = strrchr(pattern, '/');
+    const char *colon = strrchr(name, ':');
+    bool tagless = strchr(slash != NULL ? slash : pattern, ':') == NULL;
+    char *bare;
+    bool ok;
+
+    if (fnmatch(pattern, name, 0) == 0)
+        return true;
+    if (!tagless || colon == NULL || strchr(colon, '/') != NULL)
+        return false;
+    bare = xasprintf("%.*s", (int)(colon - name), name);
+    ok = fnmatch(pattern, bare, 0) == 0;
+    free(bare);
+    return ok;
+}
+
+const char *manifest_member_image_allowed(const json_t *patterns,
+                                          const json_t *names)
+{
+    size_t i, j;
+    const json_t *p, *n;
+
+    json_array_foreach(patterns, i, p) {
+        json_array_foreach(names, j, n) {
+            if (json_is_string(p) && json_is_string(n) &&
+                image_name_matches(json_string_value(p),
+                                   json_string_value(n)))
+                return json_string_value(p);
+        }
+    }
+    return NULL;
 }

@@ -119,11 +119,15 @@ static enum accel_err events_file_for(struct accel_daemon *d, const char *app,
 /* run/apps/<app>: root-owned, readable by the app's group only (0750), so
  * the app reads its config and cannot replace it; other apps see nothing. */
 static enum accel_err config_dir_for(const char *dir,
-                                     const struct identity_run *who)
+                                     const struct identity_run *who,
+                                     const struct appsetup_files *f)
 {
-    if (who->drop && chown(dir, 0, who->gid) != 0)
+    bool group = who->drop || f->dir_group;
+    gid_t gid = who->drop ? who->gid : f->dir_gid;
+
+    if (group && chown(dir, 0, gid) != 0)
         return ACCEL_ESYS;
-    return chmod(dir, who->drop ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
+    return chmod(dir, group ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
 }
 
 enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
@@ -134,6 +138,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
     size_t n = 0;
     enum accel_err rc = ACCEL_OK;
 
+    f->dir_group = false;
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = appsetup_ordinal(d, a, i);
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
@@ -178,14 +183,16 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
 {
     char *cfg = appsetup_config_path(d, app), *dir;
     enum accel_err rc = ACCEL_OK;
+    /* the ledgers' group: the app's, or an external app's owner's */
+    gid_t group = who->drop ? who->gid
+                            : f->dir_group ? f->dir_gid : (gid_t)-1;
 
     *out_whole = true;
     for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
         struct ledger_device *x = &f->devs[i];
         if (x->card != NULL) {
             enum accel_err crc = ledger_create_card(
-                x->card, x->uuid, f->card_memory[i],
-                who->drop ? who->gid : (gid_t)-1);
+                x->card, x->uuid, f->card_memory[i], group);
             if (crc != ACCEL_OK) {
                 log_warn("app %s: the card ledger %s cannot be shared "
                          "with it (%s): its memory that cannot be "
@@ -198,13 +205,13 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
         }
         if (x->path != NULL)
             rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
-                               (uid_t)-1, who->drop ? who->gid : (gid_t)-1);
+                               (uid_t)-1, group);
     }
     dir = xstrdup(cfg);
     *strrchr(dir, '/') = '\0';
     appsetup_mkdirs(dir);
     if (rc == ACCEL_OK)
-        rc = config_dir_for(dir, who);
+        rc = config_dir_for(dir, who, f);
     if (rc == ACCEL_OK)
         rc = ledger_write_config(cfg, app, f->devs, f->n);
     if (rc == ACCEL_OK)

@@ -31,6 +31,10 @@ struct appsetup_files {
     char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
     uint64_t card_memory[ADM_MAX_SELECTION];       /* a card ledger's limit */
     size_t n;                                      /* devs in use */
+    bool dir_group;  /* an external app's config directory: 0750, root and
+                        group dir_gid, though its run identity is acceld's
+                        (appsetup_plan clears it; the CDI refresh sets it) */
+    gid_t dir_gid;   /* that group: the app owner's */
 };
 
 /* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs

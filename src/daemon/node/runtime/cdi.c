@@ -527,8 +527,6 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
 
 /* The last spec written (a rewrite only when it changes). One per process:
  * daemons sharing a process in a unit test would only rewrite more. */
-static char *cdi_last;
-static bool cdi_cleared; /* a spec left by an earlier run was removed */
 
 bool cdi_app_here(struct accel_daemon *d, const struct app *a)
 {
@@ -540,13 +538,26 @@ bool cdi_app_here(struct accel_daemon *d, const struct app *a)
     return true;
 }
 
-/* text into path (0644): 0, or -1 with errno. */
-static int write_text(const char *path, const char *text)
+/* text into a new file at path, root's and group gid's 0640 (group: else
+ * acceld's, 0600), never through a link: 0, or -1 with errno. */
+static int write_text(const char *path, const char *text, bool group,
+                      gid_t gid)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd;
     size_t len = strlen(text), done = 0;
+
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -1;
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
     if (fd < 0)
         return -1;
+    if (group && (fchown(fd, 0, gid) != 0 || fchmod(fd, 0640) != 0)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
     while (done < len) {
         ssize_t n = write(fd, text + done, len - done);
         if (n < 0 && errno == EINTR)
@@ -583,6 +594,9 @@ struct cdi_plan {
                         the container copy's, the card ledgers' limits */
     char *ctr_text;  /* the container's copy of the config, NULL = none */
     json_t *dev;     /* its CDI device, NULL = none */
+    bool group;      /* its spec and config directory are root's and gid's
+                        (acceld is root), else acceld's */
+    gid_t gid;       /* the owner's group */
 };
 
 static void cdi_plan_free(struct cdi_plan *p)
@@ -616,6 +630,10 @@ static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
         return NULL;
     }
     p->app = xstrdup(a->name);
+    p->group = d->uid_drop;
+    p->gid = d->uid_drop ? (gid_t)identity_uid(d, a->owner) : 0;
+    p->f.dir_group = p->group;
+    p->f.dir_gid = p->gid;
     p->dev = cdi_app_device(d, a, p->f.devs, p->f.n, &p->ctr_text,
                             cause);
     for (size_t i = 0; i < p->f.n; i++) {
@@ -807,13 +825,111 @@ static void written_follow(struct accel_daemon *d, struct cdi_plan **plans,
     d->nwritten = n;
 }
 
+/* The spec file of an app's device: <dir>/accel-<instance>-<app>.json
+ * (caller frees). */
+static char *spec_path(const struct accel_daemon *d, const char *dir,
+                       const char *app)
+{
+    return xasprintf("%s/accel-%s-%s.json", dir, d->cg->instance, app);
+}
+
+/* Is path a file (not a link) holding text, of the mode and owners that
+ * write_text gives it? */
+static bool spec_current(const char *path, const char *text, bool group,
+                         gid_t gid)
+{
+    size_t len = strlen(text);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    char *buf;
+    bool ok;
+
+    if (fd < 0)
+        return false;
+    ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+         (size_t)st.st_size == len &&
+         (st.st_mode & 07777) == (group ? 0640u : 0600u) &&
+         (!group || (st.st_uid == 0 && st.st_gid == gid));
+    if (ok) {
+        buf = xmalloc(len + 1);
+        ok = read(fd, buf, len + 1) == (ssize_t)len &&
+             memcmp(buf, text, len) == 0;
+        free(buf);
+    }
+    close(fd);
+    return ok;
+}
+
+/* p's device alone in its own spec file (files_lock held): root's and
+ * the owner's group's, 0640 (the owner's podman reads it; no one else
+ * learns the app or its paths), rewritten only when it differs, never
+ * through a link (a new file renamed over whatever is there). */
+static bool spec_write(struct accel_daemon *d, const char *dir,
+                       const struct cdi_plan *p)
+{
+    /* the lowest version with what it uses: podman 4.3.1 reads up to 0.5.0 */
+    json_t *spec = json_pack("{s:s, s:s, s:[O]}", "cdiVersion", "0.5.0",
+                             "kind", "accel.dev/app", "devices", p->dev);
+    char *text = json_dumps(spec, JSON_INDENT(1) | JSON_SORT_KEYS);
+    char *path = spec_path(d, dir, p->app), *tmp = NULL;
+    bool ok = true;
+
+    json_decref(spec);
+    if (!spec_current(path, text, p->group, p->gid)) {
+        tmp = xasprintf("%s.tmp", path);
+        appsetup_mkdirs(dir);
+        if (write_text(tmp, text, p->group, p->gid) != 0 ||
+            rename(tmp, path) != 0) {
+            log_warn("cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            ok = false;
+        }
+    }
+    free(tmp);
+    free(path);
+    free(text);
+    return ok;
+}
+
+/* Every file of this instance in dir but the specs of kept[0..n) removed
+ * (files_lock held): the spec of an app gone or no longer bound here, a
+ * temporary file left, and the one spec file of every app that acceld
+ * wrote before (accel-<instance>.json). */
+static void spec_sweep(struct accel_daemon *d, const char *dir,
+                       const char **kept, size_t n)
+{
+    char *prefix = xasprintf("accel-%s", d->cg->instance);
+    size_t plen = strlen(prefix);
+    DIR *dh = opendir(dir);
+    struct dirent *e;
+
+    while (dh != NULL && (e = readdir(dh)) != NULL) {
+        const char *rest = e->d_name + plen;
+        bool keep = false;
+        if (strncmp(e->d_name, prefix, plen) != 0 ||
+            (rest[0] != '-' && rest[0] != '.'))
+            continue;
+        for (size_t i = 0; i < n && !keep; i++) {
+            size_t al = strlen(kept[i]);
+            keep = rest[0] == '-' && strncmp(rest + 1, kept[i], al) == 0 &&
+                   strcmp(rest + 1 + al, ".json") == 0;
+        }
+        if (!keep && unlinkat(dirfd(dh), e->d_name, 0) != 0 &&
+            errno != ENOENT)
+            log_warn("cannot remove %s/%s: %s", dir, e->d_name,
+                     strerror(errno));
+    }
+    if (dh != NULL)
+        closedir(dh);
+    free(prefix);
+}
+
 void cdi_refresh(struct accel_daemon *d)
 {
     const char *dir = cdi_dir();
-    json_t *devs, *spec;
-    char *path, *text, *tmp;
     struct cdi_plan **plans;
-    size_t np = 0;
+    const char **kept;
+    size_t np = 0, nkept = 0;
 
     if (d->cg == NULL || d->shim_path == NULL || dir == NULL)
         return;
@@ -851,64 +967,27 @@ void cdi_refresh(struct accel_daemon *d)
     pthread_mutex_lock(&d->files_lock);
     pthread_mutex_unlock(&d->lock);
     written_follow(d, plans, np);
-    devs = json_array();
+    kept = xcalloc(np ? np : 1, sizeof(*kept));
     for (size_t i = 0; i < np; i++) {
-        if (cdi_write(d, plans[i], &d->written[i]) && plans[i]->dev != NULL) {
-            json_array_append_new(devs, plans[i]->dev);
-            plans[i]->dev = NULL;
-        }
-        cdi_plan_free(plans[i]);
+        if (cdi_write(d, plans[i], &d->written[i]) && plans[i]->dev != NULL &&
+            spec_write(d, dir, plans[i]))
+            kept[nkept++] = plans[i]->app;
     }
+    spec_sweep(d, dir, kept, nkept);
+    free(kept);
+    for (size_t i = 0; i < np; i++)
+        cdi_plan_free(plans[i]);
     pthread_mutex_unlock(&d->files_lock);
     free(plans);
-    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
-    if (json_array_size(devs) == 0) {
-        json_decref(devs);
-        if (cdi_last != NULL || !cdi_cleared)
-            unlink(path);
-        cdi_cleared = true;
-        free(cdi_last);
-        cdi_last = NULL;
-        free(path);
-        return;
-    }
-    /* the lowest version with what it uses: podman 4.3.1 reads up to 0.5.0 */
-    spec = json_pack("{s:s, s:s, s:o}", "cdiVersion", "0.5.0", "kind",
-                     "accel.dev/app", "devices", devs);
-    text = json_dumps(spec, JSON_INDENT(1) | JSON_SORT_KEYS);
-    json_decref(spec);
-    if (cdi_last == NULL || strcmp(cdi_last, text) != 0) {
-        tmp = xasprintf("%s.tmp", path);
-        appsetup_mkdirs(dir);
-        if (write_text(tmp, text) != 0 ||
-            rename(tmp, path) != 0) {
-            log_warn("cannot write %s: %s", path, strerror(errno));
-            unlink(tmp);
-            free(text);
-            text = NULL;
-        }
-        free(tmp);
-        free(cdi_last);
-        cdi_last = text;
-    } else {
-        free(text);
-    }
-    free(path);
 }
 
 void cdi_remove(struct accel_daemon *d)
 {
     const char *dir = cdi_dir();
-    char *path;
 
     pthread_mutex_lock(&d->files_lock);
     written_free(d);
+    if (d->cg != NULL && dir != NULL)
+        spec_sweep(d, dir, NULL, 0);
     pthread_mutex_unlock(&d->files_lock);
-    if (d->cg == NULL || dir == NULL)
-        return;
-    path = xasprintf("%s/accel-%s.json", dir, d->cg->instance);
-    unlink(path);
-    free(path);
-    free(cdi_last);
-    cdi_last = NULL;
 }

@@ -52,11 +52,12 @@ enum accel_err image_pin(const char *ref, json_t **pin, char **cause)
                         "image",
                         "inspect",
                         "--format",
-                        "{{.Id}} {{.Digest}} {{json .Config.Env}}",
+                        "{{.Id}} {{.Digest}} {{json .RepoTags}} "
+                        "{{json .Config.Env}}",
                         (char *)ref,
                         NULL };
-    char *out, *digest, *env_text, *save = NULL;
-    json_t *env = NULL;
+    char *out, *digest, *names_text, *env_text, *save = NULL;
+    json_t *env = NULL, *names = NULL;
     int rc = podman_call(exists, NULL, 0, PODMAN_WAIT_MS);
 
     *pin = NULL;
@@ -70,17 +71,24 @@ enum accel_err image_pin(const char *ref, json_t **pin, char **cause)
     if (rc == 0) {
         char *id = strtok_r(out, " ", &save);
         digest = strtok_r(NULL, " ", &save);
+        names_text = strtok_r(NULL, " ", &save);
         env_text = strtok_r(NULL, "", &save);
         if (env_text != NULL)
             env = json_loads(env_text, 0, NULL);
+        if (names_text != NULL)
+            names = json_loads(names_text, 0, NULL);
         if (id != NULL && digest != NULL && strlen(id) == 64) {
             const char *pre = image_preload(env);
             *pin = json_pack("{s:s, s:s, s:s}", "ref", ref, "id", id,
                              "digest", digest);
             if (pre != NULL)
                 json_object_set_new(*pin, "preload", json_string(pre));
+            json_object_set_new(*pin, "names", json_is_array(names)
+                                                   ? json_incref(names)
+                                                   : json_array());
         }
         json_decref(env);
+        json_decref(names);
     }
     if (*pin != NULL) {
         free(out);
@@ -307,6 +315,11 @@ const char *image_pin_field(const struct accel_daemon *d, struct app *a,
                             const char *key)
 {
     return json_string_value(json_object_get(pin_of(d, a), key));
+}
+
+bool image_pin_pulled(const struct accel_daemon *d, struct app *a)
+{
+    return json_is_true(json_object_get(pin_of(d, a), "pulled"));
 }
 
 const char *image_pinned_id(const struct accel_daemon *d, struct app *a)

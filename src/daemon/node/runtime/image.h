@@ -17,8 +17,9 @@
 #include "daemon/state.h"
 
 /* Is image ref on this machine (podman image exists)? ACCEL_OK with *pin
- * {ref, id, digest, preload (the image's own LD_PRELOAD, when it sets
- * one)} from podman image inspect; else ACCEL_ENOTFOUND, or ACCEL_ESYS
+ * {ref, id, digest, names (the image's names, podman's RepoTags), preload
+ * (the image's own LD_PRELOAD, when it sets one)} from podman image
+ * inspect; else ACCEL_ENOTFOUND, or ACCEL_ESYS
  * when podman cannot tell (not installed), with *cause naming run.image.
  * Blocks up to a minute: no lock. */
 enum accel_err image_pin(const char *ref, json_t **pin, char **cause);
@@ -47,6 +48,10 @@ void image_pin_set(struct accel_daemon *d, struct app *a, json_t *pin);
  * held; its pin file read the first time), NULL when none. */
 const char *image_pin_field(const struct accel_daemon *d, struct app *a,
                             const char *key);
+
+/* Did acceld's own pull or load bring a's pinned image onto this node
+ * (its pin's `pulled`; lock held)? */
+bool image_pin_pulled(const struct accel_daemon *d, struct app *a);
 
 /* The image ID a is pinned to on this node (lock held), NULL when none. */
 const char *image_pinned_id(const struct accel_daemon *d, struct app *a);
