@@ -344,6 +344,34 @@ TEST(etcd_unreachable_and_skip)
     etcd_close(e);
 }
 
+/* etcd_count with a revision filter counts the keys that pass it: etcd's
+ * own count (count_only) is of the whole range whatever the filters say,
+ * and a view that asked it whether anything changed was told yes for
+ * ever (issue 51's wait for a revision outside the prefix). */
+TEST(etcd_count_filters)
+{
+    struct etcd *e = open_client();
+    int64_t n = -1, r1, r2, r3;
+
+    r1 = put(e, "/t/cnt/a", "1");
+    r2 = put(e, "/t/cnt/b", "1");
+    r3 = put(e, "/t/cnt/a", "2");
+    put(e, "/t/cntx", "outside the prefix");
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r3, 0, 0, &n), ACCEL_OK);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r3, r3, 0, &n), ACCEL_OK);
+    ASSERT_EQ(n, 1); /* a, written again at r3 */
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r3, r3 + 1, 0, &n), ACCEL_OK);
+    ASSERT_EQ(n, 0); /* nothing since */
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r2, r2, 0, &n), ACCEL_OK);
+    ASSERT_EQ(n, 1); /* at r2: b alone was that new */
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r3, 0, r2, &n), ACCEL_OK);
+    ASSERT_EQ(n, 1); /* created at r2 or later: b */
+    ASSERT_EQ(etcd_count(e, "/t/cnt/", r1, 0, 0, &n), ACCEL_OK);
+    ASSERT_EQ(n, 1);
+    etcd_close(e);
+}
+
 TEST(etcd_put_get)
 {
     struct etcd *e = open_client();
@@ -1280,6 +1308,7 @@ TEST(etcd_failover)
 #define LIST(XX)                  \
     XX(etcd_open_rejects)         \
     XX(etcd_unreachable_and_skip) \
+    XX(etcd_count_filters)        \
     XX(etcd_put_get)              \
     XX(etcd_prefix_paging)        \
     XX(etcd_prefix_ff)            \

@@ -1053,7 +1053,13 @@ enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
     req = range_req(prefix, len, end, end_len, rev);
     free(end);
     json_object_del(req, "limit");
-    json_object_set_new(req, "count_only", json_true());
+    /* etcd's count is of the whole range: the revision filters apply to
+     * the keys it returns, not to count (count_only ignores them). With a
+     * filter the keys alone come back, and they are counted here. */
+    if (min_mod > 0 || min_create > 0)
+        json_object_set_new(req, "keys_only", json_true());
+    else
+        json_object_set_new(req, "count_only", json_true());
     if (min_mod > 0)
         json_object_set_new(req, "min_mod_revision", json_i64_new(min_mod));
     if (min_create > 0)
@@ -1063,7 +1069,10 @@ enum accel_err etcd_count(struct etcd *e, const char *prefix, int64_t rev,
     if (rc != ACCEL_OK)
         return rc;
     *count = 0;
-    (void)json_i64(doc, "count", count); /* absent: 0 (proto3) */
+    if (min_mod > 0 || min_create > 0)
+        *count = (int64_t)json_array_size(json_object_get(doc, "kvs"));
+    else
+        (void)json_i64(doc, "count", count); /* absent: 0 (proto3) */
     json_decref(doc);
     return ACCEL_OK;
 }
