@@ -1021,13 +1021,11 @@ static void event_ids(enum kind k)
 
 /* keep_max: the newest are kept, at most keep_max + 63, by the store
  * that appends and in what a reopened store loads. */
-static void events_pruned(enum kind k)
+/* 80 events "e00".."e79" in 8 transactions of 10, each kept newest 10
+ * (pruned beyond: store.h). */
+static void append_80(struct fx *f)
 {
-    struct fx *f = fx_open(k, NULL, NULL, NULL), *g;
-    struct evlist *l;
     char msg[16];
-
-    store_set_housekeeper(f->s, true); /* etcd: the one that prunes */
     for (int t = 0; t < 8; t++) {
         OK(store_begin(f->s));
         for (int i = 0; i < 10; i++) {
@@ -1036,6 +1034,15 @@ static void events_pruned(enum kind k)
         }
         OK(store_commit(f->s));
     }
+}
+
+static void events_pruned(enum kind k)
+{
+    struct fx *f = fx_open(k, NULL, NULL, NULL), *g;
+    struct evlist *l;
+
+    store_set_housekeeper(f->s, true); /* etcd: the one that prunes */
+    append_80(f);
     fx_settle(f);
     l = query(f->s, (struct store_event_filter){0});
     ASSERT_GE(l->n, 10);
@@ -1619,16 +1626,9 @@ static void events_pruned_once_etcd(void)
     struct etcd *e = raw_etcd();
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
-    char msg[16], *pre;
+    char *pre;
 
-    for (int t = 0; t < 8; t++) {
-        OK(store_begin(f->s));
-        for (int i = 0; i < 10; i++) {
-            snprintf(msg, sizeof msg, "e%02d", t * 10 + i);
-            event(f->s, "k", NULL, NULL, msg, t * 10 + i, 10, NULL);
-        }
-        OK(store_commit(f->s));
-    }
+    append_80(f);
     fx_settle(f);
     l = query(f->s, (struct store_event_filter){0});
     ASSERT_LE(l->n, 10 + 63);
