@@ -412,6 +412,17 @@ static char *live_prefix(struct store *s, const char *what)
     return xasprintf("%.*s~live/%s/", (int)strlen(p) - 1, p, what);
 }
 
+/* What monitor_new made before its thread: freed with m. */
+static void release(struct monitor *m)
+{
+    pthread_mutex_destroy(&m->mu);
+    free(m->beat_prefix);
+    free(m->slot_prefix);
+    free(m->agents_prefix);
+    free(m->node);
+    free(m);
+}
+
 struct monitor *monitor_new(const struct monitor_opts *o)
 {
     struct monitor *m = xcalloc(1, sizeof(*m));
@@ -426,12 +437,7 @@ struct monitor *monitor_new(const struct monitor_opts *o)
     m->slot = -1;
     pthread_mutex_init(&m->mu, NULL);
     if (pthread_create(&m->thread, NULL, watch_main, m) != 0) {
-        pthread_mutex_destroy(&m->mu);
-        free(m->beat_prefix);
-        free(m->slot_prefix);
-        free(m->agents_prefix);
-        free(m->node);
-        free(m);
+        release(m);
         return NULL;
     }
     return m;
@@ -449,10 +455,5 @@ void monitor_free(struct monitor *m)
         free(m->nodes[i].text);
     }
     free(m->nodes);
-    pthread_mutex_destroy(&m->mu);
-    free(m->beat_prefix);
-    free(m->slot_prefix);
-    free(m->agents_prefix);
-    free(m->node);
-    free(m);
+    release(m);
 }
