@@ -150,6 +150,35 @@ static void print_over_quota(const json_t *dev)
     }
 }
 
+/* The metric history's series the last sample could not keep: said, and
+ * named, never dropped in silence (issue 51). */
+static void print_history(const json_t *h)
+{
+    const json_t *miss = json_object_get(h, "notRecorded"), *m;
+    size_t i, n = json_array_size(miss);
+
+    if (n == 0)
+        return;
+    printf("warning: the metric history is full (%lld of %lld MiB, "
+           "acceld --history-max-bytes): %zu series not recorded:",
+           (long long)(json_integer_value(json_object_get(h, "bytes")) >> 20),
+           (long long)(json_integer_value(json_object_get(h, "maxBytes")) >>
+                       20),
+           n);
+    json_array_foreach(miss, i, m) {
+        if (i == 8) {
+            printf(" and %zu more", n - i);
+            break;
+        }
+        if (json_object_get(m, "app"))
+            printf("%s %s on %s", i ? "," : "", table_str(m, "app"),
+                   table_str(m, "device"));
+        else
+            printf("%s %s", i ? "," : "", table_str(m, "device"));
+    }
+    printf("\n");
+}
+
 static void print_status(const json_t *data)
 {
     static const char *const head[] = { "DEVICE", "INDEX",   "MODEL",
@@ -194,6 +223,7 @@ static void print_status(const json_t *data)
                    "on it (see FOREIGN PROCESSES)\n", table_str(dev, "id"));
     json_array_foreach(devs, i, dev)
         print_over_quota(dev);
+    print_history(json_object_get(data, "history"));
 }
 
 static void show_status(const json_t *data, const void *arg)

@@ -406,7 +406,9 @@ static void usage(FILE *f)
             "[--reconcile-interval-ms MS]\n"
             "              [--app-uid-range LO-HI] [--userdb-dir DIR] "
             "[--history-interval SECONDS]\n"
-            "              [--history-retention SECONDS] [--prometheus URL]\n"
+            "              [--history-retention SECONDS] "
+            "[--history-max-bytes SIZE]\n"
+            "              [--prometheus URL]\n"
             "              [--no-cgroups] [--repair] [--version]\n"
             "              [--sysfs-root DIR] [--proc-root DIR] (discovery)\n"
             "              [--dev-root DIR] (a container app's device nodes; "
@@ -441,6 +443,9 @@ static int parse_interval(const char *s)
 
 /* A whole number in [lo, hi], or -1. */
 #define OPT_RETENTION 1000 /* --etcd-compact-retention: no short form */
+#define OPT_HISTORY_MAX 1001 /* --history-max-bytes */
+#define HISTORY_MAX_BYTES_MIN ((uint64_t)1 << 20)
+#define HISTORY_MAX_BYTES_MAX ((uint64_t)64 << 30)
 
 static long parse_seconds(const char *s, long lo, long hi)
 {
@@ -533,6 +538,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"app-uid-range", required_argument, NULL, 'u'},
         {"history-interval", required_argument, NULL, 'H'},
         {"history-retention", required_argument, NULL, 'R'},
+        {"history-max-bytes", required_argument, NULL, OPT_HISTORY_MAX},
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
         {"no-cgroups", no_argument, NULL, 'G'},
@@ -637,6 +643,18 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
             if (d->cfg.history_interval <= 0) {
                 fprintf(stderr, "acceld: --history-interval must be a number "
                                 "of seconds from 1 to 3600\n");
+                return 2;
+            }
+            break;
+        case OPT_HISTORY_MAX:
+            if (quantity_parse_bytes(optarg, &d->cfg.history_max_bytes) !=
+                    ACCEL_OK ||
+                d->cfg.history_max_bytes < HISTORY_MAX_BYTES_MIN ||
+                d->cfg.history_max_bytes > HISTORY_MAX_BYTES_MAX) {
+                fprintf(stderr, "acceld: --history-max-bytes must be a size "
+                                "from 1Mi to 64Gi, such as 64Mi (the metric "
+                                "history's values, every node's cards and "
+                                "bindings together)\n");
                 return 2;
             }
             break;

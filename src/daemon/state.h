@@ -241,6 +241,8 @@ struct accel_config {
     uint32_t uid_hi;     /* --app-uid-range HI (default 99999) */
     int history_interval;  /* --history-interval seconds (default 15) */
     int history_retention; /* --history-retention seconds (default 86400) */
+    uint64_t history_max_bytes; /* --history-max-bytes (0: the history's
+                                   default, 16 MiB) */
     char *prometheus;    /* --prometheus URL: monitor queries go there */
     bool repair;         /* --repair: drop undecodable store rows */
     bool no_cgroups;     /* --no-cgroups: apps in no cgroup (runtime.c) */

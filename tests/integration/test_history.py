@@ -9,6 +9,7 @@ olares-cli send."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,8 +19,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_runtime as rt  # noqa: E402
-from accel_harness import (SOURCE_DIR, end_process, free_port,  # noqa: E402
-                           start_prometheus, temp_dir)
+from accel_harness import (ACCELD, SOURCE_DIR, end_process,  # noqa: E402
+                           free_port, start_prometheus, temp_dir)
 
 GPU_A, GPU_B, NODE = rt.GPU_A, rt.GPU_B, rt.NODE
 HAMI = "/hami/api/vgpu/v1/monitor/query/"
@@ -374,6 +375,51 @@ class RestartTest(HistoryBase):
         after = dict(points())
         for t, u in before:
             self.assertEqual(after.get(t), u, (t, before, after))
+
+
+class HistoryBoundTest(HistoryBase):
+    """The history's bound is a setting (--history-max-bytes) and what it
+    keeps out is said, never dropped in silence (issue 51 item 4): at one
+    sample a second for a day a card's series is 1,036,800 bytes, so a
+    1 MiB bound keeps GPU_A and not GPU_B, and the log, GET /api/runtime
+    and `accelctl gpu status` name GPU_B."""
+    history_args = ["--history-interval", "1", "--history-retention",
+                    "86400", "--history-max-bytes", "1Mi"]
+
+    def test_what_the_bound_keeps_out_is_named(self):
+        def history():
+            st, b = self.d.http("GET", "/api/runtime")
+            self.assertEqual(st, 200, b)
+            return b["data"]["history"]
+        h = self.wait_for(lambda: (lambda x: x["notRecorded"] and x)(
+            history()), "a sample past the bound")
+        self.assertEqual(h["notRecorded"], [{"device": GPU_B}], h)
+        self.assertEqual(h["maxBytes"], 1 << 20, h)
+        self.assertEqual(h["intervalSeconds"], 1, h)
+        self.assertEqual(h["samples"], 86400, h)
+        self.assertLessEqual(h["bytes"], 1 << 20, h)
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("warning: the metric history is full", r.stdout)
+        self.assertIn("--history-max-bytes): 1 series not recorded: %s\n"
+                      % GPU_B, r.stdout)
+        self.assertIn("metric history full: 1 series", self.d.log())
+        st, b = self.d.http("GET", "/api/metrics/history?range=60&step=1")
+        self.assertEqual(st, 200, b)
+        self.assertEqual([x["id"] for x in b["data"]["devices"]], [GPU_A])
+
+    def test_the_bound_is_checked(self):
+        """A bound that is not a size from 1 MiB to 64 GiB: acceld says so
+        and does not start (the history's default is 16 MiB)."""
+        for bad in ("10", "0", "1Ki", "65Gi", "lots", "-1Mi", ""):
+            r = subprocess.run([ACCELD, "--data-dir",
+                                os.path.join(self.d.tmp, "bad"),
+                                "--history-max-bytes", bad],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, (bad, r.stderr))
+            self.assertIn("--history-max-bytes must be a size from 1Mi to "
+                          "64Gi", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.d.tmp, "bad")))
 
 
 def prom_up(port):

@@ -340,6 +340,49 @@ TEST(history_budget)
     history_free(h);
 }
 
+/* The bound is a setting, and what it keeps out is named: the devices
+ * and bindings of the last sample that did not fit (issue 51: never a
+ * card dropped in silence); a raise lets them in at the next sample. */
+TEST(history_bound_names_what_it_keeps_out)
+{
+    struct history *h = mk(1, 86400, NULL);
+    struct history_dev_sample d[3] = {dev("GPU-a", 1, 1), dev("GPU-b", 1, 1),
+                                      dev("GPU-c", 1, 1)};
+    struct history_bind_sample b = {"llm", "alice", "GPU-a", "n1", GIB,
+                                    4 * GIB, 0, 25};
+    const struct history_missed *m;
+
+    ASSERT_EQ(history_max_bytes(h), HISTORY_DEFAULT_MAX_BYTES);
+    history_set_max_bytes(h, (size_t)5 << 19); /* 2.5 MiB: two devices */
+    ASSERT_EQ(history_record(h, 1, d, 3, &b, 1), 2);
+    history_lock(h);
+    ASSERT_EQ(history_nseries(h), 2);
+    ASSERT_EQ(history_nmissed(h), 2);
+    m = history_missed_at(h, 0);
+    ASSERT_EQ(m->kind, HISTORY_DEVICE);
+    ASSERT_STR_EQ(m->key, "GPU-c");
+    m = history_missed_at(h, 1);
+    ASSERT_EQ(m->kind, HISTORY_BINDING);
+    ASSERT_STR_EQ(m->key, "llm\x1fGPU-a");
+    ASSERT(history_missed_at(h, 2) == NULL);
+    ASSERT_LE(history_value_bytes(h), (size_t)5 << 19);
+    history_unlock(h);
+    /* raised: every series at the next sample, nothing named */
+    history_set_max_bytes(h, (size_t)8 << 20);
+    ASSERT_EQ(history_record(h, 2, d, 3, &b, 1), 0);
+    history_lock(h);
+    ASSERT_EQ(history_nseries(h), 4);
+    ASSERT_EQ(history_nmissed(h), 0);
+    history_unlock(h);
+    /* lowered below what is kept: nothing already kept goes */
+    history_set_max_bytes(h, (size_t)1 << 20);
+    ASSERT_EQ(history_record(h, 3, d, 3, &b, 1), 0);
+    history_lock(h);
+    ASSERT_EQ(history_nseries(h), 4);
+    history_unlock(h);
+    history_free(h);
+}
+
 #define TESTS(XX)                                                              \
     XX(history_values_and_nulls)                                               \
     XX(history_wraps_and_drops)                                                \
@@ -349,6 +392,7 @@ TEST(history_budget)
     XX(history_reads_version_1)                                                \
     XX(history_bad_arguments)                                                  \
     XX(history_cost)                                                           \
-    XX(history_budget)
+    XX(history_budget)                                                         \
+    XX(history_bound_names_what_it_keeps_out)
 
 TEST_MAIN(TESTS)

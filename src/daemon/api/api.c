@@ -27,6 +27,7 @@
 #include "daemon/api/view.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/enforce/reconcile.h"
+#include "daemon/node/history/sampler.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/slice/broker_ops.h"
 #include "daemon/state.h"
@@ -64,6 +65,7 @@ static void h_runtime(struct http_req *r)
         if (r->d->snap.devs[i].node == (uint32_t)node)
             json_array_append_new(devs, view_device(r->d, (int)i, &r->user));
     v = reconcile_runtime_json(r->d, devs);
+    json_object_set_new(v, "history", sampler_json(r->d));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, v);
 }

@@ -32,7 +32,6 @@
 #define HISTORY_MAGIC "ACCELHS1"
 #define HISTORY_VERSION 2u /* 1: bindings without HF_B_UTIL (read too) */
 #define HISTORY_MAX_SERIES 4096 /* series in a file, at most */
-#define HISTORY_MAX_BYTES (16u << 20) /* value arrays kept, at most */
 #define NFIELDS 5               /* the most fields of a kind */
 
 /* How a field is stored: width in bytes, and units per stored step. */
@@ -79,6 +78,9 @@ struct history {
     size_t ns, cs;           /* count, capacity */
     struct strmap *index;    /* key -> position in s */
     size_t values;           /* bytes of all series' value arrays */
+    size_t max_bytes;        /* values may not pass it (the setting) */
+    struct history_missed *missed; /* the last sample's series not kept */
+    size_t nmissed;
     char *path;              /* the file, or NULL */
 };
 
@@ -181,7 +183,17 @@ static void set_str(struct series *x, int i, const char *v)
     x->str[i] = xstrdup(v);
 }
 
-/* The series for key, created when absent (NULL when at the cap). */
+static void missed_clear(struct history *h)
+{
+    for (size_t i = 0; i < h->nmissed; i++)
+        free(h->missed[i].key);
+    free(h->missed);
+    h->missed = NULL;
+    h->nmissed = 0;
+}
+
+/* The series for key, created when absent (NULL when at the cap: then it
+ * is named among the sample's missed ones). */
 static struct series *series_get(struct history *h, enum history_kind kind,
                                  const char *key, size_t *dropped)
 {
@@ -189,8 +201,10 @@ static struct series *series_get(struct history *h, enum history_kind kind,
     if (strmap_get(h->index, key, &i))
         return h->s[i];
     if (h->ns >= HISTORY_MAX_SERIES ||
-        (h->values + series_bytes(h, kind)) > HISTORY_MAX_BYTES) {
+        (h->values + series_bytes(h, kind)) > h->max_bytes) {
         (*dropped)++;
+        h->missed = xrealloc(h->missed, (h->nmissed + 1) * sizeof(*h->missed));
+        h->missed[h->nmissed++] = (struct history_missed){kind, xstrdup(key)};
         return NULL;
     }
     return series_new(h, kind, key);
@@ -247,6 +261,7 @@ enum accel_err history_new(struct history **out, int interval_s,
     if (h->cap < 2)
         h->cap = 2;
     h->ts = xcalloc(h->cap, sizeof(*h->ts));
+    h->max_bytes = HISTORY_DEFAULT_MAX_BYTES;
     h->index = strmap_new();
     h->path = path ? xstrdup(path) : NULL;
     if (h->path)
@@ -263,6 +278,7 @@ void history_free(struct history *h)
         series_free(h->s[i]);
     free(h->s);
     strmap_free(h->index);
+    missed_clear(h);
     free(h->ts);
     free(h->path);
     pthread_mutex_destroy(&h->lock);
@@ -277,6 +293,34 @@ int history_interval(const struct history *h)
 size_t history_capacity(const struct history *h)
 {
     return h->cap;
+}
+
+void history_set_max_bytes(struct history *h, size_t bytes)
+{
+    pthread_mutex_lock(&h->lock);
+    h->max_bytes = bytes;
+    pthread_mutex_unlock(&h->lock);
+}
+
+size_t history_max_bytes(const struct history *h)
+{
+    return h->max_bytes;
+}
+
+size_t history_value_bytes(const struct history *h)
+{
+    return h->values;
+}
+
+size_t history_nmissed(const struct history *h)
+{
+    return h->nmissed;
+}
+
+const struct history_missed *history_missed_at(const struct history *h,
+                                               size_t i)
+{
+    return i < h->nmissed ? &h->missed[i] : NULL;
 }
 
 /* ---- recording ---- */
@@ -355,6 +399,7 @@ size_t history_record(struct history *h, int64_t t,
     h->head = (h->head + 1) % h->cap;
     if (h->count < h->cap)
         h->count++;
+    missed_clear(h);
     for (size_t i = 0; i < ndevs; i++)
         record_dev(h, slot, t, &devs[i], &dropped);
     for (size_t i = 0; i < nbinds; i++)

@@ -116,14 +116,28 @@ int history_interval(const struct history *h);
 /* The capacity in samples. */
 size_t history_capacity(const struct history *h);
 
+/* The bound on the series' value arrays: HISTORY_DEFAULT_MAX_BYTES until
+ * set (acceld --history-max-bytes). A lower bound drops no series already
+ * kept: it refuses new ones. Takes the lock. */
+#define HISTORY_DEFAULT_MAX_BYTES ((size_t)16 << 20)
+void history_set_max_bytes(struct history *h, size_t bytes);
+
+/* A series the last sample could not keep (the bound, or 4,096 series):
+ * a device (key: its id) or a binding (key: app, 0x1f, device). */
+struct history_missed {
+    enum history_kind kind;
+    char *key;
+};
+
 /*
  * Append one sample taken at unix time t (seconds): one slot of every
  * series. A series not in devs/binds gets null there; a new one is created
  * (its earlier slots null); a series whose newest measured value has left
  * the ring is dropped. A t not after the newest sample is ignored (clock
- * stepped back). The series' value arrays stay within 16 MiB (devices
- * are recorded first): a series that would go over is not recorded, and
- * the return value counts those.
+ * stepped back). The series' value arrays stay within the history's
+ * byte bound (history_set_max_bytes; devices are recorded first): a
+ * series that would go over is not recorded, the return value counts
+ * those, and history_missed_at names them until the next sample.
  */
 size_t history_record(struct history *h, int64_t t,
                       const struct history_dev_sample *devs, size_t ndevs,
@@ -144,6 +158,14 @@ void history_lock(struct history *h);
 void history_unlock(struct history *h);
 
 /* ---- readers: caller holds the lock ---- */
+
+/* The bound, and the series the last sample could not keep: i in
+ * [0, history_nmissed), NULL past it. */
+size_t history_max_bytes(const struct history *h);
+size_t history_value_bytes(const struct history *h); /* against the bound */
+size_t history_nmissed(const struct history *h);
+const struct history_missed *history_missed_at(const struct history *h,
+                                               size_t i);
 
 /* Number of samples and of series now. */
 size_t history_nsamples(const struct history *h);

@@ -23,6 +23,7 @@ struct sampler {
     pthread_cond_t cv;       /* wakes the loop at stop */
     bool stop;               /* set by sampler_stop */
     bool running;            /* the thread was started */
+    size_t missed;           /* series the last tick could not keep */
 };
 
 /* A device this node samples: its own, and in a cluster every reachable
@@ -128,8 +129,49 @@ void sampler_tick(struct accel_daemon *d)
     pthread_mutex_lock(&d->lock);
     dropped = record_locked(d, (int64_t)time(NULL));
     pthread_mutex_unlock(&d->lock);
-    if (dropped > 0)
-        log_debug("metric history full: %zu series not recorded", dropped);
+    /* said when it changes, never silently (issue 51); gpu status and
+     * GET /api/runtime name the series (sampler_json) */
+    if (d->sampler && dropped != d->sampler->missed) {
+        if (dropped > 0)
+            log_warn("metric history full: %zu series (cards or bindings) "
+                     "not recorded: their values would pass "
+                     "--history-max-bytes (%zu MiB); `accelctl gpu status` "
+                     "names them; raise the bound, or shorten "
+                     "--history-retention or lengthen --history-interval",
+                     dropped, history_max_bytes(d->history) >> 20);
+        else
+            log_info("metric history: every series recorded again");
+        d->sampler->missed = dropped;
+    }
+}
+
+json_t *sampler_json(struct accel_daemon *d)
+{
+    json_t *missed = json_array(), *v;
+    struct history *h = d->history;
+
+    if (h == NULL) {
+        json_decref(missed);
+        return json_null();
+    }
+    history_lock(h);
+    for (size_t i = 0; i < history_nmissed(h); i++) {
+        const struct history_missed *m = history_missed_at(h, i);
+        const char *sep = strchr(m->key, '\x1f');
+        if (m->kind == HISTORY_BINDING && sep)
+            json_array_append_new(
+                missed, json_pack("{s:s%, s:s}", "app", m->key,
+                                  (size_t)(sep - m->key), "device", sep + 1));
+        else
+            json_array_append_new(missed, json_pack("{s:s}", "device", m->key));
+    }
+    v = json_pack("{s:i, s:I, s:I, s:I, s:o}", "intervalSeconds",
+                  history_interval(h), "samples",
+                  (json_int_t)history_capacity(h), "bytes",
+                  (json_int_t)history_value_bytes(h), "maxBytes",
+                  (json_int_t)history_max_bytes(h), "notRecorded", missed);
+    history_unlock(h);
+    return v;
 }
 
 static void save(struct accel_daemon *d)
@@ -189,6 +231,8 @@ enum accel_err sampler_start(struct accel_daemon *d)
         log_warn("%s", warning);
         free(warning);
     }
+    if (d->cfg.history_max_bytes > 0)
+        history_set_max_bytes(d->history, d->cfg.history_max_bytes);
     s = xcalloc(1, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

@@ -36,4 +36,10 @@ void sampler_stop(struct accel_daemon *d);
  * Without d->lock. */
 void sampler_tick(struct accel_daemon *d);
 
+/* The history's bounds and what the last sample could not keep, for
+ * GET /api/runtime: {intervalSeconds, samples, bytes, maxBytes,
+ * notRecorded: [{device} | {app, device}]}; JSON null before the
+ * history exists. d->lock held (the history's lock is taken inside it). */
+json_t *sampler_json(struct accel_daemon *d);
+
 #endif /* ACCEL_DAEMON_NODE_HISTORY_SAMPLER_H */
