@@ -37,6 +37,7 @@
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/runtime/launch.h"
+#include "daemon/node/runtime/livequota.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/store/etcd.h"
 
@@ -787,6 +788,25 @@ static void f_alloc(void *ctx, const char *app, const char *dev,
                                              row == NULL};
 }
 
+/* A row of a on dev already, now with quota `memory`: a live quota
+ * change (SPEC 4.4) made on another node, applied in place (the rows and
+ * the ledgers they keep stay) and carried to the app's shim and limits
+ * where it runs here. false when a has no row on dev. */
+static bool quota_moved(struct accel_daemon *d, struct app *a, int dev,
+                        uint64_t memory)
+{
+    for (size_t k = 0; k < a->nrows; k++) {
+        if (a->rows[k].dev != (uint32_t)dev)
+            continue;
+        if (a->rows[k].memory != memory) {
+            state_row_set_memory(d, a, k, memory);
+            livequota_apply(d, a, k, NULL);
+        }
+        return true;
+    }
+    return false;
+}
+
 /* The revision's allocation changes, app by app, once its app rows are
  * in (a transaction may write an app's rows before its app row). */
 static void apply_allocs(struct accel_daemon *d)
@@ -803,6 +823,10 @@ static void apply_allocs(struct accel_daemon *d)
                 log_warn("allocation of %s on %s from another node is not "
                          "shown: %s is unknown here",
                          p->app, p->dev, a ? "the device" : "the app");
+            continue;
+        }
+        if (!p->deleted && quota_moved(d, a, dev, p->memory)) {
+            touch(c, p->app);
             continue;
         }
         rows = xmalloc((a->nrows + 1) * sizeof(*rows));
