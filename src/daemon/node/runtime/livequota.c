@@ -66,8 +66,18 @@ enum accel_err livequota_apply(struct accel_daemon *d, struct app *a,
             rc = lrc;
         }
     }
-    if (out_held && ledger_read(path, &u) == ACCEL_OK)
-        *out_held = u.used + u.untracked;
+    if (ledger_read(path, &u) == ACCEL_OK) {
+        /* the answer shows the usage as the ledger has it now, as the
+         * usage refresh would (runtime.c) */
+        if (a->row_usage != NULL) {
+            a->usage -= a->row_usage[k] < a->usage ? a->row_usage[k]
+                                                    : a->usage;
+            a->row_usage[k] = u.used;
+            a->usage += u.used;
+        }
+        if (out_held)
+            *out_held = u.used + u.untracked;
+    }
 tiers:
     /* the kernel's dmem.max or the driver's limit of a row a start
      * applied (row_vram set): written again with every row's quota */
