@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Modal, toast, errText } from './ui.jsx';
 import { gi } from './format.js';
+import { ADVICE, splitCode } from './advice.js';
 import { useOffline } from './offline.js';
 
 const GI = 1024 ** 3;
@@ -34,7 +35,10 @@ export function QuotaDialog({ b, d, onClose, refresh }) {
       toast(`${b.appName}'s quota on this GPU is now ${gi(bytes)}.`);
       await refresh();
       onClose();
-    } catch (x) { setErr(errText(x)); } finally { setBusy(false); }
+    } catch (x) {
+      const advice = ADVICE[splitCode(x.code).base];
+      setErr(advice ? `${advice} (${errText(x)})` : errText(x));
+    } finally { setBusy(false); }
   };
   return (
     <Modal title={`Change the quota of ${b.appName}`} onClose={onClose}

@@ -122,13 +122,14 @@ static void refused(struct accel_daemon *d, const struct app *a, size_t k,
                   (json_int_t)free_b),
         "app %s: quota on %s not raised from %s to %s: %s (%s)", a->name,
         x->id, cur, want, code, view_code_sentence(v->code));
+    /* the code's own sentence is the client's to add (accelctl and the
+     * page put it before the message) */
     ops_res_error(res, 409, adm_code_name(v->code),
-                  "the quota of %s on %s cannot be raised from %s to %s: %s "
-                  "(%s%s%s); the card has %s, of which %s is not assigned "
-                  "to other apps (this app holds %s of it now)",
-                  a->name, x->id, cur, want, code,
-                  view_code_sentence(v->code), detail[0] ? " " : "", detail,
-                  total, freeq, cur);
+                  "the quota of %s on %s cannot be raised from %s to %s: "
+                  "%s%s%s; the card has %s, of which %s is not assigned to "
+                  "other apps (this app holds %s of it now)",
+                  a->name, x->id, cur, want, code, detail[0] ? ", " : "",
+                  detail, total, freeq, cur);
     util_strlcpy(res->code_buf, code, sizeof res->code_buf);
     res->code = res->code_buf;
 }
