@@ -232,17 +232,19 @@ struct shim_dev *quota_dev(int ordinal)
  * limit at once either way). The app can bump the epoch itself (the
  * ledger is writable to it): that only makes it read its read-only
  * config again. One thread rereads at a time (a flag, not a lock: a fork
- * child never waits on it); the others go on with the limit they have and
- * look again at their next allocation. A config that cannot be read or
- * names no limit leaves the limit as it was.
+ * child never waits on it, and quota_fork_child clears it); the others go
+ * on with the limit they have and look again at their next allocation. A
+ * config that cannot be read or names no limit leaves the limit as it was.
  */
+static _Atomic int reread_busy; /* a thread is in dev_reread */
+
 static void dev_reread(struct shim_dev *d, int ordinal)
 {
-    static _Atomic int busy;
+    _Atomic int *busy = &reread_busy;
     int idle = 0;
     uint64_t ep, lim;
 
-    if (!atomic_compare_exchange_strong(&busy, &idle, 1))
+    if (!atomic_compare_exchange_strong(busy, &idle, 1))
         return;
     do {
         ep = atomic_load_explicit(&d->ledger->epoch, memory_order_acquire);
@@ -255,7 +257,7 @@ static void dev_reread(struct shim_dev *d, int ordinal)
         }
     } while (atomic_load_explicit(&d->ledger->epoch, memory_order_acquire) !=
              ep);
-    atomic_store(&busy, 0);
+    atomic_store(busy, 0);
 }
 
 static uint64_t dev_limit(struct shim_dev *d)
@@ -571,6 +573,8 @@ static void fork_reset_busy(struct shim_dev *d)
 
 void quota_fork_child(void)
 {
+    /* a reread in flight at the fork is the parent's thread's */
+    atomic_store(&reread_busy, 0);
     for (int i = 0; i < SHIM_MAX_DEV; i++) {
         struct shim_dev *d = &shim_state.dev[i];
         int st = atomic_load(&d->state);
