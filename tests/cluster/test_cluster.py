@@ -415,7 +415,8 @@ class AnyNodeTest(unittest.TestCase):
         and run there by n2's agent (the stand-in cuda_hold under the
         shim), its quota cut through n3 and raised through n1: etcd holds
         each, every node's view shows it, and n2's agent carries it to the
-        running app's ledger in place (the next allocation obeys it)."""
+        running app's ledger in place (the next allocation obeys it), and
+        sees the app above the cut (the reclaim hook's call site)."""
         c = self.c
         n2 = c.agent("n2")
         hold = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
@@ -445,14 +446,18 @@ class AnyNodeTest(unittest.TestCase):
         self.assertEqual(ledger_limit(), 2 * GiB)
         st, b = c.agent("n3").http(
             "PUT", "/api/apps/quota/compute-resources/bindings/n2-mem",
-            {"memory": "1Gi"})
+            {"memory": "256Mi"})
         self.assertEqual(st, 200, b)
         self.assertEqual([r["memory"] for r in etcd_allocs(c, "n2-mem")
-                          if r["app"] == "quota"], [GiB])
+                          if r["app"] == "quota"], [GiB // 4])
         for n in ("n1", "n2", "n3"):
-            c.wait(lambda: quota_on(c.agent(n)) == [GiB],
+            c.wait(lambda: quota_on(c.agent(n)) == [GiB // 4],
                    "the cut seen on " + n)
-        c.wait(lambda: ledger_limit() == GiB, "the cut in n2's ledger")
+        c.wait(lambda: ledger_limit() == GiB // 4, "the cut in n2's ledger")
+        # n2's agent sees the app above it (where the reclaim is asked)
+        c.wait(lambda: "app quota holds %d bytes on n2-mem, above its new "
+               "quota of %d" % (GiB // 2, GiB // 4) in n2.log(),
+               "n2 to see the app above its new quota")
         open(go1, "w").close()
         c.wait(lambda: "alloc 1024 MiB:" in n2.app_log("quota"),
                "the allocation after the cut")
@@ -479,8 +484,8 @@ class AnyNodeTest(unittest.TestCase):
                     "old" in (e["data"] or {})]
         # events are cluster-wide: n1's arrives at n3 through its watch
         c.wait(lambda: len(quota_events()) >= 2, "both events on n3")
-        self.assertEqual(quota_events(), [(2 * GiB, GiB, "admin"),
-                                          (GiB, 3 * GiB, "admin")])
+        self.assertEqual(quota_events(), [(2 * GiB, GiB // 4, "admin"),
+                                          (GiB // 4, 3 * GiB, "admin")])
         st, b = c.agent("n3").http("DELETE", "/api/apps/quota")
         self.assertEqual(st, 200, b)
         for n in ("n1", "n2", "n3"):
