@@ -163,6 +163,18 @@ class LiveQuotaTest(accel_harness.OwnAcceld):
         st, b = self.d.http("GET", "/api/apps/hold/compute-resources/"
                             "bindings")
         self.assertEqual(b["data"][0]["memory"], 2 * GiB, b)
+        # and /metrics
+        metrics = self.metrics()
+        self.assertIn('accel_app_quota_bytes{app="hold",owner="admin",'
+                      'node="lab",device="%s"} %d' % (GPU, 2 * GiB), metrics)
+
+    def metrics(self):
+        import urllib.request
+        req = urllib.request.Request(
+            self.d.url + "/metrics",
+            headers={"Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
 
     def test_raise_admitted_by_the_rules_with_numbers(self):
         self.install("big", 12 * GiB)   # no run: holds the card's quota
