@@ -303,6 +303,18 @@ class LiveQuotaTest(accel_harness.OwnAcceld):
         self.assertEqual(st, 404, b)
         self.assertEqual(self.quota("al"), GiB)
         self.assertEqual(self.quota("adm"), GiB)
+        # a shared app: a member sees it, only an admin changes it
+        m = manifest("sh", "1Gi", mem="64Mi", cpu="100m", disk="1Mi",
+                     shared=True)
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": m, "computeBinding": [{"nodeName": "lab",
+                                               "deviceId": GPU,
+                                               "memory": GiB}]})
+        self.assertEqual((st, b.get("code")), (200, 200), b)
+        st, b = self.set_quota("sh", "512Mi", token=toks["alice"])
+        self.assertEqual(st, 403, b)
+        self.assertIn("only an admin", b["message"])
+        self.assertEqual(self.quota("sh"), GiB)
         # alice within her 3 Gi: a cut, a raise to 3 Gi; not past it
         st, b = self.set_quota("al", "512Mi", token=toks["alice"])
         self.assertEqual(st, 200, b)
