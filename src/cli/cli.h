@@ -113,6 +113,8 @@ int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_stop(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_uninstall(struct cli_ctx *ctx, const struct cli_args *args);
+/* cmd_quota.c */
+int cmd_quota_set(struct cli_ctx *ctx, const struct cli_args *args);
 
 /* cmd_misc.c: preflight, users, events. */
 int cmd_misc_preflight(struct cli_ctx *ctx, const struct cli_args *args);

@@ -73,6 +73,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "app stop", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "stop an app and release its GPUs",
       .handler = cmd_app_stop },
+    { .name = "app set-quota", .usage = "APP DEVICE SIZE", .min_args = 3,
+      .max_args = 3,
+      .summary = "change a bound app's VRAM quota on a Memory slicing GPU "
+      "(SIZE: 8 = 8 Gi, or 8Gi / 512Mi; a raise must fit)",
+      .handler = cmd_quota_set },
     { .name = "app uninstall", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "stop, release and delete an app",
       .handler = cmd_app_uninstall },

@@ -450,6 +450,23 @@ void state_set_rows(struct accel_daemon *d, struct app *a,
     }
 }
 
+void state_row_set_memory(struct accel_daemon *d, struct app *a, size_t k,
+                          uint64_t memory)
+{
+    const struct adm_req *r = state_app_req(a);
+    static const struct adm_req none;
+
+    if (k >= a->nrows)
+        return;
+    /* only the quota moves: the rows stay, and so do their ledgers (no
+     * rows_released), the card's accounting follows */
+    adm_snapshot_release(&d->snap, r ? r : &none, a->rows, a->nrows);
+    a->rows[k].memory = memory;
+    adm_snapshot_apply(&d->snap, r ? r : &none, a->rows, a->nrows);
+    if (d->hooks.device_changed)
+        d->hooks.device_changed(d, (int)a->rows[k].dev);
+}
+
 char *state_app_decode(const struct store_app *row, struct app *a,
                        enum accel_type *sel_type)
 {

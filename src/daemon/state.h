@@ -308,6 +308,14 @@ struct accel_hooks {
      * without d->lock */
     uint32_t (*app_lingering)(struct accel_daemon *d, const char *name,
                               pid_t last_pid);
+    /* app name holds `held` bytes on device (its ledger's count) above
+     * its new quota of `quota` bytes, just cut (SPEC 4.4): ask it to give
+     * memory back (its reclaim action; issue 46). The shim refuses its
+     * allocations meanwhile whether or not this is set. Called without
+     * d->lock, after the cut is committed and applied; must not block
+     * for long (queue the work) */
+    void (*quota_over)(struct accel_daemon *d, const char *name,
+                       const char *device, uint64_t held, uint64_t quota);
 };
 
 struct accel_daemon {
@@ -508,5 +516,10 @@ void state_set_state(struct app *a, enum app_state st,
 /* Replace the app's rows (releasing the old ones from the snapshot). */
 void state_set_rows(struct accel_daemon *d, struct app *a,
                     const struct adm_row *rows, size_t n);
+/* Change the quota of a's row k in place (a live quota, SPEC 4.4): the
+ * snapshot follows, the rows and what the node keeps for them (their
+ * ledgers) stay. */
+void state_row_set_memory(struct accel_daemon *d, struct app *a, size_t k,
+                          uint64_t memory);
 
 #endif /* ACCEL_DAEMON_STATE_H */

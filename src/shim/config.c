@@ -219,6 +219,31 @@ static int config_from_file(const char *path)
     return 0;
 }
 
+uint64_t config_reread_limit(int ordinal)
+{
+    static char buf[CONFIG_MAX]; /* the caller serializes */
+    char *line, *next;
+    uint64_t found = 0;
+
+    if (shim_state.config[0] == '\0' ||
+        read_small(shim_state.config, buf, sizeof(buf)) < 0)
+        return 0;
+    for (line = buf; line != NULL && *line != '\0'; line = next) {
+        char *f[5];
+        uint64_t bytes;
+        int n;
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        n = split_fields(line, f, 5);
+        if (n >= 4 && strcmp(f[0], "device") == 0 &&
+            parse_ordinal(f[1]) == ordinal &&
+            config_parse_bytes(f[2], &bytes) == 0)
+            found = bytes;
+    }
+    return found;
+}
+
 /* The directory for standalone ledgers, created 0700 if missing. */
 static void standalone_dir(char *out, size_t cap)
 {

@@ -188,6 +188,9 @@ static void dev_attach(struct shim_dev *d, int ordinal)
         return;
     }
     accel_ledger_reclaim_all(d->ledger);
+    /* a new ledger's epoch is 1 (ledger_create): one rewritten since the
+     * config was read at load makes the first allocation read it again */
+    atomic_store(&d->epoch_seen, 1);
 claim:
     d->slot = slot_claim(d->ledger);
     if (d->card != NULL)
@@ -222,14 +225,54 @@ struct shim_dev *quota_dev(int ordinal)
     return quota_dev(ordinal);
 }
 
-static uint64_t dev_limit(const struct shim_dev *d)
+/*
+ * The ledger's epoch moved past the one d's limit is of: acceld changed
+ * the quota live (SPEC 4.4) and rewrote ACCEL_CONFIG first, so the
+ * config's value is read again (a raise; a cut holds through the ledger's
+ * limit at once either way). The app can bump the epoch itself (the
+ * ledger is writable to it): that only makes it read its read-only
+ * config again. One thread rereads at a time (a flag, not a lock: a fork
+ * child never waits on it, and quota_fork_child clears it); the others go
+ * on with the limit they have and look again at their next allocation. A
+ * config that cannot be read or names no limit leaves the limit as it was.
+ */
+static _Atomic int reread_busy; /* a thread is in dev_reread */
+
+static void dev_reread(struct shim_dev *d, int ordinal)
+{
+    _Atomic int *busy = &reread_busy;
+    int idle = 0;
+    uint64_t ep, lim;
+
+    if (!atomic_compare_exchange_strong(busy, &idle, 1))
+        return;
+    do {
+        ep = atomic_load_explicit(&d->ledger->epoch, memory_order_acquire);
+        atomic_store_explicit(&d->epoch_seen, ep, memory_order_relaxed);
+        lim = config_reread_limit(ordinal);
+        if (lim != 0 && atomic_load(&d->limit) != UINT64_MAX) {
+            atomic_store(&d->limit, lim);
+            shim_log("dev %d: quota now %llu bytes (epoch %llu)", ordinal,
+                     (unsigned long long)lim, (unsigned long long)ep);
+        }
+    } while (atomic_load_explicit(&d->ledger->epoch, memory_order_acquire) !=
+             ep);
+    atomic_store(busy, 0);
+}
+
+static uint64_t dev_limit(struct shim_dev *d)
 {
     uint64_t shared = atomic_load_explicit(&d->ledger->limit,
-                                           memory_order_relaxed);
+                                           memory_order_relaxed), own;
 
+    if (atomic_load_explicit(&d->ledger->epoch, memory_order_relaxed) !=
+            atomic_load_explicit(&d->epoch_seen, memory_order_relaxed) &&
+        shim_state.config[0] != '\0')
+        dev_reread(d, (int)(d - shim_state.dev));
+    own = atomic_load_explicit(&d->limit, memory_order_relaxed);
     /* acceld may lower the limit live; the app cannot raise it past its
      * read-only ACCEL_CONFIG value. */
-    return shared != 0 && shared < d->limit ? shared : d->limit;
+    return shared != 0 && shared < own ? shared : own;
 }
 
 static void peak_note(struct accel_ledger *l, uint64_t now)
@@ -530,6 +573,8 @@ static void fork_reset_busy(struct shim_dev *d)
 
 void quota_fork_child(void)
 {
+    /* a reread in flight at the fork is the parent's thread's */
+    atomic_store(&reread_busy, 0);
     for (int i = 0; i < SHIM_MAX_DEV; i++) {
         struct shim_dev *d = &shim_state.dev[i];
         int st = atomic_load(&d->state);

@@ -60,7 +60,11 @@ enum shim_dev_state {           /* shim_dev.state */
 
 struct shim_dev {
     _Atomic int state;              /* enum shim_dev_state */
-    uint64_t limit;                 /* bytes this process enforces, 0 none */
+    _Atomic uint64_t limit;         /* bytes this process enforces, 0 none;
+                                     * a live quota (SPEC 4.4) rewrites it
+                                     * from ACCEL_CONFIG when the ledger's
+                                     * epoch moves (quota.c) */
+    _Atomic uint64_t epoch_seen;    /* the ledger epoch that limit is of */
     char path[320];                 /* ledger file, "" = process-local */
     char uuid[64];                  /* device UUID from ACCEL_CONFIG or "" */
     struct accel_ledger *ledger;    /* mapped ledger (READY) */
@@ -213,6 +217,11 @@ SHIM_HIDDEN void config_load(void);
 /* The standalone default limit of device d (ordinal), at its first use. */
 SHIM_HIDDEN void config_dev(struct shim_dev *d, int ordinal);
 SHIM_HIDDEN int config_parse_bytes(const char *s, uint64_t *out_bytes);
+/* The limit ACCEL_CONFIG gives device `ordinal` now (acceld rewrites the
+ * file with a live quota, then bumps the ledger's epoch): 0 when there is
+ * no config file, it cannot be read or names no limit for it. One open
+ * and read; callers serialize (quota.c). */
+SHIM_HIDDEN uint64_t config_reread_limit(int ordinal);
 
 /* quota.c */
 SHIM_HIDDEN struct shim_dev *quota_dev(int ordinal);

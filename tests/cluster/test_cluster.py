@@ -19,6 +19,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_harness import (GiB, LEASE_TTL, Cluster,  # noqa: E402
                              manifest)
+from accel_harness import BUILD_DIR  # noqa: E402
 
 RACES = int(os.environ.get("ACCEL_CLUSTER_RACES", "1000"))
 
@@ -408,6 +409,88 @@ class AnyNodeTest(unittest.TestCase):
         c.agent("n2").http("DELETE", "/api/apps/wide")
         c.wait(lambda: c.app_of(c.agent("n1"), "wide") is None,
                "uninstalled")
+
+    def test_a_live_quota_lives_in_the_store(self):
+        """SPEC 4.4 in a cluster: an app bound to n2's Memory-slicing card
+        and run there by n2's agent (the stand-in cuda_hold under the
+        shim), its quota cut through n3 and raised through n1: etcd holds
+        each, every node's view shows it, and n2's agent carries it to the
+        running app's ledger in place (the next allocation obeys it), and
+        sees the app above the cut (the reclaim hook's call site)."""
+        c = self.c
+        n2 = c.agent("n2")
+        hold = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+        if not os.path.exists(hold):
+            self.skipTest("cuda_hold not built")
+        go1 = os.path.join(n2.tmp, "quota-go1")
+        go2 = os.path.join(n2.tmp, "quota-go2")
+        m = manifest("quota", "1Gi", run=[hold, "512", "@" + go1, "1024",
+                                          "@" + go2, "1024"])
+        # under ASan the shim's runtime is not first in the stand-in
+        m["run"]["env"] = {"ASAN_OPTIONS":
+                           "verify_asan_link_order=0:detect_leaks=0"}
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: "waiting" in n2.app_log("quota"), "quota started",
+               timeout=30)
+        ledger = os.path.join(n2.data_dir, "run", "ledgers",
+                              "quota-dev0.ledger")
+
+        def ledger_limit():
+            with open(ledger, "rb") as f:
+                return int.from_bytes(f.read(32)[24:32], "little")
+
+        def quota_on(a):
+            app = c.app_of(a, "quota") or {}
+            return [x["memory"] for x in app.get("allocations", [])]
+        self.assertEqual(ledger_limit(), 2 * GiB)
+        st, b = c.agent("n3").http(
+            "PUT", "/api/apps/quota/compute-resources/bindings/n2-mem",
+            {"memory": "256Mi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([r["memory"] for r in etcd_allocs(c, "n2-mem")
+                          if r["app"] == "quota"], [GiB // 4])
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: quota_on(c.agent(n)) == [GiB // 4],
+                   "the cut seen on " + n)
+        c.wait(lambda: ledger_limit() == GiB // 4, "the cut in n2's ledger")
+        # n2's agent sees the app above it (where the reclaim is asked)
+        c.wait(lambda: "app quota holds %d bytes on n2-mem, above its new "
+               "quota of %d" % (GiB // 2, GiB // 4) in n2.log(),
+               "n2 to see the app above its new quota")
+        open(go1, "w").close()
+        c.wait(lambda: "alloc 1024 MiB:" in n2.app_log("quota"),
+               "the allocation after the cut")
+        self.assertIn("alloc 1024 MiB: 2", n2.app_log("quota"))
+        st, b = c.agent("n1").http(
+            "PUT", "/api/apps/quota/compute-resources/bindings/n2-mem",
+            {"memory": 3 * GiB})
+        self.assertEqual(st, 200, b)
+        self.assertEqual([r["memory"] for r in etcd_allocs(c, "n2-mem")
+                          if r["app"] == "quota"], [3 * GiB])
+        for n in ("n2", "n3"):
+            c.wait(lambda: quota_on(c.agent(n)) == [3 * GiB],
+                   "the raise seen on " + n)
+        c.wait(lambda: ledger_limit() == 3 * GiB, "the raise in n2's ledger")
+        open(go2, "w").close()
+        c.wait(lambda: "ready" in n2.app_log("quota"),
+               "the allocation after the raise")
+        self.assertIn("alloc 1024 MiB: 0", n2.app_log("quota"))
+
+        def quota_events():
+            st, b = c.agent("n3").http("GET", "/api/events?app=quota")
+            return [(e["data"]["old"], e["data"]["new"], e["data"]["by"])
+                    for e in b["data"] if e["kind"] == "app.quota" and
+                    "old" in (e["data"] or {})]
+        # events are cluster-wide: n1's arrives at n3 through its watch
+        c.wait(lambda: len(quota_events()) >= 2, "both events on n3")
+        self.assertEqual(quota_events(), [(2 * GiB, GiB // 4, "admin"),
+                                          (GiB // 4, 3 * GiB, "admin")])
+        st, b = c.agent("n3").http("DELETE", "/api/apps/quota")
+        self.assertEqual(st, 200, b)
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: c.app_of(c.agent(n), "quota") is None,
+                   "uninstalled on " + n, timeout=30)
 
     def test_the_1_12_5_steps_across_nodes(self):
         """SPEC 2.9 in a cluster: a shared app on n2's Exclusive card,

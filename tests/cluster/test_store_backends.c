@@ -725,6 +725,53 @@ static void delete_loaded(enum kind k)
     fx_close(g);
 }
 
+/* A live quota (SPEC 4.4) as acceld writes it (state_save_rows, then the
+ * event app.quota): the app's rows replaced, one of them with a new
+ * quota, in one transaction with the event. Committed: the new quota and
+ * the event, the other row as it was; rolled back: neither. */
+static void quota_replaced_in_one_transaction(enum kind k)
+{
+    struct fx *f = fx_open(k, NULL, NULL, NULL);
+    struct store_alloc g1 = alloc_row("a1", "alice", "GPU-1");
+    struct store_alloc g2 = alloc_row("a1", "alice", "GPU-2");
+
+    g1.memory = 8ULL << 30;
+    g2.memory = 4ULL << 30;
+    OK(store_begin(f->s));
+    put_app(f->s, "a1", "alice");
+    OK(store_alloc_put(f->s, &g1));
+    OK(store_alloc_put(f->s, &g2));
+    OK(store_commit(f->s));
+    fx_settle(f);
+
+    OK(store_begin(f->s)); /* the cut, committed */
+    OK(store_alloc_delete_app(f->s, "a1"));
+    g1.memory = 2ULL << 30;
+    OK(store_alloc_put(f->s, &g1));
+    OK(store_alloc_put(f->s, &g2));
+    event(f->s, "app.quota", "a1", "GPU-1", "cut", 1, 0, NULL);
+    OK(store_commit(f->s));
+    OK(store_begin(f->s)); /* a raise, rolled back */
+    OK(store_alloc_delete_app(f->s, "a1"));
+    g1.memory = 16ULL << 30;
+    OK(store_alloc_put(f->s, &g1));
+    OK(store_alloc_put(f->s, &g2));
+    event(f->s, "app.quota", "a1", "GPU-1", "raise", 2, 0, NULL);
+    store_rollback(f->s);
+    OK(store_begin(f->s)); /* to know the watch has passed both */
+    event(f->s, "marker", NULL, NULL, "after", 3, 0, NULL);
+    OK(store_commit(f->s));
+    fx_settle(f);
+    ASSERT_STR_EQ(messages(f->s, (struct store_event_filter){
+                                     .kind = "app.quota"}),
+                  "cut");
+    ASSERT_RELOAD(f, "app a1 alice installed NULL {\"name\":\"x\"} NULL 1000 "
+                     "2000 0 0 -1\n"
+                     "alloc a1 alice nvidia n1 GPU-1 2147483648\n"
+                     "alloc a1 alice nvidia n1 GPU-2 4294967296\n");
+    fx_close(f);
+}
+
 /* A rolled-back transaction writes nothing, events included. */
 static void rollback_writes_nothing(enum kind k)
 {
@@ -1646,6 +1693,7 @@ BOTH(insert_or_replace)
 BOTH(deletes)
 BOTH(delete_loaded)
 BOTH(rollback_writes_nothing)
+BOTH(quota_replaced_in_one_transaction)
 BOTH(failed_call_poisons_transaction)
 BOTH(identity_unique)
 BOTH(identity_retire)
@@ -1669,6 +1717,7 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, deletes)                                                         \
     PAIR_(XX, delete_loaded)                                                   \
     PAIR_(XX, rollback_writes_nothing)                                         \
+    PAIR_(XX, quota_replaced_in_one_transaction)                               \
     PAIR_(XX, failed_call_poisons_transaction)                                 \
     PAIR_(XX, identity_unique)                                                 \
     PAIR_(XX, identity_retire)                                                 \

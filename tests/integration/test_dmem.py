@@ -208,6 +208,27 @@ class KernelTierTest(DmemBase):
         self.assertEqual(self.read(self.app_dir("held"), "dmem.max"),
                          AMD_REGION + " max")
 
+    def test_live_quota_is_dmem_max_at_once(self):
+        """A live quota (SPEC 4.4) of a running app lands in its cgroup's
+        dmem.max: a cut and a raise, each at once."""
+        self.set_mode(AMD, "MemorySlice")
+        self.kernel_files("live")
+        self.install(manifest("live", "2Gi"), AMD)
+        self.assertEqual(self.read(self.app_dir("live"), "dmem.max"),
+                         "%s %d" % (AMD_REGION, 2 * GiB))
+        path = "/api/apps/live/compute-resources/bindings/" + AMD
+        st, b = self.d.http("PUT", path, {"memory": "1Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.read(self.app_dir("live"), "dmem.max"),
+                         "%s %d" % (AMD_REGION, GiB))
+        st, b = self.d.http("PUT", path, {"memory": "3Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.read(self.app_dir("live"), "dmem.max"),
+                         "%s %d" % (AMD_REGION, 3 * GiB))
+        self.assertEqual(self.app("live")["enforcement"]["vram"][0][
+            "memory"], "kernel")
+        self.uninstall("live")
+
     def test_mode_switch_lifts_the_limit(self):
         """A mode switch stops the device's apps and releases their rows:
         their limits go with them."""
@@ -295,6 +316,12 @@ class NoControllerTest(DmemBase):
         self.wait_for(lambda: self.app("nv")["allocations"][0].get(
             "usedMemory") == 777, "usedMemory to be the driver's count")
         os.makedirs(cgdir, exist_ok=True)  # the cgroup still exists
+        # a live quota (SPEC 4.4): the driver's limit follows at once
+        st, b = self.d.http("PUT", "/api/apps/nv/compute-resources/"
+                            "bindings/" + GPU, {"memory": "2Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(self.read(self.limits_log).splitlines()[-1],
+                         "set %s %s %d %d" % (GPU, cgdir, 2 * GiB, 2 * GiB))
         self.uninstall("nv")
         self.assertEqual(self.read(self.limits_log).splitlines()[-1],
                          "set %s %s 0 %d" % (GPU, cgdir, 2 ** 64 - 1))

@@ -694,6 +694,65 @@ static void case_config(void)
           "remove");
 }
 
+/* A live quota (SPEC 4.4) as acceld writes it (livequota.c): the config
+ * first, then the ledger's limit and epoch. A cut refuses the next
+ * allocation of a process above it until it is under; a raise past the
+ * config the process read at its start is taken at its next allocation
+ * (the epoch moved: the config is read again); a limit the app writes into
+ * its own ledger (it can: the file is its group's) without acceld's
+ * config raises nothing. */
+static void live_set(const char *cfg, struct ledger_device *dev,
+                     const char *led, uint64_t limit)
+{
+    dev->limit = limit;
+    CHECK(ledger_write_config(cfg, "live-app", dev, 1) == ACCEL_OK,
+          "config %llu", (unsigned long long)limit);
+    CHECK(ledger_set_limit(led, limit) == ACCEL_OK, "limit");
+}
+
+static void case_live_quota(void)
+{
+    char dir[400], led[512], cfg[512];
+    struct ledger_device dev = { 0, 512 * MiB, led, "", NULL, NULL };
+    CUdeviceptr a, b, c;
+    size_t f, t;
+
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "live-app", 0) == ACCEL_OK,
+          "path");
+    snprintf(cfg, sizeof(cfg), "%s/live-app.shim.conf", dir);
+    CHECK(ledger_create(led, "live-app", 0, "", 512 * MiB, (uid_t)-1,
+                        (gid_t)-1) == ACCEL_OK, "create");
+    CHECK(ledger_write_config(cfg, "live-app", &dev, 1) == ACCEL_OK,
+          "config");
+    setenv("ACCEL_CONFIG", cfg, 1);
+    make_current();
+    CHECK(cuMemAlloc_v2(&a, 384 * MiB) == 0, "within 512 MiB");
+    /* cut to 256 MiB below the 384 MiB held: refused until under */
+    live_set(cfg, &dev, led, 256 * MiB);
+    CHECK(cuMemAlloc_v2(&b, MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "1 MiB over the cut");
+    CHECK(cuMemGetInfo_v2(&f, &t) == 0 && t == 256 * MiB && f == 0,
+          "view after the cut %zu/%zu", f, t);
+    CHECK(cuMemFree_v2(a) == 0, "free");
+    CHECK(cuMemAlloc_v2(&a, 256 * MiB) == 0, "under the cut again");
+    CHECK(cuMemAlloc_v2(&b, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "at the cut");
+    /* raise to 1 GiB, past the 512 MiB of the config read at start */
+    live_set(cfg, &dev, led, GiB);
+    CHECK(cuMemAlloc_v2(&b, 640 * MiB) == 0, "within the raise (896 MiB)");
+    CHECK(cuMemGetInfo_v2(&f, &t) == 0 && t == GiB && f == 128 * MiB,
+          "view after the raise %zu/%zu", f, t);
+    CHECK(cuMemAlloc_v2(&c, 256 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "beyond the raise");
+    /* the app writes 4 GiB into its ledger itself: nothing moves */
+    CHECK(ledger_set_limit(led, 4 * GiB) == ACCEL_OK, "app's own write");
+    CHECK(cuMemAlloc_v2(&c, 256 * MiB) == CUDA_ERROR_OUT_OF_MEMORY,
+          "an app's own raise");
+    CHECK(cuMemFree_v2(a) == 0 && cuMemFree_v2(b) == 0, "free all");
+    CHECK(ledger_remove(led) == ACCEL_OK, "remove");
+    unlink(cfg);
+}
+
 /* The memory NVML shows for the card of NVML index idx. */
 static uint64_t nvml_total_of(unsigned idx)
 {
@@ -962,6 +1021,8 @@ int main(int argc, char **argv)
         case_fork_race((int)strtol(argv[2], NULL, 10));
     else if (strcmp(c, "config") == 0)
         case_config();
+    else if (strcmp(c, "live_quota") == 0)
+        case_live_quota();
     else if (strcmp(c, "nvml_visible") == 0)
         case_nvml_visible();
     else if (strcmp(c, "nvml_unbound") == 0)

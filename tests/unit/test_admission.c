@@ -2021,6 +2021,91 @@ TEST(admission_index_follows_changes)
     ASSERT(c.s.index == NULL);
 }
 
+/* ---- live quotas (SPEC 4.4): a raise is a resume's validation, a cut
+ * lands, a card without a quota of its own says so ---- */
+
+TEST(admission_quota_change)
+{
+    struct cluster c;
+    struct adm_req r = nv(4 * GiB, 4 * GiB);
+    struct adm_row rows[1], other[1], out[1];
+    struct adm_verdict v;
+    char code[128];
+    uint32_t g, ex;
+
+    cl_init(&c);
+    cl_node(&c, 512 * GiB, 0);
+    g = cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    ex = cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_EXCLUSIVE, 24 * GiB);
+    rows[0] = (struct adm_row){g, 8 * GiB};       /* this app: 8 Gi */
+    other[0] = (struct adm_row){g, 12 * GiB};     /* another: 12 Gi */
+    adm_snapshot_apply(&c.s, &r, rows, 1);
+    adm_snapshot_apply(&c.s, &r, other, 1);
+    ASSERT_U64_EQ(c.devs[g].allocated, 20 * GiB);
+
+    /* a raise into the free 4 Gi (8 + 4 = 12 beside 12): admitted */
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 12 * GiB, &v, out),
+              ADM_QUOTA_RAISE);
+    ASSERT_EQ(v.code, ADM_VALID);
+    ASSERT_U64_EQ(out[0].memory, 12 * GiB);
+    ASSERT_EQ(out[0].dev, g);
+    /* the snapshot is as it was: the app's own rows put back */
+    ASSERT_U64_EQ(c.devs[g].allocated, 20 * GiB);
+    ASSERT_EQ(c.devs[g].nbound, 2);
+
+    /* one byte more than is free: device-vram-insufficient, rows kept */
+    out[0].memory = 1;
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 12 * GiB + 1, &v, out),
+              ADM_QUOTA_REFUSED);
+    adm_verdict_format(&v, code, sizeof code);
+    ASSERT_STR_EQ(code, "device-vram-insufficient:g0");
+    ASSERT_U64_EQ(out[0].memory, 1);
+    ASSERT_U64_EQ(c.devs[g].allocated, 20 * GiB);
+
+    /* above the whole card: total-vram-below-requirement */
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 25 * GiB, &v, out),
+              ADM_QUOTA_REFUSED);
+    ASSERT_EQ(v.code, ADM_TOTAL_VRAM_BELOW);
+
+    /* a raise still below the requirement (a cut went there first) is
+     * refused as a resume's selection would be */
+    {
+        struct adm_row low[1] = {{g, 1 * GiB}};
+        adm_snapshot_release(&c.s, &r, rows, 1);
+        adm_snapshot_apply(&c.s, &r, low, 1);
+        ASSERT_EQ(adm_quota_change(&c.s, &r, low, 1, 0, 2 * GiB, &v, out),
+                  ADM_QUOTA_REFUSED);
+        ASSERT_EQ(v.code, ADM_MEMORY_BELOW_REQUIRED);
+        adm_snapshot_release(&c.s, &r, low, 1);
+        adm_snapshot_apply(&c.s, &r, rows, 1);
+    }
+
+    /* a cut lands whatever the card holds, even below the requirement */
+    c.devs[g].healthy = false; /* no check at all: not even health */
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 1 * GiB, &v, out),
+              ADM_QUOTA_CUT);
+    ASSERT_EQ(v.code, ADM_VALID);
+    ASSERT_U64_EQ(out[0].memory, 1 * GiB);
+    /* ... while a raise on an unhealthy card is refused */
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 9 * GiB, &v, out),
+              ADM_QUOTA_REFUSED);
+    ASSERT_EQ(v.code, ADM_DEVICE_UNHEALTHY);
+    c.devs[g].healthy = true;
+
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 0, 8 * GiB, &v, out),
+              ADM_QUOTA_SAME);
+
+    /* an Exclusive card's row (memory 0: the whole card) has no quota */
+    {
+        struct adm_row whole[1] = {{ex, 0}};
+        ASSERT_EQ(adm_quota_change(&c.s, &r, whole, 1, 0, 4 * GiB, &v, out),
+                  ADM_QUOTA_FIXED);
+    }
+    /* no such row */
+    ASSERT_EQ(adm_quota_change(&c.s, &r, rows, 1, 1, 4 * GiB, &v, out),
+              ADM_QUOTA_FIXED);
+}
+
 #define TESTS(XX)                                                              \
     XX(admission_code_names)                                                   \
     XX(admission_targets)                                                      \
@@ -2064,6 +2149,7 @@ TEST(admission_index_follows_changes)
     XX(admission_place_multi_headroom_edge)                                  \
     XX(admission_index_matches_scan)                                           \
     XX(admission_index_preflight)                                              \
-    XX(admission_index_follows_changes)
+    XX(admission_index_follows_changes)                                        \
+    XX(admission_quota_change)
 
 TEST_MAIN(TESTS)

@@ -672,13 +672,30 @@ export async function uxSteps(ctx) {
     await ctx.shotOf(page, 'exclusive-picker');
   });
 
-  await step('memory slicing: a bound quota says it cannot change without removing the app', async () => {
+  await step('memory slicing: a bound quota changes live (SPEC 4.4): too much is said, a raise is saved', async () => {
     await ok('PUT', `/api/compute-resources/nodes/${d4090.nodeName}/devices/${d4090.id}/support-type`, { supportType: 'MemorySlice' });
     await ok('POST', '/api/apps/llm/resume', { computeBinding: [{ nodeName: d4090.nodeName, deviceId: d4090.id, memory: 8 * GI }] });
     await page.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
     const sec = page.locator(`section[data-device="${d4090.id}"]`);
     await sec.locator('tbody tr').first().waitFor();
-    await sec.getByText('This quota cannot be changed while the app is assigned. To change it, remove the app from this GPU, then resume it with a new quota.').waitFor();
+    await sec.getByText(/A quota changes while the app runs/).waitFor();
+    await sec.getByRole('button', { name: 'Change the quota of llm' }).click();
+    const dlg = page.getByRole('dialog', { name: 'Change the quota of llm' });
+    const input = dlg.getByLabel('New quota (Gi)');
+    assert.equal(await input.inputValue(), '8');
+    const card = (await ok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((x) => x.id === d4090.id);
+    const most = card.memory - (card.allocated - 8 * GI);
+    await input.fill(String(most / GI + 1));
+    await dlg.getByText(`At most ${most / GI} Gi is free on this GPU for llm.`).waitFor();
+    assert.ok(await dlg.getByRole('button', { name: 'Save quota' }).isDisabled(), 'a quota above the free VRAM can be saved');
+    await input.fill('10');
+    await dlg.getByRole('button', { name: 'Save quota' }).click();
+    await dlg.waitFor({ state: 'detached' });
+    await until('llm to hold 10 Gi', async () => {
+      const app = await ok('GET', '/api/apps/llm');
+      return app.allocations.length === 1 && app.allocations[0].memory === 10 * GI;
+    });
+    await sec.getByRole('cell', { name: '10 Gi', exact: true }).waitFor();
   });
 
   await step('acceld stopped mid-session: the page says so where the user looks, marks data stale, disables controls, recovers', async () => {

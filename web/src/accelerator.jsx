@@ -2,6 +2,7 @@
 // switch, assigned apps with Remove, the Select exclusive app picker).
 import { useState } from 'preact/hooks';
 import { API } from './api.js';
+import { QuotaDialog, QUOTA_LIVE } from './quota.jsx';
 import { Badge, Bar, Empty, confirmDialog, toast, errText, Modal } from './ui.jsx';
 import {
   gi, giCeil, giOr, hasVram, supportLabel, SUPPORT_DESC, typeTitle, cores, pct, measured, devNoun, deviceLabel, NOT_REPORTED,
@@ -9,7 +10,7 @@ import {
 
 const SWITCH_WARNING = 'Switching modes stops all apps currently using this GPU and removes their assigned GPU resources.';
 const RELEASE_NOTE = 'Resource release may take a short time.';
-export const QUOTA_FIXED = 'This quota cannot be changed while the app is assigned. To change it, remove the app from this GPU, then resume it with a new quota.';
+
 export const HIDDEN_APP = "another user's app";
 
 // What the node enforces on this device, said only where it matters to the
@@ -330,6 +331,7 @@ function ExclusivePicker({ d, apps, role, refresh }) {
 
 function GpuPanel({ d, role, apps, refresh, offline }) {
   const isAdmin = role === 'admin';
+  const [quota, setQuota] = useState(null);
   const bound = d.bindings || [];
   const slice = d.supportType === 'MemorySlice';
   const noun = devNoun(d.mode);
@@ -365,13 +367,16 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
                   <td>{b.hidden ? <span class="muted">{HIDDEN_APP}</span> : <b>{b.appName}</b>}</td>
                   <td>{b.hidden ? '—' : b.owner}</td>
                   <td>{b.memory ? gi(b.memory) : 'Whole card'}</td>
-                  <td class="right">{canRemove(b, role, apps) && <button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
+                  <td class="right">{slice && b.memory > 0 && canRemove(b, role, apps) && <button class="btn small" aria-label={`Change the quota of ${b.appName}`}
+                    disabled={offline} onClick={() => setQuota(b)}>Change quota</button>}
+                    {canRemove(b, role, apps) && <button class="btn small danger-ghost" aria-label={`Remove ${b.appName}`}
                     onClick={() => removeAppFromGpu(b.appName, refresh, noun)}>Remove</button>}</td>
                 </tr>
               ))}
             </tbody>
           </table>
-          {slice && <p class="muted small quota-fixed">{noun === 'GPU' ? QUOTA_FIXED : QUOTA_FIXED.replace('this GPU', 'this device')}</p>}
+          {slice && <p class="muted small quota-fixed">{QUOTA_LIVE}</p>}
+          {quota && <QuotaDialog b={quota} d={d} onClose={() => setQuota(null)} refresh={refresh} />}
         </>
       ) : <p class="muted">No app is assigned to this {noun}.</p>}
       </div>

@@ -97,6 +97,9 @@ export const API = {
   validate: (name, computeBinding) =>
     api('POST', `/api/apps/${enc(name)}/compute-resources/bindings/validate`, { computeBinding }),
   unbind: (name) => api('DELETE', `/api/apps/${enc(name)}/compute-resources/bindings`),
+  // a bound app's quota, live (SPEC 4.4): memory in bytes
+  setQuota: (name, dev, memory) =>
+    api('PUT', `/api/apps/${enc(name)}/compute-resources/bindings/${enc(dev)}`, { memory }),
   users: (token) => api('GET', '/api/users', undefined, token),
   // the legacy bind (SPEC 5.3): the Select exclusive app picker uses it for a
   // running app (it moves and restarts it); force replaces the holder

@@ -452,6 +452,18 @@ static void h_validate(struct http_req *r)
     json_decref(b);
 }
 
+/* PUT .../bindings/{deviceId} {memory}: a live quota (ops_quota.c) */
+static void h_quota(struct http_req *r)
+{
+    struct op_result res = {0};
+    json_t *b = http_body_json(r);
+    if (b == NULL)
+        return;
+    ops_quota_set(r->d, &r->user, r->params[0], r->params[1], b, &res);
+    send_result(r, &res);
+    json_decref(b);
+}
+
 static void h_bindings(struct http_req *r)
 {
     struct app *a;
@@ -1034,6 +1046,7 @@ const struct http_route api_routes[] = {
      ROUTE_BODY},
     {"POST", A "/apps/{}/compute-resources/validate", h_validate, ROUTE_BODY},
     {"GET", A "/apps/{}/compute-resources/bindings", h_bindings, 0},
+    {"PUT", A "/apps/{}/compute-resources/bindings/{}", h_quota, ROUTE_BODY},
     {"DELETE", A "/apps/{}/compute-resources/bindings", h_unbind,
      ROUTE_SLOW},
     {"GET", A "/events", h_events, 0},

@@ -121,6 +121,16 @@ void ops_timeslice_set(struct accel_daemon *d, const char *node,
 void ops_meter_set(struct accel_daemon *d, const char *node,
                    const char *device, const json_t *body,
                    struct op_result *res);
+/* PUT /api/apps/{name}/compute-resources/bindings/{device} {memory}
+ * (SPEC 4.4, ops_quota.c): the quota of app name on a Memory-slicing
+ * device it is bound to, live. A raise passes the rules of section 2
+ * (409 with the code and the numbers otherwise) and the owner's limits
+ * (403); a cut lands at once, in the store, the shim's ledger and the
+ * kernel's or driver's limit. 200 with the app; 400 (the body), 404 (app,
+ * device or binding), 409 (busy, not Memory slicing, refused). */
+void ops_quota_set(struct accel_daemon *d, const struct auth_user *u,
+                   const char *name, const char *device, const json_t *body,
+                   struct op_result *res);
 /* Legacy routes (SPEC 5.3); memory in MiB. Bind app to GPU id with
  * mem_mib (required on a Memory-slicing GPU: 400 memory-required when 0),
  * in place of its rows (a running app restarts on it through launch_app);

@@ -533,3 +533,43 @@ void adm_snapshot_release(struct adm_snapshot *s, const struct adm_req *r,
     }
     refresh_index(s, rows, n);
 }
+
+enum adm_quota adm_quota_change(struct adm_snapshot *s,
+                                const struct adm_req *r,
+                                const struct adm_row *rows, size_t n,
+                                size_t k, uint64_t memory,
+                                struct adm_verdict *v, struct adm_row *out)
+{
+    struct adm_sel sel[ADM_MAX_SELECTION];
+    struct adm_row scratch[ADM_MAX_SELECTION];
+    const struct adm_device *x;
+    bool ok;
+
+    memset(v, 0, sizeof(*v));
+    v->code = ADM_VALID;
+    if (k >= n || n > ADM_MAX_SELECTION)
+        return ADM_QUOTA_FIXED;
+    x = &s->devs[rows[k].dev];
+    if (x->st != ACCEL_SUPPORT_MEMSLICE || rows[k].memory == 0)
+        return ADM_QUOTA_FIXED;
+    if (memory <= rows[k].memory) {
+        memcpy(out, rows, n * sizeof(*rows));
+        out[k].memory = memory;
+        return memory == rows[k].memory ? ADM_QUOTA_SAME : ADM_QUOTA_CUT;
+    }
+    /* a raise is a selection of the same cards, validated as a resume's
+     * (2.6) with the app's own rows not counted against it */
+    for (size_t i = 0; i < n; i++) {
+        const struct adm_device *y = &s->devs[rows[i].dev];
+        sel[i] = (struct adm_sel){s->nodes[y->node].name, y->id,
+                                  i == k ? memory : rows[i].memory};
+    }
+    adm_snapshot_release(s, r, rows, n);
+    ok = adm_validate(s, r, sel, n, v, scratch);
+    adm_snapshot_apply(s, r, rows, n);
+    if (!ok)
+        return ADM_QUOTA_REFUSED;
+    memcpy(out, rows, n * sizeof(*rows));
+    out[k].memory = memory;
+    return ADM_QUOTA_RAISE;
+}

@@ -337,4 +337,33 @@ enum accel_err adm_preflight_hooked(const struct adm_snapshot *s,
                                     const struct adm_preflight_hook *hook,
                                     struct adm_preflight *out);
 
+/*
+ * A live quota change (SPEC 4.4): row k of an app's rows[n] (requirement
+ * r) to `memory` bytes.
+ *   ADM_QUOTA_FIXED    the card is not Memory-slicing: its quota is the
+ *                      whole card (Exclusive) or fixed (TimeSlice, 2.2)
+ *   ADM_QUOTA_SAME     memory is the row's quota already
+ *   ADM_QUOTA_CUT      lower: no check (it only gives memory back)
+ *   ADM_QUOTA_RAISE    higher, and the selection of the rows with row k's
+ *                      quota replaced passes adm_validate (2.6) with the
+ *                      app's own rows not counted against it
+ *   ADM_QUOTA_REFUSED  higher, and it does not: *v says why
+ * *v is always filled (valid but for a refusal); out[n] gets the new rows
+ * except for FIXED and REFUSED. The rows must be applied to s
+ * (adm_snapshot_apply) as the app's binding: they are taken out for the
+ * check and put back, so s is as it was on return.
+ */
+enum adm_quota {
+    ADM_QUOTA_FIXED = 0,
+    ADM_QUOTA_SAME = 1,
+    ADM_QUOTA_CUT = 2,
+    ADM_QUOTA_RAISE = 3,
+    ADM_QUOTA_REFUSED = 4,
+};
+enum adm_quota adm_quota_change(struct adm_snapshot *s,
+                                const struct adm_req *r,
+                                const struct adm_row *rows, size_t n,
+                                size_t k, uint64_t memory,
+                                struct adm_verdict *v, struct adm_row *out);
+
 #endif /* ACCEL_DAEMON_RULES_ADMISSION_H */

@@ -37,6 +37,7 @@
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/runtime/launch.h"
+#include "daemon/node/runtime/livequota.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/store/etcd.h"
 
@@ -65,6 +66,16 @@ struct cluster {
     size_t npa;
     char **touched;               /* apps changed by it */
     size_t ntouched;
+    struct quota_over *over;      /* apps run here left above a quota cut
+                                     on another node: d->hooks.quota_over
+                                     once d->lock is released (f_unlock) */
+    size_t nover;
+};
+
+/* An app run here holding more than the quota another node just cut. */
+struct quota_over {
+    char *app, *dev;
+    uint64_t held, quota;
 };
 
 static void sleep_ms(int ms)
@@ -649,7 +660,26 @@ static void f_lock(void *ctx)
 
 static void f_unlock(void *ctx)
 {
-    pthread_mutex_unlock(&((struct accel_daemon *)ctx)->lock);
+    struct accel_daemon *d = ctx;
+    struct cluster *c = d->cluster;
+    struct quota_over *over = c ? c->over : NULL;
+    size_t n = c ? c->nover : 0;
+
+    if (c) {
+        c->over = NULL;
+        c->nover = 0;
+    }
+    pthread_mutex_unlock(&d->lock);
+    /* SPEC 4.4: the reclaim action of an app left above its new quota,
+     * called without the lock (as ops_quota_set does) */
+    for (size_t i = 0; i < n; i++) {
+        if (d->hooks.quota_over)
+            d->hooks.quota_over(d, over[i].app, over[i].dev, over[i].held,
+                                over[i].quota);
+        free(over[i].app);
+        free(over[i].dev);
+    }
+    free(over);
 }
 
 static void touch(struct cluster *c, const char *app)
@@ -787,6 +817,37 @@ static void f_alloc(void *ctx, const char *app, const char *dev,
                                              row == NULL};
 }
 
+/* A row of a on dev already, now with quota `memory`: a live quota
+ * change (SPEC 4.4) made on another node, applied in place (the rows and
+ * the ledgers they keep stay) and carried to the app's shim and limits
+ * where it runs here. false when a has no row on dev. */
+static bool quota_moved(struct accel_daemon *d, struct app *a, int dev,
+                        uint64_t memory)
+{
+    for (size_t k = 0; k < a->nrows; k++) {
+        if (a->rows[k].dev != (uint32_t)dev)
+            continue;
+        if (a->rows[k].memory != memory) {
+            struct cluster *c = d->cluster;
+            uint64_t held = 0;
+            state_row_set_memory(d, a, k, memory);
+            livequota_apply(d, a, k, &held);
+            if (held > memory) {
+                log_info("app %s holds %llu bytes on %s, above its new "
+                         "quota of %llu: its allocations there are refused "
+                         "until it is under", a->name,
+                         (unsigned long long)held, d->dinfo[dev].id,
+                         (unsigned long long)memory);
+                c->over = xrealloc(c->over, (c->nover + 1) * sizeof(*c->over));
+                c->over[c->nover++] = (struct quota_over){
+                    xstrdup(a->name), xstrdup(d->dinfo[dev].id), held, memory};
+            }
+        }
+        return true;
+    }
+    return false;
+}
+
 /* The revision's allocation changes, app by app, once its app rows are
  * in (a transaction may write an app's rows before its app row). */
 static void apply_allocs(struct accel_daemon *d)
@@ -803,6 +864,10 @@ static void apply_allocs(struct accel_daemon *d)
                 log_warn("allocation of %s on %s from another node is not "
                          "shown: %s is unknown here",
                          p->app, p->dev, a ? "the device" : "the app");
+            continue;
+        }
+        if (!p->deleted && quota_moved(d, a, dev, p->memory)) {
+            touch(c, p->app);
             continue;
         }
         rows = xmalloc((a->nrows + 1) * sizeof(*rows));
@@ -1299,6 +1364,11 @@ void cluster_stop(struct accel_daemon *d)
     for (size_t i = 0; i < c->ntouched; i++)
         free(c->touched[i]);
     free(c->touched);
+    for (size_t i = 0; i < c->nover; i++) {
+        free(c->over[i].app);
+        free(c->over[i].dev);
+    }
+    free(c->over);
     free(c->info);
     free(c->live);
     /* a slow operation's thread (http_slow.c) may still read d->cluster,
