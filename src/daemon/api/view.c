@@ -323,8 +323,7 @@ static json_t *device_json(struct accel_daemon *d, int dev,
         "utilization", opt_int(di->util), "present",
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
-    json_object_set_new(o, "meter", x->type == ACCEL_TYPE_NVIDIA ||
-                                            x->type == ACCEL_TYPE_NVIDIA_GB10
+    json_object_set_new(o, "meter", meter_type(x->type)
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
     add_telemetry(o, di);
