@@ -94,6 +94,9 @@ class AmdMeterTest(RuntimeBase):
         self.assertEqual(dev["supportType"], "MemorySlice", dev)
         self.assertEqual(dev["meter"], {"overQuotaAction": "report",
                                         "tolerance": 64 * MiB}, dev)
+        self.assertEqual(dev["enforcement"]["memory"], "shim", dev)
+        self.assertIn("charged by the outside meter from the amdgpu "
+                      "fdinfo", dev["enforcement"]["memoryNote"])
 
     def test_untracked_memory_refuses_the_next_allocation(self):
         """512 MiB through the shim, then 310 MiB the HIP runtime takes
