@@ -34,12 +34,12 @@ hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 
 /* The meter's entry points: how each is called, and what ends it. */
 enum call_shape {
-    OUT_PTR,       /* fn(&h, ptr) */
-    OUT_PTR_JIT,   /* fn(&h, image, 0, NULL, NULL) */
-    CTX_CREATE,    /* fn(&h, 0, device) */
-    PRIMARY,       /* fn(&h, device); ended by fn(device) */
-    GRAPH_FLAGS,   /* fn(&h, graph, 0) */
-    GRAPH_LEGACY,  /* fn(&h, graph, NULL, NULL, 0) */
+    OUT_PTR,      /* fn(&h, ptr) */
+    OUT_PTR_JIT,  /* fn(&h, image, 0, NULL, NULL) */
+    CTX_CREATE,   /* fn(&h, 0, device) */
+    PRIMARY,      /* fn(&h, device); ended by fn(device) */
+    GRAPH_FLAGS,  /* fn(&h, graph, 0) */
+    GRAPH_LEGACY, /* fn(&h, graph, NULL, NULL, 0) */
 };
 static const struct {
     const char *name, *end;

@@ -102,16 +102,22 @@ static void drm_note(void)
     drm_path(tmp, sizeof tmp, root, pid, "fdinfo/." DRM_FD ".tmp");
     f = fopen(tmp, "w");
     if (f != NULL) {
-        fprintf(f, "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\n"
-                   "drm-client-id:\t%d\n", (int)pid);
+        fprintf(f,
+                "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\n"
+                "drm-client-id:\t%d\n",
+                (int)pid);
         if (pdev != NULL && pdev[0])
             fprintf(f, "drm-pdev:\t%s\n", pdev);
         if (fmt == NULL || strcmp(fmt, "memory") != 0)
-            fprintf(f, "drm-total-vram:\t%llu KiB\ndrm-shared-vram:\t0\n"
-                       "drm-resident-vram:\t%llu KiB\n"
-                       "drm-total-gtt:\t0\n", kib, kib);
-        fprintf(f, "drm-memory-vram:\t%llu KiB\ndrm-memory-gtt: \t0 KiB\n"
-                   "drm-memory-cpu: \t0 KiB\n", kib);
+            fprintf(f,
+                    "drm-total-vram:\t%llu KiB\ndrm-shared-vram:\t0\n"
+                    "drm-resident-vram:\t%llu KiB\n"
+                    "drm-total-gtt:\t0\n",
+                    kib, kib);
+        fprintf(f,
+                "drm-memory-vram:\t%llu KiB\ndrm-memory-gtt: \t0 KiB\n"
+                "drm-memory-cpu: \t0 KiB\n",
+                kib);
         if (fclose(f) != 0 || rename(tmp, path) != 0)
             unlink(tmp);
     }
@@ -455,8 +461,10 @@ EXPORT hipError_t hipDevicePrimaryCtxRetain(void **ctx, hipDevice_t d)
     if (d < 0 || d >= 16)
         return hipErrorInvalidValue;
     pthread_mutex_lock(&primary.mu);
-    if (primary.refs[d] == 0 && (rc = outside_take(&k)) == hipSuccess)
+    if (primary.refs[d] == 0) {
+        rc = outside_take(&k);
         primary.key[d] = (uint64_t)(uintptr_t)k;
+    }
     if (rc == hipSuccess) {
         primary.refs[d]++;
         *ctx = (void *)(uintptr_t)primary.key[d];

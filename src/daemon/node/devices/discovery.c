@@ -556,8 +556,7 @@ static void drm_usage_of(struct accel_daemon *d, char **ids, size_t n,
             if (s[c].c.gpu != k)
                 continue;
             a = seen_app(d, &s[c]);
-            usage_entry(u, nu, x->id, a ? a->name : "")->bytes +=
-                s[c].c.bytes;
+            usage_entry(u, nu, x->id, a ? a->name : "")->bytes += s[c].c.bytes;
         }
     }
 }

@@ -83,8 +83,8 @@ struct meter_target {
 
 /*
  * The (app, device) pairs to meter: each quota row of an app that runs
- * here, on a present local device of a metered type (meter_type). New array (meter_free), *n set.
- * Caller holds d->lock.
+ * here, on a present local device of a metered type (meter_type). New array
+ * (meter_free), *n set. Caller holds d->lock.
  */
 struct meter_target *meter_gather(struct accel_daemon *d, size_t *n);
 
