@@ -188,6 +188,12 @@ static struct fake_proc *me(void)
     return p;
 }
 
+int64_t fake_proc_used(void)
+{
+    struct fake_proc *p = me();
+    return p != NULL ? atomic_load(&p->used) : 0;
+}
+
 /* The card frees a dead process's memory (the driver does at exit). */
 static void reap_dead(struct fake_cuda_stats *st)
 {

@@ -102,6 +102,10 @@ FAKE_HIDDEN int fake_pool_trim(uintptr_t pool, uint64_t keep);
  * down to it (never below what is live in it). */
 FAKE_HIDDEN void fake_pools_sync(void);
 
+/* What this process holds on the card now (its per-process figure, as
+ * NVML or the amdgpu fdinfo tells it). */
+FAKE_HIDDEN int64_t fake_proc_used(void);
+
 /* The device the calling thread works on (FAKE_CUDA_DEVICE, default 0). */
 FAKE_HIDDEN int fake_device(void);
 

@@ -7,11 +7,30 @@
  * library, and with FAKE_MINIMAL one that lacks hipMallocManaged and
  * hipGetProcAddress (an older runtime: the shim must answer
  * hipErrorNotFound, never call through NULL). It is not a model of ROCm.
+ *
+ * Like amdgpu, it tells what the process holds on the card (everything:
+ * what the shim charged and what the runtime takes inside itself) as a DRM
+ * client's memory in fdinfo, where FAKE_HIP_DRM_ROOT names a fixture proc
+ * root (acceld --proc-root): <root>/<pid>/fd/<n> links to
+ * /dev/dri/FAKE_HIP_DRM_NODE (default renderD128) and <root>/<pid>/fdinfo/<n>
+ * says drm-pdev: FAKE_HIP_DRM_PDEV (none when unset), drm-client-id and the
+ * memory (drm-total-vram, drm-resident-vram and drm-memory-vram, or with
+ * FAKE_HIP_DRM_FORMAT=memory the older kernels' drm-memory-vram only),
+ * rewritten after every call that takes or frees memory, removed at exit.
+ * The entry points whose memory the runtime takes inside itself (the
+ * inventory's HIP "meter" rows: contexts, modules, executable graphs,
+ * external memory) take FAKE_HIP_OUTSIDE_BYTES (default 96 MiB) each,
+ * given back by their matching end.
  */
 #define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fake_alloc.h"
@@ -19,9 +38,122 @@
 
 const uint64_t fake_base = 0x500000000000ULL;
 
+/* ---- the DRM client's fdinfo (FAKE_HIP_DRM_ROOT) ---- */
+
+#define DRM_FD "5" /* the fd number of the client in the fixture */
+
+static pthread_mutex_t drm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t drm_pid; /* the process whose files are written, 0 none */
+
+static void drm_path(char *out, size_t cap, const char *root, pid_t pid,
+                     const char *sub)
+{
+    snprintf(out, cap, "%s/%d%s%s", root, (int)pid, sub[0] ? "/" : "", sub);
+}
+
+/* Make <root>/<pid>/{fd,fdinfo} and the fd's link (once per process). */
+static int drm_open(const char *root, pid_t pid)
+{
+    char p[4096], target[64];
+    const char *node = getenv("FAKE_HIP_DRM_NODE");
+    mode_t old = umask(022);
+    int rc = 0;
+
+    drm_path(p, sizeof p, root, pid, "");
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    drm_path(p, sizeof p, root, pid, "fd");
+    if (rc == 0 && mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    drm_path(p, sizeof p, root, pid, "fdinfo");
+    if (rc == 0 && mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    snprintf(target, sizeof target, "/dev/dri/%s", node ? node : "renderD128");
+    drm_path(p, sizeof p, root, pid, "fd/" DRM_FD);
+    if (rc == 0 && symlink(target, p) != 0 && errno != EEXIST)
+        rc = -1;
+    umask(old);
+    return rc;
+}
+
+/* Write this process's figure into its fdinfo (whole, by a rename). */
+static void drm_note(void)
+{
+    const char *root = getenv("FAKE_HIP_DRM_ROOT");
+    const char *pdev = getenv("FAKE_HIP_DRM_PDEV");
+    const char *fmt = getenv("FAKE_HIP_DRM_FORMAT");
+    char path[4096], tmp[4096];
+    pid_t pid = getpid();
+    unsigned long long kib;
+    FILE *f;
+
+    if (root == NULL || root[0] == '\0')
+        return;
+    pthread_mutex_lock(&drm_mu);
+    if (drm_pid != pid) {
+        if (drm_open(root, pid) != 0) {
+            pthread_mutex_unlock(&drm_mu);
+            return;
+        }
+        drm_pid = pid;
+    }
+    kib = (unsigned long long)fake_proc_used() / 1024;
+    drm_path(path, sizeof path, root, pid, "fdinfo/" DRM_FD);
+    drm_path(tmp, sizeof tmp, root, pid, "fdinfo/." DRM_FD ".tmp");
+    f = fopen(tmp, "w");
+    if (f != NULL) {
+        fprintf(f,
+                "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\n"
+                "drm-client-id:\t%d\n",
+                (int)pid);
+        if (pdev != NULL && pdev[0])
+            fprintf(f, "drm-pdev:\t%s\n", pdev);
+        if (fmt == NULL || strcmp(fmt, "memory") != 0)
+            fprintf(f,
+                    "drm-total-vram:\t%llu KiB\ndrm-shared-vram:\t0\n"
+                    "drm-resident-vram:\t%llu KiB\n"
+                    "drm-total-gtt:\t0\n",
+                    kib, kib);
+        fprintf(f,
+                "drm-memory-vram:\t%llu KiB\ndrm-memory-gtt: \t0 KiB\n"
+                "drm-memory-cpu: \t0 KiB\n",
+                kib);
+        if (fclose(f) != 0 || rename(tmp, path) != 0)
+            unlink(tmp);
+    }
+    pthread_mutex_unlock(&drm_mu);
+}
+
+/* At exit the kernel closes the client: its files go. */
+__attribute__((destructor)) static void drm_close(void)
+{
+    const char *root = getenv("FAKE_HIP_DRM_ROOT");
+    char p[4096];
+
+    if (root == NULL || drm_pid != getpid())
+        return;
+    drm_path(p, sizeof p, root, drm_pid, "fdinfo/" DRM_FD);
+    unlink(p);
+    drm_path(p, sizeof p, root, drm_pid, "fd/" DRM_FD);
+    unlink(p);
+    drm_path(p, sizeof p, root, drm_pid, "fdinfo");
+    rmdir(p);
+    drm_path(p, sizeof p, root, drm_pid, "fd");
+    rmdir(p);
+    drm_path(p, sizeof p, root, drm_pid, "");
+    rmdir(p);
+}
+
+/* rc, once the fdinfo tells what the call left on the card. */
+static hipError_t noted(hipError_t rc)
+{
+    drm_note();
+    return rc;
+}
+
 static hipError_t give(uint64_t key)
 {
-    return fake_give(key) == 0 ? hipSuccess : hipErrorInvalidValue;
+    return noted(fake_give(key) == 0 ? hipSuccess : hipErrorInvalidValue);
 }
 
 /* What a device reset frees: the plain allocations made on the device,
@@ -37,7 +169,7 @@ static hipError_t into(void **p, uint64_t bytes)
     if (k == 0)
         return hipErrorOutOfMemory;
     *p = (void *)(uintptr_t)k;
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 
 EXPORT hipError_t hipGetDevice(int *d)
@@ -71,11 +203,11 @@ static hipError_t pool_into(void **p, hipMemPool_t pool, uint64_t b)
     if (k == 0)
         return hipErrorOutOfMemory;
     *p = (void *)(uintptr_t)k;
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 static hipError_t pool_rc(int rc)
 {
-    return rc == 0 ? hipSuccess : hipErrorInvalidValue;
+    return noted(rc == 0 ? hipSuccess : hipErrorInvalidValue);
 }
 EXPORT hipError_t hipMallocAsync(void **p, size_t b, hipStream_t s)
 {
@@ -120,12 +252,12 @@ EXPORT hipError_t hipStreamSynchronize(hipStream_t s)
 {
     (void)s;
     fake_pools_sync();
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 EXPORT hipError_t hipDeviceSynchronize(void)
 {
     fake_pools_sync();
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 EXPORT hipError_t hipMallocArray(hipArray_t *a,
                                  const struct hip_channel_desc *d, size_t w,
@@ -202,7 +334,7 @@ EXPORT hipError_t hipMipmappedArrayDestroy(hipMipmappedArray_t a)
 EXPORT hipError_t hipDeviceReset(void)
 {
     fake_give_owned(device_owner());
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 EXPORT hipError_t hipDevicePrimaryCtxReset(hipDevice_t d)
 {
@@ -232,7 +364,7 @@ EXPORT hipError_t hipMemImportFromShareableHandle(
     if (k == 0)
         return hipErrorInvalidValue;
     *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 EXPORT hipError_t hipFree(void *p) { return give((uintptr_t)p); }
 EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s)
@@ -254,7 +386,7 @@ EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *h, size_t b,
     if (k == 0)
         return hipErrorOutOfMemory;
     *h = (hipMemGenericAllocationHandle_t)(uintptr_t)k;
-    return hipSuccess;
+    return noted(hipSuccess);
 }
 EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t h)
 {
@@ -278,8 +410,9 @@ EXPORT hipError_t hipMemMap(void *p, size_t size, size_t off,
 }
 EXPORT hipError_t hipMemUnmap(void *p, size_t size)
 {
-    return fake_vmm_unmap((uintptr_t)p, size) == 0 ? hipSuccess
-                                                   : hipErrorInvalidValue;
+    return noted(fake_vmm_unmap((uintptr_t)p, size) == 0
+                     ? hipSuccess
+                     : hipErrorInvalidValue);
 }
 EXPORT hipError_t hipMemGetInfo(size_t *f, size_t *t)
 {
@@ -292,6 +425,106 @@ EXPORT hipError_t hipDeviceTotalMem(size_t *b, hipDevice_t d)
     fake_mem_info(NULL, b);
     return hipSuccess;
 }
+/* ---- what the runtime takes inside itself (the "meter" rows) ---- */
+
+static uint64_t outside_bytes(void)
+{
+    const char *e = getenv("FAKE_HIP_OUTSIDE_BYTES");
+    return e ? strtoull(e, NULL, 0) : 96ULL << 20;
+}
+static hipError_t outside_take(void **out)
+{
+    uint64_t k = fake_take(outside_bytes());
+    if (k == 0)
+        return hipErrorOutOfMemory;
+    if (out != NULL)
+        *out = (void *)(uintptr_t)k;
+    return noted(hipSuccess);
+}
+EXPORT hipError_t hipCtxCreate(void **ctx, unsigned flags, hipDevice_t d)
+{
+    (void)flags, (void)d;
+    return outside_take(ctx);
+}
+EXPORT hipError_t hipCtxDestroy(void *ctx) { return give((uintptr_t)ctx); }
+/* The primary context of each device: made by the first retain, freed by
+ * the last release. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t key[16];
+    int refs[16];
+} primary = { .mu = PTHREAD_MUTEX_INITIALIZER };
+EXPORT hipError_t hipDevicePrimaryCtxRetain(void **ctx, hipDevice_t d)
+{
+    hipError_t rc = hipSuccess;
+    void *k = NULL;
+    if (d < 0 || d >= 16)
+        return hipErrorInvalidValue;
+    pthread_mutex_lock(&primary.mu);
+    if (primary.refs[d] == 0) {
+        rc = outside_take(&k);
+        primary.key[d] = (uint64_t)(uintptr_t)k;
+    }
+    if (rc == hipSuccess) {
+        primary.refs[d]++;
+        *ctx = (void *)(uintptr_t)primary.key[d];
+    }
+    pthread_mutex_unlock(&primary.mu);
+    return rc;
+}
+EXPORT hipError_t hipDevicePrimaryCtxRelease(hipDevice_t d)
+{
+    hipError_t rc = hipSuccess;
+    if (d < 0 || d >= 16)
+        return hipErrorInvalidValue;
+    pthread_mutex_lock(&primary.mu);
+    if (primary.refs[d] == 0)
+        rc = hipErrorInvalidValue;
+    else if (--primary.refs[d] == 0)
+        rc = give(primary.key[d]);
+    pthread_mutex_unlock(&primary.mu);
+    return rc;
+}
+EXPORT hipError_t hipModuleLoad(void **m, const char *fname)
+{
+    (void)fname;
+    return outside_take(m);
+}
+EXPORT hipError_t hipModuleLoadData(void **m, const void *image)
+{
+    (void)image;
+    return outside_take(m);
+}
+EXPORT hipError_t hipModuleLoadDataEx(void **m, const void *image,
+                                      unsigned n, void *opts, void **vals)
+{
+    (void)image, (void)n, (void)opts, (void)vals;
+    return outside_take(m);
+}
+EXPORT hipError_t hipModuleUnload(void *m) { return give((uintptr_t)m); }
+EXPORT hipError_t hipGraphInstantiateWithFlags(void **e, void *g,
+                                               unsigned long long f)
+{
+    (void)g, (void)f;
+    return outside_take(e);
+}
+EXPORT hipError_t hipGraphInstantiate(void **e, void *g, void *node,
+                                      char *log, size_t n)
+{
+    (void)node, (void)log, (void)n;
+    return hipGraphInstantiateWithFlags(e, g, 0);
+}
+EXPORT hipError_t hipGraphExecDestroy(void *e) { return give((uintptr_t)e); }
+EXPORT hipError_t hipImportExternalMemory(void **m, const void *desc)
+{
+    (void)desc;
+    return outside_take(m);
+}
+EXPORT hipError_t hipDestroyExternalMemory(void *m)
+{
+    return give((uintptr_t)m);
+}
+
 #ifndef FAKE_MINIMAL
 /* The runtime's own lookup: its own entry points by name. */
 EXPORT hipError_t hipGetProcAddress(const char *sym, void **pfn, int ver,

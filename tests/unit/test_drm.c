@@ -389,6 +389,11 @@ TEST(drm_fdinfo_clients)
     client(100, 6, "renderD128",
            "drm-pdev:\t0000:c3:00.0\ndrm-client-id:\t7\n"
            "drm-memory-vram:\t1048576 KiB\ndrm-memory-gtt:\t524288 KiB\n");
+    /* and in a child forked after it opened the device: the same client
+     * (issue 45: the meter charged an app twice for it) */
+    client(101, 5, "renderD128",
+           "drm-pdev:\t0000:c3:00.0\ndrm-client-id:\t7\n"
+           "drm-memory-vram:\t1048576 KiB\ndrm-memory-gtt:\t524288 KiB\n");
     /* the Radeon: newer drm-total keys; only VRAM counts on a dGPU */
     client(200, 3, "renderD129",
            "drm-pdev:\t0000:03:00.0\ndrm-client-id:\t9\n"
@@ -404,9 +409,9 @@ TEST(drm_fdinfo_clients)
     ASSERT_EQ(n, 2);
     g[0].used = g[1].used = DRM_UNKNOWN; /* as where sysfs has no _used */
     drm_clients(proc, g, n, &c, &nc);
-    ASSERT_EQ(nc, 3); /* pid 100 once, 200, 300 (0 bytes) */
+    ASSERT_EQ(nc, 3); /* client 7 once (100 or 101), 200, 300 (0 bytes) */
     for (size_t i = 0; i < nc; i++) {
-        if (c[i].pid == 100)
+        if (c[i].pid == 100 || c[i].pid == 101)
             apu += c[i].bytes;
         if (c[i].pid == 200)
             radeon_b += c[i].bytes;

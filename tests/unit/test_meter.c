@@ -4,8 +4,10 @@
  * charged as untracked, by how much an app is over its quota, whether that
  * is beyond the tolerance) and acceld's write of the charge into a ledger
  * (ledger_set_untracked), which the shim reads through
- * accel_ledger_untracked. The reconciler's use of both runs in
- * tests/integration/test_meter.py on the stand-in NVML.
+ * accel_ledger_untracked; the AMD driver figure from the DRM refresh's
+ * clients (meter_driver_drm). The reconciler's use of them runs in
+ * tests/integration/test_meter.py on the stand-in NVML and
+ * test_meter_amd.py on the stand-in HIP's fdinfo.
  */
 #include "common/accel_setup.h"
 #include "daemon/node/enforce/meter.h"
@@ -16,6 +18,7 @@
 
 #include "accel/ledger.h"
 #include "common/util.h"
+#include "daemon/node/devices/discovery.h"
 #include "daemon/node/ledger.h"
 #include "harness.h"
 
@@ -119,10 +122,49 @@ TEST(meter_charge_written_into_the_ledger)
     free(path);
 }
 
+/* AMD (issue 45): the driver figure of a target is the sum of its app's
+ * DRM clients on its device in the refresh; a device the refresh read is
+ * seen even when the app holds nothing there, one it did not read is not
+ * (nothing is charged), and other apps' and other devices' clients do not
+ * count. */
+TEST(meter_driver_from_drm_clients)
+{
+    struct drm_usage u[] = {
+        {"n-amd-0", "", 64 * MiB},   /* the device was read; no app's */
+        {"n-amd-0", "enc", 512 * MiB},
+        {"n-amd-0", "other", 100 * MiB},
+        {"n-amd-gpu-0", "enc", 7 * MiB},
+        {"n-amd-gpu-0", "", 0},
+    };
+    struct meter_target t[3];
+
+    memset(t, 0, sizeof t);
+    t[0].app = "enc";
+    util_strlcpy(t[0].uuid, "n-amd-0", sizeof t[0].uuid);
+    t[1].app = "idle";
+    util_strlcpy(t[1].uuid, "n-amd-gpu-0", sizeof t[1].uuid);
+    t[2].app = "enc";
+    util_strlcpy(t[2].uuid, "n-amd-1", sizeof t[2].uuid); /* not read */
+    meter_driver_drm(t, 3, u, sizeof u / sizeof *u);
+    ASSERT(t[0].seen);
+    ASSERT_U64_EQ(t[0].in.driver, 512 * MiB);
+    ASSERT(t[1].seen);
+    ASSERT_U64_EQ(t[1].in.driver, 0);
+    ASSERT(!t[2].seen);
+    ASSERT_U64_EQ(t[2].in.driver, 0);
+    /* no refresh (no DRM device read this pass): nothing seen */
+    memset(t, 0, sizeof t);
+    util_strlcpy(t[0].uuid, "n-amd-0", sizeof t[0].uuid);
+    t[0].app = "enc";
+    meter_driver_drm(t, 1, NULL, 0);
+    ASSERT(!t[0].seen);
+}
+
 #define LIST(XX)                                                               \
     XX(meter_rise_is_charged_on_the_second_pass)                               \
     XX(meter_one_pass_blip_is_not_charged)                                     \
     XX(meter_fall_is_charged_at_once)                                          \
     XX(meter_over_quota_and_tolerance)                                         \
-    XX(meter_charge_written_into_the_ledger)
+    XX(meter_charge_written_into_the_ledger)                                  \
+    XX(meter_driver_from_drm_clients)
 TEST_MAIN(LIST)

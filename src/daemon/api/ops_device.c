@@ -697,10 +697,11 @@ void ops_meter_set(struct accel_daemon *d, const char *node,
     if (dev < 0)
         goto out;
     t = d->snap.devs[dev].type;
-    if (t != ACCEL_TYPE_NVIDIA && t != ACCEL_TYPE_NVIDIA_GB10) {
+    if (!meter_type(t)) {
         ops_res_error(res, 400, "invalid-argument",
-                      "device %s is not an NVIDIA GPU: the outside meter "
-                      "reads NVML", device);
+                      "device %s is not an NVIDIA or AMD GPU: the outside "
+                      "meter reads NVML and the amdgpu driver's fdinfo",
+                      device);
         goto out;
     }
     if (!json_is_object(body) || !known_keys(body, keys, res) ||

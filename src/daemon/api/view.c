@@ -208,9 +208,15 @@ static json_t *shim_enforcement(struct accel_daemon *d, int dev)
         (x->type == ACCEL_TYPE_AMD || x->type == ACCEL_TYPE_AMD_GPU))
         return json_pack("{s:s, s:s, s:s}", "memory", "shim", "compute",
                          "none", "memoryNote",
-                         "the shim holds HIP allocations to the quota; "
-                         "memory taken through Vulkan or OpenCL is not "
-                         "seen (only the app's cgroup contains it)");
+                         d->dinfo[dev].drm
+                             ? "the shim holds HIP allocations to the quota; "
+                               "what the app's processes hold beyond them "
+                               "(the runtime's contexts, modules and graphs, "
+                               "Vulkan or OpenCL) is charged by the outside "
+                               "meter from the amdgpu fdinfo, after the fact"
+                             : "the shim holds HIP allocations to the quota; "
+                               "memory taken through Vulkan or OpenCL is not "
+                               "seen (only the app's cgroup contains it)");
     if (!real && ni->local && x->st == ACCEL_SUPPORT_MEMSLICE)
         return cgroup_only(d, x);
     return json_pack("{s:s, s:s}", "memory", mem, "compute", compute);
@@ -323,8 +329,7 @@ static json_t *device_json(struct accel_daemon *d, int dev,
         "utilization", opt_int(di->util), "present",
         x->present, "enforcement", enforcement(d, dev), "timeSlice",
         broker_ops_view(d, dev));
-    json_object_set_new(o, "meter", x->type == ACCEL_TYPE_NVIDIA ||
-                                            x->type == ACCEL_TYPE_NVIDIA_GB10
+    json_object_set_new(o, "meter", meter_type(x->type)
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
     add_telemetry(o, di);

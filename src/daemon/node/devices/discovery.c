@@ -521,7 +521,48 @@ static void apply_drm(struct accel_daemon *d, const struct drm_gpu *g,
     }
 }
 
-void discovery_drm_refresh(struct accel_daemon *d)
+/* The entry of (dev, app) in *u, added at 0 bytes when there is none. */
+static struct drm_usage *usage_entry(struct drm_usage **u, size_t *n,
+                                     const char *dev, const char *app)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*u)[i].dev, dev) == 0 && strcmp((*u)[i].app, app) == 0)
+            return &(*u)[i];
+    *u = xrealloc(*u, (*n + 1) * sizeof(**u));
+    memset(&(*u)[*n], 0, sizeof(**u));
+    util_strlcpy((*u)[*n].dev, dev, sizeof((*u)[*n].dev));
+    util_strlcpy((*u)[*n].app, app, sizeof((*u)[*n].app));
+    return &(*u)[(*n)++];
+}
+
+/* What the walk saw per local DRM device and app (lock held): the meter's
+ * driver figures (struct drm_usage). */
+static void drm_usage_of(struct accel_daemon *d, char **ids, size_t n,
+                         const struct drm_seen *s, size_t ns,
+                         struct drm_usage **u, size_t *nu)
+{
+    for (size_t i = 0; i < d->snap.ndevs; i++) {
+        const struct adm_device *x = &d->snap.devs[i];
+        size_t k = 0;
+        if (!d->dinfo[i].drm || !d->ninfo[x->node].local)
+            continue;
+        while (k < n && strcmp(ids[k], x->id) != 0)
+            k++;
+        if (k == n)
+            continue; /* not listed: not read */
+        usage_entry(u, nu, x->id, "");
+        for (size_t c = 0; c < ns; c++) {
+            const struct app *a;
+            if (s[c].c.gpu != k)
+                continue;
+            a = seen_app(d, &s[c]);
+            usage_entry(u, nu, x->id, a ? a->name : "")->bytes += s[c].c.bytes;
+        }
+    }
+}
+
+void discovery_drm_refresh(struct accel_daemon *d, struct drm_usage **use,
+                           size_t *nuse)
 {
     struct drm_gpu *g = NULL;
     struct drm_client *c = NULL;
@@ -531,6 +572,10 @@ void discovery_drm_refresh(struct accel_daemon *d)
     struct drm_seen *seen;
     bool any = false;
 
+    if (use != NULL) {
+        *use = NULL;
+        *nuse = 0;
+    }
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->snap.ndevs && !any; i++)
         any = d->dinfo[i].drm;
@@ -551,6 +596,8 @@ void discovery_drm_refresh(struct accel_daemon *d)
     ids = discovery_drm_ids(d->cfg.node_name, g, n);
     pthread_mutex_lock(&d->lock);
     apply_drm(d, g, ids, n, seen, nc);
+    if (use != NULL)
+        drm_usage_of(d, ids, n, seen, nc, use, nuse);
     pthread_mutex_unlock(&d->lock);
     free(seen);
     for (size_t i = 0; i < n; i++)

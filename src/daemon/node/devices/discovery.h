@@ -34,14 +34,31 @@ json_t *discovery_rediscover(struct accel_daemon *d, char **status);
 
 struct drm_gpu;
 struct dev_info;
+
+/*
+ * What one refresh's fdinfo walk saw on a local DRM device, for the outside
+ * meter (enforce/meter.h): one entry with app "" for each device the scan
+ * listed (its clients of no app, maybe 0 bytes: the device was read), and
+ * one for each app whose processes hold DRM clients there (by cgroup, else
+ * the app's leader pid), their bytes summed.
+ */
+struct drm_usage {
+    char dev[96];                 /* the device's id */
+    char app[ACCEL_NAME_MAX + 1]; /* "" = the device's own entry */
+    uint64_t bytes;               /* what the clients hold there */
+};
+
 /*
  * Read the DRM sysfs and fdinfo again (drm.h) and update the local node's
  * DRM devices: used memory, utilization, power, temperature, health. A
  * device no longer listed keeps its place with its readings unknown. The
  * reconciler's pass calls it. Reads the files without d->lock, takes it to
- * apply.
+ * apply. Where use is not NULL, *use is set to a new array (caller frees;
+ * NULL when no DRM device was read) of what the walk saw per device and
+ * app, *nuse to its length.
  */
-void discovery_drm_refresh(struct accel_daemon *d);
+void discovery_drm_refresh(struct accel_daemon *d, struct drm_usage **use,
+                           size_t *nuse);
 /* The readings of a DRM device into its dev_info (lock held). */
 void discovery_drm_readings(struct dev_info *di, const struct drm_gpu *g);
 /* The ids of g[0..n) on node: <node>-<type>-<k>, k counting per type in

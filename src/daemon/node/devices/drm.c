@@ -601,7 +601,10 @@ static uint64_t client_bytes(const struct fdinfo *fi, enum accel_type t)
     return fi->memory_local + (dedicated ? 0 : fi->memory_sys);
 }
 
-/* A walk's clients, deduplicated by (pid, device, client id). */
+/* A walk's clients, deduplicated by (device, client id): the kernel's id
+ * names one open DRM file on its device, which several fds of a process
+ * (dup) or several processes (fork, a descriptor passed over a socket)
+ * may hold; its memory counts once, for the first process found. */
 struct walk {
     struct drm_client *v;
     uint64_t *ids;       /* client id per entry, UINT64_MAX = none */
@@ -613,7 +616,7 @@ static void add_client(struct walk *w, pid_t pid, size_t gpu,
 {
     uint64_t id = fi->has_client ? fi->client : UINT64_MAX;
     for (size_t i = 0; id != UINT64_MAX && i < w->n; i++)
-        if (w->v[i].pid == pid && w->v[i].gpu == gpu && w->ids[i] == id)
+        if (w->v[i].gpu == gpu && w->ids[i] == id)
             return; /* the same client on another fd (dup, fork) */
     if (w->n >= MAX_CLIENTS)
         return;

@@ -91,7 +91,8 @@ enum accel_err drm_scan(const char *sysfs_root, uint64_t node_ram,
  * The DRM clients of every process under proc_root ("/proc"): each
  * /proc/<pid>/fdinfo/<fd> whose fd links into /dev/dri and that carries
  * drm-pdev (else the render node) of one of g[0..n). A client id seen on
- * several fds counts once. Dedicated-VRAM types count their vram/local
+ * several fds, or in several processes (fork), counts once on its device,
+ * for the first process found. Dedicated-VRAM types count their vram/local
  * regions; unified ones every region. Sets g[i].used (where sysfs did not
  * report it) to the sum of its clients.
  *   out  new array (caller frees), NULL when none; always set.

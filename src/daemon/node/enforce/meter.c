@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * meter.c: the outside meter (meter.h): NVML's per-process figures of an
- * app's processes against the shim's charges in its ledger, the excess
+ * app's processes (NVIDIA), or the DRM clients the amdgpu driver lists in
+ * their fdinfo (AMD), against the shim's charges in its ledger, the excess
  * charged into the ledger as untracked, an app over its quota reported and,
  * where the device asks for it, stopped. docs/internals/meter.md.
  */
@@ -14,6 +15,7 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/devices/discovery.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/runtime/runtime.h"
 
@@ -53,11 +55,16 @@ json_t *meter_settings_json(const struct accel_daemon *d, size_t dev)
 
 /* ---- gathering, under d->lock ---- */
 
+bool meter_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_NVIDIA || t == ACCEL_TYPE_NVIDIA_GB10 ||
+           t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
+}
+
 static bool metered_device(const struct accel_daemon *d, size_t dev)
 {
     const struct adm_device *x = &d->snap.devs[dev];
-    return d->ninfo[x->node].local && x->present &&
-           (x->type == ACCEL_TYPE_NVIDIA || x->type == ACCEL_TYPE_NVIDIA_GB10);
+    return d->ninfo[x->node].local && x->present && meter_type(x->type);
 }
 
 const struct app_meter *meter_find(const struct accel_daemon *d, size_t dev,
@@ -149,6 +156,20 @@ void meter_read(struct meter_target *t, size_t n, bool after)
         if (ok && u.used > t[i].in.charged)
             t[i].in.charged = u.used;
     }
+}
+
+void meter_driver_drm(struct meter_target *t, size_t n,
+                      const struct drm_usage *u, size_t nu)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < nu; k++) {
+            if (strcmp(u[k].dev, t[i].uuid) != 0)
+                continue;
+            if (u[k].app[0] == '\0')
+                t[i].seen = true; /* the device was read this pass */
+            else if (strcmp(u[k].app, t[i].app) == 0)
+                t[i].in.driver += u[k].bytes;
+        }
 }
 
 void meter_read_tier(const struct accel_daemon *d, struct meter_target *t,

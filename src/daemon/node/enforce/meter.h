@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * meter.h: the outside meter (SPEC 4.2, issue 35): what the driver holds
- * for an app on a Memory-slicing device, read from NVML's per-process
- * figures (host pids) at each reconciler pass, against what the shim
- * charged in the app's ledger. What the driver counts beyond the shim's
+ * meter.h: the outside meter (SPEC 4.2, issues 35 and 45): what the
+ * driver holds for an app on a Memory-slicing device, read at each
+ * reconciler pass from NVML's per-process figures (host pids) on NVIDIA,
+ * and on AMD from the memory the amdgpu driver prints for each DRM client
+ * in /proc/<pid>/fdinfo (devices/drm.h), against what the shim charged in
+ * the app's ledger. What the driver counts beyond the shim's
  * charges (a video session, a Vulkan or OpenGL context, another library's
  * context) is charged into the ledger as `untracked`, so the app's next
  * allocation is refused; an app above its quota by more than the device's
@@ -13,7 +15,8 @@
  * The reconciler (reconcile.c) drives it: meter_gather under d->lock,
  * meter_read before and after its NVML scan and meter_charge without the
  * lock, meter_apply under the lock. It maps no process itself: the
- * reconciler's mapping of NVML pids to apps fills each target's driver
+ * reconciler's mapping of NVML pids to apps, and the DRM refresh's of
+ * fdinfo clients to apps (meter_driver_drm), fill each target's driver
  * figure. docs/internals/meter.md has the reasoning about races.
  */
 #ifndef ACCEL_DAEMON_NODE_ENFORCE_METER_H
@@ -28,6 +31,12 @@
 #include "daemon/state.h"
 
 #define METER_DEFAULT_TOLERANCE (64ULL << 20) /* bytes over the quota */
+
+struct drm_usage; /* devices/discovery.h */
+
+/* Does the meter read devices of type t (NVIDIA through NVML, AMD through
+ * the amdgpu fdinfo)? */
+bool meter_type(enum accel_type t);
 
 /* One pass's figures for one app on one device (pure arithmetic). */
 struct meter_in {
@@ -56,13 +65,14 @@ void meter_compute(const struct meter_in *in, struct meter_out *out);
 struct meter_target {
     char *app;            /* app name (owned) */
     size_t dev;           /* device index at gather time */
-    char uuid[96];        /* its id (NVML UUID) */
+    char uuid[96];        /* its id (NVML UUID, or the DRM device's) */
     char path[512];       /* the app's ledger for it */
     struct meter_in in;   /* limit, tolerance, last_excess from d */
     bool stop;            /* the device's setting stops an app beyond */
     bool had;             /* d had a reading of it (last_excess real) */
     bool ledger_ok;       /* the ledger read, both times */
-    bool seen;            /* NVML listed the device's processes */
+    bool seen;            /* NVML listed the device's processes, or
+                           * the DRM refresh read the device's clients */
     struct vram_probe vp; /* the kernel's or the driver's count of the
                            * app's cgroup, where one of them holds it */
     bool vp_on;           /* vp is set */
@@ -73,8 +83,8 @@ struct meter_target {
 
 /*
  * The (app, device) pairs to meter: each quota row of an app that runs
- * here, on a present local NVIDIA device. New array (meter_free), *n set.
- * Caller holds d->lock.
+ * here, on a present local device of a metered type (meter_type). New array
+ * (meter_free), *n set. Caller holds d->lock.
  */
 struct meter_target *meter_gather(struct accel_daemon *d, size_t *n);
 
@@ -95,6 +105,15 @@ void meter_read(struct meter_target *t, size_t n, bool after);
  */
 void meter_read_tier(const struct accel_daemon *d, struct meter_target *t,
                      size_t n);
+
+/*
+ * The driver figure of the targets on DRM devices from one DRM refresh
+ * (discovery_drm_refresh): a target whose device the refresh read is seen,
+ * and its app's DRM clients there are added to its driver figure. Targets
+ * on devices the refresh did not read are left as they are.
+ */
+void meter_driver_drm(struct meter_target *t, size_t n,
+                      const struct drm_usage *u, size_t nu);
 
 /* Decide each seen target's charge and write it into its ledger (without
  * d->lock). Targets not seen or not read keep their ledger as it is. */

@@ -712,6 +712,8 @@ static void run_pass(struct reconcile *r)
     struct app_ref *refs = gather_refs(d, &nrefs);
     struct meter_target *meter;
     struct unheld_target *unheld;
+    struct drm_usage *drm = NULL;
+    size_t ndrm = 0;
 
     memset(&p, 0, sizeof p);
     pthread_mutex_lock(&d->lock);
@@ -719,13 +721,17 @@ static void run_pass(struct reconcile *r)
     unheld = unheld_gather(d, &r->unheld, &nunheld);
     pthread_mutex_unlock(&d->lock);
     unheld_read(unheld, nunheld);
-    discovery_drm_refresh(d); /* AMD and Intel devices: their sysfs */
     meter_read(meter, nmeter, false);
+    /* AMD and Intel devices: their sysfs, and the DRM clients' fdinfo the
+     * meter reads between its two ledger readings, as NVML's figures */
+    discovery_drm_refresh(d, &drm, &ndrm);
     query_nvml(r, &p, refs, nrefs);
     meter_read_tier(d, meter, nmeter);
     meter_read(meter, nmeter, true);
     refs_free(refs, nrefs);
     meter_driver(&p, meter, nmeter);
+    meter_driver_drm(meter, nmeter, drm, ndrm);
+    free(drm);
     meter_charge(meter, nmeter);
     pthread_mutex_lock(&d->lock);
     apply_status(d, r, &p);
