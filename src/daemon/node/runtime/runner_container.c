@@ -38,6 +38,7 @@
 #include "daemon/log.h"
 #include "daemon/node/proc/homepath.h"
 #include "daemon/node/runtime/cdi.h"
+#include "daemon/node/runtime/diskwatch.h"
 #include "daemon/node/runtime/image.h"
 #include "daemon/node/runtime/podman.h"
 #include "daemon/node/runtime/pull.h"
@@ -348,9 +349,10 @@ static bool owner_admin(struct accel_daemon *d, const struct app *app)
  *   VOLUME paths get no anonymous volume (--image-volume=ignore): every
  *   byte it writes lands in its owner's home, which the disk watch counts
  *   toward limitedDisk: its volumes, and /tmp and /var/tmp, both the
- *   home's CTR_TMP_DIR/<app> (made as the owner). /dev/shm is memory: a
- *   tmpfs of shmSize (podman's 64 MiB by default) at most limitedMemory,
- *   its pages charged to the app's memory cgroup.
+ *   home's CTR_TMP_DIR/<app> (made as the owner). /dev/shm is a tmpfs of
+ *   shmSize (podman's 64 MiB by default), at most limitedMemory and
+ *   limitedDisk: its pages are the app's memory, and the disk watch adds
+ *   what it holds to the home's bytes (diskwatch.c).
  * - Network: a network namespace of its own, never a shared bridge:
  *   slirp4netns, which gives it the outside as a host process has it (not
  *   the host's loopback) and reaches it only through its published ports
@@ -361,12 +363,17 @@ static bool owner_admin(struct accel_daemon *d, const struct app *app)
 #define CTR_SHM_DEFAULT (64ULL << 20) /* podman's /dev/shm */
 
 /* A member's /dev/shm: shmSize (podman's default without one), at most
- * limitedMemory. */
+ * limitedMemory (its pages are the app's memory) and limitedDisk (the
+ * disk watch counts them too: past it, ENOSPC rather than a stop). */
 static uint64_t member_shm(const struct runner_start *s)
 {
     uint64_t shm = s->a->m.run.ctr.shm_size ? s->a->m.run.ctr.shm_size
                                             : CTR_SHM_DEFAULT;
-    return s->lim.memory && shm > s->lim.memory ? s->lim.memory : shm;
+    uint64_t disk = diskwatch_limit(s->a);
+
+    if (s->lim.memory && shm > s->lim.memory)
+        shm = s->lim.memory;
+    return disk && shm > disk ? disk : shm;
 }
 
 static enum accel_err add_member_rules(struct args *a,
