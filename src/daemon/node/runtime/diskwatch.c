@@ -139,8 +139,8 @@ static bool container_init(const char *pid, const char *ctr)
         (ns = strstr(buf, "\nNSpid:")) == NULL)
         return false;
     ns[strcspn(ns + 1, "\n") + 1] = '\0';
-    last = strrchr(ns, '\t');
-    if (last == NULL || strchr(ns + 8, '\t') == last)
+    last = strrchr(ns, '\t'); /* "\nNSpid:\t<host pid>[\t<pid>...]" */
+    if (last == NULL || last == ns + 7)
         return false; /* one namespace: a host process */
     return strcmp(last + 1, "1") == 0;
 }
