@@ -226,9 +226,11 @@ enum accel_err image_pull(const char *ref,
             rc = ACCEL_EBUSY;
         } else if (watch != NULL && watch->stalled) {
             *cause = xasprintf("pulling %s failed: no progress for %u s "
-                               "(podman read nothing from the registry and "
-                               "wrote nothing; ACCEL_PULL_STALL_SECONDS)%s%s",
+                               "(podman wrote no line and read less than "
+                               "%u KiB: the registry does not answer; "
+                               "ACCEL_PULL_STALL_SECONDS)%s%s",
                                ref, watch->stall_ms / 1000,
+                               PODMAN_WATCH_MIN_READ / 1024,
                                l->last[0] ? ": " : "", l->last);
         } else {
             *cause = pull_cause(ref, l->last);

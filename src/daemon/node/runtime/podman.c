@@ -64,9 +64,10 @@ static uint64_t read_bytes(pid_t pid)
 }
 
 /* A watched podman's look (every PODMAN_WATCH_STEP_MS): true when it is
- * to be killed (cancelled, or no line and no byte read for stall_ms).
- * *seen is the bytes read at the last progress, *at its time, got true
- * when a line or bytes came since. */
+ * to be killed (cancelled, or no line and less than PODMAN_WATCH_MIN_READ
+ * bytes read for stall_ms: podman idle reads a byte every few hundred
+ * milliseconds, a download reads far more). *seen is the bytes read at
+ * the last progress, *at its time, got true when a line came since. */
 static bool watch_ends(struct podman_watch *w, pid_t pid, bool got,
                        uint64_t *seen, uint64_t *at)
 {
@@ -76,7 +77,7 @@ static bool watch_ends(struct podman_watch *w, pid_t pid, bool got,
         w->cancelled = true;
         return true;
     }
-    if (got || rd != *seen) {
+    if (got || rd >= *seen + PODMAN_WATCH_MIN_READ) {
         *seen = rd;
         *at = now;
         return false;

@@ -22,13 +22,15 @@
 extern char *const podman_env[];
 
 #define PODMAN_WATCH_STEP_MS 100u /* how often a watched podman is looked at */
+#define PODMAN_WATCH_MIN_READ 65536u /* bytes read that are progress */
 
 /*
  * A long podman command another thread may end (a pull, issue 44): it is
  * killed (SIGKILL) within PODMAN_WATCH_STEP_MS of cancel being set, and
- * when for stall_ms it has written no line and read no byte (its
- * /proc/<pid>/io rchar: what it reads from a registry, an archive or its
- * storage). tmpdir (NULL: podman's own, /var/tmp) is its TMPDIR, where
+ * when for stall_ms it has written no line and read less than
+ * PODMAN_WATCH_MIN_READ bytes (its /proc/<pid>/io rchar: what it reads
+ * from a registry, an archive or its storage; idle, podman still reads a
+ * byte every few hundred milliseconds). tmpdir (NULL: podman's own, /var/tmp) is its TMPDIR, where
  * podman keeps what it copies, so that the caller removes what a killed
  * podman left.
  */
