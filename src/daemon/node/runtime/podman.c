@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -127,8 +128,13 @@ int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
         close(fds[1]);
         return -1;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        /* a watched podman (a pull) ends with the thread that waits for
+         * it: acceld killed during a pull leaves no pull running */
+        if (w != NULL)
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
         exec_podman(argv, fds[1], w != NULL ? w->tmpdir : NULL);
+    }
     close(fds[1]);
     for (;;) {
         struct pollfd p = {fds[0], POLLIN, 0};

@@ -444,3 +444,11 @@ bool pull_cancel(struct accel_daemon *d, struct app *a)
         pull_note(d, a, "cancelled", "", "stopped while it pulled");
     return any;
 }
+
+void pull_sweep(struct accel_daemon *d)
+{
+    char *top = xasprintf("%s/run/pulls", d->cfg.data_dir);
+
+    tmpdir_remove(top);
+    free(top);
+}

@@ -53,4 +53,9 @@ enum runner_seen pull_look(struct accel_daemon *d, const char *name);
  */
 bool pull_cancel(struct accel_daemon *d, struct app *a);
 
+/* At acceld's start, before any pull: what pulls of an acceld killed
+ * meanwhile left in their TMPDIRs (<data-dir>/run/pulls) is removed (a
+ * podman pull dies with its acceld: PR_SET_PDEATHSIG). */
+void pull_sweep(struct accel_daemon *d);
+
 #endif /* ACCEL_DAEMON_NODE_RUNTIME_PULL_H */

@@ -681,6 +681,7 @@ static size_t container_sweep(struct accel_daemon *d)
     size_t removed = 0;
     bool any = false;
 
+    pull_sweep(d);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps && !any; i++)
         any = d->apps[i]->m.run.ctr.image != NULL;
