@@ -123,26 +123,41 @@ static char *disk_reason(const struct disk_watch *w)
                      "limitedDisk %s", w->home, used, lim);
 }
 
+/* The pid namespaces above a process (the fields of NSpid in the status
+ * at path, "\nNSpid:\t<pid>[\t<pid>...]"), and in *last its pid in its
+ * own namespace (0 when unreadable: 0 namespaces). */
+static size_t ns_depth(const char *path, long *last)
+{
+    char buf[4096], *ns, *t;
+    size_t n = 0;
+
+    *last = 0;
+    if (util_read_small(path, buf, sizeof buf) <= 0 ||
+        (ns = strstr(buf, "\nNSpid:")) == NULL)
+        return 0;
+    ns[strcspn(ns + 1, "\n") + 1] = '\0';
+    for (t = strchr(ns, '\t'); t != NULL; t = strchr(t + 1, '\t')) {
+        *last = strtol(t + 1, NULL, 10);
+        n++;
+    }
+    return n;
+}
+
 /* Is pid the init of a container in cgroup ctr (a line of its
- * /proc/<pid>/cgroup holds ctr, and its pid in its own namespace, the
- * last of NSpid, is 1)? */
+ * /proc/<pid>/cgroup holds ctr, and it is pid 1 of a pid namespace one
+ * below acceld's own: not of one a process of the container made)? */
 static bool container_init(const char *pid, const char *ctr)
 {
-    char path[300], buf[4096], *ns, *last;
+    char path[300], buf[4096];
+    long own, in_ns;
+    size_t depth = ns_depth("/proc/self/status", &own);
 
     snprintf(path, sizeof path, "/proc/%s/cgroup", pid);
-    if (util_read_small(path, buf, sizeof buf) <= 0 ||
+    if (depth == 0 || util_read_small(path, buf, sizeof buf) <= 0 ||
         strstr(buf, ctr) == NULL)
         return false;
     snprintf(path, sizeof path, "/proc/%s/status", pid);
-    if (util_read_small(path, buf, sizeof buf) <= 0 ||
-        (ns = strstr(buf, "\nNSpid:")) == NULL)
-        return false;
-    ns[strcspn(ns + 1, "\n") + 1] = '\0';
-    last = strrchr(ns, '\t'); /* "\nNSpid:\t<host pid>[\t<pid>...]" */
-    if (last == NULL || last == ns + 7)
-        return false; /* one namespace: a host process */
-    return strcmp(last + 1, "1") == 0;
+    return ns_depth(path, &in_ns) == depth + 1 && in_ns == 1;
 }
 
 /* The bytes used in the /dev/shm of the container in cgroup ctr (a tmpfs
