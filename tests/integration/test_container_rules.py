@@ -174,9 +174,11 @@ class MemberContainerTest(tc.ContainerCase):
         tok, _ = self.member("ed")
         m = with_disk(tc.ctr_manifest("shm", [
             "/bin/sh", "-c",
-            "cat /proc/mounts; "
+            "cat /proc/mounts; echo x > /tmp/mark; "
             "dd if=/dev/zero of=/dev/shm/x bs=1M count=64 2>/dev/null || "
-            "echo shm-full; exec sleep 1000"], shmSize="1Gi"), "8Mi")
+            "echo shm-full; exec sleep 1000"], shmSize="1Gi",
+            # a volume of its own at /tmp replaces the home's .accel-tmp
+            volumes=[{"source": "mytmp", "target": "/tmp"}]), "8Mi")
         self.install(m, token=tok)
         self.wait_for(lambda: "shm-full" in self.d.app_log("shm"),
                       "the write refused")
@@ -185,6 +187,9 @@ class MemberContainerTest(tc.ContainerCase):
         self.assertEqual(len(shm), 1, shm)
         self.assertEqual(shm[0][2], "tmpfs", shm)
         self.assertIn("size=8192k", shm[0][3].split(","), shm)
+        with open(os.path.join(self.d.data_dir, "home", "ed", "mytmp",
+                               "mark")) as f:
+            self.assertEqual(f.read(), "x\n")
         self.wait_for(lambda: self.state("shm") == "failed",
                       "stopped past limitedDisk")
         self.assertIn("(8.0 MiB in /dev/shm), past limitedDisk 8Mi",

@@ -376,6 +376,20 @@ static uint64_t member_shm(const struct runner_start *s)
     return disk && shm > disk ? disk : shm;
 }
 
+/* Does a volume of c go at target (its text, a trailing '/' aside)? */
+static bool volume_at(const struct manifest_container *c, const char *target)
+{
+    size_t n = strlen(target);
+
+    for (size_t i = 0; i < c->nvolumes; i++) {
+        const char *t = c->volumes[i].target;
+        if (strncmp(t, target, n) == 0 &&
+            t[n + strspn(t + n, "/")] == '\0')
+            return true;
+    }
+    return false;
+}
+
 static enum accel_err add_member_rules(struct args *a,
                                        const struct runner_start *s,
                                        char **cause)
@@ -399,8 +413,11 @@ static enum accel_err add_member_rules(struct args *a,
     }
     if (rc != ACCEL_OK)
         return rc;
-    add(a, xasprintf("--mount=type=bind,src=%s,dst=/tmp", tmp));
-    add(a, xasprintf("--mount=type=bind,src=%s,dst=/var/tmp", tmp));
+    /* not where a volume of the manifest goes (its own, in the home) */
+    if (!volume_at(c, "/tmp"))
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=/tmp", tmp));
+    if (!volume_at(c, "/var/tmp"))
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=/var/tmp", tmp));
     free(tmp);
     add(a, xasprintf("--shm-size=%llub", (unsigned long long)member_shm(s)));
     if (c->network != NULL && strcmp(c->network, "none") == 0)
