@@ -356,7 +356,12 @@ static void *pull_main(void *arg)
     a = state_app_find(d, j->app);
     if (cancelled) {
         log_info("app %s: the pull of %s was cancelled%s", j->app, j->ref,
-                 rc == ACCEL_OK ? " after it ended" : "");
+                 rc == ACCEL_OK ? " as it ended: the image is the app's" : "");
+        if (rc == ACCEL_OK && a != NULL && a->m.run.ctr.image != NULL &&
+            strcmp(a->m.run.ctr.image, j->ref) == 0) {
+            image_pin_set(d, a, pin); /* its uninstall removes it */
+            pin = NULL;
+        }
     } else if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
         a->pid == 0 && !d->stopping) {
         if (rc == ACCEL_OK) {
