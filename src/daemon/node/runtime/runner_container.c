@@ -420,10 +420,17 @@ static enum accel_err add_member_rules(struct args *a,
         add(a, xasprintf("--mount=type=bind,src=%s,dst=/var/tmp", tmp));
     free(tmp);
     add(a, xasprintf("--shm-size=%llub", (unsigned long long)member_shm(s)));
-    if (c->network != NULL && strcmp(c->network, "none") == 0)
+    if (c->network != NULL && strcmp(c->network, "none") == 0) {
         add(a, xstrdup("--network=none"));
-    else
+    } else if (!executable("slirp4netns")) {
+        *cause = xasprintf("a member's container has a network of its own "
+                           "through slirp4netns, which this machine lacks: "
+                           "install it (apt-get install slirp4netns), or "
+                           "give the app run.network: none");
+        return ACCEL_EINVAL;
+    } else {
         add(a, xstrdup("--network=slirp4netns:allow_host_loopback=false"));
+    }
     return ACCEL_OK;
 }
 
