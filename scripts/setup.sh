@@ -8,7 +8,7 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
  libmicrohttpd-dev libjansson-dev nettle-dev libsqlite3-dev libyaml-dev libcurl4-openssl-dev \
  sqlite3 curl python3 procps prometheus \
  lintian scdoc systemd man-db dpkg-dev etcd-server etcd-client \
- iproute2 util-linux podman runc catatonit libamdhip64-dev"
+ iproute2 util-linux podman runc catatonit slirp4netns libamdhip64-dev"
 . scripts/apt.sh
 # shellcheck disable=SC2086
 missing=$(dpkg_missing $PKGS)

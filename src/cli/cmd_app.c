@@ -213,8 +213,9 @@ static int follow_pull(struct cli_ctx *ctx, const json_t *app)
                 v.phase = PULL_PHASES;
                 snprintf(v.step, sizeof(v.step), "done");
                 ended = true;
-            } else if (strcmp(st, "failed") == 0) {
-                snprintf(v.step, sizeof(v.step), "failed");
+            } else if (strcmp(st, "failed") == 0 ||
+                       strcmp(st, "cancelled") == 0) { /* a stop's */
+                snprintf(v.step, sizeof(v.step), "%s", st);
                 free(why);
                 why = xstrdup(table_str(data, "message"));
                 ended = true;
@@ -244,7 +245,8 @@ static int follow_pull(struct cli_ctx *ctx, const json_t *app)
     }
     if (last != NULL) {
         print_app_line(last);
-        if (strcmp(pull_state(last), "failed") == 0)
+        if (strcmp(pull_state(last), "failed") == 0 ||
+            strcmp(pull_state(last), "cancelled") == 0)
             rc = CLI_EXIT_REFUSED;
         json_decref(last);
     } else if (why != NULL) {

@@ -40,6 +40,7 @@ from test_discovery import arc, put, radeon, strix_halo  # noqa: E402
 
 HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
 SPIN = os.path.join(BUILD_DIR, "tests", "integration", "cuda_spin")
+NET_PROBE = os.path.join(BUILD_DIR, "tests", "integration", "net_probe")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 FAKE_CUDA = os.path.join(BUILD_DIR, "tests", "shim", "fakelib",
                          "libcuda.so.1")
@@ -77,16 +78,24 @@ def podman(*args, timeout=120):
                           text=True, timeout=timeout)
 
 
-def build_image(tmp):
-    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold, cuda_spin and their
-    libraries (not libcuda: CDI brings it)."""
+def build_image(tmp, extra_dirs=(), extra_changes=(), image=None):
+    """IMAGE (and IMAGE_PRE) from a rootfs of sh, sleep, cat, dd, rm,
+    cuda_hold, cuda_spin, net_probe and their libraries (not libcuda: CDI
+    brings it); with image, that image alone, with extra_dirs ((path,
+    mode), ...) in the rootfs and extra_changes (podman import --change
+    instructions)."""
     root = os.path.join(tmp, "rootfs")
     os.makedirs(os.path.join(root, "app"))
     os.makedirs(os.path.join(root, "tmp"))
     os.chmod(os.path.join(root, "tmp"), 0o1777)
     files = {"/bin/sh": "/bin/sh", "/bin/sleep": "/bin/sleep",
-             "/bin/cat": "/bin/cat", HOLD: "/app/cuda_hold",
-             SPIN: "/app/cuda_spin"}
+             "/bin/cat": "/bin/cat", "/bin/dd": "/bin/dd", "/bin/rm": "/bin/rm",
+             HOLD: "/app/cuda_hold", SPIN: "/app/cuda_spin"}
+    if os.path.exists(NET_PROBE):
+        files[NET_PROBE] = "/app/net_probe"
+    for d, mode in extra_dirs:
+        os.makedirs(root + d)
+        os.chmod(root + d, mode)
     for src in list(files):
         out = subprocess.run(["ldd", src], capture_output=True,
                              text=True).stdout
@@ -99,6 +108,14 @@ def build_image(tmp):
         shutil.copy(os.path.realpath(src), path)
     tar = os.path.join(tmp, "rootfs.tar")
     subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    if image is not None:
+        changes = []
+        for c in ('CMD ["/bin/sleep", "1000"]',) + tuple(extra_changes):
+            changes += ["--change", c]
+        r = podman("import", *changes, tar, image)
+        if r.returncode != 0:
+            raise RuntimeError("podman import: %s" % r.stderr)
+        return
     r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]', tar, IMAGE)
     if r.returncode != 0:
         raise RuntimeError("podman import: %s" % r.stderr)
@@ -289,6 +306,14 @@ class ManifestTest(accel_harness.SharedAcceld):
         self.assertIn("admin-only", msg)
         self.refused({"privileged": True}, 403, "run.privileged")
         self.refused({"network": "host"}, 403, "run.network")
+        # issue 44 hole 3: podman's shared bridge is an admin's, and no
+        # other network can be named (another app's, a container's)
+        msg = self.refused({"network": "bridge"}, 403, "run.network")
+        self.assertIn("network of its own", msg)
+        for net in ("podman", "accel-x-other", "container:accel-x-other",
+                    "ns:/proc/1/ns/net", "slirp4netns:allow_host_loopback"
+                    "=true"):
+            self.refused({"network": net}, 400, "run.network")
         self.refused({"pid": "host"}, 403, "run.pid")
         self.refused({"capAdd": ["CAP_SYS_ADMIN"]}, 403, "run.capAdd")
 

@@ -974,7 +974,9 @@ static void stop_common(struct accel_daemon *d, const struct auth_user *u,
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
-    if (a != NULL && !ops_busy(a, res))
+    if (a != NULL && launch_cancel(d, a, reason)) /* its pull ended */
+        ops_res_ok(res, 200, view_app(d, a));
+    else if (a != NULL && !ops_busy(a, res))
         stop_async(d, a, reason, res);
     pthread_mutex_unlock(&d->lock);
 }
@@ -999,7 +1001,9 @@ void ops_uninstall(struct accel_daemon *d, const struct auth_user *u,
 
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
-    if (a == NULL || ops_busy(a, res))
+    /* a pull under way is cancelled, the app released: then uninstalled */
+    if (a == NULL ||
+        (!launch_cancel(d, a, "uninstalling") && ops_busy(a, res)))
         goto out;
     if (a->pid > 0 || runtime_ends_on_agent(d, a) || state_app_multi(d, a)) {
         /* the supervisor stops it, then deletes it (here or on the nodes

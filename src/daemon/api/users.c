@@ -18,6 +18,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/node/cluster/cluster.h"
 #include "daemon/node/proc/identity.h"
+#include "daemon/node/runtime/launch.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 #include "daemon/store/store.h"
@@ -276,6 +277,10 @@ enum accel_err users_remove(struct accel_daemon *d, const char *name,
     if (rc != ACCEL_OK)
         goto out;
     n = owned_apps(d, name, &apps);
+    /* a forced removal cancels its apps' pulls (issue 44), which leave
+     * them stopped and released: then uninstalled with the rest */
+    for (size_t i = 0; force && i < n; i++)
+        launch_cancel(d, apps[i], "uninstalling");
     rc = rm_check(name, force, apps, n, cause);
     if (rc != ACCEL_OK)
         goto out;

@@ -481,6 +481,15 @@ enum accel_err manifest_container_check(const struct manifest *m, bool admin,
         *cause = xasprintf("run.network: host %s", admin_only);
         return ACCEL_EFORBIDDEN;
     }
+    if (c->network != NULL && strcmp(c->network, "bridge") == 0) {
+        *cause = xasprintf("run.network: bridge (podman's shared bridge, "
+                           "where other containers and every user of the "
+                           "machine reach the container's address) is "
+                           "admin-only: a member's container has a network "
+                           "of its own, reached only through its published "
+                           "ports, or none");
+        return ACCEL_EFORBIDDEN;
+    }
     if (c->host_pid) {
         *cause = xasprintf("run.pid: host %s", admin_only);
         return ACCEL_EFORBIDDEN;

@@ -12,10 +12,14 @@
 #include "common/accel_setup.h"
 #include "daemon/node/runtime/diskwatch.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/types.h>
 
 #include "common/quantity.h"
@@ -49,7 +53,10 @@ struct disk_watch {
     uint32_t uid;          /* its processes' (their unlinked files count) */
     char *mark;            /* "/accel.slice/<instance>/": those in this
                               acceld's cgroups only; NULL = no cgroups */
+    char *ctr;             /* a container app's "/accel.slice/<instance>/
+                              <app>/" (its /dev/shm counts), else NULL */
     uint64_t used;         /* measured without the lock */
+    uint64_t shm;          /* of used, its container's /dev/shm */
     enum accel_err rc;     /* ACCEL_ERANGE: past the walk's bounds */
 };
 
@@ -81,7 +88,11 @@ static size_t gather_disk(struct accel_daemon *d, struct disk_watch *w,
             .uid = uid,
             .mark = d->cg != NULL ? xasprintf("/accel.slice/%s/",
                                               d->cg->instance)
-                                  : NULL};
+                                  : NULL,
+            .ctr = d->cg != NULL && a->m.run.ctr.image != NULL
+                       ? xasprintf("/accel.slice/%s/%s/", d->cg->instance,
+                                   a->name)
+                       : NULL};
         n++;
     }
     return n;
@@ -101,8 +112,78 @@ static char *disk_reason(const struct disk_watch *w)
                          DISK_WALK_MAX_ENTRIES, DISK_WALK_MAX_DEPTH,
                          DISK_WALK_MAX_ENTRIES);
     disk_format(w->used, used, sizeof used);
+    if (w->shm > 0) {
+        char shm[32];
+        disk_format(w->shm, shm, sizeof shm);
+        return xasprintf("stopped: its home %s and its container's /dev/shm "
+                         "use %s (%s in /dev/shm), past limitedDisk %s",
+                         w->home, used, shm, lim);
+    }
     return xasprintf("stopped: its home %s uses %s on disk, past "
                      "limitedDisk %s", w->home, used, lim);
+}
+
+/* The pid namespaces above a process (the fields of NSpid in the status
+ * at path, "\nNSpid:\t<pid>[\t<pid>...]"), and in *last its pid in its
+ * own namespace (0 when unreadable: 0 namespaces). */
+static size_t ns_depth(const char *path, long *last)
+{
+    char buf[4096], *ns, *t;
+    size_t n = 0;
+
+    *last = 0;
+    if (util_read_small(path, buf, sizeof buf) <= 0 ||
+        (ns = strstr(buf, "\nNSpid:")) == NULL)
+        return 0;
+    ns[strcspn(ns + 1, "\n") + 1] = '\0';
+    for (t = strchr(ns, '\t'); t != NULL; t = strchr(t + 1, '\t')) {
+        *last = strtol(t + 1, NULL, 10);
+        n++;
+    }
+    return n;
+}
+
+/* Is pid the init of a container in cgroup ctr (a line of its
+ * /proc/<pid>/cgroup holds ctr, and it is pid 1 of a pid namespace one
+ * below acceld's own: not of one a process of the container made)? */
+static bool container_init(const char *pid, const char *ctr)
+{
+    char path[300], buf[4096];
+    long own, in_ns;
+    size_t depth = ns_depth("/proc/self/status", &own);
+
+    snprintf(path, sizeof path, "/proc/%s/cgroup", pid);
+    if (depth == 0 || util_read_small(path, buf, sizeof buf) <= 0 ||
+        strstr(buf, ctr) == NULL)
+        return false;
+    snprintf(path, sizeof path, "/proc/%s/status", pid);
+    return ns_depth(path, &in_ns) == depth + 1 && in_ns == 1;
+}
+
+/* The bytes used in the /dev/shm of the container in cgroup ctr (a tmpfs
+ * of its own: its init's, through /proc/<pid>/root, where no process of
+ * the container's user can change what is mounted); 0 when none. */
+static uint64_t container_shm(const char *ctr)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    uint64_t used = 0;
+
+    while (dir != NULL && (e = readdir(dir)) != NULL) {
+        char path[300];
+        struct statfs fs;
+        if (!isdigit((unsigned char)e->d_name[0]) ||
+            !container_init(e->d_name, ctr))
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/root/dev/shm", e->d_name);
+        if (statfs(path, &fs) == 0 && fs.f_type == 0x01021994 /* tmpfs */ &&
+            fs.f_blocks >= fs.f_bfree)
+            used = (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
+        break;
+    }
+    if (dir != NULL)
+        closedir(dir);
+    return used;
 }
 
 /* Measure the home at w (used and rc): the tree, and the files the
@@ -121,6 +202,10 @@ static void measure_home(struct disk_watch *w)
     w->used += held;
     if (rc == ACCEL_ERANGE)
         w->rc = rc;
+    if (w->ctr != NULL) {
+        w->shm = container_shm(w->ctr);
+        w->used += w->shm;
+    }
 }
 
 uint64_t diskwatch_pass(struct accel_daemon *d,
@@ -139,8 +224,12 @@ uint64_t diskwatch_pass(struct accel_daemon *d,
         while (k < i && strcmp(w[k].home, w[i].home) != 0)
             k++;
         if (k < i) { /* the owner's home, measured for another app */
-            w[i].used = w[k].used;
+            w[i].used = w[k].used - w[k].shm;
             w[i].rc = w[k].rc;
+            if (w[i].ctr != NULL) {
+                w[i].shm = container_shm(w[i].ctr);
+                w[i].used += w[i].shm;
+            }
             continue;
         }
         measure_home(&w[i]);
@@ -162,6 +251,7 @@ uint64_t diskwatch_pass(struct accel_daemon *d,
         free(w[i].app);
         free(w[i].home);
         free(w[i].mark);
+        free(w[i].ctr);
     }
     free(w);
     return (util_now_ns() - t0) / 1000000u;

@@ -192,7 +192,8 @@ static char *ids_here(void)
 
 enum accel_err image_pull(const char *ref,
                           void (*line)(void *ctx, const char *line), void *ctx,
-                          json_t **pin, char **cause)
+                          struct podman_watch *watch, json_t **pin,
+                          char **cause)
 {
     char *argv[] = {"podman", "pull", (char *)ref, NULL};
     struct podman_lines *l;
@@ -218,8 +219,22 @@ enum accel_err image_pull(const char *ref,
     l = xcalloc(1, sizeof(*l));
     l->line = line;
     l->ctx = ctx;
+    l->watch = watch;
     if (podman_lines(argv, NULL, 0, PODMAN_PULL_MS, l) != 0) {
-        *cause = pull_cause(ref, l->last);
+        if (watch != NULL && watch->cancelled) {
+            *cause = xasprintf("pulling %s was cancelled", ref);
+            rc = ACCEL_EBUSY;
+        } else if (watch != NULL && watch->stalled) {
+            *cause = xasprintf("pulling %s failed: no progress for %u s "
+                               "(podman wrote no line and read less than "
+                               "%u KiB: the registry does not answer; "
+                               "ACCEL_PULL_STALL_SECONDS)%s%s",
+                               ref, watch->stall_ms / 1000,
+                               PODMAN_WATCH_MIN_READ / 1024,
+                               l->last[0] ? ": " : "", l->last);
+        } else {
+            *cause = pull_cause(ref, l->last);
+        }
     } else { /* its last line is the image's ID */
         rc = image_pin(l->last, pin, cause);
         if (rc == ACCEL_OK) {

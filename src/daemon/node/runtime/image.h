@@ -29,15 +29,21 @@ enum accel_err image_pin(const char *ref, json_t **pin, char **cause);
  * reference that is not an archive). */
 int image_archive_stat(const char *ref, struct stat *st);
 
+struct podman_watch;
+
 /* Pull ref (podman pull; an archive is loaded): each line podman writes
  * to line(ctx, ...) as it comes (no lock held), then ACCEL_OK with *pin
  * as image_pin's of the image pulled (its ref ref); else *cause: "pulling
  * <ref> failed: ", its cause sorted (no such image, the registry cannot be
- * reached, the disk is full) and podman's last line. Blocks for the pull,
- * an hour at most: no lock. */
+ * reached, the disk is full, no progress for the watch's stall_ms) and
+ * podman's last line, or ACCEL_EBUSY with "pulling <ref> was cancelled".
+ * watch (NULL: none) lets another thread cancel it and
+ * ends a stalled pull (podman.h). Blocks for the pull, an hour at most:
+ * no lock. */
 enum accel_err image_pull(const char *ref,
                           void (*line)(void *ctx, const char *line), void *ctx,
-                          json_t **pin, char **cause);
+                          struct podman_watch *watch, json_t **pin,
+                          char **cause);
 
 /* Pin a's image (lock held): pin (stolen; NULL = none) becomes a's, kept
  * in <data-dir>/images/<app>.json, so every later start, after an acceld

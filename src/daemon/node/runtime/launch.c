@@ -78,3 +78,13 @@ bool launch_pending(const struct app *a)
     const char *st = json_string_value(json_object_get(a->pull, "state"));
     return a->pin_check != 0 || (st != NULL && strcmp(st, "pulling") == 0);
 }
+
+bool launch_cancel(struct accel_daemon *d, struct app *a, const char *reason)
+{
+    const struct runner *r = runner_of(a);
+
+    if (a->state != APP_RESUMING || a->pid > 0 || !launch_pending(a) ||
+        !state_app_runs_here(d, a) || r->cancel == NULL || !r->cancel(d, a))
+        return false;
+    return lifecycle_commit_release(d, a, APP_STOPPED, reason) == ACCEL_OK;
+}

@@ -55,4 +55,15 @@ void launch_app(struct accel_daemon *d, struct app *a, enum runner_seen seen,
  * looked for? Its start waits for it. */
 bool launch_pending(const struct app *a);
 
+/*
+ * A stop, an uninstall or a user's removal of a whose start waits for its
+ * prepare (lock held; launch_pending, a resuming with no process): the
+ * job is cancelled (a pull's podman killed, what it left removed) and a
+ * released `stopped` with reason (may be NULL), so that the caller goes
+ * on with an app that is not busy (issue 44: a stalled pull held the GPU
+ * and answered the admin 409). False, nothing done, otherwise, or when the
+ * release could not be saved (the caller's ops_busy answers then).
+ */
+bool launch_cancel(struct accel_daemon *d, struct app *a, const char *reason);
+
 #endif /* ACCEL_DAEMON_NODE_RUNTIME_LAUNCH_H */

@@ -15,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -27,17 +29,65 @@
 
 char *const podman_env[] = {"PATH=" PODMAN_PATH, "HOME=/root", NULL};
 
-/* In a forked child: stdout/stderr to fd (or /dev/null), exec podman. */
-static void exec_podman(char *const *argv, int fd)
+/* In a forked child: stdout/stderr to fd (or /dev/null), exec podman
+ * with podman_env and TMPDIR=tmpdir when that is not NULL. */
+static void exec_podman(char *const *argv, int fd, const char *tmpdir)
 {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    char tmp[PATH_MAX + 8];
+    char *const with_tmp[] = {podman_env[0], podman_env[1], tmp, NULL};
+    char *const *env = podman_env;
+
+    if (tmpdir != NULL) {
+        snprintf(tmp, sizeof tmp, "TMPDIR=%s", tmpdir);
+        env = with_tmp;
+    }
     if (null >= 0)
         dup2(null, STDIN_FILENO);
     dup2(fd >= 0 ? fd : null, STDOUT_FILENO);
     dup2(fd >= 0 ? fd : null, STDERR_FILENO);
-    execve("/usr/bin/podman", argv, podman_env);
-    execvpe("podman", argv, podman_env);
+    execve("/usr/bin/podman", argv, env);
+    execvpe("podman", argv, env);
     _exit(127);
+}
+
+/* The bytes pid has read so far (rchar of /proc/<pid>/io), 0 when
+ * unreadable. */
+static uint64_t read_bytes(pid_t pid)
+{
+    char path[64], buf[512], *r;
+
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    if (util_read_small(path, buf, sizeof buf) <= 0 ||
+        (r = strstr(buf, "rchar:")) == NULL)
+        return 0;
+    return strtoull(r + 6, NULL, 10);
+}
+
+/* A watched podman's look (every PODMAN_WATCH_STEP_MS): true when it is
+ * to be killed (cancelled, or no line and less than PODMAN_WATCH_MIN_READ
+ * bytes read for stall_ms: podman idle reads a byte every few hundred
+ * milliseconds, a download reads far more). *seen is the bytes read at
+ * the last progress, *at its time, got true when a line came since. */
+static bool watch_ends(struct podman_watch *w, pid_t pid, bool got,
+                       uint64_t *seen, uint64_t *at)
+{
+    uint64_t now = util_now_ns(), rd = read_bytes(pid);
+
+    if (atomic_load(&w->cancel)) {
+        w->cancelled = true;
+        return true;
+    }
+    if (got || rd >= *seen + PODMAN_WATCH_MIN_READ) {
+        *seen = rd;
+        *at = now;
+        return false;
+    }
+    if (w->stall_ms != 0 && now - *at >= (uint64_t)w->stall_ms * 1000000ULL) {
+        w->stalled = true;
+        return true;
+    }
+    return false;
 }
 
 static void lines_feed(struct podman_lines *l, const char *buf, size_t n,
@@ -67,6 +117,8 @@ int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
     size_t got = 0;
     pid_t pid;
     uint64_t deadline = util_now_ns() + (uint64_t)ms * 1000000ULL;
+    struct podman_watch *w = lines != NULL ? lines->watch : NULL;
+    uint64_t seen = 0, at = util_now_ns();
 
     if (pipe2(fds, O_CLOEXEC) != 0)
         return -1;
@@ -76,18 +128,31 @@ int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
         close(fds[1]);
         return -1;
     }
-    if (pid == 0)
-        exec_podman(argv, fds[1]);
+    if (pid == 0) {
+        /* a watched podman (a pull) ends with the thread that waits for
+         * it: acceld killed during a pull leaves no pull running */
+        if (w != NULL)
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+        exec_podman(argv, fds[1], w != NULL ? w->tmpdir : NULL);
+    }
     close(fds[1]);
     for (;;) {
         struct pollfd p = {fds[0], POLLIN, 0};
         char buf[1024];
         ssize_t n;
         int64_t left = (int64_t)(deadline - util_now_ns()) / 1000000;
-        if (util_now_ns() >= deadline || poll(&p, 1, (int)left) <= 0) {
+        int ready = 0;
+        if (w != NULL && left > (int64_t)PODMAN_WATCH_STEP_MS)
+            left = PODMAN_WATCH_STEP_MS;
+        if (util_now_ns() >= deadline ||
+            (ready = poll(&p, 1, (int)left)) < 0 ||
+            (ready == 0 && w == NULL) ||
+            (w != NULL && watch_ends(w, pid, ready > 0, &seen, &at))) {
             kill(pid, SIGKILL);
             break;
         }
+        if (ready == 0)
+            continue;
         n = read(fds[0], buf, sizeof buf);
         if (n <= 0)
             break;
@@ -122,7 +187,7 @@ void podman_detached(char *const *argv)
     pid_t pid = fork();
     if (pid == 0) {
         if (fork() == 0)
-            exec_podman(argv, -1);
+            exec_podman(argv, -1, NULL);
         _exit(0);
     }
     if (pid > 0)

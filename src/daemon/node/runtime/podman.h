@@ -9,6 +9,7 @@
 #ifndef ACCEL_DAEMON_NODE_RUNTIME_PODMAN_H
 #define ACCEL_DAEMON_NODE_RUNTIME_PODMAN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -20,6 +21,27 @@
  * iptables), root's HOME, nothing else of acceld's. NULL-terminated. */
 extern char *const podman_env[];
 
+#define PODMAN_WATCH_STEP_MS 100u /* how often a watched podman is looked at */
+#define PODMAN_WATCH_MIN_READ 65536u /* bytes read that are progress */
+
+/*
+ * A long podman command another thread may end (a pull, issue 44): it is
+ * killed (SIGKILL) within PODMAN_WATCH_STEP_MS of cancel being set, and
+ * when for stall_ms it has written no line and read less than
+ * PODMAN_WATCH_MIN_READ bytes (its /proc/<pid>/io rchar: what it reads
+ * from a registry, an archive or its storage; idle, podman still reads a
+ * byte every few hundred milliseconds). tmpdir (NULL: podman's own, /var/tmp) is its TMPDIR, where
+ * podman keeps what it copies, so that the caller removes what a killed
+ * podman left.
+ */
+struct podman_watch {
+    unsigned stall_ms;   /* 0: no stall is looked for */
+    const char *tmpdir;  /* its TMPDIR, or NULL */
+    atomic_bool cancel;  /* set by another thread: podman is killed */
+    bool stalled;        /* out: killed for no progress in stall_ms */
+    bool cancelled;      /* out: killed for cancel */
+};
+
 /* Each line of podman's output (split at '\n' or '\r', at most
  * PODMAN_LINE_MAX bytes) to line(ctx, ...), the last one kept in last. */
 struct podman_lines {
@@ -28,6 +50,7 @@ struct podman_lines {
     char cur[PODMAN_LINE_MAX];                 /* the line being read */
     size_t n;                                  /* its length so far */
     char last[PODMAN_LINE_MAX];                /* the last whole line */
+    struct podman_watch *watch;                /* NULL: not watched */
 };
 
 /*

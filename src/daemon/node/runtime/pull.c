@@ -5,17 +5,21 @@
 #include "common/accel_setup.h"
 #include "daemon/node/runtime/pull.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/proc/disk.h"
 #include "daemon/node/runtime/image.h"
+#include "daemon/node/runtime/podman.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/rules/manifest.h"
 
@@ -173,7 +177,100 @@ struct pull_job {
     char *ref;
     runner_go_fn go;         /* a's start, once it may */
     runner_commit_fn commit; /* go's commit */
+    struct podman_watch watch; /* its cancel, its stall (podman.h) */
+    char *tmpdir;            /* podman's TMPDIR, removed after the pull */
+    bool cancelled;          /* under pulls_lock: a stop took the app */
+    struct pull_job *next;   /* in pulls */
 };
+
+/* The pulls under way, every daemon's (pull_cancel finds them). */
+static pthread_mutex_t pulls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pull_job *pulls;
+static _Atomic uint64_t pull_seq; /* names each pull's TMPDIR */
+
+/* The no-progress time of a pull: ACCEL_PULL_STALL_SECONDS, else
+ * PULL_STALL_S_DEFAULT; 0 never ends a pull for it. */
+static unsigned stall_ms(void)
+{
+    const char *e = getenv(PULL_STALL_ENV);
+    char *end = NULL;
+    unsigned long v = PULL_STALL_S_DEFAULT;
+
+    if (e != NULL && e[0] != '\0') {
+        v = strtoul(e, &end, 10);
+        if (*end != '\0' || v > 86400) {
+            log_warn("%s=\"%s\" is not a number of seconds from 0 to "
+                     "86400: %d s", PULL_STALL_ENV, e, PULL_STALL_S_DEFAULT);
+            v = PULL_STALL_S_DEFAULT;
+        }
+    }
+    return (unsigned)v * 1000u;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+/* What a pull left in its TMPDIR (a killed podman's copies), and the
+ * directory. Links are removed, never followed. */
+static void tmpdir_remove(const char *dir)
+{
+    if (dir != NULL)
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* A fresh TMPDIR for a pull, <data-dir>/run/pulls/<n> (0700), or NULL
+ * (podman's own then). */
+static char *tmpdir_make(struct accel_daemon *d)
+{
+    char *top = xasprintf("%s/run/pulls", d->cfg.data_dir);
+    char *dir = xasprintf("%s/%llu.%d", top,
+                          (unsigned long long)(atomic_fetch_add(&pull_seq, 1) +
+                                               1),
+                          (int)getpid());
+
+    if ((mkdir(top, 0700) != 0 && errno != EEXIST) ||
+        mkdir(dir, 0700) != 0) {
+        log_warn("pull: cannot make %s (%s): podman's TMPDIR is its own",
+                 dir, strerror(errno));
+        free(dir);
+        dir = NULL;
+    }
+    free(top);
+    return dir;
+}
+
+/* j out of pulls; was it cancelled? */
+static bool unlist(struct pull_job *j)
+{
+    bool cancelled;
+
+    pthread_mutex_lock(&pulls_lock);
+    for (struct pull_job **p = &pulls; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            break;
+        }
+    cancelled = j->cancelled;
+    pthread_mutex_unlock(&pulls_lock);
+    return cancelled;
+}
+
+static void job_free(struct pull_job *j)
+{
+    free(j->app);
+    free(j->ref);
+    free(j->tmpdir);
+    free(j);
+}
 
 /* a's pull: state, progress and message (their control characters
  * escaped), and an app.pull event. */
@@ -249,12 +346,23 @@ static void *pull_main(void *arg)
     char *cause = pull_room(d, j->ref);
     enum accel_err rc = cause != NULL ? ACCEL_ESYS
                                       : image_pull(j->ref, pull_line, j,
-                                                   &pin, &cause);
+                                                   &j->watch, &pin, &cause);
     struct app *a;
+    bool cancelled;
 
+    tmpdir_remove(j->tmpdir);
     pthread_mutex_lock(&d->lock);
+    cancelled = unlist(j);
     a = state_app_find(d, j->app);
-    if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
+    if (cancelled) {
+        log_info("app %s: the pull of %s was cancelled%s", j->app, j->ref,
+                 rc == ACCEL_OK ? " as it ended: the image is the app's" : "");
+        if (rc == ACCEL_OK && a != NULL && a->m.run.ctr.image != NULL &&
+            strcmp(a->m.run.ctr.image, j->ref) == 0) {
+            image_pin_set(d, a, pin); /* its uninstall removes it */
+            pin = NULL;
+        }
+    } else if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
         a->pid == 0 && !d->stopping) {
         if (rc == ACCEL_OK) {
             pull_note(d, a, "done", json_string_value(json_object_get(
@@ -270,9 +378,7 @@ static void *pull_main(void *arg)
     pthread_mutex_unlock(&d->lock);
     json_decref(pin);
     free(cause);
-    free(j->app);
-    free(j->ref);
-    free(j);
+    job_free(j);
     atomic_fetch_sub(&d->slow_ops, 1);
     return NULL;
 }
@@ -292,12 +398,20 @@ static void pull_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
     j->ref = xstrdup(a->m.run.ctr.image);
     j->go = go;
     j->commit = commit;
+    j->tmpdir = tmpdir_make(d);
+    j->watch.tmpdir = j->tmpdir;
+    j->watch.stall_ms = stall_ms();
+    atomic_init(&j->watch.cancel, false);
     pull_note(d, a, "pulling", "", "");
+    pthread_mutex_lock(&pulls_lock);
+    j->next = pulls;
+    pulls = j;
+    pthread_mutex_unlock(&pulls_lock);
     if (slow_thread(d, pull_main, j))
         return;
-    free(j->app);
-    free(j->ref);
-    free(j);
+    unlist(j);
+    tmpdir_remove(j->tmpdir);
+    job_free(j);
     json_decref(a->pull);
     a->pull = NULL;
     go(d, a, commit);
@@ -316,4 +430,30 @@ bool pull_prepare(struct accel_daemon *d, struct app *a, enum runner_seen seen,
         return true;
     }
     return false;
+}
+
+bool pull_cancel(struct accel_daemon *d, struct app *a)
+{
+    bool any = a->pin_check != 0;
+
+    a->pin_check = 0; /* check_main finds no check of its number */
+    pthread_mutex_lock(&pulls_lock);
+    for (struct pull_job *j = pulls; j; j = j->next)
+        if (j->d == d && !j->cancelled && strcmp(j->app, a->name) == 0) {
+            j->cancelled = true;
+            atomic_store(&j->watch.cancel, true);
+            any = true;
+        }
+    pthread_mutex_unlock(&pulls_lock);
+    if (any && a->pull != NULL)
+        pull_note(d, a, "cancelled", "", "stopped while it pulled");
+    return any;
+}
+
+void pull_sweep(struct accel_daemon *d)
+{
+    char *top = xasprintf("%s/run/pulls", d->cfg.data_dir);
+
+    tmpdir_remove(top);
+    free(top);
 }

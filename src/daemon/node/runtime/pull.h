@@ -38,4 +38,24 @@ bool pull_prepare(struct accel_daemon *d, struct app *a, enum runner_seen seen,
  */
 enum runner_seen pull_look(struct accel_daemon *d, const char *name);
 
+/* The no-progress time after which a pull fails (issue 44): no line from
+ * podman and no byte read by it for so long. ACCEL_PULL_STALL_SECONDS
+ * (0 to 86400; 0: never) sets it, as tests do. */
+#define PULL_STALL_ENV "ACCEL_PULL_STALL_SECONDS"
+#define PULL_STALL_S_DEFAULT 300
+
+/*
+ * The container runner's cancel (runner.h; lock held): a's pull under way
+ * is ended (its podman killed within PODMAN_WATCH_STEP_MS, what it left
+ * in its TMPDIR removed, the app left alone when it ends: container.pull
+ * says `cancelled`), and a look for its pinned image is forgotten. True
+ * when there was one; the caller then releases a.
+ */
+bool pull_cancel(struct accel_daemon *d, struct app *a);
+
+/* At acceld's start, before any pull: what pulls of an acceld killed
+ * meanwhile left in their TMPDIRs (<data-dir>/run/pulls) is removed (a
+ * podman pull dies with its acceld: PR_SET_PDEATHSIG). */
+void pull_sweep(struct accel_daemon *d);
+
 #endif /* ACCEL_DAEMON_NODE_RUNTIME_PULL_H */

@@ -118,6 +118,9 @@ struct runner {
     bool (*prepare)(struct accel_daemon *d, struct app *a,
                     enum runner_seen seen, runner_go_fn go,
                     runner_commit_fn commit);
+    /* End the job prepare began for a (lock held): its go never runs.
+     * True when there was one (the caller then releases a). */
+    bool (*cancel)(struct accel_daemon *d, struct app *a);
     /* At acceld's start (no lock, before the threads): remove what the
      * runner left of apps that no longer run (the container runner: its
      * containers); returns how many. */

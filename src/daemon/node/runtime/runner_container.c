@@ -38,6 +38,7 @@
 #include "daemon/log.h"
 #include "daemon/node/proc/homepath.h"
 #include "daemon/node/runtime/cdi.h"
+#include "daemon/node/runtime/diskwatch.h"
 #include "daemon/node/runtime/image.h"
 #include "daemon/node/runtime/podman.h"
 #include "daemon/node/runtime/pull.h"
@@ -331,8 +332,110 @@ static enum accel_err volume_source(const struct runner_start *s, size_t i,
     return rc;
 }
 
+/* Is the owner of app an admin (lock held)? An owner acceld does not know
+ * (a user removed meanwhile, or one of another node's store) is not. */
+static bool owner_admin(struct accel_daemon *d, const struct app *app)
+{
+    const struct user_rec *u =
+        app->owner != NULL ? state_user_find(d, app->owner) : NULL;
+    return u != NULL && u->admin;
+}
+
+/*
+ * What a member's container is held to beyond its manifest (SPEC 8.2.1,
+ * issue 44): no more than a member's process.
+ * - Disk: its root is read-only (--read-only, without podman's own tmpfs
+ *   on /tmp, /var/tmp and /run: --read-only-tmpfs=false), and an image's
+ *   VOLUME paths get no anonymous volume (--image-volume=ignore): every
+ *   byte it writes lands in its owner's home, which the disk watch counts
+ *   toward limitedDisk: its volumes, and /tmp and /var/tmp, both the
+ *   home's CTR_TMP_DIR/<app> (made as the owner). /dev/shm is a tmpfs of
+ *   shmSize (podman's 64 MiB by default), at most limitedMemory and
+ *   limitedDisk: its pages are the app's memory, and the disk watch adds
+ *   what it holds to the home's bytes (diskwatch.c).
+ * - Network: a network namespace of its own, never a shared bridge:
+ *   slirp4netns, which gives it the outside as a host process has it (not
+ *   the host's loopback) and reaches it only through its published ports
+ *   (on loopback, manifest_container_check); or none when the manifest
+ *   says none (bridge and host are an admin's).
+ */
+#define CTR_TMP_DIR ".accel-tmp"
+#define CTR_SHM_DEFAULT (64ULL << 20) /* podman's /dev/shm */
+
+/* A member's /dev/shm: shmSize (podman's default without one), at most
+ * limitedMemory (its pages are the app's memory) and limitedDisk (the
+ * disk watch counts them too: past it, ENOSPC rather than a stop). */
+static uint64_t member_shm(const struct runner_start *s)
+{
+    uint64_t shm = s->a->m.run.ctr.shm_size ? s->a->m.run.ctr.shm_size
+                                            : CTR_SHM_DEFAULT;
+    uint64_t disk = diskwatch_limit(s->a);
+
+    if (s->lim.memory && shm > s->lim.memory)
+        shm = s->lim.memory;
+    return disk && shm > disk ? disk : shm;
+}
+
+/* Does a volume of c go at target (its text, a trailing '/' aside)? */
+static bool volume_at(const struct manifest_container *c, const char *target)
+{
+    size_t n = strlen(target);
+
+    for (size_t i = 0; i < c->nvolumes; i++) {
+        const char *t = c->volumes[i].target;
+        if (strncmp(t, target, n) == 0 &&
+            t[n + strspn(t + n, "/")] == '\0')
+            return true;
+    }
+    return false;
+}
+
+static enum accel_err add_member_rules(struct args *a,
+                                       const struct runner_start *s,
+                                       char **cause)
+{
+    const struct manifest_container *c = &s->a->m.run.ctr;
+    struct homepath_owner o = { .home = s->who->home, .uid = s->who->uid,
+                                .gid = s->who->gid, .drop = s->who->drop };
+    char *rel = xasprintf("%s/%s", CTR_TMP_DIR, s->a->name), *tmp = NULL;
+    enum accel_err rc;
+
+    add(a, xstrdup("--read-only"));
+    add(a, xstrdup("--read-only-tmpfs=false"));
+    add(a, xstrdup("--image-volume=ignore"));
+    rc = homepath_resolve(&o, rel, "the container's /tmp", true, &tmp, cause);
+    free(rel);
+    if (rc == ACCEL_ENOTFOUND) {
+        *cause = xasprintf("the container's /tmp (%s/%s/%s in its owner's "
+                           "home) could not be made as its owner",
+                           s->who->home, CTR_TMP_DIR, s->a->name);
+        rc = ACCEL_EFORBIDDEN;
+    }
+    if (rc != ACCEL_OK)
+        return rc;
+    /* not where a volume of the manifest goes (its own, in the home) */
+    if (!volume_at(c, "/tmp"))
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=/tmp", tmp));
+    if (!volume_at(c, "/var/tmp"))
+        add(a, xasprintf("--mount=type=bind,src=%s,dst=/var/tmp", tmp));
+    free(tmp);
+    add(a, xasprintf("--shm-size=%llub", (unsigned long long)member_shm(s)));
+    if (c->network != NULL && strcmp(c->network, "none") == 0) {
+        add(a, xstrdup("--network=none"));
+    } else if (!executable("slirp4netns")) {
+        *cause = xasprintf("a member's container has a network of its own "
+                           "through slirp4netns, which this machine lacks: "
+                           "install it (apt-get install slirp4netns), or "
+                           "give the app run.network: none");
+        return ACCEL_EINVAL;
+    } else {
+        add(a, xstrdup("--network=slirp4netns:allow_host_loopback=false"));
+    }
+    return ACCEL_OK;
+}
+
 static enum accel_err add_manifest(struct args *a,
-                                   const struct runner_start *s,
+                                   const struct runner_start *s, bool member,
                                    char **cause)
 {
     const struct manifest_container *c = &s->a->m.run.ctr;
@@ -349,15 +452,16 @@ static enum accel_err add_manifest(struct args *a,
                          c->volumes[i].read_only ? ",ro" : ""));
         free(src);
     }
-    if (c->shm_size)
+    if (c->shm_size && !member) /* a member's: add_member_rules */
         add(a, xasprintf("--shm-size=%llub", (unsigned long long)c->shm_size));
-    if (c->privileged)
+    /* an admin's alone, at each start too (install refuses a member's) */
+    if (c->privileged && !member)
         add(a, xstrdup("--privileged"));
-    if (c->network)
+    if (c->network && !member)
         add(a, xasprintf("--network=%s", c->network));
-    if (c->host_pid)
+    if (c->host_pid && !member)
         add(a, xstrdup("--pid=host"));
-    for (size_t i = 0; c->cap_add && c->cap_add[i]; i++)
+    for (size_t i = 0; !member && c->cap_add && c->cap_add[i]; i++)
         add(a, xasprintf("--cap-add=%s", c->cap_add[i]));
     if (s->a->m.run.workdir)
         add(a, xasprintf("--workdir=%s", s->a->m.run.workdir));
@@ -403,6 +507,7 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     const char *rt = oci_runtime(d->cg, cause);
     char name[128], *parent = cgroup_app_rel(d->cg, app->name), *hip;
     enum accel_err rc = ACCEL_OK;
+    bool member;
 
     if (rt == NULL || parent == NULL || d->cg->v2_dir == NULL) {
         if (rt != NULL)
@@ -437,7 +542,11 @@ static enum accel_err container_argv(struct accel_daemon *d, struct args *a,
     add(a, ulimit_arg("nofile", RLIMIT_NOFILE, 0));
     add(a, ulimit_arg("nproc", RLIMIT_NPROC, pid_max()));
     add_limits(d, a, &s->lim);
-    rc = add_manifest(a, s, cause);
+    member = !owner_admin(d, app);
+    if (member)
+        rc = add_member_rules(a, s, cause);
+    if (rc == ACCEL_OK)
+        rc = add_manifest(a, s, member, cause);
     hip = cdi_hip_visible(d, app);
     add_env(a, s, s->cfg, image_pin_field(d, app, "preload"), hip);
     free(hip);
@@ -596,6 +705,7 @@ static size_t container_sweep(struct accel_daemon *d)
     size_t removed = 0;
     bool any = false;
 
+    pull_sweep(d);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps && !any; i++)
         any = d->apps[i]->m.run.ctr.image != NULL;
@@ -675,6 +785,7 @@ const struct runner runner_container = {
     .adopt = container_adopt,
     .look = pull_look,
     .prepare = pull_prepare,
+    .cancel = pull_cancel,
     .sweep = container_sweep,
     .tick = image_sweep_unused,
     .json = container_json,
