@@ -77,9 +77,10 @@ def podman(*args, timeout=120):
                           text=True, timeout=timeout)
 
 
-def build_image(tmp):
-    """IMAGE from a rootfs of sh, sleep, cat, cuda_hold, cuda_spin and their
-    libraries (not libcuda: CDI brings it)."""
+def rootfs_tar(tmp):
+    """A tarball (in tmp) of a rootfs of sh, sleep, cat, cuda_hold,
+    cuda_spin and their libraries (not libcuda: CDI brings it); its path.
+    test_docker imports it into its own dockerd."""
     root = os.path.join(tmp, "rootfs")
     os.makedirs(os.path.join(root, "app"))
     os.makedirs(os.path.join(root, "tmp"))
@@ -99,6 +100,12 @@ def build_image(tmp):
         shutil.copy(os.path.realpath(src), path)
     tar = os.path.join(tmp, "rootfs.tar")
     subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    return tar
+
+
+def build_image(tmp):
+    """IMAGE and IMAGE_PRE from rootfs_tar's rootfs."""
+    tar = rootfs_tar(tmp)
     r = podman("import", "--change", 'CMD ["/bin/sleep", "1000"]', tar, IMAGE)
     if r.returncode != 0:
         raise RuntimeError("podman import: %s" % r.stderr)
