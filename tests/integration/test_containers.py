@@ -598,10 +598,11 @@ class ContainerRunTest(ContainerCase):
         self.assert_nothing_left("keep")
 
     def test_own_container_release_waits_for_it(self):
-        """SPEC 2.9 for a person's own container: an uninstall sends
-        SIGTERM to what the app's cgroup holds and keeps the binding
-        (releasing) until it is gone; what ignores the SIGTERM is killed
-        after the app's stop timeout (an external app's: 10 s)."""
+        """SPEC 2.9 for a person's own container: an uninstall stops
+        what the app's cgroup holds through podman (podman stop: SIGTERM)
+        and keeps the binding (releasing) until it is gone; what ignores
+        the SIGTERM is killed after the app's stop timeout (an external
+        app's: 10 s)."""
         m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
         spec_path = "/etc/cdi/accel-%s-extw.json" % self.inst
@@ -617,23 +618,68 @@ class ContainerRunTest(ContainerCase):
                           "its output")
         self.wait_for(lambda: len(self.ctr_procs("extw")) >= 3,
                       "both in the app's cgroup")
+        deaf_pid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                              deaf).stdout)
         st, b = self.d.http("DELETE", "/api/apps/extw")
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["state"], "releasing")
         # the polite one stopped on the SIGTERM, not killed
-        self.wait_for(lambda: not self.running(polite), "the polite one")
-        self.assertIn("bye", podman("logs", polite).stdout)
+        self.wait_for(lambda: not self.running(polite) and
+                      "bye" in podman("logs", polite).stdout,
+                      "the polite one, its last words")
         self.assertEqual(podman("inspect", "--format",
                                 "{{.State.ExitCode}}", polite).stdout.strip(),
                          "0")
         # the deaf one holds the binding until the stop timeout's kill
-        self.assertTrue(self.running(deaf))
+        # (podman says "stopping", not running, meanwhile: its process)
+        self.assertIn(deaf_pid, self.ctr_procs("extw"))
         st, b = self.d.http("GET", "/api/apps/extw")
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["state"], "releasing")
         self.wait_for(lambda: not self.running(deaf), "the deaf one killed")
         self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
                       "the app uninstalled once its cgroup was empty")
+
+    def test_restart_policy_sees_a_stop(self):
+        """Issue 47 item 4: a person's container with a restart policy
+        (`restart: unless-stopped`, nearly every home-lab compose file) is
+        stopped through podman when its app is suspended, so podman does
+        not start it again; a container started for the stopped app, or
+        that one started again, is refused with words that say the app is
+        stopped, not that its name is unknown."""
+        self.install(manifest("extr", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"))
+        spec_path = "/etc/cdi/accel-%s-extr.json" % self.inst
+        self.wait_for(lambda: '"extr"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        name = self.run_own("rs", "extr", "/bin/sh", "-c",
+                            'trap "exit 0" TERM; echo up; '
+                            'while :; do sleep 0.1; done',
+                            flags=("--restart=unless-stopped",))
+        self.wait_for(lambda: len(self.ctr_procs("extr")) >= 2,
+                      "in the app's cgroup")
+        st, b = self.d.http("POST", "/api/apps/extr/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("extr") == "stopped",
+                      "the app stopped once its container was")
+        time.sleep(2)  # a restart policy would have started it again
+        self.assertEqual(podman("inspect", "--format", "{{.State.Status}}",
+                                name).stdout.strip(), "exited")
+        self.assertEqual(podman("inspect", "--format", "{{.RestartCount}}",
+                                name).stdout.strip(), "0")
+        self.wait_for(lambda: "--stopped" in
+                      self.in_ns("cat", spec_path).stdout,
+                      "the stopped app's device")
+        r = self.in_ns("podman", "start", name)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("app 'extr' is stopped", r.stderr)
+        r = self.in_ns("podman", "run", "--rm", "--runtime=runc",
+                       "--network=none", "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--device=accel.dev/app=extr", IMAGE, "/bin/true")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("app 'extr' is stopped", r.stderr)
+        self.assertIn("accelctl app resume extr", r.stderr)
 
     def host_hold(self, uid, gid, cfg, *args):
         """cuda_hold on the host as uid:gid with no capability, the app's
@@ -813,8 +859,11 @@ class ContainerRunTest(ContainerCase):
         self.wait_for(lambda: podman("inspect", "--format",
                                      "{{.State.Running}}", name).stdout
                       .strip() == "false", "the container ended")
-        self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
-                      .returncode != 0, "the spec removed with the binding")
+        # the binding's edits gone with it: the stopped app's device only
+        # refuses (issue 47 item 4)
+        self.wait_for(lambda: "--stopped" in self.in_ns("cat", spec_path)
+                      .stdout, "the spec of the stopped app")
+        self.assertNotIn("LD_PRELOAD", self.in_ns("cat", spec_path).stdout)
         podman("rm", "--force", "--time=0", name)
         self.wait_for(lambda: not [d for d in cgroup_dirs(self.inst)
                                    if os.path.isdir(os.path.join(d, "ext"))],

@@ -42,19 +42,21 @@ WHY = ("needs root, podman's test prerequisites, Debian's docker.io "
 
 
 class Dockerd:
-    """One dockerd of a test's own, in the mount namespace of process
-    ns_pid, its containers' cgroups under cgroup_parent."""
+    """One dockerd of a test's own, its files under tmp."""
 
-    def __init__(self, tmp, ns_pid, cgroup_parent):
+    def __init__(self, tmp):
         # short: containerd's socket path under exec-root must fit 108 bytes
         self.dir = tempfile.mkdtemp(prefix="dk-", dir=tmp)
         self.sock = os.path.join(self.dir, "docker.sock")
+        self.host = "unix://" + self.sock  # DOCKER_HOST
         self.pidfile = os.path.join(self.dir, "docker.pid")
-        self.ns_pid = ns_pid
-        self.cgroup_parent = cgroup_parent
         self.proc = None
 
-    def start(self):
+    def start(self, ns_pid, cgroup_parent):
+        """dockerd in the mount namespace of process ns_pid, its
+        containers' cgroups under cgroup_parent."""
+        self.ns_pid = ns_pid
+        self.cgroup_parent = cgroup_parent
         conf = os.path.join(self.dir, "daemon.json")
         with open(conf, "w") as f:  # the docs' registration
             json.dump({"runtimes": {"accel": {"path": ACCEL_RUNC}}}, f)
@@ -143,15 +145,16 @@ class DockerTest(ContainerCase):
 
     def setUp(self):
         super().setUp()
+        self.dk = Dockerd(self.tmp)
+        # acceld stops Docker's containers through the DOCKER_HOST it has
         self.d = Acceld(inventory=INVENTORY, extra_args=["--node-name", "ctr"],
-                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        env={"ACCEL_CDI_DIR": "/etc/cdi",
+                             "DOCKER_HOST": self.dk.host},
                         wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
                                             cdi_spec(GPU))).start()
         self.inst = self.d.cgroup_instance()
-        self.dk = Dockerd(self.tmp, self.d.proc.pid,
-                          "/accel.slice/%s/docker" % self.inst)
         self.addCleanup(self.dk.close)  # before acceld's (cleanups: LIFO)
-        self.dk.start()
+        self.dk.start(self.d.proc.pid, "/accel.slice/%s/docker" % self.inst)
         r = self.dk.docker("import", "--change", 'CMD ["/bin/sleep", "1000"]',
                            self.tar, IMAGE)
         self.assertEqual(r.returncode, 0, r.stderr)
