@@ -681,6 +681,67 @@ class ContainerRunTest(ContainerCase):
         self.assertIn("app 'extr' is stopped", r.stderr)
         self.assertIn("accelctl app resume extr", r.stderr)
 
+    @unittest.skipUnless(shutil.which("podman-compose"),
+                         "needs Debian's podman-compose (1.0.3)")
+    def test_podman_compose_1_0_3(self):
+        """Issue 47 item 3: the form docs/containers.md gives Debian's
+        podman-compose 1.0.3, `devices: [accel.dev/app=NAME]` (it drops
+        deploy.resources.reservations.devices without a word), with the
+        ulimits a machine whose root lacks CAP_SYS_RESOURCE needs: the
+        quota holds and the container is in the app's cgroup."""
+        self.install(manifest("pc", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"))
+        spec_path = "/etc/cdi/accel-%s-pc.json" % self.inst
+        self.wait_for(lambda: '"pc"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        project = "accelpc%d" % os.getpid()
+        path = os.path.join(self.tmp, "compose.yml")
+        with open(path, "w") as f:
+            json.dump({"networks": {"podman": {"external": True}},
+                       "services": {"hold": {
+                "networks": ["podman"],
+                "image": IMAGE, "devices": ["accel.dev/app=pc"],
+                "ulimits": {"nofile": 1024, "nproc": 1024},
+                "labels": {"accel.instance": self.inst},
+                "environment": ["ASAN_OPTIONS=verify_asan_link_order=0:"
+                                "detect_leaks=0"],
+                "command": ["/app/cuda_hold", "512", "256", "512"]}}}, f)
+
+        # podman-compose 1.0.3 puts every container on a bridge network
+        # (network_mode: none fails: it adds --net <network> all the
+        # same): podman's own, which podman outside acceld's namespace
+        # knows too (a project network's definition would be in that
+        # namespace's /etc alone), in a network namespace of the test's
+        # own that holds the bridge and netavark's firewall chains and
+        # goes with them
+        net = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+        self.addCleanup(net.wait)
+        self.addCleanup(net.kill)
+        self.wait_for(lambda: os.readlink("/proc/%d/ns/net" % net.pid) !=
+                      os.readlink("/proc/self/ns/net"), "its namespace")
+
+        def compose(*args):
+            return subprocess.run(
+                ["nsenter", "--mount=/proc/%d/ns/mnt" % self.d.proc.pid,
+                 "--net=/proc/%d/ns/net" % net.pid, "podman-compose", "-p",
+                 project, "-f", path] + list(args),
+                capture_output=True, text=True, timeout=180)
+        self.addCleanup(compose, "down")
+        r = compose("up", "-d")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        name = project + "_hold_1"
+        logs = lambda: self.in_ns("podman", "logs", name).stdout  # noqa
+        self.wait_for(lambda: "ready" in logs(), "the container's output")
+        self.assertIn("alloc 512 MiB: 2", logs())
+        self.assertIn("total 1024 MiB free 256 MiB", logs())
+        pid = int(self.in_ns("podman", "inspect", "--format",
+                             "{{.State.Pid}}", name).stdout)
+        self.assertIn(pid, self.ctr_procs("pc"))
+        r = compose("down")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: self.ctr_procs("pc") == [], "it gone")
+        self.assertNotIn(name, self.in_ns("podman", "ps", "-a").stdout)
+
     def host_hold(self, uid, gid, cfg, *args):
         """cuda_hold on the host as uid:gid with no capability, the app's
         shim and config; a function that reads its output so far."""

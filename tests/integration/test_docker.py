@@ -243,6 +243,50 @@ class DockerTest(ContainerCase):
         self.assertIn("app 'dkr' is stopped", r.stderr)
         self.assertIn("accelctl app resume dkr", r.stderr)
 
+    @unittest.skipUnless(shutil.which("docker-compose"),
+                         "needs Debian's docker-compose (1.29)")
+    def test_docker_compose_1_29(self):
+        """Item 3: the form docs/containers.md gives Debian's
+        docker-compose 1.29 with Docker 20.10 (no CDI: its
+        deploy.resources device requests refuse driver cdi): `runtime:
+        accel` and ACCEL_APP in the environment. The quota holds, and
+        with `restart: unless-stopped` a suspend stops it for good."""
+        self.external("dc")
+        path = os.path.join(self.tmp, "docker-compose.yml")
+        with open(path, "w") as f:
+            json.dump({"services": {"hold": {
+                "image": IMAGE, "runtime": "accel", "init": True,
+                "environment": ["ACCEL_APP=dc", ASAN],
+                "network_mode": "none", "restart": "unless-stopped",
+                "command": ["/app/cuda_hold", "512", "256", "512"]}}}, f)
+        project = "accel%d" % os.getpid()
+
+        def compose(*args):
+            return subprocess.run(
+                ["docker-compose", "-p", project, "-f", path] + list(args),
+                capture_output=True, text=True, timeout=180,
+                env=dict(os.environ, DOCKER_HOST=self.dk.host))
+        self.addCleanup(compose, "down")
+        r = compose("up", "-d")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = project + "_hold_1"
+        logs = lambda: self.dk.docker("logs", name).stdout  # noqa: E731
+        self.wait_for(lambda: "ready" in logs(), "the container's output")
+        self.assertIn("alloc 512 MiB: 2", logs())
+        self.assertIn("total 1024 MiB free 256 MiB", logs())
+        self.assertIn(int(self.inspect(name, ".State.Pid")),
+                      self.ctr_procs("dc"))
+        st, b = self.d.http("POST", "/api/apps/dc/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.app("dc")["state"] == "stopped",
+                      "the app stopped", timeout=60)
+        time.sleep(2)  # a restart policy would have started it again
+        self.assertEqual(self.inspect(name, ".State.Status"), "exited")
+        self.assertEqual(self.inspect(name, ".RestartCount"), "0")
+        r = compose("down")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.dk.docker("ps", "-aq").stdout.split(), [])
+
     def test_refused_unless_the_app_admits_it(self):
         """A container naming no app of this machine is refused with the
         reason; one naming none runs under accel-runc as under runc."""
