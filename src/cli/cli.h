@@ -112,6 +112,7 @@ int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_app_attach_help(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_stop(struct cli_ctx *ctx, const struct cli_args *args);

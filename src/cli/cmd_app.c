@@ -383,6 +383,30 @@ static void print_allocations(const json_t *app)
     table_release(&t);
 }
 
+/*
+ * How people attach their own containers to an external app (the app's
+ * "attach", issue 47 item 5): the lines for each engine and compose tool,
+ * then the notes (the ulimits a root without CAP_SYS_RESOURCE needs, the
+ * forms tools ignore). Says first when the app refuses containers now.
+ */
+static void print_attach(const json_t *app)
+{
+    const json_t *at = json_object_get(app, "attach"), *w, *x;
+    const char *name = table_str(app, "name");
+    size_t i, k;
+
+    printf("Attach your own containers to %s:\n", name);
+    if (!json_is_true(json_object_get(at, "admits")))
+        printf("  (refused now: %s)\n", table_str(at, "reason"));
+    json_array_foreach(json_object_get(at, "ways"), i, w) {
+        printf("  %s:\n", table_str(w, "tool"));
+        json_array_foreach(json_object_get(w, "lines"), k, x)
+            printf("      %s\n", json_string_value(x));
+    }
+    json_array_foreach(json_object_get(at, "notes"), i, x)
+        printf("%s  - %s\n", i == 0 ? "Notes:\n" : "", json_string_value(x));
+}
+
 static void print_app_details(const json_t *app)
 {
     printf("Name:        %s\n", table_str(app, "name"));
@@ -426,12 +450,39 @@ static void print_app_details(const json_t *app)
         }
     }
     print_allocations(app);
+    if (json_is_object(json_object_get(app, "attach"))) {
+        printf("\n");
+        print_attach(app);
+    }
 }
 
 static void show_app(const json_t *data, const void *arg)
 {
     (void)arg;
     print_app_details(data);
+}
+
+/* attach-help's printer: the lines, or why there are none. */
+static void show_attach(const json_t *data, const void *arg)
+{
+    (void)arg;
+    if (json_is_object(json_object_get(data, "attach")))
+        print_attach(data);
+    else
+        printf("%s runs its own %s, started by acceld: people's own "
+               "containers attach to an external app (one installed "
+               "without run:), docs/containers.md section 5\n",
+               table_str(data, "name"),
+               strcmp(table_str(data, "runner"), "container") == 0
+                   ? "container" : "process");
+}
+
+int cmd_app_attach_help(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    char *path = app_path(args->pos[0], "");
+    int rc = request_report(ctx, "GET", path, NULL, show_attach, NULL);
+    free(path);
+    return rc;
 }
 
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args)

@@ -60,6 +60,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "app show", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "one app: requirements, allocations, usage",
       .handler = cmd_app_show },
+    { .name = "app attach-help", .usage = "NAME", .min_args = 1,
+      .max_args = 1,
+      .summary = "the lines that attach your own containers to an external "
+      "app: podman, Docker (CDI or --runtime accel), each compose tool",
+      .handler = cmd_app_attach_help },
     { .name = "app logs", .usage = "NAME [--follow]", .min_args = 1,
       .max_args = 1, .flags = ACCEL_CLI_OPT_FOLLOW,
       .summary = "an app's output (-f, --follow: keep printing what it "

@@ -245,6 +245,49 @@ class CliTest(unittest.TestCase):
         finally:
             self.uninstall("comfy")
 
+    def test_attach_help(self):
+        """Issue 47 item 5: the exact lines that attach people's own
+        containers to an external app, for each engine and compose tool,
+        with the ulimits note; in app show too; and why a stopped app
+        refuses them now."""
+        self.install_nvidia("att", 2, "lab:GPU-4090:2")
+        r = self.ok("app", "attach-help", "att")
+        for line in ("podman run --device accel.dev/app=att IMAGE",
+                     "docker run --device accel.dev/app=att IMAGE",
+                     "docker run --runtime accel -e ACCEL_APP=att IMAGE",
+                     'devices: ["accel.dev/app=att"]',
+                     "runtime: accel",
+                     'environment: ["ACCEL_APP=att"]',
+                     'device_ids: ["accel.dev/app=att"]',
+                     "--ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
+                     "podman-compose 1.0.3 silently ignores",
+                     "/usr/bin/accel-runc"):
+            self.assertIn(line, r.stdout)
+        for tool in ("podman:", "Docker 25 and later (CDI):",
+                     "Docker 20.10 to 24 (accel-runc):", "podman-compose:",
+                     "docker-compose 1.29 (Docker 20.10):",
+                     "Docker Compose v2 (Docker 25 and later):"):
+            self.assertIn("\n  " + tool + "\n", r.stdout)
+        self.assertIn("podman run --device accel.dev/app=att IMAGE",
+                      self.ok("app", "show", "att").stdout)
+        at = json.loads(self.ok("-o", "json", "app", "attach-help",
+                                "att").stdout)["attach"]
+        self.assertEqual(len(at["ways"]), 6, at)
+        self.ok("app", "stop", "att")
+        r = self.ok("app", "attach-help", "att")
+        self.assertIn("(refused now: app 'att' is stopped", r.stdout)
+        self.assertIn("accelctl app resume att", r.stdout)
+        # an app acceld runs itself has none
+        m = manifest("attrun", nvidia_entry(1))
+        m["run"] = {"command": ["/bin/sleep", "100"]}
+        path = self.write("attrun.json", m)
+        self.addCleanup(self.uninstall, "attrun")
+        self.ok("app", "install", path)
+        r = self.ok("app", "attach-help", "attrun")
+        self.assertIn("attrun runs its own process, started by acceld",
+                      r.stdout)
+        self.assertNotIn("Attach", self.ok("app", "show", "attrun").stdout)
+
     def test_install_with_mib_quota(self):
         self.install_nvidia("small", 1, "lab:GPU-4090:1536Mi")
         allocs = self.app("small")["allocations"]
