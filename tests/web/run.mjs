@@ -710,6 +710,20 @@ try {
     await shot(page, 'apps');
   });
 
+  await step('apps: Attach containers shows the lines of an external app (issue 47 item 5)', async () => {
+    await page.getByRole('button', { name: 'Attach containers to llm' }).click();
+    const dlg = dialog('Attach your own containers to llm');
+    await dlg.getByTestId('attach').waitFor();
+    const t = await dlg.innerText();
+    for (const s of ['podman run --device accel.dev/app=llm IMAGE', 'docker run --runtime accel -e ACCEL_APP=llm IMAGE',
+      'devices: ["accel.dev/app=llm"]', 'runtime: accel', '--ulimit nofile=1024:1024 --ulimit nproc=1024:1024',
+      'podman-compose 1.0.3 silently ignores']) assert.ok(t.includes(s), `the dialog lacks "${s}": ${t}`);
+    assert.equal(await page.getByRole('button', { name: /^Attach containers to / }).count(),
+      (await ok('GET', '/api/apps')).filter((a) => a.external).length);
+    await dlg.locator('.modal-foot').getByRole('button', { name: 'Close' }).click();
+    await dlg.waitFor({ state: 'detached' });
+  });
+
   await step('accelerator page screenshot with assigned apps', async () => {
     await page.goto(`${BASE}/#/accelerator`);
     await page.locator(`article[data-device="${d4090.id}"]`).getByText('llm').waitFor();

@@ -1,6 +1,6 @@
 // Apps: the list with state and owner; install from a manifest file;
 // Resume (the dialog of resume.jsx), Stop, Remove from GPU, Uninstall.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Badge, Empty, Modal, confirmDialog, toast, errText } from './ui.jsx';
 import { gi, giCeil, giOr, stateLabel, typeTitle, hasVram, timeAgo, deviceLabel, devNoun, measured } from './format.js';
@@ -170,8 +170,32 @@ function containerTitle(c) {
   return [c.digest && `pinned to ${c.digest}`, p.message || (p.state === 'pulling' && p.progress)].filter(Boolean).join('\n') || c.image;
 }
 
+/* How people attach their own containers to an external app (the app's
+ * attach, GET /api/apps/NAME): the lines for each engine and compose tool
+ * and the notes, the same as `accelctl app attach-help` prints. */
+export function AttachDialog({ appName, onClose }) {
+  const [at, setAt] = useState(null);
+  const [err, setErr] = useState('');
+  useEffect(() => {
+    API.app(appName).then((a) => setAt(a.attach || {}), (x) => setErr(errText(x)));
+  }, [appName]);
+  return (
+    <Modal title={`Attach your own containers to ${appName}`} onClose={onClose} wide ready={!!(at || err)}
+      footer={<button class="btn" onClick={onClose}>Close</button>}>
+      {err ? <p role="alert">{err}</p> : !at ? <div class="loading">Loading…</div> : (
+        <div class="attach" data-testid="attach">
+          {!at.admits && at.reason && <p class="muted" role="note">Refused now: {at.reason}</p>}
+          {(at.ways || []).map((w) => (
+            <div key={w.tool}><b>{w.tool}</b><pre class="attach-lines">{(w.lines || []).join('\n')}</pre></div>))}
+          {(at.notes || []).length > 0 && <ul class="muted small">{at.notes.map((n) => <li key={n}>{n}</li>)}</ul>}
+        </div>)}
+    </Modal>
+  );
+}
+
 export function AppsPage({ apps, nodes, role, refresh, offline }) {
   const [installing, setInstalling] = useState(false);
+  const [attach, setAttach] = useState(null);
   const [resume, setResume] = useState(null);
   const [busy, setBusy] = useState('');
   const [q, setQ] = useState('');
@@ -253,6 +277,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                         onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `Stopping ${a.name}; its GPU is released once its processes have exited.`)}>Stop</button>}
                     {(a.allocations || []).length > 0 &&
                       <button class="btn small danger-ghost" aria-label={`Remove from ${unitOf(a)}: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh, unitOf(a))}>Remove from {unitOf(a)}</button>}
+                    {a.external && <button class="btn small" aria-label={`Attach containers to ${a.name}`} onClick={() => setAttach(a.name)}>Attach containers</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
                   </div> : <span class="muted small">Managed by the administrator</span>}</td>
                 </tr>
@@ -264,6 +289,7 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
               <span class="muted small">{PAGE} shown; search, filter or sort to find one.</span></div>)}
         </div>
       )}
+      {attach && <AttachDialog appName={attach} onClose={() => setAttach(null)} />}
       {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} nodes={nodes} />}
       {resume && <ResumeDialog appName={resume} role={role} apps={apps} onClose={() => setResume(null)} refresh={refresh} />}
     </>
