@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from accel_harness import BUILD_DIR, Acceld, manifest  # noqa: E402
 from test_containers import (HAVE, INVENTORY, ContainerCase,  # noqa: E402
                              cdi_spec, cdi_wrapper, GPU, rootfs_tar)
+import test_runtime  # noqa: E402
 
 DOCKERD = "/usr/sbin/dockerd"
 DOCKER = "/usr/bin/docker"  # Debian's client, not another one on PATH
@@ -298,6 +299,73 @@ class DockerTest(ContainerCase):
                            "none", IMAGE, "/bin/sh", "-c", "echo plain")
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "plain"),
                          r.stderr)
+
+
+@unittest.skipUnless(HAVE_DOCKER and os.path.exists(test_runtime.FAKE_NVML),
+                     WHY + " and the fake NVML built")
+class DockerForeignTest(ContainerCase):
+    """Item 5: a container that asks for the GPU the NVIDIA way (--gpus,
+    compose's driver: nvidia) bypasses accel: the reconciler shows its
+    process as foreign use of the card, naming the container. The
+    container is an ordinary one of Debian's dockerd (no GPU here), and the
+    fake NVML says its process uses the card."""
+
+    def setUp(self):
+        super().setUp()
+        self.dk = Dockerd(self.tmp)
+        self.nvml = os.path.join(self.tmp, "nvml.txt")
+        self.write_nvml("")
+        self.d = Acceld(inventory=test_runtime.INVENTORY,
+                        extra_args=["--node-name", test_runtime.NODE,
+                                    "--reconcile-interval-ms", "100"],
+                        env={"ACCEL_NVML_LIB": test_runtime.FAKE_NVML,
+                             "ACCEL_FAKE_NVML": self.nvml}).start()
+        self.inst = self.d.cgroup_instance()
+        self.addCleanup(self.dk.close)
+        self.dk.start(self.d.proc.pid, "/accel.slice/%s/docker" % self.inst)
+        r = self.dk.docker("import", "--change", 'CMD ["/bin/sleep", "1000"]',
+                           DockerTest.tar, IMAGE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    @classmethod
+    def setUpClass(cls):
+        DockerTest.setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        DockerTest.tearDownClass()
+
+    def write_nvml(self, extra):
+        text = test_runtime.HEADER + "".join(
+            test_runtime.GPU_LINE % g for g in (test_runtime.GPU_A,
+                                                test_runtime.GPU_B))
+        with open(self.nvml + ".tmp", "w") as f:
+            f.write(text + extra)
+        os.replace(self.nvml + ".tmp", self.nvml)
+
+    def test_gpus_container_is_foreign_and_named(self):
+        gpu = test_runtime.GPU_B
+        r = self.dk.docker("run", "-d", "--name", "nvway", "--network",
+                           "none", IMAGE, "/bin/sleep", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cid = r.stdout.strip()
+        pid = int(self.dk.docker("inspect", "--format", "{{.State.Pid}}",
+                                 "nvway").stdout)
+        self.write_nvml("proc %s %d 536870912 compute\n" % (gpu, pid))
+        dev = lambda: self.d.device(gpu)  # noqa: E731
+        fu = self.wait_for(lambda: dev()["foreignUsage"], "foreignUsage")
+        self.assertEqual(fu, [{"pid": pid, "usedMemory": 536870912,
+                               "container": {"engine": "docker",
+                                             "id": cid}}])
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pid %d (0.50 Gi) in docker container %s" %
+                      (pid, cid[:12]), r.stdout)
+        st, b = self.d.http("GET", "/api/events?limit=200")
+        self.assertTrue(any("(docker container %s)" % cid[:12] in
+                            e.get("message", "") for e in b["data"]), b)
+        self.write_nvml("")
+        self.wait_for(lambda: dev()["foreignUsage"] == [], "it gone")
 
 
 if __name__ == "__main__":
