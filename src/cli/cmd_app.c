@@ -36,14 +36,30 @@ static char *devices_of(const json_t *app)
     return out;
 }
 
-/* One line about an app after a change: "App x is running on n/d". */
+/*
+ * An app's state in the page's words (issue 47 item 9): an external app
+ * that is `running` (its GPU bound; another system runs its processes)
+ * is "assigned", as the page's badge says; every other state as acceld
+ * names it. -o json keeps acceld's name.
+ */
+static const char *shown_state(const json_t *app)
+{
+    const char *st = table_str(app, "state");
+    if (json_is_true(json_object_get(app, "external")) &&
+        strcmp(st, "running") == 0)
+        return "assigned";
+    return st;
+}
+
+/* One line about an app after a change: "App x is running on n/d", "App
+ * y is assigned to n/d" (an external app). */
 static void print_app_line(const json_t *app)
 {
     char *devs = devices_of(app);
-    const char *reason = table_str(app, "reason");
-    printf("App %s is %s", table_str(app, "name"), table_str(app, "state"));
+    const char *reason = table_str(app, "reason"), *st = shown_state(app);
+    printf("App %s is %s", table_str(app, "name"), st);
     if (devs[0] != '\0')
-        printf(" on %s", devs);
+        printf(" %s %s", strcmp(st, "assigned") == 0 ? "to" : "on", devs);
     if (reason[0] != '\0')
         printf(" (%s)", reason);
     printf(".\n");
@@ -307,7 +323,7 @@ static void add_app_row(struct table *t, const json_t *app)
     if (type[0] == '\0')
         type = table_str(json_object_get(app, "requirement"), "mode");
     const char *row[] = { table_str(app, "name"), table_str(app, "owner"),
-                          table_str(app, "state"), type, devs,
+                          shown_state(app), type, devs,
                           table_str(app, "reason") };
     table_add(t, row);
     free(devs);
@@ -359,7 +375,9 @@ static void print_requirement(const char *label, const json_t *req)
 
 static void print_allocations(const json_t *app)
 {
-    static const char *const head[] = { "NODE", "DEVICE", "MODE", "QUOTA" };
+    /* "mode" of an allocation is the GPU type (nvidia, amd, ...): TYPE,
+     * as app list's column and the page say */
+    static const char *const head[] = { "NODE", "DEVICE", "TYPE", "QUOTA" };
     struct table t;
     size_t i;
     json_t *a;
@@ -413,7 +431,7 @@ static void print_app_details(const json_t *app)
     if (table_str(app, "title")[0] != '\0')
         printf("Title:       %s\n", table_str(app, "title"));
     printf("Owner:       %s\n", table_str(app, "owner"));
-    printf("State:       %s\n", table_str(app, "state"));
+    printf("State:       %s\n", shown_state(app));
     if (table_str(app, "reason")[0] != '\0')
         printf("Reason:      %s\n", table_str(app, "reason"));
     printf("External:    %s\n",
