@@ -222,20 +222,29 @@ class DockerTest(ContainerCase):
 
     def test_restart_policy_sees_a_stop(self):
         """Item 4: a container with `--restart unless-stopped` is stopped
-        through Docker when its app is suspended: Docker does not start it
-        again; started again by hand, it is refused with words that say
-        the app is stopped."""
+        through Docker when its app is suspended: the app holds its GPU
+        (releasing) until the container is gone, which here ignores the
+        SIGTERM and ends by Docker's kill after the stop timeout (10 s);
+        Docker does not start it again; started again by hand, it is
+        refused with words that say the app is stopped."""
         self.external("dkr")
         r = self.run_dk("dkr1", "dkr", "/bin/sh", "-c",
-                        "echo up; exec sleep 1000",
+                        'trap "" TERM; echo up; while :; do sleep 0.2; done',
                         flags=("--restart", "unless-stopped"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.wait_for(lambda: len(self.ctr_procs("dkr")) >= 2,
                       "in the app's cgroup")
         st, b = self.d.http("POST", "/api/apps/dkr/suspend")
         self.assertEqual(st, 200, b)
+        t0 = time.time()
+        self.assertEqual(self.app("dkr")["state"], "releasing")
+        time.sleep(1)
+        self.assertEqual(self.inspect("dkr1", ".State.Running"), "true")
+        self.assertEqual(self.app("dkr")["state"], "releasing")
+        self.assertTrue(self.app("dkr")["allocations"])
         self.wait_for(lambda: self.app("dkr")["state"] == "stopped",
                       "the app stopped", timeout=60)
+        self.assertGreater(time.time() - t0, 5)  # the stop timeout's kill
         time.sleep(2)  # a restart policy would have started it again
         self.assertEqual(self.inspect("dkr1", ".State.Status"), "exited")
         self.assertEqual(self.inspect("dkr1", ".RestartCount"), "0")
