@@ -694,6 +694,12 @@ try {
     const line = page.locator('tr[data-app="webimage"] .ctr-line');
     await line.waitFor();
     assert.equal(await line.innerText(), `Image ${ref} · no container`);
+    // its output (issue 47 item 6): a dialog of GET /api/apps/NAME/logs
+    await page.getByRole('button', { name: 'Logs of webimage' }).click();
+    const logs = dialog('Logs of webimage');
+    await logs.getByText('Nothing written yet.').waitFor();
+    await logs.locator('.modal-foot').getByRole('button', { name: 'Close' }).click();
+    await logs.waitFor({ state: 'detached' });
     await ok('DELETE', '/api/apps/webimage');
   });
 
