@@ -86,7 +86,8 @@ static json_t *container_json(const struct accel_daemon *d,
     }
     if (a->pull != NULL)
         json_object_set_new(o, "pull", json_deep_copy(a->pull));
-    json_object_set_new(o, "ports", ports_json(a));
+    if (a->m.run.ctr.ports != NULL && a->m.run.ctr.ports[0] != NULL)
+        json_object_set_new(o, "ports", ports_json(a));
     return o;
 }
 

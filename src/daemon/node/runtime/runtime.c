@@ -491,7 +491,9 @@ bool runtime_stop_outside(struct accel_daemon *d, const char *name,
 {
     if (d->cg == NULL || cgroup_app_populated(d->cg, name) != 1)
         return true;
-    cgroup_app_signal(d->cg, name, SIGTERM);
+    /* through their engines, as runtime_held_outside stops them */
+    if (engines_stop(d, name, timeout_s) == 0)
+        cgroup_app_signal(d->cg, name, SIGTERM);
     if (wait_empty(d, runner_of(NULL), name, 0, 0,
                    (unsigned)timeout_s * 1000u, NULL))
         return true;
