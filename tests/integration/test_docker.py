@@ -146,6 +146,7 @@ class DockerTest(ContainerCase):
 
     def setUp(self):
         super().setUp()
+        self.had_key = os.path.exists("/etc/docker/key.json")
         self.dk = Dockerd(self.tmp)
         # acceld stops Docker's containers through the DOCKER_HOST it has
         self.d = Acceld(inventory=INVENTORY, extra_args=["--node-name", "ctr"],
@@ -219,6 +220,9 @@ class DockerTest(ContainerCase):
         # nothing left of the test's Docker once it is stopped
         self.dk.close()
         self.assertEqual(self.dk.left(), [])
+        # dockerd's files outside its roots went to the namespace's /etc
+        self.assertEqual(os.path.exists("/etc/docker/key.json"),
+                         self.had_key)
 
     def test_restart_policy_sees_a_stop(self):
         """Item 4: a container with `--restart unless-stopped` is stopped
@@ -324,11 +328,14 @@ class DockerForeignTest(ContainerCase):
         self.dk = Dockerd(self.tmp)
         self.nvml = os.path.join(self.tmp, "nvml.txt")
         self.write_nvml("")
+        # a mount namespace of its own (dockerd writes /etc/docker/key.json)
         self.d = Acceld(inventory=test_runtime.INVENTORY,
                         extra_args=["--node-name", test_runtime.NODE,
                                     "--reconcile-interval-ms", "100"],
                         env={"ACCEL_NVML_LIB": test_runtime.FAKE_NVML,
-                             "ACCEL_FAKE_NVML": self.nvml}).start()
+                             "ACCEL_FAKE_NVML": self.nvml},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            None)).start()
         self.inst = self.d.cgroup_instance()
         self.addCleanup(self.dk.close)
         self.dk.start(self.d.proc.pid, "/accel.slice/%s/docker" % self.inst)
