@@ -29,7 +29,8 @@
 #include "common/util.h"
 #include "runc/ociedit.h"
 
-#define CONFIG_MAX (16u << 20) /* an OCI config.json */
+/* set on a config once the app's edits are in it: the app's name */
+#define APPLIED_ANNOTATION "accel.dev/applied"
 
 /* runc's global options that take a value (runc 1.1 `runc --help`) */
 static const char *const valued[] = { "--log", "--log-format", "--root",
@@ -182,60 +183,91 @@ static void spec_dirs(const char *dirs[4])
     dirs[n] = NULL;
 }
 
-/* The app's edits applied to the bundle's config: false after a refusal
- * said why (*status is runc's failure status then). */
-static bool edit_bundle(char **argv, int cmd, const char *bundle, int *status)
+/* The refusal of a container naming app, which no spec here lists. */
+static int refuse_unknown(char **argv, int cmd, const char *app,
+                          const char *const *dirs)
 {
-    char *path = xasprintf("%s/config.json", bundle), *cause = NULL, *msg;
-    json_t *config = json_load_file(path, 0, NULL), *edits;
-    const char *app = ociedit_app(config), *dirs[4];
-    bool ok = true;
+    char *msg = xasprintf("the container names app '%s' (%s or the "
+                          "annotation %s), and no app of that name admits "
+                          "containers on this machine: no CDI spec in %s%s"
+                          "/etc/cdi or /var/run/cdi lists %s=%s. `accelctl "
+                          "app list` shows the apps; an app admits people's "
+                          "own containers while it is bound to this "
+                          "machine's GPUs and has no run: of its own "
+                          "(docs/containers.md)",
+                          app, OCIEDIT_ENV, OCIEDIT_ANNOTATION,
+                          dirs[2] ? dirs[0] : "", dirs[2] ? ", " : "",
+                          OCIEDIT_KIND, app);
+    int status = refuse(argv, cmd, msg);
+    free(msg);
+    return status;
+}
 
-    if (config == NULL || app == NULL) {
-        json_decref(config);
-        free(path);
-        return true; /* not ours: runc says what is wrong with it */
+/* config's annotations, made when absent. */
+static json_t *annotations(json_t *config)
+{
+    json_t *ann = json_object_get(config, "annotations");
+    if (!json_is_object(ann)) {
+        ann = json_object();
+        json_object_set_new(config, "annotations", ann);
     }
+    return ann;
+}
+
+/* app's edits applied to config, marked, and written to path: false after
+ * a refusal said why (*status runc's failure status then). */
+static bool edit_config(char **argv, int cmd, const char *path,
+                        json_t *config, const char *app, int *status)
+{
+    const char *dirs[4];
+    char *cause = NULL, *msg = NULL;
+    json_t *edits, *ann;
+
     spec_dirs(dirs);
     edits = ociedit_find(dirs, app);
     if (edits == NULL) {
-        msg = xasprintf("the container names app '%s' (%s or the annotation "
-                        "%s), and no app of that name admits containers on "
-                        "this machine: no CDI spec in %s%s/etc/cdi or "
-                        "/var/run/cdi lists %s=%s. `accelctl app list` "
-                        "shows the apps; an app admits people's own "
-                        "containers while it is bound to this machine's "
-                        "GPUs and has no run: of its own (docs/containers.md)",
-                        app, OCIEDIT_ENV, OCIEDIT_ANNOTATION,
-                        dirs[2] ? dirs[0] : "", dirs[2] ? ", " : "",
-                        OCIEDIT_KIND, app);
-        *status = refuse(argv, cmd, msg);
-        free(msg);
-        ok = false;
-    } else if (!ociedit_apply(config, edits, &cause)) {
-        msg = xasprintf("cannot give the container app '%s': %s", app, cause);
-        *status = refuse(argv, cmd, msg);
-        free(msg);
-        ok = false;
+        *status = refuse_unknown(argv, cmd, app, dirs);
+        return false;
     }
-    if (ok) {
-        json_t *ann = json_object_get(config, "annotations");
-        if (!json_is_object(ann)) {
-            ann = json_object();
-            json_object_set_new(config, "annotations", ann);
-        }
+    if (!ociedit_apply(config, edits, &cause))
+        msg = xasprintf("cannot give the container app '%s': %s", app, cause);
+    json_decref(edits);
+    free(cause);
+    if (msg == NULL) {
+        ann = annotations(config);
+        json_object_set_new(ann, APPLIED_ANNOTATION, json_string(app));
         if (json_object_get(ann, "io.container.manager") == NULL)
             json_object_set_new(ann, OCIEDIT_ENGINE_ANNOTATION,
                                 json_string("docker"));
-        if (!write_config(path, config)) {
+        if (!write_config(path, config))
             msg = xasprintf("cannot write %s: %s", path, strerror(errno));
-            *status = refuse(argv, cmd, msg);
-            free(msg);
-            ok = false;
-        }
     }
-    free(cause);
-    json_decref(edits);
+    if (msg != NULL)
+        *status = refuse(argv, cmd, msg);
+    free(msg);
+    return *status == 0;
+}
+
+/* The bundle's config edited for the app it names, if any: false after a
+ * refusal said why (*status is runc's failure status then). */
+static bool edit_bundle(char **argv, int cmd, const char *bundle, int *status)
+{
+    char *path = xasprintf("%s/config.json", bundle), *app = NULL;
+    json_t *config = json_load_file(path, 0, NULL);
+    const char *named = ociedit_app(config), *done;
+    bool ok = true;
+
+    done = json_string_value(json_object_get(
+        json_object_get(config, "annotations"), APPLIED_ANNOTATION));
+    /* not ours (runc says what is wrong with it), or edited already (a
+     * second create of one bundle) */
+    if (config != NULL && named != NULL &&
+        (done == NULL || strcmp(done, named) != 0)) {
+        app = xstrdup(named); /* the edits replace the env entry it is in */
+        *status = 0;
+        ok = edit_config(argv, cmd, path, config, app, status);
+    }
+    free(app);
     json_decref(config);
     free(path);
     return ok;
