@@ -27,8 +27,10 @@
 
 #define STATE_MAX 65536 /* the OCI state is a few hundred bytes */
 
-/* The engine that made the container, from its state's annotations:
- * podman's own, else the one accel-runc set, else "unknown". */
+/* The engine that made the container, from its state: podman's own
+ * annotation, else the one accel-runc set, else a bundle under containerd's
+ * "moby" namespace (Docker 25 and later applying the CDI device itself),
+ * else "unknown". */
 static const char *engine_of(const json_t *state)
 {
     const json_t *ann = json_object_get(state, "annotations");
@@ -36,11 +38,14 @@ static const char *engine_of(const json_t *state)
                                                       "io.container.manager"));
     const char *e = json_string_value(json_object_get(ann,
                                                       "accel.dev/engine"));
+    const char *b = json_string_value(json_object_get(state, "bundle"));
 
     if (m != NULL && strcmp(m, "libpod") == 0)
         return "podman";
     if (e != NULL && (strcmp(e, "docker") == 0 || strcmp(e, "podman") == 0))
         return e;
+    if (b != NULL && strstr(b, "/moby/") != NULL)
+        return "docker";
     return "unknown";
 }
 
