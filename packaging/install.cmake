@@ -17,6 +17,7 @@ install(TARGETS acceld RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 if(TARGET accelctl)
     install(TARGETS accelctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+install(TARGETS accel-runc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET accelshim)
     install(TARGETS accelshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/accel)
 endif()
@@ -57,7 +58,7 @@ install(FILES ${ACCEL_CHANGELOG_GZ} ${ACCEL_PKG_DIR}/copyright
 find_program(ACCEL_SCDOC scdoc)
 set(ACCEL_MAN_OUT "")
 if(ACCEL_SCDOC)
-    foreach(page accelctl.1 acceld.8)
+    foreach(page accelctl.1 acceld.8 accel-runc.1)
         set(out ${CMAKE_BINARY_DIR}/man/${page})
         add_custom_command(OUTPUT ${out}
             COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man

@@ -8,7 +8,8 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
  libmicrohttpd-dev libjansson-dev nettle-dev libsqlite3-dev libyaml-dev libcurl4-openssl-dev \
  sqlite3 curl python3 procps prometheus \
  lintian scdoc systemd man-db dpkg-dev etcd-server etcd-client \
- iproute2 util-linux podman runc catatonit slirp4netns libamdhip64-dev"
+ iproute2 util-linux podman runc catatonit slirp4netns libamdhip64-dev \
+ docker.io docker-compose podman-compose"
 . scripts/apt.sh
 # shellcheck disable=SC2086
 missing=$(dpkg_missing $PKGS)
@@ -22,6 +23,12 @@ if [ -n "$missing" ]; then
     if echo " $missing " | grep -q " etcd-server " && [ -d /run/systemd/system ]; then
         $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
         echo "setup: stopped and disabled the etcd service Debian's etcd-server started (accel's tests run their own members; docs/cluster.md sets up a cluster)"
+    fi
+    # likewise Debian's docker.io starts a system dockerd (with its bridge
+    # and iptables chains): test_docker runs a dockerd of its own
+    if echo " $missing " | grep -q " docker.io " && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now docker.socket docker >/dev/null 2>&1 || true
+        echo "setup: stopped and disabled the docker service Debian's docker.io started (test_docker runs its own dockerd; docs/containers.md registers accel-runc with a system one)"
     fi
 fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${ACCEL_CMAKE_FLAGS:-} >/dev/null

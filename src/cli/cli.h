@@ -38,6 +38,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_LIMITS (1u << 9)  /* --max-apps N|default, --max-gpu-memory Q|none */
 #define ACCEL_CLI_OPT_FORCE (1u << 10)  /* --force */
 #define ACCEL_CLI_OPT_METER (1u << 11)  /* --over-quota report|stop, --tolerance Q */
+#define ACCEL_CLI_OPT_HOOK (1u << 12)   /* cdi-hook: --record DIR, --stopped APP */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -75,6 +76,8 @@ struct cli_args {
     const char *max_gpu_memory;             /* --max-gpu-memory Q|none */
     const char *over_quota;                 /* --over-quota report|stop */
     const char *tolerance;                  /* --tolerance Q */
+    const char *record;                     /* --record DIR (cdi-hook) */
+    const char *stopped;                    /* --stopped APP (cdi-hook) */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -109,6 +112,7 @@ int cmd_gpu_status(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_install(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_list(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args);
+int cmd_app_attach_help(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_logs(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_resume(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_app_stop(struct cli_ctx *ctx, const struct cli_args *args);

@@ -36,14 +36,30 @@ static char *devices_of(const json_t *app)
     return out;
 }
 
-/* One line about an app after a change: "App x is running on n/d". */
+/*
+ * An app's state in the page's words (issue 47 item 9): an external app
+ * that is `running` (its GPU bound; another system runs its processes)
+ * is "assigned", as the page's badge says; every other state as acceld
+ * names it. -o json keeps acceld's name.
+ */
+static const char *shown_state(const json_t *app)
+{
+    const char *st = table_str(app, "state");
+    if (json_is_true(json_object_get(app, "external")) &&
+        strcmp(st, "running") == 0)
+        return "assigned";
+    return st;
+}
+
+/* One line about an app after a change: "App x is running on n/d", "App
+ * y is assigned to n/d" (an external app). */
 static void print_app_line(const json_t *app)
 {
     char *devs = devices_of(app);
-    const char *reason = table_str(app, "reason");
-    printf("App %s is %s", table_str(app, "name"), table_str(app, "state"));
+    const char *reason = table_str(app, "reason"), *st = shown_state(app);
+    printf("App %s is %s", table_str(app, "name"), st);
     if (devs[0] != '\0')
-        printf(" on %s", devs);
+        printf(" %s %s", strcmp(st, "assigned") == 0 ? "to" : "on", devs);
     if (reason[0] != '\0')
         printf(" (%s)", reason);
     printf(".\n");
@@ -309,7 +325,7 @@ static void add_app_row(struct table *t, const json_t *app)
     if (type[0] == '\0')
         type = table_str(json_object_get(app, "requirement"), "mode");
     const char *row[] = { table_str(app, "name"), table_str(app, "owner"),
-                          table_str(app, "state"), type, devs,
+                          shown_state(app), type, devs,
                           table_str(app, "reason") };
     table_add(t, row);
     free(devs);
@@ -361,7 +377,9 @@ static void print_requirement(const char *label, const json_t *req)
 
 static void print_allocations(const json_t *app)
 {
-    static const char *const head[] = { "NODE", "DEVICE", "MODE", "QUOTA" };
+    /* "mode" of an allocation is the GPU type (nvidia, amd, ...): TYPE,
+     * as app list's column and the page say */
+    static const char *const head[] = { "NODE", "DEVICE", "TYPE", "QUOTA" };
     struct table t;
     size_t i;
     json_t *a;
@@ -385,13 +403,37 @@ static void print_allocations(const json_t *app)
     table_release(&t);
 }
 
+/*
+ * How people attach their own containers to an external app (the app's
+ * "attach", issue 47 item 5): the lines for each engine and compose tool,
+ * then the notes (the ulimits a root without CAP_SYS_RESOURCE needs, the
+ * forms tools ignore). Says first when the app refuses containers now.
+ */
+static void print_attach(const json_t *app)
+{
+    const json_t *at = json_object_get(app, "attach"), *w, *x;
+    const char *name = table_str(app, "name");
+    size_t i, k;
+
+    printf("Attach your own containers to %s:\n", name);
+    if (!json_is_true(json_object_get(at, "admits")))
+        printf("  (refused now: %s)\n", table_str(at, "reason"));
+    json_array_foreach(json_object_get(at, "ways"), i, w) {
+        printf("  %s:\n", table_str(w, "tool"));
+        json_array_foreach(json_object_get(w, "lines"), k, x)
+            printf("      %s\n", json_string_value(x));
+    }
+    json_array_foreach(json_object_get(at, "notes"), i, x)
+        printf("%s  - %s\n", i == 0 ? "Notes:\n" : "", json_string_value(x));
+}
+
 static void print_app_details(const json_t *app)
 {
     printf("Name:        %s\n", table_str(app, "name"));
     if (table_str(app, "title")[0] != '\0')
         printf("Title:       %s\n", table_str(app, "title"));
     printf("Owner:       %s\n", table_str(app, "owner"));
-    printf("State:       %s\n", table_str(app, "state"));
+    printf("State:       %s\n", shown_state(app));
     if (table_str(app, "reason")[0] != '\0')
         printf("Reason:      %s\n", table_str(app, "reason"));
     printf("External:    %s\n",
@@ -428,12 +470,39 @@ static void print_app_details(const json_t *app)
         }
     }
     print_allocations(app);
+    if (json_is_object(json_object_get(app, "attach"))) {
+        printf("\n");
+        print_attach(app);
+    }
 }
 
 static void show_app(const json_t *data, const void *arg)
 {
     (void)arg;
     print_app_details(data);
+}
+
+/* attach-help's printer: the lines, or why there are none. */
+static void show_attach(const json_t *data, const void *arg)
+{
+    (void)arg;
+    if (json_is_object(json_object_get(data, "attach")))
+        print_attach(data);
+    else
+        printf("%s runs its own %s, started by acceld: people's own "
+               "containers attach to an external app (one installed "
+               "without run:), docs/containers.md section 5\n",
+               table_str(data, "name"),
+               strcmp(table_str(data, "runner"), "container") == 0
+                   ? "container" : "process");
+}
+
+int cmd_app_attach_help(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    char *path = app_path(args->pos[0], "");
+    int rc = request_report(ctx, "GET", path, NULL, show_attach, NULL);
+    free(path);
+    return rc;
 }
 
 int cmd_app_show(struct cli_ctx *ctx, const struct cli_args *args)

@@ -82,11 +82,16 @@ static void print_device_warnings(const json_t *dev)
                table_str(dev, "id"), table_str(dev, "nodeName"));
     json_array_foreach(json_object_get(dev, "foreignUsage"), i, e) {
         const char *app = json_string_value(json_object_get(e, "app"));
-        printf("warning: %s on %s: process %lld %s%s uses it without a "
+        const json_t *ctr = json_object_get(e, "container");
+        char in[96] = "";
+        if (ctr != NULL) /* a container given the GPU past accel */
+            snprintf(in, sizeof in, " (%s container %.12s)",
+                     table_str(ctr, "engine"), table_str(ctr, "id"));
+        printf("warning: %s on %s: process %lld %s%s%s uses it without a "
                "binding (foreign usage)\n", table_str(dev, "id"),
                table_str(dev, "nodeName"),
                (long long)json_integer_value(json_object_get(e, "pid")),
-               app ? "of app " : "of no app", app ? app : "");
+               app ? "of app " : "of no app", app ? app : "", in);
     }
 }
 

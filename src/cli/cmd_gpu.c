@@ -35,10 +35,15 @@ static char *foreign_of(const json_t *dev)
         char *next;
         table_fmt_gib(json_integer_value(json_object_get(e, "usedMemory")),
                       mem, sizeof mem);
-        next = xasprintf("%s%spid %lld (%s)%s%s", out, i ? ", " : "",
+        const json_t *ctr = json_object_get(e, "container");
+        char in[96] = "";
+        if (ctr != NULL) /* a container given the GPU past accel */
+            snprintf(in, sizeof in, " in %s container %.12s",
+                     table_str(ctr, "engine"), table_str(ctr, "id"));
+        next = xasprintf("%s%spid %lld (%s)%s%s%s", out, i ? ", " : "",
                          (long long)json_integer_value(
                              json_object_get(e, "pid")),
-                         mem, app ? " of app " : "", app ? app : "");
+                         mem, app ? " of app " : "", app ? app : "", in);
         free(out);
         out = next;
     }

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_hook.c: accelctl cdi-hook DIR..., the OCI createContainer hook of the
- * accel.dev/app CDI devices acceld writes (docs/containers.md): the
- * runtime gives it the container's state on stdin; it moves the
- * container's first process (its "pid") into each of the app's cgroups
- * DIR/cgroup.procs, so that everything the container runs is the app's.
- * It talks to no acceld. A failure fails the container's creation: a
- * container that asked for the app's device never runs outside its cgroup.
+ * cmd_hook.c: accelctl cdi-hook [--record DIR] DIR..., the OCI
+ * createContainer hook of the accel.dev/app CDI devices acceld writes
+ * (docs/containers.md): the runtime gives it the container's state on
+ * stdin; it moves the container's first process (its "pid") into each of
+ * the app's cgroups DIR/cgroup.procs, so that everything the container
+ * runs is the app's, and with --record writes RECORD/<container ID>
+ * holding the container's engine (podman, docker), so that acceld stops
+ * it through its engine and a restart policy sees a stop, not a crash.
+ * With --stopped APP (the device of a stopped app) it refuses the
+ * container, saying the app is stopped. It talks to no acceld. A failure
+ * fails the container's creation: a container that asked for the app's
+ * device never runs outside its cgroup.
  */
 #include "common/accel_setup.h"
 #include "cli/cli.h"
@@ -17,19 +22,82 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define STATE_MAX 65536 /* the OCI state is a few hundred bytes */
 
+/* The engine that made the container, from its state: podman's own
+ * annotation, else the one accel-runc set, else a bundle under containerd's
+ * "moby" namespace (Docker 25 and later applying the CDI device itself),
+ * else "unknown". */
+static const char *engine_of(const json_t *state)
+{
+    const json_t *ann = json_object_get(state, "annotations");
+    const char *m = json_string_value(json_object_get(ann,
+                                                      "io.container.manager"));
+    const char *e = json_string_value(json_object_get(ann,
+                                                      "accel.dev/engine"));
+    const char *b = json_string_value(json_object_get(state, "bundle"));
+
+    if (m != NULL && strcmp(m, "libpod") == 0)
+        return "podman";
+    if (e != NULL && (strcmp(e, "docker") == 0 || strcmp(e, "podman") == 0))
+        return e;
+    if (b != NULL && strstr(b, "/moby/") != NULL)
+        return "docker";
+    return "unknown";
+}
+
+/* The container's engine into dir/<its ID> (dir made, root's 0700). Only
+ * a warning when it cannot be written: acceld then stops the container
+ * with signals, as before. */
+static void record(const char *dir, const json_t *state)
+{
+    const char *id = json_string_value(json_object_get(state, "id"));
+    char path[4096];
+    FILE *f;
+
+    if (id == NULL || id[0] == '\0' || id[0] == '.' ||
+        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789_.-") != strlen(id)) {
+        fprintf(stderr, "accelctl cdi-hook: the container's ID is not one "
+                        "to record: acceld will stop it with signals\n");
+        return;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "accelctl cdi-hook: cannot make %s: %s\n", dir,
+                strerror(errno));
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, id);
+    f = fopen(path, "w");
+    if (f == NULL || fprintf(f, "%s\n", engine_of(state)) < 0 ||
+        fclose(f) != 0)
+        fprintf(stderr, "accelctl cdi-hook: cannot write %s: %s\n", path,
+                strerror(errno));
+}
+
 int cmd_hook_cdi(struct cli_ctx *ctx, const struct cli_args *args)
 {
-    char *buf = calloc(1, STATE_MAX);
+    char *buf;
     size_t got = 0;
     json_t *state;
     json_int_t pid;
     char val[32];
 
     (void)ctx;
+    if (args->stopped != NULL) {
+        fprintf(stderr, "accelctl cdi-hook: app '%s' is stopped: a container "
+                        "for it starts once it runs again (accelctl app "
+                        "resume %s)\n", args->stopped, args->stopped);
+        return CLI_EXIT_REFUSED;
+    }
+    if (args->npos == 0) {
+        fprintf(stderr, "accelctl cdi-hook: no cgroup directory given\n");
+        return CLI_EXIT_USAGE;
+    }
+    buf = calloc(1, STATE_MAX);
     if (buf == NULL)
         return CLI_EXIT_REFUSED;
     while (got < STATE_MAX - 1) {
@@ -43,6 +111,8 @@ int cmd_hook_cdi(struct cli_ctx *ctx, const struct cli_args *args)
     state = json_loadb(buf, got, 0, NULL);
     free(buf);
     pid = json_integer_value(json_object_get(state, "pid"));
+    if (pid > 0 && args->record != NULL)
+        record(args->record, state);
     json_decref(state);
     if (pid <= 0) {
         fprintf(stderr, "accelctl cdi-hook: no pid in the container's state "

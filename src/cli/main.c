@@ -60,6 +60,11 @@ static const struct accel_cli_cmd commands[] = {
     { .name = "app show", .usage = "NAME", .min_args = 1, .max_args = 1,
       .summary = "one app: requirements, allocations, usage",
       .handler = cmd_app_show },
+    { .name = "app attach-help", .usage = "NAME", .min_args = 1,
+      .max_args = 1,
+      .summary = "the lines that attach your own containers to an external "
+      "app: podman, Docker (CDI or --runtime accel), each compose tool",
+      .handler = cmd_app_attach_help },
     { .name = "app logs", .usage = "NAME [--follow]", .min_args = 1,
       .max_args = 1, .flags = ACCEL_CLI_OPT_FOLLOW,
       .summary = "an app's output (-f, --follow: keep printing what it "
@@ -129,10 +134,13 @@ static const struct accel_cli_cmd commands[] = {
       .flags = ACCEL_CLI_OPT_LIMITS,
       .summary = "how many apps and how much GPU memory a member may hold",
       .handler = cmd_misc_user_limits },
-    { .name = "cdi-hook", .usage = "CGROUP-DIR...", .min_args = 1,
-      .max_args = 8,
+    { .name = "cdi-hook", .usage = "[--record DIR] CGROUP-DIR... | "
+      "--stopped APP", .min_args = 0, .max_args = 8,
+      .flags = ACCEL_CLI_OPT_HOOK,
       .summary = "the OCI createContainer hook of accel's CDI devices (run "
-      "by the container runtime): the container into the app's cgroups",
+      "by the container runtime): the container into the app's cgroups, "
+      "its engine and ID recorded in DIR (acceld stops it through its "
+      "engine); --stopped: refused, the app is stopped",
       .handler = cmd_hook_cdi },
     { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N] "
       "[--follow]", .min_args = 0, .max_args = 0,
@@ -172,7 +180,8 @@ enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
-    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
+    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE, OPT_RECORD,
+    OPT_STOPPED,
     OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE,
 };
 
@@ -212,6 +221,8 @@ static const struct opt options[] = {
     { "--tolerance", 0, true, ACCEL_CLI_OPT_METER, OPT_TOLERANCE },
     { "--max-apps", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_APPS },
     { "--max-gpu-memory", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_GPU_MEMORY },
+    { "--record", 0, true, ACCEL_CLI_OPT_HOOK, OPT_RECORD },
+    { "--stopped", 0, true, ACCEL_CLI_OPT_HOOK, OPT_STOPPED },
 };
 
 /* Everything on the command line. */
@@ -275,6 +286,8 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_TOLERANCE: a->tolerance = v; break;
     case OPT_MAX_APPS: a->max_apps = v; break;
     case OPT_MAX_GPU_MEMORY: a->max_gpu_memory = v; break;
+    case OPT_RECORD: a->record = v; break;
+    case OPT_STOPPED: a->stopped = v; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",

@@ -5,7 +5,10 @@ unreachable), confirmations off a terminal, tokens. The prompts on a terminal
 are in test_cli_pty.py."""
 import json
 import os
+import stat
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -244,6 +247,90 @@ class CliTest(unittest.TestCase):
             self.assertTrue(r.stderr.strip())
         finally:
             self.uninstall("comfy")
+
+    def test_attach_help(self):
+        """Issue 47 item 5: the exact lines that attach people's own
+        containers to an external app, for each engine and compose tool,
+        with the ulimits note; in app show too; and why a stopped app
+        refuses them now."""
+        self.install_nvidia("att", 2, "lab:GPU-4090:2")
+        r = self.ok("app", "attach-help", "att")
+        for line in ("podman run --device accel.dev/app=att IMAGE",
+                     "docker run --device accel.dev/app=att IMAGE",
+                     "docker run --runtime accel -e ACCEL_APP=att IMAGE",
+                     'devices: ["accel.dev/app=att"]',
+                     "runtime: accel",
+                     'environment: ["ACCEL_APP=att"]',
+                     'device_ids: ["accel.dev/app=att"]',
+                     "--ulimit nofile=1024:1024 --ulimit nproc=1024:1024",
+                     "podman-compose 1.0.3 silently ignores",
+                     "/usr/bin/accel-runc"):
+            self.assertIn(line, r.stdout)
+        for tool in ("podman:", "Docker 25 and later (CDI):",
+                     "Docker 20.10 to 24 (accel-runc):", "podman-compose:",
+                     "docker-compose 1.29 (Docker 20.10):",
+                     "Docker Compose v2 (Docker 25 and later):"):
+            self.assertIn("\n  " + tool + "\n", r.stdout)
+        self.assertIn("podman run --device accel.dev/app=att IMAGE",
+                      self.ok("app", "show", "att").stdout)
+        at = json.loads(self.ok("-o", "json", "app", "attach-help",
+                                "att").stdout)["attach"]
+        self.assertEqual(len(at["ways"]), 6, at)
+        self.ok("app", "stop", "att")
+        r = self.ok("app", "attach-help", "att")
+        self.assertIn("(refused now: app 'att' is stopped", r.stdout)
+        self.assertIn("accelctl app resume att", r.stdout)
+        # an app acceld runs itself has none
+        m = manifest("attrun", nvidia_entry(1))
+        m["run"] = {"command": ["/bin/sleep", "100"]}
+        path = self.write("attrun.json", m)
+        self.addCleanup(self.uninstall, "attrun")
+        self.ok("app", "install", path)
+        r = self.ok("app", "attach-help", "attrun")
+        self.assertIn("attrun runs its own process, started by acceld",
+                      r.stdout)
+        self.assertNotIn("Attach", self.ok("app", "show", "attrun").stdout)
+
+    def test_cdi_hook_records_the_engine(self):
+        """Issue 47 item 4: the CDI hook moves the container's pid into
+        each cgroup directory and records its engine by its ID: podman by
+        its annotation, Docker by accel-runc's or by a bundle in
+        containerd's moby namespace (Docker 25's own CDI); an ID that is
+        no file name is not recorded; --stopped refuses, saying so."""
+        tmp = tempfile.mkdtemp(dir=self.d.tmp)
+        cg = os.path.join(tmp, "cg")
+        os.makedirs(cg)
+        open(os.path.join(cg, "cgroup.procs"), "w").close()
+        rec = os.path.join(tmp, "rec")
+        states = {
+            "a1": ({"io.container.manager": "libpod"}, "/x/userdata"),
+            "b2": ({"accel.dev/engine": "docker"}, "/x"),
+            "c3": ({}, "/run/docker/containerd/daemon/"
+                   "io.containerd.runtime.v2.task/moby/c3"),
+            "d4": ({}, "/somewhere"),
+            "../e5": ({}, "/x"),
+        }
+        for cid, (ann, bundle) in states.items():
+            st = json.dumps({"ociVersion": "1.0.2", "id": cid, "pid": 4242,
+                             "bundle": bundle, "annotations": ann})
+            r = subprocess.run([ACCELCTL, "cdi-hook", "--record", rec, cg],
+                               input=st, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        got = {}
+        for name in os.listdir(rec):
+            with open(os.path.join(rec, name)) as f:
+                got[name] = f.read()
+        self.assertEqual(got, {"a1": "podman\n", "b2": "docker\n",
+                               "c3": "docker\n", "d4": "unknown\n"})
+        self.assertEqual(stat.S_IMODE(os.stat(rec).st_mode), 0o700)
+        with open(os.path.join(cg, "cgroup.procs")) as f:
+            self.assertEqual(f.read(), "4242")
+        r = subprocess.run([ACCELCTL, "cdi-hook", "--stopped", "ollama"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("app 'ollama' is stopped", r.stderr)
+        self.assertIn("accelctl app resume ollama", r.stderr)
 
     def test_install_with_mib_quota(self):
         self.install_nvidia("small", 1, "lab:GPU-4090:1536Mi")

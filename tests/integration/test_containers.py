@@ -78,12 +78,11 @@ def podman(*args, timeout=120):
                           text=True, timeout=timeout)
 
 
-def build_image(tmp, extra_dirs=(), extra_changes=(), image=None):
-    """IMAGE (and IMAGE_PRE) from a rootfs of sh, sleep, cat, dd, rm,
+def rootfs_tar(tmp, extra_dirs=()):
+    """A tarball (in tmp) of a rootfs of sh, sleep, cat, dd, rm,
     cuda_hold, cuda_spin, net_probe and their libraries (not libcuda: CDI
-    brings it); with image, that image alone, with extra_dirs ((path,
-    mode), ...) in the rootfs and extra_changes (podman import --change
-    instructions)."""
+    brings it), with extra_dirs ((path, mode), ...); its path. test_docker
+    imports it into its own dockerd."""
     root = os.path.join(tmp, "rootfs")
     os.makedirs(os.path.join(root, "app"))
     os.makedirs(os.path.join(root, "tmp"))
@@ -108,6 +107,14 @@ def build_image(tmp, extra_dirs=(), extra_changes=(), image=None):
         shutil.copy(os.path.realpath(src), path)
     tar = os.path.join(tmp, "rootfs.tar")
     subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    return tar
+
+
+def build_image(tmp, extra_dirs=(), extra_changes=(), image=None):
+    """IMAGE and IMAGE_PRE from rootfs_tar's rootfs; with image, that
+    image alone, with extra_dirs ((path, mode), ...) in the rootfs and
+    extra_changes (podman import --change instructions)."""
+    tar = rootfs_tar(tmp, extra_dirs)
     if image is not None:
         changes = []
         for c in ('CMD ["/bin/sleep", "1000"]',) + tuple(extra_changes):
@@ -616,10 +623,11 @@ class ContainerRunTest(ContainerCase):
         self.assert_nothing_left("keep")
 
     def test_own_container_release_waits_for_it(self):
-        """SPEC 2.9 for a person's own container: an uninstall sends
-        SIGTERM to what the app's cgroup holds and keeps the binding
-        (releasing) until it is gone; what ignores the SIGTERM is killed
-        after the app's stop timeout (an external app's: 10 s)."""
+        """SPEC 2.9 for a person's own container: an uninstall stops
+        what the app's cgroup holds through podman (podman stop: SIGTERM)
+        and keeps the binding (releasing) until it is gone; what ignores
+        the SIGTERM is killed after the app's stop timeout (an external
+        app's: 10 s)."""
         m = manifest("extw", "1Gi", mem="64Mi", cpu="100m", disk="1Mi")
         self.install(m)
         spec_path = "/etc/cdi/accel-%s-extw.json" % self.inst
@@ -635,23 +643,129 @@ class ContainerRunTest(ContainerCase):
                           "its output")
         self.wait_for(lambda: len(self.ctr_procs("extw")) >= 3,
                       "both in the app's cgroup")
+        deaf_pid = int(podman("inspect", "--format", "{{.State.Pid}}",
+                              deaf).stdout)
         st, b = self.d.http("DELETE", "/api/apps/extw")
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["state"], "releasing")
         # the polite one stopped on the SIGTERM, not killed
-        self.wait_for(lambda: not self.running(polite), "the polite one")
-        self.assertIn("bye", podman("logs", polite).stdout)
+        self.wait_for(lambda: not self.running(polite) and
+                      "bye" in podman("logs", polite).stdout,
+                      "the polite one, its last words")
         self.assertEqual(podman("inspect", "--format",
                                 "{{.State.ExitCode}}", polite).stdout.strip(),
                          "0")
         # the deaf one holds the binding until the stop timeout's kill
-        self.assertTrue(self.running(deaf))
+        # (podman says "stopping", not running, meanwhile: its process)
+        self.assertIn(deaf_pid, self.ctr_procs("extw"))
         st, b = self.d.http("GET", "/api/apps/extw")
         self.assertEqual(st, 200, b)
         self.assertEqual(b["data"]["state"], "releasing")
         self.wait_for(lambda: not self.running(deaf), "the deaf one killed")
         self.wait_for(lambda: self.d.http("GET", "/api/apps/extw")[0] == 404,
                       "the app uninstalled once its cgroup was empty")
+
+    def test_restart_policy_sees_a_stop(self):
+        """Issue 47 item 4: a person's container with a restart policy
+        (`restart: unless-stopped`, nearly every home-lab compose file) is
+        stopped through podman when its app is suspended, so podman does
+        not start it again; a container started for the stopped app, or
+        that one started again, is refused with words that say the app is
+        stopped, not that its name is unknown."""
+        self.install(manifest("extr", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"))
+        spec_path = "/etc/cdi/accel-%s-extr.json" % self.inst
+        self.wait_for(lambda: '"extr"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        name = self.run_own("rs", "extr", "/bin/sh", "-c",
+                            'trap "exit 0" TERM; echo up; '
+                            'while :; do sleep 0.1; done',
+                            flags=("--restart=unless-stopped",))
+        self.wait_for(lambda: len(self.ctr_procs("extr")) >= 2,
+                      "in the app's cgroup")
+        st, b = self.d.http("POST", "/api/apps/extr/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("extr") == "stopped",
+                      "the app stopped once its container was")
+        time.sleep(2)  # a restart policy would have started it again
+        self.assertEqual(podman("inspect", "--format", "{{.State.Status}}",
+                                name).stdout.strip(), "exited")
+        self.assertEqual(podman("inspect", "--format", "{{.RestartCount}}",
+                                name).stdout.strip(), "0")
+        self.wait_for(lambda: "--stopped" in
+                      self.in_ns("cat", spec_path).stdout,
+                      "the stopped app's device")
+        r = self.in_ns("podman", "start", name)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("app 'extr' is stopped", r.stderr)
+        r = self.in_ns("podman", "run", "--rm", "--runtime=runc",
+                       "--network=none", "--ulimit=nofile=1024:1024",
+                       "--ulimit=nproc=1024:1024",
+                       "--device=accel.dev/app=extr", IMAGE, "/bin/true")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("app 'extr' is stopped", r.stderr)
+        self.assertIn("accelctl app resume extr", r.stderr)
+
+    @unittest.skipUnless(shutil.which("podman-compose"),
+                         "needs Debian's podman-compose (1.0.3)")
+    def test_podman_compose_1_0_3(self):
+        """Issue 47 item 3: the form docs/containers.md gives Debian's
+        podman-compose 1.0.3, `devices: [accel.dev/app=NAME]` (it drops
+        deploy.resources.reservations.devices without a word), with the
+        ulimits a machine whose root lacks CAP_SYS_RESOURCE needs: the
+        quota holds and the container is in the app's cgroup."""
+        self.install(manifest("pc", "1Gi", mem="64Mi", cpu="100m",
+                              disk="1Mi"))
+        spec_path = "/etc/cdi/accel-%s-pc.json" % self.inst
+        self.wait_for(lambda: '"pc"' in self.in_ns("cat", spec_path).stdout,
+                      "the CDI spec with the app")
+        project = "accelpc%d" % os.getpid()
+        path = os.path.join(self.tmp, "compose.yml")
+        with open(path, "w") as f:
+            json.dump({"networks": {"podman": {"external": True}},
+                       "services": {"hold": {
+                "networks": ["podman"],
+                "image": IMAGE, "devices": ["accel.dev/app=pc"],
+                "ulimits": {"nofile": 1024, "nproc": 1024},
+                "labels": {"accel.instance": self.inst},
+                "environment": ["ASAN_OPTIONS=verify_asan_link_order=0:"
+                                "detect_leaks=0"],
+                "command": ["/app/cuda_hold", "512", "256", "512"]}}}, f)
+
+        # podman-compose 1.0.3 puts every container on a bridge network
+        # (network_mode: none fails: it adds --net <network> all the
+        # same): podman's own, which podman outside acceld's namespace
+        # knows too (a project network's definition would be in that
+        # namespace's /etc alone), in a network namespace of the test's
+        # own that holds the bridge and netavark's firewall chains and
+        # goes with them
+        net = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+        self.addCleanup(net.wait)
+        self.addCleanup(net.kill)
+        self.wait_for(lambda: os.readlink("/proc/%d/ns/net" % net.pid) !=
+                      os.readlink("/proc/self/ns/net"), "its namespace")
+
+        def compose(*args):
+            return subprocess.run(
+                ["nsenter", "--mount=/proc/%d/ns/mnt" % self.d.proc.pid,
+                 "--net=/proc/%d/ns/net" % net.pid, "podman-compose", "-p",
+                 project, "-f", path] + list(args),
+                capture_output=True, text=True, timeout=180)
+        self.addCleanup(compose, "down")
+        r = compose("up", "-d")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        name = project + "_hold_1"
+        logs = lambda: self.in_ns("podman", "logs", name).stdout  # noqa
+        self.wait_for(lambda: "ready" in logs(), "the container's output")
+        self.assertIn("alloc 512 MiB: 2", logs())
+        self.assertIn("total 1024 MiB free 256 MiB", logs())
+        pid = int(self.in_ns("podman", "inspect", "--format",
+                             "{{.State.Pid}}", name).stdout)
+        self.assertIn(pid, self.ctr_procs("pc"))
+        r = compose("down")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: self.ctr_procs("pc") == [], "it gone")
+        self.assertNotIn(name, self.in_ns("podman", "ps", "-a").stdout)
 
     def host_hold(self, uid, gid, cfg, *args):
         """cuda_hold on the host as uid:gid with no capability, the app's
@@ -831,8 +945,11 @@ class ContainerRunTest(ContainerCase):
         self.wait_for(lambda: podman("inspect", "--format",
                                      "{{.State.Running}}", name).stdout
                       .strip() == "false", "the container ended")
-        self.wait_for(lambda: self.in_ns("test", "-e", spec_path)
-                      .returncode != 0, "the spec removed with the binding")
+        # the binding's edits gone with it: the stopped app's device only
+        # refuses (issue 47 item 4)
+        self.wait_for(lambda: "--stopped" in self.in_ns("cat", spec_path)
+                      .stdout, "the spec of the stopped app")
+        self.assertNotIn("LD_PRELOAD", self.in_ns("cat", spec_path).stdout)
         podman("rm", "--force", "--time=0", name)
         self.wait_for(lambda: not [d for d in cgroup_dirs(self.inst)
                                    if os.path.isdir(os.path.join(d, "ext"))],
@@ -900,6 +1017,58 @@ class ContainerRunTest(ContainerCase):
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: podman("image", "exists", want).returncode == 1,
                       "the loaded image removed with its last app")
+
+    def test_ollama_example_with_a_local_image(self):
+        """Issue 47 item 6: examples/apps/ollama.yaml, installed with
+        accelctl as the README says, with the module's local image in
+        place of Ollama's (no registry here) and a command of its shell:
+        it runs held by the shim, its volume made in the owner's home, its
+        environment set, its published port listed for the page's link.
+        The machine's test containers have no network (run.network none:
+        podman drops the port's mapping)."""
+        with open(os.path.join(accel_harness.SOURCE_DIR, "examples", "apps",
+                               "ollama.yaml")) as f:
+            text = f.read()
+        subs = {
+            "  image: docker.io/ollama/ollama:0.6.5\n":
+            "  image: %s\n  pull: never\n  network: none\n" % IMAGE,
+            '  command: ["serve"]\n':
+            '  command: ["/bin/sh", "-c", "echo serving on $OLLAMA_HOST; '
+            'exec sleep 1000"]\n',
+            '  env: {OLLAMA_HOST: "0.0.0.0:11434", HOME: /models}\n':
+            '  env: {OLLAMA_HOST: "0.0.0.0:11434", HOME: /models, '
+            'ASAN_OPTIONS: "verify_asan_link_order=0:detect_leaks=0"}\n',
+            "requiredGPUMemory: 8Gi": "requiredGPUMemory: 1Gi",
+            "limitedGPUMemory: 8Gi": "limitedGPUMemory: 1Gi",
+            "requiredMemory: 4Gi": "requiredMemory: 64Mi",
+            "limitedMemory: 8Gi": "limitedMemory: 256Mi",
+            'requiredCpu: "2"': 'requiredCpu: "0.1"',
+            'limitedCpu: "4"': 'limitedCpu: "0.5"',
+            "requiredDisk: 10Gi": "requiredDisk: 1Mi",
+            "limitedDisk: 40Gi": "limitedDisk: 64Mi",
+        }
+        for old, new in subs.items():
+            self.assertIn(old, text)
+            text = text.replace(old, new)
+        path = os.path.join(self.tmp, "ollama.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        r = self.d.ctl("app", "install", path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: "serving on 0.0.0.0:11434" in
+                      self.d.app_log("ollama"), "its output")
+        app = self.d.http("GET", "/api/apps/ollama")[1]["data"]
+        self.assertEqual(app["container"]["state"], "running", app)
+        self.assertEqual(app["container"]["ports"],
+                         ["127.0.0.1:11434:11434/tcp"])
+        self.assertTrue(os.path.isdir(os.path.join(
+            self.d.data_dir, "home", "admin", "ollama")))
+        self.assertTrue(self.ctr_procs("ollama"))
+        r = self.d.ctl("app", "uninstall", "ollama")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/ollama")[0] ==
+                      404, "uninstalled")
+        self.assert_nothing_left("ollama")
 
     def test_image_ld_preload_follows_the_shim(self):
         """The image's own LD_PRELOAD (its configured environment) comes

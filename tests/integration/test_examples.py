@@ -76,9 +76,10 @@ class ExamplesTest(unittest.TestCase):
             r = d.ctl("app", "install",
                       os.path.join(EX, "apps", "shared-notebook.yaml"))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("App notebook is running on homelab/", r.stdout)
+            # external: "assigned", the page's word (issue 47 item 9)
+            self.assertIn("App notebook is assigned to homelab/", r.stdout)
             r = d.ctl("app", "list")
-            self.assertRegex(r.stdout, r"notebook\s+shared\s+running")
+            self.assertRegex(r.stdout, r"notebook\s+shared\s+assigned")
             two = os.path.join(EX, "apps", "two-type.yaml")
             r = d.ctl("app", "install", two)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
@@ -86,7 +87,7 @@ class ExamplesTest(unittest.TestCase):
             self.assertIn("apple-m", r.stdout + r.stderr)
             r = d.ctl("app", "install", two, "--compute-mode", "apple-m")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("App whisper is running on macmini/macmini-apple-m-0",
+            self.assertIn("App whisper is assigned to macmini/macmini-apple-m-0",
                           r.stdout)
 
     def test_an_app_with_a_command_on_a_declared_node_is_not_stuck(self):

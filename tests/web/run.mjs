@@ -694,6 +694,12 @@ try {
     const line = page.locator('tr[data-app="webimage"] .ctr-line');
     await line.waitFor();
     assert.equal(await line.innerText(), `Image ${ref} · no container`);
+    // its output (issue 47 item 6): a dialog of GET /api/apps/NAME/logs
+    await page.getByRole('button', { name: 'Logs of webimage' }).click();
+    const logs = dialog('Logs of webimage');
+    await logs.getByText('Nothing written yet.').waitFor();
+    await logs.locator('.modal-foot').getByRole('button', { name: 'Close' }).click();
+    await logs.waitFor({ state: 'detached' });
     await ok('DELETE', '/api/apps/webimage');
   });
 
@@ -708,6 +714,20 @@ try {
     // llm has no run command: external, so assigned rather than "Running"
     await page.locator('tr[data-app="llm"]').getByText('Assigned', { exact: true }).waitFor();
     await shot(page, 'apps');
+  });
+
+  await step('apps: Attach containers shows the lines of an external app (issue 47 item 5)', async () => {
+    await page.getByRole('button', { name: 'Attach containers to llm' }).click();
+    const dlg = dialog('Attach your own containers to llm');
+    await dlg.getByTestId('attach').waitFor();
+    const t = await dlg.innerText();
+    for (const s of ['podman run --device accel.dev/app=llm IMAGE', 'docker run --runtime accel -e ACCEL_APP=llm IMAGE',
+      'devices: ["accel.dev/app=llm"]', 'runtime: accel', '--ulimit nofile=1024:1024 --ulimit nproc=1024:1024',
+      'podman-compose 1.0.3 silently ignores']) assert.ok(t.includes(s), `the dialog lacks "${s}": ${t}`);
+    assert.equal(await page.getByRole('button', { name: /^Attach containers to / }).count(),
+      (await ok('GET', '/api/apps')).filter((a) => a.external).length);
+    await dlg.locator('.modal-foot').getByRole('button', { name: 'Close' }).click();
+    await dlg.waitFor({ state: 'detached' });
   });
 
   await step('accelerator page screenshot with assigned apps', async () => {

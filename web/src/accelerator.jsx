@@ -120,6 +120,7 @@ function DeviceCard({ d, offline }) {
         <p class="warn small" role="note">
           {foreign.length === 1 ? 'A process outside accel is' : `${foreign.length} processes outside accel are`} using this {devNoun(d.mode)}
           {foreign.some((f) => measured(f.usedMemory)) ? ` (${gi(foreign.reduce((s, f) => s + (f.usedMemory || 0), 0))})` : ''}.
+          {foreign.filter((f) => f.container).map((f) => ` ${f.container.engine} container ${f.container.id.slice(0, 12)}, given the GPU past accel (--gpus or driver: nvidia).`).join('')}
         </p>
       )}
       {apps.filter((b) => b.overQuotaReported).map((b, i) => (

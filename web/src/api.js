@@ -86,6 +86,8 @@ const enc = encodeURIComponent;
 export const API = {
   resources: () => api('GET', '/api/compute-resources'),
   apps: () => api('GET', '/api/apps'),
+  app: (name) => api('GET', `/api/apps/${enc(name)}`),
+  logs: (name, offset) => api('GET', `/api/apps/${enc(name)}/logs?offset=${offset || 0}`),
   setSupportType: (node, dev, supportType) =>
     api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/support-type`, { supportType }),
   install: (body) => api('POST', '/api/apps', body),

@@ -1,6 +1,6 @@
 // Apps: the list with state and owner; install from a manifest file;
 // Resume (the dialog of resume.jsx), Stop, Remove from GPU, Uninstall.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { API } from './api.js';
 import { Badge, Empty, Modal, confirmDialog, toast, errText } from './ui.jsx';
 import { gi, giCeil, giOr, stateLabel, typeTitle, hasVram, timeAgo, deviceLabel, devNoun, measured } from './format.js';
@@ -158,7 +158,7 @@ const FILTERS = {
 /* A container app's image and where its container is (docs/containers.md). */
 export function containerText(c) {
   const p = c.pull || {};
-  const where = p.state === 'pulling' ? 'pulling the image'
+  const where = p.state === 'pulling' ? `pulling the image${p.progress ? `: ${p.progress}` : ''}`
     : p.state === 'failed' ? 'pull failed'
     : c.state === 'running' ? 'container running'
     : c.state === 'stopping' ? 'container stopping' : 'no container';
@@ -170,8 +170,68 @@ function containerTitle(c) {
   return [c.digest && `pinned to ${c.digest}`, p.message || (p.state === 'pulling' && p.progress)].filter(Boolean).join('\n') || c.image;
 }
 
+/* How people attach their own containers to an external app (the app's
+ * attach, GET /api/apps/NAME): the lines for each engine and compose tool
+ * and the notes, the same as `accelctl app attach-help` prints. */
+export function AttachDialog({ appName, onClose }) {
+  const [at, setAt] = useState(null);
+  const [err, setErr] = useState('');
+  useEffect(() => {
+    API.app(appName).then((a) => setAt(a.attach || {}), (x) => setErr(errText(x)));
+  }, [appName]);
+  return (
+    <Modal title={`Attach your own containers to ${appName}`} onClose={onClose} wide ready={!!(at || err)}
+      footer={<button class="btn" onClick={onClose}>Close</button>}>
+      {err ? <p role="alert">{err}</p> : !at ? <div class="loading">Loading…</div> : (
+        <div class="attach" data-testid="attach">
+          {!at.admits && at.reason && <p class="muted" role="note">Refused now: {at.reason}</p>}
+          {(at.ways || []).map((w) => (
+            <div key={w.tool}><b>{w.tool}</b><pre class="attach-lines">{(w.lines || []).join('\n')}</pre></div>))}
+          {(at.notes || []).length > 0 && <ul class="muted small">{at.notes.map((n) => <li key={n}>{n}</li>)}</ul>}
+        </div>)}
+    </Modal>
+  );
+}
+
+const LOG_TAIL = 65536; /* the page shows the last 64 KiB of a log */
+
+/* An app's output (GET /api/apps/NAME/logs): its last LOG_TAIL bytes,
+ * read again on Refresh, as `accelctl app logs` prints it. */
+export function LogsDialog({ appName, onClose }) {
+  const [log, setLog] = useState(null);
+  const [err, setErr] = useState('');
+  const load = async () => {
+    try {
+      let r = await API.logs(appName, 0);
+      if (r.size > LOG_TAIL) r = await API.logs(appName, r.size - LOG_TAIL);
+      setLog(r); setErr('');
+    } catch (x) { setErr(errText(x)); }
+  };
+  useEffect(() => { load(); }, [appName]);
+  return (
+    <Modal title={`Logs of ${appName}`} onClose={onClose} wide ready={!!(log || err)}
+      footer={<><button class="btn" onClick={load}>Refresh</button><button class="btn" onClick={onClose}>Close</button></>}>
+      {err ? <p role="alert">{err}</p> : !log ? <div class="loading">Loading…</div>
+        : !log.text ? <p class="muted">Nothing written yet.</p>
+        : <pre class="attach-lines app-log" data-testid="app-log">{log.size > LOG_TAIL ? '…\n' : ''}{log.text}</pre>}
+    </Modal>
+  );
+}
+
+/* A published port as a link: the address it is bound to, the page's
+ * host for one bound to every address. */
+function portLink(p) {
+  const m = /^(?:(.*):)?(\d+):(\d+)(?:\/(\w+))?$/.exec(p);
+  if (!m || (m[4] && m[4] !== 'tcp')) return null;
+  const ip = !m[1] || m[1] === '0.0.0.0' || m[1] === '::' ? location.hostname : m[1];
+  const host = ip.includes(':') ? `[${ip}]` : ip;
+  return { href: `http://${host}:${m[2]}/`, text: `${host}:${m[2]}` };
+}
+
 export function AppsPage({ apps, nodes, role, refresh, offline }) {
   const [installing, setInstalling] = useState(false);
+  const [attach, setAttach] = useState(null);
+  const [logs, setLogs] = useState(null);
   const [resume, setResume] = useState(null);
   const [busy, setBusy] = useState('');
   const [q, setQ] = useState('');
@@ -237,7 +297,9 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                   <td data-label="App"><b>{a.title || a.name}</b>{a.title && a.title !== a.name && <div class="muted small">{a.name}</div>}
                     <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div>
                     {a.external && <Badge kind="">External</Badge>}
-                    {a.container && <div class="muted small ctr-line" title={containerTitle(a.container)}>{containerText(a.container)}</div>}</td>
+                    {a.container && <div class="muted small ctr-line" title={containerTitle(a.container)}>{containerText(a.container)}</div>}
+                    {a.container && a.container.state === 'running' && (a.container.ports || []).map(portLink).filter(Boolean).map((l) =>
+                      <a class="small port-link" key={l.href} href={l.href} target="_blank" rel="noopener">{l.text}</a>)}</td>
                   <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge>
                     : a.external && a.state === 'running' ? <Badge kind="" title="accel assigned its GPU; another system runs its processes">Assigned</Badge>
                     : <Badge kind={STATE_KIND[a.state] || ''}>{stateLabel(a.state)}</Badge>}
@@ -253,6 +315,8 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                         onClick={() => act(a.name, 'stop', () => API.suspend(a.name), `Stopping ${a.name}; its GPU is released once its processes have exited.`)}>Stop</button>}
                     {(a.allocations || []).length > 0 &&
                       <button class="btn small danger-ghost" aria-label={`Remove from ${unitOf(a)}: ${a.name}`} onClick={() => removeAppFromGpu(a.name, refresh, unitOf(a))}>Remove from {unitOf(a)}</button>}
+                    {a.runner && <button class="btn small" aria-label={`Logs of ${a.name}`} onClick={() => setLogs(a.name)}>Logs</button>}
+                    {a.external && <button class="btn small" aria-label={`Attach containers to ${a.name}`} onClick={() => setAttach(a.name)}>Attach containers</button>}
                     <button class="btn small danger-ghost" aria-label={`Uninstall ${a.name}`} disabled={busy === `uninstall:${a.name}`} onClick={() => uninstall(a)}>Uninstall</button>
                   </div> : <span class="muted small">Managed by the administrator</span>}</td>
                 </tr>
@@ -264,6 +328,8 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
               <span class="muted small">{PAGE} shown; search, filter or sort to find one.</span></div>)}
         </div>
       )}
+      {logs && <LogsDialog appName={logs} onClose={() => setLogs(null)} />}
+      {attach && <AttachDialog appName={attach} onClose={() => setAttach(null)} />}
       {installing && <InstallDialog onClose={() => setInstalling(false)} refresh={refresh} nodes={nodes} />}
       {resume && <ResumeDialog appName={resume} role={role} apps={apps} onClose={() => setResume(null)} refresh={refresh} />}
     </>

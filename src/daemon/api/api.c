@@ -25,6 +25,7 @@
 #include "daemon/api/ops.h"
 #include "daemon/api/users.h"
 #include "daemon/api/view.h"
+#include "daemon/api/view_attach.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/enforce/reconcile.h"
 #include "daemon/node/history/sampler.h"
@@ -214,6 +215,8 @@ static void h_app(struct http_req *r)
     a = state_app_find(r->d, r->params[0]);
     if (a && visible(r, a))
         v = view_app(r->d, a);
+    if (v != NULL && !manifest_runs(&a->m)) /* the app's page alone */
+        json_object_set_new(v, "attach", view_attach(r->d, a));
     pthread_mutex_unlock(&r->d->lock);
     if (v == NULL)
         http_reply_error(r, ACCEL_ENOTFOUND, "app \"%s\" is not installed",

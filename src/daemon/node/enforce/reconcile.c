@@ -69,6 +69,9 @@ struct seen_proc {
     char *app;     /* the app it belongs to (owned), NULL = none */
     bool alive;    /* /proc/<pid> exists */
     int sm;        /* its SM utilization, percent; -1 unknown */
+    char ctr_engine[16]; /* a process of no app in a container: its
+                            engine (docker, podman), else "" */
+    char ctr_id[65];     /* and the container's ID */
 };
 
 /* One device of the scan with its processes. */
@@ -212,6 +215,39 @@ static void query_putil(struct nvml *nv, struct seen_gpu *s,
     free(u);
 }
 
+/*
+ * The container a process of no app runs in, from its cgroup path: a
+ * container given the GPU past accel (docker run --gpus, compose's driver:
+ * nvidia) is shown by its engine and ID with the foreign use (issue 47
+ * item 5). Docker's cgroupfs path (/docker/<ID>), its systemd scope
+ * (docker-<ID>.scope), podman's (libpod-<ID>, not conmon's). Outside the
+ * lock: a read of /proc.
+ */
+static void container_of(struct seen_proc *q)
+{
+    static const struct { const char *mark, *engine; } marks[] = {
+        {"/docker/", "docker"}, {"docker-", "docker"}, {"libpod-", "podman"},
+    };
+    char path[64], buf[4096];
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)q->pid);
+    n = util_read_small(path, buf, sizeof buf);
+    for (size_t m = 0; n > 0 && m < sizeof marks / sizeof marks[0]; m++) {
+        const char *at = buf;
+        while ((at = strstr(at, marks[m].mark)) != NULL) {
+            at += strlen(marks[m].mark);
+            if (strspn(at, "0123456789abcdef") >= 64) {
+                util_strlcpy(q->ctr_engine, marks[m].engine,
+                             sizeof q->ctr_engine);
+                memcpy(q->ctr_id, at, 64);
+                q->ctr_id[64] = '\0';
+                return;
+            }
+        }
+    }
+}
+
 static void query_procs(const struct cgroup_sys *cg, struct nvml *nv,
                         struct seen_gpu *s, const struct app_ref *refs,
                         size_t nrefs, uint64_t since_us)
@@ -230,6 +266,8 @@ static void query_procs(const struct cgroup_sys *cg, struct nvml *nv,
         q->used = v[i].used_memory;
         q->app = map_pid(cg, refs, nrefs, v[i].pid, &q->alive);
         q->sm = -1;
+        if (q->app == NULL && q->alive)
+            container_of(q);
     }
     free(v);
     query_putil(nv, s, since_us);
@@ -500,6 +538,10 @@ static json_t *foreign_entry(const struct seen_proc *q)
                           (json_int_t)q->used);
     if (q->app)
         json_object_set_new(o, "app", json_string(q->app));
+    if (q->ctr_engine[0] != '\0')
+        json_object_set_new(o, "container",
+                            json_pack("{s:s, s:s}", "engine", q->ctr_engine,
+                                      "id", q->ctr_id));
     return o;
 }
 
@@ -534,13 +576,19 @@ static void report_foreign(struct accel_daemon *d, size_t dev, json_t *now)
     json_array_foreach(now, i, e) {
         pid_t pid = (pid_t)json_integer_value(json_object_get(e, "pid"));
         const char *app = json_string_value(json_object_get(e, "app"));
+        const json_t *ctr = json_object_get(e, "container");
+        char in[96] = "";
         if (di->foreign && pid_in(di->foreign, pid))
             continue;
+        if (ctr != NULL)
+            snprintf(in, sizeof in, " (%s container %.12s)",
+                     json_string_value(json_object_get(ctr, "engine")),
+                     json_string_value(json_object_get(ctr, "id")));
         state_event(d, "reconciler.foreign", app, node, x->id,
                     json_deep_copy(e),
-                    "process %d %s%s uses %s without a binding there",
+                    "process %d %s%s%s uses %s without a binding there",
                     (int)pid, app ? "of app " : "of no app",
-                    app ? app : "", x->id);
+                    app ? app : "", in, x->id);
     }
     if (json_array_size(now) == 0 && di->foreign)
         state_event(d, "reconciler.foreign-gone", NULL, node, x->id, NULL,

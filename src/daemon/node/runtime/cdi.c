@@ -28,6 +28,7 @@
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/proc/identity.h"
 #include "daemon/node/runtime/appsetup.h"
+#include "daemon/node/runtime/engines.h"
 
 #define CDI_FILE_MAX (4u << 20)
 
@@ -448,6 +449,16 @@ json_t *cdi_app_device(struct accel_daemon *d, const struct app *a,
         size_t nd = cgroup_app_dirs(d->cg, a->name, dirs);
         if (hook != NULL && nd > 0) {
             json_t *args = json_pack("[s, s]", "accelctl", "cdi-hook");
+            char *rec = engines_record_dir(d, a->name), *top;
+            top = xasprintf("%s/run/containers", d->cfg.data_dir);
+            if (mkdir(top, 0700) != 0 && errno != EEXIST)
+                log_warn("cannot make %s: %s", top, strerror(errno));
+            free(top);
+            /* where the hook writes the container's engine and ID, for a
+             * stop through the engine (engines.c) */
+            json_array_append_new(args, json_string("--record"));
+            json_array_append_new(args, json_string(rec));
+            free(rec);
             for (size_t k = 0; k < nd; k++)
                 json_array_append_new(args, json_string(dirs[k]));
             json_array_append_new(
@@ -924,22 +935,59 @@ static void spec_sweep(struct accel_daemon *d, const char *dir,
     free(prefix);
 }
 
+/*
+ * The device of a stopped external app (lock held): the app's name, and
+ * the hook run with --stopped, which refuses a container with words that
+ * say the app is stopped (issue 47 item 4; without it podman says only
+ * that the name does not resolve, as for a mistyped one, and Docker's
+ * accel-runc that no app of that name admits containers). NULL for any
+ * other app, or where there is no accelctl to run as the hook.
+ */
+static struct cdi_plan *cdi_stopped_plan(struct accel_daemon *d,
+                                         const struct app *a)
+{
+    struct cdi_plan *p;
+    char *hook, *env;
+
+    if (manifest_runs(&a->m) || a->nrows != 0 || a->state != APP_STOPPED)
+        return NULL;
+    hook = hook_path();
+    if (hook == NULL)
+        return NULL;
+    p = xcalloc(1, sizeof(*p));
+    p->app = xstrdup(a->name);
+    p->group = d->uid_drop;
+    p->gid = d->uid_drop ? (gid_t)identity_uid(d, a->owner) : 0;
+    env = xasprintf("ACCEL_APP=%s", a->name);
+    p->dev = json_pack("{s:s, s:{s:[s], s:[{s:s, s:s, s:[s, s, s, s]}]}}",
+                       "name", a->name, "containerEdits", "env", env,
+                       "hooks", "hookName", "createContainer", "path", hook,
+                       "args", "accelctl", "cdi-hook", "--stopped", a->name);
+    free(env);
+    free(hook);
+    return p;
+}
+
 void cdi_refresh(struct accel_daemon *d)
 {
     const char *dir = cdi_dir();
-    struct cdi_plan **plans;
+    struct cdi_plan **plans, **stopped;
     const char **kept;
-    size_t np = 0, nkept = 0;
+    size_t np = 0, ns = 0, nkept = 0;
 
     if (d->cg == NULL || d->shim_path == NULL || dir == NULL)
         return;
     pthread_mutex_lock(&d->lock);
     plans = xcalloc(d->napps ? d->napps : 1, sizeof(*plans));
+    stopped = xcalloc(d->napps ? d->napps : 1, sizeof(*stopped));
     for (size_t i = 0; i < d->napps; i++) {
         struct app *a = d->apps[i];
         struct cdi_plan *p;
         char *cause = NULL;
         if (!cdi_app_here(d, a)) {
+            p = cdi_stopped_plan(d, a);
+            if (p != NULL)
+                stopped[ns++] = p;
             if (!manifest_runs(&a->m) &&
                 cgroup_app_populated(d->cg, a->name) == 0)
                 cgroup_app_remove_tree(d->cg, a->name); /* released */
@@ -967,18 +1015,24 @@ void cdi_refresh(struct accel_daemon *d)
     pthread_mutex_lock(&d->files_lock);
     pthread_mutex_unlock(&d->lock);
     written_follow(d, plans, np);
-    kept = xcalloc(np ? np : 1, sizeof(*kept));
+    kept = xcalloc(np + ns ? np + ns : 1, sizeof(*kept));
     for (size_t i = 0; i < np; i++) {
         if (cdi_write(d, plans[i], &d->written[i]) && plans[i]->dev != NULL &&
             spec_write(d, dir, plans[i]))
             kept[nkept++] = plans[i]->app;
     }
+    for (size_t i = 0; i < ns; i++)
+        if (spec_write(d, dir, stopped[i]))
+            kept[nkept++] = stopped[i]->app;
     spec_sweep(d, dir, kept, nkept);
     free(kept);
     for (size_t i = 0; i < np; i++)
         cdi_plan_free(plans[i]);
+    for (size_t i = 0; i < ns; i++)
+        cdi_plan_free(stopped[i]);
     pthread_mutex_unlock(&d->files_lock);
     free(plans);
+    free(stopped);
 }
 
 void cdi_remove(struct accel_daemon *d)

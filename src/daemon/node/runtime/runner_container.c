@@ -52,6 +52,17 @@ static void container_name(const struct accel_daemon *d, const char *app,
     snprintf(buf, len, "accel-%s-%s", d->cg->instance, app);
 }
 
+/* The app's published ports as run.ports has them ("ip:host:container" or
+ * with "/proto"): the page links to them (issue 47 item 6). */
+static json_t *ports_json(const struct app *a)
+{
+    json_t *ports = json_array();
+
+    for (char **p = a->m.run.ctr.ports; p != NULL && *p != NULL; p++)
+        json_array_append_new(ports, json_string(*p));
+    return ports;
+}
+
 static json_t *container_json(const struct accel_daemon *d,
                               const struct app *ca)
 {
@@ -76,6 +87,8 @@ static json_t *container_json(const struct accel_daemon *d,
     }
     if (a->pull != NULL)
         json_object_set_new(o, "pull", json_deep_copy(a->pull));
+    if (a->m.run.ctr.ports != NULL && a->m.run.ctr.ports[0] != NULL)
+        json_object_set_new(o, "ports", ports_json(a));
     return o;
 }
 

@@ -42,6 +42,7 @@
 #include "daemon/node/runtime/appsetup.h"
 #include "daemon/node/runtime/cdi.h"
 #include "daemon/node/runtime/diskwatch.h"
+#include "daemon/node/runtime/engines.h"
 #include "daemon/node/runtime/logs.h"
 #include "daemon/node/runtime/runner.h"
 #include "daemon/node/slice/broker.h"
@@ -174,7 +175,12 @@ uint32_t runtime_held_outside(struct accel_daemon *d, const struct app *a)
     if (manifest_runs(&a->m) || d->cg == NULL || a->nrows == 0 ||
         cgroup_app_populated(d->cg, a->name) != 1)
         return 0;
-    cgroup_app_signal(d->cg, a->name, SIGTERM);
+    /* people's containers through their engine, so that a restart policy
+     * sees a stop (the engine marks it stopped before it signals); a
+     * SIGTERM of ours could reach them first and read as a crash. The
+     * kill after the stop timeout (the reconciler) stays the fallback. */
+    if (engines_stop(d, a->name, a->m.run.stop_timeout_s) == 0)
+        cgroup_app_signal(d->cg, a->name, SIGTERM);
     return 1;
 }
 
@@ -192,6 +198,7 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
 
     pthread_mutex_lock(&d->files_lock); /* after a refresh's writes */
     cdi_forget(d, a->name);
+    engines_forget(d, a->name);
     vram_app_clear(d, a);
     for (size_t i = 0; i < a->nrows; i++) {
         if (appsetup_quota_row(d, a, i) &&
@@ -484,7 +491,9 @@ bool runtime_stop_outside(struct accel_daemon *d, const char *name,
 {
     if (d->cg == NULL || cgroup_app_populated(d->cg, name) != 1)
         return true;
-    cgroup_app_signal(d->cg, name, SIGTERM);
+    /* through their engines, as runtime_held_outside stops them */
+    if (engines_stop(d, name, timeout_s) == 0)
+        cgroup_app_signal(d->cg, name, SIGTERM);
     if (wait_empty(d, runner_of(NULL), name, 0, 0,
                    (unsigned)timeout_s * 1000u, NULL))
         return true;
