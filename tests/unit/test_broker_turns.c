@@ -386,6 +386,28 @@ TEST(turns_grow_while_memory_moves)
 
 /* While the apps fit the card, turns are the quantum, however large the
  * apps. */
+/* The bytes come with each "R": a turn granted before the second app
+ * said how much it holds grows once it has. */
+TEST(turns_grow_when_bytes_learnt)
+{
+    struct broker_settings st = {.quantum_ms = 30, .idle_us = 500,
+                                 .oversub_ms = 100, .card_bytes = 24 * GIB,
+                                 .link_bps = 8ULL * GIB};
+    struct broker_stats s;
+    setup_with(&st);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_bytes(&core, 0, 14 * GIB);
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_stats(&core, 1 * MS, &s);
+    ASSERT_U64_EQ(s.budget_ns, 30 * MS); /* alone it fits */
+    broker_core_bytes(&core, 1, 14 * GIB);
+    broker_core_request(&core, 1, 2 * MS);
+    broker_core_stats(&core, 2 * MS, &s);
+    ASSERT_U64_EQ(s.budget_ns, 4500 * MS);
+    ASSERT_U64_EQ(broker_core_tick(&core, 31 * MS), 4501 * MS);
+}
+
 TEST(turns_quantum_while_memory_fits)
 {
     struct broker_settings st = {.quantum_ms = 30, .idle_us = 500,
@@ -540,6 +562,7 @@ TEST(turns_bursty_beside_busy)
     XX(turns_credit_ping_pong_ends)                                            \
     XX(turns_move_estimate)                                                    \
     XX(turns_grow_while_memory_moves)                                          \
+    XX(turns_grow_when_bytes_learnt)                                           \
     XX(turns_quantum_while_memory_fits)                                        \
     XX(turns_card_full_fallback)                                               \
     XX(turns_bursty_beside_busy)

@@ -51,9 +51,9 @@
 /* Defaults (docs/internals/timeslice.md, "Choosing the quantum"). */
 #define BROKER_DEFAULT_QUANTUM_MS 30
 #define BROKER_DEFAULT_IDLE_MS 1         /* what old shims read */
-#define BROKER_DEFAULT_IDLE_US 500
+#define BROKER_DEFAULT_IDLE_US 300
 #define BROKER_MIN_IDLE_US 50
-#define BROKER_DEFAULT_MIN_TURN_US 2000
+#define BROKER_DEFAULT_MIN_TURN_US 500
 #define BROKER_DEFAULT_PAGING_PCT 10
 #define BROKER_DEFAULT_LINK_BPS 12000000000ULL /* 12 GB/s: PCIe 4 x16 for
                                                 * managed memory's faults;

@@ -506,6 +506,14 @@ uint64_t broker_core_tick(struct broker_core *c, uint64_t now)
 
     if (c->holder < 0 || c->nqueue == 0)
         return 0;
+    if (c->asked_ns == 0 && moving(c)) {
+        /* memory moves (perhaps learnt from a later "R <bytes>"): the
+         * turn grows to what paging needs, and no credit cuts it */
+        uint64_t b = budget_for(c, c->holder);
+        if (b > c->budget_ns)
+            c->budget_ns = b;
+        c->cut_ns = 0;
+    }
     if (c->asked_ns == 0) {
         due = c->granted_ns + c->budget_ns;
         if (c->cut_ns != 0 && c->cut_ns < due)
