@@ -391,7 +391,8 @@ TEST(turns_grow_while_memory_moves)
 TEST(turns_grow_when_bytes_learnt)
 {
     struct broker_settings st = {.quantum_ms = 30, .idle_us = 500,
-                                 .oversub_ms = 100, .card_bytes = 24 * GIB,
+                                 .oversub_ms = 100, .paging_pct = 10,
+                                 .card_bytes = 24 * GIB,
                                  .link_bps = 8ULL * GIB};
     struct broker_stats s;
     setup_with(&st);
@@ -406,6 +407,24 @@ TEST(turns_grow_when_bytes_learnt)
     broker_core_stats(&core, 2 * MS, &s);
     ASSERT_U64_EQ(s.budget_ns, 4500 * MS);
     ASSERT_U64_EQ(broker_core_tick(&core, 31 * MS), 4501 * MS);
+}
+
+/* The default plans for 5 % paging (the bar is 10 %): 19 x the move. */
+TEST(turns_default_paging_share)
+{
+    struct broker_settings st = {.quantum_ms = 30, .idle_us = 500,
+                                 .card_bytes = 24 * GIB,
+                                 .link_bps = 8ULL * GIB};
+    struct broker_stats s;
+    setup_with(&st);
+    conn(0, "a");
+    conn(1, "b");
+    broker_core_bytes(&core, 0, 14 * GIB);
+    broker_core_bytes(&core, 1, 14 * GIB);
+    broker_core_request(&core, 0, 1 * MS);
+    broker_core_request(&core, 1, 2 * MS);
+    broker_core_stats(&core, 2 * MS, &s);
+    ASSERT_U64_EQ(s.budget_ns, 19 * 500 * MS);
 }
 
 TEST(turns_quantum_while_memory_fits)
@@ -563,6 +582,7 @@ TEST(turns_bursty_beside_busy)
     XX(turns_move_estimate)                                                    \
     XX(turns_grow_while_memory_moves)                                          \
     XX(turns_grow_when_bytes_learnt)                                           \
+    XX(turns_default_paging_share)                                             \
     XX(turns_quantum_while_memory_fits)                                        \
     XX(turns_card_full_fallback)                                               \
     XX(turns_bursty_beside_busy)

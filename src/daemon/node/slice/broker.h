@@ -54,7 +54,10 @@
 #define BROKER_DEFAULT_IDLE_US 300
 #define BROKER_MIN_IDLE_US 50
 #define BROKER_DEFAULT_MIN_TURN_US 500
-#define BROKER_DEFAULT_PAGING_PCT 10
+/* The share of device time paging may take that turns are planned for;
+ * the bar is 10 %: the margin is for what the estimate misses (contexts,
+ * a turn cut short at an app's start or end). */
+#define BROKER_DEFAULT_PAGING_PCT 5
 #define BROKER_DEFAULT_LINK_BPS 12000000000ULL /* 12 GB/s: PCIe 4 x16 for
                                                 * managed memory's faults;
                                                 * corrected on a GPU */

@@ -289,6 +289,10 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
                   (int)(s->set.grace_ms ? s->set.grace_ms
                                         : BROKER_DEFAULT_GRACE_MS));
     json_object_set_new(o, "idleReleaseUs", json_integer(s->set.idle_us));
+    json_object_set_new(o, "oversubscribedQuantumMs",
+                        json_integer(s->set.oversub_ms));
+    json_object_set_new(o, "minTurnUs", json_integer(s->set.min_turn_us));
+    json_object_set_new(o, "pagingPercent", json_integer(s->set.paging_pct));
     json_object_set_new(o, "turnMs", json_real(s->budget_ns / 1e6));
     json_object_set_new(o, "paging",
                         json_pack("{s:I, s:f}", "switches",
