@@ -115,8 +115,11 @@ TEST(turns_credit_gets_turn_back_after_min_turn)
      * share of two apps), not a fresh quantum */
     ASSERT_U64_EQ(st.budget_ns, 90 * MS + 500 * US);
     ASSERT_U64_EQ(app(&st, "a")->credit_ns, 0);
-    /* b was cut short: what it did not use is its credit */
-    ASSERT_U64_EQ(app(&st, "b")->credit_ns, 100 * MS - 2200 * US);
+    /* b was cut short (asked back): no credit, it waits in FIFO order;
+     * credit for it would make the two cut each other short */
+    ASSERT_U64_EQ(app(&st, "b")->credit_ns, 0);
+    ASSERT_U64_EQ(broker_core_tick(&core, 14 * MS), 13 * MS + 200 * US +
+                                                         90 * MS + 500 * US);
 }
 
 TEST(turns_credit_asked_at_once_after_min_turn)
@@ -167,10 +170,14 @@ TEST(turns_gap_earns_credit)
     broker_core_tick(&core, 101 * MS);
     broker_core_done(&core, 0, 101 * MS); /* a used its whole turn */
     clear(1);
-    broker_core_request(&core, 0, 104 * MS); /* 3 ms gap: 1.5 ms credit */
+    /* asked back: no gap follows, 3 ms later it has no credit */
+    broker_core_request(&core, 0, 104 * MS);
     ASSERT_STR_EQ(sink.last[1], "C");
-    broker_core_done(&core, 0, 105 * MS);  /* gives up waiting */
-    broker_core_request(&core, 0, 106 * MS); /* + 0.5: 2 ms, enough */
+    broker_core_done(&core, 0, 105 * MS);  /* gives up waiting: a gap */
+    broker_core_request(&core, 0, 108 * MS); /* 3 ms: 1.5 ms, too little */
+    ASSERT_STR_EQ(sink.last[1], "C");
+    broker_core_done(&core, 0, 108 * MS);
+    broker_core_request(&core, 0, 109 * MS); /* + 0.5: 2 ms, enough */
     ASSERT_STR_EQ(sink.last[1], "X");
 }
 
@@ -269,13 +276,13 @@ TEST(turns_held_time_counted)
     ASSERT_U64_EQ(app(&s, "b")->held_ns, 47 * MS);
 }
 
-/* Two busy apps that both start with credit cut each other short only
- * until their credit is spent: then turns are whole quanta again (no
- * endless ping-pong). */
+/* Two busy apps, one starting with credit: it cuts the other short once;
+ * a turn cut short leaves no credit, so no ping-pong follows and turns are
+ * whole quanta again. */
 TEST(turns_credit_ping_pong_ends)
 {
     uint64_t t, last_switch = 0, longest_late = 0;
-    int switches_late = 0;
+    int switches_late = 0, switches = 0;
     setup();
     conn(0, "a");
     conn(1, "b");
@@ -290,6 +297,7 @@ TEST(turns_credit_ping_pong_ends)
                 clear(k);
                 broker_core_done(&core, k, t);
                 broker_core_request(&core, k, t); /* busy: asks again */
+                switches++;
                 if (t > 1000 * MS) {
                     switches_late++;
                     if (last_switch && t - last_switch > longest_late)
@@ -298,6 +306,9 @@ TEST(turns_credit_ping_pong_ends)
                 last_switch = t;
             }
     }
+    /* 3 s of 100 ms turns and the one cut: ~30 switches (with credit for
+     * a cut turn they would cut each other every 2 ms at first) */
+    ASSERT_LE(switches, 33);
     /* after the first second: turns of the whole quantum, ~10 a second */
     ASSERT_LE(switches_late, 22);
     ASSERT_GE(switches_late, 18);

@@ -262,24 +262,28 @@ static void grant(struct broker_core *c, int app, uint64_t now,
             grant_conn(c, i);
 }
 
-/* The holder's turn ends at now: its device time is counted; a turn given
- * back before its budget leaves the rest as credit (at most a quantum),
- * a revoked one none. */
+/* The holder's turn ends at now: its device time is counted. Only a turn
+ * given back of the app's own accord (a host gap: D before any X) leaves
+ * credit, the rest of its budget (at most a quantum), and starts a gap
+ * that earns more. A turn asked back (its budget used up, or cut short for
+ * an app with credit) or revoked leaves none: the app wants the card more
+ * than it gets, and credit for it would only make two apps cut each other
+ * short, a handoff each time. */
 static void end_turn(struct broker_core *c, uint64_t now, bool revoked)
 {
     struct broker_app *a = &c->apps[c->holder];
     uint64_t used = now > c->granted_ns ? now - c->granted_ns : 0;
+    bool own = !revoked && c->asked_ns == 0;
 
     a->held_ns += used;
     a->credit_ns = 0;
-    if (!revoked && used < c->budget_ns) {
+    if (own && used < c->budget_ns) {
         a->credit_ns = c->budget_ns - used;
         if (a->credit_ns > quantum_ns(c))
             a->credit_ns = quantum_ns(c);
     }
     a->jump = false;
-    /* its gap begins; a revoked app's time stuck is no gap */
-    a->gap_since = revoked ? 0 : now ? now : 1;
+    a->gap_since = own ? (now ? now : 1) : 0;
     c->cut_ns = 0;
 }
 
