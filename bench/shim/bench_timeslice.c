@@ -336,9 +336,16 @@ static void bars(double secs)
            "idle %u us, min turn %u us)\n\n", secs,
            BROKER_DEFAULT_QUANTUM_MS, BROKER_DEFAULT_IDLE_US,
            BROKER_DEFAULT_MIN_TURN_US);
-    busy_solo = solo(0, "busy", 200, secs);
-    busy_solo_shim = solo(1, "busy", 200, secs);
-    printf("| app alone | no shim | shim, time slicing | ratio | bar |\n"
+    /* best of 3 alternated runs each way: one run swings with the load */
+    busy_solo = busy_solo_shim = 0;
+    for (int i = 0; i < 3; i++) {
+        double a = solo(0, "busy", 200, secs / 2), b = solo(1, "busy", 200,
+                                                            secs / 2);
+        busy_solo = a > busy_solo ? a : busy_solo;
+        busy_solo_shim = b > busy_solo_shim ? b : busy_solo_shim;
+    }
+    printf("| app alone (best of 3 alternated runs) | no shim | shim, time "
+           "slicing | ratio | bar |\n"
            "|---|---|---|---|---|\n"
            "| busy app, kernels/s | %.0f | %.0f | **%.3f** | >= 0.98 |\n\n",
            busy_solo, busy_solo_shim, busy_solo_shim / busy_solo);
@@ -428,17 +435,17 @@ static void bars(double secs)
  * beside the busy one, and two busy apps, over quantum and idle time. */
 static void sweep(double secs)
 {
-    unsigned quanta[] = {10, 30, 100, 500}, idles[] = {200, 500, 2000};
+    unsigned quanta[] = {10, 30, 100, 500}, idles[] = {100, 300, 1000, 3000};
     double solo1 = solo(0, "bursty", 1000, secs);
     double solo10 = solo(0, "bursty", 10000, secs);
 
     printf("## Time slicing curves (%.1f s a run)\n\n", secs);
     printf("| quantum | idle | bursty(1 ms) / solo | busy share | bursty(10 "
            "ms) / solo | busy share | p99 wait (10 ms app) | two busy: card "
-           "busy | two busy: p99 wait |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
+           "busy | two busy: lowest / fair share | two busy: p99 wait |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int qi = 0; qi < 4; qi++)
-        for (int ii = 0; ii < 3; ii++) {
+        for (int ii = 0; ii < 4; ii++) {
             struct broker_settings s = defaults();
             struct app a1[2] = {
                 {.name = "bursty", .kind = "bursty", .param = 1000},
@@ -461,12 +468,18 @@ static void sweep(double secs)
             run(&r1, a1, 2);
             run(&r10, a10, 2);
             run(&rb, bb, 2);
-            printf("| %u ms | %u us | %.2f | %.2f | %.2f | %.2f | %.1f ms | "
-                   "%.2f | %.1f / %.1f ms |\n", quanta[qi], idles[ii],
-                   rate(&a1[0], secs) / solo1, a1[1].device_us / 1e6 / secs,
-                   rate(&a10[0], secs) / solo10,
-                   a10[1].device_us / 1e6 / secs, a10[0].p99_us / 1e3,
-                   rb.busy_s / secs, bb[0].p99_us / 1e3, bb[1].p99_us / 1e3);
+            {
+                double sa = bb[0].device_us / 1e6 / secs;
+                double sb = bb[1].device_us / 1e6 / secs;
+                printf("| %u ms | %u us | %.2f | %.2f | %.2f | %.2f | %.1f ms "
+                       "| %.2f | %.2f | %.1f / %.1f ms |\n", quanta[qi],
+                       idles[ii], rate(&a1[0], secs) / solo1,
+                       a1[1].device_us / 1e6 / secs,
+                       rate(&a10[0], secs) / solo10,
+                       a10[1].device_us / 1e6 / secs, a10[0].p99_us / 1e3,
+                       rb.busy_s / secs, (sa < sb ? sa : sb) / 0.5,
+                       bb[0].p99_us / 1e3, bb[1].p99_us / 1e3);
+            }
         }
 }
 

@@ -53,7 +53,7 @@
 #define BROKER_DEFAULT_IDLE_MS 1         /* what old shims read */
 #define BROKER_DEFAULT_IDLE_US 300
 #define BROKER_MIN_IDLE_US 50
-#define BROKER_DEFAULT_MIN_TURN_US 500
+#define BROKER_DEFAULT_MIN_TURN_US 2000
 /* The share of device time paging may take that turns are planned for;
  * the bar is 10 %: the margin is for what the estimate misses (contexts,
  * a turn cut short at an app's start or end). */
