@@ -48,7 +48,8 @@
 #define BROKER_HANDOFF_RING 256    /* recent handoffs kept for median/p99 */
 #define BROKER_HIST_BUCKETS 10     /* handoff histogram buckets */
 #define BROKER_MSG_MAX 128         /* bytes of one record */
-/* Defaults (docs/internals/timeslice.md, "Choosing the quantum"). */
+/* Defaults, chosen by bench/shim/bench_timeslice (issue 49;
+ * docs/internals/timeslice.md, "Settings and the rule for choosing them"). */
 #define BROKER_DEFAULT_QUANTUM_MS 30
 #define BROKER_DEFAULT_IDLE_MS 1         /* what old shims read */
 #define BROKER_DEFAULT_IDLE_US 300
@@ -68,9 +69,9 @@
  * is revoked. Default 1 s: a well-behaved handoff is a context synchronize
  * of the holder's queued work (1-2 ms median on the fake driver, the
  * longest queued kernel on a GPU: ML kernels run for milliseconds, rarely
- * 100 ms); 1 s is 2x the default quantum, so a waiting app waits at most
- * quantum + 1 s for a holder that never gives back, and an honest holder
- * with a queue of long kernels is not cut short (docs/internals/timeslice.md). */
+ * 100 ms); a waiting app waits at most quantum + 1 s for a holder that
+ * never gives back, and an honest holder with a queue of long kernels is
+ * not cut short (docs/internals/timeslice.md). */
 #define BROKER_DEFAULT_GRACE_MS 1000
 #define BROKER_MIN_GRACE_MS 10
 #define BROKER_MAX_GRACE_MS 600000
