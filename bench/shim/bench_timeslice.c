@@ -87,10 +87,11 @@ static int worker(char **argv)
     FILE *f;
 
     if (waits == NULL || cuInit(0) != 0 ||
-        cuDevicePrimaryCtxRetain(&ctx, 0) != 0 || cuCtxSetCurrent(ctx) != 0)
+        cuDevicePrimaryCtxRetain(&ctx, 0) != 0 || cuCtxSetCurrent(ctx) != 0 ||
+        (bytes > 0 && cuMemAllocManaged(&p, bytes, 1) != 0)) {
+        free(waits);
         return 3;
-    if (bytes > 0 && cuMemAllocManaged(&p, bytes, 1) != 0)
-        return 4;
+    }
     end = now_s() + secs;
     while (now_s() < end) {
         int n = bursty ? 20 : 8;
@@ -98,8 +99,10 @@ static int worker(char **argv)
         double t0 = now_s();
         for (int k = 0; k < n; k++) {
             if (cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL,
-                               NULL) != 0)
+                               NULL) != 0) {
+                free(waits);
                 return 5;
+            }
             /* the turn's wait; not the first (the app's arrival: it has
              * no credit yet and may wait a whole quantum) */
             if (k == 0 && units > 0 && nw < MAX_WAITS)
@@ -116,13 +119,14 @@ static int worker(char **argv)
     }
     qsort(waits, (size_t)nw, sizeof(double), cmp_double);
     f = fopen(getenv("BENCH_TS_OUT"), "w");
-    if (f == NULL)
-        return 6;
-    fprintf(f, "units %ld device_us %.0f p99_us %.1f max_us %.1f\n", units,
-            dev_us, nw ? waits[(nw * 99 + 99) / 100 - 1] : 0.0,
-            nw ? waits[nw - 1] : 0.0);
-    fclose(f);
-    return 0;
+    if (f != NULL) {
+        fprintf(f, "units %ld device_us %.0f p99_us %.1f max_us %.1f\n",
+                units, dev_us, nw ? waits[(nw * 99 + 99) / 100 - 1] : 0.0,
+                nw ? waits[nw - 1] : 0.0);
+        fclose(f);
+    }
+    free(waits);
+    return f != NULL ? 0 : 6;
 }
 
 /* ---- the parent ---- */

@@ -103,17 +103,20 @@ static int burst(char **argv)
     FILE *f;
 
     if (waits == NULL || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+        (bytes > 0 && cuMemAllocManaged(&p, bytes, 1) != CUDA_SUCCESS)) {
+        free(waits);
         return 3;
-    if (bytes > 0 && cuMemAllocManaged(&p, bytes, 1) != CUDA_SUCCESS)
-        return 3;
+    }
     end = mono_ns() + (int64_t)(secs * 1e9);
     while (mono_ns() < end) {
         int64_t t0 = mono_ns();
         for (int k = 0; k < n; k++) {
             if (cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL,
-                               NULL) != CUDA_SUCCESS)
+                               NULL) != CUDA_SUCCESS) {
+                free(waits);
                 return 3;
+            }
             if (k == 0 && bursts > 0 && nw < 100000)
                 waits[nw++] = mono_ns() - t0;
         }
@@ -126,12 +129,14 @@ static int burst(char **argv)
     }
     qsort(waits, (size_t)nw, sizeof(int64_t), cmp_i64);
     f = fopen(argv[7], "w");
-    if (f == NULL)
-        return 3;
-    fprintf(f, "bursts %ld median_us %.1f max_us %.1f\n", bursts,
-            nw ? waits[nw / 2] / 1e3 : 0.0, nw ? waits[nw - 1] / 1e3 : 0.0);
-    fclose(f);
-    return 0;
+    if (f != NULL) {
+        fprintf(f, "bursts %ld median_us %.1f max_us %.1f\n", bursts,
+                nw ? waits[nw / 2] / 1e3 : 0.0,
+                nw ? waits[nw - 1] / 1e3 : 0.0);
+        fclose(f);
+    }
+    free(waits);
+    return f != NULL ? 0 : 3;
 }
 
 /* Start argv as app `app` (NULL: the broker, its stdout to brokerout);
