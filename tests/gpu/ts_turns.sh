@@ -105,7 +105,7 @@ pair() { # GAP_US SHIM(0|1) -> files pair.{a,b}.{out,iv}, broker.out
     local gap=$1 use=$2 sock=$work/ts.sock pre=""
     if [ "$use" = 1 ]; then
         rm -f "$sock"
-        T 60 "$broker" "$sock" 30 300us > "$work/broker.out" 2>&1 &
+        T 60 "$broker" "$sock" 30 1000us > "$work/broker.out" 2>&1 &
         bpid=$!
         for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
         pre=$shim

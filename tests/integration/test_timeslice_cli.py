@@ -66,14 +66,14 @@ class TimesliceCliTest(accel_harness.SharedAcceld):
         r = self.ok("timeslice", "lab", GPU)
         self.assertIn("broker running", r.stdout)
         # issue 49: the defaults the measurements chose
-        self.assertIn("quantum 30 ms, idle release 300 us", r.stdout)
+        self.assertIn("quantum 30 ms, idle release 1000 us", r.stdout)
         self.assertIn("Holder: none", r.stdout)
         self.assertIn("No app is connected", r.stdout)
         data = json.loads(self.ok("-o", "json", "timeslice", "lab",
                                   GPU).stdout)
         self.assertTrue(data["running"])
         self.assertEqual(data["quantumMs"], 30)
-        self.assertEqual(data["idleReleaseUs"], 300)
+        self.assertEqual(data["idleReleaseUs"], 1000)
         self.assertIn("handoff", data)
         self.assertTrue(data["socket"].endswith(".sock"), data)
 

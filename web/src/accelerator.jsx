@@ -333,7 +333,7 @@ function ExclusivePicker({ d, apps, role, refresh }) {
 export const TIME_SLICE_SETTINGS = [
   { key: 'quantumMs', label: 'Turn length', unit: 'ms', min: 10, max: 600000, def: 30,
     help: 'How long an app may keep the GPU while another app waits, when no memory has to move between them.' },
-  { key: 'idleReleaseUs', label: 'Idle release', unit: 'µs', min: 50, max: 600000000, def: 300,
+  { key: 'idleReleaseUs', label: 'Idle release', unit: 'µs', min: 50, max: 600000000, def: 1000,
     help: 'An app that submits no work for this long (waiting for its own results counts as work) gives the GPU back early; it gets it back within a few milliseconds of asking.' },
   { key: 'oversubscribedQuantumMs', label: 'Shortest turn while memory moves', unit: 'ms', min: 10, max: 600000, def: 1000,
     help: "When the apps' memory together does not fit the GPU, each switch pages memory, so turns last at least this long (and longer when paging needs it)." },

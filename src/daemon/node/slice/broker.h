@@ -52,7 +52,7 @@
  * docs/internals/timeslice.md, "Settings and the rule for choosing them"). */
 #define BROKER_DEFAULT_QUANTUM_MS 30
 #define BROKER_DEFAULT_IDLE_MS 1         /* what old shims read */
-#define BROKER_DEFAULT_IDLE_US 300
+#define BROKER_DEFAULT_IDLE_US 1000
 #define BROKER_MIN_IDLE_US 50
 #define BROKER_DEFAULT_MIN_TURN_US 2000
 /* The share of device time paging may take that turns are planned for;
