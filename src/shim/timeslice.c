@@ -462,10 +462,24 @@ static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
     pthread_mutex_unlock(&TS.mu);
 }
 
+/* A thread is inside a submission (a synchronous copy waiting for the
+ * device, say): busy, not idle. */
+static int in_driver(void)
+{
+    if (atomic_load(&TS.inflight) > 0)
+        return 1;
+    for (int i = 0; i < SHIM_TS_MAX_THREADS; i++)
+        if (atomic_load_explicit(&TS.thr[i].used, memory_order_relaxed) &&
+            atomic_load_explicit(&TS.thr[i].busy, memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
 /* Idle detection and reconnects; returns us until the next thing due.
  * Idle = a host gap: no submission since the probe began (the gate was
- * closed, so the next one would have set HELD), no thread waiting in a
- * synchronize (it waits for the device: busy) and none finished one
+ * closed, so the next one would have set HELD), none still inside the
+ * driver (a synchronous copy waiting for the device), no thread waiting
+ * in a synchronize (it waits for the device: busy) and none finished one
  * since (the gap began only then). */
 static uint64_t housekeeping(uint64_t now)
 {
@@ -478,7 +492,8 @@ static uint64_t housekeeping(uint64_t now)
         pthread_mutex_lock(&TS.mu);
         if (d->state == SHIM_TS_PROBE && now >= d->probe_at) {
             if (atomic_load(&TS.syncing) == 0 &&
-                atomic_load(&TS.sync_epoch) == d->probe_epoch)
+                atomic_load(&TS.sync_epoch) == d->probe_epoch &&
+                !in_driver())
                 idle = 1;
             else
                 probe_arm(d, now); /* in or just out of a synchronize */

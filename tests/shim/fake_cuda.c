@@ -854,6 +854,17 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
     (void)d, (void)h, (void)n;
     return work(20);
 }
+/* A synchronous copy to the host: it runs after the process's queued
+ * work and returns when it has (time-slicing tests: a thread waiting in
+ * it is busy, not idle). */
+EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n)
+{
+    CUresult rc;
+    (void)h, (void)d, (void)n;
+    rc = work(20);
+    wait_own_work();
+    return rc;
+}
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr d, size_t n, CUdevice dev,
                                    CUstream s)
 {

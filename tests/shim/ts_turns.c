@@ -28,6 +28,10 @@
  *             not idle, so both keep their turns for the quantum (at most
  *             30 turns in 2.5 s). Before: each gave the turn back in its
  *             synchronizes (~90 turns).
+ *   synccopy  as syncbusy, the result read back by a synchronous
+ *             cuMemcpyDtoH (the thread waits inside a submission): at
+ *             most 30 turns. Before this case's fix the idle probe saw no
+ *             new submission and gave the turn back in every copy.
  *   oversub   two busy apps of 14 GiB on a 24 GiB card through the broker
  *             (link 48 GB/s: 89 ms a switch): turns grow so that paging
  *             stays small (at most 12 switches that page in 4 s, paging
@@ -54,6 +58,7 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, CUstream, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
@@ -85,8 +90,9 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* burst SECS GAP_US KERNEL_US N BYTES OUT: BYTES of managed memory, then
- * until SECS have passed: N kernels of KERNEL_US, a synchronize, a host
- * gap of GAP_US. Writes "bursts B median_us M max_us X" (the wait of
+ * until SECS have passed: N kernels of KERNEL_US, a synchronize (with
+ * TS_TURNS_COPY set: a synchronous copy to the host instead), a host gap
+ * of GAP_US. Writes "bursts B median_us M max_us X" (the wait of
  * each burst's first launch: the turn's, the first burst's left out) to
  * OUT. Exit 3 on a failed call. */
 static int burst(char **argv)
@@ -98,6 +104,7 @@ static int burst(char **argv)
     unsigned long long bytes = strtoull(argv[6], NULL, 10);
     int64_t end, *waits = calloc(100000, sizeof(int64_t));
     long bursts = 0, nw = 0;
+    int copy = getenv("TS_TURNS_COPY") != NULL;
     CUcontext ctx = NULL;
     CUdeviceptr p = 0;
     FILE *f;
@@ -120,7 +127,15 @@ static int burst(char **argv)
             if (k == 0 && bursts > 0 && nw < 100000)
                 waits[nw++] = mono_ns() - t0;
         }
-        cuCtxSynchronize();
+        if (copy) { /* the result read back: waits for the kernels */
+            char r[64];
+            if (cuMemcpyDtoH_v2(r, 0x1000, sizeof r) != CUDA_SUCCESS) {
+                free(waits);
+                return 3;
+            }
+        } else {
+            cuCtxSynchronize();
+        }
         bursts++;
         if (gap > 0) {
             struct timespec g = {gap / 1000000, (long)(gap % 1000000) * 1000L};
@@ -400,6 +415,32 @@ static int case_syncbusy(void)
     return failures;
 }
 
+/* The same with the result read back by a synchronous copy: the thread
+ * waits inside a submission, which is busy too. */
+static int case_synccopy(void)
+{
+    pid_t b = broker("300", "1", NULL);
+    pid_t busy = app("busy", 1, "2.5", "0", "500", "8", "0", NULL);
+    pid_t lng = app("long", 1, "2.5", "0", "50000", "1", "0",
+                    "TS_TURNS_COPY=1");
+    double median = 0, max = 0;
+    long kernels, turns;
+
+    CHECK(wait_for(lng, 30000) == 0, "long-kernel app failed");
+    CHECK(wait_for(busy, 30000) == 0, "busy app failed");
+    stop_broker(b);
+    kernels = results("long", &median, &max);
+    results("busy", &median, &max);
+    turns = broker_turns();
+    printf("synccopy: the app reading back 50 ms kernels' results ran %ld "
+           "of them in 2.5 s, %ld turns in all (quantum 300 ms: ~10)\n",
+           kernels, turns);
+    CHECK(kernels >= 12, "only %ld kernels of 50 ms in 2.5 s", kernels);
+    CHECK(turns >= 0 && turns <= 30, "%ld turns in 2.5 s: the turn was given "
+          "back while a copy waited for the device", turns);
+    return failures;
+}
+
 static int case_oversub(void)
 {
     struct fake_cuda_stats *st = fake_cuda_stats();
@@ -469,6 +510,8 @@ int main(int argc, char **argv)
         rc = case_syncbusy();
     else if (strcmp(argv[1], "oversub") == 0)
         rc = case_oversub();
+    else if (strcmp(argv[1], "synccopy") == 0)
+        rc = case_synccopy();
     else
         rc = 2;
     {
