@@ -132,27 +132,27 @@ static int worker(char **argv)
 /* ---- the parent ---- */
 
 struct app {
-    const char *name;
+    const char *name;      /* ACCEL_APP, and its result file's name */
     const char *kind;      /* busy, bursty */
     unsigned param;        /* kernel us (busy), gap us (bursty) */
-    unsigned long long bytes;
+    unsigned long long bytes; /* managed memory it allocates first */
     /* results */
-    long units;
-    double device_us, p99_us, max_us;
+    long units;            /* kernels (busy) or bursts (bursty) done */
+    double device_us, p99_us, max_us; /* its device time; its waits */
 };
 
 struct run {
     int shim;              /* 1 = under the shim and a broker */
-    struct broker_settings set;
-    double secs;
+    struct broker_settings set; /* the broker's (shim runs) */
+    double secs;           /* each app's run */
     int window;            /* also measure while every app runs: from
                             * 0.5 s after the start to 0.2 s before the
                             * apps' end (no start or end effects) */
     /* results */
     double wall_s, paged_s, busy_s; /* the timeline's */
     double win_s, win_paged_s, win_busy_s; /* the same, in the window */
-    uint64_t handoffs, moves;
-    double handoff_p99_ms;
+    uint64_t handoffs, moves; /* the broker's: handoffs, paging switches */
+    double handoff_p99_ms; /* the broker's handoff p99 */
 };
 
 static char dir[128];
