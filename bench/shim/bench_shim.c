@@ -161,9 +161,10 @@ static void row(const char *name, const char *unit, double base, double with,
 /* The in-process broker the time-slicing children talk to. */
 static struct broker_set *start_broker(char *path, size_t cap)
 {
-    struct broker_settings st = { BROKER_DEFAULT_QUANTUM_MS,
-                                  BROKER_DEFAULT_IDLE_MS,
-                                  BROKER_DEFAULT_GRACE_MS };
+    struct broker_settings st = { .quantum_ms = BROKER_DEFAULT_QUANTUM_MS,
+                                  .idle_ms = BROKER_DEFAULT_IDLE_MS,
+                                  .grace_ms = BROKER_DEFAULT_GRACE_MS,
+                                  .idle_us = BROKER_DEFAULT_IDLE_US };
     struct broker_set *bs;
 
     snprintf(path, cap, "/tmp/accel-bench-shim-%ld.sock", (long)getpid());

@@ -70,6 +70,7 @@ struct cli_args {
     bool follow;                            /* --follow */
     const char *quantum;                    /* --quantum MS */
     const char *idle;                       /* --idle MS */
+    const char *idle_us;                    /* --idle-us US */
     const char *oversub_quantum;            /* --oversubscribed-quantum MS */
     const char *grace;                      /* --grace MS (revocation) */
     const char *max_apps;                   /* --max-apps N|default */

@@ -52,7 +52,8 @@ static bool parse_ms(const struct ts_opt *o, json_int_t *out)
     if (s[0] == '\0' || end == NULL || *end != '\0' ||
         !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) {
         fprintf(stderr, "accelctl set-timeslice: %s must be a whole number "
-                "of milliseconds (got \"%s\"); nothing changed\n", o->flag, s);
+                "of %s (got \"%s\"); nothing changed\n", o->flag,
+                strstr(o->flag, "-us") ? "microseconds" : "milliseconds", s);
         return false;
     }
     if (errno == ERANGE) {
@@ -92,19 +93,22 @@ static int report_refusal(const char *cmd, const struct client_resp *r,
 static void print_set(const json_t *data, const char *node, const char *dev)
 {
     const json_t *ts = json_object_get(data, "timeSlice");
-    const char *keys[] = { "quantumMs", "idleReleaseMs",
-                           "oversubscribedQuantumMs", "revokeGraceMs" };
-    const char *names[] = { "quantum", "idle release",
-                            "oversubscribed quantum", "revocation grace" };
+    const char *keys[] = { "quantumMs", "idleReleaseMs", "idleReleaseUs",
+                           "oversubscribedQuantumMs", "revokeGraceMs",
+                           "minTurnUs", "pagingPercent" };
+    const char *names[] = { "quantum", "idle release", "idle release",
+                            "oversubscribed quantum", "revocation grace",
+                            "minimum turn", "paging at most" };
+    const char *units[] = { "ms", "ms", "us", "ms", "ms", "us", "%" };
     bool any = false;
 
     printf("Time-slice settings of device %s on node %s:", dev, node);
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         const json_t *v = json_object_get(ts, keys[i]);
         if (!json_is_integer(v))
             continue;
-        printf("%s %s %lld ms", any ? "," : "", names[i],
-               (long long)json_integer_value(v));
+        printf("%s %s %lld %s", any ? "," : "", names[i],
+               (long long)json_integer_value(v), units[i]);
         any = true;
     }
     printf("%s.\n", any ? "" : " defaults");
@@ -146,6 +150,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
     struct ts_opt opts[] = {
         { "--quantum", "quantumMs", args->quantum },
         { "--idle", "idleReleaseMs", args->idle },
+        { "--idle-us", "idleReleaseUs", args->idle_us },
         { "--oversubscribed-quantum", "oversubscribedQuantumMs",
           args->oversub_quantum },
         { "--grace", "revokeGraceMs", args->grace },
@@ -166,8 +171,9 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args)
         json_object_set_new(body, opts[i].field, json_integer(v));
     }
     rc = put_settings(ctx, args, "set-timeslice", "time-slice",
-                      "--quantum MS, --idle MS, --oversubscribed-quantum MS "
-                      "or --grace MS", body, opts, nopts, &r);
+                      "--quantum MS, --idle MS, --idle-us US, "
+                      "--oversubscribed-quantum MS or --grace MS", body, opts,
+                      nopts, &r);
     if (rc == CLI_EXIT_OK && ctx->output != CLI_OUTPUT_JSON)
         print_set(r.data, args->pos[0], args->pos[1]);
     client_resp_release(&r);
@@ -259,11 +265,14 @@ static void print_timeslice(const json_t *ts, const char *node,
     printf("Device %s on node %s: time slicing, broker %s\n", dev, node,
            json_is_true(json_object_get(ts, "running")) ? "running"
                                                         : "not running yet");
-    printf("Settings: quantum %lld ms, idle release %lld ms, revocation "
+    printf("Settings: quantum %lld ms, idle release %lld us, revocation "
            "grace %lld ms\n",
            (long long)json_integer_value(json_object_get(ts, "quantumMs")),
-           (long long)json_integer_value(json_object_get(ts,
-                                                         "idleReleaseMs")),
+           json_is_integer(json_object_get(ts, "idleReleaseUs"))
+               ? (long long)json_integer_value(json_object_get(
+                     ts, "idleReleaseUs"))
+               : 1000 * (long long)json_integer_value(json_object_get(
+                            ts, "idleReleaseMs")),
            (long long)json_integer_value(json_object_get(ts,
                                                          "revokeGraceMs")));
     if (!json_is_true(json_object_get(ts, "running")))

@@ -32,7 +32,8 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "switch a device's sharing mode (stops the apps on it)",
       .handler = cmd_cluster_set_type },
     { .name = "set-timeslice", .usage = "NODE DEVICE [--quantum MS] "
-      "[--idle MS] [--oversubscribed-quantum MS] [--grace MS]", .min_args = 2,
+      "[--idle MS | --idle-us US] [--oversubscribed-quantum MS] [--grace MS]",
+      .min_args = 2,
       .max_args = 2, .flags = ACCEL_CLI_OPT_TIMESLICE,
       .summary = "a TimeSlice device's turn length, idle release and "
                  "revocation grace",
@@ -179,9 +180,9 @@ static const struct accel_cli_cmd commands[] = {
 enum opt_id {
     OPT_SERVER, OPT_TOKEN, OPT_DATA_DIR, OPT_OUTPUT, OPT_HELP, OPT_YES,
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
-    OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_OVERSUB,
-    OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE, OPT_RECORD,
-    OPT_STOPPED,
+    OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_IDLE_US,
+    OPT_OVERSUB, OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
+    OPT_RECORD, OPT_STOPPED,
     OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE,
 };
 
@@ -214,6 +215,7 @@ static const struct opt options[] = {
     { "--follow", 'f', false, ACCEL_CLI_OPT_FOLLOW, OPT_FOLLOW },
     { "--quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_QUANTUM },
     { "--idle", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_IDLE },
+    { "--idle-us", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_IDLE_US },
     { "--oversubscribed-quantum", 0, true, ACCEL_CLI_OPT_TIMESLICE,
       OPT_OVERSUB },
     { "--grace", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_GRACE },
@@ -280,6 +282,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_FOLLOW: a->follow = true; break;
     case OPT_QUANTUM: a->quantum = v; break;
     case OPT_IDLE: a->idle = v; break;
+    case OPT_IDLE_US: a->idle_us = v; break;
     case OPT_OVERSUB: a->oversub_quantum = v; break;
     case OPT_GRACE: a->grace = v; break;
     case OPT_OVER_QUOTA: a->over_quota = v; break;

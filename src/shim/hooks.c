@@ -285,9 +285,21 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
         pool_refresh();                                                        \
         return rc;                                                             \
     }
-POOL_SHRINK(cuCtxSynchronize, (void), ())
-POOL_SHRINK(cuStreamSynchronize, (CUstream hStream), (hStream))
-POOL_SHRINK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+/* A synchronize also releases pools; while it waits for the device the
+ * app is busy, not idle, for time slicing (issue 49). */
+#define SYNC_HOOK(name, params, args)                                          \
+    CUresult name params                                                       \
+    {                                                                          \
+        REAL_OR_NOT_FOUND(fn, name);                                           \
+        int ts_ = timeslice_sync_begin();                                      \
+        CUresult rc = fn args;                                                 \
+        timeslice_sync_end(ts_);                                               \
+        pool_refresh();                                                        \
+        return rc;                                                             \
+    }
+SYNC_HOOK(cuCtxSynchronize, (void), ())
+SYNC_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream))
+SYNC_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
 POOL_SHRINK(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep),
             (pool, minBytesToKeep))
 POOL_SHRINK(cuMemPoolDestroy, (CUmemoryPool pool), (pool))

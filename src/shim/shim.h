@@ -294,6 +294,12 @@ SHIM_HIDDEN void timeslice_fork_child(void);
 #define SHIM_TS_UNCOUNTED ((struct shim_ts_thread *)1)
 #define SHIM_TS_DENIED ((struct shim_ts_thread *)2)
 
+/* Around a synchronize (context or stream): a thread waiting for the
+ * device keeps the turn held (not idle). begin returns whether it counted
+ * the thread; pass that to end. */
+SHIM_HIDDEN int timeslice_sync_begin(void);
+SHIM_HIDDEN void timeslice_sync_end(int counted);
+
 /* Before a submission: hold the turn. Pair with ts_leave, unless *denied
  * was set (the broker refused this process: fail the call). *denied is
  * written only on the slow path, so after inlining the check costs the

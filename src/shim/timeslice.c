@@ -132,6 +132,26 @@ static int ts_connect(struct shim_ts_dev *d)
     return 0;
 }
 
+/* The device memory the app holds on ordinal, as its ledger counts it
+ * (managed memory included), told to the broker with each "R" so that it
+ * knows whether a switch moves memory (issue 49). 0 while the device's
+ * ledger is not mapped (nothing allocated yet, or no quota). Only reads:
+ * no attach, no lock. */
+static uint64_t app_bytes(int ordinal)
+{
+    struct shim_dev *q;
+    int64_t u;
+
+    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV)
+        return 0;
+    q = &shim_state.dev[ordinal];
+    if (atomic_load_explicit(&q->state, memory_order_acquire) !=
+            SHIM_DEV_READY || q->ledger == NULL)
+        return 0;
+    u = atomic_load_explicit(&q->ledger->used, memory_order_relaxed);
+    return u > 0 ? (uint64_t)u : 0;
+}
+
 /* Ask for the turn (state IDLE or FREE after a reconnect). mu held. */
 static void ask(struct shim_ts_dev *d)
 {
@@ -147,7 +167,15 @@ static void ask(struct shim_ts_dev *d)
      * answer ("N" when it refused the hello and shut the socket already)
      * or the end of the connection (lost: FREE) and wakes the waiters;
      * FREE here would let submissions run before the refusal is read */
-    (void)send_msg(d, "R");
+    {
+        char r[32];
+        uint64_t b = app_bytes((int)(d - TS.dev));
+        if (b > 0)
+            snprintf(r, sizeof(r), "R %llu", (unsigned long long)b);
+        else
+            shim_concat(r, sizeof(r), "R", (char *)NULL);
+        (void)send_msg(d, r);
+    }
     d->state = SHIM_TS_WANT;
 }
 
@@ -382,10 +410,18 @@ static void release(struct shim_ts_dev *d)
     pthread_mutex_unlock(&TS.mu);
 }
 
+/* The next idle check of d in idle_us. mu held. */
+static void probe_arm(struct shim_ts_dev *d, uint64_t now)
+{
+    d->probe_at = now + (uint64_t)d->idle_us * 1000ULL;
+    d->probe_epoch = atomic_load(&TS.sync_epoch);
+}
+
 /* A record from the broker. */
 static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
 {
     unsigned c = 0, q = 0, idle = 0;
+    unsigned long long idle_us = 0;
 
     if (m[0] == 'X') {
         release(d);
@@ -408,37 +444,63 @@ static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
         pthread_mutex_unlock(&TS.mu);
         return;
     }
-    if (m[0] == 'G' && sscanf(m, "G %u %u %u", &c, &q, &idle) == 3 &&
+    if (m[0] == 'G' && sscanf(m, "G %u %u %u %llu", &c, &q, &idle,
+                              &idle_us) >= 3 &&
         d->state == SHIM_TS_WANT) {
         d->state = SHIM_TS_HELD;
         d->contended = (int)c;
-        d->idle_ms = idle;
-        d->probe_at = now + (uint64_t)idle * 1000000ULL;
+        /* a broker before issue 49 sends whole ms only */
+        d->idle_us = idle_us > 0 && idle_us < UINT32_MAX
+                         ? (uint32_t)idle_us : idle * 1000U;
+        probe_arm(d, now);
         gate_update();
         pthread_cond_broadcast(&TS.cv);
     } else if (m[0] == 'C') {
         d->contended = 1;
-        d->probe_at = now + (uint64_t)d->idle_ms * 1000000ULL;
+        probe_arm(d, now);
     }
     pthread_mutex_unlock(&TS.mu);
 }
 
-/* Idle detection and reconnects; returns ms until the next thing due. */
-static int housekeeping(uint64_t now)
+/* A thread is inside a submission (a synchronous copy waiting for the
+ * device, say): busy, not idle. */
+static int in_driver(void)
 {
-    int timeout = TS_TICK_MS;
+    if (atomic_load(&TS.inflight) > 0)
+        return 1;
+    for (int i = 0; i < SHIM_TS_MAX_THREADS; i++)
+        if (atomic_load_explicit(&TS.thr[i].used, memory_order_relaxed) &&
+            atomic_load_explicit(&TS.thr[i].busy, memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
+/* Idle detection and reconnects; returns us until the next thing due.
+ * Idle = a host gap: no submission since the probe began (the gate was
+ * closed, so the next one would have set HELD), none still inside the
+ * driver (a synchronous copy waiting for the device), no thread waiting
+ * in a synchronize (it waits for the device: busy) and none finished one
+ * since (the gap began only then). */
+static uint64_t housekeeping(uint64_t now)
+{
+    uint64_t timeout = TS_TICK_MS * 1000ULL;
     for (int i = 0; i < SHIM_TS_MAX_DEV; i++) {
         struct shim_ts_dev *d = &TS.dev[i];
         int idle = 0;
         if (d->path[0] == '\0')
             continue;
         pthread_mutex_lock(&TS.mu);
-        if (d->state == SHIM_TS_PROBE && now >= d->probe_at)
-            idle = 1;
-        else if (d->state == SHIM_TS_HELD && d->contended &&
-                 now >= d->probe_at) {
+        if (d->state == SHIM_TS_PROBE && now >= d->probe_at) {
+            if (atomic_load(&TS.syncing) == 0 &&
+                atomic_load(&TS.sync_epoch) == d->probe_epoch &&
+                !in_driver())
+                idle = 1;
+            else
+                probe_arm(d, now); /* in or just out of a synchronize */
+        } else if (d->state == SHIM_TS_HELD && d->contended &&
+                   now >= d->probe_at) {
             d->state = SHIM_TS_PROBE; /* the next submission clears it */
-            d->probe_at = now + (uint64_t)d->idle_ms * 1000000ULL;
+            probe_arm(d, now);
             gate_update();
         } else if (d->state == SHIM_TS_FREE && d->fd < 0 &&
                    now >= d->retry_at) {
@@ -447,17 +509,37 @@ static int housekeeping(uint64_t now)
             pthread_cond_broadcast(&TS.cv);
         }
         if ((d->state == SHIM_TS_PROBE || d->state == SHIM_TS_HELD) &&
-            d->contended) {
-            uint64_t ms = d->probe_at > now
-                              ? (d->probe_at - now) / 1000000ULL + 1 : 1;
-            if (ms < (uint64_t)timeout)
-                timeout = (int)ms;
+            d->contended && !idle) {
+            uint64_t us = d->probe_at > now
+                              ? (d->probe_at - now + 999) / 1000ULL : 1;
+            if (us < timeout)
+                timeout = us;
         }
         pthread_mutex_unlock(&TS.mu);
         if (idle)
             release(d);
     }
     return timeout;
+}
+
+/* Around a synchronize (hooks.c): the thread waits for the device, which
+ * is busy work, not a host gap. One atomic each way; nothing when time
+ * slicing is off. */
+int timeslice_sync_begin(void)
+{
+    if (atomic_load_explicit(&TS.gate, memory_order_relaxed) ==
+        SHIM_TS_GATE_OFF)
+        return 0;
+    atomic_fetch_add(&TS.syncing, 1);
+    return 1;
+}
+
+void timeslice_sync_end(int counted)
+{
+    if (!counted)
+        return;
+    atomic_fetch_add(&TS.sync_epoch, 1);
+    atomic_fetch_sub(&TS.syncing, 1);
 }
 
 static void read_dev(struct shim_ts_dev *d, int fd)
@@ -493,7 +575,10 @@ static void *helper_main(void *arg)
 
     (void)arg;
     for (;;) {
-        int timeout = housekeeping(now_ns()), n = 0;
+        uint64_t us = housekeeping(now_ns());
+        struct timespec timeout = {(time_t)(us / 1000000ULL),
+                                   (long)(us % 1000000ULL) * 1000L};
+        int n = 0;
         pfd[n] = (struct pollfd){.fd = TS.wake[0], .events = POLLIN};
         owner[n++] = -1;
         pthread_mutex_lock(&TS.mu);
@@ -503,7 +588,7 @@ static void *helper_main(void *arg)
                 owner[n++] = i;
             }
         pthread_mutex_unlock(&TS.mu);
-        if (poll(pfd, (nfds_t)n, timeout) <= 0)
+        if (ppoll(pfd, (nfds_t)n, &timeout, NULL) <= 0)
             continue;
         if (pfd[0].revents)
             while (read(TS.wake[0], buf, sizeof(buf)) > 0)
@@ -548,6 +633,7 @@ void timeslice_fork_child(void)
         close(TS.wake[1]);
     }
     atomic_store(&TS.inflight, 0);
+    atomic_store(&TS.syncing, 0); /* the forking thread is in no sync */
     atomic_store(&TS.gate, SHIM_TS_GATE_CLOSED);
     atomic_store(&TS.started, 0);
 }

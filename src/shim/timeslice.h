@@ -60,8 +60,10 @@ struct shim_ts_dev {
     int state;                   /* enum shim_ts_state, guarded by ts.mu */
     int fd;                      /* connection, -1 none (valid after init) */
     int contended;               /* another app waits */
-    uint32_t idle_ms;            /* from the grant */
+    uint32_t idle_us;            /* from the grant: idle this long with
+                                  * another app waiting = give it back */
     uint64_t probe_at;           /* ns: next idle check */
+    unsigned probe_epoch;        /* ts.sync_epoch when the probe began */
     uint64_t retry_at;           /* ns: next reconnect */
     int waiters;                 /* threads blocked for the turn */
     int nctx;                    /* contexts seen submitting */
@@ -79,6 +81,9 @@ struct shim_ts {
     pthread_t helper;            /* the helper thread */
     int wake[2];                 /* wakes the helper */
     _Atomic int inflight;        /* submissions of threads without a slot */
+    _Atomic int syncing;         /* threads in a synchronize: waiting for
+                                  * the device is busy, not idle (issue 49) */
+    _Atomic unsigned sync_epoch; /* synchronizes finished so far */
     pthread_key_t key;           /* frees a thread's slot at its exit */
     struct shim_ts_dev dev[SHIM_TS_MAX_DEV];
     struct shim_ts_thread thr[SHIM_TS_MAX_THREADS];

@@ -65,13 +65,15 @@ class TimesliceCliTest(accel_harness.SharedAcceld):
         self.wait_running()
         r = self.ok("timeslice", "lab", GPU)
         self.assertIn("broker running", r.stdout)
-        self.assertIn("quantum 500 ms, idle release 100 ms", r.stdout)
+        # issue 49: the defaults the measurements chose
+        self.assertIn("quantum 30 ms, idle release 1000 us", r.stdout)
         self.assertIn("Holder: none", r.stdout)
         self.assertIn("No app is connected", r.stdout)
         data = json.loads(self.ok("-o", "json", "timeslice", "lab",
                                   GPU).stdout)
         self.assertTrue(data["running"])
-        self.assertEqual(data["quantumMs"], 500)
+        self.assertEqual(data["quantumMs"], 30)
+        self.assertEqual(data["idleReleaseUs"], 1000)
         self.assertIn("handoff", data)
         self.assertTrue(data["socket"].endswith(".sock"), data)
 
@@ -86,7 +88,7 @@ class TimesliceCliTest(accel_harness.SharedAcceld):
             time.sleep(0.1)
         self.assertEqual(self.stored(), (250, 40))
         r = self.ok("timeslice", "lab", GPU)
-        self.assertIn("quantum 250 ms, idle release 40 ms", r.stdout)
+        self.assertIn("quantum 250 ms, idle release 40000 us", r.stdout)
         # one field alone leaves the other as it was
         r = self.ok("-o", "json", "set-timeslice", "lab", GPU,
                     "--quantum=1200")
@@ -115,6 +117,28 @@ class TimesliceCliTest(accel_harness.SharedAcceld):
         while self.stored() != (1200, 40) and time.time() < deadline:
             time.sleep(0.1)
         self.assertEqual(self.stored(), (1200, 40))
+
+    def test_2b_idle_in_microseconds(self):
+        """Issue 49: the idle time in microseconds; the unit given last
+        wins (the other is dropped from the stored settings)."""
+        r = self.ok("set-timeslice", "lab", GPU, "--idle-us", "250")
+        self.assertIn("idle release 250 us", r.stdout)
+        data = json.loads(self.ok("-o", "json", "set-timeslice", "lab", GPU,
+                                  "--idle-us", "250").stdout)
+        self.assertEqual(data["timeSlice"]["idleReleaseUs"], 250)
+        self.assertNotIn("idleReleaseMs", data["timeSlice"])
+        deadline = time.time() + 5
+        while "idle release 250 us" not in self.ok(
+                "timeslice", "lab", GPU).stdout and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertIn("idle release 250 us",
+                      self.ok("timeslice", "lab", GPU).stdout)
+        r = self.fails(1, "set-timeslice", "lab", GPU, "--idle-us", "10")
+        self.assertIn("--idle-us", r.stderr)
+        data = json.loads(self.ok("-o", "json", "set-timeslice", "lab", GPU,
+                                  "--idle", "40").stdout)
+        self.assertEqual(data["timeSlice"]["idleReleaseMs"], 40)
+        self.assertNotIn("idleReleaseUs", data["timeSlice"])
 
     def test_3_bad_values_change_nothing(self):
         self.ok("set-timeslice", "lab", GPU, "--quantum", "300", "--idle",

@@ -228,6 +228,8 @@ static void app_note(struct fake_cuda_stats *st, struct fake_app *a,
         ;
 }
 
+_Thread_local int fake_charge_oversub;
+
 int fake_charge(uint64_t bytes)
 {
     struct fake_cuda_stats *st = fake_record();
@@ -238,7 +240,7 @@ int fake_charge(uint64_t bytes)
         return -1;
     for (int tries = 0;; tries++) {
         now = atomic_fetch_add(&st->used, (int64_t)bytes) + (int64_t)bytes;
-        if ((uint64_t)now <= fk.total)
+        if ((uint64_t)now <= fk.total || fake_charge_oversub)
             break;
         atomic_fetch_sub(&st->used, (int64_t)bytes);
         if (tries > 0) {
@@ -451,7 +453,8 @@ void fake_mem_info(size_t *free_bytes, size_t *total_bytes)
     int64_t u = atomic_load(&fake_record()->used);
 
     if (free_bytes != NULL)
-        *free_bytes = fk.total - (size_t)(u < 0 ? 0 : u);
+        *free_bytes = (uint64_t)u >= fk.total ? 0 /* oversubscribed */
+                      : fk.total - (size_t)(u < 0 ? 0 : u);
     *total_bytes = fk.total;
 }
 

@@ -38,7 +38,10 @@ FAKE_HIDDEN struct fake_cuda_stats *fake_record(void);
 
 /* Hold `bytes` of the card for this process without a key (a pool's
  * growth, a context): 0, or -1 when the card is full or failing. */
-FAKE_HIDDEN int fake_charge(uint64_t bytes);
+FAKE_HIDDEN /* Set around a managed allocation with FAKE_CUDA_OVERSUB=1: the card's
+ * memory may be passed (the driver pages managed memory; issue 49). */
+extern _Thread_local int fake_charge_oversub;
+int fake_charge(uint64_t bytes);
 FAKE_HIDDEN void fake_uncharge(uint64_t bytes);
 
 /* Take `bytes`: a key at or above fake_base, or 0 when full or failing. */

@@ -9,6 +9,9 @@
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -89,10 +92,19 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
     ALLOC_INTO(p, *pitch * h);
 }
 #ifndef FAKE_MINIMAL
+/* Managed memory: with FAKE_CUDA_OVERSUB=1 it may pass the card (a real
+ * driver pages it in and out; the timeline charges the moves). */
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t b, unsigned int f)
 {
+    uint64_t k;
     (void)f;
-    ALLOC_INTO(p, b);
+    fake_charge_oversub = getenv("FAKE_CUDA_OVERSUB") != NULL;
+    k = fake_take_in(b, owner());
+    fake_charge_oversub = 0;
+    if (k == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = k;
+    return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
                             const CUmemAllocationProp *prop,
@@ -273,10 +285,12 @@ EXPORT CUresult cuGraphAddNode(void **node, void *g, const void *deps,
     return CUDA_SUCCESS;
 }
 /* A synchronize: the pools above their release threshold shrink. */
+static void wait_own_work(void);
 EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
     (void)s;
     fake_pools_sync();
+    wait_own_work(); /* one stream per process here: its queued work */
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
@@ -629,23 +643,33 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d)
     fake_mem_info(NULL, b);
     return 0;
 }
-/* Simulated execution for the time-slicing tests (FAKE_CUDA_LOG set): a
- * submission "runs" on the device after the work this process queued
- * before it (start = max(now, end of the previous)), for `us`
- * microseconds; its [start, end] goes to the log, and cuCtxSynchronize
- * sleeps until the last end. Without FAKE_CUDA_LOG a submission does
- * nothing (the benchmarks measure the shim, not this). */
+/* Simulated execution for the time-slicing tests (FAKE_CUDA_LOG or
+ * FAKE_CUDA_SIM set): a submission "runs" on the card's ONE timeline
+ * (fake_cuda.h, struct fake_timeline: shared by every process of the
+ * card through FAKE_CUDA_SHM) after whatever any process queued before it,
+ * for `us` microseconds, plus a switch's paging time when the apps' memory
+ * passes the card; its [start, end] and the time it was submitted go to
+ * the log, and a synchronize (context or stream) sleeps until this
+ * process's last end. Without either variable a submission does nothing
+ * (the benchmarks of the launch path measure the shim, not this). */
 static struct {
     pthread_once_t once;
+    int on;                       /* simulating */
     int fd;                       /* FAKE_CUDA_LOG, -1 none */
+    uint64_t app;                 /* fake_app_key(ACCEL_APP) */
+    double link_bpns;             /* bytes per ns over the link */
     pthread_mutex_t mu;           /* guards last_end */
-    int64_t last_end;             /* ns, CLOCK_MONOTONIC */
+    int64_t last_end;             /* ns: this process's last work ends */
 } gpu = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void gpu_init(void)
 {
-    const char *p = getenv("FAKE_CUDA_LOG");
+    const char *p = getenv("FAKE_CUDA_LOG"), *l = getenv("FAKE_CUDA_LINK_GBPS");
+    double gbps = l != NULL ? atof(l) : 0;
     gpu.fd = p ? open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
+    gpu.on = p != NULL || getenv("FAKE_CUDA_SIM") != NULL;
+    gpu.app = fake_app_key(getenv("ACCEL_APP"));
+    gpu.link_bpns = gbps > 0 ? gbps : 12.0; /* GB/s = bytes per ns */
 }
 
 static int64_t mono_ns(void)
@@ -655,30 +679,88 @@ static int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* The timeline's lock: its holder's pid; a dead holder's is taken over
+ * (the tests kill processes with SIGKILL). */
+static void tl_lock(struct fake_timeline *tl)
+{
+    int64_t me = getpid();
+    for (unsigned spin = 0;; spin++) {
+        int64_t o = 0;
+        if (atomic_compare_exchange_weak(&tl->lock, &o, me))
+            return;
+        if (o != 0 && spin % 1024 == 1023 && kill((pid_t)o, 0) != 0 &&
+            errno == ESRCH)
+            atomic_compare_exchange_strong(&tl->lock, &o, 0);
+        sched_yield();
+    }
+}
+
+static void tl_unlock(struct fake_timeline *tl)
+{
+    atomic_store(&tl->lock, 0);
+}
+
+/* Bytes this app must bring back when it follows another app on the card:
+ * what passes the card, at most its own (the card's record; tl locked). */
+static int64_t tl_move_bytes(struct fake_cuda_stats *st)
+{
+    int64_t over, mine = 0;
+    size_t total = 0;
+
+    fake_mem_info(NULL, &total);
+    over = atomic_load(&st->used) - (int64_t)total;
+    if (over <= 0)
+        return 0;
+    for (int i = 0; i < FAKE_APPS; i++)
+        if (atomic_load(&st->apps[i].key) == gpu.app)
+            mine = atomic_load(&st->apps[i].used);
+    return mine < over ? mine : over;
+}
+
 static CUresult work(unsigned us)
 {
+    struct fake_cuda_stats *st;
+    struct fake_timeline *tl;
     struct fake_interval r;
-    int64_t now;
 
     pthread_once(&gpu.once, gpu_init);
-    if (gpu.fd < 0)
+    if (!gpu.on)
         return 0;
+    st = fake_record();
+    tl = &st->tl;
     pthread_mutex_lock(&gpu.mu);
-    now = mono_ns();
+    tl_lock(tl);
+    r.submit = mono_ns();
     r.pid = getpid();
-    r.start = gpu.last_end > now ? gpu.last_end : now;
+    r.start = tl->busy_until > r.submit ? tl->busy_until : r.submit;
+    if (tl->resident != gpu.app) {
+        int64_t move = tl->resident != 0 ? tl_move_bytes(st) : 0;
+        if (tl->resident != 0)
+            tl->switches++;
+        if (move > 0) {
+            int64_t ns = (int64_t)((double)move / gpu.link_bpns);
+            r.start += ns;
+            tl->paged_ns += ns;
+            tl->moves++;
+            tl->moved_bytes += move;
+        }
+        tl->resident = gpu.app;
+    }
     r.end = r.start + (int64_t)us * 1000;
+    tl->busy_until = r.end;
+    tl->busy_ns += (int64_t)us * 1000;
+    tl_unlock(tl);
     gpu.last_end = r.end;
     pthread_mutex_unlock(&gpu.mu);
-    if (write(gpu.fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+    if (gpu.fd >= 0 && write(gpu.fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
         return CUDA_ERROR_INVALID_VALUE;
     return 0;
 }
 
-EXPORT CUresult cuCtxSynchronize(void)
+/* Wait until this process's queued work has run. */
+static void wait_own_work(void)
 {
     int64_t end, now;
-    fake_pools_sync();
     pthread_once(&gpu.once, gpu_init);
     pthread_mutex_lock(&gpu.mu);
     end = gpu.last_end;
@@ -689,6 +771,12 @@ EXPORT CUresult cuCtxSynchronize(void)
                               (end - now) % 1000000000LL };
         nanosleep(&t, NULL);
     }
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    fake_pools_sync();
+    wait_own_work();
     return 0;
 }
 /* One current context per thread (the real driver keeps a stack; one
@@ -765,6 +853,17 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
 {
     (void)d, (void)h, (void)n;
     return work(20);
+}
+/* A synchronous copy to the host: it runs after the process's queued
+ * work and returns when it has (time-slicing tests: a thread waiting in
+ * it is busy, not idle). */
+EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n)
+{
+    CUresult rc;
+    (void)h, (void)d, (void)n;
+    rc = work(20);
+    wait_own_work();
+    return rc;
 }
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr d, size_t n, CUdevice dev,
                                    CUstream s)

@@ -42,6 +42,27 @@ struct fake_share {
     _Atomic int64_t bytes;
 };
 
+/* The device's timeline, ONE for every process of the card (issue 49): a
+ * submission runs after whatever any process queued before it (start =
+ * max(now, busy_until)), as kernels of different processes queue on a real
+ * card. When the apps' memory together passes the card (FAKE_CUDA_TOTAL),
+ * the first submission of an app after another app's ran first moves its
+ * memory back (min(its bytes, what passes the card) over the link,
+ * FAKE_CUDA_LINK_GBPS, default 12 GB/s), which the device spends before
+ * that submission starts: a switch's paging time. Guarded by `lock` (the
+ * holder's pid; a dead holder's lock is taken over). */
+struct fake_timeline {
+    _Atomic int64_t lock;          /* pid holding it, 0 = free */
+    int64_t busy_until;            /* ns (CLOCK_MONOTONIC): queued work ends */
+    uint64_t resident;             /* app key whose memory is on the card */
+    int64_t busy_ns;               /* device time spent running work */
+    int64_t paged_ns;              /* device time spent moving memory */
+    uint64_t switches;             /* submissions of another app than the
+                                    * last one's */
+    uint64_t moves;                /* of them, switches that moved memory */
+    int64_t moved_bytes;           /* bytes moved, all switches */
+};
+
 struct fake_cuda_stats {
     _Atomic int64_t used;          /* device bytes held now, all processes */
     _Atomic int64_t max_used;      /* highest `used` ever: the physical peak */
@@ -55,6 +76,7 @@ struct fake_cuda_stats {
     struct fake_proc procs[FAKE_PROCS];
     struct fake_app apps[FAKE_APPS];
     struct fake_share shares[FAKE_SHARES];
+    struct fake_timeline tl;       /* the device's one timeline */
 };
 
 /* The key of an app's name (FNV-1a, never 0). */
@@ -66,10 +88,17 @@ static inline uint64_t fake_app_key(const char *name)
     return h | 1;
 }
 
-/* One simulated submission in FAKE_CUDA_LOG (time-slicing tests). */
+/* One simulated submission in FAKE_CUDA_LOG (time-slicing tests). On the
+ * shared timeline submissions never overlap on the device; two apps ran
+ * "at once" (what time slicing must prevent) when one submitted while
+ * the other's work was still queued: [submit, end] intervals overlap. */
 struct fake_interval {
     int64_t pid;                   /* submitting process */
-    int64_t start, end;            /* ns, CLOCK_MONOTONIC */
+    int64_t start, end;            /* ns, CLOCK_MONOTONIC: on the device */
+    int64_t submit;                /* ns: when the process submitted it */
 };
+
+_Static_assert(sizeof(struct fake_cuda_stats) <= 4096,
+               "the shared record is one page");
 
 #endif /* ACCEL_TESTS_SHIM_FAKE_CUDA_H */

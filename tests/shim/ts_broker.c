@@ -5,6 +5,10 @@
  * [APP]]` serves one device until SIGTERM/SIGINT, then prints the device's
  * stats. Admission: the default (peers of the broker's own uid, or root),
  * or, with APP, only hellos that claim APP (a fake of acceld's check).
+ * IDLE_MS may be given in microseconds as "<n>us". The settings acceld
+ * fills in from the device (issue 49) come from the environment:
+ * TS_BROKER_CARD_BYTES, TS_BROKER_LINK_BPS, TS_BROKER_MIN_TURN_US,
+ * TS_BROKER_OVERSUB_MS, TS_BROKER_PAGING_PCT (0 or unset: the defaults).
  */
 #include "common/accel_setup.h"
 
@@ -35,6 +39,12 @@ static bool only_app(void *ctx, const char *dev_id, const char *app,
     return false;
 }
 
+static uint64_t env_u64(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct broker_settings st;
@@ -48,9 +58,24 @@ int main(int argc, char **argv)
         return 2;
     }
     log_set_level(LOG_WARN);
+    memset(&st, 0, sizeof(st));
     st.quantum_ms = (uint32_t)strtoul(argv[2], NULL, 10);
-    st.idle_ms = (uint32_t)strtoul(argv[3], NULL, 10);
+    {
+        char *end;
+        unsigned long v = strtoul(argv[3], &end, 10);
+        if (strcmp(end, "us") == 0) {
+            st.idle_us = (uint32_t)v;
+            st.idle_ms = (uint32_t)((v + 999) / 1000);
+        } else {
+            st.idle_ms = (uint32_t)v;
+        }
+    }
     st.grace_ms = argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0;
+    st.card_bytes = env_u64("TS_BROKER_CARD_BYTES");
+    st.link_bps = env_u64("TS_BROKER_LINK_BPS");
+    st.min_turn_us = (uint32_t)env_u64("TS_BROKER_MIN_TURN_US");
+    st.oversub_ms = (uint32_t)env_u64("TS_BROKER_OVERSUB_MS");
+    st.paging_pct = (uint32_t)env_u64("TS_BROKER_PAGING_PCT");
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     bs = broker_set_new(NULL, NULL);
@@ -70,6 +95,14 @@ int main(int argc, char **argv)
                (unsigned long long)s.handoffs, s.handoff_p50_ns / 1e3,
                s.handoff_p99_ns / 1e3, (unsigned long long)s.revoked_total,
                s.wait_ns_total / 1e3);
+    if (broker_set_stats(bs, "dev0", &s)) {
+        printf("moves %llu moved_us %.1f\n", (unsigned long long)s.moves,
+               s.moved_ns_total / 1e3);
+        for (int i = 0; i < s.napps; i++)
+            printf("app %s turns %llu held_us %.1f waited_us %.1f\n",
+                   s.apps[i].name, (unsigned long long)s.apps[i].turns,
+                   s.apps[i].held_ns / 1e3, s.apps[i].wait_ns / 1e3);
+    }
     broker_set_free(bs);
     return 0;
 }

@@ -260,26 +260,29 @@ static struct fake_interval *load(size_t *n)
     return v;
 }
 
-static int by_start(const void *a, const void *b)
+static int by_submit(const void *a, const void *b)
 {
     const struct fake_interval *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    return x->submit < y->submit ? -1 : x->submit > y->submit;
 }
 
-/* Overlaps between different processes' intervals (at most 2 pids). */
+/* Two apps on the card at once (at most 2 pids): on the shared timeline
+ * nothing overlaps on the device, so what time slicing must prevent is
+ * one process submitting while the other's work is still queued or
+ * running ([submit, end] intervals of different pids overlap). */
 static int overlaps(struct fake_interval *v, size_t n, int64_t after)
 {
     int64_t end[2] = {0, 0}, pid[2] = {0, 0};
     int bad = 0;
-    qsort(v, n, sizeof(*v), by_start);
+    qsort(v, n, sizeof(*v), by_submit);
     for (size_t i = 0; i < n; i++) {
         int k = pid[0] == 0 || pid[0] == v[i].pid ? 0 : 1;
         pid[k] = v[i].pid;
-        if (v[i].start >= after && end[1 - k] > v[i].start) {
+        if (v[i].submit >= after && end[1 - k] > v[i].submit) {
             if (bad++ < 3)
-                fprintf(stderr, "overlap: pid %lld starts %lld ns before "
-                        "pid %lld ends\n", (long long)v[i].pid,
-                        (long long)(end[1 - k] - v[i].start),
+                fprintf(stderr, "overlap: pid %lld submits %lld ns before "
+                        "pid %lld's work ends\n", (long long)v[i].pid,
+                        (long long)(end[1 - k] - v[i].submit),
                         (long long)pid[1 - k]);
         }
         if (v[i].end > end[k])
@@ -375,7 +378,7 @@ static int case_alone(void)
     kill(b, SIGTERM);
     CHECK(wait_for(b, 5000) == 0, "broker did not exit cleanly");
     v = load(&n);
-    qsort(v, n, sizeof(*v), by_start);
+    qsort(v, n, sizeof(*v), by_submit);
     for (size_t i = 0; i < n; i++) {
         busy += v[i].end - v[i].start;
         if (i > 0 && v[i].start - v[i - 1].end > gap)
@@ -489,13 +492,16 @@ static int case_revoke(void)
     wait_for(b, 5000);
     v = load(&n);
     for (size_t i = 0; i < n; i++) {
-        if (v[i].pid == w && (first == 0 || v[i].start < first))
-            first = v[i].start;
+        /* when it submitted: on the one timeline its kernels then
+         * queue behind the hog's 3 s kernel, as on a card (no GPU is
+         * preempted from user space) */
+        if (v[i].pid == w && (first == 0 || v[i].submit < first))
+            first = v[i].submit;
         if (v[i].pid == hog && v[i].end - v[i].start >= 2000000000LL)
             big_end = v[i].end;
     }
-    printf("revoke: the waiter ran %.0f ms after asking (quantum 50 + grace "
-           "200 ms; the hog's kernel ran 3 s)\n", (first - asked) / 1e6);
+    printf("revoke: the waiter submitted %.0f ms after asking (quantum 50 + "
+           "grace 200 ms; the hog's kernel ran 3 s)\n", (first - asked) / 1e6);
     CHECK(first != 0 && big_end != 0, "log incomplete");
     CHECK(first - asked < 1500000000LL, "waited %.0f ms: the turn was not "
           "taken back", (first - asked) / 1e6);

@@ -39,7 +39,7 @@ static struct sink sink;
 
 static void setup(uint32_t quantum, uint32_t idle)
 {
-    struct broker_settings st = {quantum, idle, 0};
+    struct broker_settings st = {.quantum_ms = quantum, .idle_ms = idle, .grace_ms = 0};
     memset(&sink, 0, sizeof(sink));
     broker_core_init(&core, &st, sink_send, &sink);
 }
@@ -75,10 +75,10 @@ TEST(broker_alone_keeps_turn)
     setup(100, 10);
     conn(0, "a");
     broker_core_request(&core, 0, 1 * MS);
-    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10 10000");
     /* no matter how long: alone, never asked back */
     ASSERT_EQ(broker_core_tick(&core, 100000 * MS), 0);
-    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10 10000");
     ASSERT_EQ(sink.count[0], 1);
 }
 
@@ -92,7 +92,7 @@ TEST(broker_second_app_waits_then_gets_turn)
     broker_core_tick(&core, 101 * MS);
     ASSERT_STR_EQ(sink.last[0], "X");  /* quantum over: give it back */
     broker_core_done(&core, 0, 103 * MS);
-    ASSERT_STR_EQ(sink.last[1], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10 10000");
     broker_core_stats(&core, 103 * MS, &st);
     ASSERT_STR_EQ(st.holder, "b");
     ASSERT_U64_EQ(st.turns_total, 2);
@@ -106,7 +106,7 @@ TEST(broker_app_processes_share_turn)
     a_twice_and_b(100, 10);
     broker_core_request(&core, 0, 1 * MS);
     broker_core_request(&core, 1, 2 * MS);
-    ASSERT_STR_EQ(sink.last[1], "G 0 100 10"); /* joins a's turn */
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10 10000"); /* joins a's turn */
     broker_core_request(&core, 2, 3 * MS);
     broker_core_tick(&core, 200 * MS);
     ASSERT_STR_EQ(sink.last[0], "X");
@@ -114,25 +114,27 @@ TEST(broker_app_processes_share_turn)
     broker_core_done(&core, 0, 201 * MS);
     ASSERT_STR_EQ(sink.last[2], "");   /* a's second process still holds */
     broker_core_done(&core, 1, 202 * MS);
-    ASSERT_STR_EQ(sink.last[2], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[2], "G 0 100 10 10000");
 }
 
 TEST(broker_crash_frees_turn_at_once)
 {
     a_holds_b_waits(100000, 10);
     broker_core_close(&core, 0, 3 * MS);  /* killed mid-turn */
-    ASSERT_STR_EQ(sink.last[1], "G 0 100000 10");
+    ASSERT_STR_EQ(sink.last[1], "G 0 100000 10 10000");
 }
 
 TEST(broker_idle_release_early)
 {
     a_holds_b_waits(1000, 10);
     broker_core_done(&core, 0, 15 * MS); /* a was idle: gave it back */
-    ASSERT_STR_EQ(sink.last[1], "G 0 1000 10");
-    /* a wants it again: queued, b is told */
+    ASSERT_STR_EQ(sink.last[1], "G 0 1000 10 10000");
+    /* a wants it again: queued, and with the credit of the turn it did
+     * not use (issue 49), b (which has held it for 5 ms, more than the
+     * minimum turn) is asked back at once (test_broker_turns.c) */
     clear(&sink, 1);
     broker_core_request(&core, 0, 20 * MS);
-    ASSERT_STR_EQ(sink.last[1], "C");
+    ASSERT_STR_EQ(sink.last[1], "X");
 }
 
 TEST(broker_round_robin_three)
@@ -170,11 +172,11 @@ TEST(broker_rejoin_while_asked_queues)
     broker_core_request(&core, 1, 21 * MS);      /* a's 2nd process: no join */
     ASSERT_STR_EQ(sink.last[1], "");
     broker_core_done(&core, 0, 22 * MS);
-    ASSERT_STR_EQ(sink.last[2], "G 1 10 5");     /* b, a queued behind */
+    ASSERT_STR_EQ(sink.last[2], "G 1 10 5 5000");     /* b, a queued behind */
     broker_core_tick(&core, 40 * MS);
     ASSERT_STR_EQ(sink.last[2], "X");
     broker_core_done(&core, 2, 41 * MS);
-    ASSERT_STR_EQ(sink.last[1], "G 0 10 5");
+    ASSERT_STR_EQ(sink.last[1], "G 0 10 5 5000");
 }
 
 TEST(broker_hello_rules)
@@ -234,7 +236,7 @@ static int client(const char *path)
 TEST(broker_server_round_trip)
 {
     char dir[BROKER_TMPL_MAX], path[200], buf[64];
-    struct broker_settings st = {100, 10, 0};
+    struct broker_settings st = {.quantum_ms = 100, .idle_ms = 10, .grace_ms = 0};
     struct broker_stats s;
     struct broker_set *bs;
     int a, b;
@@ -252,7 +254,7 @@ TEST(broker_server_round_trip)
     n = recv(a, buf, sizeof buf - 1, 0);
     ASSERT(n > 0);
     buf[n] = '\0';
-    ASSERT_STR_EQ(buf, "G 0 100 10");
+    ASSERT_STR_EQ(buf, "G 0 100 10 10000");
     ASSERT(send(b, "H 1 beta", 8, 0) == 8 && send(b, "R", 1, 0) == 1);
     n = recv(a, buf, sizeof buf - 1, 0);      /* C */
     ASSERT(n == 1 && buf[0] == 'C');
@@ -279,7 +281,7 @@ TEST(broker_server_round_trip)
 TEST(broker_revokes_after_grace)
 {
     struct broker_stats st;
-    struct broker_settings s = {100, 10, 50};
+    struct broker_settings s = {.quantum_ms = 100, .idle_ms = 10, .grace_ms = 50};
     setup(100, 10);
     broker_core_configure(&core, &s);
     conn(0, "hog");
@@ -295,7 +297,7 @@ TEST(broker_revokes_after_grace)
     /* ignored for the grace period: taken back, b gets it */
     ASSERT_EQ(broker_core_tick(&core, 151 * MS), 0);
     ASSERT_STR_EQ(sink.last[0], "V");
-    ASSERT_STR_EQ(sink.last[1], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[1], "G 0 100 10 10000");
     broker_core_stats(&core, 151 * MS, &st);
     ASSERT_STR_EQ(st.holder, "b");
     ASSERT_U64_EQ(st.revoked_total, 1);
@@ -315,7 +317,7 @@ TEST(broker_revokes_after_grace)
     broker_core_tick(&core, 251 * MS);
     ASSERT_STR_EQ(sink.last[1], "X");
     broker_core_done(&core, 1, 252 * MS);
-    ASSERT_STR_EQ(sink.last[0], "G 0 100 10");
+    ASSERT_STR_EQ(sink.last[0], "G 0 100 10 10000");
     broker_core_stats(&core, 252 * MS, &st);
     ASSERT_U64_EQ(st.revoked_total, 1);
 }
@@ -393,7 +395,7 @@ static void unserve(char *dir, struct broker_set *bs)
 TEST(broker_server_admission)
 {
     char dir[BROKER_TMPL_MAX], path[200], buf[BROKER_MSG_MAX * 2];
-    struct broker_settings st = {100, 10, 0};
+    struct broker_settings st = {.quantum_ms = 100, .idle_ms = 10, .grace_ms = 0};
     struct admit_log al = {0};
     struct broker_stats s;
     struct broker_set *bs;
@@ -421,7 +423,7 @@ TEST(broker_server_admission)
     a = client(path);
     ASSERT(send(a, "H 1 alpha", 9, 0) == 9 && send(a, "R", 1, 0) == 1);
     ASSERT(recv_msg(a, buf, sizeof buf) > 0);
-    ASSERT_STR_EQ(buf, "G 0 100 10");
+    ASSERT_STR_EQ(buf, "G 0 100 10 10000");
     ASSERT(broker_set_stats(bs, "GPU-x", &s));
     ASSERT_STR_EQ(s.holder, "alpha");
     ASSERT_EQ(s.napps, 1); /* mallory never became an app of the device */
@@ -432,7 +434,7 @@ TEST(broker_server_admission)
 TEST(broker_server_default_admission_same_uid)
 {
     char dir[BROKER_TMPL_MAX], path[200], buf[BROKER_MSG_MAX * 2];
-    struct broker_settings st = {100, 10, 0};
+    struct broker_settings st = {.quantum_ms = 100, .idle_ms = 10, .grace_ms = 0};
     struct broker_set *bs;
     int fds[2], status = 0;
     pid_t p;
@@ -472,7 +474,7 @@ TEST(broker_server_default_admission_same_uid)
 TEST(broker_server_revokes_ignored_turn)
 {
     char dir[BROKER_TMPL_MAX], path[200], buf[64];
-    struct broker_settings st = {20, 10, 30};
+    struct broker_settings st = {.quantum_ms = 20, .idle_ms = 10, .grace_ms = 30};
     struct broker_stats s;
     struct broker_set *bs;
     struct timeval tv = {5, 0};
@@ -522,7 +524,7 @@ TEST(broker_server_revokes_ignored_turn)
 TEST(broker_refuses_untrusted_dir)
 {
     char dir[BROKER_TMPL_MAX], path[200], run[240];
-    struct broker_settings st = {100, 10, 0};
+    struct broker_settings st = {.quantum_ms = 100, .idle_ms = 10, .grace_ms = 0};
     struct broker_set *bs;
 
     ASSERT(mkdtemp(broker_tmpl(dir)) != NULL);

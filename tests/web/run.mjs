@@ -529,6 +529,26 @@ try {
     assert.ok(await macSel.isDisabled());
   });
 
+  await step('manage node: a Time slicing GPU shows its time-slice settings, each with its sentence; an admin saves one', async () => {
+    await page.goto(`${BASE}/#/accelerator/node/${d4060.nodeName}`);
+    const sec = page.locator(`section[data-device="${d4060.id}"]`);
+    await sec.getByRole('heading', { name: 'Time-slice settings' }).waitFor();
+    const t = await sec.innerText();
+    for (const s of ['Turn length', 'while another app waits', 'Idle release', 'gives the GPU back early',
+      'Shortest turn while memory moves', 'each switch pages memory', 'Revocation grace', 'loses its turn']) {
+      assert.ok(t.includes(s), `time-slice settings lack "${s}": ${t}`);
+    }
+    const q = sec.getByLabel('Turn length');
+    assert.equal(await q.inputValue(), String((d4060.timeSlice && d4060.timeSlice.quantumMs) || 30));
+    await q.fill('40');
+    await sec.getByRole('button', { name: 'Save' }).click();
+    await page.getByText(/Time-slice settings of .* saved/).waitFor();
+    // the other settings were not sent: only what changed is stored
+    const again = (await ok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((d) => d.id === d4060.id);
+    if (again.timeSlice) assert.equal(again.timeSlice.quantumMs, 40);
+    await ok('PUT', `/api/compute-resources/nodes/${d4060.nodeName}/devices/${d4060.id}/time-slice`, { quantumMs: 30 });
+  });
+
   await step('manage node: switching the mode warns and names the apps, Cancel keeps it, OK switches and stops them', async () => {
     await page.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
     const sec = page.locator(`section[data-device="${d4090.id}"]`);

@@ -330,6 +330,65 @@ function ExclusivePicker({ d, apps, role, refresh }) {
   );
 }
 
+// The time-slice settings (issue 49), each said in a sentence; the
+// defaults are the ones the measurements chose (docs/internals/timeslice.md).
+export const TIME_SLICE_SETTINGS = [
+  { key: 'quantumMs', label: 'Turn length', unit: 'ms', min: 10, max: 600000, def: 30,
+    help: 'How long an app may keep the GPU while another app waits, when no memory has to move between them.' },
+  { key: 'idleReleaseUs', label: 'Idle release', unit: 'µs', min: 50, max: 600000000, def: 1000,
+    help: 'An app that submits no work for this long (waiting for its own results counts as work) gives the GPU back early; it gets it back within a few milliseconds of asking.' },
+  { key: 'oversubscribedQuantumMs', label: 'Shortest turn while memory moves', unit: 'ms', min: 10, max: 600000, def: 1000,
+    help: "When the apps' memory together does not fit the GPU, each switch pages memory, so turns last at least this long (and longer when paging needs it)." },
+  { key: 'revokeGraceMs', label: 'Revocation grace', unit: 'ms', min: 10, max: 600000, def: 1000,
+    help: 'An app asked to give the GPU back that still holds it this long after loses its turn.' },
+];
+
+function TimeSliceSettings({ d, isAdmin, refresh }) {
+  const ts = d.timeSlice || {};
+  const now = (k) => (k === 'idleReleaseUs' && ts.idleReleaseUs == null && ts.idleReleaseMs != null ? ts.idleReleaseMs * 1000 : ts[k]);
+  const [edit, setEdit] = useState({});
+  const [busy, setBusy] = useState(false);
+  const changed = Object.keys(edit).filter((k) => edit[k] !== '' && Number(edit[k]) !== now(k));
+  const save = async () => {
+    const body = {};
+    for (const k of changed) body[k] = Number(edit[k]);
+    setBusy(true);
+    try {
+      await API.setTimeSlice(d.nodeName, d.id, body);
+      toast(`Time-slice settings of ${deviceLabel(d)} saved; the broker applies them within a second.`);
+      setEdit({});
+      await refresh();
+    } catch (x) {
+      toast(`Could not save the time-slice settings: ${errText(x)}`, 'error');
+    } finally { setBusy(false); }
+  };
+  return (
+    <div class="ts-settings" data-focus-scope={`ts-${d.id}`}>
+      <h3 class="h4">Time-slice settings</h3>
+      <dl class="facts">
+        {TIME_SLICE_SETTINGS.map((f) => {
+          const id = `ts-${f.key}-${d.id}`;
+          const v = now(f.key);
+          return (
+            <div key={f.key}>
+              <dt>{isAdmin ? <label for={id}>{f.label}</label> : f.label}</dt>
+              <dd>
+                {isAdmin
+                  ? <><input id={id} type="number" min={f.min} max={f.max} step="1" value={edit[f.key] != null ? edit[f.key] : (v != null ? v : f.def)}
+                      disabled={busy} onInput={(e) => setEdit({ ...edit, [f.key]: e.currentTarget.value })} /> {f.unit}</>
+                  : <>{v != null ? v : f.def} {f.unit}</>}
+                <p class="muted small">{f.help}</p>
+              </dd>
+            </div>
+          );
+        })}
+      </dl>
+      {ts.turnMs != null && ts.turnMs > 0 && <p class="muted small">Turn in force now: {Math.round(ts.turnMs)} ms{ts.turnMs > (ts.quantumMs || 0) ? ' (longer: memory moves at each switch)' : ''}.</p>}
+      {isAdmin && <button class="btn primary" onClick={save} disabled={busy || !changed.length}>Save</button>}
+    </div>
+  );
+}
+
 function GpuPanel({ d, role, apps, refresh, offline }) {
   const isAdmin = role === 'admin';
   const [quota, setQuota] = useState(null);
@@ -356,6 +415,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
       {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
+      {d.supportType === 'TimeSlice' && <TimeSliceSettings d={d} isAdmin={isAdmin} refresh={refresh} />}
       <div data-focus-scope={`assigned-${d.id}`}>
       <h3 class="h4" tabIndex={-1} data-focus-home>Assigned apps</h3>
       {bound.length ? (

@@ -90,6 +90,8 @@ export const API = {
   logs: (name, offset) => api('GET', `/api/apps/${enc(name)}/logs?offset=${offset || 0}`),
   setSupportType: (node, dev, supportType) =>
     api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/support-type`, { supportType }),
+  setTimeSlice: (node, dev, body) =>
+    api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/time-slice`, body),
   install: (body) => api('POST', '/api/apps', body),
   resume: (name, computeBinding) =>
     api('POST', `/api/apps/${enc(name)}/resume`, computeBinding ? { computeBinding } : {}),

@@ -111,8 +111,9 @@ void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
  * there stay). 200; 404 for an unknown node. The route is an admin's. */
 void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
                      struct op_result *res);
-/* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs,
- * revokeGraceMs, oversubscribedQuantumMs}, each optional. Takes d->lock. */
+/* PUT .../devices/{device}/time-slice: {quantumMs, idleReleaseMs or
+ * idleReleaseUs, revokeGraceMs, oversubscribedQuantumMs, minTurnUs,
+ * pagingPercent}, each optional. Takes d->lock. */
 void ops_timeslice_set(struct accel_daemon *d, const char *node,
                        const char *device, const json_t *body,
                        struct op_result *res);

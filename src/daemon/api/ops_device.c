@@ -601,8 +601,19 @@ void ops_timeslice_set(struct accel_daemon *d, const char *node,
         !parse_ms(body, "revokeGraceMs", BROKER_MIN_GRACE_MS,
                   BROKER_MAX_GRACE_MS, ts, res) ||
         !parse_ms(body, "oversubscribedQuantumMs", BROKER_MIN_QUANTUM_MS,
-                  BROKER_MAX_QUANTUM_MS, ts, res))
+                  BROKER_MAX_QUANTUM_MS, ts, res) ||
+        !parse_ms(body, "idleReleaseUs", BROKER_MIN_IDLE_US,
+                  BROKER_MAX_IDLE_MS, ts, res) ||
+        !parse_ms(body, "minTurnUs", 100, 1000000, ts, res) ||
+        !parse_ms(body, "pagingPercent", 1, 50, ts, res))
         goto out;
+    /* the idle time is one setting in two units: the one given wins */
+    if (json_object_get(body, "idleReleaseMs") != NULL &&
+        json_object_get(body, "idleReleaseUs") == NULL)
+        json_object_del(ts, "idleReleaseUs");
+    else if (json_object_get(body, "idleReleaseUs") != NULL &&
+             json_object_get(body, "idleReleaseMs") == NULL)
+        json_object_del(ts, "idleReleaseMs");
     if (!settings_store(d, dev, &settings, res))
         goto out;
     ops_res_ok(res, 200,

@@ -419,8 +419,12 @@ static void read_conn(struct broker_set *bs, struct broker_dev *bd, int slot)
             return;
         }
         msg[n] = '\0';
-        if (msg[0] == 'R')
+        if (msg[0] == 'R') {
+            if (msg[1] == ' ') /* "R <bytes>": its app's device memory */
+                broker_core_bytes(&bd->core, slot,
+                                  strtoull(msg + 2, NULL, 10));
             broker_core_request(&bd->core, slot, now);
+        }
         else if (msg[0] == 'D')
             broker_core_done(&bd->core, slot, now);
         else if (strncmp(msg, "H 1 ", 4) == 0 &&

@@ -17,10 +17,13 @@
  *
  * Wire protocol (SOCK_SEQPACKET, one short ASCII record per message):
  *   shim -> broker   "H 1 <app>"   hello (protocol 1), once, first
- *                    "R"           this process wants the turn
+ *                    "R [<bytes>]" this process wants the turn; bytes: the
+ *                                  device memory its app holds (issue 49)
  *                    "D"           this process gave the turn back (its
  *                                  submitted work is finished)
- *   broker -> shim   "G <contended> <quantumMs> <idleMs>"  turn granted
+ *   broker -> shim   "G <contended> <quantumMs> <idleMs> <idleUs>"  turn
+ *                                  granted (idleUs: the idle time in us;
+ *                                  shims before issue 49 read three fields)
  *                    "C"           another app waits (give it back when idle)
  *                    "X"           give the turn back now (quantum used up)
  *                    "V"           the turn was taken back (X ignored for
@@ -45,9 +48,20 @@
 #define BROKER_HANDOFF_RING 256    /* recent handoffs kept for median/p99 */
 #define BROKER_HIST_BUCKETS 10     /* handoff histogram buckets */
 #define BROKER_MSG_MAX 128         /* bytes of one record */
-/* Defaults (docs/internals/timeslice.md, "Choosing the quantum"). */
-#define BROKER_DEFAULT_QUANTUM_MS 500
-#define BROKER_DEFAULT_IDLE_MS 100
+/* Defaults, chosen by bench/shim/bench_timeslice (issue 49;
+ * docs/internals/timeslice.md, "Settings and the rule for choosing them"). */
+#define BROKER_DEFAULT_QUANTUM_MS 30
+#define BROKER_DEFAULT_IDLE_MS 1         /* what old shims read */
+#define BROKER_DEFAULT_IDLE_US 1000
+#define BROKER_MIN_IDLE_US 50
+#define BROKER_DEFAULT_MIN_TURN_US 2000
+/* The share of device time paging may take that turns are planned for;
+ * the bar is 10 %: the margin is for what the estimate misses (contexts,
+ * a turn cut short at an app's start or end). */
+#define BROKER_DEFAULT_PAGING_PCT 5
+#define BROKER_DEFAULT_LINK_BPS 12000000000ULL /* 12 GB/s: PCIe 4 x16 for
+                                                * managed memory's faults;
+                                                * corrected on a GPU */
 #define BROKER_MIN_QUANTUM_MS 10
 #define BROKER_MAX_QUANTUM_MS 600000
 #define BROKER_MAX_IDLE_MS 600000
@@ -55,9 +69,9 @@
  * is revoked. Default 1 s: a well-behaved handoff is a context synchronize
  * of the holder's queued work (1-2 ms median on the fake driver, the
  * longest queued kernel on a GPU: ML kernels run for milliseconds, rarely
- * 100 ms); 1 s is 2x the default quantum, so a waiting app waits at most
- * quantum + 1 s for a holder that never gives back, and an honest holder
- * with a queue of long kernels is not cut short (docs/internals/timeslice.md). */
+ * 100 ms); a waiting app waits at most quantum + 1 s for a holder that
+ * never gives back, and an honest holder with a queue of long kernels is
+ * not cut short (docs/internals/timeslice.md). */
 #define BROKER_DEFAULT_GRACE_MS 1000
 #define BROKER_MIN_GRACE_MS 10
 #define BROKER_MAX_GRACE_MS 600000
@@ -67,11 +81,27 @@
 extern const double broker_hist_bounds[BROKER_HIST_BUCKETS];
 
 struct broker_settings {
-    uint32_t quantum_ms;   /* longest turn while another app waits */
+    uint32_t quantum_ms;   /* longest turn while another app waits (when
+                            * no memory must move at a switch) */
     uint32_t idle_ms;      /* a holder idle this long gives the turn back
-                            * early when another app waits */
+                            * early when another app waits (whole ms, for
+                            * shims that read only this) */
     uint32_t grace_ms;     /* a holder asked back that keeps the turn this
                             * long after is revoked; 0 = the default */
+    uint32_t idle_us;      /* the idle time in microseconds; 0 = idle_ms */
+    uint32_t min_turn_us;  /* a holder keeps the turn at least this long
+                            * before an app with credit takes it; 0 = the
+                            * default */
+    uint32_t oversub_ms;   /* while a switch must move memory, turns are
+                            * at least this long; 0 = quantum_ms */
+    uint32_t paging_pct;   /* while a switch must move memory, turns grow
+                            * so that moving is at most this share of
+                            * device time; 0 = the default */
+    uint64_t card_bytes;   /* the card's memory; 0 = unknown */
+    uint64_t link_bps;     /* bytes per second a switch moves; 0 = default */
+    bool card_full;        /* the card looks full (NVML) though no shim
+                            * reported its bytes: treat switches as moving
+                            * memory (turns of oversub_ms) */
 };
 
 /* Sends `msg` to connection `conn`; broker_core never frees anything. */
@@ -82,6 +112,8 @@ struct broker_conn {
     int app;               /* index in apps[], -1 before hello */
     bool wants;            /* asked for the turn (R) and not done */
     bool held;             /* granted and not given back */
+    uint64_t bytes;        /* the app's device memory, as this process last
+                            * reported it ("R <bytes>"); 0 = not reported */
 };
 
 struct broker_app {
@@ -92,6 +124,14 @@ struct broker_app {
     uint64_t turns;        /* turns granted */
     uint64_t wait_ns;      /* total time waited (finished waits) */
     uint64_t revoked;      /* turns taken back from it */
+    uint64_t held_ns;      /* device time held, finished turns */
+    uint64_t credit_ns;    /* what its last turn did not use (it gave the
+                            * turn back early): asking again, it takes
+                            * the turn after the holder's minimum turn */
+    bool jump;             /* queued ahead on its credit */
+    uint64_t gap_since;    /* ns its last turn ended (its gap began), 0 =
+                            * holding or asked since; a gap earns credit:
+                            * the app's fair share of it (1 / the apps) */
 };
 
 struct broker_core {
@@ -104,6 +144,17 @@ struct broker_core {
     int nqueue;
     int holder;                              /* app index or -1 */
     uint64_t granted_ns;                     /* when the holder got it */
+    uint64_t budget_ns;                      /* the holder's turn length
+                                              * while others wait */
+    uint64_t cut_ns;                         /* ask the holder back then
+                                              * (an app with credit
+                                              * waits), 0 = not */
+    uint64_t move_ns;                        /* last switch's estimated
+                                              * memory moving time */
+    int last_holder;                         /* app that held it last */
+    uint64_t moves;                          /* switches that moved
+                                              * memory (estimated) */
+    uint64_t moved_ns_total;                 /* their estimated time */
     uint64_t asked_ns;                       /* when X was sent, 0 = not */
     bool contended_sent;                     /* C sent this turn */
     uint64_t released_ns;                    /* last time the turn freed */
@@ -132,6 +183,13 @@ enum accel_err broker_core_hello(struct broker_core *c, int conn,
                                  const char *app, uint64_t now);
 /* The connection wants the turn. */
 void broker_core_request(struct broker_core *c, int conn, uint64_t now);
+/* The connection's app holds `bytes` of device memory (from "R <bytes>");
+ * before broker_core_request. */
+void broker_core_bytes(struct broker_core *c, int conn, uint64_t bytes);
+/* Time one switch to app `app` moves memory for (ns): 0 while the apps'
+ * memory together fits the card; else min(the app's bytes, what passes
+ * the card) over the link. Pure: for the views and the tests. */
+uint64_t broker_core_move_ns(const struct broker_core *c, int app);
 /* The connection gave the turn back. */
 void broker_core_done(struct broker_core *c, int conn, uint64_t now);
 /* The connection closed (or crashed): whatever it held is free at once. */
@@ -151,11 +209,18 @@ struct broker_app_stats {
     uint64_t turns;            /* turns granted */
     uint64_t wait_ns;          /* time waited, the current wait included */
     uint64_t revoked;          /* turns taken back from it */
+    uint64_t held_ns;          /* device time held, current turn included */
+    uint64_t credit_ns;        /* unused time it may claim early */
+    uint64_t bytes;            /* device memory it reported */
 };
 
 struct broker_stats {
     char holder[BROKER_APP_MAX];  /* "" = nobody */
     uint64_t held_ns;             /* how long the holder has had it */
+    uint64_t budget_ns;           /* the holder's turn length while others
+                                   * wait (grows while memory must move) */
+    uint64_t moves;               /* switches that moved memory */
+    uint64_t moved_ns_total;      /* their estimated moving time */
     char queue[BROKER_MAX_APPS][BROKER_APP_MAX]; /* waiting, in order */
     int nqueue;
     struct broker_app_stats apps[BROKER_MAX_APPS];

@@ -25,8 +25,8 @@
 #include "daemon/node/slice/broker.h"
 #include "daemon/state.h"
 
-#define OVERSUB_DEFAULT_MS 4000 /* quantum while the card is oversubscribed */
-#define OVERSUB_USED_PCT 90     /* NVML use above this = oversubscribed */
+#define OVERSUB_DEFAULT_MS 1000 /* shortest turn while memory moves */
+#define OVERSUB_USED_PCT 90     /* NVML use above this = looks full */
 
 static uint32_t setting(const json_t *ts, const char *key, uint32_t def)
 {
@@ -35,22 +35,31 @@ static uint32_t setting(const json_t *ts, const char *key, uint32_t def)
                ? (uint32_t)json_integer_value(v) : def;
 }
 
-/* The settings in force for dev (d->lock held): the stored ones, and the
- * longer oversubscribed quantum while the card's memory is nearly full. */
+/* The settings in force for dev (d->lock held): the stored ones (issue
+ * 49: the idle time in microseconds, idleReleaseUs, else idleReleaseMs),
+ * the card's memory (what the apps' reported bytes are held against) and
+ * whether NVML shows the card nearly full (for shims that report none). */
 static struct broker_settings dev_settings(struct accel_daemon *d, int dev)
 {
     const json_t *ts = json_object_get(d->dinfo[dev].settings, "timeSlice");
     const struct adm_device *x = &d->snap.devs[dev];
+    uint32_t idle_ms = setting(ts, "idleReleaseMs", 0);
     struct broker_settings s = {
-        setting(ts, "quantumMs", BROKER_DEFAULT_QUANTUM_MS),
-        setting(ts, "idleReleaseMs", BROKER_DEFAULT_IDLE_MS),
-        setting(ts, "revokeGraceMs", BROKER_DEFAULT_GRACE_MS)};
-    uint32_t over = setting(ts, "oversubscribedQuantumMs", OVERSUB_DEFAULT_MS);
+        .quantum_ms = setting(ts, "quantumMs", BROKER_DEFAULT_QUANTUM_MS),
+        .grace_ms = setting(ts, "revokeGraceMs", BROKER_DEFAULT_GRACE_MS),
+        .idle_us = setting(ts, "idleReleaseUs",
+                           idle_ms ? idle_ms * 1000 : BROKER_DEFAULT_IDLE_US),
+        .min_turn_us = setting(ts, "minTurnUs", BROKER_DEFAULT_MIN_TURN_US),
+        .oversub_ms = setting(ts, "oversubscribedQuantumMs",
+                              OVERSUB_DEFAULT_MS),
+        .paging_pct = setting(ts, "pagingPercent", BROKER_DEFAULT_PAGING_PCT),
+        .card_bytes = x->memory > 0 ? (uint64_t)x->memory : 0,
+        .link_bps = BROKER_DEFAULT_LINK_BPS,
+    };
 
-    if (x->memory > 0 &&
-        d->dinfo[dev].used_mem * 100 > x->memory * OVERSUB_USED_PCT &&
-        over > s.quantum_ms)
-        s.quantum_ms = over;
+    s.idle_ms = (s.idle_us + 999) / 1000;
+    s.card_full = x->memory > 0 &&
+                  d->dinfo[dev].used_mem * 100 > x->memory * OVERSUB_USED_PCT;
     return s;
 }
 
@@ -243,8 +252,9 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
     if (!broker_set_stats(d->brokers, d->snap.devs[dev].id, s)) {
         struct broker_settings st = dev_settings(d, dev);
         free(s);
-        return json_pack("{s:b, s:i, s:i, s:i}", "running", 0, "quantumMs",
-                         (int)st.quantum_ms, "idleReleaseMs", (int)st.idle_ms,
+        return json_pack("{s:b, s:i, s:i, s:i, s:i}", "running", 0,
+                         "quantumMs", (int)st.quantum_ms, "idleReleaseMs",
+                         (int)st.idle_ms, "idleReleaseUs", (int)st.idle_us,
                          "revokeGraceMs", (int)st.grace_ms);
     }
     q = json_array();
@@ -253,13 +263,17 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
     apps = json_array();
     for (int i = 0; i < s->napps; i++)
         json_array_append_new(
-            apps, json_pack("{s:s, s:i, s:b, s:b, s:I, s:I, s:f}", "app",
+            apps, json_pack("{s:s, s:i, s:b, s:b, s:I, s:I, s:f, s:f, s:f, "
+                            "s:I}", "app",
                             s->apps[i].name, "processes", s->apps[i].conns,
                             "holding", s->apps[i].holding, "waiting",
                             s->apps[i].waiting, "turns",
                             (json_int_t)s->apps[i].turns, "revocations",
                             (json_int_t)s->apps[i].revoked, "waitSeconds",
-                            s->apps[i].wait_ns / 1e9));
+                            s->apps[i].wait_ns / 1e9, "heldSeconds",
+                            s->apps[i].held_ns / 1e9, "creditMs",
+                            s->apps[i].credit_ns / 1e6, "bytes",
+                            (json_int_t)s->apps[i].bytes));
     o = json_pack("{s:b, s:s, s:s?, s:f, s:o, s:I, s:I, s:f, s:o, s:{s:I, "
                   "s:f, s:f}, s:i, s:i, s:i}",
                   "running", 1, "socket", s->path, "holder",
@@ -274,6 +288,16 @@ json_t *broker_ops_view(struct accel_daemon *d, int dev)
                   (int)s->set.idle_ms, "revokeGraceMs",
                   (int)(s->set.grace_ms ? s->set.grace_ms
                                         : BROKER_DEFAULT_GRACE_MS));
+    json_object_set_new(o, "idleReleaseUs", json_integer(s->set.idle_us));
+    json_object_set_new(o, "oversubscribedQuantumMs",
+                        json_integer(s->set.oversub_ms));
+    json_object_set_new(o, "minTurnUs", json_integer(s->set.min_turn_us));
+    json_object_set_new(o, "pagingPercent", json_integer(s->set.paging_pct));
+    json_object_set_new(o, "turnMs", json_real(s->budget_ns / 1e6));
+    json_object_set_new(o, "paging",
+                        json_pack("{s:I, s:f}", "switches",
+                                  (json_int_t)s->moves, "estimatedSeconds",
+                                  s->moved_ns_total / 1e9));
     free(s);
     return o;
 }
