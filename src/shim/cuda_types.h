@@ -19,6 +19,7 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 typedef unsigned long long cuuint64_t;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmipmappedArray_st *CUmipmappedArray;
@@ -61,6 +62,7 @@ typedef int CUmemAllocationHandleType; /* CU_MEM_HANDLE_TYPE_* */
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
 #define CUDA_ERROR_NOT_PERMITTED 800
 #define CUDA_ERROR_NOT_SUPPORTED 801

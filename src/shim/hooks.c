@@ -300,6 +300,9 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
 SYNC_HOOK(cuCtxSynchronize, (void), ())
 SYNC_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream))
 SYNC_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+/* an event's wait is a synchronize too (cudaEventSynchronize, serving
+ * loops that wait on a step's event): a thread in it waits for the device */
+SYNC_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent))
 POOL_SHRINK(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep),
             (pool, minBytesToKeep))
 POOL_SHRINK(cuMemPoolDestroy, (CUmemoryPool pool), (pool))

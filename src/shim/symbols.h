@@ -165,6 +165,7 @@
     X(CUDA, 1, CUresult, cuStreamSynchronize, (CUstream hStream))              \
     X(CUDA, 1, CUresult, cuStreamSynchronize_ptsz, (CUstream hStream))         \
     X(CUDA, 1, CUresult, cuCtxSynchronize, (void))                             \
+    X(CUDA, 1, CUresult, cuEventSynchronize, (CUevent hEvent))                 \
     X(CUDA, 1, CUresult, cuDevicePrimaryCtxRetain,                             \
       (CUcontext * pctx, CUdevice dev))                                        \
     X(CUDA, 1, CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice dev))         \

@@ -56,6 +56,10 @@ CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, int *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuCtxSynchronize(void);
 CUresult cuStreamSynchronize(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventDestroy_v2(CUevent);
 CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr,
                              unsigned long long);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
@@ -322,6 +326,29 @@ static void case_pool_stream(void)
     CHECK(ledger_used() == 0 && card_used() == 0, "after destroy: %llu/%llu",
           (unsigned long long)ledger_used(), (unsigned long long)card_used());
     peak_within(GiB, "pool stream");
+}
+
+/* An event's synchronize is a point where the driver's pools release what
+ * passes their threshold too (cudaEventSynchronize after a step): the
+ * charge follows at once, as after a stream's synchronize. */
+static void case_pool_event(void)
+{
+    CUevent ev;
+    CUdeviceptr a;
+
+    CHECK(cuEventCreate(&ev, 0) == 0, "event");
+    CHECK(cuMemAllocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(cuMemFreeAsync(a, NULL) == 0, "free enqueued");
+    CHECK(cuEventRecord(ev, NULL) == 0, "record");
+    CHECK(ledger_used() == 768 * MiB, "un-charged at the enqueue: %llu",
+          (unsigned long long)ledger_used());
+    CHECK(cuEventSynchronize(ev) == 0, "event sync");
+    CHECK(card_used() == 0, "the stand-in's pool kept it: %llu",
+          (unsigned long long)card_used());
+    CHECK(ledger_used() == 0, "the event's synchronize freed it on the card "
+          "and the charge stayed: %llu", (unsigned long long)ledger_used());
+    CHECK(cuEventDestroy_v2(ev) == 0, "destroy event");
+    peak_within(GiB, "pool event");
 }
 
 /* Every CUDA-runtime program: the primary context, here 384 MiB
@@ -1035,6 +1062,8 @@ int main(int argc, char **argv)
         case_pool_keep();
     else if (strcmp(c, "pool_stream") == 0)
         case_pool_stream();
+    else if (strcmp(c, "pool_event") == 0)
+        case_pool_event();
     else if (strcmp(c, "ctx_measured") == 0)
         case_ctx_measured();
     else if (strcmp(c, "view_neighbour") == 0)

@@ -32,6 +32,10 @@
  *             cuMemcpyDtoH (the thread waits inside a submission): at
  *             most 30 turns. Before this case's fix the idle probe saw no
  *             new submission and gave the turn back in every copy.
+ *   syncevent as syncbusy, the thread waiting in cuEventSynchronize on an
+ *             event recorded after the kernels (cudaEventSynchronize, as
+ *             serving loops wait on a step): at most 30 turns. Before the
+ *             shim hooked it, the event's wait looked idle.
  *   oversub   two busy apps of 14 GiB on a 24 GiB card through the broker
  *             (link 48 GB/s: 89 ms a switch): turns grow so that paging
  *             stays small (at most 12 switches that page in 4 s, paging
@@ -58,6 +62,10 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, CUstream, void **,
                         void **);
 CUresult cuCtxSynchronize(void);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventDestroy_v2(CUevent);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuCtxSetCurrent(CUcontext);
@@ -105,6 +113,8 @@ static int burst(char **argv)
     int64_t end, *waits = calloc(100000, sizeof(int64_t));
     long bursts = 0, nw = 0;
     int copy = getenv("TS_TURNS_COPY") != NULL;
+    int event = getenv("TS_TURNS_EVENT") != NULL;
+    CUevent ev = NULL;
     CUcontext ctx = NULL;
     CUdeviceptr p = 0;
     FILE *f;
@@ -133,6 +143,13 @@ static int burst(char **argv)
                 free(waits);
                 return 3;
             }
+        } else if (event) { /* waits on an event after the kernels */
+            if ((ev == NULL && cuEventCreate(&ev, 0) != CUDA_SUCCESS) ||
+                cuEventRecord(ev, NULL) != CUDA_SUCCESS ||
+                cuEventSynchronize(ev) != CUDA_SUCCESS) {
+                free(waits);
+                return 3;
+            }
         } else {
             cuCtxSynchronize();
         }
@@ -142,6 +159,8 @@ static int burst(char **argv)
             nanosleep(&g, NULL);
         }
     }
+    if (ev != NULL)
+        cuEventDestroy_v2(ev);
     qsort(waits, (size_t)nw, sizeof(int64_t), cmp_i64);
     f = fopen(argv[7], "w");
     if (f != NULL) {
@@ -441,6 +460,31 @@ static int case_synccopy(void)
     return failures;
 }
 
+/* The same, the thread waiting on an event recorded after its kernels. */
+static int case_syncevent(void)
+{
+    pid_t b = broker("300", "1", NULL);
+    pid_t busy = app("busy", 1, "2.5", "0", "500", "8", "0", NULL);
+    pid_t lng = app("long", 1, "2.5", "0", "50000", "1", "0",
+                    "TS_TURNS_EVENT=1");
+    double median = 0, max = 0;
+    long kernels, turns;
+
+    CHECK(wait_for(lng, 30000) == 0, "long-kernel app failed");
+    CHECK(wait_for(busy, 30000) == 0, "busy app failed");
+    stop_broker(b);
+    kernels = results("long", &median, &max);
+    results("busy", &median, &max);
+    turns = broker_turns();
+    printf("syncevent: the app waiting on events after 50 ms kernels ran "
+           "%ld of them in 2.5 s, %ld turns in all (quantum 300 ms: ~10)\n",
+           kernels, turns);
+    CHECK(kernels >= 12, "only %ld kernels of 50 ms in 2.5 s", kernels);
+    CHECK(turns >= 0 && turns <= 30, "%ld turns in 2.5 s: the turn was given "
+          "back while a thread waited on an event", turns);
+    return failures;
+}
+
 static int case_oversub(void)
 {
     struct fake_cuda_stats *st = fake_cuda_stats();
@@ -512,6 +556,8 @@ int main(int argc, char **argv)
         rc = case_oversub();
     else if (strcmp(argv[1], "synccopy") == 0)
         rc = case_synccopy();
+    else if (strcmp(argv[1], "syncevent") == 0)
+        rc = case_syncevent();
     else
         rc = 2;
     {
