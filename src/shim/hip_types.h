@@ -14,6 +14,7 @@
 typedef int hipError_t;                /* enum hipError_t */
 typedef int hipDevice_t;               /* device ordinal */
 typedef struct ihipStream_t *hipStream_t;
+typedef struct ihipEvent_t *hipEvent_t;
 typedef struct ihipMemPoolHandle_t *hipMemPool_t;
 typedef struct hipArray *hipArray_t;
 typedef struct ihipMemGenericAllocationHandle *hipMemGenericAllocationHandle_t;

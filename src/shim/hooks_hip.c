@@ -176,6 +176,7 @@ hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, hipMemPool_t pool,
     }
 HIP_POOL_SHRINK(hipDeviceSynchronize, (void), ())
 HIP_POOL_SHRINK(hipStreamSynchronize, (hipStream_t stream), (stream))
+HIP_POOL_SHRINK(hipEventSynchronize, (hipEvent_t event), (event))
 HIP_POOL_SHRINK(hipMemPoolTrimTo, (hipMemPool_t pool, size_t minBytesToHold),
                 (pool, minBytesToHold))
 HIP_POOL_SHRINK(hipMemPoolDestroy, (hipMemPool_t pool), (pool))

@@ -296,6 +296,7 @@
        hipMemGenericAllocationHandle_t handle, unsigned long long flags))      \
     X(HIP, 1, hipError_t, hipMemUnmap, (void *ptr, size_t size))               \
     X(HIP, 1, hipError_t, hipStreamSynchronize, (hipStream_t stream))          \
+    X(HIP, 1, hipError_t, hipEventSynchronize, (hipEvent_t event))             \
     X(HIP, 1, hipError_t, hipDeviceSynchronize, (void))                        \
     X(HIP, 1, hipError_t, hipMemPoolTrimTo,                                    \
       (hipMemPool_t pool, size_t minBytesToHold))                              \

@@ -55,6 +55,9 @@ hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *, int);
 hipError_t hipMemPoolSetAttribute(hipMemPool_t, int, void *);
 hipError_t hipDeviceSynchronize(void);
 hipError_t hipStreamSynchronize(hipStream_t);
+hipError_t hipEventCreate(hipEvent_t *);
+hipError_t hipEventRecord(hipEvent_t, hipStream_t);
+hipError_t hipEventSynchronize(hipEvent_t);
 hipError_t hipMemAllocPitch(void **, size_t *, size_t, size_t, unsigned);
 hipError_t hipMalloc3D(struct hip_pitched_ptr *, struct hip_extent);
 hipError_t hipArray3DCreate(hipArray_t *, const struct hip_array3d_desc *);
@@ -324,6 +327,26 @@ static void case_pool_keep(void)
     CHECK(hipFree(d) == 0 && ledger_used() == 0, "free");
 }
 
+/* The twin of shim.pool_event: memory freed into a pool with threshold 0
+ * is released at an event's synchronize, and the charge follows at once. */
+static void case_pool_event(void)
+{
+    struct fake_cuda_stats *st = fake_hip_stats();
+    hipEvent_t ev;
+    void *a = NULL;
+
+    CHECK(hipEventCreate(&ev) == 0, "event");
+    CHECK(hipMallocAsync(&a, 768 * MiB, NULL) == 0, "async 768");
+    CHECK(hipFreeAsync(a, NULL) == 0 && hipEventRecord(ev, NULL) == 0,
+          "free, record");
+    CHECK(ledger_used() == 768 * MiB, "un-charged at the enqueue: %llu",
+          (unsigned long long)ledger_used());
+    CHECK(hipEventSynchronize(ev) == 0, "event sync");
+    CHECK(atomic_load(&st->used) == 0, "the stand-in's pool kept it");
+    CHECK(ledger_used() == 0, "the event's synchronize freed it on the card "
+          "and the charge stayed: %llu", (unsigned long long)ledger_used());
+}
+
 static uint64_t card(void)
 {
     return (uint64_t)atomic_load(&fake_hip_stats()->used);
@@ -419,6 +442,8 @@ int main(int argc, char **argv)
         case_vmm_mapped();
     else if (strcmp(c, "pool_keep") == 0)
         case_pool_keep();
+    else if (strcmp(c, "pool_event") == 0)
+        case_pool_event();
     else if (strcmp(c, "reset") == 0)
         case_reset();
     else if (strcmp(c, "vmm_share") == 0)
