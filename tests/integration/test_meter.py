@@ -110,6 +110,26 @@ class MeterTest(RuntimeBase):
         with open(events) as f:
             self.assertEqual(f.read(), "unheld cuCtxCreate 12000 0\n")
 
+    def test_shim_events_cannot_grow(self):
+        """shim.events lies outside the member's home and is writable by
+        the app's group (the shim appends to it), so any process of the
+        app's owner can: past 64 KiB acceld cuts it back to nothing within
+        a pass, says so in its log, and reads the shim's next lines anew."""
+        go = os.path.join(self.d.tmp, "go-grow")
+        self.hold("grow", "@" + go)
+        events = os.path.join(self.d.data_dir, "run", "apps", "grow",
+                              "shim.events")
+        with open(events, "a") as f:
+            f.write("x" * (4 << 20))
+        self.wait_for(lambda: os.path.getsize(events) <= 64 * 1024,
+                      "the grown shim.events cut back", timeout=20)
+        self.assertIn("was cut back to nothing", self.d.log())
+        with open(events, "a") as f:
+            f.write("unheld cuFoo 12000 0\n")
+        ev = self.wait_for(lambda: self.events("shim.unheld"),
+                           "the line after the cut read", timeout=20)
+        self.assertEqual(ev[0]["data"]["name"], "cuFoo", ev)
+
     def test_untracked_memory_refuses_the_next_allocation(self):
         """The app holds 512 MiB through the shim; the driver counts 310
         MiB more for it (what a video session takes). The meter charges

@@ -11,14 +11,23 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/log.h"
 #include "daemon/node/runtime/appsetup.h"
 #include "daemon/node/runtime/runtime.h"
 
 #define LINE_MAX_BYTES 256
+/* The most the file may hold: the shim writes one short line per name it
+ * cannot hold (tens of bytes, a few names). Past it the file is cut back
+ * to nothing: it lies outside the member's home, so what the app's group
+ * appends there (a host process of the member may) is not counted against
+ * its limitedDisk, and must not grow on acceld's disk (issue 44's rule: a
+ * member gets no more than a member's process). */
+#define EVENTS_MAX_BYTES (64 * 1024)
 
 static const struct unheld_mark *book_find(const struct unheld_book *b,
                                            const char *app, int64_t pid)
@@ -71,12 +80,20 @@ static bool line_ok(const char *s, size_t len)
 static void read_one(struct unheld_target *t)
 {
     char buf[UNHELD_PER_PASS * LINE_MAX_BYTES];
-    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
     ssize_t got;
     size_t at = 0;
 
     if (fd < 0)
         return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size > (off_t)EVENTS_MAX_BYTES) {
+        /* grown past anything the shim writes: cut back, read anew */
+        (void)!ftruncate(fd, 0);
+        t->mark.off = 0;
+        t->cut = true;
+    }
     got = pread(fd, buf, sizeof buf, (off_t)t->mark.off);
     close(fd);
     while (got > 0 && at < (size_t)got && t->nlines < UNHELD_PER_PASS) {
@@ -136,6 +153,11 @@ void unheld_apply(struct accel_daemon *d, struct unheld_book *b,
     unheld_book_free(b);
     b->m = n ? xcalloc(n, sizeof(*b->m)) : NULL;
     for (size_t i = 0; i < n; i++) {
+        if (t[i].cut)
+            log_warn("app %s: %s held more than %d KiB, more than the shim "
+                     "writes there: something else of the app's group "
+                     "wrote it, and it was cut back to nothing",
+                     t[i].mark.app, t[i].path, EVENTS_MAX_BYTES / 1024);
         for (size_t k = 0; k < t[i].nlines; k++) {
             event_of(d, &t[i], t[i].lines[k]);
             free(t[i].lines[k]);

@@ -44,6 +44,7 @@ struct unheld_target {
     char *path;                     /* shim.events (owned) */
     char *lines[UNHELD_PER_PASS];   /* new complete lines (owned) */
     size_t nlines;
+    bool cut;                       /* grown past its bound: cut back */
 };
 
 /* Under d->lock: a target per app running here with a shim. */
