@@ -38,6 +38,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_LIMITS (1u << 9)  /* --max-apps N|default, --max-gpu-memory Q|none */
 #define ACCEL_CLI_OPT_FORCE (1u << 10)  /* --force */
 #define ACCEL_CLI_OPT_METER (1u << 11)  /* --over-quota report|stop, --tolerance Q */
+#define ACCEL_CLI_OPT_ELASTIC (1u << 12) /* --overcommit R, --reclaim-wait MS */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -75,6 +76,8 @@ struct cli_args {
     const char *max_gpu_memory;             /* --max-gpu-memory Q|none */
     const char *over_quota;                 /* --over-quota report|stop */
     const char *tolerance;                  /* --tolerance Q */
+    const char *overcommit;                 /* --overcommit RATIO */
+    const char *reclaim_wait;               /* --reclaim-wait MS */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -146,5 +149,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args);
 /* The outside meter's settings of a device (PUT .../devices/{d}/meter). */
 int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args);
+/* Elastic memory of a device (PUT .../devices/{d}/elastic; SPEC 4.4). */
+int cmd_elastic_set(struct cli_ctx *ctx, const struct cli_args *args);
 
 #endif /* ACCEL_CLI_CLI_H */

@@ -98,6 +98,7 @@ static enum accel_err load_device(void *ctx, const struct store_device *row,
     }
     d->snap.devs[dev].st = st;
     d->dinfo[dev].settings = settings;
+    state_dev_settings_applied(d, dev);
     return ACCEL_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "daemon/api/view_pack.h"
 #include "daemon/node/devices/nvml.h"
+#include "daemon/api/ops.h"
 #include "daemon/node/enforce/meter.h"
 #include "daemon/node/limits/vram.h"
 #include "daemon/node/proc/cgroup.h"
@@ -327,6 +328,11 @@ static json_t *device_json(struct accel_daemon *d, int dev,
                                             x->type == ACCEL_TYPE_NVIDIA_GB10
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
+    /* elastic memory (SPEC 4.4): the ratio, the wait, what quotas may
+     * sum to; shown for cards with VRAM of their own */
+    json_object_set_new(o, "elastic", accel_type_has_vram(x->type)
+                                          ? ops_elastic_json(d, dev)
+                                          : json_null());
     add_telemetry(o, di);
     if (declared(d, dev)) /* nothing measures it: say so, not "0" */
         add_declared_reasons(o);
