@@ -126,7 +126,6 @@ void ops_meter_set(struct accel_daemon *d, const char *node,
  * only on a MemorySlice device with VRAM (400 otherwise); a ratio below
  * what the quotas bound there already sum to is a 409 naming the sum.
  * Takes d->lock. */
-json_t *ops_elastic_json(struct accel_daemon *d, int dev);
 void ops_elastic_set(struct accel_daemon *d, const char *node,
                      const char *device, const json_t *body,
                      struct op_result *res);

@@ -719,24 +719,6 @@ out:
 
 /* ---- elastic memory (SPEC 4.4; docs/elastic.md) ---- */
 
-/* The elastic settings of dev as the API shows them (lock held): the
- * ratio, the wait, and what the quotas may sum to. */
-json_t *ops_elastic_json(struct accel_daemon *d, int dev)
-{
-    const struct adm_device *x = &d->snap.devs[dev];
-    uint32_t oc = state_dev_overcommit(d, dev);
-
-    return json_pack("{s:f, s:i, s:I, s:I, s:b}", "overcommit",
-                     (double)oc / ADM_OVERCOMMIT_ONE, "reclaimWaitMs",
-                     (int)state_dev_reclaim_wait_ms(d, dev), "quotaCapacity",
-                     (json_int_t)(x->st == ACCEL_SUPPORT_MEMSLICE
-                                      ? adm_memslice_capacity(x)
-                                      : x->memory),
-                     "allocated", (json_int_t)x->allocated, "inForce",
-                     x->st == ACCEL_SUPPORT_MEMSLICE &&
-                         oc > ADM_OVERCOMMIT_ONE);
-}
-
 static bool elastic_keys(const json_t *body, struct op_result *res)
 {
     const char *k;
@@ -831,7 +813,7 @@ void ops_elastic_set(struct accel_daemon *d, const char *node,
     if (!settings_store(d, dev, &settings, res))
         goto out;
     ops_res_ok(res, 200, json_pack("{s:s, s:o}", "device", device, "elastic",
-                                   ops_elastic_json(d, dev)));
+                                   view_elastic_json(d, dev)));
 out:
     json_decref(settings);
     pthread_mutex_unlock(&d->lock);

@@ -15,7 +15,6 @@
 #include "common/util.h"
 #include "daemon/api/view_pack.h"
 #include "daemon/node/devices/nvml.h"
-#include "daemon/api/ops.h"
 #include "daemon/node/enforce/meter.h"
 #include "daemon/node/limits/vram.h"
 #include "daemon/node/proc/cgroup.h"
@@ -304,6 +303,24 @@ static void add_declared_reasons(json_t *o)
         json_object_set_new(o, keys[i], json_string(DECLARED_REASON));
 }
 
+/* The elastic settings of dev as the API shows them (lock held): the
+ * ratio, the wait, and what the quotas may sum to. */
+json_t *view_elastic_json(struct accel_daemon *d, int dev)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    uint32_t oc = state_dev_overcommit(d, dev);
+
+    return json_pack("{s:f, s:i, s:I, s:I, s:b}", "overcommit",
+                     (double)oc / ADM_OVERCOMMIT_ONE, "reclaimWaitMs",
+                     (int)state_dev_reclaim_wait_ms(d, dev), "quotaCapacity",
+                     (json_int_t)(x->st == ACCEL_SUPPORT_MEMSLICE
+                                      ? adm_memslice_capacity(x)
+                                      : x->memory),
+                     "allocated", (json_int_t)x->allocated, "inForce",
+                     x->st == ACCEL_SUPPORT_MEMSLICE &&
+                         oc > ADM_OVERCOMMIT_ONE);
+}
+
 static json_t *device_json(struct accel_daemon *d, int dev,
                            const struct bindings *idx)
 {
@@ -331,7 +348,7 @@ static json_t *device_json(struct accel_daemon *d, int dev,
     /* elastic memory (SPEC 4.4): the ratio, the wait, what quotas may
      * sum to; shown for cards with VRAM of their own */
     json_object_set_new(o, "elastic", accel_type_has_vram(x->type)
-                                          ? ops_elastic_json(d, dev)
+                                          ? view_elastic_json(d, dev)
                                           : json_null());
     add_telemetry(o, di);
     if (declared(d, dev)) /* nothing measures it: say so, not "0" */
