@@ -125,5 +125,25 @@ class ElasticSettingTest(unittest.TestCase):
                          "total-vram-below-requirement:" + G4090)
 
 
+    def test_manifest_reclaim_checked_at_install(self):
+        """spec.accelerator[].reclaim and priority: a 400 naming the field
+        and its rule; the manifest's reclaim shown with the app."""
+        m = manifest("ollama", gpu="4Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        m["spec"]["accelerator"][0]["reclaim"] = "olama"
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].reclaim must be one of ollama",
+                      b["message"])
+        m["spec"]["accelerator"][0]["reclaim"] = {"signal": "SIGKILL"}
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].reclaim.signal", b["message"])
+        m["spec"]["accelerator"][0]["reclaim"] = {"signal": "SIGUSR1"}
+        m["spec"]["accelerator"][0]["priority"] = "high"
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].priority", b["message"])
+
+
 if __name__ == "__main__":
     unittest.main()
