@@ -33,6 +33,7 @@
 #include "daemon/node/cluster/cluster.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/inventory.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/enforce/reconcile.h"
 #include "daemon/node/history/sampler.h"
 #include "daemon/node/limits/vram.h"
@@ -1000,9 +1001,12 @@ int daemon_main(int argc, char **argv)
         log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
         log_error("cannot start the reconciler thread");
+    if (reclaim_start(d) != ACCEL_OK) /* elastic memory (SPEC 4.4) */
+        log_warn("elastic memory's reclaim socket not started");
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
+        reclaim_stop(d);
         reconcile_stop(d);
         broker_ops_stop(d);
         cluster_stop(d);
@@ -1015,6 +1019,7 @@ int daemon_main(int argc, char **argv)
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
         http_stop(d);
+        reclaim_stop(d);
         reconcile_stop(d);
         broker_ops_stop(d);
         cluster_stop(d);
@@ -1059,6 +1064,7 @@ int daemon_main(int argc, char **argv)
     http_stop(d);
     runtime_supervisor_stop(d);
     cluster_stop(d); /* the lease is given back: unreachable at once */
+    reclaim_stop(d);
     broker_ops_stop(d);
     reconcile_stop(d);
     sampler_stop(d);

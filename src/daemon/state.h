@@ -38,6 +38,7 @@ struct vram;
 struct view_piece;
 struct broker_set;
 struct reconcile;
+struct reclaim;
 struct identity_rec;
 struct history;
 struct sampler;
@@ -370,6 +371,7 @@ struct accel_daemon {
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */
+    struct reclaim *reclaim;     /* elastic memory (enforce/reclaim.c) */
     struct history *history;     /* metric history (own lock; history.h) */
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
     struct cluster *cluster;     /* the node agent's lease and watch

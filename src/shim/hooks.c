@@ -14,6 +14,7 @@
  * NVML_ERROR_FUNCTION_NOT_FOUND); nothing calls through NULL.
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #include <string.h>
 
@@ -105,6 +106,12 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         rc = shim_state.real.cuMemAllocManaged(dptr, bytesize,
                                                CU_MEM_ATTACH_GLOBAL);
     else
+        rc = fn(dptr, bytesize);
+    /* within the quota but the card is short: elastic memory (SPEC 4.4) */
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    !managed && c.dev != NULL &&
+                    reclaim_ask(c.ordinal, bytesize);
+         i++)
         rc = fn(dptr, bytesize);
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
@@ -334,6 +341,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                     size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(handle, size, prop, flags);
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    c.dev != NULL && reclaim_ask(c.ordinal, size);
+         i++)
+        rc = fn(handle, size, prop, flags);
     return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
 }
 

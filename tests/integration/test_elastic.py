@@ -7,12 +7,25 @@ device (it outlives a restart), shown in the device's JSON, and read by
 admission: the quotas may sum to overcommit x the card, each still at most
 the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
 16 GiB, refused at 1 and admitted at 1.5."""
+import json
 import os
+import struct
 import sys
+import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import (Acceld, failed_check, manifest)  # noqa: E402
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, Acceld, device, failed_check,  # noqa: E402
+                           free_port, inventory, manifest, node)
+from test_runtime import NODE, RuntimeBase  # noqa: E402
+
+STANDIN = os.path.join(BUILD_DIR, "tests", "integration", "standin_app")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+FAKELIB = os.path.join(BUILD_DIR, "tests", "shim", "fakelib")
+GPU_A = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
 
 G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"  # examples/homelab.yaml
 G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"  # TimeSlice there
@@ -143,6 +156,229 @@ class ElasticSettingTest(unittest.TestCase):
         st, b = self.d.http("POST", "/api/apps", {"manifest": m})
         self.assertEqual(st, 400, b)
         self.assertIn("spec.accelerator[0].priority", b["message"])
+
+
+def call(port, method, path, body=None, timeout=60):
+    """One request to a stand-in app: (status, JSON)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@unittest.skipUnless(os.path.exists(STANDIN) and os.path.exists(SHIM),
+                     "standin_app or libaccelshim.so not built")
+class ElasticReclaimTest(RuntimeBase):
+    """Shortage resolved, not failed (SPEC 4.4): stand-in apps that answer
+    Ollama's, vLLM's and ComfyUI's routes and hold their models in the
+    stand-in driver's memory, one card of 24 GiB shared by every process
+    (FAKE_CUDA_SHM), which the stand-in NVML reports to acceld as the
+    driver's count (`card ... memory`): acceld judges by what the device
+    holds, not by what the shim saw."""
+    inventory = inventory(node(NODE, device(
+        GPU_A, "NVIDIA GeForce RTX 4090", "24Gi", "MemorySlice", index=0)))
+    gpus = (GPU_A,)
+
+    def setUp(self):
+        super().setUp()
+        self.card = os.path.join(self.d.tmp, "card.shm")
+        with open(self.card, "wb") as f:
+            f.write(bytes(4096))
+        os.chmod(self.card, 0o666)
+        self.logs = os.path.join(self.d.tmp, "logs")
+        os.mkdir(self.logs)
+        os.chmod(self.logs, 0o777)
+        self.write_nvml("card %s %s memory\n" % (GPU_A, self.card))
+        self.elastic(1.5, 10000)
+
+    def elastic(self, ratio, wait_ms):
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/%s/devices/%s/elastic"
+            % (NODE, GPU_A), {"overcommit": ratio, "reclaimWaitMs": wait_ms})
+        self.assertEqual(st, 200, b)
+
+    def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
+                priority=None, flags=()):
+        """Install a stand-in app holding model_gib (at start for ollama
+        and vllm); returns its port."""
+        port = free_port()
+        m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
+                                   cpu="100m", disk="1Mi")
+        e = m["spec"]["accelerator"][0]
+        if reclaim is not None:
+            e["reclaim"] = reclaim(port) if callable(reclaim) else reclaim
+        if priority is not None:
+            e["priority"] = priority
+        pre = ["--preload"] if kind in ("ollama", "vllm") else []
+        m["run"] = {"command": [STANDIN, kind, str(port),
+                                str(model_gib * 1024)] + pre + list(flags) +
+                    ["--log", os.path.join(self.logs, name)],
+                    "env": {"FAKE_CUDA_SHM": self.card,
+                            "FAKE_CUDA_TOTAL": str(24 << 30),
+                            "FAKE_CUDA_CTX_BYTES": "0",
+                            "LD_LIBRARY_PATH": FAKELIB,
+                            "ASAN_OPTIONS":
+                                "verify_asan_link_order=0:detect_leaks=0"},
+                    "stopTimeoutSeconds": 2}
+        self.install(m, GPU_A)
+        self.wait_for(lambda: "ready" in self.d.app_log(name),
+                      "%s to listen" % name, timeout=20)
+        return port
+
+    def card_figures(self):
+        """(used, max_used) of the stand-in card: what the device held."""
+        with open(self.card, "rb") as f:
+            return struct.unpack_from("<qq", f.read(16))
+
+    def app_log_lines(self, name):
+        try:
+            with open(os.path.join(self.logs, name)) as f:
+                return f.read().split("\n")
+        except OSError:
+            return []
+
+    def reclaims(self, kind="memory.reclaim"):
+        return [e for e in self.events(kind)]
+
+    def test_ollama_and_comfyui_take_turns(self):
+        """The home-lab case: Ollama holds 20 GiB of a 24 GiB card, both
+        installed at overcommit 1.5; ComfyUI's 16 GiB job succeeds after
+        Ollama unloads (keep_alive 0); Ollama's next request reloads and
+        takes it back from an idle ComfyUI (POST /free). The card never
+        holds more than 24 GiB, nor an app more than its quota."""
+        po = self.standin("ollama", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        st, b = call(po, "GET", "/api/ps")
+        self.assertEqual(len(b["models"]), 1, b)
+
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 10, "within the wait")
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["asker"], ev[0]["data"]["giver"],
+                          ev[0]["data"]["bytes"]),
+                         ("comfyui", "ollama", 20 << 30), ev)
+        self.assertIn("milliseconds", ev[0]["data"])
+        st, b = call(po, "GET", "/api/ps")
+        self.assertEqual(b["models"], [], "ollama unloaded")
+        lent = self.app("ollama")["elastic"]["lent"]
+        self.assertEqual((lent["bytes"], lent["lastTo"]),
+                         (20 << 30, "comfyui"), lent)
+        got = self.app("comfyui")["elastic"]["reclaimed"]
+        self.assertEqual((got["bytes"], got["lastFrom"]),
+                         (20 << 30, "ollama"), got)
+        self.assertEqual(self.app("ollama")["elastic"]["reclaim"],
+                         {"preset": "ollama", "port": po, "orStop": False})
+
+        # Ollama's next request reloads: ComfyUI, idle, frees its models
+        st, b = call(po, "POST", "/api/generate", {"model": "m:latest",
+                                                   "prompt": "hi"})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: len(self.reclaims()) >= 2 and
+                           self.reclaims(), "the second memory.reclaim")
+        back = [e for e in ev if e["data"]["giver"] == "comfyui"]
+        self.assertEqual(back[0]["data"]["asker"], "ollama", ev)
+        self.assertEqual(back[0]["data"]["bytes"], 16 << 30, ev)
+        # at no moment more than the card, nor an app above its quota
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+        for name, quota in (("ollama", 20), ("comfyui", 16)):
+            self.assertLessEqual(
+                self.app(name)["allocations"][0].get("usedMemory", 0),
+                quota << 30)
+        metrics = self.d.http("GET", "/metrics")
+        self.assertEqual(metrics[0], 200)
+
+    def test_no_reclaim_never_asked_and_priority_respected(self):
+        """An app without reclaim is never asked; one of a higher priority
+        than the asker is not asked either: the allocation fails as on a
+        full card, within the wait, and the event names the holders."""
+        self.elastic(1.5, 1500)
+        self.standin("plain", "ollama", 12, 12)  # no reclaim
+        self.standin("vip", "ollama", 8, 8, priority=5,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(b["cudaError"], 2, b)  # CUDA_ERROR_OUT_OF_MEMORY
+        self.assertLess(took, 1.5 + 3.0)
+        self.assertEqual(self.card_figures()[0], 20 << 30)  # both kept it
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        held = {h["app"]: h["bytes"] for h in ev[0]["data"]["holders"]}
+        self.assertEqual(held, {"plain": 12 << 30, "vip": 8 << 30}, ev)
+        self.assertIn("plain holds 12.0 GiB (no reclaim)", ev[0]["message"])
+        self.assertEqual(self.events("memory.reclaim"), [])
+        # an asker of the same priority as vip's gets vip's memory, never
+        # plain's
+        self.d.http("POST", "/api/apps/comfyui/stop")
+        self.d.http("DELETE", "/api/apps/comfyui")
+        pa = self.standin("asker", "comfyui", 12, 12, priority=5)
+        st, b = call(pa, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([(e["data"]["giver"], e["data"]["asker"])
+                          for e in ev], [("vip", "asker")], ev)
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def bounded(self, flag):
+        """A giver whose action misbehaves (flag: --hang, --lie) costs the
+        asker at most the wait: its allocation fails as on a full card."""
+        self.elastic(1.5, 1500)
+        self.standin("bad", "ollama", 20, 20, flags=(flag,),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertLess(took, 1.5 + 3.0, flag)
+        self.assertGreaterEqual(took, 1.4, flag)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        self.assertIn("bad holds 20.0 GiB", ev[0]["message"])
+
+    def test_hanging_action_is_bounded(self):
+        """The action never answers (the stand-in sleeps 120 s)."""
+        self.bounded("--hang")
+
+    def test_lying_action_is_bounded(self):
+        """The action answers 200 and frees nothing."""
+        self.bounded("--lie")
+
+    def test_action_cannot_reach_another_apps_port(self):
+        """An app whose http action names another app's port is not called
+        there: acceld calls only a port one of the app's own processes
+        listens on. The other app keeps its memory."""
+        self.elastic(1.5, 1500)
+        pb = self.standin("victim", "comfyui", 8, 8, priority=9)
+        self.assertEqual(call(pb, "POST", "/prompt", {})[0], 200)
+        self.standin("sneaky", "ollama", 12, 12,
+                     reclaim={"http": {"method": "POST", "port": pb,
+                                       "path": "/free"}})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        self.assertFalse([l for l in self.app_log_lines("victim")
+                          if l.startswith("free")],
+                         "the victim was not asked to free")
+        self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
 
 
 if __name__ == "__main__":

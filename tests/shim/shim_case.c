@@ -657,7 +657,7 @@ static void case_view(int limited)
 static void case_config(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL, NULL, NULL };
     struct ledger_usage u = { 0 };
     CUdeviceptr d, e;
     uint64_t nt, nf, nu;
@@ -725,7 +725,7 @@ static void case_nvml_unbound(void)
 {
     const char *uuid = "GPU-face0000-0000-0000-0000-000000000001";
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL, NULL, NULL };
 
     snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
     CHECK(ledger_path(led, sizeof(led), dir, "unb-app", 0) == ACCEL_OK, "path");

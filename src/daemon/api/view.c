@@ -16,6 +16,7 @@
 #include "daemon/api/view_pack.h"
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/enforce/meter.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/limits/vram.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/runtime/runner.h"
@@ -673,6 +674,29 @@ static json_t *app_usage(struct accel_daemon *d, const struct app *a)
                      (json_int_t)over);
 }
 
+/* Elastic memory (SPEC 4.4): how the app gives memory back, its
+ * priority, and what it lent and got (node/enforce/reclaim.c). */
+static json_t *app_elastic(struct accel_daemon *d, const struct app *a,
+                           enum accel_type t)
+{
+    const struct manifest_reclaim *m = manifest_reclaim_of(&a->m, t);
+    json_t *rec = reclaim_app_json(d, a->name);
+    json_t *o = json_pack("{s:o, s:i}", "reclaim",
+                          m != NULL ? manifest_reclaim_json(m) : json_null(),
+                          "priority", m != NULL ? m->priority : 0);
+
+    json_object_set_new(o, "lent", rec != NULL && json_object_get(rec, "lent")
+                                       ? json_incref(json_object_get(rec,
+                                                                     "lent"))
+                                       : json_null());
+    json_object_set_new(o, "reclaimed",
+                        rec != NULL && json_object_get(rec, "reclaimed")
+                            ? json_incref(json_object_get(rec, "reclaimed"))
+                            : json_null());
+    json_decref(rec);
+    return o;
+}
+
 json_t *view_app(struct accel_daemon *d, const struct app *a)
 {
     const struct adm_req *r = state_app_req(a);
@@ -697,6 +721,8 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
                             json_string(accel_type_name(r->type)));
         json_object_set_new(o, "requirement", manifest_req_json(r));
     }
+    if (r && accel_type_has_vram(r->type))
+        json_object_set_new(o, "elastic", app_elastic(d, a, r->type));
     if (a->pid > 0)
         json_object_set_new(o, "pid", json_integer(a->pid));
     if (a->exit_status >= 0)
