@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--lie") == 0)
             lie = 1;
         else if (strcmp(argv[i], "--unload-ms") == 0 && i + 1 < argc)
-            unload_ms = atoi(argv[++i]);
+            unload_ms = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc)
             logfp = fopen(argv[++i], "a");
     }
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)atoi(argv[2]));
+    sa.sin_port = htons((uint16_t)strtol(argv[2], NULL, 10));
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
         listen(lfd, 16) != 0) {
