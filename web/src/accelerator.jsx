@@ -2,6 +2,7 @@
 // switch, assigned apps with Remove, the Select exclusive app picker).
 import { useState } from 'preact/hooks';
 import { API } from './api.js';
+import { ElasticSettings } from './elastic.jsx';
 import { Badge, Bar, Empty, confirmDialog, toast, errText, Modal } from './ui.jsx';
 import {
   gi, giCeil, giOr, hasVram, supportLabel, SUPPORT_DESC, typeTitle, cores, pct, measured, devNoun, deviceLabel, NOT_REPORTED,
@@ -352,6 +353,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
         {enf && <div class="span2"><dt>Enforcement</dt><dd title={enf.title}>{enf.text}. <span class="muted small">{enf.title}</span></dd></div>}
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
+      {slice && d.elastic && <ElasticSettings d={d} isAdmin={isAdmin} refresh={refresh} />}
       {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
       <div data-focus-scope={`assigned-${d.id}`}>
       <h3 class="h4" tabIndex={-1} data-focus-home>Assigned apps</h3>

@@ -88,6 +88,8 @@ export const API = {
   apps: () => api('GET', '/api/apps'),
   setSupportType: (node, dev, supportType) =>
     api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/support-type`, { supportType }),
+  setElastic: (node, dev, body) =>
+    api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/elastic`, body),
   install: (body) => api('POST', '/api/apps', body),
   resume: (name, computeBinding) =>
     api('POST', `/api/apps/${enc(name)}/resume`, computeBinding ? { computeBinding } : {}),

@@ -40,7 +40,7 @@
 
 #define ASK_LINE_MAX 400     /* "reclaim <app> <device> <bytes>\n" */
 #define ASK_READ_MS 2000     /* the asker sends its line at once */
-#define POLL_MS 10           /* how often the card's free memory is read */
+#define POLL_MS 5            /* how often the card's free memory is read */
 #define HTTP_BODY_MAX (1 << 20)
 #define MAX_GIVERS 64
 #define MAX_RECORDS 256
