@@ -335,6 +335,35 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.card_figures()[0], 24 << 30)
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
+        """vLLM gives memory back by sleeping (POST /sleep?level=1) and
+        does not wake by itself: acceld wakes it (POST /wake_up) once the
+        card has what it gave free again."""
+        pv = self.standin("vllm", "vllm", 12, 12,
+                          reclaim=lambda p: {"preset": "vllm", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": False})
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": True})
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        time.sleep(0.6)  # a few checks: no room yet, still asleep
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": True})
+        # the job is done: ComfyUI frees its memory; vLLM is woken
+        self.assertEqual(call(pc, "POST", "/free", {})[0], 200)
+        self.wait_for(lambda: call(pv, "GET", "/is_sleeping")[1] ==
+                      {"is_sleeping": False}, "vllm woken up")
+        self.assertEqual(self.card_figures()[0], 12 << 30)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.return"),
+                           "memory.reclaim.return")
+        self.assertEqual((ev[0]["app"], ev[0]["data"]["bytes"],
+                          ev[0]["data"]["status"]), ("vllm", 12 << 30, 200),
+                         ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def bounded(self, flag):
         """A giver whose action misbehaves (flag: --hang, --lie) costs the
         asker at most the wait: its allocation fails as on a full card."""

@@ -44,6 +44,17 @@
 #define HTTP_BODY_MAX (1 << 20)
 #define MAX_GIVERS 64
 #define MAX_RECORDS 256
+#define MAX_SLEEPERS 16
+#define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
+
+/* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
+ * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
+ * llama-server reload at their next request by themselves). */
+struct sleeper {
+    char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
+    uint64_t bytes;
+    bool waking;
+};
 
 /* What one app lent (gave back for another) and got, over its life. */
 struct record {
@@ -68,8 +79,10 @@ struct reclaim {
     char *nvml_cause;                  /* why there is no NVML */
     struct record rec[MAX_RECORDS];
     size_t nrec;
-    uint64_t asks, granted, refused, bytes_reclaimed, calls;
+    uint64_t asks, granted, refused, bytes_reclaimed, calls, wakes;
     double seconds_sum;
+    struct sleeper sleepers[MAX_SLEEPERS];
+    size_t nsleep;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -142,6 +155,40 @@ static bool is_stopping(struct reclaim *r)
     s = r->stopping;
     pthread_mutex_unlock(&r->mu);
     return s;
+}
+
+static void note_sleeper(struct reclaim *r, const char *app, const char *dev,
+                         uint64_t bytes)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (strcmp(r->sleepers[i].app, app) == 0 &&
+            strcmp(r->sleepers[i].dev, dev) == 0) {
+            r->sleepers[i].bytes += bytes;
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+    if (r->nsleep < MAX_SLEEPERS) {
+        struct sleeper *z = &r->sleepers[r->nsleep++];
+        memset(z, 0, sizeof(*z));
+        util_strlcpy(z->app, app, sizeof z->app);
+        util_strlcpy(z->dev, dev, sizeof z->dev);
+        z->bytes = bytes;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void forget_sleeper(struct reclaim *r, const char *app,
+                           const char *dev)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (strcmp(r->sleepers[i].app, app) == 0 &&
+            strcmp(r->sleepers[i].dev, dev) == 0) {
+            r->sleepers[i] = r->sleepers[--r->nsleep];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* The card's free memory as the driver counts it; false when unknown. */
@@ -591,6 +638,9 @@ static void report_givers(struct reclaim *r, const char *asker,
                                             : 0;
         if (freed > 0)
             note_lent(r, g[i].name, asker, freed);
+        if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
+            g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
+            note_sleeper(r, g[i].name, uuid, freed);
         fmt_gib(freed, gib, sizeof gib);
         pthread_mutex_lock(&d->lock);
         state_event(d, "memory.reclaim", g[i].name, d->cfg.node_name, uuid,
@@ -606,13 +656,18 @@ static void report_givers(struct reclaim *r, const char *asker,
     }
 }
 
+static void answer(int fd, const char *s);
+
 /*
- * Resolve one ask: true when the card's free memory covers `bytes` within
- * the device's wait. *why gets a sentence for the answer (caller frees).
+ * Resolve one ask and answer it on fd ("ok <why>" when the card's free
+ * memory covers `bytes` within the device's wait, "no <why>" otherwise),
+ * then record it: the answer goes out first, the events (store writes)
+ * after, so the asker never waits for them.
  */
-static bool resolve(struct reclaim *r, const char *asker, const char *uuid,
-                    uint64_t bytes, char **why)
+static bool resolve(struct reclaim *r, int fd, const char *asker,
+                    const char *uuid, uint64_t bytes)
 {
+    char *why = NULL, *line;
     struct accel_daemon *d = r->d;
     struct giver *g;
     size_t n = 0, called = 0;
@@ -630,7 +685,7 @@ static bool resolve(struct reclaim *r, const char *asker, const char *uuid,
     if (dev < 0 || a == NULL ||
         d->snap.devs[dev].st != ACCEL_SUPPORT_MEMSLICE) {
         pthread_mutex_unlock(&d->lock);
-        *why = xstrdup("not a Memory-slicing device of this node");
+        answer(fd, "no not a Memory-slicing device of this node\n");
         return false;
     }
     wait_ms = state_dev_reclaim_wait_ms(d, dev);
@@ -649,8 +704,11 @@ static bool resolve(struct reclaim *r, const char *asker, const char *uuid,
     deadline = t0 + wait_ms;
     fmt_gib(bytes, want, sizeof want);
     if (!card_free(r, uuid, &fr)) {
-        *why = xasprintf("the driver's free memory of %s cannot be read (%s)",
-                         uuid, r->nvml_cause ? r->nvml_cause : "NVML");
+        line = xasprintf("no the driver's free memory of %s cannot be read "
+                         "(%s)\n", uuid,
+                         r->nvml_cause ? r->nvml_cause : "NVML");
+        answer(fd, line);
+        free(line);
         givers_free(g, n);
         return false;
     }
@@ -690,16 +748,20 @@ static bool resolve(struct reclaim *r, const char *asker, const char *uuid,
         if (!card_free(r, uuid, &fr))
             break;
     }
+    if (ok)
+        why = xasprintf("%s free on the card after %lld ms", want,
+                        (long long)(mono_ms() - t0));
+    else
+        why = xasprintf("%s not free within %u ms", want, (unsigned)wait_ms);
+    line = xasprintf("%s %s\n", ok ? "ok" : "no", why);
+    answer(fd, line); /* first: the asker waits for nothing below */
+    free(line);
+    free(why);
     report_givers(r, asker, uuid, g, called, t0);
-    if (ok) {
-        *why = xasprintf("%s free on the card after %lld ms", want,
-                         (long long)(mono_ms() - t0));
-    } else {
+    if (!ok) {
         json_t *list = json_array();
         char *who = holders(d, uuid, asker, list), got[32];
         fmt_gib(fr, got, sizeof got);
-        *why = xasprintf("%s not free within %u ms (%s free)", want,
-                         (unsigned)wait_ms, got);
         pthread_mutex_lock(&d->lock);
         state_event(d, "memory.reclaim.failed", asker, d->cfg.node_name,
                     uuid,
@@ -787,12 +849,11 @@ static void *ask_thread(void *arg)
     struct job *j = arg;
     struct reclaim *r = j->r;
     char line[ASK_LINE_MAX + 1], app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
-    char why[256], *res = NULL, *out;
+    char why[256], *out;
     unsigned long long bytes = 0;
     struct broker_peer peer;
     struct ucred cr;
     socklen_t len = sizeof cr;
-    bool ok = false;
 
     if (getsockopt(j->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
         !read_ask(j->fd, line, sizeof line) ||
@@ -809,11 +870,7 @@ static void *ask_thread(void *arg)
         free(out);
         goto out;
     }
-    ok = resolve(r, app, dev, (uint64_t)bytes, &res);
-    out = xasprintf("%s %s\n", ok ? "ok" : "no", res ? res : "");
-    answer(j->fd, out);
-    free(out);
-    free(res);
+    resolve(r, j->fd, app, dev, (uint64_t)bytes);
 out:
     close(j->fd);
     free(j);
@@ -859,6 +916,84 @@ static void *give_back_thread(void *arg)
     return NULL;
 }
 
+static bool spawn(struct reclaim *r, void *(*fn)(void *), struct job *j);
+
+/* Wake a vLLM put to sleep (j->app on j->dev, j->bytes it gave). */
+static void *wake_thread(void *arg)
+{
+    struct job *j = arg;
+    struct reclaim *r = j->r;
+    struct accel_daemon *d = r->d;
+    struct giver *g = NULL;
+    size_t n = 0;
+    long st = 0;
+    int dev;
+    bool own = false;
+    char gib[32];
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, j->dev);
+    if (dev >= 0)
+        g = gather(d, dev, NULL, 0, j->app, &n);
+    pthread_mutex_unlock(&d->lock);
+    if (n > 0 && (own = port_is_own(r, &g[0], g[0].act.port)))
+        st = http_call(g[0].act.port, "POST", "/wake_up", NULL, 60000, NULL);
+    forget_sleeper(r, j->app, j->dev);
+    fmt_gib(j->bytes, gib, sizeof gib);
+    if (n > 0) {
+        pthread_mutex_lock(&d->lock);
+        state_event(d, "memory.reclaim.return", j->app, d->cfg.node_name,
+                    j->dev,
+                    json_pack("{s:s, s:I, s:i}", "app", j->app, "bytes",
+                              (json_int_t)j->bytes, "status", (int)st),
+                    "%s was woken up (POST /wake_up answered %ld): the card "
+                    "has the %s it gave back free again%s", j->app, st, gib,
+                    own ? "" : " (not called: nothing of it listens on its "
+                               "port)");
+        pthread_mutex_unlock(&d->lock);
+        pthread_mutex_lock(&r->mu);
+        r->wakes++;
+        pthread_mutex_unlock(&r->mu);
+    }
+    givers_free(g, n);
+    free(j);
+    job_done(r);
+    return NULL;
+}
+
+/* The sleepers whose memory the card has free again get woken. */
+static void check_sleepers(struct reclaim *r)
+{
+    struct sleeper due[MAX_SLEEPERS];
+    size_t n = 0;
+
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (!r->sleepers[i].waking)
+            due[n++] = r->sleepers[i];
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t fr = 0;
+        struct job *j;
+        if (!card_free(r, due[i].dev, &fr) || fr < due[i].bytes)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        for (size_t k = 0; k < r->nsleep; k++)
+            if (strcmp(r->sleepers[k].app, due[i].app) == 0 &&
+                strcmp(r->sleepers[k].dev, due[i].dev) == 0)
+                r->sleepers[k].waking = true;
+        pthread_mutex_unlock(&r->mu);
+        j = xcalloc(1, sizeof(*j));
+        j->r = r;
+        j->fd = -1;
+        j->bytes = due[i].bytes;
+        util_strlcpy(j->app, due[i].app, sizeof j->app);
+        util_strlcpy(j->dev, due[i].dev, sizeof j->dev);
+        if (!spawn(r, wake_thread, j))
+            free(j);
+    }
+}
+
 static bool spawn(struct reclaim *r, void *(*fn)(void *), struct job *j)
 {
     pthread_t t;
@@ -889,14 +1024,25 @@ static void *accept_thread(void *arg)
         struct pollfd p[2] = {{r->lfd, POLLIN, 0},
                               {r->stop_pipe[0], POLLIN, 0}};
         struct job *j;
-        int fd;
-        if (poll(p, 2, -1) < 0) {
+        int fd, k;
+        size_t sleeping;
+        pthread_mutex_lock(&r->mu);
+        sleeping = r->nsleep;
+        pthread_mutex_unlock(&r->mu);
+        /* a sleeper may be added while we wait: look every
+         * WAKE_CHECK_MS (four wake-ups a second, nothing more) */
+        k = poll(p, 2, WAKE_CHECK_MS);
+        if (k < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (p[1].revents != 0)
             break;
+        if (sleeping > 0)
+            check_sleepers(r);
+        if (p[0].revents == 0)
+            continue;
         fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
@@ -1111,6 +1257,10 @@ char *reclaim_metrics(struct accel_daemon *d)
         "# HELP accel_reclaim_bytes_total Bytes apps gave back for others.\n"
         "# TYPE accel_reclaim_bytes_total counter\n"
         "accel_reclaim_bytes_total %llu\n"
+        "# HELP accel_reclaim_wakes_total vLLM apps woken up once the card "
+        "had their memory free again.\n"
+        "# TYPE accel_reclaim_wakes_total counter\n"
+        "accel_reclaim_wakes_total %llu\n"
         "# HELP accel_app_memory_lent_bytes_total Bytes an app gave back "
         "for others.\n# TYPE accel_app_memory_lent_bytes_total counter\n"
         "# HELP accel_app_memory_reclaimed_bytes_total Bytes others gave "
@@ -1118,7 +1268,8 @@ char *reclaim_metrics(struct accel_daemon *d)
         "# TYPE accel_app_memory_reclaimed_bytes_total counter\n",
         (unsigned long long)r->granted, (unsigned long long)r->refused,
         r->seconds_sum, (unsigned long long)r->calls,
-        (unsigned long long)r->bytes_reclaimed);
+        (unsigned long long)r->bytes_reclaimed,
+        (unsigned long long)r->wakes);
     for (size_t i = 0; i < r->nrec; i++) {
         prev = s;
         s = xasprintf("%saccel_app_memory_lent_bytes_total{app=\"%s\"} %llu\n"
