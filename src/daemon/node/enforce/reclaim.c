@@ -730,6 +730,10 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             free(what);
             now = mono_ms();
         }
+        /* an action that answers once it has freed (Ollama's unload,
+         * vLLM's sleep) leaves the memory free now: look before waiting */
+        if (called > 0 && card_free(r, uuid, &fr) && fr >= bytes)
+            continue;
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
             for (size_t i = 0; i < called; i++)
