@@ -150,8 +150,10 @@ def main():
             rounds, len(extra), took))
         print("giver's own unload time %d ms (--unload-ms)" % unload_ms)
         print("added by elastic memory (asker's allocation minus the "
-              "giver's unload), ms: median %.1f, p99 %.1f, max %.1f" % (
-                  statistics.median(extra), q[98], extra[-1]))
+              "giver's unload), ms: median %.1f, p90 %.1f, p95 %.1f, "
+              "p99 %.1f, max %.1f; over 200 ms: %d of %d" % (
+                  statistics.median(extra), q[89], q[94], q[98], extra[-1],
+                  sum(1 for x in extra if x > 200), len(extra)))
         print("asker's request, wall ms: median %.1f, max %.1f" % (
             statistics.median(wall), max(wall)))
         print("card: most ever held %.2f GiB of 24; apps' most: %s" % (

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, Acceld, device, failed_check,  # noqa: E402
                            free_port, inventory, manifest, node)
-from test_runtime import NODE, RuntimeBase  # noqa: E402
+from test_runtime import FAKE_NVML, NODE, RuntimeBase  # noqa: E402
 
 STANDIN = os.path.join(BUILD_DIR, "tests", "integration", "standin_app")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -182,6 +182,19 @@ class ElasticReclaimTest(RuntimeBase):
     inventory = inventory(node(NODE, device(
         GPU_A, "NVIDIA GeForce RTX 4090", "24Gi", "MemorySlice", index=0)))
     gpus = (GPU_A,)
+
+    def start_acceld(self, extra_lines=""):
+        """acceld started the README's way (scripts/run.sh): from its
+        directory with a relative --data-dir; the reclaim socket the
+        shims are given must still be an absolute path."""
+        self.d = Acceld(inventory=self.inventory, relative=True,
+                        extra_args=["--node-name", NODE,
+                                    "--reconcile-interval-ms", "100"])
+        self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
+        self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,
+                      "ACCEL_FAKE_NVML": self.nvml_path}
+        self.write_nvml(extra_lines)
+        self.d.start()
 
     def setUp(self):
         super().setUp()
