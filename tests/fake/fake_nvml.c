@@ -234,11 +234,18 @@ static void parse_card(const char *p)
     n = pread(fd, &c, sizeof(c), 0);
     close(fd);
     for (unsigned i = 0; n == (ssize_t)sizeof(c) &&
-                         strcmp(what, "memory") == 0 && i < st.ngpus; i++)
+                         strcmp(what, "memory") == 0 && i < st.ngpus; i++) {
+        /* the driver frees a process's memory when it exits: what dead
+         * processes still hold in the record is not used */
+        int64_t used = atomic_load(&c.used);
+        for (int k = 0; k < FAKE_PROCS; k++) {
+            int64_t pid = atomic_load(&c.procs[k].pid);
+            if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+                used -= atomic_load(&c.procs[k].used);
+        }
         if (strcmp(st.gpus[i].uuid, uuid) == 0)
-            st.gpus[i].used = (unsigned long long)(atomic_load(&c.used) > 0
-                                                       ? atomic_load(&c.used)
-                                                       : 0);
+            st.gpus[i].used = (unsigned long long)(used > 0 ? used : 0);
+    }
     for (int i = 0; n == (ssize_t)sizeof(c) && i < FAKE_PROCS &&
                     st.nprocs < FAKE_MAX_PROCS; i++) {
         int64_t pid = atomic_load(&c.procs[i].pid);

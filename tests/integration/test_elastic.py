@@ -377,6 +377,49 @@ class ElasticReclaimTest(RuntimeBase):
                          ev)
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    def test_idlest_asked_first(self):
+        """Of two apps that can give memory back, the one idle the longest
+        (its last allocation on the card the oldest: the ledger's stamp)
+        is asked first; the other, used since, keeps its memory when the
+        first covers the need."""
+        pa = self.standin("old", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pb = self.standin("recent", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([e["data"]["giver"] for e in ev], ["old"], ev)
+        self.assertEqual(call(pa, "GET", "/api/ps")[1]["models"], [])
+        self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+
+    def test_or_stop_stops_a_giver_that_frees_too_little(self):
+        """A giver whose action hangs but whose reclaim says orStop: true
+        is stopped at half the wait, and the asker gets its memory; an app
+        without orStop is never stopped (test_hanging_action_is_bounded)."""
+        self.elastic(1.5, 3000)
+        self.standin("stubborn", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p,
+                                        "orStop": True})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertGreaterEqual(took, 1.4)
+        self.assertLess(took, 3.0 + 3.0)
+        self.wait_for(lambda: self.app("stubborn")["state"] == "stopped",
+                      "stubborn stopped")
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertTrue(ev[0]["data"]["stopped"], ev)
+        self.assertIn("orStop", ev[0]["message"])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def bounded(self, flag):
         """A giver whose action misbehaves (flag: --hang, --lie) costs the
         asker at most the wait: its allocation fails as on a full card."""

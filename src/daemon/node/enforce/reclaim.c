@@ -721,7 +721,12 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             char *what;
             if (v->held == 0)
                 continue;
-            what = call_action(r, v, (long)(deadline - now));
+            /* an orStop giver is stopped at half the wait: its call
+             * may not hold the ask past that */
+            what = call_action(r, v,
+                               v->act.or_stop
+                                   ? (long)(t0 + wait_ms / 2 - now)
+                                   : (long)(deadline - now));
             v->called = true;
             promised += v->held;
             log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
