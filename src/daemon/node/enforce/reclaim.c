@@ -1077,9 +1077,15 @@ static int listen_at(const char *path)
         return -1;
     util_strlcpy(dir, path, sizeof dir);
     if (strrchr(dir, '/') != NULL) {
+        struct stat st;
         *strrchr(dir, '/') = '\0';
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        /* the /tmp fallback must be ours: no one else may have made it
+         * first (and put a socket of theirs there) */
+        if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid() || (st.st_mode & 0022) != 0) {
             close(fd);
+            errno = EPERM;
             return -1;
         }
     }
