@@ -648,8 +648,11 @@ static void report_givers(struct reclaim *r, const char *asker,
                               "giver", g[i].name, "bytes", (json_int_t)freed,
                               "milliseconds", (json_int_t)ms, "stopped",
                               g[i].stopped),
-                    "%s gave back %s on %s for %s in %lld ms%s", g[i].name,
-                    gib, uuid, asker, (long long)ms,
+                    freed > 0 ? "%s gave back %s on %s for %s in %lld ms%s"
+                              : "%s was asked to give back memory on %s for "
+                                "%s but freed nothing (%s) in %lld ms%s",
+                    g[i].name, freed > 0 ? gib : uuid, freed > 0 ? uuid : asker,
+                    freed > 0 ? asker : gib, (long long)ms,
                     g[i].stopped ? " (stopped: its reclaim says orStop)"
                                  : "");
         pthread_mutex_unlock(&d->lock);

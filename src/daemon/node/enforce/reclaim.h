@@ -45,7 +45,8 @@ void reclaim_stop(struct accel_daemon *d);
  * when the app has an action and it was started, false when the app has no
  * reclaim (it is never asked: all it holds counts as held), is not running
  * here, or acceld's reclaim is not running. Takes d->lock briefly: call it
- * WITHOUT d->lock held.
+ * WITHOUT d->lock held, and not once reclaim_stop may run (from a request:
+ * the HTTP server is stopped first).
  */
 bool reclaim_give_back(struct accel_daemon *d, const char *app,
                        const char *dev_id, uint64_t bytes, const char *why);
