@@ -420,6 +420,29 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertIn("orStop", ev[0]["message"])
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    def test_a_hanging_giver_leaves_time_for_the_next(self):
+        """The idlest giver's action hangs: its call is bounded by half of
+        what is left of the wait, and the next giver is asked and frees
+        enough: the asker gets its memory within the wait."""
+        self.elastic(1.5, 3000)
+        self.standin("hung", "ollama", 8, 8, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 3.0)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: len(self.events("memory.reclaim")) >= 2
+                           and self.events("memory.reclaim"),
+                           "memory.reclaim of both")
+        gave = {e["data"]["giver"]: e["data"]["bytes"] for e in ev}
+        self.assertEqual(gave, {"hung": 0, "good": 8 << 30}, ev)
+
     def bounded(self, flag):
         """A giver whose action misbehaves (flag: --hang, --lie) costs the
         asker at most the wait: its allocation fails as on a full card."""

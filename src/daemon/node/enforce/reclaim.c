@@ -443,15 +443,19 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
     return st;
 }
 
-/* Call g's action within timeout_ms; a sentence of what was done. */
-static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms)
+/* Call g's action within timeout_ms; a sentence of what was done, and
+ * in *status the HTTP status (200 for a signal sent, 0 for none). */
+static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
+                         long *status)
 {
     const struct manifest_reclaim *a = &g->act;
     long st = 0;
 
+    *status = 0;
     if (a->kind == MANIFEST_RECLAIM_SIGNAL) {
         cgroup_app_signal_all(r->d->cg, g->name, (pid_t)g->pid, g->pid_start,
                               a->signal);
+        *status = 200;
         return xasprintf("sent %s", manifest_signal_name(a->signal));
     }
     if (!port_is_own(r, g, a->port))
@@ -461,6 +465,7 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms)
     if (a->kind == MANIFEST_RECLAIM_HTTP) {
         st = http_call(a->port, a->method, a->path, a->body, timeout_ms,
                        NULL);
+        *status = st;
         return xasprintf("%s 127.0.0.1:%u%s answered %ld", a->method,
                          (unsigned)a->port, a->path, st);
     }
@@ -479,6 +484,7 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms)
                        timeout_ms, NULL);
         break;
     }
+    *status = st;
     return xasprintf("%s's routes on 127.0.0.1:%u answered %ld",
                      manifest_preset_name(a->preset), (unsigned)a->port, st);
 }
@@ -722,16 +728,22 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         while (promised < need && called < n && now < deadline) {
             struct giver *v = &g[called++];
             char *what;
+            long st, left = (long)(deadline - now);
             if (v->held == 0)
                 continue;
-            /* an orStop giver is stopped at half the wait: its call
-             * may not hold the ask past that */
+            /* an orStop giver is stopped at half the wait: its call may
+             * not hold the ask past that; another's, half of what is left,
+             * so that a call that hangs leaves time for the next giver */
             what = call_action(r, v,
                                v->act.or_stop
                                    ? (long)(t0 + wait_ms / 2 - now)
-                                   : (long)(deadline - now));
+                               : called < n ? left / 2
+                                            : left,
+                               &st);
             v->called = true;
-            promised += v->held;
+            /* only an action that answered counts on its memory */
+            if (st >= 200 && st < 300)
+                promised += v->held;
             log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
                      "bytes): %s", asker, want, uuid, v->name,
                      (unsigned long long)v->held, what);
@@ -910,7 +922,8 @@ static void *give_back_thread(void *arg)
         char *what;
         if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
             g[i].held = u.used;
-        what = call_action(r, &g[i], 10000);
+        long st;
+        what = call_action(r, &g[i], 10000, &st);
         g[i].called = true;
         log_info("reclaim: %s asked to give back %llu bytes on %s (%s): %s",
                  g[i].name, (unsigned long long)j->bytes, j->dev, j->why,
