@@ -139,6 +139,10 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     REAL_OR_NOT_FOUND(fn, cuMemAllocPitch_v2);
     OOM_IF_REFUSED(c, ((WidthInBytes + 511) & ~(size_t)511) * Height);
     CUresult rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    c.dev != NULL && reclaim_ask(c.ordinal, c.bytes);
+         i++) /* elastic memory (SPEC 4.4) */
+        rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (rc == CUDA_SUCCESS && pPitch != NULL &&
         quota_adjust(&c, (uint64_t)*pPitch * Height) != 0) {
         CUresult (*fr)(CUdeviceptr) = SHIM_CUDA_REAL(cuMemFree_v2);
