@@ -72,7 +72,7 @@ rm -rf "$TSAN_LOGS" && mkdir -p "$TSAN_LOGS"
 TSAN_BASE="log_path=$TSAN_LOGS/report suppressions=$PWD/tests/tsan/suppressions.txt second_deadlock_stack=1"
 TSAN_OPTIONS="$TSAN_BASE" ACCEL_CLUSTER_RACES=200 TMPDIR="$SUITE_TMP" \
     ctest --test-dir build-tsan --output-on-failure -j"$JOBS" \
-    -R '^(unit\.test_(broker|applog|history|meter|store)|cluster\.test_(store_backends|cluster)|integration\.test_(server|slow_ops|runtime|meter|meter_amd|history|timeslice_runtime|shim_runtime|containers))$'
+    -R '^(unit\.test_(broker|applog|history|meter|store)|cluster\.test_(store_backends|cluster)|integration\.test_(server|slow_ops|runtime|meter|meter_amd|history|timeslice_runtime|shim_runtime|containers|elastic))$'
 # The shim's cases: without TSan's deadlock detector, which holds at most
 # 64 locks a thread while the shim's fork handler holds every stripe of
 # its allocation table across fork (more than 64: TSan's CHECK fails, not

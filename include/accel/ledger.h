@@ -60,8 +60,8 @@
 
 #define ACCEL_LEDGER_MAGIC 0x52474c4443434155ULL /* "UACCLDGR" little-endian */
 #define ACCEL_LEDGER_MAJOR 1
-#define ACCEL_LEDGER_MINOR 3 /* 1: `untracked`; 2: a slot's `dead`;
-                                3: `shares`, `ctx_cost` */
+#define ACCEL_LEDGER_MINOR 4 /* 1: `untracked`; 2: a slot's `dead`;
+                                3: `shares`, `ctx_cost`; 4: `active_ms` */
 #define ACCEL_LEDGER_SHARES 16 /* VMM allocations shared between processes */
 #define ACCEL_LEDGER_SLOTS 256                    /* processes per app+device */
 #define ACCEL_LEDGER_RECLAIMING UINT64_MAX        /* slot key while reclaimed */
@@ -121,7 +121,13 @@ struct accel_ledger {
                                   took when one of the app's processes
                                   measured it (NVML), 0 not yet: the
                                   others charge it without measuring */
-    uint64_t unused[6];      /* reserved, zero */
+    _Atomic uint64_t active_ms; /* minor 4: when a process of the app last
+                                  took memory on the device
+                                  (CLOCK_MONOTONIC, ms; the shim writes
+                                  it, 0 never): acceld asks the idlest
+                                  apps first to give memory back (SPEC
+                                  4.4) */
+    uint64_t unused[5];      /* reserved, zero */
     struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
 };
 

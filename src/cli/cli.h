@@ -39,6 +39,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_FORCE (1u << 10)  /* --force */
 #define ACCEL_CLI_OPT_METER (1u << 11)  /* --over-quota report|stop, --tolerance Q */
 #define ACCEL_CLI_OPT_HOOK (1u << 12)   /* cdi-hook: --record DIR, --stopped APP */
+#define ACCEL_CLI_OPT_ELASTIC (1u << 13) /* --overcommit R, --reclaim-wait MS */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
 #define CLI_MAX_BINDINGS 64 /* --compute-binding options per command */
@@ -79,6 +80,8 @@ struct cli_args {
     const char *tolerance;                  /* --tolerance Q */
     const char *record;                     /* --record DIR (cdi-hook) */
     const char *stopped;                    /* --stopped APP (cdi-hook) */
+    const char *overcommit;                 /* --overcommit RATIO */
+    const char *reclaim_wait;               /* --reclaim-wait MS */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */
     int nbindings;                          /* how many */
 };
@@ -153,5 +156,7 @@ int cmd_timeslice_set(struct cli_ctx *ctx, const struct cli_args *args);
 int cmd_timeslice_show(struct cli_ctx *ctx, const struct cli_args *args);
 /* The outside meter's settings of a device (PUT .../devices/{d}/meter). */
 int cmd_meter_set(struct cli_ctx *ctx, const struct cli_args *args);
+/* Elastic memory of a device (PUT .../devices/{d}/elastic; SPEC 4.4). */
+int cmd_elastic_set(struct cli_ctx *ctx, const struct cli_args *args);
 
 #endif /* ACCEL_CLI_CLI_H */

@@ -6,6 +6,9 @@
  * `accelctl set-meter NODE DEVICE [--over-quota report|stop] [--tolerance
  * SIZE]` (PUT .../devices/{d}/meter, the outside meter's settings: they
  * are a device's settings as the time slice's are)
+ * `accelctl set-elastic NODE DEVICE [--overcommit RATIO] [--reclaim-wait
+ * MS]` (PUT .../devices/{d}/elastic, elastic memory: SPEC 4.4,
+ * docs/elastic.md)
  * and `accelctl timeslice NODE DEVICE` (the device's `timeSlice` object of
  * GET /api/compute-resources: holder, queue, turns and waiting time per app,
  * handoff p50/p99, settings in force). SPEC 4.3, docs/internals/timeslice.md.
@@ -217,6 +220,64 @@ static double jnum(const json_t *o, const char *k)
 {
     return json_number_value(json_object_get(o, k));
 }
+
+int cmd_elastic_set(struct cli_ctx *ctx, const struct cli_args *args)
+{
+    struct ts_opt opts[] = {
+        { "--overcommit", "overcommit", args->overcommit },
+        { "--reclaim-wait", "reclaimWaitMs", args->reclaim_wait },
+    };
+    json_t *body = json_object();
+    struct client_resp r;
+    char *end = NULL;
+    int rc;
+
+    if (opts[0].value != NULL) {
+        double v = strtod(opts[0].value, &end);
+        if (opts[0].value[0] == '\0' || end == NULL || *end != '\0') {
+            fprintf(stderr, "accelctl set-elastic: --overcommit must be a "
+                    "number such as 1.5 (got \"%s\"); nothing changed\n",
+                    opts[0].value);
+            json_decref(body);
+            return CLI_EXIT_USAGE;
+        }
+        json_object_set_new(body, "overcommit", json_real(v));
+    }
+    if (opts[1].value != NULL) {
+        json_int_t v;
+        if (strcmp(opts[1].value, "0") == 0) {
+            v = 0;
+        } else if (!parse_ms(&opts[1], &v)) {
+            json_decref(body);
+            return CLI_EXIT_USAGE;
+        }
+        json_object_set_new(body, "reclaimWaitMs", json_integer(v));
+    }
+    rc = put_settings(ctx, args, "set-elastic", "elastic",
+                      "--overcommit RATIO or --reclaim-wait MS", body, opts,
+                      2, &r);
+    if (rc == CLI_EXIT_OK && ctx->output != CLI_OUTPUT_JSON) {
+        const json_t *e = json_object_get(r.data, "elastic");
+        double oc = jnum(e, "overcommit");
+        long long cap = json_integer_value(json_object_get(e,
+                                                           "quotaCapacity"));
+        if (oc <= 1.0)
+            printf("Elastic memory of device %s on node %s is off: its "
+                   "quotas may sum to its memory (%.1f GiB).",
+                   args->pos[1], args->pos[0], (double)cap / (1 << 30));
+        else
+            printf("Elastic memory of device %s on node %s: its quotas may "
+                   "sum to %.3g x its memory (%.1f GiB).", args->pos[1],
+                   args->pos[0], oc, (double)cap / (1 << 30));
+        printf(" A short allocation waits up to %lld ms for apps to give "
+               "memory back.\n",
+               (long long)json_integer_value(json_object_get(e,
+                                                             "reclaimWaitMs")));
+    }
+    client_resp_release(&r);
+    return rc;
+}
+
 
 static void print_apps(const json_t *ts)
 {

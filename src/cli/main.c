@@ -44,6 +44,13 @@ static const struct accel_cli_cmd commands[] = {
       .summary = "what the outside meter does with an app over its VRAM "
                  "quota on an NVIDIA device, and how far over is tolerated",
       .handler = cmd_meter_set },
+    { .name = "set-elastic", .usage = "NODE DEVICE [--overcommit RATIO] "
+      "[--reclaim-wait MS]", .min_args = 2, .max_args = 2,
+      .flags = ACCEL_CLI_OPT_ELASTIC,
+      .summary = "elastic memory on a MemorySlice device: how far its "
+                 "quotas may sum past its memory (1 = off, at most 4) and "
+                 "how long a short allocation waits for a reclaim",
+      .handler = cmd_elastic_set },
     { .name = "timeslice", .usage = "NODE DEVICE", .min_args = 2,
       .max_args = 2,
       .summary = "a TimeSlice device: holder, queue, turns and waits per "
@@ -183,7 +190,8 @@ enum opt_id {
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_IDLE_US,
     OPT_OVERSUB, OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
     OPT_RECORD, OPT_STOPPED,
-    OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE,
+    OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE, OPT_OVERCOMMIT,
+    OPT_RECLAIM_WAIT,
 };
 
 /* One option of the command line. */
@@ -221,6 +229,8 @@ static const struct opt options[] = {
     { "--grace", 0, true, ACCEL_CLI_OPT_TIMESLICE, OPT_GRACE },
     { "--over-quota", 0, true, ACCEL_CLI_OPT_METER, OPT_OVER_QUOTA },
     { "--tolerance", 0, true, ACCEL_CLI_OPT_METER, OPT_TOLERANCE },
+    { "--overcommit", 0, true, ACCEL_CLI_OPT_ELASTIC, OPT_OVERCOMMIT },
+    { "--reclaim-wait", 0, true, ACCEL_CLI_OPT_ELASTIC, OPT_RECLAIM_WAIT },
     { "--max-apps", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_APPS },
     { "--max-gpu-memory", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_GPU_MEMORY },
     { "--record", 0, true, ACCEL_CLI_OPT_HOOK, OPT_RECORD },
@@ -287,6 +297,8 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_GRACE: a->grace = v; break;
     case OPT_OVER_QUOTA: a->over_quota = v; break;
     case OPT_TOLERANCE: a->tolerance = v; break;
+    case OPT_OVERCOMMIT: a->overcommit = v; break;
+    case OPT_RECLAIM_WAIT: a->reclaim_wait = v; break;
     case OPT_MAX_APPS: a->max_apps = v; break;
     case OPT_MAX_GPU_MEMORY: a->max_gpu_memory = v; break;
     case OPT_RECORD: a->record = v; break;

@@ -33,6 +33,7 @@
 #include "daemon/node/cluster/cluster.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/inventory.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/enforce/reconcile.h"
 #include "daemon/node/history/sampler.h"
 #include "daemon/node/limits/vram.h"
@@ -98,6 +99,7 @@ static enum accel_err load_device(void *ctx, const struct store_device *row,
     }
     d->snap.devs[dev].st = st;
     d->dinfo[dev].settings = settings;
+    state_dev_settings_applied(d, dev);
     return ACCEL_OK;
 }
 
@@ -927,6 +929,20 @@ static void find_shim(struct accel_daemon *d)
         free(p);
     }
 }
+/* A live quota cut left an app above its new quota (SPEC 4.4): its reclaim
+ * action is asked for what passes the quota (issue 46 items 3 and 4); an
+ * app with none keeps getting refusals until it frees by itself. */
+static void quota_over(struct accel_daemon *d, const char *name,
+                       const char *device, uint64_t held, uint64_t quota)
+{
+    if (held <= quota)
+        return;
+    if (!reclaim_give_back(d, name, device, held - quota, "quota"))
+        log_info("app %s holds %llu MiB above its new quota on %s and has "
+                 "no reclaim action running here: its allocations are "
+                 "refused until it is under",
+                 name, (unsigned long long)((held - quota) >> 20), device);
+}
 
 int daemon_main(int argc, char **argv)
 {
@@ -972,7 +988,8 @@ int daemon_main(int argc, char **argv)
                                     .rows_released = runtime_release_files,
                                     .held_outside = runtime_held_outside,
                                     .app_removed = logs_app_removed,
-                                    .app_lingering = reconcile_app_lingering};
+                                    .app_lingering = reconcile_app_lingering,
+                                    .quota_over = quota_over};
     rc = parse_options(d, argc, argv);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
@@ -1017,9 +1034,12 @@ int daemon_main(int argc, char **argv)
         log_warn("time-slice brokers not started");
     if (reconcile_start(d) != ACCEL_OK)
         log_error("cannot start the reconciler thread");
+    if (reclaim_start(d) != ACCEL_OK) /* elastic memory (SPEC 4.4) */
+        log_warn("elastic memory's reclaim socket not started");
     if (http_start(d, d->cfg.listen, &port, &cause) != ACCEL_OK) {
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
+        reclaim_stop(d);
         reconcile_stop(d);
         broker_ops_stop(d);
         cluster_stop(d);
@@ -1032,6 +1052,7 @@ int daemon_main(int argc, char **argv)
         fprintf(stderr, "acceld: %s\n", cause);
         free(cause);
         http_stop(d);
+        reclaim_stop(d);
         reconcile_stop(d);
         broker_ops_stop(d);
         cluster_stop(d);
@@ -1076,6 +1097,7 @@ int daemon_main(int argc, char **argv)
     http_stop(d);
     runtime_supervisor_stop(d);
     cluster_stop(d); /* the lease is given back: unreachable at once */
+    reclaim_stop(d);
     broker_ops_stop(d);
     reconcile_stop(d);
     sampler_stop(d);

@@ -172,6 +172,35 @@ int state_dev_find(struct accel_daemon *d, const char *id)
     return strmap_get(d->dev_index, id, &i) ? (int)i : -1;
 }
 
+uint32_t state_dev_overcommit(const struct accel_daemon *d, int dev)
+{
+    const json_t *e = json_object_get(d->dinfo[dev].settings, "elastic");
+    const json_t *v = json_object_get(e, "overcommit");
+    double r = json_is_number(v) ? json_number_value(v) : 1.0;
+
+    /* the PUT allows 1 to 4; a row written otherwise counts as off */
+    if (!(r >= 1.0 && r <= 4.0))
+        return ADM_OVERCOMMIT_ONE;
+    return (uint32_t)(r * ADM_OVERCOMMIT_ONE + 0.5);
+}
+
+uint32_t state_dev_reclaim_wait_ms(const struct accel_daemon *d, int dev)
+{
+    const json_t *e = json_object_get(d->dinfo[dev].settings, "elastic");
+    const json_t *v = json_object_get(e, "reclaimWaitMs");
+
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > STATE_RECLAIM_WAIT_MAX_MS)
+        return STATE_RECLAIM_WAIT_DEFAULT_MS;
+    return (uint32_t)json_integer_value(v);
+}
+
+void state_dev_settings_applied(struct accel_daemon *d, int dev)
+{
+    d->snap.devs[dev].overcommit = state_dev_overcommit(d, dev);
+    adm_index_update_dev(&d->snap, (uint32_t)dev);
+}
+
 const struct adm_req *state_app_req(const struct app *a)
 {
     if (a->sel < 0 || (size_t)a->sel >= a->m.nreq)

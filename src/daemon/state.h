@@ -38,6 +38,7 @@ struct vram;
 struct view_piece;
 struct broker_set;
 struct reconcile;
+struct reclaim;
 struct identity_rec;
 struct history;
 struct sampler;
@@ -380,6 +381,7 @@ struct accel_daemon {
     pthread_t supervisor;        /* runtime supervisor thread */
     bool supervisor_running;
     struct reconcile *reconcile; /* NVML refresh + reconciler thread */
+    struct reclaim *reclaim;     /* elastic memory (enforce/reclaim.c) */
     struct history *history;     /* metric history (own lock; history.h) */
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
     struct cluster *cluster;     /* the node agent's lease and watch
@@ -432,6 +434,22 @@ void state_app_free(struct app *a);
 /* Index of a node / device, or -1. */
 int state_node_find(struct accel_daemon *d, const char *name);
 int state_dev_find(struct accel_daemon *d, const char *id);
+
+/*
+ * What the rules read of dev's settings (d->dinfo[dev].settings), into the
+ * snapshot: the elastic overcommit (SPEC 4.4, "elastic": {"overcommit"}) as
+ * adm_device.overcommit, and the admission index refreshed. Called after
+ * every change of the settings: loaded, watched (cluster) or PUT.
+ */
+void state_dev_settings_applied(struct accel_daemon *d, int dev);
+
+/* The elastic settings of dev as stored (d->lock held): the overcommit in
+ * thousandths (ADM_OVERCOMMIT_ONE when off) and the wait for a reclaim in
+ * ms (STATE_RECLAIM_WAIT_DEFAULT_MS when not set). */
+#define STATE_RECLAIM_WAIT_DEFAULT_MS 10000u
+#define STATE_RECLAIM_WAIT_MAX_MS 600000u
+uint32_t state_dev_overcommit(const struct accel_daemon *d, int dev);
+uint32_t state_dev_reclaim_wait_ms(const struct accel_daemon *d, int dev);
 
 /* The requirement of the app's selected type, or NULL. */
 const struct adm_req *state_app_req(const struct app *a);

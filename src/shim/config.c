@@ -23,6 +23,7 @@
  * without a trailing "i" and/or "b") are powers of 1024, as HAMi reads them.
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -187,6 +188,10 @@ static void config_line(char *line)
         timeslice_config(parse_ordinal(f[1]), f[2]);
         if (n >= 4)
             card_config(parse_ordinal(f[1]), f[3]);
+        return;
+    }
+    if (n >= 3 && strcmp(f[0], "reclaim") == 0) {
+        reclaim_config(parse_ordinal(f[1]), f[2]); /* SPEC 4.4 */
         return;
     }
     if (n < 4 || strcmp(f[0], "device") != 0)

@@ -14,6 +14,7 @@
  * NVML_ERROR_FUNCTION_NOT_FOUND); nothing calls through NULL.
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #include <string.h>
 
@@ -106,6 +107,12 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
                                                CU_MEM_ATTACH_GLOBAL);
     else
         rc = fn(dptr, bytesize);
+    /* within the quota but the card is short: elastic memory (SPEC 4.4) */
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    !managed && c.dev != NULL &&
+                    reclaim_ask(c.ordinal, bytesize);
+         i++)
+        rc = fn(dptr, bytesize);
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
@@ -132,6 +139,10 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     REAL_OR_NOT_FOUND(fn, cuMemAllocPitch_v2);
     OOM_IF_REFUSED(c, ((WidthInBytes + 511) & ~(size_t)511) * Height);
     CUresult rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    c.dev != NULL && reclaim_ask(c.ordinal, c.bytes);
+         i++) /* elastic memory (SPEC 4.4) */
+        rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (rc == CUDA_SUCCESS && pPitch != NULL &&
         quota_adjust(&c, (uint64_t)*pPitch * Height) != 0) {
         CUresult (*fr)(CUdeviceptr) = SHIM_CUDA_REAL(cuMemFree_v2);
@@ -349,6 +360,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                     size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(handle, size, prop, flags);
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    c.dev != NULL && reclaim_ask(c.ordinal, size);
+         i++)
+        rc = fn(handle, size, prop, flags);
     return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
 }
 

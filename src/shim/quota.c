@@ -13,6 +13,7 @@
  * then reclaims dead slots again (at most every 100 ms) and retries once.
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -310,7 +311,10 @@ static int reserve(struct shim_dev *d, uint64_t bytes)
     /* what acceld's outside meter saw the driver hold beyond our charges
      * takes room from the limit (include/accel/ledger.h) */
     lim = out < lim ? lim - out : 0;
-    return reserve_on(d->ledger, d->slot, lim, bytes);
+    if (reserve_on(d->ledger, d->slot, lim, bytes) != 0)
+        return -1;
+    reclaim_stamp(d->ledger);
+    return 0;
 }
 
 /* Reserve `bytes` on d's card ledger (its limit is the card; 0 none). */

@@ -192,6 +192,40 @@ class AnyNodeTest(unittest.TestCase):
         c.wait(lambda: c.app_of(c.agent("n1"), "shown") is None,
                "the uninstall seen on n1")
 
+    def test_elastic_setting_lives_in_the_store(self):
+        """Elastic memory on the cluster (SPEC 4.4, issue 46): a device's
+        overcommit set through one API server is in etcd, every server's
+        admission reads it (two quotas of 12 Gi on a 16 Gi card at 1.5,
+        installed through another server), and a ratio below what the
+        quotas sum to is refused wherever it is asked."""
+        c = self.c
+        path = "/api/compute-resources/nodes/n1/devices/n1-mem/elastic"
+        st, b = c.agent("n2").http("PUT", path, {"overcommit": 1.5})
+        self.assertEqual(st, 200, b)
+        for n in ("n1", "n3"):
+            c.wait(lambda: (device_of(c, c.agent(n), "n1-mem")["elastic"]
+                            or {}).get("overcommit") == 1.5,
+                   "the setting seen on " + n)
+        names = ("e1", "e2")
+        for name in names:
+            st, b = install(c.agent("n3"), manifest(name, "12Gi"),
+                            **bind("n1", "n1-mem", 12 * GiB))
+            self.assertTrue(won(st, b), b)
+        st, b = install(c.agent("n3"), manifest("e3", "1Gi"),
+                        **bind("n1", "n1-mem", GiB))
+        self.assertFalse(won(st, b), b)
+        self.assertEqual(sum(r["memory"] for r in etcd_allocs(c, "n1-mem")),
+                         24 * GiB)
+        st, b = c.agent("n3").http("PUT", path, {"overcommit": 1})
+        self.assertEqual(st, 409, b)
+        for name in names + ("e3",):
+            c.agent("n1").http("DELETE", "/api/apps/%s" % name)
+        for a in c.agents.values():
+            c.wait(lambda: device_of(c, a, "n1-mem")["bindings"] == [],
+                   "the apps gone on " + a.node)
+        st, b = c.agent("n1").http("PUT", path, {"overcommit": 1})
+        self.assertEqual(st, 200, b)
+
     def test_users_are_cluster_wide(self):
         c = self.c
         st, b = c.agent("n1").http("POST", "/api/users",

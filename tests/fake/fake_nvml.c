@@ -29,7 +29,10 @@
  *                                 PATH: FAKE_CUDA_SHM, tests/shim/fake_cuda.h)
  *                                 holds memory for, with what each holds:
  *                                 the driver's count of what a program
- *                                 really took, whatever the shim saw
+ *                                 really took, whatever the shim saw;
+ *                                 "card GPU-a PATH memory": the device's
+ *                                 used memory is the card's too (read at
+ *                                 every call: elastic memory's tests)
  *   proc_err GPU-a N              the process queries of that device return N
  *   putil GPU-a PID SM            a per-process utilization sample (percent);
  *                                 none on a device: NOT_FOUND, as NVML says
@@ -221,15 +224,28 @@ static void parse_proc(const char *p)
 static void parse_card(const char *p)
 {
     struct fake_cuda_stats c;
-    char uuid[96], path[400];
+    char uuid[96], path[400], what[16] = "";
     ssize_t n;
     int fd;
 
-    if (sscanf(p, "%95s %399s", uuid, path) != 2 ||
+    if (sscanf(p, "%95s %399s %15s", uuid, path, what) < 2 ||
         (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return;
     n = pread(fd, &c, sizeof(c), 0);
     close(fd);
+    for (unsigned i = 0; n == (ssize_t)sizeof(c) &&
+                         strcmp(what, "memory") == 0 && i < st.ngpus; i++) {
+        /* the driver frees a process's memory when it exits: what dead
+         * processes still hold in the record is not used */
+        int64_t used = atomic_load(&c.used);
+        for (int k = 0; k < FAKE_PROCS; k++) {
+            int64_t pid = atomic_load(&c.procs[k].pid);
+            if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+                used -= atomic_load(&c.procs[k].used);
+        }
+        if (strcmp(st.gpus[i].uuid, uuid) == 0)
+            st.gpus[i].used = (unsigned long long)(used > 0 ? used : 0);
+    }
     for (int i = 0; n == (ssize_t)sizeof(c) && i < FAKE_PROCS &&
                     st.nprocs < FAKE_MAX_PROCS; i++) {
         int64_t pid = atomic_load(&c.procs[i].pid);

@@ -147,7 +147,7 @@ class MeterTest(RuntimeBase):
         self.assertEqual(row["usedMemory"], 512 * MiB, row)
         self.assertEqual(row["overQuota"], 0, row)
         self.assertEqual(ledger_untracked(self.ledger("enc")),
-                         (3, 310 * MiB))  # minor 3: `shares`
+                         (4, 310 * MiB))  # minor 4: `active_ms`
         self.assertEqual(self.app("enc")["usage"]["untrackedMemory"],
                          310 * MiB)
         req = urllib.request.Request(self.d.url + "/metrics", headers={

@@ -684,7 +684,7 @@ static void case_view(int limited)
 static void case_config(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, "GPU-face0000-0000-0000-0000-000000000000", NULL, NULL, NULL };
     struct ledger_usage u = { 0 };
     CUdeviceptr d, e;
     uint64_t nt, nf, nu;
@@ -740,7 +740,7 @@ static void live_set(const char *cfg, struct ledger_device *dev,
 static void case_live_quota(void)
 {
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, "", NULL, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, "", NULL, NULL, NULL };
     CUdeviceptr a, b, c;
     size_t f, t;
 
@@ -811,7 +811,7 @@ static void case_nvml_unbound(void)
 {
     const char *uuid = "GPU-face0000-0000-0000-0000-000000000001";
     char dir[400], led[512], cfg[512];
-    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL, NULL };
+    struct ledger_device dev = { 0, 512 * MiB, led, uuid, NULL, NULL, NULL };
 
     snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
     CHECK(ledger_path(led, sizeof(led), dir, "unb-app", 0) == ACCEL_OK, "path");

@@ -337,6 +337,105 @@ TEST(admission_pressure_format)
     adm_pressure_format(&p, b, 0); /* no write */
 }
 
+/* Elastic memory (SPEC 4.4): the quotas of a MemorySlice device may sum to
+ * overcommit × its memory, each still at most the card; every value of
+ * overcommit, in and out of range, and the other modes untouched. */
+TEST(admission_overcommit_capacity)
+{
+    struct adm_device d;
+    memset(&d, 0, sizeof(d));
+    d.memory = 24 * GiB;
+    d.st = ACCEL_SUPPORT_MEMSLICE;
+    /* off: 0, 1.0, below 1, above 4 */
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 24 * GiB);
+    d.overcommit = ADM_OVERCOMMIT_ONE;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 24 * GiB);
+    d.overcommit = 500;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 24 * GiB);
+    d.overcommit = ADM_OVERCOMMIT_MAX + 1;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 24 * GiB);
+    d.overcommit = 1500;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 36 * GiB);
+    d.overcommit = ADM_OVERCOMMIT_MAX;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 96 * GiB);
+    /* exact to the byte: 1000q + r */
+    d.memory = 1999;
+    d.overcommit = 1500;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), 2998); /* floor(2998.5) */
+    d.memory = UINT64_MAX; /* saturates, never wraps */
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), UINT64_MAX);
+    d.memory = UINT64_MAX / 2;
+    d.overcommit = 2000;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), UINT64_MAX / 2 * 2);
+    d.overcommit = 2001;
+    ASSERT_U64_EQ(adm_memslice_capacity(&d), UINT64_MAX);
+
+    /* free: what is left of the capacity, never more than the card */
+    d.memory = 24 * GiB;
+    d.overcommit = 1500;
+    d.allocated = 0;
+    ASSERT_U64_EQ(adm_device_free(&d), 24 * GiB);
+    d.allocated = 20 * GiB; /* Ollama's 20: 16 left for ComfyUI */
+    ASSERT_U64_EQ(adm_device_free(&d), 16 * GiB);
+    d.allocated = 36 * GiB;
+    ASSERT_U64_EQ(adm_device_free(&d), 0);
+    d.allocated = 40 * GiB; /* above (the ratio was lowered): no wrap */
+    ASSERT_U64_EQ(adm_device_free(&d), 0);
+    d.allocated = 10 * GiB;
+    d.overcommit = 0;
+    ASSERT_U64_EQ(adm_device_free(&d), 14 * GiB);
+    /* the other modes do not read it */
+    d.overcommit = ADM_OVERCOMMIT_MAX;
+    d.st = ACCEL_SUPPORT_EXCLUSIVE;
+    ASSERT_U64_EQ(adm_device_free(&d), 24 * GiB);
+    d.st = ACCEL_SUPPORT_TIMESLICE;
+    d.nbound = 3;
+    ASSERT_U64_EQ(adm_device_free(&d), 24 * GiB);
+}
+
+/* The home-lab case through validation and placement: at 1.5 a 24 GiB card
+ * takes Ollama's 20 and ComfyUI's 16; off, it refuses the second; a quota
+ * above the card is refused whatever the ratio. */
+TEST(admission_overcommit_validate_place)
+{
+    struct cluster c;
+    struct adm_req ollama = nv(20 * GiB, 20 * GiB);
+    struct adm_req comfy = nv(16 * GiB, 16 * GiB);
+    struct adm_req big = nv(30 * GiB, 30 * GiB);
+    struct adm_row rows[2];
+    struct adm_sel out[4];
+    size_t nout = 0;
+
+    cl_init(&c);
+    cl_node(&c, 256 * GiB, 0);
+    cl_dev(&c, ACCEL_TYPE_NVIDIA, ACCEL_SUPPORT_MEMSLICE, 24 * GiB);
+    ASSERT_STR_EQ(check1(&c, &ollama, 0, 0), "valid");
+    rows[0].dev = 0;
+    rows[0].memory = 20 * GiB;
+    adm_snapshot_apply(&c.s, &ollama, rows, 1);
+    /* off: refused, by validation and by placement */
+    ASSERT_STR_EQ(check1(&c, &comfy, 0, 0), "device-vram-insufficient:g0");
+    ASSERT(!adm_place(&c.s, &comfy, ADM_POLICY_BINPACK, out, 4, &nout));
+    /* 1.5: admitted, and placement finds the card */
+    c.devs[0].overcommit = 1500;
+    ASSERT_STR_EQ(check1(&c, &comfy, 0, 0), "valid");
+    ASSERT(adm_place(&c.s, &comfy, ADM_POLICY_BINPACK, out, 4, &nout));
+    ASSERT_EQ(nout, 1);
+    ASSERT_STR_EQ(out[0].device, "g0");
+    ASSERT_U64_EQ(out[0].memory, 16 * GiB);
+    /* each quota still a ceiling: never above the card */
+    c.devs[0].overcommit = ADM_OVERCOMMIT_MAX;
+    ASSERT_STR_EQ(check1(&c, &big, 0, 0), "total-vram-below-requirement:g0");
+    ASSERT(!adm_place(&c.s, &big, ADM_POLICY_BINPACK, out, 4, &nout));
+    /* the sum bound: 20 + 16 = 36 = 1.5 × 24, one byte more is refused */
+    c.devs[0].overcommit = 1500;
+    rows[1].dev = 0;
+    rows[1].memory = 16 * GiB;
+    adm_snapshot_apply(&c.s, &comfy, &rows[1], 1);
+    ASSERT_STR_EQ(check1(&c, &ollama, 0, 0), "device-vram-insufficient:g0");
+    ASSERT(!adm_place(&c.s, &ollama, ADM_POLICY_BINPACK, out, 4, &nout));
+}
+
 /* ---- validation: each code ---- */
 
 /* n0: nvidia Exclusive 24 + MemorySlice 16 (6 used) + TimeSlice 12;
@@ -1362,6 +1461,8 @@ static void rand_device(struct cluster *c, uint64_t *s)
         d->nbound = 0;
     if (st == ACCEL_SUPPORT_MEMSLICE && d->nbound)
         d->allocated = rng_below(s, d->memory + GiB);
+    if (rng_below(s, 3) == 0) /* elastic memory: 0.5 .. 4.5, off outside */
+        d->overcommit = 500 + (uint32_t)rng_below(s, 4001);
 }
 
 static void rand_cluster(struct cluster *c, uint64_t *s)
@@ -1890,12 +1991,13 @@ static void poke(struct cluster *c, uint64_t *s)
     if (c->s.ndevs > 0 && rng_below(s, 3) != 0) {
         uint32_t i = (uint32_t)rng_below(s, c->s.ndevs);
         struct adm_device *d = &c->devs[i];
-        switch (rng_below(s, 6)) {
+        switch (rng_below(s, 7)) {
         case 0: d->st = (enum accel_support)rng_below(s, 3); break;
         case 1: d->healthy = !d->healthy; break;
         case 2: d->present = !d->present; break;
         case 3: d->memory = (8 + 8 * rng_below(s, 3)) * GiB; break;
         case 4: d->nbound = (uint32_t)rng_below(s, 2); break;
+        case 5: d->overcommit = (uint32_t)rng_below(s, 4500); break;
         default: d->allocated = rng_below(s, d->memory + 1); break;
         }
         adm_index_update_dev(&c->s, i);
@@ -2127,6 +2229,8 @@ TEST(admission_quota_change)
     XX(admission_code_aggregate)                                               \
     XX(admission_code_device_memory)                                           \
     XX(admission_code_node_pressure_dims)                                      \
+    XX(admission_overcommit_capacity)                                          \
+    XX(admission_overcommit_validate_place)                                    \
     XX(admission_rows_sorted)                                                  \
     XX(admission_order_precedence)                                             \
     XX(admission_order_memory_codes)                                           \

@@ -199,6 +199,38 @@ TEST(ledger_grown_is_cut_back)
 
 /* A restart of acceld keeps the slots and usage of a valid ledger and
  * only gives it the new limit (bumping the epoch). */
+/* The shim config's "reclaim" line (elastic memory, SPEC 4.4): before its
+ * device's line, only for a device that has one; a path with a space is
+ * refused; the socket's path is absolute, and short enough for an
+ * address (or a /tmp one). */
+TEST(ledger_config_reclaim_line)
+{
+    struct ledger_device dev[2] = {
+        {0, 1024, "/r/a-dev0.ledger", "GPU-a", NULL, NULL, "/r/reclaim.sock"},
+        {1, 2048, "/r/a-dev1.ledger", "GPU-b", NULL, NULL, NULL},
+    };
+    char *text = NULL, path[200], longdir[160];
+
+    ASSERT_EQ(ledger_config_text("a", dev, 2, &text), ACCEL_OK);
+    ASSERT_STR_EQ(text, "accel-shim 1\napp a\n"
+                        "reclaim 0 /r/reclaim.sock\n"
+                        "device 0 1024 /r/a-dev0.ledger GPU-a\n"
+                        "device 1 2048 /r/a-dev1.ledger GPU-b\n");
+    free(text);
+    dev[0].reclaim = "/r/re claim.sock";
+    ASSERT_EQ(ledger_config_text("a", dev, 1, &text), ACCEL_EINVAL);
+    ASSERT_EQ(ledger_reclaim_socket_path(path, sizeof path, "/data/run"),
+              ACCEL_OK);
+    ASSERT_STR_EQ(path, "/data/run/reclaim.sock");
+    memset(longdir, 'x', sizeof longdir - 1);
+    longdir[0] = '/';
+    longdir[sizeof longdir - 1] = '\0';
+    ASSERT_EQ(ledger_reclaim_socket_path(path, sizeof path, longdir),
+              ACCEL_OK);
+    ASSERT(strncmp(path, "/tmp/accel-rc-", 14) == 0);
+    ASSERT(strlen(path) < 108);
+}
+
 TEST(ledger_create_again_keeps_usage)
 {
     char *path;
@@ -717,5 +749,6 @@ TEST(ledger_dead_host_slot_marked_for_the_container)
     XX(ledger_other_pid_namespace_kept_while_alive)                            \
     XX(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)            \
     XX(ledger_namespace_without_its_own_proc)                                 \
-    XX(ledger_dead_host_slot_marked_for_the_container)
+    XX(ledger_dead_host_slot_marked_for_the_container)                        \
+    XX(ledger_config_reclaim_line)
 TEST_MAIN(LIST)

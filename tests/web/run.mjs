@@ -549,6 +549,20 @@ try {
     await ok('PUT', `/api/compute-resources/nodes/${d4060.nodeName}/devices/${d4060.id}/time-slice`, { quantumMs: 30 });
   });
 
+  await step('manage node: elastic memory of a Memory-slicing GPU, set from the page, says what its quotas may add up to', async () => {
+    assert.equal(d4090.supportType, 'MemorySlice');
+    await page.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
+    const sec = page.locator(`section[data-device="${d4090.id}"]`);
+    await sec.getByText('Off: quotas add up to at most the card.').waitFor();
+    await sec.getByLabel('Overcommit ratio (1 = off, at most 4)').fill('1.5');
+    await sec.getByRole('button', { name: 'Save' }).click();
+    await sec.getByText(/Quotas may add up to 36/).waitFor();
+    const dev = (await ok('GET', '/api/compute-resources')).flatMap((n) => n.devices).find((x) => x.id === d4090.id);
+    assert.equal(dev.elastic.overcommit, 1.5);
+    assert.equal(dev.elastic.quotaCapacity, 36 * 2 ** 30);
+    await ok('PUT', `/api/compute-resources/nodes/${d4090.nodeName}/devices/${d4090.id}/elastic`, { overcommit: 1 });
+  });
+
   await step('manage node: switching the mode warns and names the apps, Cancel keeps it, OK switches and stops them', async () => {
     await page.goto(`${BASE}/#/accelerator/node/${d4090.nodeName}`);
     const sec = page.locator(`section[data-device="${d4090.id}"]`);

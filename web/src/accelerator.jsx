@@ -3,6 +3,7 @@
 import { useState } from 'preact/hooks';
 import { API } from './api.js';
 import { QuotaDialog, QUOTA_LIVE } from './quota.jsx';
+import { ElasticSettings } from './elastic.jsx';
 import { Badge, Bar, Empty, confirmDialog, toast, errText, Modal } from './ui.jsx';
 import {
   gi, giCeil, giOr, hasVram, supportLabel, SUPPORT_DESC, typeTitle, cores, pct, measured, devNoun, deviceLabel, NOT_REPORTED,
@@ -414,6 +415,7 @@ function GpuPanel({ d, role, apps, refresh, offline }) {
         {enf && <div class="span2"><dt>Enforcement</dt><dd title={enf.title}>{enf.text}. <span class="muted small">{enf.title}</span></dd></div>}
       </dl>
       <ModeSelect d={d} isAdmin={isAdmin} refresh={refresh} />
+      {slice && d.elastic && <ElasticSettings d={d} isAdmin={isAdmin} refresh={refresh} />}
       {d.supportType === 'Exclusive' && <ExclusivePicker d={d} apps={apps} role={role} refresh={refresh} />}
       {d.supportType === 'TimeSlice' && <TimeSliceSettings d={d} isAdmin={isAdmin} refresh={refresh} />}
       <div data-focus-scope={`assigned-${d.id}`}>

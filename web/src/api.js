@@ -92,6 +92,8 @@ export const API = {
     api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/support-type`, { supportType }),
   setTimeSlice: (node, dev, body) =>
     api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/time-slice`, body),
+  setElastic: (node, dev, body) =>
+    api('PUT', `/api/compute-resources/nodes/${enc(node)}/devices/${enc(dev)}/elastic`, body),
   install: (body) => api('POST', '/api/apps', body),
   resume: (name, computeBinding) =>
     api('POST', `/api/apps/${enc(name)}/resume`, computeBinding ? { computeBinding } : {}),

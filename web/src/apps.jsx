@@ -5,6 +5,7 @@ import { API } from './api.js';
 import { Badge, Empty, Modal, confirmDialog, toast, errText } from './ui.jsx';
 import { gi, giCeil, giOr, stateLabel, typeTitle, hasVram, timeAgo, deviceLabel, devNoun, measured } from './format.js';
 import { ResumeDialog } from './resume.jsx';
+import { elasticText } from './elastic.jsx';
 import { removeAppFromGpu } from './accelerator.jsx';
 import { useOffline } from './offline.js';
 
@@ -306,7 +307,8 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                     {a.reason && <div class="muted small" title={a.reason}>{reasonText(a.reason)}</div>}
                     <div class="muted small">{timeAgo(a.updatedAt)}</div></td>
                   <td data-label="GPU"><div class="muted small">needs {needText(a)}</div><div class="apps-cell"><AllocText app={a} nodes={nodes} /></div></td>
-                  <td data-label="VRAM in use">{!(a.allocations || []).length ? '—' : a.usage && measured(a.usage.memory) ? gi(a.usage.memory) : giOr(null)}</td>
+                  <td data-label="VRAM in use">{!(a.allocations || []).length ? '—' : a.usage && measured(a.usage.memory) ? gi(a.usage.memory) : giOr(null)}
+                    {elasticText(a) && <div class="muted small" data-testid="elastic">{elasticText(a)}</div>}</td>
                   <td class="actions-cell">{mayAct(a) ? <div class="actions">
                     {!ACTIVE.has(a.state) && a.state !== 'stopping' && a.state !== 'uninstalling' &&
                       <button class="btn small primary" onClick={() => setResume(a.name)} aria-label={`Resume ${a.name}`}>Resume</button>}

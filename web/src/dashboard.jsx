@@ -10,6 +10,7 @@ import uPlot from 'uplot';
 import { API } from './api.js';
 import { gi, toGi, typeTitle, stateLabel, measured, utilOf, giOr, pctOr, deviceLabel, notReporting } from './format.js';
 import { Empty } from './ui.jsx';
+import { elasticText } from './elastic.jsx';
 
 // ---- the page's own samples (fallback only) ----
 const MAX = 1200; // an hour at one per 3 s
@@ -275,10 +276,11 @@ export function DashboardPage({ nodes, apps }) {
           <thead><tr><th>Device</th><th>Node</th><th>Memory</th><th>Assigned</th><th>In use</th><th>Utilization</th><th>Apps</th></tr></thead>
           <tbody>{all.map((d) => (
             <tr key={d.id}><td data-label="Device">{deviceLabel(d)}</td><td data-label="Node">{d.nodeName}</td><td data-label="Memory">{gi(d.memory)}</td>
-              <td data-label="Assigned">{gi(assignedOf(d))}</td><td data-label="In use">{giOr(d.usedMemory)}</td>
+              <td data-label="Assigned">{gi(assignedOf(d))}{d.elastic && d.elastic.inForce &&
+                <div class="muted small">of {gi(d.elastic.quotaCapacity)}: elastic, {d.elastic.overcommit}× the card</div>}</td><td data-label="In use">{giOr(d.usedMemory)}</td>
               <td data-label="Utilization">{pctOr(utilOf(d))}</td>
               <td data-label="Apps">{(d.bindings || []).map((b) => (b.hidden || !b.appName ? "another user's app"
-                : `${b.appName}${apps && apps.find((a) => a.name === b.appName) ? ` (${stateLabel(apps.find((a) => a.name === b.appName).state).toLowerCase()})` : ''}`)).join(', ') || '—'}</td></tr>
+                : `${b.appName}${apps && apps.find((a) => a.name === b.appName) ? ` (${stateLabel(apps.find((a) => a.name === b.appName).state).toLowerCase()}${elasticText(apps.find((a) => a.name === b.appName)) ? `; ${elasticText(apps.find((a) => a.name === b.appName))}` : ''})` : ''}`)).join(', ') || '—'}</td></tr>
           ))}</tbody>
         </table>
       </section>

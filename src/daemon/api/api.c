@@ -123,6 +123,11 @@ static void h_meter(struct http_req *r)
     device_setting(r, ops_meter_set);
 }
 
+static void h_elastic(struct http_req *r)
+{
+    device_setting(r, ops_elastic_set);
+}
+
 static void h_settings(struct http_req *r)
 {
     json_t *v;
@@ -1029,6 +1034,8 @@ const struct http_route api_routes[] = {
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/time-slice", h_timeslice,
      ROUTE_ADMIN | ROUTE_BODY},
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/meter", h_meter,
+     ROUTE_ADMIN | ROUTE_BODY},
+    {"PUT", A "/compute-resources/nodes/{}/devices/{}/elastic", h_elastic,
      ROUTE_ADMIN | ROUTE_BODY},
     {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
     {"GET", A "/nodes", h_nodes, 0},

@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "daemon/api/view.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/slice/broker_ops.h"
 #include "daemon/state.h"
 
@@ -456,6 +457,9 @@ char *metrics_render(struct accel_daemon *d, const struct auth_user *u)
     render_apps(&o, d, u);
     {
         char *ts = broker_ops_metrics(d);
+        put_visible_lines(&o, d, u, ts);
+        free(ts);
+        ts = reclaim_metrics(d); /* elastic memory (SPEC 4.4) */
         put_visible_lines(&o, d, u, ts);
         free(ts);
     }

@@ -132,6 +132,14 @@ void ops_meter_set(struct accel_daemon *d, const char *node,
 void ops_quota_set(struct accel_daemon *d, const struct auth_user *u,
                    const char *name, const char *device, const json_t *body,
                    struct op_result *res);
+/* PUT .../devices/{device}/elastic: {overcommit: 1..4 (1 = off),
+ * reclaimWaitMs: 0..600000}, each optional (SPEC 4.4). overcommit above 1
+ * only on a MemorySlice device with VRAM (400 otherwise); a ratio below
+ * what the quotas bound there already sum to is a 409 naming the sum.
+ * Takes d->lock. */
+void ops_elastic_set(struct accel_daemon *d, const char *node,
+                     const char *device, const json_t *body,
+                     struct op_result *res);
 /* Legacy routes (SPEC 5.3); memory in MiB. Bind app to GPU id with
  * mem_mib (required on a Memory-slicing GPU: 400 memory-required when 0),
  * in place of its rows (a running app restarts on it through launch_app);

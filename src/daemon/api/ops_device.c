@@ -580,6 +580,7 @@ static bool settings_store(struct accel_daemon *d, int dev, json_t **settings,
         return false;
     }
     *settings = old;
+    state_dev_settings_applied(d, dev);
     view_touch(d, dev);
     return true;
 }
@@ -723,6 +724,108 @@ void ops_meter_set(struct accel_daemon *d, const char *node,
         goto out;
     ops_res_ok(res, 200, json_pack("{s:s, s:o}", "device", device, "meter",
                                    meter_settings_json(d, (size_t)dev)));
+out:
+    json_decref(settings);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- elastic memory (SPEC 4.4; docs/elastic.md) ---- */
+
+static bool elastic_keys(const json_t *body, struct op_result *res)
+{
+    const char *k;
+    json_t *v;
+
+    if (!json_is_object(body)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "the body must be an object: {\"overcommit\": 1.5, "
+                      "\"reclaimWaitMs\": 10000}");
+        return false;
+    }
+    json_object_foreach((json_t *)body, k, v) {
+        if (strcmp(k, "overcommit") != 0 && strcmp(k, "reclaimWaitMs") != 0) {
+            ops_res_error(res, 400, "invalid-argument",
+                          "%s is not an elastic setting (overcommit, "
+                          "reclaimWaitMs)", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* overcommit: a number from 1 to 4 (thousandths kept), into *oc. */
+static bool parse_overcommit(const json_t *body, uint32_t *oc,
+                             struct op_result *res)
+{
+    json_t *v = json_object_get(body, "overcommit");
+    double r;
+
+    if (v == NULL)
+        return true;
+    r = json_is_number(v) ? json_number_value(v) : 0.0;
+    if (!json_is_number(v) || !(r >= 1.0 && r <= 4.0)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "overcommit must be a number from 1 (off) to 4: the "
+                      "quotas on the device may sum to that many times its "
+                      "memory");
+        return false;
+    }
+    *oc = (uint32_t)(r * ADM_OVERCOMMIT_ONE + 0.5);
+    return true;
+}
+
+void ops_elastic_set(struct accel_daemon *d, const char *node,
+                     const char *device, const json_t *body,
+                     struct op_result *res)
+{
+    int dev;
+    json_t *settings = NULL, *e;
+    struct adm_device *x, probe;
+    uint32_t oc = 0;
+
+    pthread_mutex_lock(&d->lock);
+    dev = settings_edit(d, node, device, "elastic", &settings, &e, res);
+    if (dev < 0)
+        goto out;
+    x = &d->snap.devs[dev];
+    if (!elastic_keys(body, res) || !parse_overcommit(body, &oc, res) ||
+        !parse_ms(body, "reclaimWaitMs", 0, STATE_RECLAIM_WAIT_MAX_MS, e,
+                  res))
+        goto out;
+    if (oc > ADM_OVERCOMMIT_ONE &&
+        (!accel_type_has_vram(x->type) || x->st != ACCEL_SUPPORT_MEMSLICE)) {
+        ops_res_error(res, 400, "invalid-argument",
+                      "overcommit above 1 needs a Memory-slicing GPU: device "
+                      "%s is %s", device, accel_type_has_vram(x->type)
+                                              ? accel_support_name(x->st)
+                                              : "without VRAM of its own");
+        goto out;
+    }
+    if (oc != 0) {
+        probe = *x;
+        probe.overcommit = oc;
+        if (x->st == ACCEL_SUPPORT_MEMSLICE &&
+            x->allocated > adm_memslice_capacity(&probe)) {
+            char have[32], cap[32];
+            quantity_format_gib(x->allocated, have, sizeof have);
+            quantity_format_gib(adm_memslice_capacity(&probe), cap,
+                                sizeof cap);
+            ops_res_error(res, 409, "conflict",
+                          "overcommit %.3g lets the quotas on %s sum to %s, "
+                          "but those of the apps bound there sum to %s: "
+                          "lower a quota or unbind an app first",
+                          (double)oc / ADM_OVERCOMMIT_ONE, device, cap, have);
+            goto out;
+        }
+        json_object_set_new(e, "overcommit",
+                            oc % ADM_OVERCOMMIT_ONE == 0
+                                ? json_integer(oc / ADM_OVERCOMMIT_ONE)
+                                : json_real((double)oc / ADM_OVERCOMMIT_ONE));
+    }
+    if (!settings_store(d, dev, &settings, res))
+        goto out;
+    ops_res_ok(res, 200, json_pack("{s:s, s:o}", "device", device, "elastic",
+                                   view_elastic_json(d, dev)));
 out:
     json_decref(settings);
     pthread_mutex_unlock(&d->lock);

@@ -102,9 +102,20 @@ static void refused(struct accel_daemon *d, const struct app *a, size_t k,
 {
     const struct adm_device *x = &d->snap.devs[a->rows[k].dev];
     uint64_t others = x->allocated - a->rows[k].memory;
-    uint64_t free_b = x->memory > others ? x->memory - others : 0;
+    /* what the quotas may sum to: the card, or more with overcommit (issue
+     * 46); a quota never passes the card itself */
+    uint64_t cap = adm_memslice_capacity(x);
+    uint64_t free_b = cap > others ? cap - others : 0;
     char code[2 * ACCEL_ID_MAX + 64], want[32], cur[32], total[32],
-        freeq[32], detail[256] = "";
+        freeq[32], capq[32], detail[256] = "", over[80] = "";
+
+    if (free_b > x->memory)
+        free_b = x->memory;
+    if (cap != x->memory) {
+        quantity_format_bytes(cap, capq, sizeof capq);
+        snprintf(over, sizeof over, " (its quotas may add up to %s with "
+                 "overcommit)", capq);
+    }
 
     adm_verdict_format(v, code, sizeof code);
     quantity_format_bytes(memory, want, sizeof want);
@@ -126,10 +137,10 @@ static void refused(struct accel_daemon *d, const struct app *a, size_t k,
      * page put it before the message) */
     ops_res_error(res, 409, adm_code_name(v->code),
                   "the quota of %s on %s cannot be raised from %s to %s: "
-                  "%s%s%s; the card has %s, of which %s is not assigned to "
-                  "other apps (this app holds %s of it now)",
+                  "%s%s%s; the card has %s%s, of which %s is not assigned "
+                  "to other apps (this app holds %s of it now)",
                   a->name, x->id, cur, want, code, detail[0] ? ", " : "",
-                  detail, total, freeq, cur);
+                  detail, total, over, freeq, cur);
     util_strlcpy(res->code_buf, code, sizeof res->code_buf);
     res->code = res->code_buf;
 }

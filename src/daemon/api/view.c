@@ -16,6 +16,7 @@
 #include "daemon/api/view_pack.h"
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/enforce/meter.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/limits/vram.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/runtime/runner.h"
@@ -309,6 +310,24 @@ static void add_declared_reasons(json_t *o)
         json_object_set_new(o, keys[i], json_string(DECLARED_REASON));
 }
 
+/* The elastic settings of dev as the API shows them (lock held): the
+ * ratio, the wait, and what the quotas may sum to. */
+json_t *view_elastic_json(struct accel_daemon *d, int dev)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    uint32_t oc = state_dev_overcommit(d, dev);
+
+    return json_pack("{s:f, s:i, s:I, s:I, s:b}", "overcommit",
+                     (double)oc / ADM_OVERCOMMIT_ONE, "reclaimWaitMs",
+                     (int)state_dev_reclaim_wait_ms(d, dev), "quotaCapacity",
+                     (json_int_t)(x->st == ACCEL_SUPPORT_MEMSLICE
+                                      ? adm_memslice_capacity(x)
+                                      : x->memory),
+                     "allocated", (json_int_t)x->allocated, "inForce",
+                     x->st == ACCEL_SUPPORT_MEMSLICE &&
+                         oc > ADM_OVERCOMMIT_ONE);
+}
+
 static json_t *device_json(struct accel_daemon *d, int dev,
                            const struct bindings *idx)
 {
@@ -332,6 +351,11 @@ static json_t *device_json(struct accel_daemon *d, int dev,
     json_object_set_new(o, "meter", meter_type(x->type)
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
+    /* elastic memory (SPEC 4.4): the ratio, the wait, what quotas may
+     * sum to; shown for cards with VRAM of their own */
+    json_object_set_new(o, "elastic", accel_type_has_vram(x->type)
+                                          ? view_elastic_json(d, dev)
+                                          : json_null());
     add_telemetry(o, di);
     if (declared(d, dev)) /* nothing measures it: say so, not "0" */
         add_declared_reasons(o);
@@ -655,6 +679,29 @@ static json_t *app_usage(struct accel_daemon *d, const struct app *a)
                      (json_int_t)over);
 }
 
+/* Elastic memory (SPEC 4.4): how the app gives memory back, its
+ * priority, and what it lent and got (node/enforce/reclaim.c). */
+static json_t *app_elastic(struct accel_daemon *d, const struct app *a,
+                           enum accel_type t)
+{
+    const struct manifest_reclaim *m = manifest_reclaim_of(&a->m, t);
+    json_t *rec = reclaim_app_json(d, a->name);
+    json_t *o = json_pack("{s:o, s:i}", "reclaim",
+                          m != NULL ? manifest_reclaim_json(m) : json_null(),
+                          "priority", m != NULL ? m->priority : 0);
+
+    json_object_set_new(o, "lent", rec != NULL && json_object_get(rec, "lent")
+                                       ? json_incref(json_object_get(rec,
+                                                                     "lent"))
+                                       : json_null());
+    json_object_set_new(o, "reclaimed",
+                        rec != NULL && json_object_get(rec, "reclaimed")
+                            ? json_incref(json_object_get(rec, "reclaimed"))
+                            : json_null());
+    json_decref(rec);
+    return o;
+}
+
 json_t *view_app(struct accel_daemon *d, const struct app *a)
 {
     const struct adm_req *r = state_app_req(a);
@@ -679,6 +726,8 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
                             json_string(accel_type_name(r->type)));
         json_object_set_new(o, "requirement", manifest_req_json(r));
     }
+    if (r && accel_type_has_vram(r->type))
+        json_object_set_new(o, "elastic", app_elastic(d, a, r->type));
     if (a->pid > 0)
         json_object_set_new(o, "pid", json_integer(a->pid));
     if (a->exit_status >= 0)

@@ -19,6 +19,10 @@ json_t *view_allocation(struct accel_daemon *d, const struct app *a,
  * view_hides says whether u sees a only so.
  */
 bool view_hides(const struct auth_user *u, const struct app *a);
+/* The device's elastic memory settings as the API shows them (SPEC 4.4;
+ * d->lock held): {overcommit, reclaimWaitMs, quotaCapacity, allocated,
+ * inForce}. */
+json_t *view_elastic_json(struct accel_daemon *d, int dev);
 json_t *view_device(struct accel_daemon *d, int dev,
                     const struct auth_user *u);
 json_t *view_node(struct accel_daemon *d, int node,

@@ -45,6 +45,22 @@ enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
     return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
 }
 
+enum accel_err ledger_reclaim_socket_path(char *out, size_t cap,
+                                         const char *rundir)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the run directory */
+    int n = snprintf(out, cap, "%s/reclaim.sock", rundir);
+
+    if (n > 0 && (size_t)n < cap && (size_t)n < 108) /* sun_path */
+        return ACCEL_OK;
+    for (const char *c = rundir; *c != '\0'; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    n = snprintf(out, cap, "/tmp/accel-rc-%u/%016llx.sock",
+                 (unsigned)getuid(), (unsigned long long)h);
+    return n > 0 && (size_t)n < cap && (size_t)n < 108 ? ACCEL_OK
+                                                       : ACCEL_ETOOBIG;
+}
+
 /* POSIX ACLs as the kernel stores them in system.posix_acl_access
  * (linux/posix_acl_xattr.h): a version, then entries sorted by tag, id. */
 #define ACL_XATTR "system.posix_acl_access"
@@ -386,6 +402,7 @@ static void judge(const struct accel_ledger *l, struct ledger_usage *out,
     out->used = used < 0 ? 0 : (uint64_t)used;
     out->limit = atomic_load(&l->limit);
     out->peak = atomic_load(&l->peak);
+    out->active_ms = l->minor >= 4 ? atomic_load(&l->active_ms) : 0;
     out->untracked = accel_ledger_untracked(l);
 }
 
@@ -451,6 +468,15 @@ static int config_text(char *buf, size_t cap, const char *app,
         }
         if (strchr(devs[i].path, ' ') != NULL)
             return -1;
+        if (devs[i].reclaim != NULL) { /* before its device line */
+            if (strchr(devs[i].reclaim, ' ') != NULL)
+                return -1;
+            w = snprintf(buf + off, cap - off, "reclaim %d %s\n",
+                         devs[i].ordinal, devs[i].reclaim);
+            if (w < 0 || (size_t)w >= cap - off)
+                continue;
+            off += (size_t)w;
+        }
         w = snprintf(buf + off, cap - off, "device %d %llu %s %s\n",
                      devs[i].ordinal, (unsigned long long)devs[i].limit,
                      devs[i].path, devs[i].uuid ? devs[i].uuid : "");

@@ -40,6 +40,8 @@ struct ledger_usage {
     uint64_t peak;      /* highest charge ever seen */
     unsigned processes; /* live processes attached */
     uint64_t untracked; /* what the outside meter charges on top of used */
+    uint64_t active_ms; /* minor 4: the app's last allocation on the device,
+                           CLOCK_MONOTONIC ms; 0 never (or an older shim) */
 };
 
 /* One device line of the shim config. */
@@ -51,7 +53,17 @@ struct ledger_device {
     const char *ts_socket; /* time-slice broker socket, NULL = none; with
                             * path NULL the line is only "timeslice" */
     const char *card;   /* with ts_socket: the card's ledger, NULL none */
+    const char *reclaim; /* with path: acceld's reclaim socket (SPEC 4.4,
+                          * a "reclaim" line), NULL none */
 };
+
+/*
+ * acceld's reclaim socket (SPEC 4.4: a shim asks there for memory the card
+ * lacks): "<rundir>/reclaim.sock", or a /tmp path when that is too long
+ * for a socket's address. ACCEL_OK or ACCEL_ETOOBIG.
+ */
+enum accel_err ledger_reclaim_socket_path(char *out, size_t cap,
+                                         const char *rundir);
 
 /*
  * A time-sliced device's card ledger, "<rundir>/cards/<16 hex>.ledger"

@@ -37,13 +37,34 @@ uint64_t adm_target(const struct adm_req *r, enum adm_level level)
     return lim && r->lim_mem > 0 ? r->lim_mem : r->req_mem;
 }
 
+uint64_t adm_memslice_capacity(const struct adm_device *d)
+{
+    uint64_t m = d->memory, oc = d->overcommit, whole, part;
+
+    if (oc <= ADM_OVERCOMMIT_ONE || oc > ADM_OVERCOMMIT_MAX)
+        return m;
+    /* m × oc / 1000 without overflow: m = 1000q + r */
+    whole = m / ADM_OVERCOMMIT_ONE;
+    part = m % ADM_OVERCOMMIT_ONE * oc / ADM_OVERCOMMIT_ONE;
+    if (whole > (UINT64_MAX - part) / oc)
+        return UINT64_MAX;
+    return whole * oc + part;
+}
+
+uint64_t adm_memslice_free(const struct adm_device *d)
+{
+    uint64_t cap = adm_memslice_capacity(d);
+    uint64_t f = cap > d->allocated ? cap - d->allocated : 0;
+    return f < d->memory ? f : d->memory;
+}
+
 uint64_t adm_device_free(const struct adm_device *d)
 {
     switch (d->st) {
     case ACCEL_SUPPORT_EXCLUSIVE:
         return d->nbound == 0 ? d->memory : 0;
     case ACCEL_SUPPORT_MEMSLICE:
-        return d->memory > d->allocated ? d->memory - d->allocated : 0;
+        return adm_memslice_free(d);
     default:
         return d->memory;
     }

@@ -54,7 +54,27 @@ struct adm_device {
     uint64_t memory;          /* dedicated VRAM, or 75 % of RAM */
     uint64_t allocated;       /* Σ allocation.memory on the device */
     uint32_t nbound;          /* allocation rows on the device */
+    uint32_t overcommit;      /* elastic memory (SPEC 4.4), MemorySlice only:
+                                 the quotas may sum to memory × overcommit /
+                                 ADM_OVERCOMMIT_ONE; 0 or ADM_OVERCOMMIT_ONE
+                                 = off, at most ADM_OVERCOMMIT_MAX */
 };
+
+#define ADM_OVERCOMMIT_ONE 1000u /* overcommit in thousandths: 1.0 */
+#define ADM_OVERCOMMIT_MAX 4000u /* 4.0, the most SPEC 4.4 allows */
+
+/*
+ * What a MemorySlice device's quotas may sum to: memory × overcommit
+ * (saturating), or memory when overcommit is off (0, 1.0) or out of range.
+ */
+uint64_t adm_memslice_capacity(const struct adm_device *d);
+
+/*
+ * The largest quota a MemorySlice device can still grant: what its
+ * capacity has left, and never more than the card (each quota stays a hard
+ * ceiling of the card's memory, overcommit or not).
+ */
+uint64_t adm_memslice_free(const struct adm_device *d);
 
 /*
  * The cluster as the rules see it. Devices of one node are contiguous.
@@ -209,7 +229,7 @@ void adm_snapshot_release(struct adm_snapshot *s, const struct adm_req *r,
  * The free-capacity index (admission_int.h has its layout). With it,
  * adm_place reads a few candidates instead of every card; its answer is
  * the same card (or cards) the scan picks. Whoever writes a device's st,
- * healthy, present, memory, allocated or nbound, or a node's enabled or
+ * healthy, present, memory, allocated, nbound or overcommit, or a node's enabled or
  * mem figures, other than through adm_snapshot_apply/release (which keep
  * it current), calls adm_index_update_node (or _dev) afterwards; adding
  * nodes or devices needs adm_index_build again.

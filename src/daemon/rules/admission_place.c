@@ -130,7 +130,9 @@ static void pctx_init(struct pctx *c, const struct adm_snapshot *s,
 static inline uint64_t dev_free(const struct adm_device *d)
 {
     if (d->st == ACCEL_SUPPORT_MEMSLICE)
-        return d->memory > d->allocated ? d->memory - d->allocated : 0;
+        return d->overcommit > ADM_OVERCOMMIT_ONE
+                   ? adm_memslice_free(d)
+                   : d->memory > d->allocated ? d->memory - d->allocated : 0;
     if (d->st == ACCEL_SUPPORT_EXCLUSIVE && d->nbound > 0)
         return 0;
     return d->memory;
@@ -155,7 +157,7 @@ static inline bool single_free(const struct adm_device *d, uint64_t need,
         *f = d->memory;
         return d->nbound == 0;
     case ACCEL_SUPPORT_MEMSLICE:
-        *f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+        *f = dev_free(d);
         return need != 0; /* a zero quota would be memory-required */
     case ACCEL_SUPPORT_TIMESLICE:
         *f = d->memory;
@@ -474,7 +476,7 @@ static void sum_node(const struct pctx *c, uint32_t n, struct node_sums *ns)
             ce += f > 0;
             break;
         case ACCEL_SUPPORT_MEMSLICE:
-            f = d->memory > d->allocated ? d->memory - d->allocated : 0;
+            f = dev_free(d);
             sm = sat_add(sm, f);
             cm += f > 0;
             break;

@@ -96,11 +96,12 @@ static enum accel_err parse_qvalue(const json_t *v, bool cpu, uint64_t *out,
 static bool is_known_entry_key(const char *k)
 {
     static const char *const extra[] = {"mode", "supportMultiCards",
-                                        "supportMultiNodes"};
+                                        "supportMultiNodes", "reclaim",
+                                        "priority"};
     for (size_t i = 0; i < NQF; i++)
         if (strcmp(k, qfields[i].key) == 0)
             return true;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (strcmp(k, extra[i]) == 0)
             return true;
     return false;
@@ -250,13 +251,35 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
     }
     m->req = xcalloc(json_array_size(acc), sizeof(*m->req));
     json_array_foreach(acc, i, e) {
+        struct manifest_reclaim r;
         if (parse_entry(e, i, &m->req[i], cause) != ACCEL_OK)
             return ACCEL_EINVAL;
+        if (manifest_reclaim_parse(e, i, &r, cause) != ACCEL_OK) {
+            manifest_reclaim_release(&r);
+            return ACCEL_EINVAL;
+        }
+        if (r.kind != MANIFEST_RECLAIM_NONE &&
+            !accel_type_has_vram(m->req[i].type)) {
+            *cause = xasprintf("spec.accelerator[%zu].reclaim is for a GPU "
+                               "with memory of its own (nvidia, amd-gpu, "
+                               "intel-gpu); mode=%s has none to give back",
+                               i, accel_type_name(m->req[i].type));
+            manifest_reclaim_release(&r);
+            return ACCEL_EINVAL;
+        }
+        if (r.kind != MANIFEST_RECLAIM_NONE || r.priority != 0) {
+            if (m->reclaim == NULL)
+                m->reclaim = xcalloc(json_array_size(acc),
+                                     sizeof(*m->reclaim));
+            m->reclaim[i] = r;
+        }
         for (size_t j = 0; j < i; j++) {
             if (m->req[j].type == m->req[i].type) {
                 *cause = xasprintf("spec.accelerator[%zu].mode %s is declared "
                               "twice (also spec.accelerator[%zu])",
                               i, accel_type_name(m->req[i].type), j);
+                if (m->reclaim != NULL)
+                    manifest_reclaim_release(&m->reclaim[i]);
                 return ACCEL_EINVAL;
             }
         }
@@ -604,6 +627,9 @@ void manifest_release(struct manifest *m)
     free(m->run.user);
     manifest_strings_free(m->run.preload);
     manifest_container_release(&m->run.ctr);
+    for (size_t i = 0; m->reclaim != NULL && i < m->nreq; i++)
+        manifest_reclaim_release(&m->reclaim[i]);
+    free(m->reclaim);
     free(m->req);
     memset(m, 0, sizeof(*m));
 }
@@ -613,6 +639,15 @@ const struct adm_req *manifest_req(const struct manifest *m, enum accel_type t)
     for (size_t i = 0; i < m->nreq; i++)
         if (m->req[i].type == t)
             return &m->req[i];
+    return NULL;
+}
+
+const struct manifest_reclaim *manifest_reclaim_of(const struct manifest *m,
+                                                   enum accel_type t)
+{
+    for (size_t i = 0; m->reclaim != NULL && i < m->nreq; i++)
+        if (m->req[i].type == t)
+            return &m->reclaim[i];
     return NULL;
 }
 
@@ -677,6 +712,11 @@ enum accel_err manifest_check_install(const struct manifest *m, bool admin,
                                (int)strcspn(*e, "="), *e);
             return ACCEL_EINVAL;
         }
+    }
+    {
+        enum accel_err rc = manifest_reclaim_check(m, admin, cause);
+        if (rc != ACCEL_OK)
+            return rc;
     }
     if (admin)
         return ACCEL_OK;

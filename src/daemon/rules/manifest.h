@@ -57,6 +57,37 @@ struct manifest_run {
     struct manifest_container ctr; /* run.image and what goes with it */
 };
 
+/* How an entry's app gives memory back (SPEC 4.4, manifest_reclaim.c). */
+enum manifest_reclaim_kind {
+    MANIFEST_RECLAIM_NONE = 0, /* never asked: all it holds counts as held */
+    MANIFEST_RECLAIM_PRESET,   /* the app's own routes, by name */
+    MANIFEST_RECLAIM_HTTP,     /* one request to 127.0.0.1:port */
+    MANIFEST_RECLAIM_SIGNAL,   /* a signal to the app's processes */
+};
+
+enum manifest_preset {
+    MANIFEST_PRESET_OLLAMA = 0, /* GET /api/ps; POST /api/generate
+                                   {model, keep_alive: 0} each (11434) */
+    MANIFEST_PRESET_VLLM,       /* POST /sleep?level=1; /wake_up (8000) */
+    MANIFEST_PRESET_COMFYUI,    /* POST /free {unload_models, free_memory}
+                                   (8188) */
+    MANIFEST_PRESET_LLAMA_SERVER, /* router mode: GET /models; POST
+                                   /models/unload {model} each (8080) */
+};
+
+struct manifest_reclaim {
+    enum manifest_reclaim_kind kind;
+    enum manifest_preset preset; /* kind PRESET */
+    uint16_t port;        /* PRESET, HTTP: on 127.0.0.1 */
+    char method[8];       /* HTTP: GET, POST, PUT, DELETE */
+    char *path;           /* HTTP: "/free" */
+    char *body;           /* HTTP: sent as it is, or NULL */
+    int signal;           /* SIGNAL: SIGUSR1, SIGUSR2, SIGHUP */
+    bool or_stop;         /* orStop: stopped when the action frees too
+                             little in time */
+    int priority;         /* spec.accelerator[].priority, default 0 */
+};
+
 struct manifest {
     char *name;                   /* metadata.name */
     char *title;                  /* metadata.title or the name */
@@ -65,6 +96,8 @@ struct manifest {
     struct adm_req *req;          /* [nreq], owned (allocated to size:
                                      20,000 apps make it count) */
     struct manifest_run run;      /* argv NULL = external app */
+    struct manifest_reclaim *reclaim; /* [nreq] reclaim and priority by
+                                     entry; NULL when no entry says either */
 };
 
 /*
@@ -103,6 +136,27 @@ bool manifest_env_reserved(const char *key);
  */
 enum accel_err manifest_check_install(const struct manifest *m, bool admin,
                                       const char *home, char **cause);
+
+/* manifest_reclaim.c (SPEC 4.4). An entry's reclaim and priority into *r
+ * (kind NONE and priority 0 when absent); ACCEL_EINVAL with *cause naming
+ * the field otherwise. */
+enum accel_err manifest_reclaim_parse(const json_t *entry, size_t idx,
+                                      struct manifest_reclaim *r,
+                                      char **cause);
+void manifest_reclaim_release(struct manifest_reclaim *r);
+/* Who may install it: an HTTP action needs an app acceld runs; a
+ * member's reaches only its own app (a port its container publishes, or
+ * from 1024 up: a host command's is checked against the listener when
+ * called). ACCEL_OK, or ACCEL_EINVAL / ACCEL_EFORBIDDEN with *cause. */
+enum accel_err manifest_reclaim_check(const struct manifest *m, bool admin,
+                                      char **cause);
+/* The reclaim of an entry, for its app's JSON (null for NONE). */
+json_t *manifest_reclaim_json(const struct manifest_reclaim *r);
+const char *manifest_preset_name(enum manifest_preset p);
+const char *manifest_signal_name(int sig);
+/* The reclaim of m's entry of type t, or NULL when it has none. */
+const struct manifest_reclaim *manifest_reclaim_of(const struct manifest *m,
+                                                   enum accel_type t);
 
 /* Does acceld start the app (a command or an image), or is it external? */
 bool manifest_runs(const struct manifest *m);

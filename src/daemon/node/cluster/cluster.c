@@ -904,9 +904,9 @@ static void f_device(void *ctx, const char *id, const struct store_device *row)
         }
     }
     d->snap.devs[dev].st = st;
-    adm_index_update_dev(&d->snap, (uint32_t)dev);
     json_decref(d->dinfo[dev].settings);
     d->dinfo[dev].settings = settings;
+    state_dev_settings_applied(d, dev); /* the index too */
     if (d->hooks.device_changed)
         d->hooks.device_changed(d, dev);
 }

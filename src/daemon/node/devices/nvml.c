@@ -617,6 +617,26 @@ static enum accel_err collect(struct nvml *n, nvml_procs_fn fn,
     return ACCEL_OK;
 }
 
+enum accel_err nvml_memory_now(struct nvml *n, const char *uuid,
+                           uint64_t *total, uint64_t *used, char **cause)
+{
+    struct nvml_memory_abi mem;
+    nvmlDevice_t d = NULL;
+    enum accel_err err = find_device(n, uuid, &d, cause);
+    nvmlReturn_t rc;
+
+    if (err != ACCEL_OK)
+        return err;
+    rc = n->fn.nvmlDeviceGetMemoryInfo(d, &mem);
+    if (rc != NVML_SUCCESS) {
+        set_cause(cause, call_failed(n, "nvmlDeviceGetMemoryInfo", rc));
+        return rc == NVML_ERROR_NOT_SUPPORTED ? ACCEL_ENOTSUP : ACCEL_EIO;
+    }
+    *total = mem.total;
+    *used = mem.used;
+    return ACCEL_OK;
+}
+
 enum accel_err nvml_processes(struct nvml *n, const char *uuid,
                               struct nvml_proc **out, size_t *count,
                               char **cause)

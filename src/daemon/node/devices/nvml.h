@@ -131,6 +131,15 @@ enum accel_err nvml_scan(struct nvml *n, struct nvml_gpu **out, size_t *count,
                          char **cause);
 
 /*
+ * The memory of the device with this UUID as the driver counts it now
+ * (nvmlDeviceGetMemoryInfo): its total and what all processes hold.
+ * ACCEL_OK; ACCEL_ENOTFOUND (no such UUID); ACCEL_ENOTSUP (a unified-memory
+ * part); ACCEL_EIO, each with *cause.
+ */
+enum accel_err nvml_memory_now(struct nvml *n, const char *uuid,
+                           uint64_t *total, uint64_t *used, char **cause);
+
+/*
  * The processes running on the device with this UUID: compute then graphics
  * (a pid in both lists is reported once, from the compute list).
  *   out    new array (caller frees), NULL when none; set only on success.

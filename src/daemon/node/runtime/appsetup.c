@@ -139,6 +139,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
     enum accel_err rc = ACCEL_OK;
 
     f->dir_group = false;
+    f->reclaim[0] = '\0';
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = appsetup_ordinal(d, a, i);
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
@@ -169,7 +170,14 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
                          ord);
         util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
-                                         f->ids[n], NULL, NULL};
+                                         f->ids[n], NULL, NULL, NULL};
+        /* elastic memory: a short allocation asks acceld (SPEC 4.4) */
+        if (x->type == ACCEL_TYPE_NVIDIA && f->reclaim[0] == '\0' &&
+            ledger_reclaim_socket_path(f->reclaim, sizeof f->reclaim,
+                                       rundir) != ACCEL_OK)
+            f->reclaim[0] = '\0';
+        if (x->type == ACCEL_TYPE_NVIDIA && f->reclaim[0] != '\0')
+            devs[n].reclaim = f->reclaim;
         n++;
     }
     f->n = n;

@@ -30,6 +30,7 @@ struct appsetup_files {
     char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
     char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
     uint64_t card_memory[ADM_MAX_SELECTION];       /* a card ledger's limit */
+    char reclaim[108];   /* acceld's reclaim socket (SPEC 4.4), "" none */
     size_t n;                                      /* devs in use */
     bool dir_group;  /* an external app's config directory: 0750, root and
                         group dir_gid, though its run identity is acceld's

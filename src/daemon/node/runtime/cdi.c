@@ -489,6 +489,7 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
     char ctr[ADM_MAX_SELECTION][256], card[ADM_MAX_SELECTION][256], *cfg;
     json_t *m = json_array();
     enum accel_err rc;
+    bool reclaim_mounted = false;
 
     for (size_t i = 0; i < n && i < ADM_MAX_SELECTION; i++) {
         const char *hp = host[i].path ? host[i].path : host[i].ts_socket;
@@ -504,6 +505,18 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
             json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
                                                hp, "containerPath", ctr[i],
                                                "readOnly", 0));
+        /* elastic memory (SPEC 4.4): the socket, while acceld has one (a
+         * mount of a path that is not there fails the container) */
+        devs[i].reclaim = NULL;
+        if (host[i].reclaim != NULL && access(host[i].reclaim, F_OK) == 0) {
+            devs[i].reclaim = CDI_CTR_RECLAIM;
+            if (!reclaim_mounted)
+                json_array_append_new(
+                    m, json_pack("{s:s, s:s, s:b}", "hostPath",
+                                 host[i].reclaim, "containerPath",
+                                 CDI_CTR_RECLAIM, "readOnly", 0));
+            reclaim_mounted = true;
+        }
         if (host[i].card != NULL) { /* a time-sliced card's shared count */
             snprintf(card[i], sizeof card[i], "%s/card-%s", CDI_CTR_BROKER,
                      strrchr(host[i].card, '/') + 1);

@@ -27,6 +27,7 @@
 #define CDI_CTR_CONFIG  "/run/accel/shim.conf" /* its config, read-only */
 #define CDI_CTR_LEDGERS "/run/accel/ledgers"   /* the ledgers */
 #define CDI_CTR_BROKER  "/run/accel/broker"    /* broker sockets */
+#define CDI_CTR_RECLAIM "/run/accel/reclaim.sock" /* elastic memory's */
 #define CDI_CTR_KFD     "/dev/kfd" /* AMD's compute interface (KFD) */
 #define CDI_CTR_DRI     "/dev/dri" /* the render nodes */
 /* The container's copy of the shim config, in <data-dir>/run/apps/<app> */

@@ -368,3 +368,10 @@ char *broker_ops_metrics(struct accel_daemon *d)
             render_dev(d, (int)i, &buf);
     return buf;
 }
+
+bool broker_ops_admit(struct accel_daemon *d, const char *dev_id,
+                      const char *app, const struct broker_peer *peer,
+                      char *why, size_t cap)
+{
+    return admit_peer(d, dev_id, app, peer, why, cap);
+}

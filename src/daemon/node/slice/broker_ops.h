@@ -24,4 +24,15 @@ bool broker_ops_device(struct accel_daemon *d, int dev);
 json_t *broker_ops_view(struct accel_daemon *d, int dev);
 /* The /metrics block of all brokers (caller frees). d->lock held. */
 char *broker_ops_metrics(struct accel_daemon *d);
+/*
+ * Is peer a process of app, bound to device dev_id and running (the
+ * brokers' own admission, SPEC 8.2)? The elastic memory's reclaim socket
+ * (node/enforce/reclaim.c) asks the same of who asks it for memory. false
+ * with the reason in why. Takes d->lock briefly.
+ */
+struct broker_peer;
+bool broker_ops_admit(struct accel_daemon *d, const char *dev_id,
+                      const char *app, const struct broker_peer *peer,
+                      char *why, size_t cap);
+
 #endif /* ACCEL_DAEMON_NODE_SLICE_BROKER_OPS_H */

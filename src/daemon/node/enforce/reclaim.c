@@ -1,0 +1,1316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reclaim.c: elastic memory, acceld's side (reclaim.h; SPEC 4.4,
+ * docs/elastic.md). One thread accepts on the reclaim socket; each ask is
+ * answered on a thread of its own (it may wait for seconds while an app
+ * unloads a model), counted so that reclaim_stop waits for them. Lock
+ * order: d->lock, then r->mu; nothing here takes d->lock while holding
+ * r->mu, and no action is called with either held.
+ */
+#include "common/accel_setup.h"
+#include "daemon/node/enforce/reclaim.h"
+
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/node/devices/nvml.h"
+#include "daemon/node/ledger.h"
+#include "daemon/node/proc/cgroup.h"
+#include "daemon/node/runtime/appsetup.h"
+#include "daemon/node/runtime/runtime.h"
+#include "daemon/node/slice/broker.h"
+#include "daemon/node/slice/broker_ops.h"
+#include "daemon/rules/manifest.h"
+
+#define ASK_LINE_MAX 400     /* "reclaim <app> <device> <bytes>\n" */
+#define ASK_READ_MS 2000     /* the asker sends its line at once */
+#define POLL_MS 5            /* how often the card's free memory is read */
+#define HTTP_BODY_MAX (1 << 20)
+#define MAX_GIVERS 64
+#define MAX_RECORDS 256
+#define MAX_SLEEPERS 16
+#define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
+
+/* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
+ * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
+ * llama-server reload at their next request by themselves). */
+struct sleeper {
+    char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
+    uint64_t bytes;
+    bool waking;
+};
+
+/* What one app lent (gave back for another) and got, over its life. */
+struct record {
+    char app[ACCEL_ID_MAX + 1];
+    uint64_t lent_bytes, lent_count, got_bytes, got_count;
+    int64_t lent_at, got_at;           /* wall ms of the last, 0 never */
+    uint64_t lent_last, got_last;      /* bytes of the last */
+    char lent_to[ACCEL_ID_MAX + 1], got_from[ACCEL_ID_MAX + 1];
+};
+
+struct reclaim {
+    struct accel_daemon *d;
+    char path[108];
+    int lfd;
+    int stop_pipe[2];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    int workers;                       /* asks and give-backs in flight */
+    bool stopping;
+    struct nvml *nv;                   /* the card's free memory */
+    char *nvml_cause;                  /* why there is no NVML */
+    struct record rec[MAX_RECORDS];
+    size_t nrec;
+    uint64_t asks, granted, refused, bytes_reclaimed, calls, wakes;
+    double seconds_sum;
+    struct sleeper sleepers[MAX_SLEEPERS];
+    size_t nsleep;
+};
+
+/* A candidate to give memory back, copied out of the state under d->lock. */
+struct giver {
+    char name[ACCEL_ID_MAX + 1];
+    char ledger[512];
+    int64_t pid;
+    uint64_t pid_start;
+    struct manifest_reclaim act;       /* path and body owned */
+    char **ports;                      /* container: published, or NULL */
+    bool container;
+    uint64_t held, held_after, active_ms;
+    bool called, stopped;
+};
+
+/* ---- small helpers ---- */
+
+static int64_t mono_ms(void)
+{
+    return (int64_t)(util_now_ns() / 1000000u);
+}
+
+static void fmt_gib(uint64_t b, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.1f GiB", (double)b / (double)(1ULL << 30));
+}
+
+static struct record *record_of(struct reclaim *r, const char *app)
+{
+    for (size_t i = 0; i < r->nrec; i++)
+        if (strcmp(r->rec[i].app, app) == 0)
+            return &r->rec[i];
+    if (r->nrec == MAX_RECORDS)
+        return NULL;
+    memset(&r->rec[r->nrec], 0, sizeof(r->rec[0]));
+    util_strlcpy(r->rec[r->nrec].app, app, sizeof r->rec[0].app);
+    return &r->rec[r->nrec++];
+}
+
+static void note_lent(struct reclaim *r, const char *giver, const char *to,
+                      uint64_t bytes)
+{
+    struct record *g, *a;
+
+    pthread_mutex_lock(&r->mu);
+    g = record_of(r, giver);
+    if (g != NULL) {
+        g->lent_bytes += bytes;
+        g->lent_count++;
+        g->lent_last = bytes;
+        g->lent_at = util_wall_ms();
+        util_strlcpy(g->lent_to, to, sizeof g->lent_to);
+    }
+    a = record_of(r, to);
+    if (a != NULL) {
+        a->got_bytes += bytes;
+        a->got_count++;
+        a->got_last = bytes;
+        a->got_at = util_wall_ms();
+        util_strlcpy(a->got_from, giver, sizeof a->got_from);
+    }
+    r->bytes_reclaimed += bytes;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool is_stopping(struct reclaim *r)
+{
+    bool s;
+    pthread_mutex_lock(&r->mu);
+    s = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+static void note_sleeper(struct reclaim *r, const char *app, const char *dev,
+                         uint64_t bytes)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (strcmp(r->sleepers[i].app, app) == 0 &&
+            strcmp(r->sleepers[i].dev, dev) == 0) {
+            r->sleepers[i].bytes += bytes;
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+    if (r->nsleep < MAX_SLEEPERS) {
+        struct sleeper *z = &r->sleepers[r->nsleep++];
+        memset(z, 0, sizeof(*z));
+        util_strlcpy(z->app, app, sizeof z->app);
+        util_strlcpy(z->dev, dev, sizeof z->dev);
+        z->bytes = bytes;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void forget_sleeper(struct reclaim *r, const char *app,
+                           const char *dev)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (strcmp(r->sleepers[i].app, app) == 0 &&
+            strcmp(r->sleepers[i].dev, dev) == 0) {
+            r->sleepers[i] = r->sleepers[--r->nsleep];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The card's free memory as the driver counts it; false when unknown. */
+static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b)
+{
+    uint64_t total = 0, used = 0;
+
+    if (r->nv == NULL ||
+        nvml_memory_now(r->nv, uuid, &total, &used, NULL) != ACCEL_OK)
+        return false;
+    *free_b = total > used ? total - used : 0;
+    return true;
+}
+
+/* ---- who owns a port ---- */
+
+/* The inodes of the sockets listening on 127.0.0.1, ::1 or any address
+ * at `port` (/proc/net/tcp and tcp6); how many, at most max. */
+static size_t listeners(unsigned port, unsigned long *ino, size_t max)
+{
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    size_t n = 0;
+
+    for (size_t f = 0; f < 2; f++) {
+        FILE *fp = fopen(files[f], "re");
+        char line[512];
+        if (fp == NULL)
+            continue;
+        while (n < max && fgets(line, sizeof line, fp) != NULL) {
+            char local[80];
+            unsigned lport = 0, st = 0;
+            unsigned long inode = 0;
+            char *colon;
+            if (sscanf(line, " %*d: %79s %*s %x %*s %*s %*s %*u %*u %lu",
+                       local, &st, &inode) != 3)
+                continue;
+            colon = strrchr(local, ':');
+            if (colon == NULL || st != 0x0A /* LISTEN */)
+                continue;
+            lport = (unsigned)strtoul(colon + 1, NULL, 16);
+            *colon = '\0';
+            if (lport != port)
+                continue;
+            /* loopback or any: 0100007F, 00000000, ::1, :: */
+            if (strcmp(local, "0100007F") == 0 ||
+                strcmp(local, "00000000") == 0 ||
+                strcmp(local, "00000000000000000000000001000000") == 0 ||
+                strcmp(local, "00000000000000000000000000000000") == 0)
+                ino[n++] = inode;
+        }
+        fclose(fp);
+    }
+    return n;
+}
+
+/* Does process pid hold one of the socket inodes? */
+static bool holds_socket(pid_t pid, const unsigned long *ino, size_t n)
+{
+    char dir[64], link[340], target[64];
+    struct dirent *e;
+    DIR *dp;
+    bool found = false;
+
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    dp = opendir(dir);
+    if (dp == NULL)
+        return false;
+    while (!found && (e = readdir(dp)) != NULL) {
+        ssize_t len;
+        unsigned long v;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        len = readlink(link, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &v) != 1)
+            continue;
+        for (size_t i = 0; i < n && !found; i++)
+            found = ino[i] == v;
+    }
+    closedir(dp);
+    return found;
+}
+
+/* The process group of pid (field 5 of its stat), 0 when gone. */
+static pid_t pgrp_of(pid_t pid)
+{
+    char path[64], buf[1024];
+    const char *p;
+    int fd, g = 0;
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 1, " %*c %*d %d", &g) != 1)
+        return 0;
+    return (pid_t)g;
+}
+
+/*
+ * Is 127.0.0.1:port listened on by a process of g (its cgroup, else its
+ * leader's process group)? What keeps a member's action to its own app:
+ * a port another app (or anything else) listens on is never called.
+ */
+static bool port_is_own(struct reclaim *r, const struct giver *g,
+                        unsigned port)
+{
+    unsigned long ino[16];
+    size_t n = listeners(port, ino, 16);
+    pid_t *pids = NULL;
+    ssize_t np = -1;
+    bool own = false;
+
+    if (n == 0)
+        return false;
+    if (g->container) /* podman's port forwarder holds the listener: the
+                       * port must be one the container publishes */
+        for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++) {
+            const char *c = strstr(g->ports[i], "]:");
+            c = c != NULL ? c + 1 : strchr(g->ports[i], ':');
+            if (c != NULL && strtoul(c + 1, NULL, 10) == port)
+                return true;
+        }
+    if (r->d->cg != NULL)
+        np = cgroup_app_procs(r->d->cg, g->name, &pids);
+    for (ssize_t i = 0; i < np && !own; i++)
+        own = holds_socket(pids[i], ino, n);
+    free(pids);
+    if (own || np > 0 || g->pid <= 0)
+        return own;
+    { /* no cgroup: the leader's process group */
+        DIR *dp = opendir("/proc");
+        struct dirent *e;
+        while (dp != NULL && !own && (e = readdir(dp)) != NULL) {
+            pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
+            if (p > 0 && pgrp_of(p) == (pid_t)g->pid)
+                own = holds_socket(p, ino, n);
+        }
+        if (dp != NULL)
+            closedir(dp);
+    }
+    return own;
+}
+
+/* ---- calling an action ---- */
+
+struct body {
+    char *buf;
+    size_t len;
+};
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ctx)
+{
+    struct body *b = ctx;
+    size_t n = sz * nm;
+
+    if (b->len + n > HTTP_BODY_MAX)
+        return 0;
+    b->buf = xrealloc(b->buf, b->len + n + 1);
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    b->buf[b->len] = '\0';
+    return n;
+}
+
+/* One request to 127.0.0.1:port; the answer's body into *out (may be
+ * NULL). The HTTP status, or 0 when there was none in time. */
+static long http_call(unsigned port, const char *method, const char *path,
+                      const char *body, long timeout_ms, char **out)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct body b = {NULL, 0};
+    char url[1200];
+    long status = 0;
+
+    if (c == NULL)
+        return 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 1 ? timeout_ms : 1);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (body != NULL) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    }
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (out != NULL)
+        *out = b.buf;
+    else
+        free(b.buf);
+    return status;
+}
+
+/* Ollama: every model /api/ps lists, unloaded (keep_alive 0).
+ * llama-server (router mode): every loaded model of /models, unloaded. */
+static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
+{
+    bool ollama = a->preset == MANIFEST_PRESET_OLLAMA;
+    char *text = NULL;
+    long st = http_call(a->port, "GET", ollama ? "/api/ps" : "/models", NULL,
+                        timeout_ms, &text);
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL, *list, *m;
+    size_t i;
+
+    free(text);
+    list = json_object_get(j, ollama ? "models" : "data");
+    json_array_foreach(list, i, m) {
+        const char *name = json_string_value(
+            json_object_get(m, ollama ? "model" : "id"));
+        const char *state = json_string_value(json_object_get(
+            json_object_get(m, "status"), "value"));
+        json_t *q;
+        char *req;
+        if (name == NULL && ollama)
+            name = json_string_value(json_object_get(m, "name"));
+        if (name == NULL || (!ollama && state != NULL &&
+                             strcmp(state, "loaded") != 0))
+            continue;
+        q = ollama ? json_pack("{s:s, s:i}", "model", name, "keep_alive", 0)
+                   : json_pack("{s:s}", "model", name);
+        req = json_dumps(q, JSON_COMPACT);
+        json_decref(q);
+        st = http_call(a->port, "POST",
+                       ollama ? "/api/generate" : "/models/unload", req,
+                       timeout_ms, NULL);
+        free(req);
+    }
+    json_decref(j);
+    return st;
+}
+
+/* Call g's action within timeout_ms; a sentence of what was done, and
+ * in *status the HTTP status (200 for a signal sent, 0 for none). */
+static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
+                         long *status)
+{
+    const struct manifest_reclaim *a = &g->act;
+    long st = 0;
+
+    *status = 0;
+    if (a->kind == MANIFEST_RECLAIM_SIGNAL) {
+        cgroup_app_signal_all(r->d->cg, g->name, (pid_t)g->pid, g->pid_start,
+                              a->signal);
+        *status = 200;
+        return xasprintf("sent %s", manifest_signal_name(a->signal));
+    }
+    if (!port_is_own(r, g, a->port))
+        return xasprintf("not called: nothing of %s listens on "
+                         "127.0.0.1:%u (an action reaches only its own app)",
+                         g->name, (unsigned)a->port);
+    if (a->kind == MANIFEST_RECLAIM_HTTP) {
+        st = http_call(a->port, a->method, a->path, a->body, timeout_ms,
+                       NULL);
+        *status = st;
+        return xasprintf("%s 127.0.0.1:%u%s answered %ld", a->method,
+                         (unsigned)a->port, a->path, st);
+    }
+    switch (a->preset) {
+    case MANIFEST_PRESET_OLLAMA:
+    case MANIFEST_PRESET_LLAMA_SERVER:
+        st = unload_each(a, timeout_ms);
+        break;
+    case MANIFEST_PRESET_VLLM:
+        st = http_call(a->port, "POST", "/sleep?level=1", NULL, timeout_ms,
+                       NULL);
+        break;
+    case MANIFEST_PRESET_COMFYUI:
+        st = http_call(a->port, "POST", "/free",
+                       "{\"unload_models\":true,\"free_memory\":true}",
+                       timeout_ms, NULL);
+        break;
+    }
+    *status = st;
+    return xasprintf("%s's routes on 127.0.0.1:%u answered %ld",
+                     manifest_preset_name(a->preset), (unsigned)a->port, st);
+}
+
+/* ---- choosing ---- */
+
+static void givers_free(struct giver *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        manifest_reclaim_release(&g[i].act);
+        for (size_t k = 0; g[i].ports != NULL && g[i].ports[k] != NULL; k++)
+            free(g[i].ports[k]);
+        free(g[i].ports);
+    }
+    free(g);
+}
+
+static int priority_of(const struct app *a, enum accel_type t)
+{
+    const struct manifest_reclaim *m = manifest_reclaim_of(&a->m, t);
+    return m != NULL ? m->priority : 0;
+}
+
+/*
+ * The apps on device dev (other than `asker`, NULL none) that may be asked
+ * for memory: running here, with a reclaim, priority not above `prio`.
+ * holders gets a sentence of every app holding a quota there (for a
+ * refusal's event). d->lock held.
+ */
+static struct giver *gather(struct accel_daemon *d, int dev,
+                            const char *asker, int prio, const char *only,
+                            size_t *n)
+{
+    const struct adm_device *x = &d->snap.devs[dev];
+    struct giver *g = xcalloc(MAX_GIVERS, sizeof(*g));
+
+    *n = 0;
+    for (size_t i = 0; i < d->napps && *n < MAX_GIVERS; i++) {
+        const struct app *b = d->apps[i];
+        const struct manifest_reclaim *m;
+        if ((asker != NULL && strcmp(b->name, asker) == 0) ||
+            (only != NULL && strcmp(b->name, only) != 0) || b->pid <= 0 ||
+            !state_app_runs_here(d, b))
+            continue;
+        m = manifest_reclaim_of(&b->m, x->type);
+        if (m == NULL || m->kind == MANIFEST_RECLAIM_NONE ||
+            (only == NULL && m->priority > prio))
+            continue;
+        for (size_t k = 0; k < b->nrows; k++) {
+            struct giver *v = &g[*n];
+            if ((int)b->rows[k].dev != dev ||
+                !runtime_ledger_of(d, b, k, v->ledger, sizeof v->ledger))
+                continue;
+            util_strlcpy(v->name, b->name, sizeof v->name);
+            v->pid = b->pid;
+            v->pid_start = b->pid_start;
+            v->act = *m;
+            v->act.path = m->path ? xstrdup(m->path) : NULL;
+            v->act.body = m->body ? xstrdup(m->body) : NULL;
+            v->container = b->m.run.ctr.image != NULL;
+            if (v->container && b->m.run.ctr.ports != NULL) {
+                size_t np = 0;
+                while (b->m.run.ctr.ports[np] != NULL)
+                    np++;
+                v->ports = xcalloc(np + 1, sizeof(char *));
+                for (size_t q = 0; q < np; q++)
+                    v->ports[q] = xstrdup(b->m.run.ctr.ports[q]);
+                v->container = np > 0;
+            }
+            (*n)++;
+            break;
+        }
+    }
+    return g;
+}
+
+static int by_idleness(const void *pa, const void *pb)
+{
+    const struct giver *a = pa, *b = pb;
+
+    if (a->active_ms != b->active_ms)
+        return a->active_ms < b->active_ms ? -1 : 1; /* idlest first */
+    if (a->held != b->held)
+        return a->held > b->held ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Who else holds what on dev, as a sentence (d->lock taken here). */
+static char *holders(struct accel_daemon *d, const char *uuid,
+                     const char *asker, json_t *list)
+{
+    char *s = xstrdup("");
+    int dev;
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, uuid);
+    for (size_t i = 0; dev >= 0 && i < d->napps; i++) {
+        const struct app *b = d->apps[i];
+        char path[512], gib[32], *prev;
+        struct ledger_usage u;
+        const struct manifest_reclaim *m =
+            manifest_reclaim_of(&b->m, d->snap.devs[dev].type);
+        for (size_t k = 0; strcmp(b->name, asker) != 0 && k < b->nrows;
+             k++) {
+            if ((int)b->rows[k].dev != dev || b->pid <= 0 ||
+                !runtime_ledger_of(d, b, k, path, sizeof path) ||
+                ledger_read(path, &u) != ACCEL_OK || u.used == 0)
+                continue;
+            fmt_gib(u.used, gib, sizeof gib);
+            prev = s;
+            s = xasprintf("%s%s%s holds %s (%s)", prev, prev[0] ? ", " : "",
+                          b->name, gib,
+                          m == NULL || m->kind == MANIFEST_RECLAIM_NONE
+                              ? "no reclaim"
+                              : "priority too high, or gave too little");
+            free(prev);
+            json_array_append_new(list,
+                                  json_pack("{s:s, s:I}", "app", b->name,
+                                            "bytes", (json_int_t)u.used));
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return s;
+}
+
+static void stop_app(struct accel_daemon *d, const char *name)
+{
+    static const char reason[] = "reclaim-or-stop";
+    struct app *a;
+
+    pthread_mutex_lock(&d->lock);
+    a = state_app_find(d, name);
+    if (a != NULL && a->state == APP_RUNNING && a->pid > 0 &&
+        state_app_runs_here(d, a) &&
+        lifecycle_commit_state(d, a, APP_STOPPING, reason) == ACCEL_OK)
+        runtime_stop_begin(a, APP_STOPPED, reason, false);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The events of what each called giver gave (d->lock taken here). */
+static void report_givers(struct reclaim *r, const char *asker,
+                          const char *uuid, struct giver *g, size_t n,
+                          int64_t t0)
+{
+    struct accel_daemon *d = r->d;
+    int64_t ms = mono_ms() - t0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct ledger_usage u;
+        uint64_t freed;
+        char gib[32];
+        if (!g[i].called)
+            continue;
+        g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
+                              ? u.used : 0;
+        freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
+                                            : 0;
+        if (freed > 0)
+            note_lent(r, g[i].name, asker, freed);
+        if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
+            g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
+            note_sleeper(r, g[i].name, uuid, freed);
+        fmt_gib(freed, gib, sizeof gib);
+        pthread_mutex_lock(&d->lock);
+        state_event(d, "memory.reclaim", g[i].name, d->cfg.node_name, uuid,
+                    json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
+                              "giver", g[i].name, "bytes", (json_int_t)freed,
+                              "milliseconds", (json_int_t)ms, "stopped",
+                              g[i].stopped),
+                    freed > 0 ? "%s gave back %s on %s for %s in %lld ms%s"
+                              : "%s was asked to give back memory on %s for "
+                                "%s but freed nothing (%s) in %lld ms%s",
+                    g[i].name, freed > 0 ? gib : uuid, freed > 0 ? uuid : asker,
+                    freed > 0 ? asker : gib, (long long)ms,
+                    g[i].stopped ? " (stopped: its reclaim says orStop)"
+                                 : "");
+        pthread_mutex_unlock(&d->lock);
+    }
+}
+
+static void answer(int fd, const char *s);
+
+/*
+ * Resolve one ask and answer it on fd ("ok <why>" when the card's free
+ * memory covers `bytes` within the device's wait, "no <why>" otherwise),
+ * then record it: the answer goes out first, the events (store writes)
+ * after, so the asker never waits for them.
+ */
+static bool resolve(struct reclaim *r, int fd, const char *asker,
+                    const char *uuid, uint64_t bytes)
+{
+    char *why = NULL, *line;
+    struct accel_daemon *d = r->d;
+    struct giver *g;
+    size_t n = 0, called = 0;
+    int64_t t0 = mono_ms(), deadline;
+    uint64_t fr = 0, need, promised = 0;
+    uint32_t wait_ms;
+    bool ok = false, stopped_any = false;
+    int dev, prio;
+    struct app *a;
+    char want[32];
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, uuid);
+    a = state_app_find(d, asker);
+    if (dev < 0 || a == NULL ||
+        d->snap.devs[dev].st != ACCEL_SUPPORT_MEMSLICE) {
+        pthread_mutex_unlock(&d->lock);
+        answer(fd, "no not a Memory-slicing device of this node\n");
+        return false;
+    }
+    wait_ms = state_dev_reclaim_wait_ms(d, dev);
+    prio = priority_of(a, d->snap.devs[dev].type);
+    g = gather(d, dev, asker, prio, NULL, &n);
+    pthread_mutex_unlock(&d->lock);
+
+    for (size_t i = 0; i < n; i++) {
+        struct ledger_usage u;
+        if (ledger_read(g[i].ledger, &u) == ACCEL_OK) {
+            g[i].held = u.used;
+            g[i].active_ms = u.active_ms;
+        }
+    }
+    qsort(g, n, sizeof(*g), by_idleness);
+    deadline = t0 + wait_ms;
+    fmt_gib(bytes, want, sizeof want);
+    if (!card_free(r, uuid, &fr)) {
+        line = xasprintf("no the driver's free memory of %s cannot be read "
+                         "(%s)\n", uuid,
+                         r->nvml_cause ? r->nvml_cause : "NVML");
+        answer(fd, line);
+        free(line);
+        givers_free(g, n);
+        return false;
+    }
+    while (!(ok = fr >= bytes)) {
+        int64_t now = mono_ms();
+        need = bytes - fr;
+        /* call the idlest givers until what they hold covers the need */
+        while (promised < need && called < n && now < deadline) {
+            struct giver *v = &g[called++];
+            char *what;
+            long st, left = (long)(deadline - now);
+            if (v->held == 0)
+                continue;
+            /* an orStop giver is stopped at half the wait: its call may
+             * not hold the ask past that; another's, half of what is left,
+             * so that a call that hangs leaves time for the next giver */
+            what = call_action(r, v,
+                               v->act.or_stop
+                                   ? (long)(t0 + wait_ms / 2 - now)
+                               : called < n ? left / 2
+                                            : left,
+                               &st);
+            v->called = true;
+            /* only an action that answered counts on its memory */
+            if (st >= 200 && st < 300)
+                promised += v->held;
+            log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
+                     "bytes): %s", asker, want, uuid, v->name,
+                     (unsigned long long)v->held, what);
+            free(what);
+            now = mono_ms();
+        }
+        /* an action that answers once it has freed (Ollama's unload,
+         * vLLM's sleep) leaves the memory free now: look before waiting */
+        if (called > 0 && card_free(r, uuid, &fr) && fr >= bytes)
+            continue;
+        /* half the wait gone and still short: the orStop givers stop */
+        if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
+            for (size_t i = 0; i < called; i++)
+                if (g[i].act.or_stop && g[i].held > 0) {
+                    stop_app(d, g[i].name);
+                    g[i].stopped = true;
+                }
+            stopped_any = true;
+        }
+        if (now >= deadline || is_stopping(r))
+            break;
+        {
+            struct timespec ts = {0, POLL_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (!card_free(r, uuid, &fr))
+            break;
+    }
+    if (ok)
+        why = xasprintf("%s free on the card after %lld ms", want,
+                        (long long)(mono_ms() - t0));
+    else
+        why = xasprintf("%s not free within %u ms", want, (unsigned)wait_ms);
+    line = xasprintf("%s %s\n", ok ? "ok" : "no", why);
+    answer(fd, line); /* first: the asker waits for nothing below */
+    free(line);
+    free(why);
+    report_givers(r, asker, uuid, g, called, t0);
+    if (!ok) {
+        json_t *list = json_array();
+        char *who = holders(d, uuid, asker, list), got[32];
+        fmt_gib(fr, got, sizeof got);
+        pthread_mutex_lock(&d->lock);
+        state_event(d, "memory.reclaim.failed", asker, d->cfg.node_name,
+                    uuid,
+                    json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker,
+                              "bytes", (json_int_t)bytes, "free",
+                              (json_int_t)fr, "waitMs", (int)wait_ms,
+                              "holders", list),
+                    "%s's allocation of %s on %s failed as on a full card: "
+                    "only %s was free after %u ms; %s", asker, want, uuid,
+                    got, (unsigned)wait_ms,
+                    who[0] ? who : "no other app holds memory there");
+        pthread_mutex_unlock(&d->lock);
+        free(who);
+    }
+    pthread_mutex_lock(&r->mu);
+    r->asks++;
+    if (ok)
+        r->granted++;
+    else
+        r->refused++;
+    r->calls += called;
+    r->seconds_sum += (double)(mono_ms() - t0) / 1000.0;
+    pthread_mutex_unlock(&r->mu);
+    givers_free(g, n);
+    return ok;
+}
+
+/* ---- the socket ---- */
+
+struct job {
+    struct reclaim *r;
+    int fd;                            /* an ask; -1 for a give-back */
+    char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1], why[ACCEL_ID_MAX + 1];
+    uint64_t bytes;
+};
+
+static void job_done(struct reclaim *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->workers--;
+    pthread_cond_broadcast(&r->idle);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void answer(int fd, const char *s)
+{
+    size_t len = strlen(s);
+    while (len > 0) {
+        ssize_t w = send(fd, s, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        s += w;
+        len -= (size_t)w;
+    }
+}
+
+static bool read_ask(int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    int64_t end = mono_ms() + ASK_READ_MS;
+
+    while (got + 1 < cap) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int64_t left = end - mono_ms();
+        ssize_t k;
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return false;
+        k = recv(fd, buf + got, cap - 1 - got, 0);
+        if (k <= 0)
+            return false;
+        got += (size_t)k;
+        buf[got] = '\0';
+        if (strchr(buf, '\n') != NULL) {
+            *strchr(buf, '\n') = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+static void *ask_thread(void *arg)
+{
+    struct job *j = arg;
+    struct reclaim *r = j->r;
+    char line[ASK_LINE_MAX + 1], app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
+    char why[256], *out;
+    unsigned long long bytes = 0;
+    struct broker_peer peer;
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+
+    if (getsockopt(j->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
+        !read_ask(j->fd, line, sizeof line) ||
+        sscanf(line, "reclaim %127s %127s %llu", app, dev, &bytes) != 3) {
+        answer(j->fd, "no bad-request\n");
+        goto out;
+    }
+    peer.pid = cr.pid;
+    peer.uid = cr.uid;
+    peer.gid = cr.gid;
+    if (!broker_ops_admit(r->d, dev, app, &peer, why, sizeof why)) {
+        out = xasprintf("no not-admitted: %s\n", why);
+        answer(j->fd, out);
+        free(out);
+        goto out;
+    }
+    resolve(r, j->fd, app, dev, (uint64_t)bytes);
+out:
+    close(j->fd);
+    free(j);
+    job_done(r);
+    return NULL;
+}
+
+static void *give_back_thread(void *arg)
+{
+    struct job *j = arg;
+    struct reclaim *r = j->r;
+    struct accel_daemon *d = r->d;
+    struct giver *g = NULL;
+    size_t n = 0;
+    int dev;
+    int64_t t0 = mono_ms();
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, j->dev);
+    if (dev >= 0)
+        g = gather(d, dev, NULL, 0, j->app, &n);
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct ledger_usage u;
+        char *what;
+        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
+            g[i].held = u.used;
+        long st;
+        what = call_action(r, &g[i], 10000, &st);
+        g[i].called = true;
+        log_info("reclaim: %s asked to give back %llu bytes on %s (%s): %s",
+                 g[i].name, (unsigned long long)j->bytes, j->dev, j->why,
+                 what);
+        free(what);
+    }
+    if (n > 0) { /* what it gave, once the action had a moment */
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        report_givers(r, j->why, j->dev, g, n, t0);
+    }
+    givers_free(g, n);
+    free(j);
+    job_done(r);
+    return NULL;
+}
+
+static bool spawn(struct reclaim *r, void *(*fn)(void *), struct job *j);
+
+/* Wake a vLLM put to sleep (j->app on j->dev, j->bytes it gave). */
+static void *wake_thread(void *arg)
+{
+    struct job *j = arg;
+    struct reclaim *r = j->r;
+    struct accel_daemon *d = r->d;
+    struct giver *g = NULL;
+    size_t n = 0;
+    long st = 0;
+    int dev;
+    bool own = false;
+    char gib[32];
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, j->dev);
+    if (dev >= 0)
+        g = gather(d, dev, NULL, 0, j->app, &n);
+    pthread_mutex_unlock(&d->lock);
+    if (n > 0 && (own = port_is_own(r, &g[0], g[0].act.port)))
+        st = http_call(g[0].act.port, "POST", "/wake_up", NULL, 60000, NULL);
+    forget_sleeper(r, j->app, j->dev);
+    fmt_gib(j->bytes, gib, sizeof gib);
+    if (n > 0) {
+        pthread_mutex_lock(&d->lock);
+        state_event(d, "memory.reclaim.return", j->app, d->cfg.node_name,
+                    j->dev,
+                    json_pack("{s:s, s:I, s:i}", "app", j->app, "bytes",
+                              (json_int_t)j->bytes, "status", (int)st),
+                    "%s was woken up (POST /wake_up answered %ld): the card "
+                    "has the %s it gave back free again%s", j->app, st, gib,
+                    own ? "" : " (not called: nothing of it listens on its "
+                               "port)");
+        pthread_mutex_unlock(&d->lock);
+        pthread_mutex_lock(&r->mu);
+        r->wakes++;
+        pthread_mutex_unlock(&r->mu);
+    }
+    givers_free(g, n);
+    free(j);
+    job_done(r);
+    return NULL;
+}
+
+/* The sleepers whose memory the card has free again get woken. */
+static void check_sleepers(struct reclaim *r)
+{
+    struct sleeper due[MAX_SLEEPERS];
+    size_t n = 0;
+
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nsleep; i++)
+        if (!r->sleepers[i].waking)
+            due[n++] = r->sleepers[i];
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t fr = 0;
+        struct job *j;
+        if (!card_free(r, due[i].dev, &fr) || fr < due[i].bytes)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        for (size_t k = 0; k < r->nsleep; k++)
+            if (strcmp(r->sleepers[k].app, due[i].app) == 0 &&
+                strcmp(r->sleepers[k].dev, due[i].dev) == 0)
+                r->sleepers[k].waking = true;
+        pthread_mutex_unlock(&r->mu);
+        j = xcalloc(1, sizeof(*j));
+        j->r = r;
+        j->fd = -1;
+        j->bytes = due[i].bytes;
+        util_strlcpy(j->app, due[i].app, sizeof j->app);
+        util_strlcpy(j->dev, due[i].dev, sizeof j->dev);
+        if (!spawn(r, wake_thread, j))
+            free(j);
+    }
+}
+
+static bool spawn(struct reclaim *r, void *(*fn)(void *), struct job *j)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    bool ok;
+
+    pthread_mutex_lock(&r->mu);
+    if (r->stopping) {
+        pthread_mutex_unlock(&r->mu);
+        return false;
+    }
+    r->workers++;
+    pthread_mutex_unlock(&r->mu);
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &at, fn, j) == 0;
+    pthread_attr_destroy(&at);
+    if (!ok)
+        job_done(r);
+    return ok;
+}
+
+static void *accept_thread(void *arg)
+{
+    struct reclaim *r = arg;
+
+    for (;;) {
+        struct pollfd p[2] = {{r->lfd, POLLIN, 0},
+                              {r->stop_pipe[0], POLLIN, 0}};
+        struct job *j;
+        int fd, k;
+        size_t sleeping;
+        pthread_mutex_lock(&r->mu);
+        sleeping = r->nsleep;
+        pthread_mutex_unlock(&r->mu);
+        /* a sleeper may be added while we wait: look every
+         * WAKE_CHECK_MS (four wake-ups a second, nothing more) */
+        k = poll(p, 2, WAKE_CHECK_MS);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents != 0)
+            break;
+        if (sleeping > 0)
+            check_sleepers(r);
+        if (p[0].revents == 0)
+            continue;
+        fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        j = xcalloc(1, sizeof(*j));
+        j->r = r;
+        j->fd = fd;
+        if (!spawn(r, ask_thread, j)) {
+            answer(fd, "no stopping\n");
+            close(fd);
+            free(j);
+        }
+    }
+    return NULL;
+}
+
+static int listen_at(const char *path)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char dir[108];
+
+    if (fd < 0)
+        return -1;
+    util_strlcpy(dir, path, sizeof dir);
+    if (strrchr(dir, '/') != NULL) {
+        struct stat st;
+        *strrchr(dir, '/') = '\0';
+        /* the /tmp fallback must be ours: no one else may have made it
+         * first (and put a socket of theirs there) */
+        if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid() || (st.st_mode & 0022) != 0) {
+            close(fd);
+            errno = EPERM;
+            return -1;
+        }
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    util_strlcpy(sa.sun_path, path, sizeof sa.sun_path);
+    unlink(path);
+    /* anyone may connect: who asks is checked per connection
+     * (SO_PEERCRED, broker_ops_admit) */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        chmod(path, 0666) != 0 || listen(fd, 64) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+enum accel_err reclaim_start(struct accel_daemon *d)
+{
+    struct reclaim *r = xcalloc(1, sizeof(*r));
+    char *rundir = appsetup_run_dir(d);
+
+    r->d = d;
+    r->lfd = -1;
+    r->stop_pipe[0] = r->stop_pipe[1] = -1;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->idle, NULL);
+    if (ledger_reclaim_socket_path(r->path, sizeof r->path, rundir) !=
+            ACCEL_OK ||
+        (r->lfd = listen_at(r->path)) < 0 ||
+        pipe2(r->stop_pipe, O_CLOEXEC) != 0) {
+        log_warn("elastic memory: cannot listen on %s (%s): a short "
+                 "allocation fails as on a full card", r->path,
+                 strerror(errno));
+        free(rundir);
+        if (r->lfd >= 0)
+            close(r->lfd);
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->idle);
+        free(r);
+        return ACCEL_ESYS;
+    }
+    free(rundir);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (nvml_open(&r->nv, &r->nvml_cause) != ACCEL_OK)
+        r->nv = NULL;
+    if (pthread_create(&r->thread, NULL, accept_thread, r) != 0) {
+        close(r->lfd);
+        unlink(r->path);
+        close(r->stop_pipe[0]);
+        close(r->stop_pipe[1]);
+        nvml_close(r->nv);
+        free(r->nvml_cause);
+        curl_global_cleanup();
+        free(r);
+        return ACCEL_ESYS;
+    }
+    d->reclaim = r;
+    return ACCEL_OK;
+}
+
+void reclaim_stop(struct accel_daemon *d)
+{
+    struct reclaim *r = d->reclaim;
+
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_mutex_unlock(&r->mu);
+    (void)!write(r->stop_pipe[1], "x", 1);
+    pthread_join(r->thread, NULL);
+    /* the asks in flight end within their wait (they see stopping) */
+    pthread_mutex_lock(&r->mu);
+    while (r->workers > 0)
+        pthread_cond_wait(&r->idle, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&d->lock);
+    d->reclaim = NULL;
+    pthread_mutex_unlock(&d->lock);
+    close(r->lfd);
+    unlink(r->path);
+    close(r->stop_pipe[0]);
+    close(r->stop_pipe[1]);
+    nvml_close(r->nv);
+    free(r->nvml_cause);
+    curl_global_cleanup();
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->idle);
+    free(r);
+}
+
+bool reclaim_give_back(struct accel_daemon *d, const char *app,
+                       const char *dev_id, uint64_t bytes, const char *why)
+{
+    struct reclaim *r;
+    struct job *j;
+    struct app *a;
+    int dev;
+    bool has = false;
+
+    pthread_mutex_lock(&d->lock);
+    r = d->reclaim;
+    a = state_app_find(d, app);
+    dev = state_dev_find(d, dev_id);
+    if (r != NULL && a != NULL && dev >= 0 && a->pid > 0 &&
+        state_app_runs_here(d, a)) {
+        const struct manifest_reclaim *m =
+            manifest_reclaim_of(&a->m, d->snap.devs[dev].type);
+        has = m != NULL && m->kind != MANIFEST_RECLAIM_NONE;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (!has)
+        return false;
+    j = xcalloc(1, sizeof(*j));
+    j->r = r;
+    j->fd = -1;
+    j->bytes = bytes;
+    util_strlcpy(j->app, app, sizeof j->app);
+    util_strlcpy(j->dev, dev_id, sizeof j->dev);
+    util_strlcpy(j->why, why ? why : "quota", sizeof j->why);
+    if (!spawn(r, give_back_thread, j)) {
+        free(j);
+        return false;
+    }
+    return true;
+}
+
+json_t *reclaim_app_json(struct accel_daemon *d, const char *app)
+{
+    struct reclaim *r = d->reclaim;
+    json_t *o = NULL;
+
+    if (r == NULL)
+        return NULL;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nrec; i++) {
+        const struct record *c = &r->rec[i];
+        if (strcmp(c->app, app) != 0)
+            continue;
+        o = json_object();
+        if (c->lent_count > 0)
+            json_object_set_new(
+                o, "lent",
+                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
+                          (json_int_t)c->lent_bytes, "count",
+                          (json_int_t)c->lent_count, "lastAt",
+                          (json_int_t)c->lent_at, "lastBytes",
+                          (json_int_t)c->lent_last, "lastTo", c->lent_to));
+        if (c->got_count > 0)
+            json_object_set_new(
+                o, "reclaimed",
+                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
+                          (json_int_t)c->got_bytes, "count",
+                          (json_int_t)c->got_count, "lastAt",
+                          (json_int_t)c->got_at, "lastBytes",
+                          (json_int_t)c->got_last, "lastFrom", c->got_from));
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return o;
+}
+
+char *reclaim_metrics(struct accel_daemon *d)
+{
+    struct reclaim *r = d->reclaim;
+    char *s, *prev;
+
+    if (r == NULL)
+        return xstrdup("");
+    pthread_mutex_lock(&r->mu);
+    s = xasprintf(
+        "# HELP accel_reclaim_asks_total Allocations short on the card that "
+        "asked acceld for memory (elastic memory), by outcome.\n"
+        "# TYPE accel_reclaim_asks_total counter\n"
+        "accel_reclaim_asks_total{outcome=\"granted\"} %llu\n"
+        "accel_reclaim_asks_total{outcome=\"refused\"} %llu\n"
+        "# HELP accel_reclaim_seconds_total Time the asks waited.\n"
+        "# TYPE accel_reclaim_seconds_total counter\n"
+        "accel_reclaim_seconds_total %.6f\n"
+        "# HELP accel_reclaim_actions_total Reclaim actions called.\n"
+        "# TYPE accel_reclaim_actions_total counter\n"
+        "accel_reclaim_actions_total %llu\n"
+        "# HELP accel_reclaim_bytes_total Bytes apps gave back for others.\n"
+        "# TYPE accel_reclaim_bytes_total counter\n"
+        "accel_reclaim_bytes_total %llu\n"
+        "# HELP accel_reclaim_wakes_total vLLM apps woken up once the card "
+        "had their memory free again.\n"
+        "# TYPE accel_reclaim_wakes_total counter\n"
+        "accel_reclaim_wakes_total %llu\n"
+        "# HELP accel_app_memory_lent_bytes_total Bytes an app gave back "
+        "for others.\n# TYPE accel_app_memory_lent_bytes_total counter\n"
+        "# HELP accel_app_memory_reclaimed_bytes_total Bytes others gave "
+        "back for an app.\n"
+        "# TYPE accel_app_memory_reclaimed_bytes_total counter\n",
+        (unsigned long long)r->granted, (unsigned long long)r->refused,
+        r->seconds_sum, (unsigned long long)r->calls,
+        (unsigned long long)r->bytes_reclaimed,
+        (unsigned long long)r->wakes);
+    for (size_t i = 0; i < r->nrec; i++) {
+        prev = s;
+        s = xasprintf("%saccel_app_memory_lent_bytes_total{app=\"%s\"} %llu\n"
+                      "accel_app_memory_reclaimed_bytes_total{app=\"%s\"} "
+                      "%llu\n",
+                      prev, r->rec[i].app,
+                      (unsigned long long)r->rec[i].lent_bytes, r->rec[i].app,
+                      (unsigned long long)r->rec[i].got_bytes);
+        free(prev);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}

@@ -1,0 +1,493 @@
+# SPDX-License-Identifier: MIT
+"""Elastic memory, the device setting (SPEC 4.4, issue 46 item 1): a
+Memory-slicing device's `elastic: {overcommit, reclaimWaitMs}`, set by
+`PUT .../devices/{device}/elastic` or `accelctl set-elastic`, checked
+field by field (a 400 naming the field and its rule), stored with the
+device (it outlives a restart), shown in the device's JSON, and read by
+admission: the quotas may sum to overcommit x the card, each still at most
+the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
+16 GiB, refused at 1 and admitted at 1.5."""
+import json
+import os
+import struct
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accel_harness  # noqa: E402
+from accel_harness import (BUILD_DIR, Acceld, device, failed_check,  # noqa: E402
+                           free_port, inventory, manifest, node)
+from test_runtime import FAKE_NVML, NODE, RuntimeBase  # noqa: E402
+
+STANDIN = os.path.join(BUILD_DIR, "tests", "integration", "standin_app")
+SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
+FAKELIB = os.path.join(BUILD_DIR, "tests", "shim", "fakelib")
+GPU_A = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
+
+G4090 = "GPU-4090aaaa-0000-4000-8000-000000000001"  # examples/homelab.yaml
+G4060 = "GPU-4060bbbb-0000-4000-8000-000000000002"  # TimeSlice there
+GiB = 1 << 30
+PATH = "/api/compute-resources/nodes/homelab/devices/%s/elastic"
+
+
+class ElasticSettingTest(unittest.TestCase):
+    def setUp(self):
+        self.d = Acceld().start()
+        self.addCleanup(self.d.close)
+
+    def put(self, body, dev=G4090, token=None):
+        return self.d.http("PUT", PATH % dev, body, token=token)
+
+    def install(self, name, gpu):
+        return self.d.http("POST", "/api/apps", {
+            "manifest": manifest(name, gpu=gpu, mem="64Mi", cpu="100m",
+                                 disk="1Mi"),
+            "computeBinding": [{"nodeName": "homelab", "deviceId": G4090}]})
+
+    def elastic(self):
+        return self.d.device(G4090)["elastic"]
+
+    def test_each_field_checked_naming_it(self):
+        for body, field in [
+                ({"overcommit": 0.5}, "overcommit"),
+                ({"overcommit": 0}, "overcommit"),
+                ({"overcommit": 4.01}, "overcommit"),
+                ({"overcommit": 5}, "overcommit"),
+                ({"overcommit": "1.5"}, "overcommit"),
+                ({"overcommit": True}, "overcommit"),
+                ({"overcommit": None}, "overcommit"),
+                ({"reclaimWaitMs": -1}, "reclaimWaitMs"),
+                ({"reclaimWaitMs": 600001}, "reclaimWaitMs"),
+                ({"reclaimWaitMs": 1.5}, "reclaimWaitMs"),
+                ({"ratio": 2}, "ratio")]:
+            st, b = self.put(body)
+            self.assertEqual(st, 400, (body, b))
+            self.assertTrue(b["message"].startswith(field + " "),
+                            (body, b["message"]))
+        st, b = self.put([1.5])
+        self.assertEqual(st, 400, b)
+        # nothing changed by any of them
+        self.assertEqual(self.elastic()["overcommit"], 1, self.elastic())
+        self.assertEqual(self.elastic()["reclaimWaitMs"], 10000)
+        # a TimeSlice card takes no overcommit, but may be set to 1 (off)
+        st, b = self.put({"overcommit": 1.5}, dev=G4060)
+        self.assertEqual(st, 400, b)
+        self.assertIn("Memory-slicing", b["message"])
+        self.assertEqual(self.put({"overcommit": 1}, dev=G4060)[0], 200)
+        # unknown device, and a member may not
+        self.assertEqual(self.put({"overcommit": 2}, dev="GPU-x")[0], 404)
+        st, b = self.put({"overcommit": 4, "reclaimWaitMs": 0})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["elastic"]["overcommit"], 4)
+        self.assertEqual(b["data"]["elastic"]["quotaCapacity"], 96 * GiB)
+        self.assertEqual(b["data"]["elastic"]["reclaimWaitMs"], 0)
+
+    def test_home_lab_case_admitted_at_one_and_a_half(self):
+        st, b = self.install("ollama", "20Gi")
+        self.assertEqual((st, b["code"]), (200, 200), b)
+        st, b = self.install("comfyui", "16Gi")
+        _, data = failed_check(st, b, "computeBindingUnavailable")
+        self.assertEqual(data["validation"]["code"],
+                         "device-vram-insufficient:" + G4090)
+        self.d.http("DELETE", "/api/apps/comfyui")
+
+        r = self.d.ctl("set-elastic", "homelab", G4090, "--overcommit", "1.5",
+                       "--reclaim-wait", "5000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1.5 x its memory (36.0 GiB)", r.stdout)
+        self.assertIn("5000 ms", r.stdout)
+        e = self.elastic()
+        self.assertEqual((e["overcommit"], e["reclaimWaitMs"],
+                          e["quotaCapacity"], e["inForce"]),
+                         (1.5, 5000, 36 * GiB, True), e)
+        self.assertEqual(self.d.device(G4090)["free"], 16 * GiB)
+
+        st, b = self.install("comfyui", "16Gi")
+        self.assertEqual((st, b["code"]), (200, 200), b)
+        dev = self.d.device(G4090)
+        self.assertEqual((dev["allocated"], dev["free"]), (36 * GiB, 0), dev)
+        # full to the ratio: one more is refused
+        st, b = self.install("third", "1Gi")
+        _, data = failed_check(st, b, "computeBindingUnavailable")
+        self.d.http("DELETE", "/api/apps/third")
+
+        # lowering below what is bound: 409 naming the sums, nothing changed
+        st, b = self.put({"overcommit": 1.2})
+        self.assertEqual(st, 409, b)
+        self.assertIn("36", b["message"])
+        self.assertEqual(self.elastic()["overcommit"], 1.5)
+        r = self.d.ctl("set-elastic", "homelab", G4090, "--overcommit", "x")
+        self.assertEqual(r.returncode, 2, (r.stdout, r.stderr))
+        self.assertIn("--overcommit", r.stderr)
+
+        # stored with the device: the same after a restart
+        self.d.stop()
+        self.d.start()
+        e = self.elastic()
+        self.assertEqual((e["overcommit"], e["reclaimWaitMs"]), (1.5, 5000))
+        self.assertEqual(self.d.device(G4090)["allocated"], 36 * GiB)
+
+    def test_quota_stays_within_the_card(self):
+        self.assertEqual(self.put({"overcommit": 4})[0], 200)
+        st, b = self.install("huge", "30Gi")
+        _, data = failed_check(st, b, "computeBindingUnavailable")
+        self.assertEqual(data["validation"]["code"],
+                         "total-vram-below-requirement:" + G4090)
+
+
+    def test_manifest_reclaim_checked_at_install(self):
+        """spec.accelerator[].reclaim and priority: a 400 naming the field
+        and its rule; the manifest's reclaim shown with the app."""
+        m = manifest("ollama", gpu="4Gi", mem="64Mi", cpu="100m", disk="1Mi")
+        m["spec"]["accelerator"][0]["reclaim"] = "olama"
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].reclaim must be one of ollama",
+                      b["message"])
+        m["spec"]["accelerator"][0]["reclaim"] = {"signal": "SIGKILL"}
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].reclaim.signal", b["message"])
+        m["spec"]["accelerator"][0]["reclaim"] = {"signal": "SIGUSR1"}
+        m["spec"]["accelerator"][0]["priority"] = "high"
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.accelerator[0].priority", b["message"])
+
+
+def call(port, method, path, body=None, timeout=60):
+    """One request to a stand-in app: (status, JSON)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@unittest.skipUnless(os.path.exists(STANDIN) and os.path.exists(SHIM),
+                     "standin_app or libaccelshim.so not built")
+class ElasticReclaimTest(RuntimeBase):
+    """Shortage resolved, not failed (SPEC 4.4): stand-in apps that answer
+    Ollama's, vLLM's and ComfyUI's routes and hold their models in the
+    stand-in driver's memory, one card of 24 GiB shared by every process
+    (FAKE_CUDA_SHM), which the stand-in NVML reports to acceld as the
+    driver's count (`card ... memory`): acceld judges by what the device
+    holds, not by what the shim saw."""
+    inventory = inventory(node(NODE, device(
+        GPU_A, "NVIDIA GeForce RTX 4090", "24Gi", "MemorySlice", index=0)))
+    gpus = (GPU_A,)
+
+    def start_acceld(self, extra_lines=""):
+        """acceld started the README's way (scripts/run.sh): from its
+        directory with a relative --data-dir; the reclaim socket the
+        shims are given must still be an absolute path."""
+        self.d = Acceld(inventory=self.inventory, relative=True,
+                        extra_args=["--node-name", NODE,
+                                    "--reconcile-interval-ms", "100"])
+        self.nvml_path = os.path.join(self.d.tmp, "nvml.txt")
+        self.d.env = {"ACCEL_NVML_LIB": FAKE_NVML,
+                      "ACCEL_FAKE_NVML": self.nvml_path}
+        self.write_nvml(extra_lines)
+        self.d.start()
+
+    def setUp(self):
+        super().setUp()
+        self.card = os.path.join(self.d.tmp, "card.shm")
+        with open(self.card, "wb") as f:
+            f.write(bytes(4096))
+        os.chmod(self.card, 0o666)
+        self.logs = os.path.join(self.d.tmp, "logs")
+        os.mkdir(self.logs)
+        os.chmod(self.logs, 0o777)
+        self.write_nvml("card %s %s memory\n" % (GPU_A, self.card))
+        self.elastic(1.5, 10000)
+
+    def elastic(self, ratio, wait_ms):
+        st, b = self.d.http(
+            "PUT", "/api/compute-resources/nodes/%s/devices/%s/elastic"
+            % (NODE, GPU_A), {"overcommit": ratio, "reclaimWaitMs": wait_ms})
+        self.assertEqual(st, 200, b)
+
+    def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
+                priority=None, flags=()):
+        """Install a stand-in app holding model_gib (at start for ollama
+        and vllm); returns its port."""
+        port = free_port()
+        m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
+                                   cpu="100m", disk="1Mi")
+        e = m["spec"]["accelerator"][0]
+        if reclaim is not None:
+            e["reclaim"] = reclaim(port) if callable(reclaim) else reclaim
+        if priority is not None:
+            e["priority"] = priority
+        pre = ["--preload"] if kind in ("ollama", "vllm") else []
+        m["run"] = {"command": [STANDIN, kind, str(port),
+                                str(model_gib * 1024)] + pre + list(flags) +
+                    ["--log", os.path.join(self.logs, name)],
+                    "env": {"FAKE_CUDA_SHM": self.card,
+                            "FAKE_CUDA_TOTAL": str(24 << 30),
+                            "FAKE_CUDA_CTX_BYTES": "0",
+                            "LD_LIBRARY_PATH": FAKELIB,
+                            "ASAN_OPTIONS":
+                                "verify_asan_link_order=0:detect_leaks=0"},
+                    "stopTimeoutSeconds": 2}
+        self.install(m, GPU_A)
+        self.wait_for(lambda: "ready" in self.d.app_log(name),
+                      "%s to listen" % name, timeout=20)
+        return port
+
+    def card_figures(self):
+        """(used, max_used) of the stand-in card: what the device held."""
+        with open(self.card, "rb") as f:
+            return struct.unpack_from("<qq", f.read(16))
+
+    def app_log_lines(self, name):
+        try:
+            with open(os.path.join(self.logs, name)) as f:
+                return f.read().split("\n")
+        except OSError:
+            return []
+
+    def reclaims(self, kind="memory.reclaim"):
+        return [e for e in self.events(kind)]
+
+    def test_ollama_and_comfyui_take_turns(self):
+        """The home-lab case: Ollama holds 20 GiB of a 24 GiB card, both
+        installed at overcommit 1.5; ComfyUI's 16 GiB job succeeds after
+        Ollama unloads (keep_alive 0); Ollama's next request reloads and
+        takes it back from an idle ComfyUI (POST /free). The card never
+        holds more than 24 GiB, nor an app more than its quota."""
+        po = self.standin("ollama", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        st, b = call(po, "GET", "/api/ps")
+        self.assertEqual(len(b["models"]), 1, b)
+
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 10, "within the wait")
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["asker"], ev[0]["data"]["giver"],
+                          ev[0]["data"]["bytes"]),
+                         ("comfyui", "ollama", 20 << 30), ev)
+        self.assertIn("milliseconds", ev[0]["data"])
+        st, b = call(po, "GET", "/api/ps")
+        self.assertEqual(b["models"], [], "ollama unloaded")
+        lent = self.app("ollama")["elastic"]["lent"]
+        self.assertEqual((lent["bytes"], lent["lastTo"]),
+                         (20 << 30, "comfyui"), lent)
+        got = self.app("comfyui")["elastic"]["reclaimed"]
+        self.assertEqual((got["bytes"], got["lastFrom"]),
+                         (20 << 30, "ollama"), got)
+        self.assertEqual(self.app("ollama")["elastic"]["reclaim"],
+                         {"preset": "ollama", "port": po, "orStop": False})
+
+        # Ollama's next request reloads: ComfyUI, idle, frees its models
+        st, b = call(po, "POST", "/api/generate", {"model": "m:latest",
+                                                   "prompt": "hi"})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: len(self.reclaims()) >= 2 and
+                           self.reclaims(), "the second memory.reclaim")
+        back = [e for e in ev if e["data"]["giver"] == "comfyui"]
+        self.assertEqual(back[0]["data"]["asker"], "ollama", ev)
+        self.assertEqual(back[0]["data"]["bytes"], 16 << 30, ev)
+        # at no moment more than the card, nor an app above its quota
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+        for name, quota in (("ollama", 20), ("comfyui", 16)):
+            self.assertLessEqual(
+                self.app(name)["allocations"][0].get("usedMemory", 0),
+                quota << 30)
+        metrics = self.d.http("GET", "/metrics")
+        self.assertEqual(metrics[0], 200)
+
+    def test_no_reclaim_never_asked_and_priority_respected(self):
+        """An app without reclaim is never asked; one of a higher priority
+        than the asker is not asked either: the allocation fails as on a
+        full card, within the wait, and the event names the holders."""
+        self.elastic(1.5, 1500)
+        self.standin("plain", "ollama", 12, 12)  # no reclaim
+        self.standin("vip", "ollama", 8, 8, priority=5,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(b["cudaError"], 2, b)  # CUDA_ERROR_OUT_OF_MEMORY
+        self.assertLess(took, 1.5 + 3.0)
+        self.assertEqual(self.card_figures()[0], 20 << 30)  # both kept it
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        held = {h["app"]: h["bytes"] for h in ev[0]["data"]["holders"]}
+        self.assertEqual(held, {"plain": 12 << 30, "vip": 8 << 30}, ev)
+        self.assertIn("plain holds 12.0 GiB (no reclaim)", ev[0]["message"])
+        self.assertEqual(self.events("memory.reclaim"), [])
+        # an asker of the same priority as vip's gets vip's memory, never
+        # plain's
+        self.d.http("POST", "/api/apps/comfyui/stop")
+        self.d.http("DELETE", "/api/apps/comfyui")
+        pa = self.standin("asker", "comfyui", 12, 12, priority=5)
+        st, b = call(pa, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([(e["data"]["giver"], e["data"]["asker"])
+                          for e in ev], [("vip", "asker")], ev)
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
+        """vLLM gives memory back by sleeping (POST /sleep?level=1) and
+        does not wake by itself: acceld wakes it (POST /wake_up) once the
+        card has what it gave free again."""
+        pv = self.standin("vllm", "vllm", 12, 12,
+                          reclaim=lambda p: {"preset": "vllm", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": False})
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": True})
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        time.sleep(0.6)  # a few checks: no room yet, still asleep
+        self.assertEqual(call(pv, "GET", "/is_sleeping")[1],
+                         {"is_sleeping": True})
+        # the job is done: ComfyUI frees its memory; vLLM is woken
+        self.assertEqual(call(pc, "POST", "/free", {})[0], 200)
+        self.wait_for(lambda: call(pv, "GET", "/is_sleeping")[1] ==
+                      {"is_sleeping": False}, "vllm woken up")
+        self.assertEqual(self.card_figures()[0], 12 << 30)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.return"),
+                           "memory.reclaim.return")
+        self.assertEqual((ev[0]["app"], ev[0]["data"]["bytes"],
+                          ev[0]["data"]["status"]), ("vllm", 12 << 30, 200),
+                         ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def test_idlest_asked_first(self):
+        """Of two apps that can give memory back, the one idle the longest
+        (its last allocation on the card the oldest: the ledger's stamp)
+        is asked first; the other, used since, keeps its memory when the
+        first covers the need."""
+        pa = self.standin("old", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pb = self.standin("recent", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([e["data"]["giver"] for e in ev], ["old"], ev)
+        self.assertEqual(call(pa, "GET", "/api/ps")[1]["models"], [])
+        self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+
+    def test_or_stop_stops_a_giver_that_frees_too_little(self):
+        """A giver whose action hangs but whose reclaim says orStop: true
+        is stopped at half the wait, and the asker gets its memory; an app
+        without orStop is never stopped (test_hanging_action_is_bounded)."""
+        self.elastic(1.5, 3000)
+        self.standin("stubborn", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p,
+                                        "orStop": True})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertGreaterEqual(took, 1.4)
+        self.assertLess(took, 3.0 + 3.0)
+        self.wait_for(lambda: self.app("stubborn")["state"] == "stopped",
+                      "stubborn stopped")
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertTrue(ev[0]["data"]["stopped"], ev)
+        self.assertIn("orStop", ev[0]["message"])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def test_a_hanging_giver_leaves_time_for_the_next(self):
+        """The idlest giver's action hangs: its call is bounded by half of
+        what is left of the wait, and the next giver is asked and frees
+        enough: the asker gets its memory within the wait."""
+        self.elastic(1.5, 3000)
+        self.standin("hung", "ollama", 8, 8, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 3.0)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: len(self.events("memory.reclaim")) >= 2
+                           and self.events("memory.reclaim"),
+                           "memory.reclaim of both")
+        gave = {e["data"]["giver"]: e["data"]["bytes"] for e in ev}
+        self.assertEqual(gave, {"hung": 0, "good": 8 << 30}, ev)
+
+    def bounded(self, flag):
+        """A giver whose action misbehaves (flag: --hang, --lie) costs the
+        asker at most the wait: its allocation fails as on a full card."""
+        self.elastic(1.5, 1500)
+        self.standin("bad", "ollama", 20, 20, flags=(flag,),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertLess(took, 1.5 + 3.0, flag)
+        self.assertGreaterEqual(took, 1.4, flag)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        self.assertIn("bad holds 20.0 GiB", ev[0]["message"])
+
+    def test_hanging_action_is_bounded(self):
+        """The action never answers (the stand-in sleeps 120 s)."""
+        self.bounded("--hang")
+
+    def test_lying_action_is_bounded(self):
+        """The action answers 200 and frees nothing."""
+        self.bounded("--lie")
+
+    def test_action_cannot_reach_another_apps_port(self):
+        """An app whose http action names another app's port is not called
+        there: acceld calls only a port one of the app's own processes
+        listens on. The other app keeps its memory."""
+        self.elastic(1.5, 1500)
+        pb = self.standin("victim", "comfyui", 8, 8, priority=9)
+        self.assertEqual(call(pb, "POST", "/prompt", {})[0], 200)
+        self.standin("sneaky", "ollama", 12, 12,
+                     reclaim={"http": {"method": "POST", "port": pb,
+                                       "path": "/free"}})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        self.assertFalse([l for l in self.app_log_lines("victim")
+                          if l.startswith("free")],
+                         "the victim was not asked to free")
+        self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
+
+
+if __name__ == "__main__":
+    unittest.main()
