@@ -312,6 +312,26 @@ class ElasticReclaimTest(RuntimeBase):
         metrics = self.d.http("GET", "/metrics")
         self.assertEqual(metrics[0], 200)
 
+    def test_a_cut_quota_asks_the_apps_reclaim_action(self):
+        """A live quota cut below what the app holds (SPEC 4.4): the cut
+        lands at once, and the app's reclaim action is called (here
+        Ollama's unload), a memory.reclaim event with asker "quota"."""
+        po = self.standin("ollama", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        st, b = self.d.http(
+            "PUT", "/api/apps/ollama/compute-resources/bindings/%s" % GPU_A,
+            {"memory": "8Gi"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["allocations"][0]["memory"], 8 << 30, b)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["asker"], ev[0]["data"]["giver"]),
+                         ("quota", "ollama"), ev)
+        st, b = call(po, "GET", "/api/ps")
+        self.assertEqual(b["models"], [], "ollama unloaded")
+        self.wait_for(lambda: self.card_figures()[0] == 0,
+                      "the card freed")
+
     def test_no_reclaim_never_asked_and_priority_respected(self):
         """An app without reclaim is never asked; one of a higher priority
         than the asker is not asked either: the allocation fails as on a
