@@ -287,9 +287,15 @@ class ClusterContainerTest(unittest.TestCase):
         self.c.wait(lambda: self.state(self.n1, name) == "stopped" and
                     self.bindings(self.n1) == [] and
                     self.bindings(self.n2) == [], "released", timeout=30)
+        # what ended it: the container's engine (n2 stops people's own
+        # containers through it, issue 47: `podman stop`, which kills after
+        # the stop timeout), or n2's reconciler where the engine could not
         st, b = self.n1.http("GET", "/api/events?app=%s&limit=1000" % name)
         self.assertEqual(st, 200, b)
-        self.assertIn("reconciler.kill", [e["kind"] for e in b["data"]])
+        with open(self.n2.log_path, errors="replace") as f:
+            engine = "through podman" in f.read()
+        self.assertTrue(engine or "reconciler.kill" in
+                        [e["kind"] for e in b["data"]], b)
 
 
 if __name__ == "__main__":
