@@ -83,6 +83,17 @@ static CUresult end_release(CUresult rc, int had, enum shim_kind kind,
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
     } while (0)
 
+/* Within the quota but the card is short (the driver refused): ask acceld
+ * to have other apps give memory back, and call again once it answers that
+ * the card has room (elastic memory, SPEC 4.4). Every allocation the quota
+ * holds on a device goes through it, whatever its entry point. */
+#define RECLAIM_RETRY(c, rc, bytes, call)                                      \
+    for (int r_ = 0; r_ < RECLAIM_TRIES &&                                     \
+                     (rc) == CUDA_ERROR_OUT_OF_MEMORY && (c).dev != NULL &&   \
+                     reclaim_ask((c).ordinal, (bytes));                       \
+         r_++)                                                                 \
+    (rc) = (call)
+
 #define REAL_OR_NOT_FOUND(var, name)                                           \
     __typeof__(shim_state.real.name) var = SHIM_CUDA_REAL(name);              \
     if (var == NULL)                                                           \
@@ -107,12 +118,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
                                                CU_MEM_ATTACH_GLOBAL);
     else
         rc = fn(dptr, bytesize);
-    /* within the quota but the card is short: elastic memory (SPEC 4.4) */
-    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
-                    !managed && c.dev != NULL &&
-                    reclaim_ask(c.ordinal, bytesize);
-         i++)
-        rc = fn(dptr, bytesize);
+    if (!managed) /* managed memory pages out; it is not refused so */
+        RECLAIM_RETRY(c, rc, bytesize, fn(dptr, bytesize));
     return quota_end(&c, rc, SHIM_KIND_PTR, dptr ? *dptr : 0);
 }
 
@@ -139,10 +146,8 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     REAL_OR_NOT_FOUND(fn, cuMemAllocPitch_v2);
     OOM_IF_REFUSED(c, ((WidthInBytes + 511) & ~(size_t)511) * Height);
     CUresult rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
-                    c.dev != NULL && reclaim_ask(c.ordinal, c.bytes);
-         i++) /* elastic memory (SPEC 4.4) */
-        rc = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    RECLAIM_RETRY(c, rc, c.bytes,
+                  fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     if (rc == CUDA_SUCCESS && pPitch != NULL &&
         quota_adjust(&c, (uint64_t)*pPitch * Height) != 0) {
         CUresult (*fr)(CUdeviceptr) = SHIM_CUDA_REAL(cuMemFree_v2);
@@ -224,6 +229,7 @@ static CUresult async_alloc(struct async_args *a, int from_pool)
     }
     OOM_IF_REFUSED(c, a->bytes);
     rc = call(a);
+    RECLAIM_RETRY(c, rc, a->bytes, call(a));
     return quota_end(&c, rc, SHIM_KIND_PTR, a->dptr ? *a->dptr : 0);
 }
 
@@ -360,10 +366,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                     size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(handle, size, prop, flags);
-    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
-                    c.dev != NULL && reclaim_ask(c.ordinal, size);
-         i++)
-        rc = fn(handle, size, prop, flags);
+    RECLAIM_RETRY(c, rc, size, fn(handle, size, prop, flags));
     return quota_end(&c, rc, SHIM_KIND_HANDLE, handle ? *handle : 0);
 }
 
@@ -492,6 +495,7 @@ CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
     OOM_IF_REFUSED(c, array_bytes(desc->Width, desc->Height, 0, desc->Format,
                                   desc->NumChannels));
     CUresult rc = fn(pHandle, desc);
+    RECLAIM_RETRY(c, rc, c.bytes, fn(pHandle, desc));
     return quota_end(&c, rc, SHIM_KIND_ARRAY,
                      pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
 }
@@ -506,6 +510,7 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle,
     OOM_IF_REFUSED(c, array_bytes(desc->Width, desc->Height, desc->Depth,
                                   desc->Format, desc->NumChannels));
     CUresult rc = fn(pHandle, desc);
+    RECLAIM_RETRY(c, rc, c.bytes, fn(pHandle, desc));
     return quota_end(&c, rc, SHIM_KIND_ARRAY,
                      pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
 }
@@ -536,6 +541,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
         return fn(pHandle, desc, numLevels);
     OOM_IF_REFUSED(c, mipmap_bytes(desc, numLevels));
     CUresult rc = fn(pHandle, desc, numLevels);
+    RECLAIM_RETRY(c, rc, c.bytes, fn(pHandle, desc, numLevels));
     return quota_end(&c, rc, SHIM_KIND_MIPMAP,
                      pHandle ? (uint64_t)(uintptr_t)*pHandle : 0);
 }

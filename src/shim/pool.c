@@ -24,6 +24,7 @@
  * plain allocation path (a refusal there takes it, once).
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #define POOL_MAX 64             /* pools one process allocates from */
 #define ATTR_RESERVED_CURRENT 5 /* CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT */
@@ -221,6 +222,13 @@ int pool_alloc(const struct pool_api *api, void *pool, int ordinal,
         }
     }
     rc = call(arg);
+    /* the pool could not grow on a short card: elastic memory (SPEC 4.4),
+     * as for every other allocation (hooks.c); the pools' lock is held
+     * meanwhile, as for the call itself */
+    for (int i = 0; i < RECLAIM_TRIES && rc == CUDA_ERROR_OUT_OF_MEMORY &&
+                    grow > 0 && c.dev != NULL && reclaim_ask(ordinal, grow);
+         i++)
+        rc = call(arg);
     if (rc != CUDA_SUCCESS) {
         quota_adjust(&c, 0);
     } else if (api->attr(pool, ATTR_RESERVED_CURRENT, &now) == 0) {

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1021,6 +1023,157 @@ static void case_reclaim(void)
     CHECK(cuMemFree_v2(mine) == 0, "free");
 }
 
+/* Elastic memory on every allocation path the quota holds (SPEC 4.4): a
+ * card of 1 GiB (FAKE_CUDA_TOTAL) of which another app (a process without
+ * the shim) holds 768 MiB; this app's 512 MiB through PATH is within its
+ * 1 GiB quota but the card is short, so the shim asks acceld's reclaim
+ * socket (here the test's own server, which has the other app free its
+ * memory and answers "ok") and the call succeeds the second time. Before,
+ * only cuMemAlloc_v2, pitch and cuMemCreate asked: the others failed as
+ * on a full card. */
+static struct {
+    int fd;              /* the reclaim socket */
+    pid_t hog;           /* the other app */
+    int hog_out;         /* its "freed" line */
+    _Atomic int asks;
+} el;
+
+/* The other app: 768 MiB on the card until SIGUSR1, then freed. */
+static void case_hog(void)
+{
+    CUdeviceptr p = 0;
+    sigset_t set;
+    int sig = 0;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    make_current();
+    if (cuMemAlloc_v2(&p, 768 * MiB) != CUDA_SUCCESS)
+        _exit(3);
+    (void)!write(1, "ready", 5);
+    sigwait(&set, &sig);
+    cuMemFree_v2(p);
+    (void)!write(1, "freed", 5);
+    _exit(0);
+}
+
+static void *el_serve(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char line[256] = "", buf[8] = "";
+        int c = accept(el.fd, NULL, NULL);
+        ssize_t n;
+        if (c < 0)
+            return NULL; /* the socket was shut down */
+        n = read(c, line, sizeof line - 1);
+        if (n > 0 && strncmp(line, "reclaim ", 8) == 0 && el.hog > 0) {
+            atomic_fetch_add(&el.asks, 1);
+            kill(el.hog, SIGUSR1); /* its reclaim action */
+            if (read(el.hog_out, buf, 5) == 5 &&
+                strncmp(buf, "freed", 5) == 0) {
+                el.hog = 0;
+                (void)!write(c, "ok\n", 3);
+            } else {
+                (void)!write(c, "no\n", 3);
+            }
+        } else {
+            (void)!write(c, "no\n", 3);
+        }
+        close(c);
+    }
+}
+
+/* This app: started with acceld's config (the shim reads it at cuInit),
+ * the other app's pid and pipe from its parent. */
+static void case_elastic_run(const char *which)
+{
+    const struct alloc_path *pth = NULL;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const char *sock = getenv("EL_SOCK");
+    union gpu_key k = { 0 };
+    pthread_t th;
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++)
+        if (strcmp(paths[i].name, which) == 0)
+            pth = &paths[i];
+    el.hog = (pid_t)strtol(getenv("EL_HOG") ? getenv("EL_HOG") : "0", NULL,
+                           10);
+    el.hog_out = (int)strtol(getenv("EL_FD") ? getenv("EL_FD") : "-1", NULL,
+                             10);
+    CHECK(pth != NULL && sock != NULL && el.hog > 0 && el.hog_out >= 0,
+          "path %s, the socket, the other app", which);
+    if (pth == NULL || sock == NULL || el.hog <= 0 || el.hog_out < 0)
+        return;
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    unlink(sock);
+    el.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(el.fd >= 0 && bind(el.fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              listen(el.fd, 4) == 0 &&
+              pthread_create(&th, NULL, el_serve, NULL) == 0,
+          "the reclaim socket");
+    make_current();
+    CHECK(pth->alloc(512 * MiB, &k) == CUDA_SUCCESS,
+          "%s: 512 MiB within the quota on a short card", which);
+    CHECK(atomic_load(&el.asks) >= 1 && el.hog == 0,
+          "%s: acceld was not asked (%d asks)", which, atomic_load(&el.asks));
+    CHECK(pth->release(k) == CUDA_SUCCESS, "release");
+    if (pth->settle)
+        pth->settle();
+    peak_within(GiB, which);
+    shutdown(el.fd, SHUT_RDWR);
+    close(el.fd);
+    pthread_join(th, NULL);
+    unlink(sock);
+}
+
+static void case_elastic(const char *which)
+{
+    char dir[400], led[512], cfg[512], sock[108], buf[8] = "", num[24];
+    struct ledger_device dev = { 0, GiB, led, "", NULL, NULL, sock };
+    char *hog_argv[] = { "shim_case", "hog", NULL };
+    char *run_argv[] = { "shim_case", "elastic_run", (char *)which, NULL };
+    const char *preload = getenv("LD_PRELOAD");
+    char *keep = preload ? strdup(preload) : NULL;
+    int fds[2], status = -1;
+    pid_t hog, app;
+
+    /* the other app, without the shim */
+    CHECK(pipe(fds) == 0, "pipe");
+    unsetenv("LD_PRELOAD");
+    hog = spawn(hog_argv, fds[1]);
+    if (keep)
+        setenv("LD_PRELOAD", keep, 1);
+    free(keep);
+    close(fds[1]);
+    CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
+          "the other app's 768 MiB");
+    /* this app's quota, with acceld's reclaim socket, as acceld writes it */
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    snprintf(sock, sizeof(sock), "%s/reclaim.sock", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "el-app", 0) == ACCEL_OK, "path");
+    snprintf(cfg, sizeof(cfg), "%s/el-app.shim.conf", dir);
+    CHECK(ledger_create(led, "el-app", 0, "", GiB, (uid_t)-1, (gid_t)-1) ==
+              ACCEL_OK, "ledger");
+    CHECK(ledger_write_config(cfg, "el-app", &dev, 1) == ACCEL_OK, "config");
+    setenv("ACCEL_CONFIG", cfg, 1);
+    setenv("EL_SOCK", sock, 1);
+    snprintf(num, sizeof num, "%d", (int)hog);
+    setenv("EL_HOG", num, 1);
+    snprintf(num, sizeof num, "%d", fds[0]);
+    setenv("EL_FD", num, 1);
+    app = spawn(run_argv, -1);
+    CHECK(app > 0 && waitpid(app, &status, 0) == app && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "%s: the app's process failed (status %d)", which, status);
+    kill(hog, SIGKILL);
+    waitpid(hog, NULL, 0);
+    close(fds[0]);
+    CHECK(ledger_remove(led) == ACCEL_OK, "remove");
+    unlink(cfg);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1050,6 +1203,12 @@ int main(int argc, char **argv)
         case_config();
     else if (strcmp(c, "live_quota") == 0)
         case_live_quota();
+    else if (strcmp(c, "elastic") == 0 && argc > 2)
+        case_elastic(argv[2]);
+    else if (strcmp(c, "hog") == 0)
+        case_hog();
+    else if (strcmp(c, "elastic_run") == 0 && argc > 2)
+        case_elastic_run(argv[2]);
     else if (strcmp(c, "nvml_visible") == 0)
         case_nvml_visible();
     else if (strcmp(c, "nvml_unbound") == 0)
