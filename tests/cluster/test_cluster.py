@@ -465,6 +465,9 @@ class AnyNodeTest(unittest.TestCase):
                            "verify_asan_link_order=0:detect_leaks=0"}
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
+        # the class's cluster is shared: never leave the app to the next test
+        self.addCleanup(lambda: c.app_of(c.agent("n1"), "quota") and
+                        c.agent("n1").http("DELETE", "/api/apps/quota"))
         c.wait(lambda: "waiting" in n2.app_log("quota"), "quota started",
                timeout=30)
         ledger = os.path.join(n2.data_dir, "run", "ledgers",

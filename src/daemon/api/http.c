@@ -217,7 +217,10 @@ void http_reply_raw(struct http_req *r, int status, json_t *body)
 void http_reply_error_code(struct http_req *r, int status, const char *code,
                            const char *msg)
 {
-    r->refused = status == 409;
+    /* a conflict, or a name this view does not know yet (installed a
+     * moment ago through another node): in a cluster, decided again once
+     * the view is as fresh as etcd (http_run_handler) */
+    r->refused = status == 409 || status == 404;
     set_reply(r, status,
               json_pack("{s:i, s:s, s:s}", "code", status, "error", code,
                         "message", msg));

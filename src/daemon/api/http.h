@@ -52,7 +52,7 @@ struct http_req {
     struct slow_op *slow;             /* its slow operation (http_slow.c) */
     /* the reply */
     int status;
-    bool refused;                     /* a failed check or a 409: decided
+    bool refused;                     /* a failed check, a 409 or a 404: decided
                                          on this node's view (http.c) */
     char *reply;                      /* allocated body */
     const char *reply_type;           /* content type */
