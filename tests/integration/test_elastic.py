@@ -215,10 +215,11 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(st, 200, b)
 
     def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
-                priority=None, flags=()):
+                priority=None, flags=(), beside=None, port=None):
         """Install a stand-in app holding model_gib (at start for ollama
-        and vllm); returns its port."""
-        port = free_port()
+        and vllm); returns its port. beside: a command (argv) the app runs
+        too, in the background, a process of the app."""
+        port = port or free_port()
         m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
                                    cpu="100m", disk="1Mi")
         e = m["spec"]["accelerator"][0]
@@ -237,6 +238,11 @@ class ElasticReclaimTest(RuntimeBase):
                             "ASAN_OPTIONS":
                                 "verify_asan_link_order=0:detect_leaks=0"},
                     "stopTimeoutSeconds": 2}
+        if beside is not None:
+            m["run"]["command"] = (
+                ["/bin/sh", "-c", '"$0" %s & exec "$@"' % " ".join(
+                    "'%s'" % a for a in beside[1:]), beside[0]] +
+                m["run"]["command"])
         self.install(m, GPU_A)
         self.wait_for(lambda: "ready" in self.d.app_log(name),
                       "%s to listen" % name, timeout=20)
@@ -507,6 +513,109 @@ class ElasticReclaimTest(RuntimeBase):
                           if l.startswith("free")],
                          "the victim was not asked to free")
         self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
+
+    def test_action_cannot_reach_a_port_through_its_ipv6_twin(self):
+        """The victim listens on 127.0.0.1:P; the sneaky app's process
+        listens on [::1]:P (another socket, which the kernel allows beside
+        it) and names P in its http action. acceld calls 127.0.0.1:P, which
+        is the victim's: every listener such a call may reach must be the
+        app's, not one of them. The victim is never asked to free."""
+        self.elastic(1.5, 1500)
+        pb = self.standin("victim", "comfyui", 8, 8, priority=9)
+        self.assertEqual(call(pb, "POST", "/prompt", {})[0], 200)
+        six = os.path.join(self.logs, "six")
+        self.standin("sneaky", "ollama", 12, 12,
+                     reclaim={"http": {"method": "POST", "port": pb,
+                                       "path": "/free"}},
+                     beside=[PY3, "-c", LISTEN6, str(pb), six])
+        self.wait_for(lambda: os.path.exists(six), "[::1] listener")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        self.assertFalse([l for l in self.app_log_lines("victim")
+                          if l.startswith("free")],
+                         "the victim was not asked to free")
+        self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
+
+    def forge(self, name, quota_gib, size):
+        """An app whose process sends the shim's ask itself, for size
+        bytes, on the socket its config names; what acceld answered."""
+        out = os.path.join(self.logs, name + ".answer")
+        m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
+                                   cpu="100m", disk="1Mi")
+        m["run"] = {"command": [PY3, "-c", FORGE, GPU_A,
+                                str(size), out],
+                    "env": {"ASAN_OPTIONS":
+                            "verify_asan_link_order=0:detect_leaks=0"},
+                    "stopTimeoutSeconds": 2}
+        self.install(m, GPU_A)
+        try:
+            return self.wait_for(
+                lambda: os.path.exists(out) and read_text(out),
+                "the answer to %s's ask" % name, timeout=30)
+        except AssertionError:
+            print("%s's log: %s" % (name, self.d.app_log(name)))
+            raise
+
+    def test_forged_ask_beyond_the_quota_is_refused(self):
+        """A process of an app (its owner's code) may write the shim's ask
+        itself: one for more than the app's quota on the card (2^64-1,
+        "-1", quota + 1) is refused at once, and no other app is asked to
+        give memory back, nor stopped by its orStop."""
+        self.elastic(1.5, 1500)
+        pv = self.standin("victim", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        answers = [self.forge("forger%d" % i, 4, size) for i, size in
+                   enumerate([(1 << 64) - 1, -1, (4 << 30) + 1])]
+        self.assertEqual(self.app("victim")["state"], "running")
+        self.assertEqual(len(call(pv, "GET", "/api/ps")[1]["models"]), 1)
+        for ans in answers:
+            self.assertTrue(ans.startswith("no over-quota"), answers)
+        self.assertEqual(self.events("memory.reclaim"), [])
+        self.assertEqual(self.card_figures()[0], 8 << 30)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+PY3 = "/usr/bin/python3"  # one an app of any uid may run
+
+LISTEN6 = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::1", int(sys.argv[1])))
+s.listen(8)
+open(sys.argv[2], "w").write("listening")
+time.sleep(300)
+"""
+
+FORGE = r"""
+import os, socket, sys, time
+path = None
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 3 and f[0] == "reclaim":
+        path = f[2]
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.sendall(("reclaim %s %s %s\n" % (os.environ["ACCEL_APP"], sys.argv[1],
+                                    sys.argv[2])).encode())
+s.settimeout(30)
+ans = b""
+while not ans.endswith(b"\n"):
+    k = s.recv(400)
+    if not k:
+        break
+    ans += k
+open(sys.argv[3] + ".tmp", "w").write(ans.decode() or "closed")
+os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+time.sleep(300)
+"""
 
 
 if __name__ == "__main__":

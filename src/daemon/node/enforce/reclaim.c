@@ -205,23 +205,36 @@ static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b)
 
 /* ---- who owns a port ---- */
 
-/* The inodes of the sockets listening on 127.0.0.1, ::1 or any address
- * at `port` (/proc/net/tcp and tcp6); how many, at most max. */
-static size_t listeners(unsigned port, unsigned long *ino, size_t max)
+/*
+ * The inodes of the sockets listening at `port` that a connection to
+ * 127.0.0.1:port may reach (/proc/net/tcp and tcp6): IPv4 on 127.0.0.1 or
+ * any, IPv6 on any (dual stack) or on ::ffff:127.0.0.1 / ::ffff:0.0.0.0.
+ * Not ::1 nor another 127/8 address: those are never reached by the call,
+ * so holding one proves nothing (another app may hold 127.0.0.1:port).
+ * How many, at most max; *more when there were more than max.
+ */
+static size_t listeners(unsigned port, unsigned long *ino, size_t max,
+                        bool *more)
 {
     static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    static const char *const reach[] = {
+        "0100007F", "00000000", "00000000000000000000000000000000",
+        "0000000000000000FFFF00000100007F",
+        "0000000000000000FFFF000000000000"};
     size_t n = 0;
 
+    *more = false;
     for (size_t f = 0; f < 2; f++) {
         FILE *fp = fopen(files[f], "re");
         char line[512];
         if (fp == NULL)
             continue;
-        while (n < max && fgets(line, sizeof line, fp) != NULL) {
+        while (fgets(line, sizeof line, fp) != NULL) {
             char local[80];
             unsigned lport = 0, st = 0;
             unsigned long inode = 0;
             char *colon;
+            bool hit = false;
             if (sscanf(line, " %*d: %79s %*s %x %*s %*s %*s %*u %*u %lu",
                        local, &st, &inode) != 3)
                 continue;
@@ -232,11 +245,13 @@ static size_t listeners(unsigned port, unsigned long *ino, size_t max)
             *colon = '\0';
             if (lport != port)
                 continue;
-            /* loopback or any: 0100007F, 00000000, ::1, :: */
-            if (strcmp(local, "0100007F") == 0 ||
-                strcmp(local, "00000000") == 0 ||
-                strcmp(local, "00000000000000000000000001000000") == 0 ||
-                strcmp(local, "00000000000000000000000000000000") == 0)
+            for (size_t k = 0; k < sizeof reach / sizeof reach[0]; k++)
+                hit = hit || strcmp(local, reach[k]) == 0;
+            if (!hit)
+                continue;
+            if (n == max)
+                *more = true;
+            else
                 ino[n++] = inode;
         }
         fclose(fp);
@@ -244,19 +259,19 @@ static size_t listeners(unsigned port, unsigned long *ino, size_t max)
     return n;
 }
 
-/* Does process pid hold one of the socket inodes? */
-static bool holds_socket(pid_t pid, const unsigned long *ino, size_t n)
+/* Mark in held[] the socket inodes of ino[] that process pid holds. */
+static void holds_socket(pid_t pid, const unsigned long *ino, size_t n,
+                         bool *held)
 {
     char dir[64], link[340], target[64];
     struct dirent *e;
     DIR *dp;
-    bool found = false;
 
     snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
     dp = opendir(dir);
     if (dp == NULL)
-        return false;
-    while (!found && (e = readdir(dp)) != NULL) {
+        return;
+    while ((e = readdir(dp)) != NULL) {
         ssize_t len;
         unsigned long v;
         if (e->d_name[0] == '.')
@@ -268,11 +283,19 @@ static bool holds_socket(pid_t pid, const unsigned long *ino, size_t n)
         target[len] = '\0';
         if (sscanf(target, "socket:[%lu]", &v) != 1)
             continue;
-        for (size_t i = 0; i < n && !found; i++)
-            found = ino[i] == v;
+        for (size_t i = 0; i < n; i++)
+            if (ino[i] == v)
+                held[i] = true;
     }
     closedir(dp);
-    return found;
+}
+
+static bool all_held(const bool *held, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!held[i])
+            return false;
+    return true;
 }
 
 /* The process group of pid (field 5 of its stat), 0 when gone. */
@@ -307,12 +330,15 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
                         unsigned port)
 {
     unsigned long ino[16];
-    size_t n = listeners(port, ino, 16);
+    bool held[16] = {false}, more;
+    size_t n = listeners(port, ino, 16, &more);
     pid_t *pids = NULL;
     ssize_t np = -1;
-    bool own = false;
 
-    if (n == 0)
+    /* every listener the call may reach must be the app's: one of them
+     * someone else's (an IPv4 one beside the app's, a SO_REUSEPORT group)
+     * and the call may land there */
+    if (n == 0 || more)
         return false;
     if (g->container) /* podman's port forwarder holds the listener: the
                        * port must be one the container publishes */
@@ -324,23 +350,24 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
         }
     if (r->d->cg != NULL)
         np = cgroup_app_procs(r->d->cg, g->name, &pids);
-    for (ssize_t i = 0; i < np && !own; i++)
-        own = holds_socket(pids[i], ino, n);
+    for (ssize_t i = 0; i < np && !all_held(held, n); i++)
+        holds_socket(pids[i], ino, n, held);
     free(pids);
-    if (own || np > 0 || g->pid <= 0)
-        return own;
+    if (np > 0 || g->pid <= 0)
+        return all_held(held, n);
     { /* no cgroup: the leader's process group */
         DIR *dp = opendir("/proc");
         struct dirent *e;
-        while (dp != NULL && !own && (e = readdir(dp)) != NULL) {
+        while (dp != NULL && !all_held(held, n) &&
+               (e = readdir(dp)) != NULL) {
             pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
             if (p > 0 && pgrp_of(p) == (pid_t)g->pid)
-                own = holds_socket(p, ino, n);
+                holds_socket(p, ino, n, held);
         }
         if (dp != NULL)
             closedir(dp);
     }
-    return own;
+    return all_held(held, n);
 }
 
 /* ---- calling an action ---- */
@@ -681,7 +708,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     struct giver *g;
     size_t n = 0, called = 0;
     int64_t t0 = mono_ms(), deadline;
-    uint64_t fr = 0, need, promised = 0;
+    uint64_t fr = 0, need, promised = 0, quota = 0;
     uint32_t wait_ms;
     bool ok = false, stopped_any = false;
     int dev, prio;
@@ -695,6 +722,23 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         d->snap.devs[dev].st != ACCEL_SUPPORT_MEMSLICE) {
         pthread_mutex_unlock(&d->lock);
         answer(fd, "no not a Memory-slicing device of this node\n");
+        return false;
+    }
+    /* an ask is for one allocation within the asker's quota on the card
+     * (the shim asks only then): a larger one (a forged ask, from any
+     * process of the app) would have others unload, or be stopped
+     * (orStop), for memory the asker may never hold */
+    for (size_t k = 0; k < a->nrows; k++)
+        if ((int)a->rows[k].dev == dev)
+            quota = a->rows[k].memory;
+    if (bytes == 0 || bytes > quota) {
+        pthread_mutex_unlock(&d->lock);
+        line = xasprintf("no over-quota: %llu bytes is not an allocation "
+                         "within %s's quota on %s (%llu bytes)\n",
+                         (unsigned long long)bytes, asker, uuid,
+                         (unsigned long long)quota);
+        answer(fd, line);
+        free(line);
         return false;
     }
     wait_ms = state_dev_reclaim_wait_ms(d, dev);
