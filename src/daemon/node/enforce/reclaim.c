@@ -342,12 +342,9 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
         return false;
     if (g->container) /* podman's port forwarder holds the listener: the
                        * port must be one the container publishes */
-        for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++) {
-            const char *c = strstr(g->ports[i], "]:");
-            c = c != NULL ? c + 1 : strchr(g->ports[i], ':');
-            if (c != NULL && strtoul(c + 1, NULL, 10) == port)
+        for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++)
+            if (manifest_port_reached(g->ports[i], port))
                 return true;
-        }
     if (r->d->cg != NULL)
         np = cgroup_app_procs(r->d->cg, g->name, &pids);
     for (ssize_t i = 0; i < np && !all_held(held, n); i++)
