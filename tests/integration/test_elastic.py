@@ -9,6 +9,7 @@ the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
 16 GiB, refused at 1 and admitted at 1.5."""
 import json
 import os
+import socket
 import struct
 import sys
 import time
@@ -575,6 +576,43 @@ class ElasticReclaimTest(RuntimeBase):
             self.assertTrue(ans.startswith("no over-quota"), answers)
         self.assertEqual(self.events("memory.reclaim"), [])
         self.assertEqual(self.card_figures()[0], 8 << 30)
+
+    def test_idle_connections_cannot_pile_up_threads(self):
+        """The reclaim socket is open to every local user, and each ask
+        holds one of acceld's threads (2 s for its line, then the device's
+        wait): 300 connections that never send cost acceld at most its cap
+        of asks per uid, the others are answered "no busy" at once."""
+        self.elastic(1.5, 1500)
+        self.standin("holder", "ollama", 8, 8)
+        env = self.environ(self.app("holder")["pid"])
+        with open(env["ACCEL_CONFIG"]) as f:
+            sock = [l.split()[2] for l in f if l.startswith("reclaim ")][0]
+        status = "/proc/%d/status" % self.d.proc.pid
+
+        def threads():
+            with open(status) as f:
+                return int([l for l in f if l.startswith("Threads:")][0]
+                           .split()[1])
+        base = threads()
+        conns, busy = [], 0
+        try:
+            for _ in range(300):
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(sock)
+                conns.append(c)
+            time.sleep(0.5)
+            peak = threads()
+            for c in conns:
+                c.settimeout(0.2)
+                try:
+                    busy += c.recv(100).startswith(b"no busy")
+                except socket.timeout:
+                    pass
+        finally:
+            for c in conns:
+                c.close()
+        self.assertLess(peak - base, 40, (base, peak))
+        self.assertGreaterEqual(busy, 250)
 
 
 def read_text(path):

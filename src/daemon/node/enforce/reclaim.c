@@ -46,6 +46,9 @@
 #define MAX_RECORDS 256
 #define MAX_SLEEPERS 16
 #define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
+#define ASKS_MAX 128         /* asks in flight, all askers together */
+#define ASKS_PER_UID 16      /* asks in flight from one uid */
+#define ASK_UIDS 64          /* uids with asks in flight */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -83,6 +86,12 @@ struct reclaim {
     double seconds_sum;
     struct sleeper sleepers[MAX_SLEEPERS];
     size_t nsleep;
+    /* the asks in flight, by the asker's uid: the socket is open to every
+     * local user, and each ask holds a thread for up to the read time,
+     * then the device's wait: one uid may not hold more than its share */
+    unsigned asks_in_flight;
+    struct { uid_t uid; unsigned n; } ask_uid[ASK_UIDS];
+    size_t nask_uid;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -859,6 +868,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
 struct job {
     struct reclaim *r;
     int fd;                            /* an ask; -1 for a give-back */
+    uid_t uid;                         /* an ask's asker (counted) */
     char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1], why[ACCEL_ID_MAX + 1];
     uint64_t bytes;
 };
@@ -883,6 +893,45 @@ static void answer(int fd, const char *s)
         s += w;
         len -= (size_t)w;
     }
+}
+
+/* Count one more ask of uid in flight; false (nothing counted) when that
+ * uid, or all askers together, already have their most. */
+static bool ask_take(struct reclaim *r, uid_t uid)
+{
+    size_t i;
+    bool ok = false;
+
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < r->nask_uid && r->ask_uid[i].uid != uid; i++)
+        ;
+    if (r->asks_in_flight < ASKS_MAX &&
+        (i < r->nask_uid ? r->ask_uid[i].n < ASKS_PER_UID
+                         : r->nask_uid < ASK_UIDS)) {
+        if (i == r->nask_uid) {
+            r->ask_uid[i].uid = uid;
+            r->ask_uid[i].n = 0;
+            r->nask_uid++;
+        }
+        r->ask_uid[i].n++;
+        r->asks_in_flight++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void ask_release(struct reclaim *r, uid_t uid)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nask_uid; i++)
+        if (r->ask_uid[i].uid == uid) {
+            if (--r->ask_uid[i].n == 0)
+                r->ask_uid[i] = r->ask_uid[--r->nask_uid];
+            r->asks_in_flight--;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 static bool read_ask(int fd, char *buf, size_t cap)
@@ -938,6 +987,7 @@ static void *ask_thread(void *arg)
     resolve(r, j->fd, app, dev, (uint64_t)bytes);
 out:
     close(j->fd);
+    ask_release(r, j->uid);
     free(j);
     job_done(r);
     return NULL;
@@ -1090,6 +1140,8 @@ static void *accept_thread(void *arg)
         struct pollfd p[2] = {{r->lfd, POLLIN, 0},
                               {r->stop_pipe[0], POLLIN, 0}};
         struct job *j;
+        struct ucred cr;
+        socklen_t crlen = sizeof cr;
         int fd, k;
         size_t sleeping;
         pthread_mutex_lock(&r->mu);
@@ -1112,12 +1164,20 @@ static void *accept_thread(void *arg)
         fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 ||
+            !ask_take(r, cr.uid)) {
+            answer(fd, "no busy: too many asks in flight\n");
+            close(fd);
+            continue;
+        }
         j = xcalloc(1, sizeof(*j));
         j->r = r;
         j->fd = fd;
+        j->uid = cr.uid;
         if (!spawn(r, ask_thread, j)) {
             answer(fd, "no stopping\n");
             close(fd);
+            ask_release(r, cr.uid);
             free(j);
         }
     }
