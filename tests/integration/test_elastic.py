@@ -614,6 +614,28 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertLess(peak - base, 40, (base, peak))
         self.assertGreaterEqual(busy, 250)
 
+    def test_repeated_cuts_call_the_action_once_at_a_time(self):
+        """Each quota cut below what the app holds calls its reclaim
+        action on a thread of acceld's: an owner cutting again and again
+        (19000 MiB, 18900 MiB, ...) while the action hangs must not pile up
+        threads, one call per app and device at a time is enough."""
+        self.standin("hog", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        status = "/proc/%d/status" % self.d.proc.pid
+
+        def threads():
+            with open(status) as f:
+                return int([l for l in f if l.startswith("Threads:")][0]
+                           .split()[1])
+        base = threads()
+        for i in range(60):
+            st, b = self.d.http(
+                "PUT", "/api/apps/hog/compute-resources/bindings/%s" % GPU_A,
+                {"memory": "%dMi" % (19000 - 100 * i)})
+            self.assertEqual(st, 200, b)
+        peak = threads()
+        self.assertLess(peak - base, 10, (base, peak))
+
 
 def read_text(path):
     with open(path) as f:

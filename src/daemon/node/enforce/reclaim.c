@@ -49,6 +49,7 @@
 #define ASKS_MAX 128         /* asks in flight, all askers together */
 #define ASKS_PER_UID 16      /* asks in flight from one uid */
 #define ASK_UIDS 64          /* uids with asks in flight */
+#define GIVING_MAX 64        /* give-backs in flight (one per app, device) */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -92,6 +93,11 @@ struct reclaim {
     unsigned asks_in_flight;
     struct { uid_t uid; unsigned n; } ask_uid[ASK_UIDS];
     size_t nask_uid;
+    /* the give-backs in flight (a quota cut's): one per app and device,
+     * so that cut after cut while the action hangs costs one thread */
+    struct { char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1]; }
+        giving[GIVING_MAX];
+    size_t ngiving;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -993,6 +999,41 @@ out:
     return NULL;
 }
 
+/* Note a give-back of app on dev in flight; false when one already is
+ * (or too many are). */
+static bool giving_take(struct reclaim *r, const char *app, const char *dev)
+{
+    bool ok;
+
+    pthread_mutex_lock(&r->mu);
+    ok = r->ngiving < GIVING_MAX;
+    for (size_t i = 0; ok && i < r->ngiving; i++)
+        ok = strcmp(r->giving[i].app, app) != 0 ||
+             strcmp(r->giving[i].dev, dev) != 0;
+    if (ok) {
+        util_strlcpy(r->giving[r->ngiving].app, app,
+                     sizeof r->giving[0].app);
+        util_strlcpy(r->giving[r->ngiving].dev, dev,
+                     sizeof r->giving[0].dev);
+        r->ngiving++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void giving_release(struct reclaim *r, const char *app,
+                           const char *dev)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->ngiving; i++)
+        if (strcmp(r->giving[i].app, app) == 0 &&
+            strcmp(r->giving[i].dev, dev) == 0) {
+            r->giving[i] = r->giving[--r->ngiving];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+}
+
 static void *give_back_thread(void *arg)
 {
     struct job *j = arg;
@@ -1027,6 +1068,7 @@ static void *give_back_thread(void *arg)
         report_givers(r, j->why, j->dev, g, n, t0);
     }
     givers_free(g, n);
+    giving_release(r, j->app, j->dev);
     free(j);
     job_done(r);
     return NULL;
@@ -1317,6 +1359,10 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     pthread_mutex_unlock(&d->lock);
     if (!has)
         return false;
+    /* one in flight for this app and device already: it asks for what
+     * the app holds above its quota, which covers this cut too */
+    if (!giving_take(r, app, dev_id))
+        return true;
     j = xcalloc(1, sizeof(*j));
     j->r = r;
     j->fd = -1;
@@ -1325,6 +1371,7 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     util_strlcpy(j->dev, dev_id, sizeof j->dev);
     util_strlcpy(j->why, why ? why : "quota", sizeof j->why);
     if (!spawn(r, give_back_thread, j)) {
+        giving_release(r, app, dev_id);
         free(j);
         return false;
     }
