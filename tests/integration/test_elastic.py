@@ -636,6 +636,26 @@ class ElasticReclaimTest(RuntimeBase):
         peak = threads()
         self.assertLess(peak - base, 10, (base, peak))
 
+    def test_or_stop_spares_a_giver_that_gave_everything(self):
+        """orStop stops a giver that still holds memory at half the wait:
+        one whose action freed all it held is not stopped, even when the
+        asker is still short (what it held went back; stopping it frees
+        nothing more)."""
+        self.elastic(1.5, 1500)
+        self.standin("plain", "ollama", 12, 12)  # no reclaim
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual(ev[0]["data"]["bytes"], 8 << 30, ev)
+        self.assertFalse(ev[0]["data"]["stopped"], ev)
+        self.assertEqual(self.app("good")["state"], "running")
+
 
 def read_text(path):
     with open(path) as f:

@@ -812,11 +812,17 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             continue;
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
-            for (size_t i = 0; i < called; i++)
-                if (g[i].act.or_stop && g[i].held > 0) {
-                    stop_app(d, g[i].name);
-                    g[i].stopped = true;
-                }
+            for (size_t i = 0; i < called; i++) {
+                struct ledger_usage u;
+                /* what it holds now: one that gave all it held back is
+                 * spared (stopping it would free nothing more) */
+                if (!g[i].act.or_stop || g[i].held == 0 ||
+                    (ledger_read(g[i].ledger, &u) == ACCEL_OK &&
+                     u.used == 0))
+                    continue;
+                stop_app(d, g[i].name);
+                g[i].stopped = true;
+            }
             stopped_any = true;
         }
         if (now >= deadline || is_stopping(r))
