@@ -656,6 +656,27 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertFalse(ev[0]["data"]["stopped"], ev)
         self.assertEqual(self.app("good")["state"], "running")
 
+    def test_a_lying_giver_does_not_shield_the_next(self):
+        """The idlest giver answers 200 and frees nothing: its answer
+        counts as memory to come only for a moment, then the next giver
+        is asked and frees enough: the asker gets its memory within the
+        wait. (Counted for the whole wait, one member's lying app made
+        every shortage on the card fail.)"""
+        self.elastic(1.5, 4000)
+        self.standin("liar", "ollama", 8, 8, flags=("--lie",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 4.0)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
 
 def read_text(path):
     with open(path) as f:

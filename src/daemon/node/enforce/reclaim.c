@@ -50,6 +50,8 @@
 #define ASKS_PER_UID 16      /* asks in flight from one uid */
 #define ASK_UIDS 64          /* uids with asks in flight */
 #define GIVING_MAX 64        /* give-backs in flight (one per app, device) */
+#define PROMISE_MS 1000      /* how long a giver's 2xx counts as memory to
+                              * come (at most a quarter of the wait) */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -109,7 +111,9 @@ struct giver {
     struct manifest_reclaim act;       /* path and body owned */
     char **ports;                      /* container: published, or NULL */
     bool container;
+    uint64_t quota;                    /* its quota on the device */
     uint64_t held, held_after, active_ms;
+    int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
 };
 
@@ -578,6 +582,7 @@ static struct giver *gather(struct accel_daemon *d, int dev,
                 !runtime_ledger_of(d, b, k, v->ledger, sizeof v->ledger))
                 continue;
             util_strlcpy(v->name, b->name, sizeof v->name);
+            v->quota = b->rows[k].memory;
             v->pid = b->pid;
             v->pid_start = b->pid_start;
             v->act = *m;
@@ -719,7 +724,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     struct accel_daemon *d = r->d;
     struct giver *g;
     size_t n = 0, called = 0;
-    int64_t t0 = mono_ms(), deadline;
+    int64_t t0 = mono_ms(), deadline, promise_ms;
     uint64_t fr = 0, need, promised = 0, quota = 0;
     uint32_t wait_ms;
     bool ok = false, stopped_any = false;
@@ -760,12 +765,16 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
 
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
+        /* the ledger is the app's to write: what it says it holds
+         * counts up to its quota, no more */
         if (ledger_read(g[i].ledger, &u) == ACCEL_OK) {
-            g[i].held = u.used;
+            g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
             g[i].active_ms = u.active_ms;
         }
     }
     qsort(g, n, sizeof(*g), by_idleness);
+    promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
+                                          : PROMISE_MS;
     deadline = t0 + wait_ms;
     fmt_gib(bytes, want, sizeof want);
     if (!card_free(r, uuid, &fr)) {
@@ -780,6 +789,13 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     while (!(ok = fr >= bytes)) {
         int64_t now = mono_ms();
         need = bytes - fr;
+        /* a giver's 2xx counts as memory to come for a moment only: one
+         * that answered and freed nothing (or less) must not keep the
+         * next givers from being asked for the rest of the wait */
+        promised = 0;
+        for (size_t i = 0; i < called; i++)
+            if (g[i].promised_until > now)
+                promised += g[i].held;
         /* call the idlest givers until what they hold covers the need */
         while (promised < need && called < n && now < deadline) {
             struct giver *v = &g[called++];
@@ -798,8 +814,10 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
                                &st);
             v->called = true;
             /* only an action that answered counts on its memory */
-            if (st >= 200 && st < 300)
+            if (st >= 200 && st < 300) {
                 promised += v->held;
+                v->promised_until = mono_ms() + promise_ms;
+            }
             log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
                      "bytes): %s", asker, want, uuid, v->name,
                      (unsigned long long)v->held, what);
