@@ -677,6 +677,48 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    def test_many_slow_unloads_bounded_by_the_wait(self):
+        """A giver's Ollama routes list 40 models, and each unload takes
+        0.5 s: the preset's calls share the giver's time, not one timeout
+        each, so the asker still fails within the wait (40 x 0.5 s held
+        it 20 s)."""
+        self.elastic(1.5, 1500)
+        slow = free_port()
+        ready = os.path.join(self.logs, "slow")
+        self.standin("slowpoke", "ollama", 20, 20,
+                     reclaim={"preset": "ollama", "port": slow},
+                     beside=[PY3, "-c", SLOW_OLLAMA, str(slow), ready])
+        self.wait_for(lambda: os.path.exists(ready), "the slow routes")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertLess(took, 1.5 + 3.0)
+
+
+SLOW_OLLAMA = r"""
+import http.server, json, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def reply(self, o):
+        b = json.dumps(o).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        self.reply({"models": [{"model": "m%d" % i} for i in range(40)]})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(0.5)
+        self.reply({})
+s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+open(sys.argv[2], "w").write("listening")
+s.serve_forever()
+"""
+
 
 def read_text(path):
     with open(path) as f:

@@ -452,6 +452,9 @@ static long http_call(unsigned port, const char *method, const char *path,
  * llama-server (router mode): every loaded model of /models, unloaded. */
 static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
 {
+    /* every call shares timeout_ms: the list is the app's to write, and
+     * one timeout per model would hold the asker past its wait */
+    int64_t end = mono_ms() + timeout_ms;
     bool ollama = a->preset == MANIFEST_PRESET_OLLAMA;
     char *text = NULL;
     long st = http_call(a->port, "GET", ollama ? "/api/ps" : "/models", NULL,
@@ -468,6 +471,9 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
             json_object_get(m, "status"), "value"));
         json_t *q;
         char *req;
+        long left = (long)(end - mono_ms());
+        if (left <= 0)
+            break;
         if (name == NULL && ollama)
             name = json_string_value(json_object_get(m, "name"));
         if (name == NULL || (!ollama && state != NULL &&
@@ -479,7 +485,7 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
         json_decref(q);
         st = http_call(a->port, "POST",
                        ollama ? "/api/generate" : "/models/unload", req,
-                       timeout_ms, NULL);
+                       left, NULL);
         free(req);
     }
     json_decref(j);
