@@ -696,6 +696,23 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual((st, b["loaded"]), (500, False), b)
         self.assertLess(took, 1.5 + 3.0)
 
+    def test_a_hanging_action_does_not_hold_acceld_stop(self):
+        """A quota cut calls the app's action, which hangs (10 s is its
+        call's limit): acceld's stop cuts the call short instead of
+        waiting it out."""
+        self.standin("hog", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        st, b = self.d.http(
+            "PUT", "/api/apps/hog/compute-resources/bindings/%s" % GPU_A,
+            {"memory": "8Gi"})
+        self.assertEqual(st, 200, b)
+        time.sleep(0.5)  # the call is under way
+        t0 = time.monotonic()
+        self.d.stop()
+        took = time.monotonic() - t0
+        self.d.start()
+        self.assertLess(took, 5, "acceld's stop waited for the call")
+
 
 SLOW_OLLAMA = r"""
 import http.server, json, sys, time

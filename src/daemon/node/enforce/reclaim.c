@@ -409,8 +409,21 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ctx)
 
 /* One request to 127.0.0.1:port; the answer's body into *out (may be
  * NULL). The HTTP status, or 0 when there was none in time. */
-static long http_call(unsigned port, const char *method, const char *path,
-                      const char *body, long timeout_ms, char **out)
+/* curl's progress callback: a call is cut short when acceld stops (an
+ * app's route that hangs must not hold acceld's stop for its timeout). */
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn,
+                       curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    return is_stopping(ctx) ? 1 : 0;
+}
+
+static long http_call(struct reclaim *r, unsigned port, const char *method,
+                      const char *path, const char *body, long timeout_ms,
+                      char **out)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -430,6 +443,9 @@ static long http_call(unsigned port, const char *method, const char *path,
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
     if (body != NULL) {
         h = curl_slist_append(h, "Content-Type: application/json");
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -450,15 +466,16 @@ static long http_call(unsigned port, const char *method, const char *path,
 
 /* Ollama: every model /api/ps lists, unloaded (keep_alive 0).
  * llama-server (router mode): every loaded model of /models, unloaded. */
-static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
+static long unload_each(struct reclaim *r, const struct manifest_reclaim *a,
+                        long timeout_ms)
 {
     /* every call shares timeout_ms: the list is the app's to write, and
      * one timeout per model would hold the asker past its wait */
     int64_t end = mono_ms() + timeout_ms;
     bool ollama = a->preset == MANIFEST_PRESET_OLLAMA;
     char *text = NULL;
-    long st = http_call(a->port, "GET", ollama ? "/api/ps" : "/models", NULL,
-                        timeout_ms, &text);
+    long st = http_call(r, a->port, "GET", ollama ? "/api/ps" : "/models",
+                        NULL, timeout_ms, &text);
     json_t *j = text ? json_loads(text, 0, NULL) : NULL, *list, *m;
     size_t i;
 
@@ -483,7 +500,7 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
                    : json_pack("{s:s}", "model", name);
         req = json_dumps(q, JSON_COMPACT);
         json_decref(q);
-        st = http_call(a->port, "POST",
+        st = http_call(r, a->port, "POST",
                        ollama ? "/api/generate" : "/models/unload", req,
                        left, NULL);
         free(req);
@@ -512,7 +529,7 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
                          "127.0.0.1:%u (an action reaches only its own app)",
                          g->name, (unsigned)a->port);
     if (a->kind == MANIFEST_RECLAIM_HTTP) {
-        st = http_call(a->port, a->method, a->path, a->body, timeout_ms,
+        st = http_call(r, a->port, a->method, a->path, a->body, timeout_ms,
                        NULL);
         *status = st;
         return xasprintf("%s 127.0.0.1:%u%s answered %ld", a->method,
@@ -521,14 +538,14 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
     switch (a->preset) {
     case MANIFEST_PRESET_OLLAMA:
     case MANIFEST_PRESET_LLAMA_SERVER:
-        st = unload_each(a, timeout_ms);
+        st = unload_each(r, a, timeout_ms);
         break;
     case MANIFEST_PRESET_VLLM:
-        st = http_call(a->port, "POST", "/sleep?level=1", NULL, timeout_ms,
-                       NULL);
+        st = http_call(r, a->port, "POST", "/sleep?level=1", NULL,
+                       timeout_ms, NULL);
         break;
     case MANIFEST_PRESET_COMFYUI:
-        st = http_call(a->port, "POST", "/free",
+        st = http_call(r, a->port, "POST", "/free",
                        "{\"unload_models\":true,\"free_memory\":true}",
                        timeout_ms, NULL);
         break;
@@ -1093,8 +1110,10 @@ static void *give_back_thread(void *arg)
         free(what);
     }
     if (n > 0) { /* what it gave, once the action had a moment */
-        struct timespec ts = {1, 0};
-        nanosleep(&ts, NULL);
+        for (int k = 0; k < 20 && !is_stopping(r); k++) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         report_givers(r, j->why, j->dev, g, n, t0);
     }
     givers_free(g, n);
@@ -1125,7 +1144,8 @@ static void *wake_thread(void *arg)
         g = gather(d, dev, NULL, 0, j->app, &n);
     pthread_mutex_unlock(&d->lock);
     if (n > 0 && (own = port_is_own(r, &g[0], g[0].act.port)))
-        st = http_call(g[0].act.port, "POST", "/wake_up", NULL, 60000, NULL);
+        st = http_call(r, g[0].act.port, "POST", "/wake_up", NULL, 60000,
+                       NULL);
     forget_sleeper(r, j->app, j->dev);
     fmt_gib(j->bytes, gib, sizeof gib);
     if (n > 0) {
