@@ -9,6 +9,7 @@ the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
 16 GiB, refused at 1 and admitted at 1.5."""
 import json
 import os
+import socket
 import struct
 import sys
 import time
@@ -215,10 +216,11 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(st, 200, b)
 
     def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
-                priority=None, flags=()):
+                priority=None, flags=(), beside=None, port=None):
         """Install a stand-in app holding model_gib (at start for ollama
-        and vllm); returns its port."""
-        port = free_port()
+        and vllm); returns its port. beside: a command (argv) the app runs
+        too, in the background, a process of the app."""
+        port = port or free_port()
         m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
                                    cpu="100m", disk="1Mi")
         e = m["spec"]["accelerator"][0]
@@ -237,6 +239,11 @@ class ElasticReclaimTest(RuntimeBase):
                             "ASAN_OPTIONS":
                                 "verify_asan_link_order=0:detect_leaks=0"},
                     "stopTimeoutSeconds": 2}
+        if beside is not None:
+            m["run"]["command"] = (
+                ["/bin/sh", "-c", '"$0" %s & exec "$@"' % " ".join(
+                    "'%s'" % a for a in beside[1:]), beside[0]] +
+                m["run"]["command"])
         self.install(m, GPU_A)
         self.wait_for(lambda: "ready" in self.d.app_log(name),
                       "%s to listen" % name, timeout=20)
@@ -507,6 +514,268 @@ class ElasticReclaimTest(RuntimeBase):
                           if l.startswith("free")],
                          "the victim was not asked to free")
         self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
+
+    def test_action_cannot_reach_a_port_through_its_ipv6_twin(self):
+        """The victim listens on 127.0.0.1:P; the sneaky app's process
+        listens on [::1]:P (another socket, which the kernel allows beside
+        it) and names P in its http action. acceld calls 127.0.0.1:P, which
+        is the victim's: every listener such a call may reach must be the
+        app's, not one of them. The victim is never asked to free."""
+        self.elastic(1.5, 1500)
+        pb = self.standin("victim", "comfyui", 8, 8, priority=9)
+        self.assertEqual(call(pb, "POST", "/prompt", {})[0], 200)
+        six = os.path.join(self.logs, "six")
+        self.standin("sneaky", "ollama", 12, 12,
+                     reclaim={"http": {"method": "POST", "port": pb,
+                                       "path": "/free"}},
+                     beside=[PY3, "-c", LISTEN6, str(pb), six])
+        self.wait_for(lambda: os.path.exists(six), "[::1] listener")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        self.assertFalse([l for l in self.app_log_lines("victim")
+                          if l.startswith("free")],
+                         "the victim was not asked to free")
+        self.assertIn("listens on 127.0.0.1:%d" % pb, self.d.log())
+
+    def forge(self, name, quota_gib, size):
+        """An app whose process sends the shim's ask itself, for size
+        bytes, on the socket its config names; what acceld answered."""
+        out = os.path.join(self.logs, name + ".answer")
+        m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
+                                   cpu="100m", disk="1Mi")
+        m["run"] = {"command": [PY3, "-c", FORGE, GPU_A,
+                                str(size), out],
+                    "env": {"ASAN_OPTIONS":
+                            "verify_asan_link_order=0:detect_leaks=0"},
+                    "stopTimeoutSeconds": 2}
+        self.install(m, GPU_A)
+        try:
+            return self.wait_for(
+                lambda: os.path.exists(out) and read_text(out),
+                "the answer to %s's ask" % name, timeout=30)
+        except AssertionError:
+            print("%s's log: %s" % (name, self.d.app_log(name)))
+            raise
+
+    def test_forged_ask_beyond_the_quota_is_refused(self):
+        """A process of an app (its owner's code) may write the shim's ask
+        itself: one for more than the app's quota on the card (2^64-1,
+        "-1", quota + 1) is refused at once, and no other app is asked to
+        give memory back, nor stopped by its orStop."""
+        self.elastic(1.5, 1500)
+        pv = self.standin("victim", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        answers = [self.forge("forger%d" % i, 4, size) for i, size in
+                   enumerate([(1 << 64) - 1, -1, (4 << 30) + 1])]
+        self.assertEqual(self.app("victim")["state"], "running")
+        self.assertEqual(len(call(pv, "GET", "/api/ps")[1]["models"]), 1)
+        for ans in answers:
+            self.assertTrue(ans.startswith("no over-quota"), answers)
+        self.assertEqual(self.events("memory.reclaim"), [])
+        self.assertEqual(self.card_figures()[0], 8 << 30)
+
+    def test_idle_connections_cannot_pile_up_threads(self):
+        """The reclaim socket is open to every local user, and each ask
+        holds one of acceld's threads (2 s for its line, then the device's
+        wait): 300 connections that never send cost acceld at most its cap
+        of asks per uid, the others are answered "no busy" at once."""
+        self.elastic(1.5, 1500)
+        self.standin("holder", "ollama", 8, 8)
+        env = self.environ(self.app("holder")["pid"])
+        with open(env["ACCEL_CONFIG"]) as f:
+            sock = [l.split()[2] for l in f if l.startswith("reclaim ")][0]
+        status = "/proc/%d/status" % self.d.proc.pid
+
+        def threads():
+            with open(status) as f:
+                return int([l for l in f if l.startswith("Threads:")][0]
+                           .split()[1])
+        base = threads()
+        conns, busy = [], 0
+        try:
+            for _ in range(300):
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(sock)
+                conns.append(c)
+            time.sleep(0.5)
+            peak = threads()
+            for c in conns:
+                c.settimeout(0.2)
+                try:
+                    busy += c.recv(100).startswith(b"no busy")
+                except socket.timeout:
+                    pass
+        finally:
+            for c in conns:
+                c.close()
+        self.assertLess(peak - base, 40, (base, peak))
+        self.assertGreaterEqual(busy, 250)
+
+    def test_repeated_cuts_call_the_action_once_at_a_time(self):
+        """Each quota cut below what the app holds calls its reclaim
+        action on a thread of acceld's: an owner cutting again and again
+        (19000 MiB, 18900 MiB, ...) while the action hangs must not pile up
+        threads, one call per app and device at a time is enough."""
+        self.standin("hog", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        status = "/proc/%d/status" % self.d.proc.pid
+
+        def threads():
+            with open(status) as f:
+                return int([l for l in f if l.startswith("Threads:")][0]
+                           .split()[1])
+        base = threads()
+        for i in range(60):
+            st, b = self.d.http(
+                "PUT", "/api/apps/hog/compute-resources/bindings/%s" % GPU_A,
+                {"memory": "%dMi" % (19000 - 100 * i)})
+            self.assertEqual(st, 200, b)
+        peak = threads()
+        self.assertLess(peak - base, 10, (base, peak))
+
+    def test_or_stop_spares_a_giver_that_gave_everything(self):
+        """orStop stops a giver that still holds memory at half the wait:
+        one whose action freed all it held is not stopped, even when the
+        asker is still short (what it held went back; stopping it frees
+        nothing more)."""
+        self.elastic(1.5, 1500)
+        self.standin("plain", "ollama", 12, 12)  # no reclaim
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual(ev[0]["data"]["bytes"], 8 << 30, ev)
+        self.assertFalse(ev[0]["data"]["stopped"], ev)
+        self.assertEqual(self.app("good")["state"], "running")
+
+    def test_a_lying_giver_does_not_shield_the_next(self):
+        """The idlest giver answers 200 and frees nothing: its answer
+        counts as memory to come only for a moment, then the next giver
+        is asked and frees enough: the asker gets its memory within the
+        wait. (Counted for the whole wait, one member's lying app made
+        every shortage on the card fail.)"""
+        self.elastic(1.5, 4000)
+        self.standin("liar", "ollama", 8, 8, flags=("--lie",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.2)
+        pg = self.standin("good", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 12, 12)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertLess(took, 4.0)
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def test_many_slow_unloads_bounded_by_the_wait(self):
+        """A giver's Ollama routes list 40 models, and each unload takes
+        0.5 s: the preset's calls share the giver's time, not one timeout
+        each, so the asker still fails within the wait (40 x 0.5 s held
+        it 20 s)."""
+        self.elastic(1.5, 1500)
+        slow = free_port()
+        ready = os.path.join(self.logs, "slow")
+        self.standin("slowpoke", "ollama", 20, 20,
+                     reclaim={"preset": "ollama", "port": slow},
+                     beside=[PY3, "-c", SLOW_OLLAMA, str(slow), ready])
+        self.wait_for(lambda: os.path.exists(ready), "the slow routes")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        t0 = time.monotonic()
+        st, b = call(pc, "POST", "/prompt", {})
+        took = time.monotonic() - t0
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        self.assertLess(took, 1.5 + 3.0)
+
+    def test_a_hanging_action_does_not_hold_acceld_stop(self):
+        """A quota cut calls the app's action, which hangs (10 s is its
+        call's limit): acceld's stop cuts the call short instead of
+        waiting it out."""
+        self.standin("hog", "ollama", 20, 20, flags=("--hang",),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        st, b = self.d.http(
+            "PUT", "/api/apps/hog/compute-resources/bindings/%s" % GPU_A,
+            {"memory": "8Gi"})
+        self.assertEqual(st, 200, b)
+        time.sleep(0.5)  # the call is under way
+        t0 = time.monotonic()
+        self.d.stop()
+        took = time.monotonic() - t0
+        self.d.start()
+        self.assertLess(took, 5, "acceld's stop waited for the call")
+
+
+SLOW_OLLAMA = r"""
+import http.server, json, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def reply(self, o):
+        b = json.dumps(o).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        self.reply({"models": [{"model": "m%d" % i} for i in range(40)]})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(0.5)
+        self.reply({})
+s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+open(sys.argv[2], "w").write("listening")
+s.serve_forever()
+"""
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+PY3 = "/usr/bin/python3"  # one an app of any uid may run
+
+LISTEN6 = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::1", int(sys.argv[1])))
+s.listen(8)
+open(sys.argv[2], "w").write("listening")
+time.sleep(300)
+"""
+
+FORGE = r"""
+import os, socket, sys, time
+path = None
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 3 and f[0] == "reclaim":
+        path = f[2]
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.sendall(("reclaim %s %s %s\n" % (os.environ["ACCEL_APP"], sys.argv[1],
+                                    sys.argv[2])).encode())
+s.settimeout(30)
+ans = b""
+while not ans.endswith(b"\n"):
+    k = s.recv(400)
+    if not k:
+        break
+    ans += k
+open(sys.argv[3] + ".tmp", "w").write(ans.decode() or "closed")
+os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+time.sleep(300)
+"""
 
 
 if __name__ == "__main__":

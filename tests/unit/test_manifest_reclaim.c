@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "harness.h"
 
 /* A manifest whose nvidia entry gets `extra` (JSON members, may be "")
@@ -235,6 +236,31 @@ TEST(reclaim_who_may_install)
     ASSERT(strstr(cause, "port 11434 is not one its container publishes"));
     free(cause);
     manifest_release(&m);
+    /* published where acceld's call to 127.0.0.1 does not land ([::1], or
+     * UDP): the call would reach whoever else listens on 127.0.0.1:8188 */
+    {
+        static const char *const elsewhere[] = {
+            "[\"[::1]:8188:8188\"]", "[\"127.0.0.1:8188:8188/udp\"]"};
+        for (size_t i = 0; i < 2; i++) {
+            char *run = xasprintf(
+                "{\"image\":\"comfy/ui:1\",\"ports\":%s}", elsewhere[i]);
+            ASSERT_STR_EQ(parse("\"reclaim\":\"comfyui\"", run, &m), "");
+            cause = NULL;
+            ASSERT_EQ(manifest_check_install(&m, false, "/h", &cause),
+                      ACCEL_EFORBIDDEN);
+            ASSERT(strstr(cause, "port 8188 is not one its container "
+                                 "publishes on 127.0.0.1 over TCP"));
+            free(cause);
+            free(run);
+            manifest_release(&m);
+        }
+    }
+    ASSERT(manifest_port_reached("127.0.0.1:8188:80/tcp", 8188));
+    ASSERT(manifest_port_reached("0.0.0.0:8188:80/tcp", 8188));
+    ASSERT(!manifest_port_reached("[::1]:8188:80/tcp", 8188));
+    ASSERT(!manifest_port_reached("127.0.0.1:8188:80/udp", 8188));
+    ASSERT(!manifest_port_reached("127.0.0.1:18188:80/tcp", 8188));
+    ASSERT(!manifest_port_reached("127.0.0.2:8188:80/tcp", 8188));
 }
 
 #define TESTS(XX)                                                              \

@@ -151,6 +151,14 @@ void manifest_reclaim_release(struct manifest_reclaim *r);
 enum accel_err manifest_reclaim_check(const struct manifest *m, bool admin,
                                       char **cause);
 /* The reclaim of an entry, for its app's JSON (null for NONE). */
+/*
+ * Does the run.ports entry `spec` ("ip:host:container/proto", as parsed)
+ * publish host port `port` where acceld's call to 127.0.0.1:port lands:
+ * TCP on 127.0.0.1 or 0.0.0.0? One on [::1] (or another address) is not:
+ * the call would reach whatever else listens on 127.0.0.1:port.
+ */
+bool manifest_port_reached(const char *spec, unsigned port);
+
 json_t *manifest_reclaim_json(const struct manifest_reclaim *r);
 const char *manifest_preset_name(enum manifest_preset p);
 const char *manifest_signal_name(int sig);

@@ -269,17 +269,33 @@ void manifest_reclaim_release(struct manifest_reclaim *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Does the container publish host port `port` (ports "ip:host:ctr/p")? */
+bool manifest_port_reached(const char *spec, unsigned port)
+{
+    const char *rest = NULL, *slash;
+    char *end;
+    unsigned long host;
+
+    if (spec == NULL)
+        return false;
+    if (strncmp(spec, "127.0.0.1:", 10) == 0)
+        rest = spec + 10;
+    else if (strncmp(spec, "0.0.0.0:", 8) == 0)
+        rest = spec + 8;
+    if (rest == NULL)
+        return false;
+    host = strtoul(rest, &end, 10);
+    if (end == rest || *end != ':')
+        return false;
+    slash = strchr(end, '/');
+    return host == port && (slash == NULL || strcmp(slash, "/tcp") == 0);
+}
+
+/* Does the container publish host port `port` where the call lands? */
 static bool publishes(const struct manifest_container *c, unsigned port)
 {
-    for (size_t i = 0; c->ports != NULL && c->ports[i] != NULL; i++) {
-        const char *p = strchr(c->ports[i], ':');
-        if (c->ports[i][0] == '[') /* [::1]:host:ctr */
-            p = strstr(c->ports[i], "]:") ? strstr(c->ports[i], "]:") + 1
-                                          : NULL;
-        if (p != NULL && strtoul(p + 1, NULL, 10) == port)
+    for (size_t i = 0; c->ports != NULL && c->ports[i] != NULL; i++)
+        if (manifest_port_reached(c->ports[i], port))
             return true;
-    }
     return false;
 }
 
@@ -304,7 +320,8 @@ enum accel_err manifest_reclaim_check(const struct manifest *m, bool admin,
             *cause = xasprintf("spec.accelerator[%zu].reclaim: a member's "
                                "action may reach only its own app: port %u "
                                "is not one its container publishes "
-                               "(run.ports)", i, (unsigned)r->port);
+                               "on 127.0.0.1 over TCP (run.ports)", i,
+                               (unsigned)r->port);
             return ACCEL_EFORBIDDEN;
         }
         if (r->port < MEMBER_PORT_MIN) {

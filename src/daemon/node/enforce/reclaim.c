@@ -46,6 +46,12 @@
 #define MAX_RECORDS 256
 #define MAX_SLEEPERS 16
 #define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
+#define ASKS_MAX 128         /* asks in flight, all askers together */
+#define ASKS_PER_UID 16      /* asks in flight from one uid */
+#define ASK_UIDS 64          /* uids with asks in flight */
+#define GIVING_MAX 64        /* give-backs in flight (one per app, device) */
+#define PROMISE_MS 1000      /* how long a giver's 2xx counts as memory to
+                              * come (at most a quarter of the wait) */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -83,6 +89,17 @@ struct reclaim {
     double seconds_sum;
     struct sleeper sleepers[MAX_SLEEPERS];
     size_t nsleep;
+    /* the asks in flight, by the asker's uid: the socket is open to every
+     * local user, and each ask holds a thread for up to the read time,
+     * then the device's wait: one uid may not hold more than its share */
+    unsigned asks_in_flight;
+    struct { uid_t uid; unsigned n; } ask_uid[ASK_UIDS];
+    size_t nask_uid;
+    /* the give-backs in flight (a quota cut's): one per app and device,
+     * so that cut after cut while the action hangs costs one thread */
+    struct { char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1]; }
+        giving[GIVING_MAX];
+    size_t ngiving;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -94,7 +111,9 @@ struct giver {
     struct manifest_reclaim act;       /* path and body owned */
     char **ports;                      /* container: published, or NULL */
     bool container;
+    uint64_t quota;                    /* its quota on the device */
     uint64_t held, held_after, active_ms;
+    int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
 };
 
@@ -205,23 +224,36 @@ static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b)
 
 /* ---- who owns a port ---- */
 
-/* The inodes of the sockets listening on 127.0.0.1, ::1 or any address
- * at `port` (/proc/net/tcp and tcp6); how many, at most max. */
-static size_t listeners(unsigned port, unsigned long *ino, size_t max)
+/*
+ * The inodes of the sockets listening at `port` that a connection to
+ * 127.0.0.1:port may reach (/proc/net/tcp and tcp6): IPv4 on 127.0.0.1 or
+ * any, IPv6 on any (dual stack) or on ::ffff:127.0.0.1 / ::ffff:0.0.0.0.
+ * Not ::1 nor another 127/8 address: those are never reached by the call,
+ * so holding one proves nothing (another app may hold 127.0.0.1:port).
+ * How many, at most max; *more when there were more than max.
+ */
+static size_t listeners(unsigned port, unsigned long *ino, size_t max,
+                        bool *more)
 {
     static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    static const char *const reach[] = {
+        "0100007F", "00000000", "00000000000000000000000000000000",
+        "0000000000000000FFFF00000100007F",
+        "0000000000000000FFFF000000000000"};
     size_t n = 0;
 
+    *more = false;
     for (size_t f = 0; f < 2; f++) {
         FILE *fp = fopen(files[f], "re");
         char line[512];
         if (fp == NULL)
             continue;
-        while (n < max && fgets(line, sizeof line, fp) != NULL) {
+        while (fgets(line, sizeof line, fp) != NULL) {
             char local[80];
             unsigned lport = 0, st = 0;
             unsigned long inode = 0;
             char *colon;
+            bool hit = false;
             if (sscanf(line, " %*d: %79s %*s %x %*s %*s %*s %*u %*u %lu",
                        local, &st, &inode) != 3)
                 continue;
@@ -232,11 +264,13 @@ static size_t listeners(unsigned port, unsigned long *ino, size_t max)
             *colon = '\0';
             if (lport != port)
                 continue;
-            /* loopback or any: 0100007F, 00000000, ::1, :: */
-            if (strcmp(local, "0100007F") == 0 ||
-                strcmp(local, "00000000") == 0 ||
-                strcmp(local, "00000000000000000000000001000000") == 0 ||
-                strcmp(local, "00000000000000000000000000000000") == 0)
+            for (size_t k = 0; k < sizeof reach / sizeof reach[0]; k++)
+                hit = hit || strcmp(local, reach[k]) == 0;
+            if (!hit)
+                continue;
+            if (n == max)
+                *more = true;
+            else
                 ino[n++] = inode;
         }
         fclose(fp);
@@ -244,19 +278,19 @@ static size_t listeners(unsigned port, unsigned long *ino, size_t max)
     return n;
 }
 
-/* Does process pid hold one of the socket inodes? */
-static bool holds_socket(pid_t pid, const unsigned long *ino, size_t n)
+/* Mark in held[] the socket inodes of ino[] that process pid holds. */
+static void holds_socket(pid_t pid, const unsigned long *ino, size_t n,
+                         bool *held)
 {
     char dir[64], link[340], target[64];
     struct dirent *e;
     DIR *dp;
-    bool found = false;
 
     snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
     dp = opendir(dir);
     if (dp == NULL)
-        return false;
-    while (!found && (e = readdir(dp)) != NULL) {
+        return;
+    while ((e = readdir(dp)) != NULL) {
         ssize_t len;
         unsigned long v;
         if (e->d_name[0] == '.')
@@ -268,11 +302,19 @@ static bool holds_socket(pid_t pid, const unsigned long *ino, size_t n)
         target[len] = '\0';
         if (sscanf(target, "socket:[%lu]", &v) != 1)
             continue;
-        for (size_t i = 0; i < n && !found; i++)
-            found = ino[i] == v;
+        for (size_t i = 0; i < n; i++)
+            if (ino[i] == v)
+                held[i] = true;
     }
     closedir(dp);
-    return found;
+}
+
+static bool all_held(const bool *held, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!held[i])
+            return false;
+    return true;
 }
 
 /* The process group of pid (field 5 of its stat), 0 when gone. */
@@ -307,40 +349,41 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
                         unsigned port)
 {
     unsigned long ino[16];
-    size_t n = listeners(port, ino, 16);
+    bool held[16] = {false}, more;
+    size_t n = listeners(port, ino, 16, &more);
     pid_t *pids = NULL;
     ssize_t np = -1;
-    bool own = false;
 
-    if (n == 0)
+    /* every listener the call may reach must be the app's: one of them
+     * someone else's (an IPv4 one beside the app's, a SO_REUSEPORT group)
+     * and the call may land there */
+    if (n == 0 || more)
         return false;
     if (g->container) /* podman's port forwarder holds the listener: the
                        * port must be one the container publishes */
-        for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++) {
-            const char *c = strstr(g->ports[i], "]:");
-            c = c != NULL ? c + 1 : strchr(g->ports[i], ':');
-            if (c != NULL && strtoul(c + 1, NULL, 10) == port)
+        for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++)
+            if (manifest_port_reached(g->ports[i], port))
                 return true;
-        }
     if (r->d->cg != NULL)
         np = cgroup_app_procs(r->d->cg, g->name, &pids);
-    for (ssize_t i = 0; i < np && !own; i++)
-        own = holds_socket(pids[i], ino, n);
+    for (ssize_t i = 0; i < np && !all_held(held, n); i++)
+        holds_socket(pids[i], ino, n, held);
     free(pids);
-    if (own || np > 0 || g->pid <= 0)
-        return own;
+    if (np > 0 || g->pid <= 0)
+        return all_held(held, n);
     { /* no cgroup: the leader's process group */
         DIR *dp = opendir("/proc");
         struct dirent *e;
-        while (dp != NULL && !own && (e = readdir(dp)) != NULL) {
+        while (dp != NULL && !all_held(held, n) &&
+               (e = readdir(dp)) != NULL) {
             pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
             if (p > 0 && pgrp_of(p) == (pid_t)g->pid)
-                own = holds_socket(p, ino, n);
+                holds_socket(p, ino, n, held);
         }
         if (dp != NULL)
             closedir(dp);
     }
-    return own;
+    return all_held(held, n);
 }
 
 /* ---- calling an action ---- */
@@ -366,8 +409,21 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ctx)
 
 /* One request to 127.0.0.1:port; the answer's body into *out (may be
  * NULL). The HTTP status, or 0 when there was none in time. */
-static long http_call(unsigned port, const char *method, const char *path,
-                      const char *body, long timeout_ms, char **out)
+/* curl's progress callback: a call is cut short when acceld stops (an
+ * app's route that hangs must not hold acceld's stop for its timeout). */
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn,
+                       curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    return is_stopping(ctx) ? 1 : 0;
+}
+
+static long http_call(struct reclaim *r, unsigned port, const char *method,
+                      const char *path, const char *body, long timeout_ms,
+                      char **out)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -387,6 +443,9 @@ static long http_call(unsigned port, const char *method, const char *path,
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
     if (body != NULL) {
         h = curl_slist_append(h, "Content-Type: application/json");
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -407,12 +466,16 @@ static long http_call(unsigned port, const char *method, const char *path,
 
 /* Ollama: every model /api/ps lists, unloaded (keep_alive 0).
  * llama-server (router mode): every loaded model of /models, unloaded. */
-static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
+static long unload_each(struct reclaim *r, const struct manifest_reclaim *a,
+                        long timeout_ms)
 {
+    /* every call shares timeout_ms: the list is the app's to write, and
+     * one timeout per model would hold the asker past its wait */
+    int64_t end = mono_ms() + timeout_ms;
     bool ollama = a->preset == MANIFEST_PRESET_OLLAMA;
     char *text = NULL;
-    long st = http_call(a->port, "GET", ollama ? "/api/ps" : "/models", NULL,
-                        timeout_ms, &text);
+    long st = http_call(r, a->port, "GET", ollama ? "/api/ps" : "/models",
+                        NULL, timeout_ms, &text);
     json_t *j = text ? json_loads(text, 0, NULL) : NULL, *list, *m;
     size_t i;
 
@@ -425,6 +488,9 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
             json_object_get(m, "status"), "value"));
         json_t *q;
         char *req;
+        long left = (long)(end - mono_ms());
+        if (left <= 0)
+            break;
         if (name == NULL && ollama)
             name = json_string_value(json_object_get(m, "name"));
         if (name == NULL || (!ollama && state != NULL &&
@@ -434,9 +500,9 @@ static long unload_each(const struct manifest_reclaim *a, long timeout_ms)
                    : json_pack("{s:s}", "model", name);
         req = json_dumps(q, JSON_COMPACT);
         json_decref(q);
-        st = http_call(a->port, "POST",
+        st = http_call(r, a->port, "POST",
                        ollama ? "/api/generate" : "/models/unload", req,
-                       timeout_ms, NULL);
+                       left, NULL);
         free(req);
     }
     json_decref(j);
@@ -463,7 +529,7 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
                          "127.0.0.1:%u (an action reaches only its own app)",
                          g->name, (unsigned)a->port);
     if (a->kind == MANIFEST_RECLAIM_HTTP) {
-        st = http_call(a->port, a->method, a->path, a->body, timeout_ms,
+        st = http_call(r, a->port, a->method, a->path, a->body, timeout_ms,
                        NULL);
         *status = st;
         return xasprintf("%s 127.0.0.1:%u%s answered %ld", a->method,
@@ -472,14 +538,14 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
     switch (a->preset) {
     case MANIFEST_PRESET_OLLAMA:
     case MANIFEST_PRESET_LLAMA_SERVER:
-        st = unload_each(a, timeout_ms);
+        st = unload_each(r, a, timeout_ms);
         break;
     case MANIFEST_PRESET_VLLM:
-        st = http_call(a->port, "POST", "/sleep?level=1", NULL, timeout_ms,
-                       NULL);
+        st = http_call(r, a->port, "POST", "/sleep?level=1", NULL,
+                       timeout_ms, NULL);
         break;
     case MANIFEST_PRESET_COMFYUI:
-        st = http_call(a->port, "POST", "/free",
+        st = http_call(r, a->port, "POST", "/free",
                        "{\"unload_models\":true,\"free_memory\":true}",
                        timeout_ms, NULL);
         break;
@@ -539,6 +605,7 @@ static struct giver *gather(struct accel_daemon *d, int dev,
                 !runtime_ledger_of(d, b, k, v->ledger, sizeof v->ledger))
                 continue;
             util_strlcpy(v->name, b->name, sizeof v->name);
+            v->quota = b->rows[k].memory;
             v->pid = b->pid;
             v->pid_start = b->pid_start;
             v->act = *m;
@@ -680,8 +747,8 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     struct accel_daemon *d = r->d;
     struct giver *g;
     size_t n = 0, called = 0;
-    int64_t t0 = mono_ms(), deadline;
-    uint64_t fr = 0, need, promised = 0;
+    int64_t t0 = mono_ms(), deadline, promise_ms;
+    uint64_t fr = 0, need, promised = 0, quota = 0;
     uint32_t wait_ms;
     bool ok = false, stopped_any = false;
     int dev, prio;
@@ -697,6 +764,23 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         answer(fd, "no not a Memory-slicing device of this node\n");
         return false;
     }
+    /* an ask is for one allocation within the asker's quota on the card
+     * (the shim asks only then): a larger one (a forged ask, from any
+     * process of the app) would have others unload, or be stopped
+     * (orStop), for memory the asker may never hold */
+    for (size_t k = 0; k < a->nrows; k++)
+        if ((int)a->rows[k].dev == dev)
+            quota = a->rows[k].memory;
+    if (bytes == 0 || bytes > quota) {
+        pthread_mutex_unlock(&d->lock);
+        line = xasprintf("no over-quota: %llu bytes is not an allocation "
+                         "within %s's quota on %s (%llu bytes)\n",
+                         (unsigned long long)bytes, asker, uuid,
+                         (unsigned long long)quota);
+        answer(fd, line);
+        free(line);
+        return false;
+    }
     wait_ms = state_dev_reclaim_wait_ms(d, dev);
     prio = priority_of(a, d->snap.devs[dev].type);
     g = gather(d, dev, asker, prio, NULL, &n);
@@ -704,12 +788,16 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
 
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
+        /* the ledger is the app's to write: what it says it holds
+         * counts up to its quota, no more */
         if (ledger_read(g[i].ledger, &u) == ACCEL_OK) {
-            g[i].held = u.used;
+            g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
             g[i].active_ms = u.active_ms;
         }
     }
     qsort(g, n, sizeof(*g), by_idleness);
+    promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
+                                          : PROMISE_MS;
     deadline = t0 + wait_ms;
     fmt_gib(bytes, want, sizeof want);
     if (!card_free(r, uuid, &fr)) {
@@ -724,6 +812,13 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     while (!(ok = fr >= bytes)) {
         int64_t now = mono_ms();
         need = bytes - fr;
+        /* a giver's 2xx counts as memory to come for a moment only: one
+         * that answered and freed nothing (or less) must not keep the
+         * next givers from being asked for the rest of the wait */
+        promised = 0;
+        for (size_t i = 0; i < called; i++)
+            if (g[i].promised_until > now)
+                promised += g[i].held;
         /* call the idlest givers until what they hold covers the need */
         while (promised < need && called < n && now < deadline) {
             struct giver *v = &g[called++];
@@ -742,8 +837,10 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
                                &st);
             v->called = true;
             /* only an action that answered counts on its memory */
-            if (st >= 200 && st < 300)
+            if (st >= 200 && st < 300) {
                 promised += v->held;
+                v->promised_until = mono_ms() + promise_ms;
+            }
             log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
                      "bytes): %s", asker, want, uuid, v->name,
                      (unsigned long long)v->held, what);
@@ -756,11 +853,17 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             continue;
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
-            for (size_t i = 0; i < called; i++)
-                if (g[i].act.or_stop && g[i].held > 0) {
-                    stop_app(d, g[i].name);
-                    g[i].stopped = true;
-                }
+            for (size_t i = 0; i < called; i++) {
+                struct ledger_usage u;
+                /* what it holds now: one that gave all it held back is
+                 * spared (stopping it would free nothing more) */
+                if (!g[i].act.or_stop || g[i].held == 0 ||
+                    (ledger_read(g[i].ledger, &u) == ACCEL_OK &&
+                     u.used == 0))
+                    continue;
+                stop_app(d, g[i].name);
+                g[i].stopped = true;
+            }
             stopped_any = true;
         }
         if (now >= deadline || is_stopping(r))
@@ -818,6 +921,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
 struct job {
     struct reclaim *r;
     int fd;                            /* an ask; -1 for a give-back */
+    uid_t uid;                         /* an ask's asker (counted) */
     char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1], why[ACCEL_ID_MAX + 1];
     uint64_t bytes;
 };
@@ -842,6 +946,45 @@ static void answer(int fd, const char *s)
         s += w;
         len -= (size_t)w;
     }
+}
+
+/* Count one more ask of uid in flight; false (nothing counted) when that
+ * uid, or all askers together, already have their most. */
+static bool ask_take(struct reclaim *r, uid_t uid)
+{
+    size_t i;
+    bool ok = false;
+
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < r->nask_uid && r->ask_uid[i].uid != uid; i++)
+        ;
+    if (r->asks_in_flight < ASKS_MAX &&
+        (i < r->nask_uid ? r->ask_uid[i].n < ASKS_PER_UID
+                         : r->nask_uid < ASK_UIDS)) {
+        if (i == r->nask_uid) {
+            r->ask_uid[i].uid = uid;
+            r->ask_uid[i].n = 0;
+            r->nask_uid++;
+        }
+        r->ask_uid[i].n++;
+        r->asks_in_flight++;
+        ok = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void ask_release(struct reclaim *r, uid_t uid)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nask_uid; i++)
+        if (r->ask_uid[i].uid == uid) {
+            if (--r->ask_uid[i].n == 0)
+                r->ask_uid[i] = r->ask_uid[--r->nask_uid];
+            r->asks_in_flight--;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 static bool read_ask(int fd, char *buf, size_t cap)
@@ -897,9 +1040,45 @@ static void *ask_thread(void *arg)
     resolve(r, j->fd, app, dev, (uint64_t)bytes);
 out:
     close(j->fd);
+    ask_release(r, j->uid);
     free(j);
     job_done(r);
     return NULL;
+}
+
+/* Note a give-back of app on dev in flight; false when one already is
+ * (or too many are). */
+static bool giving_take(struct reclaim *r, const char *app, const char *dev)
+{
+    bool ok;
+
+    pthread_mutex_lock(&r->mu);
+    ok = r->ngiving < GIVING_MAX;
+    for (size_t i = 0; ok && i < r->ngiving; i++)
+        ok = strcmp(r->giving[i].app, app) != 0 ||
+             strcmp(r->giving[i].dev, dev) != 0;
+    if (ok) {
+        util_strlcpy(r->giving[r->ngiving].app, app,
+                     sizeof r->giving[0].app);
+        util_strlcpy(r->giving[r->ngiving].dev, dev,
+                     sizeof r->giving[0].dev);
+        r->ngiving++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void giving_release(struct reclaim *r, const char *app,
+                           const char *dev)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->ngiving; i++)
+        if (strcmp(r->giving[i].app, app) == 0 &&
+            strcmp(r->giving[i].dev, dev) == 0) {
+            r->giving[i] = r->giving[--r->ngiving];
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 static void *give_back_thread(void *arg)
@@ -931,11 +1110,14 @@ static void *give_back_thread(void *arg)
         free(what);
     }
     if (n > 0) { /* what it gave, once the action had a moment */
-        struct timespec ts = {1, 0};
-        nanosleep(&ts, NULL);
+        for (int k = 0; k < 20 && !is_stopping(r); k++) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         report_givers(r, j->why, j->dev, g, n, t0);
     }
     givers_free(g, n);
+    giving_release(r, j->app, j->dev);
     free(j);
     job_done(r);
     return NULL;
@@ -962,7 +1144,8 @@ static void *wake_thread(void *arg)
         g = gather(d, dev, NULL, 0, j->app, &n);
     pthread_mutex_unlock(&d->lock);
     if (n > 0 && (own = port_is_own(r, &g[0], g[0].act.port)))
-        st = http_call(g[0].act.port, "POST", "/wake_up", NULL, 60000, NULL);
+        st = http_call(r, g[0].act.port, "POST", "/wake_up", NULL, 60000,
+                       NULL);
     forget_sleeper(r, j->app, j->dev);
     fmt_gib(j->bytes, gib, sizeof gib);
     if (n > 0) {
@@ -1049,6 +1232,8 @@ static void *accept_thread(void *arg)
         struct pollfd p[2] = {{r->lfd, POLLIN, 0},
                               {r->stop_pipe[0], POLLIN, 0}};
         struct job *j;
+        struct ucred cr;
+        socklen_t crlen = sizeof cr;
         int fd, k;
         size_t sleeping;
         pthread_mutex_lock(&r->mu);
@@ -1071,12 +1256,20 @@ static void *accept_thread(void *arg)
         fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 ||
+            !ask_take(r, cr.uid)) {
+            answer(fd, "no busy: too many asks in flight\n");
+            close(fd);
+            continue;
+        }
         j = xcalloc(1, sizeof(*j));
         j->r = r;
         j->fd = fd;
+        j->uid = cr.uid;
         if (!spawn(r, ask_thread, j)) {
             answer(fd, "no stopping\n");
             close(fd);
+            ask_release(r, cr.uid);
             free(j);
         }
     }
@@ -1216,6 +1409,10 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     pthread_mutex_unlock(&d->lock);
     if (!has)
         return false;
+    /* one in flight for this app and device already: it asks for what
+     * the app holds above its quota, which covers this cut too */
+    if (!giving_take(r, app, dev_id))
+        return true;
     j = xcalloc(1, sizeof(*j));
     j->r = r;
     j->fd = -1;
@@ -1224,6 +1421,7 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     util_strlcpy(j->dev, dev_id, sizeof j->dev);
     util_strlcpy(j->why, why ? why : "quota", sizeof j->why);
     if (!spawn(r, give_back_thread, j)) {
+        giving_release(r, app, dev_id);
         free(j);
         return false;
     }

@@ -42,7 +42,9 @@ void reclaim_stop(struct accel_daemon *d);
  * what a live quota cut calls for an app above its new quota (SPEC 4.4,
  * "an app above its new quota has its reclaim action called"); `why`
  * names the cause in the event ("quota", or an app's name). Returns true
- * when the app has an action and it was started, false when the app has no
+ * when the app has an action and it was started, or one for the same app
+ * and device is still in flight (one at a time: a cut after cut while the
+ * action hangs costs one thread, not one each), false when the app has no
  * reclaim (it is never asked: all it holds counts as held), is not running
  * here, or acceld's reclaim is not running. Takes d->lock briefly: call it
  * WITHOUT d->lock held, and not once reclaim_stop may run (from a request:
