@@ -207,6 +207,22 @@ TEST(reclaim_who_may_install)
     free(cause);
     cause = NULL;
     manifest_release(&m);
+    /* a member's app may rank lower than the default, not higher; an
+     * admin's any */
+    ASSERT_STR_EQ(parse("\"reclaim\":{\"signal\":\"SIGUSR1\"},"
+                        "\"priority\":5", CMD, &m), "");
+    ASSERT_EQ(manifest_check_install(&m, false, "/h", &cause),
+              ACCEL_EFORBIDDEN);
+    ASSERT(strncmp(cause, "spec.accelerator[0].priority: a member's app may "
+                   "not rank above the default 0 (got 5)", 80) == 0);
+    free(cause);
+    cause = NULL;
+    ASSERT_EQ(manifest_check_install(&m, true, "/h", &cause), ACCEL_OK);
+    manifest_release(&m);
+    ASSERT_STR_EQ(parse("\"reclaim\":{\"signal\":\"SIGUSR1\"},"
+                        "\"priority\":-3", CMD, &m), "");
+    ASSERT_EQ(manifest_check_install(&m, false, "/h", &cause), ACCEL_OK);
+    manifest_release(&m);
     /* a signal needs no port */
     ASSERT_STR_EQ(parse("\"reclaim\":{\"signal\":\"SIGUSR1\"}", CMD, &m), "");
     ASSERT_EQ(manifest_check_install(&m, false, "/h", &cause), ACCEL_OK);

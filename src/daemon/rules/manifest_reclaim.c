@@ -304,6 +304,17 @@ enum accel_err manifest_reclaim_check(const struct manifest *m, bool admin,
 {
     for (size_t i = 0; m->reclaim != NULL && i < m->nreq; i++) {
         const struct manifest_reclaim *r = &m->reclaim[i];
+        /* a priority above the default takes memory from every app of a
+         * lower one and is never asked back: between members, that is an
+         * admin's call (a member may rank its own app lower) */
+        if (!admin && r->priority > 0) {
+            *cause = xasprintf("spec.accelerator[%zu].priority: a member's "
+                               "app may not rank above the default 0 (got "
+                               "%d): it would take memory from other "
+                               "members' apps and never give it back; an "
+                               "admin may set it", i, r->priority);
+            return ACCEL_EFORBIDDEN;
+        }
         if (r->kind != MANIFEST_RECLAIM_PRESET &&
             r->kind != MANIFEST_RECLAIM_HTTP)
             continue;
