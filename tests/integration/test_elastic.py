@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import sys
 import time
 import unittest
@@ -613,6 +614,37 @@ class ElasticReclaimTest(RuntimeBase):
                 c.close()
         self.assertLess(peak - base, 40, (base, peak))
         self.assertGreaterEqual(busy, 250)
+
+    def test_a_user_who_runs_no_app_is_refused_at_once(self):
+        """A local user outside the apps' uid range (here nobody, 65534,
+        below the default 65536) is answered "no" at once, without a
+        thread or a share of the caps on asks, so that its connections
+        cannot crowd out an app's ask."""
+        self.elastic(1.5, 1500)
+        self.standin("holder", "ollama", 8, 8)
+        env = self.environ(self.app("holder")["pid"])
+        with open(env["ACCEL_CONFIG"]) as f:
+            sock = [l.split()[2] for l in f if l.startswith("reclaim ")][0]
+        # one after the other: each is answered at once, before it sends
+        # a line (an ask's thread would wait 2 s for one)
+        probe = ("import socket, sys\n"
+                 "n = 0\n"
+                 "for _ in range(50):\n"
+                 "    c = socket.socket(socket.AF_UNIX)\n"
+                 "    c.settimeout(1)\n"
+                 "    c.connect(sys.argv[1])\n"
+                 "    try:\n"
+                 "        n += c.recv(100).startswith(b'no: not a process')\n"
+                 "    except socket.timeout:\n"
+                 "        pass\n"
+                 "    c.close()\n"
+                 "print(n)\n")
+        r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                            "--clear-groups", sys.executable, "-c", probe,
+                            sock], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "50", r.stdout)
 
     def test_repeated_cuts_call_the_action_once_at_a_time(self):
         """Each quota cut below what the app holds calls its reclaim

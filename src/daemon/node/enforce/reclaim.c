@@ -948,6 +948,17 @@ static void answer(int fd, const char *s)
     }
 }
 
+/* May a process of uid ask at all? Where acceld is root, apps run as
+ * their owners' uids from --app-uid-range (and root's own apps, a
+ * container's root included, as root): any other local user is refused
+ * at once, so that it cannot fill the caps below and refuse the apps'
+ * asks. Without the uid drop every app runs as acceld's uid: no rule. */
+static bool uid_may_ask(const struct accel_daemon *d, uid_t uid)
+{
+    return !d->uid_drop || uid == 0 ||
+           (uid >= d->cfg.uid_lo && uid <= d->cfg.uid_hi);
+}
+
 /* Count one more ask of uid in flight; false (nothing counted) when that
  * uid, or all askers together, already have their most. */
 static bool ask_take(struct reclaim *r, uid_t uid)
@@ -1257,7 +1268,13 @@ static void *accept_thread(void *arg)
         if (fd < 0)
             continue;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 ||
-            !ask_take(r, cr.uid)) {
+            !uid_may_ask(r->d, cr.uid)) {
+            /* not a uid apps run as: no thread, no share of the caps */
+            answer(fd, "no: not a process of an app of this node\n");
+            close(fd);
+            continue;
+        }
+        if (!ask_take(r, cr.uid)) {
             answer(fd, "no busy: too many asks in flight\n");
             close(fd);
             continue;
