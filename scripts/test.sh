@@ -34,6 +34,14 @@ check_tmp() { # stage: fail when the stage left anything in TMPDIR
         echo "$left" >&2
         exit 1
     fi
+    # a container's network namespace that podman did not tear down
+    left=$(find /run/netns -mindepth 1 -maxdepth 1 -newer "$SUITE_TMP/.start" \
+        2>/dev/null || true)
+    if [ -n "$left" ]; then
+        echo "test hygiene: $1 left these network namespaces:" >&2
+        echo "$left" >&2
+        exit 1
+    fi
     # code that ignores TMPDIR would write to /tmp itself: name those too
     find /tmp -mindepth 1 -maxdepth 1 -name 'accel*' -user "$(id -u)" \
         -newer "$SUITE_TMP/.start" ! -path "$SUITE_TMP" 2>/dev/null |

@@ -339,9 +339,15 @@ class ContainerCase(unittest.TestCase):
         self.addCleanup(self.clean)
 
     def clean(self):
-        """Every container of this acceld, then acceld (passed or failed)."""
+        """Every container of this acceld, then acceld (passed or failed).
+        The containers go through podman first, while their processes
+        live: podman then tears their networks down itself (a container
+        whose processes acceld's close SIGKILLed left its slirp4netns
+        namespace in /run/netns), then whatever is left."""
         if self.d is None:
             return
+        if self.inst:
+            clean_instance(self.inst)
         self.d.close()
         clean_instance(self.inst)
 
