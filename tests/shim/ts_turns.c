@@ -119,18 +119,30 @@ static int burst(char **argv)
     CUdeviceptr p = 0;
     FILE *f;
 
-    if (waits == NULL || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
-        (bytes > 0 && cuMemAllocManaged(&p, bytes, 1) != CUDA_SUCCESS)) {
-        free(waits);
-        return 3;
+    {
+        CUresult r1 = waits ? cuDevicePrimaryCtxRetain(&ctx, 0) : 999;
+        CUresult r2 = r1 == CUDA_SUCCESS ? cuCtxSetCurrent(ctx) : 999;
+        CUresult r3 = r2 == CUDA_SUCCESS && bytes > 0
+                          ? cuMemAllocManaged(&p, bytes, 1)
+                          : CUDA_SUCCESS;
+        if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS || r3 != CUDA_SUCCESS) {
+            fprintf(stderr, "burst: primary %d, current %d, managed %d "
+                    "(card used %lld, refused by the stand-in %lld)\n",
+                    (int)r1, (int)r2, (int)r3,
+                    (long long)atomic_load(&fake_cuda_stats()->used),
+                    (long long)atomic_load(&fake_cuda_stats()->refused));
+            free(waits);
+            return 3;
+        }
     }
     end = mono_ns() + (int64_t)(secs * 1e9);
     while (mono_ns() < end) {
         int64_t t0 = mono_ns();
         for (int k = 0; k < n; k++) {
-            if (cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL, NULL,
-                               NULL) != CUDA_SUCCESS) {
+            CUresult rl = cuLaunchKernel(NULL, us, 1, 1, 1, 1, 1, 0, NULL,
+                                         NULL, NULL);
+            if (rl != CUDA_SUCCESS) {
+                fprintf(stderr, "burst: launch %d\n", (int)rl);
                 free(waits);
                 return 3;
             }
@@ -310,8 +322,10 @@ static int case_timeline(void)
     int64_t lo = INT64_MAX, hi = 0, busy = 0;
     size_t n, both = 0;
 
-    CHECK(wait_for(a, 30000) == 0 && wait_for(b, 30000) == 0,
-          "a worker failed");
+    {
+        int sa = wait_for(a, 30000), sb = wait_for(b, 30000);
+        CHECK(sa == 0 && sb == 0, "a worker failed (a: %d, b: %d)", sa, sb);
+    }
     v = load(&n);
     CHECK(v != NULL && n > 0, "no log");
     for (size_t i = 0; i < n; i++) {
@@ -348,8 +362,10 @@ static void paging_run(const char *gib, uint64_t *moves, int64_t *paged,
              strtoull(gib, NULL, 10) * GIB);
     pid_t a = app("a", 0, "0.4", "2000", "1000", "2", bytes, NULL);
     pid_t b = app("b", 0, "0.4", "2000", "1000", "2", bytes, NULL);
-    CHECK(wait_for(a, 60000) == 0 && wait_for(b, 60000) == 0,
-          "a worker failed");
+    {
+        int sa = wait_for(a, 60000), sb = wait_for(b, 60000);
+        CHECK(sa == 0 && sb == 0, "a worker failed (a: %d, b: %d)", sa, sb);
+    }
     *moves = st->tl.moves - m0;
     *paged = st->tl.paged_ns - p0;
     *moved = st->tl.moved_bytes - b0;
@@ -501,8 +517,13 @@ static int case_oversub(void)
             "ACCEL_MEMORY_LIMIT=24Gi");
     y = app("b", 1, "4", "0", "1000", "8", bytes,
             "ACCEL_MEMORY_LIMIT=24Gi");
-    CHECK(wait_for(x, 60000) == 0 && wait_for(y, 60000) == 0,
-          "a worker failed");
+    {
+        /* both reaped whatever the first says, and both said: a worker's
+         * status names the step (3: a call failed; 66: a sanitizer's
+         * report; -1: timed out) */
+        int sa = wait_for(x, 60000), sb = wait_for(y, 60000);
+        CHECK(sa == 0 && sb == 0, "a worker failed (a: %d, b: %d)", sa, sb);
+    }
     stop_broker(b);
     results("a", &paged, &busy);
     results("b", &paged, &busy);
