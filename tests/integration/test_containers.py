@@ -340,16 +340,36 @@ class ContainerCase(unittest.TestCase):
 
     def clean(self):
         """Every container of this acceld, then acceld (passed or failed).
-        The containers go through podman first, while their processes
-        live: podman then tears their networks down itself (a container
-        whose processes acceld's close SIGKILLed left its slirp4netns
-        namespace in /run/netns), then whatever is left."""
+        The apps still running are stopped through acceld first, its own
+        stop tearing their networks down (a member's container on
+        slirp4netns that `podman rm --force` or acceld's close removed
+        left its namespace in /run/netns), then whatever is left."""
         if self.d is None:
             return
-        if self.inst:
-            clean_instance(self.inst)
+        self.stop_all_apps()
         self.d.close()
         clean_instance(self.inst)
+
+    def stop_all_apps(self, timeout=30):
+        """Suspend every app still running, as its owner would, and wait
+        (a bounded while) until none is still on its way down."""
+        try:
+            st, b = self.d.http("GET", "/api/apps")
+            if st != 200:
+                return
+            for a in b["data"]:
+                if a["state"] in ("running", "resuming"):
+                    self.d.http("POST", "/api/apps/%s/suspend" % a["name"])
+            end = time.time() + timeout
+            while time.time() < end:
+                st, b = self.d.http("GET", "/api/apps")
+                if st != 200 or not any(
+                        a["state"] in ("running", "resuming", "stopping",
+                                       "releasing") for a in b["data"]):
+                    return
+                time.sleep(0.2)
+        except OSError:
+            pass  # acceld is gone: its close and clean_instance follow
 
     def containers(self, inst=None):
         r = podman("ps", "--all", "--filter", "label=accel.instance=%s" %
