@@ -69,7 +69,11 @@ class Dockerd:
              "--exec-root", os.path.join(self.dir, "x"),
              "--pidfile", self.pidfile, "-H", "unix://" + self.sock,
              "--cgroup-parent", self.cgroup_parent, "--log-level", "warn"],
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            # containerd writes its stacks to TMPDIR when dockerd, its
+            # health check failing on a loaded machine, restarts it
+            # (SIGUSR1 then SIGKILL): those go with this directory
+            env=dict(os.environ, TMPDIR=self.dir))
         log.close()
         deadline = time.time() + 90
         while time.time() < deadline:
