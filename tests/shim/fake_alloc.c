@@ -229,6 +229,7 @@ static void app_note(struct fake_cuda_stats *st, struct fake_app *a,
 }
 
 _Thread_local int fake_charge_oversub;
+_Thread_local int fake_charge_ctx;
 
 int fake_charge(uint64_t bytes)
 {
@@ -236,7 +237,7 @@ int fake_charge(uint64_t bytes)
     struct fake_proc *p = me();
     int64_t now, m;
 
-    if (fk.fail)
+    if (fk.fail && !fake_charge_ctx)
         return -1;
     for (int tries = 0;; tries++) {
         now = atomic_fetch_add(&st->used, (int64_t)bytes) + (int64_t)bytes;

@@ -41,6 +41,10 @@ FAKE_HIDDEN struct fake_cuda_stats *fake_record(void);
 FAKE_HIDDEN /* Set around a managed allocation with FAKE_CUDA_OVERSUB=1: the card's
  * memory may be passed (the driver pages managed memory; issue 49). */
 extern _Thread_local int fake_charge_oversub;
+/* Set around a context's creation: FAKE_CUDA_FAIL=1 fails the program's
+ * allocations, not the context it makes before any (as the real driver
+ * refuses an allocation without one). */
+FAKE_HIDDEN extern _Thread_local int fake_charge_ctx;
 int fake_charge(uint64_t bytes);
 FAKE_HIDDEN void fake_uncharge(uint64_t bytes);
 

@@ -72,10 +72,52 @@ EXPORT CUresult cuInit(unsigned int flags)
     return 0;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+/* The device of each live context (the real driver's context knows its
+ * device; cuCtxGetDevice answers for the current one). */
+#define FAKE_CTXS 256
+static struct {
+    pthread_mutex_t mu;
+    struct { CUcontext ctx; CUdevice dev; } c[FAKE_CTXS];
+} ctxs = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static void ctx_dev_set(CUcontext c, CUdevice d)
+{
+    pthread_mutex_lock(&ctxs.mu);
+    for (int i = 0; i < FAKE_CTXS; i++)
+        if (ctxs.c[i].ctx == NULL || ctxs.c[i].ctx == c) {
+            ctxs.c[i].ctx = c;
+            ctxs.c[i].dev = d;
+            break;
+        }
+    pthread_mutex_unlock(&ctxs.mu);
+}
+static void ctx_dev_drop(CUcontext c)
+{
+    pthread_mutex_lock(&ctxs.mu);
+    for (int i = 0; i < FAKE_CTXS; i++)
+        if (ctxs.c[i].ctx == c)
+            ctxs.c[i].ctx = NULL;
+    pthread_mutex_unlock(&ctxs.mu);
+}
+/* The device of the calling thread's current context, kept beside it
+ * (read without a lock: a process forked while another thread held the
+ * table's lock still asks). */
+static _Thread_local CUdevice current_dev;
+static void set_current(CUcontext c)
+{
+    CUdevice dev = 0;
+    pthread_mutex_lock(&ctxs.mu);
+    for (int i = 0; c != NULL && i < FAKE_CTXS; i++)
+        if (ctxs.c[i].ctx == c)
+            dev = ctxs.c[i].dev;
+    pthread_mutex_unlock(&ctxs.mu);
+    current = c;
+    current_dev = dev;
+}
+/* cuda.h: CUDA_ERROR_INVALID_CONTEXT without a current context. */
 EXPORT CUresult cuCtxGetDevice(CUdevice *d)
 {
-    const char *e = getenv("FAKE_CUDA_DEVICE");
-    *d = e ? (int)strtol(e, NULL, 10) : 0;
+    NEED_CTX();
+    *d = current_dev;
     return 0;
 }
 /* The owner context of an allocation: the current one (0 none). */
@@ -83,10 +125,15 @@ static uint64_t owner(void)
 {
     return (uint64_t)(uintptr_t)current;
 }
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t b) { ALLOC_INTO(p, b); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t b)
+{
+    NEED_CTX();
+    ALLOC_INTO(p, b);
+}
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
                                    size_t h, unsigned int e)
 {
+    NEED_CTX();
     (void)e;
     *pitch = (w + 1023) & ~(size_t)1023; /* a coarser pitch than the estimate */
     ALLOC_INTO(p, *pitch * h);
@@ -97,6 +144,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w,
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t b, unsigned int f)
 {
     uint64_t k;
+    NEED_CTX();
     (void)f;
     fake_charge_oversub = getenv("FAKE_CUDA_OVERSUB") != NULL;
     k = fake_take_in(b, owner());
@@ -110,7 +158,9 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t b,
                             const CUmemAllocationProp *prop,
                             unsigned long long f)
 {
-    uint64_t k = fake_vmm_create(
+    uint64_t k;
+    NEED_INIT();
+    k = fake_vmm_create(
         b, prop == NULL || prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE);
     (void)f;
     if (k == 0)
@@ -125,6 +175,7 @@ EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
                                              int type, unsigned long long f)
 {
     int fd;
+    NEED_INIT();
     (void)f;
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || out == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -138,6 +189,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
                                                void *os, int type)
 {
     uint64_t k;
+    NEED_INIT();
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || h == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     k = fake_vmm_import_fd((int)(intptr_t)os);
@@ -149,6 +201,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
 EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t off,
                          CUmemGenericAllocationHandle h, unsigned long long f)
 {
+    NEED_INIT();
     (void)off;
     (void)f;
     return fake_vmm_map(p, size, h) == 0 ? CUDA_SUCCESS
@@ -158,23 +211,27 @@ EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t off,
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align,
                                     CUdeviceptr addr, unsigned long long f)
 {
+    NEED_INIT();
     (void)align, (void)addr, (void)f;
     *p = fake_va_reserve(size);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t size)
 {
+    NEED_INIT();
     (void)p, (void)size;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void *desc,
                                size_t count)
 {
+    NEED_INIT();
     (void)p, (void)size, (void)desc, (void)count;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 {
+    NEED_INIT();
     return fake_vmm_unmap(p, size) == 0 ? CUDA_SUCCESS
                                         : CUDA_ERROR_INVALID_VALUE;
 }
@@ -189,23 +246,27 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 /* Stream-ordered: from the device's current pool, or the one named. */
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t b, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     POOL_INTO(p, 0, b);
 }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t b, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     POOL_INTO(p, 0, b);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t b,
                                         CUmemoryPool pool, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     POOL_INTO(p, pool, b);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t b,
                                              CUmemoryPool pool, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     POOL_INTO(p, pool, b);
 }
@@ -215,38 +276,46 @@ static CUresult pool_rc(int rc)
 }
 EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
 {
+    NEED_INIT();
     *pool = (CUmemoryPool)fake_pool_default(d);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d)
 {
+    NEED_INIT();
     *pool = (CUmemoryPool)fake_pool_current(d);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 EXPORT CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool)
 {
+    NEED_INIT();
     return pool_rc(fake_pool_set_current(d, (uintptr_t)pool));
 }
 EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 {
+    NEED_INIT();
     (void)props;
     *pool = (CUmemoryPool)fake_pool_create(fake_device());
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
+    NEED_INIT();
     return pool_rc(fake_pool_destroy((uintptr_t)pool));
 }
 EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *v)
 {
+    NEED_INIT();
     return pool_rc(fake_pool_set((uintptr_t)pool, attr, *(cuuint64_t *)v));
 }
 EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *v)
 {
+    NEED_INIT();
     return pool_rc(fake_pool_get((uintptr_t)pool, attr, (uint64_t *)v));
 }
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
+    NEED_INIT();
     return pool_rc(fake_pool_trim((uintptr_t)pool, keep));
 }
 /* Stream capture (one capturing stream at a time is enough here) and
@@ -254,12 +323,14 @@ EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 static _Atomic(CUstream) captured = (CUstream)(uintptr_t)1;
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode)
 {
+    NEED_INIT();
     (void)mode;
     atomic_store(&captured, s);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph)
 {
+    NEED_INIT();
     (void)s;
     atomic_store(&captured, (CUstream)(uintptr_t)1);
     *graph = (void *)(uintptr_t)0x4000;
@@ -267,12 +338,14 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph)
 }
 EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status)
 {
+    NEED_INIT();
     *status = atomic_load(&captured) == s;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *g, const void *deps,
                                        size_t n, void *params)
 {
+    NEED_INIT();
     (void)g, (void)deps, (void)n, (void)params;
     *node = (void *)(uintptr_t)0x5000;
     return CUDA_SUCCESS;
@@ -280,6 +353,7 @@ EXPORT CUresult cuGraphAddMemAllocNode(void **node, void *g, const void *deps,
 EXPORT CUresult cuGraphAddNode(void **node, void *g, const void *deps,
                                size_t n, void *params)
 {
+    NEED_INIT();
     (void)g, (void)deps, (void)n, (void)params;
     *node = (void *)(uintptr_t)0x5001;
     return CUDA_SUCCESS;
@@ -288,6 +362,7 @@ EXPORT CUresult cuGraphAddNode(void **node, void *g, const void *deps,
 static void wait_own_work(void);
 EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
+    NEED_CTX();
     (void)s;
     fake_pools_sync();
     wait_own_work(); /* one stream per process here: its queued work */
@@ -297,22 +372,33 @@ EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
     return cuStreamSynchronize(s);
 }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return give(p); }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    NEED_CTX();
+    return give(p);
+}
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     return give(p);
 }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     return give(p);
 }
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return give(h); }
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    NEED_INIT();
+    return give(h);
+}
 EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
 {
-    uint64_t k =
-        fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4);
+    uint64_t k;
+    NEED_CTX();
+    k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUarray)(uintptr_t)k;
@@ -320,20 +406,28 @@ EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
 }
 EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    uint64_t k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
-                           (d->Depth ? d->Depth : 1) * 4);
+    uint64_t k;
+    NEED_CTX();
+    k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
+                  (d->Depth ? d->Depth : 1) * 4);
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUarray)(uintptr_t)k;
     return 0;
 }
-EXPORT CUresult cuArrayDestroy(CUarray a) { return give((uintptr_t)a); }
+EXPORT CUresult cuArrayDestroy(CUarray a)
+{
+    NEED_CTX();
+    return give((uintptr_t)a);
+}
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a,
                                        const CUDA_ARRAY3D_DESCRIPTOR *d,
                                        unsigned int n)
 {
-    uint64_t k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) *
-                           4 * (n ? n : 1));
+    uint64_t k;
+    NEED_CTX();
+    k = fake_take((uint64_t)d->Width * (d->Height ? d->Height : 1) * 4 *
+                  (n ? n : 1));
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (CUmipmappedArray)(uintptr_t)k;
@@ -341,17 +435,23 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a,
 }
 EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 {
+    NEED_CTX();
     return give((uintptr_t)a);
 }
 /* A context costs fake_ctx_bytes() of the card (FAKE_CUDA_CTX_BYTES). */
-static CUresult ctx_new(CUcontext *c)
+static CUresult ctx_new(CUcontext *c, CUdevice d)
 {
     uint64_t k;
     NEED_INIT();
+    if (d < 0 || d >= 16)
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    fake_charge_ctx = 1;
     k = fake_take(fake_ctx_bytes());
+    fake_charge_ctx = 0;
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (CUcontext)(uintptr_t)k;
+    ctx_dev_set(*c, d);
     return 0;
 }
 
@@ -442,6 +542,7 @@ EXPORT CUresult cuCtxSetLimit(int limit, size_t v)
  * what its limits reserved), and it is no longer any thread's current. */
 static void ctx_gone(CUcontext c)
 {
+    ctx_dev_drop(c);
     fake_give_owned((uint64_t)(uintptr_t)c);
     pthread_mutex_lock(&limits.mu);
     for (int i = 0; i < FAKE_LIMITS; i++)
@@ -466,7 +567,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary.mu);
     if (primary.ctx[d] == NULL)
-        rc = ctx_new(&primary.ctx[d]);
+        rc = ctx_new(&primary.ctx[d], d);
     if (rc == CUDA_SUCCESS) {
         primary.refs[d]++;
         *c = primary.ctx[d];
@@ -561,18 +662,17 @@ EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice d)
     return cuDeviceGetUuid_v2(uuid, d);
 }
 /* cuCtxCreate makes the new context current (pushes it). */
-static CUresult ctx_create(CUcontext *c)
+static CUresult ctx_create(CUcontext *c, CUdevice d)
 {
-    CUresult rc = ctx_new(c);
+    CUresult rc = ctx_new(c, d);
     if (rc == CUDA_SUCCESS)
-        current = *c;
+        set_current(*c);
     return rc;
 }
 EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned int f, CUdevice d)
 {
     (void)f;
-    (void)d;
-    return ctx_create(c);
+    return ctx_create(c, d);
 }
 EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
                                CUdevice d)
@@ -580,26 +680,26 @@ EXPORT CUresult cuCtxCreate_v3(CUcontext *c, void *p, int n, unsigned int f,
     (void)p;
     (void)n;
     (void)f;
-    (void)d;
-    return ctx_create(c);
+    return ctx_create(c, d);
 }
 EXPORT CUresult cuCtxCreate_v4(CUcontext *c, void *p, unsigned int f,
                                CUdevice d)
 {
     (void)p;
     (void)f;
-    (void)d;
-    return ctx_create(c);
+    return ctx_create(c, d);
 }
 /* The pre-3.2 ABI (32-bit sizes): as the driver still exports it. */
 EXPORT CUresult cuCtxCreate(CUcontext *c, unsigned int f, CUdevice d)
 {
-    (void)f, (void)d;
-    return ctx_create(c); /* not through an exported name: the shim's */
+    (void)f;
+    return ctx_create(c, d); /* not through an exported name: the shim's */
 }
 EXPORT CUresult cuMemAlloc(unsigned int *p, unsigned int b)
 {
-    uint64_t k = fake_take_in(b, owner());
+    uint64_t k;
+    NEED_CTX();
+    k = fake_take_in(b, owner());
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *p = (unsigned int)k; /* the low bits: never freed in the tests */
@@ -623,11 +723,12 @@ EXPORT CUresult cuCtxDestroy(CUcontext c)
 EXPORT CUresult cuGreenCtxCreate(void **g, void *desc, CUdevice d,
                                  unsigned int f)
 {
-    (void)desc, (void)d, (void)f;
-    return ctx_new((CUcontext *)g);
+    (void)desc, (void)f;
+    return ctx_new((CUcontext *)g, d);
 }
 EXPORT CUresult cuGreenCtxDestroy(void *g)
 {
+    NEED_INIT();
     return give((uintptr_t)g);
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
@@ -775,6 +876,7 @@ static void wait_own_work(void)
 
 EXPORT CUresult cuCtxSynchronize(void)
 {
+    NEED_CTX();
     fake_pools_sync();
     wait_own_work();
     return 0;
@@ -784,7 +886,9 @@ EXPORT CUresult cuCtxSynchronize(void)
  * the pools above their release threshold shrink). */
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags)
 {
-    int64_t *t = calloc(1, sizeof(*t));
+    int64_t *t;
+    NEED_CTX();
+    t = calloc(1, sizeof(*t));
     (void)flags;
     if (t == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -793,6 +897,7 @@ EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags)
 }
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s)
 {
+    NEED_CTX();
     (void)s;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -805,6 +910,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream s)
 EXPORT CUresult cuEventSynchronize(CUevent e)
 {
     int64_t end, now;
+    NEED_CTX();
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     fake_pools_sync();
@@ -819,6 +925,7 @@ EXPORT CUresult cuEventSynchronize(CUevent e)
 }
 EXPORT CUresult cuEventDestroy_v2(CUevent e)
 {
+    NEED_CTX();
     free(e);
     return CUDA_SUCCESS;
 }
@@ -834,22 +941,22 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 EXPORT CUresult cuCtxSetCurrent(CUcontext c)
 {
     NEED_INIT();
-    current = c;
+    set_current(c);
     return 0;
 }
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
 {
     NEED_INIT();
     pushed = current;
-    current = c;
+    set_current(c);
     return 0;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
 {
-    NEED_INIT();
+    NEED_CTX(); /* an empty stack */
     if (c)
         *c = current;
-    current = pushed;
+    set_current(pushed);
     pushed = NULL;
     return 0;
 }
@@ -860,6 +967,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                                unsigned bz, unsigned sh, CUstream s, void **p,
                                void **e)
 {
+    NEED_CTX();
     (void)f, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
     (void)sh, (void)s, (void)p, (void)e;
     return work(gx);
@@ -874,6 +982,7 @@ EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
 EXPORT CUresult cuLaunchKernelEx(const void *cfg, CUfunction f, void **p,
                                  void **e)
 {
+    NEED_CTX();
     (void)cfg, (void)f, (void)p, (void)e;
     return work(100);
 }
@@ -883,17 +992,20 @@ EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx,
                                           unsigned bz, unsigned sh,
                                           CUstream s, void **p)
 {
+    NEED_CTX();
     (void)f, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sh;
     (void)s, (void)p;
     return work(gx);
 }
 EXPORT CUresult cuGraphLaunch(void *g, CUstream s)
 {
+    NEED_INIT();
     (void)g, (void)s;
     return work(100);
 }
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
 {
+    NEED_CTX();
     (void)d, (void)h, (void)n;
     return work(20);
 }
@@ -903,6 +1015,7 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n)
 EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n)
 {
     CUresult rc;
+    NEED_CTX();
     (void)h, (void)d, (void)n;
     rc = work(20);
     wait_own_work();
@@ -911,6 +1024,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n)
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr d, size_t n, CUdevice dev,
                                    CUstream s)
 {
+    NEED_INIT();
     (void)d, (void)n, (void)dev, (void)s;
     return work(20);
 }
@@ -919,6 +1033,7 @@ EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *src,
                                    size_t *idx, size_t na, size_t *fail,
                                    CUstream s)
 {
+    NEED_INIT();
     (void)d, (void)src, (void)sz, (void)n, (void)attrs, (void)idx;
     (void)na, (void)fail, (void)s;
     return work(20);
@@ -926,16 +1041,19 @@ EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *src,
 EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr a, unsigned v,
                                         unsigned f)
 {
+    NEED_INIT();
     (void)s, (void)a, (void)v, (void)f;
     return work(20);
 }
 EXPORT CUresult cuMemcpy3DPeer(const void *p)
 {
+    NEED_CTX();
     (void)p;
     return work(20);
 }
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
+    NEED_CTX();
     (void)d, (void)v, (void)n;
     return work(20);
 }
@@ -964,30 +1082,39 @@ static CUresult outside_take(void *out)
 }
 EXPORT CUresult cuModuleLoad(void **m, const char *f)
 {
+    NEED_CTX();
     (void)f;
     return outside_take(m);
 }
 EXPORT CUresult cuModuleLoadData(void **m, const void *img)
 {
+    NEED_CTX();
     (void)img;
     return outside_take(m);
 }
 EXPORT CUresult cuModuleLoadDataEx(void **m, const void *img, unsigned n,
                                    void *o, void **v)
 {
+    NEED_CTX();
     (void)img, (void)n, (void)o, (void)v;
     return outside_take(m);
 }
 EXPORT CUresult cuModuleLoadFatBinary(void **m, const void *fat)
 {
+    NEED_CTX();
     (void)fat;
     return outside_take(m);
 }
-EXPORT CUresult cuModuleUnload(void *m) { return give((uintptr_t)m); }
+EXPORT CUresult cuModuleUnload(void *m)
+{
+    NEED_CTX();
+    return give((uintptr_t)m);
+}
 EXPORT CUresult cuLibraryLoadData(void **l, const void *code, void *jo,
                                   void **jv, unsigned nj, void *lo, void **lv,
                                   unsigned nl)
 {
+    NEED_INIT();
     (void)code, (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
     return outside_take(l);
 }
@@ -997,9 +1124,14 @@ EXPORT CUresult cuLibraryLoadFromFile(void **l, const char *f, void *jo,
 {
     return cuLibraryLoadData(l, f, jo, jv, nj, lo, lv, nl);
 }
-EXPORT CUresult cuLibraryUnload(void *l) { return give((uintptr_t)l); }
+EXPORT CUresult cuLibraryUnload(void *l)
+{
+    NEED_INIT();
+    return give((uintptr_t)l);
+}
 EXPORT CUresult cuLinkCreate_v2(unsigned n, void *o, void **v, void **state)
 {
+    NEED_CTX();
     (void)n, (void)o, (void)v;
     return outside_take(state);
 }
@@ -1007,10 +1139,15 @@ EXPORT CUresult cuLinkCreate(unsigned n, void *o, void **v, void **state)
 {
     return cuLinkCreate_v2(n, o, v, state);
 }
-EXPORT CUresult cuLinkDestroy(void *state) { return give((uintptr_t)state); }
+EXPORT CUresult cuLinkDestroy(void *state)
+{
+    NEED_INIT();
+    return give((uintptr_t)state);
+}
 EXPORT CUresult cuGraphInstantiateWithFlags(void **e, void *g,
                                             unsigned long long f)
 {
+    NEED_INIT();
     (void)g, (void)f;
     return outside_take(e);
 }
@@ -1044,6 +1181,7 @@ EXPORT CUresult cuGraphUpload(void *e, CUstream s)
 {
     uint64_t k = 0;
     CUresult rc;
+    NEED_INIT();
     (void)s;
     rc = outside_take(&k);
     pthread_mutex_lock(&uploads.mu);
@@ -1065,6 +1203,7 @@ EXPORT CUresult cuGraphUpload_ptsz(void *e, CUstream s)
 }
 EXPORT CUresult cuGraphExecDestroy(void *e)
 {
+    NEED_INIT();
     pthread_mutex_lock(&uploads.mu);
     for (int i = 0; i < 16; i++)
         if (uploads.exec[i] == (uint64_t)(uintptr_t)e) {
@@ -1076,11 +1215,13 @@ EXPORT CUresult cuGraphExecDestroy(void *e)
 }
 EXPORT CUresult cuImportExternalMemory(void **m, const void *desc)
 {
+    NEED_INIT();
     (void)desc;
     return outside_take(m);
 }
 EXPORT CUresult cuDestroyExternalMemory(void *m)
 {
+    NEED_INIT();
     return give((uintptr_t)m);
 }
 
@@ -1088,12 +1229,13 @@ EXPORT CUresult cuDestroyExternalMemory(void *m)
  * functions (FAKE_CUDA_INTERNAL=1): not in the dynamic symbol table. */
 static CUresult internal_alloc(CUdeviceptr *p, size_t b)
 {
+    NEED_CTX();
     ALLOC_INTO(p, b);
 }
 static CUresult internal_ctx(CUcontext *c, unsigned int f, CUdevice d)
 {
-    (void)f, (void)d;
-    return ctx_new(c);
+    (void)f;
+    return ctx_new(c, d);
 }
 
 /* Like the real driver: a base name plus version picks the ABI variant;

@@ -92,14 +92,22 @@ static void *nvml_open(void)
     return h;
 }
 
-/* A context of our own, current: cuMemGetInfo needs one (the stand-in
- * refuses it without, as the driver does). The cases that read the views
- * run with FAKE_CUDA_CTX_BYTES=0, so that it moves no figure. */
-static void make_current(void)
-{
-    CUcontext c = NULL;
+/* The context the cases work in, made as the CUDA runtime makes it: the
+ * primary context of the app's device (FAKE_CUDA_DEVICE, else 0) retained
+ * and made current. The real driver refuses every allocation, copy, launch
+ * and synchronize of a thread without a current context, and so does the
+ * stand-in; a thread starts without one, so each thread of a case calls
+ * this first. Cases whose subject is the context make their own (main). */
+static CUcontext app_ctx;
 
-    CHECK(cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS && c != NULL, "context");
+static void runtime_ctx(void)
+{
+    const char *e = getenv("FAKE_CUDA_DEVICE");
+
+    if (app_ctx == NULL)
+        CHECK(cuDevicePrimaryCtxRetain(&app_ctx, e ? atoi(e) : 0) == 0,
+              "the primary context");
+    CHECK(cuCtxSetCurrent(app_ctx) == 0, "the primary context current");
 }
 
 /* The allocation paths (quota_cases.h): their keys are CUDA's numbers. */
@@ -411,7 +419,6 @@ static void case_view_neighbour(void)
     size_t f = 0, t = 0;
     pid_t pid = neighbour();
 
-    make_current();
     CHECK(cuMemGetInfo_v2(&f, &t) == 0, "meminfo");
     CHECK(t == GiB && f == 256 * MiB, "cuMemGetInfo_v2 %zu of %zu", f, t);
     nvml_view(&nt, &nf, &nu);
@@ -490,6 +497,7 @@ static void case_hold_unlimited(char **argv)
         execv("/proc/self/exe", argv);
         _exit(127);
     }
+    runtime_ctx(); /* as the other app, after the exec */
     CHECK(cuMemAlloc_v2(&d, 1792 * MiB) == 0, "neighbour's 1.75 GiB");
     printf("ready\n");
     fflush(stdout);
@@ -668,7 +676,6 @@ static void case_view(int limited)
 {
     uint64_t total = limited ? GiB : 16 * GiB;
     CUdeviceptr d, e;
-    make_current();
     view_expect(total, 0);
     CHECK(cuMemAlloc_v2(&d, 256 * MiB) == 0, "alloc");
     view_expect(total, 256 * MiB);
@@ -702,7 +709,7 @@ static void case_config(void)
     CHECK(ledger_write_config(cfg, "cfg-app", &dev, 1) == ACCEL_OK, "config");
     setenv("ACCEL_CONFIG", cfg, 1); /* before the shim's first hook runs */
     setenv("ACCEL_MEMORY_LIMIT", "8Gi", 1); /* ignored under ACCEL_CONFIG */
-    make_current();
+    runtime_ctx(); /* the program's first CUDA call after cuInit */
     CHECK(cuMemAlloc_v2(&d, 384 * MiB) == 0, "within");
     CHECK(cuMemAlloc_v2(&e, 256 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "beyond");
     CHECK(cuMemGetInfo_v2(&f, &t) == 0 && t == 512 * MiB && f == 128 * MiB,
@@ -755,7 +762,7 @@ static void case_live_quota(void)
     CHECK(ledger_write_config(cfg, "live-app", &dev, 1) == ACCEL_OK,
           "config");
     setenv("ACCEL_CONFIG", cfg, 1);
-    make_current();
+    runtime_ctx(); /* the program's first CUDA call after cuInit */
     CHECK(cuMemAlloc_v2(&a, 384 * MiB) == 0, "within 512 MiB");
     /* cut to 256 MiB below the 384 MiB held: refused until under */
     live_set(cfg, &dev, led, 256 * MiB);
@@ -852,6 +859,7 @@ static void *alloc_free_256m(void *arg)
 {
     CUdeviceptr d;
     (void)arg;
+    runtime_ctx(); /* a new thread has no current context */
     if (cuMemAlloc_v2(&d, 256 * MiB) != 0)
         return (void *)1;
     return cuMemFree_v2(d) == 0 ? NULL : (void *)1;
@@ -917,6 +925,7 @@ static void *alloc_loop(void *p)
 {
     struct race_arg *a = p;
     CUdeviceptr d;
+    runtime_ctx();
     pthread_barrier_wait(&a->go);
     while (!a->stop)
         if (cuMemAlloc_v2(&d, MiB) == 0)
@@ -1048,7 +1057,6 @@ static void case_hog(void)
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    make_current();
     if (cuMemAlloc_v2(&p, 768 * MiB) != CUDA_SUCCESS)
         _exit(3);
     (void)!write(1, "ready", 5);
@@ -1113,7 +1121,6 @@ static void case_elastic_run(const char *which)
               listen(el.fd, 4) == 0 &&
               pthread_create(&th, NULL, el_serve, NULL) == 0,
           "the reclaim socket");
-    make_current();
     CHECK(pth->alloc(512 * MiB, &k) == CUDA_SUCCESS,
           "%s: 512 MiB within the quota on a short card", which);
     CHECK(atomic_load(&el.asks) >= 1 && el.hog == 0,
@@ -1174,11 +1181,32 @@ static void case_elastic(const char *which)
     unlink(cfg);
 }
 
+/* The cases that make their contexts themselves (their subject). */
+static int own_ctx(const char *c, const char *arg)
+{
+    static const char *const own[] = {
+        "ctx_limit", "green_ctx", "ctx_reset", "legacy_abi", "ctx_known",
+        "ctx_known_child", "ctx_measured",
+        /* theirs once their setting is made: the config and the ledger's
+         * flock come before the first CUDA call after cuInit */
+        "config", "live_quota", "fork_attach", "hold_unlimited",
+        "nvml_unbound", /* NVML only */
+        NULL
+    };
+
+    for (int i = 0; own[i] != NULL; i++)
+        if (strcmp(c, own[i]) == 0)
+            return 1;
+    return strcmp(c, "refuse") == 0 && strcmp(arg, "ctx") == 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
 
     cuInit(0); /* as every CUDA program does first */
+    if (!own_ctx(c, argc > 2 ? argv[2] : ""))
+        runtime_ctx();
     if (run_quota_case(&cuda, argc, argv) || run_escape_case(c, argv, argc))
         return cases_done(&cuda, c);
     if (strcmp(c, "create_host") == 0)

@@ -27,6 +27,8 @@ static int failures;
         }                                                                      \
     } while (0)
 
+typedef CUresult (*init_fn)(unsigned);
+typedef CUresult (*create_fn)(CUcontext *, unsigned, CUdevice);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, int *);
@@ -40,6 +42,9 @@ static void case_dlsym(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     CUdeviceptr a, b;
+    CUcontext ctx = NULL;
+    init_fn init;
+    create_fn create;
     alloc_fn al;
     free_fn fr;
     gpa_fn gpa;
@@ -47,6 +52,12 @@ static void case_dlsym(void)
     CHECK(h != NULL, "dlopen");
     if (h == NULL)
         return;
+    init = (init_fn)(uintptr_t)sym(h, "cuInit");
+    create = (create_fn)(uintptr_t)sym(h, "cuCtxCreate_v2");
+    /* what a program does first: the driver refuses an allocation before
+     * cuInit and without a current context */
+    CHECK(init != NULL && init(0) == 0, "cuInit");
+    CHECK(create != NULL && create(&ctx, 0, 0) == 0, "a context");
     al = (alloc_fn)(uintptr_t)sym(h, "cuMemAlloc_v2");
     fr = (free_fn)(uintptr_t)sym(h, "cuMemFree_v2");
     CHECK(al != NULL && fr != NULL, "dlsym");

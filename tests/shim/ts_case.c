@@ -158,8 +158,14 @@ static int hold(char **argv)
 {
     size_t b = strtoull(argv[4], NULL, 10) << 20, pitch = 0;
     CUdeviceptr p = 0;
+    CUcontext ctx = NULL;
     CUresult rc;
 
+    /* as the CUDA runtime starts (the driver refuses an allocation
+     * without a current context) */
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 3;
     if (strcmp(argv[3], "vmm") == 0) {
         CUmemAllocationProp pr = {.type = 1, .location = {1, 0}};
         CUmemGenericAllocationHandle h = 0;
@@ -572,6 +578,7 @@ static int case_pinned(void)
     snprintf(card, sizeof card, "%s/card.ledger", dir);
     setenv("ACCEL_TS_LEDGER_0", card, 1);
     setenv("FAKE_CUDA_TOTAL", "4294967296", 1);
+    setenv("FAKE_CUDA_CTX_BYTES", "0", 1); /* the card: the apps' memory */
     st = fake_cuda_stats();
     a = holder("a", "vmm", "2560", 1); /* llama.cpp's VMM pool */
     CHECK(a > 0, "app a holds 2.5 GiB of VMM memory");
