@@ -393,6 +393,37 @@ static void case_ctx_measured(void)
     peak_within(GiB, "contexts");
 }
 
+/* Issue 45 item 5: a context of 512 MiB (FAKE_CUDA_CTX_BYTES) made the
+ * way a program makes it (`primary`: retained and made current, as the
+ * CUDA runtime does; `create`: cuCtxCreate) on the stand-in that refuses
+ * cuMemGetInfo without a current context and NVML before nvmlInit, as the
+ * real ones do; then 256 MiB allocations until one is refused. Under the
+ * 4 GiB quota the card may hold 4 GiB, not 4.5: 14 allocations fit beside
+ * the context, the 15th is refused by the shim (never by the card). */
+static void case_ctx_fill(const char *how)
+{
+    CUdeviceptr d[20];
+    CUcontext c = NULL;
+    int n = 0;
+
+    if (strcmp(how, "primary") == 0)
+        CHECK(cuDevicePrimaryCtxRetain(&c, 0) == 0 && cuCtxSetCurrent(c) == 0,
+              "the primary context, current");
+    else
+        CHECK(cuCtxCreate_v2(&c, 0, 0) == 0, "a context of cuCtxCreate");
+    CHECK(ledger_used() == 512 * MiB, "%s context charged %llu MiB", how,
+          (unsigned long long)(ledger_used() >> 20));
+    while (n < 20 && cuMemAlloc_v2(&d[n], 256 * MiB) == 0)
+        n++;
+    CHECK(n == 14, "%d allocations of 256 MiB beside a 512 MiB context "
+          "under 4 GiB (14 fit)", n);
+    CHECK(atomic_load(&fake_cuda_stats()->refused) == 0,
+          "the card refused, not the shim");
+    peak_within(4 * GiB, how);
+    while (n > 0)
+        CHECK(cuMemFree_v2(d[--n]) == 0, "free");
+}
+
 /* A neighbour (another app, no quota) holds 1.75 of the card's 2 GiB: the
  * app is told 256 MiB free, not the 1 GiB of its quota. */
 /* Start the neighbour (case_hold_unlimited) and wait until it holds its
@@ -1186,7 +1217,7 @@ static int own_ctx(const char *c, const char *arg)
 {
     static const char *const own[] = {
         "ctx_limit", "green_ctx", "ctx_reset", "legacy_abi", "ctx_known",
-        "ctx_known_child", "ctx_measured",
+        "ctx_known_child", "ctx_measured", "ctx_fill",
         /* theirs once their setting is made: the config and the ledger's
          * flock come before the first CUDA call after cuInit */
         "config", "live_quota", "fork_attach", "hold_unlimited",
@@ -1253,6 +1284,8 @@ int main(int argc, char **argv)
         case_pool_event();
     else if (strcmp(c, "ctx_measured") == 0)
         case_ctx_measured();
+    else if (strcmp(c, "ctx_fill") == 0 && argc > 2)
+        case_ctx_fill(argv[2]);
     else if (strcmp(c, "view_neighbour") == 0)
         case_view_neighbour();
     else if (strcmp(c, "nvml_procs") == 0)
