@@ -393,6 +393,87 @@ static void case_ctx_measured(void)
     peak_within(GiB, "contexts");
 }
 
+CUresult cuCtxGetDevice(CUdevice *);
+CUresult cuCtxSetLimit(CUlimit, size_t);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, unsigned, unsigned, CUstream, void **,
+                        void **);
+
+/* Issue 45 item 5: the stand-ins refuse what the real driver and NVML
+ * refuse (cuda.h's and nvml.h's documented returns), and the shim passes
+ * each refusal on and charges nothing: every call before cuInit,
+ * CUDA_ERROR_NOT_INITIALIZED; the context-bound calls without a current
+ * context, CUDA_ERROR_INVALID_CONTEXT; NVML before nvmlInit_v2,
+ * NVML_ERROR_UNINITIALIZED (also through the shim's view of the card). */
+static void case_refusals(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    nvmlReturn_t (*init)(void) = h ? (nvmlReturn_t(*)(void))(uintptr_t)
+                                         dlsym(h, "nvmlInit_v2") : NULL;
+    nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t *) =
+        h ? (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))(uintptr_t)dlsym(
+                h, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
+        h ? (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))(uintptr_t)dlsym(
+                h, "nvmlDeviceGetMemoryInfo") : NULL;
+    nvmlDevice_t nd = NULL;
+    nvmlMemory_t m;
+    union gpu_key k;
+    CUdeviceptr d;
+    CUcontext c;
+    CUdevice dev;
+    size_t f, t;
+
+    CHECK(init && by_index && mem, "NVML's entry points");
+    if (!init || !by_index || !mem)
+        return;
+    /* first (the shim initialises NVML for itself when it measures a
+     * context, and NVML counts a process's inits together) */
+    CHECK(by_index(0, &nd) == NVML_ERROR_UNINITIALIZED,
+          "NVML before nvmlInit_v2");
+    CHECK(mem((nvmlDevice_t)(uintptr_t)0x1000, &m) ==
+              NVML_ERROR_UNINITIALIZED, "NVML's memory (the shim's view) "
+          "before nvmlInit_v2");
+    CHECK(cuMemAlloc_v2(&d, MiB) == CUDA_ERROR_NOT_INITIALIZED,
+          "an allocation before cuInit");
+    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_ERROR_NOT_INITIALIZED,
+          "a primary retain before cuInit");
+    CHECK(cuCtxCreate_v2(&c, 0, 0) == CUDA_ERROR_NOT_INITIALIZED,
+          "a context before cuInit");
+    CHECK(cuDeviceTotalMem_v2(&t, 0) == CUDA_ERROR_NOT_INITIALIZED,
+          "a device query before cuInit");
+    CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
+    for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++) {
+        int want = strcmp(paths[i].name, "create") == 0 ? CUDA_SUCCESS
+                 : strcmp(paths[i].name, "ctx") == 0 ? CUDA_SUCCESS
+                 : CUDA_ERROR_INVALID_CONTEXT; /* VMM and contexts need
+                                                * none (cuda.h) */
+        int rc = paths[i].alloc(MiB, &k);
+        CHECK(rc == want, "%s without a current context: %d", paths[i].name,
+              rc);
+        if (rc == CUDA_SUCCESS)
+            CHECK(paths[i].release(k) == CUDA_SUCCESS, "%s released",
+                  paths[i].name);
+        if (strcmp(paths[i].name, "ctx") == 0)
+            cuCtxSetCurrent(NULL); /* cuCtxCreate made it current */
+    }
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_ERROR_INVALID_CONTEXT,
+          "cuMemGetInfo without a current context");
+    CHECK(cuCtxGetDevice(&dev) == CUDA_ERROR_INVALID_CONTEXT,
+          "cuCtxGetDevice without a current context");
+    CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 * MiB) ==
+              CUDA_ERROR_INVALID_CONTEXT, "a limit without a context");
+    CHECK(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) ==
+              CUDA_ERROR_INVALID_CONTEXT, "a launch without a context");
+    CHECK(cuCtxSynchronize() == CUDA_ERROR_INVALID_CONTEXT,
+          "a synchronize without a context");
+    CHECK(ledger_used() == 0 && card_used() == 0,
+          "refusals charged: ledger %llu, card %llu",
+          (unsigned long long)ledger_used(), (unsigned long long)card_used());
+    CHECK(init() == NVML_SUCCESS && by_index(0, &nd) == NVML_SUCCESS &&
+              mem(nd, &m) == NVML_SUCCESS, "NVML after nvmlInit_v2");
+}
+
 /* Issue 45 item 5: a context of 512 MiB (FAKE_CUDA_CTX_BYTES) made the
  * way a program makes it (`primary`: retained and made current, as the
  * CUDA runtime does; `create`: cuCtxCreate) on the stand-in that refuses
@@ -1235,6 +1316,10 @@ int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
 
+    if (strcmp(c, "refusals") == 0) { /* before cuInit */
+        case_refusals();
+        return cases_done(&cuda, c);
+    }
     cuInit(0); /* as every CUDA program does first */
     if (!own_ctx(c, argc > 2 ? argv[2] : ""))
         runtime_ctx();
