@@ -47,6 +47,25 @@ static int nvml_ready(void)
     return nvml_ok == 1;
 }
 
+/* NVML's handle of each CUDA ordinal, looked up by UUID (devmap.c) at the
+ * first measure on it: the reading after a context is made, and any later
+ * measure, ask NVML for the memory only. */
+static _Atomic(nvmlDevice_t) nvml_dev[SHIM_MAX_DEV];
+
+static nvmlDevice_t nvml_dev_of(int ordinal)
+{
+    nvmlDevice_t d;
+
+    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV)
+        return devmap_nvml(ordinal);
+    d = atomic_load_explicit(&nvml_dev[ordinal], memory_order_acquire);
+    if (d == NULL) {
+        d = devmap_nvml(ordinal);
+        atomic_store_explicit(&nvml_dev[ordinal], d, memory_order_release);
+    }
+    return d;
+}
+
 /* The device's free memory now, or -1 when it cannot be read: from NVML,
  * else from the driver while a context of the device is current (the
  * driver refuses cuMemGetInfo without one). */
@@ -62,7 +81,7 @@ static int64_t dev_free(int ordinal)
 
     if (nvml_ready()) {
         mem = SHIM_NVML_REAL(nvmlDeviceGetMemoryInfo);
-        d = devmap_nvml(ordinal);
+        d = nvml_dev_of(ordinal);
         if (d != NULL && mem != NULL && mem(d, &m) == NVML_SUCCESS)
             return (int64_t)m.free;
     }

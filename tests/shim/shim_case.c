@@ -505,6 +505,28 @@ static void case_ctx_fill(const char *how)
         CHECK(cuMemFree_v2(d[--n]) == 0, "free");
 }
 
+/* A context made beside another of its device is measured by the driver
+ * (cuMemGetInfo_v2 answers in the current context), with no NVML to ask:
+ * the stand-in driver alone (FAKE_MIN_DIR: the shim's dlopen finds no
+ * libnvidia-ml.so.1 there; this program's own would, through its RUNPATH).
+ * Its primary context, made
+ * first, has no context current before it to be measured in. */
+static void case_ctx_driver(void)
+{
+    CUcontext pc, c;
+    uint64_t base;
+
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0 && cuCtxSetCurrent(pc) == 0,
+          "the primary context, current");
+    base = ledger_used();
+    CHECK(cuCtxCreate_v2(&c, 0, 0) == 0, "a context beside it");
+    CHECK(ledger_used() - base == 384 * MiB, "charged %llu MiB for a "
+          "context of 384 MiB", (unsigned long long)((ledger_used() - base)
+                                                   >> 20));
+    CHECK(cuCtxDestroy_v2(c) == 0 && ledger_used() == base,
+          "given back at its destroy");
+}
+
 /* A neighbour (another app, no quota) holds 1.75 of the card's 2 GiB: the
  * app is told 256 MiB free, not the 1 GiB of its quota. */
 /* Start the neighbour (case_hold_unlimited) and wait until it holds its
@@ -1298,7 +1320,7 @@ static int own_ctx(const char *c, const char *arg)
 {
     static const char *const own[] = {
         "ctx_limit", "green_ctx", "ctx_reset", "legacy_abi", "ctx_known",
-        "ctx_known_child", "ctx_measured", "ctx_fill",
+        "ctx_known_child", "ctx_measured", "ctx_fill", "ctx_driver",
         /* theirs once their setting is made: the config and the ledger's
          * flock come before the first CUDA call after cuInit */
         "config", "live_quota", "fork_attach", "hold_unlimited",
@@ -1369,6 +1391,8 @@ int main(int argc, char **argv)
         case_pool_event();
     else if (strcmp(c, "ctx_measured") == 0)
         case_ctx_measured();
+    else if (strcmp(c, "ctx_driver") == 0)
+        case_ctx_driver();
     else if (strcmp(c, "ctx_fill") == 0 && argc > 2)
         case_ctx_fill(argv[2]);
     else if (strcmp(c, "view_neighbour") == 0)
