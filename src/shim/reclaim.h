@@ -24,9 +24,9 @@
 /* The reclaim socket of device `ordinal` (a config line; path absolute). */
 SHIM_HIDDEN void reclaim_config(int ordinal, const char *path);
 
-/* Stamp ledger l with now (CLOCK_MONOTONIC ms): the app took memory on
- * the device (acceld asks the idlest apps first). Lock-free, no syscall
- * but the vDSO clock. */
+/* Stamp ledger l with now (CLOCK_MONOTONIC ms, read from the coarse
+ * clock: up to a tick behind): the app took memory on the device (acceld
+ * asks the idlest apps first). Lock-free, no syscall (the vDSO clock). */
 SHIM_HIDDEN void reclaim_stamp(struct accel_ledger *l);
 
 /*

@@ -399,6 +399,33 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
                         unsigned, unsigned, unsigned, CUstream, void **,
                         void **);
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* An allocation stamps the app's ledger with when it took memory
+ * (active_ms, CLOCK_MONOTONIC ms: elastic memory asks the idlest app
+ * first); the shim reads the coarse clock, a tick behind at most. */
+static void case_stamp(void)
+{
+    struct ledger_usage u = { 0 };
+    uint64_t lo, hi;
+    CUdeviceptr d;
+
+    lo = mono_ms();
+    CHECK(cuMemAlloc_v2(&d, MiB) == 0, "alloc");
+    hi = mono_ms();
+    CHECK(ledger_read(ledger_path_env(), &u) == ACCEL_OK, "read");
+    CHECK(u.active_ms + 100 >= lo && u.active_ms <= hi,
+          "stamp %llu outside [%llu - 100, %llu]",
+          (unsigned long long)u.active_ms, (unsigned long long)lo,
+          (unsigned long long)hi);
+    CHECK(cuMemFree_v2(d) == 0, "free");
+}
+
 /* Issue 45 item 5: the stand-ins refuse what the real driver and NVML
  * refuse (cuda.h's and nvml.h's documented returns), and the shim passes
  * each refusal on and charges nothing: every call before cuInit,
@@ -1391,6 +1418,8 @@ int main(int argc, char **argv)
         case_pool_event();
     else if (strcmp(c, "ctx_measured") == 0)
         case_ctx_measured();
+    else if (strcmp(c, "stamp") == 0)
+        case_stamp();
     else if (strcmp(c, "ctx_driver") == 0)
         case_ctx_driver();
     else if (strcmp(c, "ctx_fill") == 0 && argc > 2)
