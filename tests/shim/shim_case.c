@@ -103,9 +103,10 @@ static CUcontext app_ctx;
 static void runtime_ctx(void)
 {
     const char *e = getenv("FAKE_CUDA_DEVICE");
+    CUdevice dev = e != NULL ? (CUdevice)strtol(e, NULL, 10) : 0;
 
     if (app_ctx == NULL)
-        CHECK(cuDevicePrimaryCtxRetain(&app_ctx, e ? atoi(e) : 0) == 0,
+        CHECK(cuDevicePrimaryCtxRetain(&app_ctx, dev) == 0,
               "the primary context");
     CHECK(cuCtxSetCurrent(app_ctx) == 0, "the primary context current");
 }
