@@ -1370,6 +1370,10 @@ int main(int argc, char **argv)
         case_refusals();
         return cases_done(&cuda, c);
     }
+    if (strcmp(c, "nvml_visible_noinit") == 0) { /* an NVML-only program: */
+        case_nvml_visible();     /* CUDA refuses the shim's UUID queries */
+        return cases_done(&cuda, c);
+    }
     cuInit(0); /* as every CUDA program does first */
     if (!own_ctx(c, argc > 2 ? argv[2] : ""))
         runtime_ctx();
