@@ -3,7 +3,9 @@
  * fake_cuda.c: a stand-in libcuda.so.1 for the shim tests, over simulated
  * device memory (fake_alloc.h: FAKE_CUDA_TOTAL bytes, unique pointers, the
  * record of calls of fake_cuda.h, FAKE_CUDA_FAIL=1 to make every
- * allocation fail in the driver). Built twice: the full library and,
+ * allocation fail in the driver, contexts of FAKE_CUDA_CTX_BYTES that know
+ * their device), refusing what the real driver refuses (below). Built
+ * twice: the full library and,
  * with FAKE_MINIMAL, one lacking cuMemAllocManaged and cuMemCreate
  * (missing-symbol tests).
  */
@@ -41,14 +43,16 @@ static CUresult give(uint64_t key)
         return CUDA_SUCCESS;                                                   \
     } while (0)
 
-/* What the real driver refuses, the stand-in refuses (cuda.h): every
- * device query before cuInit (CUDA_ERROR_NOT_INITIALIZED), and the calls
- * bound to the calling thread's context (cuMemGetInfo, the limits)
- * without a current one (CUDA_ERROR_INVALID_CONTEXT). A context is
+/* What the real driver refuses, the stand-in refuses (cuda.h's documented
+ * returns): every call but cuInit, cuDriverGetVersion and cuGetProcAddress
+ * before cuInit (CUDA_ERROR_NOT_INITIALIZED), and the calls bound to the
+ * calling thread's context without a current one
+ * (CUDA_ERROR_INVALID_CONTEXT): allocations and their frees (not VMM's
+ * cuMemCreate, which names its device), arrays, copies, memsets,
+ * launches, events, synchronizes, module and linker loads, cuMemGetInfo,
+ * the limits, cuCtxGetDevice, a pop of an empty stack. A context is
  * current after cuCtxCreate (which pushes it), cuCtxSetCurrent or
- * cuCtxPushCurrent; a primary retain does not make it current. The
- * allocation entry points do not ask for a context here, so that cases
- * about other things need not make one. */
+ * cuCtxPushCurrent; a primary retain does not make it current. */
 static _Atomic int inited;
 static _Thread_local CUcontext current;
 
