@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""Red team of the Docker path (issue 47, SPEC 8.2.1: a member's container
+gets no more than a member's process). A hostile process in a container
+that names an app through accel-runc (root in the container, Docker's
+default capabilities: CHOWN, FOWNER, FSETID, SETFCAP, DAC_OVERRIDE) must
+not turn what the app's CDI device mounts into it into more than a
+member's process has on the host. Each test is an attack that succeeded
+before its fix; the real dockerd of test_docker.py, its own data root."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accel_harness import Acceld  # noqa: E402
+from test_docker import ASAN, HAVE_DOCKER, IMAGE, WHY, Dockerd  # noqa: E402
+import test_docker  # noqa: E402
+from test_containers import (INVENTORY, GPU, ContainerCase,  # noqa: E402
+                             cdi_spec, cdi_wrapper, rootfs_tar)
+
+
+def tools_tar(tmp):
+    """rootfs_tar's rootfs with chmod, chown and ls added (a hostile
+    image brings what it likes)."""
+    tar = rootfs_tar(tmp)
+    root = os.path.join(tmp, "rootfs")  # rootfs_tar's, left in tmp
+    for tool in ("chmod", "chown", "ls"):
+        shutil.copy(os.path.realpath(shutil.which(tool)),
+                    os.path.join(root, "bin", tool))
+    subprocess.run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    return tar
+
+
+@unittest.skipUnless(HAVE_DOCKER, WHY)
+class DockerRulesTest(ContainerCase):
+    """Attacks by a container's own processes."""
+
+    external = test_docker.DockerTest.external
+
+    @classmethod
+    def setUpClass(cls):
+        cls.imgdir = tempfile.mkdtemp(prefix="accel-dkr-img-")
+        cls.tar = tools_tar(cls.imgdir)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.imgdir, ignore_errors=True)
+
+    def setUp(self):
+        """test_docker's: acceld in its namespace, a dockerd of the
+        test's own with accel-runc registered, the image imported."""
+        super().setUp()
+        self.dk = Dockerd(self.tmp)
+        self.d = Acceld(inventory=INVENTORY, extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi",
+                             "DOCKER_HOST": self.dk.host},
+                        wrapper=cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                            cdi_spec(GPU))).start()
+        self.inst = self.d.cgroup_instance()
+        self.addCleanup(self.dk.close)
+        self.dk.start(self.d.proc.pid, "/accel.slice/%s/docker" % self.inst)
+        r = self.dk.docker("import", "--change", 'CMD ["/bin/sleep", "1000"]',
+                           self.tar, IMAGE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def hostile(self, name, app, script):
+        """A container naming app that runs script as its root."""
+        return self.dk.docker("run", "--name", name, "--runtime", "accel",
+                              "--network", "none", "-e", "ACCEL_APP=" + app,
+                              "-e", ASAN, IMAGE, "/bin/sh", "-c", script)
+
+    def mounts(self, app):
+        """The app's CDI device's mounts: {containerPath: (hostPath,
+        read-only)}."""
+        path = "/etc/cdi/accel-%s-%s.json" % (self.inst, app)
+        spec = json.loads(self.in_ns("cat", path).stdout)
+        edits = spec["devices"][0]["containerEdits"]
+        return {m["containerPath"]: (m["hostPath"], "ro" in m["options"])
+                for m in edits["mounts"]}
+
+    def test_a_mounted_ledger_never_becomes_a_program(self):
+        """The container's root makes its ledger set-user-ID root's (a
+        member of the app's group wrote a program into it): the host's
+        file is held by acceld, so it cannot be run, by its path or by a
+        link, and is put back to root's 0660, as written, within a
+        refresh. Before: the host's ledger was 06755 root's, and ran."""
+        self.external("own")
+        mounts = self.mounts("own")
+        ledgers = [(c, h) for c, (h, ro) in mounts.items()
+                   if "/ledgers/" in c]
+        self.assertEqual(len(ledgers), 1, mounts)
+        ctr, host = ledgers[0]
+        self.assertFalse(mounts[ctr][1])  # the shim writes its charges
+        before = os.lstat(host)
+        self.assertEqual(stat.S_IMODE(before.st_mode), 0o660)
+        # what a member of the app's group may do: write the ledger
+        with open("/bin/true", "rb") as src, open(host, "r+b") as dst:
+            dst.write(src.read())
+        link = os.path.join(self.tmp, "ledger-link")
+        os.link(host, link)
+        r = self.hostile("own1", "own", "chown 0:0 %s && chmod 6755 %s" %
+                         (ctr, ctr))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for path in (host, link):
+            try:
+                run = subprocess.run([path], capture_output=True)
+                ran = "ran, exit %d" % run.returncode
+            except OSError as e:
+                ran = e.strerror
+            self.assertEqual(ran, os.strerror(26), path)  # ETXTBSY
+
+        def restored():
+            st = os.lstat(host)
+            return (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == \
+                (before.st_uid, before.st_gid, 0o660)
+        self.wait_for(restored, "the ledger put back as written", timeout=10)
+        os.unlink(link)
+
+    def test_sockets_are_mounted_read_only(self):
+        """A broker's and the reclaim socket come read-only (connect needs
+        no more): the container's root cannot chmod or chown the host's
+        socket through the mount."""
+        self.external("sk")
+        socks = {c: h for c, (h, ro) in self.mounts("sk").items()
+                 if c.endswith(".sock") or "/broker/" in c}
+        self.assertTrue(socks, self.mounts("sk"))
+        before = {h: os.lstat(h) for h in socks.values()}
+        r = self.hostile("sk1", "sk", "; ".join(
+            "chmod 0777 %s; chown 1234:1234 %s" % (c, c) for c in socks))
+        self.assertIn("Read-only file system", r.stderr)
+        for h, st in before.items():
+            now = os.lstat(h)
+            self.assertEqual((now.st_uid, now.st_gid, now.st_mode),
+                             (st.st_uid, st.st_gid, st.st_mode), h)
+
+
+if __name__ == "__main__":
+    unittest.main()
