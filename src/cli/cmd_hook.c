@@ -8,6 +8,11 @@
  * runs is the app's, and with --record writes RECORD/<container ID>
  * holding the container's engine (podman, docker), so that acceld stops
  * it through its engine and a restart policy sees a stop, not a crash.
+ * With --instance ID (the install of the app: its name and when it was
+ * installed) it keeps, in RECORD/../.joined/<container ID>, the install
+ * the container first joined and refuses it when it joined another: a
+ * container made for an app that was uninstalled never joins a later app
+ * that got the name (another member's), whatever its restart policy.
  * With --stopped APP (the device of a stopped app) it refuses the
  * container, saying the app is stopped. It talks to no acceld. A failure
  * fails the container's creation: a container that asked for the app's
@@ -49,6 +54,75 @@ static const char *engine_of(const json_t *state)
     return "unknown";
 }
 
+/* Is id (the container's, from its state) a file name to record? */
+static bool id_ok(const char *id)
+{
+    return id != NULL && id[0] != '\0' && id[0] != '.' && id[0] != '-' &&
+           strlen(id) < 256 &&
+           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_.-") == strlen(id);
+}
+
+/*
+ * Has the container (id) joined no other install than instance? The
+ * first join is kept in <dir's parent>/.joined/<id> (made root's 0700,
+ * never through a link). False after saying why: it joined another
+ * install. A join that cannot be kept is a warning only, as a record is
+ * (acceld's directory is root's: only root could make it fail).
+ */
+static bool same_install(const char *dir, const char *id, const char *instance)
+{
+    char top[4096], path[4096 + 256], was[512];
+    const char *slash = strrchr(dir, '/');
+    size_t len = strlen(instance);
+    ssize_t n;
+    int fd;
+
+    if (slash == NULL || (size_t)(slash - dir) >= sizeof top - 16 ||
+        len == 0 || len >= sizeof was) {
+        fprintf(stderr, "accelctl cdi-hook: --record %s or --instance %s "
+                        "is not one to keep the container's app in\n",
+                dir, instance);
+        return false;
+    }
+    snprintf(top, sizeof top, "%.*s/.joined", (int)(slash - dir), dir);
+    if (mkdir(top, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "accelctl cdi-hook: cannot make %s: %s\n", top,
+                strerror(errno));
+        return true;
+    }
+    snprintf(path, sizeof path, "%s/%s", top, id);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+    if (fd >= 0) { /* its first join */
+        n = write(fd, instance, len);
+        if (close(fd) != 0 || n != (ssize_t)len) {
+            fprintf(stderr, "accelctl cdi-hook: cannot write %s: %s\n", path,
+                    strerror(errno));
+            unlink(path);
+        }
+        return true;
+    }
+    if (errno != EEXIST ||
+        (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "accelctl cdi-hook: cannot keep the container's app "
+                        "in %s: %s\n", path, strerror(errno));
+        return true;
+    }
+    n = read(fd, was, sizeof was - 1);
+    close(fd);
+    was[n > 0 ? n : 0] = '\0';
+    if (n == (ssize_t)len && memcmp(was, instance, len) == 0)
+        return true;
+    fprintf(stderr, "accelctl cdi-hook: container %.12s was made for an "
+                    "earlier install of its app (%s), which is gone: the "
+                    "app of that name now (%s) is another, and a container "
+                    "joins only the app it was made for. Make a new "
+                    "container for it (docker rm, then docker run; podman "
+                    "likewise)\n", id, was, instance);
+    return false;
+}
+
 /* The container's engine into dir/<its ID> (dir made, root's 0700). Only
  * a warning when it cannot be written: acceld then stops the container
  * with signals, as before. */
@@ -58,9 +132,7 @@ static void record(const char *dir, const json_t *state)
     char path[4096];
     FILE *f;
 
-    if (id == NULL || id[0] == '\0' || id[0] == '.' ||
-        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                   "0123456789_.-") != strlen(id)) {
+    if (!id_ok(id)) {
         fprintf(stderr, "accelctl cdi-hook: the container's ID is not one "
                         "to record: acceld will stop it with signals\n");
         return;
@@ -111,6 +183,13 @@ int cmd_hook_cdi(struct cli_ctx *ctx, const struct cli_args *args)
     state = json_loadb(buf, got, 0, NULL);
     free(buf);
     pid = json_integer_value(json_object_get(state, "pid"));
+    if (pid > 0 && args->record != NULL && args->instance != NULL) {
+        const char *id = json_string_value(json_object_get(state, "id"));
+        if (id_ok(id) && !same_install(args->record, id, args->instance)) {
+            json_decref(state);
+            return CLI_EXIT_REFUSED;
+        }
+    }
     if (pid > 0 && args->record != NULL)
         record(args->record, state);
     json_decref(state);

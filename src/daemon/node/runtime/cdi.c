@@ -460,6 +460,11 @@ json_t *cdi_app_device(struct accel_daemon *d, const struct app *a,
             json_array_append_new(args, json_string("--record"));
             json_array_append_new(args, json_string(rec));
             free(rec);
+            /* the install a container joins: a container made for an
+             * app uninstalled never joins a later one of its name */
+            json_array_append_new(args, json_string("--instance"));
+            json_array_append_new(args, json_sprintf("%s@%lld", a->name,
+                                                     (long long)a->created_ms));
             for (size_t k = 0; k < nd; k++)
                 json_array_append_new(args, json_string(dirs[k]));
             json_array_append_new(
