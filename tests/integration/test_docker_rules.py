@@ -6,17 +6,19 @@ default capabilities: CHOWN, FOWNER, FSETID, SETFCAP, DAC_OVERRIDE) must
 not turn what the app's CDI device mounts into it into more than a
 member's process has on the host. Each test is an attack that succeeded
 before its fix; the real dockerd of test_docker.py, its own data root."""
+import ctypes
 import json
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from accel_harness import Acceld  # noqa: E402
+from accel_harness import BUILD_DIR, Acceld  # noqa: E402
 from test_docker import ASAN, HAVE_DOCKER, IMAGE, WHY, Dockerd  # noqa: E402
 import test_docker  # noqa: E402
 from test_containers import (INVENTORY, GPU, ContainerCase,  # noqa: E402
@@ -201,6 +203,115 @@ class DockerRejoinTest(DockerCase):
         r = self.run_dk("rj2", "rj", "/bin/sleep", "1000")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.wait_for(lambda: self.ctr_procs("rj"), "the new one joined")
+
+
+def v2_mount():
+    """Where the cgroup v2 hierarchy is mounted (pure or hybrid), or
+    None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            if right.split()[0] == "cgroup2" and left.split()[3] == "/":
+                return left.split()[4]
+    return None
+
+
+def device_prog_deny_all():
+    """A loaded BPF_PROG_TYPE_CGROUP_DEVICE program that refuses every
+    device (what a runtime attaches to a container's cgroup on cgroup v2
+    is an allow list; refusing all makes the test plain): its fd, or None
+    where BPF is not to be had."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    insns = ctypes.create_string_buffer(
+        struct.pack("<BBhi", 0xb7, 0, 0, 0) +  # r0 = 0
+        struct.pack("<BBhi", 0x95, 0, 0, 0))   # exit
+    lic = ctypes.create_string_buffer(b"GPL")
+    attr = ctypes.create_string_buffer(struct.pack(
+        "<IIQQIIQI", 15, 2, ctypes.addressof(insns), ctypes.addressof(lic),
+        0, 0, 0, 0), 128)  # BPF_PROG_TYPE_CGROUP_DEVICE
+    fd = libc.syscall(321, 5, attr, 128)  # bpf(BPF_PROG_LOAD)
+    return fd if fd >= 0 else None
+
+
+def device_prog_attach(prog, cgroup_dir):
+    libc = ctypes.CDLL(None, use_errno=True)
+    cfd = os.open(cgroup_dir, os.O_RDONLY)
+    try:
+        attr = ctypes.create_string_buffer(
+            struct.pack("<IIII", cfd, prog, 6, 2), 128)  # BPF_CGROUP_DEVICE
+        if libc.syscall(321, 8, attr, 128) != 0:  # BPF_PROG_ATTACH, MULTI
+            raise OSError(ctypes.get_errno(), "BPF_PROG_ATTACH")
+    finally:
+        os.close(cfd)
+
+
+PROBE = """import sys
+sys.stdin.readline()
+try:
+    open("/dev/null").close()
+    print("opened", flush=True)
+except OSError as e:
+    print(e.strerror, flush=True)
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0 and v2_mount() is not None and
+                     os.path.exists(os.path.join(BUILD_DIR, "accelctl")),
+                     "needs root, a cgroup v2 hierarchy and accelctl built")
+class HookDeviceRulesTest(unittest.TestCase):
+    """On cgroup v2 a runtime holds a container to its devices by a BPF
+    program attached to the container's cgroup (runc, crun: Docker's and
+    podman's default allow list, the app's GPU nodes). The CDI hook moves
+    the container's first process into the app's cgroup, which has none:
+    the container's root (Docker's default CAP_MKNOD) could then mknod and
+    open any device of the host (its disks, another app's GPU). The hook
+    must carry the container's device programs with it. Run without a
+    container: the hook as the runtime runs it, a child in the container's
+    cgroup, a deny-all program standing for the runtime's."""
+
+    def setUp(self):
+        self.prog = device_prog_deny_all()
+        if self.prog is None:
+            self.skipTest("no BPF here to load a device program with")
+        self.addCleanup(os.close, self.prog)
+        top = os.path.join(v2_mount(), "accel-red47-%d" % os.getpid())
+        self.src = os.path.join(top, "ctr")
+        self.app = os.path.join(top, "app")
+        os.makedirs(self.src)
+        os.makedirs(self.app)
+        self.addCleanup(self.remove_tree, top)
+        device_prog_attach(self.prog, self.src)
+
+    def remove_tree(self, top):
+        for dirpath, dirs, _ in os.walk(top, topdown=False):
+            os.rmdir(dirpath)
+
+    def test_the_container_keeps_its_device_rules_in_the_app(self):
+        probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(probe.wait)
+        self.addCleanup(probe.kill)
+        with open(os.path.join(self.src, "cgroup.procs"), "w") as f:
+            f.write(str(probe.pid))
+        state = json.dumps({"ociVersion": "1.0.2", "id": "red47probe",
+                            "pid": probe.pid, "status": "creating",
+                            "bundle": "/nonexistent"})
+        # the hook as the runtime runs it: in the container's cgroup
+        hook = subprocess.run(
+            ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
+             self.src, os.path.join(BUILD_DIR, "accelctl"), "cdi-hook",
+             self.app], input=state, capture_output=True, text=True,
+            timeout=60)
+        self.assertEqual(hook.returncode, 0, hook.stderr)
+        with open("/proc/%d/cgroup" % probe.pid) as f:
+            where = [ln for ln in f.read().splitlines()
+                     if ln.startswith("0::")][0][3:]
+        app_rel = self.app[len(v2_mount()):]
+        self.assertTrue(where == app_rel or where.startswith(app_rel + "/"),
+                        where)  # in the app's cgroup
+        out, _ = probe.communicate("go\n", timeout=60)
+        self.assertEqual(out.strip(), os.strerror(1))  # EPERM: still held
 
 
 if __name__ == "__main__":
