@@ -127,15 +127,18 @@ def one_round(build, tmp):
             st, b = d.http("POST", "/api/apps", {"manifest": tc.manifest(
                 n, "1Gi", mem="64Mi", cpu="100m", disk="1Mi")})
             assert st == 200, b
-        path = "/proc/%d/root/etc/cdi/accel-%s.json" % (d.proc.pid,
-                                                         d.cgroup_instance())
+        cdi = "/proc/%d/root/etc/cdi" % d.proc.pid
+        inst = d.cgroup_instance()
 
-        def listed():
-            try:
-                with open(path) as f:
-                    return len(json.load(f)["devices"]) == APPS
-            except (OSError, ValueError):
-                return False
+        def listed():  # a spec file per app (accel-<instance>-<app>.json)
+            n = 0
+            for name in names:
+                try:
+                    with open("%s/accel-%s-%s.json" % (cdi, inst, name)) as f:
+                        n += len(json.load(f)["devices"])
+                except (OSError, ValueError):
+                    return False
+            return n == APPS
         wait(listed, "the spec listing every app")
         time.sleep(2)  # settle: the installs' own writes are done
         pid = d.proc.pid

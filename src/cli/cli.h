@@ -38,7 +38,7 @@ enum cli_output {
 #define ACCEL_CLI_OPT_LIMITS (1u << 9)  /* --max-apps N|default, --max-gpu-memory Q|none */
 #define ACCEL_CLI_OPT_FORCE (1u << 10)  /* --force */
 #define ACCEL_CLI_OPT_METER (1u << 11)  /* --over-quota report|stop, --tolerance Q */
-#define ACCEL_CLI_OPT_HOOK (1u << 12)   /* cdi-hook: --record DIR, --stopped APP */
+#define ACCEL_CLI_OPT_HOOK (1u << 12)   /* cdi-hook: --record DIR, --stopped APP, --instance ID */
 #define ACCEL_CLI_OPT_ELASTIC (1u << 13) /* --overcommit R, --reclaim-wait MS */
 
 #define CLI_MAX_POS 64      /* positional arguments per command */
@@ -80,6 +80,7 @@ struct cli_args {
     const char *tolerance;                  /* --tolerance Q */
     const char *record;                     /* --record DIR (cdi-hook) */
     const char *stopped;                    /* --stopped APP (cdi-hook) */
+    const char *instance;                   /* --instance ID (cdi-hook) */
     const char *overcommit;                 /* --overcommit RATIO */
     const char *reclaim_wait;               /* --reclaim-wait MS */
     const char *bindings[CLI_MAX_BINDINGS]; /* --compute-binding values */

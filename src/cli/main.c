@@ -142,13 +142,14 @@ static const struct accel_cli_cmd commands[] = {
       .flags = ACCEL_CLI_OPT_LIMITS,
       .summary = "how many apps and how much GPU memory a member may hold",
       .handler = cmd_misc_user_limits },
-    { .name = "cdi-hook", .usage = "[--record DIR] CGROUP-DIR... | "
-      "--stopped APP", .min_args = 0, .max_args = 8,
+    { .name = "cdi-hook", .usage = "[--record DIR [--instance ID]] "
+      "CGROUP-DIR... | --stopped APP", .min_args = 0, .max_args = 8,
       .flags = ACCEL_CLI_OPT_HOOK,
       .summary = "the OCI createContainer hook of accel's CDI devices (run "
       "by the container runtime): the container into the app's cgroups, "
       "its engine and ID recorded in DIR (acceld stops it through its "
-      "engine); --stopped: refused, the app is stopped",
+      "engine); --instance: refused when the container joined another "
+      "install of the app's name; --stopped: refused, the app is stopped",
       .handler = cmd_hook_cdi },
     { .name = "events", .usage = "[--since ID] [--app NAME] [--limit N] "
       "[--follow]", .min_args = 0, .max_args = 0,
@@ -189,7 +190,7 @@ enum opt_id {
     OPT_TYPE, OPT_MODE, OPT_BINDING, OPT_ADMIN, OPT_SINCE, OPT_LIMIT,
     OPT_APP, OPT_OWNER, OPT_FOLLOW, OPT_QUANTUM, OPT_IDLE, OPT_IDLE_US,
     OPT_OVERSUB, OPT_GRACE, OPT_MAX_APPS, OPT_MAX_GPU_MEMORY, OPT_FORCE,
-    OPT_RECORD, OPT_STOPPED,
+    OPT_RECORD, OPT_STOPPED, OPT_INSTANCE,
     OPT_VERSION, OPT_OVER_QUOTA, OPT_TOLERANCE, OPT_OVERCOMMIT,
     OPT_RECLAIM_WAIT,
 };
@@ -235,6 +236,7 @@ static const struct opt options[] = {
     { "--max-gpu-memory", 0, true, ACCEL_CLI_OPT_LIMITS, OPT_MAX_GPU_MEMORY },
     { "--record", 0, true, ACCEL_CLI_OPT_HOOK, OPT_RECORD },
     { "--stopped", 0, true, ACCEL_CLI_OPT_HOOK, OPT_STOPPED },
+    { "--instance", 0, true, ACCEL_CLI_OPT_HOOK, OPT_INSTANCE },
 };
 
 /* Everything on the command line. */
@@ -303,6 +305,7 @@ static int apply_option(struct cmdline *cl, enum opt_id id, const char *v)
     case OPT_MAX_GPU_MEMORY: a->max_gpu_memory = v; break;
     case OPT_RECORD: a->record = v; break;
     case OPT_STOPPED: a->stopped = v; break;
+    case OPT_INSTANCE: a->instance = v; break;
     case OPT_BINDING:
         if (a->nbindings >= CLI_MAX_BINDINGS) {
             fprintf(stderr, "accelctl: at most %d --compute-binding\n",

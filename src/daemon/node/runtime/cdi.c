@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -459,6 +460,11 @@ json_t *cdi_app_device(struct accel_daemon *d, const struct app *a,
             json_array_append_new(args, json_string("--record"));
             json_array_append_new(args, json_string(rec));
             free(rec);
+            /* the install a container joins: a container made for an
+             * app uninstalled never joins a later one of its name */
+            json_array_append_new(args, json_string("--instance"));
+            json_array_append_new(args, json_sprintf("%s@%lld", a->name,
+                                                     (long long)a->created_ms));
             for (size_t k = 0; k < nd; k++)
                 json_array_append_new(args, json_string(dirs[k]));
             json_array_append_new(
@@ -501,10 +507,15 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
             devs[i].path = ctr[i];
         else if (host[i].ts_socket)
             devs[i].ts_socket = ctr[i];
+        /* a broker's socket read-only: connect(2) needs no writable
+         * mount, and a container's root cannot chmod or chown the host's
+         * socket through a read-only one (a ledger must be read-write:
+         * cdi_write holds it) */
         if (hp != NULL)
             json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
                                                hp, "containerPath", ctr[i],
-                                               "readOnly", 0));
+                                               "readOnly",
+                                               host[i].path == NULL));
         /* elastic memory (SPEC 4.4): the socket, while acceld has one (a
          * mount of a path that is not there fails the container) */
         devs[i].reclaim = NULL;
@@ -514,7 +525,7 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
                 json_array_append_new(
                     m, json_pack("{s:s, s:s, s:b}", "hostPath",
                                  host[i].reclaim, "containerPath",
-                                 CDI_CTR_RECLAIM, "readOnly", 0));
+                                 CDI_CTR_RECLAIM, "readOnly", 1));
             reclaim_mounted = true;
         }
         if (host[i].card != NULL) { /* a time-sliced card's shared count */
@@ -693,16 +704,25 @@ struct cdi_written {
     char *key;                  /* its plan's key, NULL = write again */
     struct file_id ids[CDI_FILES]; /* its files' */
     size_t nids;
+    /* the files its device mounts read-write (ledgers, card ledgers),
+     * held open for writing, by path index: fd + 1, 0 = none (guard) */
+    int held[CDI_FILES];
 };
 
+/* What the device mounts read-write of a file of a plan. */
+enum cdi_shared { CDI_NOT_SHARED, CDI_SHARED_LEDGER, CDI_SHARED_CARD };
+
 /* The files of p: the config and the container's copy (their content
- * planned: content true), the events file and the ledgers. Caller frees
- * paths[0..n). */
+ * planned: content true), the events file and the ledgers; shared[i]:
+ * whether the device mounts file i read-write (a ledger, a card's
+ * ledger), and group[i] its group as written. Caller frees paths[0..n). */
 static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
-                             char **paths, bool *content)
+                             char **paths, bool *content,
+                             enum cdi_shared *shared, gid_t *group)
 {
     size_t n = 0;
 
+    memset(shared, 0, CDI_FILES * sizeof(*shared));
     content[n] = true;
     paths[n++] = appsetup_config_path(d, p->app);
     if (p->ctr_text != NULL) {
@@ -713,12 +733,16 @@ static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
     content[n] = false;
     paths[n++] = appsetup_events_path(d, p->app);
     for (size_t i = 0; i < p->f.n; i++) {
-        if (p->f.devs[i].path != NULL) {
+        if (p->f.devs[i].path != NULL) { /* appsetup_write's group */
             content[n] = false;
+            shared[n] = CDI_SHARED_LEDGER;
+            group[n] = p->group ? p->gid : getegid();
             paths[n++] = xstrdup(p->f.devs[i].path);
         }
-        if (p->f.devs[i].card != NULL) {
+        if (p->f.devs[i].card != NULL) { /* root's, its groups by ACL */
             content[n] = false;
+            shared[n] = CDI_SHARED_CARD;
+            group[n] = getegid();
             paths[n++] = xstrdup(p->f.devs[i].card);
         }
     }
@@ -771,15 +795,72 @@ void cdi_forget(struct accel_daemon *d, const char *app)
     }
 }
 
+/* w's held files closed. */
+static void written_unhold(struct cdi_written *w)
+{
+    for (size_t i = 0; i < CDI_FILES; i++)
+        if (w->held[i] > 0) {
+            close(w->held[i] - 1);
+            w->held[i] = 0;
+        }
+}
+
 static void written_free(struct accel_daemon *d)
 {
     for (size_t i = 0; i < d->nwritten; i++) {
         free(d->written[i].app);
         free(d->written[i].key);
+        written_unhold(&d->written[i]);
     }
     free(d->written);
     d->written = NULL;
     d->nwritten = 0;
+}
+
+/*
+ * A file the device mounts read-write into people's containers (a
+ * ledger, a card's ledger) guarded against the container's root, which
+ * owns a file of root's and has Docker's and rootful podman's default
+ * capabilities (CHOWN, FOWNER, FSETID, SETFCAP): through the mount it can
+ * chmod, chown or set capabilities on the host's file, and a member who
+ * writes the ledger (its group may) would then run it as a set-user-ID
+ * root program (SPEC 8.2.1: a container gets no more than a member's
+ * process). acceld holds the file open for writing for as long as it is
+ * in the device, so execve(2) of it fails (ETXTBSY) by any path or link,
+ * whatever its mode; and each refresh (a second) puts back its mode
+ * (0660), owner (acceld's), group (gid, as written), no file capability
+ * and no ACL of a ledger (a card's names its apps' groups: kept), so that
+ * what a container changed is undone. held: w->held[i].
+ */
+static void guard_shared(const char *path, int *held, gid_t gid, bool card)
+{
+    int fd = *held - 1;
+    struct stat st, at;
+
+    if (fd >= 0 && (fstat(fd, &st) != 0 || lstat(path, &at) != 0 ||
+                    st.st_dev != at.st_dev || st.st_ino != at.st_ino)) {
+        close(fd); /* removed or replaced: hold the one there now */
+        fd = -1;
+    }
+    if (fd < 0)
+        fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    *held = fd + 1;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return; /* not there: made again by the next refresh */
+    if (st.st_uid != geteuid() || st.st_gid != gid)
+        if (fchown(fd, geteuid(), gid) != 0)
+            log_warn("cannot give %s back to uid %u gid %u: %s", path,
+                     (unsigned)geteuid(), (unsigned)gid, strerror(errno));
+    if (fremovexattr(fd, "security.capability") != 0 && errno != ENODATA &&
+        errno != ENOTSUP)
+        log_warn("cannot remove the file capability of %s: %s", path,
+                 strerror(errno));
+    if (!card && fremovexattr(fd, "system.posix_acl_access") != 0 &&
+        errno != ENODATA && errno != ENOTSUP)
+        log_warn("cannot remove the ACL of %s: %s", path, strerror(errno));
+    if ((fstat(fd, &st) != 0 || (st.st_mode & 07777) != 0660) &&
+        fchmod(fd, 0660) != 0)
+        log_warn("cannot make %s 0660: %s", path, strerror(errno));
 }
 
 /*
@@ -796,8 +877,10 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
     static const struct identity_run who = { .drop = false };
     char *paths[CDI_FILES];
     bool content[CDI_FILES], same, whole = false;
+    enum cdi_shared shared[CDI_FILES];
+    gid_t group[CDI_FILES];
     struct file_id ids[CDI_FILES];
-    size_t n = cdi_plan_paths(d, p, paths, content);
+    size_t n = cdi_plan_paths(d, p, paths, content, shared, group);
     enum accel_err rc = ACCEL_OK;
 
     same = w->key != NULL && strcmp(w->key, p->key) == 0 && w->nids == n;
@@ -822,6 +905,14 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
             w->nids = n;
         }
     }
+    for (size_t i = 0; i < CDI_FILES; i++) /* guarded, or let go */
+        if (i < n && shared[i] != CDI_NOT_SHARED && rc == ACCEL_OK)
+            guard_shared(paths[i], &w->held[i], group[i],
+                         shared[i] == CDI_SHARED_CARD);
+        else if (w->held[i] > 0) {
+            close(w->held[i] - 1);
+            w->held[i] = 0;
+        }
     for (size_t i = 0; i < n; i++)
         free(paths[i]);
     return rc == ACCEL_OK;
@@ -840,6 +931,7 @@ static void written_follow(struct accel_daemon *d, struct cdi_plan **plans,
             v[i] = *w;
             w->app = NULL; /* moved */
             w->key = NULL;
+            memset(w->held, 0, sizeof w->held);
         } else {
             v[i].app = xstrdup(plans[i]->app);
         }
