@@ -320,6 +320,37 @@ class ElasticReclaimTest(RuntimeBase):
         metrics = self.d.http("GET", "/metrics")
         self.assertEqual(metrics[0], 200)
 
+    def test_lent_and_got_outlive_a_restart(self):
+        """What each app lent and got is kept in the store (the
+        memory.reclaim events carry both apps' totals, replayed at start):
+        an acceld restart shows the same elastic.lent and .reclaimed, and
+        the event names the totals."""
+        self.standin("ollama", "ollama", 20, 20,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual(ev[0]["data"]["giverLent"],
+                         {"bytes": 20 << 30, "count": 1}, ev)
+        self.assertEqual(ev[0]["data"]["askerGot"],
+                         {"bytes": 20 << 30, "count": 1}, ev)
+        before = (self.app("ollama")["elastic"]["lent"],
+                  self.app("comfyui")["elastic"]["reclaimed"])
+        self.assertEqual(before[0]["count"], 1, before)
+        self.d.stop()
+        self.d.start()
+        after = (self.app("ollama")["elastic"].get("lent"),
+                 self.app("comfyui")["elastic"].get("reclaimed"))
+        self.assertEqual(after, before)
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            m = r.read().decode()
+        self.assertIn('accel_app_memory_lent_bytes_total{app="ollama"} %d'
+                      % (20 << 30), m)
+
     def test_a_cut_quota_asks_the_apps_reclaim_action(self):
         """A live quota cut below what the app holds (SPEC 4.4): the cut
         lands at once, and the app's reclaim action is called (here

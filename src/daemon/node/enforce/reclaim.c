@@ -30,6 +30,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/devices/nvml.h"
+#include "daemon/node/enforce/lentbook.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/runtime/appsetup.h"
@@ -37,13 +38,13 @@
 #include "daemon/node/slice/broker.h"
 #include "daemon/node/slice/broker_ops.h"
 #include "daemon/rules/manifest.h"
+#include "daemon/store/store.h"
 
 #define ASK_LINE_MAX 400     /* "reclaim <app> <device> <bytes>\n" */
 #define ASK_READ_MS 2000     /* the asker sends its line at once */
 #define POLL_MS 5            /* how often the card's free memory is read */
 #define HTTP_BODY_MAX (1 << 20)
 #define MAX_GIVERS 64
-#define MAX_RECORDS 256
 #define MAX_SLEEPERS 16
 #define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
 #define ASKS_MAX 128         /* asks in flight, all askers together */
@@ -62,15 +63,6 @@ struct sleeper {
     bool waking;
 };
 
-/* What one app lent (gave back for another) and got, over its life. */
-struct record {
-    char app[ACCEL_ID_MAX + 1];
-    uint64_t lent_bytes, lent_count, got_bytes, got_count;
-    int64_t lent_at, got_at;           /* wall ms of the last, 0 never */
-    uint64_t lent_last, got_last;      /* bytes of the last */
-    char lent_to[ACCEL_ID_MAX + 1], got_from[ACCEL_ID_MAX + 1];
-};
-
 struct reclaim {
     struct accel_daemon *d;
     char path[108];
@@ -83,8 +75,7 @@ struct reclaim {
     bool stopping;
     struct nvml *nv;                   /* the card's free memory */
     char *nvml_cause;                  /* why there is no NVML */
-    struct record rec[MAX_RECORDS];
-    size_t nrec;
+    struct lentbook book;              /* what each app lent and got */
     uint64_t asks, granted, refused, bytes_reclaimed, calls, wakes;
     double seconds_sum;
     struct sleeper sleepers[MAX_SLEEPERS];
@@ -129,42 +120,18 @@ static void fmt_gib(uint64_t b, char *out, size_t cap)
     snprintf(out, cap, "%.1f GiB", (double)b / (double)(1ULL << 30));
 }
 
-static struct record *record_of(struct reclaim *r, const char *app)
+/* giver gave back bytes for asker: recorded, and the totals after it
+ * returned for the event that persists them (caller frees). */
+static json_t *note_lent(struct reclaim *r, const char *giver,
+                         const char *to, uint64_t bytes)
 {
-    for (size_t i = 0; i < r->nrec; i++)
-        if (strcmp(r->rec[i].app, app) == 0)
-            return &r->rec[i];
-    if (r->nrec == MAX_RECORDS)
-        return NULL;
-    memset(&r->rec[r->nrec], 0, sizeof(r->rec[0]));
-    util_strlcpy(r->rec[r->nrec].app, app, sizeof r->rec[0].app);
-    return &r->rec[r->nrec++];
-}
-
-static void note_lent(struct reclaim *r, const char *giver, const char *to,
-                      uint64_t bytes)
-{
-    struct record *g, *a;
+    json_t *totals = NULL;
 
     pthread_mutex_lock(&r->mu);
-    g = record_of(r, giver);
-    if (g != NULL) {
-        g->lent_bytes += bytes;
-        g->lent_count++;
-        g->lent_last = bytes;
-        g->lent_at = util_wall_ms();
-        util_strlcpy(g->lent_to, to, sizeof g->lent_to);
-    }
-    a = record_of(r, to);
-    if (a != NULL) {
-        a->got_bytes += bytes;
-        a->got_count++;
-        a->got_last = bytes;
-        a->got_at = util_wall_ms();
-        util_strlcpy(a->got_from, giver, sizeof a->got_from);
-    }
+    lentbook_note(&r->book, giver, to, bytes, util_wall_ms(), &totals);
     r->bytes_reclaimed += bytes;
     pthread_mutex_unlock(&r->mu);
+    return totals;
 }
 
 static bool is_stopping(struct reclaim *r)
@@ -703,6 +670,7 @@ static void report_givers(struct reclaim *r, const char *asker,
         struct ledger_usage u;
         uint64_t freed;
         char gib[32];
+        json_t *data, *totals = NULL;
         if (!g[i].called)
             continue;
         g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
@@ -710,17 +678,21 @@ static void report_givers(struct reclaim *r, const char *asker,
         freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
                                             : 0;
         if (freed > 0)
-            note_lent(r, g[i].name, asker, freed);
+            totals = note_lent(r, g[i].name, asker, freed);
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
         fmt_gib(freed, gib, sizeof gib);
+        data = json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
+                         "giver", g[i].name, "bytes", (json_int_t)freed,
+                         "milliseconds", (json_int_t)ms, "stopped",
+                         g[i].stopped);
+        if (totals != NULL) /* what persists the book (reclaim_start) */
+            json_object_update(data, totals);
+        json_decref(totals);
         pthread_mutex_lock(&d->lock);
         state_event(d, "memory.reclaim", g[i].name, d->cfg.node_name, uuid,
-                    json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
-                              "giver", g[i].name, "bytes", (json_int_t)freed,
-                              "milliseconds", (json_int_t)ms, "stopped",
-                              g[i].stopped),
+                    data,
                     freed > 0 ? "%s gave back %s on %s for %s in %lld ms%s"
                               : "%s was asked to give back memory on %s for "
                                 "%s but freed nothing (%s) in %lld ms%s",
@@ -1329,6 +1301,45 @@ static int listen_at(const char *path)
     return fd;
 }
 
+/* One kept memory.reclaim event of this node into the book. */
+static enum accel_err replay_one(void *ctx, const struct store_event *e)
+{
+    struct reclaim *r = ctx;
+    json_t *data;
+    const char *giver, *asker;
+    json_int_t bytes;
+
+    if (e->node == NULL || e->data == NULL ||
+        strcmp(e->node, r->d->cfg.node_name) != 0)
+        return ACCEL_OK;
+    data = json_loads(e->data, 0, NULL);
+    giver = json_string_value(json_object_get(data, "giver"));
+    asker = json_string_value(json_object_get(data, "asker"));
+    bytes = json_integer_value(json_object_get(data, "bytes"));
+    if (giver != NULL && asker != NULL && bytes > 0)
+        lentbook_replay(&r->book, giver, asker, (uint64_t)bytes, e->ts_ms,
+                        data, util_wall_ms());
+    json_decref(data);
+    return ACCEL_OK;
+}
+
+/* What apps lent and got before this start: the kept memory.reclaim
+ * events of this node, oldest first (each carries both apps' totals). */
+static void replay_book(struct reclaim *r)
+{
+    struct store_event_filter f = {.kind = "memory.reclaim"};
+    enum accel_err err;
+
+    lentbook_init(&r->book);
+    pthread_mutex_lock(&r->d->lock);
+    err = store_events_query(r->d->store, &f, replay_one, r);
+    pthread_mutex_unlock(&r->d->lock);
+    if (err != ACCEL_OK)
+        log_warn("elastic memory: the apps' lent and got records were not "
+                 "read back (%s): they start again at 0",
+                 accel_strerror(err));
+}
+
 enum accel_err reclaim_start(struct accel_daemon *d)
 {
     struct reclaim *r = xcalloc(1, sizeof(*r));
@@ -1355,6 +1366,7 @@ enum accel_err reclaim_start(struct accel_daemon *d)
         return ACCEL_ESYS;
     }
     free(rundir);
+    replay_book(r);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (nvml_open(&r->nv, &r->nvml_cause) != ACCEL_OK)
         r->nv = NULL;
@@ -1445,36 +1457,31 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     return true;
 }
 
+static json_t *side_json(const struct lent_side *s, const char *peer_key)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
+                     (json_int_t)s->bytes, "count", (json_int_t)s->count,
+                     "lastAt", (json_int_t)s->at, "lastBytes",
+                     (json_int_t)s->last, peer_key, s->peer);
+}
+
 json_t *reclaim_app_json(struct accel_daemon *d, const char *app)
 {
     struct reclaim *r = d->reclaim;
+    const struct lent_record *c;
     json_t *o = NULL;
 
     if (r == NULL)
         return NULL;
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nrec; i++) {
-        const struct record *c = &r->rec[i];
-        if (strcmp(c->app, app) != 0)
-            continue;
+    c = lentbook_find(&r->book, app);
+    if (c != NULL) {
         o = json_object();
-        if (c->lent_count > 0)
-            json_object_set_new(
-                o, "lent",
-                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
-                          (json_int_t)c->lent_bytes, "count",
-                          (json_int_t)c->lent_count, "lastAt",
-                          (json_int_t)c->lent_at, "lastBytes",
-                          (json_int_t)c->lent_last, "lastTo", c->lent_to));
-        if (c->got_count > 0)
-            json_object_set_new(
-                o, "reclaimed",
-                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
-                          (json_int_t)c->got_bytes, "count",
-                          (json_int_t)c->got_count, "lastAt",
-                          (json_int_t)c->got_at, "lastBytes",
-                          (json_int_t)c->got_last, "lastFrom", c->got_from));
-        break;
+        if (c->lent.count > 0)
+            json_object_set_new(o, "lent", side_json(&c->lent, "lastTo"));
+        if (c->got.count > 0)
+            json_object_set_new(o, "reclaimed",
+                                side_json(&c->got, "lastFrom"));
     }
     pthread_mutex_unlock(&r->mu);
     return o;
@@ -1516,14 +1523,15 @@ char *reclaim_metrics(struct accel_daemon *d)
         r->seconds_sum, (unsigned long long)r->calls,
         (unsigned long long)r->bytes_reclaimed,
         (unsigned long long)r->wakes);
-    for (size_t i = 0; i < r->nrec; i++) {
+    lentbook_prune(&r->book, util_wall_ms());
+    for (size_t i = 0; i < r->book.n; i++) {
+        const struct lent_record *c = &r->book.rec[i];
         prev = s;
         s = xasprintf("%saccel_app_memory_lent_bytes_total{app=\"%s\"} %llu\n"
                       "accel_app_memory_reclaimed_bytes_total{app=\"%s\"} "
                       "%llu\n",
-                      prev, r->rec[i].app,
-                      (unsigned long long)r->rec[i].lent_bytes, r->rec[i].app,
-                      (unsigned long long)r->rec[i].got_bytes);
+                      prev, c->app, (unsigned long long)c->lent.bytes,
+                      c->app, (unsigned long long)c->got.bytes);
         free(prev);
     }
     pthread_mutex_unlock(&r->mu);
