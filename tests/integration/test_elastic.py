@@ -217,10 +217,11 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(st, 200, b)
 
     def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
-                priority=None, flags=(), beside=None, port=None):
+                priority=None, flags=(), beside=None, port=None, token=None):
         """Install a stand-in app holding model_gib (at start for ollama
         and vllm); returns its port. beside: a command (argv) the app runs
-        too, in the background, a process of the app."""
+        too, in the background, a process of the app. token: a member's
+        (the admin's by default)."""
         port = port or free_port()
         m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
                                    cpu="100m", disk="1Mi")
@@ -245,7 +246,11 @@ class ElasticReclaimTest(RuntimeBase):
                 ["/bin/sh", "-c", '"$0" %s & exec "$@"' % " ".join(
                     "'%s'" % a for a in beside[1:]), beside[0]] +
                 m["run"]["command"])
-        self.install(m, GPU_A)
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": m,
+            "computeBinding": [{"nodeName": NODE, "deviceId": GPU_A}]},
+            token=token)
+        self.assertEqual(st, 200, b)
         self.wait_for(lambda: "ready" in self.d.app_log(name),
                       "%s to listen" % name, timeout=20)
         return port
@@ -406,6 +411,66 @@ class ElasticReclaimTest(RuntimeBase):
                           for e in ev], [("vip", "asker")], ev)
         self.assertEqual(self.card_figures()[0], 24 << 30)
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def member_events(self, token, kind):
+        st, b = self.d.http("GET", "/api/events?limit=1000", token=token)
+        self.assertEqual(st, 200, b)
+        return [e for e in b["data"] if e["kind"] == kind]
+
+    def test_events_name_other_members_apps_only_as_another_users(self):
+        """SPEC 3: a member sees another member's app only as "another
+        user's app". bob's allocation fails while alice's app (no
+        reclaim) holds the card: bob's memory.reclaim.failed says how
+        much "another user's app" holds and why, not its name or owner;
+        the admin's names it. When bob's app gives memory back to
+        alice's, alice's event of it hides bob's app the same way."""
+        self.elastic(1.5, 1500)
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("plain", "ollama", 12, 12, token=ta)  # no reclaim
+        pb = self.standin("bobs", "comfyui", 16, 16, token=tb,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pb, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        self.assertIn("plain holds 12.0 GiB (no reclaim)", ev[0]["message"])
+        self.assertEqual(ev[0]["data"]["holders"][0]["owner"], "alice")
+        seen = self.member_events(tb, "memory.reclaim.failed")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertNotIn("plain", seen[0]["message"])
+        self.assertNotIn("alice", json.dumps(seen[0]))
+        self.assertIn("another user's app holds 12.0 GiB (no reclaim)",
+                      seen[0]["message"])
+        self.assertEqual(seen[0]["data"]["holders"],
+                         [{"app": "", "owner": "", "hidden": True,
+                           "bytes": 12 << 30, "why": "no reclaim"}])
+        self.assertEqual(self.member_events(ta, "memory.reclaim.failed"),
+                         [], "alice sees no event of bob's app")
+
+        # bob's app holds 16 GiB; alice's new one asks for 10 of them
+        self.d.http("POST", "/api/apps/plain/stop")
+        self.d.http("DELETE", "/api/apps/plain")
+        st, b = call(pb, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        pa = self.standin("alices", "comfyui", 10, 10, token=ta)
+        st, b = call(pa, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["asker"],
+                          ev[0]["data"]["askerOwner"]),
+                         ("bobs", "alices", "alice"), ev)
+        self.assertIn("for alices", ev[0]["message"])
+        seen = self.member_events(tb, "memory.reclaim")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertNotIn("alice", json.dumps(seen[0]))
+        self.assertIn("bobs gave back 16.0 GiB on %s for another user's app"
+                      % GPU_A, seen[0]["message"])
+        self.assertEqual((seen[0]["data"]["asker"],
+                          seen[0]["data"]["askerHidden"]), ("", True))
+        self.assertEqual(seen[0]["data"]["giverLent"]["bytes"], 16 << 30)
 
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and

@@ -606,18 +606,18 @@ static int by_idleness(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
-/* Who else holds what on dev, as a sentence (d->lock taken here). */
-static char *holders(struct accel_daemon *d, const char *uuid,
-                     const char *asker, json_t *list)
+/* Who else holds what on dev, into list: {app, owner, bytes, why}
+ * (d->lock taken here). */
+static void holders(struct accel_daemon *d, const char *uuid,
+                    const char *asker, json_t *list)
 {
-    char *s = xstrdup("");
     int dev;
 
     pthread_mutex_lock(&d->lock);
     dev = state_dev_find(d, uuid);
     for (size_t i = 0; dev >= 0 && i < d->napps; i++) {
         const struct app *b = d->apps[i];
-        char path[512], gib[32], *prev;
+        char path[512];
         struct ledger_usage u;
         const struct manifest_reclaim *m =
             manifest_reclaim_of(&b->m, d->snap.devs[dev].type);
@@ -627,21 +627,125 @@ static char *holders(struct accel_daemon *d, const char *uuid,
                 !runtime_ledger_of(d, b, k, path, sizeof path) ||
                 ledger_read(path, &u) != ACCEL_OK || u.used == 0)
                 continue;
-            fmt_gib(u.used, gib, sizeof gib);
-            prev = s;
-            s = xasprintf("%s%s%s holds %s (%s)", prev, prev[0] ? ", " : "",
-                          b->name, gib,
+            json_array_append_new(
+                list,
+                json_pack("{s:s, s:s, s:I, s:s}", "app", b->name, "owner",
+                          b->owner, "bytes", (json_int_t)u.used, "why",
                           m == NULL || m->kind == MANIFEST_RECLAIM_NONE
                               ? "no reclaim"
-                              : "priority too high, or gave too little");
-            free(prev);
-            json_array_append_new(list,
-                                  json_pack("{s:s, s:I}", "app", b->name,
-                                            "bytes", (json_int_t)u.used));
+                              : "priority too high, or gave too little"));
         }
     }
     pthread_mutex_unlock(&d->lock);
-    return s;
+}
+
+/* The name of app (of owner, NULL unknown) as the viewer sees it. */
+static const char *seen_name(const char *app, const char *owner,
+                             reclaim_hide_fn hide, void *ctx, bool *hidden)
+{
+    *hidden = hide != NULL && app != NULL && app[0] != '\0' &&
+              hide(ctx, app, owner);
+    return *hidden ? "another user's app" : app != NULL ? app : "";
+}
+
+/* memory.reclaim.failed's sentence; its holders hidden from the viewer
+ * are made anonymous in data. */
+static char *failed_message(json_t *data, const char *device,
+                            reclaim_hide_fn hide, void *ctx, bool *changed)
+{
+    json_t *list = json_object_get(data, "holders"), *h;
+    char want[32], got[32], gib[32], *who = xstrdup(""), *prev, *msg;
+    size_t i;
+    bool hidden;
+
+    fmt_gib((uint64_t)json_integer_value(json_object_get(data, "bytes")),
+            want, sizeof want);
+    fmt_gib((uint64_t)json_integer_value(json_object_get(data, "free")), got,
+            sizeof got);
+    json_array_foreach(list, i, h)
+    {
+        const char *name = seen_name(
+            json_string_value(json_object_get(h, "app")),
+            json_string_value(json_object_get(h, "owner")), hide, ctx,
+            &hidden);
+        const char *why = json_string_value(json_object_get(h, "why"));
+        fmt_gib((uint64_t)json_integer_value(json_object_get(h, "bytes")),
+                gib, sizeof gib);
+        prev = who;
+        who = xasprintf("%s%s%s holds %s (%s)", prev, prev[0] ? ", " : "",
+                        name, gib, why != NULL ? why : "not freed");
+        free(prev);
+        if (hidden) {
+            json_object_set_new(h, "app", json_string(""));
+            json_object_set_new(h, "owner", json_string(""));
+            json_object_set_new(h, "hidden", json_true());
+            *changed = true;
+        }
+    }
+    msg = xasprintf("%s's allocation of %s on %s failed as on a full card: "
+                    "only %s was free after %d ms; %s",
+                    json_string_value(json_object_get(data, "asker")), want,
+                    device != NULL ? device : "?", got,
+                    (int)json_integer_value(json_object_get(data, "waitMs")),
+                    who[0] ? who : "no other app holds memory there");
+    free(who);
+    return msg;
+}
+
+/* memory.reclaim's sentence; an asker hidden from the viewer is made
+ * anonymous in data (its totals, askerGot, taken out). */
+static char *given_message(json_t *data, const char *device,
+                           reclaim_hide_fn hide, void *ctx, bool *changed)
+{
+    uint64_t freed =
+        (uint64_t)json_integer_value(json_object_get(data, "bytes"));
+    long long ms = json_integer_value(json_object_get(data, "milliseconds"));
+    const char *giver = json_string_value(json_object_get(data, "giver"));
+    const char *asker = json_string_value(json_object_get(data, "asker"));
+    const char *stopped = json_is_true(json_object_get(data, "stopped"))
+                              ? " (stopped: its reclaim says orStop)"
+                              : "";
+    char gib[32], *msg;
+    bool hidden = false;
+
+    if (asker != NULL && strcmp(asker, "quota") != 0)
+        asker = seen_name(asker,
+                          json_string_value(
+                              json_object_get(data, "askerOwner")),
+                          hide, ctx, &hidden);
+    asker = asker != NULL ? asker : "";
+    giver = giver != NULL ? giver : "";
+    device = device != NULL ? device : "?";
+    fmt_gib(freed, gib, sizeof gib);
+    if (freed > 0)
+        msg = xasprintf("%s gave back %s on %s for %s in %lld ms%s", giver,
+                        gib, device, asker, ms, stopped);
+    else
+        msg = xasprintf("%s was asked to give back memory on %s for %s but "
+                        "freed nothing (%s) in %lld ms%s",
+                        giver, device, asker, gib, ms, stopped);
+    if (hidden) {
+        json_object_set_new(data, "asker", json_string(""));
+        json_object_set_new(data, "askerOwner", json_string(""));
+        json_object_set_new(data, "askerHidden", json_true());
+        json_object_del(data, "askerGot");
+        *changed = true;
+    }
+    return msg;
+}
+
+char *reclaim_event_message(const char *kind, json_t *data,
+                            const char *device, reclaim_hide_fn hide,
+                            void *ctx, bool *changed)
+{
+    *changed = false;
+    if (!json_is_object(data))
+        return NULL;
+    if (strcmp(kind, "memory.reclaim.failed") == 0)
+        return failed_message(data, device, hide, ctx, changed);
+    if (strcmp(kind, "memory.reclaim") == 0)
+        return given_message(data, device, hide, ctx, changed);
+    return NULL;
 }
 
 static void stop_app(struct accel_daemon *d, const char *name)
@@ -669,8 +773,10 @@ static void report_givers(struct reclaim *r, const char *asker,
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
         uint64_t freed;
-        char gib[32];
         json_t *data, *totals = NULL;
+        const struct app *asker_app;
+        char *msg;
+        bool changed;
         if (!g[i].called)
             continue;
         g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
@@ -682,7 +788,6 @@ static void report_givers(struct reclaim *r, const char *asker,
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
-        fmt_gib(freed, gib, sizeof gib);
         data = json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
                          "giver", g[i].name, "bytes", (json_int_t)freed,
                          "milliseconds", (json_int_t)ms, "stopped",
@@ -691,16 +796,16 @@ static void report_givers(struct reclaim *r, const char *asker,
             json_object_update(data, totals);
         json_decref(totals);
         pthread_mutex_lock(&d->lock);
+        asker_app = state_app_find(d, asker);
+        if (asker_app != NULL) /* who may see its name (api.c) */
+            json_object_set_new(data, "askerOwner",
+                                json_string(asker_app->owner));
+        msg = reclaim_event_message("memory.reclaim", data, uuid, NULL, NULL,
+                                    &changed);
         state_event(d, "memory.reclaim", g[i].name, d->cfg.node_name, uuid,
-                    data,
-                    freed > 0 ? "%s gave back %s on %s for %s in %lld ms%s"
-                              : "%s was asked to give back memory on %s for "
-                                "%s but freed nothing (%s) in %lld ms%s",
-                    g[i].name, freed > 0 ? gib : uuid, freed > 0 ? uuid : asker,
-                    freed > 0 ? asker : gib, (long long)ms,
-                    g[i].stopped ? " (stopped: its reclaim says orStop)"
-                                 : "");
+                    data, "%s", msg);
         pthread_mutex_unlock(&d->lock);
+        free(msg);
     }
 }
 
@@ -858,22 +963,20 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     free(why);
     report_givers(r, asker, uuid, g, called, t0);
     if (!ok) {
-        json_t *list = json_array();
-        char *who = holders(d, uuid, asker, list), got[32];
-        fmt_gib(fr, got, sizeof got);
+        json_t *list = json_array(), *data;
+        char *msg;
+        bool changed;
+        holders(d, uuid, asker, list);
+        data = json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker, "bytes",
+                         (json_int_t)bytes, "free", (json_int_t)fr, "waitMs",
+                         (int)wait_ms, "holders", list);
+        msg = reclaim_event_message("memory.reclaim.failed", data, uuid, NULL,
+                                    NULL, &changed);
         pthread_mutex_lock(&d->lock);
         state_event(d, "memory.reclaim.failed", asker, d->cfg.node_name,
-                    uuid,
-                    json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker,
-                              "bytes", (json_int_t)bytes, "free",
-                              (json_int_t)fr, "waitMs", (int)wait_ms,
-                              "holders", list),
-                    "%s's allocation of %s on %s failed as on a full card: "
-                    "only %s was free after %u ms; %s", asker, want, uuid,
-                    got, (unsigned)wait_ms,
-                    who[0] ? who : "no other app holds memory there");
+                    uuid, data, "%s", msg);
         pthread_mutex_unlock(&d->lock);
-        free(who);
+        free(msg);
     }
     pthread_mutex_lock(&r->mu);
     r->asks++;
