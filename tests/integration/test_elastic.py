@@ -7,6 +7,7 @@ device (it outlives a restart), shown in the device's JSON, and read by
 admission: the quotas may sum to overcommit x the card, each still at most
 the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
 16 GiB, refused at 1 and admitted at 1.5."""
+import glob
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, Acceld, device, failed_check,  # noqa: E402
                            free_port, inventory, manifest, node)
-from test_runtime import FAKE_NVML, NODE, RuntimeBase  # noqa: E402
+from test_runtime import FAKE_NVML, GPU_LINE, NODE, RuntimeBase  # noqa: E402
 
 STANDIN = os.path.join(BUILD_DIR, "tests", "integration", "standin_app")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -521,6 +522,50 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
         self.assertEqual(self.card_figures()[0], 20 << 30)
 
+    def test_idleness_is_what_the_device_shows_not_the_ledger(self):
+        """An app cannot make itself look busy to keep its memory: acceld
+        orders the givers by what NVML shows of them (SM use of their
+        processes, or their memory as the driver counts it changing), not
+        by the ledger's active_ms, which the app can write. "gamer" stamps
+        its ledger's active_ms far in the future; "busy" is seen using the
+        SM at every pass: the gamer, idle as the device sees it, is asked
+        first, and the busy app keeps its memory."""
+        pb = self.standin("busy", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        self.standin("gamer", "ollama", 8, 8,
+                     reclaim=lambda p: {"preset": "ollama", "port": p},
+                     beside=[PY3, "-c", STAMP])
+        self.wait_for(lambda: self.stamped("gamer"), "the gamer's stamp")
+        # a pass of the reconciler has seen both models on the card ...
+        self.wait_for(lambda: self.device(GPU_A)["usedMemory"] == 16 << 30,
+                      "both models seen on the card")
+        # ... and a later one sees busy's process on the SM (the device's
+        # utilization, 38, says a pass read this file)
+        line = GPU_LINE % GPU_A
+        self.write_nvml(line.replace("util=37", "util=38") +
+                        "card %s %s memory\nputil %s %d 40\n"
+                        % (GPU_A, self.card, GPU_A, self.app("busy")["pid"]),
+                        gpus=())
+        self.wait_for(lambda: self.device(GPU_A)["utilization"] == 38,
+                      "a pass that sees busy on the SM")
+        pc = self.standin("asker", "comfyui", 12, 12)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([e["data"]["giver"] for e in ev], ["gamer"], ev)
+        self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
+
+    def stamped(self, name):
+        """Whether app name's ledger says active_ms is the gamer's."""
+        for path in glob.glob(os.path.join(self.d.data_dir, "run",
+                                           "ledgers", name + "-*")):
+            with open(path, "rb") as f:
+                f.seek(LEDGER_ACTIVE_MS)
+                if struct.unpack("<Q", f.read(8))[0] == 1 << 60:
+                    return True
+        return False
+
     def test_or_stop_stops_a_giver_that_frees_too_little(self):
         """A giver whose action hangs but whose reclaim says orStop: true
         is stopped at half the wait, and the asker gets its memory; an app
@@ -881,6 +926,24 @@ s.listen(8)
 open(sys.argv[2], "w").write("listening")
 time.sleep(300)
 """
+
+# include/accel/ledger.h: offsetof(struct accel_ledger, active_ms)
+LEDGER_ACTIVE_MS = 456
+
+# A process of the app that stamps its ledgers' active_ms far in the
+# future, as an app that wants to look busy could.
+STAMP = r"""
+import mmap, os, struct, time
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        m = mmap.mmap(fd, 0)
+        m[%d:%d] = struct.pack("<Q", 1 << 60)
+        m.close()
+        os.close(fd)
+time.sleep(300)
+""" % (LEDGER_ACTIVE_MS, LEDGER_ACTIVE_MS + 8)
 
 FORGE = r"""
 import os, socket, sys, time

@@ -103,7 +103,9 @@ struct giver {
     char **ports;                      /* container: published, or NULL */
     bool container;
     uint64_t quota;                    /* its quota on the device */
-    uint64_t held, held_after, active_ms;
+    uint64_t held, held_after;
+    int64_t active_ms;                 /* mono ms the device last showed it
+                                        * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
 };
@@ -547,6 +549,19 @@ static int priority_of(const struct app *a, enum accel_type t)
  * holders gets a sentence of every app holding a quota there (for a
  * refusal's event). d->lock held.
  */
+/* When the device last showed app busy (the reconciler's pass: its SM
+ * use or its memory as the driver counts it; never the ledger's
+ * active_ms, which the app can write). An app no pass has seen on the
+ * device (just started, or nothing of it there as the driver counts it)
+ * is the busiest: asked last. */
+static int64_t busy_of(const struct dev_info *di, const char *app)
+{
+    for (size_t i = 0; i < di->nautil; i++)
+        if (strcmp(di->autil[i].app, app) == 0)
+            return di->autil[i].busy_ms;
+    return INT64_MAX;
+}
+
 static struct giver *gather(struct accel_daemon *d, int dev,
                             const char *asker, int prio, const char *only,
                             size_t *n)
@@ -572,6 +587,7 @@ static struct giver *gather(struct accel_daemon *d, int dev,
                 !runtime_ledger_of(d, b, k, v->ledger, sizeof v->ledger))
                 continue;
             util_strlcpy(v->name, b->name, sizeof v->name);
+            v->active_ms = busy_of(&d->dinfo[dev], b->name);
             v->quota = b->rows[k].memory;
             v->pid = b->pid;
             v->pid_start = b->pid_start;
@@ -867,10 +883,8 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         struct ledger_usage u;
         /* the ledger is the app's to write: what it says it holds
          * counts up to its quota, no more */
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK) {
+        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
             g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
-            g[i].active_ms = u.active_ms;
-        }
     }
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4

@@ -7,7 +7,8 @@
  * "reclaim <app> <device> <bytes>\n"; the peer must be a process of that
  * app bound to the device, broker_ops_admit). acceld picks the apps on the
  * card that have a reclaim action and a priority not above the asker's,
- * idle ones first (the ledgers' active_ms stamps), calls their actions
+ * idle ones first (when the device last showed each busy: the
+ * reconciler's busy_ms, never what an app writes), calls their actions
  * (HTTP to 127.0.0.1 at a port one of the app's own processes listens on,
  * or a signal to its processes), and answers "ok" once the card's free
  * memory as the driver counts it (NVML) covers the request, or "no" when
