@@ -57,10 +57,17 @@
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
  * llama-server reload at their next request by themselves). */
+/* An app on a device: what the sleepers and the give-backs in flight are
+ * kept by (appdev_find, appdev_remove). */
+struct appdev {
+    char app[ACCEL_ID_MAX + 1];        /* app name */
+    char dev[ACCEL_ID_MAX + 1];        /* device id */
+};
+
 struct sleeper {
-    char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
-    uint64_t bytes;
-    bool waking;
+    struct appdev at;                  /* first: appdev_find's key */
+    uint64_t bytes;                    /* what it gave */
+    bool waking;                       /* a wake_thread is under way */
 };
 
 struct reclaim {
@@ -88,8 +95,7 @@ struct reclaim {
     size_t nask_uid;
     /* the give-backs in flight (a quota cut's): one per app and device,
      * so that cut after cut while the action hangs costs one thread */
-    struct { char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1]; }
-        giving[GIVING_MAX];
+    struct appdev giving[GIVING_MAX];
     size_t ngiving;
 };
 
@@ -145,22 +151,53 @@ static bool is_stopping(struct reclaim *r)
     return s;
 }
 
+/* The index of {app, dev} in the n entries of size bytes at base (each
+ * starting with its struct appdev), or n. */
+static size_t appdev_find(const void *base, size_t size, size_t n,
+                          const char *app, const char *dev)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct appdev *k =
+            (const struct appdev *)((const char *)base + i * size);
+        if (strcmp(k->app, app) == 0 && strcmp(k->dev, dev) == 0)
+            return i;
+    }
+    return n;
+}
+
+/* Remove {app, dev} from those entries (the last takes its place);
+ * *n is one less when it was there. */
+static void appdev_remove(void *base, size_t size, size_t *n, const char *app,
+                          const char *dev)
+{
+    size_t i = appdev_find(base, size, *n, app, dev);
+
+    if (i == *n)
+        return;
+    (*n)--;
+    if (i != *n)
+        memcpy((char *)base + i * size, (char *)base + *n * size, size);
+}
+
+static void appdev_set(struct appdev *k, const char *app, const char *dev)
+{
+    util_strlcpy(k->app, app, sizeof k->app);
+    util_strlcpy(k->dev, dev, sizeof k->dev);
+}
+
 static void note_sleeper(struct reclaim *r, const char *app, const char *dev,
                          uint64_t bytes)
 {
+    size_t i;
+
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nsleep; i++)
-        if (strcmp(r->sleepers[i].app, app) == 0 &&
-            strcmp(r->sleepers[i].dev, dev) == 0) {
-            r->sleepers[i].bytes += bytes;
-            pthread_mutex_unlock(&r->mu);
-            return;
-        }
-    if (r->nsleep < MAX_SLEEPERS) {
+    i = appdev_find(r->sleepers, sizeof r->sleepers[0], r->nsleep, app, dev);
+    if (i < r->nsleep) {
+        r->sleepers[i].bytes += bytes;
+    } else if (r->nsleep < MAX_SLEEPERS) {
         struct sleeper *z = &r->sleepers[r->nsleep++];
         memset(z, 0, sizeof(*z));
-        util_strlcpy(z->app, app, sizeof z->app);
-        util_strlcpy(z->dev, dev, sizeof z->dev);
+        appdev_set(&z->at, app, dev);
         z->bytes = bytes;
     }
     pthread_mutex_unlock(&r->mu);
@@ -170,12 +207,7 @@ static void forget_sleeper(struct reclaim *r, const char *app,
                            const char *dev)
 {
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nsleep; i++)
-        if (strcmp(r->sleepers[i].app, app) == 0 &&
-            strcmp(r->sleepers[i].dev, dev) == 0) {
-            r->sleepers[i] = r->sleepers[--r->nsleep];
-            break;
-        }
+    appdev_remove(r->sleepers, sizeof r->sleepers[0], &r->nsleep, app, dev);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -1153,17 +1185,11 @@ static bool giving_take(struct reclaim *r, const char *app, const char *dev)
     bool ok;
 
     pthread_mutex_lock(&r->mu);
-    ok = r->ngiving < GIVING_MAX;
-    for (size_t i = 0; ok && i < r->ngiving; i++)
-        ok = strcmp(r->giving[i].app, app) != 0 ||
-             strcmp(r->giving[i].dev, dev) != 0;
-    if (ok) {
-        util_strlcpy(r->giving[r->ngiving].app, app,
-                     sizeof r->giving[0].app);
-        util_strlcpy(r->giving[r->ngiving].dev, dev,
-                     sizeof r->giving[0].dev);
-        r->ngiving++;
-    }
+    ok = r->ngiving < GIVING_MAX &&
+         appdev_find(r->giving, sizeof r->giving[0], r->ngiving, app, dev) ==
+             r->ngiving;
+    if (ok)
+        appdev_set(&r->giving[r->ngiving++], app, dev);
     pthread_mutex_unlock(&r->mu);
     return ok;
 }
@@ -1172,12 +1198,7 @@ static void giving_release(struct reclaim *r, const char *app,
                            const char *dev)
 {
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->ngiving; i++)
-        if (strcmp(r->giving[i].app, app) == 0 &&
-            strcmp(r->giving[i].dev, dev) == 0) {
-            r->giving[i] = r->giving[--r->ngiving];
-            break;
-        }
+    appdev_remove(r->giving, sizeof r->giving[0], &r->ngiving, app, dev);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -1283,20 +1304,21 @@ static void check_sleepers(struct reclaim *r)
     for (size_t i = 0; i < n; i++) {
         uint64_t fr = 0;
         struct job *j;
-        if (!card_free(r, due[i].dev, &fr) || fr < due[i].bytes)
+        size_t k;
+        if (!card_free(r, due[i].at.dev, &fr) || fr < due[i].bytes)
             continue;
         pthread_mutex_lock(&r->mu);
-        for (size_t k = 0; k < r->nsleep; k++)
-            if (strcmp(r->sleepers[k].app, due[i].app) == 0 &&
-                strcmp(r->sleepers[k].dev, due[i].dev) == 0)
-                r->sleepers[k].waking = true;
+        k = appdev_find(r->sleepers, sizeof r->sleepers[0], r->nsleep,
+                        due[i].at.app, due[i].at.dev);
+        if (k < r->nsleep)
+            r->sleepers[k].waking = true;
         pthread_mutex_unlock(&r->mu);
         j = xcalloc(1, sizeof(*j));
         j->r = r;
         j->fd = -1;
         j->bytes = due[i].bytes;
-        util_strlcpy(j->app, due[i].app, sizeof j->app);
-        util_strlcpy(j->dev, due[i].dev, sizeof j->dev);
+        util_strlcpy(j->app, due[i].at.app, sizeof j->app);
+        util_strlcpy(j->dev, due[i].at.dev, sizeof j->dev);
         if (!spawn(r, wake_thread, j))
             free(j);
     }
