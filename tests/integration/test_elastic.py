@@ -231,7 +231,8 @@ class ElasticReclaimTest(RuntimeBase):
             e["reclaim"] = reclaim(port) if callable(reclaim) else reclaim
         if priority is not None:
             e["priority"] = priority
-        pre = ["--preload"] if kind in ("ollama", "vllm") else []
+        pre = (["--preload"] if kind in ("ollama", "vllm", "llama-server")
+               else [])
         m["run"] = {"command": [STANDIN, kind, str(port),
                                 str(model_gib * 1024)] + pre + list(flags) +
                     ["--log", os.path.join(self.logs, name)],
@@ -325,6 +326,46 @@ class ElasticReclaimTest(RuntimeBase):
                 quota << 30)
         metrics = self.d.http("GET", "/metrics")
         self.assertEqual(metrics[0], 200)
+
+    def test_llama_server_unloads_its_loaded_models(self):
+        """The llama-server preset against a stand-in of its router mode
+        (SPEC 4.4): acceld lists GET /models and asks POST /models/unload
+        {"model"} for each model whose status is "loaded" (m1.gguf), never
+        for one that is not (m2.gguf); the asker's allocation succeeds.
+        The next chat completion reloads m1.gguf, taking the memory back
+        from the idle ComfyUI."""
+        pl = self.standin("llama", "llama-server", 20, 20,
+                          reclaim=lambda p: {"preset": "llama-server",
+                                             "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pl, "GET", "/models")
+        self.assertEqual([m["status"]["value"] for m in b["data"]],
+                         ["loaded", "unloaded"], b)
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["asker"],
+                          ev[0]["data"]["bytes"]),
+                         ("llama", "comfyui", 20 << 30), ev)
+        self.assertEqual([line for line in self.app_log_lines("llama")
+                          if line.startswith("unload")],
+                         ["unload m1.gguf"])
+        st, b = call(pl, "GET", "/models")
+        self.assertEqual(b["data"][0]["status"]["value"], "unloaded", b)
+
+        st, b = call(pl, "POST", "/v1/chat/completions",
+                     {"model": "m1.gguf",
+                      "messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: len(self.reclaims()) >= 2 and
+                           self.reclaims(), "the second memory.reclaim")
+        self.assertEqual([(e["data"]["giver"], e["data"]["asker"])
+                          for e in ev],
+                         [("llama", "comfyui"), ("comfyui", "llama")], ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
     def test_lent_and_got_outlive_a_restart(self):
         """What each app lent and got is kept in the store (the
