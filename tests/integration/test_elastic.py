@@ -513,6 +513,18 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual((seen[0]["data"]["asker"],
                           seen[0]["data"]["askerHidden"]), ("", True))
         self.assertEqual(seen[0]["data"]["giverLent"]["bytes"], 16 << 30)
+        # the apps' JSON the same way: bob's app lent to "another user's"
+        st, b = self.d.http("GET", "/api/apps/bobs", token=tb)
+        lent = b["data"]["elastic"]["lent"]
+        self.assertEqual((lent["lastTo"], lent["lastToHidden"],
+                          lent["bytes"]), ("", True, 16 << 30), lent)
+        st, b = self.d.http("GET", "/api/apps", token=ta)
+        got = [a for a in b["data"] if a["name"] == "alices"][0]
+        got = got["elastic"]["reclaimed"]
+        self.assertEqual((got["lastFrom"], got["lastFromHidden"]),
+                         ("", True), got)
+        self.assertEqual(self.app("bobs")["elastic"]["lent"]["lastTo"],
+                         "alices")  # the admin sees the names
 
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and

@@ -208,7 +208,7 @@ static void h_apps(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     for (size_t i = 0; i < r->d->napps; i++)
         if (visible(r, r->d->apps[i]))
-            json_array_append_new(arr, view_app(r->d, r->d->apps[i]));
+            json_array_append_new(arr, view_app(r->d, r->d->apps[i], &r->user));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, arr);
 }
@@ -220,7 +220,7 @@ static void h_app(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     a = state_app_find(r->d, r->params[0]);
     if (a && visible(r, a))
-        v = view_app(r->d, a);
+        v = view_app(r->d, a, &r->user);
     if (v != NULL && !manifest_runs(&a->m)) /* the app's page alone */
         json_object_set_new(v, "attach", view_attach(r->d, a));
     pthread_mutex_unlock(&r->d->lock);
