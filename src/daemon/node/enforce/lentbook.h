@@ -39,6 +39,7 @@ struct lent_side {
 /* What one app lent and got. */
 struct lent_record {
     char app[ACCEL_ID_MAX + 1];     /* the app's name */
+    uint32_t hash;                  /* of the name: compared first */
     struct lent_side lent;          /* it gave back for others */
     struct lent_side got;           /* others gave back for it */
 };

@@ -1466,7 +1466,10 @@ static enum accel_err replay_one(void *ctx, const struct store_event *e)
  * events of this node, oldest first (each carries both apps' totals). */
 static void replay_book(struct reclaim *r)
 {
-    struct store_event_filter f = {.kind = "memory.reclaim"};
+    /* what is older than the book keeps would be skipped anyway */
+    struct store_event_filter f = {
+        .kind = "memory.reclaim",
+        .since_ms = util_wall_ms() - LENTBOOK_MAX_AGE_MS};
     enum accel_err err;
 
     lentbook_init(&r->book);
