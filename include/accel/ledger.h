@@ -124,9 +124,10 @@ struct accel_ledger {
     _Atomic uint64_t active_ms; /* minor 4: when a process of the app last
                                   took memory on the device
                                   (CLOCK_MONOTONIC, ms; the shim writes
-                                  it, 0 never): acceld asks the idlest
-                                  apps first to give memory back (SPEC
-                                  4.4) */
+                                  it, 0 never); the app can write it,
+                                  so acceld does not order elastic
+                                  memory's givers by it (SPEC 4.4: it
+                                  trusts what NVML shows) */
     uint64_t unused[5];      /* reserved, zero */
     struct accel_ledger_slot slots[ACCEL_LEDGER_SLOTS]; /* fixed, never move */
 };

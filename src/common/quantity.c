@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * quantity.c: Kubernetes quantity parsing with exact integer arithmetic.
- * The mantissa is read as an integer plus a decimal fraction of at most 9
- * digits, so "1.5Gi" is exact and nothing goes through floating point.
+ * The mantissa is read as an integer plus its decimal fraction, all of its
+ * digits, so "1.5Gi" is exact, a fraction of 25 decimals too (rounded up
+ * to the byte), and nothing goes through floating point.
  */
 #include "common/quantity.h"
 
@@ -26,11 +27,19 @@ static const struct suffix byte_suffixes[] = {
     {"m", 1, 1000},               {"", 1, 1},
 };
 
-/* Split "12.345Gi" into integer part, fraction (scaled to 1e9) and suffix. */
-static enum accel_err split_number(const char *s, uint64_t *ip, uint64_t *frac,
+/* A mantissa: its integer part and the digits after the point, as many
+ * as were written (none: n 0). */
+struct mantissa {
+    uint64_t ip;        /* the integer part (< 2^62 once split) */
+    const char *frac;   /* the fraction's digits, not NUL-terminated */
+    size_t n;           /* how many */
+};
+
+/* Split "12.345Gi" into its mantissa and suffix. */
+static enum accel_err split_number(const char *s, struct mantissa *m,
                                    const char **rest)
 {
-    uint64_t i = 0, f = 0, scale = 100000000; /* first fraction digit = 1e8 */
+    uint64_t i = 0;
     const char *p = s;
     bool digits = false;
 
@@ -44,49 +53,65 @@ static enum accel_err split_number(const char *s, uint64_t *ip, uint64_t *frac,
         p++;
         digits = true;
     }
+    m->frac = p;
+    m->n = 0;
     if (*p == '.') {
-        p++;
+        m->frac = ++p;
         while (*p >= '0' && *p <= '9') {
-            if (scale > 0) {
-                f += (uint64_t)(*p - '0') * scale;
-                scale /= 10;
-            } else if (*p != '0') {
-                f += 1; /* beyond 1e-9: round up */
-                scale = 0;
-            }
             p++;
             digits = true;
         }
+        m->n = (size_t)(p - m->frac);
     }
     if (!digits)
         return ACCEL_EPARSE;
-    *ip = i;
-    *frac = f;
+    m->ip = i;
     *rest = p;
     return ACCEL_OK;
 }
 
 /*
- * value = (ip + frac/1e9) * mul / div, rounded up, checked. Every product
- * is checked before it is formed: ip < 2^63 and mul < 2^71 (E times the
- * 1000 of millicores) can exceed 128 bits ("576460752303423488Ei" used to
- * wrap to 0), so ip * mul is refused as soon as it passes QUANTITY_MAX * div
- * (the value cannot be smaller than ip * mul / div); what is left fits in
- * 128 bits by a wide margin.
+ * floor(0.d1d2...dn * mul) and whether that product has a fractional part
+ * (*inexact), exactly, for any number of digits: Horner's rule from the
+ * last digit, S = d_k * mul + S / 10, keeping S's integer part and a flag
+ * for what the divisions by 10 dropped (floor((Q + f) / 10) = floor(Q /
+ * 10) for an integer Q and 0 <= f < 1). S stays below 12 * mul < 2^75.
  */
-static enum accel_err scale_value(uint64_t ip, uint64_t frac,
+static unsigned __int128 frac_times(const struct mantissa *m,
+                                    unsigned __int128 mul, bool *inexact)
+{
+    unsigned __int128 q = 0;
+
+    *inexact = false;
+    for (size_t k = m->n; k > 0; k--) {
+        *inexact = *inexact || q % 10 != 0;
+        q = (unsigned __int128)(m->frac[k - 1] - '0') * mul + q / 10;
+    }
+    *inexact = *inexact || q % 10 != 0;
+    return q / 10;
+}
+
+/*
+ * value = ceil((ip + 0.d1...dn) * mul / div), exact for any number of
+ * decimals, checked. ip * mul is refused as soon as it passes
+ * QUANTITY_MAX * div (the value cannot be smaller than ip * mul / div):
+ * ip < 2^63 and mul < 2^71 (E times the 1000 of millicores) can exceed 128
+ * bits ("576460752303423488Ei" used to wrap to 0). With t = ip * mul +
+ * floor(fraction * mul), the value is ceil(t / div) when the product is
+ * exact, else floor(t / div) + 1 (div is an integer).
+ */
+static enum accel_err scale_value(const struct mantissa *m,
                                   unsigned __int128 mul, uint64_t div,
                                   uint64_t *out)
 {
-    unsigned __int128 whole, v, d, r;
-    if (__builtin_mul_overflow((unsigned __int128)ip, mul, &whole) ||
+    unsigned __int128 whole, t, r;
+    bool inexact;
+
+    if (__builtin_mul_overflow((unsigned __int128)m->ip, mul, &whole) ||
         whole > (unsigned __int128)QUANTITY_MAX * div)
         return ACCEL_ERANGE;
-    /* whole <= 2^62 * 1000 < 2^72, times 1e9 < 2^102; frac * mul <
-     * 2^30 * 2^70: the sum fits */
-    v = whole * 1000000000u + (unsigned __int128)frac * mul;
-    d = (unsigned __int128)div * 1000000000u;
-    r = v / d + (v % d != 0);
+    t = whole + frac_times(m, mul, &inexact); /* < 2^73 + 2^75 */
+    r = t / div + (inexact || t % div != 0);
     if (r > QUANTITY_MAX)
         return ACCEL_ERANGE;
     *out = (uint64_t)r;
@@ -96,13 +121,13 @@ static enum accel_err scale_value(uint64_t ip, uint64_t frac,
 static enum accel_err parse_with(const char *s, uint64_t unit_mul,
                                  uint64_t unit_div, uint64_t *out)
 {
-    uint64_t ip, frac;
+    struct mantissa m;
     const char *rest;
     enum accel_err rc;
 
     if (s == NULL || *s == '\0')
         return ACCEL_EPARSE;
-    rc = split_number(s, &ip, &frac, &rest);
+    rc = split_number(s, &m, &rest);
     if (rc != ACCEL_OK)
         return rc;
     for (size_t k = 0; k < sizeof(byte_suffixes) / sizeof(byte_suffixes[0]);
@@ -111,7 +136,7 @@ static enum accel_err parse_with(const char *s, uint64_t unit_mul,
         if (strcmp(rest, sx->s) != 0)
             continue;
         /* The multiplier may pass 64 bits (E millicores); 128 bits. */
-        return scale_value(ip, frac, (unsigned __int128)sx->mul * unit_mul,
+        return scale_value(&m, (unsigned __int128)sx->mul * unit_mul,
                            sx->div * unit_div, out);
     }
     return ACCEL_EPARSE;

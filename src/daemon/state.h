@@ -80,10 +80,17 @@ struct node_info {
                             machine (hostinfo_json), NULL when unknown */
 };
 
-/* The SM utilization NVML attributes to one app's processes on a device. */
+/* The SM utilization NVML attributes to one app's processes on a device,
+ * and when acceld last saw the app busy there. */
 struct app_util {
     char *app;           /* app name (owned) */
-    int sm;              /* percent of the device, summed over its pids */
+    int sm;              /* percent of the device, summed over its pids;
+                            -1 when none of them has a sample */
+    uint64_t used;       /* its processes' memory as the driver counts it */
+    int64_t busy_ms;     /* monotonic ms of the last pass that saw it busy
+                            here (SM above 0, or `used` changed: what the
+                            device saw, never what the app wrote), 0 never;
+                            elastic memory asks the idlest first */
 };
 
 /* The outside meter's reading of one app on a Memory-slicing device

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * standin_app.c: a stand-in for Ollama, vLLM and ComfyUI in the elastic
+ * standin_app.c: a stand-in for Ollama, vLLM, ComfyUI and llama-server in
+ * the elastic
  * memory tests (SPEC 4.4): a small HTTP server on 127.0.0.1 that answers
  * the app's real routes and holds its "model" in device memory of the
  * tests' stand-in driver (cuMemAlloc_v2, with the shim preloaded by
@@ -14,11 +15,19 @@
  *                   again, GET /is_sleeping
  *           comfyui: POST /prompt allocates MODEL_MIB for a job and keeps
  *                   it; POST /free {"unload_models":true,...} frees it
- *     --preload     load the model at start (ollama, vllm)
+ *           llama-server: router mode, two models: GET /models lists
+ *                   m1.gguf ("status":{"value":"loaded"} while it holds
+ *                   MODEL_MIB, else "unloaded") and m2.gguf (never
+ *                   loaded); POST /models/unload {"model":"m1.gguf"}
+ *                   frees it, any other model is 400 (not loaded);
+ *                   POST /models/load or /v1/chat/completions
+ *                   {"model":"m1.gguf"} loads it (again)
+ *     --preload     load the model at start (ollama, vllm, llama-server)
  *     --unload-ms N the app's own unload time (before it frees)
  *     --hang        the freeing route never answers (sleeps 120 s)
  *     --lie         the freeing route answers 200 and frees nothing
- *     --log PATH    appends "alloc MIB rc MS" and "free MIB MS" lines
+ *     --log PATH    appends "alloc MIB rc MS" and "free MIB MS" lines,
+ *                   and "unload MODEL" for each llama-server unload asked
  *
  * Every answer is JSON. One request at a time (the routes are quick, and
  * an allocation that waits for a reclaim blocks only this app).
@@ -119,8 +128,9 @@ static void freeing(int fd)
         give();
     if (strcmp(kind, "vllm") == 0)
         sleeping = 1;
-    reply(fd, 200, strcmp(kind, "ollama") == 0 ? "{\"done\":true}"
-                                                : "{}");
+    reply(fd, 200, strcmp(kind, "ollama") == 0         ? "{\"done\":true}"
+                   : strcmp(kind, "llama-server") == 0 ? "{\"success\":true}"
+                                                       : "{}");
 }
 
 static void loading(int fd)
@@ -133,9 +143,44 @@ static void loading(int fd)
     reply(fd, rc == CUDA_SUCCESS ? 200 : 500, b);
 }
 
+/* llama-server's router: its model list, and an unload of one. */
+static void llama_models(int fd)
+{
+    char b[512];
+
+    snprintf(b, sizeof b,
+             "{\"object\":\"list\",\"data\":["
+             "{\"id\":\"m1.gguf\",\"object\":\"model\",\"owned_by\":"
+             "\"llamacpp\",\"status\":{\"value\":\"%s\"}},"
+             "{\"id\":\"m2.gguf\",\"object\":\"model\",\"owned_by\":"
+             "\"llamacpp\",\"status\":{\"value\":\"unloaded\"}}]}",
+             held ? "loaded" : "unloaded");
+    reply(fd, 200, b);
+}
+
+static void llama_unload(int fd, const char *body)
+{
+    const char *m = strstr(body, "\"model\"");
+    char name[64] = "";
+
+    if (m != NULL) /* a space in the format matches any, or none */
+        sscanf(m, "\"model\" : \"%63[^\"]\"", name);
+    if (logfp != NULL) {
+        fprintf(logfp, "unload %s\n", name[0] ? name : "?");
+        fflush(logfp);
+    }
+    if (strcmp(name, "m1.gguf") == 0 && held != 0)
+        freeing(fd);
+    else
+        reply(fd, 400, "{\"error\":{\"code\":400,\"message\":"
+                       "\"model is not loaded\"}}");
+}
+
 static void route(int fd, const char *method, const char *path,
                   const char *body)
 {
+    bool llama = strcmp(kind, "llama-server") == 0;
+
     bool post = strcmp(method, "POST") == 0;
 
     if (strcmp(kind, "ollama") == 0 && strcmp(path, "/api/ps") == 0) {
@@ -165,6 +210,14 @@ static void route(int fd, const char *method, const char *path,
         freeing(fd);
     } else if (strcmp(kind, "comfyui") == 0 && post &&
                strcmp(path, "/prompt") == 0) {
+        loading(fd);
+    } else if (llama && strcmp(path, "/models") == 0) {
+        llama_models(fd);
+    } else if (llama && post && strcmp(path, "/models/unload") == 0) {
+        llama_unload(fd, body);
+    } else if (llama && post && strstr(body, "\"m1.gguf\"") != NULL &&
+               (strcmp(path, "/models/load") == 0 ||
+                strcmp(path, "/v1/chat/completions") == 0)) {
         loading(fd);
     } else {
         reply(fd, 404, "{\"error\":\"not found\"}");

@@ -546,6 +546,45 @@ class ContainerRunTest(ContainerCase):
                       404, "uninstalled")
         self.assert_nothing_left("holder")
 
+    def test_raised_quota_reaches_the_running_container(self):
+        """A live quota raise (SPEC 4.4) past the quota a container app
+        started with reaches its running processes: acceld rewrites the
+        container's copy of the shim config in the folder the container
+        mounts (a file's own bind mount would keep the old file), and the
+        shim reads it at the ledger's next epoch. cuda_hold takes 512 MiB
+        of its 1 GiB, waits, and then 1 GiB more: refused at 1 GiB,
+        granted once the quota is 2 GiB, in the same process."""
+        self.install(ctr_manifest("grow", ["/app/cuda_hold", "512",
+                                           "@/tmp/go1", "1024",
+                                           "@/tmp/go2", "1024"]))
+        self.wait_for(lambda: "waiting" in self.d.app_log("grow"),
+                      "the first allocation")
+        self.assertIn("alloc 512 MiB: 0", self.d.app_log("grow"))
+        name = "accel-%s-grow" % self.inst
+
+        def go(path):
+            r = self.in_ns("podman", "exec", name, "/bin/sh", "-c",
+                           ": > " + path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+        go("/tmp/go1")  # at 1 GiB: refused
+        self.wait_for(lambda: self.d.app_log("grow").count("waiting") == 2,
+                      "the allocation at the first quota")
+        self.assertIn("alloc 1024 MiB: 2", self.d.app_log("grow"))
+        st, b = self.d.http("PUT", "/api/apps/grow/compute-resources/"
+                            "bindings/%s" % self.gpu, {"memory": "2Gi"})
+        self.assertEqual(st, 200, b)
+        copy = os.path.join(self.d.data_dir, "run", "apps", "grow",
+                            "container", "shim.conf")
+        with open(copy) as f:
+            self.assertIn("device 0 %d " % (2 << 30), f.read())
+        go("/tmp/go2")  # at 2 GiB: granted
+        self.wait_for(lambda: "ready" in self.d.app_log("grow"),
+                      "the allocation after the raise")
+        out = self.d.app_log("grow")
+        self.assertEqual(out.count("alloc 1024 MiB: 0"), 1, out)
+        self.assertIn("total 2048 MiB free 512 MiB", out)
+
     def test_started_the_readme_way(self):
         """Issue 47: acceld started as scripts/run.sh starts it, from its
         directory with a relative --data-dir: a container app runs (podman
@@ -1920,7 +1959,7 @@ class CdiFilesTest(unittest.TestCase):
         """The app's config and the container's copy."""
         base = os.path.join(self.d.data_dir, "run", "apps", name)
         return [os.path.join(base, "shim.conf"),
-                os.path.join(base, "shim-container.conf")]
+                os.path.join(base, "container", "shim.conf")]
 
     def spec_files(self):
         """acceld's CDI spec files (in its mount namespace), by name."""

@@ -7,6 +7,7 @@ device (it outlives a restart), shown in the device's JSON, and read by
 admission: the quotas may sum to overcommit x the card, each still at most
 the card. The home-lab case: a 24 GiB card, Ollama's 20 GiB and ComfyUI's
 16 GiB, refused at 1 and admitted at 1.5."""
+import glob
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accel_harness  # noqa: E402
 from accel_harness import (BUILD_DIR, Acceld, device, failed_check,  # noqa: E402
                            free_port, inventory, manifest, node)
-from test_runtime import FAKE_NVML, NODE, RuntimeBase  # noqa: E402
+from test_runtime import FAKE_NVML, GPU_LINE, NODE, RuntimeBase  # noqa: E402
 
 STANDIN = os.path.join(BUILD_DIR, "tests", "integration", "standin_app")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
@@ -217,10 +218,11 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(st, 200, b)
 
     def standin(self, name, kind, quota_gib, model_gib, reclaim=None,
-                priority=None, flags=(), beside=None, port=None):
+                priority=None, flags=(), beside=None, port=None, token=None):
         """Install a stand-in app holding model_gib (at start for ollama
         and vllm); returns its port. beside: a command (argv) the app runs
-        too, in the background, a process of the app."""
+        too, in the background, a process of the app. token: a member's
+        (the admin's by default)."""
         port = port or free_port()
         m = accel_harness.manifest(name, "%dGi" % quota_gib, mem="64Mi",
                                    cpu="100m", disk="1Mi")
@@ -229,7 +231,8 @@ class ElasticReclaimTest(RuntimeBase):
             e["reclaim"] = reclaim(port) if callable(reclaim) else reclaim
         if priority is not None:
             e["priority"] = priority
-        pre = ["--preload"] if kind in ("ollama", "vllm") else []
+        pre = (["--preload"] if kind in ("ollama", "vllm", "llama-server")
+               else [])
         m["run"] = {"command": [STANDIN, kind, str(port),
                                 str(model_gib * 1024)] + pre + list(flags) +
                     ["--log", os.path.join(self.logs, name)],
@@ -245,7 +248,11 @@ class ElasticReclaimTest(RuntimeBase):
                 ["/bin/sh", "-c", '"$0" %s & exec "$@"' % " ".join(
                     "'%s'" % a for a in beside[1:]), beside[0]] +
                 m["run"]["command"])
-        self.install(m, GPU_A)
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": m,
+            "computeBinding": [{"nodeName": NODE, "deviceId": GPU_A}]},
+            token=token)
+        self.assertEqual(st, 200, b)
         self.wait_for(lambda: "ready" in self.d.app_log(name),
                       "%s to listen" % name, timeout=20)
         return port
@@ -320,6 +327,77 @@ class ElasticReclaimTest(RuntimeBase):
         metrics = self.d.http("GET", "/metrics")
         self.assertEqual(metrics[0], 200)
 
+    def test_llama_server_unloads_its_loaded_models(self):
+        """The llama-server preset against a stand-in of its router mode
+        (SPEC 4.4): acceld lists GET /models and asks POST /models/unload
+        {"model"} for each model whose status is "loaded" (m1.gguf), never
+        for one that is not (m2.gguf); the asker's allocation succeeds.
+        The next chat completion reloads m1.gguf, taking the memory back
+        from the idle ComfyUI."""
+        pl = self.standin("llama", "llama-server", 20, 20,
+                          reclaim=lambda p: {"preset": "llama-server",
+                                             "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pl, "GET", "/models")
+        self.assertEqual([m["status"]["value"] for m in b["data"]],
+                         ["loaded", "unloaded"], b)
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 16 << 30)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["asker"],
+                          ev[0]["data"]["bytes"]),
+                         ("llama", "comfyui", 20 << 30), ev)
+        self.assertEqual([line for line in self.app_log_lines("llama")
+                          if line.startswith("unload")],
+                         ["unload m1.gguf"])
+        st, b = call(pl, "GET", "/models")
+        self.assertEqual(b["data"][0]["status"]["value"], "unloaded", b)
+
+        st, b = call(pl, "POST", "/v1/chat/completions",
+                     {"model": "m1.gguf",
+                      "messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(self.card_figures()[0], 20 << 30)
+        ev = self.wait_for(lambda: len(self.reclaims()) >= 2 and
+                           self.reclaims(), "the second memory.reclaim")
+        self.assertEqual([(e["data"]["giver"], e["data"]["asker"])
+                          for e in ev],
+                         [("llama", "comfyui"), ("comfyui", "llama")], ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
+    def test_lent_and_got_outlive_a_restart(self):
+        """What each app lent and got is kept in the store (the
+        memory.reclaim events carry both apps' totals, replayed at start):
+        an acceld restart shows the same elastic.lent and .reclaimed, and
+        the event names the totals."""
+        self.standin("ollama", "ollama", 20, 20,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pc, "POST", "/prompt", {"prompt": {}})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual(ev[0]["data"]["giverLent"],
+                         {"bytes": 20 << 30, "count": 1}, ev)
+        self.assertEqual(ev[0]["data"]["askerGot"],
+                         {"bytes": 20 << 30, "count": 1}, ev)
+        before = (self.app("ollama")["elastic"]["lent"],
+                  self.app("comfyui")["elastic"]["reclaimed"])
+        self.assertEqual(before[0]["count"], 1, before)
+        self.d.stop()
+        self.d.start()
+        after = (self.app("ollama")["elastic"].get("lent"),
+                 self.app("comfyui")["elastic"].get("reclaimed"))
+        self.assertEqual(after, before)
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            m = r.read().decode()
+        self.assertIn('accel_app_memory_lent_bytes_total{app="ollama"} %d'
+                      % (20 << 30), m)
+
     def test_a_cut_quota_asks_the_apps_reclaim_action(self):
         """A live quota cut below what the app holds (SPEC 4.4): the cut
         lands at once, and the app's reclaim action is called (here
@@ -376,6 +454,78 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.card_figures()[0], 24 << 30)
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    def member_events(self, token, kind):
+        st, b = self.d.http("GET", "/api/events?limit=1000", token=token)
+        self.assertEqual(st, 200, b)
+        return [e for e in b["data"] if e["kind"] == kind]
+
+    def test_events_name_other_members_apps_only_as_another_users(self):
+        """SPEC 3: a member sees another member's app only as "another
+        user's app". bob's allocation fails while alice's app (no
+        reclaim) holds the card: bob's memory.reclaim.failed says how
+        much "another user's app" holds and why, not its name or owner;
+        the admin's names it. When bob's app gives memory back to
+        alice's, alice's event of it hides bob's app the same way."""
+        self.elastic(1.5, 1500)
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("plain", "ollama", 12, 12, token=ta)  # no reclaim
+        pb = self.standin("bobs", "comfyui", 16, 16, token=tb,
+                          reclaim=lambda p: {"preset": "comfyui", "port": p})
+        st, b = call(pb, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (500, False), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim.failed"),
+                           "memory.reclaim.failed")
+        self.assertIn("plain holds 12.0 GiB (no reclaim)", ev[0]["message"])
+        self.assertEqual(ev[0]["data"]["holders"][0]["owner"], "alice")
+        seen = self.member_events(tb, "memory.reclaim.failed")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertNotIn("plain", seen[0]["message"])
+        self.assertNotIn("alice", json.dumps(seen[0]))
+        self.assertIn("another user's app holds 12.0 GiB (no reclaim)",
+                      seen[0]["message"])
+        self.assertEqual(seen[0]["data"]["holders"],
+                         [{"app": "", "owner": "", "hidden": True,
+                           "bytes": 12 << 30, "why": "no reclaim"}])
+        self.assertEqual(self.member_events(ta, "memory.reclaim.failed"),
+                         [], "alice sees no event of bob's app")
+
+        # bob's app holds 16 GiB; alice's new one asks for 10 of them
+        self.d.http("POST", "/api/apps/plain/stop")
+        self.d.http("DELETE", "/api/apps/plain")
+        st, b = call(pb, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        pa = self.standin("alices", "comfyui", 10, 10, token=ta)
+        st, b = call(pa, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["asker"],
+                          ev[0]["data"]["askerOwner"]),
+                         ("bobs", "alices", "alice"), ev)
+        self.assertIn("for alices", ev[0]["message"])
+        seen = self.member_events(tb, "memory.reclaim")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertNotIn("alice", json.dumps(seen[0]))
+        self.assertIn("bobs gave back 16.0 GiB on %s for another user's app"
+                      % GPU_A, seen[0]["message"])
+        self.assertEqual((seen[0]["data"]["asker"],
+                          seen[0]["data"]["askerHidden"]), ("", True))
+        self.assertEqual(seen[0]["data"]["giverLent"]["bytes"], 16 << 30)
+        # the apps' JSON the same way: bob's app lent to "another user's"
+        st, b = self.d.http("GET", "/api/apps/bobs", token=tb)
+        lent = b["data"]["elastic"]["lent"]
+        self.assertEqual((lent["lastTo"], lent["lastToHidden"],
+                          lent["bytes"]), ("", True, 16 << 30), lent)
+        st, b = self.d.http("GET", "/api/apps", token=ta)
+        got = [a for a in b["data"] if a["name"] == "alices"][0]
+        got = got["elastic"]["reclaimed"]
+        self.assertEqual((got["lastFrom"], got["lastFromHidden"]),
+                         ("", True), got)
+        self.assertEqual(self.app("bobs")["elastic"]["lent"]["lastTo"],
+                         "alices")  # the admin sees the names
+
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and
         does not wake by itself: acceld wakes it (POST /wake_up) once the
@@ -424,6 +574,50 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(call(pa, "GET", "/api/ps")[1]["models"], [])
         self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
         self.assertEqual(self.card_figures()[0], 20 << 30)
+
+    def test_idleness_is_what_the_device_shows_not_the_ledger(self):
+        """An app cannot make itself look busy to keep its memory: acceld
+        orders the givers by what NVML shows of them (SM use of their
+        processes, or their memory as the driver counts it changing), not
+        by the ledger's active_ms, which the app can write. "gamer" stamps
+        its ledger's active_ms far in the future; "busy" is seen using the
+        SM at every pass: the gamer, idle as the device sees it, is asked
+        first, and the busy app keeps its memory."""
+        pb = self.standin("busy", "ollama", 8, 8,
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        self.standin("gamer", "ollama", 8, 8,
+                     reclaim=lambda p: {"preset": "ollama", "port": p},
+                     beside=[PY3, "-c", STAMP])
+        self.wait_for(lambda: self.stamped("gamer"), "the gamer's stamp")
+        # a pass of the reconciler has seen both models on the card ...
+        self.wait_for(lambda: self.device(GPU_A)["usedMemory"] == 16 << 30,
+                      "both models seen on the card")
+        # ... and a later one sees busy's process on the SM (the device's
+        # utilization, 38, says a pass read this file)
+        line = GPU_LINE % GPU_A
+        self.write_nvml(line.replace("util=37", "util=38") +
+                        "card %s %s memory\nputil %s %d 40\n"
+                        % (GPU_A, self.card, GPU_A, self.app("busy")["pid"]),
+                        gpus=())
+        self.wait_for(lambda: self.device(GPU_A)["utilization"] == 38,
+                      "a pass that sees busy on the SM")
+        pc = self.standin("asker", "comfyui", 12, 12)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        ev = self.wait_for(lambda: self.events("memory.reclaim"),
+                           "memory.reclaim")
+        self.assertEqual([e["data"]["giver"] for e in ev], ["gamer"], ev)
+        self.assertEqual(len(call(pb, "GET", "/api/ps")[1]["models"]), 1)
+
+    def stamped(self, name):
+        """Whether app name's ledger says active_ms is the gamer's."""
+        for path in glob.glob(os.path.join(self.d.data_dir, "run",
+                                           "ledgers", name + "-*")):
+            with open(path, "rb") as f:
+                f.seek(LEDGER_ACTIVE_MS)
+                if struct.unpack("<Q", f.read(8))[0] == 1 << 60:
+                    return True
+        return False
 
     def test_or_stop_stops_a_giver_that_frees_too_little(self):
         """A giver whose action hangs but whose reclaim says orStop: true
@@ -785,6 +979,24 @@ s.listen(8)
 open(sys.argv[2], "w").write("listening")
 time.sleep(300)
 """
+
+# include/accel/ledger.h: offsetof(struct accel_ledger, active_ms)
+LEDGER_ACTIVE_MS = 456
+
+# A process of the app that stamps its ledgers' active_ms far in the
+# future, as an app that wants to look busy could.
+STAMP = r"""
+import mmap, os, struct, time
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        m = mmap.mmap(fd, 0)
+        m[%d:%d] = struct.pack("<Q", 1 << 60)
+        m.close()
+        os.close(fd)
+time.sleep(300)
+""" % (LEDGER_ACTIVE_MS, LEDGER_ACTIVE_MS + 8)
 
 FORGE = r"""
 import os, socket, sys, time

@@ -53,8 +53,11 @@ export function elasticText(a) {
   const e = a && a.elastic;
   if (!e) return '';
   const parts = [];
-  if (e.lent) parts.push(`gave back ${gi(e.lent.lastBytes)} to ${e.lent.lastTo} ${timeAgo(e.lent.lastAt)}`);
-  if (e.reclaimed) parts.push(`got ${gi(e.reclaimed.lastBytes)} from ${e.reclaimed.lastFrom} ${timeAgo(e.reclaimed.lastAt)}`);
+  // another member's app is only "another user's app" (SPEC 3): its name is
+  // "" with lastToHidden / lastFromHidden
+  const other = (name, hidden) => (hidden ? "another user's app" : name);
+  if (e.lent) parts.push(`gave back ${gi(e.lent.lastBytes)} to ${other(e.lent.lastTo, e.lent.lastToHidden)} ${timeAgo(e.lent.lastAt)}`);
+  if (e.reclaimed) parts.push(`got ${gi(e.reclaimed.lastBytes)} from ${other(e.reclaimed.lastFrom, e.reclaimed.lastFromHidden)} ${timeAgo(e.reclaimed.lastAt)}`);
   if (!parts.length && e.reclaim) parts.push('gives memory back when asked');
   return parts.join('; ');
 }

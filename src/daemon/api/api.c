@@ -27,6 +27,7 @@
 #include "daemon/api/view.h"
 #include "daemon/api/view_attach.h"
 #include "daemon/node/devices/discovery.h"
+#include "daemon/node/enforce/reclaim.h"
 #include "daemon/node/enforce/reconcile.h"
 #include "daemon/node/history/sampler.h"
 #include "daemon/node/proc/identity.h"
@@ -207,7 +208,7 @@ static void h_apps(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     for (size_t i = 0; i < r->d->napps; i++)
         if (visible(r, r->d->apps[i]))
-            json_array_append_new(arr, view_app(r->d, r->d->apps[i]));
+            json_array_append_new(arr, view_app(r->d, r->d->apps[i], &r->user));
     pthread_mutex_unlock(&r->d->lock);
     http_reply_data(r, 200, arr);
 }
@@ -219,7 +220,7 @@ static void h_app(struct http_req *r)
     pthread_mutex_lock(&r->d->lock);
     a = state_app_find(r->d, r->params[0]);
     if (a && visible(r, a))
-        v = view_app(r->d, a);
+        v = view_app(r->d, a, &r->user);
     if (v != NULL && !manifest_runs(&a->m)) /* the app's page alone */
         json_object_set_new(v, "attach", view_attach(r->d, a));
     pthread_mutex_unlock(&r->d->lock);
@@ -534,24 +535,60 @@ static bool event_visible(struct http_req *r, const struct store_event *e)
     return ok;
 }
 
+/* Whether member r may not see app (of owner, NULL unknown) by name, in
+ * an event it sees (d->lock held): an app of another member's, or one
+ * gone whose owner the event did not record. */
+static bool event_hides(void *ctx, const char *app, const char *owner)
+{
+    struct http_req *r = ctx;
+    const struct app *a = state_app_find(r->d, app);
+    if (a != NULL)
+        return !visible(r, a);
+    return owner == NULL || (strcmp(owner, r->user.name) != 0 &&
+                             strcmp(owner, ACCEL_SHARED_OWNER) != 0);
+}
+
+/* e's data, and its message as member r may see them: the apps of other
+ * members that an elastic memory event names become "another user's
+ * app" (SPEC 3; reclaim_event_message). *msg is set when it differs. */
+static json_t *event_data_for(struct http_req *r, const struct store_event *e,
+                              char **msg)
+{
+    json_t *data = e->data ? json_loads(e->data, 0, NULL) : NULL;
+    bool changed = false;
+    *msg = NULL;
+    if (data == NULL || r->user.admin)
+        return data;
+    *msg = reclaim_event_message(e->kind, data, e->device, event_hides, r,
+                                 &changed);
+    if (!changed) {
+        free(*msg);
+        *msg = NULL;
+    }
+    return data;
+}
+
 static enum accel_err event_cb(void *ctx, const struct store_event *e)
 {
     struct event_scan *sc = ctx;
-    json_t *o;
+    json_t *o, *data;
+    char *msg;
     sc->last_id = e->id;
     if (!sc->r->user.admin && !event_visible(sc->r, e))
         return ACCEL_OK; /* and does not count against the limit */
+    data = event_data_for(sc->r, e, &msg);
     o = json_pack("{s:I, s:I, s:s, s:s}", "id", (json_int_t)e->id, "ts",
                   (json_int_t)e->ts_ms, "kind", e->kind, "message",
-                  e->message);
+                  msg != NULL ? msg : e->message);
+    free(msg);
     if (e->app)
         json_object_set_new(o, "app", json_string(e->app));
     if (e->node)
         json_object_set_new(o, "node", json_string(e->node));
     if (e->device)
         json_object_set_new(o, "device", json_string(e->device));
-    if (e->data)
-        json_object_set_new(o, "data", json_loads(e->data, 0, NULL));
+    if (data)
+        json_object_set_new(o, "data", data);
     json_array_append_new(sc->arr, o);
     if ((int64_t)json_array_size(sc->arr) < sc->limit)
         return ACCEL_OK;

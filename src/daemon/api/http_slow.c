@@ -189,7 +189,7 @@ static void final_reply(struct http_req *r, struct slow_op *op)
     pthread_mutex_lock(&d->lock);
     a = state_app_find(d, op->app);
     if (a && app_route)
-        v = view_app(d, a);
+        v = view_app(d, a, &r->user);
     else if (uninstall && (a == NULL || a->state == APP_RELEASING))
         v = json_pack("{s:s, s:s}", "name", op->app, "state",
                       a ? "releasing" : "uninstalled");
@@ -211,7 +211,7 @@ static void reply_in_progress(struct http_req *r, const char *app)
         pthread_mutex_lock(&d->lock);
         a = state_app_find(d, app);
         if (a && !view_hides(&r->user, a))
-            v = view_app(d, a);
+            v = view_app(d, a, &r->user);
         pthread_mutex_unlock(&d->lock);
     }
     if (v == NULL)

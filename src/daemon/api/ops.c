@@ -864,7 +864,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         launch_app(d, a, RUNNER_SEEN, lifecycle_commit_state);
     else if (n > 0 && state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
-    ops_res_ok(res, 200, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a, u));
     pthread_mutex_unlock(&d->lock);
     return;
 fail:
@@ -917,7 +917,7 @@ void ops_resume(struct accel_daemon *d, const struct auth_user *u,
         launch_app(d, a, seen, lifecycle_commit_state);
     else if (state_app_multi(d, a))
         cluster_act(d, a);
-    ops_res_ok(res, 200, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a, u));
 out:
     pthread_mutex_unlock(&d->lock);
 }
@@ -930,10 +930,12 @@ out:
  * restarted acceld carries the stop on) and the supervisor finishes the
  * stop and the release; one without is released at once. res gets 200
  * with the app in either case: its state says which (`stopping` or the
- * released state). The clients of SPEC 5 accept only code 0 or 200.
+ * released state), as u sees it. The clients of SPEC 5 accept only code
+ * 0 or 200.
  */
-static void stop_async(struct accel_daemon *d, struct app *a,
-                       const char *reason, struct op_result *res)
+static void stop_async(struct accel_daemon *d, const struct auth_user *u,
+                       struct app *a, const char *reason,
+                       struct op_result *res)
 {
     enum accel_err rc;
 
@@ -946,7 +948,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
         if (state_app_multi(d, a))
             cluster_act(d, a); /* stop this node's part, if any (a stop
                                   releases, never deletes: a stays) */
-        ops_res_ok(res, 200, view_app(d, a));
+        ops_res_ok(res, 200, view_app(d, a, u));
         return;
     }
     if (a->pid <= 0) {
@@ -954,7 +956,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
         if (rc != ACCEL_OK)
             ops_res_store_failed(res, rc);
         else
-            ops_res_ok(res, 200, view_app(d, a));
+            ops_res_ok(res, 200, view_app(d, a, u));
         return;
     }
     rc = commit_state(d, a, APP_STOPPING, reason);
@@ -963,7 +965,7 @@ static void stop_async(struct accel_daemon *d, struct app *a,
         return;
     }
     runtime_stop_begin(a, APP_STOPPED, reason, false);
-    ops_res_ok(res, 200, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a, u));
 }
 
 static void stop_common(struct accel_daemon *d, const struct auth_user *u,
@@ -975,9 +977,9 @@ static void stop_common(struct accel_daemon *d, const struct auth_user *u,
     pthread_mutex_lock(&d->lock);
     a = ops_find_app(d, u, name, res);
     if (a != NULL && launch_cancel(d, a, reason)) /* its pull ended */
-        ops_res_ok(res, 200, view_app(d, a));
+        ops_res_ok(res, 200, view_app(d, a, u));
     else if (a != NULL && !ops_busy(a, res))
-        stop_async(d, a, reason, res);
+        stop_async(d, u, a, reason, res);
     pthread_mutex_unlock(&d->lock);
 }
 

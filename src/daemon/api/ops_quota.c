@@ -226,7 +226,7 @@ void ops_quota_set(struct accel_daemon *d, const struct auth_user *u,
         refused(d, a, (size_t)k, memory, &v, res);
         goto out;
     case ADM_QUOTA_SAME:
-        ops_res_ok(res, 200, view_app(d, a));
+        ops_res_ok(res, 200, view_app(d, a, u));
         goto out;
     case ADM_QUOTA_RAISE:
         if (!ops_limits_gpu(d, a, rows, a->nrows, res))
@@ -261,7 +261,7 @@ void ops_quota_set(struct accel_daemon *d, const struct auth_user *u,
         over_app = xstrdup(a->name);
         over_dev = xstrdup(x->id);
     }
-    ops_res_ok(res, 200, view_app(d, a));
+    ops_res_ok(res, 200, view_app(d, a, u));
 out:
     pthread_mutex_unlock(&d->lock);
     /* SPEC 4.4: an app above its new quota has its reclaim action called

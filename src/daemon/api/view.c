@@ -679,10 +679,35 @@ static json_t *app_usage(struct accel_daemon *d, const struct app *a)
                      (json_int_t)over);
 }
 
+/* One side of what an app lent or got, as viewer u sees it: the other
+ * app (key) of another member's, or one gone, is "" with <key>Hidden
+ * (SPEC 3: "another user's app"); "quota" (a cut quota) is no app. */
+static json_t *lent_side_for(struct accel_daemon *d, json_t *side,
+                             const char *key, const struct auth_user *u)
+{
+    const char *peer = json_string_value(json_object_get(side, key));
+    const struct app *p;
+    char *hidden_key;
+
+    if (side == NULL || peer == NULL || u == NULL || u->admin ||
+        strcmp(peer, "quota") == 0)
+        return side != NULL ? json_incref(side) : json_null();
+    p = state_app_find(d, peer);
+    if (p != NULL && !view_hides(u, p))
+        return json_incref(side);
+    side = json_deep_copy(side);
+    json_object_set_new(side, key, json_string(""));
+    hidden_key = xasprintf("%sHidden", key);
+    json_object_set_new(side, hidden_key, json_true());
+    free(hidden_key);
+    return side;
+}
+
 /* Elastic memory (SPEC 4.4): how the app gives memory back, its
- * priority, and what it lent and got (node/enforce/reclaim.c). */
+ * priority, and what it lent and got (node/enforce/reclaim.c), as viewer
+ * u sees it (NULL: every name). */
 static json_t *app_elastic(struct accel_daemon *d, const struct app *a,
-                           enum accel_type t)
+                           enum accel_type t, const struct auth_user *u)
 {
     const struct manifest_reclaim *m = manifest_reclaim_of(&a->m, t);
     json_t *rec = reclaim_app_json(d, a->name);
@@ -690,19 +715,18 @@ static json_t *app_elastic(struct accel_daemon *d, const struct app *a,
                           m != NULL ? manifest_reclaim_json(m) : json_null(),
                           "priority", m != NULL ? m->priority : 0);
 
-    json_object_set_new(o, "lent", rec != NULL && json_object_get(rec, "lent")
-                                       ? json_incref(json_object_get(rec,
-                                                                     "lent"))
-                                       : json_null());
+    json_object_set_new(o, "lent",
+                        lent_side_for(d, json_object_get(rec, "lent"),
+                                      "lastTo", u));
     json_object_set_new(o, "reclaimed",
-                        rec != NULL && json_object_get(rec, "reclaimed")
-                            ? json_incref(json_object_get(rec, "reclaimed"))
-                            : json_null());
+                        lent_side_for(d, json_object_get(rec, "reclaimed"),
+                                      "lastFrom", u));
     json_decref(rec);
     return o;
 }
 
-json_t *view_app(struct accel_daemon *d, const struct app *a)
+json_t *view_app(struct accel_daemon *d, const struct app *a,
+                 const struct auth_user *u)
 {
     const struct adm_req *r = state_app_req(a);
     json_t *reqs = json_array(), *allocs = json_array();
@@ -727,7 +751,7 @@ json_t *view_app(struct accel_daemon *d, const struct app *a)
         json_object_set_new(o, "requirement", manifest_req_json(r));
     }
     if (r && accel_type_has_vram(r->type))
-        json_object_set_new(o, "elastic", app_elastic(d, a, r->type));
+        json_object_set_new(o, "elastic", app_elastic(d, a, r->type, u));
     if (a->pid > 0)
         json_object_set_new(o, "pid", json_integer(a->pid));
     if (a->exit_status >= 0)

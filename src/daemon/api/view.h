@@ -45,7 +45,11 @@ size_t view_stream_read(struct view_stream *s, char *buf, size_t max);
 void view_stream_free(struct view_stream *s);
 /* Mark a device's cached text stale; dev -1 = every device. */
 void view_touch(struct accel_daemon *d, int dev);
-json_t *view_app(struct accel_daemon *d, const struct app *a);
+/* App a's JSON (docs/api.md `App`) as viewer u sees it: in its elastic
+ * memory's lent and reclaimed, an app u may not see is "" (NULL: every
+ * name). d->lock held; new reference. */
+json_t *view_app(struct accel_daemon *d, const struct app *a,
+                 const struct auth_user *u);
 json_t *view_availability(struct accel_daemon *d, const struct adm_req *r,
                           const struct auth_user *u);
 json_t *view_validation(struct accel_daemon *d, const struct adm_verdict *v);

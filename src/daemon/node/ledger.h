@@ -41,7 +41,9 @@ struct ledger_usage {
     unsigned processes; /* live processes attached */
     uint64_t untracked; /* what the outside meter charges on top of used */
     uint64_t active_ms; /* minor 4: the app's last allocation on the device,
-                           CLOCK_MONOTONIC ms; 0 never (or an older shim) */
+                           CLOCK_MONOTONIC ms; 0 never (or an older shim);
+                           the app's to write: for display, never trusted
+                           (elastic memory's order is the device's) */
 };
 
 /* One device line of the shim config. */

@@ -30,6 +30,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
 #include "daemon/node/devices/nvml.h"
+#include "daemon/node/enforce/lentbook.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc/cgroup.h"
 #include "daemon/node/runtime/appsetup.h"
@@ -37,13 +38,13 @@
 #include "daemon/node/slice/broker.h"
 #include "daemon/node/slice/broker_ops.h"
 #include "daemon/rules/manifest.h"
+#include "daemon/store/store.h"
 
 #define ASK_LINE_MAX 400     /* "reclaim <app> <device> <bytes>\n" */
 #define ASK_READ_MS 2000     /* the asker sends its line at once */
 #define POLL_MS 5            /* how often the card's free memory is read */
 #define HTTP_BODY_MAX (1 << 20)
 #define MAX_GIVERS 64
-#define MAX_RECORDS 256
 #define MAX_SLEEPERS 16
 #define WAKE_CHECK_MS 250    /* how often a sleeping vLLM's room is looked at */
 #define ASKS_MAX 128         /* asks in flight, all askers together */
@@ -56,19 +57,17 @@
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
  * llama-server reload at their next request by themselves). */
-struct sleeper {
-    char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1];
-    uint64_t bytes;
-    bool waking;
+/* An app on a device: what the sleepers and the give-backs in flight are
+ * kept by (appdev_find, appdev_remove). */
+struct appdev {
+    char app[ACCEL_ID_MAX + 1];        /* app name */
+    char dev[ACCEL_ID_MAX + 1];        /* device id */
 };
 
-/* What one app lent (gave back for another) and got, over its life. */
-struct record {
-    char app[ACCEL_ID_MAX + 1];
-    uint64_t lent_bytes, lent_count, got_bytes, got_count;
-    int64_t lent_at, got_at;           /* wall ms of the last, 0 never */
-    uint64_t lent_last, got_last;      /* bytes of the last */
-    char lent_to[ACCEL_ID_MAX + 1], got_from[ACCEL_ID_MAX + 1];
+struct sleeper {
+    struct appdev at;                  /* first: appdev_find's key */
+    uint64_t bytes;                    /* what it gave */
+    bool waking;                       /* a wake_thread is under way */
 };
 
 struct reclaim {
@@ -83,8 +82,7 @@ struct reclaim {
     bool stopping;
     struct nvml *nv;                   /* the card's free memory */
     char *nvml_cause;                  /* why there is no NVML */
-    struct record rec[MAX_RECORDS];
-    size_t nrec;
+    struct lentbook book;              /* what each app lent and got */
     uint64_t asks, granted, refused, bytes_reclaimed, calls, wakes;
     double seconds_sum;
     struct sleeper sleepers[MAX_SLEEPERS];
@@ -97,8 +95,7 @@ struct reclaim {
     size_t nask_uid;
     /* the give-backs in flight (a quota cut's): one per app and device,
      * so that cut after cut while the action hangs costs one thread */
-    struct { char app[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1]; }
-        giving[GIVING_MAX];
+    struct appdev giving[GIVING_MAX];
     size_t ngiving;
 };
 
@@ -112,7 +109,9 @@ struct giver {
     char **ports;                      /* container: published, or NULL */
     bool container;
     uint64_t quota;                    /* its quota on the device */
-    uint64_t held, held_after, active_ms;
+    uint64_t held, held_after;
+    int64_t active_ms;                 /* mono ms the device last showed it
+                                        * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
 };
@@ -129,42 +128,18 @@ static void fmt_gib(uint64_t b, char *out, size_t cap)
     snprintf(out, cap, "%.1f GiB", (double)b / (double)(1ULL << 30));
 }
 
-static struct record *record_of(struct reclaim *r, const char *app)
+/* giver gave back bytes for asker: recorded, and the totals after it
+ * returned for the event that persists them (caller frees). */
+static json_t *note_lent(struct reclaim *r, const char *giver,
+                         const char *to, uint64_t bytes)
 {
-    for (size_t i = 0; i < r->nrec; i++)
-        if (strcmp(r->rec[i].app, app) == 0)
-            return &r->rec[i];
-    if (r->nrec == MAX_RECORDS)
-        return NULL;
-    memset(&r->rec[r->nrec], 0, sizeof(r->rec[0]));
-    util_strlcpy(r->rec[r->nrec].app, app, sizeof r->rec[0].app);
-    return &r->rec[r->nrec++];
-}
-
-static void note_lent(struct reclaim *r, const char *giver, const char *to,
-                      uint64_t bytes)
-{
-    struct record *g, *a;
+    json_t *totals = NULL;
 
     pthread_mutex_lock(&r->mu);
-    g = record_of(r, giver);
-    if (g != NULL) {
-        g->lent_bytes += bytes;
-        g->lent_count++;
-        g->lent_last = bytes;
-        g->lent_at = util_wall_ms();
-        util_strlcpy(g->lent_to, to, sizeof g->lent_to);
-    }
-    a = record_of(r, to);
-    if (a != NULL) {
-        a->got_bytes += bytes;
-        a->got_count++;
-        a->got_last = bytes;
-        a->got_at = util_wall_ms();
-        util_strlcpy(a->got_from, giver, sizeof a->got_from);
-    }
+    lentbook_note(&r->book, giver, to, bytes, util_wall_ms(), &totals);
     r->bytes_reclaimed += bytes;
     pthread_mutex_unlock(&r->mu);
+    return totals;
 }
 
 static bool is_stopping(struct reclaim *r)
@@ -176,22 +151,53 @@ static bool is_stopping(struct reclaim *r)
     return s;
 }
 
+/* The index of {app, dev} in the n entries of size bytes at base (each
+ * starting with its struct appdev), or n. */
+static size_t appdev_find(const void *base, size_t size, size_t n,
+                          const char *app, const char *dev)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct appdev *k =
+            (const struct appdev *)((const char *)base + i * size);
+        if (strcmp(k->app, app) == 0 && strcmp(k->dev, dev) == 0)
+            return i;
+    }
+    return n;
+}
+
+/* Remove {app, dev} from those entries (the last takes its place);
+ * *n is one less when it was there. */
+static void appdev_remove(void *base, size_t size, size_t *n, const char *app,
+                          const char *dev)
+{
+    size_t i = appdev_find(base, size, *n, app, dev);
+
+    if (i == *n)
+        return;
+    (*n)--;
+    if (i != *n)
+        memcpy((char *)base + i * size, (char *)base + *n * size, size);
+}
+
+static void appdev_set(struct appdev *k, const char *app, const char *dev)
+{
+    util_strlcpy(k->app, app, sizeof k->app);
+    util_strlcpy(k->dev, dev, sizeof k->dev);
+}
+
 static void note_sleeper(struct reclaim *r, const char *app, const char *dev,
                          uint64_t bytes)
 {
+    size_t i;
+
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nsleep; i++)
-        if (strcmp(r->sleepers[i].app, app) == 0 &&
-            strcmp(r->sleepers[i].dev, dev) == 0) {
-            r->sleepers[i].bytes += bytes;
-            pthread_mutex_unlock(&r->mu);
-            return;
-        }
-    if (r->nsleep < MAX_SLEEPERS) {
+    i = appdev_find(r->sleepers, sizeof r->sleepers[0], r->nsleep, app, dev);
+    if (i < r->nsleep) {
+        r->sleepers[i].bytes += bytes;
+    } else if (r->nsleep < MAX_SLEEPERS) {
         struct sleeper *z = &r->sleepers[r->nsleep++];
         memset(z, 0, sizeof(*z));
-        util_strlcpy(z->app, app, sizeof z->app);
-        util_strlcpy(z->dev, dev, sizeof z->dev);
+        appdev_set(&z->at, app, dev);
         z->bytes = bytes;
     }
     pthread_mutex_unlock(&r->mu);
@@ -201,12 +207,7 @@ static void forget_sleeper(struct reclaim *r, const char *app,
                            const char *dev)
 {
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nsleep; i++)
-        if (strcmp(r->sleepers[i].app, app) == 0 &&
-            strcmp(r->sleepers[i].dev, dev) == 0) {
-            r->sleepers[i] = r->sleepers[--r->nsleep];
-            break;
-        }
+    appdev_remove(r->sleepers, sizeof r->sleepers[0], &r->nsleep, app, dev);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -580,6 +581,19 @@ static int priority_of(const struct app *a, enum accel_type t)
  * holders gets a sentence of every app holding a quota there (for a
  * refusal's event). d->lock held.
  */
+/* When the device last showed app busy (the reconciler's pass: its SM
+ * use or its memory as the driver counts it; never the ledger's
+ * active_ms, which the app can write). An app no pass has seen on the
+ * device (just started, or nothing of it there as the driver counts it)
+ * is the busiest: asked last. */
+static int64_t busy_of(const struct dev_info *di, const char *app)
+{
+    for (size_t i = 0; i < di->nautil; i++)
+        if (strcmp(di->autil[i].app, app) == 0)
+            return di->autil[i].busy_ms;
+    return INT64_MAX;
+}
+
 static struct giver *gather(struct accel_daemon *d, int dev,
                             const char *asker, int prio, const char *only,
                             size_t *n)
@@ -605,6 +619,7 @@ static struct giver *gather(struct accel_daemon *d, int dev,
                 !runtime_ledger_of(d, b, k, v->ledger, sizeof v->ledger))
                 continue;
             util_strlcpy(v->name, b->name, sizeof v->name);
+            v->active_ms = busy_of(&d->dinfo[dev], b->name);
             v->quota = b->rows[k].memory;
             v->pid = b->pid;
             v->pid_start = b->pid_start;
@@ -639,18 +654,18 @@ static int by_idleness(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
-/* Who else holds what on dev, as a sentence (d->lock taken here). */
-static char *holders(struct accel_daemon *d, const char *uuid,
-                     const char *asker, json_t *list)
+/* Who else holds what on dev, into list: {app, owner, bytes, why}
+ * (d->lock taken here). */
+static void holders(struct accel_daemon *d, const char *uuid,
+                    const char *asker, json_t *list)
 {
-    char *s = xstrdup("");
     int dev;
 
     pthread_mutex_lock(&d->lock);
     dev = state_dev_find(d, uuid);
     for (size_t i = 0; dev >= 0 && i < d->napps; i++) {
         const struct app *b = d->apps[i];
-        char path[512], gib[32], *prev;
+        char path[512];
         struct ledger_usage u;
         const struct manifest_reclaim *m =
             manifest_reclaim_of(&b->m, d->snap.devs[dev].type);
@@ -660,21 +675,125 @@ static char *holders(struct accel_daemon *d, const char *uuid,
                 !runtime_ledger_of(d, b, k, path, sizeof path) ||
                 ledger_read(path, &u) != ACCEL_OK || u.used == 0)
                 continue;
-            fmt_gib(u.used, gib, sizeof gib);
-            prev = s;
-            s = xasprintf("%s%s%s holds %s (%s)", prev, prev[0] ? ", " : "",
-                          b->name, gib,
+            json_array_append_new(
+                list,
+                json_pack("{s:s, s:s, s:I, s:s}", "app", b->name, "owner",
+                          b->owner, "bytes", (json_int_t)u.used, "why",
                           m == NULL || m->kind == MANIFEST_RECLAIM_NONE
                               ? "no reclaim"
-                              : "priority too high, or gave too little");
-            free(prev);
-            json_array_append_new(list,
-                                  json_pack("{s:s, s:I}", "app", b->name,
-                                            "bytes", (json_int_t)u.used));
+                              : "priority too high, or gave too little"));
         }
     }
     pthread_mutex_unlock(&d->lock);
-    return s;
+}
+
+/* The name of app (of owner, NULL unknown) as the viewer sees it. */
+static const char *seen_name(const char *app, const char *owner,
+                             reclaim_hide_fn hide, void *ctx, bool *hidden)
+{
+    *hidden = hide != NULL && app != NULL && app[0] != '\0' &&
+              hide(ctx, app, owner);
+    return *hidden ? "another user's app" : app != NULL ? app : "";
+}
+
+/* memory.reclaim.failed's sentence; its holders hidden from the viewer
+ * are made anonymous in data. */
+static char *failed_message(json_t *data, const char *device,
+                            reclaim_hide_fn hide, void *ctx, bool *changed)
+{
+    json_t *list = json_object_get(data, "holders"), *h;
+    char want[32], got[32], gib[32], *who = xstrdup(""), *prev, *msg;
+    size_t i;
+    bool hidden;
+
+    fmt_gib((uint64_t)json_integer_value(json_object_get(data, "bytes")),
+            want, sizeof want);
+    fmt_gib((uint64_t)json_integer_value(json_object_get(data, "free")), got,
+            sizeof got);
+    json_array_foreach(list, i, h)
+    {
+        const char *name = seen_name(
+            json_string_value(json_object_get(h, "app")),
+            json_string_value(json_object_get(h, "owner")), hide, ctx,
+            &hidden);
+        const char *why = json_string_value(json_object_get(h, "why"));
+        fmt_gib((uint64_t)json_integer_value(json_object_get(h, "bytes")),
+                gib, sizeof gib);
+        prev = who;
+        who = xasprintf("%s%s%s holds %s (%s)", prev, prev[0] ? ", " : "",
+                        name, gib, why != NULL ? why : "not freed");
+        free(prev);
+        if (hidden) {
+            json_object_set_new(h, "app", json_string(""));
+            json_object_set_new(h, "owner", json_string(""));
+            json_object_set_new(h, "hidden", json_true());
+            *changed = true;
+        }
+    }
+    msg = xasprintf("%s's allocation of %s on %s failed as on a full card: "
+                    "only %s was free after %d ms; %s",
+                    json_string_value(json_object_get(data, "asker")), want,
+                    device != NULL ? device : "?", got,
+                    (int)json_integer_value(json_object_get(data, "waitMs")),
+                    who[0] ? who : "no other app holds memory there");
+    free(who);
+    return msg;
+}
+
+/* memory.reclaim's sentence; an asker hidden from the viewer is made
+ * anonymous in data (its totals, askerGot, taken out). */
+static char *given_message(json_t *data, const char *device,
+                           reclaim_hide_fn hide, void *ctx, bool *changed)
+{
+    uint64_t freed =
+        (uint64_t)json_integer_value(json_object_get(data, "bytes"));
+    long long ms = json_integer_value(json_object_get(data, "milliseconds"));
+    const char *giver = json_string_value(json_object_get(data, "giver"));
+    const char *asker = json_string_value(json_object_get(data, "asker"));
+    const char *stopped = json_is_true(json_object_get(data, "stopped"))
+                              ? " (stopped: its reclaim says orStop)"
+                              : "";
+    char gib[32], *msg;
+    bool hidden = false;
+
+    if (asker != NULL && strcmp(asker, "quota") != 0)
+        asker = seen_name(asker,
+                          json_string_value(
+                              json_object_get(data, "askerOwner")),
+                          hide, ctx, &hidden);
+    asker = asker != NULL ? asker : "";
+    giver = giver != NULL ? giver : "";
+    device = device != NULL ? device : "?";
+    fmt_gib(freed, gib, sizeof gib);
+    if (freed > 0)
+        msg = xasprintf("%s gave back %s on %s for %s in %lld ms%s", giver,
+                        gib, device, asker, ms, stopped);
+    else
+        msg = xasprintf("%s was asked to give back memory on %s for %s but "
+                        "freed nothing (%s) in %lld ms%s",
+                        giver, device, asker, gib, ms, stopped);
+    if (hidden) {
+        json_object_set_new(data, "asker", json_string(""));
+        json_object_set_new(data, "askerOwner", json_string(""));
+        json_object_set_new(data, "askerHidden", json_true());
+        json_object_del(data, "askerGot");
+        *changed = true;
+    }
+    return msg;
+}
+
+char *reclaim_event_message(const char *kind, json_t *data,
+                            const char *device, reclaim_hide_fn hide,
+                            void *ctx, bool *changed)
+{
+    *changed = false;
+    if (!json_is_object(data))
+        return NULL;
+    if (strcmp(kind, "memory.reclaim.failed") == 0)
+        return failed_message(data, device, hide, ctx, changed);
+    if (strcmp(kind, "memory.reclaim") == 0)
+        return given_message(data, device, hide, ctx, changed);
+    return NULL;
 }
 
 static void stop_app(struct accel_daemon *d, const char *name)
@@ -702,7 +821,10 @@ static void report_givers(struct reclaim *r, const char *asker,
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
         uint64_t freed;
-        char gib[32];
+        json_t *data, *totals = NULL;
+        const struct app *asker_app;
+        char *msg;
+        bool changed;
         if (!g[i].called)
             continue;
         g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
@@ -710,25 +832,28 @@ static void report_givers(struct reclaim *r, const char *asker,
         freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
                                             : 0;
         if (freed > 0)
-            note_lent(r, g[i].name, asker, freed);
+            totals = note_lent(r, g[i].name, asker, freed);
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
-        fmt_gib(freed, gib, sizeof gib);
+        data = json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
+                         "giver", g[i].name, "bytes", (json_int_t)freed,
+                         "milliseconds", (json_int_t)ms, "stopped",
+                         g[i].stopped);
+        if (totals != NULL) /* what persists the book (reclaim_start) */
+            json_object_update(data, totals);
+        json_decref(totals);
         pthread_mutex_lock(&d->lock);
+        asker_app = state_app_find(d, asker);
+        if (asker_app != NULL) /* who may see its name (api.c) */
+            json_object_set_new(data, "askerOwner",
+                                json_string(asker_app->owner));
+        msg = reclaim_event_message("memory.reclaim", data, uuid, NULL, NULL,
+                                    &changed);
         state_event(d, "memory.reclaim", g[i].name, d->cfg.node_name, uuid,
-                    json_pack("{s:s, s:s, s:I, s:I, s:b}", "asker", asker,
-                              "giver", g[i].name, "bytes", (json_int_t)freed,
-                              "milliseconds", (json_int_t)ms, "stopped",
-                              g[i].stopped),
-                    freed > 0 ? "%s gave back %s on %s for %s in %lld ms%s"
-                              : "%s was asked to give back memory on %s for "
-                                "%s but freed nothing (%s) in %lld ms%s",
-                    g[i].name, freed > 0 ? gib : uuid, freed > 0 ? uuid : asker,
-                    freed > 0 ? asker : gib, (long long)ms,
-                    g[i].stopped ? " (stopped: its reclaim says orStop)"
-                                 : "");
+                    data, "%s", msg);
         pthread_mutex_unlock(&d->lock);
+        free(msg);
     }
 }
 
@@ -790,10 +915,8 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         struct ledger_usage u;
         /* the ledger is the app's to write: what it says it holds
          * counts up to its quota, no more */
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK) {
+        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
             g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
-            g[i].active_ms = u.active_ms;
-        }
     }
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
@@ -886,22 +1009,20 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     free(why);
     report_givers(r, asker, uuid, g, called, t0);
     if (!ok) {
-        json_t *list = json_array();
-        char *who = holders(d, uuid, asker, list), got[32];
-        fmt_gib(fr, got, sizeof got);
+        json_t *list = json_array(), *data;
+        char *msg;
+        bool changed;
+        holders(d, uuid, asker, list);
+        data = json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker, "bytes",
+                         (json_int_t)bytes, "free", (json_int_t)fr, "waitMs",
+                         (int)wait_ms, "holders", list);
+        msg = reclaim_event_message("memory.reclaim.failed", data, uuid, NULL,
+                                    NULL, &changed);
         pthread_mutex_lock(&d->lock);
         state_event(d, "memory.reclaim.failed", asker, d->cfg.node_name,
-                    uuid,
-                    json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker,
-                              "bytes", (json_int_t)bytes, "free",
-                              (json_int_t)fr, "waitMs", (int)wait_ms,
-                              "holders", list),
-                    "%s's allocation of %s on %s failed as on a full card: "
-                    "only %s was free after %u ms; %s", asker, want, uuid,
-                    got, (unsigned)wait_ms,
-                    who[0] ? who : "no other app holds memory there");
+                    uuid, data, "%s", msg);
         pthread_mutex_unlock(&d->lock);
-        free(who);
+        free(msg);
     }
     pthread_mutex_lock(&r->mu);
     r->asks++;
@@ -1064,17 +1185,11 @@ static bool giving_take(struct reclaim *r, const char *app, const char *dev)
     bool ok;
 
     pthread_mutex_lock(&r->mu);
-    ok = r->ngiving < GIVING_MAX;
-    for (size_t i = 0; ok && i < r->ngiving; i++)
-        ok = strcmp(r->giving[i].app, app) != 0 ||
-             strcmp(r->giving[i].dev, dev) != 0;
-    if (ok) {
-        util_strlcpy(r->giving[r->ngiving].app, app,
-                     sizeof r->giving[0].app);
-        util_strlcpy(r->giving[r->ngiving].dev, dev,
-                     sizeof r->giving[0].dev);
-        r->ngiving++;
-    }
+    ok = r->ngiving < GIVING_MAX &&
+         appdev_find(r->giving, sizeof r->giving[0], r->ngiving, app, dev) ==
+             r->ngiving;
+    if (ok)
+        appdev_set(&r->giving[r->ngiving++], app, dev);
     pthread_mutex_unlock(&r->mu);
     return ok;
 }
@@ -1083,12 +1198,7 @@ static void giving_release(struct reclaim *r, const char *app,
                            const char *dev)
 {
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->ngiving; i++)
-        if (strcmp(r->giving[i].app, app) == 0 &&
-            strcmp(r->giving[i].dev, dev) == 0) {
-            r->giving[i] = r->giving[--r->ngiving];
-            break;
-        }
+    appdev_remove(r->giving, sizeof r->giving[0], &r->ngiving, app, dev);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -1194,20 +1304,21 @@ static void check_sleepers(struct reclaim *r)
     for (size_t i = 0; i < n; i++) {
         uint64_t fr = 0;
         struct job *j;
-        if (!card_free(r, due[i].dev, &fr) || fr < due[i].bytes)
+        size_t k;
+        if (!card_free(r, due[i].at.dev, &fr) || fr < due[i].bytes)
             continue;
         pthread_mutex_lock(&r->mu);
-        for (size_t k = 0; k < r->nsleep; k++)
-            if (strcmp(r->sleepers[k].app, due[i].app) == 0 &&
-                strcmp(r->sleepers[k].dev, due[i].dev) == 0)
-                r->sleepers[k].waking = true;
+        k = appdev_find(r->sleepers, sizeof r->sleepers[0], r->nsleep,
+                        due[i].at.app, due[i].at.dev);
+        if (k < r->nsleep)
+            r->sleepers[k].waking = true;
         pthread_mutex_unlock(&r->mu);
         j = xcalloc(1, sizeof(*j));
         j->r = r;
         j->fd = -1;
         j->bytes = due[i].bytes;
-        util_strlcpy(j->app, due[i].app, sizeof j->app);
-        util_strlcpy(j->dev, due[i].dev, sizeof j->dev);
+        util_strlcpy(j->app, due[i].at.app, sizeof j->app);
+        util_strlcpy(j->dev, due[i].at.dev, sizeof j->dev);
         if (!spawn(r, wake_thread, j))
             free(j);
     }
@@ -1329,6 +1440,48 @@ static int listen_at(const char *path)
     return fd;
 }
 
+/* One kept memory.reclaim event of this node into the book. */
+static enum accel_err replay_one(void *ctx, const struct store_event *e)
+{
+    struct reclaim *r = ctx;
+    json_t *data;
+    const char *giver, *asker;
+    json_int_t bytes;
+
+    if (e->node == NULL || e->data == NULL ||
+        strcmp(e->node, r->d->cfg.node_name) != 0)
+        return ACCEL_OK;
+    data = json_loads(e->data, 0, NULL);
+    giver = json_string_value(json_object_get(data, "giver"));
+    asker = json_string_value(json_object_get(data, "asker"));
+    bytes = json_integer_value(json_object_get(data, "bytes"));
+    if (giver != NULL && asker != NULL && bytes > 0)
+        lentbook_replay(&r->book, giver, asker, (uint64_t)bytes, e->ts_ms,
+                        data, util_wall_ms());
+    json_decref(data);
+    return ACCEL_OK;
+}
+
+/* What apps lent and got before this start: the kept memory.reclaim
+ * events of this node, oldest first (each carries both apps' totals). */
+static void replay_book(struct reclaim *r)
+{
+    /* what is older than the book keeps would be skipped anyway */
+    struct store_event_filter f = {
+        .kind = "memory.reclaim",
+        .since_ms = util_wall_ms() - LENTBOOK_MAX_AGE_MS};
+    enum accel_err err;
+
+    lentbook_init(&r->book);
+    pthread_mutex_lock(&r->d->lock);
+    err = store_events_query(r->d->store, &f, replay_one, r);
+    pthread_mutex_unlock(&r->d->lock);
+    if (err != ACCEL_OK)
+        log_warn("elastic memory: the apps' lent and got records were not "
+                 "read back (%s): they start again at 0",
+                 accel_strerror(err));
+}
+
 enum accel_err reclaim_start(struct accel_daemon *d)
 {
     struct reclaim *r = xcalloc(1, sizeof(*r));
@@ -1355,6 +1508,7 @@ enum accel_err reclaim_start(struct accel_daemon *d)
         return ACCEL_ESYS;
     }
     free(rundir);
+    replay_book(r);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (nvml_open(&r->nv, &r->nvml_cause) != ACCEL_OK)
         r->nv = NULL;
@@ -1445,36 +1599,31 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
     return true;
 }
 
+static json_t *side_json(const struct lent_side *s, const char *peer_key)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
+                     (json_int_t)s->bytes, "count", (json_int_t)s->count,
+                     "lastAt", (json_int_t)s->at, "lastBytes",
+                     (json_int_t)s->last, peer_key, s->peer);
+}
+
 json_t *reclaim_app_json(struct accel_daemon *d, const char *app)
 {
     struct reclaim *r = d->reclaim;
+    const struct lent_record *c;
     json_t *o = NULL;
 
     if (r == NULL)
         return NULL;
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nrec; i++) {
-        const struct record *c = &r->rec[i];
-        if (strcmp(c->app, app) != 0)
-            continue;
+    c = lentbook_find(&r->book, app);
+    if (c != NULL) {
         o = json_object();
-        if (c->lent_count > 0)
-            json_object_set_new(
-                o, "lent",
-                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
-                          (json_int_t)c->lent_bytes, "count",
-                          (json_int_t)c->lent_count, "lastAt",
-                          (json_int_t)c->lent_at, "lastBytes",
-                          (json_int_t)c->lent_last, "lastTo", c->lent_to));
-        if (c->got_count > 0)
-            json_object_set_new(
-                o, "reclaimed",
-                json_pack("{s:I, s:I, s:I, s:I, s:s}", "bytes",
-                          (json_int_t)c->got_bytes, "count",
-                          (json_int_t)c->got_count, "lastAt",
-                          (json_int_t)c->got_at, "lastBytes",
-                          (json_int_t)c->got_last, "lastFrom", c->got_from));
-        break;
+        if (c->lent.count > 0)
+            json_object_set_new(o, "lent", side_json(&c->lent, "lastTo"));
+        if (c->got.count > 0)
+            json_object_set_new(o, "reclaimed",
+                                side_json(&c->got, "lastFrom"));
     }
     pthread_mutex_unlock(&r->mu);
     return o;
@@ -1516,14 +1665,15 @@ char *reclaim_metrics(struct accel_daemon *d)
         r->seconds_sum, (unsigned long long)r->calls,
         (unsigned long long)r->bytes_reclaimed,
         (unsigned long long)r->wakes);
-    for (size_t i = 0; i < r->nrec; i++) {
+    lentbook_prune(&r->book, util_wall_ms());
+    for (size_t i = 0; i < r->book.n; i++) {
+        const struct lent_record *c = &r->book.rec[i];
         prev = s;
         s = xasprintf("%saccel_app_memory_lent_bytes_total{app=\"%s\"} %llu\n"
                       "accel_app_memory_reclaimed_bytes_total{app=\"%s\"} "
                       "%llu\n",
-                      prev, r->rec[i].app,
-                      (unsigned long long)r->rec[i].lent_bytes, r->rec[i].app,
-                      (unsigned long long)r->rec[i].got_bytes);
+                      prev, c->app, (unsigned long long)c->lent.bytes,
+                      c->app, (unsigned long long)c->got.bytes);
         free(prev);
     }
     pthread_mutex_unlock(&r->mu);

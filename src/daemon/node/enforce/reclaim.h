@@ -7,7 +7,8 @@
  * "reclaim <app> <device> <bytes>\n"; the peer must be a process of that
  * app bound to the device, broker_ops_admit). acceld picks the apps on the
  * card that have a reclaim action and a priority not above the asker's,
- * idle ones first (the ledgers' active_ms stamps), calls their actions
+ * idle ones first (when the device last showed each busy: the
+ * reconciler's busy_ms, never what an app writes), calls their actions
  * (HTTP to 127.0.0.1 at a port one of the app's own processes listens on,
  * or a signal to its processes), and answers "ok" once the card's free
  * memory as the driver counts it (NVML) covers the request, or "no" when
@@ -57,6 +58,25 @@ bool reclaim_give_back(struct accel_daemon *d, const char *app,
  * {"lent": {bytes, count, lastAt, lastBytes, lastTo}, "reclaimed": {...,
  * lastFrom}} or NULL when it never did either. */
 json_t *reclaim_app_json(struct accel_daemon *d, const char *app);
+
+/* Whether the viewer may not see app (of owner, NULL when the event did
+ * not record it) by name (SPEC 3: "another user's app"). */
+typedef bool (*reclaim_hide_fn)(void *ctx, const char *app,
+                                const char *owner);
+
+/*
+ * The sentence of an elastic memory event (kind "memory.reclaim" or
+ * "memory.reclaim.failed") from its data, as a viewer sees it: the apps
+ * hide() says the viewer may not see are "another user's app" in it, and
+ * are made anonymous in data itself (a holder's app and owner "" with
+ * "hidden": true; the asker "" with "askerHidden": true, its totals
+ * taken out), *changed then true. hide NULL: every name shown (what the
+ * store keeps). NULL for another kind or data not an object (the stored
+ * message stands). Caller frees. Pure: no lock, no I/O.
+ */
+char *reclaim_event_message(const char *kind, json_t *data,
+                            const char *device, reclaim_hide_fn hide,
+                            void *ctx, bool *changed);
 
 /* The /metrics block (caller frees). */
 char *reclaim_metrics(struct accel_daemon *d);

@@ -606,26 +606,61 @@ static void autil_clear(struct dev_info *di)
     di->nautil = 0;
 }
 
-/* The per-app SM utilization on a device from its processes' samples. */
+/* The entry of app in u[0..n), or NULL. */
+static const struct app_util *autil_find(const struct app_util *u, size_t n,
+                                         const char *app)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(u[i].app, app) == 0)
+            return &u[i];
+    return NULL;
+}
+
+/* When the device last showed app x busy (SPEC 4.4, docs/elastic.md):
+ * this pass (now_ms) when its processes used the SM or their memory as
+ * the driver counts it changed since the last pass (or it is new here
+ * with memory), else what the last pass said. */
+static int64_t busy_stamp(const struct app_util *x, const struct app_util *old,
+                          int64_t now_ms)
+{
+    if (x->sm > 0 || (old == NULL && x->used > 0) ||
+        (old != NULL && old->used != x->used))
+        return now_ms;
+    return old != NULL ? old->busy_ms : 0;
+}
+
+/* The per-app SM utilization and memory on a device from its processes'
+ * samples, and when each was last busy there. */
 static void apply_autil(struct dev_info *di, const struct seen_gpu *s)
 {
-    autil_clear(di);
+    struct app_util *u = NULL;
+    size_t n = 0;
+    int64_t now_ms = (int64_t)(util_now_ns() / 1000000u);
+
     for (size_t k = 0; s != NULL && k < s->nprocs; k++) {
         const struct seen_proc *q = &s->procs[k];
         size_t i = 0;
-        if (q->app == NULL || q->sm < 0)
+        if (q->app == NULL)
             continue;
-        while (i < di->nautil && strcmp(di->autil[i].app, q->app) != 0)
+        while (i < n && strcmp(u[i].app, q->app) != 0)
             i++;
-        if (i == di->nautil) {
-            di->autil = xrealloc(di->autil, (i + 1) * sizeof(*di->autil));
-            di->autil[i] = (struct app_util){xstrdup(q->app), 0};
-            di->nautil++;
+        if (i == n) {
+            u = xrealloc(u, (n + 1) * sizeof(*u));
+            u[n++] = (struct app_util){xstrdup(q->app), -1, 0, 0};
         }
-        di->autil[i].sm += q->sm;
-        if (di->autil[i].sm > 100)
-            di->autil[i].sm = 100;
+        if (q->sm >= 0) /* -1: no sample of any of its processes */
+            u[i].sm = (u[i].sm > 0 ? u[i].sm : 0) + q->sm;
+        if (u[i].sm > 100)
+            u[i].sm = 100;
+        u[i].used += q->used;
     }
+    for (size_t i = 0; i < n; i++)
+        u[i].busy_ms = busy_stamp(&u[i], autil_find(di->autil, di->nautil,
+                                                    u[i].app),
+                                  now_ms);
+    autil_clear(di);
+    di->autil = u;
+    di->nautil = n;
 }
 
 static void apply_processes(struct accel_daemon *d, struct pass *p)

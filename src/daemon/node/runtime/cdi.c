@@ -548,8 +548,13 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
         json_decref(m);
         return NULL;
     }
+    /* the folder, not the file: a rewrite reaches the container (made
+     * here when only the text was asked for: the mount needs it) */
+    *strrchr(cfg, '/') = '\0';
+    if (mkdir(cfg, 0755) != 0 && errno != EEXIST)
+        log_warn("cannot make %s: %s", cfg, strerror(errno));
     json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath", cfg,
-                                       "containerPath", CDI_CTR_CONFIG,
+                                       "containerPath", CDI_CTR_CONFIG_DIR,
                                        "readOnly", 1));
     json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
                                        d->shim_path, "containerPath",

@@ -24,14 +24,20 @@
 
 /* The paths inside a container. */
 #define CDI_CTR_SHIM    "/usr/lib/accel/libaccelshim.so" /* the shim (ro) */
-#define CDI_CTR_CONFIG  "/run/accel/shim.conf" /* its config, read-only */
+#define CDI_CTR_CONFIG  "/run/accel/conf/shim.conf" /* its config, read-only */
+#define CDI_CTR_CONFIG_DIR "/run/accel/conf" /* the config's folder */
 #define CDI_CTR_LEDGERS "/run/accel/ledgers"   /* the ledgers */
 #define CDI_CTR_BROKER  "/run/accel/broker"    /* broker sockets */
 #define CDI_CTR_RECLAIM "/run/accel/reclaim.sock" /* elastic memory's */
 #define CDI_CTR_KFD     "/dev/kfd" /* AMD's compute interface (KFD) */
 #define CDI_CTR_DRI     "/dev/dri" /* the render nodes */
-/* The container's copy of the shim config, in <data-dir>/run/apps/<app> */
-#define CDI_CTR_CONFIG_FILE "shim-container.conf"
+/* The container's copy of the shim config, in <data-dir>/run/apps/<app>:
+ * its folder (CDI_CTR_CONFIG_HOSTDIR) is what the container mounts, at
+ * CDI_CTR_CONFIG_DIR, so that a rewrite (a rename: a live quota,
+ * livequota.c) reaches the running container; a file's own bind mount
+ * would keep the inode it started with. */
+#define CDI_CTR_CONFIG_HOSTDIR "container"
+#define CDI_CTR_CONFIG_FILE CDI_CTR_CONFIG_HOSTDIR "/shim.conf"
 
 /* A device node a container gets. */
 struct cdi_node {

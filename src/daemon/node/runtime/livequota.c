@@ -13,10 +13,37 @@
 #include "daemon/node/ledger.h"
 #include "daemon/node/limits/vram.h"
 #include "daemon/node/runtime/appsetup.h"
+#include "daemon/node/runtime/cdi.h"
 #include "daemon/node/runtime/runtime.h"
 
-/* The shim config of a (if it has one: a running app's) with every row's
- * quota as it is now. */
+/* The container's copy of the config (cdi.c: the container's paths), if
+ * a has one: rewritten in its folder, which the container mounts, so the
+ * shim in the container reads the new quota at its ledger's next epoch. */
+static enum accel_err rewrite_container_copy(struct accel_daemon *d,
+                                             const struct app *a,
+                                             const struct appsetup_files *f)
+{
+    char *path = xasprintf("%s/run/apps/%s/" CDI_CTR_CONFIG_FILE,
+                           d->cfg.data_dir, a->name);
+    char *text = NULL, *cause = NULL;
+    enum accel_err rc = ACCEL_OK;
+    json_t *m;
+
+    if (access(path, F_OK) == 0) {
+        m = cdi_shim_mounts(d, a->name, f->devs, f->n, &text, &cause);
+        rc = m != NULL ? ledger_write_text(path, text) : ACCEL_EIO;
+        if (m == NULL)
+            log_warn("app %s: %s", a->name, cause);
+        json_decref(m);
+    }
+    free(cause);
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* The shim config of a (if it has one: a running app's) and a container's
+ * copy of it, with every row's quota as it is now. */
 static enum accel_err rewrite_config(struct accel_daemon *d,
                                      const struct app *a)
 {
@@ -31,6 +58,8 @@ static enum accel_err rewrite_config(struct accel_daemon *d,
         rc = ledger_config_text(a->name, f->devs, f->n, &text);
     if (rc == ACCEL_OK)
         rc = ledger_write_text(cfg, text);
+    if (rc == ACCEL_OK)
+        rc = rewrite_container_copy(d, a, f);
 out:
     free(text);
     free(cfg);

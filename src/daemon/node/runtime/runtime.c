@@ -214,6 +214,8 @@ void runtime_release_files(struct accel_daemon *d, const struct app *a)
     cfg = xasprintf("%s/run/apps/%s/" CDI_CTR_CONFIG_FILE, d->cfg.data_dir,
                     a->name);
     unlink(cfg); /* a container's copy (runner_container.c) */
+    *strrchr(cfg, '/') = '\0';
+    rmdir(cfg); /* and its folder */
     pthread_mutex_unlock(&d->files_lock);
     free(cfg);
     free(rundir);
