@@ -8,7 +8,9 @@ inventories, two cards each, lease TTL 3 s), for each N given:
    summed over the members) and the CPU of the busiest member, per
    second over IDLE seconds;
 2. binds through one API server (n1): sequential installs with an
-   explicit binding to n1's card, then uninstalls, for BINDS seconds;
+   explicit binding to n1's card, then uninstalls, for BINDS seconds,
+   and the CPU each bind (install and uninstall) cost the etcd members,
+   n1 and the other agents, each group summed;
 3. a killed node: SIGKILL the last agent, then poll every other agent's
    /api/compute-resources until all show it reachable:false (TTL + 2 s).
 
@@ -56,8 +58,24 @@ def idle(c, seconds):
     return (e1 - e0) / (t1 - t0), busiest / (t1 - t0) * 60
 
 
-def binds(c, seconds):
+def cpus(pids):
+    out = []
+    for p in pids:
+        try:
+            out.append(cpu_s(p))
+        except OSError:
+            out.append(0.0)
+    return out
+
+
+def binds(c, nodes, seconds):
+    """Sequential binds through n1: their rate, and the CPU each bind cost
+    the etcd members (together), n1 and the other agents (together), in
+    ms: what grows with N is what a change costs the views."""
     a = c.agent("n1")
+    groups = [[m.proc.pid for m in c.etcd.members], [a.proc.pid],
+              [c.agent(x).proc.pid for x in nodes[1:]]]
+    before = [cpus(g) for g in groups]
     n, i, t0 = 0, 0, time.monotonic()
     while time.monotonic() - t0 < seconds:
         name = "b%d" % i
@@ -69,7 +87,10 @@ def binds(c, seconds):
         if st == 200 and b.get("code") == 200:
             n += 1
         a.http("DELETE", "/api/apps/" + name)
-    return n / (time.monotonic() - t0)
+    after = [cpus(g) for g in groups]
+    cost = [sum(y - x for x, y in zip(b, e)) * 1000 / max(n, 1)
+            for b, e in zip(before, after)]
+    return n / (time.monotonic() - t0), cost
 
 
 def kill(c, nodes):
@@ -98,7 +119,7 @@ def one(n, idle_s, binds_s):
         started = time.monotonic() - t0
         time.sleep(2)  # the last agents' first rounds
         ev, cpu = idle(c, idle_s)
-        rate = binds(c, binds_s)
+        rate, cost = binds(c, nodes, binds_s)
         dead = kill(c, nodes)
     finally:
         c.close()
@@ -106,6 +127,11 @@ def one(n, idle_s, binds_s):
                       "idle_events_per_s": round(ev, 1),
                       "busiest_etcd_cpu_s_per_min": round(cpu, 2),
                       "binds_per_s": round(rate, 1),
+                      "cpu_ms_per_bind": {
+                          "etcd": round(cost[0], 2), "n1": round(cost[1], 2),
+                          "other_agents": round(cost[2], 2),
+                          "per_other_agent": round(cost[2] / max(n - 1, 1),
+                                                   3)},
                       "killed_unreachable_everywhere_s": round(dead, 2)}))
     sys.stdout.flush()
     return {"n": n, "ev": ev, "cpu": cpu, "binds": rate, "dead": dead}

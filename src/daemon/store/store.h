@@ -350,6 +350,9 @@ enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms);
 /* The revision this process's view has applied (cluster stores; 0 for
  * SQLite). */
 int64_t store_view_rev(struct store *s);
+/* How many values the watch has parsed since the store was opened (what
+ * a change costs this process: issue 51). 0 for SQLite. */
+uint64_t store_watch_parsed(struct store *s);
 /* Bring the view up to the cluster store's current revision: one read of
  * etcd for its revision, then a wait (at most ms) for the watch to apply
  * it. *moved says whether that revision is past since (a decision taken on
@@ -390,7 +393,18 @@ enum accel_err store_part_delete(struct store *s, const char *app,
  * (this process's own too), since the view shows an event only once the
  * watch has delivered it. revision() ends each revision (and comes alone
  * for progress). Any callback may be NULL.
+ *
+ * The values are decoded before the lock is taken to apply them (issue
+ * 51): the lock is taken once to pick the changes that are news (not
+ * this process's own writes, which are never decoded), let go while their
+ * JSON is parsed and their rows decoded, and taken again to hand them
+ * over. app_created comes in between, without the lock, for an app row
+ * whose key this revision created (an app the follower has not seen):
+ * the follower's own decoding of it (the manifest) is done there, and the
+ * same row comes to app() under the lock after. nodeinfo() is handed the
+ * value parsed off the lock too (parsed: NULL when deleted or not JSON).
  */
+struct json_t;
 struct store_follower {
     void *ctx;
     void (*lock)(void *ctx);
@@ -398,6 +412,8 @@ struct store_follower {
     pthread_mutex_t *mutex; /* what lock() takes, or NULL: the watch waits
                              * on it for queued commits that touch what it
                              * is about to apply (store_commit_queued) */
+    void (*app_created)(void *ctx, const char *name,
+                        const struct store_app *row); /* without the lock */
     void (*app)(void *ctx, const char *name, const struct store_app *row);
     void (*alloc)(void *ctx, const char *app, const char *device,
                   const struct store_alloc *row);
@@ -408,7 +424,8 @@ struct store_follower {
                      const struct store_identity *row);
     void (*limits)(void *ctx, const char *name, const struct store_limits *row);
     void (*event)(void *ctx, const struct store_event *e);
-    void (*nodeinfo)(void *ctx, const char *node, const char *json);
+    void (*nodeinfo)(void *ctx, const char *node, const char *json,
+                     const struct json_t *parsed);
     void (*agent)(void *ctx, const char *node, const char *json);
     void (*part)(void *ctx, const char *app, const char *node, bool running,
                  int64_t pid, uint64_t pid_start);
