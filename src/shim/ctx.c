@@ -9,10 +9,18 @@
  * back when the driver says it is gone (cuDevicePrimaryCtxGetState after a
  * release or a reset).
  *
- * The reading is of the whole card: another process allocating at the same
- * moment makes it larger or smaller. acceld's outside meter corrects what
- * the shim cannot see (the ledger's untracked count); a context that cannot
- * be measured at all (no NVML, no current context) is not charged, and the
+ * The card's reading is of the whole card: another process allocating at
+ * the same moment makes it larger (two apps starting at once: one app's
+ * context was measured at the other's 14 GiB, issue 49's ts_turns oversub).
+ * So NVML's figure of this process itself (its per-process list, which
+ * another process's allocation does not move) decides when it has one:
+ * what this process's figure grew by while the driver made the context.
+ * The card's drop is the fallback, for a driver that lists no per-process
+ * figure, and a process in a pid namespace of its own (NVML names host
+ * pids: it is not found, or another process is, whose figure does not grow
+ * by a context meanwhile). acceld's outside meter corrects what the shim
+ * cannot see (the ledger's untracked count); a context that cannot be
+ * measured at all (no NVML, no current context) is not charged, and the
  * shim says so once in ACCEL_LOG.
  */
 #include "shim/shim.h"
@@ -91,6 +99,46 @@ static int64_t dev_free(int ordinal)
     return -1;
 }
 
+/* Entries of NVML's process list read at once (a card with more
+ * processes: the card's reading decides). */
+#define CTX_PROCS 128
+
+/* What this process holds on the device as the driver counts it (NVML's
+ * per-process figure): 0 when the list names it not (it holds nothing
+ * yet), -1 when the list cannot be read or gives no figure. */
+static int64_t own_used(int ordinal)
+{
+    nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *, void *) =
+        SHIM_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v3);
+    unsigned char buf[CTX_PROCS * 24];
+    size_t stride = 24; /* nvmlProcessInfo_t; _v1_t: 16. The pid and
+                         * usedGpuMemory lead every version. */
+    nvmlDevice_t d;
+    unsigned n;
+
+    if (fn == NULL)
+        fn = SHIM_NVML_REAL(nvmlDeviceGetComputeRunningProcesses_v2);
+    if (fn == NULL) {
+        fn = SHIM_NVML_REAL(nvmlDeviceGetComputeRunningProcesses);
+        stride = 16;
+    }
+    n = (unsigned)(sizeof buf / stride);
+    if (fn == NULL || !nvml_ready() || (d = devmap_nvml(ordinal)) == NULL ||
+        fn(d, &n, buf) != NVML_SUCCESS)
+        return -1;
+    for (unsigned i = 0; i < n && i < sizeof buf / stride; i++) {
+        unsigned pid;
+        unsigned long long used;
+        memcpy(&pid, buf + i * stride, sizeof pid);
+        memcpy(&used, buf + i * stride + 8, sizeof used);
+        if ((pid_t)pid != shim_state.pid)
+            continue;
+        /* NVML_VALUE_NOT_AVAILABLE: no figure */
+        return used == ~0ULL || used > INT64_MAX ? -1 : (int64_t)used;
+    }
+    return 0;
+}
+
 /* ctx_before's answer when the app already knows what a context of the
  * device takes (the ledger's ctx_cost): nothing to measure. */
 #define CTX_KNOWN (-2)
@@ -115,33 +163,41 @@ static int known_cost(int ordinal, uint64_t *bytes)
 /* A context is measured once per device and app: the first process that
  * makes one loads NVML for it; the others charge what it found, with no
  * NVML and no driver query (start-up: docs/benchmarks.md, Shim). */
-int64_t ctx_before(int ordinal)
+struct ctx_mark ctx_before(int ordinal)
 {
+    struct ctx_mark m = { CTX_KNOWN, -1 };
     uint64_t k;
 
     if (known_cost(ordinal, &k))
-        return CTX_KNOWN;
-    return dev_free(ordinal);
+        return m;
+    m.own = own_used(ordinal);
+    m.card = dev_free(ordinal);
+    return m;
 }
 
-uint64_t ctx_cost(int ordinal, int64_t before)
+uint64_t ctx_cost(int ordinal, struct ctx_mark before)
 {
-    int64_t after;
+    int64_t after, own;
     uint64_t cost;
     struct shim_dev *d;
 
-    if (before == CTX_KNOWN) {
+    if (before.card == CTX_KNOWN) {
         known_cost(ordinal, &cost);
         return cost;
     }
-    after = before < 0 ? -1 : dev_free(ordinal);
-    if (after < 0) {
+    after = before.card < 0 ? -1 : dev_free(ordinal);
+    own = before.own < 0 ? -1 : own_used(ordinal);
+    if (own > before.own) {
+        /* a context takes memory: this process's own figure grew by it */
+        cost = (uint64_t)(own - before.own);
+    } else if (after >= 0) {
+        cost = before.card > after ? (uint64_t)(before.card - after) : 0;
+    } else {
         if (atomic_exchange(&unmeasured_said, 1) == 0)
             shim_log("dev %d: a context's size could not be measured (no "
                      "NVML, no current context): not charged", ordinal);
         return 0;
     }
-    cost = before > after ? (uint64_t)(before - after) : 0;
     if (ordinal >= 0 && ordinal < SHIM_MAX_DEV)
         atomic_store(&last_cost[ordinal], cost);
     d = quota_dev(ordinal);
@@ -179,7 +235,7 @@ CUresult ctx_primary_retain(CUresult (*fn)(CUcontext *, CUdevice),
                             CUcontext *pctx, CUdevice dev, int on)
 {
     struct shim_charge c;
-    int64_t before;
+    struct ctx_mark before;
     CUresult rc;
 
     if (!on || dev < 0 || dev >= SHIM_MAX_DEV || quota_dev(dev) == NULL)

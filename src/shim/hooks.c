@@ -571,7 +571,7 @@ static CUresult destroy_green(void *h)
 /* h: the new context's handle (NULL when rc failed); destroy undoes it. */
 static CUresult ctx_settle(struct shim_charge *c, CUresult rc, void *h,
                            CUresult (*destroy)(void *), CUdevice dev,
-                           int64_t before)
+                           struct ctx_mark before)
 {
     uint64_t cost;
 
@@ -593,7 +593,9 @@ static CUresult ctx_settle(struct shim_charge *c, CUresult rc, void *h,
         struct shim_charge c_;                                                 \
         REAL_OR_NOT_FOUND(fn, name);                                           \
         int on_ = quota_on() && quota_dev(dev) != NULL;                        \
-        int64_t before_ = on_ ? ctx_before(dev) : -1;                          \
+        struct ctx_mark before_ = {-1, -1};                                    \
+        if (on_)                                                               \
+            before_ = ctx_before(dev);                                         \
         if (on_ && quota_begin(&c_, dev, ctx_estimate(dev)) != 0)              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                   \
         CUresult rc = fn call;                                                 \
@@ -630,7 +632,9 @@ CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc,
     struct shim_charge c;
     REAL_OR_NOT_FOUND(fn, cuGreenCtxCreate);
     int on = quota_on() && quota_dev(dev) != NULL;
-    int64_t before = on ? ctx_before(dev) : -1;
+    struct ctx_mark before = {-1, -1};
+    if (on)
+        before = ctx_before(dev);
     if (on && quota_begin(&c, dev, ctx_estimate(dev)) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fn(phCtx, desc, dev, flags);

@@ -369,8 +369,15 @@ SHIM_HIDDEN void pool_fork_parent(void);
 SHIM_HIDDEN void pool_fork_child(void);
 
 /* ctx.c: contexts charged at their measured size. */
-SHIM_HIDDEN int64_t ctx_before(int ordinal); /* free memory, -1 unknown */
-SHIM_HIDDEN uint64_t ctx_cost(int ordinal, int64_t before);
+/* What ctx_before read before a context is made: the card's free memory
+ * and this process's own figure (NVML's process list; 0 not listed), each
+ * -1 when unknown; card CTX_KNOWN (-2) when the app knows the cost. */
+struct ctx_mark {
+    int64_t card;
+    int64_t own;
+};
+SHIM_HIDDEN struct ctx_mark ctx_before(int ordinal);
+SHIM_HIDDEN uint64_t ctx_cost(int ordinal, struct ctx_mark before);
 /* What the last context measured on ordinal took (0 none yet): reserved
  * before the next one is made, so that one over the quota is refused
  * before the driver makes it. */

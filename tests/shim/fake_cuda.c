@@ -442,6 +442,28 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
     NEED_CTX();
     return give((uintptr_t)a);
 }
+/* FAKE_CUDA_CTX_SYNC=<w>,<r> (two descriptors): while a context is
+ * made, once the card holds it, write a byte to w and wait for one on r,
+ * so that a test can have another process allocate at exactly that moment
+ * (what two apps starting at once do now and then). */
+static void ctx_sync(void)
+{
+    const char *e = getenv("FAKE_CUDA_CTX_SYNC");
+    char *end, b = 'c';
+    long w, r;
+
+    if (e == NULL)
+        return;
+    w = strtol(e, &end, 10);
+    if (*end != ',')
+        return;
+    r = strtol(end + 1, NULL, 10);
+    if (write((int)w, &b, 1) != 1)
+        return;
+    while (read((int)r, &b, 1) < 0 && errno == EINTR)
+        ;
+}
+
 /* A context costs fake_ctx_bytes() of the card (FAKE_CUDA_CTX_BYTES). */
 static CUresult ctx_new(CUcontext *c, CUdevice d)
 {
@@ -454,6 +476,7 @@ static CUresult ctx_new(CUcontext *c, CUdevice d)
     fake_charge_ctx = 0;
     if (k == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_sync();
     *c = (CUcontext)(uintptr_t)k;
     ctx_dev_set(*c, d);
     return 0;

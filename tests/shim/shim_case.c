@@ -650,6 +650,75 @@ static void case_nvml_procs(void)
 }
 
 /* The neighbour: another app without a quota (its own environment). */
+/*
+ * Two apps starting at once: a neighbour (another app, no quota) takes
+ * 1.5 GiB of the 2 GiB card while the app's primary context is being
+ * made (the stand-in waits there: FAKE_CUDA_CTX_SYNC). The context is
+ * charged what it took (256 MiB), not all the card's free memory that
+ * went meanwhile: before, it was measured at 1.75 GiB, past the 1 GiB
+ * quota, and refused (and under a larger quota charged 1.5 GiB of
+ * phantom: ts_turns oversub's refusal, issue 49).
+ */
+static void case_ctx_neighbour(void)
+{
+    char *cue[] = { "shim_case", "alloc_on_cue", NULL };
+    int go[2], done[2], st;
+    char env[48];
+    CUcontext pc = NULL;
+    CUresult rc;
+    pid_t pid;
+
+    CHECK(pipe(go) == 0 && pipe(done) == 0, "pipes");
+    pid = fork();
+    if (pid == 0) {
+        dup2(go[0], 0);
+        dup2(done[1], 1);
+        execv("/proc/self/exe", cue);
+        _exit(127);
+    }
+    close(go[0]);
+    close(done[1]);
+    snprintf(env, sizeof env, "%d,%d", go[1], done[0]);
+    setenv("FAKE_CUDA_CTX_SYNC", env, 1);
+    rc = cuDevicePrimaryCtxRetain(&pc, 0);
+    CHECK(rc == CUDA_SUCCESS, "the primary context was refused (measured with the neighbour's "
+          "allocation)");
+    unsetenv("FAKE_CUDA_CTX_SYNC");
+    CHECK(card_used() == 256 * MiB + 1536 * MiB,
+          "the neighbour did not allocate meanwhile: the card holds %llu",
+          (unsigned long long)card_used());
+    CHECK(ledger_used() == 256 * MiB, "the context charged %llu, not its "
+          "256 MiB", (unsigned long long)ledger_used());
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(go[1]);
+    close(done[0]);
+    if (rc == CUDA_SUCCESS)
+        CHECK(cuDevicePrimaryCtxRelease_v2(0) == 0 && ledger_used() == 0,
+              "release: %llu", (unsigned long long)ledger_used());
+}
+
+/* ctx_neighbour's neighbour: unlimited, another app; takes 1.5 GiB when
+ * a byte arrives on stdin, says so on stdout, then waits to be killed. */
+static void case_alloc_on_cue(char **argv)
+{
+    CUdeviceptr d;
+    char b;
+
+    if (getenv("ACCEL_MEMORY_LIMIT") != NULL) {
+        unsetenv("ACCEL_MEMORY_LIMIT");
+        setenv("ACCEL_APP", "neighbour", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    if (read(0, &b, 1) != 1)
+        _exit(3);
+    CHECK(cuMemAlloc_v2(&d, 1536 * MiB) == 0, "neighbour's 1.5 GiB");
+    if (write(1, "d", 1) != 1)
+        _exit(3);
+    pause();
+}
+
 static void case_hold_unlimited(char **argv)
 {
     CUdeviceptr d;
@@ -1435,6 +1504,10 @@ int main(int argc, char **argv)
         case_nvml_procs();
     else if (strcmp(c, "hold_unlimited") == 0)
         case_hold_unlimited(argv);
+    else if (strcmp(c, "ctx_neighbour") == 0)
+        case_ctx_neighbour();
+    else if (strcmp(c, "alloc_on_cue") == 0)
+        case_alloc_on_cue(argv);
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
