@@ -698,8 +698,10 @@ static void case_ctx_neighbour(void)
               "release: %llu", (unsigned long long)ledger_used());
 }
 
-/* ctx_neighbour's neighbour: unlimited, another app; takes 1.5 GiB when
- * a byte arrives on stdin, says so on stdout, then waits to be killed. */
+/* ctx_neighbour's neighbour: unlimited, another app, its context (of no
+ * bytes, so that the card's figures are the test's alone) made first as a
+ * real program's is; takes 1.5 GiB when a byte arrives on stdin, says so
+ * on stdout, then waits to be killed. */
 static void case_alloc_on_cue(char **argv)
 {
     CUdeviceptr d;
@@ -708,9 +710,11 @@ static void case_alloc_on_cue(char **argv)
     if (getenv("ACCEL_MEMORY_LIMIT") != NULL) {
         unsetenv("ACCEL_MEMORY_LIMIT");
         setenv("ACCEL_APP", "neighbour", 1);
+        setenv("FAKE_CUDA_CTX_BYTES", "0", 1);
         execv("/proc/self/exe", argv);
         _exit(127);
     }
+    runtime_ctx();
     if (read(0, &b, 1) != 1)
         _exit(3);
     CHECK(cuMemAlloc_v2(&d, 1536 * MiB) == 0, "neighbour's 1.5 GiB");
@@ -1418,6 +1422,7 @@ static int own_ctx(const char *c, const char *arg)
     static const char *const own[] = {
         "ctx_limit", "green_ctx", "ctx_reset", "legacy_abi", "ctx_known",
         "ctx_known_child", "ctx_measured", "ctx_fill", "ctx_driver",
+        "ctx_neighbour", "alloc_on_cue", /* theirs after the exec */
         /* theirs once their setting is made: the config and the ledger's
          * flock come before the first CUDA call after cuInit */
         "config", "live_quota", "fork_attach", "hold_unlimited",
