@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -603,6 +604,55 @@ class ContainerRunTest(ContainerCase):
         self.assertGreaterEqual(time.time() - t0, 1.0)
         self.assertEqual(self.ctr_procs("deaf"), [])
         self.assert_nothing_left("deaf")
+
+    def leader_of(self, name):
+        """The pid of the podman run acceld leads app name's container
+        with."""
+        want = b"\0run\0--name=accel-%s-%s\0" % (self.inst.encode(),
+                                                   name.encode())
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if cmd.startswith(b"podman\0") and want in cmd:
+                return int(p)
+        return None
+
+    def test_stop_releases_once_the_container_is_gone(self):
+        """A stop's release follows the container's processes, not the
+        end of the podman run acceld leads it with (issue 47 item 8):
+        that podman, held still with SIGSTOP, is still there when the
+        app is stopped, and once let go it is reaped and its container
+        removed. Before, the app stayed stopping while podman ran (up to
+        its stop timeout, a minute here, then releasing)."""
+        self.install(ctr_manifest("lv", ["/bin/sleep", "1000"],
+                                  stopTimeoutSeconds=60))
+        self.wait_for(lambda: len(self.ctr_procs("lv")) == 2, "running")
+        leader = self.leader_of("lv")
+        self.assertIsNotNone(leader)
+        os.kill(leader, signal.SIGSTOP)
+        self.addCleanup(lambda: os.path.exists("/proc/%d" % leader) and
+                        os.kill(leader, signal.SIGCONT))
+        st, b = self.d.http("POST", "/api/apps/lv/suspend")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: self.state("lv") == "stopped", "stopped", 20)
+        with open("/proc/%d/stat" % leader) as f:
+            self.assertEqual(f.read().rsplit(")", 1)[1].split()[0], "T")
+        self.assertEqual(self.ctr_procs("lv"), [])
+        os.kill(leader, signal.SIGCONT)
+        # reaped by acceld (no zombie left), its container removed
+        self.wait_for(lambda: not os.path.exists("/proc/%d" % leader),
+                      "podman run reaped")
+        self.wait_for(lambda: self.containers() == [], "container removed")
+        self.assert_nothing_left("lv")
+        # the app starts again at once, on a fresh container
+        st, b = self.d.http("POST", "/api/apps/lv/resume")
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: len(self.ctr_procs("lv")) == 2, "running")
 
     def test_mode_switch_stops_the_container(self):
         self.install(ctr_manifest("sw", ["/bin/sleep", "1000"]))
