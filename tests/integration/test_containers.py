@@ -1291,6 +1291,22 @@ class ContainerRunTest(ContainerCase):
         progress = [e["data"]["progress"] for e in self.pull_events("pulled")
                     if e["data"]["state"] == "pulling"]
         self.assertIn("Writing manifest to image destination", progress)
+        # podman pulled on a terminal (issue 47 item 6): its layers by
+        # their short IDs with its bars, not the pipe's "sha256:" lines;
+        # the layers and their bytes as podman said them, all copied when
+        # the pull is done
+        blobs = [p for p in progress if p.startswith("Copying blob ")]
+        self.assertTrue(blobs, progress)
+        for p in blobs:
+            self.assertRegex(p, r"^Copying blob [0-9a-f]{12} ")
+        done = [e["data"] for e in self.pull_events("pulled")
+                if e["data"]["state"] == "done"][-1]
+        self.assertEqual(done["layers"], {"done": 1, "total": 1}, done)
+        self.assertEqual(done["bytes"]["done"], done["bytes"]["total"], done)
+        for e in self.pull_events("pulled"):
+            f = e["data"].get("bytes")
+            if f is not None:
+                self.assertLessEqual(f["done"], f["total"], e)
         r = self.d.ctl("app", "show", "pulled")
         self.assertIn("Pull:        done: " + want, r.stdout)
 
@@ -1365,6 +1381,8 @@ class ContainerRunTest(ContainerCase):
         off a terminal it answers at once (resuming)."""
         want, ref = self.own_archive("tty")
         p = self.ctl_install("tty", ref, cols=300)
+        # the layers as podman counts them (issue 47 item 6)
+        p.expect(r"\] [01]/1 layers", timeout=120)
         p.expect(r"\[={20}\] done", timeout=120)
         p.expect(r"App tty is running on ctr/%s" % GPU)
         self.assertEqual(p.finish(), 0, p.out)
