@@ -602,6 +602,20 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
     return n;
 }
 
+/* Has w's leader ended (reaped now into w when it is our child)? Not
+ * before a child of ours can be reaped: podman is a Go program, whose
+ * group leader shows as a zombie while its other threads still exit. */
+static bool leader_over(struct watch *w)
+{
+    enum accel_err rc = w->pid > 1 ? proc_reap(w->pid, &w->status)
+                                   : ACCEL_ENOTFOUND;
+
+    if (rc == ACCEL_OK)
+        w->reaped = true;
+    return rc == ACCEL_OK ||
+           (rc == ACCEL_ENOTFOUND && !proc_alive(w->pid, w->start));
+}
+
 /* Is every process of the app gone? */
 static bool app_gone(struct accel_daemon *d, struct watch *w)
 {
@@ -610,7 +624,7 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
 
     w->pop = pop;
     if (w->r->leader_counts) { /* podman's run lives as long as it */
-        if (pop <= 0 && (w->reaped || !proc_alive(w->pid, w->start)))
+        if (pop <= 0 && (w->reaped || leader_over(w)))
             return true;
         /* but a stop that found the container's processes is over once
          * they are gone: the release does not wait for podman run's own
@@ -672,8 +686,15 @@ static void probe(struct accel_daemon *d, struct watch *w)
     w->gone = app_gone(d, w);
     if (!w->gone && w->logs)
         watch_log(d, w);
-    if (w->gone && !w->reaped)
-        w->reaped = reap(w->pid, &w->status);
+    if (w->gone && !w->reaped && w->pid > 1) {
+        enum accel_err rc = proc_reap(w->pid, &w->status);
+        w->reaped = rc == ACCEL_OK;
+        /* a leader of ours that has not ended yet (a Go podman's group
+         * leader is a zombie while its threads exit: not alive, not yet
+         * reapable) is reaped later, as a left one */
+        if (rc == ACCEL_EBUSY && w->r->leader_counts)
+            w->left = true;
+    }
     if (w->reaped)
         w->left = false;
     if (!w->gone && w->stopping)
@@ -794,14 +815,20 @@ static void left_add(struct leftovers *lo, const struct watch *w)
     };
 }
 
-/* Has l's leader ended (reaped: *status its wait status, else -1)? */
+/* Has l's leader ended (reaped: *status its wait status, else -1)? A
+ * child of ours has once it is reaped: podman is a Go program, whose
+ * group leader shows as a zombie while its other threads still exit, and
+ * waitpid takes it only after them. One that is not ours (adopted after
+ * an acceld restart) has once it is no longer alive. */
 static bool left_ended(struct left *l, int *status)
 {
+    enum accel_err rc;
+
     *status = -1;
-    if (reap(l->pid, status) || !proc_alive(l->pid, l->start)) {
-        reap(l->pid, status); /* a zombie that is not ours: no-op */
+    rc = l->pid > 1 ? proc_reap(l->pid, status) : ACCEL_ENOTFOUND;
+    if (rc == ACCEL_OK ||
+        (rc == ACCEL_ENOTFOUND && !proc_alive(l->pid, l->start)))
         return true;
-    }
     if (!l->killed && util_now_ns() >= l->kill_at_ns) {
         log_warn("app %s: its leader %d has not ended %u s after the "
                  "app's processes: killed", l->name, (int)l->pid,
