@@ -211,6 +211,29 @@ static void pull_view_draw(const struct pull_view *v, const char *image)
     free(text);
 }
 
+/* A pull's layers and bytes as podman reported them (app show), when
+ * acceld read them: "Layers:      1/2, 18.1 MiB / 28.6 MiB". */
+static void print_pull_layers(const json_t *pull)
+{
+    const json_t *l = json_object_get(pull, "layers");
+    const json_t *b = json_object_get(pull, "bytes");
+    long long total = json_integer_value(json_object_get(b, "total"));
+    char done_s[32], total_s[32];
+
+    if (!json_is_object(l))
+        return;
+    printf("Layers:      %lld/%lld",
+           (long long)json_integer_value(json_object_get(l, "done")),
+           (long long)json_integer_value(json_object_get(l, "total")));
+    if (total > 0) {
+        pull_size(json_integer_value(json_object_get(b, "done")), done_s,
+                  sizeof done_s);
+        pull_size(total, total_s, sizeof total_s);
+        printf(", %s / %s", done_s, total_s);
+    }
+    printf("\n");
+}
+
 /* GET the app; NULL when it is gone or acceld does not answer. */
 static json_t *get_app(struct cli_ctx *ctx, const char *name)
 {
@@ -519,6 +542,7 @@ static void print_app_details(const json_t *app)
                 say = table_str(pull, "progress");
             printf("Pull:        %s%s%s\n", table_str(pull, "state"),
                    say[0] ? ": " : "", say);
+            print_pull_layers(pull);
         }
     }
     print_allocations(app);

@@ -1257,6 +1257,8 @@ class ContainerRunTest(ContainerCase):
                 self.assertLessEqual(f["done"], f["total"], e)
         r = self.d.ctl("app", "show", "pulled")
         self.assertIn("Pull:        done: " + want, r.stdout)
+        self.assertRegex(r.stdout, r"\nLayers:      1/1(, [0-9.]+ [KMG]?i?B "
+                                   r"/ [0-9.]+ [KMG]?i?B)?\n")
 
     def own_archive(self, name):
         return own_archive(self, self.tmp, name)
