@@ -89,15 +89,62 @@ static char *app_path(const char *name, const char *suffix)
 #define PULL_SETTLE_US 250000 /* how often the start after it is asked */
 #define PULL_SETTLE_TRIES 240 /* at most a minute */
 
-/* What podman pull has printed so far. Its output off a terminal has no
- * byte counts, only its steps: resolving the reference and its signatures
- * (1), each layer ("Copying blob", 2), the config (3), the manifest (4),
- * the signatures stored (5); the bar is the step reached. */
+/* What podman pull has printed so far: its steps, resolving the
+ * reference and its signatures (1), the layers ("Copying blob", 2), the
+ * config (3), the manifest (4), the signatures stored (5); and, from
+ * acceld's reading of podman's bars (app.pull's layers and bytes), the
+ * layers copied and their bytes. While the layers are copied the bar is
+ * their bytes copied; else the step reached. */
 struct pull_view {
     int phase;      /* 0 (nothing yet) .. PULL_PHASES */
     int layers;     /* "Copying blob" lines */
-    char step[64];  /* what the bar says */
+    long long layers_done, layers_total; /* app.pull's layers */
+    long long bytes_done, bytes_total;   /* app.pull's bytes (0: none) */
+    char step[96];  /* what the bar says */
 };
+
+/* n bytes as "18.1 MiB" into buf. */
+static void pull_size(long long n, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    size_t u = 0;
+
+    while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%lld B", n);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+/* An app.pull event's figures (data: its layers and bytes) into v. */
+static void pull_view_figures(struct pull_view *v, const json_t *data)
+{
+    const json_t *l = json_object_get(data, "layers");
+    const json_t *b = json_object_get(data, "bytes");
+    char done[32], total[32];
+
+    if (!json_is_object(l) || !json_is_object(b))
+        return;
+    v->layers_done = json_integer_value(json_object_get(l, "done"));
+    v->layers_total = json_integer_value(json_object_get(l, "total"));
+    v->bytes_done = json_integer_value(json_object_get(b, "done"));
+    v->bytes_total = json_integer_value(json_object_get(b, "total"));
+    if (v->phase > 2 || v->layers_total <= 0)
+        return; /* past the layers: the step */
+    if (v->bytes_total <= 0) { /* podman off a terminal: no bytes */
+        snprintf(v->step, sizeof(v->step), "%lld/%lld layers",
+                 v->layers_done, v->layers_total);
+        return;
+    }
+    pull_size(v->bytes_done, done, sizeof done);
+    pull_size(v->bytes_total, total, sizeof total);
+    snprintf(v->step, sizeof(v->step), "%lld/%lld layers, %s / %s",
+             v->layers_done, v->layers_total, done, total);
+}
 
 static void pull_view_line(struct pull_view *v, const char *line)
 {
@@ -135,6 +182,10 @@ static void pull_view_draw(const struct pull_view *v, const char *image)
 {
     char bar[PULL_BAR + 1], *tail, *text;
     int filled = v->phase * PULL_BAR / PULL_PHASES;
+
+    if (v->bytes_total > 0) /* podman's figures: the layers' bytes */
+        filled = v->phase > 2 ? PULL_BAR
+                 : (int)(v->bytes_done * PULL_BAR / v->bytes_total);
     struct winsize ws;
     size_t cols = 80, room, len = strlen(image);
 
@@ -158,6 +209,29 @@ static void pull_view_draw(const struct pull_view *v, const char *image)
     fflush(stdout);
     free(tail);
     free(text);
+}
+
+/* A pull's layers and bytes as podman reported them (app show), when
+ * acceld read them: "Layers:      1/2, 18.1 MiB / 28.6 MiB". */
+static void print_pull_layers(const json_t *pull)
+{
+    const json_t *l = json_object_get(pull, "layers");
+    const json_t *b = json_object_get(pull, "bytes");
+    long long total = json_integer_value(json_object_get(b, "total"));
+    char done_s[32], total_s[32];
+
+    if (!json_is_object(l))
+        return;
+    printf("Layers:      %lld/%lld",
+           (long long)json_integer_value(json_object_get(l, "done")),
+           (long long)json_integer_value(json_object_get(l, "total")));
+    if (total > 0) {
+        pull_size(json_integer_value(json_object_get(b, "done")), done_s,
+                  sizeof done_s);
+        pull_size(total, total_s, sizeof total_s);
+        printf(", %s / %s", done_s, total_s);
+    }
+    printf("\n");
 }
 
 /* GET the app; NULL when it is gone or acceld does not answer. */
@@ -225,6 +299,7 @@ static int follow_pull(struct cli_ctx *ctx, const json_t *app)
             since = json_integer_value(json_object_get(ev, "id"));
             if (strcmp(st, "pulling") == 0) {
                 pull_view_line(&v, table_str(data, "progress"));
+                pull_view_figures(&v, data);
             } else if (strcmp(st, "done") == 0) {
                 v.phase = PULL_PHASES;
                 snprintf(v.step, sizeof(v.step), "done");
@@ -236,6 +311,7 @@ static int follow_pull(struct cli_ctx *ctx, const json_t *app)
                 why = xstrdup(table_str(data, "message"));
                 ended = true;
             }
+            pull_view_draw(&v, image); /* each step, however fast */
         }
         if (json_array_size(r.data) == 0) {
             /* nothing new: the pull may have ended before the first
@@ -245,7 +321,6 @@ static int follow_pull(struct cli_ctx *ctx, const json_t *app)
             json_decref(now);
         }
         client_resp_release(&r);
-        pull_view_draw(&v, image);
     }
     fputc('\n', stdout);
     free(esc);
@@ -467,6 +542,7 @@ static void print_app_details(const json_t *app)
                 say = table_str(pull, "progress");
             printf("Pull:        %s%s%s\n", table_str(pull, "state"),
                    say[0] ? ": " : "", say);
+            print_pull_layers(pull);
         }
     }
     print_allocations(app);

@@ -167,6 +167,9 @@ struct app_release {
 struct app_stop {
     bool active;                 /* the supervisor drives this stop */
     bool term_sent;              /* SIGTERM sent to the cgroup */
+    bool term_found;             /* ...and the cgroup held processes then:
+                                    once it is empty they are gone, the
+                                    leader's own end aside (runtime.c) */
     bool killed;                 /* cgroup.kill (or SIGKILL) sent */
     bool uninstall;              /* delete the app once it is gone */
     enum app_state to;           /* state once gone (stopped) */

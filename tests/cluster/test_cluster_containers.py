@@ -145,6 +145,10 @@ class ClusterContainerTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.c.wait(lambda: self.state(self.n1, name) == "stopped",
                     "stopped", timeout=60)
+        # released once the container's processes are gone, the container
+        # removed by its podman run just after (issue 47 item 8)
+        self.c.wait(lambda: podman("container", "exists", ctr).returncode
+                    != 0, "its container removed")
         r = podman("rmi", "--force", want)
         self.assertEqual(r.returncode, 0, r.stderr)
         pulls = len(self.pull_events(name))

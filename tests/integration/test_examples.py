@@ -7,12 +7,14 @@ free one (8080 may be taken on a shared machine); nothing else changes.
 """
 import json
 import os
+import shutil
 import tempfile
 import time
 import unittest
 import urllib.request
 
 from accel_harness import SOURCE_DIR, Acceld, free_port, manifest
+import test_containers as tc
 
 EX = os.path.join(SOURCE_DIR, "examples")
 
@@ -117,6 +119,93 @@ class ExamplesTest(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 st, _ = d.http("GET", "/api/apps/runner")
                 self.assertEqual(st, 404)
+
+
+
+@unittest.skipUnless(tc.HAVE, "needs root, podman, runc, unshare and the "
+                              "stand-in driver built")
+class ContainerExamplesTest(tc.ContainerCase):
+    """examples/apps/ollama.yaml as a container app (issue 47 item 6),
+    with a local image in place of Ollama's (no registry is reachable)."""
+
+    @classmethod
+    def setUpClass(cls):
+        tmp = tempfile.mkdtemp(prefix="accel-ex-img-")
+        try:
+            tc.build_image(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        tc.podman("rmi", "--force", tc.IMAGE, tc.IMAGE_PRE)
+
+    def setUp(self):
+        super().setUp()
+        self.d = Acceld(inventory=tc.INVENTORY,
+                        extra_args=["--node-name", "ctr"],
+                        env={"ACCEL_CDI_DIR": "/etc/cdi"},
+                        wrapper=tc.cdi_wrapper(tempfile.mkdtemp(dir=self.tmp),
+                                               tc.cdi_spec(tc.GPU))).start()
+        self.inst = self.d.cgroup_instance()
+
+    def test_ollama_example_with_a_local_image(self):
+        """examples/apps/ollama.yaml, installed with accelctl as its
+        comment says, with the module's local image in place of Ollama's
+        and a command of its shell: it runs held by the shim, its volume
+        made in the owner's home, its environment set, its published port
+        listed for the page's link, its reclaim Ollama's preset on that
+        port, its output in its log. The machine's test containers have
+        no network (run.network none: podman drops the port's mapping)."""
+        with open(os.path.join(EX, "apps", "ollama.yaml")) as f:
+            text = f.read()
+        subs = {
+            "  image: docker.io/ollama/ollama:0.6.5\n":
+            "  image: %s\n  pull: never\n  network: none\n" % tc.IMAGE,
+            '  command: ["serve"]\n':
+            '  command: ["/bin/sh", "-c", "echo serving on $OLLAMA_HOST; '
+            'exec sleep 1000"]\n',
+            '  env: {OLLAMA_HOST: "0.0.0.0:11434", HOME: /models}\n':
+            '  env: {OLLAMA_HOST: "0.0.0.0:11434", HOME: /models, '
+            'ASAN_OPTIONS: "verify_asan_link_order=0:detect_leaks=0"}\n',
+            "requiredGPUMemory: 8Gi": "requiredGPUMemory: 1Gi",
+            "limitedGPUMemory: 8Gi": "limitedGPUMemory: 1Gi",
+            "requiredMemory: 4Gi": "requiredMemory: 64Mi",
+            "limitedMemory: 8Gi": "limitedMemory: 256Mi",
+            'requiredCpu: "2"': 'requiredCpu: "0.1"',
+            'limitedCpu: "4"': 'limitedCpu: "0.5"',
+            "requiredDisk: 10Gi": "requiredDisk: 1Mi",
+            "limitedDisk: 40Gi": "limitedDisk: 64Mi",
+        }
+        for old, new in subs.items():
+            self.assertIn(old, text)
+            text = text.replace(old, new)
+        self.assertIn("    reclaim: ollama\n", text)
+        path = os.path.join(self.tmp, "ollama.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        r = self.d.ctl("app", "install", path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: "serving on 0.0.0.0:11434" in
+                      self.d.app_log("ollama"), "its output")
+        app = self.d.http("GET", "/api/apps/ollama")[1]["data"]
+        self.assertEqual(app["container"]["state"], "running", app)
+        self.assertEqual(app["container"]["ports"],
+                         ["127.0.0.1:11434:11434/tcp"])
+        self.assertEqual(app["elastic"]["reclaim"]["preset"], "ollama", app)
+        self.assertEqual(app["elastic"]["reclaim"]["port"], 11434, app)
+        self.assertTrue(os.path.isdir(os.path.join(
+            self.d.data_dir, "home", "admin", "ollama")))
+        self.assertTrue(self.ctr_procs("ollama"))
+        # its output as the page's Logs dialog reads it
+        st, logs = self.d.http("GET", "/api/apps/ollama/logs")
+        self.assertEqual(st, 200, logs)
+        self.assertIn("serving on 0.0.0.0:11434", logs["data"]["text"])
+        r = self.d.ctl("app", "uninstall", "ollama")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.wait_for(lambda: self.d.http("GET", "/api/apps/ollama")[0] ==
+                      404, "uninstalled")
+        self.assert_nothing_left("ollama")
 
 
 if __name__ == "__main__":

@@ -734,6 +734,28 @@ try {
     await logs.getByText('Nothing written yet.').waitFor();
     await logs.locator('.modal-foot').getByRole('button', { name: 'Close' }).click();
     await logs.waitFor({ state: 'detached' });
+    // a pull under way (issue 47 item 6): its layers and bytes as podman
+    // reported them (acceld's app.pull figures, put into its answer here:
+    // no registry is reachable), a bar of its bytes
+    await page.route('**/api/apps', async (route) => {
+      if (route.request().method() !== 'GET') { await route.continue(); return; }
+      let r; let j;
+      try { r = await route.fetch(); j = await r.json(); } catch { return; } // the page moved on
+      for (const a of j.data) {
+        if (a.name === 'webimage') {
+          a.container.pull = { state: 'pulling', progress: 'Copying blob c3df45be61ee [=====>----] 18.1MiB / 28.6MiB', message: '',
+            layers: { done: 1, total: 2 }, bytes: { done: 19 * 1024 ** 2, total: 29 * 1024 ** 2 } };
+        }
+      }
+      await route.fulfill({ response: r, json: j }).catch(() => {});
+    });
+    await page.reload();
+    await line.waitFor();
+    assert.equal(await line.innerText(), `Image ${ref} · pulling the image: 1/2 layers, 19 Mi of 29 Mi (65 %)`);
+    const bar = page.getByRole('progressbar', { name: "Pull of webimage's image" });
+    assert.equal(await bar.getAttribute('value'), String(19 * 1024 ** 2));
+    assert.equal(await bar.getAttribute('max'), String(29 * 1024 ** 2));
+    await page.unroute('**/api/apps');
     await ok('DELETE', '/api/apps/webimage');
   });
 

@@ -156,10 +156,23 @@ const FILTERS = {
   waiting: (a) => a.reason === 'insufficient-resources',
 };
 
+/* A pull's layers and bytes as podman reports them (app.pull's layers and
+ * bytes, issue 47 item 6): "1/2 layers, 18 Mi of 28 Mi (63 %)", the
+ * layers alone when podman said no bytes, '' before its first layer. */
+export function pullFigures(p) {
+  const l = (p && p.layers) || {};
+  const b = (p && p.bytes) || {};
+  if (!l.total) return '';
+  const layers = `${l.done}/${l.total} layer${l.total === 1 ? '' : 's'}`;
+  if (!b.total) return layers;
+  return `${layers}, ${gi(b.done)} of ${gi(b.total)} (${Math.floor(b.done * 100 / b.total)} %)`;
+}
+
 /* A container app's image and where its container is (docs/containers.md). */
 export function containerText(c) {
   const p = c.pull || {};
-  const where = p.state === 'pulling' ? `pulling the image${p.progress ? `: ${p.progress}` : ''}`
+  const figures = pullFigures(p);
+  const where = p.state === 'pulling' ? `pulling the image${figures ? `: ${figures}` : p.progress ? `: ${p.progress}` : ''}`
     : p.state === 'failed' ? 'pull failed'
     : c.state === 'running' ? 'container running'
     : c.state === 'stopping' ? 'container stopping' : 'no container';
@@ -299,6 +312,8 @@ export function AppsPage({ apps, nodes, role, refresh, offline }) {
                     <div class="muted small">{a.owner === 'shared' ? 'shared app' : `owner ${a.owner}`}</div>
                     {a.external && <Badge kind="">External</Badge>}
                     {a.container && <div class="muted small ctr-line" title={containerTitle(a.container)}>{containerText(a.container)}</div>}
+                    {a.container && a.container.pull && a.container.pull.state === 'pulling' && a.container.pull.bytes && a.container.pull.bytes.total > 0 &&
+                      <progress class="pull-bar" max={a.container.pull.bytes.total} value={a.container.pull.bytes.done} aria-label={`Pull of ${a.name}'s image`} />}
                     {a.container && a.container.state === 'running' && (a.container.ports || []).map(portLink).filter(Boolean).map((l) =>
                       <a class="small port-link" key={l.href} href={l.href} target="_blank" rel="noopener">{l.text}</a>)}</td>
                   <td data-label="State">{offline ? <Badge kind="">Last seen {stateLabel(a.state).toLowerCase()}</Badge>

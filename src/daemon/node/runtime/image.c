@@ -27,6 +27,90 @@
 
 /* ---- the image an app runs, pinned ---- */
 
+/*
+ * The pins image_pin found, kept while podman's image store is as it was
+ * (its images.json: the same inode, size and modification time; every
+ * pull, tag, untag or removal rewrites it): an install of an image found
+ * before asks no podman, whose start costs as much as a container's
+ * (issue 47 item 8). A table of the process, as pull.c's pulls, because
+ * image_pin is called where no daemon is at hand (runner.h's vet); the
+ * store's path is asked of podman once.
+ */
+static struct {
+    pthread_mutex_t lock;
+    bool looked;        /* the store's path asked of podman */
+    char *store;        /* <graphroot>/<driver>-images/images.json, or NULL */
+    struct stat st;     /* the store file as the pins were found */
+    json_t *pins;       /* ref -> its pin (owned) */
+} pin_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The store file's path, asked of podman the first time (lock held). */
+static const char *cache_store(void)
+{
+    char out[1024];
+    char *argv[] = { "podman", "info", "--format",
+                     "{{.Store.GraphRoot}}/{{.Store.GraphDriverName}}"
+                     "-images/images.json", NULL };
+
+    if (!pin_cache.looked &&
+        podman_call(argv, out, sizeof out, PODMAN_WAIT_MS) == 0 &&
+        out[0] == '/')
+        pin_cache.store = xstrdup(out);
+    pin_cache.looked = true;
+    return pin_cache.store;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev &&
+           a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The store file now (*st); false when it cannot be read (no cache).
+ * A store that changed since the pins were found drops them (lock held). */
+static bool cache_look(struct stat *st)
+{
+    const char *store = cache_store();
+
+    if (store == NULL || stat(store, st) != 0)
+        return false;
+    if (pin_cache.pins != NULL && !same_file(st, &pin_cache.st)) {
+        json_decref(pin_cache.pins);
+        pin_cache.pins = NULL;
+    }
+    return true;
+}
+
+/* A copy of ref's pin found with the store as it is now, or NULL. */
+static json_t *cache_get(const char *ref, struct stat *st, bool *usable)
+{
+    json_t *pin = NULL;
+
+    pthread_mutex_lock(&pin_cache.lock);
+    *usable = cache_look(st);
+    if (*usable && pin_cache.pins != NULL)
+        pin = json_deep_copy(json_object_get(pin_cache.pins, ref));
+    pthread_mutex_unlock(&pin_cache.lock);
+    return pin;
+}
+
+/* Keep ref's pin, found with the store as st was before podman looked:
+ * a store that changed meanwhile differs from st at the next look. */
+static void cache_put(const char *ref, const json_t *pin,
+                      const struct stat *st)
+{
+    pthread_mutex_lock(&pin_cache.lock);
+    if (pin_cache.pins == NULL || !same_file(st, &pin_cache.st)) {
+        json_decref(pin_cache.pins);
+        pin_cache.pins = json_object();
+        pin_cache.st = *st;
+    }
+    json_object_set_new(pin_cache.pins, ref, json_deep_copy(pin));
+    pthread_mutex_unlock(&pin_cache.lock);
+}
+
 #define INSPECT_MAX 65536u
 #define IDS_MAX (1u << 20) /* podman images -q: 72 bytes an image */
 
@@ -45,7 +129,37 @@ static const char *image_preload(const json_t *env)
     return v != NULL && v[0] ? v : NULL;
 }
 
+/* Does a failed podman image inspect say the image is not here (its
+ * words in podman 4 and 5)? Then podman image exists says so for sure. */
+static bool inspect_not_known(const char *out)
+{
+    return strstr(out, "image not known") != NULL ||
+           strstr(out, "no such image") != NULL;
+}
+
+static enum accel_err pin_ask(const char *ref, json_t **pin, char **cause);
+
 enum accel_err image_pin(const char *ref, json_t **pin, char **cause)
+{
+    struct stat st;
+    bool usable;
+    enum accel_err rc;
+
+    *pin = cache_get(ref, &st, &usable);
+    if (*pin != NULL) {
+        log_debug("image %s: pinned as before (podman's store unchanged)",
+                  ref);
+        return ACCEL_OK;
+    }
+    log_debug("image %s: asked of podman", ref);
+    rc = pin_ask(ref, pin, cause);
+    if (rc == ACCEL_OK && usable)
+        cache_put(ref, *pin, &st);
+    return rc;
+}
+
+/* image_pin through podman. */
+static enum accel_err pin_ask(const char *ref, json_t **pin, char **cause)
 {
     char *exists[] = { "podman", "image", "exists", (char *)ref, NULL };
     char *inspect[] = { "podman",
@@ -56,18 +170,23 @@ enum accel_err image_pin(const char *ref, json_t **pin, char **cause)
                         "{{json .Config.Env}}",
                         (char *)ref,
                         NULL };
-    char *out, *digest, *names_text, *env_text, *save = NULL;
+    char *out = xmalloc(INSPECT_MAX), *digest, *names_text, *env_text;
+    char *save = NULL;
+    const char *which = "inspect"; /* the podman command that answered */
     json_t *env = NULL, *names = NULL;
-    int rc = podman_call(exists, NULL, 0, PODMAN_WAIT_MS);
+    /* one podman, not an exists and then an inspect: each costs a
+     * podman's start on an install's way to running (issue 47 item 8) */
+    int rc = podman_call(inspect, out, INSPECT_MAX, PODMAN_WAIT_MS);
 
     *pin = NULL;
-    if (rc == 1)
+    if (rc != 0 && inspect_not_known(out)) {
+        which = "exists";
+        rc = podman_call(exists, NULL, 0, PODMAN_WAIT_MS);
+    }
+    if (rc == 1) {
+        free(out);
         return ACCEL_ENOTFOUND;
-    out = xmalloc(INSPECT_MAX);
-    if (rc == 0)
-        rc = podman_call(inspect, out, INSPECT_MAX, PODMAN_WAIT_MS);
-    else
-        out[0] = '\0';
+    }
     if (rc == 0) {
         char *id = strtok_r(out, " ", &save);
         digest = strtok_r(NULL, " ", &save);
@@ -97,8 +216,7 @@ enum accel_err image_pin(const char *ref, json_t **pin, char **cause)
     *cause = xasprintf("run.image: podman could not tell whether \"%s\" is "
                        "on this machine (podman image %s: %s); a container "
                        "app needs podman (docs/containers.md)",
-                       ref, rc == 0 ? "inspect" : "exists",
-                       rc < 0 ? "did not run" : out[0] ? out : "failed");
+                       ref, which, rc < 0 ? "did not run" : out[0] ? out : "failed");
     free(out);
     return ACCEL_ESYS;
 }

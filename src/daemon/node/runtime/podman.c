@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -90,10 +91,32 @@ static bool watch_ends(struct podman_watch *w, pid_t pid, bool got,
     return false;
 }
 
+/* Is buf[i] part of a terminal's escape sequence (ESC [ ... final, or
+ * ESC and one byte)? Follows it through l->esc. */
+static bool in_escape(struct podman_lines *l, unsigned char c)
+{
+    if (l->esc == 0 && c == 0x1b) {
+        l->esc = 1;
+        return true;
+    }
+    if (l->esc == 1) {
+        l->esc = c == '[' ? 2 : 0;
+        return true;
+    }
+    if (l->esc == 2) {
+        if (c >= 0x40 && c <= 0x7e)
+            l->esc = 0; /* its final byte */
+        return true;
+    }
+    return false;
+}
+
 static void lines_feed(struct podman_lines *l, const char *buf, size_t n,
                        bool end)
 {
     for (size_t i = 0; i <= n; i++) {
+        if (i < n && in_escape(l, (unsigned char)buf[i]))
+            continue;
         bool brk = i == n ? end : (buf[i] == '\n' || buf[i] == '\r');
         if (i < n && !brk) {
             if (l->n + 1 < sizeof l->cur)
@@ -110,6 +133,31 @@ static void lines_feed(struct podman_lines *l, const char *buf, size_t n,
     }
 }
 
+/* A terminal for podman's output: fds[0] its master (read), fds[1] its
+ * side (podman's stdout and stderr), PODMAN_PTY_COLS wide; -1 when none
+ * can be had. */
+static int pty_pair(int fds[2])
+{
+    struct winsize ws = { .ws_row = 50, .ws_col = PODMAN_PTY_COLS };
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), s = -1;
+    char *name;
+
+    if (m < 0)
+        return -1;
+    name = grantpt(m) == 0 && unlockpt(m) == 0 ? ptsname(m) : NULL;
+    if (name != NULL)
+        s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s < 0 || ioctl(s, TIOCSWINSZ, &ws) != 0) {
+        if (s >= 0)
+            close(s);
+        close(m);
+        return -1;
+    }
+    fds[0] = m;
+    fds[1] = s;
+    return 0;
+}
+
 int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
                  struct podman_lines *lines)
 {
@@ -120,7 +168,9 @@ int podman_lines(char *const *argv, char *out, size_t len, unsigned ms,
     struct podman_watch *w = lines != NULL ? lines->watch : NULL;
     uint64_t seen = 0, at = util_now_ns();
 
-    if (pipe2(fds, O_CLOEXEC) != 0)
+    /* a pull's bars come on a terminal only; a pipe when none is had */
+    if ((w == NULL || !w->pty || pty_pair(fds) != 0) &&
+        pipe2(fds, O_CLOEXEC) != 0)
         return -1;
     pid = fork();
     if (pid < 0) {

@@ -22,6 +22,7 @@
 extern char *const podman_env[];
 
 #define PODMAN_WATCH_STEP_MS 100u /* how often a watched podman is looked at */
+#define PODMAN_PTY_COLS 200u      /* a watched podman's terminal's width */
 #define PODMAN_WATCH_MIN_READ 65536u /* bytes read that are progress */
 
 /*
@@ -38,17 +39,24 @@ struct podman_watch {
     unsigned stall_ms;   /* 0: no stall is looked for */
     const char *tmpdir;  /* its TMPDIR, or NULL */
     atomic_bool cancel;  /* set by another thread: podman is killed */
+    bool pty;            /* its output through a terminal (PODMAN_PTY_COLS
+                            wide): podman pull draws its bars then, each
+                            layer's bytes, which it leaves out in a pipe */
     bool stalled;        /* out: killed for no progress in stall_ms */
     bool cancelled;      /* out: killed for cancel */
 };
 
 /* Each line of podman's output (split at '\n' or '\r', at most
- * PODMAN_LINE_MAX bytes) to line(ctx, ...), the last one kept in last. */
+ * PODMAN_LINE_MAX bytes, a terminal's escape sequences left out) to
+ * line(ctx, ...), the last one kept in last. */
 struct podman_lines {
     void (*line)(void *ctx, const char *line); /* NULL: none */
     void *ctx;                                 /* line's first argument */
     char cur[PODMAN_LINE_MAX];                 /* the line being read */
     size_t n;                                  /* its length so far */
+    int esc;                                   /* 0, or in an escape
+                                                  sequence: 1 after ESC,
+                                                  2 in its CSI body */
     char last[PODMAN_LINE_MAX];                /* the last whole line */
     struct podman_watch *watch;                /* NULL: not watched */
 };

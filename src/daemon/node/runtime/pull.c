@@ -171,6 +171,120 @@ static void check_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
     go(d, a, commit);
 }
 
+/* "18.1MiB", "409.0b", "1.2GiB" (go-units' binary sizes, podman's bars)
+ * at *s into *out, *s past it; false when it is not one. */
+static bool size_parse(const char **s, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {
+        {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0},
+        {"KiB", 1024.0},          {"B", 1.0},            {"b", 1.0},
+    };
+    char *end = NULL;
+    double v = strtod(*s, &end);
+
+    if (end == *s || v < 0)
+        return false;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strncmp(end, units[i].unit, strlen(units[i].unit)) == 0) {
+            *out = (uint64_t)(v * units[i].scale + 0.5);
+            *s = end + strlen(units[i].unit);
+            return true;
+        }
+    return false;
+}
+
+/* The layer named id in p, added when new; NULL when p is full. */
+static struct pull_blob *blob_of(struct pull_progress *p, const char *id,
+                                 size_t len)
+{
+    struct pull_blob *b;
+
+    if (len >= PULL_BLOB_ID)
+        len = PULL_BLOB_ID - 1;
+    for (size_t i = 0; i < p->n; i++)
+        if (strncmp(p->blobs[i].id, id, len) == 0 &&
+            p->blobs[i].id[len] == '\0')
+            return &p->blobs[i];
+    if (p->n == PULL_BLOBS_MAX)
+        return NULL;
+    b = &p->blobs[p->n++];
+    memset(b, 0, sizeof(*b));
+    memcpy(b->id, id, len);
+    return b;
+}
+
+/* "ID [====>---] 18.1MiB / 28.6MiB": the figures after the bar into b. */
+static void blob_bar(struct pull_blob *b, const char *rest)
+{
+    const char *close = strchr(rest, ']');
+    uint64_t done, total;
+
+    if (close == NULL)
+        return;
+    rest = close + 1 + strspn(close + 1, " ");
+    if (!size_parse(&rest, &done))
+        return;
+    rest += strspn(rest, " ");
+    if (*rest != '/')
+        return;
+    rest++;
+    rest += strspn(rest, " ");
+    if (!size_parse(&rest, &total) || done > total)
+        return;
+    b->done = done;
+    b->total = total;
+}
+
+bool pull_progress_feed(struct pull_progress *p, const char *line)
+{
+    static const char prefix[] = "Copying blob ";
+    const char *id, *rest;
+    struct pull_blob *b;
+    size_t len;
+
+    if (strncmp(line, prefix, sizeof(prefix) - 1) != 0)
+        return false;
+    id = line + sizeof(prefix) - 1;
+    if (strncmp(id, "sha256:", 7) == 0)
+        id += 7;
+    len = strcspn(id, " ");
+    if (len == 0)
+        return false;
+    b = blob_of(p, id, len);
+    if (b == NULL)
+        return true;
+    rest = id + len + strspn(id + len, " ");
+    if (strncmp(rest, "done", 4) == 0 || strncmp(rest, "skipped", 7) == 0) {
+        b->finished = true;
+        if (b->total != 0)
+            b->done = b->total;
+    } else if (*rest == '[') {
+        blob_bar(b, rest);
+    }
+    return true;
+}
+
+json_t *pull_progress_json(const struct pull_progress *p)
+{
+    uint64_t done = 0, total = 0;
+    size_t finished = 0;
+
+    for (size_t i = 0; i < p->n; i++) {
+        finished += p->blobs[i].finished;
+        done += p->blobs[i].done;
+        total += p->blobs[i].total;
+    }
+    return json_pack("{s:{s:I, s:I}, s:{s:I, s:I}}", "layers", "done",
+                     (json_int_t)finished, "total", (json_int_t)p->n,
+                     "bytes", "done", (json_int_t)done, "total",
+                     (json_int_t)total);
+}
+
+#define PULL_NOTE_MS 250 /* a layer's bytes are said at most so often */
+
 struct pull_job {
     struct accel_daemon *d;
     char *app;
@@ -180,6 +294,8 @@ struct pull_job {
     struct podman_watch watch; /* its cancel, its stall (podman.h) */
     char *tmpdir;            /* podman's TMPDIR, removed after the pull */
     bool cancelled;          /* under pulls_lock: a stop took the app */
+    struct pull_progress prog; /* its layers so far (the pull's thread) */
+    uint64_t noted_ns;       /* when a layer's bytes were last said */
     struct pull_job *next;   /* in pulls */
 };
 
@@ -275,7 +391,8 @@ static void job_free(struct pull_job *j)
 /* a's pull: state, progress and message (their control characters
  * escaped), and an app.pull event. */
 static void pull_note(struct accel_daemon *d, struct app *a, const char *state,
-                      const char *progress, const char *message)
+                      const char *progress, const char *message,
+                      const struct pull_progress *prog)
 {
     /* podman's words may carry a registry's bytes: no control
      * character reaches a terminal */
@@ -286,6 +403,11 @@ static void pull_note(struct accel_daemon *d, struct app *a, const char *state,
 
     free(pe);
     free(me);
+    if (prog != NULL && prog->n > 0) {
+        json_t *figures = pull_progress_json(prog);
+        json_object_update(p, figures);
+        json_decref(figures);
+    }
     json_decref(a->pull);
     a->pull = p;
     state_event(d, "app.pull", a->name, NULL, NULL, json_deep_copy(p),
@@ -294,16 +416,31 @@ static void pull_note(struct accel_daemon *d, struct app *a, const char *state,
                 json_string_value(json_object_get(p, "message")));
 }
 
-/* A line of podman pull's output: the app's progress (no lock held). */
+/* A line of podman pull's output: the app's progress (no lock held). A
+ * layer's bar, redrawn several times a second, is said when the layer is
+ * new or done, else at most every PULL_NOTE_MS; every other line is. */
 static void pull_line(void *ctx, const char *line)
 {
     struct pull_job *j = ctx;
+    size_t before = j->prog.n, finished = 0;
+    uint64_t now = util_now_ns();
     struct app *a;
 
+    for (size_t i = 0; i < j->prog.n; i++)
+        finished += j->prog.blobs[i].finished;
+    if (pull_progress_feed(&j->prog, line)) {
+        size_t after = 0;
+        for (size_t i = 0; i < j->prog.n; i++)
+            after += j->prog.blobs[i].finished;
+        if (j->prog.n == before && after == finished &&
+            now - j->noted_ns < PULL_NOTE_MS * 1000000ULL)
+            return;
+    }
+    j->noted_ns = now;
     pthread_mutex_lock(&j->d->lock);
     a = state_app_find(j->d, j->app);
     if (a != NULL && a->pull != NULL)
-        pull_note(j->d, a, "pulling", line, "");
+        pull_note(j->d, a, "pulling", line, "", &j->prog);
     pthread_mutex_unlock(&j->d->lock);
 }
 
@@ -365,13 +502,19 @@ static void *pull_main(void *arg)
     } else if (a != NULL && a->pull != NULL && a->state == APP_RESUMING &&
         a->pid == 0 && !d->stopping) {
         if (rc == ACCEL_OK) {
+            for (size_t i = 0; i < j->prog.n; i++) { /* podman is done */
+                struct pull_blob *b = &j->prog.blobs[i];
+                b->finished = true;
+                if (b->total != 0)
+                    b->done = b->total;
+            }
             pull_note(d, a, "done", json_string_value(json_object_get(
-                                        pin, "id")), "");
+                                        pin, "id")), "", &j->prog);
             image_pin_set(d, a, pin);
             pin = NULL;
             j->go(d, a, j->commit);
         } else {
-            pull_note(d, a, "failed", "", cause);
+            pull_note(d, a, "failed", "", cause, &j->prog);
             lifecycle_commit_release(d, a, APP_FAILED, cause);
         }
     }
@@ -401,8 +544,9 @@ static void pull_begin(struct accel_daemon *d, struct app *a, runner_go_fn go,
     j->tmpdir = tmpdir_make(d);
     j->watch.tmpdir = j->tmpdir;
     j->watch.stall_ms = stall_ms();
+    j->watch.pty = true; /* podman's bars: each layer's bytes */
     atomic_init(&j->watch.cancel, false);
-    pull_note(d, a, "pulling", "", "");
+    pull_note(d, a, "pulling", "", "", NULL);
     pthread_mutex_lock(&pulls_lock);
     j->next = pulls;
     pulls = j;
@@ -446,7 +590,7 @@ bool pull_cancel(struct accel_daemon *d, struct app *a)
         }
     pthread_mutex_unlock(&pulls_lock);
     if (any && a->pull != NULL)
-        pull_note(d, a, "cancelled", "", "stopped while it pulled");
+        pull_note(d, a, "cancelled", "", "stopped while it pulled", NULL);
     return any;
 }
 

@@ -11,6 +11,9 @@
 #define ACCEL_DAEMON_NODE_RUNTIME_PULL_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
 
 #include "daemon/node/runtime/runner.h"
 #include "daemon/state.h"
@@ -57,5 +60,39 @@ bool pull_cancel(struct accel_daemon *d, struct app *a);
  * meanwhile left in their TMPDIRs (<data-dir>/run/pulls) is removed (a
  * podman pull dies with its acceld: PR_SET_PDEATHSIG). */
 void pull_sweep(struct accel_daemon *d);
+
+/* ---- a pull's progress as podman reports it ---- */
+
+#define PULL_BLOBS_MAX 256 /* layers followed; those past it are not */
+#define PULL_BLOB_ID 72    /* a layer's name as podman prints it, at most */
+
+/* One layer (podman's "blob") of a pull. */
+struct pull_blob {
+    char id[PULL_BLOB_ID]; /* its short digest, as podman prints it */
+    uint64_t done;         /* bytes copied, as podman last said */
+    uint64_t total;        /* its size (0: not said yet) */
+    bool finished;         /* "done", or "skipped: already exists" */
+};
+
+/* The layers of one pull, as its lines said them. */
+struct pull_progress {
+    struct pull_blob blobs[PULL_BLOBS_MAX]; /* in the order first seen */
+    size_t n;                               /* used */
+};
+
+/*
+ * One line of podman pull's output (its terminal's escape sequences left
+ * out: podman.h) into p: "Copying blob ID [bar] 18.1MiB / 28.6MiB" (on a
+ * terminal), "Copying blob ID done", "Copying blob ID skipped: already
+ * exists", "Copying blob sha256:ID" (off a terminal: no bytes). True when
+ * the line was a layer's; other lines leave p as it was. Pure: no lock,
+ * no I/O.
+ */
+bool pull_progress_feed(struct pull_progress *p, const char *line);
+
+/* p as the API shows it: {"layers": {"done", "total"}, "bytes": {"done",
+ * "total"}}, the totals those of the layers podman has named so far.
+ * Returns a new reference. */
+json_t *pull_progress_json(const struct pull_progress *p);
 
 #endif /* ACCEL_DAEMON_NODE_RUNTIME_PULL_H */

@@ -53,6 +53,7 @@
 #define SUPERVISE_MAX 1024   /* apps with a process looked at per round */
 #define STOP_POLL_MS 10      /* a blocking stop polls the cgroup so often */
 #define KILL_GRACE_MS 5000u  /* after the kill, survivors are waited for */
+#define LEFT_WAIT_MS 30000u  /* a leader left to end on its own, at most */
 #define MAX_ENV 512
 #define DISK_CHECK_MS 1000   /* limitedDisk is checked at most so often */
 #define DISK_CHECK_COST 10   /* ...and spends at most 1/10 of the time */
@@ -558,12 +559,16 @@ struct watch {
     bool stopping;         /* a stop driven by us (else: watch for exit) */
     bool logs;             /* look at its log this round */
     bool term_sent, killed; /* the stop's progress */
+    bool term_found;       /* the cgroup held processes at the SIGTERM */
     int64_t kill_at_ms, give_up_ms;
     /* found outside the lock */
     bool reaped;           /* the leader was reaped now */
     int status;            /* its wait status */
     bool term_now, kill_now; /* signals sent now */
+    int pop;               /* cgroup_app_populated this round */
+    bool found_now;        /* ...was 1 as SIGTERM went now */
     bool gone;             /* no process of the app is left */
+    bool left;             /* ...but its leader lives on (struct left) */
     bool gave_up;          /* processes survived the kill */
     uint32_t linger;       /* NVML still lists processes of the app */
     uint64_t oom;          /* OOM kills in its memory cgroup */
@@ -589,6 +594,7 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
                               .stopping = a->state == APP_STOPPING,
                               .logs = logs,
                               .term_sent = a->stop.term_sent,
+                              .term_found = a->stop.term_found,
                               .killed = a->stop.killed,
                               .kill_at_ms = a->stop.kill_at_ms,
                               .give_up_ms = a->stop.give_up_ms,
@@ -598,14 +604,37 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
     return n;
 }
 
+/* Has w's leader ended (reaped now into w when it is our child)? Not
+ * before a child of ours can be reaped: podman is a Go program, whose
+ * group leader shows as a zombie while its other threads still exit. */
+static bool leader_over(struct watch *w)
+{
+    enum accel_err rc = w->pid > 1 ? proc_reap(w->pid, &w->status)
+                                   : ACCEL_ENOTFOUND;
+
+    if (rc == ACCEL_OK)
+        w->reaped = true;
+    return rc == ACCEL_OK ||
+           (rc == ACCEL_ENOTFOUND && !proc_alive(w->pid, w->start));
+}
+
 /* Is every process of the app gone? */
 static bool app_gone(struct accel_daemon *d, struct watch *w)
 {
     struct proc_handle h = { .pid = w->pid, .start_time = w->start };
     int pop = cgroup_app_populated(d->cg, w->name);
 
-    if (w->r->leader_counts) /* podman's run lives as long as it */
-        return pop <= 0 && (w->reaped || !proc_alive(w->pid, w->start));
+    w->pop = pop;
+    if (w->r->leader_counts) { /* podman's run lives as long as it */
+        if (pop <= 0 && (w->reaped || leader_over(w)))
+            return true;
+        /* but a stop that found the container's processes is over once
+         * they are gone: the release does not wait for podman run's own
+         * end (its --rm, after conmon notices the exit on a poll), which
+         * the supervisor waits for afterwards (struct left) */
+        w->left = pop == 0 && w->stopping && w->term_found;
+        return w->left;
+    }
     if (pop >= 0)
         return pop == 0;
     if (w->stopping) {
@@ -623,6 +652,7 @@ static void stop_step(struct accel_daemon *d, struct watch *w)
 {
     int64_t now = util_wall_ms();
     if (!w->term_sent) {
+        w->found_now = w->pop == 1;
         w->r->term(d, w->name, w->pid, w->start, w->timeout_s, false);
         w->term_now = true;
     } else if (!w->killed && now >= w->kill_at_ms) {
@@ -658,8 +688,17 @@ static void probe(struct accel_daemon *d, struct watch *w)
     w->gone = app_gone(d, w);
     if (!w->gone && w->logs)
         watch_log(d, w);
-    if (w->gone && !w->reaped)
-        w->reaped = reap(w->pid, &w->status);
+    if (w->gone && !w->reaped && w->pid > 1) {
+        enum accel_err rc = proc_reap(w->pid, &w->status);
+        w->reaped = rc == ACCEL_OK;
+        /* a leader of ours that has not ended yet (a Go podman's group
+         * leader is a zombie while its threads exit: not alive, not yet
+         * reapable) is reaped later, as a left one */
+        if (rc == ACCEL_EBUSY && w->r->leader_counts)
+            w->left = true;
+    }
+    if (w->reaped)
+        w->left = false;
     if (!w->gone && w->stopping)
         stop_step(d, w);
     if (!w->gone && !w->gave_up)
@@ -670,7 +709,8 @@ static void probe(struct accel_daemon *d, struct watch *w)
     if (w->gave_up && w->linger == 0)
         w->linger = 1; /* survivors: the reconciler waits for the cgroup */
     w->oom = cgroup_app_oom_kills(d->cg, w->name);
-    if (w->gone) /* the container, its cgroups (after the OOM count) */
+    if (w->gone && !w->left) /* the container, its cgroups (after the OOM
+                                count); a left leader's: settle_left */
         w->r->finish(d, w->name, w->reaped ? w->status : -1, w->why,
                      sizeof w->why);
 }
@@ -713,8 +753,10 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
         a->leader_gone = true;
         a->leader_status = w->status;
     }
-    if (w->term_now)
+    if (w->term_now) {
         a->stop.term_sent = true;
+        a->stop.term_found = w->found_now;
+    }
     if (w->kill_now) {
         a->stop.killed = true;
         a->stop.give_up_ms = util_wall_ms() + KILL_GRACE_MS;
@@ -738,9 +780,106 @@ static void apply_watch(struct accel_daemon *d, const struct watch *w)
                        w->oom > 0, w->linger);
 }
 
-/* One supervisor round over every app with a process; true when one of
- * them is stopping (the next round comes sooner). */
-static bool supervise_round(struct accel_daemon *d, bool logs)
+/*
+ * The leaders of apps already released whose own end the supervisor waits
+ * for (a container app's podman run, removing its container after the
+ * container's processes are gone): reaped, then the runner's finish,
+ * unless the app has started again meanwhile (its new container's cgroups
+ * are not to be removed, and its podman run --replace removes what the
+ * old one left). Killed after LEFT_WAIT_MS. The supervisor thread's own.
+ */
+struct left {
+    char *name;               /* the app (owned) */
+    const struct runner *r;   /* its runner */
+    pid_t pid;                /* the leader */
+    uint64_t start;           /* its start time */
+    uint64_t kill_at_ns;      /* SIGKILL after this */
+    bool killed;              /* sent */
+};
+
+struct leftovers {
+    struct left *v;           /* the leaders (owned) */
+    size_t n, cap;            /* used, allocated */
+};
+
+static void left_add(struct leftovers *lo, const struct watch *w)
+{
+    if (lo->n == lo->cap) {
+        lo->cap = lo->cap ? lo->cap * 2 : 8;
+        lo->v = xrealloc(lo->v, lo->cap * sizeof(*lo->v));
+    }
+    lo->v[lo->n++] = (struct left){
+        .name = xstrdup(w->name),
+        .r = w->r,
+        .pid = w->pid,
+        .start = w->start,
+        .kill_at_ns = util_now_ns() + LEFT_WAIT_MS * 1000000ULL,
+    };
+}
+
+/* Has l's leader ended (reaped: *status its wait status, else -1)? A
+ * child of ours has once it is reaped: podman is a Go program, whose
+ * group leader shows as a zombie while its other threads still exit, and
+ * waitpid takes it only after them. One that is not ours (adopted after
+ * an acceld restart) has once it is no longer alive. */
+static bool left_ended(struct left *l, int *status)
+{
+    enum accel_err rc;
+
+    *status = -1;
+    rc = l->pid > 1 ? proc_reap(l->pid, status) : ACCEL_ENOTFOUND;
+    if (rc == ACCEL_OK ||
+        (rc == ACCEL_ENOTFOUND && !proc_alive(l->pid, l->start)))
+        return true;
+    if (!l->killed && util_now_ns() >= l->kill_at_ns) {
+        log_warn("app %s: its leader %d has not ended %u s after the "
+                 "app's processes: killed", l->name, (int)l->pid,
+                 LEFT_WAIT_MS / 1000);
+        kill(l->pid, SIGKILL);
+        l->killed = true;
+    }
+    return false;
+}
+
+/* One look at the left leaders (no lock held). */
+static void settle_left(struct accel_daemon *d, struct leftovers *lo)
+{
+    size_t keep = 0;
+
+    for (size_t i = 0; i < lo->n; i++) {
+        struct left *l = &lo->v[i];
+        const struct app *a;
+        bool again;
+        int status;
+
+        if (!left_ended(l, &status)) {
+            lo->v[keep++] = *l;
+            continue;
+        }
+        pthread_mutex_lock(&d->lock);
+        a = state_app_find(d, l->name);
+        again = a != NULL && a->pid > 0;
+        pthread_mutex_unlock(&d->lock);
+        if (!again)
+            l->r->finish(d, l->name, status, NULL, 0);
+        free(l->name);
+    }
+    lo->n = keep;
+}
+
+static void leftovers_release(struct leftovers *lo)
+{
+    for (size_t i = 0; i < lo->n; i++)
+        free(lo->v[i].name);
+    free(lo->v);
+    *lo = (struct leftovers){0};
+}
+
+/* One supervisor round over every app with a process, then the left
+ * leaders; true when one of them is stopping or a leader is left (the
+ * next round comes sooner). */
+static bool supervise_round(struct accel_daemon *d, struct leftovers *lo,
+                            bool logs)
 {
     bool stopping = false;
     struct watch *w = xcalloc(SUPERVISE_MAX, sizeof(*w));
@@ -753,6 +892,10 @@ static bool supervise_round(struct accel_daemon *d, bool logs)
         probe(d, &w[i]);
         stopping = stopping || (w[i].stopping && !w[i].gone);
     }
+    settle_left(d, lo); /* before this round's: none is looked at yet */
+    for (size_t i = 0; i < n; i++)
+        if (w[i].gone && w[i].left)
+            left_add(lo, &w[i]);
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < n; i++)
         apply_watch(d, &w[i]);
@@ -760,7 +903,7 @@ static bool supervise_round(struct accel_daemon *d, bool logs)
     for (size_t i = 0; i < n; i++)
         free(w[i].name);
     free(w);
-    return stopping;
+    return stopping || lo->n > 0;
 }
 
 bool runtime_ledger_of(struct accel_daemon *d, const struct app *a, size_t row,
@@ -928,6 +1071,7 @@ static void *supervise(void *arg)
 {
     struct accel_daemon *d = arg;
     uint64_t disk_next = 0, second_next = 0;
+    struct leftovers lo = {0};
     bool stopping = false;
 
     while (!d->stopping) {
@@ -949,8 +1093,11 @@ static void *supervise(void *arg)
             disk_next = util_now_ns() +
                         (ms > DISK_CHECK_MS ? ms : DISK_CHECK_MS) * 1000000u;
         }
-        stopping = supervise_round(d, second);
+        stopping = supervise_round(d, &lo, second);
     }
+    /* acceld ends: the left leaders end by themselves, and what they
+     * leave is swept at the next start (the runners' sweep) */
+    leftovers_release(&lo);
     return NULL;
 }
 
