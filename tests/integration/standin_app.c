@@ -69,8 +69,6 @@ typedef CUdeviceptr devptr;
 #define dev_alloc(p, b) cuMemAlloc_v2((p), (b))
 #define dev_free(p) cuMemFree_v2(p)
 #endif
-/* The runtime's answer: 0 success, 2 out of memory (CUDA's and HIP's). */
-typedef int gpu_rc;
 
 #define MiB (1ULL << 20)
 
@@ -87,10 +85,11 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static gpu_rc take(void)
+/* The runtime's answer: 0 success, 2 out of memory (CUDA's and HIP's). */
+static int take(void)
 {
     double t0 = now_ms();
-    gpu_rc rc = 0;
+    int rc = 0;
 
     if (held == 0)
         rc = dev_alloc(&held, model_bytes);
@@ -153,7 +152,7 @@ static void freeing(int fd)
 
 static void loading(int fd)
 {
-    gpu_rc rc = take();
+    int rc = take();
     char b[96];
 
     snprintf(b, sizeof b, "{\"loaded\":%s,\"cudaError\":%d}",

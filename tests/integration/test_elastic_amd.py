@@ -171,6 +171,8 @@ class AmdElasticTest(RuntimeBase):
         took = time.monotonic() - t0
         self.assertEqual((st, b["loaded"]), (200, True), b)
         self.assertLess(took, 10, "within the wait")
+        print("%s: the short hipMalloc took %.3f s" %
+              ("sysfs" if sysfs else "fdinfo", took))
         self.assertEqual(self.card_figures()[0], 3 * GiB)
         if sysfs:
             self.assertEqual(self.sysfs_used(), 3 * GiB)
