@@ -265,14 +265,14 @@ static bool drm_memory(struct reclaim *r, const char *uuid, uint64_t *total,
         pthread_mutex_unlock(&r->mu);
         rc = discovery_drm_memory(r->d, card, total, used);
     }
-    if (rc != ACCEL_OK)
-        *cause = "the DRM sysfs has neither the card's used memory "
-                 "(mem_info_vram_used) nor its size, nor fdinfo its clients";
+    if (rc != ACCEL_OK) /* the use always reads (fdinfo, else 0 clients) */
+        *cause = "the card's size cannot be read from the DRM sysfs "
+                 "(mem_info_vram_total)";
     return rc == ACCEL_OK;
 }
 
-/* The card's free memory as the driver counts it (NVML; the DRM sysfs
- * and fdinfo for an AMD or Intel device); false when unknown, with *cause
+/* The card's free memory as the driver counts it (NVML; the DRM sysfs,
+ * else fdinfo, for a DRM device: AMD's); false when unknown, with *cause
  * (may be NULL) saying why. */
 static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b,
                       const char **cause)
