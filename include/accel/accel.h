@@ -85,6 +85,12 @@ const char *accel_type_name(enum accel_type t);
 const char *accel_type_title(enum accel_type t);
 /* Does the type have dedicated VRAM (nvidia, intel-gpu, amd-gpu)? */
 bool accel_type_has_vram(enum accel_type t);
+/* May the type's devices overcommit and its apps give memory back
+ * (elastic memory, SPEC 4.4)? The types with VRAM of their own, whose
+ * driver counts the card's free memory (NVML, the amdgpu sysfs), and the
+ * AMD APU (amd: its carve-out and GTT, which amdgpu counts, held by the
+ * shim's HIP hooks; issue 46). */
+bool accel_type_elastic(enum accel_type t);
 /*
  * The modes a type allows, first = default. Writes up to 3 into out and
  * returns how many.

@@ -80,6 +80,11 @@ bool accel_type_has_vram(enum accel_type t)
     return (unsigned)t < ACCEL_TYPE_COUNT && type_table[t].vram;
 }
 
+bool accel_type_elastic(enum accel_type t)
+{
+    return accel_type_has_vram(t) || t == ACCEL_TYPE_AMD;
+}
+
 size_t accel_type_modes(enum accel_type t, enum accel_support out[3])
 {
     switch (t) {

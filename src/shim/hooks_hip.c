@@ -13,9 +13,15 @@
  * hipMemGetInfo and hipDeviceTotalMem answer the virtual view of quota.c:
  * total = min(limit, physical), free = min(total - usage, physical free).
  *
+ * Within the quota but the card is short (the runtime refused): every
+ * allocation the quota holds on a device asks acceld to have other apps
+ * give memory back and calls again once it answers that the card has room
+ * (elastic memory, SPEC 4.4), as the CUDA twins do (HIP_RECLAIM_RETRY).
+ *
  * A real symbol the runtime does not have gives hipErrorNotFound.
  */
 #include "shim/shim.h"
+#include "shim/reclaim.h"
 
 #define HOOK_PROTO_1(ret, name, params) ACCEL_EXPORT ret name params;
 #define HOOK_PROTO_0(ret, name, params)
@@ -56,6 +62,16 @@ static int hip_begin(struct shim_charge *c, uint64_t bytes)
             return hipErrorOutOfMemory;                                        \
     } while (0)
 
+/* hooks.c's RECLAIM_RETRY for HIP: while the runtime answers
+ * hipErrorOutOfMemory for a charge held on a device's quota, and acceld
+ * answers that the card's free memory covers `bytes` now, call again (at
+ * most RECLAIM_TRIES times: another process may take what was freed). */
+#define HIP_RECLAIM_RETRY(c, rc, bytes, call)                                  \
+    for (int r_ = 0; r_ < RECLAIM_TRIES && (rc) == hipErrorOutOfMemory &&     \
+                     (c).dev != NULL && reclaim_ask((c).ordinal, (bytes));    \
+         r_++)                                                                 \
+    (rc) = (call)
+
 /* The pointer an allocation wrote, as a tracking key. */
 static uint64_t key_of(void **ptr)
 {
@@ -93,6 +109,7 @@ static hipError_t hip_end_release(hipError_t rc, int had, enum shim_kind kind,
         HIP_REAL_OR_NOT_FOUND(fn, name);                                       \
         HIP_OOM_IF_REFUSED(c, size);                                           \
         hipError_t rc = fn call;                                               \
+        HIP_RECLAIM_RETRY(c, rc, size, fn call);                               \
         return quota_end(&c, rc, SHIM_KIND_PTR, key_of(ptr));                  \
     }
 HIP_ALLOC(hipMalloc, (void **ptr, size_t size), (ptr, size))
@@ -145,6 +162,7 @@ static hipError_t hip_async_alloc(struct hip_async *a)
     }
     HIP_OOM_IF_REFUSED(c, a->size);
     rc = hip_call_async(a);
+    HIP_RECLAIM_RETRY(c, rc, a->size, hip_call_async(a));
     return quota_end(&c, rc, SHIM_KIND_PTR, key_of(a->ptr));
 }
 
@@ -190,6 +208,7 @@ hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width,
     HIP_REAL_OR_NOT_FOUND(fn, hipMallocPitch);
     HIP_OOM_IF_REFUSED(c, ((width + 511) & ~(size_t)511) * height);
     hipError_t rc = fn(ptr, pitch, width, height);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(ptr, pitch, width, height));
     if (rc == hipSuccess && pitch != NULL &&
         quota_adjust(&c, (uint64_t)*pitch * height) != 0) {
         hipError_t (*fr)(void *) = SHIM_HIP_REAL(hipFree);
@@ -226,7 +245,9 @@ hipError_t hipMallocArray(hipArray_t *array,
     struct shim_charge c;
     HIP_REAL_OR_NOT_FOUND(fn, hipMallocArray);
     HIP_OOM_IF_REFUSED(c, channel_bytes(desc) * dim(width) * dim(height));
-    return array_end(&c, fn(array, desc, width, height, flags), array);
+    hipError_t rc = fn(array, desc, width, height, flags);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(array, desc, width, height, flags));
+    return array_end(&c, rc, array);
 }
 
 hipError_t hipMalloc3DArray(hipArray_t *array,
@@ -237,7 +258,9 @@ hipError_t hipMalloc3DArray(hipArray_t *array,
     HIP_REAL_OR_NOT_FOUND(fn, hipMalloc3DArray);
     HIP_OOM_IF_REFUSED(c, channel_bytes(desc) * dim(extent.width) *
                               dim(extent.height) * dim(extent.depth));
-    return array_end(&c, fn(array, desc, extent, flags), array);
+    hipError_t rc = fn(array, desc, extent, flags);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(array, desc, extent, flags));
+    return array_end(&c, rc, array);
 }
 
 /* HIP_ARRAY_DESCRIPTOR formats are CUDA's: 8-bit 0x01/0x08, 16-bit
@@ -260,7 +283,9 @@ hipError_t hipArrayCreate(hipArray_t *array, const struct hip_array_desc *desc)
                           : 0;
     HIP_REAL_OR_NOT_FOUND(fn, hipArrayCreate);
     HIP_OOM_IF_REFUSED(c, bytes);
-    return array_end(&c, fn(array, desc), array);
+    hipError_t rc = fn(array, desc);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(array, desc));
+    return array_end(&c, rc, array);
 }
 
 hipError_t hipFree(void *ptr)
@@ -302,6 +327,7 @@ hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
                     size) != 0)
         return hipErrorOutOfMemory;
     hipError_t rc = fn(handle, size, prop, flags);
+    HIP_RECLAIM_RETRY(c, rc, size, fn(handle, size, prop, flags));
     return quota_end(&c, rc, SHIM_KIND_HANDLE,
                      handle ? (uint64_t)(uintptr_t)*handle : 0);
 }
@@ -397,6 +423,8 @@ hipError_t hipMemAllocPitch(void **dptr, size_t *pitch, size_t widthInBytes,
     HIP_REAL_OR_NOT_FOUND(fn, hipMemAllocPitch);
     HIP_OOM_IF_REFUSED(c, ((widthInBytes + 511) & ~(size_t)511) * height);
     hipError_t rc = fn(dptr, pitch, widthInBytes, height, elementSizeBytes);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes,
+                      fn(dptr, pitch, widthInBytes, height, elementSizeBytes));
     return pitch_settle(&c, rc, rc == hipSuccess && dptr ? *dptr : NULL,
                         pitch && rc == hipSuccess ? *pitch : 0, height);
 }
@@ -408,6 +436,7 @@ hipError_t hipMalloc3D(struct hip_pitched_ptr *p, struct hip_extent e)
     HIP_REAL_OR_NOT_FOUND(fn, hipMalloc3D);
     HIP_OOM_IF_REFUSED(c, ((e.width + 511) & ~(size_t)511) * rows);
     hipError_t rc = fn(p, e);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(p, e));
     return pitch_settle(&c, rc, rc == hipSuccess && p ? p->ptr : NULL,
                         rc == hipSuccess && p ? p->pitch : 0, rows);
 }
@@ -424,7 +453,9 @@ hipError_t hipArray3DCreate(hipArray_t *array,
                                              format_bytes(desc->Format) *
                                                  dim(desc->NumChannels),
                                              1));
-    return array_end(&c, fn(array, desc), array);
+    hipError_t rc = fn(array, desc);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(array, desc));
+    return array_end(&c, rc, array);
 }
 
 static hipError_t mipmap_end(struct shim_charge *c, hipError_t rc,
@@ -444,7 +475,9 @@ hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *a,
     HIP_OOM_IF_REFUSED(c, hooks_mipmap_bytes(e.width, e.height, e.depth,
                                              (flags & 0x01) != 0,
                                              channel_bytes(desc), levels));
-    return mipmap_end(&c, fn(a, desc, e, levels, flags), a);
+    hipError_t rc = fn(a, desc, e, levels, flags);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(a, desc, e, levels, flags));
+    return mipmap_end(&c, rc, a);
 }
 
 hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *a,
@@ -461,7 +494,9 @@ hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *a,
                                              format_bytes(desc->Format) *
                                                  dim(desc->NumChannels),
                                              levels));
-    return mipmap_end(&c, fn(a, desc, levels), a);
+    hipError_t rc = fn(a, desc, levels);
+    HIP_RECLAIM_RETRY(c, rc, c.bytes, fn(a, desc, levels));
+    return mipmap_end(&c, rc, a);
 }
 
 hipError_t hipFreeMipmappedArray(hipMipmappedArray_t a)

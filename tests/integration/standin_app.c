@@ -5,7 +5,10 @@
  * memory tests (SPEC 4.4): a small HTTP server on 127.0.0.1 that answers
  * the app's real routes and holds its "model" in device memory of the
  * tests' stand-in driver (cuMemAlloc_v2, with the shim preloaded by
- * acceld), so what it frees is what the card then has free.
+ * acceld), so what it frees is what the card then has free. Built twice:
+ * standin_app over the stand-in libcuda, and with STANDIN_HIP
+ * standin_app_hip over the stand-in libamdhip64 (hipMalloc, hipFree: an
+ * app on an AMD card, issue 46).
  *
  *   standin_app KIND PORT MODEL_MIB [options]
  *     KIND ollama:  GET /api/ps lists the loaded model; POST /api/generate
@@ -46,6 +49,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef STANDIN_HIP
+#include "shim/hip_types.h"
+
+hipError_t hipMalloc(void **p, size_t bytes);
+hipError_t hipFree(void *p);
+typedef void *devptr;
+#define dev_alloc(p, b) hipMalloc((p), (b))
+#define dev_free(p) hipFree(p)
+#else
 #include "shim/cuda_types.h"
 
 CUresult cuInit(unsigned flags);
@@ -53,12 +65,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr p);
+typedef CUdeviceptr devptr;
+#define dev_alloc(p, b) cuMemAlloc_v2((p), (b))
+#define dev_free(p) cuMemFree_v2(p)
+#endif
 
 #define MiB (1ULL << 20)
 
 static const char *kind;
 static uint64_t model_bytes;
-static CUdeviceptr held;     /* the model (or the job), 0 none */
+static devptr held;     /* the model (or the job), 0 none */
 static int unload_ms, hang, lie, sleeping;
 static FILE *logfp;
 
@@ -69,14 +85,15 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static CUresult take(void)
+/* The runtime's answer: 0 success, 2 out of memory (CUDA's and HIP's). */
+static int take(void)
 {
     double t0 = now_ms();
-    CUresult rc = CUDA_SUCCESS;
+    int rc = 0;
 
     if (held == 0)
-        rc = cuMemAlloc_v2(&held, model_bytes);
-    if (rc != CUDA_SUCCESS)
+        rc = dev_alloc(&held, model_bytes);
+    if (rc != 0)
         held = 0;
     if (logfp != NULL) {
         fprintf(logfp, "alloc %llu %d %.3f\n",
@@ -96,7 +113,7 @@ static void give(void)
         nanosleep(&ts, NULL);
     }
     if (held != 0)
-        cuMemFree_v2(held);
+        dev_free(held);
     held = 0;
     if (logfp != NULL) {
         fprintf(logfp, "free %llu %.3f\n",
@@ -135,12 +152,12 @@ static void freeing(int fd)
 
 static void loading(int fd)
 {
-    CUresult rc = take();
+    int rc = take();
     char b[96];
 
     snprintf(b, sizeof b, "{\"loaded\":%s,\"cudaError\":%d}",
-             rc == CUDA_SUCCESS ? "true" : "false", (int)rc);
-    reply(fd, rc == CUDA_SUCCESS ? 200 : 500, b);
+             rc == 0 ? "true" : "false", (int)rc);
+    reply(fd, rc == 0 ? 200 : 500, b);
 }
 
 /* llama-server's router: its model list, and an unload of one. */
@@ -255,7 +272,9 @@ static void serve(int fd)
 int main(int argc, char **argv)
 {
     struct sockaddr_in sa;
+#ifndef STANDIN_HIP
     CUcontext ctx = NULL;
+#endif
     int lfd, one = 1, preload = 0;
 
     if (argc < 4) {
@@ -277,12 +296,14 @@ int main(int argc, char **argv)
             logfp = fopen(argv[++i], "a");
     }
     signal(SIGPIPE, SIG_IGN);
+#ifndef STANDIN_HIP /* HIP makes its context at the first call */
     if (cuInit(0) != CUDA_SUCCESS ||
         cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
         fprintf(stderr, "no device\n");
         return 1;
     }
+#endif
     lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     memset(&sa, 0, sizeof sa);
@@ -295,7 +316,7 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    if (preload && take() != CUDA_SUCCESS)
+    if (preload && take() != 0)
         fprintf(stderr, "preload failed\n");
     printf("ready %s on %s, holding %llu MiB\n", kind, argv[2],
            (unsigned long long)(held ? model_bytes / MiB : 0));

@@ -17,6 +17,9 @@
  * memory (drm-total-vram, drm-resident-vram and drm-memory-vram, or with
  * FAKE_HIP_DRM_FORMAT=memory the older kernels' drm-memory-vram only),
  * rewritten after every call that takes or frees memory, removed at exit.
+ * Where FAKE_HIP_SYSFS_VRAM_USED names a file (a fixture sysfs's
+ * mem_info_vram_used), it writes there, after the same calls, what the
+ * whole card holds (every process's memory), as amdgpu's counter says it.
  * The entry points whose memory the runtime takes inside itself (the
  * inventory's HIP "meter" rows: contexts, modules, executable graphs,
  * external memory) take FAKE_HIP_OUTSIDE_BYTES (default 96 MiB) each,
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -76,6 +80,36 @@ static int drm_open(const char *root, pid_t pid)
     return rc;
 }
 
+/* The card's figure into the fixture's mem_info_vram_used (by a rename:
+ * a reader never sees half a number; under a lock of the file's, so that
+ * two processes' notes never leave the older figure last). */
+static void sysfs_note(void)
+{
+    const char *path = getenv("FAKE_HIP_SYSFS_VRAM_USED");
+    char tmp[4096], lock[4096];
+    FILE *f;
+    int lfd;
+
+    if (path == NULL || path[0] == '\0' ||
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >=
+            (int)sizeof tmp ||
+        snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
+        return;
+    lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
+        if (lfd >= 0)
+            close(lfd);
+        return;
+    }
+    f = fopen(tmp, "w");
+    if (f != NULL) {
+        fprintf(f, "%lld\n", (long long)atomic_load(&fake_record()->used));
+        if (fclose(f) != 0 || rename(tmp, path) != 0)
+            unlink(tmp);
+    }
+    close(lfd); /* the lock with it */
+}
+
 /* Write this process's figure into its fdinfo (whole, by a rename). */
 static void drm_note(void)
 {
@@ -87,6 +121,7 @@ static void drm_note(void)
     unsigned long long kib;
     FILE *f;
 
+    sysfs_note();
     if (root == NULL || root[0] == '\0')
         return;
     pthread_mutex_lock(&drm_mu);

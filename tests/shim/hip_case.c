@@ -11,11 +11,14 @@
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <time.h>
@@ -422,6 +425,170 @@ static void case_vmm_share(void)
     close(fd);
 }
 
+/* Elastic memory on every HIP allocation path the quota holds (SPEC 4.4,
+ * issue 46 on AMD), the twin of shim.elastic_<path>: a card of 1 GiB
+ * (FAKE_CUDA_TOTAL) of which another app (a process without the shim)
+ * holds 768 MiB; this app's 512 MiB through PATH is within its 1 GiB
+ * quota but the card is short, so the shim asks acceld's reclaim socket
+ * (here the test's own server, which has the other app free its memory
+ * and answers "ok") and the call succeeds the second time. Before, no HIP
+ * path asked: each failed as on a full card. */
+static struct {
+    int fd;              /* the reclaim socket */
+    pid_t hog;           /* the other app */
+    int hog_out;         /* its "freed" line */
+    _Atomic int asks;
+} el;
+
+/* VMM, which the quota cases' table has not: hipMemCreate on device 0. */
+static int a_memcreate(uint64_t b, union gpu_key *k)
+{
+    hipMemAllocationProp p = { .type = 1 };
+    p.location.type = hipMemLocationTypeDevice;
+    return hipMemCreate((hipMemGenericAllocationHandle_t *)&k->ptr, b, &p, 0);
+}
+static int r_memrelease(union gpu_key k) { return hipMemRelease(k.ptr); }
+static const struct alloc_path memcreate = { "memcreate", a_memcreate,
+                                             r_memrelease, 0, NULL };
+
+/* The other app: 768 MiB on the card until SIGUSR1, then freed. */
+static void case_hog(void)
+{
+    void *p = NULL;
+    sigset_t set;
+    int sig = 0;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    if (hipMalloc(&p, 768 * MiB) != hipSuccess)
+        _exit(3);
+    (void)!write(1, "ready", 5);
+    sigwait(&set, &sig);
+    hipFree(p);
+    (void)!write(1, "freed", 5);
+    _exit(0);
+}
+
+static void *el_serve(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char line[256] = "", buf[8] = "";
+        int c = accept(el.fd, NULL, NULL);
+        ssize_t n;
+        if (c < 0)
+            return NULL; /* the socket was shut down */
+        n = read(c, line, sizeof line - 1);
+        if (n > 0 && strncmp(line, "reclaim ", 8) == 0 && el.hog > 0) {
+            atomic_fetch_add(&el.asks, 1);
+            kill(el.hog, SIGUSR1); /* its reclaim action */
+            if (read(el.hog_out, buf, 5) == 5 &&
+                strncmp(buf, "freed", 5) == 0) {
+                el.hog = 0;
+                (void)!write(c, "ok\n", 3);
+            } else {
+                (void)!write(c, "no\n", 3);
+            }
+        } else {
+            (void)!write(c, "no\n", 3);
+        }
+        close(c);
+    }
+}
+
+/* This app: started with acceld's config (the shim reads it at its first
+ * HIP call), the other app's pid and pipe from its parent. */
+static void case_elastic_run(const char *which)
+{
+    const struct alloc_path *pth = NULL;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const char *sock = getenv("EL_SOCK");
+    union gpu_key k = { 0 };
+    pthread_t th;
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++)
+        if (strcmp(paths[i].name, which) == 0)
+            pth = &paths[i];
+    if (strcmp(which, memcreate.name) == 0)
+        pth = &memcreate;
+    el.hog = (pid_t)strtol(getenv("EL_HOG") ? getenv("EL_HOG") : "0", NULL,
+                           10);
+    el.hog_out = (int)strtol(getenv("EL_FD") ? getenv("EL_FD") : "-1", NULL,
+                             10);
+    CHECK(pth != NULL && sock != NULL && el.hog > 0 && el.hog_out >= 0,
+          "path %s, the socket, the other app", which);
+    if (pth == NULL || sock == NULL || el.hog <= 0 || el.hog_out < 0)
+        return;
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    unlink(sock);
+    el.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(el.fd >= 0 && bind(el.fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              listen(el.fd, 4) == 0 &&
+              pthread_create(&th, NULL, el_serve, NULL) == 0,
+          "the reclaim socket");
+    CHECK(pth->alloc(512 * MiB, &k) == hipSuccess,
+          "%s: 512 MiB within the quota on a short card", which);
+    CHECK(atomic_load(&el.asks) >= 1 && el.hog == 0,
+          "%s: acceld was not asked (%d asks)", which, atomic_load(&el.asks));
+    CHECK(pth->release(k) == hipSuccess, "release");
+    if (pth->settle)
+        pth->settle();
+    CHECK((uint64_t)atomic_load(&fake_hip_stats()->max_used) <= GiB,
+          "%s: the card held %lld MiB, over 1024", which,
+          (long long)(atomic_load(&fake_hip_stats()->max_used) >> 20));
+    shutdown(el.fd, SHUT_RDWR);
+    close(el.fd);
+    pthread_join(th, NULL);
+    unlink(sock);
+}
+
+static void case_elastic(const char *which)
+{
+    char dir[400], led[512], cfg[512], sock[108], buf[8] = "", num[24];
+    struct ledger_device dev = { 0, GiB, led, "", NULL, NULL, sock };
+    char *hog_argv[] = { "hip_case", "hog", NULL };
+    char *run_argv[] = { "hip_case", "elastic_run", (char *)which, NULL };
+    const char *preload = getenv("LD_PRELOAD");
+    char *keep = preload ? strdup(preload) : NULL;
+    int fds[2], status = -1;
+    pid_t hog, app;
+
+    /* the other app, without the shim */
+    CHECK(pipe(fds) == 0, "pipe");
+    unsetenv("LD_PRELOAD");
+    hog = spawn(hog_argv, fds[1]);
+    if (keep)
+        setenv("LD_PRELOAD", keep, 1);
+    free(keep);
+    close(fds[1]);
+    CHECK(read(fds[0], buf, 5) == 5 && strncmp(buf, "ready", 5) == 0,
+          "the other app's 768 MiB");
+    /* this app's quota, with acceld's reclaim socket, as acceld writes it */
+    snprintf(dir, sizeof(dir), "%s/run", getenv("XDG_RUNTIME_DIR"));
+    snprintf(sock, sizeof(sock), "%s/reclaim.sock", getenv("XDG_RUNTIME_DIR"));
+    CHECK(ledger_path(led, sizeof(led), dir, "el-app", 0) == ACCEL_OK, "path");
+    snprintf(cfg, sizeof(cfg), "%s/el-app.shim.conf", dir);
+    CHECK(ledger_create(led, "el-app", 0, "", GiB, (uid_t)-1, (gid_t)-1) ==
+              ACCEL_OK, "ledger");
+    CHECK(ledger_write_config(cfg, "el-app", &dev, 1) == ACCEL_OK, "config");
+    setenv("ACCEL_CONFIG", cfg, 1);
+    setenv("EL_SOCK", sock, 1);
+    snprintf(num, sizeof num, "%d", (int)hog);
+    setenv("EL_HOG", num, 1);
+    snprintf(num, sizeof num, "%d", fds[0]);
+    setenv("EL_FD", num, 1);
+    app = spawn(run_argv, -1);
+    CHECK(app > 0 && waitpid(app, &status, 0) == app && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "%s: the app's process failed (status %d)", which, status);
+    kill(hog, SIGKILL);
+    waitpid(hog, NULL, 0);
+    close(fds[0]);
+    CHECK(ledger_remove(led) == ACCEL_OK, "remove");
+    unlink(cfg);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -450,6 +617,12 @@ int main(int argc, char **argv)
         case_vmm_share();
     else if (strcmp(c, "vmm_import") == 0 && argc > 2)
         case_vmm_import(argv);
+    else if (strcmp(c, "hog") == 0)
+        case_hog();
+    else if (strcmp(c, "elastic") == 0 && argc > 2)
+        case_elastic(argv[2]);
+    else if (strcmp(c, "elastic_run") == 0 && argc > 2)
+        case_elastic_run(argv[2]);
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

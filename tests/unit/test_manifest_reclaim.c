@@ -279,7 +279,44 @@ TEST(reclaim_who_may_install)
     ASSERT(!manifest_port_reached("127.0.0.2:8188:80/tcp", 8188));
 }
 
+/* Issue 46 on AMD: an amd (APU) entry may say how it gives memory back
+ * (its carve-out and GTT, which acceld reads from the amdgpu sysfs); a
+ * cpu entry has no GPU memory to give back: refused, naming the field. */
+TEST(reclaim_on_the_amd_apu)
+{
+    static const char *const fmt =
+        "{\"metadata\":{\"name\":\"a1\"},\"spec\":{\"accelerator\":"
+        "[{\"mode\":\"%s\",\"requiredMemory\":\"1Gi\","
+        "\"limitedMemory\":\"1Gi\",\"requiredCpu\":\"1\","
+        "\"limitedCpu\":\"1\",\"requiredDisk\":\"1Gi\","
+        "\"limitedDisk\":\"1Gi\",\"reclaim\":\"ollama\"}]},"
+        "\"run\":" CMD "}";
+    char buf[1024];
+    struct manifest m;
+    char *cause = NULL;
+    json_t *j;
+
+    snprintf(buf, sizeof buf, fmt, "amd");
+    j = json_loads(buf, 0, NULL);
+    ASSERT(j != NULL);
+    ASSERT_EQ(manifest_parse(j, &m, &cause), ACCEL_OK);
+    ASSERT(m.reclaim != NULL);
+    ASSERT_EQ(m.reclaim[0].preset, MANIFEST_PRESET_OLLAMA);
+    manifest_release(&m);
+    json_decref(j);
+    snprintf(buf, sizeof buf, fmt, "cpu");
+    j = json_loads(buf, 0, NULL);
+    ASSERT(j != NULL);
+    ASSERT_EQ(manifest_parse(j, &m, &cause), ACCEL_EINVAL);
+    ASSERT(cause != NULL &&
+           strstr(cause, "spec.accelerator[0].reclaim is for a GPU") != NULL &&
+           strstr(cause, "mode=cpu has none to give back") != NULL);
+    free(cause);
+    json_decref(j);
+}
+
 #define TESTS(XX)                                                              \
+    XX(reclaim_on_the_amd_apu)                                                 \
     XX(reclaim_presets_and_ports)                                              \
     XX(reclaim_http_and_signal)                                                \
     XX(reclaim_refusals_name_the_field)                                        \

@@ -793,12 +793,13 @@ void ops_elastic_set(struct accel_daemon *d, const char *node,
                   res))
         goto out;
     if (oc > ADM_OVERCOMMIT_ONE &&
-        (!accel_type_has_vram(x->type) || x->st != ACCEL_SUPPORT_MEMSLICE)) {
+        (!accel_type_elastic(x->type) || x->st != ACCEL_SUPPORT_MEMSLICE)) {
         ops_res_error(res, 400, "invalid-argument",
                       "overcommit above 1 needs a Memory-slicing GPU: device "
-                      "%s is %s", device, accel_type_has_vram(x->type)
+                      "%s is %s", device, accel_type_elastic(x->type)
                                               ? accel_support_name(x->st)
-                                              : "without VRAM of its own");
+                                              : "without GPU memory acceld "
+                                                "can take back");
         goto out;
     }
     if (oc != 0) {

@@ -352,8 +352,8 @@ static json_t *device_json(struct accel_daemon *d, int dev,
                                         ? meter_settings_json(d, (size_t)dev)
                                         : json_null());
     /* elastic memory (SPEC 4.4): the ratio, the wait, what quotas may
-     * sum to; shown for cards with VRAM of their own */
-    json_object_set_new(o, "elastic", accel_type_has_vram(x->type)
+     * sum to; shown for cards with VRAM of their own and the AMD APU */
+    json_object_set_new(o, "elastic", accel_type_elastic(x->type)
                                           ? view_elastic_json(d, dev)
                                           : json_null());
     add_telemetry(o, di);

@@ -259,10 +259,11 @@ static enum accel_err parse_accelerators(const json_t *spec, struct manifest *m,
             return ACCEL_EINVAL;
         }
         if (r.kind != MANIFEST_RECLAIM_NONE &&
-            !accel_type_has_vram(m->req[i].type)) {
+            !accel_type_elastic(m->req[i].type)) {
             *cause = xasprintf("spec.accelerator[%zu].reclaim is for a GPU "
-                               "with memory of its own (nvidia, amd-gpu, "
-                               "intel-gpu); mode=%s has none to give back",
+                               "whose memory acceld can take back (nvidia, "
+                               "amd-gpu, intel-gpu, amd); mode=%s has none "
+                               "to give back",
                                i, accel_type_name(m->req[i].type));
             manifest_reclaim_release(&r);
             return ACCEL_EINVAL;

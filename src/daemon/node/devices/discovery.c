@@ -309,6 +309,42 @@ char **discovery_drm_ids(const char *node, const struct drm_gpu *g, size_t n)
     return ids;
 }
 
+bool discovery_drm_card(struct accel_daemon *d, const char *dev_id,
+                        char *card, size_t cap)
+{
+    struct drm_gpu *g = NULL;
+    uint64_t mt, mu;
+    size_t n = 0;
+    char **ids;
+    bool found = false;
+
+    read_meminfo(proc_root(d), &mt, &mu);
+    if (drm_scan(sysfs_root(d), mt, &g, &n) != ACCEL_OK)
+        return false;
+    ids = discovery_drm_ids(d->cfg.node_name, g, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!found && strcmp(ids[i], dev_id) == 0 &&
+            strlen(g[i].card) < cap) {
+            util_strlcpy(card, g[i].card, cap);
+            found = true;
+        }
+        free(ids[i]);
+    }
+    free(ids);
+    free(g);
+    return found;
+}
+
+enum accel_err discovery_drm_memory(struct accel_daemon *d, const char *card,
+                                    uint64_t *memory, uint64_t *used)
+{
+    uint64_t mt, mu;
+
+    read_meminfo(proc_root(d), &mt, &mu);
+    return drm_card_memory(sysfs_root(d), proc_root(d), card, mt, memory,
+                           used);
+}
+
 void discovery_local(struct accel_daemon *d)
 {
     uint64_t mt, mu, ct, cu, dt = 0, du = 0;

@@ -59,6 +59,17 @@ struct drm_usage {
  */
 void discovery_drm_refresh(struct accel_daemon *d, struct drm_usage **use,
                            size_t *nuse);
+/*
+ * The DRM card ("card0") of the local DRM device dev_id, by one scan of the
+ * sysfs (the ids as discovery gives them): true with card set, false when
+ * no card of the scan has that id. Reads files only (no d->lock).
+ */
+bool discovery_drm_card(struct accel_daemon *d, const char *dev_id,
+                        char *card, size_t cap);
+/* What that card offers and holds now (drm_card_memory under acceld's
+ * --sysfs-root and --proc-root). No d->lock. */
+enum accel_err discovery_drm_memory(struct accel_daemon *d, const char *card,
+                                    uint64_t *memory, uint64_t *used);
 /* The readings of a DRM device into its dev_info (lock held). */
 void discovery_drm_readings(struct dev_info *di, const struct drm_gpu *g);
 /* The ids of g[0..n) on node: <node>-<type>-<k>, k counting per type in

@@ -396,9 +396,10 @@ static void find_pci(const char *card, const char *dev, struct drm_gpu *g)
     util_strlcpy(g->pci, p, sizeof g->pci);
 }
 
-/* Read one card; false when it is not a device of ours. */
+/* Read one card; false when it is not a device of ours. full: its name
+ * and hwmon too (a scan), else only what its memory needs. */
 static bool read_card(const char *root, const char *name, uint64_t ram,
-                      struct drm_gpu *g)
+                      struct drm_gpu *g, bool full)
 {
     char card[PATH_MAX], dev[PATH_MAX];
     uint64_t vendor = 0, device = 0;
@@ -424,12 +425,14 @@ static bool read_card(const char *root, const char *name, uint64_t ram,
         util_strlcpy(g->driver, "amdgpu", sizeof g->driver);
     find_pci(card, dev, g);
     find_render(dev, g);
-    product_name(dev, g);
+    if (full)
+        product_name(dev, g);
     if (vendor == DRM_VENDOR_AMD)
         read_amd(dev, ram, g);
     else
         read_intel(card, dev, ram, g);
-    read_hwmon(dev, g);
+    if (full)
+        read_hwmon(dev, g);
     return true;
 }
 
@@ -466,7 +469,7 @@ enum accel_err drm_scan(const char *sysfs_root, uint64_t node_ram,
     for (int c = 0; c <= max; c++) {
         fmt_path(name, sizeof name, "card%d", c);
         v = xrealloc(v, (n + 1) * sizeof *v);
-        if (read_card(sysfs_root, name, node_ram, &v[n]))
+        if (read_card(sysfs_root, name, node_ram, &v[n], true))
             n++;
     }
     if (n == 0) {
@@ -695,6 +698,28 @@ void drm_clients(const char *proc_root, struct drm_gpu *g, size_t n,
     free(w.ids);
     *out = w.v;
     *count = w.n;
+}
+
+enum accel_err drm_card_memory(const char *sysfs_root, const char *proc_root,
+                               const char *card, uint64_t node_ram,
+                               uint64_t *memory, uint64_t *used)
+{
+    struct drm_gpu g;
+
+    if (card_number(card) < 0 ||
+        !read_card(sysfs_root, card, node_ram, &g, false))
+        return ACCEL_ENOTFOUND;
+    if (g.used == DRM_UNKNOWN) { /* the driver's own count first */
+        struct drm_client *c = NULL;
+        size_t nc = 0;
+        drm_clients(proc_root, &g, 1, &c, &nc);
+        free(c);
+    }
+    if (g.memory == 0 || g.used == DRM_UNKNOWN)
+        return ACCEL_EIO;
+    *memory = g.memory;
+    *used = g.used;
+    return ACCEL_OK;
 }
 
 char *drm_device_id(const char *node, enum accel_type t, unsigned k)

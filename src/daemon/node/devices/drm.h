@@ -107,6 +107,22 @@ void drm_clients(const char *proc_root, struct drm_gpu *g, size_t n,
  */
 bool drm_parse_size(const char *s, uint64_t *out);
 
+/*
+ * What one card holds now, by drm_scan's rule, reading only the files its
+ * memory needs (no product name, no hwmon: elastic memory reads it every
+ * few milliseconds while an ask waits, SPEC 4.4):
+ *   card    "card0" (a drm_gpu's card)
+ *   memory  what the device offers (drm_gpu.memory)
+ *   used    what is in use: the driver's sysfs figure (amdgpu
+ *           mem_info_vram_used, + mem_info_gtt_used on an APU), else the
+ *           sum of the card's DRM clients under proc_root (fdinfo)
+ * ACCEL_OK; ACCEL_ENOTFOUND when card is no device of ours; ACCEL_EIO when
+ * its memory or its use cannot be read.
+ */
+enum accel_err drm_card_memory(const char *sysfs_root, const char *proc_root,
+                               const char *card, uint64_t node_ram,
+                               uint64_t *memory, uint64_t *used);
+
 /* The stand-in id of the k-th device of a type on a node:
  * "<node>-<type>-<k>" (SPEC 1 synthetic ids). Caller frees. */
 char *drm_device_id(const char *node, enum accel_type t, unsigned k);

@@ -29,6 +29,7 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/enforce/lentbook.h"
 #include "daemon/node/ledger.h"
@@ -43,6 +44,7 @@
 #define ASK_LINE_MAX 400     /* "reclaim <app> <device> <bytes>\n" */
 #define ASK_READ_MS 2000     /* the asker sends its line at once */
 #define POLL_MS 5            /* how often the card's free memory is read */
+#define DRM_CARDS 16         /* DRM devices whose card is remembered */
 #define HTTP_BODY_MAX (1 << 20)
 #define MAX_GIVERS 64
 #define MAX_SLEEPERS 16
@@ -82,6 +84,10 @@ struct reclaim {
     bool stopping;
     struct nvml *nv;                   /* the card's free memory */
     char *nvml_cause;                  /* why there is no NVML */
+    /* the DRM devices' cards ("card0"), found by a scan of the sysfs once
+     * and then read alone at every poll (drm_card_memory) */
+    struct { char dev[ACCEL_ID_MAX + 1]; char card[16]; } cards[DRM_CARDS];
+    size_t ncards;
     struct lentbook book;              /* what each app lent and got */
     uint64_t asks, granted, refused, bytes_reclaimed, calls, wakes;
     double seconds_sum;
@@ -211,13 +217,78 @@ static void forget_sleeper(struct reclaim *r, const char *app,
     pthread_mutex_unlock(&r->mu);
 }
 
-/* The card's free memory as the driver counts it; false when unknown. */
-static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b)
+/* Whether device uuid is a DRM device (AMD, Intel) of the state. */
+static bool is_drm(struct accel_daemon *d, const char *uuid)
+{
+    int dev;
+    bool drm;
+
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, uuid);
+    drm = dev >= 0 && d->dinfo[dev].drm;
+    pthread_mutex_unlock(&d->lock);
+    return drm;
+}
+
+/* What a DRM device offers and holds now, as the outside meter reads it
+ * (the amdgpu sysfs mem_info_vram_total / mem_info_vram_used, else its
+ * clients' fdinfo): its card remembered, found again by a scan when the
+ * card read is no longer a device of ours. */
+static bool drm_memory(struct reclaim *r, const char *uuid, uint64_t *total,
+                       uint64_t *used, const char **cause)
+{
+    char card[16] = "";
+    size_t i;
+    enum accel_err rc = ACCEL_ENOTFOUND;
+
+    pthread_mutex_lock(&r->mu);
+    for (i = 0; i < r->ncards; i++)
+        if (strcmp(r->cards[i].dev, uuid) == 0)
+            util_strlcpy(card, r->cards[i].card, sizeof card);
+    pthread_mutex_unlock(&r->mu);
+    if (card[0] != '\0')
+        rc = discovery_drm_memory(r->d, card, total, used);
+    if (rc == ACCEL_ENOTFOUND) {
+        if (!discovery_drm_card(r->d, uuid, card, sizeof card)) {
+            *cause = "no card of the DRM sysfs is that device";
+            return false;
+        }
+        pthread_mutex_lock(&r->mu);
+        for (i = 0; i < r->ncards && strcmp(r->cards[i].dev, uuid) != 0; i++)
+            ;
+        if (i == r->ncards && r->ncards < DRM_CARDS)
+            r->ncards++;
+        if (i < r->ncards) {
+            util_strlcpy(r->cards[i].dev, uuid, sizeof r->cards[i].dev);
+            util_strlcpy(r->cards[i].card, card, sizeof r->cards[i].card);
+        }
+        pthread_mutex_unlock(&r->mu);
+        rc = discovery_drm_memory(r->d, card, total, used);
+    }
+    if (rc != ACCEL_OK) /* the use always reads (fdinfo, else 0 clients) */
+        *cause = "the card's size cannot be read from the DRM sysfs "
+                 "(mem_info_vram_total)";
+    return rc == ACCEL_OK;
+}
+
+/* The card's free memory as the driver counts it (NVML; the DRM sysfs,
+ * else fdinfo, for a DRM device: AMD's); false when unknown, with *cause
+ * (may be NULL) saying why. */
+static bool card_free(struct reclaim *r, const char *uuid, uint64_t *free_b,
+                      const char **cause)
 {
     uint64_t total = 0, used = 0;
+    const char *why = NULL;
+    bool ok;
 
-    if (r->nv == NULL ||
-        nvml_memory_now(r->nv, uuid, &total, &used, NULL) != ACCEL_OK)
+    if (is_drm(r->d, uuid))
+        ok = drm_memory(r, uuid, &total, &used, &why);
+    else if (!(ok = r->nv != NULL && nvml_memory_now(r->nv, uuid, &total,
+                                                     &used, NULL) == ACCEL_OK))
+        why = r->nvml_cause ? r->nvml_cause : "NVML";
+    if (cause != NULL)
+        *cause = why;
+    if (!ok)
         return false;
     *free_b = total > used ? total - used : 0;
     return true;
@@ -879,6 +950,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     int dev, prio;
     struct app *a;
     char want[32];
+    const char *cause = NULL;
 
     pthread_mutex_lock(&d->lock);
     dev = state_dev_find(d, uuid);
@@ -923,10 +995,9 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
                                           : PROMISE_MS;
     deadline = t0 + wait_ms;
     fmt_gib(bytes, want, sizeof want);
-    if (!card_free(r, uuid, &fr)) {
+    if (!card_free(r, uuid, &fr, &cause)) {
         line = xasprintf("no the driver's free memory of %s cannot be read "
-                         "(%s)\n", uuid,
-                         r->nvml_cause ? r->nvml_cause : "NVML");
+                         "(%s)\n", uuid, cause);
         answer(fd, line);
         free(line);
         givers_free(g, n);
@@ -972,7 +1043,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         }
         /* an action that answers once it has freed (Ollama's unload,
          * vLLM's sleep) leaves the memory free now: look before waiting */
-        if (called > 0 && card_free(r, uuid, &fr) && fr >= bytes)
+        if (called > 0 && card_free(r, uuid, &fr, NULL) && fr >= bytes)
             continue;
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
@@ -995,7 +1066,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             struct timespec ts = {0, POLL_MS * 1000000L};
             nanosleep(&ts, NULL);
         }
-        if (!card_free(r, uuid, &fr))
+        if (!card_free(r, uuid, &fr, NULL))
             break;
     }
     if (ok)
@@ -1305,7 +1376,7 @@ static void check_sleepers(struct reclaim *r)
         uint64_t fr = 0;
         struct job *j;
         size_t k;
-        if (!card_free(r, due[i].at.dev, &fr) || fr < due[i].bytes)
+        if (!card_free(r, due[i].at.dev, &fr, NULL) || fr < due[i].bytes)
             continue;
         pthread_mutex_lock(&r->mu);
         k = appdev_find(r->sleepers, sizeof r->sleepers[0], r->nsleep,

@@ -11,12 +11,13 @@
  * reconciler's busy_ms, never what an app writes), calls their actions
  * (HTTP to 127.0.0.1 at a port one of the app's own processes listens on,
  * or a signal to its processes), and answers "ok" once the card's free
- * memory as the driver counts it (NVML) covers the request, or "no" when
- * the device's reclaimWaitMs passes first (the allocation then fails as on
- * a full card, and an event names who holds the memory). An app is stopped
- * only when its reclaim says orStop. Every reclaim is an event
- * `memory.reclaim` {asker, giver, bytes, ms}; what each app lent and got
- * is kept for its JSON (reclaim_app_json) and /metrics.
+ * memory as the driver counts it (NVML; on a DRM device, AMD's, the sysfs
+ * or else its clients' fdinfo: drm_card_memory) covers the request, or
+ * "no" when the device's reclaimWaitMs passes first (the allocation then
+ * fails as on a full card, and an event names who holds the memory). An
+ * app is stopped only when its reclaim says orStop. Every reclaim is an
+ * event `memory.reclaim` {asker, giver, bytes, ms}; what each app lent and
+ * got is kept for its JSON (reclaim_app_json) and /metrics.
  */
 #ifndef ACCEL_DAEMON_NODE_ENFORCE_RECLAIM_H
 #define ACCEL_DAEMON_NODE_ENFORCE_RECLAIM_H

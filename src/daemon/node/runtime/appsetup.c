@@ -30,6 +30,13 @@ static bool hip_type(enum accel_type t)
     return t == ACCEL_TYPE_AMD || t == ACCEL_TYPE_AMD_GPU;
 }
 
+/* The types whose shim asks acceld on a short card (elastic memory, SPEC
+ * 4.4): NVIDIA through the CUDA hooks, AMD through the HIP hooks. */
+static bool elastic_type(enum accel_type t)
+{
+    return t == ACCEL_TYPE_NVIDIA || hip_type(t);
+}
+
 bool appsetup_needs_shim(struct accel_daemon *d, const struct app *a)
 {
     for (size_t i = 0; i < a->nrows; i++) {
@@ -171,12 +178,13 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
         util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
                                          f->ids[n], NULL, NULL, NULL};
-        /* elastic memory: a short allocation asks acceld (SPEC 4.4) */
-        if (x->type == ACCEL_TYPE_NVIDIA && f->reclaim[0] == '\0' &&
+        /* elastic memory: a short allocation asks acceld (SPEC 4.4), on
+         * NVIDIA (the CUDA hooks) and AMD (the HIP hooks, issue 46) */
+        if (elastic_type(x->type) && f->reclaim[0] == '\0' &&
             ledger_reclaim_socket_path(f->reclaim, sizeof f->reclaim,
                                        rundir) != ACCEL_OK)
             f->reclaim[0] = '\0';
-        if (x->type == ACCEL_TYPE_NVIDIA && f->reclaim[0] != '\0')
+        if (elastic_type(x->type) && f->reclaim[0] != '\0')
             devs[n].reclaim = f->reclaim;
         n++;
     }
