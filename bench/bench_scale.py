@@ -21,7 +21,9 @@ usage: bench/bench_scale.py BUILD_DIR [N,N,...] [IDLE BINDS]
        members (their own monitors and beats): what a bind through n1
        costs when no other agent watches the keys it writes, the bound
        of a design where agents watch only their own node's keys (the
-       killed node is then one of the N - 1, seen by the others of them)
+       killed node is then one of the N - 1, seen by the others of them);
+       APART_API=K with --apart: n1 to nK under /accel/ (K API servers
+       that watch every bind), the other N - K apart
        --short: N = 8, IDLE 4, BINDS 3, and exit 1 if a bar is missed
        (idle events < 3 N; the killed node within TTL + 2 s)
        (the CI form: cluster.bench_scale, well under a minute)
@@ -101,7 +103,7 @@ def binds(c, nodes, seconds):
 
 def kill(c, nodes, apart=False):
     victim = nodes[-1]
-    viewers = [c.agent(n) for n in nodes[1 if apart else 0:-1]]
+    viewers = [c.agent(n) for n in nodes[apart:-1]]
     c.agent(victim).kill9()
     t0 = time.monotonic()
     left = set(v.node for v in viewers)
@@ -120,19 +122,19 @@ def kill(c, nodes, apart=False):
 REST_PREFIX = "/accel-rest/"  # sorts outside /accel/: no watch of n1's
 
 
-def start_rest(c, nodes):
-    """--apart: agents nodes[1:] as a cluster of their own under
+def start_rest(c, nodes, k):
+    """--apart: agents nodes[k:] as a cluster of their own under
     REST_PREFIX on c's etcd members (the first writes its own
     admin.token), added to c.agents so that c.close() stops them."""
     token = None
-    for n in nodes[1:]:
+    for n in nodes[k:]:
         a = cluster_harness.Agent(
             n, c.etcd.endpoints(), token=token,
             extra_args=["--etcd-insecure", "--etcd-prefix", REST_PREFIX])
         a.start()
         token = a.token
         c.agents[n] = a
-    rest = [c.agent(n) for n in nodes[1:]]
+    rest = [c.agent(n) for n in nodes[k:]]
     c.wait(lambda: all(len(c.nodes_of(a)) == len(rest) and
                        all(x["reachable"] for x in c.nodes_of(a).values())
                        for a in rest),
@@ -140,13 +142,13 @@ def start_rest(c, nodes):
            timeout=120)
 
 
-def one(n, idle_s, binds_s, apart=False):
+def one(n, idle_s, binds_s, apart=0):
     nodes = ["n%d" % (k + 1) for k in range(n)]
     t0 = time.monotonic()
-    c = cluster_harness.Cluster(nodes[:1] if apart else nodes)
+    c = cluster_harness.Cluster(nodes[:apart] if apart else nodes)
     try:
         if apart:
-            start_rest(c, nodes)
+            start_rest(c, nodes, apart)
         started = time.monotonic() - t0
         time.sleep(2)  # the last agents' first rounds
         ev, cpu = idle(c, idle_s)
@@ -172,7 +174,6 @@ def one(n, idle_s, binds_s, apart=False):
 def main():
     args = [a for a in sys.argv[1:] if a not in ("--short", "--apart")]
     short = "--short" in sys.argv
-    apart = "--apart" in sys.argv
     if not args:
         print(__doc__.strip())
         return 2
@@ -185,10 +186,18 @@ def main():
                                              else "8,32").split(",")]
     idle_s = 4 if short else float(args[2]) if len(args) > 2 else 20
     binds_s = 3 if short else float(args[3]) if len(args) > 3 else 10
+    apart = 0
+    if "--apart" in sys.argv:
+        apart = int(os.environ.get("APART_API", "1"))
+        if not 1 <= apart <= min(ns) - 2:
+            print("APART_API=%d: from 1 to the smallest N - 2 (the killed "
+                  "node and one who sees it are apart)" % apart)
+            return 2
     ttl = cluster_harness.LEASE_TTL
     print("acceld %s, lease TTL %d s, idle %g s, binds %g s%s" % (
         accel_harness.ACCELD, ttl, idle_s, binds_s,
-        ", the other agents apart (%s)" % REST_PREFIX if apart else ""))
+        ", the agents after n%d apart (%s)" % (apart, REST_PREFIX)
+        if apart else ""))
     res = [one(n, idle_s, binds_s, apart) for n in ns]
     ok = all(r["dead"] <= ttl + 2 for r in res)
     if short:
