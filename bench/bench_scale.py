@@ -16,6 +16,14 @@ inventories, two cards each, lease TTL 3 s), for each N given:
 
 usage: bench/bench_scale.py BUILD_DIR [N,N,...] [IDLE BINDS]
        ACCELD=path: another acceld (the same run's "before", say)
+       --apart: n1 alone under the prefix /accel/, the other N - 1
+       agents a cluster of their own under /accel-rest/ on the same etcd
+       members (their own monitors and beats): what a bind through n1
+       costs when no other agent watches the keys it writes, the bound
+       of a design where agents watch only their own node's keys (the
+       killed node is then one of the N - 1, seen by the others of them);
+       APART_API=K with --apart: n1 to nK under /accel/ (K API servers
+       that watch every bind), the other N - K apart
        --short: N = 8, IDLE 4, BINDS 3, and exit 1 if a bar is missed
        (idle events < 3 N; the killed node within TTL + 2 s)
        (the CI form: cluster.bench_scale, well under a minute)
@@ -93,9 +101,9 @@ def binds(c, nodes, seconds):
     return n / (time.monotonic() - t0), cost
 
 
-def kill(c, nodes):
+def kill(c, nodes, apart=False):
     victim = nodes[-1]
-    viewers = [c.agent(n) for n in nodes[:-1]]
+    viewers = [c.agent(n) for n in nodes[apart:-1]]
     c.agent(victim).kill9()
     t0 = time.monotonic()
     left = set(v.node for v in viewers)
@@ -111,19 +119,45 @@ def kill(c, nodes):
     return time.monotonic() - t0 if not left else float("inf")
 
 
-def one(n, idle_s, binds_s):
+REST_PREFIX = "/accel-rest/"  # sorts outside /accel/: no watch of n1's
+
+
+def start_rest(c, nodes, k):
+    """--apart: agents nodes[k:] as a cluster of their own under
+    REST_PREFIX on c's etcd members (the first writes its own
+    admin.token), added to c.agents so that c.close() stops them."""
+    token = None
+    for n in nodes[k:]:
+        a = cluster_harness.Agent(
+            n, c.etcd.endpoints(), token=token,
+            extra_args=["--etcd-insecure", "--etcd-prefix", REST_PREFIX])
+        a.start()
+        token = a.token
+        c.agents[n] = a
+    rest = [c.agent(n) for n in nodes[k:]]
+    c.wait(lambda: all(len(c.nodes_of(a)) == len(rest) and
+                       all(x["reachable"] for x in c.nodes_of(a).values())
+                       for a in rest),
+           "every other agent sees the %d others reachable" % len(rest),
+           timeout=120)
+
+
+def one(n, idle_s, binds_s, apart=0):
     nodes = ["n%d" % (k + 1) for k in range(n)]
     t0 = time.monotonic()
-    c = cluster_harness.Cluster(nodes)
+    c = cluster_harness.Cluster(nodes[:apart] if apart else nodes)
     try:
+        if apart:
+            start_rest(c, nodes, apart)
         started = time.monotonic() - t0
         time.sleep(2)  # the last agents' first rounds
         ev, cpu = idle(c, idle_s)
         rate, cost = binds(c, nodes, binds_s)
-        dead = kill(c, nodes)
+        dead = kill(c, nodes, apart)
     finally:
         c.close()
-    print(json.dumps({"n": n, "started_s": round(started, 1),
+    print(json.dumps({"n": n, "apart": apart,
+                      "started_s": round(started, 1),
                       "idle_events_per_s": round(ev, 1),
                       "busiest_etcd_cpu_s_per_min": round(cpu, 2),
                       "binds_per_s": round(rate, 1),
@@ -138,7 +172,7 @@ def one(n, idle_s, binds_s):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--short"]
+    args = [a for a in sys.argv[1:] if a not in ("--short", "--apart")]
     short = "--short" in sys.argv
     if not args:
         print(__doc__.strip())
@@ -152,10 +186,19 @@ def main():
                                              else "8,32").split(",")]
     idle_s = 4 if short else float(args[2]) if len(args) > 2 else 20
     binds_s = 3 if short else float(args[3]) if len(args) > 3 else 10
+    apart = 0
+    if "--apart" in sys.argv:
+        apart = int(os.environ.get("APART_API", "1"))
+        if not 1 <= apart <= min(ns) - 2:
+            print("APART_API=%d: from 1 to the smallest N - 2 (the killed "
+                  "node and one who sees it are apart)" % apart)
+            return 2
     ttl = cluster_harness.LEASE_TTL
-    print("acceld %s, lease TTL %d s, idle %g s, binds %g s" % (
-        accel_harness.ACCELD, ttl, idle_s, binds_s))
-    res = [one(n, idle_s, binds_s) for n in ns]
+    print("acceld %s, lease TTL %d s, idle %g s, binds %g s%s" % (
+        accel_harness.ACCELD, ttl, idle_s, binds_s,
+        ", the agents after n%d apart (%s)" % (apart, REST_PREFIX)
+        if apart else ""))
+    res = [one(n, idle_s, binds_s, apart) for n in ns]
     ok = all(r["dead"] <= ttl + 2 for r in res)
     if short:
         # the short form's bar: an idle cluster of 8 sends fewer than 3 N
