@@ -240,7 +240,7 @@ static void card_open(struct broker_dev *bd, uint64_t memory)
 
     card_id_path(idp, sizeof idp, bd);
     bd->card_fd = -1;
-    f = fopen(idp, "re");
+    f = fopen(idp, "re"); /* O_CLOEXEC */
     if (f != NULL) {
         if (fscanf(f, "%llu %llu", &dev, &ino) == 2)
             bd->card_fd = ledger_card_adopt(dev, ino);
@@ -261,11 +261,19 @@ static void card_open(struct broker_dev *bd, uint64_t memory)
                  bd->id, strerror(errno));
         return;
     }
-    f = fstat(bd->card_fd, &st) == 0 ? fopen(idp, "we") : NULL;
-    if (f != NULL) {
-        fprintf(f, "%llu %llu\n", (unsigned long long)st.st_dev,
-                (unsigned long long)st.st_ino);
-        fclose(f);
+    if (fstat(bd->card_fd, &st) == 0) { /* acceld's alone: 0600 */
+        char line[64];
+        int n = snprintf(line, sizeof line, "%llu %llu\n",
+                         (unsigned long long)st.st_dev,
+                         (unsigned long long)st.st_ino);
+        int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+                               O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, line, (size_t)n) != n)
+            log_warn("time-slice broker for %s: cannot keep %s (%s): a "
+                     "restart makes a new card ledger", bd->id, idp,
+                     strerror(errno));
+        if (fd >= 0)
+            close(fd);
     }
 }
 
