@@ -318,6 +318,7 @@ TEST(ledger_card_memfd_resists_its_members)
     struct stat st, st2;
     uint64_t v = 7;
     int fd = ledger_card_memfd("GPU-x", 8192 * MiB), fd2, plain;
+    void *map;
 
     ASSERT_GE(fd, 0);
     ASSERT_EQ(fstat(fd, &st), 0);
@@ -356,7 +357,20 @@ TEST(ledger_card_memfd_resists_its_members)
     ASSERT_EQ(ledger_card_adopt((uint64_t)st2.st_dev, (uint64_t)st2.st_ino),
               -1);
     close(plain);
+    /* a process that closed its descriptor but maps it: found through
+     * /proc/<pid>/map_files (root only) */
+    map = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+               fd, 0);
+    ASSERT(map != MAP_FAILED);
     close(fd);
+    if (geteuid() == 0) {
+        fd2 = ledger_card_adopt((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+        ASSERT_GE(fd2, 0);
+        ASSERT_EQ(fstat(fd2, &st2), 0);
+        ASSERT_EQ(st2.st_ino, st.st_ino);
+        close(fd2);
+    }
+    munmap(map, ACCEL_LEDGER_SIZE);
     /* nobody holds it any more: nothing to adopt */
     ASSERT_EQ(ledger_card_adopt((uint64_t)st.st_dev, (uint64_t)st.st_ino), -1);
 }

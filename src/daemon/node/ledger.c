@@ -419,7 +419,8 @@ static int adopt_in(const char *pid, const char *sub, dev_t dev, ino_t ino)
     return fd;
 }
 
-int ledger_card_adopt(uint64_t dev, uint64_t ino)
+/* Every process's /proc/<pid>/<sub>; an fd or -1. */
+static int adopt_pass(const char *sub, dev_t dev, ino_t ino)
 {
     struct dirent *e;
     DIR *dp = opendir("/proc");
@@ -427,17 +428,21 @@ int ledger_card_adopt(uint64_t dev, uint64_t ino)
 
     if (dp == NULL)
         return -1;
-    while (fd < 0 && (e = readdir(dp)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        /* the shim keeps the descriptor (fd) and the mapping (map_files,
-         * readable by root only): either one brings it back */
-        fd = adopt_in(e->d_name, "fd", (dev_t)dev, (ino_t)ino);
-        if (fd < 0)
-            fd = adopt_in(e->d_name, "map_files", (dev_t)dev, (ino_t)ino);
-    }
+    while (fd < 0 && (e = readdir(dp)) != NULL)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            fd = adopt_in(e->d_name, sub, dev, ino);
     closedir(dp);
     return fd;
+}
+
+int ledger_card_adopt(uint64_t dev, uint64_t ino)
+{
+    /* the shim keeps the descriptor: the fds find it, the first pass; a
+     * program that closed it still maps it (map_files, readable by root
+     * only, and longer lists): the second */
+    int fd = adopt_pass("fd", (dev_t)dev, (ino_t)ino);
+
+    return fd >= 0 ? fd : adopt_pass("map_files", (dev_t)dev, (ino_t)ino);
 }
 
 enum accel_err ledger_remove(const char *path)
