@@ -184,7 +184,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
 
 enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
                               const struct identity_run *who,
-                              struct appsetup_files *f, bool *out_whole)
+                              struct appsetup_files *f)
 {
     char *cfg = appsetup_config_path(d, app), *dir;
     enum accel_err rc = ACCEL_OK;
@@ -192,7 +192,6 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
     gid_t group = who->drop ? who->gid
                             : f->dir_group ? f->dir_gid : (gid_t)-1;
 
-    *out_whole = true;
     for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
         struct ledger_device *x = &f->devs[i];
         if (x->path != NULL)

@@ -82,12 +82,11 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
  * and usage and takes the planned limit, ledger_create), the app's
  * directory, the config naming them and its events file, emptied. A time-
  * sliced device's card ledger is no file: the config names
- * LEDGER_CARD_BROKER. *out_whole: every file made as planned. ACCEL_OK or
- * the first failure.
+ * LEDGER_CARD_BROKER. ACCEL_OK or the first failure.
  */
 enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
                               const struct identity_run *who,
-                              struct appsetup_files *f, bool *out_whole);
+                              struct appsetup_files *f);
 
 /* The limits of a's selected type (SPEC 8.2). */
 struct cgroup_limits appsetup_limits(const struct app *a);

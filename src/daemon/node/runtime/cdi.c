@@ -702,7 +702,8 @@ enum cdi_shared { CDI_NOT_SHARED, CDI_SHARED_LEDGER };
 
 /* The files of p: the config and the container's copy (their content
  * planned: content true), the events file and the ledgers; shared[i]:
- * whether the device mounts file i read-write (a ledger), and group[i] its group as written. Caller frees paths[0..n). */
+ * whether the device mounts file i read-write (a ledger), and group[i]
+ * its group as written. Caller frees paths[0..n). */
 static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
                              char **paths, bool *content,
                              enum cdi_shared *shared, gid_t *group)
@@ -800,7 +801,8 @@ static void written_free(struct accel_daemon *d)
 
 /*
  * A file the device mounts read-write into people's containers (a
- * ledger; a card's ledger is a sealed memfd, no file) guarded against the container's root, which
+ * ledger; a card's ledger is a sealed memfd, no file) guarded against
+ * the container's root, which
  * owns a file of root's and has Docker's and rootful podman's default
  * capabilities (CHOWN, FOWNER, FSETID, SETFCAP): through the mount it can
  * chmod, chown or set capabilities on the host's file, and a member who
@@ -810,8 +812,7 @@ static void written_free(struct accel_daemon *d)
  * in the device, so execve(2) of it fails (ETXTBSY) by any path or link,
  * whatever its mode; and each refresh (a second) puts back its mode
  * (0660), owner (acceld's), group (gid, as written), no file capability
- * and no ACL, so that
- * what a container changed is undone. held: w->held[i].
+ * and no ACL, so that what a container changed is undone. held: w->held[i].
  */
 static void guard_shared(const char *path, int *held, gid_t gid)
 {
@@ -857,7 +858,7 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
 {
     static const struct identity_run who = { .drop = false };
     char *paths[CDI_FILES];
-    bool content[CDI_FILES], same, whole = false;
+    bool content[CDI_FILES], same, whole = true;
     enum cdi_shared shared[CDI_FILES];
     gid_t group[CDI_FILES];
     struct file_id ids[CDI_FILES];
@@ -871,7 +872,7 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
     if (!same) {
         free(w->key);
         w->key = NULL;
-        rc = appsetup_write(d, p->app, &who, &p->f, &whole);
+        rc = appsetup_write(d, p->app, &who, &p->f);
         if (rc == ACCEL_OK && p->ctr_text != NULL)
             rc = ledger_write_text(paths[1], p->ctr_text);
         if (rc != ACCEL_OK)

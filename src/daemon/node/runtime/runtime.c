@@ -157,11 +157,10 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                const struct identity_run *who,
                                struct appsetup_files *f, char **cause)
 {
-    bool whole;
     enum accel_err rc = appsetup_plan(d, a, f);
 
     if (rc == ACCEL_OK)
-        rc = appsetup_write(d, a->name, who, f, &whole);
+        rc = appsetup_write(d, a->name, who, f);
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
                            a->name, accel_strerror(rc));
