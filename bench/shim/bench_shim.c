@@ -11,6 +11,10 @@
  *   - ns per 1 MiB cuMemAlloc_v2 + cuMemFree_v2 pair, quota active (4 GiB)
  *   - process start-up: spawn of a program doing cuInit and one 1 MiB
  *     alloc/free (with the shim: config, ledger file, slot), median
+ *   - on a time-sliced card, the context and first allocation of a process
+ *     (median, interleaved) with the card ledger handed over by the broker
+ *     (ACCEL_TS_LEDGER_0=@broker: connect, hello, the sealed memfd back)
+ *     against a card ledger file (a path: open and map)
  * The parent runs children with and without LD_PRELOAD, alternating, and
  * keeps the best of 5 rounds for the loops; start-up is the median of
  * interleaved spawns. Usage: bench_shim [launches pairs
@@ -98,6 +102,8 @@ static char alt_env[600]; /* "LD_PRELOAD=$BENCH_SHIM_ALT" or "" */
 static char xdg_dir[64];  /* the children's XDG_RUNTIME_DIR: their ledgers */
 static char xdg_env[96];  /* "XDG_RUNTIME_DIR=<xdg_dir>" */
 static char app_env[64] = "ACCEL_APP=bench-shim";
+static char card_env[200]; /* "ACCEL_TS_LEDGER_0=..." or "": a time-sliced
+                            * child's card ledger (with ts_env) */
 
 /* Run "self child <what> <n>" without the shim (shim 0), with it (1),
  * with it under time slicing (2), with BENCH_SHIM_ALT (3), or with that
@@ -110,7 +116,8 @@ static double run_child(const char *what, long n, int shim, int capture)
                      : shim ? "LD_PRELOAD=" SHIM_PATH : "LD_PRELOAD=",
                      "LD_LIBRARY_PATH=" FAKE_DIR, "ACCEL_MEMORY_LIMIT=4Gi",
                      app_env, xdg_env,
-                     shim == 2 || shim == 4 ? ts_env : NULL, NULL };
+                     shim == 2 || shim == 4 || card_env[0] ? ts_env : NULL,
+                     card_env[0] ? card_env : NULL, NULL };
     posix_spawn_file_actions_t fa;
     int fds[2], st;
     pid_t pid;
@@ -206,6 +213,36 @@ static void startup_us(const char *what, long n, double out[3],
     }
 }
 
+/* Median context and first allocation (in the child, us) of n processes
+ * on the time-sliced card each way, interleaved: out[0] with the card
+ * ledger from the broker (the sealed memfd), out[1] from a file. */
+static void card_first_us(long n, double out[2])
+{
+    double *t[2] = { calloc((size_t)n, sizeof(double)),
+                     calloc((size_t)n, sizeof(double)) };
+    char file[160];
+    int okay = t[0] != NULL && t[1] != NULL;
+
+    snprintf(file, sizeof file, "%s/accel/card.ledger", xdg_dir);
+    for (long i = 0; okay && i < n; i++)
+        for (int w = 0; w < 2; w++) {
+            snprintf(card_env, sizeof card_env, "ACCEL_TS_LEDGER_0=%s",
+                     w == 0 ? "@broker" : file);
+            t[w][i] = run_child("startctx", 0, 1, 1);
+            okay = t[w][i] >= 0;
+        }
+    card_env[0] = '\0';
+    unlink(file);
+    for (int w = 0; w < 2; w++) {
+        out[w] = -1;
+        if (okay) {
+            qsort(t[w], (size_t)n, sizeof(double), cmp_double);
+            out[w] = t[w][n / 2];
+        }
+        free(t[w]);
+    }
+}
+
 static void row(const char *name, const char *unit, double base, double with,
                 const char *bar)
 {
@@ -252,6 +289,7 @@ int main(int argc, char **argv)
     long launches = 20000000, pairs = 2000000, starts = 300;
     double b[3] = { 1e18, 1e18, 1e18 }, s[3] = { 1e18, 1e18, 1e18 }, v;
     double v2[3], f2[3], c2[3], g2[3], p2[3], h2[3], ts = 1e18, a[3] = { 1e18, 1e18, 1e18 };
+    double card[2];
     uint64_t want_turns = 5;
     const char *alt = getenv("BENCH_SHIM_ALT");
     char sock[108];
@@ -332,7 +370,13 @@ int main(int argc, char **argv)
     if (alt_env[0] != '\0')
         want_turns = 10;
     turns = broker_turns(bs, &handoffs);
+    card_first_us(starts, card); /* hellos, no turns asked */
     broker_set_free(bs);
+    {
+        char id[160]; /* the card memfd's identity beside the socket */
+        snprintf(id, sizeof id, "%s.card", sock);
+        unlink(id);
+    }
     if (turns != want_turns || handoffs != 0) {
         fprintf(stderr, "bench_shim: the time-slicing children did not hold "
                 "the turn alone (turns %llu, handoffs %llu; want %llu, 0)\n",
@@ -372,6 +416,9 @@ int main(int argc, char **argv)
         "median)", "us", p2[0], p2[1], "<= 500 us");
     row("of which the context and the first allocation (in the child)", "us",
         h2[0], h2[1], "");
+    row("time-sliced card: context and first allocation, card ledger "
+        "from the broker (sealed memfd) vs a file (median)", "us", card[1],
+        card[0], "");
     if (alt_env[0]) {
         row("cuLaunchKernel, BENCH_SHIM_ALT", "ns", b[0], a[0], "<= 10 ns");
         row("cuLaunchKernel, time slicing, turn held, BENCH_SHIM_ALT", "ns",

@@ -161,7 +161,8 @@ static void card_config(int ordinal, const char *path)
 {
     struct shim_dev *d;
 
-    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV || path[0] != '/')
+    if (ordinal < 0 || ordinal >= SHIM_MAX_DEV ||
+        (path[0] != '/' && strcmp(path, SHIM_CARD_BROKER) != 0))
         return;
     d = &shim_state.dev[ordinal];
     if (d->card_path[0] != '\0') /* the config file's line wins */

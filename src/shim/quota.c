@@ -144,15 +144,44 @@ static uint64_t card_total(int ordinal)
     return fn != NULL && fn(&b, ordinal) == CUDA_SUCCESS ? b : 0;
 }
 
-/* A time-sliced device's card ledger (docs/internals/timeslice.md):
- * created by acceld, or by the first process in standalone use. */
+/* The card ledger acceld's broker hands this process: a memfd sealed
+ * against shrinking (and against any further seal), so no app of the card
+ * can cut it short under the others' mappings (SIGBUS) nor seal it
+ * against their writes. Anything else is refused unmapped. */
+static struct accel_ledger *card_from_broker(int ordinal)
+{
+    int need = F_SEAL_SHRINK | F_SEAL_SEAL;
+    int fd = timeslice_card_fd(ordinal), seals;
+    struct stat st;
+
+    if (fd < 0)
+        return NULL;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & need) != need || fstat(fd, &st) != 0 ||
+        st.st_size < (off_t)ACCEL_LEDGER_SIZE) {
+        shim_log("dev %d: the broker's card ledger is not sealed against "
+                 "shrinking: not mapped", ordinal);
+        return NULL;
+    }
+    return checked_ledger(mmap(NULL, ACCEL_LEDGER_SIZE,
+                               PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_POPULATE, fd, 0));
+}
+
+/* A time-sliced device's card ledger (docs/internals/timeslice.md): from
+ * acceld's broker (card_path SHIM_CARD_BROKER), or a file created by the
+ * first process in standalone use. */
 static void card_attach(struct shim_dev *d, int ordinal)
 {
     if (d->card != NULL || d->card_path[0] == '\0' ||
         !timeslice_managed(ordinal))
         return;
-    d->card = ledger_map(d, d->card_path, shim_state.standalone, ordinal,
-                         shim_state.standalone ? card_total(ordinal) : 0);
+    if (strcmp(d->card_path, SHIM_CARD_BROKER) == 0)
+        d->card = card_from_broker(ordinal);
+    else
+        d->card = ledger_map(d, d->card_path, shim_state.standalone,
+                             ordinal,
+                             shim_state.standalone ? card_total(ordinal) : 0);
     if (d->card == NULL) {
         shim_log("dev %d: card ledger %s unusable: non-evictable memory "
                  "not counted across the time-sliced apps", ordinal,

@@ -39,6 +39,9 @@
 #define SHIM_HIDDEN __attribute__((visibility("hidden")))
 
 #define SHIM_MAX_DEV 16         /* CUDA ordinals the quota knows about */
+/* A card ledger "path" (config's timeslice line, ACCEL_TS_LEDGER_<i>):
+ * no file; the broker hands the sealed memfd over its socket. */
+#define SHIM_CARD_BROKER "@broker"
 #define SHIM_TRACK_STRIPES 64   /* locks of the allocation table */
 
 enum shim_kind {                /* what a tracked key is (3 bits) */
@@ -73,7 +76,9 @@ struct shim_dev {
                                      * open for its flock, 0 none: a fork
                                      * child closes its copy (quota.c) */
     char card_path[256];            /* time-sliced: the card's ledger, ""
-                                     * none (docs/internals/timeslice.md) */
+                                     * none, SHIM_CARD_BROKER: the memfd
+                                     * acceld's broker hands over
+                                     * (docs/internals/timeslice.md) */
     struct accel_ledger *card;      /* mapped card ledger (READY) or NULL:
                                      * non-evictable bytes of every
                                      * time-sliced app of the device */
@@ -290,6 +295,11 @@ SHIM_HIDDEN void timeslice_config(int ordinal, const char *path);
 SHIM_HIDDEN struct shim_ts_thread *timeslice_enter_slow(void);
 /* Is ordinal a time-sliced device (allocations become managed)? */
 SHIM_HIDDEN int timeslice_managed(int ordinal);
+/* The card ledger of time-sliced device `ordinal` from its broker: the
+ * sealed memfd it hands an admitted process ("L"); connects (hello only)
+ * if not yet connected and waits for it. The descriptor stays the
+ * shim's (do not close it); -1 when no broker answers or it refused. */
+SHIM_HIDDEN int timeslice_card_fd(int ordinal);
 SHIM_HIDDEN void timeslice_fork_child(void);
 #define SHIM_TS_UNCOUNTED ((struct shim_ts_thread *)1)
 #define SHIM_TS_DENIED ((struct shim_ts_thread *)2)

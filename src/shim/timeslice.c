@@ -35,6 +35,7 @@
 
 #define TS_RETRY_MS 250           /* reconnect period without a broker */
 #define TS_TICK_MS 250            /* helper wake-up when nothing is due */
+#define TS_CARD_WAIT_S 10         /* a broker answers a hello in a loop turn */
 #define MB_CMD_PRIVATE_EXPEDITED (1 << 3)
 #define MB_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 
@@ -417,12 +418,36 @@ static void probe_arm(struct shim_ts_dev *d, uint64_t now)
     d->probe_epoch = atomic_load(&TS.sync_epoch);
 }
 
-/* A record from the broker. */
-static void on_msg(struct shim_ts_dev *d, const char *m, uint64_t now)
+/* "L": the card ledger's descriptor (the first one kept: the same memfd
+ * again after an acceld restart adopted it; a different one, when no
+ * process held it, is not the one this process has charged). */
+static void on_card(struct shim_ts_dev *d, int passed)
+{
+    pthread_mutex_lock(&TS.mu);
+    if (d->card_fd == 0 && passed >= 0) {
+        d->card_fd = passed + 1;
+        passed = -1;
+    }
+    pthread_cond_broadcast(&TS.cv);
+    pthread_mutex_unlock(&TS.mu);
+    if (passed >= 0)
+        close(passed);
+}
+
+/* A record from the broker; `passed` a descriptor that came with it (-1
+ * none), only "L"'s kept. */
+static void on_msg(struct shim_ts_dev *d, const char *m, int passed,
+                   uint64_t now)
 {
     unsigned c = 0, q = 0, idle = 0;
     unsigned long long idle_us = 0;
 
+    if (m[0] == 'L') {
+        on_card(d, passed);
+        return;
+    }
+    if (passed >= 0)
+        close(passed);
     if (m[0] == 'X') {
         release(d);
         return;
@@ -522,6 +547,35 @@ static uint64_t housekeeping(uint64_t now)
     return timeout;
 }
 
+int timeslice_card_fd(int ordinal)
+{
+    struct shim_ts_dev *d;
+    struct timespec dl;
+    int fd;
+
+    if (!timeslice_managed(ordinal))
+        return -1;
+    ts_start();
+    if (atomic_load(&TS.gate) == SHIM_TS_GATE_OFF)
+        return -1; /* no helper thread to read the answer */
+    d = &TS.dev[ordinal];
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += TS_CARD_WAIT_S;
+    pthread_mutex_lock(&TS.mu);
+    /* the hello alone (no "R": this process has not asked for a turn);
+     * ask() later finds the connection made */
+    if (d->card_fd == 0 && d->fd < 0 && d->state == SHIM_TS_IDLE)
+        (void)ts_connect(d);
+    /* the answer is "L" (admitted), "N" (refused) or the connection's end
+     * (lost: FREE, fd -1), each of which wakes us */
+    while (d->card_fd == 0 && d->fd >= 0 && d->state != SHIM_TS_REFUSED &&
+           pthread_cond_timedwait(&TS.cv, &TS.mu, &dl) == 0)
+        ;
+    fd = d->card_fd - 1;
+    pthread_mutex_unlock(&TS.mu);
+    return fd;
+}
+
 /* Around a synchronize (hooks.c): the thread waits for the device, which
  * is busy work, not a host gap. One atomic each way; nothing when time
  * slicing is off. */
@@ -542,14 +596,39 @@ void timeslice_sync_end(int counted)
     atomic_fetch_sub(&TS.syncing, 1);
 }
 
+/* One record into m; *passed the descriptor that came with it, or -1
+ * (one at most: further ones are closed by the kernel, MSG_CTRUNC). */
+static ssize_t recv_rec(int fd, char *m, size_t cap, int *passed)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cb;
+    struct iovec iov = {.iov_base = m, .iov_len = cap};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+    *passed = -1;
+    for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c != NULL;
+         c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len >= CMSG_LEN(sizeof(int)) && *passed < 0)
+            memcpy(passed, CMSG_DATA(c), sizeof(int));
+    return n;
+}
+
 static void read_dev(struct shim_ts_dev *d, int fd)
 {
     char m[128];
     for (;;) {
-        ssize_t n = recv(fd, m, sizeof(m) - 1, MSG_DONTWAIT);
+        int passed;
+        ssize_t n = recv_rec(fd, m, sizeof(m) - 1, &passed);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n <= 0) {
+            if (passed >= 0)
+                close(passed);
             pthread_mutex_lock(&TS.mu);
             if (d->fd == fd && d->state == SHIM_TS_REFUSED) {
                 close(fd); /* refused for good: no reconnect */
@@ -563,7 +642,7 @@ static void read_dev(struct shim_ts_dev *d, int fd)
             return;
         }
         m[n] = '\0';
-        on_msg(d, m, now_ns());
+        on_msg(d, m, passed, now_ns());
     }
 }
 

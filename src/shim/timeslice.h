@@ -59,6 +59,9 @@ struct shim_ts_dev {
     char path[108];              /* broker socket, "" = not time-sliced */
     int state;                   /* enum shim_ts_state, guarded by ts.mu */
     int fd;                      /* connection, -1 none (valid after init) */
+    int card_fd;                 /* the card ledger's memfd from the broker
+                                  * ("L"), plus one: 0 none. Kept open (an
+                                  * acceld restart adopts it through /proc) */
     int contended;               /* another app waits */
     uint32_t idle_us;            /* from the grant: idle this long with
                                   * another app waiting = give it back */

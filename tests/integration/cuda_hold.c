@@ -14,6 +14,10 @@
  * memory import; docs/shim-inventory.md) as a program would, found by
  * dlsym, and prints "call NAME: 0"; "!free" ends the last thing made so
  * (cuModuleUnload, cuGraphExecDestroy, ...) and prints "free NAME: 0".
+ * An argument "=N" makes N MiB of physical memory with cuMemCreate (VMM:
+ * on a time-sliced card never paged out, so charged to the card's
+ * ledger, where cuMemAlloc_v2's managed memory is not) and prints
+ * "create N MiB: 0".
  * Linked against the tests' fake libcuda.so.1; acceld preloads
  * libaccelshim.so into it.
  */
@@ -33,6 +37,9 @@ CUresult cuInit(unsigned flags);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
+                     const CUmemAllocationProp *prop,
+                     unsigned long long flags);
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                              cuuint64_t flags, void *symbolStatus);
@@ -167,6 +174,17 @@ int main(int argc, char **argv)
         }
         if (argv[i][0] == '!') {
             printf("call %s: %d\n", argv[i] + 1, call_outside(argv[i] + 1));
+            fflush(stdout);
+            continue;
+        }
+        if (argv[i][0] == '=') {
+            CUmemAllocationProp pr = {
+                .type = 1, /* pinned */
+                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+            CUmemGenericAllocationHandle h = 0;
+            mib = strtoull(argv[i] + 1, NULL, 10);
+            rc = cuMemCreate(&h, (size_t)mib << 20, &pr, 0);
+            printf("create %llu MiB: %d\n", mib, (int)rc);
             fflush(stdout);
             continue;
         }

@@ -1652,6 +1652,20 @@ PROBE = (
 NODE_GID = 2718  # the stand-in nodes' group: not the owner's, not 0
 
 
+def acceld_card(pid):
+    """/proc/<pid>/fd/<n> of acceld's card memfd (opening it opens the
+    memfd itself), or None."""
+    fdd = "/proc/%d/fd" % pid
+    for fd in os.listdir(fdd):
+        try:
+            if os.readlink(os.path.join(fdd, fd)).startswith(
+                    "/memfd:accel-card"):
+                return os.path.join(fdd, fd)
+        except OSError:
+            continue
+    return None
+
+
 @unittest.skipUnless(HAVE, "needs root, podman, runc, unshare and the "
                            "stand-in driver built")
 class ContainerTimesliceTest(ContainerCase):
@@ -1756,7 +1770,9 @@ class ContainerTimesliceTest(ContainerCase):
 
     def test_dead_slot_of_the_card_marked(self):
         """The card's ledger (the time-sliced apps' memory that cannot be
-        evicted) is shared by the apps of the card, host and container. A
+        evicted) is shared by the apps of the card, host and container:
+        the broker hands each one the sealed memfd over the socket mounted
+        in (no file mounted). A
         container's process cannot see a host process die: acceld's usage
         round marks the dead slots of the card's ledger too (their `dead`
         takes the key), which any reclaimer then takes; live slots are not
@@ -1768,8 +1784,17 @@ class ContainerTimesliceTest(ContainerCase):
                      token=tok)
         self.wait_for(lambda: "ready" in self.d.app_log("tsc"),
                       "the container app")
-        cards = os.path.join(self.d.data_dir, "run", "cards")
-        card = os.path.join(cards, os.listdir(cards)[0])
+        # no file (issue cardled): acceld's descriptor of the sealed memfd
+        # the broker handed the container's process, opened through /proc
+        card = self.wait_for(lambda: acceld_card(self.d.proc.pid),
+                             "acceld's card ledger")
+        # sealed: nobody, root included, cuts it short under the mappings
+        fd = os.open(card, os.O_RDWR)
+        try:
+            with self.assertRaises(PermissionError):
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
 
         def slots():
             """{index: (key, pidns, dead)} of the owned slots."""

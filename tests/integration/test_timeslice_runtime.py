@@ -23,6 +23,9 @@ from accel_harness import (BUILD_DIR, device, inventory, manifest,  # noqa: E402
                            node)
 
 SPIN = os.path.join(BUILD_DIR, "tests", "integration", "cuda_spin")
+HOLD = os.path.join(BUILD_DIR, "tests", "integration", "cuda_hold")
+ATTACKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "card_attacker.py")
 SHIM = os.path.join(BUILD_DIR, "src", "shim", "libaccelshim.so")
 GPU = "GPU-1ab00000-0000-4000-8000-00000000001b"
 
@@ -100,20 +103,14 @@ class TimesliceRuntimeTest(accel_harness.OwnAcceld):
                 if l.startswith("timeslice 0 %s " % sock)]
         self.assertEqual(len(line), 1, text)
         # the card's ledger (issue 35): the apps' memory that cannot be
-        # evicted at a turn switch is reserved there, card-wide; every app
-        # of the device writes it, whatever its owner: each app's group is
-        # named in its ACL, nobody else's; its limit is the card
-        card = line[0].split()[3]
-        self.assertTrue(card.startswith(os.path.join(self.d.data_dir, "run",
-                                                     "cards") + "/"), card)
-        st_card = os.stat(card)
-        self.assertEqual(st_card.st_mode & 0o007, 0, oct(st_card.st_mode))
-        gid = os.stat(os.path.dirname(cfg)).st_gid
-        if gid != 0:  # the app runs as its owner's uid and group
-            acl = os.getxattr(card, "system.posix_acl_access")
-            named = [struct.unpack_from("<HHI", acl, i)
-                     for i in range(4, len(acl), 8)]
-            self.assertIn((0x08, 6, gid), named, named)
+        # evicted at a turn switch is reserved there, card-wide. No file
+        # (issue cardled: an app could cut a shared file short under the
+        # others' mappings): the broker hands each admitted process a
+        # sealed memfd; acceld holds it; its limit is the card
+        self.assertEqual(line[0].split()[3], "@broker", line)
+        self.assertFalse(os.path.exists(os.path.join(self.d.data_dir, "run",
+                                                     "cards")))
+        card = self.wait_for(self.acceld_card, "acceld's card ledger")
         with open(card, "rb") as f:
             head = f.read(64)
         magic, major = struct.unpack_from("<QH", head, 0)
@@ -173,6 +170,111 @@ class TimesliceRuntimeTest(accel_harness.OwnAcceld):
         time.sleep(0.6)
         self.assertEqual(self.ts()["turns"], n)
         self.assertEqual(self.ts().get("holder"), "ts-b")
+
+    def acceld_card(self):
+        """/proc/<acceld>/fd/<n> of acceld's card memfd (opening it opens
+        the memfd), or None."""
+        fdd = "/proc/%d/fd" % self.d.proc.pid
+        for fd in os.listdir(fdd):
+            try:
+                if os.readlink(os.path.join(fdd, fd)).startswith(
+                        "/memfd:accel-card"):
+                    return os.path.join(fdd, fd)
+            except OSError:
+                continue
+        return None
+
+    def card_holders(self):
+        """{pid: card memfd inode} of acceld and of this acceld's apps'
+        processes (their environment names a config under its data dir),
+        from /proc (root's view)."""
+        out = {}
+        mine = ("ACCEL_CONFIG=" + self.d.data_dir).encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(pid) != self.d.proc.pid:
+                    with open("/proc/%s/environ" % pid, "rb") as f:
+                        if mine not in f.read():
+                            continue
+                fdd = "/proc/%s/fd" % pid
+                for fd in os.listdir(fdd):
+                    link = os.readlink(os.path.join(fdd, fd))
+                    if link.startswith("/memfd:accel-card"):
+                        out[int(pid)] = os.stat(os.path.join(fdd, fd)).st_ino
+            except OSError:
+                continue
+        return out
+
+    @unittest.skipUnless(os.path.exists(HOLD), "cuda_hold not built")
+    def test_card_ledger_survives_a_hostile_app(self):
+        """Issue cardled: every app on a time-sliced card shares its card
+        ledger. A hostile app (ts-b) gets hold of it as any app of the card
+        can and tries to cut it short, grow it and seal it against writes;
+        the other app (ts-a), which has it mapped, allocates on and must
+        not die (a shared file cut short faults its mapping: SIGBUS). The
+        ledger is a memfd sealed by acceld (no file, nothing to truncate);
+        an acceld restart adopts the same memfd from the running apps."""
+        self.wait_for(lambda: self.ts().get("running"), "the broker")
+        flags = os.path.join(self.d.tmp, "flags")
+        os.makedirs(flags)
+        os.chmod(flags, 0o777)
+        f1, f2 = os.path.join(flags, "attacked"), os.path.join(flags, "again")
+        m = app("ts-a")
+        # VMM memory (=N): never paged out, so charged to the card ledger
+        m["run"]["command"] = [HOLD, "=64", "@" + f1, "=64", "@" + f2, "=64"]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: "waiting" in self.log("ts-a"),
+                      "ts-a's first allocation")
+        self.assertIn("create 64 MiB: 0", self.log("ts-a"))
+
+        m = app("ts-b")
+        m["run"]["command"] = ["python3", ATTACKER, f1]
+        st, b = self.d.http("POST", "/api/apps", {"manifest": m})
+        self.assertEqual(st, 200, b)
+        self.wait_for(lambda: os.path.exists(f1), "ts-b's attack")
+        attack = self.log("ts-b")
+        # ts-a allocates on (and asks the card's figures): alive
+        self.wait_for(lambda: self.log("ts-a").count("create 64 MiB: 0") >= 2,
+                      "ts-a's allocation after the attack (%s)" % attack)
+        st, b = self.d.http("GET", "/api/apps/ts-a")
+        self.assertEqual(b["data"]["state"], "running", b)
+        # every try refused, the ledger whole
+        for what in ("truncate", "grow", "seal-write"):
+            self.assertIn("%s: EPERM" % what, attack)
+        sizes = [l.split()[1::2] for l in attack.splitlines()
+                 if l.startswith("size ")]
+        self.assertEqual(len(sizes), 1, attack)
+        self.assertEqual(sizes[0][0], sizes[0][1], attack)  # unchanged
+        cfg = os.path.join(self.d.data_dir, "run", "apps", "ts-a",
+                           "shim.conf")
+        with open(cfg) as f:
+            line = [l for l in f.read().splitlines()
+                    if l.startswith("timeslice 0 ")]
+        self.assertEqual(len(line), 1, line)
+        # no file to truncate: the broker hands the ledger over
+        self.assertEqual(line[0].split()[3], "@broker", line)
+
+
+        # acceld restarts, the apps run on: the new broker adopts the memfd
+        # they hold (found through /proc by its identity), not a new one
+        before = self.card_holders()
+        self.assertIn(self.d.proc.pid, before, before)
+        self.assertGreaterEqual(len(before), 3, before)  # acceld, a, b
+        self.assertEqual(len(set(before.values())), 1, before)
+        self.d.stop()
+        self.d.start()
+        self.wait_for(lambda: self.ts().get("running"), "the new broker")
+        after = self.wait_for(
+            lambda: (lambda h: h if self.d.proc.pid in h else None)(
+                self.card_holders()), "the new acceld's card ledger")
+        self.assertEqual(after[self.d.proc.pid], list(before.values())[0],
+                         (before, after, self.d.log()[-1500:]))
+        self.assertIn("card ledger adopted", self.d.log())
+        with open(f2, "w") as f:
+            f.write("go\n")
+        self.wait_for(lambda: self.log("ts-a").count("create 64 MiB: 0") >= 3,
+                      "ts-a's allocation after the restart")
 
     def hello(self, sock, name):
         """Connect as this test process (no app's process), claim app

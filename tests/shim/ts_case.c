@@ -30,6 +30,14 @@
  *            allocation that would pass the card is refused by the shim
  *            (CUDA_ERROR_OUT_OF_MEMORY, the stand-in never asked), a
  *            killed app's share comes back (issue 35)
+ *   pinned_broker  the same with the card ledger from the broker
+ *            (ACCEL_TS_LEDGER_0=@broker: the sealed memfd ts_broker hands
+ *            each admitted process, as acceld's does; issue cardled)
+ *   card_unsealed  a "broker" (this process) hands over a card ledger
+ *            that is not sealed against shrinking (its owner could cut it
+ *            short under the mapping: SIGBUS): the shim does not map it
+ *            (ACCEL_LOG says so) and runs without the card's count, so
+ *            that ledger's 1 GiB limit does not refuse a 2 GiB VMM handle
  */
 #define _GNU_SOURCE 1
 #include <fcntl.h>
@@ -37,11 +45,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "accel/ledger.h"
 #include "check.h"
 #include "fake_cuda.h"
 #include "shim/cuda_types.h"
@@ -568,14 +581,13 @@ static int grep_file(const char *path, const char *needle)
     return n > 0 && strstr(buf, needle) != NULL;
 }
 
-static int case_pinned(void)
+/* pinned with ACCEL_TS_LEDGER_0=card (a path, or @broker). */
+static int case_pinned_as(const char *card)
 {
-    char card[240];
     struct fake_cuda_stats *st;
     pid_t a, b;
     int rc;
 
-    snprintf(card, sizeof card, "%s/card.ledger", dir);
     setenv("ACCEL_TS_LEDGER_0", card, 1);
     setenv("FAKE_CUDA_TOTAL", "4294967296", 1);
     setenv("FAKE_CUDA_CTX_BYTES", "0", 1); /* the card: the apps' memory */
@@ -604,7 +616,128 @@ static int case_pinned(void)
         wait_for(b, 0);
     if (a > 0)
         wait_for(a, 0);
+    return failures;
+}
+
+static int case_pinned(void)
+{
+    char card[240];
+    int rc;
+
+    snprintf(card, sizeof card, "%s/card.ledger", dir);
+    rc = case_pinned_as(card);
     unlink(card);
+    return rc;
+}
+
+/* pinned, with the card ledger from ts_broker (a 4 GiB card). */
+static int case_pinned_broker(void)
+{
+    pid_t b;
+    int rc;
+
+    setenv("TS_BROKER_CARD_BYTES", "4294967296", 1);
+    b = broker("1000", "50");
+    rc = case_pinned_as("@broker");
+    CHECK(!grep_file(shimlog, "unusable"), "the card ledger was mapped");
+    kill(b, SIGTERM);
+    wait_for(b, 5000);
+    return rc;
+}
+
+/* One "L" record with fd attached to connection c. */
+static int send_card(int c, int fd)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cb;
+    struct iovec iov = {.iov_base = "L", .iov_len = 1};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+    struct cmsghdr *h;
+
+    memset(&cb, 0, sizeof cb);
+    h = CMSG_FIRSTHDR(&mh);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    return sendmsg(c, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int case_card_unsealed(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct accel_ledger *l;
+    struct pollfd pfd;
+    char hello[128], marker[240];
+    int lfd, c = -1, mfd, st = 0;
+    pid_t a;
+
+    /* a valid ledger of a 1 GiB card, in a memfd with no seals */
+    mfd = memfd_create("not-sealed", MFD_CLOEXEC);
+    CHECK(mfd >= 0 && ftruncate(mfd, (off_t)ACCEL_LEDGER_SIZE) == 0,
+          "memfd");
+    l = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+             mfd, 0);
+    CHECK(l != MAP_FAILED, "mapped");
+    if (failures)
+        return failures;
+    l->major = ACCEL_LEDGER_MAJOR;
+    l->minor = ACCEL_LEDGER_MINOR;
+    l->header_size = (uint32_t)offsetof(struct accel_ledger, slots);
+    l->slot_count = ACCEL_LEDGER_SLOTS;
+    l->device = -1;
+    atomic_store(&l->limit, 1ULL << 30);
+    atomic_store(&l->epoch, 1);
+    atomic_store_explicit((_Atomic uint64_t *)&l->magic, ACCEL_LEDGER_MAGIC,
+                          memory_order_release);
+    CHECK(accel_ledger_valid(l), "a valid ledger");
+    munmap(l, ACCEL_LEDGER_SIZE);
+    /* this process is the broker */
+    CHECK(strlen(sock) < sizeof sa.sun_path, "socket path fits");
+    if (failures)
+        return failures;
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+          listen(lfd, 4) == 0, "listening on %s", sock);
+    setenv("ACCEL_TS_LEDGER_0", "@broker", 1);
+    setenv("FAKE_CUDA_TOTAL", "4294967296", 1);
+    setenv("FAKE_CUDA_CTX_BYTES", "0", 1);
+    snprintf(marker, sizeof marker, "%s/a.held", dir);
+    unlink(marker);
+    {
+        char *argv[] = {self_exe, "hold", "a", "vmm", "2048", marker, NULL};
+        a = spawn(argv, "a"); /* this process serves it meanwhile */
+    }
+    pfd = (struct pollfd){.fd = lfd, .events = POLLIN};
+    if (poll(&pfd, 1, 20000) == 1)
+        c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    CHECK(c >= 0, "the shim connected for its card ledger");
+    if (c >= 0) {
+        ssize_t n = recv(c, hello, sizeof hello - 1, 0);
+        hello[n > 0 ? n : 0] = '\0';
+        CHECK(strncmp(hello, "H 1 a", 5) == 0, "its hello (%s)", hello);
+        CHECK(send_card(c, mfd) == 0, "L sent");
+    }
+    /* held (the marker), or exited (10: refused by that ledger) */
+    for (int i = 0; i < 2000 && access(marker, F_OK) != 0 &&
+                    waitpid(a, &st, WNOHANG) != a;
+         i++)
+        msleep(10);
+    CHECK(access(marker, F_OK) == 0,
+          "the 2 GiB VMM handle was not refused by the 1 GiB ledger");
+    unlink(marker);
+    CHECK(grep_file(shimlog, "not sealed against shrinking: not mapped"),
+          "ACCEL_LOG says why (%s)", shimlog);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    if (c >= 0)
+        close(c);
+    close(lfd);
+    close(mfd);
     return failures;
 }
 
@@ -645,6 +778,10 @@ int main(int argc, char **argv)
         rc = case_revoke();
     else if (strcmp(argv[1], "pinned") == 0)
         rc = case_pinned();
+    else if (strcmp(argv[1], "pinned_broker") == 0)
+        rc = case_pinned_broker();
+    else if (strcmp(argv[1], "card_unsealed") == 0)
+        rc = case_card_unsealed();
     else
         rc = 2;
     unlink(logpath);

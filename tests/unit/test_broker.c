@@ -5,6 +5,7 @@
 #include "common/accel_setup.h"
 #include "daemon/node/slice/broker.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -219,6 +220,9 @@ static char *broker_tmpl(char *dir)
     return dir;
 }
 
+static void expect_card(int fd);
+static void unlink_card_id(const char *path);
+
 static int client(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -251,6 +255,7 @@ TEST(broker_server_round_trip)
     b = client(path);
     ASSERT(a >= 0 && b >= 0);
     ASSERT(send(a, "H 1 alpha", 9, 0) == 9 && send(a, "R", 1, 0) == 1);
+    expect_card(a);
     n = recv(a, buf, sizeof buf - 1, 0);
     ASSERT(n > 0);
     buf[n] = '\0';
@@ -261,6 +266,7 @@ TEST(broker_server_round_trip)
     n = recv(a, buf, sizeof buf - 1, 0);      /* X after ~100 ms */
     ASSERT(n == 1 && buf[0] == 'X');
     close(a);                                  /* crash: b gets it */
+    expect_card(b);                            /* at its admission */
     n = recv(b, buf, sizeof buf - 1, 0);
     ASSERT(n > 0 && buf[0] == 'G');
     ASSERT(broker_set_stats(bs, "GPU-x", &s));
@@ -269,6 +275,7 @@ TEST(broker_server_round_trip)
     close(b);
     broker_set_free(bs);
     ASSERT(access(path, F_OK) != 0);
+    unlink_card_id(path);
     rmdir(dir);
     {
         char rd[300];
@@ -363,6 +370,42 @@ static bool fake_admit(void *ctx, const char *dev_id, const char *app,
     return false;
 }
 
+/* The record an admitted client gets first (issue cardled): "L" with the
+ * card ledger's memfd, sealed so that no client can cut it short (the
+ * others' mappings would fault) nor seal it against their writes. */
+static void expect_card(int fd)
+{
+    int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, card = -1;
+    char buf[8];
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cb;
+    struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+    struct cmsghdr *c;
+
+    ASSERT(recvmsg(fd, &mh, MSG_CMSG_CLOEXEC) == 1 && buf[0] == 'L');
+    c = CMSG_FIRSTHDR(&mh);
+    ASSERT(c != NULL && c->cmsg_level == SOL_SOCKET &&
+           c->cmsg_type == SCM_RIGHTS);
+    memcpy(&card, CMSG_DATA(c), sizeof card);
+    ASSERT(card >= 0);
+    ASSERT_EQ(fcntl(card, F_GET_SEALS) & seals, seals);
+    ASSERT_EQ(ftruncate(card, 0), -1);
+    ASSERT_EQ(fcntl(card, F_ADD_SEALS, F_SEAL_WRITE), -1);
+    close(card);
+}
+
+/* The card memfd's identity file beside the socket (a later acceld's). */
+static void unlink_card_id(const char *path)
+{
+    char id[300];
+    snprintf(id, sizeof id, "%s.card", path);
+    unlink(id);
+}
+
 static ssize_t recv_msg(int fd, char *buf, size_t cap)
 {
     ssize_t n = recv(fd, buf, cap - 1, 0);
@@ -387,6 +430,11 @@ static void unserve(char *dir, struct broker_set *bs)
 {
     char rd[300];
     broker_set_free(bs);
+    {
+        char sock[200];
+        if (broker_socket_path(sock, sizeof sock, dir, "GPU-x") == ACCEL_OK)
+            unlink_card_id(sock);
+    }
     snprintf(rd, sizeof rd, "%s/run", dir);
     rmdir(rd);
     rmdir(dir);
@@ -422,6 +470,7 @@ TEST(broker_server_admission)
     /* admitted: the R sent right behind the hello is served */
     a = client(path);
     ASSERT(send(a, "H 1 alpha", 9, 0) == 9 && send(a, "R", 1, 0) == 1);
+    expect_card(a); /* mallory's first record was N: no card for it */
     ASSERT(recv_msg(a, buf, sizeof buf) > 0);
     ASSERT_STR_EQ(buf, "G 0 100 10 10000");
     ASSERT(broker_set_stats(bs, "GPU-x", &s));
@@ -486,8 +535,10 @@ TEST(broker_server_revokes_ignored_turn)
     setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ASSERT(send(a, "H 1 hog", 7, 0) == 7 && send(a, "R", 1, 0) == 1);
+    expect_card(a);
     ASSERT(recv_msg(a, buf, sizeof buf) > 0 && buf[0] == 'G');
     ASSERT(send(b, "H 1 beta", 8, 0) == 8 && send(b, "R", 1, 0) == 1);
+    expect_card(b);
     ASSERT(recv_msg(a, buf, sizeof buf) == 1 && buf[0] == 'C');
     ASSERT(recv_msg(a, buf, sizeof buf) == 1 && buf[0] == 'X');
     /* the hog ignores X: after the grace it is revoked, beta runs */

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <sys/wait.h>
 
 #include "accel/ledger.h"
@@ -306,71 +305,74 @@ TEST(ledger_owner_without_start_time_kept_while_alive)
     drop_ledger(l, path);
 }
 
-/* Whether a process of uid/gid can open `path` for writing (a child that
- * drops to them); -1 when this test cannot drop (not root). */
-static int can_write_as(const char *path, uid_t uid, gid_t gid)
+/* The card's ledger of a time-sliced device: a memfd sealed against
+ * shrinking, growing and further seals, so that an app that holds it
+ * (every time-sliced app of the card does, to reserve) can neither cut it
+ * short under the others' mappings (SIGBUS) nor seal it against their
+ * writes; acceld reads and re-limits it through its own descriptor, and a
+ * restarted acceld finds the same memfd again through a process holding
+ * it (here: this one), never another file. */
+TEST(ledger_card_memfd_resists_its_members)
 {
-    pid_t pid;
-    int st;
+    struct ledger_usage u;
+    struct stat st, st2;
+    uint64_t v = 7;
+    int fd = ledger_card_memfd("GPU-x", 8192 * MiB), fd2, plain;
+    void *map;
 
-    if (geteuid() != 0)
-        return -1;
-    pid = fork();
-    if (pid == 0) {
-        int fd;
-        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
-            _exit(2);
-        fd = open(path, O_RDWR | O_CLOEXEC);
-        _exit(fd >= 0 ? 0 : 1);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fstat(fd, &st), 0);
+    ASSERT_EQ(st.st_size, (off_t)ACCEL_LEDGER_SIZE);
+    ASSERT_EQ(ledger_read_fd(fd, &u), ACCEL_OK);
+    ASSERT_EQ(u.limit, 8192 * MiB);
+    /* a member's games: no shrink, no grow, no seal against writes */
+    ASSERT_EQ(ftruncate(fd, 0), -1);
+    ASSERT_EQ(errno, EPERM);
+    ASSERT_EQ(ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE + 4096), -1);
+    ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+    ASSERT_EQ(errno, EPERM);
+    ASSERT_EQ(fstat(fd, &st2), 0);
+    ASSERT_EQ(st2.st_size, (off_t)ACCEL_LEDGER_SIZE);
+    /* writing stays open to all (a reservation is a write) */
+    ASSERT_EQ(pwrite(fd, &v, sizeof v,
+                     (off_t)offsetof(struct accel_ledger, unused)),
+              (ssize_t)sizeof v);
+    /* acceld's new limit */
+    ASSERT_EQ(ledger_card_set_limit(fd, 4096 * MiB), ACCEL_OK);
+    ASSERT_EQ(ledger_read_fd(fd, &u), ACCEL_OK);
+    ASSERT_EQ(u.limit, 4096 * MiB);
+    /* adoption after a restart: the same inode, a new descriptor */
+    fd2 = ledger_card_adopt((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+    ASSERT_GE(fd2, 0);
+    ASSERT_NE(fd2, fd);
+    ASSERT_EQ(fstat(fd2, &st2), 0);
+    ASSERT_EQ(st2.st_ino, st.st_ino);
+    ASSERT_EQ(st2.st_dev, st.st_dev);
+    close(fd2);
+    /* a file of that identity that is not sealed is not adopted */
+    plain = memfd_create("accel-card", MFD_CLOEXEC);
+    ASSERT_GE(plain, 0);
+    ASSERT_EQ(ftruncate(plain, (off_t)ACCEL_LEDGER_SIZE), 0);
+    ASSERT_EQ(fstat(plain, &st2), 0);
+    ASSERT_EQ(ledger_card_adopt((uint64_t)st2.st_dev, (uint64_t)st2.st_ino),
+              -1);
+    close(plain);
+    /* a process that closed its descriptor but maps it: found through
+     * /proc/<pid>/map_files (root only) */
+    map = mmap(NULL, ACCEL_LEDGER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+               fd, 0);
+    ASSERT(map != MAP_FAILED);
+    close(fd);
+    if (geteuid() == 0) {
+        fd2 = ledger_card_adopt((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+        ASSERT_GE(fd2, 0);
+        ASSERT_EQ(fstat(fd2, &st2), 0);
+        ASSERT_EQ(st2.st_ino, st.st_ino);
+        close(fd2);
     }
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
-        return -2;
-    return WEXITSTATUS(st) == 0;
-}
-
-/* The card's ledger of a time-sliced device (issue 35): every app bound to
- * the card writes it, whatever its owner, and nobody else: the starting
- * app's group is named in the file's ACL, never a mode 0666. */
-TEST(ledger_card_is_written_by_the_apps_groups_only)
-{
-    char *path = xasprintf("%s/card.ledger", harness_tmp());
-    struct stat st;
-    enum accel_err rc;
-    ssize_t n1, n2;
-
-    ASSERT_EQ(chmod(harness_tmp(), 0711), 0);
-    rc = ledger_create_card(path, "GPU-x", 8192 * MiB, 54321);
-    if (rc == ACCEL_ENOTSUP) {
-        printf("skipped: %s keeps no POSIX ACLs\n", harness_tmp());
-        free(path);
-        return;
-    }
-    ASSERT_EQ(rc, ACCEL_OK);
-    ASSERT_EQ(stat(path, &st), 0);
-    ASSERT_EQ(st.st_mode & 0007, 0); /* others: nothing */
-    n1 = getxattr(path, "system.posix_acl_access", NULL, 0);
-    ASSERT_GT(n1, 0);
-    if (can_write_as(path, 54321, 54321) >= 0) {
-        ASSERT_EQ(can_write_as(path, 54321, 54321), 1);
-        ASSERT_EQ(can_write_as(path, 54322, 54322), 0);
-    }
-    /* a second app's group joins; the first stays; a group named twice
-     * is one entry */
-    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, 54322), ACCEL_OK);
-    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, 54321), ACCEL_OK);
-    n2 = getxattr(path, "system.posix_acl_access", NULL, 0);
-    ASSERT_EQ(n2, n1 + 8);
-    if (can_write_as(path, 54322, 54322) >= 0) {
-        ASSERT_EQ(can_write_as(path, 54321, 54321), 1);
-        ASSERT_EQ(can_write_as(path, 54322, 54322), 1);
-        ASSERT_EQ(can_write_as(path, 54323, 54323), 0);
-    }
-    /* an app that runs as root names no group */
-    ASSERT_EQ(ledger_create_card(path, "GPU-x", 8192 * MiB, (gid_t)-1),
-              ACCEL_OK);
-    ASSERT_EQ(getxattr(path, "system.posix_acl_access", NULL, 0), n2);
-    unlink(path);
-    free(path);
+    munmap(map, ACCEL_LEDGER_SIZE);
+    /* nobody holds it any more: nothing to adopt */
+    ASSERT_EQ(ledger_card_adopt((uint64_t)st.st_dev, (uint64_t)st.st_ino), -1);
 }
 
 /* Start time of the calling process from /proc/self/stat (its pid in the
@@ -745,7 +747,7 @@ TEST(ledger_dead_host_slot_marked_for_the_container)
     XX(ledger_grown_is_cut_back)                                               \
     XX(ledger_reads_survive_a_flipping_size)                                   \
     XX(ledger_owner_without_start_time_kept_while_alive)                       \
-    XX(ledger_card_is_written_by_the_apps_groups_only)                         \
+    XX(ledger_card_memfd_resists_its_members)                                  \
     XX(ledger_other_pid_namespace_kept_while_alive)                            \
     XX(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)            \
     XX(ledger_namespace_without_its_own_proc)                                 \

@@ -12,10 +12,11 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "accel/ledger.h"
@@ -29,19 +30,6 @@ enum accel_err ledger_path(char *out, size_t cap, const char *rundir,
         strstr(app, "..") != NULL || ordinal < 0)
         return ACCEL_EINVAL;
     n = snprintf(out, cap, "%s/ledgers/%s-dev%d.ledger", rundir, app, ordinal);
-    return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
-}
-
-enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
-                                const char *dev_id)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a of the device id */
-    int n;
-
-    for (const char *c = dev_id ? dev_id : ""; *c != '\0'; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-    n = snprintf(out, cap, "%s/cards/%016llx.ledger", rundir,
-                 (unsigned long long)h);
     return n < 0 || (size_t)n >= cap ? ACCEL_ETOOBIG : ACCEL_OK;
 }
 
@@ -59,98 +47,6 @@ enum accel_err ledger_reclaim_socket_path(char *out, size_t cap,
                  (unsigned)getuid(), (unsigned long long)h);
     return n > 0 && (size_t)n < cap && (size_t)n < 108 ? ACCEL_OK
                                                        : ACCEL_ETOOBIG;
-}
-
-/* POSIX ACLs as the kernel stores them in system.posix_acl_access
- * (linux/posix_acl_xattr.h): a version, then entries sorted by tag, id. */
-#define ACL_XATTR "system.posix_acl_access"
-#define ACL_VERSION 2
-enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04,
-       ACL_GROUP = 0x08, ACL_MASK = 0x10, ACL_OTHER = 0x20 };
-#define ACL_MAX_GROUPS 256 /* apps' groups named on one card's ledger */
-
-struct acl_entry {
-    uint16_t tag, perm;
-    uint32_t id;
-};
-
-/*
- * Let group `gid` read and write the card's ledger: its ACL gets
- * group:gid:rw- (kept from the groups already named, mask rw-), the file
- * stays 0660 root's. Each time-sliced app's group is added at its start,
- * so only the apps bound to the card (and root) can write it, whatever
- * their owners. ACCEL_OK, ACCEL_ENOTSUP where the file system keeps no
- * ACLs, ACCEL_ETOOBIG past ACL_MAX_GROUPS, ACCEL_ESYS.
- */
-static enum accel_err card_grant(int fd, gid_t gid)
-{
-    unsigned char buf[4 + (ACL_MAX_GROUPS + 4) * 8];
-    gid_t groups[ACL_MAX_GROUPS];
-    size_t ng = 0, at = 4;
-    ssize_t n = fgetxattr(fd, ACL_XATTR, buf, sizeof(buf));
-    uint32_t v = ACL_VERSION;
-
-    if (n < 0 && errno != ENODATA)
-        return errno == ENOTSUP || errno == EOPNOTSUPP ? ACCEL_ENOTSUP
-                                                        : ACCEL_ESYS;
-    for (ssize_t i = 4; n > 0 && i + 8 <= n; i += 8) { /* the named groups */
-        struct acl_entry e;
-        memcpy(&e, buf + i, sizeof e);
-        if (e.tag != ACL_GROUP)
-            continue;
-        if ((gid_t)e.id == gid)
-            return ACCEL_OK;
-        if (ng == ACL_MAX_GROUPS)
-            return ACCEL_ETOOBIG;
-        groups[ng++] = (gid_t)e.id;
-    }
-    if (ng == ACL_MAX_GROUPS)
-        return ACCEL_ETOOBIG;
-    groups[ng++] = gid;
-    for (size_t i = 1; i < ng; i++) /* sorted by id, as the kernel wants */
-        for (size_t j = i; j > 0 && groups[j - 1] > groups[j]; j--) {
-            gid_t t = groups[j];
-            groups[j] = groups[j - 1];
-            groups[j - 1] = t;
-        }
-    memcpy(buf, &v, 4);
-#define PUT(t, p, i)                                                      \
-    do {                                                                  \
-        struct acl_entry e_ = {(t), (p), (i)};                            \
-        memcpy(buf + at, &e_, sizeof e_);                                 \
-        at += sizeof e_;                                                  \
-    } while (0)
-    PUT(ACL_USER_OBJ, 6, UINT32_MAX);
-    PUT(ACL_GROUP_OBJ, 6, UINT32_MAX);
-    for (size_t i = 0; i < ng; i++)
-        PUT(ACL_GROUP, 6, (uint32_t)groups[i]);
-    PUT(ACL_MASK, 6, UINT32_MAX);
-    PUT(ACL_OTHER, 0, UINT32_MAX);
-#undef PUT
-    if (fsetxattr(fd, ACL_XATTR, buf, at, 0) != 0)
-        return errno == ENOTSUP || errno == EOPNOTSUPP ? ACCEL_ENOTSUP
-                                                        : ACCEL_ESYS;
-    return ACCEL_OK;
-}
-
-enum accel_err ledger_create_card(const char *path, const char *dev_id,
-                                  uint64_t memory, gid_t gid)
-{
-    enum accel_err rc = ledger_create(path, "", -1, dev_id, memory,
-                                      (uid_t)-1, (gid_t)-1);
-    int fd;
-
-    if (rc != ACCEL_OK || gid == (gid_t)-1) /* no uid drop: root's apps */
-        return rc;
-    /* every time-sliced app of the device, whatever its owner, reserves in
-     * it: each app's group is named in its ACL (docs/internals/timeslice.md
-     * says what a writer can do); never world-writable */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return ACCEL_ESYS;
-    rc = card_grant(fd, gid);
-    close(fd);
-    return rc;
 }
 
 /* mkdir -p of the directory part of `path`. */
@@ -422,6 +318,131 @@ enum accel_err ledger_read(const char *path, struct ledger_usage *out)
         close(fd);
     }
     return rc;
+}
+
+enum accel_err ledger_read_fd(int fd, struct ledger_usage *out)
+{
+    struct accel_ledger l;
+
+    if (read_copy(fd, &l) != 0)
+        return ACCEL_EPARSE;
+    judge(&l, out, fd);
+    return ACCEL_OK;
+}
+
+/* ---- the card ledger as a sealed memfd (docs/internals/timeslice.md) ---- */
+
+#define CARD_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+/* fd is a card memfd as ledger_card_memfd makes them: a ledger's size,
+ * sealed against shrinking, growing and further seals, never against
+ * writing, and a valid ledger. */
+static bool card_memfd_ok(int fd)
+{
+    struct accel_ledger l;
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+
+    return seals >= 0 && (seals & CARD_SEALS) == CARD_SEALS &&
+           (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) == 0 &&
+           fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == (off_t)ACCEL_LEDGER_SIZE && read_copy(fd, &l) == 0;
+}
+
+int ledger_card_memfd(const char *dev_id, uint64_t memory)
+{
+    struct accel_ledger copy, *l = &copy; /* 17 KB, on the stack */
+    int fd = memfd_create("accel-card", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+    format(l, "", -1, dev_id, memory);
+    if (fd >= 0 && (ftruncate(fd, (off_t)ACCEL_LEDGER_SIZE) != 0 ||
+                    pwrite_all(fd, l, ACCEL_LEDGER_SIZE, 0) != 0 ||
+                    fcntl(fd, F_ADD_SEALS, CARD_SEALS) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+enum accel_err ledger_card_set_limit(int fd, uint64_t limit)
+{
+    struct accel_ledger l;
+
+    if (read_copy(fd, &l) != 0)
+        return ACCEL_EPARSE;
+    return write_limit(fd, &l, limit) == 0 ? ACCEL_OK : ACCEL_ESYS;
+}
+
+/* An fd of the memfd with inode (dev, ino), opened again through the
+ * /proc entry `path` (a process's fd or mapping of it); -1 if it is not
+ * that file or not a card memfd. */
+static int adopt_entry(const char *path, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    int fd;
+
+    if (stat(path, &st) != 0 || st.st_dev != dev || st.st_ino != ino)
+        return -1;
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino ||
+        !card_memfd_ok(fd)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Look through one /proc/<pid>/<sub> directory; an fd or -1. */
+static int adopt_in(const char *pid, const char *sub, dev_t dev, ino_t ino)
+{
+    char dir[64], path[320];
+    struct dirent *e;
+    DIR *dp;
+    int fd = -1;
+
+    snprintf(dir, sizeof dir, "/proc/%s/%s", pid, sub);
+    dp = opendir(dir);
+    if (dp == NULL)
+        return -1;
+    while (fd < 0 && (e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        fd = adopt_entry(path, dev, ino);
+    }
+    closedir(dp);
+    return fd;
+}
+
+/* Every process's /proc/<pid>/<sub>; an fd or -1. */
+static int adopt_pass(const char *sub, dev_t dev, ino_t ino)
+{
+    struct dirent *e;
+    DIR *dp = opendir("/proc");
+    int fd = -1;
+
+    if (dp == NULL)
+        return -1;
+    while (fd < 0 && (e = readdir(dp)) != NULL)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            fd = adopt_in(e->d_name, sub, dev, ino);
+    closedir(dp);
+    return fd;
+}
+
+int ledger_card_adopt(uint64_t dev, uint64_t ino)
+{
+    /* the shim keeps the descriptor: the fds find it, the first pass; a
+     * program that closed it still maps it (map_files, readable by root
+     * only, and longer lists): the second */
+    int fd = adopt_pass("fd", (dev_t)dev, (ino_t)ino);
+
+    return fd >= 0 ? fd : adopt_pass("map_files", (dev_t)dev, (ino_t)ino);
 }
 
 enum accel_err ledger_remove(const char *path)

@@ -68,23 +68,6 @@ enum accel_err ledger_reclaim_socket_path(char *out, size_t cap,
                                          const char *rundir);
 
 /*
- * A time-sliced device's card ledger, "<rundir>/cards/<16 hex>.ledger"
- * (FNV-1a of the device id): every time-sliced app of the device reserves
- * its memory that cannot be evicted at a turn switch there
- * (docs/internals/timeslice.md). ACCEL_OK or ACCEL_ETOOBIG.
- */
-enum accel_err ledger_card_path(char *out, size_t cap, const char *rundir,
-                                const char *dev_id);
-/* Create it (as ledger_create; kept over a restart) with the card's
- * memory as limit, mode 0660 root's, and give group `gid` (the starting
- * app's; -1: none, an app that runs as root) read and write through the
- * file's POSIX ACL. ACCEL_OK; ACCEL_ENOTSUP where the file system keeps no
- * ACLs (the app then runs without the card's count: the caller says so),
- * ACCEL_ETOOBIG, ACCEL_ESYS. */
-enum accel_err ledger_create_card(const char *path, const char *dev_id,
-                                  uint64_t memory, gid_t gid);
-
-/*
  * Build the ledger path "<rundir>/ledgers/<app>-dev<ordinal>.ledger" into
  * out (cap bytes). Returns ACCEL_OK, ACCEL_EINVAL for an app name with '/'
  * or "..", ACCEL_ETOOBIG if it does not fit.
@@ -127,6 +110,38 @@ enum accel_err ledger_set_untracked(const char *path, uint64_t bytes);
  * a ledger of this major version, or shorter than one), ACCEL_ESYS.
  */
 enum accel_err ledger_read(const char *path, struct ledger_usage *out);
+
+/* A card "path" in the shim config's timeslice line: no file; the
+ * device's broker hands the sealed card memfd over its socket (the shim's
+ * SHIM_CARD_BROKER). */
+#define LEDGER_CARD_BROKER "@broker"
+
+/* ledger_read of a ledger already open (a card memfd): ACCEL_OK,
+ * ACCEL_EPARSE. */
+enum accel_err ledger_read_fd(int fd, struct ledger_usage *out);
+
+/*
+ * The card ledger of a time-sliced device as acceld holds it: an anonymous
+ * memfd of one ledger (limit `memory`, the card's), sealed against
+ * shrinking, growing and any further seal (F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_SEAL), which the broker hands to each admitted app's shim
+ * (SCM_RIGHTS). An app can write it (it must, to reserve) but can neither
+ * cut it short (a mapping of it never faults) nor seal it against the
+ * others' writes. The fd (close-on-exec), or -1 (errno set).
+ */
+int ledger_card_memfd(const char *dev_id, uint64_t memory);
+/* A new limit (the card's memory) in a card memfd, then its epoch bumped.
+ * ACCEL_OK, ACCEL_EPARSE, ACCEL_ESYS. */
+enum accel_err ledger_card_set_limit(int fd, uint64_t limit);
+/*
+ * After an acceld restart: the card memfd with inode (dev, ino), the one
+ * the previous acceld made, found again through a process that still
+ * holds it (/proc/<pid>/fd: the shim keeps its descriptor; or
+ * /proc/<pid>/map_files, root only) and checked (sealed as above, a
+ * valid ledger). A new fd of the same memfd, or -1 when no process holds
+ * it any more (no app is left that counts there: a new one is as good).
+ */
+int ledger_card_adopt(uint64_t dev, uint64_t ino);
 
 struct accel_ledger;
 /* The figures ledger_read reports, from a copy of a ledger in memory. */

@@ -162,12 +162,9 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
                                              .uuid = f->ids[n],
                                              .ts_socket = f->paths[n]};
             /* the card's ledger: the apps' memory that cannot be evicted
-             * at a turn switch, counted together (issue 35) */
-            if (ledger_card_path(f->cards[n], sizeof f->cards[n], rundir,
-                                 x->id) == ACCEL_OK) {
-                devs[n].card = f->cards[n];
-                f->card_memory[n] = x->memory;
-            }
+             * at a turn switch, counted together (issue 35); no file: the
+             * broker hands each admitted process its sealed memfd */
+            devs[n].card = LEDGER_CARD_BROKER;
             n++;
             continue;
         }
@@ -195,7 +192,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
 
 enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
                               const struct identity_run *who,
-                              struct appsetup_files *f, bool *out_whole)
+                              struct appsetup_files *f)
 {
     char *cfg = appsetup_config_path(d, app), *dir;
     enum accel_err rc = ACCEL_OK;
@@ -203,22 +200,8 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
     gid_t group = who->drop ? who->gid
                             : f->dir_group ? f->dir_gid : (gid_t)-1;
 
-    *out_whole = true;
     for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
         struct ledger_device *x = &f->devs[i];
-        if (x->card != NULL) {
-            enum accel_err crc = ledger_create_card(
-                x->card, x->uuid, f->card_memory[i], group);
-            if (crc != ACCEL_OK) {
-                log_warn("app %s: the card ledger %s cannot be shared "
-                         "with it (%s): its memory that cannot be "
-                         "evicted is not counted with the other "
-                         "time-sliced apps' on %s", app, x->card,
-                         accel_strerror(crc), x->uuid);
-                x->card = NULL;
-                *out_whole = false;
-            }
-        }
         if (x->path != NULL)
             rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
                                (uid_t)-1, group);

@@ -27,9 +27,7 @@
 struct appsetup_files {
     struct ledger_device devs[ADM_MAX_SELECTION]; /* the config's devices */
     char paths[ADM_MAX_SELECTION][512]; /* ledgers' or sockets' paths */
-    char cards[ADM_MAX_SELECTION][512]; /* time-sliced cards' ledgers */
     char ids[ADM_MAX_SELECTION][ACCEL_ID_MAX + 1]; /* the devices' ids */
-    uint64_t card_memory[ADM_MAX_SELECTION];       /* a card ledger's limit */
     char reclaim[108];   /* acceld's reclaim socket (SPEC 4.4), "" none */
     size_t n;                                      /* devs in use */
     bool dir_group;  /* an external app's config directory: 0750, root and
@@ -82,13 +80,13 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
  * Make what f plans for app (no lock needed: f owns its strings; d only
  * for its data dir): each ledger (an existing one of ours keeps its slots
  * and usage and takes the planned limit, ledger_create), the app's
- * directory, the config naming them and its events file, emptied. A card
- * ledger that cannot be shared is left out of the config with a warning,
- * and *out_whole is false. ACCEL_OK or the first failure.
+ * directory, the config naming them and its events file, emptied. A time-
+ * sliced device's card ledger is no file: the config names
+ * LEDGER_CARD_BROKER. ACCEL_OK or the first failure.
  */
 enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
                               const struct identity_run *who,
-                              struct appsetup_files *f, bool *out_whole);
+                              struct appsetup_files *f);
 
 /* The limits of a's selected type (SPEC 8.2). */
 struct cgroup_limits appsetup_limits(const struct app *a);

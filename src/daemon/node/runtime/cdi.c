@@ -492,7 +492,7 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
                         char **out_text, char **cause)
 {
     struct ledger_device devs[ADM_MAX_SELECTION];
-    char ctr[ADM_MAX_SELECTION][256], card[ADM_MAX_SELECTION][256], *cfg;
+    char ctr[ADM_MAX_SELECTION][256], *cfg;
     json_t *m = json_array();
     enum accel_err rc;
     bool reclaim_mounted = false;
@@ -528,14 +528,9 @@ json_t *cdi_shim_mounts(struct accel_daemon *d, const char *app,
                                  CDI_CTR_RECLAIM, "readOnly", 1));
             reclaim_mounted = true;
         }
-        if (host[i].card != NULL) { /* a time-sliced card's shared count */
-            snprintf(card[i], sizeof card[i], "%s/card-%s", CDI_CTR_BROKER,
-                     strrchr(host[i].card, '/') + 1);
-            devs[i].card = card[i];
-            json_array_append_new(m, json_pack("{s:s, s:s, s:b}", "hostPath",
-                                               host[i].card, "containerPath",
-                                               card[i], "readOnly", 0));
-        }
+        /* a time-sliced card's shared count: no file to mount, the
+         * broker (its socket mounted above) hands the process a sealed
+         * memfd; devs[i].card stays LEDGER_CARD_BROKER */
     }
     cfg = xasprintf("%s/run/apps/%s/" CDI_CTR_CONFIG_FILE, d->cfg.data_dir,
                     app);
@@ -630,8 +625,8 @@ static const char *cdi_dir(void)
 struct cdi_plan {
     char *app;
     struct appsetup_files f;
-    char *key;       /* what the files' content follows: the config's text,
-                        the container copy's, the card ledgers' limits */
+    char *key;       /* what the files' content follows: the config's text
+                        and the container copy's */
     char *ctr_text;  /* the container's copy of the config, NULL = none */
     json_t *dev;     /* its CDI device, NULL = none */
     bool group;      /* its spec and config directory are root's and gid's
@@ -657,7 +652,7 @@ static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
                                      const struct app *a, char **cause)
 {
     struct cdi_plan *p = xcalloc(1, sizeof(*p));
-    char *text = NULL, *cards = xstrdup("");
+    char *text = NULL;
     enum accel_err rc = appsetup_plan(d, a, &p->f);
 
     if (rc == ACCEL_OK)
@@ -665,7 +660,6 @@ static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
                            a->name, accel_strerror(rc));
-        free(cards);
         cdi_plan_free(p);
         return NULL;
     }
@@ -676,19 +670,8 @@ static struct cdi_plan *cdi_plan_new(struct accel_daemon *d,
     p->f.dir_gid = p->gid;
     p->dev = cdi_app_device(d, a, p->f.devs, p->f.n, &p->ctr_text,
                             cause);
-    for (size_t i = 0; i < p->f.n; i++) {
-        char *c;
-        if (p->f.devs[i].card == NULL)
-            continue;
-        c = xasprintf("%scard %s %llu\n", cards, p->f.devs[i].card,
-                      (unsigned long long)p->f.card_memory[i]);
-        free(cards);
-        cards = c;
-    }
-    p->key = xasprintf("%s--\n%s--\n%s", text, p->ctr_text ? p->ctr_text : "",
-                       cards);
+    p->key = xasprintf("%s--\n%s", text, p->ctr_text ? p->ctr_text : "");
     free(text);
-    free(cards);
     return p;
 }
 
@@ -701,7 +684,7 @@ struct file_id {
     int64_t mtime_ns;  /* which the app writes (ledgers, events) */
 };
 
-#define CDI_FILES (3 + 2 * ADM_MAX_SELECTION) /* files of an app's plan */
+#define CDI_FILES (3 + ADM_MAX_SELECTION) /* files of an app's plan */
 
 /* What the refresh last wrote for an app (d->written). */
 struct cdi_written {
@@ -709,18 +692,18 @@ struct cdi_written {
     char *key;                  /* its plan's key, NULL = write again */
     struct file_id ids[CDI_FILES]; /* its files' */
     size_t nids;
-    /* the files its device mounts read-write (ledgers, card ledgers),
-     * held open for writing, by path index: fd + 1, 0 = none (guard) */
+    /* the files its device mounts read-write (ledgers), held open for
+     * writing, by path index: fd + 1, 0 = none (guard) */
     int held[CDI_FILES];
 };
 
 /* What the device mounts read-write of a file of a plan. */
-enum cdi_shared { CDI_NOT_SHARED, CDI_SHARED_LEDGER, CDI_SHARED_CARD };
+enum cdi_shared { CDI_NOT_SHARED, CDI_SHARED_LEDGER };
 
 /* The files of p: the config and the container's copy (their content
  * planned: content true), the events file and the ledgers; shared[i]:
- * whether the device mounts file i read-write (a ledger, a card's
- * ledger), and group[i] its group as written. Caller frees paths[0..n). */
+ * whether the device mounts file i read-write (a ledger), and group[i]
+ * its group as written. Caller frees paths[0..n). */
 static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
                              char **paths, bool *content,
                              enum cdi_shared *shared, gid_t *group)
@@ -743,12 +726,6 @@ static size_t cdi_plan_paths(struct accel_daemon *d, const struct cdi_plan *p,
             shared[n] = CDI_SHARED_LEDGER;
             group[n] = p->group ? p->gid : getegid();
             paths[n++] = xstrdup(p->f.devs[i].path);
-        }
-        if (p->f.devs[i].card != NULL) { /* root's, its groups by ACL */
-            content[n] = false;
-            shared[n] = CDI_SHARED_CARD;
-            group[n] = getegid();
-            paths[n++] = xstrdup(p->f.devs[i].card);
         }
     }
     return n;
@@ -824,7 +801,8 @@ static void written_free(struct accel_daemon *d)
 
 /*
  * A file the device mounts read-write into people's containers (a
- * ledger, a card's ledger) guarded against the container's root, which
+ * ledger; a card's ledger is a sealed memfd, no file) guarded against
+ * the container's root, which
  * owns a file of root's and has Docker's and rootful podman's default
  * capabilities (CHOWN, FOWNER, FSETID, SETFCAP): through the mount it can
  * chmod, chown or set capabilities on the host's file, and a member who
@@ -834,10 +812,9 @@ static void written_free(struct accel_daemon *d)
  * in the device, so execve(2) of it fails (ETXTBSY) by any path or link,
  * whatever its mode; and each refresh (a second) puts back its mode
  * (0660), owner (acceld's), group (gid, as written), no file capability
- * and no ACL of a ledger (a card's names its apps' groups: kept), so that
- * what a container changed is undone. held: w->held[i].
+ * and no ACL, so that what a container changed is undone. held: w->held[i].
  */
-static void guard_shared(const char *path, int *held, gid_t gid, bool card)
+static void guard_shared(const char *path, int *held, gid_t gid)
 {
     int fd = *held - 1;
     struct stat st, at;
@@ -860,7 +837,7 @@ static void guard_shared(const char *path, int *held, gid_t gid, bool card)
         errno != ENOTSUP)
         log_warn("cannot remove the file capability of %s: %s", path,
                  strerror(errno));
-    if (!card && fremovexattr(fd, "system.posix_acl_access") != 0 &&
+    if (fremovexattr(fd, "system.posix_acl_access") != 0 &&
         errno != ENODATA && errno != ENOTSUP)
         log_warn("cannot remove the ACL of %s: %s", path, strerror(errno));
     if ((fstat(fd, &st) != 0 || (st.st_mode & 07777) != 0660) &&
@@ -881,7 +858,7 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
 {
     static const struct identity_run who = { .drop = false };
     char *paths[CDI_FILES];
-    bool content[CDI_FILES], same, whole = false;
+    bool content[CDI_FILES], same, whole = true;
     enum cdi_shared shared[CDI_FILES];
     gid_t group[CDI_FILES];
     struct file_id ids[CDI_FILES];
@@ -895,7 +872,7 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
     if (!same) {
         free(w->key);
         w->key = NULL;
-        rc = appsetup_write(d, p->app, &who, &p->f, &whole);
+        rc = appsetup_write(d, p->app, &who, &p->f);
         if (rc == ACCEL_OK && p->ctr_text != NULL)
             rc = ledger_write_text(paths[1], p->ctr_text);
         if (rc != ACCEL_OK)
@@ -912,8 +889,7 @@ static bool cdi_write(struct accel_daemon *d, struct cdi_plan *p,
     }
     for (size_t i = 0; i < CDI_FILES; i++) /* guarded, or let go */
         if (i < n && shared[i] != CDI_NOT_SHARED && rc == ACCEL_OK)
-            guard_shared(paths[i], &w->held[i], group[i],
-                         shared[i] == CDI_SHARED_CARD);
+            guard_shared(paths[i], &w->held[i], group[i]);
         else if (w->held[i] > 0) {
             close(w->held[i] - 1);
             w->held[i] = 0;

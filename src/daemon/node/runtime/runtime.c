@@ -158,11 +158,10 @@ static char *write_shim_config(struct accel_daemon *d, const struct app *a,
                                const struct identity_run *who,
                                struct appsetup_files *f, char **cause)
 {
-    bool whole;
     enum accel_err rc = appsetup_plan(d, a, f);
 
     if (rc == ACCEL_OK)
-        rc = appsetup_write(d, a->name, who, f, &whole);
+        rc = appsetup_write(d, a->name, who, f);
     if (rc != ACCEL_OK) {
         *cause = xasprintf("cannot prepare the memory quota of '%s': %s",
                            a->name, accel_strerror(rc));
@@ -929,37 +928,37 @@ struct usage_probe {
     uint64_t used;     /* read outside the lock */
     bool ok;
     bool card;         /* a time-sliced card's ledger: read for the dead
-                          marks only (ledger_read), its figures unused */
+                          marks only (ledger_read_fd), its figures unused */
+    int fd;            /* card: its broker's memfd (a descriptor of our
+                          own, closed after the read); -1 otherwise */
+    char dev[128];     /* card: the device id, once per card */
 };
 
-/* Add the card ledger of a's row k (a time-sliced GPU here) to p, once per
- * card; false when there is none or p is full. Lock held. */
+/* Add the card ledger of a's row k (a time-sliced GPU here: its broker's
+ * sealed memfd) to p, once per card; false when there is none or p is
+ * full. Lock held (the broker set's lock is taken after it). */
 static bool gather_card(struct accel_daemon *d, const struct app *a, size_t k,
                         struct usage_probe *p, size_t n, size_t max)
 {
     const struct adm_device *x;
-    char *rundir;
-    bool ok;
 
     if (n >= max || a->rows[k].dev >= d->snap.ndevs ||
-        !appsetup_row_local(d, a, k))
+        !appsetup_row_local(d, a, k) || d->brokers == NULL)
         return false;
     x = &d->snap.devs[a->rows[k].dev];
     if (x->type != ACCEL_TYPE_NVIDIA || x->st != ACCEL_SUPPORT_TIMESLICE)
         return false;
-    rundir = appsetup_run_dir(d);
-    ok = ledger_card_path(p[n].path, sizeof p[n].path, rundir, x->id) ==
-         ACCEL_OK;
-    free(rundir);
-    for (size_t i = 0; ok && i < n; i++)
-        if (p[i].card && strcmp(p[i].path, p[n].path) == 0)
-            ok = false;
-    if (ok) {
-        p[n].app = xstrdup(a->name);
-        p[n].row = k;
-        p[n].card = true;
-    }
-    return ok;
+    for (size_t i = 0; i < n; i++)
+        if (p[i].card && strcmp(p[i].dev, x->id) == 0)
+            return false;
+    p[n].fd = broker_set_card_fd(d->brokers, x->id);
+    if (p[n].fd < 0)
+        return false;
+    util_strlcpy(p[n].dev, x->id, sizeof p[n].dev);
+    p[n].app = xstrdup(a->name);
+    p[n].row = k;
+    p[n].card = true;
+    return true;
 }
 
 /* Gather the ledgers of running apps, and the card ledgers of their
@@ -978,6 +977,7 @@ static size_t gather_probes(struct accel_daemon *d, struct usage_probe *p,
             if (n == max ||
                 !runtime_ledger_of(d, a, k, p[n].path, sizeof p[n].path))
                 continue;
+            p[n].fd = -1;
             p[n].app = xstrdup(a->name);
             p[n].row = k;
             n++;
@@ -1003,7 +1003,12 @@ static void refresh_usage(struct accel_daemon *d)
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
-        p[i].ok = ledger_read(p[i].path, &u) == ACCEL_OK;
+        if (p[i].card) {
+            p[i].ok = ledger_read_fd(p[i].fd, &u) == ACCEL_OK;
+            close(p[i].fd);
+        } else {
+            p[i].ok = ledger_read(p[i].path, &u) == ACCEL_OK;
+        }
         p[i].used = p[i].ok ? u.used : 0;
     }
     pthread_mutex_lock(&d->lock);

@@ -26,6 +26,7 @@
 
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/ledger.h"
 
 /* ---- socket path ---- */
 
@@ -66,6 +67,9 @@ struct broker_dev {
     char claim[BROKER_MAX_CONNS][BROKER_APP_MAX]; /* hello awaiting
                                                    * admission, "" none */
     struct broker_core core;      /* the state machine */
+    int card_fd;                  /* the card ledger (a sealed memfd), -1
+                                   * none; each admitted app gets it */
+    uint64_t card_bytes;          /* its limit as last written */
 };
 
 /* A hello to check outside the set's lock (admission may take the
@@ -215,6 +219,102 @@ static struct broker_dev *find_dev(struct broker_set *bs, const char *id)
     return NULL;
 }
 
+/* ---- the card ledger (docs/internals/timeslice.md) ---- */
+
+/* Where the card memfd's identity (st_dev, st_ino) is kept for the next
+ * acceld: beside the socket, "<socket>.card". */
+static void card_id_path(char *out, size_t cap, const struct broker_dev *bd)
+{
+    snprintf(out, cap, "%s.card", bd->path);
+}
+
+/* The card ledger of bd: the previous acceld's memfd when a process still
+ * holds it (a restart: the running apps keep counting where they did),
+ * else a new one; its identity written down for the next restart. */
+static void card_open(struct broker_dev *bd, uint64_t memory)
+{
+    char idp[128];
+    unsigned long long dev = 0, ino = 0;
+    struct stat st;
+    FILE *f;
+
+    card_id_path(idp, sizeof idp, bd);
+    bd->card_fd = -1;
+    f = fopen(idp, "re"); /* O_CLOEXEC */
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &dev, &ino) == 2)
+            bd->card_fd = ledger_card_adopt(dev, ino);
+        fclose(f);
+    }
+    if (bd->card_fd >= 0) {
+        log_info("time-slice broker for %s: card ledger adopted from the "
+                 "running apps", bd->id);
+        (void)ledger_card_set_limit(bd->card_fd, memory);
+        bd->card_bytes = memory;
+        return;
+    }
+    bd->card_fd = ledger_card_memfd(bd->id, memory);
+    bd->card_bytes = memory;
+    if (bd->card_fd < 0) {
+        log_warn("time-slice broker for %s: no card ledger (%s): the apps' "
+                 "memory that cannot be evicted is not counted card-wide",
+                 bd->id, strerror(errno));
+        return;
+    }
+    if (fstat(bd->card_fd, &st) == 0) { /* acceld's alone: 0600 */
+        char line[64];
+        int n = snprintf(line, sizeof line, "%llu %llu\n",
+                         (unsigned long long)st.st_dev,
+                         (unsigned long long)st.st_ino);
+        int fd = open(idp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+                               O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, line, (size_t)n) != n)
+            log_warn("time-slice broker for %s: cannot keep %s (%s): a "
+                     "restart makes a new card ledger", bd->id, idp,
+                     strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* Hand the card ledger to connection `slot` ("L" with the descriptor). */
+static void card_send(struct broker_dev *bd, int slot)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cb;
+    struct iovec iov = {.iov_base = "L", .iov_len = 1};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+    struct cmsghdr *c;
+
+    if (bd->card_fd < 0 || bd->fds[slot] < 0)
+        return;
+    memset(&cb, 0, sizeof cb);
+    c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &bd->card_fd, sizeof(int));
+    (void)sendmsg(bd->fds[slot], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+int broker_set_card_fd(struct broker_set *bs, const char *id)
+{
+    struct broker_dev *bd;
+    int fd = -1;
+
+    pthread_mutex_lock(&bs->mu);
+    for (int i = 0; i < bs->ndevs; i++) {
+        bd = bs->devs[i];
+        if (strcmp(bd->id, id) == 0 && bd->card_fd >= 0)
+            fd = fcntl(bd->card_fd, F_DUPFD_CLOEXEC, 0);
+    }
+    pthread_mutex_unlock(&bs->mu);
+    return fd;
+}
+
 enum accel_err broker_set_ensure(struct broker_set *bs, const char *id,
                                  const char *path,
                                  const struct broker_settings *s)
@@ -226,6 +326,9 @@ enum accel_err broker_set_ensure(struct broker_set *bs, const char *id,
     bd = find_dev(bs, id);
     if (bd != NULL) {
         broker_core_configure(&bd->core, s);
+        if (bd->card_fd >= 0 && bd->card_bytes != s->card_bytes &&
+            ledger_card_set_limit(bd->card_fd, s->card_bytes) == ACCEL_OK)
+            bd->card_bytes = s->card_bytes;
         goto out;
     }
     if (bs->ndevs >= BROKER_MAX_DEVS || strlen(path) >= sizeof(bd->path)) {
@@ -247,6 +350,7 @@ enum accel_err broker_set_ensure(struct broker_set *bs, const char *id,
         rc = ACCEL_ESYS;
         goto out;
     }
+    card_open(bd, s->card_bytes);
     bs->devs[bs->ndevs++] = bd;
     log_info("time-slice broker for %s on %s", id, path);
     wake(bs);
@@ -264,6 +368,9 @@ static void dev_close(struct broker_dev *bd)
         close(bd->lfd);
         unlink(bd->path);
     }
+    if (bd->card_fd >= 0) /* its identity file stays: a later broker of
+                           * the device adopts it while apps hold it */
+        close(bd->card_fd);
     free(bd);
 }
 
@@ -560,8 +667,10 @@ static void apply_pending(struct broker_set *bs)
             continue; /* device stopped or connection gone meanwhile */
         bd->claim[p->slot][0] = '\0';
         if (p->ok &&
-            broker_core_hello(&bd->core, p->slot, p->app, now) == ACCEL_OK)
+            broker_core_hello(&bd->core, p->slot, p->app, now) == ACCEL_OK) {
+            card_send(bd, p->slot); /* only an admitted app gets it */
             continue;
+        }
         if (p->ok) { /* admitted, but every app slot is taken */
             snprintf(msg, sizeof(msg), "N more than %d apps on this device",
                      BROKER_MAX_APPS);

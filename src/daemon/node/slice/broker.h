@@ -30,6 +30,10 @@
  *                                  the grace period); ask again with R
  *                    "N <reason>"  hello refused (not a process of a bound
  *                                  app); the broker closes the connection
+ *                    "L"           the card ledger: one descriptor of the
+ *                                  device's sealed card memfd rides along
+ *                                  (SCM_RIGHTS), sent once, as soon as the
+ *                                  hello is admitted (and to nobody else)
  * Unknown records are ignored by both sides (future versions add fields).
  */
 #ifndef ACCEL_DAEMON_NODE_SLICE_BROKER_H
@@ -299,6 +303,11 @@ enum accel_err broker_set_ensure(struct broker_set *bs, const char *id,
 /* Remove every broker whose id is not in ids[n] (its apps run free). */
 void broker_set_retain(struct broker_set *bs, const char *const *ids,
                        size_t n);
+/* A new descriptor (close-on-exec) of device id's card ledger, the
+ * sealed memfd its broker hands each admitted app ("L", SCM_RIGHTS;
+ * docs/internals/timeslice.md), for acceld's own reads; -1 if none.
+ * Thread-safe. */
+int broker_set_card_fd(struct broker_set *bs, const char *id);
 /* Stats of device id into *out (set only on success): true if it has a
  * broker. Thread-safe. */
 bool broker_set_stats(struct broker_set *bs, const char *id,
