@@ -120,7 +120,10 @@ struct accel_ledger {
     _Atomic uint64_t ctx_cost; /* minor 3: what a context of this device
                                   took when one of the app's processes
                                   measured it (NVML), 0 not yet: the
-                                  others charge it without measuring */
+                                  others charge it without measuring.
+                                  The bytes with ACCEL_LEDGER_CTX_MEASURED
+                                  set; ..._SEEDED too when acceld wrote
+                                  it from other apps' measures (below) */
     _Atomic uint64_t active_ms; /* minor 4: when a process of the app last
                                   took memory on the device
                                   (CLOCK_MONOTONIC, ms; the shim writes
@@ -133,6 +136,15 @@ struct accel_ledger {
 };
 
 #define ACCEL_LEDGER_SIZE sizeof(struct accel_ledger)
+
+/* ctx_cost's top bits: the size is known (a process of the app measured
+ * it, or acceld seeded it), and acceld seeded it (a size agreed on by
+ * other apps' measures of the same device: docs/internals/shim.md, "A
+ * context's size, seeded"). The bytes are the rest. */
+#define ACCEL_LEDGER_CTX_MEASURED (1ULL << 63)
+#define ACCEL_LEDGER_CTX_SEEDED (1ULL << 62)
+#define ACCEL_LEDGER_CTX_BYTES(v)                                              \
+    ((v) & ~(ACCEL_LEDGER_CTX_MEASURED | ACCEL_LEDGER_CTX_SEEDED))
 
 /* The header never grows: new fields take reserved space (minor bump). */
 _Static_assert(offsetof(struct accel_ledger, slots) == 504,

@@ -144,8 +144,9 @@ static int64_t own_used(int ordinal)
 #define CTX_KNOWN (-2)
 
 /* The ledger's ctx_cost holds the measured bytes with this bit set (a
- * context measured at 0 bytes is known too). */
-#define CTX_MEASURED (1ULL << 63)
+ * context measured at 0 bytes is known too); acceld's seed (a size other
+ * apps measured on the device and agree on) has it too, and its own bit. */
+#define CTX_MEASURED ACCEL_LEDGER_CTX_MEASURED
 
 /* Whether one of the app's processes measured a context of ordinal; what
  * it took into *bytes. */
@@ -156,13 +157,14 @@ static int known_cost(int ordinal, uint64_t *bytes)
                                                   memory_order_relaxed)
                            : 0;
 
-    *bytes = v & ~CTX_MEASURED;
+    *bytes = ACCEL_LEDGER_CTX_BYTES(v);
     return (v & CTX_MEASURED) != 0;
 }
 
 /* A context is measured once per device and app: the first process that
  * makes one loads NVML for it; the others charge what it found, with no
- * NVML and no driver query (start-up: docs/benchmarks.md, Shim). */
+ * NVML and no driver query (start-up: docs/benchmarks.md, Shim). An app
+ * whose ledger acceld seeded measures none: docs/internals/shim.md. */
 struct ctx_mark ctx_before(int ordinal)
 {
     struct ctx_mark m = { CTX_KNOWN, -1 };

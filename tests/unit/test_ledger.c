@@ -738,6 +738,141 @@ TEST(ledger_dead_host_slot_marked_for_the_container)
     drop_ledger(l, path);
 }
 
+/* A ledger of app `app` on device `uuid` in dir, whose ctx_cost reads v
+ * (what the app's shim, or the app itself, wrote there); its path. */
+static char *ctx_ledger(const char *dir, const char *app, const char *uuid,
+                        uint64_t v)
+{
+    char *path = xasprintf("%s/%s-dev0.ledger", dir, app);
+    int fd;
+
+    ASSERT_EQ(ledger_create(path, app, 0, uuid, 1024 * MiB, (uid_t)-1,
+                            (gid_t)-1),
+              ACCEL_OK);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    ASSERT(fd >= 0);
+    ASSERT(pwrite(fd, &v, sizeof v,
+                  (off_t)offsetof(struct accel_ledger, ctx_cost)) ==
+           (ssize_t)sizeof v);
+    close(fd);
+    return path;
+}
+
+static uint64_t ctx_of(const char *path)
+{
+    uint64_t v = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    ASSERT(fd >= 0);
+    ASSERT(pread(fd, &v, sizeof v,
+                 (off_t)offsetof(struct accel_ledger, ctx_cost)) ==
+           (ssize_t)sizeof v);
+    close(fd);
+    return v;
+}
+
+#define MEASURED(b) ((b) | ACCEL_LEDGER_CTX_MEASURED)
+#define SEEDED(b) ((b) | ACCEL_LEDGER_CTX_MEASURED | ACCEL_LEDGER_CTX_SEEDED)
+
+/* The votes: a median more than half agree on (within 1/16), from 3. */
+TEST(ledger_ctx_vote_needs_an_agreeing_majority)
+{
+    uint64_t out = 7, a[] = { 384 * MiB, 0, 384 * MiB },
+             b[] = { UINT64_C(1) << 61, 384 * MiB, 380 * MiB },
+             c[] = { 0, 384 * MiB, 1024 * MiB },
+             d[] = { 384 * MiB, 384 * MiB },
+             e[] = { 0, 0, 384 * MiB, 384 * MiB };
+    ASSERT_EQ(ledger_ctx_vote(a, 3, &out), 1);
+    ASSERT_U64_EQ(out, 384 * MiB);
+    ASSERT_EQ(ledger_ctx_vote(b, 3, &out), 1);
+    ASSERT_U64_EQ(out, 384 * MiB);
+    ASSERT_EQ(ledger_ctx_vote(c, 3, &out), 0); /* no two agree */
+    ASSERT_EQ(ledger_ctx_vote(d, 2, &out), 0); /* too few */
+    ASSERT_EQ(ledger_ctx_vote(e, 4, &out), 0); /* a tie is no majority */
+    ASSERT_U64_EQ(out, 384 * MiB); /* untouched when no seed */
+}
+
+/* Three apps measured a context of GPU-x at 384 MiB: a new app's ledger
+ * on GPU-x starts known at that (measured + seeded); one on GPU-y, where
+ * nobody measured, does not; a ledger measured already is left alone. */
+TEST(ledger_ctx_seeded_from_other_apps)
+{
+    char *dir = xasprintf("%s/ledgers", harness_tmp()), *p[6], *n, *y;
+    uint64_t got = 0;
+
+    ASSERT(mkdir(dir, 0755) == 0);
+    p[0] = ctx_ledger(dir, "a", "GPU-x", MEASURED(384 * MiB));
+    p[1] = ctx_ledger(dir, "b", "GPU-x", MEASURED(384 * MiB));
+    p[2] = ctx_ledger(dir, "c", "GPU-x", MEASURED(390 * MiB));
+    p[3] = ctx_ledger(dir, "d", "GPU-y", 0);
+    p[4] = ctx_ledger(dir, "e", "GPU-x", 0); /* not measured: no vote */
+    p[5] = ctx_ledger(dir, "f", "GPU-x", MEASURED(100 * MiB));
+    n = ctx_ledger(dir, "new", "GPU-x", 0);
+    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, 384 * MiB);
+    ASSERT_U64_EQ(ctx_of(n), SEEDED(384 * MiB));
+    y = ctx_ledger(dir, "newy", "GPU-y", 0);
+    ASSERT_EQ(ledger_seed_ctx(y, "newy", "GPU-y", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    ASSERT_U64_EQ(ctx_of(y), 0);
+    free(y);
+    y = ctx_ledger(dir, "newy", "GPU-x", MEASURED(200 * MiB));
+    ASSERT_EQ(ledger_seed_ctx(y, "newy", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    ASSERT_U64_EQ(ctx_of(y), MEASURED(200 * MiB));
+    for (int i = 0; i < 6; i++)
+        free(p[i]);
+    free(y);
+    free(n);
+    free(dir);
+}
+
+/* A hostile app writes its own ledger's ctx_cost (0, to have the others
+ * under-charged, or huge, to deny them), or marks it seeded, or names
+ * another device or the new app inside: none of it becomes a seed. */
+TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
+{
+    char *dir = xasprintf("%s/ledgers", harness_tmp()), *p[4], *n;
+    uint64_t got = 0;
+    int fd;
+
+    ASSERT(mkdir(dir, 0755) == 0);
+    p[0] = ctx_ledger(dir, "honest", "GPU-x", MEASURED(384 * MiB));
+    p[1] = ctx_ledger(dir, "evil", "GPU-x", MEASURED(0));
+    n = ctx_ledger(dir, "new", "GPU-x", 0);
+    /* one honest, one hostile: too few to outvote it */
+    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    ASSERT_U64_EQ(ctx_of(n), 0);
+    /* a vote dressed as acceld's seed is no vote */
+    p[2] = ctx_ledger(dir, "evil2", "GPU-x", SEEDED(0));
+    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    /* a third app that measured 384 MiB, naming the new app inside (the
+     * file's name is acceld's: it is still another app's vote): 0 is
+     * outvoted, 384 MiB is the seed */
+    p[3] = ctx_ledger(dir, "other", "GPU-x", MEASURED(384 * MiB));
+    fd = open(p[3], O_RDWR | O_CLOEXEC);
+    ASSERT(fd >= 0);
+    ASSERT(pwrite(fd, "new", 4, (off_t)offsetof(struct accel_ledger, app)) ==
+           4);
+    close(fd);
+    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, 384 * MiB);
+    ASSERT_U64_EQ(ctx_of(n), SEEDED(384 * MiB));
+    /* huge, to deny the others: outvoted too */
+    free(p[1]);
+    p[1] = ctx_ledger(dir, "evil", "GPU-x", MEASURED(UINT64_C(1) << 60));
+    free(n);
+    n = ctx_ledger(dir, "new2", "GPU-x", 0);
+    ASSERT_EQ(ledger_seed_ctx(n, "new2", "GPU-x", &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, 384 * MiB);
+    for (int i = 0; i < 4; i++)
+        free(p[i]);
+    free(n);
+    free(dir);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -752,5 +887,8 @@ TEST(ledger_dead_host_slot_marked_for_the_container)
     XX(ledger_unprivileged_and_inner_reclaimers_keep_live_charges)            \
     XX(ledger_namespace_without_its_own_proc)                                 \
     XX(ledger_dead_host_slot_marked_for_the_container)                        \
-    XX(ledger_config_reclaim_line)
+    XX(ledger_config_reclaim_line)                                             \
+    XX(ledger_ctx_vote_needs_an_agreeing_majority)                             \
+    XX(ledger_ctx_seeded_from_other_apps)                                      \
+    XX(ledger_ctx_poisoned_vote_is_not_a_seed)
 TEST_MAIN(LIST)

@@ -259,6 +259,107 @@ enum accel_err ledger_set_untracked(const char *path, uint64_t bytes)
     return rc;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+int ledger_ctx_vote(uint64_t *votes, size_t n, uint64_t *out)
+{
+    uint64_t m, slack;
+    size_t near = 0;
+
+    if (n < LEDGER_CTX_VOTES)
+        return 0;
+    qsort(votes, n, sizeof *votes, cmp_u64);
+    m = votes[(n - 1) / 2]; /* the lower median: no vote is invented */
+    slack = m / 16;
+    for (size_t i = 0; i < n; i++)
+        near += (votes[i] >= m ? votes[i] - m : m - votes[i]) <= slack;
+    if (near * 2 <= n)
+        return 0;
+    *out = m;
+    return 1;
+}
+
+/* Most ledgers read for one seed (the directory holds one per app and
+ * device of the node). */
+#define SEED_SCAN 1024
+
+enum accel_err ledger_seed_ctx(const char *path, const char *app,
+                               const char *uuid, uint64_t *seeded)
+{
+    struct accel_ledger *l = malloc(ACCEL_LEDGER_SIZE);
+    uint64_t *votes = calloc(SEED_SCAN, sizeof *votes), seed, v;
+    char dir[512], own[160], other[768];
+    enum accel_err rc;
+    const char *slash = strrchr(path, '/');
+    size_t n = 0, ownlen;
+    struct dirent *e;
+    DIR *dp = NULL;
+    int fd = -1;
+
+    if (seeded != NULL)
+        *seeded = UINT64_MAX;
+    if (l == NULL || votes == NULL) {
+        rc = ACCEL_ESYS;
+        goto out;
+    }
+    rc = read_existing(path, l, &fd);
+    if (rc != ACCEL_OK)
+        goto out;
+    if (atomic_load(&l->ctx_cost) != 0 || uuid == NULL || uuid[0] == '\0' ||
+        slash == NULL || (size_t)(slash - path) >= sizeof dir)
+        goto out; /* measured already (a restart), or no device to match */
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    /* the other apps' files: not "<app>-dev<N>.ledger" (acceld names them;
+     * the app field inside is the app's to write) */
+    ownlen = (size_t)snprintf(own, sizeof own, "%s-dev", app ? app : "");
+    dp = opendir(dir);
+    while (dp != NULL && n < SEED_SCAN && (e = readdir(dp)) != NULL) {
+        size_t len = strlen(e->d_name);
+        int ofd;
+        if (len < 7 || strcmp(e->d_name + len - 7, ".ledger") != 0 ||
+            strncmp(e->d_name, own, ownlen) == 0 ||
+            snprintf(other, sizeof other, "%s/%s", dir, e->d_name) >=
+                (int)sizeof other)
+            continue;
+        ofd = open_file(other, O_RDONLY);
+        if (ofd < 0)
+            continue;
+        v = 0;
+        if (read_copy(ofd, l) == 0 &&
+            strncmp(l->uuid, uuid, sizeof l->uuid) == 0)
+            v = atomic_load(&l->ctx_cost);
+        close(ofd);
+        if ((v & ACCEL_LEDGER_CTX_MEASURED) && !(v & ACCEL_LEDGER_CTX_SEEDED))
+            votes[n++] = ACCEL_LEDGER_CTX_BYTES(v);
+    }
+    if (!ledger_ctx_vote(votes, n, &seed))
+        goto out;
+    /* only a ledger no process has measured yet (a race with the app's
+     * first process: the seed would be what it measures, within 1/16) */
+    v = seed | ACCEL_LEDGER_CTX_MEASURED | ACCEL_LEDGER_CTX_SEEDED;
+    if (pwrite_all(fd, &v, sizeof v,
+                   (off_t)offsetof(struct accel_ledger, ctx_cost)) != 0) {
+        rc = ACCEL_ESYS;
+        goto out;
+    }
+    if (seeded != NULL)
+        *seeded = seed;
+out:
+    if (dp != NULL)
+        closedir(dp);
+    if (fd >= 0)
+        close(fd);
+    free(votes);
+    free(l);
+    return rc;
+}
+
 /*
  * The figures of ledger_usage_of; with fd >= 0 (the file l was read from),
  * the key of each slot found dead is written into its `dead`, so that a

@@ -88,6 +88,32 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
                              const char *uuid, uint64_t limit, uid_t uid,
                              gid_t gid);
 
+/*
+ * A context's size, seeded (docs/internals/shim.md): the size a driver's
+ * context takes on a device is the same for every app, so a new app's
+ * ledger may start with the size other apps' processes measured there,
+ * and its first process loads no NVML. Those sizes sit in ledgers the
+ * apps can write, so one is a vote, not a fact: ledger_ctx_vote takes the
+ * n votes and answers 1 with the median in *out when there are at least
+ * LEDGER_CTX_VOTES and more than half of them lie within 1/16 of it (a
+ * hostile minority can neither pull it to 0 nor push it up), else 0.
+ */
+#define LEDGER_CTX_VOTES 3
+int ledger_ctx_vote(uint64_t *votes, size_t n, uint64_t *out);
+
+/*
+ * Seed the ledger at `path` (app `app`, device `uuid`, made by
+ * ledger_create): the ledgers beside it (the same directory) of other apps
+ * on the same device each give their measured ctx_cost as a vote (not a
+ * seeded one: that would count one measure twice); when ledger_ctx_vote
+ * agrees, the ledger's ctx_cost, if still 0 (never measured), becomes the
+ * median marked measured and seeded. *seeded (may be NULL) gets the bytes
+ * written, or UINT64_MAX when none. ACCEL_OK (seeded or not),
+ * ACCEL_ENOTFOUND, ACCEL_EPARSE, ACCEL_ESYS (the ledger itself).
+ */
+enum accel_err ledger_seed_ctx(const char *path, const char *app,
+                               const char *uuid, uint64_t *seeded);
+
 /* Change the limit of an existing ledger live (shim processes cap at the
  * lower of this and their config value). ACCEL_OK, ACCEL_ENOTFOUND,
  * ACCEL_EPARSE (not a ledger), ACCEL_ESYS. */

@@ -205,6 +205,11 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
         if (x->path != NULL)
             rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
                                (uid_t)-1, group);
+        /* a context's size other apps agree on: the app's first process
+         * on the device loads no NVML (docs/internals/shim.md); a seed
+         * that cannot be written leaves the measure to the shim */
+        if (x->path != NULL && rc == ACCEL_OK)
+            (void)ledger_seed_ctx(x->path, app, x->uuid, NULL);
     }
     dir = xstrdup(cfg);
     *strrchr(dir, '/') = '\0';
