@@ -9,14 +9,18 @@
  * Linked into shim_case; run_escape_case picks the case.
  */
 #define _GNU_SOURCE 1
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "accel/ledger.h"
+#include "daemon/node/ledger.h"
 #include "quota_cases.h"
 #include "shim/cuda_types.h"
 
@@ -31,6 +35,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSetLimit(CUlimit, size_t);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 CUresult cuGreenCtxCreate(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
 CUresult cuGreenCtxDestroy(CUgreenCtx);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
@@ -257,6 +262,38 @@ static void case_ctx_known(void)
     CHECK(peer_go(&other) && peer_end(&other), "the other's checks");
 }
 
+/* An app whose ledger acceld seeded (a context's size other apps measured
+ * on the device, docs/internals/shim.md) measures nothing: its first
+ * process's primary context is charged the seed (here 100 MiB, where the
+ * stand-in's context really takes 384), and NVML is never loaded for it.
+ * The 284 MiB more are the outside meter's to charge (test_meter.py). */
+static void case_ctx_seeded(void)
+{
+    uint64_t seed = 100 * MiB | ACCEL_LEDGER_CTX_MEASURED |
+                    ACCEL_LEDGER_CTX_SEEDED;
+    CUcontext pc;
+    int fd;
+
+    /* the app's ledger as acceld makes it, before the shim maps it */
+    CHECK(ledger_create(ledger_path_env(), "app", 0, "", 1024 * MiB,
+                        (uid_t)-1, (gid_t)-1) == ACCEL_OK, "the ledger");
+    fd = open(ledger_path_env(), O_RDWR | O_CLOEXEC);
+    CHECK(fd >= 0 && pwrite(fd, &seed, sizeof seed,
+                            (off_t)offsetof(struct accel_ledger, ctx_cost)) ==
+                         (ssize_t)sizeof seed, "the seed written");
+    if (fd >= 0)
+        close(fd);
+    CHECK(cuDevicePrimaryCtxRetain(&pc, 0) == 0, "primary");
+    CHECK(ledger_used() == 100 * MiB, "charged %llu MiB, not the seed's 100",
+          (unsigned long long)(ledger_used() >> 20));
+    CHECK(card() == 384 * MiB, "the stand-in holds %llu MiB",
+          (unsigned long long)(card() >> 20));
+    CHECK(dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_NOLOAD) == NULL,
+          "NVML was loaded");
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == 0 && ledger_used() == 0,
+          "given back: %llu", (unsigned long long)ledger_used());
+}
+
 /* tree_child MIB: allocate MIB MiB; exit 0, 10 refused, 3 another error. */
 static int case_tree_child(char **argv)
 {
@@ -342,6 +379,8 @@ int run_escape_case(const char *c, char **argv, int argc)
         case_vmm_import(argv);
     else if (strcmp(c, "ctx_known") == 0)
         case_ctx_known();
+    else if (strcmp(c, "ctx_seeded") == 0)
+        case_ctx_seeded();
     else if (strcmp(c, "ctx_known_child") == 0)
         case_ctx_known_child();
     else if (strcmp(c, "tree") == 0)

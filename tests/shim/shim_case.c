@@ -1421,6 +1421,7 @@ static int own_ctx(const char *c, const char *arg)
 {
     static const char *const own[] = {
         "ctx_limit", "green_ctx", "ctx_reset", "legacy_abi", "ctx_known",
+        "ctx_seeded",
         "ctx_known_child", "ctx_measured", "ctx_fill", "ctx_driver",
         "ctx_neighbour", "alloc_on_cue", /* theirs after the exec */
         /* theirs once their setting is made: the config and the ledger's
