@@ -39,6 +39,8 @@ INVENTORY = inventory(node(NODE, *(
     device("rt-intel-0", "Stand-in Lunar Lake", type="intel")))
 
 UNTRACKED_AT = 184  # include/accel/ledger.h: the first reserved word
+CTX_COST_AT = 448  # include/accel/ledger.h: ctx_cost
+CTX_MEASURED, CTX_SEEDED = 1 << 63, 1 << 62
 
 
 def ledger_untracked(path):
@@ -172,6 +174,44 @@ class MeterTest(RuntimeBase):
         self.wait_for(lambda: self.row("enc").get("untrackedMemory") == 0,
                       "the untracked charge to go")
         self.assertEqual(ledger_untracked(self.ledger("enc"))[1], 0)
+
+    def ctx_cost(self, name, value=None):
+        """The app's ledger's ctx_cost; written first if value is given
+        (what the app's shim, or the app itself, can write there)."""
+        with open(self.ledger(name), "r+b") as f:
+            if value is not None:
+                f.seek(CTX_COST_AT)
+                f.write(struct.pack("<Q", value))
+                f.flush()
+            f.seek(CTX_COST_AT)
+            return struct.unpack("<Q", f.read(8))[0]
+
+    def test_context_size_seeded_and_a_bigger_one_metered(self):
+        """A context's size is the device's, not the app's: acceld starts a
+        new app's ledger on GPU_A with the size the other apps' processes
+        measured there (the median, when more than half of at least three
+        agree), marked measured and seeded, so the new app's first process
+        charges it without loading NVML (tests/shim ctx_seeded). A hostile
+        app's 0 is outvoted; and a context the driver shows bigger than
+        the seed is the outside meter's: charged as untracked."""
+        for name in ("m1", "m2", "evil"):
+            self.hold(name, "@" + os.path.join(self.d.tmp, "go-" + name),
+                      quota="2Gi")
+        # their shims measured (the stand-ins' contexts cost nothing here):
+        # two say 384 MiB, as a real driver's would; evil says 0
+        self.ctx_cost("m1", CTX_MEASURED | 384 * MiB)
+        self.ctx_cost("m2", CTX_MEASURED | 384 * MiB)
+        self.ctx_cost("evil", CTX_MEASURED | 0)
+        pid = self.hold("seeded", 512, "@" + os.path.join(self.d.tmp, "go-s"),
+                        quota="2Gi")
+        self.assertEqual(self.ctx_cost("seeded"),
+                         CTX_MEASURED | CTX_SEEDED | 384 * MiB)
+        self.wait_for(lambda: self.row("seeded")["usedMemory"] ==
+                      (384 + 512) * MiB, "the seed and 512 MiB charged")
+        # the driver shows its context at 484 MiB: 100 MiB past the seed
+        self.driver_holds(pid, 484 + 512)
+        self.wait_for(lambda: self.row("seeded").get("untrackedMemory") ==
+                      100 * MiB, "the context past the seed as untracked")
 
     def test_every_meter_row_is_charged(self):
         """Issue 45 item 4: every driver entry point docs/shim-inventory.md
