@@ -331,7 +331,9 @@ enum accel_err ledger_seed_ctx(const char *path, const char *app,
         if (ofd < 0)
             continue;
         v = 0;
-        if (read_copy(ofd, l) == 0 &&
+        /* the header is all a vote needs (no slot is read) */
+        if (pread_all(ofd, l, offsetof(struct accel_ledger, slots), 0) == 0 &&
+            accel_ledger_valid(l) &&
             strncmp(l->uuid, uuid, sizeof l->uuid) == 0)
             v = atomic_load(&l->ctx_cost);
         close(ofd);
