@@ -792,6 +792,13 @@ TEST(ledger_ctx_vote_needs_an_agreeing_majority)
     ASSERT_U64_EQ(out, 384 * MiB); /* untouched when no seed */
 }
 
+/* The voters of ledger_seed_ctx: V("a", "b") names those apps; ALL names
+ * every app the tests below make. */
+#define V(...)                                                                 \
+    (const char *const[]){__VA_ARGS__},                                        \
+        sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
+#define ALL V("a", "b", "c", "d", "e", "f", "honest", "evil", "evil2", "other")
+
 /* Three apps measured a context of GPU-x at 384 MiB: a new app's ledger
  * on GPU-x starts known at that (measured + seeded); one on GPU-y, where
  * nobody measured, does not; a ledger measured already is left alone. */
@@ -808,16 +815,20 @@ TEST(ledger_ctx_seeded_from_other_apps)
     p[4] = ctx_ledger(dir, "e", "GPU-x", 0); /* not measured: no vote */
     p[5] = ctx_ledger(dir, "f", "GPU-x", MEASURED(100 * MiB));
     n = ctx_ledger(dir, "new", "GPU-x", 0);
-    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    /* another member's apps (not voters) are not read at all */
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", V("a", "b"), &got), ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    ASSERT_U64_EQ(ctx_of(n), 0);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, 384 * MiB);
     ASSERT_U64_EQ(ctx_of(n), SEEDED(384 * MiB));
     y = ctx_ledger(dir, "newy", "GPU-y", 0);
-    ASSERT_EQ(ledger_seed_ctx(y, "newy", "GPU-y", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(y, "GPU-y", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, UINT64_MAX);
     ASSERT_U64_EQ(ctx_of(y), 0);
     free(y);
     y = ctx_ledger(dir, "newy", "GPU-x", MEASURED(200 * MiB));
-    ASSERT_EQ(ledger_seed_ctx(y, "newy", "GPU-x", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(y, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, UINT64_MAX);
     ASSERT_U64_EQ(ctx_of(y), MEASURED(200 * MiB));
     for (int i = 0; i < 6; i++)
@@ -841,12 +852,12 @@ TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
     p[1] = ctx_ledger(dir, "evil", "GPU-x", MEASURED(0));
     n = ctx_ledger(dir, "new", "GPU-x", 0);
     /* one honest, one hostile: too few to outvote it */
-    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, UINT64_MAX);
     ASSERT_U64_EQ(ctx_of(n), 0);
     /* a vote dressed as acceld's seed is no vote */
     p[2] = ctx_ledger(dir, "evil2", "GPU-x", SEEDED(0));
-    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, UINT64_MAX);
     /* a third app that measured 384 MiB, naming the new app inside (the
      * file's name is acceld's: it is still another app's vote): 0 is
@@ -857,7 +868,7 @@ TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
     ASSERT(pwrite(fd, "new", 4, (off_t)offsetof(struct accel_ledger, app)) ==
            4);
     close(fd);
-    ASSERT_EQ(ledger_seed_ctx(n, "new", "GPU-x", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, 384 * MiB);
     ASSERT_U64_EQ(ctx_of(n), SEEDED(384 * MiB));
     /* huge, to deny the others: outvoted too */
@@ -865,8 +876,26 @@ TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
     p[1] = ctx_ledger(dir, "evil", "GPU-x", MEASURED(UINT64_C(1) << 60));
     free(n);
     n = ctx_ledger(dir, "new2", "GPU-x", 0);
-    ASSERT_EQ(ledger_seed_ctx(n, "new2", "GPU-x", &got), ACCEL_OK);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", ALL, &got), ACCEL_OK);
     ASSERT_U64_EQ(got, 384 * MiB);
+    free(n);
+    /* a member's own three apps agreeing on a huge size are a majority
+     * only among the apps their owner trusts: another member's new app
+     * (whose voters they are not) is not seeded by them; nor is a file
+     * whose name merely begins with a voter's */
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "m%d", i);
+        free(ctx_ledger(dir, name, "GPU-x", MEASURED(UINT64_C(1) << 40)));
+    }
+    free(ctx_ledger(dir, "honest-dev", "GPU-x", MEASURED(384 * MiB)));
+    n = ctx_ledger(dir, "new3", "GPU-x", 0);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", V("honest", "other"), &got),
+              ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_MAX);
+    ASSERT_EQ(ledger_seed_ctx(n, "GPU-x", V("m0", "m1", "m2"), &got),
+              ACCEL_OK);
+    ASSERT_U64_EQ(got, UINT64_C(1) << 40); /* their owner's own new app */
     for (int i = 0; i < 4; i++)
         free(p[i]);
     free(n);

@@ -288,15 +288,37 @@ int ledger_ctx_vote(uint64_t *votes, size_t n, uint64_t *out)
  * device of the node). */
 #define SEED_SCAN 1024
 
-enum accel_err ledger_seed_ctx(const char *path, const char *app,
-                               const char *uuid, uint64_t *seeded)
+/* Is the file name "<app>-dev<N>.ledger" (acceld's name) of an app in
+ * voters? */
+static bool voter_file(const char *name, const char *const *voters,
+                       size_t nvoters)
+{
+    size_t len = strlen(name), end;
+
+    if (len < 7 || strcmp(name + len - 7, ".ledger") != 0)
+        return false;
+    end = len - 7;
+    while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9')
+        end--;
+    if (end == len - 7 || end < 4 || strncmp(name + end - 4, "-dev", 4) != 0)
+        return false;
+    end -= 4;
+    for (size_t i = 0; i < nvoters; i++)
+        if (strlen(voters[i]) == end && strncmp(name, voters[i], end) == 0)
+            return true;
+    return false;
+}
+
+enum accel_err ledger_seed_ctx(const char *path, const char *uuid,
+                               const char *const *voters, size_t nvoters,
+                               uint64_t *seeded)
 {
     struct accel_ledger *l = malloc(ACCEL_LEDGER_SIZE);
     uint64_t *votes = calloc(SEED_SCAN, sizeof *votes), seed, v;
-    char dir[512], own[160], other[768];
+    char dir[512], other[768];
     enum accel_err rc;
     const char *slash = strrchr(path, '/');
-    size_t n = 0, ownlen;
+    size_t n = 0;
     struct dirent *e;
     DIR *dp = NULL;
     int fd = -1;
@@ -315,15 +337,12 @@ enum accel_err ledger_seed_ctx(const char *path, const char *app,
         goto out; /* measured already (a restart), or no device to match */
     memcpy(dir, path, (size_t)(slash - path));
     dir[slash - path] = '\0';
-    /* the other apps' files: not "<app>-dev<N>.ledger" (acceld names them;
-     * the app field inside is the app's to write) */
-    ownlen = (size_t)snprintf(own, sizeof own, "%s-dev", app ? app : "");
-    dp = opendir(dir);
+    /* the voters' files, "<app>-dev<N>.ledger" (acceld names them; the
+     * app field inside is the app's to write) */
+    dp = nvoters > 0 ? opendir(dir) : NULL;
     while (dp != NULL && n < SEED_SCAN && (e = readdir(dp)) != NULL) {
-        size_t len = strlen(e->d_name);
         int ofd;
-        if (len < 7 || strcmp(e->d_name + len - 7, ".ledger") != 0 ||
-            strncmp(e->d_name, own, ownlen) == 0 ||
+        if (!voter_file(e->d_name, voters, nvoters) ||
             snprintf(other, sizeof other, "%s/%s", dir, e->d_name) >=
                 (int)sizeof other)
             continue;

@@ -102,17 +102,20 @@ enum accel_err ledger_create(const char *path, const char *app, int ordinal,
 int ledger_ctx_vote(uint64_t *votes, size_t n, uint64_t *out);
 
 /*
- * Seed the ledger at `path` (app `app`, device `uuid`, made by
- * ledger_create): the ledgers beside it (the same directory) of other apps
- * on the same device each give their measured ctx_cost as a vote (not a
+ * Seed the ledger at `path` (device `uuid`, made by ledger_create): the
+ * ledgers beside it (the same directory) of the apps named in voters[nvoters]
+ * (those the new app's owner trusts: its own and admins'; never another
+ * member's, whose own ledger is theirs to write) on the same device each
+ * give their measured ctx_cost as a vote (not a
  * seeded one: that would count one measure twice); when ledger_ctx_vote
  * agrees, the ledger's ctx_cost, if still 0 (never measured), becomes the
  * median marked measured and seeded. *seeded (may be NULL) gets the bytes
  * written, or UINT64_MAX when none. ACCEL_OK (seeded or not),
  * ACCEL_ENOTFOUND, ACCEL_EPARSE, ACCEL_ESYS (the ledger itself).
  */
-enum accel_err ledger_seed_ctx(const char *path, const char *app,
-                               const char *uuid, uint64_t *seeded);
+enum accel_err ledger_seed_ctx(const char *path, const char *uuid,
+                               const char *const *voters, size_t nvoters,
+                               uint64_t *seeded);
 
 /* Change the limit of an existing ledger live (shim processes cap at the
  * lower of this and their config value). ACCEL_OK, ACCEL_ENOTFOUND,

@@ -137,6 +137,38 @@ static enum accel_err config_dir_for(const char *dir,
     return chmod(dir, group ? 0750 : 0755) == 0 ? ACCEL_OK : ACCEL_ESYS;
 }
 
+/* Does b share a device with a? */
+static bool share_a_device(const struct app *a, const struct app *b)
+{
+    for (size_t i = 0; i < a->nrows; i++)
+        for (size_t k = 0; k < b->nrows; k++)
+            if (a->rows[i].dev == b->rows[k].dev)
+                return true;
+    return false;
+}
+
+/* f->voters: the apps a trusts for a context's size (lock held). */
+static void plan_voters(struct accel_daemon *d, const struct app *a,
+                        struct appsetup_files *f)
+{
+    f->nvoters = 0;
+    for (size_t i = 0; i < d->napps && f->nvoters < APPSETUP_VOTERS; i++) {
+        const struct app *b = d->apps[i];
+        const struct user_rec *u;
+        if (b == a || strcmp(b->name, a->name) == 0 || !share_a_device(a, b))
+            continue;
+        u = strcmp(b->owner, a->owner) == 0 || strcmp(b->owner, "shared") == 0
+                ? NULL : state_user_find(d, b->owner);
+        if (u != NULL && !u->admin)
+            continue; /* another member's */
+        if (u == NULL && strcmp(b->owner, a->owner) != 0 &&
+            strcmp(b->owner, "shared") != 0)
+            continue; /* an owner no longer known */
+        util_strlcpy(f->voters[f->nvoters++], b->name,
+                     sizeof f->voters[0]);
+    }
+}
+
 enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
                              struct appsetup_files *f)
 {
@@ -147,6 +179,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
 
     f->dir_group = false;
     f->reclaim[0] = '\0';
+    plan_voters(d, a, f);
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = appsetup_ordinal(d, a, i);
         const struct adm_device *x = &d->snap.devs[a->rows[i].dev];
@@ -199,6 +232,10 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
     /* the ledgers' group: the app's, or an external app's owner's */
     gid_t group = who->drop ? who->gid
                             : f->dir_group ? f->dir_gid : (gid_t)-1;
+    const char *voters[APPSETUP_VOTERS];
+
+    for (size_t i = 0; i < f->nvoters; i++)
+        voters[i] = f->voters[i];
 
     for (size_t i = 0; i < f->n && rc == ACCEL_OK; i++) {
         struct ledger_device *x = &f->devs[i];
@@ -209,7 +246,8 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
          * on the device loads no NVML (docs/internals/shim.md); a seed
          * that cannot be written leaves the measure to the shim */
         if (x->path != NULL && rc == ACCEL_OK)
-            (void)ledger_seed_ctx(x->path, app, x->uuid, NULL);
+            (void)ledger_seed_ctx(x->path, x->uuid, voters, f->nvoters,
+                                  NULL);
     }
     dir = xstrdup(cfg);
     *strrchr(dir, '/') = '\0';

@@ -24,6 +24,8 @@
 /* The devices of an app's shim config, with their files' paths: a plan
  * (appsetup_plan) that owns every string its devs point to, so that it
  * can be written after d->lock is released. */
+#define APPSETUP_VOTERS 32
+
 struct appsetup_files {
     struct ledger_device devs[ADM_MAX_SELECTION]; /* the config's devices */
     char paths[ADM_MAX_SELECTION][512]; /* ledgers' or sockets' paths */
@@ -34,6 +36,13 @@ struct appsetup_files {
                         group dir_gid, though its run identity is acceld's
                         (appsetup_plan clears it; the CDI refresh sets it) */
     gid_t dir_gid;   /* that group: the app owner's */
+    /* the apps whose measured context sizes may seed this app's ledgers
+     * (ledger_seed_ctx): its owner's own apps and admins' (or shared)
+     * apps on one of its devices, at most APPSETUP_VOTERS; never another
+     * member's, who could write a size into its own ledger to have this
+     * app over-charged (denied) or under-charged */
+    char voters[APPSETUP_VOTERS][ACCEL_ID_MAX + 1];
+    size_t nvoters;
 };
 
 /* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs
