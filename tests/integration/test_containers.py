@@ -1313,6 +1313,10 @@ class ContainerRunTest(ContainerCase):
         st, b = self.d.http("POST", "/api/apps/again/suspend")
         self.assertEqual(st, 200, b)
         self.wait_for(lambda: self.state("again") == "stopped", "stopped")
+        # the app is released once its processes are gone; podman removes
+        # its container a moment later (issue 47 item 8): the image is
+        # removed after that, as a person would after `podman ps -a`
+        self.wait_for(lambda: self.containers() == [], "the container gone")
         r = podman("rmi", "--force", want)
         self.assertEqual(r.returncode, 0, r.stderr)
         pulls = len(self.pull_events("again"))

@@ -65,8 +65,10 @@ TEST(lentbook_replay_rebuilds_in_any_order)
         lentbook_init(&c);
         for (int k = 0; k < 3; k++) {
             int i = order == 0 ? k : 2 - k;
-            lentbook_replay(&c, giver[i], asker[i], bytes[i], T0 + i, ev[i],
-                            T0 + 10);
+            /* each event stamped a moment after its lend (state_event's
+             * own clock): the lend's time is what comes back */
+            lentbook_replay(&c, giver[i], asker[i], bytes[i], T0 + i + 1,
+                            ev[i], T0 + 10);
         }
         ASSERT_EQ(c.n, 3);
         r = lentbook_find(&c, "a");
@@ -74,6 +76,9 @@ TEST(lentbook_replay_rebuilds_in_any_order)
         ASSERT_U64_EQ(r->lent.count, 2);
         ASSERT_U64_EQ(r->lent.last, 3 * GiB);
         ASSERT_STR_EQ(r->lent.peer, "c");
+        ASSERT_U64_EQ((uint64_t)r->lent.at, (uint64_t)(T0 + 2));
+        ASSERT_U64_EQ((uint64_t)lentbook_find(&b, "a")->lent.at,
+                      (uint64_t)(T0 + 2));
         ASSERT_U64_EQ(r->got.bytes, 2 * GiB);
         r = lentbook_find(&c, "b");
         ASSERT_U64_EQ(r->got.bytes, GiB);

@@ -117,8 +117,12 @@ static void note(struct lentbook *b, const char *giver, const char *asker,
         *out = json_pack("{s:o}", "giverLent", side_json(&g->lent));
     a = record_of(b, asker, g);
     side_add(&a->got, giver, bytes, at_ms, json_is_object(ag) ? ag : NULL);
-    if (out != NULL)
+    if (out != NULL) {
         json_object_set_new(*out, "askerGot", side_json(&a->got));
+        /* the lend's own time: the event that persists it is stamped a
+         * moment later, and a replay must give back what was shown */
+        json_object_set_new(*out, "lentAt", json_integer(at_ms));
+    }
 }
 
 void lentbook_note(struct lentbook *b, const char *giver, const char *asker,
@@ -132,6 +136,10 @@ void lentbook_replay(struct lentbook *b, const char *giver, const char *asker,
                      uint64_t bytes, int64_t at_ms, const json_t *data,
                      int64_t now_ms)
 {
+    const json_t *at = json_object_get(data, "lentAt");
+
+    if (json_is_integer(at)) /* the lend's own time, when it says it */
+        at_ms = (int64_t)json_integer_value(at);
     if (bytes == 0 || at_ms < now_ms - LENTBOOK_MAX_AGE_MS)
         return;
     note(b, giver, asker, bytes, at_ms, data, NULL);
