@@ -1784,49 +1784,6 @@ static void etcd_decoded_off_the_lock(void)
     fx_close(a);
 }
 
-/* What a change costs a view (issue 51): another store's app with an
- * allocation (which also bumps the guards' counters devalloc/ and
- * ownalloc/) and an event are parsed once each by the other view, the
- * counters not at all; the writer parses only its own event (every event
- * comes back to it, store.h), never its own rows. */
-static void etcd_parses_what_it_needs(void)
-{
-    struct fx *a = fx_open(K_ETCD, NULL, "n1", NULL);
-    struct fx *b = fx_open(K_ETCD, a->loc, "n2", NULL);
-    struct store_app x = app_row("x", "alice", "installed");
-    struct store_alloc al = alloc_row("x", "alice", "gpu0");
-    uint64_t a0, b0;
-    char *v;
-    int64_t mod = 0;
-    bool moved = false;
-    enum accel_err err;
-
-    fx_settle(a);
-    fx_settle(b);
-    a0 = store_watch_parsed(a->s);
-    b0 = store_watch_parsed(b->s);
-    OK(store_begin(b->s));
-    OK(store_app_put(b->s, &x));
-    OK(store_alloc_put(b->s, &al));
-    OK(store_commit(b->s));
-    event(b->s, "app.installed", "x", "gpu0", "installed", 1000, 0, NULL);
-    fx_settle(b);
-    v = raw_get(a->loc, "devalloc/gpu0", &mod);
-    ASSERT(mod > 0); /* the counter is there */
-    free(v);
-    /* a's view up to etcd's revision now (past the event) */
-    pthread_mutex_unlock(&a->mu);
-    err = store_view_sync(a->s, 0, WAIT_MS, &moved);
-    pthread_mutex_lock(&a->mu);
-    OK(err);
-    ASSERT_HAS(a->seen.buf, "alloc x/gpu0 alice\n");
-    ASSERT_HAS(a->seen.buf, "event app.installed installed\n");
-    ASSERT_EQ(store_watch_parsed(a->s) - a0, 3); /* app, alloc, event */
-    ASSERT_EQ(store_watch_parsed(b->s) - b0, 1); /* its event */
-    fx_close(b);
-    fx_close(a);
-}
-
 BOTH(rows_round_trip)
 BOTH(insert_or_replace)
 BOTH(deletes)
@@ -1847,7 +1804,6 @@ BOTH(tx_belongs_to_its_thread)
 BOTH(own_writes_beside_transactions)
 TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
 TEST(etcd_decoded_off_the_lock) { etcd_decoded_off_the_lock(); }
-TEST(etcd_parses_what_it_needs) { etcd_parses_what_it_needs(); }
 TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 
@@ -1873,7 +1829,6 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, own_writes_beside_transactions)                                  \
     XX(etcd_guarded_commit)                                                    \
     XX(etcd_decoded_off_the_lock)                                              \
-    XX(etcd_parses_what_it_needs)                                              \
     XX(events_pruned_once_etcd)                                                \
     XX(etcd_alloc_guards)
 

@@ -616,11 +616,6 @@ int64_t store_view_rev(struct store *s)
     return s->ops->view_rev ? s->ops->view_rev(s) : 0;
 }
 
-uint64_t store_watch_parsed(struct store *s)
-{
-    return s->ops->watch_parsed ? s->ops->watch_parsed(s) : 0;
-}
-
 enum accel_err store_view_sync(struct store *s, int64_t since, int ms,
                                bool *moved)
 {

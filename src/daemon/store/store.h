@@ -350,9 +350,6 @@ enum accel_err store_wait_rev(struct store *s, int64_t rev, int ms);
 /* The revision this process's view has applied (cluster stores; 0 for
  * SQLite). */
 int64_t store_view_rev(struct store *s);
-/* How many values the watch has parsed since the store was opened (what
- * a change costs this process: issue 51). 0 for SQLite. */
-uint64_t store_watch_parsed(struct store *s);
 /* Bring the view up to the cluster store's current revision: one read of
  * etcd for its revision, then a wait (at most ms) for the watch to apply
  * it. *moved says whether that revision is past since (a decision taken on

@@ -145,7 +145,6 @@ struct estore {
     struct eev *ev;
     size_t nev, cev;
     int64_t load_rev;
-    uint64_t parsed;         /* values the watch parsed (atomic) */
     /* the view's revision (own lock: store_sync runs without d->lock) */
     pthread_mutex_t vlock;
     pthread_cond_t vcond;
@@ -1427,11 +1426,6 @@ static enum accel_err es_wait_rev(struct store *base, int64_t rev, int ms)
     return err;
 }
 
-static uint64_t es_watch_parsed(struct store *base)
-{
-    return __atomic_load_n(&((struct estore *)base)->parsed, __ATOMIC_RELAXED);
-}
-
 static int64_t es_view_rev(struct store *base)
 {
     struct estore *s = (struct estore *)base;
@@ -2153,18 +2147,12 @@ static void follow_decode(struct frun *fr, const struct etcd_event *ev,
     p->decoded = true;
     if (name == NULL || ev->type == ETCD_EV_DELETE)
         return;
-    t = erow_table_of(table);
-    if (t == NULL && strcmp(table, "events") != 0 &&
-        strcmp(table, "allocs") != 0 && strcmp(table, "parts") != 0 &&
-        strcmp(table, "nodeinfo") != 0)
-        return; /* the guards' counters (devalloc/, ownalloc/), agents/:
-                   no follower reads them parsed */
     p->o = json_loads(ev->kv.value, JSON_REJECT_DUPLICATES, NULL);
-    __atomic_add_fetch(&fr->s->parsed, 1, __ATOMIC_RELAXED);
     if (strcmp(table, "events") == 0) {
         p->bad = p->o ? event_decode(p->o, &p->e) : "not JSON";
         return;
     }
+    t = erow_table_of(table);
     if (t == NULL)
         return; /* allocs and parts: decoded from o under the lock */
     p->bad = json_is_object(p->o) ? t->decode(p->o, &p->u)
@@ -2380,7 +2368,6 @@ static const struct store_ops etcd_ops = {
     .queue_gate = es_queue_gate,
     .wait_rev = es_wait_rev,
     .view_rev = es_view_rev,
-    .watch_parsed = es_watch_parsed,
     .view_sync = es_view_sync,
     .member_write = es_member_write,
     .part_put = es_part_put,

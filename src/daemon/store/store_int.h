@@ -139,7 +139,6 @@ struct store_ops {
     void (*queue_gate)(struct store *s, pthread_mutex_t *mu); /* nothing */
     enum accel_err (*wait_rev)(struct store *s, int64_t rev, int ms); /* OK */
     int64_t (*view_rev)(struct store *s); /* NULL: 0 */
-    uint64_t (*watch_parsed)(struct store *s); /* NULL: 0 */
     enum accel_err (*view_sync)(struct store *s, int64_t since, int ms,
                                 bool *moved); /* OK, not moved */
     /* NULL: ACCEL_ENOTSUP, for the four below */
