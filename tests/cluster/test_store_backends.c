@@ -220,9 +220,6 @@ struct fx {
     volatile int stop;
     enum accel_err follow_rc;
     struct rec seen; /* the follower's callbacks, under mu */
-    bool held;       /* the follower holds mu (f_lock to f_unlock) */
-    pthread_mutex_t pmu;
-    struct rec pre;  /* app_created, called without mu: under pmu */
 };
 
 static unsigned fresh_seq;
@@ -265,27 +262,11 @@ static enum accel_err open_at(enum kind k, const char *loc, const char *node,
 /* Follower callbacks: each records a line in fx->seen. */
 static void f_lock(void *ctx)
 {
-    struct fx *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    f->held = true;
+    pthread_mutex_lock(&((struct fx *)ctx)->mu);
 }
 static void f_unlock(void *ctx)
 {
-    struct fx *f = ctx;
-    f->held = false;
-    pthread_mutex_unlock(&f->mu);
-}
-/* An app row whose key was created, and whether the follower's thread
- * (this one: held is its own, set and read by it alone) held mu. */
-static void f_app_created(void *ctx, const char *name,
-                          const struct store_app *row)
-{
-    struct fx *f = ctx;
-    bool held = f->held;
-    pthread_mutex_lock(&f->pmu);
-    rec_add(&f->pre, "created %s %s %s\n", name, row->state,
-            held ? "under the lock" : "without the lock");
-    pthread_mutex_unlock(&f->pmu);
+    pthread_mutex_unlock(&((struct fx *)ctx)->mu);
 }
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
@@ -321,7 +302,6 @@ static void *follow_main(void *arg)
     struct store_follower fo = {.ctx = f,
                                 .lock = f_lock,
                                 .unlock = f_unlock,
-                                .app_created = f_app_created,
                                 .app = f_app,
                                 .alloc = f_alloc,
                                 .user = f_user,
@@ -353,7 +333,6 @@ static struct fx *fx_open(enum kind k, const char *loc, const char *node,
     f->kind = k;
     f->loc = loc ? xstrdup(loc) : fresh_loc(k);
     pthread_mutex_init(&f->mu, NULL);
-    pthread_mutex_init(&f->pmu, NULL);
     pthread_mutex_lock(&f->mu);
     err = open_at(k, f->loc, node ? node : "n1", &f->s, &cause);
     if (err != ACCEL_OK)
@@ -379,7 +358,6 @@ static void fx_close(struct fx *f)
     }
     store_close(f->s);
     pthread_mutex_destroy(&f->mu);
-    pthread_mutex_destroy(&f->pmu);
     free(f->loc);
     free(f);
 }
@@ -1710,80 +1688,6 @@ static void events_pruned_once_etcd(void)
     fx_close(f);
 }
 
-/* The watch decodes a change before it takes the follower's lock (issue
- * 51): an app row whose key was just created goes to app_created without
- * the lock, then to app under it; a later change of the same row and a
- * store's own writes are not handed to app_created; a key created again
- * after its delete is. */
-static char *pre_of(struct fx *f)
-{
-    char *t;
-    pthread_mutex_lock(&f->pmu);
-    t = xstrdup(f->pre.buf);
-    pthread_mutex_unlock(&f->pmu);
-    return t;
-}
-
-static void wait_key(struct fx *f, const char *key)
-{
-    int64_t mod = 0;
-    char *v = raw_get(f->loc, key, &mod);
-    free(v);
-    OK(fx_wait_rev(f, mod));
-}
-
-static void etcd_decoded_off_the_lock(void)
-{
-    struct fx *a = fx_open(K_ETCD, NULL, "n1", NULL);
-    struct fx *b = fx_open(K_ETCD, a->loc, "n2", NULL);
-    struct store_app x = app_row("x", "alice", "installed");
-    struct store_app y = app_row("y", "bob", "installed");
-    char *t;
-
-    OK(store_begin(b->s));
-    OK(store_app_put(b->s, &x));
-    OK(store_commit(b->s));
-    wait_key(a, "apps/x");
-    x.state = "running";
-    OK(store_begin(b->s));
-    OK(store_app_put(b->s, &x));
-    OK(store_commit(b->s));
-    wait_key(a, "apps/x");
-    OK(store_begin(a->s));
-    OK(store_app_put(a->s, &y));
-    OK(store_commit(a->s));
-    fx_settle(a);
-    wait_key(b, "apps/y");
-
-    ASSERT_STR_EQ(a->seen.buf, "app x installed\napp x running\n");
-    ASSERT_STR_EQ(b->seen.buf, "app y installed\n");
-    t = pre_of(a);
-    ASSERT_STR_EQ(t, "created x installed without the lock\n");
-    free(t);
-    t = pre_of(b);
-    ASSERT_STR_EQ(t, "created y installed without the lock\n");
-    free(t);
-
-    /* deleted and created again: a new key to the watch */
-    OK(store_begin(b->s));
-    OK(store_app_delete(b->s, "x"));
-    OK(store_commit(b->s));
-    fx_settle(b);
-    x.state = "installed";
-    OK(store_begin(b->s));
-    OK(store_app_put(b->s, &x));
-    OK(store_commit(b->s));
-    wait_key(a, "apps/x");
-    ASSERT_STR_EQ(a->seen.buf, "app x installed\napp x running\n"
-                               "app x deleted\napp x installed\n");
-    t = pre_of(a);
-    ASSERT_STR_EQ(t, "created x installed without the lock\n"
-                     "created x installed without the lock\n");
-    free(t);
-    fx_close(b);
-    fx_close(a);
-}
-
 BOTH(rows_round_trip)
 BOTH(insert_or_replace)
 BOTH(deletes)
@@ -1803,7 +1707,6 @@ BOTH(newer_and_foreign)
 BOTH(tx_belongs_to_its_thread)
 BOTH(own_writes_beside_transactions)
 TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
-TEST(etcd_decoded_off_the_lock) { etcd_decoded_off_the_lock(); }
 TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 
@@ -1828,7 +1731,6 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, tx_belongs_to_its_thread)                                        \
     PAIR_(XX, own_writes_beside_transactions)                                  \
     XX(etcd_guarded_commit)                                                    \
-    XX(etcd_decoded_off_the_lock)                                              \
     XX(events_pruned_once_etcd)                                                \
     XX(etcd_alloc_guards)
 

@@ -390,18 +390,7 @@ enum accel_err store_part_delete(struct store *s, const char *app,
  * (this process's own too), since the view shows an event only once the
  * watch has delivered it. revision() ends each revision (and comes alone
  * for progress). Any callback may be NULL.
- *
- * The values are decoded before the lock is taken to apply them (issue
- * 51): the lock is taken once to pick the changes that are news (not
- * this process's own writes, which are never decoded), let go while their
- * JSON is parsed and their rows decoded, and taken again to hand them
- * over. app_created comes in between, without the lock, for an app row
- * whose key this revision created (an app the follower has not seen):
- * the follower's own decoding of it (the manifest) is done there, and the
- * same row comes to app() under the lock after. nodeinfo() is handed the
- * value parsed off the lock too (parsed: NULL when deleted or not JSON).
  */
-struct json_t;
 struct store_follower {
     void *ctx;
     void (*lock)(void *ctx);
@@ -409,8 +398,6 @@ struct store_follower {
     pthread_mutex_t *mutex; /* what lock() takes, or NULL: the watch waits
                              * on it for queued commits that touch what it
                              * is about to apply (store_commit_queued) */
-    void (*app_created)(void *ctx, const char *name,
-                        const struct store_app *row); /* without the lock */
     void (*app)(void *ctx, const char *name, const struct store_app *row);
     void (*alloc)(void *ctx, const char *app, const char *device,
                   const struct store_alloc *row);
@@ -421,8 +408,7 @@ struct store_follower {
                      const struct store_identity *row);
     void (*limits)(void *ctx, const char *name, const struct store_limits *row);
     void (*event)(void *ctx, const struct store_event *e);
-    void (*nodeinfo)(void *ctx, const char *node, const char *json,
-                     const struct json_t *parsed);
+    void (*nodeinfo)(void *ctx, const char *node, const char *json);
     void (*agent)(void *ctx, const char *node, const char *json);
     void (*part)(void *ctx, const char *app, const char *node, bool running,
                  int64_t pid, uint64_t pid_start);

@@ -2105,69 +2105,9 @@ static void follower_give(const struct store_follower *f, enum store_row kind,
 
 #undef FOLLOW
 
-/* One change of a revision, read before the lock is taken (follow_cb). */
-struct fpre {
-    bool news;             /* not this process's own write (when looked) */
-    bool decoded;          /* follow_decode has run */
-    json_t *o;             /* the value parsed (NULL: deleted, not JSON) */
-    const char *bad;       /* the row did not decode */
-    union erow u;          /* an erow_tables row, from o */
-    struct store_event e;  /* an event, from o */
-};
-
-/* Whether a change is news to this process (the caller's lock: kinfo):
- * what it wrote itself memory has already, and it is not decoded. Every
- * event is news (store.h). A key that is news now may be seen by the
- * time the lock is taken again (a commit's answer came meanwhile): never
- * the other way round, so follow_one looks again. */
-static bool follow_news(struct estore *s, const struct etcd_event *ev,
-                        int64_t rev)
-{
-    char table[32];
-    const struct kinfo *k;
-    if (table_of(s, ev->kv.key, table, sizeof table) == NULL)
-        return false;
-    if (strcmp(table, "events") == 0)
-        return true;
-    k = kinfo_get(s, ev->kv.key, false);
-    return k == NULL || rev > k->seen;
-}
-
-/* Parse a change's value and decode its row, without the caller's lock
- * (issue 51: the lock is held to apply, not to decode); an app row whose
- * key this revision created goes to the follower's app_created here. */
-static void follow_decode(struct frun *fr, const struct etcd_event *ev,
-                          struct fpre *p)
-{
-    const struct store_follower *f = fr->f;
-    char table[32];
-    const char *name = table_of(fr->s, ev->kv.key, table, sizeof table);
-    const struct erow_table *t;
-
-    p->decoded = true;
-    if (name == NULL || ev->type == ETCD_EV_DELETE)
-        return;
-    p->o = json_loads(ev->kv.value, JSON_REJECT_DUPLICATES, NULL);
-    if (strcmp(table, "events") == 0) {
-        p->bad = p->o ? event_decode(p->o, &p->e) : "not JSON";
-        return;
-    }
-    t = erow_table_of(table);
-    if (t == NULL)
-        return; /* allocs and parts: decoded from o under the lock */
-    p->bad = json_is_object(p->o) ? t->decode(p->o, &p->u)
-                                  : "not a JSON object";
-    if (p->bad == NULL && t->named && strcmp(p->u.app.name, name) != 0)
-        p->bad = "its name is not its key's";
-    if (p->bad == NULL && t->kind == STORE_ROW_APP &&
-        ev->kv.version == 1 && f->app_created)
-        f->app_created(f->ctx, name, &p->u.app);
-}
-
-/* One changed key, handed to the follower when it is news (the caller's
- * lock held; p: its value, decoded before). */
+/* One changed key, handed to the follower when it is news. */
 static void follow_one(struct frun *fr, const struct etcd_event *ev,
-                       struct fpre *p, int64_t rev, int64_t rank)
+                       int64_t rev, int64_t rank)
 {
     struct estore *s = fr->s;
     const struct store_follower *f = fr->f;
@@ -2176,23 +2116,24 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
     char table[32];
     const char *name = table_of(s, kv->key, table, sizeof table);
     const struct erow_table *t;
+    json_t *o = NULL;
     struct kinfo *k;
 
     if (name == NULL)
         return;
     t = erow_table_of(table);
     if (strcmp(table, "events") == 0) {
+        struct store_event e;
         if (del)
             return;
-        if (!p->decoded)
-            follow_decode(fr, ev, p);
-        if (p->o && p->bad == NULL) {
-            struct store_event e = p->e;
+        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
+        if (o && !event_decode(o, &e)) {
             e.id = rev * ESTORE_EVENT_RANK + rank;
             events_keep(s, kv->key, &e);
             if (f->event)
                 f->event(f->ctx, &e);
         }
+        json_decref(o);
         return;
     }
     k = kinfo_get(s, kv->key, true);
@@ -2200,57 +2141,54 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
         return; /* this process wrote it: memory has it already */
     k->seen = rev;
     k->mod = del ? 0 : kv->mod_rev;
-    if (!p->decoded)
-        follow_decode(fr, ev, p); /* not expected: news are decoded */
     if (strcmp(table, "allocs") == 0) {
         char buf[512];
         const char *app, *dev;
         if (split_alloc(name, buf, sizeof buf, &app, &dev))
             applist_set(s, app, dev, !del);
     }
-    if (!del && !json_is_object(p->o) && strcmp(table, "nodeinfo") != 0 &&
-        strcmp(table, "agents") != 0)
-        return;
+    if (!del) {
+        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(o) && strcmp(table, "nodeinfo") != 0 &&
+            strcmp(table, "agents") != 0)
+            goto out;
+    }
     if (t) {
+        union erow u;
         if (del)
             follower_give(f, t->kind, name, NULL);
-        else if (p->bad == NULL)
-            follower_give(f, t->kind, name, &p->u);
+        else if (!t->decode(o, &u) &&
+                 (!t->named || strcmp(u.app.name, name) == 0))
+            follower_give(f, t->kind, name, &u);
     } else if (strcmp(table, "allocs") == 0 && f->alloc) {
         char buf[512];
         const char *app, *dev;
         struct store_alloc a;
         if (!split_alloc(name, buf, sizeof buf, &app, &dev))
-            return;
+            goto out;
         if (del)
             f->alloc(f->ctx, app, dev, NULL);
-        else if (!alloc_decode(p->o, &a))
+        else if (!alloc_decode(o, &a))
             f->alloc(f->ctx, app, dev, &a);
     } else if (strcmp(table, "parts") == 0 && f->part) {
         char buf[512];
         const char *app, *node, *a2, *n2;
         int64_t pid = 0, start = 0;
         if (!split_alloc(name, buf, sizeof buf, &app, &node))
-            return;
+            goto out;
         if (del)
             f->part(f->ctx, app, node, false, 0, 0);
-        else if (!part_decode(p->o, &a2, &n2, &pid, &start))
+        else if (!part_decode(o, &a2, &n2, &pid, &start))
             f->part(f->ctx, app, node, true, pid, (uint64_t)start);
     } else if (strcmp(table, "nodeinfo") == 0 && f->nodeinfo) {
-        f->nodeinfo(f->ctx, name, del ? NULL : kv->value,
-                    del ? NULL : p->o);
+        f->nodeinfo(f->ctx, name, del ? NULL : kv->value);
     } else if (strcmp(table, "agents") == 0 && f->agent) {
         f->agent(f->ctx, name, del ? NULL : kv->value);
     }
+out:
+    json_decref(o);
 }
 
-/*
- * One revision's changes. The lock is taken to pick the news, let go
- * while they are parsed and decoded, and taken again to apply them: a
- * change costs this process its decoding off the lock and its applying
- * under it, and none of it for its own writes (issue 51). The values are
- * freed after the lock is let go.
- */
 static enum accel_err follow_cb(void *ctx, int64_t rev,
                                 const struct etcd_event *ev, size_t n)
 {
@@ -2260,27 +2198,14 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     char table[32];
     int64_t rank = 0;
     char **pruned = NULL;
-    size_t npruned = 0, nnews = 0;
-    struct fpre *pre = xcalloc(n ? n : 1, sizeof *pre);
+    size_t npruned = 0;
 
     if (f->lock)
         f->lock(f->ctx);
-    for (size_t i = 0; i < n; i++)
-        if ((pre[i].news = follow_news(s, &ev[i], rev)))
-            nnews++;
-    if (nnews > 0) {
-        if (f->unlock)
-            f->unlock(f->ctx);
-        for (size_t i = 0; i < n; i++)
-            if (pre[i].news)
-                follow_decode(fr, &ev[i], &pre[i]);
-        if (f->lock)
-            f->lock(f->ctx);
-    }
     watch_drain(s, ev, n, rev, f->mutex);
     for (size_t i = 0; i < n; i++) {
         const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
-        follow_one(fr, &ev[i], &pre[i], rev, rank);
+        follow_one(fr, &ev[i], rev, rank);
         if (rest && strcmp(table, "events") == 0)
             rank++;
     }
@@ -2290,9 +2215,6 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
         events_prune(s, &pruned, &npruned);
     if (f->unlock)
         f->unlock(f->ctx);
-    for (size_t i = 0; i < n; i++)
-        json_decref(pre[i].o);
-    free(pre);
     if (npruned > 0)
         events_delete(s, pruned, npruned);
     pthread_mutex_lock(&s->vlock);

@@ -70,18 +70,6 @@ struct cluster {
                                      on another node: d->hooks.quota_over
                                      once d->lock is released (f_unlock) */
     size_t nover;
-    /* new apps of the revision being applied, decoded without d->lock
-     * (f_app_created; the watcher thread's alone) */
-    struct fresh_app *fresh;
-    size_t nfresh;
-};
-
-/* An app another node created, decoded before d->lock is taken. */
-struct fresh_app {
-    char *name;
-    struct app *a;        /* its manifest parsed; NULL: it does not decode */
-    char *why;            /* why not */
-    enum accel_type t;
 };
 
 /* An app run here holding more than the quota another node just cut. */
@@ -236,11 +224,9 @@ static void keep_registered(struct accel_daemon *d, const char *text)
 }
 
 /* Another node's registration: add it (and its devices) the first time,
- * then keep its devices' health and use current. NULL: it was removed.
- * parsed: text already parsed (the watch parses it off the lock), or NULL
- * to parse it here. */
+ * then keep its devices' health and use current. NULL: it was removed. */
 static void apply_nodeinfo(struct accel_daemon *d, const char *node,
-                           const char *text, const json_t *parsed)
+                           const char *text)
 {
     json_t *o = NULL, *devs;
     int n;
@@ -260,7 +246,7 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
         }
         return;
     }
-    o = parsed ? json_incref((json_t *)parsed) : json_loads(text, 0, NULL);
+    o = json_loads(text, 0, NULL);
     devs = json_object_get(o, "devices");
     if (!json_is_array(devs)) {
         log_warn("node %s registered devices that do not decode; ignored",
@@ -360,7 +346,7 @@ static enum accel_err load_nodeinfo(void *ctx, const char *node,
                                     const char *json, char **why)
 {
     (void)why;
-    apply_nodeinfo(ctx, node, json, NULL);
+    apply_nodeinfo(ctx, node, json);
     return ACCEL_OK;
 }
 
@@ -753,58 +739,6 @@ static bool runs_unowned(struct accel_daemon *d, const struct app *a,
            (st == APP_STOPPED || st == APP_FAILED || st == APP_INSTALLED);
 }
 
-/* An app row whose key another node just created, without d->lock (the
- * watcher thread, store.h): its manifest is parsed here, so that the lock
- * is held only to add it (f_app takes it, f_revision drops what is left). */
-static void f_app_created(void *ctx, const char *name,
-                          const struct store_app *row)
-{
-    struct cluster *c = ((struct accel_daemon *)ctx)->cluster;
-    struct fresh_app *x;
-    c->fresh = xrealloc(c->fresh, (c->nfresh + 1) * sizeof(*c->fresh));
-    x = &c->fresh[c->nfresh++];
-    *x = (struct fresh_app){.name = xstrdup(name),
-                            .a = xcalloc(1, sizeof(struct app)),
-                            .t = ACCEL_TYPE_CPU};
-    x->why = state_app_decode(row, x->a, &x->t);
-    if (x->why) {
-        free(x->a);
-        x->a = NULL;
-    }
-}
-
-/* The decoding f_app_created made of name, taken (false: none). */
-static bool fresh_take(struct cluster *c, const char *name, struct app **a,
-                       char **why, enum accel_type *t)
-{
-    for (size_t i = 0; i < c->nfresh; i++) {
-        if (strcmp(c->fresh[i].name, name) != 0)
-            continue;
-        *a = c->fresh[i].a;
-        *why = c->fresh[i].why;
-        *t = c->fresh[i].t;
-        free(c->fresh[i].name);
-        c->fresh[i] = c->fresh[--c->nfresh];
-        return true;
-    }
-    return false;
-}
-
-static void fresh_drop(struct cluster *c)
-{
-    for (size_t i = 0; i < c->nfresh; i++) {
-        if (c->fresh[i].a) {
-            manifest_release(&c->fresh[i].a->m);
-            free(c->fresh[i].a);
-        }
-        free(c->fresh[i].why);
-        free(c->fresh[i].name);
-    }
-    free(c->fresh);
-    c->fresh = NULL;
-    c->nfresh = 0;
-}
-
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
     struct accel_daemon *d = ctx;
@@ -827,12 +761,8 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
     }
     touch(d->cluster, name);
     if (a == NULL) {
-        /* decoded off the lock when its key was created; here otherwise
-         * (a key created earlier while this view did not have it) */
-        if (!fresh_take(d->cluster, name, &a, &why, &t)) {
-            a = xcalloc(1, sizeof(*a));
-            why = state_app_decode(row, a, &t);
-        }
+        a = xcalloc(1, sizeof(*a));
+        why = state_app_decode(row, a, &t);
         if (why) {
             log_warn("app %s from another node does not decode (%s); not "
                      "shown",
@@ -1039,21 +969,16 @@ static void f_limits(void *ctx, const char *name,
     }
 }
 
-/* An event another node appended: wake the long-polls it concerns. Its
- * data (the owner a member's long-poll is woken by) is parsed only when a
- * long-poll waits: otherwise no one needs it (issue 51). */
 static void f_event(void *ctx, const struct store_event *e)
 {
     struct accel_daemon *d = ctx;
-    json_t *data = NULL;
+    json_t *data = e->data ? json_loads(e->data, 0, NULL) : NULL;
+    const char *owner = json_string_value(json_object_get(data, "owner"));
     pthread_mutex_lock(&d->ev_lock);
     d->ev_seq++;
     pthread_cond_broadcast(&d->ev_cond);
-    if (d->hooks.event_appended && d->parked) {
-        data = e->data ? json_loads(e->data, 0, NULL) : NULL;
-        d->hooks.event_appended(
-            d, e->app, json_string_value(json_object_get(data, "owner")));
-    }
+    if (d->hooks.event_appended)
+        d->hooks.event_appended(d, e->app, owner);
     pthread_mutex_unlock(&d->ev_lock);
     json_decref(data);
 }
@@ -1071,10 +996,9 @@ static void f_part(void *ctx, const char *app, const char *node,
     touch(d->cluster, app);
 }
 
-static void f_nodeinfo(void *ctx, const char *node, const char *json,
-                       const json_t *parsed)
+static void f_nodeinfo(void *ctx, const char *node, const char *json)
 {
-    apply_nodeinfo(ctx, node, json, parsed);
+    apply_nodeinfo(ctx, node, json);
 }
 
 static void f_agent(void *ctx, const char *node, const char *json)
@@ -1089,7 +1013,6 @@ static void f_revision(void *ctx, int64_t rev)
     (void)rev;
     apply_allocs(d);
     act_on_touched(d, c);
-    fresh_drop(c); /* a created app deleted in the same revision */
 }
 
 static void *watcher_main(void *arg)
@@ -1099,7 +1022,6 @@ static void *watcher_main(void *arg)
                                .lock = f_lock,
                                .unlock = f_unlock,
                                .mutex = &d->lock,
-                               .app_created = f_app_created,
                                .app = f_app,
                                .alloc = f_alloc,
                                .device = f_device,
