@@ -155,15 +155,12 @@ static void plan_voters(struct accel_daemon *d, const struct app *a,
     for (size_t i = 0; i < d->napps && f->nvoters < APPSETUP_VOTERS; i++) {
         const struct app *b = d->apps[i];
         const struct user_rec *u;
-        if (b == a || strcmp(b->name, a->name) == 0 || !share_a_device(a, b))
-            continue;
-        u = strcmp(b->owner, a->owner) == 0 || strcmp(b->owner, "shared") == 0
-                ? NULL : state_user_find(d, b->owner);
-        if (u != NULL && !u->admin)
-            continue; /* another member's */
-        if (u == NULL && strcmp(b->owner, a->owner) != 0 &&
-            strcmp(b->owner, "shared") != 0)
-            continue; /* an owner no longer known */
+        bool trusted = strcmp(b->owner, a->owner) == 0 ||
+                       strcmp(b->owner, "shared") == 0 ||
+                       ((u = state_user_find(d, b->owner)) != NULL && u->admin);
+        if (b == a || strcmp(b->name, a->name) == 0 || !trusted ||
+            !share_a_device(a, b))
+            continue; /* itself, another member's, or elsewhere */
         util_strlcpy(f->voters[f->nvoters++], b->name,
                      sizeof f->voters[0]);
     }
