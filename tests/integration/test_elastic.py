@@ -985,17 +985,22 @@ LEDGER_ACTIVE_MS = 456
 
 # A process of the app that stamps its ledgers' active_ms far in the
 # future, as an app that wants to look busy could.
+# The gamer stamps its ledger again and again, as a hostile app would: the
+# app's own shim stamps it too, at each allocation (the model's load may
+# come after the first stamp on a slow machine).
 STAMP = r"""
 import mmap, os, struct, time
+maps = []
 for line in open(os.environ["ACCEL_CONFIG"]):
     f = line.split()
     if len(f) >= 4 and f[0] == "device":
         fd = os.open(f[3], os.O_RDWR)
-        m = mmap.mmap(fd, 0)
-        m[%d:%d] = struct.pack("<Q", 1 << 60)
-        m.close()
+        maps.append(mmap.mmap(fd, 0))
         os.close(fd)
-time.sleep(300)
+for _ in range(6000):
+    for m in maps:
+        m[%d:%d] = struct.pack("<Q", 1 << 60)
+    time.sleep(0.05)
 """ % (LEDGER_ACTIVE_MS, LEDGER_ACTIVE_MS + 8)
 
 FORGE = r"""
