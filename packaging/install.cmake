@@ -18,6 +18,8 @@ if(TARGET accelctl)
     install(TARGETS accelctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(TARGETS accel-runc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS accel-ctxprobe RUNTIME
+    DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/accel)
 if(TARGET accelshim)
     install(TARGETS accelshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/accel)
 endif()

@@ -31,6 +31,7 @@
 #include "daemon/api/view.h"
 #include "daemon/log.h"
 #include "daemon/node/cluster/cluster.h"
+#include "daemon/node/devices/ctxprobe.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/inventory.h"
 #include "daemon/node/enforce/reclaim.h"
@@ -1059,6 +1060,10 @@ int daemon_main(int argc, char **argv)
         runtime_supervisor_stop(d);
         return 1;
     }
+    /* in the background, once the server answers: nothing waits for it */
+    if (ctxprobe_start(d) != ACCEL_OK)
+        log_warn("cannot start the context probe's thread: the apps' "
+                 "first processes measure a context's size");
     if (pipe2(signal_pipe, O_CLOEXEC) == 0)
         fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
     memset(&sa, 0, sizeof sa);
@@ -1095,6 +1100,7 @@ int daemon_main(int argc, char **argv)
     /* the server first: no request is in flight while what it reads is
      * taken down (a request waiting for the watch still has it) */
     http_stop(d);
+    ctxprobe_stop(d); /* a probe in flight is killed */
     runtime_supervisor_stop(d);
     cluster_stop(d); /* the lease is given back: unreachable at once */
     reclaim_stop(d);

@@ -394,6 +394,10 @@ struct accel_daemon {
     struct reclaim *reclaim;     /* elastic memory (enforce/reclaim.c) */
     struct history *history;     /* metric history (own lock; history.h) */
     struct sampler *sampler;     /* its sampling thread (sampler.c) */
+    struct ctxprobe *ctxprobe;   /* acceld's own measure of a context on
+                                    each local NVIDIA device
+                                    (node/devices/ctxprobe.h); NULL none;
+                                    set and cleared under lock */
     struct cluster *cluster;     /* the node agent's lease and watch
                                     (cluster.c); NULL outside a cluster */
     int64_t registered_ms;       /* this node's first registration (ms

@@ -652,24 +652,61 @@ EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     return primary_drop(d, 1);
 }
-/* The card behind ordinal d: the d-th index of CUDA_VISIBLE_DEVICES
- * (indices only), d itself when unset; -1 if there is none. */
+/* The prefix of the stand-in cards' UUIDs as NVML spells them (fake_nvml.c):
+ * "GPU-face0000-0000-0000-0000-0000000000NN", NN the card in hex. */
+#define FAKE_UUID_PREFIX "GPU-face0000-0000-0000-0000-0000000000"
+
+/* One entry of CUDA_VISIBLE_DEVICES at v: an index, or a card's full UUID
+ * (as the real driver takes it; acceld names an app's cards by UUID);
+ * the card into *card and the end into *end, or -1 for an entry the
+ * driver cannot use (CUDA stops there). */
+static int visible_entry(const char *v, long *card, const char **end)
+{
+    size_t pre = sizeof(FAKE_UUID_PREFIX) - 1;
+    char *e;
+
+    if (strncmp(v, "GPU-", 4) == 0) {
+        if (strncmp(v, FAKE_UUID_PREFIX, pre) != 0)
+            return -1; /* no such card */
+        *card = strtol(v + pre, &e, 16);
+        if (e != v + pre + 2 || *card < 0 || *card > 15)
+            return -1;
+    } else {
+        *card = strtol(v, &e, 10);
+        if (e == v)
+            return -1;
+    }
+    *end = e;
+    return 0;
+}
+
+/* The card behind ordinal d: the d-th entry of CUDA_VISIBLE_DEVICES
+ * (indices or UUIDs), d itself when unset; -1 if there is none. */
 static int card_of(CUdevice d)
 {
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    char *end;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES"), *end;
+    long i;
 
     if (v == NULL)
         return d >= 0 && d < 16 ? d : -1;
     for (int k = 0; *v != '\0'; k++) {
-        long i = strtol(v, &end, 10);
-        if (end == v)
+        if (visible_entry(v, &i, &end) != 0)
             return -1;
         if (k == d)
             return (int)i;
         v = *end == ',' ? end + 1 : end;
     }
     return -1;
+}
+/* The device of ordinal o: CUDA_ERROR_INVALID_DEVICE (101) when there is
+ * no such ordinal, as the real driver answers. */
+EXPORT CUresult cuDeviceGet(CUdevice *d, int o)
+{
+    NEED_INIT();
+    if (card_of(o) < 0)
+        return 101;
+    *d = o;
+    return CUDA_SUCCESS;
 }
 /* The card's UUID: fa ce 00 .. 00 <card>, as fake_nvml.c prints it. */
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice d)

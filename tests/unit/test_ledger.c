@@ -902,6 +902,38 @@ TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
     free(dir);
 }
 
+/* acceld's own measure (node/devices/ctxprobe.c) seeds a new ledger with
+ * no vote, marked measured and seeded, and is read back by
+ * ledger_ctx_read; a ledger one of the app's processes measured already
+ * keeps its figure, and flag bits in the size are not taken as bytes. */
+TEST(ledger_ctx_seeded_from_acceld_measure)
+{
+    char *dir = xasprintf("%s/ledgers", harness_tmp()), *n, *m, *gone;
+
+    ASSERT(mkdir(dir, 0755) == 0);
+    n = ctx_ledger(dir, "new", "GPU-x", 0);
+    ASSERT_EQ(ledger_seed_ctx_own(n, 300 * MiB), ACCEL_OK);
+    ASSERT_U64_EQ(ctx_of(n), SEEDED(300 * MiB));
+    ASSERT_U64_EQ(ledger_ctx_read(n), SEEDED(300 * MiB));
+    /* once seeded (or measured), a later seed changes nothing */
+    ASSERT_EQ(ledger_seed_ctx_own(n, 100 * MiB), ACCEL_OK);
+    ASSERT_U64_EQ(ctx_of(n), SEEDED(300 * MiB));
+    m = ctx_ledger(dir, "measured", "GPU-x", MEASURED(200 * MiB));
+    ASSERT_EQ(ledger_seed_ctx_own(m, 300 * MiB), ACCEL_OK);
+    ASSERT_U64_EQ(ledger_ctx_read(m), MEASURED(200 * MiB));
+    free(m);
+    m = ctx_ledger(dir, "flags", "GPU-x", 0);
+    ASSERT_EQ(ledger_seed_ctx_own(m, MEASURED(64 * MiB)), ACCEL_OK);
+    ASSERT_U64_EQ(ctx_of(m), SEEDED(64 * MiB));
+    gone = xasprintf("%s/none-dev0.ledger", dir);
+    ASSERT_EQ(ledger_seed_ctx_own(gone, 300 * MiB), ACCEL_ENOTFOUND);
+    ASSERT_U64_EQ(ledger_ctx_read(gone), 0);
+    free(gone);
+    free(m);
+    free(n);
+    free(dir);
+}
+
 #define LIST(XX)                                                               \
     XX(ledger_unreadable_proc_is_not_death)                                    \
     XX(ledger_dead_owner_reclaimed_live_kept)                                  \
@@ -919,5 +951,6 @@ TEST(ledger_ctx_poisoned_vote_is_not_a_seed)
     XX(ledger_config_reclaim_line)                                             \
     XX(ledger_ctx_vote_needs_an_agreeing_majority)                             \
     XX(ledger_ctx_seeded_from_other_apps)                                      \
-    XX(ledger_ctx_poisoned_vote_is_not_a_seed)
+    XX(ledger_ctx_poisoned_vote_is_not_a_seed)                                \
+    XX(ledger_ctx_seeded_from_acceld_measure)
 TEST_MAIN(LIST)

@@ -381,6 +381,38 @@ out:
     return rc;
 }
 
+enum accel_err ledger_seed_ctx_own(const char *path, uint64_t bytes)
+{
+    struct accel_ledger l;
+    uint64_t v = (bytes & ~(ACCEL_LEDGER_CTX_MEASURED |
+                            ACCEL_LEDGER_CTX_SEEDED)) |
+                 ACCEL_LEDGER_CTX_MEASURED | ACCEL_LEDGER_CTX_SEEDED;
+    int fd;
+    enum accel_err rc = read_existing(path, &l, &fd);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    /* a ledger a process measured already (or acceld restarted) keeps its
+     * own figure */
+    if (atomic_load(&l.ctx_cost) == 0 &&
+        pwrite_all(fd, &v, sizeof v,
+                   (off_t)offsetof(struct accel_ledger, ctx_cost)) != 0)
+        rc = ACCEL_ESYS;
+    close(fd);
+    return rc;
+}
+
+uint64_t ledger_ctx_read(const char *path)
+{
+    struct accel_ledger l;
+    int fd;
+
+    if (read_existing(path, &l, &fd) != ACCEL_OK)
+        return 0;
+    close(fd);
+    return atomic_load(&l.ctx_cost);
+}
+
 /*
  * The figures of ledger_usage_of; with fd >= 0 (the file l was read from),
  * the key of each slot found dead is written into its `dead`, so that a

@@ -117,6 +117,21 @@ enum accel_err ledger_seed_ctx(const char *path, const char *uuid,
                                const char *const *voters, size_t nvoters,
                                uint64_t *seeded);
 
+/*
+ * Seed the ledger at `path` with acceld's own measure of a context on its
+ * device (`bytes`, node/devices/ctxprobe.h): its ctx_cost, if still 0,
+ * becomes bytes marked measured and seeded, with no vote (acceld's
+ * measure is not the apps' to write). ACCEL_OK (seeded, or left as a
+ * process of the app measured it), ACCEL_ENOTFOUND, ACCEL_EPARSE,
+ * ACCEL_ESYS.
+ */
+enum accel_err ledger_seed_ctx_own(const char *path, uint64_t bytes);
+
+/* The ctx_cost word of the ledger at `path` as it stands (the bytes with
+ * ACCEL_LEDGER_CTX_MEASURED and _SEEDED), 0 when the file cannot be read
+ * as a ledger. */
+uint64_t ledger_ctx_read(const char *path);
+
 /* Change the limit of an existing ledger live (shim processes cap at the
  * lower of this and their config value). ACCEL_OK, ACCEL_ENOTFOUND,
  * ACCEL_EPARSE (not a ledger), ACCEL_ESYS. */

@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/devices/ctxprobe.h"
 #include "daemon/node/slice/broker.h"
 
 bool appsetup_row_local(struct accel_daemon *d, const struct app *a, size_t i)
@@ -176,6 +177,8 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
 
     f->dir_group = false;
     f->reclaim[0] = '\0';
+    for (size_t i = 0; i < ADM_MAX_SELECTION; i++)
+        f->ctx[i] = UINT64_MAX;
     plan_voters(d, a, f);
     for (size_t i = 0; i < a->nrows && rc == ACCEL_OK; i++) {
         int ord = appsetup_ordinal(d, a, i);
@@ -205,6 +208,7 @@ enum accel_err appsetup_plan(struct accel_daemon *d, const struct app *a,
         util_strlcpy(f->ids[n], x->id, sizeof f->ids[n]);
         devs[n] = (struct ledger_device){ord, a->rows[i].memory, f->paths[n],
                                          f->ids[n], NULL, NULL, NULL};
+        (void)ctxprobe_bytes(d, x->id, &f->ctx[n]);
         /* elastic memory: a short allocation asks acceld (SPEC 4.4), on
          * NVIDIA (the CUDA hooks) and AMD (the HIP hooks, issue 46) */
         if (elastic_type(x->type) && f->reclaim[0] == '\0' &&
@@ -239,10 +243,13 @@ enum accel_err appsetup_write(struct accel_daemon *d, const char *app,
         if (x->path != NULL)
             rc = ledger_create(x->path, app, x->ordinal, x->uuid, x->limit,
                                (uid_t)-1, group);
-        /* a context's size other apps agree on: the app's first process
-         * on the device loads no NVML (docs/internals/shim.md); a seed
-         * that cannot be written leaves the measure to the shim */
-        if (x->path != NULL && rc == ACCEL_OK)
+        /* a context's size acceld measured on the device, else one other
+         * apps agree on: the app's first process on the device loads no
+         * NVML (docs/internals/shim.md); a seed that cannot be written
+         * leaves the measure to the shim */
+        if (x->path != NULL && rc == ACCEL_OK && f->ctx[i] != UINT64_MAX)
+            (void)ledger_seed_ctx_own(x->path, f->ctx[i]);
+        else if (x->path != NULL && rc == ACCEL_OK)
             (void)ledger_seed_ctx(x->path, x->uuid, voters, f->nvoters,
                                   NULL);
     }

@@ -43,6 +43,10 @@ struct appsetup_files {
      * app over-charged (denied) or under-charged */
     char voters[APPSETUP_VOTERS][ACCEL_ID_MAX + 1];
     size_t nvoters;
+    /* acceld's own measure of a context on each device of devs
+     * (node/devices/ctxprobe.h), UINT64_MAX none: seeds that ledger in
+     * preference to the voters */
+    uint64_t ctx[ADM_MAX_SELECTION];
 };
 
 /* Is row i of a on this machine? An app bound across nodes (SPEC 10) runs
