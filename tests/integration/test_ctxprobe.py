@@ -122,6 +122,9 @@ class CtxProbeMeasures(CtxProbeTest):
             self.wait_for(lambda: self.measured(g) in self.d.log(),
                           "the probe's measure of %s" % g, timeout=30)
         self.assertEqual(self.probe_left(), [])
+        # the device's view shows it (the cached JSON was made stale)
+        self.assertEqual(self.device(GPU_0)["enforcement"]["contextMemory"],
+                         PROBE_CTX)
         self.assertEqual(os.listdir(os.path.join(self.d.data_dir, "run",
                                                  "ledgers"))
                          if os.path.isdir(os.path.join(
@@ -148,6 +151,7 @@ class CtxProbeFails(CtxProbeTest):
                           timeout=30)
         self.assertIn("cannot load libcuda.so.1", self.d.log())
         self.assertEqual(self.probe_left(), [])
+        self.assertNotIn("contextMemory", self.device(GPU_0)["enforcement"])
         pid = self.hold("first", 512, "@" + os.path.join(self.d.tmp, "go"))
         cost = self.ctx_cost("first")
         self.assertTrue(cost & CTX_MEASURED, hex(cost))

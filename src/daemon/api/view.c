@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "daemon/api/view_pack.h"
+#include "daemon/node/devices/ctxprobe.h"
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/enforce/meter.h"
 #include "daemon/node/enforce/reclaim.h"
@@ -232,6 +233,7 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     const struct dev_info *di = &d->dinfo[dev];
     const char *tier = NULL;
     char *note = NULL;
+    uint64_t ctx;
     json_t *o;
 
     if (d->snap.devs[dev].st == ACCEL_SUPPORT_MEMSLICE &&
@@ -242,6 +244,8 @@ static json_t *enforcement(struct accel_daemon *d, int dev)
     } else {
         o = shim_enforcement(d, dev);
     }
+    if (ctxprobe_bytes(d, d->snap.devs[dev].id, &ctx))
+        json_object_set_new(o, "contextMemory", json_integer((json_int_t)ctx));
     if (di->vram_note != NULL) {
         json_object_set_new(o, "vramTier", json_string(vram_tier_name(
                                                (enum vram_tier)di->vram_tier)));

@@ -322,9 +322,14 @@ static void *probe_main(void *arg)
             char *why = NULL;
             int64_t t0 = util_wall_ms();
             int rc = run_probe(d, p, &k, &bytes, &why);
+            pthread_mutex_lock(&d->lock);
             pthread_mutex_lock(&p->mu);
             record(p, k.uuid, rc == 0 ? PROBE_DONE : PROBE_FAILED, bytes);
             pthread_mutex_unlock(&p->mu);
+            if (rc == 0 && d->hooks.device_changed != NULL &&
+                state_dev_find(d, k.uuid) >= 0) /* its contextMemory */
+                d->hooks.device_changed(d, state_dev_find(d, k.uuid));
+            pthread_mutex_unlock(&d->lock);
             if (rc == 0)
                 log_info("device %s: a context takes %llu bytes (measured by "
                          "accel-ctxprobe in %lld ms): new apps' ledgers are "
