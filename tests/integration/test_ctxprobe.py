@@ -14,6 +14,7 @@ acceld's own NVML is tests/fake's. The cards carry the stand-in's UUIDs
 names them as acceld names an app's."""
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,13 +51,18 @@ class CtxProbeTest(RuntimeBase):
     def start_acceld(self, extra_lines=""):
         # the probe's stand-in driver, from acceld's environment: its card
         # record and the size of its context
-        self.shm = os.path.join(accel_harness.tempfile.gettempdir(),
+        self.shm = os.path.join(tempfile.gettempdir(),
                                 "probe-%d.shm" % os.getpid())
         self.addCleanup(lambda: os.path.exists(self.shm) and
                         os.unlink(self.shm))
+        # (an ASan build: the probe's preloaded shim comes before the ASan
+        # runtime, as in the apps' runs, whose manifests say the same)
+        asan = os.environ.get("ASAN_OPTIONS", "")
         self.acceld_env = {"ACCEL_CTXPROBE_LIBDIR": self.libdir,
                            "FAKE_CUDA_SHM": self.shm,
-                           "FAKE_CUDA_CTX_BYTES": str(PROBE_CTX)}
+                           "FAKE_CUDA_CTX_BYTES": str(PROBE_CTX),
+                           "ASAN_OPTIONS": (asan + ":" if asan else "") +
+                           "verify_asan_link_order=0"}
         super().start_acceld(extra_lines)
 
     def write_nvml(self, extra="", gpus=None):

@@ -253,7 +253,7 @@ static int run_probe(struct accel_daemon *d, struct ctxprobe *p,
     uint64_t v;
 
     clean_files(p);
-    if (mkdir(p->dir, 0700) != 0 ||
+    if ((mkdir(p->dir, 0700) != 0 && errno != EEXIST) ||
         ledger_create(ledger, CTXPROBE_APP, 0, k->uuid, k->total, (uid_t)-1,
                       (gid_t)-1) != ACCEL_OK ||
         ledger_write_config(cfg, CTXPROBE_APP, &dev, 1) != ACCEL_OK) {
