@@ -13,6 +13,7 @@ acceld's own NVML is tests/fake's. The cards carry the stand-in's UUIDs
 (GPU-face0000-...-0000000000NN), so that the probe's CUDA_VISIBLE_DEVICES
 names them as acceld names an app's."""
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -58,12 +59,16 @@ class CtxProbeTest(RuntimeBase):
         # (an ASan build: the probe's preloaded shim comes before the ASan
         # runtime, as in the apps' runs, whose manifests say the same)
         asan = os.environ.get("ASAN_OPTIONS", "")
-        self.acceld_env = {"ACCEL_CTXPROBE_LIBDIR": self.libdir,
+        self.acceld_env = dict(self.more_env(), **{"ACCEL_CTXPROBE_LIBDIR": self.libdir,
                            "FAKE_CUDA_SHM": self.shm,
                            "FAKE_CUDA_CTX_BYTES": str(PROBE_CTX),
                            "ASAN_OPTIONS": (asan + ":" if asan else "") +
-                           "verify_asan_link_order=0"}
+                           "verify_asan_link_order=0"})
         super().start_acceld(extra_lines)
+
+    def more_env(self):
+        """More of acceld's environment (a subclass's)."""
+        return {}
 
     def write_nvml(self, extra="", gpus=None):
         text = HEADER
@@ -107,7 +112,8 @@ class CtxProbeTest(RuntimeBase):
         for p in os.listdir("/proc"):
             try:
                 with open("/proc/%s/cmdline" % p, "rb") as f:
-                    if b"accel-ctxprobe" in f.read().split(b"\0")[0]:
+                    if (b"accel-ctxprobe" in f.read().split(b"\0")[0] and
+                            int(p) != os.getpid()):
                         left.append("process %s" % p)
             except (OSError, ValueError):
                 pass
@@ -185,6 +191,48 @@ class CtxProbeWaitsForRoom(CtxProbeTest):
                       "the measure once the card has room", timeout=30)
         self.assertEqual(self.d.log().count("under the 2048 MiB"), 1)
         self.assertEqual(self.probe_left(), [])
+
+
+class CtxProbeHangs(CtxProbeTest):
+    gpus = (GPU_0,)
+    inventory = inventory(node(NODE, device(
+        GPU_0, "NVIDIA GeForce RTX 4090", "24Gi", "MemorySlice", index=0)))
+
+    def more_env(self):
+        # a probe that never ends: its process is named accel-ctxprobe-hang
+        d = tempfile.mkdtemp(prefix="ctxprobe-hang-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "hang")
+        with open(path, "w") as f:
+            f.write("#!/bin/bash\nexec -a accel-ctxprobe-hang sleep 120\n")
+        os.chmod(path, 0o755)
+        return {"ACCEL_CTXPROBE": path}
+
+    def running(self):
+        return self.wait_for(lambda: [p for p in self.probe_left()
+                                      if p.startswith("process")],
+                             "the probe to run")
+
+    def test_a_probe_that_never_ends_is_killed(self):
+        """A probe still running after 10 s is killed with its group:
+        no value, said once, nothing left."""
+        self.running()
+        self.wait_for(lambda: "no context size measured by accel-ctxprobe: "
+                      "killed after 10000 ms" in self.d.log(),
+                      "the probe killed", timeout=40)
+        self.wait_for(lambda: self.probe_left() == [], "nothing left")
+        self.assertNotIn("contextMemory", self.device(GPU_0)["enforcement"])
+
+    def test_a_probe_is_killed_at_acceld_stop(self):
+        """acceld stopping while a probe runs kills it and removes its
+        files (SIGTERM: it stops within the harness's 5 s, else it would
+        be killed itself and leave the probe running)."""
+        self.running()
+        self.d.stop()
+        self.assertEqual(self.probe_left(), [])
+        self.assertIn("acceld stopping", self.d.log())
+        self.d.start()  # for tearDown's look at the apps
 
 
 del CtxProbeTest  # a base, not a test

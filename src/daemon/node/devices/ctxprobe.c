@@ -215,7 +215,7 @@ static char *first_line(const char *path)
  * wait status into *status. 0 exited by itself, -1 killed. */
 static int await_child(struct ctxprobe *p, pid_t pid, int *status)
 {
-    unsigned waited = 0;
+    uint64_t until = util_now_ns() + CTXPROBE_TIMEOUT_MS * 1000000ULL;
     bool killed = false;
 
     for (;;) {
@@ -226,8 +226,7 @@ static int await_child(struct ctxprobe *p, pid_t pid, int *status)
             *status = -1;
             return -1;
         }
-        if (!killed && (pause_ms(p, REAP_MS) ||
-                        (waited += REAP_MS) >= CTXPROBE_TIMEOUT_MS)) {
+        if (!killed && (pause_ms(p, REAP_MS) || util_now_ns() >= until)) {
             (void)kill(-pid, SIGKILL);
             killed = true;
         } else if (killed) {
