@@ -23,6 +23,7 @@
 #include "accel/ledger.h"
 #include "common/util.h"
 #include "daemon/log.h"
+#include "daemon/node/devices/nvml.h"
 #include "daemon/node/ledger.h"
 #include "daemon/node/proc/proc.h"
 #include "daemon/paths.h"
@@ -53,13 +54,21 @@ struct ctxprobe {
     char *program;            /* accel-ctxprobe's path (read-only) */
     char *dir;                /* <run>/ctxprobe (read-only) */
     struct accel_daemon *d;   /* the daemon it serves */
+    struct nvml *nvml;        /* the thread's own NVML handle, NULL until
+                                 its first look (the thread's alone) */
 };
 
 /* One device to probe, copied out from under d->lock. */
 struct pick {
     char uuid[ACCEL_ID_MAX + 1]; /* its id */
     uint64_t total;              /* the card's memory: the probe's limit */
+    uint64_t free_b;             /* its free memory as acceld last read it
+                                    (a unified-memory part, which NVML
+                                    cannot tell) */
 };
+
+/* Cards looked at in one pass (more wait for the next). */
+#define PICKS 64
 
 /* The entry of uuid (mu held), or NULL. */
 static struct probe_dev *find(struct ctxprobe *p, const char *uuid)
@@ -100,43 +109,89 @@ static bool probeable(struct accel_daemon *d, size_t i)
            x->st == ACCEL_SUPPORT_MEMSLICE;
 }
 
-/* The next device to probe into *k: 1, or 0 when none is due. Takes
- * d->lock, then mu. A card short of free memory is said once, and looked
- * at again next pass. */
-static int next_pick(struct accel_daemon *d, struct ctxprobe *p,
-                     struct pick *k)
+/* The devices due a probe (never tried, or short of room last time)
+ * into k[0..PICKS): their number. Takes d->lock, then mu. */
+static size_t due(struct accel_daemon *d, struct ctxprobe *p, struct pick *k)
 {
-    int found = 0;
+    size_t n = 0;
 
     pthread_mutex_lock(&d->lock);
     pthread_mutex_lock(&p->mu);
-    for (size_t i = 0; i < d->snap.ndevs && !found && !p->stop; i++) {
+    for (size_t i = 0; i < d->snap.ndevs && n < PICKS && !p->stop; i++) {
         const struct adm_device *x = &d->snap.devs[i];
-        struct probe_dev *e;
-        uint64_t used = d->dinfo[i].used_mem, free_b;
+        const struct probe_dev *e;
+        uint64_t used = d->dinfo[i].used_mem;
         if (!probeable(d, i))
             continue;
         e = find(p, x->id);
         if (e != NULL && e->state != PROBE_SKIPPED)
             continue;
-        free_b = x->memory > used ? x->memory - used : 0;
-        if (free_b < CTXPROBE_MARGIN) {
-            if (e == NULL)
-                log_info("device %s: %llu MiB free, under the %llu MiB a "
-                         "context's probe leaves alone: not measured until "
-                         "it has room (the apps' first processes measure)",
-                         x->id, (unsigned long long)(free_b >> 20),
-                         (unsigned long long)(CTXPROBE_MARGIN >> 20));
-            record(p, x->id, PROBE_SKIPPED, 0);
-            continue;
-        }
-        util_strlcpy(k->uuid, x->id, sizeof k->uuid);
-        k->total = x->memory;
-        found = 1;
+        util_strlcpy(k[n].uuid, x->id, sizeof k[n].uuid);
+        k[n].total = x->memory;
+        k[n].free_b = x->memory > used ? x->memory - used : 0;
+        n++;
     }
     pthread_mutex_unlock(&p->mu);
     pthread_mutex_unlock(&d->lock);
-    return found;
+    return n;
+}
+
+/* The card's free memory now, as the driver counts it (NVML, opened at
+ * the first look and kept), into *free_b: 0, or -1 with *why (caller
+ * frees). A unified-memory part, whose memory NVML does not tell, is
+ * taken at acceld's last reading. */
+static int card_free(struct ctxprobe *p, const struct pick *k,
+                     uint64_t *free_b, char **why)
+{
+    uint64_t total = 0, used = 0;
+    char *cause = NULL;
+    enum accel_err rc;
+
+    if (p->nvml == NULL && nvml_open(&p->nvml, &cause) != ACCEL_OK) {
+        *why = xasprintf("NVML cannot tell the card's free memory: %s",
+                         cause ? cause : "not loaded");
+        free(cause);
+        return -1;
+    }
+    rc = nvml_memory_now(p->nvml, k->uuid, &total, &used, &cause);
+    if (rc == ACCEL_ENOTSUP) {
+        *free_b = k->free_b;
+    } else if (rc == ACCEL_OK) {
+        *free_b = total > used ? total - used : 0;
+    } else {
+        *why = xasprintf("NVML cannot tell the card's free memory: %s",
+                         cause ? cause : accel_strerror(rc));
+        free(cause);
+        return -1;
+    }
+    free(cause);
+    return 0;
+}
+
+/* Whether k has room for a probe now (a card without, said once, is
+ * looked at again next pass); -1 with *why when it cannot be told. */
+static int has_room(struct ctxprobe *p, const struct pick *k, char **why)
+{
+    uint64_t free_b = 0;
+    const struct probe_dev *e;
+    bool said;
+
+    if (card_free(p, k, &free_b, why) != 0)
+        return -1;
+    if (free_b >= CTXPROBE_MARGIN)
+        return 1;
+    pthread_mutex_lock(&p->mu);
+    e = find(p, k->uuid);
+    said = e != NULL && e->state == PROBE_SKIPPED;
+    record(p, k->uuid, PROBE_SKIPPED, 0);
+    pthread_mutex_unlock(&p->mu);
+    if (!said)
+        log_info("device %s: %llu MiB free, under the %llu MiB a context's "
+                 "probe leaves alone: not measured until it has room (the "
+                 "apps' first processes measure)", k->uuid,
+                 (unsigned long long)(free_b >> 20),
+                 (unsigned long long)(CTXPROBE_MARGIN >> 20));
+    return 0;
 }
 
 /* "<dir>/<name>" (caller frees). */
@@ -303,44 +358,61 @@ static void ctxprobe_free(struct ctxprobe *p)
 {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
+    nvml_close(p->nvml);
     free(p->devs);
     free(p->program);
     free(p->dir);
     free(p);
 }
 
+/* Say and record what became of the probe of k (rc 0: bytes measured;
+ * else why). */
+static void settle(struct accel_daemon *d, struct ctxprobe *p,
+                   const struct pick *k, int rc, uint64_t bytes,
+                   const char *why, int64_t ms)
+{
+    int dev;
+
+    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&p->mu);
+    record(p, k->uuid, rc == 0 ? PROBE_DONE : PROBE_FAILED, bytes);
+    pthread_mutex_unlock(&p->mu);
+    dev = state_dev_find(d, k->uuid);
+    if (rc == 0 && dev >= 0 && d->hooks.device_changed != NULL)
+        d->hooks.device_changed(d, dev); /* its contextMemory */
+    pthread_mutex_unlock(&d->lock);
+    if (rc == 0)
+        log_info("device %s: a context takes %llu bytes (measured by "
+                 "accel-ctxprobe in %lld ms): new apps' ledgers are seeded "
+                 "with it", k->uuid, (unsigned long long)bytes,
+                 (long long)ms);
+    else
+        log_warn("device %s: no context size measured by accel-ctxprobe: "
+                 "%s; the apps' first processes measure it", k->uuid, why);
+}
+
 static void *probe_main(void *arg)
 {
     struct ctxprobe *p = arg;
     struct accel_daemon *d = p->d;
+    struct pick *k = xcalloc(PICKS, sizeof(*k));
 
     do {
-        struct pick k;
-        while (next_pick(d, p, &k)) {
+        size_t n = due(d, p, k);
+        for (size_t i = 0; i < n; i++) {
             uint64_t bytes = 0;
             char *why = NULL;
             int64_t t0 = util_wall_ms();
-            int rc = run_probe(d, p, &k, &bytes, &why);
-            pthread_mutex_lock(&d->lock);
-            pthread_mutex_lock(&p->mu);
-            record(p, k.uuid, rc == 0 ? PROBE_DONE : PROBE_FAILED, bytes);
-            pthread_mutex_unlock(&p->mu);
-            if (rc == 0 && d->hooks.device_changed != NULL &&
-                state_dev_find(d, k.uuid) >= 0) /* its contextMemory */
-                d->hooks.device_changed(d, state_dev_find(d, k.uuid));
-            pthread_mutex_unlock(&d->lock);
+            int rc = has_room(p, &k[i], &why);
             if (rc == 0)
-                log_info("device %s: a context takes %llu bytes (measured by "
-                         "accel-ctxprobe in %lld ms): new apps' ledgers are "
-                         "seeded with it", k.uuid, (unsigned long long)bytes,
-                         (long long)(util_wall_ms() - t0));
-            else
-                log_warn("device %s: no context size measured by "
-                         "accel-ctxprobe: %s; the apps' first processes "
-                         "measure it", k.uuid, why);
+                continue;
+            if (rc > 0)
+                rc = run_probe(d, p, &k[i], &bytes, &why);
+            settle(d, p, &k[i], rc, bytes, why, util_wall_ms() - t0);
             free(why);
         }
     } while (!pause_ms(p, PASS_MS));
+    free(k);
     return NULL;
 }
 
