@@ -45,7 +45,7 @@ struct probe_dev {
 };
 
 struct ctxprobe {
-    pthread_mutex_t mu;       /* guards everything below but the strings */
+    pthread_mutex_t mu;       /* guards stop, devs, n and cap */
     pthread_cond_t wake;      /* signalled by ctxprobe_stop (monotonic) */
     bool stop;                /* ctxprobe_stop asked */
     pthread_t thread;         /* the probing thread */
@@ -445,6 +445,7 @@ enum accel_err ctxprobe_start(struct accel_daemon *d)
     pthread_cond_init(&p->wake, &ca);
     pthread_condattr_destroy(&ca);
     p->d = d;
+    clean_files(p); /* what a killed acceld left */
     if (pthread_create(&p->thread, NULL, probe_main, p) != 0) {
         ctxprobe_free(p);
         return ACCEL_ESYS;
