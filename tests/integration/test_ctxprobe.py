@@ -59,11 +59,12 @@ class CtxProbeTest(RuntimeBase):
         # (an ASan build: the probe's preloaded shim comes before the ASan
         # runtime, as in the apps' runs, whose manifests say the same)
         asan = os.environ.get("ASAN_OPTIONS", "")
-        self.acceld_env = dict(self.more_env(), **{"ACCEL_CTXPROBE_LIBDIR": self.libdir,
-                           "FAKE_CUDA_SHM": self.shm,
-                           "FAKE_CUDA_CTX_BYTES": str(PROBE_CTX),
-                           "ASAN_OPTIONS": (asan + ":" if asan else "") +
-                           "verify_asan_link_order=0"})
+        self.acceld_env = dict(self.more_env(), **{
+            "ACCEL_CTXPROBE_LIBDIR": self.libdir,
+            "FAKE_CUDA_SHM": self.shm,
+            "FAKE_CUDA_CTX_BYTES": str(PROBE_CTX),
+            "ASAN_OPTIONS": (asan + ":" if asan else "") +
+            "verify_asan_link_order=0"})
         super().start_acceld(extra_lines)
 
     def more_env(self):
