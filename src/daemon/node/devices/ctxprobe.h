@@ -15,10 +15,11 @@
  * Memory slicing), one device at a time, in the background; never while
  * the card's free memory, as NVML counts it just before (the thread's
  * own handle), is below CTXPROBE_MARGIN (the probe's context would take
- * memory running apps may need: tried again when the card has room). A child that has not
- * exited after CTXPROBE_TIMEOUT_MS is killed; a failure (no NVML to
- * read the card's free memory from, no libcuda, no measure, a timeout) leaves no value, is said once in the log and is not
- * tried again until acceld restarts. Thread-safety: every function takes
+ * memory running apps may need: tried again when the card has room). A
+ * child that has not exited after CTXPROBE_TIMEOUT_MS is killed; a
+ * failure (no NVML to read the card's free memory from, no libcuda, no
+ * measure, a timeout) leaves no value, is said once in the log and is
+ * not tried again until acceld restarts. Thread-safety: every function takes
  * the module's own lock after d->lock (never the other way round);
  * ctxprobe_bytes is called with d->lock held (d->ctxprobe is set and
  * cleared under it).
