@@ -222,6 +222,15 @@ static void print_status(const json_t *data)
             printf("%s: %s\n", table_str(dev, "id"),
                    table_str(e, "vramQuotas"));
     }
+    /* what the shim charges a context there, as acceld measured it */
+    json_array_foreach(devs, i, dev) {
+        const json_t *c = json_object_get(json_object_get(dev, "enforcement"),
+                                          "contextMemory");
+        if (json_is_integer(c))
+            printf("%s: a context takes %lld MiB (measured by acceld)\n",
+                   table_str(dev, "id"),
+                   (long long)(json_integer_value(c) >> 20));
+    }
     json_array_foreach(devs, i, dev)
         if (json_array_size(json_object_get(dev, "foreignUsage")) > 0)
             printf("warning: %s is used by processes that hold no binding "

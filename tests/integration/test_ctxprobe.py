@@ -138,6 +138,10 @@ class CtxProbeMeasures(CtxProbeTest):
         # the device's view shows it (the cached JSON was made stale)
         self.assertEqual(self.device(GPU_0)["enforcement"]["contextMemory"],
                          PROBE_CTX)
+        r = self.d.ctl("gpu", "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("%s: a context takes 300 MiB (measured by acceld)" %
+                      GPU_1, r.stdout)
         self.assertEqual(os.listdir(os.path.join(self.d.data_dir, "run",
                                                  "ledgers"))
                          if os.path.isdir(os.path.join(
@@ -165,6 +169,8 @@ class CtxProbeFails(CtxProbeTest):
         self.assertIn("cannot load libcuda.so.1", self.d.log())
         self.assertEqual(self.probe_left(), [])
         self.assertNotIn("contextMemory", self.device(GPU_0)["enforcement"])
+        self.assertNotIn("a context takes",
+                         self.d.ctl("gpu", "status").stdout)
         pid = self.hold("first", 512, "@" + os.path.join(self.d.tmp, "go"))
         cost = self.ctx_cost("first")
         self.assertTrue(cost & CTX_MEASURED, hex(cost))
