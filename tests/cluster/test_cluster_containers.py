@@ -280,7 +280,11 @@ class ClusterContainerTest(unittest.TestCase):
                 data, bound = self.app(a, name), self.bindings(a)
                 if not self.ctr_procs(self.inst2, name):
                     break
-                self.assertIn(data.get("state"), ("stopping", "releasing"),
+                # "unknown": this view lost n2's beat for a moment (the
+                # tests' 3 s lease on a loaded machine: CI's ASan stage saw
+                # it); what must hold then too is the binding
+                self.assertIn(data.get("state"),
+                              ("stopping", "releasing", "unknown"),
                               (a.node, data))
                 self.assertEqual(bound, [name], a.node)
                 seen += 1
