@@ -772,6 +772,34 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.events("memory.reclaim"), [])
         self.assertEqual(self.card_figures()[0], 8 << 30)
 
+    def test_forged_ask_beyond_what_the_quota_has_left_is_refused(self):
+        """An app that already holds its whole quota on the card (4 GiB of
+        4) may still send the shim's ask for 4 GiB (within the quota, but
+        more than it may ever hold beside what it holds), after zeroing
+        its ledger's `used` so that the ledger hides what it holds: acceld
+        answers "no over-quota" at once, by the driver's count of the
+        app's processes, and the victim (orStop) neither unloads nor is
+        stopped. Before, the victim unloaded its 20 GiB for it."""
+        self.elastic(1.5, 1500)
+        pv = self.standin("victim", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        go = os.path.join(self.logs, "go")
+        out = os.path.join(self.logs, "hog.answer")
+        self.standin("hog", "ollama", 4, 4,
+                     beside=[PY3, "-c", FORGE_ON, GPU_A, str(4 << 30), out,
+                             go])
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+        with open(go, "w") as f:
+            f.write("go")
+        ans = self.wait_for(lambda: os.path.exists(out) and read_text(out),
+                            "the answer to hog's ask", timeout=30)
+        self.assertTrue(ans.startswith("no over-quota"), ans)
+        self.assertEqual(self.app("victim")["state"], "running")
+        self.assertEqual(len(call(pv, "GET", "/api/ps")[1]["models"]), 1)
+        self.assertEqual(self.events("memory.reclaim"), [])
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+
     def test_idle_connections_cannot_pile_up_threads(self):
         """The reclaim socket is open to every local user, and each ask
         holds one of acceld's threads (2 s for its line, then the device's
@@ -1025,6 +1053,25 @@ open(sys.argv[3] + ".tmp", "w").write(ans.decode() or "closed")
 os.rename(sys.argv[3] + ".tmp", sys.argv[3])
 time.sleep(300)
 """
+
+
+# offsetof(struct accel_ledger, used) (include/accel/ledger.h)
+LEDGER_USED = 32
+
+# FORGE once the file argv[4] exists, after zeroing the `used` of the
+# app's ledgers: an app that holds memory and hides it from its ledger.
+FORGE_ON = r"""
+import mmap, os, struct, sys, time
+while not os.path.exists(sys.argv[4]):
+    time.sleep(0.05)
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        m = mmap.mmap(fd, 0)
+        os.close(fd)
+        m[%d:%d] = struct.pack("<q", 0)
+""" % (LEDGER_USED, LEDGER_USED + 8) + FORGE
 
 
 if __name__ == "__main__":

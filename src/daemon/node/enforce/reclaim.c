@@ -412,6 +412,42 @@ static pid_t pgrp_of(pid_t pid)
     return (pid_t)g;
 }
 
+/* The processes of app `name` (its cgroup, else the process group of its
+ * leader `leader`) into *out (caller frees; NULL when none): how many. */
+static size_t app_pids(struct reclaim *r, const char *name, pid_t leader,
+                       pid_t **out)
+{
+    pid_t *pids = NULL;
+    ssize_t np = -1;
+    size_t n = 0, cap = 0;
+    DIR *dp;
+    struct dirent *e;
+
+    if (r->d->cg != NULL)
+        np = cgroup_app_procs(r->d->cg, name, &pids);
+    if (np > 0) {
+        *out = pids;
+        return (size_t)np;
+    }
+    free(pids);
+    pids = NULL;
+    dp = leader > 0 ? opendir("/proc") : NULL;
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
+        if (p <= 0 || pgrp_of(p) != leader)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            pids = xrealloc(pids, cap * sizeof(*pids));
+        }
+        pids[n++] = p;
+    }
+    if (dp != NULL)
+        closedir(dp);
+    *out = pids;
+    return n;
+}
+
 /*
  * Is 127.0.0.1:port listened on by a process of g (its cgroup, else its
  * leader's process group)? What keeps a member's action to its own app:
@@ -422,9 +458,8 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
 {
     unsigned long ino[16];
     bool held[16] = {false}, more;
-    size_t n = listeners(port, ino, 16, &more);
+    size_t n = listeners(port, ino, 16, &more), np;
     pid_t *pids = NULL;
-    ssize_t np = -1;
 
     /* every listener the call may reach must be the app's: one of them
      * someone else's (an IPv4 one beside the app's, a SO_REUSEPORT group)
@@ -436,26 +471,43 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
         for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++)
             if (manifest_port_reached(g->ports[i], port))
                 return true;
-    if (r->d->cg != NULL)
-        np = cgroup_app_procs(r->d->cg, g->name, &pids);
-    for (ssize_t i = 0; i < np && !all_held(held, n); i++)
+    np = app_pids(r, g->name, (pid_t)g->pid, &pids);
+    for (size_t i = 0; i < np && !all_held(held, n); i++)
         holds_socket(pids[i], ino, n, held);
     free(pids);
-    if (np > 0 || g->pid <= 0)
-        return all_held(held, n);
-    { /* no cgroup: the leader's process group */
-        DIR *dp = opendir("/proc");
-        struct dirent *e;
-        while (dp != NULL && !all_held(held, n) &&
-               (e = readdir(dp)) != NULL) {
-            pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
-            if (p > 0 && pgrp_of(p) == (pid_t)g->pid)
-                holds_socket(p, ino, n, held);
-        }
-        if (dp != NULL)
-            closedir(dp);
-    }
     return all_held(held, n);
+}
+
+/*
+ * What the processes of app `name` hold on NVIDIA device uuid as the
+ * driver counts it now (NVML's process list): the part of its quota an
+ * ask can never have. The ledger cannot say it: the app can write it,
+ * and the shim reserves an allocation there before it asks. 0 when
+ * unknown (no NVML, a DRM device: docs/elastic.md says so).
+ */
+static uint64_t driver_held(struct reclaim *r, const char *name, pid_t leader,
+                            const char *uuid)
+{
+    struct nvml_proc *v = NULL;
+    size_t nv = 0, np;
+    pid_t *pids = NULL;
+    uint64_t sum = 0;
+
+    if (r->nv == NULL || is_drm(r->d, uuid) ||
+        nvml_processes(r->nv, uuid, &v, &nv, NULL) != ACCEL_OK || nv == 0) {
+        free(v);
+        return 0;
+    }
+    np = app_pids(r, name, leader, &pids);
+    for (size_t i = 0; i < nv; i++)
+        for (size_t k = 0; k < np; k++)
+            if (v[i].pid == pids[k]) {
+                sum += v[i].used_memory;
+                break;
+            }
+    free(pids);
+    free(v);
+    return sum;
 }
 
 /* ---- calling an action ---- */
@@ -944,8 +996,9 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     struct giver *g;
     size_t n = 0, called = 0;
     int64_t t0 = mono_ms(), deadline, promise_ms;
-    uint64_t fr = 0, need, promised = 0, quota = 0;
+    uint64_t fr = 0, need, promised = 0, quota = 0, mine;
     uint32_t wait_ms;
+    pid_t leader;
     bool ok = false, stopped_any = false;
     int dev, prio;
     struct app *a;
@@ -980,8 +1033,32 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     }
     wait_ms = state_dev_reclaim_wait_ms(d, dev);
     prio = priority_of(a, d->snap.devs[dev].type);
-    g = gather(d, dev, asker, prio, NULL, &n);
+    leader = (pid_t)a->pid;
     pthread_mutex_unlock(&d->lock);
+    /* nor beyond what the asker's quota has left once what its processes
+     * hold there as the driver counts it is taken out: an app that holds
+     * its quota already could otherwise have others unload (or be
+     * stopped) for memory it may never hold */
+    mine = driver_held(r, asker, leader, uuid);
+    if (mine > quota - bytes) {
+        line = xasprintf("no over-quota: %llu bytes is not an allocation "
+                         "within %s's quota on %s (%llu bytes, of which "
+                         "its processes hold %llu as the driver counts "
+                         "it)\n", (unsigned long long)bytes, asker, uuid,
+                         (unsigned long long)quota,
+                         (unsigned long long)mine);
+        answer(fd, line);
+        free(line);
+        return false;
+    }
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, uuid);
+    g = dev >= 0 ? gather(d, dev, asker, prio, NULL, &n) : NULL;
+    pthread_mutex_unlock(&d->lock);
+    if (g == NULL) { /* the device went while the driver was read */
+        answer(fd, "no not a Memory-slicing device of this node\n");
+        return false;
+    }
 
     for (size_t i = 0; i < n; i++) {
         struct ledger_usage u;
