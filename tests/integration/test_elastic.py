@@ -417,6 +417,13 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(b["models"], [], "ollama unloaded")
         self.wait_for(lambda: self.card_figures()[0] == 0,
                       "the card freed")
+        # "quota" is no app: nothing got the memory, no record of it
+        self.assertTrue(ev[0]["data"]["cut"], ev)
+        self.assertNotIn("askerGot", ev[0]["data"])
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            self.assertNotIn('app="quota"', r.read().decode())
 
     def test_no_reclaim_never_asked_and_priority_respected(self):
         """An app without reclaim is never asked; one of a higher priority
@@ -525,6 +532,46 @@ class ElasticReclaimTest(RuntimeBase):
                          ("", True), got)
         self.assertEqual(self.app("bobs")["elastic"]["lent"]["lastTo"],
                          "alices")  # the admin sees the names
+
+    def test_a_reused_name_does_not_inherit_what_the_old_app_lent(self):
+        """What an app lent and got is kept by its name: alice's "ollama"
+        lends 20 GiB, alice deletes it, and bob installs an app of his
+        own under the name. Bob's app lent nothing: its JSON and bob's
+        /metrics say so, also after an acceld restart (the replay of the
+        kept events credits only the app of that name that was there at
+        the lend). Before, bob read alice's history as his app's."""
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("ollama", "ollama", 20, 20, token=ta,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual(self.app("ollama")["elastic"]["lent"]["bytes"],
+                         20 << 30)
+        st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
+        self.assertEqual(st, 200, b)
+        self.standin("ollama", "comfyui", 4, 4, token=tb)
+
+        def bobs_view():
+            st, b = self.d.http("GET", "/api/apps/ollama", token=tb)
+            self.assertEqual(st, 200, b)
+            req = urllib.request.Request(self.d.url + "/metrics", headers={
+                "Authorization": "Bearer " + tb})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                m = r.read().decode()
+            return (b["data"]["elastic"]["lent"],
+                    [l for l in m.split("\n")
+                     if 'app="ollama"' in l and "lent" in l and
+                     not l.endswith(" 0")])
+        self.assertEqual(bobs_view(), (None, []))
+        self.d.stop()
+        self.d.start()
+        self.assertEqual(bobs_view(), (None, []))
+        got = self.app("comfyui")["elastic"]["reclaimed"]
+        self.assertEqual(got["bytes"], 20 << 30, got)
 
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and

@@ -137,12 +137,13 @@ static void fmt_gib(uint64_t b, char *out, size_t cap)
 /* giver gave back bytes for asker: recorded, and the totals after it
  * returned for the event that persists them (caller frees). */
 static json_t *note_lent(struct reclaim *r, const char *giver,
-                         const char *to, uint64_t bytes)
+                         const char *to, bool to_is_app, uint64_t bytes)
 {
     json_t *totals = NULL;
 
     pthread_mutex_lock(&r->mu);
-    lentbook_note(&r->book, giver, to, bytes, util_wall_ms(), &totals);
+    lentbook_note(&r->book, giver, to, to_is_app, bytes, util_wall_ms(),
+                  &totals);
     r->bytes_reclaimed += bytes;
     pthread_mutex_unlock(&r->mu);
     return totals;
@@ -933,10 +934,11 @@ static void stop_app(struct accel_daemon *d, const char *name)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* The events of what each called giver gave (d->lock taken here). */
+/* The events of what each called giver gave (d->lock taken here);
+ * asker_is_app false for a cut quota's give-back (asker "quota"). */
 static void report_givers(struct reclaim *r, const char *asker,
-                          const char *uuid, struct giver *g, size_t n,
-                          int64_t t0)
+                          bool asker_is_app, const char *uuid,
+                          struct giver *g, size_t n, int64_t t0)
 {
     struct accel_daemon *d = r->d;
     int64_t ms = mono_ms() - t0;
@@ -955,7 +957,7 @@ static void report_givers(struct reclaim *r, const char *asker,
         freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
                                             : 0;
         if (freed > 0)
-            totals = note_lent(r, g[i].name, asker, freed);
+            totals = note_lent(r, g[i].name, asker, asker_is_app, freed);
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
@@ -965,6 +967,8 @@ static void report_givers(struct reclaim *r, const char *asker,
                          g[i].stopped);
         if (totals != NULL) /* what persists the book (reclaim_start) */
             json_object_update(data, totals);
+        if (!asker_is_app) /* no app's: a replay credits no "quota" app */
+            json_object_set_new(data, "cut", json_true());
         json_decref(totals);
         pthread_mutex_lock(&d->lock);
         asker_app = state_app_find(d, asker);
@@ -1155,7 +1159,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     answer(fd, line); /* first: the asker waits for nothing below */
     free(line);
     free(why);
-    report_givers(r, asker, uuid, g, called, t0);
+    report_givers(r, asker, true, uuid, g, called, t0);
     if (!ok) {
         json_t *list = json_array(), *data;
         char *msg;
@@ -1383,7 +1387,7 @@ static void *give_back_thread(void *arg)
             struct timespec ts = {0, 50 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        report_givers(r, j->why, j->dev, g, n, t0);
+        report_givers(r, j->why, false, j->dev, g, n, t0);
     }
     givers_free(g, n);
     giving_release(r, j->app, j->dev);
@@ -1588,13 +1592,25 @@ static int listen_at(const char *path)
     return fd;
 }
 
-/* One kept memory.reclaim event of this node into the book. */
+/* When the app of that name now was made (what of a lend it may be
+ * credited with: lentbook_replay_since), INT64_MAX when there is none.
+ * d->lock held. */
+static int64_t made_at(struct accel_daemon *d, const char *name)
+{
+    const struct app *a = name != NULL ? state_app_find(d, name) : NULL;
+
+    return a != NULL ? a->created_ms : INT64_MAX;
+}
+
+/* One kept memory.reclaim event of this node into the book (d->lock
+ * held): each side only to the app of its name that was there then. */
 static enum accel_err replay_one(void *ctx, const struct store_event *e)
 {
     struct reclaim *r = ctx;
     json_t *data;
     const char *giver, *asker;
     json_int_t bytes;
+    int64_t asker_since;
 
     if (e->node == NULL || e->data == NULL ||
         strcmp(e->node, r->d->cfg.node_name) != 0)
@@ -1603,9 +1619,12 @@ static enum accel_err replay_one(void *ctx, const struct store_event *e)
     giver = json_string_value(json_object_get(data, "giver"));
     asker = json_string_value(json_object_get(data, "asker"));
     bytes = json_integer_value(json_object_get(data, "bytes"));
+    asker_since = json_is_true(json_object_get(data, "cut"))
+                      ? INT64_MAX : made_at(r->d, asker);
     if (giver != NULL && asker != NULL && bytes > 0)
-        lentbook_replay(&r->book, giver, asker, (uint64_t)bytes, e->ts_ms,
-                        data, util_wall_ms());
+        lentbook_replay_since(&r->book, giver, made_at(r->d, giver), asker,
+                              asker_since, (uint64_t)bytes, e->ts_ms, data,
+                              util_wall_ms());
     json_decref(data);
     return ACCEL_OK;
 }
@@ -1753,6 +1772,17 @@ static json_t *side_json(const struct lent_side *s, const char *peer_key)
                      (json_int_t)s->bytes, "count", (json_int_t)s->count,
                      "lastAt", (json_int_t)s->at, "lastBytes",
                      (json_int_t)s->last, peer_key, s->peer);
+}
+
+void reclaim_app_removed(struct accel_daemon *d, const char *app)
+{
+    struct reclaim *r = d->reclaim;
+
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    lentbook_forget(&r->book, app);
+    pthread_mutex_unlock(&r->mu);
 }
 
 json_t *reclaim_app_json(struct accel_daemon *d, const char *app)
