@@ -847,6 +847,28 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.events("memory.reclaim"), [])
         self.assertEqual(self.card_figures()[0], 24 << 30)
 
+    def test_a_giver_that_zeroes_its_ledger_is_still_asked(self):
+        """A giver's ledger is its own to write: one that holds 20 GiB and
+        keeps its ledger's `used` at 0 is still asked (acceld reads what
+        its processes hold as the driver counts it), so the asker gets its
+        memory and the lend is counted by the driver's figures. Before,
+        it was never asked and the asker's failure said "no other app
+        holds memory there"."""
+        self.elastic(1.5, 1500)
+        zeroed = os.path.join(self.logs, "zeroed")
+        po = self.standin("hider", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p},
+                          beside=[PY3, "-c", ZERO_USED, zeroed])
+        self.wait_for(lambda: os.path.exists(zeroed), "the ledger zeroed")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(call(po, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["bytes"]),
+                         ("hider", 20 << 30), ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def test_idle_connections_cannot_pile_up_threads(self):
         """The reclaim socket is open to every local user, and each ask
         holds one of acceld's threads (2 s for its line, then the device's
@@ -1119,6 +1141,27 @@ for line in open(os.environ["ACCEL_CONFIG"]):
         os.close(fd)
         m[%d:%d] = struct.pack("<q", 0)
 """ % (LEDGER_USED, LEDGER_USED + 8) + FORGE
+
+
+# A process of the app that keeps its ledgers' `used` at 0 once its
+# model is loaded (the shim charged it), as an app that hides what it
+# holds could; argv[1] is made once it has zeroed a charge.
+ZERO_USED = r"""
+import mmap, os, struct, sys, time
+maps = []
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        maps.append(mmap.mmap(fd, 0))
+        os.close(fd)
+for _ in range(6000):
+    for m in maps:
+        if struct.unpack("<q", m[%d:%d])[0] > 0:
+            m[%d:%d] = struct.pack("<q", 0)
+            open(sys.argv[1], "a").close()
+    time.sleep(0.05)
+""" % (LEDGER_USED, LEDGER_USED + 8, LEDGER_USED, LEDGER_USED + 8)
 
 
 if __name__ == "__main__":

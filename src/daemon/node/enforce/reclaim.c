@@ -116,6 +116,7 @@ struct giver {
     bool container;
     uint64_t quota;                    /* its quota on the device */
     uint64_t held, held_after;
+    bool by_driver;                    /* held is the driver's count */
     int64_t active_ms;                 /* mono ms the device last showed it
                                         * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
@@ -511,6 +512,25 @@ static uint64_t driver_held(struct reclaim *r, const char *name, pid_t leader,
     return sum;
 }
 
+/* What giver g holds on uuid now: what its processes hold as the driver
+ * counts it, where NVML shows any (the app cannot write that), else what
+ * its ledger says, up to its quota (the ledger is the app's to write: a
+ * giver that zeroes it must still be asked, and named as a holder).
+ * *driver (may be NULL): whether it is the driver's count. */
+static uint64_t holds_now(struct reclaim *r, const char *name, pid_t leader,
+                          const char *ledger, uint64_t quota,
+                          const char *uuid, bool *driver)
+{
+    struct ledger_usage u;
+    uint64_t drv = driver_held(r, name, leader, uuid), led = 0;
+
+    if (ledger_read(ledger, &u) == ACCEL_OK)
+        led = u.used < quota ? u.used : quota;
+    if (driver != NULL)
+        *driver = drv > 0;
+    return drv > 0 ? drv : led;
+}
+
 /* ---- calling an action ---- */
 
 struct body {
@@ -778,37 +798,62 @@ static int by_idleness(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
-/* Who else holds what on dev, into list: {app, owner, bytes, why}
- * (d->lock taken here). */
-static void holders(struct accel_daemon *d, const char *uuid,
-                    const char *asker, json_t *list)
+/* Who else holds what on dev, into list: {app, owner, bytes, why}: the
+ * apps copied under d->lock, what each holds read without it (holds_now:
+ * the driver's count where NVML shows it, so that a ledger zeroed by its
+ * app hides nothing from the event). */
+static void holders(struct reclaim *r, const char *uuid, const char *asker,
+                    json_t *list)
 {
+    struct accel_daemon *d = r->d;
+    struct giver *h = NULL;
+    const char **why = NULL;
+    char **owner = NULL;
+    size_t n = 0;
     int dev;
 
     pthread_mutex_lock(&d->lock);
     dev = state_dev_find(d, uuid);
+    if (dev >= 0 && d->napps > 0) {
+        h = xcalloc(d->napps, sizeof(*h));
+        why = xcalloc(d->napps, sizeof(*why));
+        owner = xcalloc(d->napps, sizeof(*owner));
+    }
     for (size_t i = 0; dev >= 0 && i < d->napps; i++) {
         const struct app *b = d->apps[i];
-        char path[512];
-        struct ledger_usage u;
         const struct manifest_reclaim *m =
             manifest_reclaim_of(&b->m, d->snap.devs[dev].type);
         for (size_t k = 0; strcmp(b->name, asker) != 0 && k < b->nrows;
              k++) {
             if ((int)b->rows[k].dev != dev || b->pid <= 0 ||
-                !runtime_ledger_of(d, b, k, path, sizeof path) ||
-                ledger_read(path, &u) != ACCEL_OK || u.used == 0)
+                !runtime_ledger_of(d, b, k, h[n].ledger,
+                                   sizeof h[n].ledger))
                 continue;
-            json_array_append_new(
-                list,
-                json_pack("{s:s, s:s, s:I, s:s}", "app", b->name, "owner",
-                          b->owner, "bytes", (json_int_t)u.used, "why",
-                          m == NULL || m->kind == MANIFEST_RECLAIM_NONE
-                              ? "no reclaim"
-                              : "priority too high, or gave too little"));
+            util_strlcpy(h[n].name, b->name, sizeof h[n].name);
+            h[n].pid = b->pid;
+            h[n].quota = b->rows[k].memory;
+            owner[n] = xstrdup(b->owner);
+            why[n] = m == NULL || m->kind == MANIFEST_RECLAIM_NONE
+                         ? "no reclaim"
+                         : "priority too high, or gave too little";
+            n++;
+            break;
         }
     }
     pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t held = holds_now(r, h[i].name, (pid_t)h[i].pid,
+                                  h[i].ledger, h[i].quota, uuid, NULL);
+        if (held > 0)
+            json_array_append_new(
+                list, json_pack("{s:s, s:s, s:I, s:s}", "app", h[i].name,
+                                "owner", owner[i], "bytes", (json_int_t)held,
+                                "why", why[i]));
+        free(owner[i]);
+    }
+    free(h);
+    free(why);
+    free(owner);
 }
 
 /* The name of app (of owner, NULL unknown) as the viewer sees it. */
@@ -952,8 +997,15 @@ static void report_givers(struct reclaim *r, const char *asker,
         bool changed;
         if (!g[i].called)
             continue;
-        g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
-                              ? u.used : 0;
+        /* by the same count as before the call: the driver's where it
+         * showed the giver (a ledger zeroed after the call must not
+         * count as memory given), else the ledger's */
+        if (g[i].by_driver)
+            g[i].held_after = driver_held(r, g[i].name, (pid_t)g[i].pid,
+                                          uuid);
+        else
+            g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
+                                  ? u.used : 0;
         freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
                                             : 0;
         if (freed > 0)
@@ -1064,13 +1116,9 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         return false;
     }
 
-    for (size_t i = 0; i < n; i++) {
-        struct ledger_usage u;
-        /* the ledger is the app's to write: what it says it holds
-         * counts up to its quota, no more */
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
-            g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
-    }
+    for (size_t i = 0; i < n; i++)
+        g[i].held = holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              g[i].quota, uuid, &g[i].by_driver);
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
                                           : PROMISE_MS;
@@ -1129,12 +1177,11 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
             for (size_t i = 0; i < called; i++) {
-                struct ledger_usage u;
                 /* what it holds now: one that gave all it held back is
                  * spared (stopping it would free nothing more) */
                 if (!g[i].act.or_stop || g[i].held == 0 ||
-                    (ledger_read(g[i].ledger, &u) == ACCEL_OK &&
-                     u.used == 0))
+                    holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              g[i].quota, uuid, NULL) == 0)
                     continue;
                 stop_app(d, g[i].name);
                 g[i].stopped = true;
@@ -1164,7 +1211,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         json_t *list = json_array(), *data;
         char *msg;
         bool changed;
-        holders(d, uuid, asker, list);
+        holders(r, uuid, asker, list);
         data = json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker, "bytes",
                          (json_int_t)bytes, "free", (json_int_t)fr, "waitMs",
                          (int)wait_ms, "holders", list);
@@ -1370,11 +1417,10 @@ static void *give_back_thread(void *arg)
         g = gather(d, dev, NULL, 0, j->app, &n);
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < n; i++) {
-        struct ledger_usage u;
         char *what;
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
-            g[i].held = u.used;
         long st;
+        g[i].held = holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              UINT64_MAX, j->dev, &g[i].by_driver);
         what = call_action(r, &g[i], 10000, &st);
         g[i].called = true;
         log_info("reclaim: %s asked to give back %llu bytes on %s (%s): %s",
