@@ -573,6 +573,42 @@ class ElasticReclaimTest(RuntimeBase):
         got = self.app("comfyui")["elastic"]["reclaimed"]
         self.assertEqual(got["bytes"], 20 << 30, got)
 
+    def test_a_reused_name_does_not_show_the_old_apps_events(self):
+        """Events are kept by app name: alice's "ollama" gives 20 GiB back
+        for the admin's app, alice deletes it, bob installs an app of his
+        own under the name. Bob sees none of alice's app's events (its
+        memory.reclaim, install, uninstall), only his own app's; alice
+        still sees hers (the owner they recorded). Before, bob read them
+        all as his app's."""
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("ollama", "ollama", 20, 20, token=ta,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
+        self.assertEqual(st, 200, b)
+        self.standin("ollama", "comfyui", 4, 4, token=tb)
+
+        def seen(token):
+            st, b = self.d.http("GET", "/api/events?limit=1000",
+                                token=token)
+            self.assertEqual(st, 200, b)
+            return [e for e in b["data"] if e.get("app") == "ollama"]
+        bobs = seen(tb)
+        self.assertEqual([e for e in bobs if e["kind"] == "memory.reclaim"],
+                         [], bobs)
+        self.assertEqual({e["data"].get("owner") for e in bobs}, {"bob"},
+                         bobs)
+        alices = seen(ta)
+        self.assertEqual(len([e for e in alices
+                              if e["kind"] == "memory.reclaim"]), 1, alices)
+        self.assertEqual({e["data"].get("owner") for e in alices},
+                         {"alice"}, alices)
+
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and
         does not wake by itself: acceld wakes it (POST /wake_up) once the
