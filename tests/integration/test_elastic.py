@@ -609,6 +609,33 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual({e["data"].get("owner") for e in alices},
                          {"alice"}, alices)
 
+    def test_an_app_named_quota_is_hidden_like_any_other(self):
+        """A cut quota's give-back names its asker "quota"; a member may
+        name an app "quota" too. carol's app "quota" takes 20 GiB from
+        dave's app: dave reads it as "another user's app", without what
+        carol's app got in all (askerGot), in the event and in his app's
+        JSON. Before, the name alone made it a cut: shown, with totals."""
+        carol = self.d.http("POST", "/api/users", {"name": "carol"})[1]
+        dave = self.d.http("POST", "/api/users", {"name": "dave"})[1]
+        tc, td = carol["data"]["token"], dave["data"]["token"]
+        self.standin("dgiver", "ollama", 20, 20, token=td,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pq = self.standin("quota", "comfyui", 16, 16, token=tc)
+        st, b = call(pq, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        seen = self.member_events(td, "memory.reclaim")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertEqual((seen[0]["data"]["asker"],
+                          seen[0]["data"].get("askerHidden")), ("", True),
+                         seen)
+        self.assertNotIn("askerGot", seen[0]["data"])
+        self.assertIn("for another user's app", seen[0]["message"])
+        st, b = self.d.http("GET", "/api/apps/dgiver", token=td)
+        lent = b["data"]["elastic"]["lent"]
+        self.assertEqual((lent["lastTo"], lent.get("lastToHidden")),
+                         ("", True), lent)
+
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and
         does not wake by itself: acceld wakes it (POST /wake_up) once the

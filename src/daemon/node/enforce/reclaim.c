@@ -922,14 +922,19 @@ static char *given_message(json_t *data, const char *device,
     const char *stopped = json_is_true(json_object_get(data, "stopped"))
                               ? " (stopped: its reclaim says orStop)"
                               : "";
+    const char *asker_owner =
+        json_string_value(json_object_get(data, "askerOwner"));
     char gib[32], *msg;
     bool hidden = false;
+    /* a cut quota's give-back says so ("cut", or, from an acceld before
+     * it, asker "quota" with no owner): an app may be named "quota" too,
+     * and its name and totals are hidden like any other app's */
+    bool cut = json_is_true(json_object_get(data, "cut")) ||
+               (asker != NULL && strcmp(asker, "quota") == 0 &&
+                asker_owner == NULL);
 
-    if (asker != NULL && strcmp(asker, "quota") != 0)
-        asker = seen_name(asker,
-                          json_string_value(
-                              json_object_get(data, "askerOwner")),
-                          hide, ctx, &hidden);
+    if (asker != NULL && !cut)
+        asker = seen_name(asker, asker_owner, hide, ctx, &hidden);
     asker = asker != NULL ? asker : "";
     giver = giver != NULL ? giver : "";
     device = device != NULL ? device : "?";
