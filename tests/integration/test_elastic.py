@@ -1063,6 +1063,32 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    # OPEN HOLE (red team, medium; not fixed: too large for this stop).
+    # Givers are called one after the other, each call bounded by half of
+    # what is left of the wait, so one that hangs leaves time for the
+    # next, but k that hang leave 1/2^k of it: a member who installs a
+    # few idle apps holding a little memory each, with a reclaim action
+    # that never answers, has every short allocation on the card fail
+    # (here 8 such apps leave the good giver ~12 ms of 3 s, and its unload
+    # takes 0.5 s). The fix is to call givers at once (each call on its
+    # own thread, bounded in number) or to stop asking a giver whose last
+    # call freed nothing; docs/elastic.md "Limits today" says so.
+    @unittest.expectedFailure
+    def test_many_hanging_givers_do_not_starve_a_good_one(self):
+        """Eight idle apps of 2 GiB whose actions hang are asked before
+        the good giver (2 GiB, unloads in 0.5 s): the asker should still
+        get its memory within the wait."""
+        self.elastic(1.5, 3000)
+        for i in range(8):
+            self.standin("hung%d" % i, "ollama", 2, 2, flags=("--hang",),
+                         reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.3)  # the reconciler sees them idle before the good
+        self.standin("good", "ollama", 2, 2, flags=("--unload-ms", "500"),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 8, 8)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+
     def test_many_slow_unloads_bounded_by_the_wait(self):
         """A giver's Ollama routes list 40 models, and each unload takes
         0.5 s: the preset's calls share the giver's time, not one timeout
