@@ -1089,6 +1089,55 @@ class ElasticReclaimTest(RuntimeBase):
         st, b = call(pc, "POST", "/prompt", {})
         self.assertEqual((st, b["loaded"]), (200, True), b)
 
+    def test_givers_that_freed_nothing_are_asked_last(self):
+        """Five idle apps of 2 GiB whose actions hang are asked first (the
+        idlest) and take the wait of the first short allocation (the open
+        hole above). Once each is seen to have freed nothing, it is asked
+        after the others: the good giver (it freed, late, then reloaded)
+        is asked first at a next ask, and the asker gets its memory.
+        Before, every ask on the card failed the same way. (The card: 10
+        GiB of hangers, 2 of the good giver, the asker's 14 short by 2.)"""
+        self.elastic(1.5, 3000)
+        for i in range(5):
+            self.standin("hung%d" % i, "ollama", 2, 2, flags=("--hang",),
+                         reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.3)  # the reconciler sees them idle before the good
+        pg = self.standin("good", "ollama", 2, 2,
+                          flags=("--unload-ms", "500"),
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 14, 14)
+
+        def marks(fmt):
+            log = self.d.log()
+            return {i for i in range(5) if fmt % i in log}
+        asks = 0
+        while True:
+            asks += 1
+            st, b = call(pc, "POST", "/prompt", {})
+            if (st, b["loaded"]) == (200, True) or asks == 4:
+                break
+            # the hangers it called are judged; the good giver's late
+            # unload lands, and its next request reloads it
+            # (an acceld that judges no giver says nothing: then the
+            # next ask comes after 10 s, and fails as this one did)
+            end = time.monotonic() + 10
+            while (not marks(": hung%d (holds") <=
+                   marks("hung%d freed nothing") and
+                   time.monotonic() < end):
+                time.sleep(0.05)
+            if ": good (holds" in self.d.log():
+                self.wait_for(lambda: call(pg, "GET", "/api/ps")[1]
+                              ["models"] == [], "the good giver's unload")
+                st, b = call(pg, "POST", "/api/generate",
+                             {"model": "m:latest", "prompt": "hi"})
+                self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual((st, b["loaded"]), (200, True),
+                         "after %d asks: %s" % (asks, b))
+        self.assertLessEqual(asks, 3)
+        self.assertNotIn("good freed nothing", self.d.log())
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def test_many_slow_unloads_bounded_by_the_wait(self):
         """A giver's Ollama routes list 40 models, and each unload takes
         0.5 s: the preset's calls share the giver's time, not one timeout

@@ -55,6 +55,10 @@
 #define GIVING_MAX 64        /* give-backs in flight (one per app, device) */
 #define PROMISE_MS 1000      /* how long a giver's 2xx counts as memory to
                               * come (at most a quarter of the wait) */
+#define VERDICT_MS 2000      /* how long after an ask a giver that freed
+                              * nothing by then still may (a slow unload) */
+#define MAX_VERDICTS 64      /* givers watched after an ask */
+#define MAX_UNHELPFUL 64     /* givers asked after the others */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -70,6 +74,19 @@ struct sleeper {
     struct appdev at;                  /* first: appdev_find's key */
     uint64_t bytes;                    /* what it gave */
     bool waking;                       /* a wake_thread is under way */
+};
+
+/* A giver called that had freed nothing when its ask ended: watched for
+ * a while (a slow unload may still land), then, if it still holds what
+ * it held, asked after the others from then on (unhelpful): a few idle
+ * apps whose actions hang or lie would otherwise be asked first at every
+ * ask and take the whole wait. */
+struct verdict {
+    struct appdev at;                  /* first: appdev_find's key */
+    char ledger[512];
+    int64_t pid;
+    uint64_t quota, before;            /* holds_now's figure at the call */
+    int64_t until;                     /* mono ms the watch ends */
 };
 
 struct reclaim {
@@ -103,6 +120,11 @@ struct reclaim {
      * so that cut after cut while the action hangs costs one thread */
     struct appdev giving[GIVING_MAX];
     size_t ngiving;
+    /* the givers that freed nothing when asked (struct verdict) */
+    struct verdict verdicts[MAX_VERDICTS];
+    size_t nverdict;
+    struct appdev unhelpful[MAX_UNHELPFUL];
+    size_t nunhelpful;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -121,6 +143,7 @@ struct giver {
                                         * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
+    bool unhelpful;                    /* freed nothing when last asked */
 };
 
 /* ---- small helpers ---- */
@@ -791,6 +814,8 @@ static int by_idleness(const void *pa, const void *pb)
 {
     const struct giver *a = pa, *b = pb;
 
+    if (a->unhelpful != b->unhelpful) /* those that freed before first */
+        return a->unhelpful ? 1 : -1;
     if (a->active_ms != b->active_ms)
         return a->active_ms < b->active_ms ? -1 : 1; /* idlest first */
     if (a->held != b->held)
@@ -984,6 +1009,68 @@ static void stop_app(struct accel_daemon *d, const char *name)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* A called giver's standing: one that freed is helpful again; one that
+ * freed nothing yet is watched (check_verdicts). */
+static void judge(struct reclaim *r, const struct giver *g, const char *uuid,
+                  uint64_t freed)
+{
+    pthread_mutex_lock(&r->mu);
+    if (freed > 0 || g->stopped) {
+        appdev_remove(r->unhelpful, sizeof r->unhelpful[0], &r->nunhelpful,
+                      g->name, uuid);
+    } else if (appdev_find(r->verdicts, sizeof r->verdicts[0], r->nverdict,
+                           g->name, uuid) == r->nverdict &&
+               r->nverdict < MAX_VERDICTS) {
+        struct verdict *v = &r->verdicts[r->nverdict++];
+        memset(v, 0, sizeof(*v));
+        appdev_set(&v->at, g->name, uuid);
+        util_strlcpy(v->ledger, g->ledger, sizeof v->ledger);
+        v->pid = g->pid;
+        v->quota = g->quota;
+        v->before = g->held;
+        v->until = mono_ms() + VERDICT_MS;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The watched givers: one whose memory went down is helpful; one still
+ * holding what it held when its watch ends is asked after the others. */
+static void check_verdicts(struct reclaim *r)
+{
+    struct verdict due[MAX_VERDICTS];
+    size_t n;
+
+    pthread_mutex_lock(&r->mu);
+    n = r->nverdict;
+    memcpy(due, r->verdicts, n * sizeof due[0]);
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        const struct verdict *v = &due[i];
+        uint64_t now = holds_now(r, v->at.app, (pid_t)v->pid, v->ledger,
+                                 v->quota, v->at.dev, NULL);
+        bool freed = now < v->before, over = mono_ms() >= v->until;
+        if (!freed && !over)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        appdev_remove(r->verdicts, sizeof r->verdicts[0], &r->nverdict,
+                      v->at.app, v->at.dev);
+        if (freed)
+            appdev_remove(r->unhelpful, sizeof r->unhelpful[0],
+                          &r->nunhelpful, v->at.app, v->at.dev);
+        else if (appdev_find(r->unhelpful, sizeof r->unhelpful[0],
+                             r->nunhelpful, v->at.app, v->at.dev) ==
+                     r->nunhelpful &&
+                 r->nunhelpful < MAX_UNHELPFUL)
+            appdev_set(&r->unhelpful[r->nunhelpful++], v->at.app,
+                       v->at.dev);
+        pthread_mutex_unlock(&r->mu);
+        if (!freed)
+            log_info("reclaim: %s freed nothing on %s when asked: asked "
+                     "after the others from now on, until it gives memory "
+                     "back", v->at.app, v->at.dev);
+    }
+}
+
 /* The events of what each called giver gave (d->lock taken here);
  * asker_is_app false for a cut quota's give-back (asker "quota"). */
 static void report_givers(struct reclaim *r, const char *asker,
@@ -1015,6 +1102,7 @@ static void report_givers(struct reclaim *r, const char *asker,
                                             : 0;
         if (freed > 0)
             totals = note_lent(r, g[i].name, asker, asker_is_app, freed);
+        judge(r, &g[i], uuid, freed);
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
@@ -1124,6 +1212,12 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     for (size_t i = 0; i < n; i++)
         g[i].held = holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
                               g[i].quota, uuid, &g[i].by_driver);
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++)
+        g[i].unhelpful = appdev_find(r->unhelpful, sizeof r->unhelpful[0],
+                                     r->nunhelpful, g[i].name, uuid) <
+                         r->nunhelpful;
+    pthread_mutex_unlock(&r->mu);
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
                                           : PROMISE_MS;
@@ -1560,9 +1654,10 @@ static void *accept_thread(void *arg)
         struct ucred cr;
         socklen_t crlen = sizeof cr;
         int fd, k;
-        size_t sleeping;
+        size_t sleeping, watched;
         pthread_mutex_lock(&r->mu);
         sleeping = r->nsleep;
+        watched = r->nverdict;
         pthread_mutex_unlock(&r->mu);
         /* a sleeper may be added while we wait: look every
          * WAKE_CHECK_MS (four wake-ups a second, nothing more) */
@@ -1576,6 +1671,8 @@ static void *accept_thread(void *arg)
             break;
         if (sleeping > 0)
             check_sleepers(r);
+        if (watched > 0)
+            check_verdicts(r);
         if (p[0].revents == 0)
             continue;
         fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -1833,6 +1930,9 @@ void reclaim_app_removed(struct accel_daemon *d, const char *app)
         return;
     pthread_mutex_lock(&r->mu);
     lentbook_forget(&r->book, app);
+    for (size_t i = r->nunhelpful; i-- > 0;) /* any device */
+        if (strcmp(r->unhelpful[i].app, app) == 0)
+            r->unhelpful[i] = r->unhelpful[--r->nunhelpful];
     pthread_mutex_unlock(&r->mu);
 }
 
