@@ -930,6 +930,13 @@ static void find_shim(struct accel_daemon *d)
         free(p);
     }
 }
+/* An app leaves for good: its logs go, and what it lent and got. */
+static void app_removed(struct accel_daemon *d, const struct app *a)
+{
+    logs_app_removed(d, a);
+    reclaim_app_removed(d, a->name);
+}
+
 /* A live quota cut left an app above its new quota (SPEC 4.4): its reclaim
  * action is asked for what passes the quota (issue 46 items 3 and 4); an
  * app with none keeps getting refusals until it frees by itself. */
@@ -988,7 +995,7 @@ int daemon_main(int argc, char **argv)
                                     .device_changed = view_touch,
                                     .rows_released = runtime_release_files,
                                     .held_outside = runtime_held_outside,
-                                    .app_removed = logs_app_removed,
+                                    .app_removed = app_removed,
                                     .app_lingering = reconcile_app_lingering,
                                     .quota_over = quota_over};
     rc = parse_options(d, argc, argv);

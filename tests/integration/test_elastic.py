@@ -417,6 +417,13 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(b["models"], [], "ollama unloaded")
         self.wait_for(lambda: self.card_figures()[0] == 0,
                       "the card freed")
+        # "quota" is no app: nothing got the memory, no record of it
+        self.assertTrue(ev[0]["data"]["cut"], ev)
+        self.assertNotIn("askerGot", ev[0]["data"])
+        req = urllib.request.Request(self.d.url + "/metrics", headers={
+            "Authorization": "Bearer " + self.d.token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            self.assertNotIn('app="quota"', r.read().decode())
 
     def test_no_reclaim_never_asked_and_priority_respected(self):
         """An app without reclaim is never asked; one of a higher priority
@@ -525,6 +532,109 @@ class ElasticReclaimTest(RuntimeBase):
                          ("", True), got)
         self.assertEqual(self.app("bobs")["elastic"]["lent"]["lastTo"],
                          "alices")  # the admin sees the names
+
+    def test_a_reused_name_does_not_inherit_what_the_old_app_lent(self):
+        """What an app lent and got is kept by its name: alice's "ollama"
+        lends 20 GiB, alice deletes it, and bob installs an app of his
+        own under the name. Bob's app lent nothing: its JSON and bob's
+        /metrics say so, also after an acceld restart (the replay of the
+        kept events credits only the app of that name that was there at
+        the lend). Before, bob read alice's history as his app's."""
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("ollama", "ollama", 20, 20, token=ta,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual(self.app("ollama")["elastic"]["lent"]["bytes"],
+                         20 << 30)
+        st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
+        self.assertEqual(st, 200, b)
+        self.standin("ollama", "comfyui", 4, 4, token=tb)
+
+        def bobs_view():
+            st, b = self.d.http("GET", "/api/apps/ollama", token=tb)
+            self.assertEqual(st, 200, b)
+            req = urllib.request.Request(self.d.url + "/metrics", headers={
+                "Authorization": "Bearer " + tb})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                m = r.read().decode()
+            return (b["data"]["elastic"]["lent"],
+                    [l for l in m.split("\n")
+                     if 'app="ollama"' in l and "lent" in l and
+                     not l.endswith(" 0")])
+        self.assertEqual(bobs_view(), (None, []))
+        self.d.stop()
+        self.d.start()
+        self.assertEqual(bobs_view(), (None, []))
+        got = self.app("comfyui")["elastic"]["reclaimed"]
+        self.assertEqual(got["bytes"], 20 << 30, got)
+
+    def test_a_reused_name_does_not_show_the_old_apps_events(self):
+        """Events are kept by app name: alice's "ollama" gives 20 GiB back
+        for the admin's app, alice deletes it, bob installs an app of his
+        own under the name. Bob sees none of alice's app's events (its
+        memory.reclaim, install, uninstall), only his own app's; alice
+        still sees hers (the owner they recorded). Before, bob read them
+        all as his app's."""
+        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
+        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
+        ta, tb = alice["data"]["token"], bob["data"]["token"]
+        self.standin("ollama", "ollama", 20, 20, token=ta,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("comfyui", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
+        self.assertEqual(st, 200, b)
+        self.standin("ollama", "comfyui", 4, 4, token=tb)
+
+        def seen(token):
+            st, b = self.d.http("GET", "/api/events?limit=1000",
+                                token=token)
+            self.assertEqual(st, 200, b)
+            return [e for e in b["data"] if e.get("app") == "ollama"]
+        bobs = seen(tb)
+        self.assertEqual([e for e in bobs if e["kind"] == "memory.reclaim"],
+                         [], bobs)
+        self.assertEqual({e["data"].get("owner") for e in bobs}, {"bob"},
+                         bobs)
+        alices = seen(ta)
+        self.assertEqual(len([e for e in alices
+                              if e["kind"] == "memory.reclaim"]), 1, alices)
+        self.assertEqual({e["data"].get("owner") for e in alices},
+                         {"alice"}, alices)
+
+    def test_an_app_named_quota_is_hidden_like_any_other(self):
+        """A cut quota's give-back names its asker "quota"; a member may
+        name an app "quota" too. carol's app "quota" takes 20 GiB from
+        dave's app: dave reads it as "another user's app", without what
+        carol's app got in all (askerGot), in the event and in his app's
+        JSON. Before, the name alone made it a cut: shown, with totals."""
+        carol = self.d.http("POST", "/api/users", {"name": "carol"})[1]
+        dave = self.d.http("POST", "/api/users", {"name": "dave"})[1]
+        tc, td = carol["data"]["token"], dave["data"]["token"]
+        self.standin("dgiver", "ollama", 20, 20, token=td,
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pq = self.standin("quota", "comfyui", 16, 16, token=tc)
+        st, b = call(pq, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        seen = self.member_events(td, "memory.reclaim")
+        self.assertEqual(len(seen), 1, seen)
+        self.assertEqual((seen[0]["data"]["asker"],
+                          seen[0]["data"].get("askerHidden")), ("", True),
+                         seen)
+        self.assertNotIn("askerGot", seen[0]["data"])
+        self.assertIn("for another user's app", seen[0]["message"])
+        st, b = self.d.http("GET", "/api/apps/dgiver", token=td)
+        lent = b["data"]["elastic"]["lent"]
+        self.assertEqual((lent["lastTo"], lent.get("lastToHidden")),
+                         ("", True), lent)
 
     def test_vllm_sleeps_and_is_woken_when_the_card_has_room(self):
         """vLLM gives memory back by sleeping (POST /sleep?level=1) and
@@ -772,6 +882,56 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.events("memory.reclaim"), [])
         self.assertEqual(self.card_figures()[0], 8 << 30)
 
+    def test_forged_ask_beyond_what_the_quota_has_left_is_refused(self):
+        """An app that already holds its whole quota on the card (4 GiB of
+        4) may still send the shim's ask for 4 GiB (within the quota, but
+        more than it may ever hold beside what it holds), after zeroing
+        its ledger's `used` so that the ledger hides what it holds: acceld
+        answers "no over-quota" at once, by the driver's count of the
+        app's processes, and the victim (orStop) neither unloads nor is
+        stopped. Before, the victim unloaded its 20 GiB for it."""
+        self.elastic(1.5, 1500)
+        pv = self.standin("victim", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p,
+                                             "orStop": True})
+        go = os.path.join(self.logs, "go")
+        out = os.path.join(self.logs, "hog.answer")
+        self.standin("hog", "ollama", 4, 4,
+                     beside=[PY3, "-c", FORGE_ON, GPU_A, str(4 << 30), out,
+                             go])
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+        with open(go, "w") as f:
+            f.write("go")
+        ans = self.wait_for(lambda: os.path.exists(out) and read_text(out),
+                            "the answer to hog's ask", timeout=30)
+        self.assertTrue(ans.startswith("no over-quota"), ans)
+        self.assertEqual(self.app("victim")["state"], "running")
+        self.assertEqual(len(call(pv, "GET", "/api/ps")[1]["models"]), 1)
+        self.assertEqual(self.events("memory.reclaim"), [])
+        self.assertEqual(self.card_figures()[0], 24 << 30)
+
+    def test_a_giver_that_zeroes_its_ledger_is_still_asked(self):
+        """A giver's ledger is its own to write: one that holds 20 GiB and
+        keeps its ledger's `used` at 0 is still asked (acceld reads what
+        its processes hold as the driver counts it), so the asker gets its
+        memory and the lend is counted by the driver's figures. Before,
+        it was never asked and the asker's failure said "no other app
+        holds memory there"."""
+        self.elastic(1.5, 1500)
+        zeroed = os.path.join(self.logs, "zeroed")
+        po = self.standin("hider", "ollama", 20, 20,
+                          reclaim=lambda p: {"preset": "ollama", "port": p},
+                          beside=[PY3, "-c", ZERO_USED, zeroed])
+        self.wait_for(lambda: os.path.exists(zeroed), "the ledger zeroed")
+        pc = self.standin("asker", "comfyui", 16, 16)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual(call(po, "GET", "/api/ps")[1]["models"], [])
+        ev = self.wait_for(lambda: self.reclaims(), "memory.reclaim")
+        self.assertEqual((ev[0]["data"]["giver"], ev[0]["data"]["bytes"]),
+                         ("hider", 20 << 30), ev)
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def test_idle_connections_cannot_pile_up_threads(self):
         """The reclaim socket is open to every local user, and each ask
         holds one of acceld's threads (2 s for its line, then the device's
@@ -903,6 +1063,84 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
         self.assertLessEqual(self.card_figures()[1], 24 << 30)
 
+    # OPEN HOLE (red team, medium; not fixed: too large for this stop).
+    # Givers are called one after the other, each call bounded by half of
+    # what is left of the wait, so one that hangs leaves time for the
+    # next, but k that hang leave 1/2^k of it: a member who installs a
+    # few idle apps holding a little memory each, with a reclaim action
+    # that never answers, has every short allocation on the card fail
+    # (here 8 such apps leave the good giver ~12 ms of 3 s, and its unload
+    # takes 0.5 s). Since, a giver that freed nothing is asked last at the
+    # next asks (test_givers_that_freed_nothing_are_asked_last), so this
+    # costs the first ask only; closing it needs the calls made at once
+    # (each on its own thread, bounded in number); docs/elastic.md
+    # "Limits today" says so.
+    @unittest.expectedFailure
+    def test_many_hanging_givers_do_not_starve_a_good_one(self):
+        """Eight idle apps of 2 GiB whose actions hang are asked before
+        the good giver (1 GiB, unloads in 0.5 s; idler and larger, they
+        come first however the reconciler's passes fall): the asker,
+        short by 1 GiB, should still get its memory within the wait."""
+        self.elastic(1.5, 3000)
+        for i in range(8):
+            self.standin("hung%d" % i, "ollama", 2, 2, flags=("--hang",),
+                         reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.3)  # the reconciler sees them idle before the good
+        self.standin("good", "ollama", 1, 1, flags=("--unload-ms", "500"),
+                     reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 8, 8)
+        st, b = call(pc, "POST", "/prompt", {})
+        self.assertEqual((st, b["loaded"]), (200, True), b)
+
+    def test_givers_that_freed_nothing_are_asked_last(self):
+        """Five idle apps of 2 GiB whose actions hang are asked first (the
+        idlest) and take the wait of the first short allocation (the open
+        hole above). Once each is seen to have freed nothing, it is asked
+        after the others: the good giver (it freed, late, then reloaded)
+        is asked first at a next ask, and the asker gets its memory.
+        Before, every ask on the card failed the same way. (The card: 10
+        GiB of hangers, 1 of the good giver, the asker's 14 short by 1.)"""
+        self.elastic(1.5, 3000)
+        for i in range(5):
+            self.standin("hung%d" % i, "ollama", 2, 2, flags=("--hang",),
+                         reclaim=lambda p: {"preset": "ollama", "port": p})
+        time.sleep(0.3)  # the reconciler sees them idle before the good
+        pg = self.standin("good", "ollama", 1, 1,
+                          flags=("--unload-ms", "500"),
+                          reclaim=lambda p: {"preset": "ollama", "port": p})
+        pc = self.standin("asker", "comfyui", 14, 14)
+
+        def marks(fmt):
+            log = self.d.log()
+            return {i for i in range(5) if fmt % i in log}
+        asks = 0
+        while True:
+            asks += 1
+            st, b = call(pc, "POST", "/prompt", {})
+            if (st, b["loaded"]) == (200, True) or asks == 4:
+                break
+            # the hangers it called are judged; the good giver's late
+            # unload lands, and its next request reloads it
+            # (an acceld that judges no giver says nothing: then the
+            # next ask comes after 10 s, and fails as this one did)
+            end = time.monotonic() + 10
+            while (not marks(": hung%d (holds") <=
+                   marks("hung%d freed nothing") and
+                   time.monotonic() < end):
+                time.sleep(0.05)
+            if ": good (holds" in self.d.log():
+                self.wait_for(lambda: call(pg, "GET", "/api/ps")[1]
+                              ["models"] == [], "the good giver's unload")
+                st, b = call(pg, "POST", "/api/generate",
+                             {"model": "m:latest", "prompt": "hi"})
+                self.assertEqual((st, b["loaded"]), (200, True), b)
+        self.assertEqual((st, b["loaded"]), (200, True),
+                         "after %d asks: %s" % (asks, b))
+        self.assertLessEqual(asks, 3)
+        self.assertNotIn("good freed nothing", self.d.log())
+        self.assertEqual(call(pg, "GET", "/api/ps")[1]["models"], [])
+        self.assertLessEqual(self.card_figures()[1], 24 << 30)
+
     def test_many_slow_unloads_bounded_by_the_wait(self):
         """A giver's Ollama routes list 40 models, and each unload takes
         0.5 s: the preset's calls share the giver's time, not one timeout
@@ -1025,6 +1263,46 @@ open(sys.argv[3] + ".tmp", "w").write(ans.decode() or "closed")
 os.rename(sys.argv[3] + ".tmp", sys.argv[3])
 time.sleep(300)
 """
+
+
+# offsetof(struct accel_ledger, used) (include/accel/ledger.h)
+LEDGER_USED = 32
+
+# FORGE once the file argv[4] exists, after zeroing the `used` of the
+# app's ledgers: an app that holds memory and hides it from its ledger.
+FORGE_ON = r"""
+import mmap, os, struct, sys, time
+while not os.path.exists(sys.argv[4]):
+    time.sleep(0.05)
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        m = mmap.mmap(fd, 0)
+        os.close(fd)
+        m[%d:%d] = struct.pack("<q", 0)
+""" % (LEDGER_USED, LEDGER_USED + 8) + FORGE
+
+
+# A process of the app that keeps its ledgers' `used` at 0 once its
+# model is loaded (the shim charged it), as an app that hides what it
+# holds could; argv[1] is made once it has zeroed a charge.
+ZERO_USED = r"""
+import mmap, os, struct, sys, time
+maps = []
+for line in open(os.environ["ACCEL_CONFIG"]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "device":
+        fd = os.open(f[3], os.O_RDWR)
+        maps.append(mmap.mmap(fd, 0))
+        os.close(fd)
+for _ in range(6000):
+    for m in maps:
+        if struct.unpack("<q", m[%d:%d])[0] > 0:
+            m[%d:%d] = struct.pack("<q", 0)
+            open(sys.argv[1], "a").close()
+    time.sleep(0.05)
+""" % (LEDGER_USED, LEDGER_USED + 8, LEDGER_USED, LEDGER_USED + 8)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ TEST(lentbook_note_updates_both_apps)
     json_t *out = NULL;
 
     lentbook_init(&b);
-    lentbook_note(&b, "ollama", "comfyui", 20 * GiB, T0, NULL);
-    lentbook_note(&b, "ollama", "vllm", 4 * GiB, T0 + 5, &out);
+    lentbook_note(&b, "ollama", "comfyui", true, 20 * GiB, T0, NULL);
+    lentbook_note(&b, "ollama", "vllm", true, 4 * GiB, T0 + 5, &out);
     r = lentbook_find(&b, "ollama");
     ASSERT(r != NULL);
     ASSERT_U64_EQ(r->lent.bytes, 24 * GiB);
@@ -60,7 +60,8 @@ TEST(lentbook_replay_rebuilds_in_any_order)
 
     lentbook_init(&b);
     for (int i = 0; i < 3; i++)
-        lentbook_note(&b, giver[i], asker[i], bytes[i], T0 + i, &ev[i]);
+        lentbook_note(&b, giver[i], asker[i], true, bytes[i], T0 + i,
+                      &ev[i]);
     for (int order = 0; order < 2; order++) {
         lentbook_init(&c);
         for (int k = 0; k < 3; k++) {
@@ -112,7 +113,7 @@ TEST(lentbook_bounded_by_count_least_active_evicted)
     /* app i lends to "sink" at T0 + i: 256 apps and the sink */
     for (int i = 0; i < LENTBOOK_MAX; i++) {
         snprintf(name, sizeof name, "app%d", i);
-        lentbook_note(&b, name, "sink", GiB, T0 + i, NULL);
+        lentbook_note(&b, name, "sink", true, GiB, T0 + i, NULL);
     }
     ASSERT_EQ(b.n, LENTBOOK_MAX);
     /* the sink (active at every lend) stays; app0 and app1, the least
@@ -122,7 +123,7 @@ TEST(lentbook_bounded_by_count_least_active_evicted)
     ASSERT(lentbook_find(&b, "app0") == NULL);
     ASSERT(lentbook_find(&b, "app1") != NULL);
     ASSERT(lentbook_find(&b, "app255") != NULL);
-    lentbook_note(&b, "new", "sink", GiB, T0 + 1000, NULL);
+    lentbook_note(&b, "new", "sink", true, GiB, T0 + 1000, NULL);
     ASSERT_EQ(b.n, LENTBOOK_MAX);
     ASSERT(lentbook_find(&b, "app1") == NULL);
     ASSERT(lentbook_find(&b, "new") != NULL);
@@ -135,9 +136,9 @@ TEST(lentbook_bounded_by_age)
     int64_t now = T0 + 31 * DAY;
 
     lentbook_init(&b);
-    lentbook_note(&b, "old", "older", GiB, T0, NULL);
-    lentbook_note(&b, "edge", "x", GiB, now - LENTBOOK_MAX_AGE_MS, NULL);
-    lentbook_note(&b, "recent", "x", GiB, now - DAY, NULL);
+    lentbook_note(&b, "old", "older", true, GiB, T0, NULL);
+    lentbook_note(&b, "edge", "x", true, GiB, now - LENTBOOK_MAX_AGE_MS, NULL);
+    lentbook_note(&b, "recent", "x", true, GiB, now - DAY, NULL);
     ASSERT_EQ(b.n, 5);
     lentbook_prune(&b, now);
     ASSERT(lentbook_find(&b, "old") == NULL);
@@ -147,15 +148,49 @@ TEST(lentbook_bounded_by_age)
     ASSERT(lentbook_find(&b, "x") != NULL);
     ASSERT_EQ(b.n, 3);
     /* a lend prunes first; a replay skips what is too old */
-    lentbook_note(&b, "y", "z", GiB, now + 2 * DAY, NULL);
+    lentbook_note(&b, "y", "z", true, GiB, now + 2 * DAY, NULL);
     ASSERT(lentbook_find(&b, "edge") == NULL);
     lentbook_replay(&b, "gone", "z", GiB, now - 31 * DAY, NULL, now);
     ASSERT(lentbook_find(&b, "gone") == NULL);
+}
+
+/* A name reused (an app deleted, another installed under its name,
+ * maybe another member's): the new app starts at 0, live (forget) and
+ * after a restart (a replay credits a side only from its app's
+ * creation); a cut quota's "quota" is no app and gets no record. */
+TEST(lentbook_a_reused_name_starts_at_zero)
+{
+    static struct lentbook b;
+
+    lentbook_init(&b);
+    lentbook_note(&b, "ollama", "comfyui", true, 20 * GiB, T0, NULL);
+    lentbook_forget(&b, "ollama");
+    ASSERT(lentbook_find(&b, "ollama") == NULL);
+    ASSERT(lentbook_find(&b, "comfyui") != NULL);
+    lentbook_note(&b, "ollama", "quota", false, GiB, T0 + 1, NULL);
+    ASSERT(lentbook_find(&b, "quota") == NULL);
+    ASSERT_U64_EQ(lentbook_find(&b, "ollama")->lent.bytes, GiB);
+
+    /* the replay: "ollama" now was made at T0 + 10; "comfyui" at T0 */
+    lentbook_init(&b);
+    lentbook_replay_since(&b, "ollama", T0 + 10, "comfyui", T0, 20 * GiB,
+                          T0 + 5, NULL, T0 + 100);
+    ASSERT(lentbook_find(&b, "ollama") == NULL);
+    ASSERT_U64_EQ(lentbook_find(&b, "comfyui")->got.bytes, 20 * GiB);
+    lentbook_replay_since(&b, "ollama", T0 + 10, "comfyui", T0, 2 * GiB,
+                          T0 + 20, NULL, T0 + 100);
+    ASSERT_U64_EQ(lentbook_find(&b, "ollama")->lent.bytes, 2 * GiB);
+    /* no app of that name now: nothing of it */
+    lentbook_replay_since(&b, "gone", INT64_MAX, "alsogone", INT64_MAX, GiB,
+                          T0 + 30, NULL, T0 + 100);
+    ASSERT(lentbook_find(&b, "gone") == NULL);
+    ASSERT(lentbook_find(&b, "alsogone") == NULL);
 }
 
 #define LIST(XX)                                                               \
     XX(lentbook_note_updates_both_apps)                                        \
     XX(lentbook_replay_rebuilds_in_any_order)                                  \
     XX(lentbook_bounded_by_count_least_active_evicted)                         \
-    XX(lentbook_bounded_by_age)
+    XX(lentbook_bounded_by_age)                                                \
+    XX(lentbook_a_reused_name_starts_at_zero)
 TEST_MAIN(LIST)

@@ -512,7 +512,10 @@ struct event_scan {
 /*
  * May member r see event e (d->lock held)? The events of the apps it sees;
  * once an app is gone, by the owner its events recorded (data.owner).
- * Events of no app (modes, nodes, users) are the admins'.
+ * An event older than the app of its name now is of an earlier app of
+ * that name (deleted, maybe another member's, whose name was taken
+ * again): judged as one of an app gone. Events of no app (modes, nodes,
+ * users) are the admins'.
  */
 static bool event_visible(struct http_req *r, const struct store_event *e)
 {
@@ -523,7 +526,7 @@ static bool event_visible(struct http_req *r, const struct store_event *e)
     if (e->app == NULL)
         return false;
     a = state_app_find(r->d, e->app);
-    if (a)
+    if (a && e->ts_ms >= a->created_ms)
         return visible(r, a);
     if (e->data == NULL)
         return false;
@@ -536,16 +539,18 @@ static bool event_visible(struct http_req *r, const struct store_event *e)
 }
 
 /* Whether member r may not see app (of owner, NULL unknown) by name, in
- * an event it sees (d->lock held): an app of another member's, or one
- * gone whose owner the event did not record. */
+ * an event it sees (d->lock held): by the owner the event recorded (the
+ * app of that name now may be a later one, of another member), else an
+ * app of another member's, or one gone. */
 static bool event_hides(void *ctx, const char *app, const char *owner)
 {
     struct http_req *r = ctx;
-    const struct app *a = state_app_find(r->d, app);
-    if (a != NULL)
-        return !visible(r, a);
-    return owner == NULL || (strcmp(owner, r->user.name) != 0 &&
-                             strcmp(owner, ACCEL_SHARED_OWNER) != 0);
+    const struct app *a;
+    if (owner != NULL && owner[0] != '\0')
+        return strcmp(owner, r->user.name) != 0 &&
+               strcmp(owner, ACCEL_SHARED_OWNER) != 0;
+    a = state_app_find(r->d, app);
+    return a == NULL || !visible(r, a);
 }
 
 /* e's data, and its message as member r may see them: the apps of other

@@ -685,7 +685,8 @@ static json_t *app_usage(struct accel_daemon *d, const struct app *a)
 
 /* One side of what an app lent or got, as viewer u sees it: the other
  * app (key) of another member's, or one gone, is "" with <key>Hidden
- * (SPEC 3: "another user's app"); "quota" (a cut quota) is no app. */
+ * (SPEC 3: "another user's app"); "quota" (a cut quota) is no app,
+ * unless an app has that name. */
 static json_t *lent_side_for(struct accel_daemon *d, json_t *side,
                              const char *key, const struct auth_user *u)
 {
@@ -693,10 +694,12 @@ static json_t *lent_side_for(struct accel_daemon *d, json_t *side,
     const struct app *p;
     char *hidden_key;
 
-    if (side == NULL || peer == NULL || u == NULL || u->admin ||
-        strcmp(peer, "quota") == 0)
+    if (side == NULL || peer == NULL || u == NULL || u->admin)
         return side != NULL ? json_incref(side) : json_null();
     p = state_app_find(d, peer);
+    /* a cut quota, unless an app is named so (then judged as an app) */
+    if (p == NULL && strcmp(peer, "quota") == 0)
+        return json_incref(side);
     if (p != NULL && !view_hides(u, p))
         return json_incref(side);
     side = json_deep_copy(side);

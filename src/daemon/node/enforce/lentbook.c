@@ -103,46 +103,77 @@ static json_t *side_json(const struct lent_side *s)
 }
 
 /* Both records of one lend, the giver's first: the asker's never evicts
- * the giver's. */
-static void note(struct lentbook *b, const char *giver, const char *asker,
-                 uint64_t bytes, int64_t at_ms, const json_t *data,
-                 json_t **out)
+ * the giver's. A side whose app is not to be credited (is_giver,
+ * is_asker false: no app of that name was there then) is left out. */
+static void note(struct lentbook *b, const char *giver, bool is_giver,
+                 const char *asker, bool is_asker, uint64_t bytes,
+                 int64_t at_ms, const json_t *data, json_t **out)
 {
-    struct lent_record *g = record_of(b, giver, NULL), *a;
+    struct lent_record *g = NULL, *a;
     const json_t *gl = json_object_get(data, "giverLent");
     const json_t *ag = json_object_get(data, "askerGot");
 
-    side_add(&g->lent, asker, bytes, at_ms, json_is_object(gl) ? gl : NULL);
     if (out != NULL)
-        *out = json_pack("{s:o}", "giverLent", side_json(&g->lent));
-    a = record_of(b, asker, g);
-    side_add(&a->got, giver, bytes, at_ms, json_is_object(ag) ? ag : NULL);
-    if (out != NULL) {
-        json_object_set_new(*out, "askerGot", side_json(&a->got));
-        /* the lend's own time: the event that persists it is stamped a
-         * moment later, and a replay must give back what was shown */
-        json_object_set_new(*out, "lentAt", json_integer(at_ms));
+        *out = json_object();
+    if (is_giver) {
+        g = record_of(b, giver, NULL);
+        side_add(&g->lent, asker, bytes, at_ms,
+                 json_is_object(gl) ? gl : NULL);
+        if (out != NULL)
+            json_object_set_new(*out, "giverLent", side_json(&g->lent));
     }
+    if (is_asker) {
+        a = record_of(b, asker, g);
+        side_add(&a->got, giver, bytes, at_ms,
+                 json_is_object(ag) ? ag : NULL);
+        if (out != NULL)
+            json_object_set_new(*out, "askerGot", side_json(&a->got));
+    }
+    /* the lend's own time: the event that persists it is stamped a
+     * moment later, and a replay must give back what was shown */
+    if (out != NULL)
+        json_object_set_new(*out, "lentAt", json_integer(at_ms));
 }
 
 void lentbook_note(struct lentbook *b, const char *giver, const char *asker,
-                   uint64_t bytes, int64_t now_ms, json_t **out)
+                   bool asker_is_app, uint64_t bytes, int64_t now_ms,
+                   json_t **out)
 {
     lentbook_prune(b, now_ms);
-    note(b, giver, asker, bytes, now_ms, NULL, out);
+    note(b, giver, true, asker, asker_is_app, bytes, now_ms, NULL, out);
+}
+
+void lentbook_replay_since(struct lentbook *b, const char *giver,
+                           int64_t giver_since, const char *asker,
+                           int64_t asker_since, uint64_t bytes, int64_t at_ms,
+                           const json_t *data, int64_t now_ms)
+{
+    const json_t *at = json_object_get(data, "lentAt");
+
+    if (json_is_integer(at)) /* the lend's own time, when it says it */
+        at_ms = (int64_t)json_integer_value(at);
+    if (bytes == 0 || at_ms < now_ms - LENTBOOK_MAX_AGE_MS ||
+        (at_ms < giver_since && at_ms < asker_since))
+        return;
+    note(b, giver, at_ms >= giver_since, asker, at_ms >= asker_since, bytes,
+         at_ms, data, NULL);
 }
 
 void lentbook_replay(struct lentbook *b, const char *giver, const char *asker,
                      uint64_t bytes, int64_t at_ms, const json_t *data,
                      int64_t now_ms)
 {
-    const json_t *at = json_object_get(data, "lentAt");
+    lentbook_replay_since(b, giver, INT64_MIN, asker, INT64_MIN, bytes,
+                          at_ms, data, now_ms);
+}
 
-    if (json_is_integer(at)) /* the lend's own time, when it says it */
-        at_ms = (int64_t)json_integer_value(at);
-    if (bytes == 0 || at_ms < now_ms - LENTBOOK_MAX_AGE_MS)
+void lentbook_forget(struct lentbook *b, const char *app)
+{
+    const struct lent_record *r = lentbook_find(b, app);
+
+    if (r == NULL)
         return;
-    note(b, giver, asker, bytes, at_ms, data, NULL);
+    b->rec[r - b->rec] = b->rec[--b->n];
 }
 
 void lentbook_prune(struct lentbook *b, int64_t now_ms)

@@ -20,6 +20,7 @@
 #define ACCEL_DAEMON_NODE_ENFORCE_LENTBOOK_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,13 +59,15 @@ const struct lent_record *lentbook_find(const struct lentbook *b,
 
 /*
  * giver gave back bytes for asker at wall time now_ms: both records are
- * updated (made first, evicting the least recently active when full).
+ * updated (made first, evicting the least recently active when full);
+ * the asker's only when asker_is_app (a cut quota's "quota" is no app).
  * `out` (may be NULL) gets the totals after it, as the event's data
  * carries them: {"giverLent": {bytes, count}, "askerGot": {bytes, count}}
  * (the caller frees).
  */
 void lentbook_note(struct lentbook *b, const char *giver, const char *asker,
-                   uint64_t bytes, int64_t now_ms, json_t **out);
+                   bool asker_is_app, uint64_t bytes, int64_t now_ms,
+                   json_t **out);
 
 /*
  * Replay one kept `memory.reclaim` event: giver, asker, bytes, its time
@@ -76,6 +79,23 @@ void lentbook_note(struct lentbook *b, const char *giver, const char *asker,
 void lentbook_replay(struct lentbook *b, const char *giver, const char *asker,
                      uint64_t bytes, int64_t at_ms, const json_t *data,
                      int64_t now_ms);
+
+/*
+ * lentbook_replay, crediting each side only to the app of that name that
+ * was there at the lend: the giver's side when the lend's time is at or
+ * after giver_since (that app's creation; INT64_MAX: no such app now),
+ * the asker's likewise. A name is reused (an app deleted, another
+ * installed under its name, maybe by another member): what the old one
+ * lent and got is not the new one's.
+ */
+void lentbook_replay_since(struct lentbook *b, const char *giver,
+                           int64_t giver_since, const char *asker,
+                           int64_t asker_since, uint64_t bytes, int64_t at_ms,
+                           const json_t *data, int64_t now_ms);
+
+/* Drop app's record (the app is gone: a later app of its name starts
+ * at 0). */
+void lentbook_forget(struct lentbook *b, const char *app);
 
 /* Drop the records whose last lend and get are older than
  * LENTBOOK_MAX_AGE_MS before now_ms. */

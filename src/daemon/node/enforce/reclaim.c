@@ -55,6 +55,10 @@
 #define GIVING_MAX 64        /* give-backs in flight (one per app, device) */
 #define PROMISE_MS 1000      /* how long a giver's 2xx counts as memory to
                               * come (at most a quarter of the wait) */
+#define VERDICT_MS 2000      /* how long after an ask a giver that freed
+                              * nothing by then still may (a slow unload) */
+#define MAX_VERDICTS 64      /* givers watched after an ask */
+#define MAX_UNHELPFUL 64     /* givers asked after the others */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -70,6 +74,19 @@ struct sleeper {
     struct appdev at;                  /* first: appdev_find's key */
     uint64_t bytes;                    /* what it gave */
     bool waking;                       /* a wake_thread is under way */
+};
+
+/* A giver called that had freed nothing when its ask ended: watched for
+ * a while (a slow unload may still land), then, if it still holds what
+ * it held, asked after the others from then on (unhelpful): a few idle
+ * apps whose actions hang or lie would otherwise be asked first at every
+ * ask and take the whole wait. */
+struct verdict {
+    struct appdev at;                  /* first: appdev_find's key */
+    char ledger[512];
+    int64_t pid;
+    uint64_t quota, before;            /* holds_now's figure at the call */
+    int64_t until;                     /* mono ms the watch ends */
 };
 
 struct reclaim {
@@ -103,6 +120,11 @@ struct reclaim {
      * so that cut after cut while the action hangs costs one thread */
     struct appdev giving[GIVING_MAX];
     size_t ngiving;
+    /* the givers that freed nothing when asked (struct verdict) */
+    struct verdict verdicts[MAX_VERDICTS];
+    size_t nverdict;
+    struct appdev unhelpful[MAX_UNHELPFUL];
+    size_t nunhelpful;
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -116,10 +138,12 @@ struct giver {
     bool container;
     uint64_t quota;                    /* its quota on the device */
     uint64_t held, held_after;
+    bool by_driver;                    /* held is the driver's count */
     int64_t active_ms;                 /* mono ms the device last showed it
                                         * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
     bool called, stopped;
+    bool unhelpful;                    /* freed nothing when last asked */
 };
 
 /* ---- small helpers ---- */
@@ -137,12 +161,13 @@ static void fmt_gib(uint64_t b, char *out, size_t cap)
 /* giver gave back bytes for asker: recorded, and the totals after it
  * returned for the event that persists them (caller frees). */
 static json_t *note_lent(struct reclaim *r, const char *giver,
-                         const char *to, uint64_t bytes)
+                         const char *to, bool to_is_app, uint64_t bytes)
 {
     json_t *totals = NULL;
 
     pthread_mutex_lock(&r->mu);
-    lentbook_note(&r->book, giver, to, bytes, util_wall_ms(), &totals);
+    lentbook_note(&r->book, giver, to, to_is_app, bytes, util_wall_ms(),
+                  &totals);
     r->bytes_reclaimed += bytes;
     pthread_mutex_unlock(&r->mu);
     return totals;
@@ -412,6 +437,42 @@ static pid_t pgrp_of(pid_t pid)
     return (pid_t)g;
 }
 
+/* The processes of app `name` (its cgroup, else the process group of its
+ * leader `leader`) into *out (caller frees; NULL when none): how many. */
+static size_t app_pids(struct reclaim *r, const char *name, pid_t leader,
+                       pid_t **out)
+{
+    pid_t *pids = NULL;
+    ssize_t np = -1;
+    size_t n = 0, cap = 0;
+    DIR *dp;
+    struct dirent *e;
+
+    if (r->d->cg != NULL)
+        np = cgroup_app_procs(r->d->cg, name, &pids);
+    if (np > 0) {
+        *out = pids;
+        return (size_t)np;
+    }
+    free(pids);
+    pids = NULL;
+    dp = leader > 0 ? opendir("/proc") : NULL;
+    while (dp != NULL && (e = readdir(dp)) != NULL) {
+        pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
+        if (p <= 0 || pgrp_of(p) != leader)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            pids = xrealloc(pids, cap * sizeof(*pids));
+        }
+        pids[n++] = p;
+    }
+    if (dp != NULL)
+        closedir(dp);
+    *out = pids;
+    return n;
+}
+
 /*
  * Is 127.0.0.1:port listened on by a process of g (its cgroup, else its
  * leader's process group)? What keeps a member's action to its own app:
@@ -422,9 +483,8 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
 {
     unsigned long ino[16];
     bool held[16] = {false}, more;
-    size_t n = listeners(port, ino, 16, &more);
+    size_t n = listeners(port, ino, 16, &more), np;
     pid_t *pids = NULL;
-    ssize_t np = -1;
 
     /* every listener the call may reach must be the app's: one of them
      * someone else's (an IPv4 one beside the app's, a SO_REUSEPORT group)
@@ -436,26 +496,62 @@ static bool port_is_own(struct reclaim *r, const struct giver *g,
         for (size_t i = 0; g->ports != NULL && g->ports[i] != NULL; i++)
             if (manifest_port_reached(g->ports[i], port))
                 return true;
-    if (r->d->cg != NULL)
-        np = cgroup_app_procs(r->d->cg, g->name, &pids);
-    for (ssize_t i = 0; i < np && !all_held(held, n); i++)
+    np = app_pids(r, g->name, (pid_t)g->pid, &pids);
+    for (size_t i = 0; i < np && !all_held(held, n); i++)
         holds_socket(pids[i], ino, n, held);
     free(pids);
-    if (np > 0 || g->pid <= 0)
-        return all_held(held, n);
-    { /* no cgroup: the leader's process group */
-        DIR *dp = opendir("/proc");
-        struct dirent *e;
-        while (dp != NULL && !all_held(held, n) &&
-               (e = readdir(dp)) != NULL) {
-            pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
-            if (p > 0 && pgrp_of(p) == (pid_t)g->pid)
-                holds_socket(p, ino, n, held);
-        }
-        if (dp != NULL)
-            closedir(dp);
-    }
     return all_held(held, n);
+}
+
+/*
+ * What the processes of app `name` hold on NVIDIA device uuid as the
+ * driver counts it now (NVML's process list): the part of its quota an
+ * ask can never have. The ledger cannot say it: the app can write it,
+ * and the shim reserves an allocation there before it asks. 0 when
+ * unknown (no NVML, a DRM device: docs/elastic.md says so).
+ */
+static uint64_t driver_held(struct reclaim *r, const char *name, pid_t leader,
+                            const char *uuid)
+{
+    struct nvml_proc *v = NULL;
+    size_t nv = 0, np;
+    pid_t *pids = NULL;
+    uint64_t sum = 0;
+
+    if (r->nv == NULL || is_drm(r->d, uuid) ||
+        nvml_processes(r->nv, uuid, &v, &nv, NULL) != ACCEL_OK || nv == 0) {
+        free(v);
+        return 0;
+    }
+    np = app_pids(r, name, leader, &pids);
+    for (size_t i = 0; i < nv; i++)
+        for (size_t k = 0; k < np; k++)
+            if (v[i].pid == pids[k]) {
+                sum += v[i].used_memory;
+                break;
+            }
+    free(pids);
+    free(v);
+    return sum;
+}
+
+/* What giver g holds on uuid now: what its processes hold as the driver
+ * counts it, where NVML shows any (the app cannot write that), else what
+ * its ledger says, up to its quota (the ledger is the app's to write: a
+ * giver that zeroes it must still be asked, and named as a holder).
+ * *driver (may be NULL): whether it is the driver's count. */
+static uint64_t holds_now(struct reclaim *r, const char *name, pid_t leader,
+                          const char *ledger, uint64_t quota,
+                          const char *uuid, bool *driver)
+{
+    struct ledger_usage u;
+    uint64_t drv = driver_held(r, name, leader, uuid), led = 0;
+
+    if (ledger_read(ledger, &u) == ACCEL_OK)
+        led = u.used < quota ? u.used : quota;
+    if (driver != NULL)
+        *driver = drv > 0;
+    return drv > 0 ? drv : led;
 }
 
 /* ---- calling an action ---- */
@@ -718,6 +814,8 @@ static int by_idleness(const void *pa, const void *pb)
 {
     const struct giver *a = pa, *b = pb;
 
+    if (a->unhelpful != b->unhelpful) /* those that freed before first */
+        return a->unhelpful ? 1 : -1;
     if (a->active_ms != b->active_ms)
         return a->active_ms < b->active_ms ? -1 : 1; /* idlest first */
     if (a->held != b->held)
@@ -725,37 +823,62 @@ static int by_idleness(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
-/* Who else holds what on dev, into list: {app, owner, bytes, why}
- * (d->lock taken here). */
-static void holders(struct accel_daemon *d, const char *uuid,
-                    const char *asker, json_t *list)
+/* Who else holds what on dev, into list: {app, owner, bytes, why}: the
+ * apps copied under d->lock, what each holds read without it (holds_now:
+ * the driver's count where NVML shows it, so that a ledger zeroed by its
+ * app hides nothing from the event). */
+static void holders(struct reclaim *r, const char *uuid, const char *asker,
+                    json_t *list)
 {
+    struct accel_daemon *d = r->d;
+    struct giver *h = NULL;
+    const char **why = NULL;
+    char **owner = NULL;
+    size_t n = 0;
     int dev;
 
     pthread_mutex_lock(&d->lock);
     dev = state_dev_find(d, uuid);
+    if (dev >= 0 && d->napps > 0) {
+        h = xcalloc(d->napps, sizeof(*h));
+        why = xcalloc(d->napps, sizeof(*why));
+        owner = xcalloc(d->napps, sizeof(*owner));
+    }
     for (size_t i = 0; dev >= 0 && i < d->napps; i++) {
         const struct app *b = d->apps[i];
-        char path[512];
-        struct ledger_usage u;
         const struct manifest_reclaim *m =
             manifest_reclaim_of(&b->m, d->snap.devs[dev].type);
         for (size_t k = 0; strcmp(b->name, asker) != 0 && k < b->nrows;
              k++) {
             if ((int)b->rows[k].dev != dev || b->pid <= 0 ||
-                !runtime_ledger_of(d, b, k, path, sizeof path) ||
-                ledger_read(path, &u) != ACCEL_OK || u.used == 0)
+                !runtime_ledger_of(d, b, k, h[n].ledger,
+                                   sizeof h[n].ledger))
                 continue;
-            json_array_append_new(
-                list,
-                json_pack("{s:s, s:s, s:I, s:s}", "app", b->name, "owner",
-                          b->owner, "bytes", (json_int_t)u.used, "why",
-                          m == NULL || m->kind == MANIFEST_RECLAIM_NONE
-                              ? "no reclaim"
-                              : "priority too high, or gave too little"));
+            util_strlcpy(h[n].name, b->name, sizeof h[n].name);
+            h[n].pid = b->pid;
+            h[n].quota = b->rows[k].memory;
+            owner[n] = xstrdup(b->owner);
+            why[n] = m == NULL || m->kind == MANIFEST_RECLAIM_NONE
+                         ? "no reclaim"
+                         : "priority too high, or gave too little";
+            n++;
+            break;
         }
     }
     pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t held = holds_now(r, h[i].name, (pid_t)h[i].pid,
+                                  h[i].ledger, h[i].quota, uuid, NULL);
+        if (held > 0)
+            json_array_append_new(
+                list, json_pack("{s:s, s:s, s:I, s:s}", "app", h[i].name,
+                                "owner", owner[i], "bytes", (json_int_t)held,
+                                "why", why[i]));
+        free(owner[i]);
+    }
+    free(h);
+    free(why);
+    free(owner);
 }
 
 /* The name of app (of owner, NULL unknown) as the viewer sees it. */
@@ -824,14 +947,19 @@ static char *given_message(json_t *data, const char *device,
     const char *stopped = json_is_true(json_object_get(data, "stopped"))
                               ? " (stopped: its reclaim says orStop)"
                               : "";
+    const char *asker_owner =
+        json_string_value(json_object_get(data, "askerOwner"));
     char gib[32], *msg;
     bool hidden = false;
+    /* a cut quota's give-back says so ("cut", or, from an acceld before
+     * it, asker "quota" with no owner): an app may be named "quota" too,
+     * and its name and totals are hidden like any other app's */
+    bool cut = json_is_true(json_object_get(data, "cut")) ||
+               (asker != NULL && strcmp(asker, "quota") == 0 &&
+                asker_owner == NULL);
 
-    if (asker != NULL && strcmp(asker, "quota") != 0)
-        asker = seen_name(asker,
-                          json_string_value(
-                              json_object_get(data, "askerOwner")),
-                          hide, ctx, &hidden);
+    if (asker != NULL && !cut)
+        asker = seen_name(asker, asker_owner, hide, ctx, &hidden);
     asker = asker != NULL ? asker : "";
     giver = giver != NULL ? giver : "";
     device = device != NULL ? device : "?";
@@ -881,10 +1009,73 @@ static void stop_app(struct accel_daemon *d, const char *name)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* The events of what each called giver gave (d->lock taken here). */
+/* A called giver's standing: one that freed is helpful again; one that
+ * freed nothing yet is watched (check_verdicts). */
+static void judge(struct reclaim *r, const struct giver *g, const char *uuid,
+                  uint64_t freed)
+{
+    pthread_mutex_lock(&r->mu);
+    if (freed > 0 || g->stopped) {
+        appdev_remove(r->unhelpful, sizeof r->unhelpful[0], &r->nunhelpful,
+                      g->name, uuid);
+    } else if (appdev_find(r->verdicts, sizeof r->verdicts[0], r->nverdict,
+                           g->name, uuid) == r->nverdict &&
+               r->nverdict < MAX_VERDICTS) {
+        struct verdict *v = &r->verdicts[r->nverdict++];
+        memset(v, 0, sizeof(*v));
+        appdev_set(&v->at, g->name, uuid);
+        util_strlcpy(v->ledger, g->ledger, sizeof v->ledger);
+        v->pid = g->pid;
+        v->quota = g->quota;
+        v->before = g->held;
+        v->until = mono_ms() + VERDICT_MS;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The watched givers: one whose memory went down is helpful; one still
+ * holding what it held when its watch ends is asked after the others. */
+static void check_verdicts(struct reclaim *r)
+{
+    struct verdict due[MAX_VERDICTS];
+    size_t n;
+
+    pthread_mutex_lock(&r->mu);
+    n = r->nverdict;
+    memcpy(due, r->verdicts, n * sizeof due[0]);
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < n; i++) {
+        const struct verdict *v = &due[i];
+        uint64_t now = holds_now(r, v->at.app, (pid_t)v->pid, v->ledger,
+                                 v->quota, v->at.dev, NULL);
+        bool freed = now < v->before, over = mono_ms() >= v->until;
+        if (!freed && !over)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        appdev_remove(r->verdicts, sizeof r->verdicts[0], &r->nverdict,
+                      v->at.app, v->at.dev);
+        if (freed)
+            appdev_remove(r->unhelpful, sizeof r->unhelpful[0],
+                          &r->nunhelpful, v->at.app, v->at.dev);
+        else if (appdev_find(r->unhelpful, sizeof r->unhelpful[0],
+                             r->nunhelpful, v->at.app, v->at.dev) ==
+                     r->nunhelpful &&
+                 r->nunhelpful < MAX_UNHELPFUL)
+            appdev_set(&r->unhelpful[r->nunhelpful++], v->at.app,
+                       v->at.dev);
+        pthread_mutex_unlock(&r->mu);
+        if (!freed)
+            log_info("reclaim: %s freed nothing on %s when asked: asked "
+                     "after the others from now on, until it gives memory "
+                     "back", v->at.app, v->at.dev);
+    }
+}
+
+/* The events of what each called giver gave (d->lock taken here);
+ * asker_is_app false for a cut quota's give-back (asker "quota"). */
 static void report_givers(struct reclaim *r, const char *asker,
-                          const char *uuid, struct giver *g, size_t n,
-                          int64_t t0)
+                          bool asker_is_app, const char *uuid,
+                          struct giver *g, size_t n, int64_t t0)
 {
     struct accel_daemon *d = r->d;
     int64_t ms = mono_ms() - t0;
@@ -898,12 +1089,20 @@ static void report_givers(struct reclaim *r, const char *asker,
         bool changed;
         if (!g[i].called)
             continue;
-        g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
-                              ? u.used : 0;
+        /* by the same count as before the call: the driver's where it
+         * showed the giver (a ledger zeroed after the call must not
+         * count as memory given), else the ledger's */
+        if (g[i].by_driver)
+            g[i].held_after = driver_held(r, g[i].name, (pid_t)g[i].pid,
+                                          uuid);
+        else
+            g[i].held_after = ledger_read(g[i].ledger, &u) == ACCEL_OK
+                                  ? u.used : 0;
         freed = g[i].held > g[i].held_after ? g[i].held - g[i].held_after
                                             : 0;
         if (freed > 0)
-            totals = note_lent(r, g[i].name, asker, freed);
+            totals = note_lent(r, g[i].name, asker, asker_is_app, freed);
+        judge(r, &g[i], uuid, freed);
         if (freed > 0 && g[i].act.kind == MANIFEST_RECLAIM_PRESET &&
             g[i].act.preset == MANIFEST_PRESET_VLLM && !g[i].stopped)
             note_sleeper(r, g[i].name, uuid, freed);
@@ -913,6 +1112,8 @@ static void report_givers(struct reclaim *r, const char *asker,
                          g[i].stopped);
         if (totals != NULL) /* what persists the book (reclaim_start) */
             json_object_update(data, totals);
+        if (!asker_is_app) /* no app's: a replay credits no "quota" app */
+            json_object_set_new(data, "cut", json_true());
         json_decref(totals);
         pthread_mutex_lock(&d->lock);
         asker_app = state_app_find(d, asker);
@@ -944,8 +1145,9 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     struct giver *g;
     size_t n = 0, called = 0;
     int64_t t0 = mono_ms(), deadline, promise_ms;
-    uint64_t fr = 0, need, promised = 0, quota = 0;
+    uint64_t fr = 0, need, promised = 0, quota = 0, mine;
     uint32_t wait_ms;
+    pid_t leader;
     bool ok = false, stopped_any = false;
     int dev, prio;
     struct app *a;
@@ -980,16 +1182,42 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     }
     wait_ms = state_dev_reclaim_wait_ms(d, dev);
     prio = priority_of(a, d->snap.devs[dev].type);
-    g = gather(d, dev, asker, prio, NULL, &n);
+    leader = (pid_t)a->pid;
     pthread_mutex_unlock(&d->lock);
-
-    for (size_t i = 0; i < n; i++) {
-        struct ledger_usage u;
-        /* the ledger is the app's to write: what it says it holds
-         * counts up to its quota, no more */
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
-            g[i].held = u.used < g[i].quota ? u.used : g[i].quota;
+    /* nor beyond what the asker's quota has left once what its processes
+     * hold there as the driver counts it is taken out: an app that holds
+     * its quota already could otherwise have others unload (or be
+     * stopped) for memory it may never hold */
+    mine = driver_held(r, asker, leader, uuid);
+    if (mine > quota - bytes) {
+        line = xasprintf("no over-quota: %llu bytes is not an allocation "
+                         "within %s's quota on %s (%llu bytes, of which "
+                         "its processes hold %llu as the driver counts "
+                         "it)\n", (unsigned long long)bytes, asker, uuid,
+                         (unsigned long long)quota,
+                         (unsigned long long)mine);
+        answer(fd, line);
+        free(line);
+        return false;
     }
+    pthread_mutex_lock(&d->lock);
+    dev = state_dev_find(d, uuid);
+    g = dev >= 0 ? gather(d, dev, asker, prio, NULL, &n) : NULL;
+    pthread_mutex_unlock(&d->lock);
+    if (g == NULL) { /* the device went while the driver was read */
+        answer(fd, "no not a Memory-slicing device of this node\n");
+        return false;
+    }
+
+    for (size_t i = 0; i < n; i++)
+        g[i].held = holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              g[i].quota, uuid, &g[i].by_driver);
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++)
+        g[i].unhelpful = appdev_find(r->unhelpful, sizeof r->unhelpful[0],
+                                     r->nunhelpful, g[i].name, uuid) <
+                         r->nunhelpful;
+    pthread_mutex_unlock(&r->mu);
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
                                           : PROMISE_MS;
@@ -1048,12 +1276,11 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         /* half the wait gone and still short: the orStop givers stop */
         if (!stopped_any && now - t0 >= (int64_t)wait_ms / 2) {
             for (size_t i = 0; i < called; i++) {
-                struct ledger_usage u;
                 /* what it holds now: one that gave all it held back is
                  * spared (stopping it would free nothing more) */
                 if (!g[i].act.or_stop || g[i].held == 0 ||
-                    (ledger_read(g[i].ledger, &u) == ACCEL_OK &&
-                     u.used == 0))
+                    holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              g[i].quota, uuid, NULL) == 0)
                     continue;
                 stop_app(d, g[i].name);
                 g[i].stopped = true;
@@ -1078,12 +1305,12 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     answer(fd, line); /* first: the asker waits for nothing below */
     free(line);
     free(why);
-    report_givers(r, asker, uuid, g, called, t0);
+    report_givers(r, asker, true, uuid, g, called, t0);
     if (!ok) {
         json_t *list = json_array(), *data;
         char *msg;
         bool changed;
-        holders(d, uuid, asker, list);
+        holders(r, uuid, asker, list);
         data = json_pack("{s:s, s:I, s:I, s:i, s:o}", "asker", asker, "bytes",
                          (json_int_t)bytes, "free", (json_int_t)fr, "waitMs",
                          (int)wait_ms, "holders", list);
@@ -1289,11 +1516,10 @@ static void *give_back_thread(void *arg)
         g = gather(d, dev, NULL, 0, j->app, &n);
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < n; i++) {
-        struct ledger_usage u;
         char *what;
-        if (ledger_read(g[i].ledger, &u) == ACCEL_OK)
-            g[i].held = u.used;
         long st;
+        g[i].held = holds_now(r, g[i].name, (pid_t)g[i].pid, g[i].ledger,
+                              UINT64_MAX, j->dev, &g[i].by_driver);
         what = call_action(r, &g[i], 10000, &st);
         g[i].called = true;
         log_info("reclaim: %s asked to give back %llu bytes on %s (%s): %s",
@@ -1306,7 +1532,7 @@ static void *give_back_thread(void *arg)
             struct timespec ts = {0, 50 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        report_givers(r, j->why, j->dev, g, n, t0);
+        report_givers(r, j->why, false, j->dev, g, n, t0);
     }
     givers_free(g, n);
     giving_release(r, j->app, j->dev);
@@ -1428,9 +1654,10 @@ static void *accept_thread(void *arg)
         struct ucred cr;
         socklen_t crlen = sizeof cr;
         int fd, k;
-        size_t sleeping;
+        size_t sleeping, watched;
         pthread_mutex_lock(&r->mu);
         sleeping = r->nsleep;
+        watched = r->nverdict;
         pthread_mutex_unlock(&r->mu);
         /* a sleeper may be added while we wait: look every
          * WAKE_CHECK_MS (four wake-ups a second, nothing more) */
@@ -1444,6 +1671,8 @@ static void *accept_thread(void *arg)
             break;
         if (sleeping > 0)
             check_sleepers(r);
+        if (watched > 0)
+            check_verdicts(r);
         if (p[0].revents == 0)
             continue;
         fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -1511,13 +1740,25 @@ static int listen_at(const char *path)
     return fd;
 }
 
-/* One kept memory.reclaim event of this node into the book. */
+/* When the app of that name now was made (what of a lend it may be
+ * credited with: lentbook_replay_since), INT64_MAX when there is none.
+ * d->lock held. */
+static int64_t made_at(struct accel_daemon *d, const char *name)
+{
+    const struct app *a = name != NULL ? state_app_find(d, name) : NULL;
+
+    return a != NULL ? a->created_ms : INT64_MAX;
+}
+
+/* One kept memory.reclaim event of this node into the book (d->lock
+ * held): each side only to the app of its name that was there then. */
 static enum accel_err replay_one(void *ctx, const struct store_event *e)
 {
     struct reclaim *r = ctx;
     json_t *data;
     const char *giver, *asker;
     json_int_t bytes;
+    int64_t asker_since;
 
     if (e->node == NULL || e->data == NULL ||
         strcmp(e->node, r->d->cfg.node_name) != 0)
@@ -1526,9 +1767,12 @@ static enum accel_err replay_one(void *ctx, const struct store_event *e)
     giver = json_string_value(json_object_get(data, "giver"));
     asker = json_string_value(json_object_get(data, "asker"));
     bytes = json_integer_value(json_object_get(data, "bytes"));
+    asker_since = json_is_true(json_object_get(data, "cut"))
+                      ? INT64_MAX : made_at(r->d, asker);
     if (giver != NULL && asker != NULL && bytes > 0)
-        lentbook_replay(&r->book, giver, asker, (uint64_t)bytes, e->ts_ms,
-                        data, util_wall_ms());
+        lentbook_replay_since(&r->book, giver, made_at(r->d, giver), asker,
+                              asker_since, (uint64_t)bytes, e->ts_ms, data,
+                              util_wall_ms());
     json_decref(data);
     return ACCEL_OK;
 }
@@ -1676,6 +1920,20 @@ static json_t *side_json(const struct lent_side *s, const char *peer_key)
                      (json_int_t)s->bytes, "count", (json_int_t)s->count,
                      "lastAt", (json_int_t)s->at, "lastBytes",
                      (json_int_t)s->last, peer_key, s->peer);
+}
+
+void reclaim_app_removed(struct accel_daemon *d, const char *app)
+{
+    struct reclaim *r = d->reclaim;
+
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    lentbook_forget(&r->book, app);
+    for (size_t i = r->nunhelpful; i-- > 0;) /* any device */
+        if (strcmp(r->unhelpful[i].app, app) == 0)
+            r->unhelpful[i] = r->unhelpful[--r->nunhelpful];
+    pthread_mutex_unlock(&r->mu);
 }
 
 json_t *reclaim_app_json(struct accel_daemon *d, const char *app)

@@ -55,6 +55,10 @@ void reclaim_stop(struct accel_daemon *d);
 bool reclaim_give_back(struct accel_daemon *d, const char *app,
                        const char *dev_id, uint64_t bytes, const char *why);
 
+/* app leaves for good (d->lock held): what it lent and got is dropped,
+ * so that a later app of its name (maybe another member's) starts at 0. */
+void reclaim_app_removed(struct accel_daemon *d, const char *app);
+
 /* What app lent and got on its devices (lock held by the caller: d->lock):
  * {"lent": {bytes, count, lastAt, lastBytes, lastTo}, "reclaimed": {...,
  * lastFrom}} or NULL when it never did either. */
