@@ -15,7 +15,7 @@ cmake -S . -B "$BUILD" -DCMAKE_INSTALL_PREFIX=/usr \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON \
     "-DCMAKE_C_FLAGS=$cflags" "-DCMAKE_EXE_LINKER_FLAGS=$ldflags" \
     "-DCMAKE_SHARED_LINKER_FLAGS=$ldflags" >/dev/null
-cmake --build "$BUILD" -j"${ACCEL_JOBS:-2}" --target acceld accelctl accel-runc accelshim \
+cmake --build "$BUILD" -j"${ACCEL_JOBS:-2}" --target acceld accelctl accel-runc accel-ctxprobe accelshim \
     accel_man accel_changelog >/dev/null
 rm -f "$BUILD"/accel_*.deb
 (cd "$BUILD" && cpack -G DEB >/dev/null)

@@ -367,6 +367,11 @@ class InRootTest(unittest.TestCase):
         self.assertIn("the web page is served from /usr/share/accel/web", log)
         self.assertRegex(log, r"apps get the preload shim "
                               r"/usr/lib/[^/]+/accel/libaccelshim.so")
+        # the context probe is installed where acceld looks for it (a
+        # build that left it out said "no accel-ctxprobe at ...")
+        self.assertTrue(os.access("/usr/libexec/accel/accel-ctxprobe",
+                                  os.X_OK))
+        self.assertNotIn("no accel-ctxprobe at", log)
 
         # remove: the program goes, the data and the edited settings stay
         run("dpkg", "-r", "accel")
