@@ -730,6 +730,48 @@ class ReconcilerTest(RuntimeBase):
         self.wait_for(lambda: self.device(GPU_B)["foreignUsage"] == [],
                       "foreignUsage to clear")
 
+    def test_a_process_whose_main_thread_ended_is_still_the_apps(self):
+        """A process of the app whose main thread ended (pthread_exit in
+        main) shows as a zombie while its other threads run and hold its
+        files (and, on a real driver, its device memory): the reconciler
+        still counts it as the app's, not as foreign use of the card (before,
+        a zombie's line was taken for a process that had ended)."""
+        m = manifest("halfdead", [
+            "sh", "-c", '"$0" -c "$1" & exec sleep 1000',
+            "/usr/bin/python3",  # one an app of any uid may run
+            "import ctypes, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(300,)).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n"], stop=1)
+        # Python needs more than the 16Mi and 10m of manifest()
+        m["spec"]["accelerator"][0].update(
+            {"requiredMemory": "128Mi", "limitedMemory": "128Mi",
+             "requiredCpu": "100m", "limitedCpu": "100m"})
+        a = self.install(m)
+        def zombie_leader():  # the leader's child (sh exec'd sleep)
+            try:
+                with open("/proc/%d/task/%d/children"
+                          % (a["pid"], a["pid"])) as f:
+                    kids = [int(k) for k in f.read().split()]
+                for pid in kids:
+                    with open("/proc/%d/stat" % pid) as f:
+                        comm, rest = f.read().rsplit(")", 1)
+                    if "python" in comm and rest.split()[0] == "Z":
+                        return pid
+            except OSError:
+                pass
+            return None
+        pid = self.wait_for(zombie_leader, "the main thread to end")
+        other = self.foreign_process()
+        self.write_nvml("proc %s %d 536870912 compute\n"
+                        "proc %s %d 1048576 compute\n"
+                        % (GPU_A, pid, GPU_A, other))
+        # a pass read the file: the other process shows as foreign ...
+        fu = self.wait_for(lambda: self.device(GPU_A)["foreignUsage"],
+                           "foreignUsage")
+        # ... and the app's process does not
+        self.assertEqual([f["pid"] for f in fu], [other], fu)
+        self.write_nvml()
+
     def test_process_of_stopped_app_is_releasing_then_killed(self):
         a = self.install(manifest("late", ["sh", "-c", "sleep 1000"],
                                   stop=1))

@@ -13,6 +13,7 @@
 #include "common/accel_setup.h"
 #include "daemon/node/enforce/reconcile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -97,20 +98,55 @@ struct pass {
 };
 
 /* ---- /proc ---- */
-/* Process group of pid, or -1 when there is no such process or it is a
- * zombie (it has exited: it holds nothing; its cgroup line still shows
- * the app's cgroup until it is reaped). */
+#define TASK_PF_EXITING 0x00000004u /* include/linux/sched.h: in do_exit */
+
+/* How many entries /proc/<pid>/<sub> lists (-1: it cannot be read). */
+static long proc_entries(pid_t pid, const char *sub)
+{
+    char path[64];
+    DIR *dp;
+    struct dirent *e;
+    long n = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, sub);
+    dp = opendir(path);
+    if (dp == NULL)
+        return -1;
+    while ((e = readdir(dp)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(dp);
+    return n;
+}
+
+/*
+ * Process group of pid, or -1 when the process holds nothing on a device
+ * any more: there is no such process, or every thread of it has ended (a
+ * zombie: its cgroup line still shows the app's cgroup until it is
+ * reaped), or it is exiting and has closed its files (a driver frees a
+ * process's memory at the last close, before the process leaves its
+ * cgroup and long before it is reaped: the supervisor may find the
+ * cgroup empty while it is in between). A leader that ended by itself
+ * (pthread_exit in main) shows as a zombie while its other threads run
+ * and hold the process's files: alive. So is a process stopped in its
+ * exit with its files still open (a tracer's PTRACE_EVENT_EXIT).
+ */
 static pid_t read_pgrp(pid_t pid)
 {
     char path[64], buf[STAT_MAX], st;
     int ppid, pgrp;
+    unsigned flags;
     const char *p;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (util_read_small(path, buf, sizeof buf) <= 0)
         return -1;
     p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1, " %c %d %d", &st, &ppid, &pgrp) != 3 ||
-        st == 'Z' || st == 'X')
+    if (p == NULL || sscanf(p + 1, " %c %d %d %*d %*d %*d %u", &st, &ppid,
+                            &pgrp, &flags) != 4)
+        return -1;
+    if ((st == 'Z' || st == 'X') && proc_entries(pid, "task") <= 1)
+        return -1;
+    if (st != 'Z' && st != 'X' && (flags & TASK_PF_EXITING) &&
+        proc_entries(pid, "fd") == 0)
         return -1;
     return (pid_t)pgrp;
 }
