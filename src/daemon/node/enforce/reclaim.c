@@ -109,6 +109,8 @@ struct reclaim {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t idle;
+    pthread_cond_t answered;           /* a call_thread's call ended
+                                        * (CLOCK_MONOTONIC) */
     int workers;                       /* asks and give-backs in flight */
     bool stopping;
     struct nvml *nv;                   /* the card's free memory */
@@ -1221,6 +1223,7 @@ static void *call_thread(void *arg)
     c->done = true;
     late = c->abandoned;
     r->calls_in_flight--;
+    pthread_cond_broadcast(&r->answered); /* its ask looks at once */
     pthread_mutex_unlock(&r->mu);
     log_info("reclaim: %s asked for %s on %s: %s (holds %llu bytes): %s%s",
              c->asker, c->want, c->dev, c->g.name,
@@ -1456,9 +1459,23 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         }
         if (now >= deadline || is_stopping(r))
             break;
+        /* until the next look at the card, or a call of this ask
+         * answers (its memory is then free, for most actions) */
         {
-            struct timespec ts = {0, POLL_MS * 1000000L};
-            nanosleep(&ts, NULL);
+            struct timespec ts;
+            bool seen = false;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += POLL_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&r->mu);
+            for (size_t i = 0; i < called && !seen; i++)
+                seen = calls[i] != NULL && !g[i].answered && calls[i]->done;
+            if (!seen)
+                pthread_cond_timedwait(&r->answered, &r->mu, &ts);
+            pthread_mutex_unlock(&r->mu);
         }
         if (!card_free(r, uuid, &fr, NULL))
             break;
@@ -1979,6 +1996,13 @@ enum accel_err reclaim_start(struct accel_daemon *d)
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->idle, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&r->answered, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     if (ledger_reclaim_socket_path(r->path, sizeof r->path, rundir) !=
             ACCEL_OK ||
         (r->lfd = listen_at(r->path)) < 0 ||
@@ -1991,6 +2015,7 @@ enum accel_err reclaim_start(struct accel_daemon *d)
             close(r->lfd);
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->idle);
+        pthread_cond_destroy(&r->answered);
         free(r);
         return ACCEL_ESYS;
     }
@@ -2042,6 +2067,7 @@ void reclaim_stop(struct accel_daemon *d)
     curl_global_cleanup();
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->idle);
+    pthread_cond_destroy(&r->answered);
     free(r);
 }
 
