@@ -1218,18 +1218,19 @@ static void *call_thread(void *arg)
     bool late;
 
     pthread_mutex_lock(&r->mu);
+    late = c->abandoned;
+    pthread_mutex_unlock(&r->mu);
+    log_info("reclaim: %s's action for %s on %s: %s%s", c->g.name, c->asker,
+             c->dev, what,
+             late ? " (after its ask had ended: nothing more done)" : "");
+    free(what);
+    pthread_mutex_lock(&r->mu);
     c->status = st;
     c->answered_at = mono_ms();
     c->done = true;
-    late = c->abandoned;
     r->calls_in_flight--;
     pthread_cond_broadcast(&r->answered); /* its ask looks at once */
     pthread_mutex_unlock(&r->mu);
-    log_info("reclaim: %s asked for %s on %s: %s (holds %llu bytes): %s%s",
-             c->asker, c->want, c->dev, c->g.name,
-             (unsigned long long)c->g.held, what,
-             late ? " (after its ask had ended: nothing more done)" : "");
-    free(what);
     call_unref(r, c, false);
     job_done(r);
     return NULL;
@@ -1432,6 +1433,10 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
             calls[called] = call_begin(r, v, left, asker, uuid, want);
             if (calls[called] == NULL)
                 break; /* CALLS_MAX in flight: at the next look */
+            /* said before the call can end (and the ask be answered) */
+            log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
+                     "bytes): called", asker, want, uuid, v->name,
+                     (unsigned long long)v->held);
             v->called = true;
             v->called_at = now;
             v->next_look = now + hedge_ms;
