@@ -1494,8 +1494,42 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     answer(fd, line); /* first: the asker waits for nothing below */
     free(line);
     free(why);
-    /* the calls still in flight go on to their end (the deadline at the
-     * latest) on their own copies; what they answer is only logged */
+    /* what a giver gave is measured once its call has answered (its own
+     * books, the ledger or the driver's per-process count, may lag the
+     * card's): the calls in flight within their hedge delay, or whose
+     * giver's memory is coming back, are waited for (the deadline at
+     * most); the others (past it, nothing coming: a hang) are left to
+     * end on their own copies, what they answer only logged */
+    for (;;) {
+        bool more = false;
+        int64_t now = mono_ms();
+        struct timespec ts;
+        for (size_t i = 0; i < called; i++) {
+            struct giver *v = &g[i];
+            if (calls[i] != NULL && !v->coming &&
+                now - v->called_at >= hedge_ms && now >= v->next_look) {
+                v->coming = holds_now(r, v->name, (pid_t)v->pid, v->ledger,
+                                      v->quota, uuid, NULL) < v->held;
+                v->next_look = now + LOOK_MS;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&r->mu);
+        for (size_t i = 0; i < called && !more; i++)
+            more = calls[i] != NULL && !calls[i]->done &&
+                   (now - g[i].called_at < hedge_ms || g[i].coming);
+        more = more && now < deadline && !r->stopping;
+        if (more)
+            pthread_cond_timedwait(&r->answered, &r->mu, &ts);
+        pthread_mutex_unlock(&r->mu);
+        if (!more)
+            break;
+    }
     for (size_t i = 0; i < called; i++)
         if (calls[i] != NULL)
             call_unref(r, calls[i], true);
