@@ -28,6 +28,8 @@
  *     --preload     load the model at start (ollama, vllm, llama-server)
  *     --unload-ms N the app's own unload time (before it frees)
  *     --hang        the freeing route never answers (sleeps 120 s)
+ *     --hang-ms N   the freeing route answers late: after N ms, then as
+ *                   the app does (frees, answers 200)
  *     --lie         the freeing route answers 200 and frees nothing
  *     --log PATH    appends "alloc MIB rc MS" and "free MIB MS" lines,
  *                   and "unload MODEL" for each llama-server unload asked
@@ -75,7 +77,7 @@ typedef CUdeviceptr devptr;
 static const char *kind;
 static uint64_t model_bytes;
 static devptr held;     /* the model (or the job), 0 none */
-static int unload_ms, hang, lie, sleeping;
+static int unload_ms, hang, hang_ms, lie, sleeping;
 static FILE *logfp;
 
 static double now_ms(void)
@@ -140,6 +142,10 @@ static void freeing(int fd)
         struct timespec ts = {120, 0};
         nanosleep(&ts, NULL);
         return;
+    }
+    if (hang_ms > 0) {
+        struct timespec ts = {hang_ms / 1000, (hang_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
     if (!lie)
         give();
@@ -290,6 +296,8 @@ int main(int argc, char **argv)
             hang = 1;
         else if (strcmp(argv[i], "--lie") == 0)
             lie = 1;
+        else if (strcmp(argv[i], "--hang-ms") == 0 && i + 1 < argc)
+            hang_ms = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--unload-ms") == 0 && i + 1 < argc)
             unload_ms = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc)

@@ -3,7 +3,11 @@
  * reclaim.c: elastic memory, acceld's side (reclaim.h; SPEC 4.4,
  * docs/elastic.md). One thread accepts on the reclaim socket; each ask is
  * answered on a thread of its own (it may wait for seconds while an app
- * unloads a model), counted so that reclaim_stop waits for them. Lock
+ * unloads a model), and each giver's call for it on another (call_thread:
+ * one that hangs holds up the next giver for the hedge delay only, at
+ * most HEDGE_PER_ASK of an ask's and CALLS_MAX in all in flight, each
+ * ending by its ask's deadline), all counted so that reclaim_stop waits
+ * for them. Lock
  * order: d->lock, then r->mu; nothing here takes d->lock while holding
  * r->mu, and no action is called with either held.
  */
@@ -59,6 +63,14 @@
                               * nothing by then still may (a slow unload) */
 #define MAX_VERDICTS 64      /* givers watched after an ask */
 #define MAX_UNHELPFUL 64     /* givers asked after the others */
+#define HEDGE_MS 250         /* a call that has not answered (nor started to
+                              * free) within this, or a 16th of the wait
+                              * when less, no longer holds up the next
+                              * giver: the next is called beside it */
+#define HEDGE_PER_ASK 16     /* calls in flight for one ask */
+#define CALLS_MAX 64         /* calls in flight, all asks together */
+#define LOOK_MS 50           /* how often an unanswered giver's memory is
+                              * read (has it started to come back?) */
 
 /* A vLLM put to sleep for another app: woken (POST /wake_up) once the card
  * has what it gave free again (SPEC 4.4, "taking it back"; Ollama and
@@ -97,6 +109,8 @@ struct reclaim {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t idle;
+    pthread_cond_t answered;           /* a call_thread's call ended
+                                        * (CLOCK_MONOTONIC) */
     int workers;                       /* asks and give-backs in flight */
     bool stopping;
     struct nvml *nv;                   /* the card's free memory */
@@ -125,6 +139,7 @@ struct reclaim {
     size_t nverdict;
     struct appdev unhelpful[MAX_UNHELPFUL];
     size_t nunhelpful;
+    unsigned calls_in_flight;          /* call_threads running */
 };
 
 /* A candidate to give memory back, copied out of the state under d->lock. */
@@ -142,8 +157,33 @@ struct giver {
     int64_t active_ms;                 /* mono ms the device last showed it
                                         * busy (busy_of) */
     int64_t promised_until;            /* mono ms its 2xx counts until */
+    int64_t called_at, next_look;      /* mono ms: its call began; its
+                                        * memory is next read */
     bool called, stopped;
     bool unhelpful;                    /* freed nothing when last asked */
+    bool answered;                     /* its call has ended */
+    bool coming;                       /* unanswered, but its memory has
+                                        * started to come back */
+};
+
+/*
+ * One giver's call for an ask, on a thread of its own (call_thread), so
+ * that a call that hangs does not hold up the next giver (hedging). The
+ * thread works on its own copy of the giver; what it reports (done,
+ * status, answered_at) and refs are under r->mu. Two references, the
+ * ask's and the thread's: the last to let go frees it, so an answer that
+ * comes after its ask ended (abandoned) touches only this, never the
+ * ask's memory.
+ */
+struct call {
+    struct reclaim *r;
+    struct giver g;                    /* the thread's copy */
+    long timeout_ms;                   /* ends by the ask's deadline */
+    char asker[ACCEL_ID_MAX + 1], dev[ACCEL_ID_MAX + 1], want[32];
+    int refs;
+    bool done, abandoned;
+    long status;
+    int64_t answered_at;
 };
 
 /* ---- small helpers ---- */
@@ -725,15 +765,35 @@ static char *call_action(struct reclaim *r, struct giver *g, long timeout_ms,
 
 /* ---- choosing ---- */
 
+static void giver_release(struct giver *g)
+{
+    manifest_reclaim_release(&g->act);
+    for (size_t k = 0; g->ports != NULL && g->ports[k] != NULL; k++)
+        free(g->ports[k]);
+    free(g->ports);
+}
+
 static void givers_free(struct giver *g, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        manifest_reclaim_release(&g[i].act);
-        for (size_t k = 0; g[i].ports != NULL && g[i].ports[k] != NULL; k++)
-            free(g[i].ports[k]);
-        free(g[i].ports);
-    }
+    for (size_t i = 0; i < n; i++)
+        giver_release(&g[i]);
     free(g);
+}
+
+/* A deep copy of from (giver_release frees it). */
+static void giver_copy(struct giver *to, const struct giver *from)
+{
+    *to = *from;
+    to->act.path = from->act.path ? xstrdup(from->act.path) : NULL;
+    to->act.body = from->act.body ? xstrdup(from->act.body) : NULL;
+    if (from->ports != NULL) {
+        size_t np = 0;
+        while (from->ports[np] != NULL)
+            np++;
+        to->ports = xcalloc(np + 1, sizeof(char *));
+        for (size_t k = 0; k < np; k++)
+            to->ports[k] = xstrdup(from->ports[k]);
+    }
 }
 
 static int priority_of(const struct app *a, enum accel_type t)
@@ -1130,6 +1190,95 @@ static void report_givers(struct reclaim *r, const char *asker,
 }
 
 static void answer(int fd, const char *s);
+static void job_done(struct reclaim *r);
+
+/* Let go of one reference to c (r->mu not held); the last frees it. */
+static void call_unref(struct reclaim *r, struct call *c, bool abandon)
+{
+    bool last;
+
+    pthread_mutex_lock(&r->mu);
+    if (abandon)
+        c->abandoned = true;
+    last = --c->refs == 0;
+    pthread_mutex_unlock(&r->mu);
+    if (last) {
+        giver_release(&c->g);
+        free(c);
+    }
+}
+
+/* One giver's call (struct call): the action, then what it answered. */
+static void *call_thread(void *arg)
+{
+    struct call *c = arg;
+    struct reclaim *r = c->r;
+    long st;
+    char *what = call_action(r, &c->g, c->timeout_ms, &st);
+    bool late;
+
+    pthread_mutex_lock(&r->mu);
+    late = c->abandoned;
+    pthread_mutex_unlock(&r->mu);
+    log_info("reclaim: %s's action for %s on %s: %s%s", c->g.name, c->asker,
+             c->dev, what,
+             late ? " (after its ask had ended: nothing more done)" : "");
+    free(what);
+    pthread_mutex_lock(&r->mu);
+    c->status = st;
+    c->answered_at = mono_ms();
+    c->done = true;
+    r->calls_in_flight--;
+    pthread_cond_broadcast(&r->answered); /* its ask looks at once */
+    pthread_mutex_unlock(&r->mu);
+    call_unref(r, c, false);
+    job_done(r);
+    return NULL;
+}
+
+/* Begin g's call for asker's ask on a thread of its own, to end within
+ * timeout_ms; NULL when none may begin now (CALLS_MAX in flight, acceld
+ * stopping, no thread). */
+static struct call *call_begin(struct reclaim *r, const struct giver *g,
+                               long timeout_ms, const char *asker,
+                               const char *uuid, const char *want)
+{
+    struct call *c;
+    pthread_t t;
+    pthread_attr_t at;
+    bool ok;
+
+    pthread_mutex_lock(&r->mu);
+    if (r->stopping || r->calls_in_flight >= CALLS_MAX) {
+        pthread_mutex_unlock(&r->mu);
+        return NULL;
+    }
+    r->calls_in_flight++;
+    r->workers++; /* reclaim_stop waits for it */
+    pthread_mutex_unlock(&r->mu);
+    c = xcalloc(1, sizeof(*c));
+    c->r = r;
+    giver_copy(&c->g, g);
+    c->timeout_ms = timeout_ms > 1 ? timeout_ms : 1;
+    util_strlcpy(c->asker, asker, sizeof c->asker);
+    util_strlcpy(c->dev, uuid, sizeof c->dev);
+    util_strlcpy(c->want, want, sizeof c->want);
+    c->refs = 2;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &at, call_thread, c) == 0;
+    pthread_attr_destroy(&at);
+    if (!ok) {
+        pthread_mutex_lock(&r->mu);
+        r->calls_in_flight--;
+        pthread_mutex_unlock(&r->mu);
+        giver_release(&c->g);
+        free(c);
+        job_done(r);
+        return NULL;
+    }
+    return c;
+}
 
 /*
  * Resolve one ask and answer it on fd ("ok <why>" when the card's free
@@ -1143,8 +1292,9 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     char *why = NULL, *line;
     struct accel_daemon *d = r->d;
     struct giver *g;
-    size_t n = 0, called = 0;
-    int64_t t0 = mono_ms(), deadline, promise_ms;
+    struct call *calls[MAX_GIVERS] = {NULL};
+    size_t n = 0, called = 0, inflight = 0;
+    int64_t t0 = mono_ms(), deadline, promise_ms, hedge_ms;
     uint64_t fr = 0, need, promised = 0, quota = 0, mine;
     uint32_t wait_ms;
     pid_t leader;
@@ -1221,6 +1371,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     qsort(g, n, sizeof(*g), by_idleness);
     promise_ms = wait_ms / 4 < PROMISE_MS ? (int64_t)wait_ms / 4
                                           : PROMISE_MS;
+    hedge_ms = wait_ms / 16 < HEDGE_MS ? (int64_t)wait_ms / 16 : HEDGE_MS;
     deadline = t0 + wait_ms;
     fmt_gib(bytes, want, sizeof want);
     if (!card_free(r, uuid, &fr, &cause)) {
@@ -1234,40 +1385,64 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     while (!(ok = fr >= bytes)) {
         int64_t now = mono_ms();
         need = bytes - fr;
-        /* a giver's 2xx counts as memory to come for a moment only: one
-         * that answered and freed nothing (or less) must not keep the
-         * next givers from being asked for the rest of the wait */
-        promised = 0;
-        for (size_t i = 0; i < called; i++)
-            if (g[i].promised_until > now)
-                promised += g[i].held;
-        /* call the idlest givers until what they hold covers the need */
-        while (promised < need && called < n && now < deadline) {
-            struct giver *v = &g[called++];
-            char *what;
-            long st, left = (long)(deadline - now);
-            if (v->held == 0)
+        /* the calls that answered since the last look */
+        pthread_mutex_lock(&r->mu);
+        for (size_t i = 0; i < called; i++) {
+            if (calls[i] == NULL || g[i].answered || !calls[i]->done)
                 continue;
-            /* an orStop giver is stopped at half the wait: its call may
-             * not hold the ask past that; another's, half of what is left,
-             * so that a call that hangs leaves time for the next giver */
-            what = call_action(r, v,
-                               v->act.or_stop
-                                   ? (long)(t0 + wait_ms / 2 - now)
-                               : called < n ? left / 2
-                                            : left,
-                               &st);
-            v->called = true;
-            /* only an action that answered counts on its memory */
-            if (st >= 200 && st < 300) {
-                promised += v->held;
-                v->promised_until = mono_ms() + promise_ms;
+            g[i].answered = true;
+            inflight--;
+            /* only an action that answered 2xx counts on its memory */
+            if (calls[i]->status >= 200 && calls[i]->status < 300)
+                g[i].promised_until = calls[i]->answered_at + promise_ms;
+        }
+        pthread_mutex_unlock(&r->mu);
+        /* what is to come: a call in flight for the hedge delay, or
+         * longer while the giver's memory comes back; a giver's 2xx for
+         * a moment only (one that answered and freed nothing, or less,
+         * must not keep the next givers from being asked) */
+        promised = 0;
+        for (size_t i = 0; i < called; i++) {
+            struct giver *v = &g[i];
+            if (calls[i] == NULL)
+                continue;
+            if (!v->answered && now - v->called_at >= hedge_ms &&
+                !v->coming && now >= v->next_look) {
+                v->coming = holds_now(r, v->name, (pid_t)v->pid, v->ledger,
+                                      v->quota, uuid, NULL) < v->held;
+                v->next_look = now + LOOK_MS;
             }
+            if (v->answered ? v->promised_until > now
+                            : now - v->called_at < hedge_ms || v->coming)
+                promised += v->held;
+        }
+        /* call the idlest givers until what they hold covers the need,
+         * each on a thread of its own: one that hangs holds up the next
+         * for the hedge delay only */
+        while (promised < need && called < n && now < deadline &&
+               inflight < HEDGE_PER_ASK) {
+            struct giver *v = &g[called];
+            /* an orStop giver is stopped at half the wait: its call may
+             * not go on past that; another's ends by the deadline */
+            long left = v->act.or_stop ? (long)(t0 + wait_ms / 2 - now)
+                                       : (long)(deadline - now);
+            if (v->held == 0) {
+                called++;
+                continue;
+            }
+            calls[called] = call_begin(r, v, left, asker, uuid, want);
+            if (calls[called] == NULL)
+                break; /* CALLS_MAX in flight: at the next look */
+            /* said before the call can end (and the ask be answered) */
             log_info("reclaim: %s asked for %s on %s: %s (holds %llu "
-                     "bytes): %s", asker, want, uuid, v->name,
-                     (unsigned long long)v->held, what);
-            free(what);
-            now = mono_ms();
+                     "bytes): called", asker, want, uuid, v->name,
+                     (unsigned long long)v->held);
+            v->called = true;
+            v->called_at = now;
+            v->next_look = now + hedge_ms;
+            called++;
+            inflight++;
+            promised += v->held;
         }
         /* an action that answers once it has freed (Ollama's unload,
          * vLLM's sleep) leaves the memory free now: look before waiting */
@@ -1289,9 +1464,23 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         }
         if (now >= deadline || is_stopping(r))
             break;
+        /* until the next look at the card, or a call of this ask
+         * answers (its memory is then free, for most actions) */
         {
-            struct timespec ts = {0, POLL_MS * 1000000L};
-            nanosleep(&ts, NULL);
+            struct timespec ts;
+            bool seen = false;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += POLL_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&r->mu);
+            for (size_t i = 0; i < called && !seen; i++)
+                seen = calls[i] != NULL && !g[i].answered && calls[i]->done;
+            if (!seen)
+                pthread_cond_timedwait(&r->answered, &r->mu, &ts);
+            pthread_mutex_unlock(&r->mu);
         }
         if (!card_free(r, uuid, &fr, NULL))
             break;
@@ -1305,6 +1494,45 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
     answer(fd, line); /* first: the asker waits for nothing below */
     free(line);
     free(why);
+    /* what a giver gave is measured once its call has answered (its own
+     * books, the ledger or the driver's per-process count, may lag the
+     * card's): the calls in flight within their hedge delay, or whose
+     * giver's memory is coming back, are waited for (the deadline at
+     * most); the others (past it, nothing coming: a hang) are left to
+     * end on their own copies, what they answer only logged */
+    for (;;) {
+        bool more = false;
+        int64_t now = mono_ms();
+        struct timespec ts;
+        for (size_t i = 0; i < called; i++) {
+            struct giver *v = &g[i];
+            if (calls[i] != NULL && !v->coming &&
+                now - v->called_at >= hedge_ms && now >= v->next_look) {
+                v->coming = holds_now(r, v->name, (pid_t)v->pid, v->ledger,
+                                      v->quota, uuid, NULL) < v->held;
+                v->next_look = now + LOOK_MS;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&r->mu);
+        for (size_t i = 0; i < called && !more; i++)
+            more = calls[i] != NULL && !calls[i]->done &&
+                   (now - g[i].called_at < hedge_ms || g[i].coming);
+        more = more && now < deadline && !r->stopping;
+        if (more)
+            pthread_cond_timedwait(&r->answered, &r->mu, &ts);
+        pthread_mutex_unlock(&r->mu);
+        if (!more)
+            break;
+    }
+    for (size_t i = 0; i < called; i++)
+        if (calls[i] != NULL)
+            call_unref(r, calls[i], true);
     report_givers(r, asker, true, uuid, g, called, t0);
     if (!ok) {
         json_t *list = json_array(), *data;
@@ -1807,6 +2035,13 @@ enum accel_err reclaim_start(struct accel_daemon *d)
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->idle, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&r->answered, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     if (ledger_reclaim_socket_path(r->path, sizeof r->path, rundir) !=
             ACCEL_OK ||
         (r->lfd = listen_at(r->path)) < 0 ||
@@ -1819,6 +2054,7 @@ enum accel_err reclaim_start(struct accel_daemon *d)
             close(r->lfd);
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->idle);
+        pthread_cond_destroy(&r->answered);
         free(r);
         return ACCEL_ESYS;
     }
@@ -1870,6 +2106,7 @@ void reclaim_stop(struct accel_daemon *d)
     curl_global_cleanup();
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->idle);
+    pthread_cond_destroy(&r->answered);
     free(r);
 }
 
