@@ -231,6 +231,20 @@ class CtxProbeHangs(CtxProbeTest):
         self.wait_for(lambda: self.probe_left() == [], "nothing left")
         self.assertNotIn("contextMemory", self.device(GPU_0)["enforcement"])
 
+    def test_the_probe_is_not_foreign_use(self):
+        """While the probe runs, its process on the card (the driver lists
+        it there) is acceld's own, not foreign use; a process beside it
+        that is no app's is."""
+        pid = int(self.running()[0].split()[1])
+        other = self.foreign_process()
+        self.write_nvml("proc %s %d %d compute\nproc %s %d 1048576 compute\n"
+                        % (GPU_0, pid, PROBE_CTX, GPU_0, other))
+        fu = self.wait_for(lambda: self.device(GPU_0)["foreignUsage"],
+                           "foreignUsage")
+        self.assertEqual([f["pid"] for f in fu], [other], fu)
+        self.assertIn("process %d" % pid, self.probe_left())  # still on
+        self.write_nvml()
+
     def test_a_probe_is_killed_at_acceld_stop(self):
         """acceld stopping while a probe runs kills it and removes its
         files (SIGTERM: it stops within the harness's 5 s, else it would

@@ -45,7 +45,7 @@ struct probe_dev {
 };
 
 struct ctxprobe {
-    pthread_mutex_t mu;       /* guards stop, devs, n and cap */
+    pthread_mutex_t mu;       /* guards stop, devs, n, cap and running */
     pthread_cond_t wake;      /* signalled by ctxprobe_stop (monotonic) */
     bool stop;                /* ctxprobe_stop asked */
     pthread_t thread;         /* the probing thread */
@@ -54,6 +54,7 @@ struct ctxprobe {
     char *program;            /* accel-ctxprobe's path (read-only) */
     char *dir;                /* <run>/ctxprobe (read-only) */
     struct accel_daemon *d;   /* the daemon it serves */
+    pid_t running;            /* the probe's pid while it runs, else 0 */
     struct nvml *nvml;        /* the thread's own NVML handle, NULL until
                                  its first look (the thread's alone) */
 };
@@ -303,7 +304,7 @@ static int run_probe(struct accel_daemon *d, struct ctxprobe *p,
                                  NULL };
     struct proc_spec spec = { .name = CTXPROBE_APP, .argv = argv };
     struct proc_handle h;
-    int status = 0, result = -1;
+    int status = 0, result = -1, rc;
     uint64_t v;
 
     clean_files(p);
@@ -321,7 +322,14 @@ static int run_probe(struct accel_daemon *d, struct ctxprobe *p,
         *why = xasprintf("%s", cause ? cause : "cannot start it");
         goto out;
     }
-    if (await_child(p, h.pid, &status) != 0) {
+    pthread_mutex_lock(&p->mu);
+    p->running = h.pid;
+    pthread_mutex_unlock(&p->mu);
+    rc = await_child(p, h.pid, &status);
+    pthread_mutex_lock(&p->mu);
+    p->running = 0;
+    pthread_mutex_unlock(&p->mu);
+    if (rc != 0) {
         *why = xasprintf("killed after %d ms or at acceld's stop",
                          CTXPROBE_TIMEOUT_MS);
         goto out;
@@ -489,4 +497,17 @@ int ctxprobe_bytes(struct accel_daemon *d, const char *uuid, uint64_t *out)
     }
     pthread_mutex_unlock(&p->mu);
     return found;
+}
+
+bool ctxprobe_is_probe(struct accel_daemon *d, pid_t pid)
+{
+    struct ctxprobe *p = d->ctxprobe;
+    bool is;
+
+    if (p == NULL || pid <= 0)
+        return false;
+    pthread_mutex_lock(&p->mu);
+    is = p->running == pid;
+    pthread_mutex_unlock(&p->mu);
+    return is;
 }

@@ -27,7 +27,9 @@
 #ifndef ACCEL_DAEMON_NODE_DEVICES_CTXPROBE_H
 #define ACCEL_DAEMON_NODE_DEVICES_CTXPROBE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "accel/accel.h"
 #include "daemon/state.h"
@@ -60,5 +62,9 @@ void ctxprobe_stop(struct accel_daemon *d);
 /* The context size measured on device `uuid` (d->lock held): 1 with the
  * bytes in *out (set only then), or 0 (none measured, or no probe). */
 int ctxprobe_bytes(struct accel_daemon *d, const char *uuid, uint64_t *out);
+
+/* Whether pid is the probe running now (d->lock held): acceld's own
+ * process on the card for a moment, never foreign use (the reconciler). */
+bool ctxprobe_is_probe(struct accel_daemon *d, pid_t pid);
 
 #endif

@@ -27,6 +27,7 @@
 #include "common/util.h"
 #include "daemon/lifecycle.h"
 #include "daemon/log.h"
+#include "daemon/node/devices/ctxprobe.h"
 #include "daemon/node/devices/discovery.h"
 #include "daemon/node/devices/nvml.h"
 #include "daemon/node/enforce/meter.h"
@@ -596,6 +597,9 @@ static void apply_proc(struct accel_daemon *d, struct pass *p, size_t dev,
         return;
     }
     if (a && row_on(a, dev))
+        return;
+    /* acceld's own context probe, on the card for a moment at start */
+    if (a == NULL && ctxprobe_is_probe(d, q->pid))
         return;
     /* no app, or a running app on a device it is not bound to */
     json_array_append_new(foreign, foreign_entry(q));
