@@ -533,13 +533,10 @@ class ElasticReclaimTest(RuntimeBase):
         self.assertEqual(self.app("bobs")["elastic"]["lent"]["lastTo"],
                          "alices")  # the admin sees the names
 
-    def test_a_reused_name_does_not_inherit_what_the_old_app_lent(self):
-        """What an app lent and got is kept by its name: alice's "ollama"
-        lends 20 GiB, alice deletes it, and bob installs an app of his
-        own under the name. Bob's app lent nothing: its JSON and bob's
-        /metrics say so, also after an acceld restart (the replay of the
-        kept events credits only the app of that name that was there at
-        the lend). Before, bob read alice's history as his app's."""
+    def alice_lends_then_bob_takes_the_name(self):
+        """alice's "ollama" (20 GiB) gives its memory back for the admin's
+        "comfyui", alice deletes it, and bob installs an app of his own
+        under the name: (alice's token, bob's)."""
         alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
         bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
         ta, tb = alice["data"]["token"], bob["data"]["token"]
@@ -554,6 +551,16 @@ class ElasticReclaimTest(RuntimeBase):
         st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
         self.assertEqual(st, 200, b)
         self.standin("ollama", "comfyui", 4, 4, token=tb)
+        return ta, tb
+
+    def test_a_reused_name_does_not_inherit_what_the_old_app_lent(self):
+        """What an app lent and got is kept by its name: alice's "ollama"
+        lends 20 GiB, alice deletes it, and bob installs an app of his
+        own under the name. Bob's app lent nothing: its JSON and bob's
+        /metrics say so, also after an acceld restart (the replay of the
+        kept events credits only the app of that name that was there at
+        the lend). Before, bob read alice's history as his app's."""
+        ta, tb = self.alice_lends_then_bob_takes_the_name()
 
         def bobs_view():
             st, b = self.d.http("GET", "/api/apps/ollama", token=tb)
@@ -580,18 +587,7 @@ class ElasticReclaimTest(RuntimeBase):
         memory.reclaim, install, uninstall), only his own app's; alice
         still sees hers (the owner they recorded). Before, bob read them
         all as his app's."""
-        alice = self.d.http("POST", "/api/users", {"name": "alice"})[1]
-        bob = self.d.http("POST", "/api/users", {"name": "bob"})[1]
-        ta, tb = alice["data"]["token"], bob["data"]["token"]
-        self.standin("ollama", "ollama", 20, 20, token=ta,
-                     reclaim=lambda p: {"preset": "ollama", "port": p})
-        pc = self.standin("comfyui", "comfyui", 16, 16)
-        st, b = call(pc, "POST", "/prompt", {})
-        self.assertEqual((st, b["loaded"]), (200, True), b)
-        self.wait_for(lambda: self.reclaims(), "memory.reclaim")
-        st, b = self.d.http("DELETE", "/api/apps/ollama", token=ta)
-        self.assertEqual(st, 200, b)
-        self.standin("ollama", "comfyui", 4, 4, token=tb)
+        ta, tb = self.alice_lends_then_bob_takes_the_name()
 
         def seen(token):
             st, b = self.d.http("GET", "/api/events?limit=1000",
@@ -1268,13 +1264,9 @@ time.sleep(300)
 # include/accel/ledger.h: offsetof(struct accel_ledger, active_ms)
 LEDGER_ACTIVE_MS = 456
 
-# A process of the app that stamps its ledgers' active_ms far in the
-# future, as an app that wants to look busy could.
-# The gamer stamps its ledger again and again, as a hostile app would: the
-# app's own shim stamps it too, at each allocation (the model's load may
-# come after the first stamp on a slow machine).
-STAMP = r"""
-import mmap, os, struct, time
+# The app's ledgers (its shim config's "device" lines), mapped: `maps`.
+MAP_LEDGERS = r"""
+import mmap, os, struct, sys, time
 maps = []
 for line in open(os.environ["ACCEL_CONFIG"]):
     f = line.split()
@@ -1282,6 +1274,13 @@ for line in open(os.environ["ACCEL_CONFIG"]):
         fd = os.open(f[3], os.O_RDWR)
         maps.append(mmap.mmap(fd, 0))
         os.close(fd)
+"""
+
+# A process of the app that stamps its ledgers' active_ms far in the
+# future, again and again, as an app that wants to look busy could (the
+# app's own shim stamps it too, at each allocation: the model's load may
+# come after the first stamp on a slow machine).
+STAMP = MAP_LEDGERS + r"""
 for _ in range(6000):
     for m in maps:
         m[%d:%d] = struct.pack("<Q", 1 << 60)
@@ -1318,31 +1317,19 @@ LEDGER_USED = 32
 # FORGE once the file argv[4] exists, after zeroing the `used` of the
 # app's ledgers: an app that holds memory and hides it from its ledger.
 FORGE_ON = r"""
-import mmap, os, struct, sys, time
+import os, sys, time
 while not os.path.exists(sys.argv[4]):
     time.sleep(0.05)
-for line in open(os.environ["ACCEL_CONFIG"]):
-    f = line.split()
-    if len(f) >= 4 and f[0] == "device":
-        fd = os.open(f[3], os.O_RDWR)
-        m = mmap.mmap(fd, 0)
-        os.close(fd)
-        m[%d:%d] = struct.pack("<q", 0)
+""" + MAP_LEDGERS + r"""
+for m in maps:
+    m[%d:%d] = struct.pack("<q", 0)
 """ % (LEDGER_USED, LEDGER_USED + 8) + FORGE
 
 
 # A process of the app that keeps its ledgers' `used` at 0 once its
 # model is loaded (the shim charged it), as an app that hides what it
 # holds could; argv[1] is made once it has zeroed a charge.
-ZERO_USED = r"""
-import mmap, os, struct, sys, time
-maps = []
-for line in open(os.environ["ACCEL_CONFIG"]):
-    f = line.split()
-    if len(f) >= 4 and f[0] == "device":
-        fd = os.open(f[3], os.O_RDWR)
-        maps.append(mmap.mmap(fd, 0))
-        os.close(fd)
+ZERO_USED = MAP_LEDGERS + r"""
 for _ in range(6000):
     for m in maps:
         if struct.unpack("<q", m[%d:%d])[0] > 0:

@@ -1467,14 +1467,8 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
         /* until the next look at the card, or a call of this ask
          * answers (its memory is then free, for most actions) */
         {
-            struct timespec ts;
+            struct timespec ts = util_deadline(CLOCK_MONOTONIC, POLL_MS);
             bool seen = false;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += POLL_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
             pthread_mutex_lock(&r->mu);
             for (size_t i = 0; i < called && !seen; i++)
                 seen = calls[i] != NULL && !g[i].answered && calls[i]->done;
@@ -1513,12 +1507,7 @@ static bool resolve(struct reclaim *r, int fd, const char *asker,
                 v->next_look = now + LOOK_MS;
             }
         }
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = util_deadline(CLOCK_MONOTONIC, POLL_MS);
         pthread_mutex_lock(&r->mu);
         for (size_t i = 0; i < called && !more; i++)
             more = calls[i] != NULL && !calls[i]->done &&
