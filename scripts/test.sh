@@ -77,6 +77,9 @@ check_tmp "the sanitizer build's tests"
 ACCEL_CMAKE_FLAGS="-DACCEL_TSAN=ON" bash scripts/setup.sh build-tsan
 TSAN_LOGS="$PWD/build-tsan/tsan-reports"
 rm -rf "$TSAN_LOGS" && mkdir -p "$TSAN_LOGS"
+# when the stage began (its apps' TSan runtime files in /tmp, below)
+TSAN_MARK="$PWD/build-tsan/.tsan-stage-start"
+touch "$TSAN_MARK"
 TSAN_BASE="log_path=$TSAN_LOGS/report suppressions=$PWD/tests/tsan/suppressions.txt second_deadlock_stack=1"
 TSAN_OPTIONS="$TSAN_BASE" ACCEL_CLUSTER_RACES=200 TMPDIR="$SUITE_TMP" \
     ctest --test-dir build-tsan --output-on-failure -j"$JOBS" \
@@ -102,6 +105,12 @@ echo "tsan: no report"
 # by design (acceld killed mid-operation, apps past their stop timeout)
 # leave theirs: the runtime's, not a test's
 find "$SUITE_TMP" -maxdepth 1 -name 'tsan.rodata.*' -type f -delete
+# An app gets an environment of its own, without TMPDIR: the apps' TSan
+# runtime (a TSan-built shim or stand-in, killed past its stop timeout)
+# leaves its file in /tmp; only those made during this stage go
+find /tmp -maxdepth 1 -name 'tsan.rodata.*' -type f -newer "$TSAN_MARK" \
+    -delete 2>/dev/null || true
+rm -f "$TSAN_MARK"
 check_tmp "the ThreadSanitizer build's tests"
 # The parsers under libFuzzer (clang), for a bounded time.
 CC=clang ACCEL_CMAKE_FLAGS="-DACCEL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug" \
