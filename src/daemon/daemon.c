@@ -159,11 +159,15 @@ static enum accel_err load_identity(void *ctx,
  * has a leader carries on (the supervisor sends SIGTERM again, kills after
  * the stop timeout, and releases or deletes the app once its cgroup is
  * empty: the reason stored with `stopping` says which); one that was
- * resuming with a leader is running again; a release that was waiting goes
- * on waiting for the reconciler; a stop with no process left finishes as a
- * release.
+ * resuming with a leader is running again; one resuming with none (the
+ * resume was acknowledged, its start never reached the store) starts again
+ * once what may be left of an unrecorded run is gone (runtime_end_orphans
+ * kills it; the reconciler waits for it, then starts the app instead of
+ * releasing it: SPEC 9, no acknowledged change lost across a kill -9); a
+ * release that was waiting goes on waiting for the reconciler; a stop with
+ * no process left finishes as a release.
  */
-static void adopt_state(struct app *a)
+static void adopt_state(struct accel_daemon *d, struct app *a)
 {
     bool mid = a->state == APP_STOPPING || a->state == APP_RESUMING;
     bool uninstall = a->reason && strcmp(a->reason, "uninstalling") == 0;
@@ -172,6 +176,11 @@ static void adopt_state(struct app *a)
                            uninstall);
     } else if (mid && a->pid > 0) {
         a->state = APP_RUNNING;
+    } else if (a->state == APP_RESUMING && !state_app_multi(d, a)) {
+        a->state = APP_RELEASING;
+        a->rel.to = APP_RESUMING;
+        a->rel.kill_at_ms =
+            util_wall_ms() + (int64_t)a->m.run.stop_timeout_s * 1000;
     } else if (mid || a->state == APP_RELEASING) {
         a->state = APP_RELEASING;
         a->rel.to = APP_STOPPED;
@@ -901,7 +910,7 @@ static int open_state(struct accel_daemon *d)
         }
         /* another node's app is that node's agent's to adopt */
         if (!state_app_remote(d, a))
-            adopt_state(a);
+            adopt_state(d, a);
     }
     /* from here on every change to the snapshot keeps it current */
     if (adm_index_build(&d->snap) != ACCEL_OK)

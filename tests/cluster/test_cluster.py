@@ -855,6 +855,41 @@ class LivenessTest(unittest.TestCase):
                self._reachable("n2", "n3"), "n3 back")
         self.assertEqual(c.app_of(c.agent("n1"), "on3")["state"], "running")
 
+    def test_a_resume_its_agent_missed_runs_when_it_returns(self):
+        """A resume acknowledged through n1 for an app of n3 while n3's
+        agent was down (its lease not lapsed yet): etcd says resuming with
+        no pid. n3 back, it starts the app and keeps its card; before, it
+        released the app (the randomized test's "acknowledged resume of j0
+        lost its cards"). The store is written as that resume leaves it,
+        so that no lease's timing decides the test."""
+        c = self.c
+        m = manifest("missed", "2Gi", run=["/bin/sleep", "304"])
+        st, b = install(c.agent("n1"), m, **bind("n3", "n3-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: (c.app_of(c.agent("n1"), "missed") or {}).get(
+            "state") == "running", "missed running")
+        c.agent("n3").kill9()
+        c.agent("n3").kill_apps()
+        c.wait(lambda: subprocess.run(["pgrep", "-f", "^/bin/sleep 304$"],
+                                      capture_output=True).returncode != 0,
+               "its process gone with n3")
+        key = "/accel/apps/missed"
+        row = json.loads(c.etcd.etcdctl("get", key,
+                                        "--print-value-only").stdout)
+        row.update(state="resuming", pid=0, pidStart=0)
+        c.etcd.etcdctl("put", key, json.dumps(row))
+        c.agent("n3").restart()
+        c.wait(lambda: (c.app_of(c.agent("n1"), "missed") or {}).get(
+            "state") == "running", "missed running again", timeout=15)
+        self.assertEqual(len(etcd_allocs(c, "n3-mem")), 1)
+        c.wait(lambda: subprocess.run(["pgrep", "-f", "^/bin/sleep 304$"],
+                                      capture_output=True).returncode == 0,
+               "its new process")
+        row = json.loads(c.etcd.etcdctl("get", key,
+                                        "--print-value-only").stdout)
+        self.assertEqual(row["state"], "running", row)
+        self.assertGreater(row["pid"], 0, row)
+
     def test_agent_stopped_past_its_ttl_then_continued(self):
         """SIGSTOP n3 past its lease: unreachable everywhere; an app of n3
         stopped meanwhile stays bound (nothing released on its behalf)

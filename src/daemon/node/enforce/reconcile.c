@@ -33,6 +33,7 @@
 #include "daemon/node/enforce/meter.h"
 #include "daemon/node/enforce/unheld.h"
 #include "daemon/node/proc/cgroup.h"
+#include "daemon/node/runtime/launch.h"
 #include "daemon/node/runtime/runtime.h"
 #include "daemon/state.h"
 
@@ -764,6 +765,22 @@ static void kill_held(struct accel_daemon *d, struct app *a)
     a->rel.kill_at_ms = now + RECONCILE_DEFAULT_MS; /* again if it stays */
 }
 
+/* An app acceld found resuming with no process at its start (daemon.c,
+ * adopt_state): what was left of its unrecorded run is gone, so the
+ * acknowledged resume goes on: alone, it starts now; in a cluster, the
+ * keeper's next round starts it, claimed against etcd's row first
+ * (cluster.c, redrive), as any resume of this node's. */
+static void resume_again(struct accel_daemon *d, struct app *a)
+{
+    memset(&a->rel, 0, sizeof(a->rel));
+    a->state = APP_RESUMING;
+    log_info("app %s: its resume had not started when acceld stopped; "
+             "starting it now",
+             a->name);
+    if (d->cluster == NULL)
+        launch_app(d, a, RUNNER_UNSEEN, lifecycle_commit_state);
+}
+
 static void finish_releases(struct accel_daemon *d, struct pass *p)
 {
     char **names = xcalloc(d->napps + 1, sizeof(*names));
@@ -780,7 +797,9 @@ static void finish_releases(struct accel_daemon *d, struct pass *p)
     for (size_t i = 0; i < n; i++) {
         struct app *a = state_app_find(d, names[i]);
         cgroup_app_remove(d->cg, names[i]);
-        if (a && lifecycle_finish_release(d, a) != ACCEL_OK)
+        if (a && a->rel.to == APP_RESUMING)
+            resume_again(d, a);
+        else if (a && lifecycle_finish_release(d, a) != ACCEL_OK)
             log_error("app %s: the release could not be saved", names[i]);
         free(names[i]);
     }
