@@ -173,6 +173,8 @@ class Client(threading.Thread):
         except OSError as e:
             st, b = 0, {"error": repr(e)}
         t1 = time.monotonic()
+        data = (b or {}).get("data")
+        data = data if isinstance(data, dict) else {}
         self.t.hist.add({
             "kind": "op", "client": self.i, "op": op, "app": app,
             "node": node, "args": args, "start": round(t0 - self.t.t0, 4),
@@ -180,8 +182,13 @@ class Client(threading.Thread):
             "outcome": outcome(st, b),
             "answer": {k: (b or {}).get(k) for k in ("code", "error",
                                                      "message")},
-            "state": ((b or {}).get("data") or {}).get("state")
-            if isinstance((b or {}).get("data"), dict) else None})
+            "state": data.get("state"),
+            # a switch refused (422) may have stopped apps first: those it
+            # names stopped, and those still stopping on their agents,
+            # which release them once stopped (ops_device.c, SPEC 2.7)
+            "stopped": sorted({x.get("appName") for k in (
+                "stoppedApps", "blockedApps") for x in data.get(k) or []
+                if isinstance(x, dict)}) if op == "mode" else []})
 
 
 class Jepsen(unittest.TestCase):
@@ -515,12 +522,14 @@ class Jepsen(unittest.TestCase):
 
     def later(self, rec, ops):
         """May one of ops have applied after rec, undoing it? One that
-        could change something (acknowledged, or unanswered: a 503, an
-        error) and did not end before rec began; an unanswered one up to
-        UNSURE_S before too (a timed-out write may still apply later)."""
+        could change something (acknowledged; unanswered: a 503, an error;
+        a mode switch refused after it stopped apps) and did not end before
+        rec began; an unanswered one up to UNSURE_S before too (a timed-out
+        write may still apply later)."""
         for o in ops:
-            if o is rec or o["outcome"] not in ("ok", "unavailable",
-                                                "error"):
+            if o is rec or (o["outcome"] not in ("ok", "unavailable",
+                                                 "error") and
+                            not o.get("stopped")):
                 continue
             slack = 0 if o["outcome"] == "ok" else UNSURE_S
             if o["end"] + slack > rec["start"]:
