@@ -216,6 +216,13 @@ enum accel_err state_tx_begin(struct accel_daemon *d)
 /* The revision of the last commit this thread lost to another node (0:
  * none since it was taken): the HTTP layer decides again (http.c). */
 static _Thread_local int64_t lost_rev;
+/* The transactions this thread has committed (state_commits_here). */
+static _Thread_local uint64_t my_commits;
+
+uint64_t state_commits_here(void)
+{
+    return my_commits;
+}
 
 int64_t state_take_conflict(void)
 {
@@ -230,8 +237,10 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
     enum accel_err rc = store_commit(d->store);
     if (d->hooks.commit_timed)
         d->hooks.commit_timed(d, util_now_ns() - t0);
-    if (rc == ACCEL_OK)
+    if (rc == ACCEL_OK) {
         atomic_fetch_add(&d->commit_seq, 1);
+        my_commits++;
+    }
     if (rc == ACCEL_ECONFLICT) {
         int64_t rev = store_conflict_rev(d->store);
         lost_rev = rev > 0 ? rev : 1;
@@ -251,8 +260,10 @@ enum accel_err state_tx_commit_queued(struct accel_daemon *d)
     enum accel_err rc = store_commit_queued(d->store, &d->lock, &rev);
     if (d->hooks.commit_timed)
         d->hooks.commit_timed(d, util_now_ns() - t0);
-    if (rc == ACCEL_OK)
+    if (rc == ACCEL_OK) {
         atomic_fetch_add(&d->commit_seq, 1);
+        my_commits++;
+    }
     if (rc == ACCEL_ECONFLICT) {
         lost_rev = rev > 0 ? rev : 1;
         log_info("store commit lost a race with another node; deciding again");

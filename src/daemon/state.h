@@ -485,6 +485,9 @@ enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc);
  * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if
  * none. */
 int64_t state_take_conflict(void);
+/* How many transactions this thread has committed: the HTTP layer's
+ * "did this request write anything?" (http_run_handler). */
+uint64_t state_commits_here(void);
 /*
  * Block until every commit written so far is durable (group commit: one
  * thread fsyncs for all that wait). Call WITHOUT d->lock, before answering

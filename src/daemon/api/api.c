@@ -1058,15 +1058,15 @@ static void h_gpu_bulk(struct http_req *r)
 #define H "/hami/api/vgpu/v1" /* HAMi-WebUI routes (api_hami.c), Olares's */
 #define HU "/api/vgpu/v1"       /* and upstream HAMi-WebUI's path */
 #define HAMI_ROUTES(P)                                                         \
-    {"POST", P "/gpus", api_hami_gpus, ROUTE_BODY},                            \
+    {"POST", P "/gpus", api_hami_gpus, ROUTE_BODY | ROUTE_READ},                            \
     {"GET", P "/gpu", api_hami_gpu, 0},                                        \
-    {"POST", P "/containers", api_hami_containers, ROUTE_BODY},                \
+    {"POST", P "/containers", api_hami_containers, ROUTE_BODY | ROUTE_READ},                \
     {"GET", P "/container", api_hami_container, 0},                            \
-    {"POST", P "/summary", api_hami_summary, ROUTE_BODY},                      \
-    {"POST", P "/nodes", api_hami_nodes, ROUTE_BODY},                          \
+    {"POST", P "/summary", api_hami_summary, ROUTE_BODY | ROUTE_READ},                      \
+    {"POST", P "/nodes", api_hami_nodes, ROUTE_BODY | ROUTE_READ},                          \
     {"GET", P "/node", api_hami_node, 0},                                      \
-    {"POST", P "/gpu-types", api_hami_gpu_types, ROUTE_BODY},                  \
-    {"POST", P "/monitor/summary", api_hami_monitor_summary, ROUTE_BODY}
+    {"POST", P "/gpu-types", api_hami_gpu_types, ROUTE_BODY | ROUTE_READ},                  \
+    {"POST", P "/monitor/summary", api_hami_monitor_summary, ROUTE_BODY | ROUTE_READ}
 const struct http_route api_routes[] = {
     {"GET", "/healthz", h_healthz, ROUTE_PUBLIC},
     {"GET", "/metrics", h_metrics, 0},
@@ -1079,7 +1079,7 @@ const struct http_route api_routes[] = {
      ROUTE_ADMIN | ROUTE_BODY},
     {"PUT", A "/compute-resources/nodes/{}/devices/{}/elastic", h_elastic,
      ROUTE_ADMIN | ROUTE_BODY},
-    {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY},
+    {"POST", A "/compute-resources/preflight", h_preflight, ROUTE_BODY | ROUTE_READ},
     {"GET", A "/nodes", h_nodes, 0},
     {"GET", A "/runtime", h_runtime, 0},
     {"GET", A "/settings", h_settings, 0},
@@ -1095,8 +1095,9 @@ const struct http_route api_routes[] = {
     {"POST", A "/apps/{}/suspend", h_suspend, ROUTE_SLOW},
     {"GET", A "/apps/{}/compute-resources/availability", h_availability, 0},
     {"POST", A "/apps/{}/compute-resources/bindings/validate", h_validate,
-     ROUTE_BODY},
-    {"POST", A "/apps/{}/compute-resources/validate", h_validate, ROUTE_BODY},
+     ROUTE_BODY | ROUTE_READ},
+    {"POST", A "/apps/{}/compute-resources/validate", h_validate,
+     ROUTE_BODY | ROUTE_READ},
     {"GET", A "/apps/{}/compute-resources/bindings", h_bindings, 0},
     {"PUT", A "/apps/{}/compute-resources/bindings/{}", h_quota, ROUTE_BODY},
     {"DELETE", A "/apps/{}/compute-resources/bindings", h_unbind,
@@ -1119,11 +1120,11 @@ const struct http_route api_routes[] = {
     HAMI_ROUTES(HU),
     {"GET", A "/metrics/history", api_history_get, 0},
     {"POST", H "/monitor/query/instant-vector", api_history_instant,
-     ROUTE_BODY},
-    {"POST", H "/monitor/query/range-vector", api_history_range, ROUTE_BODY},
+     ROUTE_BODY | ROUTE_READ},
+    {"POST", H "/monitor/query/range-vector", api_history_range, ROUTE_BODY | ROUTE_READ},
     {"POST", HU "/monitor/query/instant-vector", api_history_instant,
-     ROUTE_BODY},
-    {"POST", HU "/monitor/query/range-vector", api_history_range, ROUTE_BODY},
+     ROUTE_BODY | ROUTE_READ},
+    {"POST", HU "/monitor/query/range-vector", api_history_range, ROUTE_BODY | ROUTE_READ},
     {"GET", "/", api_static, ROUTE_PUBLIC | ROUTE_PREFIX},
 };
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -513,6 +513,8 @@ void http_run_handler(struct http_req *r, const struct http_route *rt)
     tree_bytes = 0;
     for (int tries = 1;; tries++) {
         int64_t rev, seen = store_view_rev(r->d->store);
+        uint64_t commits = state_commits_here();
+        bool unwritten;
         r->refused = false;
         if (cluster)
             state_refusals_hold(); /* until the decision stands */
@@ -520,6 +522,11 @@ void http_run_handler(struct http_req *r, const struct http_route *rt)
         rt->handler(r);
         state_set_actor(NULL);
         rev = state_take_conflict();
+        /* a change answered as made already, writing nothing (a mode
+         * already set, an app already stopped): as old as the view it
+         * was read from */
+        unwritten = !(rt->flags & ROUTE_READ) && r->status >= 200 &&
+                    r->status <= 299 && state_commits_here() == commits;
         if (tries == HTTP_CONFLICT_TRIES)
             break;
         if (rev != 0 && (r->status < 200 || r->status > 299)) {
@@ -532,17 +539,31 @@ void http_run_handler(struct http_req *r, const struct http_route *rt)
              * the change as if it had not been made ("already
              * installed"), the randomized test saw it. */
             store_wait_rev(r->d->store, rev, 2000);
-        } else if (r->refused && !synced && cluster) {
-            /* a refusal decided on a view that may lag the cluster (a
-             * release acknowledged by another node a moment ago): bring
-             * the view up to etcd's current revision and, if it moved,
-             * decide again, so that a refusal is never older than the
-             * request */
+        } else if ((r->refused || unwritten) && !synced && cluster) {
+            /* a refusal, or a change found made already, decided on a
+             * view that may lag the cluster (a release, a mode switch
+             * acknowledged by another node a moment ago): bring the view
+             * up to etcd's current revision and, if it moved, decide
+             * again, so that an answer that wrote nothing is never older
+             * than the request (the randomized test saw a switch answered
+             * "unchanged" from a view that had not yet seen the switch
+             * before it) */
             bool moved = false;
             synced = true;
             if (store_view_sync(r->d->store, seen, 2000, &moved) !=
-                    ACCEL_OK ||
-                !moved)
+                ACCEL_OK) {
+                /* a refusal acknowledges nothing and may stand; "made
+                 * already" would acknowledge what etcd may not hold */
+                if (unwritten)
+                    http_reply_error(
+                        r, ACCEL_EUNAVAIL,
+                        "this node could not bring its view of the cluster "
+                        "up to date (etcd did not answer in time), so it "
+                        "cannot say whether this is already so; nothing was "
+                        "changed: read the state back and try again");
+                break;
+            }
+            if (!moved)
                 break;
         } else {
             break;

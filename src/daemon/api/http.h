@@ -69,6 +69,9 @@ struct http_req {
 #define ROUTE_SLOW (1u << 4)   /* may wait on an app's stop: runs on a
                                   thread of its own, the request parked
                                   (http_int.h) */
+#define ROUTE_READ (1u << 5)   /* a POST that only reads (a query with a
+                                  body): its answer is no change found
+                                  made (http_run_handler) */
 
 struct http_route {
     const char *method;   /* "GET", "POST", ... */
