@@ -525,7 +525,8 @@ void http_run_handler(struct http_req *r, const struct http_route *rt)
         /* a change answered as made already, writing nothing (a mode
          * already set, an app already stopped): as old as the view it
          * was read from */
-        unwritten = !(rt->flags & ROUTE_READ) && r->status >= 200 &&
+        unwritten = !(rt->flags & (ROUTE_READ | ROUTE_LOCAL)) &&
+                    r->status >= 200 &&
                     r->status <= 299 && state_commits_here() == commits;
         if (tries == HTTP_CONFLICT_TRIES)
             break;

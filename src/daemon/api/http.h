@@ -72,6 +72,9 @@ struct http_req {
 #define ROUTE_READ (1u << 5)   /* a POST that only reads (a query with a
                                   body): its answer is no change found
                                   made (http_run_handler) */
+#define ROUTE_LOCAL (1u << 6)  /* changes this node's files, never the
+                                  cluster's store: nothing in its answer
+                                  is read from the cluster's view */
 
 struct http_route {
     const char *method;   /* "GET", "POST", ... */
