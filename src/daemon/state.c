@@ -139,7 +139,10 @@ void state_app_remove(struct accel_daemon *d, struct app *a)
     d->apps[i] = d->apps[--d->napps];
     if (i < d->napps)
         strmap_put(d->app_index, d->apps[i]->name, i);
-    state_app_free(a);
+    if (a->committing)
+        a->removed = true; /* its committing thread frees it (state.h) */
+    else
+        state_app_free(a);
 }
 
 struct user_rec *state_user_find(struct accel_daemon *d, const char *name)

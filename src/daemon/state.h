@@ -208,7 +208,13 @@ struct app {
     size_t nparts;
     bool committing;             /* installed in memory, its transaction on
                                     its way to etcd (ops.c): other changes
-                                    to it wait (409) */
+                                    to it wait (409); d->lock is released
+                                    meanwhile, so a removal (another node's
+                                    delete through the watch, its owner
+                                    removed) only unlinks it and sets
+                                    removed: the committing thread, which
+                                    still holds the pointer, frees it */
+    bool removed;
     uint8_t *row_vram;           /* [nrows] enum vram_tier holding each
                                     row's quota on this node (node/vram.c),
                                     NULL = none applied */

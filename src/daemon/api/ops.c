@@ -368,13 +368,15 @@ enum accel_err ops_commit_bind(struct accel_daemon *d, struct app *a,
  * anything else sees the view: nothing stays in memory that etcd does not
  * hold. An ambiguous failure (ACCEL_EUNAVAIL, answered as a 503 that
  * says so) is left to the watch, which brings the rows if they were
- * written.
+ * written. Another node may change or delete the app between etcd's
+ * answer and the lock taken again (the watch applies it): *gone says it
+ * was deleted (a is then the caller's to free, outside the state).
  */
 static enum accel_err commit_install_queued(struct accel_daemon *d,
                                             struct app *a, int sel,
                                             const struct adm_row *rows,
                                             size_t n, enum app_state st,
-                                            const char *reason)
+                                            const char *reason, bool *gone)
 {
     int old_sel = a->sel;
     enum accel_err rc = bind_tx_write(d, a, sel, rows, n, st, reason);
@@ -387,9 +389,12 @@ static enum accel_err commit_install_queued(struct accel_daemon *d,
     a->committing = true;
     rc = state_tx_commit_queued(d);
     a->committing = false;
-    if (rc != ACCEL_OK) {
+    *gone = a->removed;
+    if (rc != ACCEL_OK && !*gone) {
         state_set_rows(d, a, NULL, 0);
         state_app_remove(d, a);
+    } else if (rc != ACCEL_OK) {
+        state_app_free(a); /* unlinked by its remover already */
     }
     store_queued_settled(d->store);
     return rc;
@@ -796,7 +801,7 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
     struct adm_row rows[ADM_MAX_SELECTION];
     int sel, n;
     enum app_state st = APP_INSTALLED;
-    bool cluster = store_is_cluster(d->store);
+    bool cluster = store_is_cluster(d->store), gone = false;
     json_t *pin = NULL;
     enum accel_err rc;
 
@@ -849,7 +854,8 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
                                                     : APP_RUNNING;
     if (cluster)
         rc = commit_install_queued(d, a, sel, rows, (size_t)n, st,
-                                   n ? NULL : "insufficient-resources");
+                                   n ? NULL : "insufficient-resources",
+                                   &gone);
     else
         rc = ops_commit_bind(d, a, sel, rows, (size_t)n, st,
                              n ? NULL : "insufficient-resources");
@@ -860,7 +866,18 @@ void ops_install(struct accel_daemon *d, const struct auth_user *u,
         pthread_mutex_unlock(&d->lock);
         return;
     }
-    if (n > 0 && state_app_runs_here(d, a)) /* a pull answers at once */
+    if (gone) {
+        /* installed, then deleted through another node before this one
+         * had the lock again: the install was made, and undone since */
+        ops_res_ok(res, 200, view_app(d, a, u));
+        state_app_free(a);
+        pthread_mutex_unlock(&d->lock);
+        return;
+    }
+    if (cluster && a->state != st)
+        cluster_act(d, a); /* changed meanwhile (a stop through another
+                              node): what it is now decides, not st */
+    else if (n > 0 && state_app_runs_here(d, a)) /* a pull answers at once */
         launch_app(d, a, RUNNER_SEEN, lifecycle_commit_state);
     else if (n > 0 && state_app_multi(d, a))
         cluster_act(d, a); /* this node's part, if it has one */
