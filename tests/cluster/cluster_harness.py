@@ -197,11 +197,16 @@ class Cluster:
                 token = a.token
                 self.agents[n] = a
             self.token = token
-            self.wait(lambda: all(len(self.nodes_of(a)) == len(nodes) and
+            # an agent (--role agent) watches no other node: it shows
+            # the nodes as they were at its start
+            self.api = [n for n in nodes if "agent" not in
+                        list((node_args or {}).get(n, ()))]
+            self.wait(lambda: all(len(self.nodes_of(self.agents[n])) ==
+                                  len(nodes) and
                                   all(x["reachable"] for x in
-                                      self.nodes_of(a).values())
-                                  for a in self.agents.values()),
-                      "every agent sees every node reachable")
+                                      self.nodes_of(self.agents[n]).values())
+                                  for n in self.api),
+                      "every API server sees every node reachable")
         except BaseException:
             self.close()
             raise

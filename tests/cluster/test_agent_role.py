@@ -183,6 +183,24 @@ class AgentRoleTest(unittest.TestCase):
                 c.agent("n1").http("DELETE", "/api/apps/%s" % name)
             c.wait(lambda: etcd_keys(c, "/accel/apps/") == [], "cleaned")
 
+    def test_a_cards_setting_reaches_the_agent(self):
+        """devices/ is one of the agent's other watches on the stream: a
+        card setting changed through n1 shows in n3's view."""
+        c = self.c
+        path = "/api/compute-resources/nodes/n3/devices/n3-mem/meter"
+
+        def action(a):
+            for n in c.nodes_of(a).values():
+                for x in n["devices"]:
+                    if x["id"] == "n3-mem":
+                        return (x.get("meter") or {}).get("overQuotaAction")
+        for want in ("stop", "report"):
+            st, b = c.agent("n1").http("PUT", path,
+                                       {"overQuotaAction": want})
+            self.assertEqual(st, 200, b)
+            c.wait(lambda: action(c.agent("n3")) == want,
+                   "n3 shows overQuotaAction " + want)
+
     def test_the_agent_takes_no_monitor_slot(self):
         out = self.c.etcd.etcdctl("get", "--prefix", "/accel~live/monitor/",
                                   "--print-value-only").stdout

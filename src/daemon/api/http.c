@@ -416,7 +416,7 @@ static void refuse_on_agent(struct http_req *r)
         "bound to its cards but decides nothing, and %.20s %.200s changes "
         "the cluster; send it to an API server instead (a node whose acceld "
         "runs --role api or --role both, the default; for example "
-        "`accelctl --url http://API-SERVER:PORT ...`)",
+        "`accelctl --server http://API-SERVER:PORT ...`)",
         r->d->cfg.node_name, r->method, r->path);
     http_reply_error_code(r, 421, "agent_node", msg);
     free(msg);
