@@ -6,8 +6,11 @@ needs whole. Three etcd members, n1 and n2 API servers (the default role),
 n3 an agent."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -182,6 +185,56 @@ class AgentRoleTest(unittest.TestCase):
                 c.agent("n1").http("POST", "/api/apps/%s/suspend" % name)
                 c.agent("n1").http("DELETE", "/api/apps/%s" % name)
             c.wait(lambda: etcd_keys(c, "/accel/apps/") == [], "cleaned")
+
+    def test_an_app_across_an_api_server_and_the_agent(self):
+        """supportMultiNodes on n2's and n3's cards, through n1: each runs
+        its part (n3's is its child), with the peers' ranks; a part that
+        exits on n3 stops n2's, and every card is released (the parts'
+        rows reach n3 through the index, each part's write rewriting it
+        for both nodes)."""
+        c = self.c
+        out = tempfile.mkdtemp(prefix="accel-agentwide-")
+        os.chmod(out, 0o777)
+        self.addCleanup(shutil.rmtree, out, True)
+        script = ('echo "$ACCEL_NODE_RANK $ACCEL_NODE_COUNT" > '
+                  '%s/$ACCEL_NODE_NAME; exec sleep 304' % out)
+        m = manifest("wide", "4Gi", run=["/bin/sh", "-c", script],
+                     multi=True)
+        st, b = c.agent("n1").http("POST", "/api/apps", {
+            "manifest": m, "computeBinding": [
+                {"nodeName": "n2", "deviceId": "n2-mem", "memory": 2 * GiB},
+                {"nodeName": "n3", "deviceId": "n3-mem", "memory": 2 * GiB}]})
+        self.assertTrue(won(st, b), b)
+        self.assertEqual(etcd_keys(c, "/accel/bynode/"),
+                         ["/accel/bynode/n2/wide", "/accel/bynode/n3/wide"])
+        c.wait(lambda: sorted(os.listdir(out)) == ["n2", "n3"],
+               "both parts wrote their rank")
+        for n, rank in (("n2", "0"), ("n3", "1")):
+            with open(os.path.join(out, n)) as f:
+                self.assertEqual(f.read().split(), [rank, "2"])
+        c.wait(lambda: (c.app_of(c.agent("n1"), "wide") or {}).get(
+            "state") == "running", "wide running as n1 sees it")
+        pids = {}
+        for line in subprocess.run(["pgrep", "-a", "-f", "^sleep 304$"],
+                                   capture_output=True,
+                                   text=True).stdout.splitlines():
+            pid = int(line.split()[0])
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = f.read()
+            for n in ("n2", "n3"):
+                if ("ACCEL_NODE_NAME=%s" % n).encode() in env:
+                    pids[n] = pid
+        self.assertEqual(sorted(pids), ["n2", "n3"])
+        self.assertEqual(ppid_of(pids["n3"]), c.agent("n3").proc.pid)
+        os.kill(pids["n3"], signal.SIGKILL)
+        c.wait(lambda: gone(pids["n2"]), "n2's part stopped")
+        c.wait(lambda: (c.app_of(c.agent("n1"), "wide") or {}).get(
+            "state") == "stopped" and etcd_allocs(c, "n2-mem") == [] and
+            etcd_allocs(c, "n3-mem") == [], "every card released")
+        self.assertEqual(etcd_keys(c, "/accel/bynode/"), [])
+        c.agent("n1").http("DELETE", "/api/apps/wide")
+        c.wait(lambda: etcd_keys(c, "/accel/apps/wide") == [],
+               "uninstalled")
 
     def test_a_cards_setting_reaches_the_agent(self):
         """devices/ is one of the agent's other watches on the stream: a
