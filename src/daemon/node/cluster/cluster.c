@@ -1313,7 +1313,12 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
      * own apps) */
     if (d->cfg.role != ROLE_AGENT) {
         size_t written = 0;
-        if (store_index_fill(d->store, &written) != ACCEL_OK)
+        enum accel_err ferr;
+        /* under the lock: the supervisor, already running, may commit
+         * (the store's key knowledge is the caller's lock's) */
+        pthread_mutex_lock(&d->lock);
+        ferr = store_index_fill(d->store, &written);
+        if (ferr != ACCEL_OK)
             log_warn("node %s: the bynode index was not completed (%s); "
                      "agents may miss apps bound to their cards before it",
                      d->cfg.node_name, store_errmsg(d->store));
@@ -1321,6 +1326,7 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
             log_info("node %s wrote %zu missing key%s of the bynode index "
                      "(a cluster written before it)",
                      d->cfg.node_name, written, written == 1 ? "" : "s");
+        pthread_mutex_unlock(&d->lock);
     }
     /* what other nodes asked of this one while it was away */
     pthread_mutex_lock(&d->lock);
