@@ -236,6 +236,31 @@ class AgentRoleTest(unittest.TestCase):
         c.wait(lambda: etcd_keys(c, "/accel/apps/wide") == [],
                "uninstalled")
 
+    def test_a_live_quota_cut_through_an_api_server_reaches_the_agent(self):
+        """SPEC 4.4: the quota of the agent's running app cut through n1:
+        an allocation row alone changes (the index rewritten with it), and
+        n3 carries it to the app's ledger in place."""
+        c = self.c
+        n3 = c.agent("n3")
+        m = manifest("cut", "2Gi", run=["/bin/sleep", "305"])
+        st, b = install(c.agent("n1"), m, **bind("n3", "n3-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        self.addCleanup(lambda: c.agent("n1").http("DELETE", "/api/apps/cut"))
+        ledger = os.path.join(n3.data_dir, "run", "ledgers", "cut-dev0.ledger")
+
+        def ledger_limit():
+            with open(ledger, "rb") as f:
+                return int.from_bytes(f.read(32)[24:32], "little")
+
+        c.wait(lambda: ledger_limit() == 2 * GiB, "the app's ledger on n3")
+        st, b = c.agent("n1").http(
+            "PUT", "/api/apps/cut/compute-resources/bindings/n3-mem",
+            {"memory": "1Gi"})
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: ledger_limit() == GiB, "the cut in n3's ledger")
+        c.wait(lambda: [x["memory"] for x in (c.app_of(n3, "cut") or {}).get(
+            "allocations", [])] == [GiB], "the cut in n3's view")
+
     def test_a_cards_setting_reaches_the_agent(self):
         """devices/ is one of the agent's other watches on the stream: a
         card setting changed through n1 shows in n3's view."""
