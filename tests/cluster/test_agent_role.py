@@ -2,8 +2,10 @@
 """acceld --role agent (issue 51, docs/cluster.md "Roles"): a node that
 runs and enforces the apps bound to its cards, decides nothing, and
 watches only its node's index (bynode/<node>/) and the small tables it
-needs whole. Three etcd members, n1 and n2 API servers (the default role),
-n3 an agent."""
+needs whole. Three etcd members, n1 and n2 API servers (n1 the default
+role, n2 --role api in the shared cluster), n3 an agent. After each test
+of the shared cluster, etcd's bynode index names exactly the (node, app)
+pairs of its allocation rows."""
 import json
 import os
 import shutil
@@ -20,6 +22,8 @@ from cluster_harness import (GiB, LEASE_TTL, Cluster,  # noqa: E402
 import accel_harness  # noqa: E402
 
 AGENT = {"n3": ["--role", "agent"]}
+# n2 says it is an API server (--role api: the default's behaviour)
+ROLES = {"n2": ["--role", "api"], "n3": ["--role", "agent"]}
 
 
 def bind(node, dev, mem=0):
@@ -50,6 +54,19 @@ def etcd_allocs(c, dev):
                          "--print-value-only").stdout
     rows = [json.loads(x) for x in out.splitlines() if x.strip()]
     return [r for r in rows if r["device"] == dev]
+
+
+def index_as_allocs(c):
+    """Whether etcd's bynode index names exactly the (node, app) pairs of
+    its allocation rows (read in one range: one revision)."""
+    out = c.etcd.etcdctl("get", "--prefix", "/accel/").stdout.splitlines()
+    rows = dict(zip(out[0::2], out[1::2]))
+    index = sorted(k[len("/accel/bynode/"):] for k in rows
+                   if k.startswith("/accel/bynode/"))
+    bound = sorted({"%s/%s" % (r["node"], r["app"]) for r in
+                    (json.loads(v) for k, v in rows.items()
+                     if k.startswith("/accel/allocs/"))})
+    return index == bound
 
 
 def apps_of(a):
@@ -104,11 +121,16 @@ class AgentRoleTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.c = Cluster(["n1", "n2", "n3"], node_args=AGENT)
+        cls.c = Cluster(["n1", "n2", "n3"], node_args=ROLES)
 
     @classmethod
     def tearDownClass(cls):
         cls.c.close()
+
+    def tearDown(self):
+        # whatever the test did, the index is the allocations' (node, app)
+        self.c.wait(lambda: index_as_allocs(self.c),
+                    "the bynode index matches the allocation rows")
 
     def test_an_app_of_the_agent_runs_and_stops_there(self):
         """Installed through n1 bound to n3's card: n3's agent starts it
