@@ -24,6 +24,12 @@ usage: bench/bench_scale.py BUILD_DIR [N,N,...] [IDLE BINDS]
        killed node is then one of the N - 1, seen by the others of them);
        APART_API=K with --apart: n1 to nK under /accel/ (K API servers
        that watch every bind), the other N - K apart
+       --agents: n1 an API server (the default role), the other N - 1
+       acceld --role agent (docs/cluster.md, "Roles"): each watches only
+       its own node's index and the small tables, so a bind through n1
+       on n1's card reaches no agent; the killed node (an agent) is timed
+       until the API servers show it unreachable; AGENTS_API=K: n1 to
+       nK API servers, the other N - K agents
        --short: N = 8, IDLE 4, BINDS 3, and exit 1 if a bar is missed
        (idle events < 3 N; the killed node within TTL + 2 s)
        (the CI form: cluster.bench_scale, well under a minute)
@@ -101,9 +107,10 @@ def binds(c, nodes, seconds):
     return n / (time.monotonic() - t0), cost
 
 
-def kill(c, nodes, apart=False):
+def kill(c, nodes, apart=0, api=0):
     victim = nodes[-1]
-    viewers = [c.agent(n) for n in nodes[apart:-1]]
+    viewers = [c.agent(n) for n in (nodes[:api] if api else
+                                    nodes[apart:-1])]
     c.agent(victim).kill9()
     t0 = time.monotonic()
     left = set(v.node for v in viewers)
@@ -142,10 +149,12 @@ def start_rest(c, nodes, k):
            timeout=120)
 
 
-def one(n, idle_s, binds_s, apart=0):
+def one(n, idle_s, binds_s, apart=0, api=0):
     nodes = ["n%d" % (k + 1) for k in range(n)]
     t0 = time.monotonic()
-    c = cluster_harness.Cluster(nodes[:apart] if apart else nodes)
+    roles = {x: ["--role", "agent"] for x in nodes[api:]} if api else None
+    c = cluster_harness.Cluster(nodes[:apart] if apart else nodes,
+                                node_args=roles)
     try:
         if apart:
             start_rest(c, nodes, apart)
@@ -153,10 +162,10 @@ def one(n, idle_s, binds_s, apart=0):
         time.sleep(2)  # the last agents' first rounds
         ev, cpu = idle(c, idle_s)
         rate, cost = binds(c, nodes, binds_s)
-        dead = kill(c, nodes, apart)
+        dead = kill(c, nodes, apart, api)
     finally:
         c.close()
-    print(json.dumps({"n": n, "apart": apart,
+    print(json.dumps({"n": n, "apart": apart, "api_servers": api,
                       "started_s": round(started, 1),
                       "idle_events_per_s": round(ev, 1),
                       "busiest_etcd_cpu_s_per_min": round(cpu, 2),
@@ -172,7 +181,8 @@ def one(n, idle_s, binds_s, apart=0):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a not in ("--short", "--apart")]
+    args = [a for a in sys.argv[1:]
+            if a not in ("--short", "--apart", "--agents")]
     short = "--short" in sys.argv
     if not args:
         print(__doc__.strip())
@@ -193,12 +203,23 @@ def main():
             print("APART_API=%d: from 1 to the smallest N - 2 (the killed "
                   "node and one who sees it are apart)" % apart)
             return 2
+    api = 0
+    if "--agents" in sys.argv:
+        if apart:
+            print("--agents and --apart: one or the other")
+            return 2
+        api = int(os.environ.get("AGENTS_API", "1"))
+        if not 1 <= api <= min(ns) - 1:
+            print("AGENTS_API=%d: from 1 to the smallest N - 1 (the killed "
+                  "node is an agent)" % api)
+            return 2
     ttl = cluster_harness.LEASE_TTL
-    print("acceld %s, lease TTL %d s, idle %g s, binds %g s%s" % (
+    print("acceld %s, lease TTL %d s, idle %g s, binds %g s%s%s" % (
         accel_harness.ACCELD, ttl, idle_s, binds_s,
         ", the agents after n%d apart (%s)" % (apart, REST_PREFIX)
-        if apart else ""))
-    res = [one(n, idle_s, binds_s, apart) for n in ns]
+        if apart else "",
+        ", the nodes after n%d --role agent" % api if api else ""))
+    res = [one(n, idle_s, binds_s, apart, api) for n in ns]
     ok = all(r["dead"] <= ttl + 2 for r in res)
     if short:
         # the short form's bar: an idle cluster of 8 sends fewer than 3 N

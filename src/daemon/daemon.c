@@ -434,6 +434,7 @@ static void usage(FILE *f)
             "              [--etcd-cacert FILE --etcd-cert FILE --etcd-key FILE]\n"
             "              [--etcd-insecure]\n"
             "              [--lease-ttl SECONDS] [--etcd-compact-retention SECONDS|0]\n"
+            "              [--role agent|api|both] (default both)\n"
             "              with --node-name on every node\n"
             "defaults: --data-dir ./accel-data --listen %s "
             "--app-uid-range %u-%u\n",
@@ -456,6 +457,7 @@ static int parse_interval(const char *s)
 /* A whole number in [lo, hi], or -1. */
 #define OPT_RETENTION 1000 /* --etcd-compact-retention: no short form */
 #define OPT_HISTORY_MAX 1001 /* --history-max-bytes */
+#define OPT_ROLE 1002 /* --role */
 #define HISTORY_MAX_BYTES_MIN ((uint64_t)1 << 20)
 #define HISTORY_MAX_BYTES_MAX ((uint64_t)64 << 30)
 
@@ -551,6 +553,7 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         {"history-interval", required_argument, NULL, 'H'},
         {"history-retention", required_argument, NULL, 'R'},
         {"history-max-bytes", required_argument, NULL, OPT_HISTORY_MAX},
+        {"role", required_argument, NULL, OPT_ROLE},
         {"prometheus", required_argument, NULL, 'P'},
         {"repair", no_argument, NULL, 'X'},
         {"no-cgroups", no_argument, NULL, 'G'},
@@ -734,6 +737,19 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_ROLE:
+            if (strcmp(optarg, "both") == 0) {
+                d->cfg.role = ROLE_BOTH;
+            } else if (strcmp(optarg, "api") == 0) {
+                d->cfg.role = ROLE_API;
+            } else if (strcmp(optarg, "agent") == 0) {
+                d->cfg.role = ROLE_AGENT;
+            } else {
+                fprintf(stderr, "acceld: --role must be agent, api or both "
+                                "(got \"%.40s\")\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return -1;
         case 'V':
             printf("acceld %s (database schema %d)\n", ACCEL_VERSION,
@@ -752,6 +768,11 @@ static int parse_options(struct accel_daemon *d, int argc, char **argv)
         fprintf(stderr, "acceld: --etcd-cacert, --etcd-cert, --etcd-key, "
                         "--etcd-insecure and --etcd-prefix need --etcd (they "
                         "are about the cluster's etcd)\n");
+        return 2;
+    }
+    if (d->cfg.role != ROLE_BOTH && d->cfg.etcd == NULL) {
+        fprintf(stderr, "acceld: --role needs --etcd (a node's role is in "
+                        "a cluster)\n");
         return 2;
     }
     if (d->cfg.hami_uids != NULL && d->cfg.hami_listen == NULL) {
@@ -874,6 +895,7 @@ static int open_state(struct accel_daemon *d)
                                      .prefix = d->cfg.etcd_prefix,
                                      .node = d->cfg.node_name,
                                      .insecure = d->cfg.etcd_insecure,
+                                     .agent = d->cfg.role == ROLE_AGENT,
                                      /* a write stuck on a member that lost
                                       * its leader gives up in time for the
                                       * next to go through the new one

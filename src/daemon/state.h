@@ -231,6 +231,15 @@ struct app {
                                     that check's number, 0 = none */
 };
 
+/* What a cluster's acceld does (--role; docs/cluster.md, "Roles"). */
+enum node_role {
+    ROLE_BOTH = 0, /* the default: an API server that also runs its
+                      node's apps (every node before the roles) */
+    ROLE_API,      /* the same; says the node is meant to serve */
+    ROLE_AGENT,    /* runs and enforces its node's apps, decides nothing,
+                      watches only what its node needs */
+};
+
 struct accel_config {
     char *data_dir;      /* --data-dir */
     char *listen;        /* --listen HOST:PORT */
@@ -275,6 +284,7 @@ struct accel_config {
     int compact_retention; /* --etcd-compact-retention seconds of etcd's
                               history the elected housekeeper keeps
                               (default 600), 0: no compaction */
+    enum node_role role; /* --role (default both; docs/cluster.md) */
 };
 
 /* A member without a limit of its own may hold this many apps: what one

@@ -15,7 +15,8 @@ started writes admin.token; the others get that token (users are
 cluster-wide). Agents run with --no-cgroups (cgroups=True: with their
 own cgroups, as container apps need) and --lease-ttl 3 (liveness within
 5 s); wrappers={node: prefix} starts a node's acceld under a command
-line prefix (a private mount namespace of its own, say).
+line prefix (a private mount namespace of its own, say); node_args={node:
+[args]} adds a node's own acceld arguments (--role agent, say).
 
 etcd is plain http on loopback unless tls=True, so the agents say
 --etcd-insecure (acceld refuses an etcd that serves clients without a
@@ -152,7 +153,8 @@ class Agent(Acceld):
 class Cluster:
     def __init__(self, nodes=("n1", "n2", "n3"), members=3, devices=None,
                  envs=None, extra_args=(), tls=False, cert_dir=None,
-                 net=False, proxied=False, cgroups=False, wrappers=None):
+                 net=False, proxied=False, cgroups=False, wrappers=None,
+                 node_args=None):
         self.net = None
         self.proxies = []
         if net:
@@ -188,17 +190,23 @@ class Cluster:
                 a = Agent(n, endpoints, token=token,
                           devices=(devices or {}).get(n),
                           env=(envs or {}).get(n),
-                          extra_args=etcd_args + list(extra_args),
+                          extra_args=etcd_args + list(extra_args) +
+                          list((node_args or {}).get(n, ())),
                           cgroups=cgroups, **where)
                 a.start()
                 token = a.token
                 self.agents[n] = a
             self.token = token
-            self.wait(lambda: all(len(self.nodes_of(a)) == len(nodes) and
+            # an agent (--role agent) watches no other node: it shows
+            # the nodes as they were at its start
+            self.api = [n for n in nodes if "agent" not in
+                        list((node_args or {}).get(n, ()))]
+            self.wait(lambda: all(len(self.nodes_of(self.agents[n])) ==
+                                  len(nodes) and
                                   all(x["reachable"] for x in
-                                      self.nodes_of(a).values())
-                                  for a in self.agents.values()),
-                      "every agent sees every node reachable")
+                                      self.nodes_of(self.agents[n]).values())
+                                  for n in self.api),
+                      "every API server sees every node reachable")
         except BaseException:
             self.close()
             raise

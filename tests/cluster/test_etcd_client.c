@@ -752,6 +752,103 @@ TEST(etcd_watch_txn_order)
     etcd_close(e);
 }
 
+/* Several prefixes on one stream (etcd_watch_multi): each revision's
+ * events come with the place of the prefix they are under, each prefix
+ * from its own start revision (the third replays a put made before the
+ * watch began), and nothing outside the prefixes comes. */
+struct multi_rec {
+    pthread_mutex_t mu;
+    size_t n;
+    size_t range[16];
+    char key[16][64];
+    int64_t rev[16];
+    volatile int stop;
+    struct etcd *e;
+    enum accel_err rc;
+    bool finished;
+};
+
+static enum accel_err multi_cb(void *ctx, size_t range, int64_t rev,
+                               const struct etcd_event *ev, size_t n)
+{
+    struct multi_rec *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n && m->n < 16; i++) {
+        m->range[m->n] = range;
+        m->rev[m->n] = rev;
+        snprintf(m->key[m->n], sizeof m->key[0], "%s", ev[i].kv.key);
+        m->n++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return ACCEL_OK;
+}
+
+static int64_t multi_start_rev[3];
+
+static void *multi_thread(void *arg)
+{
+    struct multi_rec *m = arg;
+    static const char *const prefixes[3] = {"/t/wm/a/", "/t/wm/b/",
+                                            "/t/wm/c/"};
+    enum accel_err rc = etcd_watch_multi(m->e, prefixes, multi_start_rev, 3,
+                                         multi_cb, m, &m->stop);
+    pthread_mutex_lock(&m->mu);
+    m->rc = rc;
+    m->finished = true;
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+static size_t multi_count(struct multi_rec *m)
+{
+    size_t n;
+    pthread_mutex_lock(&m->mu);
+    n = m->n;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+TEST(etcd_watch_multi_ranges)
+{
+    struct etcd *e = open_client();
+    struct multi_rec m = {.e = e};
+    pthread_t th;
+    int64_t rc_early, ra, rb, rc2;
+    uint64_t t0;
+
+    pthread_mutex_init(&m.mu, NULL);
+    rc_early = put(e, "/t/wm/c/early", "0");
+    multi_start_rev[0] = multi_start_rev[1] = store_rev(e) + 1;
+    multi_start_rev[2] = rc_early; /* replayed: its own start */
+    ASSERT_EQ(pthread_create(&th, NULL, multi_thread, &m), 0);
+    t0 = util_now_ns();
+    while (multi_count(&m) < 1 && ms_since(t0) < 10000)
+        usleep(10000);
+    ra = put(e, "/t/wm/a/1", "a");
+    put(e, "/t/wm/outside", "x");
+    rb = put(e, "/t/wm/b/1", "b");
+    rc2 = put(e, "/t/wm/c/2", "c");
+    while (multi_count(&m) < 4 && ms_since(t0) < 10000)
+        usleep(10000);
+    __atomic_store_n(&m.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    ASSERT_EQ(m.rc, ACCEL_OK);
+    ASSERT_EQ(m.n, 4);
+    ASSERT_STR_EQ(m.key[0], "/t/wm/c/early");
+    ASSERT_EQ(m.range[0], 2);
+    ASSERT_EQ(m.rev[0], rc_early);
+    for (size_t i = 1; i < 4; i++) {
+        size_t want = i == 1 ? 0 : i == 2 ? 1 : 2;
+        ASSERT_EQ(m.range[i], want);
+        ASSERT_EQ(m.rev[i], i == 1 ? ra : i == 2 ? rb : rc2);
+    }
+    ASSERT_STR_EQ(m.key[1], "/t/wm/a/1");
+    ASSERT_STR_EQ(m.key[2], "/t/wm/b/1");
+    ASSERT_STR_EQ(m.key[3], "/t/wm/c/2");
+    pthread_mutex_destroy(&m.mu);
+    etcd_close(e);
+}
+
 /* A watch from an old revision replays what happened since, in order;
  * a value with a NUL inside survives the trip. */
 TEST(etcd_watch_replay_order)
@@ -1320,6 +1417,7 @@ TEST(etcd_failover)
     XX(etcd_watch_replay_order)   \
     XX(etcd_watch_large_revision) \
     XX(etcd_watch_progress)       \
+    XX(etcd_watch_multi_ranges)   \
     XX(etcd_watch_stop)           \
     XX(etcd_lease_expire)         \
     XX(etcd_lease_revoke)         \

@@ -1524,6 +1524,71 @@ static void etcd_alloc_guards(void)
     fx_close(b);
 }
 
+/* The bynode index (docs/cluster.md, "Roles"): every transaction that
+ * writes an app's rows writes bynode/<node>/<app> for each node the app is
+ * bound to afterwards and deletes it for each node it left, whoever
+ * writes (another store, which knows the devices' nodes from the rows it
+ * loaded), with no call of the caller's. */
+static void etcd_bynode_index(void)
+{
+    struct fx *a = fx_open(K_ETCD, NULL, "n1", NULL);
+    struct fx *b;
+    struct store_alloc on2 = {"x", "u1", "nvidia", "n2", "GPU-9", 0};
+    int64_t m1 = 0, m2 = 0;
+    char *v;
+
+    OK(store_begin(a->s));
+    put_app(a->s, "x", "u1");
+    OK(store_commit(a->s));
+    v = raw_get(a->loc, "bynode/n1/x", NULL);
+    ASSERT_STR_EQ(v, ""); /* installed, bound nowhere */
+    free(v);
+    OK(store_begin(a->s));
+    put_alloc(a->s, "x", "u1", "GPU-0");
+    OK(store_alloc_put(a->s, &on2));
+    OK(store_commit(a->s));
+    v = raw_get(a->loc, "bynode/n1/x", &m1);
+    ASSERT_STR_EQ(v, "{\"app\":\"x\"}");
+    free(v);
+    free(raw_get(a->loc, "bynode/n2/x", &m2));
+    ASSERT_GT(m2, 0);
+    /* a write of the app row alone rewrites both: what wakes the agents */
+    OK(store_begin(a->s));
+    put_app(a->s, "x", "u1");
+    OK(store_commit(a->s));
+    {
+        int64_t n1 = 0, n2 = 0;
+        free(raw_get(a->loc, "bynode/n1/x", &n1));
+        free(raw_get(a->loc, "bynode/n2/x", &n2));
+        ASSERT_GT(n1, m1);
+        ASSERT_EQ(n1, n2);
+    }
+    /* another store, which loaded the rows, releases GPU-9: n2's key goes
+     * with its last allocation there, n1's stays */
+    b = fx_open(K_ETCD, a->loc, "n2", NULL);
+    OK(store_begin(b->s));
+    OK(store_alloc_delete(b->s, "x", "GPU-9"));
+    OK(store_commit(b->s));
+    v = raw_get(a->loc, "bynode/n2/x", NULL);
+    ASSERT_STR_EQ(v, "");
+    free(v);
+    v = raw_get(a->loc, "bynode/n1/x", NULL);
+    ASSERT_STR_EQ(v, "{\"app\":\"x\"}");
+    free(v);
+    /* the app deleted: its last key goes with it */
+    fx_settle(b);
+    OK(fx_wait_rev(a, store_view_rev(b->s)));
+    OK(store_begin(a->s));
+    OK(store_alloc_delete_app(a->s, "x"));
+    OK(store_app_delete(a->s, "x"));
+    OK(store_commit(a->s));
+    v = raw_get(a->loc, "bynode/n1/x", NULL);
+    ASSERT_STR_EQ(v, "");
+    free(v);
+    fx_close(a);
+    fx_close(b);
+}
+
 /* ====================================================== threads */
 
 static void sleep_ms(long ms)
@@ -1709,6 +1774,7 @@ BOTH(own_writes_beside_transactions)
 TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
 TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
+TEST(etcd_bynode_index) { etcd_bynode_index(); }
 
 #define PAIR_(XX, fn) XX(fn##_sqlite) XX(fn##_etcd)
 #define TEST_LIST(XX)                                                          \
@@ -1732,6 +1798,7 @@ TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
     PAIR_(XX, own_writes_beside_transactions)                                  \
     XX(etcd_guarded_commit)                                                    \
     XX(events_pruned_once_etcd)                                                \
-    XX(etcd_alloc_guards)
+    XX(etcd_alloc_guards)                                                      \
+    XX(etcd_bynode_index)
 
 TEST_MAIN(TEST_LIST)

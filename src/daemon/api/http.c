@@ -405,6 +405,23 @@ static bool authenticate(struct http_req *r)
     return true;
 }
 
+/* An agent (acceld --role agent) decides nothing: its view holds only its
+ * own node's apps. Every route that would change the cluster is refused
+ * with 421 Misdirected Request (docs/api.md, "A node that is an agent"),
+ * before authentication: nothing is read or changed. */
+static void refuse_on_agent(struct http_req *r)
+{
+    char *msg = xasprintf(
+        "node %s runs acceld --role agent: it runs and enforces the apps "
+        "bound to its cards but decides nothing, and %.20s %.200s changes "
+        "the cluster; send it to an API server instead (a node whose acceld "
+        "runs --role api or --role both, the default; for example "
+        "`accelctl --server http://API-SERVER:PORT ...`)",
+        r->d->cfg.node_name, r->method, r->path);
+    http_reply_error_code(r, 421, "agent_node", msg);
+    free(msg);
+}
+
 static void dispatch(struct http_req *r)
 {
     bool mismatch;
@@ -449,6 +466,11 @@ static void dispatch(struct http_req *r)
     }
     rt = &api_routes[i];
     r->route = rt->pattern;
+    if (r->d->cfg.role == ROLE_AGENT && strcmp(r->method, "GET") != 0 &&
+        strcmp(r->method, "HEAD") != 0) {
+        refuse_on_agent(r);
+        return;
+    }
     /* params point into a private copy of the path, split the same way
      * match_pattern split its buffer, so the offsets line up */
     free(r->pathbuf); /* a resumed long-poll is dispatched again */

@@ -1371,7 +1371,12 @@ out:
 /* One watch stream's state, shared with curl's write callback. */
 struct watch {
     etcd_watch_cb cb;      /* the caller's callback */
+    etcd_watch_multi_cb mcb; /* or, for etcd_watch_multi, this one */
     void *ctx;             /* and its argument */
+    size_t nranges;        /* watches on the stream (1 for etcd_watch) */
+    int64_t *ids;          /* their watch_ids, in the order of the ranges
+                              (etcd acknowledges them in that order) */
+    size_t ncreated;       /* of which acknowledged */
     struct dynbuf line;       /* bytes received and not yet parsed */
     size_t scanned;        /* of which this many hold no newline */
     bool created;          /* it acknowledged the watch */
@@ -1422,7 +1427,29 @@ static bool events_parse(const json_t *arr, struct etcd_event **out, size_t *n)
  * sends a revision's events together and in the order the transaction
  * wrote them; one result may hold several revisions (a replay, a burst).
  */
-static void watch_events(struct watch *w, const json_t *arr)
+/* The range (its place in etcd_watch_multi's list) of a response, by its
+ * watch_id (the gateway leaves an id of 0 out); 0 for etcd_watch. */
+static size_t watch_range(const struct watch *w, const json_t *res)
+{
+    int64_t id = 0;
+    if (w->mcb == NULL)
+        return 0;
+    json_i64(res, "watch_id", &id);
+    for (size_t i = 0; i < w->ncreated; i++)
+        if (w->ids[i] == id)
+            return i;
+    return SIZE_MAX;
+}
+
+static enum accel_err watch_give(struct watch *w, size_t range, int64_t rev,
+                                 const struct etcd_event *ev, size_t n)
+{
+    if (w->mcb)
+        return w->mcb(w->ctx, range, rev, ev, n);
+    return w->cb(w->ctx, rev, ev, n);
+}
+
+static void watch_events(struct watch *w, size_t range, const json_t *arr)
 {
     struct etcd_event *ev = NULL;
     size_t n = 0, i = 0;
@@ -1436,7 +1463,7 @@ static void watch_events(struct watch *w, const json_t *arr)
         enum accel_err rc;
         while (j < n && ev[j].kv.mod_rev == ev[i].kv.mod_rev)
             j++;
-        rc = w->cb(w->ctx, ev[i].kv.mod_rev, &ev[i], j - i);
+        rc = watch_give(w, range, ev[i].kv.mod_rev, &ev[i], j - i);
         if (rc != ACCEL_OK)
             watch_end(w, rc);
         i = j;
@@ -1455,6 +1482,7 @@ static void watch_message(struct watch *w, const json_t *doc)
     const json_t *res = json_object_get(doc, "result");
     const json_t *events;
     int64_t compact = 0;
+    size_t range;
 
     if (!json_is_object(res)) {
         watch_end(w, ACCEL_EIO);
@@ -1466,16 +1494,27 @@ static void watch_message(struct watch *w, const json_t *doc)
         return;
     }
     if (json_is_true(json_object_get(res, "created"))) {
-        w->created = true;
+        int64_t id = 0;
+        json_i64(res, "watch_id", &id);
+        if (w->ids && w->ncreated < w->nranges)
+            w->ids[w->ncreated] = id;
+        w->ncreated++;
+        w->created = w->ncreated >= w->nranges;
+        return;
+    }
+    range = watch_range(w, res);
+    if (range == SIZE_MAX) {
+        watch_end(w, ACCEL_EIO); /* a watch this stream did not create */
         return;
     }
     events = json_object_get(res, "events");
     if (json_array_size(events) > 0) {
-        watch_events(w, events);
+        watch_events(w, range, events);
         return;
     }
     {
-        enum accel_err rc = w->cb(w->ctx, header_revision(res), NULL, 0);
+        enum accel_err rc = watch_give(w, range, header_revision(res), NULL,
+                                       0);
         if (rc != ACCEL_OK)
             watch_end(w, rc);
     }
@@ -1549,6 +1588,26 @@ static char *watch_body(const char *prefix, int64_t start_rev)
     body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     return body;
+}
+
+/* Several create requests, one after the other in one body: the gateway
+ * reads them in turn and carries their watches on the one stream. */
+static char *watch_bodies(const char *const *prefixes, const int64_t *starts,
+                          size_t n)
+{
+    struct dynbuf b;
+    buf_init(&b);
+    for (size_t i = 0; i < n; i++) {
+        char *one = watch_body(prefixes[i], starts[i]);
+        if (one == NULL || !dynbuf_add(&b, one, strlen(one)) ||
+            !dynbuf_add(&b, "\n", 1)) {
+            free(one);
+            dynbuf_release(&b);
+            return NULL;
+        }
+        free(one);
+    }
+    return b.p;
 }
 
 /*
@@ -1643,30 +1702,60 @@ out:
     return rc;
 }
 
+/* The stream of body (nranges watches) on the members in turn. */
+static enum accel_err watch_run(struct etcd *e, char *body, size_t nranges,
+                                etcd_watch_cb cb, etcd_watch_multi_cb mcb,
+                                void *ctx, volatile int *stop);
+
 enum accel_err etcd_watch(struct etcd *e, const char *prefix, int64_t start_rev,
                           etcd_watch_cb cb, void *ctx, volatile int *stop)
 {
-    size_t first;
-    char *body;
-    enum accel_err rc = ACCEL_EIO;
-
     if (e == NULL || prefix == NULL || cb == NULL || start_rev < 0)
         return ACCEL_EINVAL;
-    body = watch_body(prefix, start_rev);
+    return watch_run(e, watch_body(prefix, start_rev), 1, cb, NULL, ctx,
+                     stop);
+}
+
+enum accel_err etcd_watch_multi(struct etcd *e, const char *const *prefixes,
+                                const int64_t *start_revs, size_t n,
+                                etcd_watch_multi_cb cb, void *ctx,
+                                volatile int *stop)
+{
+    if (e == NULL || prefixes == NULL || start_revs == NULL || n == 0 ||
+        cb == NULL)
+        return ACCEL_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (prefixes[i] == NULL || start_revs[i] < 0)
+            return ACCEL_EINVAL;
+    return watch_run(e, watch_bodies(prefixes, start_revs, n), n, NULL, cb,
+                     ctx, stop);
+}
+
+static enum accel_err watch_run(struct etcd *e, char *body, size_t nranges,
+                                etcd_watch_cb cb, etcd_watch_multi_cb mcb,
+                                void *ctx, volatile int *stop)
+{
+    size_t first;
+    enum accel_err rc = ACCEL_EIO;
+    int64_t *ids;
+
     if (body == NULL)
         return ACCEL_ENOMEM;
+    ids = xcalloc(nranges, sizeof(*ids));
     first = atomic_load(&e->current);
     /* move on only from a member that never acknowledged the watch: once
      * events may have reached the callback, the caller decides where to
      * resume */
     for (size_t k = 0; k < e->nurls; k++) {
-        struct watch w = { .cb = cb, .ctx = ctx };
+        struct watch w = {.cb = cb, .mcb = mcb, .ctx = ctx,
+                          .nranges = nranges, .ids = ids};
         buf_init(&w.line);
         rc = watch_on(e, (first + k) % e->nurls, body, &w, stop);
         dynbuf_release(&w.line);
         if (rc != ACCEL_EIO || w.created || stop_requested(stop))
             break;
     }
+    free(ids);
     free(body);
     return rc;
 }

@@ -189,6 +189,24 @@ enum accel_err etcd_watch(struct etcd *e, const char *prefix,
                           int64_t start_rev, etcd_watch_cb cb, void *ctx,
                           volatile int *stop);
 
+/*
+ * Several prefixes watched on one stream (one create request each, in one
+ * body: etcd's JSON gateway takes them in turn and tells their answers
+ * apart by watch_id), prefix i from start_revs[i]. As etcd_watch, but cb
+ * also gets the place (range) of the prefix the events or the progress
+ * notification are for. Each watch keeps its own pace: a revision may
+ * reach one watch before another (a watch still catching up), so a
+ * caller that needs "everything up to rev" tracks each range's own.
+ */
+typedef enum accel_err (*etcd_watch_multi_cb)(void *ctx, size_t range,
+                                              int64_t rev,
+                                              const struct etcd_event *ev,
+                                              size_t n);
+enum accel_err etcd_watch_multi(struct etcd *e, const char *const *prefixes,
+                                const int64_t *start_revs, size_t n,
+                                etcd_watch_multi_cb cb, void *ctx,
+                                volatile int *stop);
+
 /* The member list as etcd reports it (for `accelctl cluster` and logs):
  * *out gets an allocated JSON array text [{name, clientURLs, leader}]. */
 enum accel_err etcd_members(struct etcd *e, char **out);

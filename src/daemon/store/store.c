@@ -680,4 +680,10 @@ enum accel_err store_follow(struct store *s, const struct store_follower *f,
     return CLUSTER_OP(follow, f, stop);
 }
 
+enum accel_err store_index_fill(struct store *s, size_t *written)
+{
+    *written = 0;
+    return CLUSTER_OP(index_fill, written);
+}
+
 #undef CLUSTER_OP

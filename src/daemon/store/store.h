@@ -308,6 +308,10 @@ struct store_etcd_opts {
     bool insecure;         /* false: refuse an etcd that serves clients
                             * without a client certificate, or any http://
                             * endpoint (etcd_check_closed) */
+    bool agent;            /* acceld --role agent: load and follow only
+                            * the apps bound to node's cards (its
+                            * bynode/<node>/ index) and the small tables
+                            * a node needs whole (docs/cluster.md) */
 };
 enum accel_err store_open_etcd(const struct store_etcd_opts *o,
                                struct store **out, char **cause);
@@ -420,5 +424,11 @@ struct store_follower {
  * itself after a broken stream. */
 enum accel_err store_follow(struct store *s, const struct store_follower *f,
                             volatile int *stop);
+
+/* A cluster written before the bynode index (docs/cluster.md): write the
+ * index key of every app bound to a card of a node that lacks it (*written:
+ * how many). An API server's start, before store_follow; ACCEL_ENOTSUP on
+ * a local store. Every commit writes the index by itself. */
+enum accel_err store_index_fill(struct store *s, size_t *written);
 
 #endif /* ACCEL_DAEMON_STORE_STORE_H */

@@ -18,6 +18,12 @@
  *   devalloc/<device>        bumped by every change of a device's
  *                            allocations: the guard of decisions on it
  *   ownalloc/<owner>         the same for a user's allocations (quotas)
+ *   bynode/<node>/<app>      the index of the apps bound to a card of
+ *                            node: written by every transaction that
+ *                            writes the app's rows (index_tx), so that an
+ *                            agent (--role agent) watches bynode/<node>/
+ *                            alone and reads the rows of each app named
+ *                            there (agent_follow)
  *
  * Guards. The daemon decides from memory, then writes the rows it changes.
  * This file remembers, for every key, the mod revision the daemon's memory
@@ -106,11 +112,16 @@ struct eev {
     char *kind, *app, *node, *device, *message, *data;
 };
 
-/* The allocation keys of one app (for delete_app). */
+/* The allocation keys of one app (for delete_app and the index). */
 struct applist {
+    char *name;
     char **dev;
     size_t n;
 };
+
+/* The ranges an agent watches (agent_follow), under the prefix; the
+ * first is bynode/<node>/, the last agents/<node> (its own live key). */
+#define AGENT_RANGES 7
 
 /* An array of fixed-size elements found by name through a strmap. */
 struct keyed {
@@ -129,6 +140,16 @@ struct estore {
     /* key knowledge (caller's lock) */
     struct keyed keys;       /* key -> struct kinfo */
     struct keyed apps;       /* app -> struct applist */
+    struct strmap *devnode;  /* device -> place in nodenames: the node of
+                                each device an allocation row named */
+    char **nodenames;
+    size_t nnodenames;
+    struct strmap *nodeidx;  /* node name -> place in nodenames */
+    bool agent;              /* --role agent: load, watch and show only
+                                this node's apps (agent_follow) */
+    char *ranges[AGENT_RANGES]; /* an agent's watched prefixes (full) */
+    int64_t reached[AGENT_RANGES]; /* and the revision each has applied
+                                      (vlock): the view's is the lowest */
     /* the transaction */
     bool in_tx, tx_failed;
     struct strmap *widx;     /* key -> wops index */
@@ -237,7 +258,34 @@ static int64_t kmod(struct estore *s, const char *key)
 
 static struct applist *applist_get(struct estore *s, const char *app, bool add)
 {
-    return keyed_get(&s->apps, sizeof(struct applist), 64, app, add);
+    struct applist *l = keyed_get(&s->apps, sizeof(struct applist), 64, app,
+                                  add);
+    if (l && l->name == NULL)
+        l->name = xstrdup(app);
+    return l;
+}
+
+/* The node of a device, as the allocation rows say (a device's node never
+ * changes: its id is unique in the cluster); NULL when none said it. */
+static const char *devnode_get(const struct estore *s, const char *dev)
+{
+    uint32_t i;
+    return strmap_get(s->devnode, dev, &i) ? s->nodenames[i] : NULL;
+}
+
+static void devnode_set(struct estore *s, const char *dev, const char *node)
+{
+    uint32_t i;
+    if (dev == NULL || node == NULL || strmap_get(s->devnode, dev, &i))
+        return;
+    if (!strmap_get(s->nodeidx, node, &i)) {
+        i = (uint32_t)s->nnodenames;
+        s->nodenames = xrealloc(s->nodenames,
+                                (s->nnodenames + 1) * sizeof(char *));
+        s->nodenames[s->nnodenames++] = xstrdup(node);
+        strmap_put(s->nodeidx, node, i);
+    }
+    strmap_put(s->devnode, dev, i);
 }
 
 static void applist_set(struct estore *s, const char *app, const char *dev,
@@ -738,6 +786,20 @@ enum accel_err store_etcd_open(const struct store_etcd_opts *o,
     s->node = xstrdup(o->node ? o->node : "node");
     s->keys.idx = strmap_new();
     s->apps.idx = strmap_new();
+    s->devnode = strmap_new();
+    s->nodeidx = strmap_new();
+    s->agent = o->agent;
+    if (s->agent) {
+        const char *const rel[AGENT_RANGES] = {
+            "bynode/", "devices/", "nodes/", "users/", "identities/",
+            "uids/",   "agents/"};
+        for (size_t i = 0; i < AGENT_RANGES; i++)
+            s->ranges[i] = xasprintf("%s%s%s%s", p, rel[i],
+                                     i == 0 || i == AGENT_RANGES - 1
+                                         ? s->node
+                                         : "",
+                                     i == 0 ? "/" : "");
+    }
     s->widx = strmap_new();
     pthread_mutex_init(&s->vlock, NULL);
     pthread_cond_init(&s->vcond, NULL);
@@ -792,9 +854,17 @@ static void es_close(struct store *base)
         for (size_t j = 0; j < al->n; j++)
             free(al->dev[j]);
         free(al->dev);
+        free(al->name);
     }
     free(s->apps.v);
     strmap_free(s->apps.idx);
+    strmap_free(s->devnode);
+    strmap_free(s->nodeidx);
+    for (size_t i = 0; i < s->nnodenames; i++)
+        free(s->nodenames[i]);
+    free(s->nodenames);
+    for (size_t i = 0; i < AGENT_RANGES; i++)
+        free(s->ranges[i]);
     for (size_t i = 0; i < s->nev; i++)
         eev_free(&s->ev[i]);
     free(s->ev);
@@ -909,17 +979,191 @@ static void tx_guard(struct estore *s, char *key)
     s->g[s->ng++] = (struct wguard){key};
 }
 
-/* The guards and bumps of a change to device dev's allocations. */
+/* The guards and bumps of a change to device dev's allocations. An
+ * agent (which decides no placement: it releases, and claims what an API
+ * server placed) bumps devalloc and ownalloc without guarding them: it
+ * does not watch them (every bind of the owner anywhere writes ownalloc),
+ * and a release depends on neither; the bump still fails the decisions
+ * API servers took on the allocations it frees. */
 static void tx_alloc_guards(struct estore *s, const char *dev,
                             const char *node, const char *owner)
 {
-    tx_write(s, key2(s, "devalloc", dev), xstrdup("{}"), 0, true, true);
+    tx_write(s, key2(s, "devalloc", dev), xstrdup("{}"), 0, !s->agent, true);
     tx_guard(s, key2(s, "devices", dev));
     if (node)
         tx_guard(s, key2(s, "nodes", node));
     if (owner)
-        tx_write(s, key2(s, "ownalloc", owner), xstrdup("{}"), 0, true,
+        tx_write(s, key2(s, "ownalloc", owner), xstrdup("{}"), 0, !s->agent,
                  true);
+}
+
+/* ------------------------------------------------------ the bynode index */
+
+/*
+ * bynode/<node>/<app> names the apps bound to a card of node, for the
+ * agents (--role agent), which watch their node's index alone. It is kept
+ * here, where every transaction passes, so that no writer can forget it:
+ * for each app whose rows (apps/, allocs/, parts/) the open transaction
+ * writes, the key of every node the app is bound to afterwards is written
+ * (created with its first allocation there; rewritten by each later write
+ * of the app, which is what wakes the agent), and the key of every node it
+ * leaves is deleted (with its last allocation there, or with the app).
+ * A device's node is known from the allocation rows (devnode).
+ */
+static const char *table_of(const struct estore *s, const char *key,
+                            char *table, size_t len);
+
+static bool is_row_table(const char *table)
+{
+    return strcmp(table, "apps") == 0 || strcmp(table, "allocs") == 0 ||
+           strcmp(table, "parts") == 0;
+}
+
+static void nodes_add(const char ***v, size_t *n, const char *node)
+{
+    if (node == NULL)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i], node) == 0)
+            return;
+    *v = xrealloc(*v, (*n + 1) * sizeof(**v));
+    (*v)[(*n)++] = node;
+}
+
+static bool nodes_has(const char *const *v, size_t n, const char *node)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], node) == 0)
+            return true;
+    return false;
+}
+
+/* The nodes app is bound to once the open transaction's first nw writes
+ * are applied to what memory knows of it (*after), and before (*before). */
+static void index_nodes(struct estore *s, const char *app, size_t nw,
+                        const char ***before, size_t *nb,
+                        const char ***after, size_t *na)
+{
+    const struct applist *l = applist_get(s, app, false);
+    char *akey = key2(s, "apps", app), *pfx = key3(s, "allocs", app, "");
+    size_t plen = strlen(pfx);
+    uint32_t wi;
+    bool gone = strmap_get(s->widx, akey, &wi) && s->w[wi].value == NULL;
+
+    for (size_t i = 0; l && i < l->n; i++) {
+        char *k = key3(s, "allocs", app, l->dev[i]);
+        bool deleted = strmap_get(s->widx, k, &wi) && s->w[wi].value == NULL;
+        nodes_add(before, nb, devnode_get(s, l->dev[i]));
+        if (!gone && !deleted)
+            nodes_add(after, na, devnode_get(s, l->dev[i]));
+        free(k);
+    }
+    for (size_t i = 0; i < nw && !gone; i++)
+        if (s->w[i].value && strncmp(s->w[i].key, pfx, plen) == 0)
+            nodes_add(after, na, devnode_get(s, s->w[i].key + plen));
+    free(akey);
+    free(pfx);
+}
+
+static void index_app(struct estore *s, const char *app, size_t nw)
+{
+    const char **before = NULL, **after = NULL;
+    size_t nb = 0, na = 0;
+    index_nodes(s, app, nw, &before, &nb, &after, &na);
+    for (size_t i = 0; i < na; i++)
+        tx_write(s, key3(s, "bynode", after[i], app),
+                 dump(json_pack("{s:s}", "app", app)), 0, false, true);
+    for (size_t i = 0; i < nb; i++)
+        if (!nodes_has(after, na, before[i]))
+            tx_write(s, key3(s, "bynode", before[i], app), NULL, 0, false,
+                     true);
+    free(before);
+    free(after);
+}
+
+/*
+ * An upgrade (a cluster written before the index): every app bound to a
+ * card of a node whose index key is missing gets it, each in its own
+ * transaction that holds only while the app's allocation rows on that
+ * node are still as loaded (a change since wrote the index itself).
+ * Called by an API server at start, before its watch (nothing else runs
+ * on the store yet). *written: the keys written.
+ */
+static enum accel_err es_index_fill(struct store *base, size_t *written)
+{
+    struct estore *s = (struct estore *)base;
+    enum accel_err err = ACCEL_OK;
+    *written = 0;
+    for (size_t i = 0; i < s->apps.n && err == ACCEL_OK; i++) {
+        const struct applist *l = (const struct applist *)s->apps.v + i;
+        const char **nodes = NULL;
+        size_t nn = 0;
+        for (size_t j = 0; j < l->n; j++)
+            nodes_add(&nodes, &nn, devnode_get(s, l->dev[j]));
+        for (size_t k = 0; k < nn && err == ACCEL_OK; k++) {
+            char *key = key3(s, "bynode", nodes[k], l->name);
+            char *val = dump(json_pack("{s:s}", "app", l->name));
+            struct etcd_cmp *cmps = xcalloc(l->n + 1, sizeof(*cmps));
+            char **held = xcalloc(l->n + 1, sizeof(*held));
+            size_t nc = 0;
+            struct etcd_op op = {ETCD_PUT, key, val, strlen(val), 0};
+            bool ok = false;
+            int64_t rev = 0;
+            if (kmod(s, key) == 0) {
+                cmps[nc++] = (struct etcd_cmp){key, ETCD_CREATE, ETCD_EQUAL,
+                                               0, NULL, 0};
+                for (size_t j = 0; j < l->n; j++) {
+                    const char *node = devnode_get(s, l->dev[j]);
+                    if (node == NULL || strcmp(node, nodes[k]) != 0)
+                        continue;
+                    held[j] = key3(s, "allocs", l->name, l->dev[j]);
+                    cmps[nc++] = (struct etcd_cmp){held[j], ETCD_MOD,
+                                                   ETCD_EQUAL,
+                                                   kmod(s, held[j]), NULL, 0};
+                }
+                err = etcd_txn(s->e, cmps, nc, &op, 1, &ok, &rev, NULL);
+                if (err == ACCEL_OK && ok) {
+                    struct kinfo *ki = kinfo_get(s, key, true);
+                    ki->mod = ki->seen = rev;
+                    (*written)++;
+                }
+            }
+            for (size_t j = 0; j < l->n; j++)
+                free(held[j]);
+            free(held);
+            free(cmps);
+            free(val);
+            free(key);
+        }
+        free(nodes);
+    }
+    if (err != ACCEL_OK)
+        set_err(s, "writing the bynode index: %s", accel_strerror(err));
+    return err;
+}
+
+/* The index writes of the open transaction, added to it. */
+static void index_tx(struct estore *s)
+{
+    size_t nw = s->nw;
+    struct strmap *done = strmap_new();
+    for (size_t i = 0; i < nw; i++) {
+        char table[32], app[512];
+        const char *rest = table_of(s, s->w[i].key, table, sizeof table);
+        size_t len;
+        if (rest == NULL || !is_row_table(table))
+            continue;
+        len = strcspn(rest, "/");
+        if (len == 0 || len >= sizeof app)
+            continue;
+        memcpy(app, rest, len);
+        app[len] = '\0';
+        if (strmap_get(done, app, &(uint32_t){0}))
+            continue;
+        strmap_put(done, app, 1);
+        index_app(s, app, nw);
+    }
+    strmap_free(done);
 }
 
 /* After a commit at rev: memory will reflect these writes, so must the
@@ -967,6 +1211,7 @@ static enum accel_err commit_tx(struct store *base)
         tx_clear(s);
         return ACCEL_OK;
     }
+    index_tx(s);
     cmps = xcalloc(s->nw + s->ng, sizeof(*cmps));
     ops = xcalloc(s->nw, sizeof(*ops));
     for (size_t i = 0; i < s->nw; i++) {
@@ -1264,6 +1509,7 @@ static enum accel_err es_queue(struct store *base, void **ticket)
         s->unsettled++; /* the caller settles whatever the answer */
         return err;
     }
+    index_tx(s);
     *ticket = batch_enqueue(s);
     return ACCEL_OK;
 }
@@ -1363,15 +1609,41 @@ static void watch_drain(struct estore *s, const struct etcd_event *ev,
  * as many keys were there at both (so none was deleted). Three counts,
  * no keys sent. A key both created and deleted in between is not seen:
  * the state at to is the same as at from all the same. */
-static bool prefix_still(struct estore *s, int64_t from, int64_t to)
+static bool range_still(struct estore *s, const char *prefix, int64_t from,
+                        int64_t to)
 {
     int64_t mod = 1, at_from = -1, at_to = -2;
     return from > 0 &&
-           etcd_count(s->e, s->prefix, to, from + 1, 0, &mod) == ACCEL_OK &&
+           etcd_count(s->e, prefix, to, from + 1, 0, &mod) == ACCEL_OK &&
            mod == 0 &&
-           etcd_count(s->e, s->prefix, from, 0, 0, &at_from) == ACCEL_OK &&
-           etcd_count(s->e, s->prefix, to, 0, 0, &at_to) == ACCEL_OK &&
+           etcd_count(s->e, prefix, from, 0, 0, &at_from) == ACCEL_OK &&
+           etcd_count(s->e, prefix, to, 0, 0, &at_to) == ACCEL_OK &&
            at_from == at_to;
+}
+
+static void agent_reached(struct estore *s, size_t range, int64_t rev);
+
+/* Whether the view is at to: for a whole view, nothing under the prefix
+ * changed after from; for an agent's, each of its ranges is at to by its
+ * watch or unchanged since the revision it reached (vlock not held). */
+static bool prefix_still(struct estore *s, int64_t from, int64_t to)
+{
+    bool all = true;
+    if (!s->agent)
+        return range_still(s, s->prefix, from, to);
+    for (size_t i = 0; i < AGENT_RANGES; i++) {
+        int64_t at;
+        pthread_mutex_lock(&s->vlock);
+        at = s->reached[i];
+        pthread_mutex_unlock(&s->vlock);
+        if (at >= to)
+            continue;
+        if (range_still(s, s->ranges[i], at, to))
+            agent_reached(s, i, to);
+        else
+            all = false;
+    }
+    return all;
 }
 
 /*
@@ -1509,6 +1781,7 @@ static enum accel_err es_alloc_put(struct store *base,
                                    const struct store_alloc *a)
 {
     struct estore *s = (struct estore *)base;
+    devnode_set(s, a->device, a->node);
     tx_alloc_guards(s, a->device, a->node, a->owner);
     return put_row(s, key3(s, "allocs", a->app, a->device), alloc_json(a));
 }
@@ -1824,7 +2097,66 @@ struct lrun {
     struct store_bads bad;   /* keys (store_int.h) */
     struct strmap *dropped_apps;
     struct strmap *apps;     /* the apps passed on */
+    struct strmap *own;      /* an agent's: the apps of its node (others
+                                are neither loaded nor known) */
 };
+
+/* The app a key of apps/, allocs/ or parts/ is about (in buf), or NULL
+ * for a key of another table. */
+static const char *row_app(const struct estore *s, const char *key,
+                           char *buf, size_t len)
+{
+    char table[32];
+    const char *rest = table_of(s, key, table, sizeof table);
+    size_t n;
+    if (rest == NULL || !is_row_table(table))
+        return NULL;
+    n = strcspn(rest, "/");
+    if (n == 0 || n >= len)
+        return NULL;
+    memcpy(buf, rest, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* An agent's apps at load: those its node's index names, and those with
+ * an allocation row on its node (an index an API server of this version
+ * has not filled yet). */
+static struct strmap *own_apps(struct estore *s, const struct etcd_kv *kvs,
+                               size_t n)
+{
+    struct strmap *own = strmap_new();
+    char *pfx = key3(s, "bynode", s->node, "");
+    size_t plen = strlen(pfx);
+    char table[32];
+    for (size_t i = 0; i < n; i++) {
+        const char *rest = table_of(s, kvs[i].key, table, sizeof table);
+        if (strncmp(kvs[i].key, pfx, plen) == 0 && kvs[i].key[plen]) {
+            strmap_put(own, kvs[i].key + plen, 1);
+        } else if (rest && strcmp(table, "allocs") == 0) {
+            json_t *o = json_loads(kvs[i].value, JSON_REJECT_DUPLICATES,
+                                   NULL);
+            struct store_alloc a;
+            if (json_is_object(o) && !alloc_decode(o, &a) &&
+                strcmp(a.node, s->node) == 0)
+                strmap_put(own, a.app, 1);
+            json_decref(o);
+        }
+    }
+    free(pfx);
+    return own;
+}
+
+/* Whether an agent's load leaves key out: a row of another node's app. */
+static bool not_own(const struct lrun *r, const char *key)
+{
+    char buf[512];
+    const char *app;
+    if (r->own == NULL)
+        return false;
+    app = row_app(r->s, key, buf, sizeof buf);
+    return app && !strmap_get(r->own, app, &(uint32_t){0});
+}
 
 static void bad_add(struct lrun *r, const char *key, char *why)
 {
@@ -1885,6 +2217,7 @@ static enum accel_err load_row(struct lrun *r, const char *table,
                                  u.alloc.app, r->s->prefix, u.alloc.app);
                 return ACCEL_ESTORE_CORRUPT;
             }
+            devnode_set(r->s, u.alloc.device, u.alloc.node);
             return store_loader_give(l, STORE_ROW_ALLOC, &u.alloc, why);
         }
     } else {
@@ -1978,7 +2311,7 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
     struct etcd_kv *kvs = NULL;
     size_t n = 0;
     int64_t rev = 0;
-    struct lrun r = {s, l, {NULL, 0}, strmap_new(), strmap_new()};
+    struct lrun r = {s, l, {NULL, 0}, strmap_new(), strmap_new(), NULL};
     enum accel_err err;
     char table[32];
 
@@ -1989,12 +2322,15 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
                            accel_strerror(err));
         goto out;
     }
+    if (s->agent)
+        r.own = own_apps(s, kvs, n);
     for (size_t t = 0; t < sizeof load_order / sizeof load_order[0]; t++) {
         for (size_t i = 0; i < n && err == ACCEL_OK; i++) {
             const char *name = table_of(s, kvs[i].key, table, sizeof table);
             json_t *o;
             char *why = NULL;
-            if (name == NULL || strcmp(table, load_order[t]) != 0)
+            if (name == NULL || strcmp(table, load_order[t]) != 0 ||
+                not_own(&r, kvs[i].key))
                 continue;
             o = json_loads(kvs[i].value, JSON_REJECT_DUPLICATES, NULL);
             if (o && !json_is_object(o)) {
@@ -2051,7 +2387,7 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
     for (size_t i = 0; i < n; i++) {
         struct kinfo *k;
         const char *rest = table_of(s, kvs[i].key, table, sizeof table);
-        if (rest && strcmp(table, "events") == 0)
+        if ((rest && strcmp(table, "events") == 0) || not_own(&r, kvs[i].key))
             continue;
         k = kinfo_get(s, kvs[i].key, true);
         k->mod = kvs[i].mod_rev;
@@ -2063,15 +2399,19 @@ static enum accel_err es_load(struct store *base, const struct store_loader *l,
                 applist_set(s, app, dev, true);
         }
     }
-    load_events(s, kvs, n);
+    if (!s->agent) /* an agent watches no events: it would show old ones */
+        load_events(s, kvs, n);
     s->load_rev = rev;
     pthread_mutex_lock(&s->vlock);
     s->applied_rev = rev;
+    for (size_t i = 0; i < AGENT_RANGES; i++)
+        s->reached[i] = rev;
     pthread_mutex_unlock(&s->vlock);
 out:
     store_bads_free(&r.bad);
     strmap_free(r.dropped_apps);
     strmap_free(r.apps);
+    strmap_free(r.own);
     etcd_kvs_free(kvs, n);
     return err;
 }
@@ -2166,10 +2506,12 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
         struct store_alloc a;
         if (!split_alloc(name, buf, sizeof buf, &app, &dev))
             goto out;
-        if (del)
+        if (del) {
             f->alloc(f->ctx, app, dev, NULL);
-        else if (!alloc_decode(o, &a))
+        } else if (!alloc_decode(o, &a)) {
+            devnode_set(s, a.device, a.node);
             f->alloc(f->ctx, app, dev, &a);
+        }
     } else if (strcmp(table, "parts") == 0 && f->part) {
         char buf[512];
         const char *app, *node, *a2, *n2;
@@ -2227,12 +2569,273 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     return ACCEL_OK;
 }
 
+/* ------------------------------------------------------ an agent's watch */
+
+/*
+ * An agent (--role agent) watches s->ranges on one stream: its node's
+ * index (bynode/<node>/), the small tables it needs whole (devices/,
+ * nodes/, users/, identities/, uids/) and its own live key. For each
+ * event of the index it reads the rows of the app named (apps/<app>,
+ * allocs/<app>/, parts/<app>/) at the event's revision, before taking the
+ * caller's lock, and applies them as the whole watch would have: a row
+ * memory has not seen is handed over, a row memory knows and the
+ * revision lacks is handed over deleted. An app the index no longer names
+ * here (released, moved, deleted) leaves the view. Each range keeps its
+ * own pace; the view's revision is the lowest they reached.
+ */
+struct arun {
+    struct frun fr;
+    int64_t next[AGENT_RANGES];
+};
+
+/* The events of one app of the index: its rows at the revision. */
+struct arows {
+    char *app;
+    bool unbound;          /* its index key was deleted: once its rows
+                              are applied, it leaves the view unless one
+                              still binds it here */
+    struct etcd_event *ev; /* the rows as PUT events */
+    size_t n;
+};
+
+static void arows_free(struct arows *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < a[i].n; j++) {
+            free(a[i].ev[j].kv.key);
+            free(a[i].ev[j].kv.value);
+        }
+        free(a[i].ev);
+        free(a[i].app);
+    }
+    free(a);
+}
+
+/* Append the kvs that key (prefix: every key under it) held at rev. */
+static enum accel_err arows_read(struct estore *s, struct arows *a,
+                                 char *key, bool prefix, int64_t rev)
+{
+    struct etcd_kv *kvs = NULL;
+    size_t n = 0;
+    enum accel_err err = etcd_get(s->e, key, prefix, rev, &kvs, &n, NULL);
+    free(key);
+    if (err != ACCEL_OK)
+        return err;
+    a->ev = xrealloc(a->ev, (a->n + n + 1) * sizeof(*a->ev));
+    for (size_t i = 0; i < n; i++) /* the strings move */
+        a->ev[a->n++] = (struct etcd_event){ETCD_EV_PUT, kvs[i]};
+    free(kvs);
+    return ACCEL_OK;
+}
+
+static bool arows_has(const struct arows *a, const char *key)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->ev[i].kv.key, key) == 0)
+            return true;
+    return false;
+}
+
+/* Hand key over deleted at rev when memory holds it. */
+static void agent_forget(struct frun *fr, char *key, int64_t rev)
+{
+    struct etcd_event del = {ETCD_EV_DELETE, {0}};
+    if (kmod(fr->s, key) != 0) {
+        del.kv = (struct etcd_kv){.key = key, .key_len = strlen(key),
+                                  .value = "", .mod_rev = rev};
+        follow_one(fr, &del, rev, 0);
+    }
+    free(key);
+}
+
+static void agent_apply_end(char **devs, size_t nd, const char **nodes);
+
+/* Whether an allocation row of a's, at its revision, is on this node. */
+static bool bound_here(const struct estore *s, const struct arows *a)
+{
+    char table[32];
+    for (size_t i = 0; i < a->n; i++) {
+        const char *rest = table_of(s, a->ev[i].kv.key, table, sizeof table);
+        json_t *o;
+        struct store_alloc al;
+        bool here;
+        if (rest == NULL || strcmp(table, "allocs") != 0)
+            continue;
+        o = json_loads(a->ev[i].kv.value, JSON_REJECT_DUPLICATES, NULL);
+        here = json_is_object(o) && !alloc_decode(o, &al) &&
+               strcmp(al.node, s->node) == 0;
+        json_decref(o);
+        if (here)
+            return true;
+    }
+    return false;
+}
+
+/* One app of the index at rev (the caller's lock held). */
+static void agent_apply(struct frun *fr, const struct arows *a, int64_t rev)
+{
+    struct estore *s = fr->s;
+    const struct applist *l;
+    char **devs = NULL;
+    const char **nodes = NULL;
+    size_t nd = 0, nn = 0;
+
+    /* what memory knows of it, before: its devices and their nodes */
+    l = applist_get(s, a->app, false);
+    for (size_t i = 0; l && i < l->n; i++) {
+        devs = xrealloc(devs, (nd + 1) * sizeof(*devs));
+        devs[nd++] = xstrdup(l->dev[i]);
+        nodes_add(&nodes, &nn, devnode_get(s, l->dev[i]));
+    }
+    /* rows the revision has, memory has not seen (a row this process
+     * wrote itself is skipped by follow_one: its revision is seen) */
+    for (size_t i = 0; i < a->n; i++)
+        follow_one(fr, &a->ev[i], a->ev[i].kv.mod_rev, 0);
+    /* unbound here: the whole app leaves the view, unless a row still
+     * binds it here (an index key deleted by hand: kept, not dropped) */
+    if (a->unbound && bound_here(s, a)) {
+        agent_apply_end(devs, nd, nodes);
+        return;
+    }
+    /* rows memory holds that the revision lacks */
+    for (size_t i = 0; i < nd; i++) {
+        char *k = key3(s, "allocs", a->app, devs[i]);
+        if (a->unbound || !arows_has(a, k))
+            agent_forget(fr, k, rev);
+        else
+            free(k);
+    }
+    for (size_t i = 0; i < nn; i++) {
+        char *k = key3(s, "parts", a->app, nodes[i]);
+        if (a->unbound || !arows_has(a, k))
+            agent_forget(fr, k, rev);
+        else
+            free(k);
+    }
+    {
+        char *k = key2(s, "apps", a->app);
+        if (a->unbound || !arows_has(a, k))
+            agent_forget(fr, k, rev);
+        else
+            free(k);
+    }
+    agent_apply_end(devs, nd, nodes);
+}
+
+static void agent_apply_end(char **devs, size_t nd, const char **nodes)
+{
+    for (size_t i = 0; i < nd; i++)
+        free(devs[i]);
+    free(devs);
+    free(nodes);
+}
+
+/* Range range has applied rev: so has the view, up to the lowest. */
+static void agent_reached(struct estore *s, size_t range, int64_t rev)
+{
+    int64_t low;
+    pthread_mutex_lock(&s->vlock);
+    if (rev > s->reached[range])
+        s->reached[range] = rev;
+    low = s->reached[0];
+    for (size_t i = 1; i < AGENT_RANGES; i++)
+        if (s->reached[i] < low)
+            low = s->reached[i];
+    if (low > s->applied_rev)
+        s->applied_rev = low;
+    pthread_cond_broadcast(&s->vcond);
+    pthread_mutex_unlock(&s->vlock);
+}
+
+static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
+                               const struct etcd_event *ev, size_t n)
+{
+    struct arun *ar = ctx;
+    struct frun *fr = &ar->fr;
+    struct estore *s = fr->s;
+    const struct store_follower *f = fr->f;
+    struct arows *rows = NULL;
+    size_t nrows = 0, plen = strlen(s->ranges[0]);
+    enum accel_err err = ACCEL_OK;
+
+    if (range >= AGENT_RANGES)
+        return ACCEL_EIO;
+    /* the index's apps, read before the lock is taken */
+    if (range == 0 && n > 0) {
+        rows = xcalloc(n, sizeof(*rows));
+        for (size_t i = 0; i < n && err == ACCEL_OK; i++) {
+            const char *app = ev[i].kv.key + plen;
+            struct arows *a = &rows[nrows++];
+            a->app = xstrdup(app);
+            a->unbound = ev[i].type == ETCD_EV_DELETE;
+            if (strchr(app, '/') || !app[0])
+                continue;
+            err = arows_read(s, a, key2(s, "apps", app), false, rev);
+            if (err == ACCEL_OK)
+                err = arows_read(s, a, key3(s, "allocs", app, ""), true,
+                                 rev);
+            if (err == ACCEL_OK)
+                err = arows_read(s, a, key3(s, "parts", app, ""), true, rev);
+        }
+        if (err != ACCEL_OK) { /* the watch resumes from here */
+            arows_free(rows, nrows);
+            /* a revision compacted away: only a reload makes it whole */
+            return err == ACCEL_ESTORE ? ACCEL_ESTORE_CORRUPT : err;
+        }
+    }
+    if (f->lock)
+        f->lock(f->ctx);
+    for (size_t i = 0; i < nrows; i++)
+        watch_drain(s, rows[i].ev, rows[i].n, rev, f->mutex);
+    for (size_t i = 0; i < nrows; i++)
+        agent_apply(fr, &rows[i], rev);
+    for (size_t i = 0; range > 0 && i < n; i++) {
+        /* agents/<node> is a prefix of agents/<node>x too */
+        if (range == AGENT_RANGES - 1 &&
+            strcmp(ev[i].kv.key, s->ranges[range]) != 0)
+            continue;
+        follow_one(fr, &ev[i], rev, 0);
+    }
+    if (f->revision)
+        f->revision(f->ctx, rev);
+    if (f->unlock)
+        f->unlock(f->ctx);
+    arows_free(rows, nrows);
+    agent_reached(s, range, rev);
+    if (n > 0 || rev >= ar->next[range])
+        ar->next[range] = rev + 1;
+    return ACCEL_OK;
+}
+
+static enum accel_err agent_follow(struct estore *s,
+                                   const struct store_follower *f,
+                                   volatile int *stop)
+{
+    struct arun ar = {{s, f, s->load_rev + 1}, {0}};
+    for (size_t i = 0; i < AGENT_RANGES; i++)
+        ar.next[i] = s->load_rev + 1;
+    while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
+        enum accel_err err = etcd_watch_multi(
+            s->e, (const char *const *)s->ranges, ar.next, AGENT_RANGES,
+            agent_cb, &ar, stop);
+        if (err == ACCEL_ESTORE_CORRUPT)
+            return err;
+        if (err != ACCEL_OK && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return ACCEL_OK;
+}
+
 static enum accel_err es_follow(struct store *base,
                                 const struct store_follower *f,
                                 volatile int *stop)
 {
     struct estore *s = (struct estore *)base;
     struct frun fr = {s, f, s->load_rev + 1};
+    if (s->agent)
+        return agent_follow(s, f, stop);
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
         enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
                                         &fr, stop);
@@ -2295,4 +2898,5 @@ static const struct store_ops etcd_ops = {
     .part_put = es_part_put,
     .part_delete = es_part_delete,
     .follow = es_follow,
+    .index_fill = es_index_fill,
 };

@@ -153,6 +153,7 @@ struct store_ops {
                                   const char *node);
     enum accel_err (*follow)(struct store *s, const struct store_follower *f,
                              volatile int *stop);
+    enum accel_err (*index_fill)(struct store *s, size_t *written);
 };
 
 /*

@@ -1302,12 +1302,32 @@ enum accel_err cluster_start(struct accel_daemon *d, char **cause)
         return rc;
     c->mon = monitor_new(&(struct monitor_opts){
         d->store, d->cfg.node_name, d->cfg.lease_ttl,
-        d->cfg.compact_retention});
+        d->cfg.compact_retention, d->cfg.role == ROLE_AGENT});
     if (c->mon == NULL) {
         *cause = xstrdup("cannot start the cluster monitor's thread");
         return ACCEL_ESYS;
     }
     __atomic_store_n(&c->renewed_ns, (int64_t)util_now_ns(), __ATOMIC_SEQ_CST);
+    /* a cluster written before the bynode index gets it, once, from an
+     * API server (an agent reads it, never fills it: it knows only its
+     * own apps) */
+    if (d->cfg.role != ROLE_AGENT) {
+        size_t written = 0;
+        enum accel_err ferr;
+        /* under the lock: the supervisor, already running, may commit
+         * (the store's key knowledge is the caller's lock's) */
+        pthread_mutex_lock(&d->lock);
+        ferr = store_index_fill(d->store, &written);
+        if (ferr != ACCEL_OK)
+            log_warn("node %s: the bynode index was not completed (%s); "
+                     "agents may miss apps bound to their cards before it",
+                     d->cfg.node_name, store_errmsg(d->store));
+        else if (written > 0)
+            log_info("node %s wrote %zu missing key%s of the bynode index "
+                     "(a cluster written before it)",
+                     d->cfg.node_name, written, written == 1 ? "" : "s");
+        pthread_mutex_unlock(&d->lock);
+    }
     /* what other nodes asked of this one while it was away */
     pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->napps; i++)

@@ -55,6 +55,7 @@ struct monitor {
     pthread_t thread;
     volatile int stop;       /* the thread ends (atomic) */
     volatile int watch_stop; /* the beats' watch ends (atomic) */
+    bool no_slot;            /* an agent's: never takes one */
     int slot;                /* held slot or -1 (atomic) */
     int64_t lease;           /* the lease the slot was taken on (keeper) */
     bool own_marked;         /* this node's key is marked (atomic) */
@@ -220,6 +221,8 @@ static void slots(struct monitor *m, int64_t lease)
     size_t n = 0, plen = strlen(m->slot_prefix);
     bool used[MONITOR_SLOTS] = {false};
     int mine = -1;
+    if (m->no_slot)
+        return; /* slot stays -1 */
     if (etcd_get(m->e, m->slot_prefix, true, 0, &kvs, &n, NULL) != ACCEL_OK)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -435,6 +438,7 @@ struct monitor *monitor_new(const struct monitor_opts *o)
     m->ttl_ns = (int64_t)o->ttl_s * 1000000000LL;
     m->retention_ns = (int64_t)o->compact_retention_s * 1000000000LL;
     m->slot = -1;
+    m->no_slot = o->no_slot;
     pthread_mutex_init(&m->mu, NULL);
     if (pthread_create(&m->thread, NULL, watch_main, m) != 0) {
         release(m);

@@ -39,6 +39,9 @@ struct monitor_opts {
     const char *node;        /* this node's name (copied) */
     int ttl_s;               /* the lease TTL: a beat older is silence */
     int compact_retention_s; /* history kept by compaction; 0: none */
+    bool no_slot;            /* an agent (--role agent): it beats, but
+                                never takes a monitor slot (a partial view
+                                must not keep the cluster's house) */
 };
 
 /* Set up (nothing sent) and start the beats' watch thread. NULL when the
