@@ -577,6 +577,44 @@ class ModeSwitchBlockedTest(RuntimeBase):
             return done["r"]
         return answer
 
+    def test_an_app_bound_while_the_switch_stops_others_blocks_it(self):
+        """The switch lets the lock go while it stops the card's apps (here
+        one that waits out its 3 s stop timeout); an app installed on the
+        card meanwhile starts there. Before, the switch then saved it
+        `stopped` with the others while its process ran on, unseen (the
+        randomized test saw such an app run on two machines). Now it is
+        named as blocked, keeps its card and runs; the mode stays."""
+        st, b = self.switch(GPU_A, "MemorySlice")
+        self.assertEqual(st, 200, b)
+        slow = self.stubborn("slow")
+        switched = self.while_it_stops("slow", "PUT",
+                                       "/api/compute-resources/nodes/%s/"
+                                       "devices/%s/support-type" %
+                                       (NODE, GPU_A),
+                                       {"supportType": "Exclusive"})
+        st, b = self.d.http("POST", "/api/apps", {
+            "manifest": manifest("late", ["sh", "-c", "sleep 1000"]),
+            "computeBinding": [{"nodeName": NODE, "deviceId": GPU_A,
+                                "memory": GiB}]})
+        self.assertEqual(st, 200, b)
+        late = b["data"]
+        self.assertEqual(late["state"], "running", late)
+        st, b = switched()
+        _, data = failed_check(st, b, "computeDeviceSwitchBlocked")
+        self.assertEqual([(x["appName"], x["reason"])
+                          for x in data["blockedApps"]],
+                         [("late", "stop-operation-not-allowed")], b)
+        self.assertEqual([x["appName"] for x in data["stoppedApps"]],
+                         ["slow"], b)
+        self.assertFalse(group_alive(slow["pid"]))
+        s = self.app("slow")
+        self.assertEqual((s["state"], s["allocations"]), ("stopped", []), s)
+        self.assertEqual(self.device(GPU_A)["supportType"], "MemorySlice")
+        h = self.app("late")
+        self.assertEqual((h["state"], h["pid"]), ("running", late["pid"]), h)
+        self.assertTrue(group_alive(late["pid"]))
+        self.assertEqual([x["deviceId"] for x in h["allocations"]], [GPU_A])
+
     def test_running_app_that_lingers_blocks_the_switch(self):
         """The switch's own stop leaves the app's process on the GPU: the
         mode stays, the app is named as blocked and keeps its binding."""

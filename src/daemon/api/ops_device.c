@@ -263,6 +263,46 @@ static json_t *still_running_elsewhere(struct accel_daemon *d,
     return arr;
 }
 
+/* The apps bound now that the switch did not stop: bound while the lock
+ * was let go for its stops (an install or a resume through another request
+ * or node), or with a process or a start under way since. Saved `stopped`
+ * with the switch, such an app would run on, or start, unseen (the
+ * randomized test saw an app started by its node while the switch stopped
+ * the others, then placed and run on a second machine). first: the names
+ * of the apps bound when the switch began. */
+static json_t *bound_meanwhile(struct app **apps, size_t n, char **first,
+                               size_t nfirst)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const struct app *a = apps[i];
+        bool known = false;
+        for (size_t k = 0; k < nfirst && !known; k++)
+            known = strcmp(first[k], a->name) == 0;
+        if (known && a->pid <= 0 && !a->committing &&
+            a->state != APP_RESUMING)
+            continue;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name,
+                           "owner", a->owner, "state",
+                           app_state_name(a->state), "reason",
+                           "stop-operation-not-allowed"));
+    }
+    return arr;
+}
+
+/* Is name among the apps of a blockedApps list? */
+static bool blocked_names(const json_t *blocked, const char *name)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(blocked, i, x)
+        if (strcmp(json_string_value(json_object_get(x, "appName")), name) ==
+            0)
+            return true;
+    return false;
+}
+
 /* Did the switch's own stop leave processes of some app on the GPU? */
 static bool any_lingering(struct app **apps, size_t n)
 {
@@ -309,8 +349,9 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
 {
     enum accel_support st;
     struct app *apps[SWITCH_MAX_APPS];
+    char *first[SWITCH_MAX_APPS];
     json_t *blocked, *stopped, *gone;
-    size_t n;
+    size_t n, nfirst = 0;
     int dev;
     enum accel_err rc;
 
@@ -346,6 +387,9 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
         goto out;
     }
     json_decref(blocked);
+    for (size_t i = 0; i < n; i++)
+        first[i] = xstrdup(apps[i]->name);
+    nfirst = n;
     gone = stop_bound(d, dev, apps, n);
     n = bound_apps(d, dev, apps, SWITCH_MAX_APPS);
     /* one another node's agent has not stopped keeps its card: that agent
@@ -353,6 +397,20 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
     blocked = still_running_elsewhere(d, apps, n);
     if (json_array_size(blocked) > 0) {
         answer_blocked(d, dev, blocked, gone, res);
+        goto out;
+    }
+    json_decref(blocked);
+    blocked = bound_meanwhile(apps, n, first, nfirst);
+    if (json_array_size(blocked) > 0) {
+        /* the apps it did stop are released and named, as below */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!blocked_names(blocked, apps[i]->name))
+                apps[k++] = apps[i];
+        stopped = settle_stopped(d, apps, k);
+        json_array_extend(stopped, gone);
+        json_decref(gone);
+        answer_blocked(d, dev, blocked, stopped, res);
         goto out;
     }
     json_decref(blocked);
@@ -385,6 +443,8 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                                    "stoppedApps", stopped));
 out:
     pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < nfirst; i++)
+        free(first[i]);
 }
 
 void ops_node_enable(struct accel_daemon *d, const char *node, bool enabled,
