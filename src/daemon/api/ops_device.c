@@ -145,6 +145,15 @@ static size_t bound_apps(struct accel_daemon *d, int dev, struct app **out,
 
 #define SWITCH_MAX_APPS 256
 
+/* One entry of a blockedApps list (SPEC 5: {appName, owner, state,
+ * reason}). */
+static json_t *blocked_entry(const struct app *a, const char *reason)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name, "owner",
+                     a->owner, "state", app_state_name(a->state), "reason",
+                     reason);
+}
+
 /* The apps the switch cannot stop now. One already `stopping` is among
  * them: its stop is under way with its own end (an uninstall deletes the
  * app once it has stopped), and the switch stopping it again as its own
@@ -158,13 +167,12 @@ static json_t *blocked_list(struct app **apps, size_t n)
         enum app_state s = apps[i]->state;
         if (ops_in_transition(apps[i]))
             json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName",
-                               apps[i]->name, "owner", apps[i]->owner, "state",
-                               app_state_name(s), "reason",
-                               s == APP_RELEASING ? "processes-still-on-device"
-                               : s == APP_STOPPING
-                                   ? "stop-still-in-progress"
-                                   : "stop-operation-not-allowed"));
+                arr, blocked_entry(apps[i],
+                                   s == APP_RELEASING
+                                       ? "processes-still-on-device"
+                                   : s == APP_STOPPING
+                                       ? "stop-still-in-progress"
+                                       : "stop-operation-not-allowed"));
     }
     return arr;
 }
@@ -255,10 +263,7 @@ static json_t *still_running_elsewhere(struct accel_daemon *d,
         const struct app *a = apps[i];
         if (ops_runs_elsewhere_still(d, a))
             json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name,
-                               "owner", a->owner, "state",
-                               app_state_name(a->state), "reason",
-                               "stop-still-in-progress"));
+                arr, blocked_entry(a, "stop-still-in-progress"));
     }
     return arr;
 }
@@ -283,10 +288,7 @@ static json_t *bound_meanwhile(struct app **apps, size_t n, char **first,
             a->state != APP_RESUMING)
             continue;
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s}", "appName", a->name,
-                           "owner", a->owner, "state",
-                           app_state_name(a->state), "reason",
-                           "stop-operation-not-allowed"));
+            arr, blocked_entry(a, "stop-operation-not-allowed"));
     }
     return arr;
 }
