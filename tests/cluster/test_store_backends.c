@@ -220,7 +220,13 @@ struct fx {
     volatile int stop;
     enum accel_err follow_rc;
     struct rec seen; /* the follower's callbacks, under mu */
+    bool held;       /* the follower holds mu (f_lock to f_unlock): its
+                        thread's alone, set and read by it */
+    pthread_mutex_t pmu;
+    struct rec early; /* app_early and nodeinfo, whether under mu: pmu */
 };
+
+static bool open_agent; /* the next open_at opens an agent's store */
 
 static unsigned fresh_seq;
 
@@ -252,8 +258,10 @@ static enum accel_err open_at(enum kind k, const char *loc, const char *node,
                                 .timeout_ms = 5000,
                                 /* test_store_backends.py's etcd is plain
                                  * http on loopback, and its own */
-                                .insecure = true};
+                                .insecure = true,
+                                .agent = open_agent};
     *cause = NULL;
+    open_agent = false;
     if (k == K_SQLITE)
         return store_open(loc, out, cause);
     return store_open_etcd(&o, out, cause);
@@ -262,11 +270,35 @@ static enum accel_err open_at(enum kind k, const char *loc, const char *node,
 /* Follower callbacks: each records a line in fx->seen. */
 static void f_lock(void *ctx)
 {
-    pthread_mutex_lock(&((struct fx *)ctx)->mu);
+    struct fx *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->held = true;
 }
 static void f_unlock(void *ctx)
 {
-    pthread_mutex_unlock(&((struct fx *)ctx)->mu);
+    struct fx *f = ctx;
+    f->held = false;
+    pthread_mutex_unlock(&f->mu);
+}
+/* An app row that may be new, and whether the follower held mu then. */
+static void f_app_early(void *ctx, const char *name,
+                        const struct store_app *row)
+{
+    struct fx *f = ctx;
+    bool held = f->held;
+    pthread_mutex_lock(&f->pmu);
+    rec_add(&f->early, "early %s %s %s\n", name, row->state,
+            held ? "under the lock" : "without the lock");
+    pthread_mutex_unlock(&f->pmu);
+}
+static void f_nodeinfo(void *ctx, const char *node, const char *json,
+                       const struct json_t *parsed)
+{
+    struct fx *f = ctx;
+    pthread_mutex_lock(&f->pmu);
+    rec_add(&f->early, "nodeinfo %s %s\n", node,
+            !json ? "deleted" : parsed ? "parsed" : "as text");
+    pthread_mutex_unlock(&f->pmu);
 }
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
@@ -302,7 +334,9 @@ static void *follow_main(void *arg)
     struct store_follower fo = {.ctx = f,
                                 .lock = f_lock,
                                 .unlock = f_unlock,
+                                .app_early = f_app_early,
                                 .app = f_app,
+                                .nodeinfo = f_nodeinfo,
                                 .alloc = f_alloc,
                                 .user = f_user,
                                 .event = f_event};
@@ -333,6 +367,7 @@ static struct fx *fx_open(enum kind k, const char *loc, const char *node,
     f->kind = k;
     f->loc = loc ? xstrdup(loc) : fresh_loc(k);
     pthread_mutex_init(&f->mu, NULL);
+    pthread_mutex_init(&f->pmu, NULL);
     pthread_mutex_lock(&f->mu);
     err = open_at(k, f->loc, node ? node : "n1", &f->s, &cause);
     if (err != ACCEL_OK)
@@ -358,6 +393,7 @@ static void fx_close(struct fx *f)
     }
     store_close(f->s);
     pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->pmu);
     free(f->loc);
     free(f);
 }
@@ -1589,6 +1625,92 @@ static void etcd_bynode_index(void)
     fx_close(b);
 }
 
+/* The watch decodes a change before it takes the follower's lock (issue
+ * 51): an app row whose key was just created goes to app_early without
+ * the lock, then to app under it; a later change of the row does not go
+ * to app_early; a key created again after its delete does; a node's
+ * registration comes parsed. An agent's view hands every app row its
+ * index brings to app_early, without the lock too. */
+static char *early_of(struct fx *f)
+{
+    char *t;
+    pthread_mutex_lock(&f->pmu);
+    t = xstrdup(f->early.buf);
+    pthread_mutex_unlock(&f->pmu);
+    return t;
+}
+
+#define ASSERT_EARLY(f, want)                                                  \
+    do {                                                                       \
+        char *t_ = early_of(f);                                                \
+        ASSERT_STR_EQ(t_, want);                                               \
+        free(t_);                                                              \
+    } while (0)
+
+/* f's view has what g committed. */
+static void fx_caught_up(struct fx *f, struct fx *g)
+{
+    fx_settle(g);
+    OK(fx_wait_rev(f, store_view_rev(g->s)));
+}
+
+static void put_row_of(struct fx *f, struct store_app *x)
+{
+    OK(store_begin(f->s));
+    OK(store_app_put(f->s, x));
+    OK(store_commit(f->s));
+}
+
+static void etcd_decoded_off_the_lock(void)
+{
+    struct fx *a = fx_open(K_ETCD, NULL, "n1", NULL);
+    struct fx *b = fx_open(K_ETCD, a->loc, "n2", NULL);
+    struct fx *c;
+    struct store_app x = app_row("x", "alice", "installed");
+    struct store_alloc on3 = {"z", "u1", "nvidia", "n3", "GPU-3", 0};
+
+    put_row_of(b, &x);
+    fx_caught_up(a, b);
+    x.state = "running";
+    put_row_of(b, &x);
+    fx_caught_up(a, b);
+    ASSERT_STR_EQ(a->seen.buf, "app x installed\napp x running\n");
+    ASSERT_EARLY(a, "early x installed without the lock\n");
+
+    /* deleted and created again: a new key to the watch */
+    OK(store_begin(b->s));
+    OK(store_app_delete(b->s, "x"));
+    OK(store_commit(b->s));
+    x.state = "stopped";
+    put_row_of(b, &x);
+    fx_caught_up(a, b);
+    ASSERT_STR_EQ(a->seen.buf, "app x installed\napp x running\n"
+                               "app x deleted\napp x stopped\n");
+    ASSERT_EARLY(a, "early x installed without the lock\n"
+                    "early x stopped without the lock\n");
+
+    /* a registration, parsed before the lock */
+    OK(store_member_put(b->s, "nodeinfo", "n2", "{\"devices\":[]}", 0));
+    fx_caught_up(a, b);
+    ASSERT_EARLY(a, "early x installed without the lock\n"
+                    "early x stopped without the lock\n"
+                    "nodeinfo n2 parsed\n");
+
+    /* an agent of n3: the row of an app bound there, early, once bound */
+    open_agent = true;
+    c = fx_open(K_ETCD, a->loc, "n3", NULL);
+    OK(store_begin(a->s));
+    put_app(a->s, "z", "u1");
+    OK(store_alloc_put(a->s, &on3));
+    OK(store_commit(a->s));
+    fx_caught_up(c, a);
+    ASSERT_STR_EQ(c->seen.buf, "app z installed\nalloc z/GPU-3 u1\n");
+    ASSERT_EARLY(c, "early z installed without the lock\n");
+    fx_close(c);
+    fx_close(b);
+    fx_close(a);
+}
+
 /* ====================================================== threads */
 
 static void sleep_ms(long ms)
@@ -1775,6 +1897,7 @@ TEST(etcd_guarded_commit) { etcd_guarded_commit(); }
 TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 TEST(etcd_bynode_index) { etcd_bynode_index(); }
+TEST(etcd_decoded_off_the_lock) { etcd_decoded_off_the_lock(); }
 
 #define PAIR_(XX, fn) XX(fn##_sqlite) XX(fn##_etcd)
 #define TEST_LIST(XX)                                                          \
@@ -1799,6 +1922,7 @@ TEST(etcd_bynode_index) { etcd_bynode_index(); }
     XX(etcd_guarded_commit)                                                    \
     XX(events_pruned_once_etcd)                                                \
     XX(etcd_alloc_guards)                                                      \
-    XX(etcd_bynode_index)
+    XX(etcd_bynode_index)                                                      \
+    XX(etcd_decoded_off_the_lock)
 
 TEST_MAIN(TEST_LIST)

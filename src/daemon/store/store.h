@@ -394,7 +394,18 @@ enum accel_err store_part_delete(struct store *s, const char *app,
  * (this process's own too), since the view shows an event only once the
  * watch has delivered it. revision() ends each revision (and comes alone
  * for progress). Any callback may be NULL.
+ *
+ * The lock is held to apply a change, not to decode it (issue 51): each
+ * revision's values are parsed and their rows decoded before lock() (a
+ * revision this process committed itself is not: memory has it), and
+ * app_early() comes then, without the lock, for an app row that may be
+ * new to the follower (its key created in this revision; an agent's: any
+ * row its index brought), so that the follower's own decoding of it (the
+ * manifest) is done there; the same row comes to app() under the lock
+ * after, unless it is this process's own. nodeinfo() is handed the value
+ * parsed too (parsed: NULL when deleted or not JSON).
  */
+struct json_t;
 struct store_follower {
     void *ctx;
     void (*lock)(void *ctx);
@@ -402,6 +413,8 @@ struct store_follower {
     pthread_mutex_t *mutex; /* what lock() takes, or NULL: the watch waits
                              * on it for queued commits that touch what it
                              * is about to apply (store_commit_queued) */
+    void (*app_early)(void *ctx, const char *name,
+                      const struct store_app *row); /* without the lock */
     void (*app)(void *ctx, const char *name, const struct store_app *row);
     void (*alloc)(void *ctx, const char *app, const char *device,
                   const struct store_alloc *row);
@@ -412,7 +425,8 @@ struct store_follower {
                      const struct store_identity *row);
     void (*limits)(void *ctx, const char *name, const struct store_limits *row);
     void (*event)(void *ctx, const struct store_event *e);
-    void (*nodeinfo)(void *ctx, const char *node, const char *json);
+    void (*nodeinfo)(void *ctx, const char *node, const char *json,
+                     const struct json_t *parsed);
     void (*agent)(void *ctx, const char *node, const char *json);
     void (*part)(void *ctx, const char *app, const char *node, bool running,
                  int64_t pid, uint64_t pid_start);

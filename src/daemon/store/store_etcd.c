@@ -58,6 +58,7 @@
 #define ESTORE_LAYOUT 1          /* the key layout this build writes */
 #define ESTORE_EVENT_RANK 1024   /* event id = revision * this + rank */
 #define ESTORE_PRUNE_EVERY 64    /* events appended between two prunes */
+#define ESTORE_OWN_REVS 64       /* own commit revisions remembered */
 #define ESTORE_SYNC_WAIT_MS 10000 /* store_sync waits for the watch */
 
 /* What this process knows of one key. */
@@ -171,6 +172,10 @@ struct estore {
     pthread_cond_t vcond;
     int64_t applied_rev;     /* the watch has applied up to here */
     int64_t commit_rev;      /* this process's last commit */
+    int64_t own_revs[ESTORE_OWN_REVS]; /* its latest commits' revisions:
+                                          the watch does not decode them
+                                          ahead (follow_cb) */
+    unsigned own_next;
     /* queued commits (caller's lock; store_commit_queued) */
     struct ebatch *pending;  /* waiting to be sent, oldest first */
     struct ebatch *flying;   /* on its way to etcd, or NULL */
@@ -1191,7 +1196,22 @@ static void record_commit(struct estore *s, const struct wop *ws, size_t n,
     pthread_mutex_lock(&s->vlock);
     if (rev > s->commit_rev)
         s->commit_rev = rev;
+    s->own_revs[s->own_next++ % ESTORE_OWN_REVS] = rev;
     pthread_mutex_unlock(&s->vlock);
+}
+
+/* Was rev one of this process's latest commits? Then every row it wrote
+ * is in memory already (record_commit), and the watch skips it (vlock
+ * not held). A commit whose answer has not come yet is not: the watch
+ * then decodes what it will skip, which costs only time. */
+static bool own_rev(struct estore *s, int64_t rev)
+{
+    bool own = false;
+    pthread_mutex_lock(&s->vlock);
+    for (size_t i = 0; i < ESTORE_OWN_REVS && !own; i++)
+        own = s->own_revs[i] == rev;
+    pthread_mutex_unlock(&s->vlock);
+    return own;
 }
 
 static enum accel_err commit_tx(struct store *base)
@@ -2445,9 +2465,67 @@ static void follower_give(const struct store_follower *f, enum store_row kind,
 
 #undef FOLLOW
 
-/* One changed key, handed to the follower when it is news. */
+/* One change, decoded before the follower's lock is taken (issue 51: the
+ * lock is held to apply a change, not to parse it). */
+struct fpre {
+    bool decoded;          /* follow_decode has run */
+    json_t *o;             /* the value parsed (NULL: deleted, not JSON) */
+    const char *bad;       /* why its row does not decode, or NULL */
+    union erow u;          /* an erow_tables or allocs row, from o */
+    struct store_event e;  /* an event, from o */
+};
+
+/* Parse a change's value and decode its row: nothing but the change is
+ * read, so it needs no lock. early: the follower's own decoding of an app
+ * row (app_early) is done here too. */
+static void follow_decode(struct frun *fr, const struct etcd_event *ev,
+                          struct fpre *p, bool early)
+{
+    const struct store_follower *f = fr->f;
+    char table[32];
+    const char *name = table_of(fr->s, ev->kv.key, table, sizeof table);
+    const struct erow_table *t;
+
+    p->decoded = true;
+    if (name == NULL || ev->type == ETCD_EV_DELETE)
+        return;
+    p->o = json_loads(ev->kv.value, JSON_REJECT_DUPLICATES, NULL);
+    if (strcmp(table, "events") == 0) {
+        p->bad = p->o ? event_decode(p->o, &p->e) : "not JSON";
+        return;
+    }
+    if (strcmp(table, "nodeinfo") == 0 || strcmp(table, "agents") == 0)
+        return; /* handed over as text (and nodeinfo parsed) */
+    if (!json_is_object(p->o)) {
+        p->bad = "not a JSON object";
+        return;
+    }
+    t = erow_table_of(table);
+    if (t) {
+        p->bad = t->decode(p->o, &p->u);
+        if (p->bad == NULL && t->named && strcmp(p->u.app.name, name) != 0)
+            p->bad = "its name is not its key's";
+        if (p->bad == NULL && early && t->kind == STORE_ROW_APP &&
+            f->app_early)
+            f->app_early(f->ctx, name, &p->u.app);
+    } else if (strcmp(table, "allocs") == 0) {
+        p->bad = alloc_decode(p->o, &p->u.alloc);
+    }
+}
+
+static void fpre_free(struct fpre *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++)
+        json_decref(p[i].o);
+    free(p);
+}
+
+/* One changed key, handed to the follower when it is news (the caller's
+ * lock held). p: the change decoded before; one that was not (a revision
+ * of this process's own, or a key it wrote outside its transactions) is
+ * decoded here when it is news after all. */
 static void follow_one(struct frun *fr, const struct etcd_event *ev,
-                       int64_t rev, int64_t rank)
+                       struct fpre *p, int64_t rev, int64_t rank)
 {
     struct estore *s = fr->s;
     const struct store_follower *f = fr->f;
@@ -2456,7 +2534,6 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
     char table[32];
     const char *name = table_of(s, kv->key, table, sizeof table);
     const struct erow_table *t;
-    json_t *o = NULL;
     struct kinfo *k;
 
     if (name == NULL)
@@ -2466,14 +2543,15 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
         struct store_event e;
         if (del)
             return;
-        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
-        if (o && !event_decode(o, &e)) {
+        if (!p->decoded)
+            follow_decode(fr, ev, p, false);
+        if (p->o && p->bad == NULL) {
+            e = p->e;
             e.id = rev * ESTORE_EVENT_RANK + rank;
             events_keep(s, kv->key, &e);
             if (f->event)
                 f->event(f->ctx, &e);
         }
-        json_decref(o);
         return;
     }
     k = kinfo_get(s, kv->key, true);
@@ -2487,50 +2565,50 @@ static void follow_one(struct frun *fr, const struct etcd_event *ev,
         if (split_alloc(name, buf, sizeof buf, &app, &dev))
             applist_set(s, app, dev, !del);
     }
-    if (!del) {
-        o = json_loads(kv->value, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(o) && strcmp(table, "nodeinfo") != 0 &&
-            strcmp(table, "agents") != 0)
-            goto out;
-    }
+    if (!del && !p->decoded)
+        follow_decode(fr, ev, p, false);
+    if (!del && !json_is_object(p->o) && strcmp(table, "nodeinfo") != 0 &&
+        strcmp(table, "agents") != 0)
+        return;
     if (t) {
-        union erow u;
         if (del)
             follower_give(f, t->kind, name, NULL);
-        else if (!t->decode(o, &u) &&
-                 (!t->named || strcmp(u.app.name, name) == 0))
-            follower_give(f, t->kind, name, &u);
+        else if (p->bad == NULL)
+            follower_give(f, t->kind, name, &p->u);
     } else if (strcmp(table, "allocs") == 0 && f->alloc) {
         char buf[512];
         const char *app, *dev;
-        struct store_alloc a;
         if (!split_alloc(name, buf, sizeof buf, &app, &dev))
-            goto out;
+            return;
         if (del) {
             f->alloc(f->ctx, app, dev, NULL);
-        } else if (!alloc_decode(o, &a)) {
-            devnode_set(s, a.device, a.node);
-            f->alloc(f->ctx, app, dev, &a);
+        } else if (p->bad == NULL) {
+            devnode_set(s, p->u.alloc.device, p->u.alloc.node);
+            f->alloc(f->ctx, app, dev, &p->u.alloc);
         }
     } else if (strcmp(table, "parts") == 0 && f->part) {
         char buf[512];
         const char *app, *node, *a2, *n2;
         int64_t pid = 0, start = 0;
         if (!split_alloc(name, buf, sizeof buf, &app, &node))
-            goto out;
+            return;
         if (del)
             f->part(f->ctx, app, node, false, 0, 0);
-        else if (!part_decode(o, &a2, &n2, &pid, &start))
+        else if (!part_decode(p->o, &a2, &n2, &pid, &start))
             f->part(f->ctx, app, node, true, pid, (uint64_t)start);
     } else if (strcmp(table, "nodeinfo") == 0 && f->nodeinfo) {
-        f->nodeinfo(f->ctx, name, del ? NULL : kv->value);
+        f->nodeinfo(f->ctx, name, del ? NULL : kv->value, del ? NULL : p->o);
     } else if (strcmp(table, "agents") == 0 && f->agent) {
         f->agent(f->ctx, name, del ? NULL : kv->value);
     }
-out:
-    json_decref(o);
 }
 
+/*
+ * One revision's changes: decoded first, without the follower's lock,
+ * then applied under it (store.h). A revision this process committed
+ * itself is not decoded: memory has its rows, and only its events are
+ * handed over (decoded under the lock, as small as they are).
+ */
 static enum accel_err follow_cb(void *ctx, int64_t rev,
                                 const struct etcd_event *ev, size_t n)
 {
@@ -2541,13 +2619,18 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
     int64_t rank = 0;
     char **pruned = NULL;
     size_t npruned = 0;
+    struct fpre *pre = xcalloc(n ? n : 1, sizeof(*pre));
 
+    if (n > 0 && !own_rev(s, rev))
+        for (size_t i = 0; i < n; i++) /* an app row whose key this
+                                          revision created is new here */
+            follow_decode(fr, &ev[i], &pre[i], ev[i].kv.version == 1);
     if (f->lock)
         f->lock(f->ctx);
     watch_drain(s, ev, n, rev, f->mutex);
     for (size_t i = 0; i < n; i++) {
         const char *rest = table_of(s, ev[i].kv.key, table, sizeof table);
-        follow_one(fr, &ev[i], rev, rank);
+        follow_one(fr, &ev[i], &pre[i], rev, rank);
         if (rest && strcmp(table, "events") == 0)
             rank++;
     }
@@ -2557,6 +2640,7 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
         events_prune(s, &pruned, &npruned);
     if (f->unlock)
         f->unlock(f->ctx);
+    fpre_free(pre, n);
     if (npruned > 0)
         events_delete(s, pruned, npruned);
     pthread_mutex_lock(&s->vlock);
@@ -2595,6 +2679,7 @@ struct arows {
                               are applied, it leaves the view unless one
                               still binds it here */
     struct etcd_event *ev; /* the rows as PUT events */
+    struct fpre *pre;      /* and decoded, before the lock */
     size_t n;
 };
 
@@ -2606,6 +2691,7 @@ static void arows_free(struct arows *a, size_t n)
             free(a[i].ev[j].kv.value);
         }
         free(a[i].ev);
+        fpre_free(a[i].pre, a[i].n);
         free(a[i].app);
     }
     free(a);
@@ -2640,10 +2726,11 @@ static bool arows_has(const struct arows *a, const char *key)
 static void agent_forget(struct frun *fr, char *key, int64_t rev)
 {
     struct etcd_event del = {ETCD_EV_DELETE, {0}};
+    struct fpre none = {.decoded = true};
     if (kmod(fr->s, key) != 0) {
         del.kv = (struct etcd_kv){.key = key, .key_len = strlen(key),
                                   .value = "", .mod_rev = rev};
-        follow_one(fr, &del, rev, 0);
+        follow_one(fr, &del, &none, rev, 0);
     }
     free(key);
 }
@@ -2656,16 +2743,8 @@ static bool bound_here(const struct estore *s, const struct arows *a)
     char table[32];
     for (size_t i = 0; i < a->n; i++) {
         const char *rest = table_of(s, a->ev[i].kv.key, table, sizeof table);
-        json_t *o;
-        struct store_alloc al;
-        bool here;
-        if (rest == NULL || strcmp(table, "allocs") != 0)
-            continue;
-        o = json_loads(a->ev[i].kv.value, JSON_REJECT_DUPLICATES, NULL);
-        here = json_is_object(o) && !alloc_decode(o, &al) &&
-               strcmp(al.node, s->node) == 0;
-        json_decref(o);
-        if (here)
+        if (rest && strcmp(table, "allocs") == 0 && a->pre[i].o &&
+            a->pre[i].bad == NULL && strcmp(a->pre[i].u.alloc.node, s->node) == 0)
             return true;
     }
     return false;
@@ -2690,7 +2769,7 @@ static void agent_apply(struct frun *fr, const struct arows *a, int64_t rev)
     /* rows the revision has, memory has not seen (a row this process
      * wrote itself is skipped by follow_one: its revision is seen) */
     for (size_t i = 0; i < a->n; i++)
-        follow_one(fr, &a->ev[i], a->ev[i].kv.mod_rev, 0);
+        follow_one(fr, &a->ev[i], &a->pre[i], a->ev[i].kv.mod_rev, 0);
     /* unbound here: the whole app leaves the view, unless a row still
      * binds it here (an index key deleted by hand: kept, not dropped) */
     if (a->unbound && bound_here(s, a)) {
@@ -2755,6 +2834,7 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
     struct estore *s = fr->s;
     const struct store_follower *f = fr->f;
     struct arows *rows = NULL;
+    struct fpre *pre = NULL;
     size_t nrows = 0, plen = strlen(s->ranges[0]);
     enum accel_err err = ACCEL_OK;
 
@@ -2782,6 +2862,18 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
             /* a revision compacted away: only a reload makes it whole */
             return err == ACCEL_ESTORE ? ACCEL_ESTORE_CORRUPT : err;
         }
+        /* decoded before the lock too; an app row read here may be new
+         * to this view, so the follower decodes it early as well */
+        for (size_t i = 0; i < nrows; i++) {
+            rows[i].pre = xcalloc(rows[i].n + 1, sizeof(*rows[i].pre));
+            for (size_t j = 0; j < rows[i].n; j++)
+                follow_decode(fr, &rows[i].ev[j], &rows[i].pre[j], true);
+        }
+    } else if (n > 0) {
+        pre = xcalloc(n, sizeof(*pre));
+        if (!own_rev(s, rev))
+            for (size_t i = 0; i < n; i++)
+                follow_decode(fr, &ev[i], &pre[i], false);
     }
     if (f->lock)
         f->lock(f->ctx);
@@ -2794,13 +2886,14 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
         if (range == AGENT_RANGES - 1 &&
             strcmp(ev[i].kv.key, s->ranges[range]) != 0)
             continue;
-        follow_one(fr, &ev[i], rev, 0);
+        follow_one(fr, &ev[i], &pre[i], rev, 0);
     }
     if (f->revision)
         f->revision(f->ctx, rev);
     if (f->unlock)
         f->unlock(f->ctx);
     arows_free(rows, nrows);
+    fpre_free(pre, pre ? n : 0);
     agent_reached(s, range, rev);
     if (n > 0 || rev >= ar->next[range])
         ar->next[range] = rev + 1;

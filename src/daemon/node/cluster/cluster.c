@@ -70,6 +70,19 @@ struct cluster {
                                      on another node: d->hooks.quota_over
                                      once d->lock is released (f_unlock) */
     size_t nover;
+    /* apps of the revision being applied, decoded without d->lock
+     * (f_app_early; the watcher thread's alone) */
+    struct early_app *early;
+    size_t nearly;
+};
+
+/* An app row that may be new here, its manifest decoded before d->lock
+ * was taken (issue 51). */
+struct early_app {
+    char *name;
+    struct app *a;        /* decoded; NULL: it does not decode */
+    char *why;            /* why not */
+    enum accel_type t;
 };
 
 /* An app run here holding more than the quota another node just cut. */
@@ -224,9 +237,11 @@ static void keep_registered(struct accel_daemon *d, const char *text)
 }
 
 /* Another node's registration: add it (and its devices) the first time,
- * then keep its devices' health and use current. NULL: it was removed. */
+ * then keep its devices' health and use current. NULL: it was removed.
+ * parsed: text parsed already (the watch parses it before d->lock), or
+ * NULL to parse it here. */
 static void apply_nodeinfo(struct accel_daemon *d, const char *node,
-                           const char *text)
+                           const char *text, const json_t *parsed)
 {
     json_t *o = NULL, *devs;
     int n;
@@ -246,7 +261,7 @@ static void apply_nodeinfo(struct accel_daemon *d, const char *node,
         }
         return;
     }
-    o = json_loads(text, 0, NULL);
+    o = parsed ? json_incref((json_t *)parsed) : json_loads(text, 0, NULL);
     devs = json_object_get(o, "devices");
     if (!json_is_array(devs)) {
         log_warn("node %s registered devices that do not decode; ignored",
@@ -346,7 +361,7 @@ static enum accel_err load_nodeinfo(void *ctx, const char *node,
                                     const char *json, char **why)
 {
     (void)why;
-    apply_nodeinfo(ctx, node, json);
+    apply_nodeinfo(ctx, node, json, NULL);
     return ACCEL_OK;
 }
 
@@ -739,6 +754,58 @@ static bool runs_unowned(struct accel_daemon *d, const struct app *a,
            (st == APP_STOPPED || st == APP_FAILED || st == APP_INSTALLED);
 }
 
+/* An app row that may be new here, before d->lock is taken (the watcher
+ * thread, store.h): its manifest is decoded now, so that the lock is held
+ * only to add it (f_app takes it; f_revision drops what is left). */
+static void f_app_early(void *ctx, const char *name,
+                        const struct store_app *row)
+{
+    struct cluster *c = ((struct accel_daemon *)ctx)->cluster;
+    struct early_app *x;
+    c->early = xrealloc(c->early, (c->nearly + 1) * sizeof(*c->early));
+    x = &c->early[c->nearly++];
+    *x = (struct early_app){.name = xstrdup(name),
+                            .a = xcalloc(1, sizeof(struct app)),
+                            .t = ACCEL_TYPE_CPU};
+    x->why = state_app_decode(row, x->a, &x->t);
+    if (x->why) {
+        free(x->a);
+        x->a = NULL;
+    }
+}
+
+/* The decoding f_app_early made of name, taken (false: none). */
+static bool early_take(struct cluster *c, const char *name, struct app **a,
+                       char **why, enum accel_type *t)
+{
+    for (size_t i = 0; i < c->nearly; i++) {
+        if (strcmp(c->early[i].name, name) != 0)
+            continue;
+        *a = c->early[i].a;
+        *why = c->early[i].why;
+        *t = c->early[i].t;
+        free(c->early[i].name);
+        c->early[i] = c->early[--c->nearly];
+        return true;
+    }
+    return false;
+}
+
+static void early_drop(struct cluster *c)
+{
+    for (size_t i = 0; i < c->nearly; i++) {
+        if (c->early[i].a) {
+            manifest_release(&c->early[i].a->m);
+            free(c->early[i].a);
+        }
+        free(c->early[i].why);
+        free(c->early[i].name);
+    }
+    free(c->early);
+    c->early = NULL;
+    c->nearly = 0;
+}
+
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
     struct accel_daemon *d = ctx;
@@ -761,8 +828,12 @@ static void f_app(void *ctx, const char *name, const struct store_app *row)
     }
     touch(d->cluster, name);
     if (a == NULL) {
-        a = xcalloc(1, sizeof(*a));
-        why = state_app_decode(row, a, &t);
+        /* decoded before the lock (f_app_early), or here when the watch
+         * did not know it would be new (a key created earlier) */
+        if (!early_take(d->cluster, name, &a, &why, &t)) {
+            a = xcalloc(1, sizeof(*a));
+            why = state_app_decode(row, a, &t);
+        }
         if (why) {
             log_warn("app %s from another node does not decode (%s); not "
                      "shown",
@@ -969,16 +1040,21 @@ static void f_limits(void *ctx, const char *name,
     }
 }
 
+/* An event another node appended: wake the long-polls it concerns. Its
+ * data (the owner a member's long-poll is woken by) is parsed only while
+ * a long-poll waits: no one else needs it under the lock (issue 51). */
 static void f_event(void *ctx, const struct store_event *e)
 {
     struct accel_daemon *d = ctx;
-    json_t *data = e->data ? json_loads(e->data, 0, NULL) : NULL;
-    const char *owner = json_string_value(json_object_get(data, "owner"));
+    json_t *data = NULL;
     pthread_mutex_lock(&d->ev_lock);
     d->ev_seq++;
     pthread_cond_broadcast(&d->ev_cond);
-    if (d->hooks.event_appended)
-        d->hooks.event_appended(d, e->app, owner);
+    if (d->hooks.event_appended && d->parked) {
+        data = e->data ? json_loads(e->data, 0, NULL) : NULL;
+        d->hooks.event_appended(
+            d, e->app, json_string_value(json_object_get(data, "owner")));
+    }
     pthread_mutex_unlock(&d->ev_lock);
     json_decref(data);
 }
@@ -996,9 +1072,10 @@ static void f_part(void *ctx, const char *app, const char *node,
     touch(d->cluster, app);
 }
 
-static void f_nodeinfo(void *ctx, const char *node, const char *json)
+static void f_nodeinfo(void *ctx, const char *node, const char *json,
+                       const json_t *parsed)
 {
-    apply_nodeinfo(ctx, node, json);
+    apply_nodeinfo(ctx, node, json, parsed);
 }
 
 static void f_agent(void *ctx, const char *node, const char *json)
@@ -1013,6 +1090,7 @@ static void f_revision(void *ctx, int64_t rev)
     (void)rev;
     apply_allocs(d);
     act_on_touched(d, c);
+    early_drop(c); /* rows of apps known already, or this node's own */
 }
 
 static void *watcher_main(void *arg)
@@ -1022,6 +1100,7 @@ static void *watcher_main(void *arg)
                                .lock = f_lock,
                                .unlock = f_unlock,
                                .mutex = &d->lock,
+                               .app_early = f_app_early,
                                .app = f_app,
                                .alloc = f_alloc,
                                .device = f_device,
@@ -1389,6 +1468,7 @@ void cluster_stop(struct accel_daemon *d)
         free(c->over[i].dev);
     }
     free(c->over);
+    early_drop(c);
     free(c->info);
     free(c->live);
     /* a slow operation's thread (http_slow.c) may still read d->cluster,
