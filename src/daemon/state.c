@@ -290,6 +290,57 @@ enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc)
     return rc;
 }
 
+/* Apps from..from+k of p, and its last writes when last, in one
+ * transaction. */
+static enum accel_err part_commit(struct accel_daemon *d,
+                                  const struct state_parts *p, size_t from,
+                                  size_t k, bool last)
+{
+    enum accel_err rc = state_tx_begin(d);
+    for (size_t i = from; rc == ACCEL_OK && i < from + k; i++)
+        rc = p->stage(d, i, p->ctx);
+    if (rc == ACCEL_OK && last && p->last)
+        rc = p->last(d, p->n, p->ctx);
+    return state_tx_end(d, rc);
+}
+
+enum accel_err state_commit_parts(struct accel_daemon *d,
+                                  const struct state_parts *p, size_t *done)
+{
+    size_t part = p->n;
+    bool alone = false; /* the last writes in a transaction of their own */
+    enum accel_err rc;
+
+    *done = 0;
+    for (;;) {
+        size_t left = p->n - *done, k = left < part ? left : part;
+        bool last = k == left && !(alone && k > 0);
+        rc = part_commit(d, p, *done, k, last);
+        if (rc == ACCEL_ETOOBIG) { /* nothing was written */
+            if (part == p->n)
+                log_info("a change of %zu apps is committed in parts: %s",
+                         p->n, store_errmsg(d->store));
+            if (k > 1) {
+                part = k / 2;
+                continue;
+            }
+            if (k == 1 && last) {
+                alone = true;
+                continue;
+            }
+            return rc; /* one app's writes alone do not fit */
+        }
+        if (rc != ACCEL_OK)
+            return rc;
+        for (size_t i = *done; i < *done + k; i++)
+            if (p->apply)
+                p->apply(d, i, p->ctx);
+        *done += k;
+        if (last)
+            return ACCEL_OK;
+    }
+}
+
 enum accel_err state_durable_wait(struct accel_daemon *d)
 {
     uint64_t want = atomic_load(&d->commit_seq);

@@ -497,6 +497,26 @@ void state_tx_rollback(struct accel_daemon *d);
  * result), else roll it back and return rc. The writes' own checks go
  * first, then one call: rc = state_tx_end(d, rc). */
 enum accel_err state_tx_end(struct accel_daemon *d, enum accel_err rc);
+/*
+ * A change of many apps, in one transaction where the store takes it
+ * whole. etcd takes at most 128 operations in one (ACCEL_ETOOBIG before
+ * anything is sent), and the writes of n apps can need more: then the
+ * apps go first, in parts as large as fit (halved until one does), and
+ * the change's own writes (last) with the final part, or alone. Each part
+ * is committed and applied to memory (apply) by itself, so a failure
+ * after the first leaves a change of some apps done, whole: *done says
+ * how many (the caller says so). stage writes app i's rows; last may be
+ * NULL. d->lock is held throughout.
+ */
+struct state_parts {
+    size_t n;
+    enum accel_err (*stage)(struct accel_daemon *d, size_t i, void *ctx);
+    void (*apply)(struct accel_daemon *d, size_t i, void *ctx);
+    enum accel_err (*last)(struct accel_daemon *d, size_t n, void *ctx);
+    void *ctx;
+};
+enum accel_err state_commit_parts(struct accel_daemon *d,
+                                  const struct state_parts *p, size_t *done);
 /* The revision to wait for when this thread's last commit lost a race
  * with another node of the cluster (ACCEL_ECONFLICT), and forget it; 0 if
  * none. */

@@ -296,6 +296,43 @@ class AnyNodeTest(unittest.TestCase):
                    "bea's new uid on " + n)
         c.agent("n1").http("DELETE", "/api/users/bea")
 
+    def test_a_user_with_more_apps_than_one_etcd_transaction_is_removed(self):
+        """etcd takes at most 128 operations in one transaction, and
+        removing a user writes three for each running app of hers (its
+        row, its event, its bynode index): with 50 it was 400 and nothing
+        removed. The apps' ends go in parts that fit, the user last."""
+        c = self.c
+        st, b = c.agent("n1").http("POST", "/api/users", {"name": "ida"})
+        self.assertEqual(st, 200, b)
+        tok = b["data"]["token"]
+        c.wait(lambda: "ida" in [u["name"] for u in c.agent("n2").http(
+            "GET", "/api/users")[1]["data"]], "ida known to n2")
+        names = ["ida%d" % i for i in range(50)]
+        for name in names:
+            st, b = c.agent("n2").http(
+                "POST", "/api/apps", {"manifest": manifest(
+                    name, "64Mi", cpu="0.1", mem="64Mi")}, token=tok)
+            self.assertEqual(st, 200, b)
+        c.wait(lambda: all((c.app_of(c.agent("n3"), n) or {}).get("state")
+                           == "running" for n in names),
+               "ida's apps running as n3 sees them")
+        st, b = c.agent("n3").http("DELETE", "/api/users/ida?force=true")
+        self.assertEqual(st, 200, b)
+        self.assertEqual(sorted(x["name"] for x in b["data"]["apps"]),
+                         sorted(names))
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: not any(c.app_of(c.agent(n), x) for x in names),
+                   "ida's apps gone as %s sees it" % n)
+            users = c.agent(n).http("GET", "/api/users")[1]["data"]
+            self.assertNotIn("ida", [u["name"] for u in users])
+        out = c.etcd.etcdctl("get", "--prefix", "/accel/", "--keys-only")
+        for k in out.stdout.split():
+            self.assertFalse(k.startswith(("/accel/apps/ida",
+                                           "/accel/allocs/ida",
+                                           "/accel/users/ida")) or
+                             "/ida" in k and k.startswith("/accel/bynode/"),
+                             k)
+
     def test_an_app_runs_on_the_node_it_is_bound_to(self):
         """Installed through n1, bound to n2: n2's agent starts it; stopped
         through n3: n2's agent stops it and releases the card."""
@@ -375,6 +412,42 @@ class AnyNodeTest(unittest.TestCase):
         for n in ("n1", "n2", "n3"):
             c.wait(lambda: (c.app_of(c.agent(n), "switched") or {}).get(
                 "state") == "stopped", "switched stopped on " + n)
+
+    def test_a_card_with_more_apps_than_one_etcd_transaction_switches(self):
+        """A mode switch stops and releases every app bound to the card:
+        three etcd operations each (its row, its allocation, its bynode
+        index), over etcd's 128 with 50 apps, where it was refused. The
+        apps are released in parts that fit, the card switches last."""
+        c = self.c
+        names = ["sw%d" % i for i in range(50)]
+        path = "/api/compute-resources/nodes/n3/devices/n3-mem/support-type"
+        self.addCleanup(c.agent("n1").http, "PUT", path,
+                        {"supportType": "MemorySlice"})
+        for name in names:
+            self.addCleanup(c.agent("n1").http, "DELETE", "/api/apps/" + name)
+            st, b = install(c.agent("n2"), manifest(name, "64Mi", cpu="0.1",
+                                                    mem="64Mi"),
+                            **bind("n3", "n3-mem", 64 << 20))
+            self.assertTrue(won(st, b), b)
+        self.assertEqual(len(etcd_allocs(c, "n3-mem")), 50)
+        # through n3, whose apps these are: it stops them and saves them
+        # released with the switch (through another node, n3's agent
+        # releases each by itself)
+        c.wait(lambda: all((c.app_of(c.agent("n3"), x) or {}).get("state")
+                           == "running" for x in names),
+               "the apps running as n3 sees them")
+        st, b = c.agent("n3").http("PUT", path, {"supportType": "Exclusive"})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["data"]["status"], "switched", b)
+        self.assertEqual(sorted(x["appName"]
+                                for x in b["data"]["stoppedApps"]),
+                         sorted(names))
+        self.assertEqual(etcd_allocs(c, "n3-mem"), [])
+        for n in ("n1", "n2", "n3"):
+            c.wait(lambda: device_of(c, c.agent(n), "n3-mem")[
+                "supportType"] == "Exclusive" and all(
+                    (c.app_of(c.agent(n), x) or {}).get("state") == "stopped"
+                    for x in names), "n3-mem switched as %s sees it" % n)
 
     def test_an_app_across_nodes_runs_a_part_on_each(self):
         """supportMultiNodes, bound to cards of n1 and n2 through n3: n1 and

@@ -1625,6 +1625,40 @@ static void etcd_bynode_index(void)
     fx_close(b);
 }
 
+/* A transaction past etcd's limit of operations (its index writes
+ * counted) is refused before it is sent: ACCEL_ETOOBIG, a message that
+ * says so, nothing written, and the store takes the next one. */
+static void etcd_too_big_is_refused_whole(void)
+{
+    struct fx *f = fx_open(K_ETCD, NULL, "n1", NULL);
+    char name[32];
+    char *v;
+
+    OK(store_begin(f->s));
+    for (int i = 0; i < 64; i++) { /* 64 rows: 64 operations */
+        snprintf(name, sizeof name, "a%d", i);
+        put_app(f->s, name, "u1");
+    }
+    /* their allocations and their index keys: 128 more, where the
+     * rows alone were well within */
+    for (int i = 0; i < 64; i++) {
+        snprintf(name, sizeof name, "a%d", i);
+        put_alloc(f->s, name, "u1", "GPU-0");
+    }
+    ASSERT_EQ(store_commit(f->s), ACCEL_ETOOBIG);
+    ASSERT(strstr(store_errmsg(f->s), "at most 128"));
+    v = raw_get(f->loc, "apps/a0", NULL);
+    ASSERT_STR_EQ(v, "");
+    free(v);
+    OK(store_begin(f->s));
+    put_app(f->s, "a0", "u1");
+    OK(store_commit(f->s));
+    v = raw_get(f->loc, "apps/a0", NULL);
+    ASSERT(strstr(v, "\"a0\""));
+    free(v);
+    fx_close(f);
+}
+
 /* The watch decodes a change before it takes the follower's lock (issue
  * 51): an app row whose key was just created goes to app_early without
  * the lock, then to app under it; a later change of the row does not go
@@ -1898,6 +1932,7 @@ TEST(events_pruned_once_etcd) { events_pruned_once_etcd(); }
 TEST(etcd_alloc_guards) { etcd_alloc_guards(); }
 TEST(etcd_bynode_index) { etcd_bynode_index(); }
 TEST(etcd_decoded_off_the_lock) { etcd_decoded_off_the_lock(); }
+TEST(etcd_too_big_is_refused_whole) { etcd_too_big_is_refused_whole(); }
 
 #define PAIR_(XX, fn) XX(fn##_sqlite) XX(fn##_etcd)
 #define TEST_LIST(XX)                                                          \
@@ -1923,6 +1958,7 @@ TEST(etcd_decoded_off_the_lock) { etcd_decoded_off_the_lock(); }
     XX(events_pruned_once_etcd)                                                \
     XX(etcd_alloc_guards)                                                      \
     XX(etcd_bynode_index)                                                      \
-    XX(etcd_decoded_off_the_lock)
+    XX(etcd_decoded_off_the_lock)                                              \
+    XX(etcd_too_big_is_refused_whole)
 
 TEST_MAIN(TEST_LIST)

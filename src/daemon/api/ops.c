@@ -87,6 +87,14 @@ void ops_res_store_failed(struct op_result *res, enum accel_err rc)
                       "have been saved: read it back before trying again");
         return;
     }
+    if (rc == ACCEL_ETOOBIG) {
+        /* store_etcd.c's tx_too_big: refused before it was sent */
+        ops_res_error(res, 413, accel_err_name(rc),
+                      "the change needs more writes than the cluster's "
+                      "store (etcd) takes in one transaction (128); nothing "
+                      "was changed");
+        return;
+    }
     ops_res_error(res, 500, accel_err_name(rc),
               "the change could not be saved (%s); nothing was changed",
               accel_strerror(rc));

@@ -177,35 +177,65 @@ static json_t *blocked_list(struct app **apps, size_t n)
     return arr;
 }
 
-static enum accel_err commit_switch(struct accel_daemon *d, int dev,
-                                    enum accel_support st, struct app **apps,
-                                    size_t n)
+/* The apps a switch or a node's removal stops and releases, and why
+ * (state_commit_parts). */
+struct release_ctx {
+    struct app **apps;
+    const char *reason;  /* "mode-switch", "node-removed" */
+    const char *node;    /* the node removed: each app's event names it */
+    int dev;             /* the device switched, and to */
+    enum accel_support st;
+};
+
+static enum accel_err release_stage(struct accel_daemon *d, size_t i,
+                                    void *ctx)
 {
-    const struct adm_device *x = &d->snap.devs[dev];
-    enum accel_err rc = state_tx_begin(d);
-    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) {
-        rc = state_save_app(d, apps[i], APP_STOPPED, "mode-switch");
-        if (rc == ACCEL_OK)
-            rc = state_save_rows(d, apps[i], NULL, 0);
-    }
+    struct release_ctx *c = ctx;
+    enum accel_err rc = state_save_app(d, c->apps[i], APP_STOPPED, c->reason);
     if (rc == ACCEL_OK)
-        rc = state_save_device(d, dev, st);
+        rc = state_save_rows(d, c->apps[i], NULL, 0);
+    if (rc == ACCEL_OK && c->node)
+        state_event(d, "app.state", c->apps[i]->name, c->node, NULL, NULL,
+                    "app %s is stopped: its node %s was removed",
+                    c->apps[i]->name, c->node);
+    return rc;
+}
+
+static void release_apply(struct accel_daemon *d, size_t i, void *ctx)
+{
+    struct release_ctx *c = ctx;
+    state_set_rows(d, c->apps[i], NULL, 0);
+    state_set_state(c->apps[i], APP_STOPPED, c->reason);
+}
+
+static enum accel_err switch_last(struct accel_daemon *d, size_t n, void *ctx)
+{
+    struct release_ctx *c = ctx;
+    const struct adm_device *x = &d->snap.devs[c->dev];
+    enum accel_err rc = state_save_device(d, c->dev, c->st);
     if (rc == ACCEL_OK)
         state_event(d, "device.mode", NULL, d->snap.nodes[x->node].name,
                     x->id,
                     json_pack("{s:s, s:s, s:i}", "from",
                               accel_support_name(x->st), "to",
-                              accel_support_name(st), "stoppedApps", (int)n),
+                              accel_support_name(c->st), "stoppedApps",
+                              (int)n),
                     "device %s switched from %s to %s (%zu apps stopped)",
                     x->id, accel_support_label(x->st),
-                    accel_support_label(st), n);
-    rc = state_tx_end(d, rc);
+                    accel_support_label(c->st), n);
+    return rc;
+}
+
+/* *done: the apps released, when it fails after some were. */
+static enum accel_err commit_switch(struct accel_daemon *d, int dev,
+                                    enum accel_support st, struct app **apps,
+                                    size_t n, size_t *done)
+{
+    struct release_ctx c = {apps, "mode-switch", NULL, dev, st};
+    struct state_parts p = {n, release_stage, release_apply, switch_last, &c};
+    enum accel_err rc = state_commit_parts(d, &p, done);
     if (rc != ACCEL_OK)
         return rc;
-    for (size_t i = 0; i < n; i++) {
-        state_set_rows(d, apps[i], NULL, 0);
-        state_set_state(apps[i], APP_STOPPED, "mode-switch");
-    }
     d->snap.devs[dev].st = st;
     adm_index_update_dev(&d->snap, (uint32_t)dev);
     view_touch(d, dev);
@@ -353,7 +383,7 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
     struct app *apps[SWITCH_MAX_APPS];
     char *first[SWITCH_MAX_APPS];
     json_t *blocked, *stopped, *gone;
-    size_t n, nfirst = 0;
+    size_t n, nfirst = 0, done = 0;
     int dev;
     enum accel_err rc;
 
@@ -434,10 +464,17 @@ void ops_switch(struct accel_daemon *d, const char *node, const char *device,
                               json_pack("{s:s, s:s, s:s}", "appName",
                                         apps[i]->name, "owner", apps[i]->owner,
                                         "state", "stopped"));
-    rc = commit_switch(d, dev, st, apps, n);
+    rc = commit_switch(d, dev, st, apps, n, &done);
     if (rc != ACCEL_OK) {
         json_decref(stopped);
-        ops_res_store_failed(res, rc);
+        if (done > 0)
+            ops_res_error(res, accel_err_http_status(rc), accel_err_name(rc),
+                          "device %s was not switched (%s); %zu of its %zu "
+                          "apps were stopped and released before: retry",
+                          d->snap.devs[dev].id, store_errmsg(d->store), done,
+                          n);
+        else
+            ops_res_store_failed(res, rc);
         goto out;
     }
     ops_res_ok(res, 200, json_pack("{s:s, s:o, s:o}", "status", "switched",
@@ -492,6 +529,20 @@ out:
  * that still holds its lease would register again at once. Without force,
  * apps bound there refuse it (409, naming them).
  */
+/* The node's rows, after (or with) its apps' releases. */
+static enum accel_err node_last(struct accel_daemon *d, size_t n, void *ctx)
+{
+    struct release_ctx *c = ctx;
+    enum accel_err rc = store_node_delete(d->store, c->node);
+    if (rc == ACCEL_OK)
+        rc = store_member_delete(d->store, "nodeinfo", c->node);
+    if (rc == ACCEL_OK)
+        state_event(d, "node.remove", NULL, c->node, NULL, NULL,
+                    "node %s was removed from the cluster%s", c->node,
+                    n ? " and its apps stopped" : "");
+    return rc;
+}
+
 void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
                      struct op_result *res)
 {
@@ -499,7 +550,9 @@ void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
     enum accel_err rc;
     json_t *stopped = json_array();
     struct app **hit = NULL;
-    size_t nhit = 0;
+    size_t nhit = 0, done = 0;
+    struct release_ctx c;
+    struct state_parts parts;
 
     pthread_mutex_lock(&d->lock);
     n = state_node_find(d, node);
@@ -541,32 +594,20 @@ void ops_node_remove(struct accel_daemon *d, const char *node, bool force,
                       nhit == 1 ? "it" : "them", nhit == 1 ? "it" : "them");
         goto out;
     }
-    rc = state_tx_begin(d);
-    for (size_t i = 0; rc == ACCEL_OK && i < nhit; i++) {
-        rc = state_save_app(d, hit[i], APP_STOPPED, "node-removed");
-        if (rc == ACCEL_OK)
-            rc = state_save_rows(d, hit[i], NULL, 0);
-        if (rc == ACCEL_OK)
-            state_event(d, "app.state", hit[i]->name, node, NULL, NULL,
-                        "app %s is stopped: its node %s was removed",
-                        hit[i]->name, node);
-    }
-    if (rc == ACCEL_OK)
-        rc = store_node_delete(d->store, node);
-    if (rc == ACCEL_OK)
-        rc = store_member_delete(d->store, "nodeinfo", node);
-    if (rc == ACCEL_OK)
-        state_event(d, "node.remove", NULL, node, NULL, NULL,
-                    "node %s was removed from the cluster%s", node,
-                    nhit ? " and its apps stopped" : "");
-    rc = state_tx_end(d, rc);
+    c = (struct release_ctx){hit, "node-removed", node, -1, 0};
+    parts = (struct state_parts){nhit, release_stage, release_apply,
+                                 node_last, &c};
+    rc = state_commit_parts(d, &parts, &done);
     if (rc != ACCEL_OK) {
-        ops_res_store_failed(res, rc);
+        if (done > 0)
+            ops_res_error(res, accel_err_http_status(rc),
+                          accel_err_name(rc),
+                          "node %s was not removed (%s); %zu of its %zu "
+                          "apps were stopped and released before: retry",
+                          node, store_errmsg(d->store), done, nhit);
+        else
+            ops_res_store_failed(res, rc);
         goto out;
-    }
-    for (size_t i = 0; i < nhit; i++) {
-        state_set_rows(d, hit[i], NULL, 0);
-        state_set_state(hit[i], APP_STOPPED, "node-removed");
     }
     /* the watch marks the node removed on every node, this one included,
      * before the answer goes out (store_sync waits for it) */

@@ -235,27 +235,41 @@ static void rm_apply(struct accel_daemon *d, struct app *a, enum rm_kind k)
     }
 }
 
-/* The user's rows, its apps' ends and its uid's retirement, in one
- * transaction; *out_uid gets the retired uid (0: none). */
-static enum accel_err rm_commit(struct accel_daemon *d, const char *name,
-                                struct app **apps, const enum rm_kind *kinds,
-                                size_t n, uint32_t *out_uid)
-{
-    enum accel_err rc = state_tx_begin(d);
+/* A removal's apps and their ends (state_commit_parts). */
+struct rm_ctx {
+    const char *name;
+    struct app **apps;
+    const enum rm_kind *kinds;
+    uint32_t uid; /* the retired uid (0: none) */
+};
 
-    for (size_t i = 0; rc == ACCEL_OK && i < n; i++)
-        rc = rm_stage(d, apps[i], kinds[i], name);
+static enum accel_err rm_stage_part(struct accel_daemon *d, size_t i,
+                                    void *ctx)
+{
+    struct rm_ctx *c = ctx;
+    return rm_stage(d, c->apps[i], c->kinds[i], c->name);
+}
+
+static void rm_apply_part(struct accel_daemon *d, size_t i, void *ctx)
+{
+    struct rm_ctx *c = ctx;
+    rm_apply(d, c->apps[i], c->kinds[i]);
+}
+
+/* The user's rows and its uid's retirement, after (or with) its apps. */
+static enum accel_err rm_last(struct accel_daemon *d, size_t n, void *ctx)
+{
+    struct rm_ctx *c = ctx;
+    enum accel_err rc = store_user_delete(d->store, c->name);
     if (rc == ACCEL_OK)
-        rc = store_user_delete(d->store, name);
+        rc = store_limits_delete(d->store, c->name);
     if (rc == ACCEL_OK)
-        rc = store_limits_delete(d->store, name);
-    if (rc == ACCEL_OK)
-        rc = identity_retire(d, name, out_uid);
+        rc = identity_retire(d, c->name, &c->uid);
     if (rc == ACCEL_OK)
         state_event(d, "user.remove", NULL, NULL, NULL, NULL,
-                    "user %s removed%s", name,
+                    "user %s removed%s", c->name,
                     n ? " and its apps uninstalled" : "");
-    return state_tx_end(d, rc);
+    return rc;
 }
 
 enum accel_err users_remove(struct accel_daemon *d, const char *name,
@@ -266,7 +280,9 @@ enum accel_err users_remove(struct accel_daemon *d, const char *name,
     enum rm_kind *kinds = NULL;
     json_t *list = NULL;
     uint32_t uid = 0;
-    size_t n;
+    size_t n, done = 0;
+    struct rm_ctx rm;
+    struct state_parts parts;
     enum accel_err rc;
 
     pthread_mutex_lock(&d->lock);
@@ -292,13 +308,21 @@ enum accel_err users_remove(struct accel_daemon *d, const char *name,
                               json_pack("{s:s, s:s}", "name", apps[i]->name,
                                         "state", rm_state[kinds[i]]));
     }
-    rc = rm_commit(d, name, apps, kinds, n, &uid);
-    if (rc != ACCEL_OK)
+    rm = (struct rm_ctx){name, apps, kinds, 0};
+    parts = (struct state_parts){n, rm_stage_part, rm_apply_part, rm_last,
+                                 &rm};
+    rc = state_commit_parts(d, &parts, &done);
+    if (rc != ACCEL_OK) {
+        if (done > 0 || rc == ACCEL_ETOOBIG)
+            *cause = xasprintf("user %s was not removed (%s); %zu of its %zu "
+                               "apps were uninstalled or set stopping "
+                               "before: retry the removal",
+                               name, store_errmsg(d->store), done, n);
         goto out;
+    }
+    uid = rm.uid;
     free(u->name);
     *u = d->users[--d->nusers];
-    for (size_t i = 0; i < n; i++)
-        rm_apply(d, apps[i], kinds[i]);
     if (uid != 0)
         identity_retired(d, name, uid);
     *out_apps = list;

@@ -1214,6 +1214,24 @@ static bool own_rev(struct estore *s, int64_t rev)
     return own;
 }
 
+/* Does the open transaction (its index writes added) pass etcd's limit on
+ * one transaction? If so it is refused before anything is sent, and says
+ * why (a caller that can split its change does: users.c). */
+static bool tx_too_big(struct estore *s)
+{
+    size_t nc = 0;
+    for (size_t i = 0; i < s->nw; i++)
+        nc += s->w[i].guarded;
+    for (size_t i = 0; i < s->ng; i++)
+        nc += !strmap_get(s->widx, s->g[i].key, &(uint32_t){0});
+    if (s->nw <= ETCD_TXN_MAX_OPS && nc <= ETCD_TXN_MAX_OPS)
+        return false;
+    set_err(s, "this change writes %zu keys and checks %zu; etcd takes at "
+               "most %d of each in one transaction",
+            s->nw, nc, ETCD_TXN_MAX_OPS);
+    return true;
+}
+
 static enum accel_err commit_tx(struct store *base)
 {
     struct estore *s = (struct estore *)base;
@@ -1232,6 +1250,10 @@ static enum accel_err commit_tx(struct store *base)
         return ACCEL_OK;
     }
     index_tx(s);
+    if (tx_too_big(s)) {
+        tx_clear(s);
+        return ACCEL_ETOOBIG;
+    }
     cmps = xcalloc(s->nw + s->ng, sizeof(*cmps));
     ops = xcalloc(s->nw, sizeof(*ops));
     for (size_t i = 0; i < s->nw; i++) {
