@@ -80,6 +80,11 @@ def apps_of(a):
                   for x in items)
 
 
+# the apps' sleeps carry this test's pid: another run of this test on the
+# same machine (a CI run beside a developer's) has sleeps of its own
+UNIQUE = ".%d" % os.getpid()
+
+
 def pid_of(cmdline):
     out = subprocess.run(["pgrep", "-f", "^%s$" % cmdline],
                          capture_output=True, text=True).stdout.split()
@@ -137,14 +142,14 @@ class AgentRoleTest(unittest.TestCase):
         (its child) and the index key appears with the binding; suspended
         through n2: n3 stops it and releases the card, and the key goes."""
         c = self.c
-        m = manifest("onagent", "2Gi", run=["/bin/sleep", "301"])
+        m = manifest("onagent", "2Gi", run=["/bin/sleep", "301" + UNIQUE])
         st, b = install(c.agent("n1"), m, **bind("n3", "n3-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         self.assertEqual(etcd_keys(c, "/accel/bynode/"),
                          ["/accel/bynode/n3/onagent"])
-        c.wait(lambda: pid_of("/bin/sleep 301") is not None,
+        c.wait(lambda: pid_of("/bin/sleep 301" + UNIQUE) is not None,
                "the app's process")
-        pid = pid_of("/bin/sleep 301")
+        pid = pid_of("/bin/sleep 301" + UNIQUE)
         self.assertEqual(ppid_of(pid), c.agent("n3").proc.pid)
         for n in ("n1", "n2"):
             c.wait(lambda: (c.app_of(c.agent(n), "onagent") or {}).get(
@@ -219,7 +224,7 @@ class AgentRoleTest(unittest.TestCase):
         os.chmod(out, 0o777)
         self.addCleanup(shutil.rmtree, out, True)
         script = ('echo "$ACCEL_NODE_RANK $ACCEL_NODE_COUNT" > '
-                  '%s/$ACCEL_NODE_NAME; exec sleep 304' % out)
+                  '%s/$ACCEL_NODE_NAME; exec sleep 304%s' % (out, UNIQUE))
         m = manifest("wide", "4Gi", run=["/bin/sh", "-c", script],
                      multi=True)
         st, b = c.agent("n1").http("POST", "/api/apps", {
@@ -237,7 +242,8 @@ class AgentRoleTest(unittest.TestCase):
         c.wait(lambda: (c.app_of(c.agent("n1"), "wide") or {}).get(
             "state") == "running", "wide running as n1 sees it")
         pids = {}
-        for line in subprocess.run(["pgrep", "-a", "-f", "^sleep 304$"],
+        for line in subprocess.run(["pgrep", "-a", "-f",
+                                    "^sleep 304%s$" % UNIQUE],
                                    capture_output=True,
                                    text=True).stdout.splitlines():
             pid = int(line.split()[0])
@@ -350,11 +356,12 @@ class AgentLivenessTest(unittest.TestCase):
         an API server, writes it at its start, and n3's agent then hears
         of the app's changes (a suspend through n2 stops it there)."""
         c = self.c
-        m = manifest("old", "2Gi", run=["/bin/sleep", "302"])
+        m = manifest("old", "2Gi", run=["/bin/sleep", "302" + UNIQUE])
         st, b = install(c.agent("n1"), m, **bind("n3", "n3-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
-        c.wait(lambda: pid_of("/bin/sleep 302") is not None, "running")
-        pid = pid_of("/bin/sleep 302")
+        c.wait(lambda: pid_of("/bin/sleep 302" + UNIQUE) is not None,
+               "running")
+        pid = pid_of("/bin/sleep 302" + UNIQUE)
         c.etcd.etcdctl("del", "/accel/bynode/n3/old")
         self.assertEqual(etcd_keys(c, "/accel/bynode/"), [])
         c.agent("n1").restart()

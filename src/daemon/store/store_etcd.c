@@ -23,7 +23,7 @@
  *                            writes the app's rows (index_tx), so that an
  *                            agent (--role agent) watches bynode/<node>/
  *                            alone and reads the rows of each app named
- *                            there (agent_follow)
+ *                            there (agent_cb)
  *
  * Guards. The daemon decides from memory, then writes the rows it changes.
  * This file remembers, for every key, the mod revision the daemon's memory
@@ -120,7 +120,7 @@ struct applist {
     size_t n;
 };
 
-/* The ranges an agent watches (agent_follow), under the prefix; the
+/* The ranges an agent watches (agent_cb), under the prefix; the
  * first is bynode/<node>/, the last agents/<node> (its own live key). */
 #define AGENT_RANGES 7
 
@@ -147,7 +147,7 @@ struct estore {
     size_t nnodenames;
     struct strmap *nodeidx;  /* node name -> place in nodenames */
     bool agent;              /* --role agent: load, watch and show only
-                                this node's apps (agent_follow) */
+                                this node's apps (agent_cb) */
     char *ranges[AGENT_RANGES]; /* an agent's watched prefixes (full) */
     int64_t reached[AGENT_RANGES]; /* and the revision each has applied
                                       (vlock): the view's is the lowest */
@@ -2922,25 +2922,14 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
     return ACCEL_OK;
 }
 
-static enum accel_err agent_follow(struct estore *s,
-                                   const struct store_follower *f,
-                                   volatile int *stop)
+/* One watch stream of es_follow, from where the last one broke. */
+static enum accel_err watch_once(struct estore *s, struct frun *fr,
+                                 struct arun *ar, volatile int *stop)
 {
-    struct arun ar = {{s, f, s->load_rev + 1}, {0}};
-    for (size_t i = 0; i < AGENT_RANGES; i++)
-        ar.next[i] = s->load_rev + 1;
-    while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
-        enum accel_err err = etcd_watch_multi(
-            s->e, (const char *const *)s->ranges, ar.next, AGENT_RANGES,
-            agent_cb, &ar, stop);
-        if (err == ACCEL_ESTORE_CORRUPT)
-            return err;
-        if (err != ACCEL_OK && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
-            struct timespec ts = {0, 200 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-    }
-    return ACCEL_OK;
+    if (ar)
+        return etcd_watch_multi(s->e, (const char *const *)s->ranges,
+                                ar->next, AGENT_RANGES, agent_cb, ar, stop);
+    return etcd_watch(s->e, s->prefix, fr->next, follow_cb, fr, stop);
 }
 
 static enum accel_err es_follow(struct store *base,
@@ -2948,12 +2937,12 @@ static enum accel_err es_follow(struct store *base,
                                 volatile int *stop)
 {
     struct estore *s = (struct estore *)base;
-    struct frun fr = {s, f, s->load_rev + 1};
-    if (s->agent)
-        return agent_follow(s, f, stop);
+    struct arun ar = {{s, f, s->load_rev + 1}, {0}};
+    for (size_t i = 0; i < AGENT_RANGES; i++)
+        ar.next[i] = s->load_rev + 1;
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
-        enum accel_err err = etcd_watch(s->e, s->prefix, fr.next, follow_cb,
-                                        &fr, stop);
+        enum accel_err err = watch_once(s, &ar.fr, s->agent ? &ar : NULL,
+                                        stop);
         if (err == ACCEL_ESTORE_CORRUPT)
             return err;
         if (err != ACCEL_OK && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
