@@ -258,6 +258,25 @@ class Cluster:
         if errors:
             raise errors[0]
 
+    def reachable(self, viewer, node):
+        """Whether viewer's API shows node reachable."""
+        return self.nodes_of(self.agent(viewer))[node]["reachable"]
+
+    def kill_unreachable(self, tc, node, viewers):
+        """SIGKILL node's acceld: every viewer shows it unreachable within
+        the lease's TTL + 2 s (docs/cluster.md), asserted through tc."""
+        self.agent(node).kill9()
+        t0 = time.monotonic()
+        self.wait(lambda: not any(self.reachable(v, node) for v in viewers),
+                  node + " unreachable", timeout=LEASE_TTL + 2, every=0.05)
+        tc.assertLess(time.monotonic() - t0, LEASE_TTL + 2)
+
+    def restart_reachable(self, node, viewers):
+        """Start node's acceld again, until every viewer sees it."""
+        self.agent(node).restart()
+        self.wait(lambda: all(self.reachable(v, node) for v in viewers),
+                  node + " back")
+
     def __enter__(self):
         return self
 
