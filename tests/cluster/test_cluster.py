@@ -24,6 +24,18 @@ from accel_harness import BUILD_DIR  # noqa: E402
 RACES = int(os.environ.get("ACCEL_CLUSTER_RACES", "1000"))
 
 
+def sleep_arg(n):
+    """The argument of a test app's sleep: n seconds and a fraction that is
+    this test's pid, so that pgrep finds this run's process, never that of
+    another run of the suite on the same machine."""
+    return "%d.%d" % (n, os.getpid())
+
+
+def pgrep_f(cmd, n, *opts):
+    """pgrep's arguments for this run's `cmd sleep_arg(n)` processes."""
+    return ["pgrep"] + list(opts) + ["-f", "^%s %s$" % (cmd, sleep_arg(n))]
+
+
 def bind(node, dev, mem=0):
     b = {"nodeName": node, "deviceId": dev}
     if mem:
@@ -337,7 +349,7 @@ class AnyNodeTest(unittest.TestCase):
         """Installed through n1, bound to n2: n2's agent starts it; stopped
         through n3: n2's agent stops it and releases the card."""
         c = self.c
-        m = manifest("sleeper", "2Gi", run=["/bin/sleep", "300"])
+        m = manifest("sleeper", "2Gi", run=["/bin/sleep", sleep_arg(300)])
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         self.assertEqual(b["data"]["state"], "resuming")
@@ -347,7 +359,7 @@ class AnyNodeTest(unittest.TestCase):
 
         def started():
             nonlocal pid
-            out = subprocess.run(["pgrep", "-f", "^/bin/sleep 300$"],
+            out = subprocess.run(pgrep_f("/bin/sleep", 300),
                                  capture_output=True, text=True).stdout
             pid = int(out.split()[0]) if out.split() else None
             return pid is not None
@@ -459,7 +471,7 @@ class AnyNodeTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, out, True)
         script = ('echo "$ACCEL_NODE_RANK $ACCEL_NODE_COUNT '
                   '$ACCEL_NODE_PEERS $CUDA_VISIBLE_DEVICES" > %s/$ACCEL_NODE_NAME;'
-                  ' exec sleep 303' % out)
+                  ' exec sleep %s' % (out, sleep_arg(303)))
         m = manifest("wide", "4Gi", run=["/bin/sh", "-c", script],
                      multi=True)
         st, b = c.agent("n3").http("POST", "/api/apps", {
@@ -479,7 +491,7 @@ class AnyNodeTest(unittest.TestCase):
                 got[n] = f.read().split()
         self.assertEqual(got["n1"], ["0", "2", "n1,n2", "n1-mem"])
         self.assertEqual(got["n2"], ["1", "2", "n1,n2", "n2-mem"])
-        pids = subprocess.run(["pgrep", "-f", "^sleep 303$"],
+        pids = subprocess.run(pgrep_f("sleep", 303),
                               capture_output=True, text=True).stdout.split()
         self.assertEqual(len(pids), 2, pids)
         st, b = c.agent("n3").http("POST", "/api/apps/wide/suspend")
@@ -489,7 +501,7 @@ class AnyNodeTest(unittest.TestCase):
                 "state") == "stopped", "wide stopped as %s sees it" % n)
         self.assertEqual(etcd_allocs(c, "n1-mem") + etcd_allocs(c, "n2-mem"),
                          [])
-        c.wait(lambda: subprocess.run(["pgrep", "-f", "^sleep 303$"],
+        c.wait(lambda: subprocess.run(pgrep_f("sleep", 303),
                                       capture_output=True).returncode != 0,
                "both parts stopped")
         # a part that exits stops the others, and the last releases all
@@ -499,11 +511,11 @@ class AnyNodeTest(unittest.TestCase):
                 {"nodeName": "n2", "deviceId": "n2-mem", "memory": 2 * GiB}]})
         self.assertTrue(won(st, b), b)
         c.wait(lambda: len(subprocess.run(
-            ["pgrep", "-f", "^sleep 303$"], capture_output=True,
+            pgrep_f("sleep", 303), capture_output=True,
             text=True).stdout.split()) == 2, "both parts again")
         with open(os.path.join(out, "n2")) as f:
             self.assertEqual(f.read().split()[0], "1")
-        for line in subprocess.run(["pgrep", "-a", "-f", "^sleep 303$"],
+        for line in subprocess.run(pgrep_f("sleep", 303, "-a"),
                                    capture_output=True,
                                    text=True).stdout.splitlines():
             pid = int(line.split()[0])
@@ -610,14 +622,15 @@ class AnyNodeTest(unittest.TestCase):
         never comes back, and another app gets the card."""
         c = self.c
         m = manifest("ollama2", "8Gi",
-                     run=["/bin/sh", "-c", "trap '' TERM; exec sleep 304"])
+                     run=["/bin/sh", "-c",
+                          "trap '' TERM; exec sleep " + sleep_arg(304)])
         m["apiVersion"] = "v3"
         m["options"] = {"shared": True}
         m["run"]["stopTimeoutSeconds"] = 2
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-excl"))
         self.assertTrue(won(st, b), b)
         self.assertEqual(b["data"]["owner"], "shared")
-        c.wait(lambda: subprocess.run(["pgrep", "-f", "^sleep 304$"],
+        c.wait(lambda: subprocess.run(pgrep_f("sleep", 304),
                                       capture_output=True).returncode == 0,
                "the server runs")
         c.wait(lambda: c.app_of(c.agent("n3"), "ollama2")["state"] ==
@@ -631,7 +644,7 @@ class AnyNodeTest(unittest.TestCase):
                "stopping", "stopping as n1 sees it")
         # the server ignores SIGTERM and still runs: the card is still its,
         # in every view
-        self.assertEqual(subprocess.run(["pgrep", "-f", "^sleep 304$"],
+        self.assertEqual(subprocess.run(pgrep_f("sleep", 304),
                                         capture_output=True).returncode, 0)
         for n in ("n1", "n2", "n3"):
             self.assertEqual([x["appName"] for x in device_of(
@@ -639,7 +652,7 @@ class AnyNodeTest(unittest.TestCase):
         t.join()
         st, b = done["r"]
         self.assertEqual((st, b["data"]["state"]), (200, "stopped"), b)
-        self.assertNotEqual(subprocess.run(["pgrep", "-f", "^sleep 304$"],
+        self.assertNotEqual(subprocess.run(pgrep_f("sleep", 304),
                                            capture_output=True).returncode,
                             0, "n2 killed the server after its timeout")
         st, b = c.agent("n3").http(
@@ -929,14 +942,14 @@ class LivenessTest(unittest.TestCase):
         lost its cards"). The store is written as that resume leaves it,
         so that no lease's timing decides the test."""
         c = self.c
-        m = manifest("missed", "2Gi", run=["/bin/sleep", "304"])
+        m = manifest("missed", "2Gi", run=["/bin/sleep", sleep_arg(304)])
         st, b = install(c.agent("n1"), m, **bind("n3", "n3-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         c.wait(lambda: (c.app_of(c.agent("n1"), "missed") or {}).get(
             "state") == "running", "missed running")
         c.agent("n3").kill9()
         c.agent("n3").kill_apps()
-        c.wait(lambda: subprocess.run(["pgrep", "-f", "^/bin/sleep 304$"],
+        c.wait(lambda: subprocess.run(pgrep_f("/bin/sleep", 304),
                                       capture_output=True).returncode != 0,
                "its process gone with n3")
         key = "/accel/apps/missed"
@@ -948,7 +961,7 @@ class LivenessTest(unittest.TestCase):
         c.wait(lambda: (c.app_of(c.agent("n1"), "missed") or {}).get(
             "state") == "running", "missed running again", timeout=15)
         self.assertEqual(len(etcd_allocs(c, "n3-mem")), 1)
-        c.wait(lambda: subprocess.run(["pgrep", "-f", "^/bin/sleep 304$"],
+        c.wait(lambda: subprocess.run(pgrep_f("/bin/sleep", 304),
                                       capture_output=True).returncode == 0,
                "its new process")
         row = json.loads(c.etcd.etcdctl("get", key,
@@ -961,7 +974,7 @@ class LivenessTest(unittest.TestCase):
         stopped meanwhile stays bound (nothing released on its behalf)
         until n3 continues, comes back and stops and releases it."""
         c = self.c
-        m = manifest("frozen", "2Gi", run=["/bin/sleep", "301"])
+        m = manifest("frozen", "2Gi", run=["/bin/sleep", sleep_arg(301)])
         st, b = install(c.agent("n2"), m, **bind("n3", "n3-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         c.wait(lambda: (c.app_of(c.agent("n1"), "frozen") or {}).get(
@@ -982,7 +995,7 @@ class LivenessTest(unittest.TestCase):
                timeout=15)
         c.wait(lambda: c.app_of(c.agent("n2"), "frozen")["state"] ==
                "stopped", "stopped as n2 sees it")
-        out = subprocess.run(["pgrep", "-f", "^/bin/sleep 301$"],
+        out = subprocess.run(pgrep_f("/bin/sleep", 301),
                              capture_output=True, text=True).stdout
         self.assertEqual(out.strip(), "")
 
@@ -1230,13 +1243,13 @@ class EtcdFaultTest(unittest.TestCase):
 
     def test_whole_cluster_restart(self):
         c = self.c
-        m = manifest("keeps", "2Gi", run=["/bin/sleep", "302"])
+        m = manifest("keeps", "2Gi", run=["/bin/sleep", sleep_arg(302)])
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
         acked, _ = self._stream(12)
         c.wait(lambda: c.app_of(c.agent("n3"), "keeps")["state"] ==
                "running", "keeps running")
-        pid = int(subprocess.run(["pgrep", "-f", "^/bin/sleep 302$"],
+        pid = int(subprocess.run(pgrep_f("/bin/sleep", 302),
                                  capture_output=True,
                                  text=True).stdout.split()[0])
         for a in c.agents.values():
