@@ -249,6 +249,9 @@ enum accel_err state_tx_commit(struct accel_daemon *d)
         lost_rev = rev > 0 ? rev : 1;
         log_info("store commit lost a race with another node; deciding again");
         store_rollback(d->store);
+    } else if (rc == ACCEL_ETOOBIG) {
+        /* refused before it was sent: the caller splits it or says so */
+        store_rollback(d->store);
     } else if (rc != ACCEL_OK) {
         log_error("store commit failed: %s", accel_strerror(rc));
         store_rollback(d->store);

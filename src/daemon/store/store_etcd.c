@@ -2765,8 +2765,9 @@ static bool bound_here(const struct estore *s, const struct arows *a)
     char table[32];
     for (size_t i = 0; i < a->n; i++) {
         const char *rest = table_of(s, a->ev[i].kv.key, table, sizeof table);
-        if (rest && strcmp(table, "allocs") == 0 && a->pre[i].o &&
-            a->pre[i].bad == NULL && strcmp(a->pre[i].u.alloc.node, s->node) == 0)
+        const struct fpre *p = &a->pre[i];
+        if (rest && strcmp(table, "allocs") == 0 && p->o && p->bad == NULL &&
+            strcmp(p->u.alloc.node, s->node) == 0)
             return true;
     }
     return false;
