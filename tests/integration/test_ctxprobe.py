@@ -106,16 +106,22 @@ class CtxProbeTest(RuntimeBase):
             return "libnvidia-ml" in f.read()
 
     def probe_left(self):
-        """What a probe left: its directory, or a process of it."""
+        """What a probe left: its directory, or a process of it (one of
+        this acceld's: its ACCEL_CONFIG is under this data directory; a
+        probe of another run of the suite on the machine is not)."""
         left = []
         if os.path.exists(os.path.join(self.d.data_dir, "run", "ctxprobe")):
             left.append("run/ctxprobe")
+        mine = ("ACCEL_CONFIG=%s/" % self.d.data_dir).encode()
         for p in os.listdir("/proc"):
             try:
                 with open("/proc/%s/cmdline" % p, "rb") as f:
-                    if (b"accel-ctxprobe" in f.read().split(b"\0")[0] and
-                            int(p) != os.getpid()):
-                        left.append("process %s" % p)
+                    probe = b"accel-ctxprobe" in f.read().split(b"\0")[0]
+                with open("/proc/%s/environ" % p, "rb") as f:
+                    ours = any(v.startswith(mine)
+                               for v in f.read().split(b"\0"))
+                if probe and ours and int(p) != os.getpid():
+                    left.append("process %s" % p)
             except (OSError, ValueError):
                 pass
         return left
