@@ -475,10 +475,12 @@ class EtcdCluster:
                                      "members")
             time.sleep(0.05)
 
-    def etcdctl(self, *args, check=True, timeout=30.0, members=None):
+    def etcdctl(self, *args, check=True, timeout=30.0, members=None,
+                input=None):
         """Run etcdctl (API v3) against the running members (or those of
         the indexes in members: not one cut off); the
-        subprocess.CompletedProcess (text). check: raise on failure."""
+        subprocess.CompletedProcess (text). check: raise on failure.
+        input: its standard input (a `txn`'s text)."""
         live = [m.client_url for m in self.members if m.running() and
                 (members is None or m.index in members)]
         env = dict(os.environ, ETCDCTL_API="3")
@@ -487,4 +489,4 @@ class EtcdCluster:
         return subprocess.run(
             [ETCDCTL, "--endpoints", ",".join(live)] + tls + list(args),
             env=env, capture_output=True, text=True, check=check,
-            timeout=timeout)
+            timeout=timeout, input=input)

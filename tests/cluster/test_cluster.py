@@ -36,6 +36,15 @@ def pgrep_f(cmd, n, *opts):
     return ["pgrep"] + list(opts) + ["-f", "^%s %s$" % (cmd, sleep_arg(n))]
 
 
+def alive(pid):
+    """Is pid a live process (not gone, not a zombie)?"""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def bind(node, dev, mem=0):
     b = {"nodeName": node, "deviceId": dev}
     if mem:
@@ -380,6 +389,63 @@ class AnyNodeTest(unittest.TestCase):
         c.agent("n1").http("DELETE", "/api/apps/sleeper")
         c.wait(lambda: c.app_of(c.agent("n2"), "sleeper") is None,
                "uninstalled")
+
+    def test_a_running_app_moved_off_its_node_is_killed_there(self):
+        """A view that had not seen an app's run moves its cards to another
+        node (written to etcd here, as such a node would): the process on
+        the node it ran on is killed, not left running unseen on cards the
+        cluster gave to others; the node its cards went to does not take
+        the old node's pid for its own."""
+        c = self.c
+        m = manifest("mover", "2Gi", run=["/bin/sleep", sleep_arg(302)])
+        st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        pid = None
+
+        def started():
+            nonlocal pid
+            out = subprocess.run(pgrep_f("/bin/sleep", 302),
+                                 capture_output=True, text=True).stdout
+            pid = int(out.split()[0]) if out.split() else None
+            return pid is not None and (c.app_of(c.agent("n2"), "mover") or
+                                        {}).get("state") == "running"
+        self.addCleanup(lambda: (
+            c.agent("n1").http("POST", "/api/apps/mover/suspend"),
+            c.agent("n1").http("DELETE", "/api/apps/mover")))
+        c.wait(started, "mover running on n2")
+        out = c.etcd.etcdctl("get", "--prefix", "/accel/allocs/mover/").stdout
+        key, value = out.splitlines()[:2]
+        self.assertTrue(key.endswith("/n2-mem"), out)
+        row = json.loads(value)
+        row.update(device="n3-mem", node="n3")
+        # the cards and the index of the nodes they are on, in one revision
+        txn = ("\ndel %s\nput %s %s\ndel /accel/bynode/n2/mover\n"
+               "put /accel/bynode/n3/mover {\"app\":\"mover\"}\n\n\n" %
+               (key, key[:-len("n2-mem")] + "n3-mem",
+                json.dumps(row, separators=(",", ":"))))
+        r = c.etcd.etcdctl("txn", input=txn, check=False)
+        self.assertIn("SUCCESS", r.stdout, r.stdout + r.stderr)
+        self.assertEqual(c.etcd.etcdctl("get", "--prefix", "/accel/allocs/mover/",
+                         "--keys-only").stdout.split(),
+                         ["/accel/allocs/mover/n3-mem"])
+        c.wait(lambda: not alive(pid), "the process on n2 killed")
+        self.assertIn("placed it on other cards while it ran here",
+                      c.agent("n2").log())
+        # n3 holds no pid of n2's: its view shows the app without one
+        c.wait(lambda: [x["deviceId"] for x in (c.app_of(
+            c.agent("n3"), "mover") or {}).get("allocations", [])] ==
+            ["n3-mem"], "the move on n3")
+        self.assertFalse((c.app_of(c.agent("n3"), "mover") or {}).get("pid"))
+        # and it can be stopped and removed as any app
+        st, b = c.agent("n1").http("POST", "/api/apps/mover/suspend")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: (c.app_of(c.agent("n1"), "mover") or {}).get(
+            "state") == "stopped", "mover stopped")
+        st, b = c.agent("n1").http("DELETE", "/api/apps/mover")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: all(c.app_of(c.agent(n), "mover") is None
+                           for n in ("n1", "n2", "n3")), "uninstalled")
+        self.assertEqual(etcd_allocs(c, "n3-mem"), [])
 
     def test_a_mode_switch_through_another_node_has_the_agent_stop(self):
         """A card's mode switched through n1 while an app runs on it on

@@ -293,6 +293,34 @@ class LifecycleTest(RuntimeBase):
             self.assertFalse(alive(p), "pid %d survived the stop" % p)
         self.assertEqual(b["allocations"], [])
 
+    def test_a_child_left_by_an_exited_leader_keeps_the_card(self):
+        """The app's leader exits, a child it put in its own session runs
+        on: the app's run is not over (with a cgroup or without one: there
+        the child carries the app's tag), so the card is not released
+        under it. Once the child ends too, the app is stopped and the card
+        free. Without a cgroup the release came at the leader's exit."""
+        a = self.install(manifest("leaver", [
+            "sh", "-c", "setsid sleep 1000 & sleep 1; exit 0"]))
+        leader = a["pid"]
+        # this acceld's run (another run of the suite has its own tag)
+        tag = self.environ(leader)["ACCEL_APP_ID"]
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL)
+                                 for p in tagged("ACCEL_APP_ID", tag)])
+        self.wait_for(lambda: not alive(leader), "the leader's exit")
+        kids = tagged("ACCEL_APP_ID", tag)  # the child alone now
+        self.assertEqual(len(kids), 1, kids)
+        time.sleep(1.0)  # ten supervisor rounds
+        g = self.app("leaver")
+        self.assertEqual(g["state"], "running", g)
+        self.assertEqual([x["deviceId"] for x in g["allocations"]], [GPU_A])
+        self.assertEqual([b["appName"] for b in
+                          self.device(GPU_A)["bindings"]], ["leaver"])
+        for p in kids:
+            os.kill(p, signal.SIGKILL)
+        g = self.wait_state("leaver", "stopped")
+        self.assertEqual(g["allocations"], [])
+        self.assertEqual(self.device(GPU_A)["bindings"], [])
+
     def test_log_dir_not_writable(self):
         logs = os.path.join(self.d.data_dir, "logs")
         if os.path.isdir(logs):

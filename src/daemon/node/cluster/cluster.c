@@ -44,10 +44,15 @@
 #define CLUSTER_USAGE_MS 5000  /* nodeinfo is refreshed at most this often */
 
 /* An allocation change of the revision being applied. */
+/* Where an app's cards are, as far as its process goes (where_placed). */
+enum placed { PLACED_NONE, PLACED_HERE, PLACED_ELSEWHERE };
+
 struct pending_alloc {
     char *app, *dev;
     uint64_t memory;
     bool deleted;
+    bool first;        /* the revision's first row of the app */
+    enum placed was;   /* with first: where its cards were before */
 };
 
 struct cluster {
@@ -883,9 +888,10 @@ static void f_alloc(void *ctx, const char *app, const char *dev,
 {
     struct cluster *c = ((struct accel_daemon *)ctx)->cluster;
     c->pa = xrealloc(c->pa, (c->npa + 1) * sizeof(*c->pa));
-    c->pa[c->npa++] = (struct pending_alloc){xstrdup(app), xstrdup(dev),
-                                             row ? row->memory : 0,
-                                             row == NULL};
+    c->pa[c->npa++] = (struct pending_alloc){.app = xstrdup(app),
+                                             .dev = xstrdup(dev),
+                                             .memory = row ? row->memory : 0,
+                                             .deleted = row == NULL};
 }
 
 /* A row of a on dev already, now with quota `memory`: a live quota
@@ -919,11 +925,60 @@ static bool quota_moved(struct accel_daemon *d, struct app *a, int dev,
     return false;
 }
 
+/* Where a's cards are, as far as its process goes: none, all on this
+ * node (its process, if any, is this node's), or elsewhere (any other:
+ * on other nodes, or across nodes, whose parts each node tracks). */
+static enum placed where_placed(struct accel_daemon *d, const struct app *a)
+{
+    if (a->nrows == 0)
+        return PLACED_NONE;
+    return !state_app_multi(d, a) && state_app_runs_here(d, a)
+               ? PLACED_HERE
+               : PLACED_ELSEWHERE;
+}
+
+/*
+ * a's cards moved with this revision (was: where they were before its
+ * first row of a; a move is a delete and an add, compared whole). A process
+ * of a is this node's only while a's cards are all here: moved away
+ * while it runs, it would run on unseen, on cards the cluster has given
+ * to others, so it is killed (a stop under way here ends it anyway);
+ * brought here from another node with that node's pid, the pid is not
+ * this node's to watch or signal. Nothing moves a running app's cards
+ * (a move stops it first), so either is a change decided on a view that
+ * had not seen the run, as runs_unowned says of the app's row.
+ */
+static void placement_moved(struct accel_daemon *d, struct app *a,
+                            enum placed was)
+{
+    enum placed now = where_placed(d, a);
+
+    if (a->pid <= 0 || now == was)
+        return;
+    if (was == PLACED_HERE && !a->stop.active) {
+        runtime_kill_unowned(d, a, "another node placed it on other cards "
+                                   "while it ran here");
+    } else if (!(was == PLACED_ELSEWHERE && now == PLACED_HERE)) {
+        return;
+    }
+    a->pid = 0;
+    a->pid_start = 0;
+}
+
 /* The revision's allocation changes, app by app, once its app rows are
  * in (a transaction may write an app's rows before its app row). */
 static void apply_allocs(struct accel_daemon *d)
 {
     struct cluster *c = d->cluster;
+    for (size_t i = 0; i < c->npa; i++) {
+        struct pending_alloc *p = &c->pa[i];
+        struct app *a = state_app_find(d, p->app);
+        p->first = a != NULL;
+        for (size_t j = 0; p->first && j < i; j++)
+            p->first = strcmp(c->pa[j].app, p->app) != 0;
+        if (p->first)
+            p->was = where_placed(d, a);
+    }
     for (size_t i = 0; i < c->npa; i++) {
         struct pending_alloc *p = &c->pa[i];
         struct app *a = state_app_find(d, p->app);
@@ -951,6 +1006,12 @@ static void apply_allocs(struct accel_daemon *d)
         state_set_rows(d, a, rows, n);
         free(rows);
         touch(c, p->app);
+    }
+    for (size_t i = 0; i < c->npa; i++) {
+        struct app *a = c->pa[i].first ? state_app_find(d, c->pa[i].app)
+                                       : NULL;
+        if (a)
+            placement_moved(d, a, c->pa[i].was);
     }
     for (size_t i = 0; i < c->npa; i++) {
         free(c->pa[i].app);

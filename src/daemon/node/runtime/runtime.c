@@ -622,6 +622,8 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
 {
     struct proc_handle h = { .pid = w->pid, .start_time = w->start };
     int pop = cgroup_app_populated(d->cg, w->name);
+    char *tag;
+    bool alive;
 
     w->pop = pop;
     if (w->r->leader_counts) { /* podman's run lives as long as it */
@@ -636,14 +638,18 @@ static bool app_gone(struct accel_daemon *d, struct watch *w)
     }
     if (pop >= 0)
         return pop == 0;
-    if (w->stopping) {
-        char *tag = cgroup_app_tag(d->cg, w->name);
-        bool alive = proc_app_alive(&h, CGROUP_APP_TAG_KEY, tag);
-        free(tag);
-        return !alive;
-    }
-    return w->reaped || (!proc_alive(w->pid, w->start) &&
-                         !proc_group_alive(w->pid));
+    /* no cgroup: the run is over once its leader, its process group and
+     * every process carrying its tag are gone, as a cgroup would say (a
+     * child that left the group with setsid holds the app's card as much
+     * as the leader did; released at the leader's end, it ran on with a
+     * card the app no longer had). /proc is scanned only once the leader
+     * is over, or for a stop. */
+    if (!w->stopping && !w->reaped && proc_alive(w->pid, w->start))
+        return false;
+    tag = cgroup_app_tag(d->cg, w->name);
+    alive = proc_app_alive(&h, CGROUP_APP_TAG_KEY, tag);
+    free(tag);
+    return !alive;
 }
 
 /* The stop's next step: SIGTERM first, the kill when it is due. */
