@@ -2509,15 +2509,16 @@ static void follow_decode(struct frun *fr, const struct etcd_event *ev,
     const struct erow_table *t;
 
     p->decoded = true;
-    if (name == NULL || ev->type == ETCD_EV_DELETE)
+    if (name == NULL || ev->type == ETCD_EV_DELETE ||
+        strcmp(table, "agents") == 0) /* handed over as text, parsed there */
         return;
     p->o = json_loads(ev->kv.value, JSON_REJECT_DUPLICATES, NULL);
     if (strcmp(table, "events") == 0) {
         p->bad = p->o ? event_decode(p->o, &p->e) : "not JSON";
         return;
     }
-    if (strcmp(table, "nodeinfo") == 0 || strcmp(table, "agents") == 0)
-        return; /* handed over as text (and nodeinfo parsed) */
+    if (strcmp(table, "nodeinfo") == 0)
+        return; /* handed over parsed */
     if (!json_is_object(p->o)) {
         p->bad = "not a JSON object";
         return;
