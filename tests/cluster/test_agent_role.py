@@ -364,5 +364,48 @@ class AgentLivenessTest(unittest.TestCase):
         c.wait(lambda: etcd_allocs(c, "n3-mem") == [], "n3-mem released")
 
 
+class AgentBeforeItsPeersTest(unittest.TestCase):
+    """The agent (n3) starts before n2 registers: n2's cards are not in
+    what it loaded."""
+
+    def test_an_app_across_the_agent_and_a_later_node_runs_whole(self):
+        """An app across n3's card and the card of n2, a node registered
+        after the agent started, runs a part on each, and the agent shows
+        the app whole."""
+        with Cluster(["n1", "n3", "n2"], node_args=AGENT) as c:
+            out = tempfile.mkdtemp(prefix="accel-agentlate-")
+            os.chmod(out, 0o777)
+            self.addCleanup(shutil.rmtree, out, True)
+            script = ('echo "$ACCEL_NODE_RANK $ACCEL_NODE_COUNT" > '
+                      '%s/$ACCEL_NODE_NAME; exec sleep 305%s' %
+                      (out, UNIQUE))
+            m = manifest("late", "4Gi", run=["/bin/sh", "-c", script],
+                         multi=True)
+            st, b = c.agent("n1").http("POST", "/api/apps", {
+                "manifest": m, "computeBinding": [
+                    {"nodeName": "n2", "deviceId": "n2-mem",
+                     "memory": 2 * GiB},
+                    {"nodeName": "n3", "deviceId": "n3-mem",
+                     "memory": 2 * GiB}]})
+            self.assertTrue(won(st, b), b)
+            c.wait(lambda: sorted(os.listdir(out)) == ["n2", "n3"],
+                   "both parts wrote their rank")
+            for n, rank in (("n2", "0"), ("n3", "1")):
+                with open(os.path.join(out, n)) as f:
+                    self.assertEqual(f.read().split(), [rank, "2"])
+            c.wait(lambda: sorted(x["deviceId"] for x in (c.app_of(
+                c.agent("n3"), "late") or {}).get("allocations", [])) ==
+                ["n2-mem", "n3-mem"], "the agent shows the app whole")
+            c.wait(lambda: (c.app_of(c.agent("n1"), "late") or {}).get(
+                "state") == "running", "late running as n1 sees it")
+            st, b = c.agent("n1").http("POST", "/api/apps/late/suspend")
+            self.assertEqual(st, 200, b)
+            c.wait(lambda: (c.app_of(c.agent("n1"), "late") or {}).get(
+                "state") == "stopped" and etcd_allocs(c, "n2-mem") == [] and
+                etcd_allocs(c, "n3-mem") == [], "every card released")
+            self.assertFalse(subprocess.run(
+                ["pgrep", "-f", "^sleep 305%s$" % UNIQUE]).returncode == 0)
+
+
 if __name__ == "__main__":
     unittest.main()

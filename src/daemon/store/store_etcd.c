@@ -2693,6 +2693,9 @@ static enum accel_err follow_cb(void *ctx, int64_t rev,
 struct arun {
     struct frun fr;
     int64_t next[AGENT_RANGES];
+    char **nodes;          /* the nodes whose registration it has read
+                              (agent_nodes): the watcher thread's own */
+    size_t nnodes;
 };
 
 /* The events of one app of the index: its rows at the revision. */
@@ -2759,6 +2762,59 @@ static void agent_forget(struct frun *fr, char *key, int64_t rev)
 }
 
 static void agent_apply_end(char **devs, size_t nd, const char **nodes);
+
+/*
+ * The registrations (nodeinfo/<node>, agents/<node>) of the nodes that the
+ * index's apps' allocation rows name, read at rev into reg the first time
+ * this watch meets each node, before the lock. An agent does not follow
+ * nodeinfo/ (every node's usage would reach every agent), so a node
+ * registered after it loaded was unknown to it: an app across that node's
+ * card and this one's was taken for an app of this node alone, and run
+ * whole here beside its part there. Applied before the rows naming them.
+ */
+static enum accel_err agent_nodes(struct arun *ar, const struct arows *rows,
+                                  size_t nrows, int64_t rev,
+                                  struct arows *reg)
+{
+    struct estore *s = ar->fr.s;
+    enum accel_err err = ACCEL_OK;
+    size_t from = reg->n;
+
+    for (size_t i = 0; i < nrows && err == ACCEL_OK; i++) {
+        for (size_t j = 0; j < rows[i].n && err == ACCEL_OK; j++) {
+            const struct fpre *p = &rows[i].pre[j];
+            char table[32];
+            const char *node;
+            bool met = false;
+            if (p->o == NULL || p->bad != NULL ||
+                !table_of(s, rows[i].ev[j].kv.key, table, sizeof table) ||
+                strcmp(table, "allocs") != 0)
+                continue;
+            node = p->u.alloc.node;
+            for (size_t k = 0; k < ar->nnodes && !met; k++)
+                met = strcmp(ar->nodes[k], node) == 0;
+            if (met || strcmp(node, s->node) == 0)
+                continue;
+            err = arows_read(s, reg, key2(s, "nodeinfo", node), false, rev);
+            if (err == ACCEL_OK)
+                err = arows_read(s, reg, key2(s, "agents", node), false,
+                                 rev);
+            if (err != ACCEL_OK)
+                break;
+            ar->nodes = xrealloc(ar->nodes,
+                                 (ar->nnodes + 1) * sizeof(*ar->nodes));
+            ar->nodes[ar->nnodes++] = xstrdup(node);
+        }
+    }
+    if (err != ACCEL_OK)
+        return err;
+    reg->pre = xrealloc(reg->pre, (reg->n + 1) * sizeof(*reg->pre));
+    for (size_t j = from; j < reg->n; j++) {
+        reg->pre[j] = (struct fpre){0};
+        follow_decode(&ar->fr, &reg->ev[j], &reg->pre[j], false);
+    }
+    return ACCEL_OK;
+}
 
 /* Whether an allocation row of a's, at its revision, is on this node. */
 static bool bound_here(const struct estore *s, const struct arows *a)
@@ -2858,12 +2914,14 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
     struct estore *s = fr->s;
     const struct store_follower *f = fr->f;
     struct arows *rows = NULL;
+    struct arows *reg; /* agent_nodes */
     struct fpre *pre = NULL;
     size_t nrows = 0, plen = strlen(s->ranges[0]);
     enum accel_err err = ACCEL_OK;
 
     if (range >= AGENT_RANGES)
         return ACCEL_EIO;
+    reg = xcalloc(1, sizeof(*reg));
     /* the index's apps, read before the lock is taken */
     if (range == 0 && n > 0) {
         rows = xcalloc(n, sizeof(*rows));
@@ -2881,17 +2939,20 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
             if (err == ACCEL_OK)
                 err = arows_read(s, a, key3(s, "parts", app, ""), true, rev);
         }
-        if (err != ACCEL_OK) { /* the watch resumes from here */
-            arows_free(rows, nrows);
-            /* a revision compacted away: only a reload makes it whole */
-            return err == ACCEL_ESTORE ? ACCEL_ESTORE_CORRUPT : err;
-        }
         /* decoded before the lock too; an app row read here may be new
          * to this view, so the follower decodes it early as well */
-        for (size_t i = 0; i < nrows; i++) {
+        for (size_t i = 0; i < nrows && err == ACCEL_OK; i++) {
             rows[i].pre = xcalloc(rows[i].n + 1, sizeof(*rows[i].pre));
             for (size_t j = 0; j < rows[i].n; j++)
                 follow_decode(fr, &rows[i].ev[j], &rows[i].pre[j], true);
+        }
+        if (err == ACCEL_OK)
+            err = agent_nodes(ar, rows, nrows, rev, reg);
+        if (err != ACCEL_OK) { /* the watch resumes from here */
+            arows_free(rows, nrows);
+            arows_free(reg, 1);
+            /* a revision compacted away: only a reload makes it whole */
+            return err == ACCEL_ESTORE ? ACCEL_ESTORE_CORRUPT : err;
         }
     } else if (n > 0) {
         pre = xcalloc(n, sizeof(*pre));
@@ -2903,6 +2964,8 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
         f->lock(f->ctx);
     for (size_t i = 0; i < nrows; i++)
         watch_drain(s, rows[i].ev, rows[i].n, rev, f->mutex);
+    for (size_t j = 0; j < reg->n; j++) /* the nodes first */
+        follow_one(fr, &reg->ev[j], &reg->pre[j], rev, 0);
     for (size_t i = 0; i < nrows; i++)
         agent_apply(fr, &rows[i], rev);
     for (size_t i = 0; range > 0 && i < n; i++) {
@@ -2917,6 +2980,7 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
     if (f->unlock)
         f->unlock(f->ctx);
     arows_free(rows, nrows);
+    arows_free(reg, 1);
     fpre_free(pre, pre ? n : 0);
     agent_reached(s, range, rev);
     if (n > 0 || rev >= ar->next[range])
@@ -2939,7 +3003,7 @@ static enum accel_err es_follow(struct store *base,
                                 volatile int *stop)
 {
     struct estore *s = (struct estore *)base;
-    struct arun ar = {{s, f, s->load_rev + 1}, {0}};
+    struct arun ar = {.fr = {s, f, s->load_rev + 1}};
     for (size_t i = 0; i < AGENT_RANGES; i++)
         ar.next[i] = s->load_rev + 1;
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
@@ -2954,6 +3018,9 @@ static enum accel_err es_follow(struct store *base,
             nanosleep(&ts, NULL);
         }
     }
+    for (size_t i = 0; i < ar.nnodes; i++)
+        free(ar.nodes[i]);
+    free(ar.nodes);
     return ACCEL_OK;
 }
 
