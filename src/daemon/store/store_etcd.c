@@ -3004,13 +3004,13 @@ static enum accel_err es_follow(struct store *base,
 {
     struct estore *s = (struct estore *)base;
     struct arun ar = {.fr = {s, f, s->load_rev + 1}};
+    enum accel_err err = ACCEL_OK;
     for (size_t i = 0; i < AGENT_RANGES; i++)
         ar.next[i] = s->load_rev + 1;
     while (!__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
-        enum accel_err err = watch_once(s, &ar.fr, s->agent ? &ar : NULL,
-                                        stop);
+        err = watch_once(s, &ar.fr, s->agent ? &ar : NULL, stop);
         if (err == ACCEL_ESTORE_CORRUPT)
-            return err;
+            break;
         if (err != ACCEL_OK && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
             /* a broken stream: watch again from where it broke, after a
              * pause so that a dead cluster is not hammered */
@@ -3021,7 +3021,7 @@ static enum accel_err es_follow(struct store *base,
     for (size_t i = 0; i < ar.nnodes; i++)
         free(ar.nodes[i]);
     free(ar.nodes);
-    return ACCEL_OK;
+    return err == ACCEL_ESTORE_CORRUPT ? err : ACCEL_OK;
 }
 
 static const struct store_ops etcd_ops = {

@@ -43,10 +43,10 @@
 
 #define CLUSTER_USAGE_MS 5000  /* nodeinfo is refreshed at most this often */
 
-/* An allocation change of the revision being applied. */
 /* Where an app's cards are, as far as its process goes (where_placed). */
 enum placed { PLACED_NONE, PLACED_HERE, PLACED_ELSEWHERE };
 
+/* An allocation change of the revision being applied. */
 struct pending_alloc {
     char *app, *dev;
     uint64_t memory;
