@@ -299,6 +299,7 @@ static void f_nodeinfo(void *ctx, const char *node, const char *json,
     rec_add(&f->early, "nodeinfo %s %s\n", node,
             !json ? "deleted" : parsed ? "parsed" : "as text");
     pthread_mutex_unlock(&f->pmu);
+    rec_add(&f->seen, "node %s\n", node); /* in order with the rows */
 }
 static void f_app(void *ctx, const char *name, const struct store_app *row)
 {
@@ -1663,8 +1664,10 @@ static void etcd_too_big_is_refused_whole(void)
  * 51): an app row whose key was just created goes to app_early without
  * the lock, then to app under it; a later change of the row does not go
  * to app_early; a key created again after its delete does; a node's
- * registration comes parsed. An agent's view hands every app row its
- * index brings to app_early, without the lock too. */
+ * registration comes parsed. An agent's view hands an app row its index
+ * brings to app_early, without the lock too, the first time (not at
+ * each later write of the app), and the registration of a node that a
+ * row names and the agent has not met, before that row. */
 static char *early_of(struct fx *f)
 {
     char *t;
@@ -1702,6 +1705,8 @@ static void etcd_decoded_off_the_lock(void)
     struct fx *c;
     struct store_app x = app_row("x", "alice", "installed");
     struct store_alloc on3 = {"z", "u1", "nvidia", "n3", "GPU-3", 0};
+    struct store_alloc on4 = {"z", "u1", "nvidia", "n4", "GPU-4", 0};
+    struct store_app z = app_row("z", "u1", "running");
 
     put_row_of(b, &x);
     fx_caught_up(a, b);
@@ -1740,6 +1745,28 @@ static void etcd_decoded_off_the_lock(void)
     fx_caught_up(c, a);
     ASSERT_STR_EQ(c->seen.buf, "app z installed\nalloc z/GPU-3 u1\n");
     ASSERT_EARLY(c, "early z installed without the lock\n");
+    /* a later write of z: its row again, not decoded early again */
+    put_row_of(a, &z);
+    fx_caught_up(c, a);
+    ASSERT_STR_EQ(c->seen.buf, "app z installed\nalloc z/GPU-3 u1\n"
+                               "app z running\n");
+    ASSERT_EARLY(c, "early z installed without the lock\n");
+    /* n4 registers after the agent loaded; z is bound to its card too:
+     * n4's registration comes first, then the row that names it, and
+     * only once */
+    OK(store_member_put(a->s, "nodeinfo", "n4", "{\"devices\":[]}", 0));
+    OK(store_begin(a->s));
+    OK(store_alloc_put(a->s, &on4));
+    OK(store_commit(a->s));
+    fx_caught_up(c, a);
+    z.state = "stopped";
+    put_row_of(a, &z);
+    fx_caught_up(c, a);
+    ASSERT_STR_EQ(c->seen.buf, "app z installed\nalloc z/GPU-3 u1\n"
+                               "app z running\nnode n4\n"
+                               "alloc z/GPU-4 u1\napp z stopped\n");
+    ASSERT_EARLY(c, "early z installed without the lock\n"
+                    "nodeinfo n4 parsed\n");
     fx_close(c);
     fx_close(b);
     fx_close(a);

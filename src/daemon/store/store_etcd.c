@@ -2696,6 +2696,9 @@ struct arun {
     char **nodes;          /* the nodes whose registration it has read
                               (agent_nodes): the watcher thread's own */
     size_t nnodes;
+    struct strmap *shown;  /* the apps whose row it has handed over and
+                              not taken out since: their rows are not
+                              decoded early again (the watcher's own) */
 };
 
 /* The events of one app of the index: its rows at the revision. */
@@ -2940,11 +2943,14 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
                 err = arows_read(s, a, key3(s, "parts", app, ""), true, rev);
         }
         /* decoded before the lock too; an app row read here may be new
-         * to this view, so the follower decodes it early as well */
+         * to this view, so the follower decodes it early as well, unless
+         * this watch has handed it over already (every write of an app
+         * rewrites its index key: its manifest would be decoded at each) */
         for (size_t i = 0; i < nrows && err == ACCEL_OK; i++) {
+            bool early = !strmap_get(ar->shown, rows[i].app, &(uint32_t){0});
             rows[i].pre = xcalloc(rows[i].n + 1, sizeof(*rows[i].pre));
             for (size_t j = 0; j < rows[i].n; j++)
-                follow_decode(fr, &rows[i].ev[j], &rows[i].pre[j], true);
+                follow_decode(fr, &rows[i].ev[j], &rows[i].pre[j], early);
         }
         if (err == ACCEL_OK)
             err = agent_nodes(ar, rows, nrows, rev, reg);
@@ -2979,6 +2985,14 @@ static enum accel_err agent_cb(void *ctx, size_t range, int64_t rev,
         f->revision(f->ctx, rev);
     if (f->unlock)
         f->unlock(f->ctx);
+    for (size_t i = 0; i < nrows; i++) {
+        char *k = key2(s, "apps", rows[i].app);
+        if (!rows[i].unbound && arows_has(&rows[i], k))
+            strmap_put(ar->shown, rows[i].app, 1);
+        else
+            strmap_del(ar->shown, rows[i].app);
+        free(k);
+    }
     arows_free(rows, nrows);
     arows_free(reg, 1);
     fpre_free(pre, pre ? n : 0);
@@ -3003,7 +3017,7 @@ static enum accel_err es_follow(struct store *base,
                                 volatile int *stop)
 {
     struct estore *s = (struct estore *)base;
-    struct arun ar = {.fr = {s, f, s->load_rev + 1}};
+    struct arun ar = {.fr = {s, f, s->load_rev + 1}, .shown = strmap_new()};
     enum accel_err err = ACCEL_OK;
     for (size_t i = 0; i < AGENT_RANGES; i++)
         ar.next[i] = s->load_rev + 1;
@@ -3021,6 +3035,7 @@ static enum accel_err es_follow(struct store *base,
     for (size_t i = 0; i < ar.nnodes; i++)
         free(ar.nodes[i]);
     free(ar.nodes);
+    strmap_free(ar.shown);
     return err == ACCEL_ESTORE_CORRUPT ? err : ACCEL_OK;
 }
 
