@@ -44,7 +44,7 @@
 #define CLUSTER_USAGE_MS 5000  /* nodeinfo is refreshed at most this often */
 
 /* Where an app's cards are, as far as its process goes (where_placed). */
-enum placed { PLACED_NONE, PLACED_HERE, PLACED_ELSEWHERE };
+enum placed { PLACED_NONE, PLACED_HERE, PLACED_ACROSS, PLACED_AWAY };
 
 /* An allocation change of the revision being applied. */
 struct pending_alloc {
@@ -925,41 +925,45 @@ static bool quota_moved(struct accel_daemon *d, struct app *a, int dev,
     return false;
 }
 
-/* Where a's cards are, as far as its process goes: none, all on this
- * node (its process, if any, is this node's), or elsewhere (any other:
- * on other nodes, or across nodes, whose parts each node tracks). */
+/* Where a's cards are, as far as its process goes: none; all on this
+ * node (its process, if any, is this node's); across nodes with some
+ * here (a->pid is this node's part's); or none here (a->pid, if any, is
+ * another node's). */
 static enum placed where_placed(struct accel_daemon *d, const struct app *a)
 {
     if (a->nrows == 0)
         return PLACED_NONE;
-    return !state_app_multi(d, a) && state_app_runs_here(d, a)
-               ? PLACED_HERE
-               : PLACED_ELSEWHERE;
+    if (state_app_multi(d, a))
+        return state_app_part_here(d, a) ? PLACED_ACROSS : PLACED_AWAY;
+    return state_app_runs_here(d, a) ? PLACED_HERE : PLACED_AWAY;
 }
 
 /*
  * a's cards moved with this revision (was: where they were before its
- * first row of a; a move is a delete and an add, compared whole). A process
- * of a is this node's only while a's cards are all here: moved away
- * while it runs, it would run on unseen, on cards the cluster has given
- * to others, so it is killed (a stop under way here ends it anyway);
- * brought here from another node with that node's pid, the pid is not
- * this node's to watch or signal. Nothing moves a running app's cards
- * (a move stops it first), so either is a change decided on a view that
- * had not seen the run, as runs_unowned says of the app's row.
+ * first row of a; a move is a delete and an add, compared whole). The
+ * process of an app on one node is that node's only while the app's
+ * cards are all there: moved away (or released) while it runs, it would
+ * run on unseen, on cards the cluster has given to others, so it is
+ * killed (a stop under way here ends it anyway); brought here from
+ * another node with that node's pid, the pid is not this node's to watch
+ * or signal. Nothing moves a running app's cards (a move stops it
+ * first), so either is a change decided on a view that had not seen the
+ * run, as runs_unowned says of the app's row. The parts of an app
+ * across nodes are left to act_multi.
  */
 static void placement_moved(struct accel_daemon *d, struct app *a,
                             enum placed was)
 {
     enum placed now = where_placed(d, a);
 
-    if (a->pid <= 0 || now == was)
+    if (a->pid <= 0)
         return;
-    if (was == PLACED_HERE && !a->stop.active) {
+    if (was == PLACED_HERE && (now == PLACED_NONE || now == PLACED_AWAY) &&
+        !a->stop.active) {
         runtime_kill_unowned(d, a, "another node placed it on other cards "
                                    "while it ran here");
-    } else if (!(was == PLACED_ELSEWHERE && now == PLACED_HERE)) {
-        return;
+    } else if (!(was == PLACED_AWAY && now == PLACED_HERE)) {
+        return; /* the parts of an app across nodes are act_multi's */
     }
     a->pid = 0;
     a->pid_start = 0;
