@@ -166,6 +166,9 @@ struct app_release {
  * processes, the release (or the uninstall). */
 struct app_stop {
     bool active;                 /* the supervisor drives this stop */
+    int64_t pid;                 /* the leader it stops: a stop whose
+                                    process is no longer the app's (it
+                                    ended another way) is over */
     bool term_sent;              /* SIGTERM sent to the cgroup */
     bool term_found;             /* ...and the cgroup held processes then:
                                     once it is empty they are gone, the
@@ -199,6 +202,9 @@ struct app {
     uint64_t *row_usage;         /* [nrows] live use per allocation row */
     struct app_release rel;      /* releasing: what waits for the GPU */
     struct app_stop stop;        /* stopping: the stop under way */
+    bool stop_blocking;          /* a request's own stop holds the app, the
+                                    lock let go (ops_stop_processes): no
+                                    supervisor stop begins beside it */
     bool leader_gone;            /* the leader exited; its cgroup still
                                     holds processes, so the app runs on */
     int leader_status;           /* its wait status then */

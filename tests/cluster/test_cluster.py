@@ -36,6 +36,13 @@ def pgrep_f(cmd, n, *opts):
     return ["pgrep"] + list(opts) + ["-f", "^%s %s$" % (cmd, sleep_arg(n))]
 
 
+def sleep_pid(n):
+    """The pid of this run's `/bin/sleep sleep_arg(n)`, or None."""
+    out = subprocess.run(pgrep_f("/bin/sleep", n), capture_output=True,
+                         text=True).stdout.split()
+    return int(out[0]) if out else None
+
+
 def alive(pid):
     """Is pid a live process (not gone, not a zombie)?"""
     try:
@@ -364,15 +371,8 @@ class AnyNodeTest(unittest.TestCase):
         self.assertEqual(b["data"]["state"], "resuming")
         c.wait(lambda: (c.app_of(c.agent("n3"), "sleeper") or {}).get(
             "state") == "running", "sleeper running as n3 sees it")
-        pid = None
-
-        def started():
-            nonlocal pid
-            out = subprocess.run(pgrep_f("/bin/sleep", 300),
-                                 capture_output=True, text=True).stdout
-            pid = int(out.split()[0]) if out.split() else None
-            return pid is not None
-        c.wait(started, "the sleeper process")
+        c.wait(lambda: sleep_pid(300), "the sleeper process")
+        pid = sleep_pid(300)
         # its process is a child of n2's acceld, not of the API server's
         with open("/proc/%d/stat" % pid) as f:
             ppid = int(f.read().rsplit(")", 1)[1].split()[1])
@@ -400,19 +400,13 @@ class AnyNodeTest(unittest.TestCase):
         m = manifest("mover", "2Gi", run=["/bin/sleep", sleep_arg(302)])
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
         self.assertTrue(won(st, b), b)
-        pid = None
-
-        def started():
-            nonlocal pid
-            out = subprocess.run(pgrep_f("/bin/sleep", 302),
-                                 capture_output=True, text=True).stdout
-            pid = int(out.split()[0]) if out.split() else None
-            return pid is not None and (c.app_of(c.agent("n2"), "mover") or
-                                        {}).get("state") == "running"
         self.addCleanup(lambda: (
             c.agent("n1").http("POST", "/api/apps/mover/suspend"),
             c.agent("n1").http("DELETE", "/api/apps/mover")))
-        c.wait(started, "mover running on n2")
+        c.wait(lambda: sleep_pid(302) and (c.app_of(
+            c.agent("n2"), "mover") or {}).get("state") == "running",
+            "mover running on n2")
+        pid = sleep_pid(302)
         out = c.etcd.etcdctl("get", "--prefix", "/accel/allocs/mover/").stdout
         key, value = out.splitlines()[:2]
         self.assertTrue(key.endswith("/n2-mem"), out)
@@ -490,6 +484,73 @@ class AnyNodeTest(unittest.TestCase):
         for n in ("n1", "n2", "n3"):
             c.wait(lambda: (c.app_of(c.agent(n), "switched") or {}).get(
                 "state") == "stopped", "switched stopped on " + n)
+
+    def test_no_stop_begins_beside_a_switchs_own_stop(self):
+        """A mode switch through n1 stops n1's app itself, the lock let go
+        while the process ends (2 s: it ignores SIGTERM). A change of the
+        app's row that n1's watch applies meanwhile (written to etcd here,
+        as another node's write of it would be) began a second stop of
+        the same process, which outlived it: the app kept a stop of a
+        process it no longer had. Its next run's stop then sent SIGKILL at
+        once, no SIGTERM; and where the switch's release lost to another
+        node's write, the app stayed `stopping` for good (the randomized
+        test under ASan: "did not converge")."""
+        c = self.c
+        box = tempfile.mkdtemp(prefix="accel-twostop-")
+        self.addCleanup(shutil.rmtree, box, True)
+        os.chmod(box, 0o777)
+        said = os.path.join(box, "said")
+        ready = os.path.join(box, "ready")
+        script = ("import signal,sys\n"
+                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
+                  "open(sys.argv[2], 'w').close()\n"
+                  "while True:\n"
+                  "    signal.sigwaitinfo([signal.SIGTERM])\n"
+                  "    open(sys.argv[1], 'a').write('TERM\\n')\n")
+        m = manifest("twostop", "2Gi",
+                     run=["/usr/bin/python3", "-c", script, said, ready])
+        m["run"]["stopTimeoutSeconds"] = 2
+        n1 = c.agent("n1")
+        path = "/api/compute-resources/nodes/n1/devices/n1-mem/support-type"
+        self.addCleanup(n1.http, "PUT", path, {"supportType": "MemorySlice"})
+        self.addCleanup(n1.http, "DELETE", "/api/apps/twostop")
+        self.addCleanup(n1.http, "POST", "/api/apps/twostop/suspend")
+        st, b = install(n1, m, **bind("n1", "n1-mem", 2 * GiB))
+        self.assertTrue(won(st, b), b)
+        c.wait(lambda: os.path.exists(ready), "twostop waiting for SIGTERM")
+        out = {}
+
+        def switch():
+            out["r"] = n1.http("PUT", path, {"supportType": "Exclusive"})
+        t = threading.Thread(target=switch)
+        t.start()
+        key = "/accel/apps/twostop"
+
+        def row():
+            return json.loads(c.etcd.etcdctl(
+                "get", key, "--print-value-only").stdout)
+        c.wait(lambda: row()["state"] == "stopping", "the switch's stop")
+        value = c.etcd.etcdctl("get", key, "--print-value-only").stdout
+        c.etcd.etcdctl("put", key, value.strip())
+        t.join(60)
+        st, b = out["r"]
+        self.assertEqual((st, b["data"]["status"]), (200, "switched"), b)
+        # the next run's stop is a stop of its own: SIGTERM first
+        st, b = n1.http("PUT", path, {"supportType": "MemorySlice"})
+        self.assertEqual(st, 200, b)
+        os.unlink(ready)
+        if os.path.exists(said):
+            os.unlink(said)
+        st, b = n1.http("POST", "/api/apps/twostop/resume",
+                        bind("n1", "n1-mem", 2 * GiB))
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: os.path.exists(ready), "twostop again")
+        st, b = c.agent("n2").http("POST", "/api/apps/twostop/suspend")
+        self.assertEqual(st, 200, b)
+        c.wait(lambda: (c.app_of(n1, "twostop") or {}).get("state") ==
+               "stopped", "twostop stopped again")
+        self.assertTrue(os.path.exists(said), "no SIGTERM before the kill")
+        self.assertNotIn("its stop ended without it", n1.log())
 
     def test_a_card_with_more_apps_than_one_etcd_transaction_switches(self):
         """A mode switch stops and releases every app bound to the card:

@@ -554,6 +554,7 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
         return stop_elsewhere(d, a);
     commit_state(d, a, APP_STOPPING, NULL);
     name = xstrdup(a->name);
+    a->stop_blocking = true; /* runtime_stop_begin: this thread stops it */
     pthread_mutex_unlock(&d->lock);
     rc = runtime_stop(d, name, pid, start, timeout, &status);
     /* the device is free only once NVML lists no process of the app */
@@ -566,6 +567,7 @@ struct app *ops_stop_processes(struct accel_daemon *d, struct app *a)
         log_warn("app %s: some processes survived the stop", name);
     free(name);
     if (a) {
+        a->stop_blocking = false;
         a->pid = 0;
         a->pid_start = 0;
         a->exit_status = status;

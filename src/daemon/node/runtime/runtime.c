@@ -535,9 +535,15 @@ static void supervisor_sleep(unsigned ms)
 void runtime_stop_begin(struct app *a, enum app_state to, const char *reason,
                         bool uninstall)
 {
+    /* a request stopping it itself (a mode switch, a removal) has the
+     * process: a second stop of it would outlive it (the request zeroes
+     * the pid), and hold the app `stopping` with nothing to stop */
+    if (a->stop_blocking)
+        return;
     free(a->stop.reason);
     a->stop = (struct app_stop){
         .active = true,
+        .pid = a->pid,
         .uninstall = uninstall,
         .to = to,
         .reason = reason ? xstrdup(reason) : NULL,
@@ -581,6 +587,17 @@ static size_t gather_watches(struct accel_daemon *d, struct watch *w,
     size_t n = 0;
     for (size_t i = 0; i < d->napps && n < max; i++) {
         struct app *a = d->apps[i];
+        if (a->stop.active && a->stop.pid != a->pid) {
+            /* its process ended another way (not through this stop): the
+             * stop is over, and what the app is left in (`stopping`, no
+             * process) is what a watch event or the keeper's redrive acts
+             * on, as for any stop without a process */
+            log_warn("app %s: its stop ended without it: the process %lld "
+                     "it stopped is no longer the app's", a->name,
+                     (long long)a->stop.pid);
+            free(a->stop.reason);
+            a->stop = (struct app_stop){0};
+        }
         if (a->pid <= 0 || (a->state == APP_STOPPING && !a->stop.active))
             continue; /* no process, or a blocking stop owns it */
         if (state_app_remote(d, a) && !state_app_part_here(d, a))
