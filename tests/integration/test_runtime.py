@@ -300,7 +300,7 @@ class LifecycleTest(RuntimeBase):
         under it. Once the child ends too, the app is stopped and the card
         free. Without a cgroup the release came at the leader's exit."""
         a = self.install(manifest("leaver", [
-            "sh", "-c", "setsid sleep 1000 & sleep 1; exit 0"]))
+            "sh", "-c", "setsid sleep 1000 & sleep 2; exit 0"]))
         leader = a["pid"]
         # this acceld's run (another run of the suite has its own tag)
         tag = self.environ(leader)["ACCEL_APP_ID"]
