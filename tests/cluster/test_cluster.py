@@ -43,6 +43,23 @@ def sleep_pid(n):
     return int(out[0]) if out else None
 
 
+def term_box(tc, prefix):
+    """(said, ready): paths in a directory of tc's that any app's uid may
+    write, for an app whose script starts with TERM_BLOCKED and then
+    writes what SIGTERM it got to said."""
+    box = tempfile.mkdtemp(prefix=prefix)
+    tc.addCleanup(shutil.rmtree, box, True)
+    os.chmod(box, 0o777)
+    return os.path.join(box, "said"), os.path.join(box, "ready")
+
+
+# ready (argv[2]) once SIGTERM is blocked: on a loaded machine a SIGTERM
+# sent while Python still starts would kill it before it could say who
+TERM_BLOCKED = ("import signal,sys\n"
+                "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
+                "open(sys.argv[2], 'w').close()\n")
+
+
 def alive(pid):
     """Is pid a live process (not gone, not a zombie)?"""
     try:
@@ -419,9 +436,9 @@ class AnyNodeTest(unittest.TestCase):
                 json.dumps(row, separators=(",", ":"))))
         r = c.etcd.etcdctl("txn", input=txn, check=False)
         self.assertIn("SUCCESS", r.stdout, r.stdout + r.stderr)
-        self.assertEqual(c.etcd.etcdctl("get", "--prefix", "/accel/allocs/mover/",
-                         "--keys-only").stdout.split(),
-                         ["/accel/allocs/mover/n3-mem"])
+        keys = c.etcd.etcdctl("get", "--prefix", "/accel/allocs/mover/",
+                              "--keys-only").stdout.split()
+        self.assertEqual(keys, ["/accel/allocs/mover/n3-mem"])
         c.wait(lambda: not alive(pid), "the process on n2 killed")
         # said once the kill is sent: a moment after the process is gone
         c.wait(lambda: "placed it on other cards while it ran here" in
@@ -450,18 +467,10 @@ class AnyNodeTest(unittest.TestCase):
         would name whatever process n1's machine has under that number),
         then the card switches. The app records who sent its SIGTERM."""
         c = self.c
-        box = tempfile.mkdtemp(prefix="accel-switch-")
-        self.addCleanup(shutil.rmtree, box, True)
-        os.chmod(box, 0o777)
-        said = os.path.join(box, "sender")
-        ready = os.path.join(box, "ready")
-        # ready once SIGTERM is blocked: on a loaded machine a SIGTERM sent
-        # while Python still starts would kill it before it could say who
-        script = ("import signal,sys\n"
-                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
-                  "open(sys.argv[2], 'w').close()\n"
-                  "i = signal.sigwaitinfo([signal.SIGTERM])\n"
-                  "open(sys.argv[1], 'w').write(str(i.si_pid))\n")
+        said, ready = term_box(self, "accel-switch-")
+        script = TERM_BLOCKED + (
+            "i = signal.sigwaitinfo([signal.SIGTERM])\n"
+            "open(sys.argv[1], 'w').write(str(i.si_pid))\n")
         m = manifest("switched", "2Gi",
                      run=["/usr/bin/python3", "-c", script, said, ready])
         st, b = install(c.agent("n1"), m, **bind("n2", "n2-mem", 2 * GiB))
@@ -499,17 +508,11 @@ class AnyNodeTest(unittest.TestCase):
         node's write, the app stayed `stopping` for good (the randomized
         test under ASan: "did not converge")."""
         c = self.c
-        box = tempfile.mkdtemp(prefix="accel-twostop-")
-        self.addCleanup(shutil.rmtree, box, True)
-        os.chmod(box, 0o777)
-        said = os.path.join(box, "said")
-        ready = os.path.join(box, "ready")
-        script = ("import signal,sys\n"
-                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
-                  "open(sys.argv[2], 'w').close()\n"
-                  "while True:\n"
-                  "    signal.sigwaitinfo([signal.SIGTERM])\n"
-                  "    open(sys.argv[1], 'a').write('TERM\\n')\n")
+        said, ready = term_box(self, "accel-twostop-")
+        script = TERM_BLOCKED + (
+            "while True:\n"
+            "    signal.sigwaitinfo([signal.SIGTERM])\n"
+            "    open(sys.argv[1], 'a').write('TERM\\n')\n")
         m = manifest("twostop", "2Gi",
                      run=["/usr/bin/python3", "-c", script, said, ready])
         m["run"]["stopTimeoutSeconds"] = 2
